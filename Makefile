@@ -1,0 +1,51 @@
+# The two commands: `make run` (a working dashboard on a simulated grid) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test install migrate demo worker web bench check clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# Reinstall only when requirements.txt changes.
+$(STAMP): requirements.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(BIN)/python manage.py migrate --no-input
+
+demo: migrate
+	$(BIN)/python manage.py demo_fleet
+
+# Web and worker (with the reaper's beat) side by side; Ctrl-C stops both.
+run: demo
+	@$(BIN)/python manage.py demo_fleet --print-logins
+	@echo "Dashboard: http://$(HOST):$(PORT)/   (Ctrl-C stops web and worker)"
+	@trap 'kill 0' INT TERM EXIT; \
+	$(BIN)/celery -A dashboard worker --beat --loglevel=INFO --concurrency=2 \
+	    --schedule=var/celerybeat-schedule --logfile=var/worker.log & \
+	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
+
+# One worker on the configured broker (CELERY_BROKER_URL), as `make run` starts.
+worker: install
+	$(BIN)/celery -A dashboard worker --beat --loglevel=INFO --schedule=var/celerybeat-schedule
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/run.py
+
+check: install
+	$(BIN)/python -m pytest -x -q
+
+clean:
+	rm -rf var staticfiles .pytest_cache .hypothesis

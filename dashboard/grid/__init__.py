@@ -1,0 +1,25 @@
+"""The outside world: the grid interface, the Grid Proxy client and the simulated ZOS grid.
+
+`get_grid()` returns the backend chosen by settings.GRID_BACKEND. It speaks in capacity
+types, never in models.
+"""
+
+from django.conf import settings
+
+from dashboard.grid.types import Grid
+
+
+def get_grid() -> Grid:
+    if settings.GRID_BACKEND == "gridproxy":
+        from dashboard.grid.proxy import GridProxyClient
+
+        return GridProxyClient(
+            settings.GRID_PROXY_URL,
+            connect_timeout=settings.GRID_CONNECT_TIMEOUT,
+            read_timeout=settings.GRID_READ_TIMEOUT,
+            retries=settings.GRID_RETRIES,
+            backoff=settings.GRID_BACKOFF,
+        )
+    from dashboard.grid.simulator import SimulatedGrid
+
+    return SimulatedGrid(settings.SIMGRID_PATH)

@@ -1,0 +1,144 @@
+"""What the grid tells us, in capacity terms, and the typed errors every backend raises.
+
+Callers catch GridError (or one of its kinds) and never see a raw HTTP or parsing error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from dashboard.capacity import Resources, SliceSize
+
+NODE_STATUSES = ("up", "down", "standby")
+
+
+@dataclass(frozen=True)
+class NodeCapacity:
+    """One node as the grid reports it; `used` includes the node reserve (proxy accounting)."""
+
+    node_id: int
+    farm_id: int
+    farm_name: str
+    twin_id: int | None
+    status: str  # up, down or standby
+    dedicated: bool
+    rented_by_twin_id: int | None
+    total: Resources
+    used: Resources
+    country: str = ""
+    city: str = ""
+    updated_at: int | None = None
+    # SSD pool sizes; only the simulator knows them, the Grid Proxy does not report them.
+    pools_sru: tuple[int, ...] | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "node_id": self.node_id,
+            "farm_id": self.farm_id,
+            "status": self.status,
+            "total": self.total.as_dict(),
+            "used": self.used.as_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class NodeStatistics:
+    """GET /nodes/{id}/statistics: what the node itself says."""
+
+    system: Resources
+    total: Resources
+    used: Resources
+    deployments: int
+    workloads: int
+
+
+@dataclass(frozen=True)
+class NodePage:
+    nodes: tuple[NodeCapacity, ...]
+    page: int
+    size: int
+    # Nodes the page held that were malformed: (node id or position, reason). Never fatal for the page.
+    skipped: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class VmDeployed:
+    workload_id: str
+    node_id: int
+
+
+class GridError(Exception):
+    """Base of every grid failure; `cause` matches Deployment.Cause values."""
+
+    cause = "unknown"
+
+
+class NodeNotFound(GridError):
+    cause = "node-offline"
+
+
+class NodeOffline(GridError):
+    """The node is down or on standby: it cannot answer or host anything now."""
+
+    cause = "node-offline"
+
+
+class GridUnavailable(GridError):
+    """The grid could not be reached, timed out, or answered 5xx after the retries."""
+
+    cause = "grid-unavailable"
+
+
+class MalformedPayload(GridError):
+    """The grid answered, but not in the shape we can trust; the message names the field."""
+
+    cause = "grid-unavailable"
+
+
+class DeployNotSupported(GridError):
+    """The backend is read-only (the public Grid Proxy cannot deploy)."""
+
+    cause = "unknown"
+
+
+class DeploymentFailed(GridError):
+    """ZOS refused the workload; `raw` is ZOS's own message (classify it for a cause)."""
+
+    def __init__(self, raw: str):
+        super().__init__(raw)
+        self.raw = raw
+
+
+class Grid(Protocol):
+    """The one interface the product uses; see dashboard/grid/__init__.py for get_grid()."""
+
+    name: str
+    can_deploy: bool
+
+    def node(self, node_id: int) -> NodeCapacity: ...
+
+    def nodes(self, *, farm_id: int | None = None, page: int = 1, size: int = 50) -> NodePage: ...
+
+    def statistics(self, node_id: int) -> NodeStatistics: ...
+
+    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed: ...
+
+    def delete_vm(self, node_id: int, workload_id: str) -> None: ...
+
+
+__all__ = [
+    "NODE_STATUSES",
+    "DeployNotSupported",
+    "DeploymentFailed",
+    "Grid",
+    "GridError",
+    "GridUnavailable",
+    "MalformedPayload",
+    "NodeCapacity",
+    "NodeNotFound",
+    "NodeOffline",
+    "NodePage",
+    "NodeStatistics",
+    "VmDeployed",
+]

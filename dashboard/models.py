@@ -1,0 +1,339 @@
+"""What is stored: nodes, their slice catalogs, policies, deployments, jobs and the audit trail.
+
+Invariants live in the database as constraints, not only in Python: a catalog slot is
+unique per node, sizes are never negative, and a node has at most one active job.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from dashboard import capacity
+
+
+class Policy(models.Model):
+    """A named, versioned set of capacity parameters; the fleet default or an override."""
+
+    class Scope(models.TextChoices):
+        FLEET = "fleet", "Fleet default"
+        FARM = "farm", "Farm override"
+        NODE = "node", "Node override"
+
+    name = models.CharField(max_length=64, unique=True)
+    scope = models.CharField(max_length=8, choices=Scope.choices, default=Scope.FLEET)
+    farm_id = models.PositiveIntegerField(null=True, blank=True)
+    node = models.OneToOneField("Node", null=True, blank=True, on_delete=models.CASCADE, related_name="policy_override")
+    # Bumped on every change of a capacity parameter; catalogs carved under an older one are stale.
+    version = models.PositiveIntegerField(default=1)
+    slice_mru = models.BigIntegerField(default=4 * capacity.GiB)
+    slice_cru = models.PositiveIntegerField(default=1)
+    reserve_mru_percent = models.PositiveSmallIntegerField(default=10)
+    reserve_mru_floor = models.BigIntegerField(default=2 * capacity.GiB)
+    reserve_sru = models.BigIntegerField(default=20 * capacity.GiB)
+    overhead_mru_per_vm = models.BigIntegerField(default=0)
+    overhead_sru_per_vm = models.BigIntegerField(default=0)
+    rootfs = models.CharField(max_length=8, choices=[(r, r) for r in capacity.ROOTFS_RULES], default="zos")
+    min_slice_sru = models.BigIntegerField(default=10 * capacity.GiB)
+    sru_step = models.BigIntegerField(default=capacity.GiB)
+    arithmetic = models.CharField(max_length=12, choices=[(a, a) for a in capacity.ARITHMETICS], default="bytes")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    PARAMETERS = (
+        "slice_mru",
+        "slice_cru",
+        "reserve_mru_percent",
+        "reserve_mru_floor",
+        "reserve_sru",
+        "overhead_mru_per_vm",
+        "overhead_sru_per_vm",
+        "rootfs",
+        "min_slice_sru",
+        "sru_step",
+        "arithmetic",
+    )
+
+    class Meta:
+        verbose_name_plural = "policies"
+        constraints = [
+            models.UniqueConstraint(fields=["scope"], condition=Q(scope="fleet"), name="one_fleet_default_policy"),
+            models.UniqueConstraint(fields=["farm_id"], condition=Q(scope="farm"), name="one_policy_per_farm"),
+            models.CheckConstraint(
+                condition=(Q(scope="farm", farm_id__isnull=False) | ~Q(scope="farm")),
+                name="farm_policy_names_farm",
+            ),
+            models.CheckConstraint(
+                condition=(Q(scope="node", node__isnull=False) | ~Q(scope="node")),
+                name="node_policy_names_node",
+            ),
+            models.CheckConstraint(
+                condition=Q(slice_mru__gte=capacity.MIN_VM_MRU)
+                & Q(reserve_mru_floor__gte=0)
+                & Q(reserve_sru__gte=0)
+                & Q(overhead_mru_per_vm__gte=0)
+                & Q(overhead_sru_per_vm__gte=0)
+                & Q(min_slice_sru__gte=0)
+                & Q(sru_step__gte=1)
+                & Q(reserve_mru_percent__lte=90),
+                name="policy_sizes_sane",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+    def to_capacity(self) -> capacity.Policy:
+        return capacity.Policy(name=self.name, version=self.version, **{p: getattr(self, p) for p in self.PARAMETERS})
+
+    @classmethod
+    def parameters_from(cls, policy: capacity.Policy) -> dict:
+        return {p: getattr(policy, p) for p in cls.PARAMETERS}
+
+
+class Node(models.Model):
+    class Status(models.TextChoices):
+        UP = "up", "Up"
+        DOWN = "down", "Down"
+        STANDBY = "standby", "Standby"
+        UNKNOWN = "unknown", "Unknown"
+
+    node_id = models.PositiveIntegerField(unique=True, help_text="The grid's node id")
+    farm_id = models.PositiveIntegerField(db_index=True)
+    farm_name = models.CharField(max_length=128, blank=True)
+    twin_id = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.UNKNOWN, db_index=True)
+    dedicated = models.BooleanField(default=False)
+    rented_by_twin_id = models.PositiveIntegerField(null=True, blank=True)
+    country = models.CharField(max_length=64, blank=True)
+    city = models.CharField(max_length=64, blank=True)
+
+    total_cru = models.PositiveIntegerField()
+    total_mru = models.BigIntegerField()
+    total_sru = models.BigIntegerField()
+    total_hru = models.BigIntegerField(default=0)
+    # SSD pool sizes when known (the Grid Proxy does not report them); ZOS places a disk in one pool.
+    pools_sru = models.JSONField(null=True, blank=True)
+
+    # The live used capacity last read from the grid (reserve included, as the proxy reports it).
+    used_cru = models.PositiveIntegerField(null=True, blank=True)
+    used_mru = models.BigIntegerField(null=True, blank=True)
+    used_sru = models.BigIntegerField(null=True, blank=True)
+    used_hru = models.BigIntegerField(null=True, blank=True)
+    seen_at = models.DateTimeField(null=True, blank=True)
+
+    # The policy the stored catalog was carved with; compared with the effective one to find stale catalogs.
+    carved_policy_name = models.CharField(max_length=64)
+    carved_policy_version = models.PositiveIntegerField(default=1)
+    carved_slice_sru = models.BigIntegerField(default=0)
+    carved_deployable = models.PositiveIntegerField(default=0)
+    catalog_generation = models.PositiveIntegerField(default=1)
+
+    registered_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["node_id"]
+        permissions = [
+            ("reregister_node", "Can re-register a node (re-carve its catalog)"),
+            ("precheck_node", "Can run a capacity precheck"),
+            ("bulk_reregister", "Can re-register all stale nodes"),
+            ("deploy_slice", "Can deploy a slice"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(total_mru__gte=0) & Q(total_sru__gte=0) & Q(total_hru__gte=0),
+                name="node_total_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=(Q(used_mru__gte=0) | Q(used_mru__isnull=True)) & (Q(used_sru__gte=0) | Q(used_sru__isnull=True)),
+                name="node_used_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id}"
+
+    @property
+    def total(self) -> capacity.Resources:
+        return capacity.Resources(cru=self.total_cru, mru=self.total_mru, sru=self.total_sru, hru=self.total_hru)
+
+    @property
+    def used(self) -> capacity.Resources | None:
+        if self.used_mru is None or self.used_sru is None:
+            return None
+        return capacity.Resources(
+            cru=self.used_cru or 0, mru=self.used_mru, sru=self.used_sru, hru=self.used_hru or 0
+        )
+
+
+class Slice(models.Model):
+    class State(models.TextChoices):
+        FREE = "free", "Free"
+        RENTED = "rented", "Rented"
+        DEPLOYED = "deployed", "Deployed"
+        FAILED = "failed", "Failed"
+
+    # A rented or deployed slice is someone's VM: re-registering never deletes or resizes it.
+    OCCUPIED_STATES = (State.RENTED, State.DEPLOYED)
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="slices")
+    index = models.PositiveIntegerField()
+    cru = models.PositiveIntegerField()
+    mru = models.BigIntegerField()
+    sru = models.BigIntegerField(help_text="Data disk in bytes; the rootfs comes on top")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.FREE, db_index=True)
+    rented_by_twin_id = models.PositiveIntegerField(null=True, blank=True)
+    generation = models.PositiveIntegerField(default=1, help_text="Catalog generation that created it")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["node", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="slice_index_unique_per_node"),
+            models.CheckConstraint(condition=Q(mru__gt=0) & Q(sru__gte=0), name="slice_sizes_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node} slice {self.index}"
+
+    @property
+    def size(self) -> capacity.SliceSize:
+        return capacity.SliceSize(cru=self.cru, mru=self.mru, sru=self.sru)
+
+    @property
+    def is_occupied(self) -> bool:
+        return self.state in self.OCCUPIED_STATES
+
+
+class Deployment(models.Model):
+    """One attempt to deploy a slice's VM, kept with the grid's own reason when it failed."""
+
+    class State(models.TextChoices):
+        DEPLOYING = "deploying", "Deploying"
+        DEPLOYED = "deployed", "Deployed"
+        FAILED = "failed", "Failed"
+        REFUSED = "refused", "Refused by precheck"
+        DELETED = "deleted", "Deleted"
+
+    class Cause(models.TextChoices):
+        NONE = "", "—"
+        MEMORY = "memory", "Memory"
+        DISK = "disk", "Disk"
+        VALIDATION = "validation", "Validation"
+        NODE_OFFLINE = "node-offline", "Node offline"
+        GRID_UNAVAILABLE = "grid-unavailable", "Grid unavailable"
+        UNKNOWN = "unknown", "Unknown"
+
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="deployments")
+    # The slice may be re-carved away later; the record keeps its index and size regardless.
+    slice = models.ForeignKey(Slice, null=True, blank=True, on_delete=models.SET_NULL, related_name="deployments")
+    slice_index = models.PositiveIntegerField()
+    cru = models.PositiveIntegerField()
+    mru = models.BigIntegerField()
+    sru = models.BigIntegerField()
+    state = models.CharField(max_length=10, choices=State.choices, default=State.DEPLOYING, db_index=True)
+    raw_error = models.TextField(blank=True)
+    cause = models.CharField(max_length=16, choices=Cause.choices, blank=True, default="", db_index=True)
+    needed_bytes = models.BigIntegerField(null=True, blank=True)
+    usable_bytes = models.BigIntegerField(null=True, blank=True)
+    # {"total": {...}, "used": {...}, "status": "up"} as the grid reported it at that moment.
+    capacity_seen = models.JSONField(default=dict, blank=True)
+    grid_workload_id = models.CharField(max_length=64, blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    started_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(mru__gte=0) & Q(sru__gte=0), name="deployment_sizes_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"deployment of {self.node} slice {self.slice_index} ({self.state})"
+
+
+class Job(models.Model):
+    """A long operation run by a worker; its row is what the page polls."""
+
+    class Kind(models.TextChoices):
+        REREGISTER = "reregister", "Re-register"
+        PRECHECK = "precheck", "Precheck"
+        BULK_REREGISTER = "bulk-reregister", "Bulk re-register"
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+
+    class Source(models.TextChoices):
+        WEB = "web", "Web"
+        COMMAND = "command", "Command"
+        ADMIN = "admin", "Admin"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
+    farm_id = models.PositiveIntegerField(null=True, blank=True)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.WEB)
+    dry_run = models.BooleanField(default=False)
+    state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
+    step = models.CharField(max_length=200, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"], condition=Q(state__in=["queued", "running"]), name="one_active_job_per_node"
+            ),
+            models.UniqueConstraint(
+                fields=["kind"],
+                condition=Q(kind="bulk-reregister", state__in=["queued", "running"]),
+                name="one_active_bulk_job",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = self.node or (f"farm {self.farm_id}" if self.farm_id else "fleet")
+        return f"{self.get_kind_display()} of {target} #{self.pk}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in self.ACTIVE_STATES
+
+    @property
+    def duration(self):
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+
+class AuditEvent(models.Model):
+    """Who did what, from where, and with what result. Never edited, only appended."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    source = models.CharField(max_length=8, default="web")
+    action = models.CharField(max_length=40)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_events")
+    message = models.TextField()
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.action}: {self.message}"
