@@ -119,6 +119,10 @@ class Node(models.Model):
     used_sru = models.BigIntegerField(null=True, blank=True)
     used_hru = models.BigIntegerField(null=True, blank=True)
     seen_at = models.DateTimeField(null=True, blank=True)
+    # The latest precheck's figures, so the fleet table needs no per-row work.
+    placeable_now = models.PositiveIntegerField(null=True, blank=True)
+    phantom_slices = models.PositiveIntegerField(null=True, blank=True)
+    prechecked_at = models.DateTimeField(null=True, blank=True)
 
     # The policy the stored catalog was carved with; compared with the effective one to find stale catalogs.
     carved_policy_name = models.CharField(max_length=64)
@@ -318,6 +322,30 @@ class Job(models.Model):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
+
+
+class CapacitySample(models.Model):
+    """One reading of a node's real usage beside the VMs it hosted then; calibration fits these."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="capacity_samples")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    source = models.CharField(max_length=16, default="statistics")  # statistics or proxy
+    vm_count = models.PositiveIntegerField()
+    vm_mru = models.BigIntegerField(help_text="Sum of the hosted VMs' memory")
+    vm_sru = models.BigIntegerField(help_text="Sum of the hosted VMs' disks, rootfs included")
+    total_mru = models.BigIntegerField()
+    total_sru = models.BigIntegerField()
+    used_mru = models.BigIntegerField()
+    used_sru = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["node", "at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(vm_mru__gte=0) & Q(vm_sru__gte=0) & Q(used_mru__gte=0) & Q(used_sru__gte=0),
+                name="sample_sizes_not_negative",
+            )
+        ]
 
 
 class AuditEvent(models.Model):
