@@ -520,3 +520,57 @@ def placeable_count(slice_size: SliceSize | Resources, total: Resources, used: R
 def with_overrides(policy: Policy, **changes) -> Policy:
     """A copy of `policy` with some parameters changed (validated like any policy)."""
     return replace(policy, **changes)
+
+
+# --- precheck: which free slices can really be placed now --------------------------------
+
+
+@dataclass(frozen=True)
+class SliceVerdict:
+    index: int
+    verdict: Verdict
+
+    @property
+    def phantom(self) -> bool:
+        return not self.verdict.fits
+
+
+@dataclass(frozen=True)
+class Precheck:
+    free_slices: int
+    placeable_now: int
+    phantom_slices: tuple[int, ...]  # slice indices
+    verdicts: tuple[SliceVerdict, ...]
+
+    def as_dict(self) -> dict:
+        return {
+            "free_slices": self.free_slices,
+            "placeable_now": self.placeable_now,
+            "phantom_slices": list(self.phantom_slices),
+            "verdicts": [{"slice": v.index, **v.verdict.as_dict()} for v in self.verdicts],
+        }
+
+
+def precheck(
+    free: Sequence[tuple[int, SliceSize | Resources]], total: Resources, used: Resources, policy: Policy
+) -> Precheck:
+    """Place the free slices one after another (by index) on the live node.
+
+    Each slice that fits is counted against the node before the next is tried, so the
+    verdicts say what would happen if every free slice were rented now. The ones that do
+    not fit are phantom: the catalog offers them, ZOS would refuse them.
+    """
+    verdicts = []
+    placed = Resources()
+    for index, size in sorted(free, key=lambda item: item[0]):
+        verdict = fits(size, total, used + placed, policy)
+        if verdict.fits:
+            placed = placed + verdict.needed
+        verdicts.append(SliceVerdict(index=index, verdict=verdict))
+    phantom = tuple(v.index for v in verdicts if v.phantom)
+    return Precheck(
+        free_slices=len(verdicts),
+        placeable_now=len(verdicts) - len(phantom),
+        phantom_slices=phantom,
+        verdicts=tuple(verdicts),
+    )
