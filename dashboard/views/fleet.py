@@ -2,7 +2,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from dashboard.selectors import fleet_overview
+from dashboard.selectors.fleet import fleet_overview
 
 
 @login_required
