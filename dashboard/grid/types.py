@@ -141,4 +141,22 @@ __all__ = [
     "NodePage",
     "NodeStatistics",
     "VmDeployed",
+    "WorkloadNotFound",
+    "MAX_NODE_CRU",
+    "MAX_NODE_MRU",
+    "MAX_NODE_SRU",
+    "MAX_NODE_HRU",
 ]
+
+
+class WorkloadNotFound(GridError):
+    """delete_vm named a workload the node does not carry."""
+
+
+# Past these a reported figure is a broken record, not a real machine: the largest
+# servers ship with a few hundred cores, a few TiB of memory and some hundred TiB of
+# disk. The proxy parser refuses them; the simulator refuses to be configured with them.
+MAX_NODE_CRU = 4096
+MAX_NODE_MRU = 64 * 1024**4  # 64 TiB
+MAX_NODE_SRU = 1024**5  # 1 PiB
+MAX_NODE_HRU = 8 * 1024**5  # 8 PiB: storage nodes carry dozens of large HDDs

@@ -1,0 +1,583 @@
+"""The Grid Proxy client: read-only HTTP access to a TFGrid Grid Proxy.
+
+Every failure leaves this module as one of the typed errors in grid/types.py with a
+message a person can act on; callers never see a `requests` or JSON error.
+
+What is retried, and why (urllib3 `Retry` on a `requests` Session, GET only):
+- connect errors and read time-outs: transient by nature;
+- 500/502/503/504 and 429 (the proxy has a rate limiter): transient on the proxy or
+  its load balancer. `Retry-After` is ignored on purpose: an uncapped header would
+  park a worker for as long as the server asks; our own back-off is bounded instead.
+- statistics are the exception for 500: the proxy answers 500 both when the node is
+  down/standby (permanent) and when its relay call to the node failed (it has already
+  waited for the node), so repeating it only multiplies the wait. 502/503/504 are
+  still retried there.
+
+The parsers are strict: the capacity numbers decide what we sell, so a figure that is
+missing, null, of the wrong type, negative or absurd stops that node instead of being
+read as zero. Fields the product does not need are ignored; optional ones get a safe
+default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    MaxRetryError,
+    NewConnectionError,
+    ProtocolError,
+    ReadTimeoutError,
+)
+from urllib3.util.retry import Retry
+
+from dashboard.capacity import GiB, MiB, Resources, SliceSize, format_size
+from dashboard.grid.types import (
+    MAX_NODE_CRU,
+    MAX_NODE_HRU,
+    MAX_NODE_MRU,
+    MAX_NODE_SRU,
+    NODE_STATUSES,
+    DeployNotSupported,
+    GridError,
+    GridUnavailable,
+    MalformedPayload,
+    NodeCapacity,
+    NodeNotFound,
+    NodeOffline,
+    NodePage,
+    NodeStatistics,
+    VmDeployed,
+)
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+STATISTICS_RETRY_STATUSES = RETRY_STATUSES - {500}
+# A page of 1000 nodes is about 2 MiB of JSON; anything far beyond is not an answer we want in memory.
+MAX_BODY_BYTES = 32 * MiB
+MAX_PAGE_SIZE = 1000
+BACKOFF_MAX_SECONDS = 30.0
+
+DEPLOY_NOT_SUPPORTED = (
+    "the Grid Proxy is read-only: deploying needs the simulator backend or a deployer (GRID_BACKEND=simulator)"
+)
+
+# How far `used` may exceed `total` before the record is broken rather than merely
+# over-provisioned. Legitimate excess exists: the proxy lets SSD be over-provisioned
+# twice (SSDOverProvisionFactor = 2 in tfgrid-sdk-go grid-proxy), CPU cores are
+# over-provisioned without limit, the 2 GiB memory reserve floor exceeds a tiny node's
+# memory, and contracts stay on a node whose hardware shrank (a failed DIMM or disk).
+# Four times the total plus the fixed reserve covers all of those; beyond it the
+# figure cannot describe the machine and would only make every slice look phantom.
+USED_OVER_TOTAL_FACTOR = 4
+USED_FLOOR = {"mru": 2 * GiB, "sru": 20 * GiB, "hru": 0}
+# Cores are over-provisioned freely, so used.cru only gets an absolute bound.
+MAX_USED_CRU = 16 * MAX_NODE_CRU
+
+_LIMITS = {"cru": MAX_NODE_CRU, "mru": MAX_NODE_MRU, "sru": MAX_NODE_SRU, "hru": MAX_NODE_HRU}
+_KINDS = {
+    "cru": "a non-negative core count",
+    "mru": "a non-negative byte count",
+    "sru": "a non-negative byte count",
+    "hru": "a non-negative byte count",
+}
+_TEXT_LIMITS = {"farmName": 128, "country": 64, "city": 64}
+_DOWN_STATUS_RE = re.compile(r"with status:\s*(down|standby)\b", re.IGNORECASE)
+
+
+# --- strict field readers ----------------------------------------------------------------
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _whole_number(value: Any, *, where: str, path: str, kind: str) -> int:
+    """An int from JSON: ints, or floats with no fraction; never bools or strings."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MalformedPayload(f"{where}: {path} is {_describe(value)}, must be {kind}")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise MalformedPayload(f"{where}: {path} is {value!r}, must be {kind} (a whole number)")
+        value = int(value)
+    return value
+
+
+def _amount(block: dict, key: str, *, where: str, path: str, required: bool, limit: int) -> int:
+    kind = _KINDS[key]
+    full = f"{path}.{key}"
+    if key not in block:
+        if required:
+            raise MalformedPayload(f"{where}: {full} is missing")
+        return 0
+    value = block[key]
+    if value is None:
+        raise MalformedPayload(f"{where}: {full} is null, must be {kind}")
+    number = _whole_number(value, where=where, path=full, kind=kind)
+    if number < 0:
+        raise MalformedPayload(f"{where}: {full} is {number}, must be {kind}")
+    if number > limit:
+        shown = f"{number}" if key == "cru" else f"{format_size(number)} ({number} bytes)"
+        bound = f"{limit}" if key == "cru" else format_size(limit)
+        raise MalformedPayload(f"{where}: {full} is {shown}, more than any single node has (limit {bound})")
+    return number
+
+
+def _resources(container: dict, key: str, *, where: str, prefix: str = "", used: bool = False) -> Resources:
+    path = f"{prefix}{key}"
+    if key not in container:
+        raise MalformedPayload(f"{where}: {path} is missing")
+    block = container[key]
+    if not isinstance(block, dict):
+        raise MalformedPayload(f"{where}: {path} is {_describe(block)}, must be an object with cru, mru and sru")
+    limits = dict(_LIMITS, cru=MAX_USED_CRU) if used else _LIMITS
+    return Resources(
+        cru=_amount(block, "cru", where=where, path=path, required=True, limit=limits["cru"]),
+        mru=_amount(block, "mru", where=where, path=path, required=True, limit=limits["mru"]),
+        sru=_amount(block, "sru", where=where, path=path, required=True, limit=limits["sru"]),
+        # HDD is optional: most nodes have none and some answers leave it out.
+        hru=_amount(block, "hru", where=where, path=path, required=False, limit=limits["hru"]),
+    )
+
+
+def _check_used(total: Resources, used: Resources, *, where: str, path: str) -> None:
+    for key, floor in USED_FLOOR.items():
+        have, use = getattr(total, key), getattr(used, key)
+        bound = USED_OVER_TOTAL_FACTOR * have + floor
+        if use > bound:
+            raise MalformedPayload(
+                f"{where}: {path}.{key} is {format_size(use)} but the node has only {format_size(have)}; "
+                f"more than {USED_OVER_TOTAL_FACTOR}x the total plus the node reserve is a broken record, "
+                "not over-provisioning"
+            )
+
+
+def _identifier(payload: dict, key: str, *, where: str, required: bool) -> int | None:
+    """A grid id (node, farm, twin): ids start at 1; 0 is Go's zero value for 'none'."""
+    value = payload.get(key)
+    if value is None:
+        if required:
+            raise MalformedPayload(f"{where}: {key} is {'null' if key in payload else 'missing'}, must be a positive id")
+        return None
+    number = _whole_number(value, where=where, path=key, kind="a positive id")
+    if number < 0 or number > 2**32 - 1:
+        raise MalformedPayload(f"{where}: {key} is {number}, must be a positive id")
+    if number == 0:
+        if required:
+            raise MalformedPayload(f"{where}: {key} is 0, must be a positive id")
+        return None
+    return number
+
+
+def _text(payload: dict, key: str, *, where: str) -> str:
+    value = payload.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MalformedPayload(f"{where}: {key} is {_describe(value)}, must be text")
+    # Stored in bounded columns; a runaway name must not fail the write later.
+    return value.strip()[: _TEXT_LIMITS.get(key, 128)]
+
+
+def _flag(payload: dict, key: str, *, where: str) -> bool:
+    value = payload.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise MalformedPayload(f"{where}: {key} is {_describe(value)}, must be true or false")
+    return value
+
+
+def _status(payload: dict, *, where: str) -> str:
+    if "status" not in payload or payload["status"] is None:
+        state = "missing" if "status" not in payload else "null"
+        raise MalformedPayload(f"{where}: status is {state}, must be one of {', '.join(NODE_STATUSES)}")
+    value = payload["status"]
+    if not isinstance(value, str) or value.strip().lower() not in NODE_STATUSES:
+        raise MalformedPayload(f"{where}: status is {_describe(value)}, must be one of {', '.join(NODE_STATUSES)}")
+    return value.strip().lower()
+
+
+def _timestamp(payload: dict, key: str, *, where: str) -> int | None:
+    value = payload.get(key)
+    if value is None:
+        return None
+    number = _whole_number(value, where=where, path=key, kind="a unix timestamp")
+    return number if number > 0 else None
+
+
+# --- pure parsers ------------------------------------------------------------------------
+
+
+def parse_node(payload: Any) -> NodeCapacity:
+    """One node from GET /nodes/{id} (nested `capacity`) or one entry of GET /nodes (flat)."""
+    if not isinstance(payload, dict):
+        raise MalformedPayload(f"node payload is {_describe(payload)}, must be a JSON object")
+    node_id = _identifier(payload, "nodeId", where="node payload", required=True)
+    where = f"node {node_id}"
+    if "capacity" in payload:
+        capacity = payload["capacity"]
+        if not isinstance(capacity, dict):
+            raise MalformedPayload(f"{where}: capacity is {_describe(capacity)}, must be an object")
+        total = _resources(capacity, "total_resources", where=where, prefix="capacity.")
+        used = _resources(capacity, "used_resources", where=where, prefix="capacity.", used=True)
+        used_path = "capacity.used_resources"
+    elif "total_resources" in payload or "used_resources" in payload:
+        total = _resources(payload, "total_resources", where=where)
+        used = _resources(payload, "used_resources", where=where, used=True)
+        used_path = "used_resources"
+    else:
+        raise MalformedPayload(
+            f"{where}: has neither capacity.total_resources (GET /nodes/{{id}}) nor total_resources (GET /nodes)"
+        )
+    _check_used(total, used, where=where, path=used_path)
+    return NodeCapacity(
+        node_id=node_id,
+        farm_id=_identifier(payload, "farmId", where=where, required=True),
+        farm_name=_text(payload, "farmName", where=where),
+        twin_id=_identifier(payload, "twinId", where=where, required=False),
+        status=_status(payload, where=where),
+        dedicated=_flag(payload, "dedicated", where=where),
+        rented_by_twin_id=_identifier(payload, "rentedByTwinId", where=where, required=False),
+        total=total,
+        used=used,
+        country=_text(payload, "country", where=where),
+        city=_text(payload, "city", where=where),
+        updated_at=_timestamp(payload, "updatedAt", where=where),
+    )
+
+
+def parse_statistics(payload: Any, *, node_id: int | None = None) -> NodeStatistics:
+    """GET /nodes/{id}/statistics: the node's own view (system = its reserve)."""
+    where = f"node {node_id} statistics" if node_id is not None else "statistics"
+    if not isinstance(payload, dict):
+        raise MalformedPayload(f"{where}: payload is {_describe(payload)}, must be a JSON object")
+    total = _resources(payload, "total", where=where)
+    used = _resources(payload, "used", where=where, used=True)
+    system = _resources(payload, "system", where=where)
+    _check_used(total, used, where=where, path="used")
+    users = payload.get("users")
+    if users is None:
+        users = {}
+    if not isinstance(users, dict):
+        raise MalformedPayload(f"{where}: users is {_describe(users)}, must be an object")
+    counts = {}
+    for key in ("deployments", "workloads"):
+        value = users.get(key)
+        if value is None:
+            counts[key] = 0
+            continue
+        number = _whole_number(value, where=where, path=f"users.{key}", kind="a non-negative count")
+        if number < 0:
+            raise MalformedPayload(f"{where}: users.{key} is {number}, must be a non-negative count")
+        counts[key] = number
+    return NodeStatistics(system=system, total=total, used=used, **counts)
+
+
+# --- the client --------------------------------------------------------------------------
+
+
+class GridProxyClient:
+    """Reads node capacity from a Grid Proxy; cannot deploy."""
+
+    name = "gridproxy"
+    can_deploy = False
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout: float = 3.05,
+        read_timeout: float = 10.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
+        parts = urlsplit(str(base_url))
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"Grid Proxy URL {base_url!r} must be an http:// or https:// URL with a host")
+        if parts.query or parts.fragment:
+            raise ValueError(f"Grid Proxy URL {base_url!r} must not carry a query or fragment")
+        if not connect_timeout > 0 or not read_timeout > 0:
+            raise ValueError("Grid Proxy time-outs must be more than zero seconds")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"Grid Proxy retries must be a whole number, zero or more (got {retries!r})")
+        if backoff < 0:
+            raise ValueError("Grid Proxy back-off must not be negative")
+        self.base_url = str(base_url).rstrip("/")
+        self.connect_timeout = float(connect_timeout)
+        self.read_timeout = float(read_timeout)
+        self.retries = retries
+        self.backoff = float(backoff)
+        self.max_body_bytes = max_body_bytes
+        self._session = self._new_session(RETRY_STATUSES)
+        self._statistics_session = self._new_session(STATISTICS_RETRY_STATUSES)
+
+    def __repr__(self) -> str:
+        return f"GridProxyClient({self.base_url!r}, retries={self.retries})"
+
+    def close(self) -> None:
+        self._session.close()
+        self._statistics_session.close()
+
+    def __enter__(self) -> GridProxyClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # --- the Grid interface
+
+    def node(self, node_id: int) -> NodeCapacity:
+        node_id = _node_id_argument(node_id)
+        payload, url = self._get_json(f"/nodes/{node_id}", node_id=node_id, session=self._session)
+        node = _parsed(parse_node, payload, url)
+        if node.node_id != node_id:
+            raise MalformedPayload(f"asked {url} for node {node_id}, the grid proxy answered with node {node.node_id}")
+        return node
+
+    def nodes(self, *, farm_id: int | None = None, page: int = 1, size: int = 50) -> NodePage:
+        if isinstance(page, bool) or not isinstance(page, int) or page < 1:
+            raise ValueError(f"page must be a whole number from 1 (got {page!r})")
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE_SIZE:
+            raise ValueError(f"page size must be a whole number from 1 to {MAX_PAGE_SIZE} (got {size!r})")
+        params: dict[str, Any] = {"page": page, "size": size}
+        if farm_id is not None:
+            params = {"farm_ids": _positive_argument(farm_id, "farm id"), **params}
+        payload, url = self._get_json("/nodes", params=params, node_id=None, session=self._session)
+        if not isinstance(payload, list):
+            raise MalformedPayload(f"the node list from {url} is {_describe(payload)}, must be a JSON array")
+        nodes: list[NodeCapacity] = []
+        skipped: list[tuple[str, str]] = []
+        seen: set[int] = set()
+        for position, item in enumerate(payload, start=1):
+            label = _entry_label(item, position)
+            try:
+                node = parse_node(item)
+            except MalformedPayload as exc:
+                skipped.append((label, str(exc)))
+                continue
+            if node.node_id in seen:
+                skipped.append((label, f"node {node.node_id} appears twice in the page; the first entry is kept"))
+                continue
+            if farm_id is not None and node.farm_id != farm_id:
+                skipped.append((label, f"node {node.node_id} belongs to farm {node.farm_id}, not the requested farm {farm_id}"))
+                continue
+            seen.add(node.node_id)
+            nodes.append(node)
+        return NodePage(nodes=tuple(nodes), page=page, size=size, skipped=tuple(skipped))
+
+    def statistics(self, node_id: int) -> NodeStatistics:
+        node_id = _node_id_argument(node_id)
+        payload, url = self._get_json(
+            f"/nodes/{node_id}/statistics", node_id=node_id, session=self._statistics_session, statistics=True
+        )
+        return _parsed(lambda p: parse_statistics(p, node_id=node_id), payload, url)
+
+    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
+        raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)
+
+    def delete_vm(self, node_id: int, workload_id: str) -> None:
+        raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)
+
+    # --- HTTP
+
+    def _new_session(self, statuses: frozenset[int]) -> requests.Session:
+        retry = Retry(
+            total=self.retries,
+            connect=self.retries,
+            read=self.retries,
+            status=self.retries,
+            other=0,
+            redirect=5,
+            allowed_methods=frozenset({"GET"}),
+            status_forcelist=statuses,
+            backoff_factor=self.backoff,
+            backoff_max=BACKOFF_MAX_SECONDS,
+            respect_retry_after_header=False,
+            # Hand back the last answer after the retries so the error can say what it was.
+            raise_on_status=False,
+        )
+        session = requests.Session()
+        adapter = HTTPAdapter(max_retries=retry)
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        session.headers.update({"Accept": "application/json", "User-Agent": "slicedash-gridproxy-client"})
+        return session
+
+    def _get_json(
+        self,
+        path: str,
+        *,
+        node_id: int | None,
+        session: requests.Session,
+        params: dict[str, Any] | None = None,
+        statistics: bool = False,
+    ) -> tuple[Any, str]:
+        url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
+        try:
+            with session.get(
+                self.base_url + path,
+                params=params,
+                timeout=(self.connect_timeout, self.read_timeout),
+                stream=True,
+                allow_redirects=True,
+            ) as response:
+                body = self._read_body(response, url)
+                status, reason = response.status_code, response.reason or ""
+                tries = _tries(response)
+        except requests.exceptions.RequestException as exc:
+            raise GridUnavailable(self._transport_words(exc, url)) from exc
+
+        if status == 200:
+            return _decode(body, url, node_id=node_id), url
+        message = _error_message(body)
+        if status == 404 and node_id is not None:
+            raise NodeNotFound(f"node {node_id} is not on the grid (404 from {url})")
+        if statistics and status == 500:
+            down = _DOWN_STATUS_RE.search(message)
+            if down:
+                raise NodeOffline(f"node {node_id} is {down.group(1).lower()}: the grid proxy cannot fetch its statistics ({url})")
+            raise GridUnavailable(
+                f"the grid proxy could not get node {node_id}'s statistics from the node ({url} answered 500, "
+                f"not retried: the proxy had already waited for the node): {message}"
+            )
+        if status in RETRY_STATUSES or status >= 500:
+            raise GridUnavailable(
+                f"the grid proxy answered {status} {reason} for {url} after {tries} {_plural(tries, 'try', 'tries')}"
+                + (f": {message}" if message else "")
+            )
+        raise GridError(
+            f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else "")
+        )
+
+    def _read_body(self, response: requests.Response, url: str) -> bytes:
+        chunks: list[bytes] = []
+        received = 0
+        for chunk in response.iter_content(chunk_size=64 * 1024):
+            received += len(chunk)
+            if received > self.max_body_bytes:
+                raise MalformedPayload(
+                    f"the answer from {url} is larger than {format_size(self.max_body_bytes)}; refusing to read it"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _transport_words(self, exc: requests.exceptions.RequestException, url: str) -> str:
+        reason: BaseException = exc
+        tries = 1
+        inner = exc.args[0] if exc.args else None
+        if isinstance(inner, MaxRetryError):
+            # urllib3 gives up only once every allowed retry has been spent.
+            tries = self.retries + 1
+            reason = inner.reason or inner
+        elif isinstance(inner, BaseException):
+            reason = inner
+        # NewConnectionError subclasses ConnectTimeoutError in urllib3 2, so it is asked first.
+        if isinstance(reason, NewConnectionError):
+            text = str(reason).lower()
+            if "refused" in text:
+                what = "connection refused"
+            elif "resolution" in text or "name or service" in text or "nodename" in text:
+                what = f"its host name could not be resolved ({_short(reason)})"
+            else:
+                what = f"could not connect ({_short(reason)})"
+        elif isinstance(reason, ConnectTimeoutError) or isinstance(exc, requests.exceptions.ConnectTimeout):
+            what = f"timed out connecting (connect timeout {self.connect_timeout:g}s)"
+        elif isinstance(reason, ReadTimeoutError) or isinstance(exc, requests.exceptions.ReadTimeout):
+            what = f"timed out waiting for the answer (read timeout {self.read_timeout:g}s)"
+        elif isinstance(exc, requests.exceptions.SSLError):
+            what = f"the TLS handshake failed ({_short(reason)})"
+        elif isinstance(reason, ProtocolError) or isinstance(exc, requests.exceptions.ChunkedEncodingError):
+            what = f"the connection broke off mid-answer ({_short(reason)})"
+        else:
+            what = _short(reason)
+        return f"the grid proxy at {url} is unavailable: {what}, after {tries} {_plural(tries, 'try', 'tries')}"
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+
+def _node_id_argument(node_id: Any) -> int:
+    return _positive_argument(node_id, "node id")
+
+
+def _positive_argument(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a positive whole number (got {value!r})")
+    return value
+
+
+def _parsed(parse, payload: Any, url: str):
+    try:
+        return parse(payload)
+    except MalformedPayload as exc:
+        raise MalformedPayload(f"{exc} (from {url})") from None
+
+
+def _decode(body: bytes, url: str, *, node_id: int | None) -> Any:
+    where = f"node {node_id}: " if node_id is not None else ""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+        raise MalformedPayload(f"{where}the answer from {url} is not JSON ({detail})") from None
+
+
+def _error_message(body: bytes) -> str:
+    """The proxy's own words from {"error": "..."} (or the start of a non-JSON body)."""
+    text = body[:4096].decode("utf-8", errors="replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return _short(text)
+    if isinstance(data, dict):
+        for key in ("error", "message", "Message"):
+            if isinstance(data.get(key), str):
+                return _short(data[key])
+    return _short(text)
+
+
+def _tries(response: requests.Response) -> int:
+    retries = getattr(response.raw, "retries", None)
+    history = getattr(retries, "history", None) or ()
+    return len(history) + 1
+
+
+def _entry_label(item: Any, position: int) -> str:
+    if isinstance(item, dict):
+        node_id = item.get("nodeId")
+        if isinstance(node_id, int) and not isinstance(node_id, bool):
+            return str(node_id)
+    return f"position {position}"
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return one if n == 1 else many
+
+
+__all__ = ["DEPLOY_NOT_SUPPORTED", "GridProxyClient", "parse_node", "parse_statistics"]

@@ -1,0 +1,94 @@
+"""A real HTTP server on loopback that answers like the Grid Proxy, from canned JSON.
+
+The public Grid Proxy is off this machine, so this is where the client meets real
+sockets, real time-outs and real status codes. Routes answer a list of responses in
+turn (the last one repeats), so "500, 500, then 200" is one line in a test.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+SAMPLES = Path(__file__).resolve().parent / "data" / "gridproxy"
+
+
+def sample(name: str) -> Any:
+    """One of the synthetic Grid Proxy answers (copied from ../shared/gridproxy)."""
+    return json.loads((SAMPLES / name).read_text())
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: Any = None  # dict/list -> JSON, str/bytes -> sent as is
+    delay: float = 0.0
+
+
+@dataclass
+class CannedProxy:
+    url: str = ""
+    routes: dict[str, list[Answer]] = field(default_factory=dict)
+    hits: Counter = field(default_factory=Counter)
+    queries: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answer(self, path: str, *answers: Answer | Any) -> None:
+        self.routes[path] = [a if isinstance(a, Answer) else Answer(body=a) for a in answers]
+
+    def next_answer(self, path: str) -> Answer | None:
+        with self.lock:
+            self.hits[path] += 1
+            answers = self.routes.get(path)
+            if not answers:
+                return None
+            return answers[min(self.hits[path], len(answers)) - 1]
+
+
+def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            parts = urlsplit(self.path)
+            canned.queries.append(parts.query)
+            answer = canned.next_answer(parts.path) or Answer(404, {"error": "not found"})
+            if answer.delay:
+                time.sleep(answer.delay)
+            body = answer.body
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
+            if isinstance(body, str):
+                body = body.encode()
+            body = body or b""
+            try:
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a time-out test)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+
+def start_canned_proxy() -> tuple[CannedProxy, _Server]:
+    canned = CannedProxy()
+    server = _Server(("127.0.0.1", 0), _handler(canned))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    canned.url = f"http://127.0.0.1:{server.server_address[1]}"
+    return canned, server
