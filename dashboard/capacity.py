@@ -307,8 +307,11 @@ def carve(
     by_mru = max(budget.mru, 0) // per_vm_mru
     by_sru = max(budget.sru, 0) // per_vm_min_sru if per_vm_min_sru else by_mru
     pool_free = _pool_free(pools, reserve.sru, occupied, policy) if pools else None
-    if pool_free is not None:
-        by_sru = min(by_sru, _pack_count(pool_free, per_vm_min_sru) if per_vm_min_sru else by_sru)
+    if pool_free is not None and per_vm_min_sru:
+        # Count the way ZOS places disks (each one first fit, data disk then rootfs), not
+        # whole VMs per pool: a rootfs can land in another pool's leftover.
+        per_vm_extra = rootfs + policy.overhead_sru_per_vm
+        by_sru = min(by_sru, _first_fit_count(pool_free, policy.min_slice_sru, per_vm_extra, limit=min(by_mru, by_sru)))
     count = min(by_mru, by_sru)
     limited_by = "mru" if by_mru <= by_sru else "sru"
 
@@ -398,8 +401,15 @@ def _place_first_fit(free: list[int], size: int) -> bool:
     return False
 
 
-def _pack_count(pool_free: Sequence[int], per_vm: int) -> int:
-    return sum(max(room, 0) // per_vm for room in pool_free)
+def _first_fit_count(pool_free: Sequence[int], data_sru: int, rootfs: int, *, limit: int) -> int:
+    """How many VMs of this data disk ZOS would place one after another, up to `limit`."""
+    free = list(pool_free)
+    placed = 0
+    while placed < limit:
+        if not _place_first_fit(free, data_sru) or not _place_first_fit(free, rootfs):
+            break
+        placed += 1
+    return placed
 
 
 def _largest_packable(pool_free: Sequence[int], count: int, per_vm_extra: int, start: int, policy: Policy) -> int:
