@@ -1,0 +1,209 @@
+"""The simulated grid behind the Grid Proxy's own HTTP paths and JSON shapes.
+
+So the real GridProxyClient can be pointed at the simulator (GRID_BACKEND=gridproxy,
+GRID_PROXY_URL=http://127.0.0.1:8081) and exercised end to end without the internet.
+
+    GET /nodes?farm_ids=1,2&page=1&size=50   flat total_resources / used_resources
+    GET /nodes/{id}                          nested capacity.total_resources / used_resources
+    GET /nodes/{id}/statistics               system / total / used / users
+
+Errors answer as the proxy does (tfgrid-sdk-go grid-proxy, mw.AsHandlerFunc): a JSON
+body {"error": "..."}; 404 {"error": "node not found"} for an unknown node; and for
+the statistics of a down or standby node the proxy's 500 with
+{"error": "cannot fetch statistics from node N with status: down"} (it refuses to ask
+the node over the relay). One deliberate difference: a node id that is not a number
+gets 400 here, where the proxy answers 502 (its parse error is wrapped as a bad gateway).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from dashboard.grid.types import GridError, NodeCapacity, NodeNotFound, NodeOffline
+
+logger = logging.getLogger(__name__)
+
+_NODE_RE = re.compile(r"^/nodes/([^/]+)/?$")
+_STATISTICS_RE = re.compile(r"^/nodes/([^/]+)/statistics/?$")
+
+
+class SimulatorServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # Shutting down must not wait for a client that keeps its connection open.
+    block_on_close = False
+
+
+def serve_simulator(grid: Any, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """A server for `grid` (not yet serving: run `serve_forever()`, in a thread if need be)."""
+    handler = type("SimulatorHandler", (_Handler,), {"grid": grid})
+    return SimulatorServer((host, port), handler)
+
+
+class _BadRequest(Exception):
+    pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    grid: Any
+    server_version = "simgrid"
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        parts = urlsplit(self.path)
+        try:
+            status, body = self._route(parts.path, parse_qs(parts.query, keep_blank_values=True))
+        except _BadRequest as exc:
+            status, body = 400, {"error": str(exc)}
+        except NodeNotFound:
+            status, body = 404, {"error": "node not found"}
+        except ValueError as exc:  # e.g. a node id beyond the grid's range
+            status, body = 400, {"error": str(exc)}
+        except GridError as exc:
+            status, body = 500, {"error": str(exc)}
+        except Exception:
+            logger.exception("simulated grid proxy failed on %s", self.path)
+            status, body = 500, {"error": "internal error"}
+        self._send(status, body)
+
+    def _route(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        if path.rstrip("/") == "/nodes":
+            return 200, self._nodes(query)
+        match = _STATISTICS_RE.match(path)
+        if match:
+            return self._statistics(_node_id(match.group(1)))
+        match = _NODE_RE.match(path)
+        if match:
+            return 200, _node_json(self.grid.node(_node_id(match.group(1))), nested=True)
+        return 404, {"error": "not found"}
+
+    def _nodes(self, query: dict[str, list[str]]) -> list[dict]:
+        page = _uint(query, "page", default=1)
+        size = _uint(query, "size", default=50)
+        raw_farms = _last(query, "farm_ids")
+        farm_ids = [_parse_uint("farm_ids", item) for item in raw_farms.split(",")] if raw_farms else None
+        if page == 0 or size == 0:
+            return []
+        nodes = self.grid.nodes(page=page, size=size, farm_ids=farm_ids).nodes
+        return [_node_json(node, nested=False) for node in nodes]
+
+    def _statistics(self, node_id: int) -> tuple[int, Any]:
+        node = self.grid.node(node_id)
+        if node.status in ("down", "standby"):
+            return 500, {"error": f"cannot fetch statistics from node {node_id} with status: {node.status}"}
+        try:
+            stats = self.grid.statistics(node_id)
+        except NodeOffline as exc:  # went down between the two reads
+            return 500, {"error": f"cannot fetch statistics from node {node_id}: {exc}"}
+        last = max((vm.created_at for vm in self.grid.vms(node_id)), default=0) if hasattr(self.grid, "vms") else 0
+        return 200, {
+            "system": _resources_json(stats.system),
+            "total": _resources_json(stats.total),
+            "used": _resources_json(stats.used),
+            "users": {
+                "deployments": stats.deployments,
+                "workloads": stats.workloads,
+                "last_deployment_timestamp": last,
+            },
+        }
+
+    def _method_not_allowed(self) -> None:
+        self._send(405, {"error": "the grid proxy is read-only: only GET is served"})
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = _method_not_allowed  # noqa: N815
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s - %s", self.address_string(), format % args)
+
+
+# --- the proxy's JSON shapes -------------------------------------------------------------
+
+
+def _resources_json(resources) -> dict[str, int]:
+    return {"cru": resources.cru, "mru": resources.mru, "sru": resources.sru, "hru": resources.hru}
+
+
+def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
+    """The fields types.Node / types.NodeWithNestedCapacity carry that a client may read."""
+    total, used = _resources_json(node.total), _resources_json(node.used)
+    data: dict[str, Any] = {
+        "id": f"{node.node_id:010d}-{node.farm_id:06d}-simulated",
+        "nodeId": node.node_id,
+        "farmId": node.farm_id,
+        "farmName": node.farm_name,
+        "twinId": node.twin_id or 0,
+        "country": node.country,
+        "city": node.city,
+        "gridVersion": 3,
+        # Not modelled; present so a client reading them finds the proxy's shape.
+        "uptime": 0,
+        "created": 0,
+        "farmingPolicyId": 1,
+        "updatedAt": node.updated_at or 0,
+    }
+    if nested:
+        data["capacity"] = {"total_resources": total, "used_resources": used}
+    else:
+        data["total_resources"] = total
+        data["used_resources"] = used
+    data.update(
+        {
+            "location": {"country": node.country, "city": node.city, "longitude": None, "latitude": None},
+            "publicConfig": {"domain": "", "gw4": "", "gw6": "", "ipv4": "", "ipv6": ""},
+            "status": node.status,
+            "certificationType": "Diy",
+            "dedicated": node.dedicated,
+            "inDedicatedFarm": False,
+            "rentContractId": 0,
+            "rented": node.rented_by_twin_id is not None,
+            "rentable": node.rented_by_twin_id is None,
+            "rentedByTwinId": node.rented_by_twin_id or 0,
+            "serialNumber": "simulated",
+            "power": {"state": "Up" if node.status == "up" else "Down", "target": "Up" if node.status == "up" else "Down"},
+            "num_gpu": 0,
+            "extraFee": 0,
+            "healthy": node.status == "up",
+        }
+    )
+    return data
+
+
+# --- query parsing, with the proxy's words -----------------------------------------------
+
+
+def _last(query: dict[str, list[str]], key: str) -> str:
+    values = query.get(key)
+    return values[-1] if values else ""
+
+
+def _parse_uint(name: str, value: str) -> int:
+    if not value.isdigit():
+        raise _BadRequest(f"couldn't parse {name} {value!r}: must be a whole number")
+    return int(value)
+
+
+def _uint(query: dict[str, list[str]], key: str, *, default: int) -> int:
+    value = _last(query, key)
+    return _parse_uint(key, value) if value else default
+
+
+def _node_id(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise _BadRequest(f"invalid node id {text!r}")
+    return int(text)
+
+
+__all__ = ["SimulatorServer", "serve_simulator"]

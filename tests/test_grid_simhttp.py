@@ -1,0 +1,113 @@
+"""The simulator behind the Grid Proxy's HTTP paths, read end to end by the real client."""
+
+import threading
+
+import pytest
+import requests
+
+from dashboard.capacity import GiB, SliceSize
+from dashboard.grid.proxy import GridProxyClient
+from dashboard.grid.simhttp import serve_simulator
+from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.types import NodeNotFound, NodeOffline
+from tests.gridproxy_canned import sample
+
+ZOS_SLICE = SliceSize(cru=1, mru=4 * GiB, sru=151 * GiB)
+
+
+@pytest.fixture
+def grid(tmp_path):
+    grid = SimulatedGrid(tmp_path / "simgrid.sqlite3")
+    grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", country="Egypt")
+    grid.add_node(11, cru=4, mru=16 * GiB, sru=256 * GiB, farm_id=1)
+    grid.add_node(3001, cru=2, mru=4 * GiB, sru=128 * GiB, farm_id=7, status="down")
+    return grid
+
+
+@pytest.fixture
+def url(grid):
+    server = serve_simulator(grid, port=0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def client(url):
+    with GridProxyClient(url, connect_timeout=1, read_timeout=2, retries=1, backoff=0.001) as client:
+        yield client
+
+
+def test_the_client_reads_a_simulated_node_as_the_simulator_sees_it(grid, client):
+    grid.deploy_vm(1774, ZOS_SLICE, name="vm")
+
+    node = client.node(1774)
+
+    assert (node.total, node.used, node.farm_name) == (grid.node(1774).total, grid.node(1774).used, "mitana")
+
+
+def test_the_client_reads_a_farm_page(client):
+    page = client.nodes(farm_id=4242)
+
+    assert ([n.node_id for n in page.nodes], page.skipped) == ([1774], ())
+
+
+def test_the_client_reads_statistics_with_the_hidden_overhead(grid, client):
+    grid.add_node(9, cru=8, mru=31 * GiB, sru=931 * GiB, per_vm_overhead_mru=GiB)
+    grid.deploy_vm(9, ZOS_SLICE, name="vm")
+
+    assert client.statistics(9) == grid.statistics(9)
+
+
+def test_the_client_learns_an_unknown_node_is_not_on_the_grid(client):
+    with pytest.raises(NodeNotFound):
+        client.node(404)
+
+
+def test_the_client_learns_a_down_node_is_offline(client):
+    with pytest.raises(NodeOffline, match="node 3001 is down"):
+        client.statistics(3001)
+
+
+def test_it_answers_404_like_the_proxy(url):
+    answer = requests.get(f"{url}/nodes/404", timeout=2)
+
+    assert (answer.status_code, answer.json()) == (404, {"error": "node not found"})
+
+
+def test_it_answers_statistics_of_a_down_node_like_the_proxy(url):
+    answer = requests.get(f"{url}/nodes/3001/statistics", timeout=2)
+
+    assert (answer.status_code, answer.json()) == (500, {"error": "cannot fetch statistics from node 3001 with status: down"})
+
+
+def test_a_node_has_every_field_the_proxy_sample_has(url):
+    node = requests.get(f"{url}/nodes/1774", timeout=2).json()
+
+    assert set(sample("node-1774.json")) <= set(node)
+    assert set(node["capacity"]) == {"total_resources", "used_resources"}
+
+
+def test_a_page_entry_has_every_field_the_proxy_sample_has(url):
+    entry = requests.get(f"{url}/nodes", timeout=2).json()[0]
+
+    assert set(sample("nodes-page.json")[0]) <= set(entry)
+
+
+def test_statistics_have_every_field_the_proxy_sample_has(url):
+    stats = requests.get(f"{url}/nodes/1774/statistics", timeout=2).json()
+
+    assert set(sample("node-1774-statistics.json")) == set(stats)
+    assert set(sample("node-1774-statistics.json")["users"]) == set(stats["users"])
+
+
+def test_it_refuses_a_page_that_is_not_a_number(url):
+    answer = requests.get(f"{url}/nodes", params={"page": "two"}, timeout=2)
+
+    assert answer.status_code == 400
+    assert "couldn't parse page" in answer.json()["error"]
+
+
+def test_it_is_read_only(url):
+    assert requests.post(f"{url}/nodes", timeout=2).status_code == 405
