@@ -1,0 +1,232 @@
+"""Read a raw grid failure and say what went wrong, in ZOS's terms and in plain words.
+
+ZOS's reasons arrive wrapped (the Go deployer: `workload <name> within deployment <id>
+failed with error: <reason>`, and more layers above it) or not at all (the Rust client
+says only `vm deployment entered error state`). classify() unwraps what it can, picks
+the cause, pulls out the numbers and writes one sentence for support staff. It never
+raises: empty, garbage or non-text input is an `unknown` diagnosis.
+
+The strings recognised are ZOS's own (see ../shared/domain.md), typos included:
+- memory:  failed to satisfy required capacity: cannot fulfil required memory size <N> bytes out of usable <M> bytes
+- disk:    not enough space left in pools of this type ssd
+           failed to create vm rootfs: ...  /  failed to find a candidate to host vdisk of size '<N>': ...
+- validation: mem capacity can't be less that 250M
+           disk size can't be less that <N>. Set to 0 for minimum
+           cpu capcity can't be 0
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from dashboard.capacity import GiB
+
+CAUSES = ("memory", "disk", "validation", "node-offline", "grid-unavailable", "unknown")
+# The model stores the numbers in BigIntegerField; anything larger is not a real byte count.
+_MAX_BYTES = 2**63 - 1
+# Plenty for any real error chain; keeps a pasted log from costing anything.
+_MAX_INPUT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str  # one of CAUSES (the Deployment.Cause values)
+    reason: str  # ZOS's own reason, unwrapped; the raw text when nothing is known
+    words: str  # one sentence for support staff: what happened, the numbers in GiB, what to do
+    needed_bytes: int | None = None  # memory: the VM's memory; disk: the disk that did not fit
+    usable_bytes: int | None = None  # memory: what ZOS said was usable
+    workload: str | None = None  # the workload the Go deployer named
+    deployment_id: int | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+_GO_WRAPPER = re.compile(
+    r"\bwork(?:load|laod) (?P<workload>\S+) (?:state )?within deployment (?P<deployment>\d+) "
+    r"(?:failed with error|is deleted|is paused|was not updated): ?(?P<reason>.*)",
+    re.IGNORECASE | re.DOTALL,
+)
+_MEMORY = re.compile(
+    r"cannot fulfil required memory size(?: (?P<needed>\d+) bytes out of usable (?P<usable>\d+) bytes)?",
+    re.IGNORECASE,
+)
+_VDISK = re.compile(r"failed to find a candidate to host vdisk of size '?(?P<size>\d+)'?", re.IGNORECASE)
+_ROOTFS = re.compile(r"failed to create vm rootfs", re.IGNORECASE)
+_NO_SPACE = re.compile(r"not enough space left in pools of this type (?P<kind>\w+)|no space left on device", re.IGNORECASE)
+_MIN_MEMORY = re.compile(r"mem capacity can'?t be less th(?:at|an) 250M", re.IGNORECASE)
+_MIN_ROOTFS = re.compile(r"disk size can'?t be less th(?:at|an) (?P<size>\d+)", re.IGNORECASE)
+_NO_CPU = re.compile(r"cpu capa?city can'?t be 0", re.IGNORECASE)
+_ERROR_STATE = re.compile(r"deployment entered error state", re.IGNORECASE)
+_OFFLINE = re.compile(
+    r"with status:\s*(?:down|standby)\b"
+    r"|\bnode \d+ is (?:down|on standby|standby|offline|not reachable|unreachable)\b"
+    r"|\bnode (?:is )?(?:down|offline|unreachable|not reachable)\b"
+    r"|\bis not on the (?:simulated )?grid\b"
+    r"|\bnode not found\b",
+    re.IGNORECASE,
+)
+_UNAVAILABLE = re.compile(
+    r"timed? ?out|time-out|deadline exceeded|connection (?:refused|reset|aborted|closed)"
+    r"|could not connect|failed to establish a new connection|max retries exceeded"
+    r"|name resolution|name or service not known|\bis unavailable\b|service unavailable|bad gateway"
+    r"|gateway time|internal server error|\bthe grid proxy (?:answered|could not)\b"
+    r"|\bEOF\b|broken pipe|network is unreachable",
+    re.IGNORECASE,
+)
+
+
+def classify(raw: object) -> Diagnosis:
+    """Diagnose a raw failure message (any text; None and garbage give `unknown`)."""
+    text = _as_text(raw)
+    if not text:
+        return Diagnosis(
+            cause="unknown",
+            reason="",
+            words="No error text was recorded for this failure; check the node's status and run the precheck "
+            "to see whether memory or disk is short before deploying again.",
+        )
+    workload, deployment_id, reason = _unwrap(text)
+    found = dict(workload=workload, deployment_id=deployment_id)
+
+    memory = _MEMORY.search(reason)
+    if memory:
+        needed, usable = _bytes(memory.group("needed")), _bytes(memory.group("usable"))
+        return Diagnosis(cause="memory", reason=_from(reason, "failed to satisfy", memory), words=_memory_words(needed, usable),
+                         needed_bytes=needed, usable_bytes=usable, **found)
+    vdisk, rootfs, no_space = _VDISK.search(reason), _ROOTFS.search(reason), _NO_SPACE.search(reason)
+    if vdisk or rootfs or no_space:
+        size = _bytes(vdisk.group("size")) if vdisk else None
+        start = vdisk or rootfs or no_space
+        return Diagnosis(cause="disk", reason=reason[start.start():].strip(), words=_disk_words(size, bool(rootfs and not vdisk)),
+                         needed_bytes=size, **found)
+    validation = _MIN_MEMORY.search(reason) or _MIN_ROOTFS.search(reason) or _NO_CPU.search(reason)
+    if validation:
+        return Diagnosis(cause="validation", reason=reason[validation.start():].strip(),
+                         words=_validation_words(validation), **found)
+    if _OFFLINE.search(reason):
+        return Diagnosis(
+            cause="node-offline",
+            reason=reason,
+            words="The node is down, on standby or no longer on the grid, so ZOS could not take the VM; "
+            "check the node's status on its page and deploy again once it is up (or pick another node).",
+            **found,
+        )
+    if _UNAVAILABLE.search(reason):
+        return Diagnosis(
+            cause="grid-unavailable",
+            reason=reason,
+            words="The grid could not be reached in time (a time-out or a connection error), so the node may "
+            "never have seen the request; retry later, and if it keeps failing check GRID_PROXY_URL and the network.",
+            **found,
+        )
+    if _ERROR_STATE.search(reason):
+        return Diagnosis(
+            cause="unknown",
+            reason=reason,
+            words="The Rust grid client reported only 'vm deployment entered error state' and dropped ZOS's reason; "
+            "read the workload's error on the node (its deployment changes, e.g. with tfcmd or the Go grid-client) "
+            "and run the precheck now: a memory or disk shortage is the usual cause.",
+            **found,
+        )
+    return Diagnosis(
+        cause="unknown",
+        reason=reason,
+        words="This error does not match any known ZOS failure; read the raw error below and the node's logs, "
+        "and run the precheck to rule out a memory or disk shortage.",
+        **found,
+    )
+
+
+def _as_text(raw: object) -> str:
+    if raw is None:
+        return ""
+    if isinstance(raw, (bytes, bytearray)):
+        raw = bytes(raw[:_MAX_INPUT]).decode("utf-8", errors="replace")
+    elif not isinstance(raw, str):
+        try:
+            raw = str(raw)
+        except Exception:
+            return ""
+    return raw[:_MAX_INPUT].replace("\x00", "").strip()
+
+
+def _unwrap(text: str) -> tuple[str | None, int | None, str]:
+    """The Go deployer's wrapper; the innermost one wins when wrappers are nested."""
+    workload = deployment_id = None
+    reason = text
+    while True:
+        match = _GO_WRAPPER.search(reason)
+        if not match:
+            break
+        workload, deployment_id = match.group("workload"), _bytes(match.group("deployment"))
+        reason = match.group("reason").strip()
+    return workload, deployment_id, reason
+
+
+def _from(reason: str, marker: str, match: re.Match) -> str:
+    """ZOS's reason from its own first words (drops wrappers such as 'error waiting deployment: ')."""
+    start = re.search(re.escape(marker), reason[: match.start()], re.IGNORECASE)
+    return reason[start.start() if start else match.start() :].strip()
+
+
+def _bytes(digits: str | None) -> int | None:
+    if digits is None or len(digits) > 19:
+        return None
+    value = int(digits)
+    return value if value <= _MAX_BYTES else None
+
+
+def _gib(n: int) -> str:
+    return f"{n / GiB:.2f} GiB"
+
+
+def _memory_words(needed: int | None, usable: int | None) -> str:
+    if needed is not None and usable is not None:
+        short = f", short by {_gib(needed - usable)}" if needed > usable else ""
+        return (
+            f"ZOS refused the VM for memory: it needs {_gib(needed)} but only {_gib(usable)} is usable on the node"
+            f"{short}; the catalog offers a slice the node cannot hold, so re-register the node to drop phantom slices "
+            "(if the Grid Proxy showed room, memory really in use on the host is above ZOS's accounting)."
+        )
+    return (
+        "ZOS refused the VM for memory (it did not say how much was usable); run the precheck and re-register the "
+        "node to drop phantom slices."
+    )
+
+
+def _disk_words(size: int | None, rootfs: bool) -> str:
+    if size is not None:
+        return (
+            f"ZOS could not place the {_gib(size)} data disk: no single SSD pool on the node has that much free "
+            "(ZOS puts each disk whole into one pool, not across the node's total); re-register the node so its "
+            "slices fit its pools, or free a disk first."
+        )
+    if rootfs:
+        return (
+            "ZOS could not create the VM's root filesystem: the node's SSD pools are full; re-register the node to "
+            "drop phantom slices, or free a disk first."
+        )
+    return (
+        "ZOS ran out of SSD space in the node's pools; re-register the node to drop phantom slices, or free a disk first."
+    )
+
+
+def _validation_words(match: re.Match) -> str:
+    if match.re is _MIN_ROOTFS:
+        size = _bytes(match.group("size"))
+        minimum = _gib(size) if size is not None else "ZOS's minimum"
+        return (
+            f"ZOS rejected the VM before deploying it: its root filesystem must be at least {minimum} (or 0 for the "
+            "minimum); fix the rootfs size in the policy and deploy again."
+        )
+    if match.re is _NO_CPU:
+        return "ZOS rejected the VM before deploying it: it needs at least one vCPU; fix the slice size in the policy."
+    return (
+        "ZOS rejected the VM before deploying it: its memory is below ZOS's minimum of 0.24 GiB (250 MiB); fix the "
+        "slice size in the policy and deploy again."
+    )
+
+
+__all__ = ["CAUSES", "Diagnosis", "classify"]
