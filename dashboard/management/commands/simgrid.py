@@ -1,0 +1,174 @@
+"""manage.py simgrid: run the simulated ZOS grid (settings.SIMGRID_PATH).
+
+    simgrid add-node NODE_ID --cru 8 --mru 31GiB --sru 931.5GiB [--farm-id N] [--farm-name X]
+                     [--pools 465GiB,465GiB] [--per-vm-overhead-mru SIZE] [--status up|down|standby] [--replace]
+    simgrid list [--json]
+    simgrid status NODE_ID up|down|standby
+    simgrid remove-node NODE_ID
+    simgrid reset
+    simgrid serve [--host 127.0.0.1] [--port 8081]
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.capacity import SizeError, format_size, parse_size
+from dashboard.grid.simhttp import serve_simulator
+from dashboard.grid.simulator import SimulatedGrid, ZOS_CACHE_SRU
+from dashboard.grid.types import NODE_STATUSES, GridError
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the simulated ZOS grid the dashboard uses with GRID_BACKEND=simulator: add nodes, list them, "
+        "change a node's status, reset it, or serve it on the Grid Proxy's HTTP paths."
+    )
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+        add = actions.add_parser("add-node", help="put a node on the simulated grid")
+        add.add_argument("node_id", type=int, metavar="NODE_ID")
+        add.add_argument("--cru", type=int, required=True, help="CPU cores")
+        add.add_argument("--mru", required=True, help="memory, e.g. 31GiB")
+        add.add_argument("--sru", required=True, help="SSD total, e.g. 931.5GiB")
+        add.add_argument("--farm-id", type=int, default=1)
+        add.add_argument("--farm-name", default="")
+        add.add_argument("--twin-id", type=int, default=None)
+        add.add_argument("--pools", default=None, help="SSD pool sizes in order, e.g. 465GiB,465GiB (default: one pool of --sru)")
+        add.add_argument("--per-vm-overhead-mru", default="0", help="hidden memory each VM really uses on top, e.g. 512MiB")
+        add.add_argument("--status", choices=NODE_STATUSES, default="up")
+        add.add_argument("--dedicated", action="store_true")
+        add.add_argument("--country", default="")
+        add.add_argument("--city", default="")
+        add.add_argument("--replace", action="store_true", help="overwrite an existing node (its VMs are dropped)")
+
+        listing = actions.add_parser("list", help="list the simulated nodes and what they carry")
+        listing.add_argument("--json", action="store_true", dest="as_json")
+
+        status = actions.add_parser("status", help="set a node up, down or on standby")
+        status.add_argument("node_id", type=int, metavar="NODE_ID")
+        status.add_argument("state", choices=NODE_STATUSES, metavar="STATE", help="up, down or standby")
+
+        remove = actions.add_parser("remove-node", help="take a node (and its VMs) off the simulated grid")
+        remove.add_argument("node_id", type=int, metavar="NODE_ID")
+
+        actions.add_parser("reset", help="remove every node and VM")
+
+        serve = actions.add_parser("serve", help="serve the simulated grid on the Grid Proxy's HTTP paths")
+        serve.add_argument("--host", default="127.0.0.1")
+        serve.add_argument("--port", type=int, default=8081)
+
+    def handle(self, *args, action, **options):
+        grid = SimulatedGrid(settings.SIMGRID_PATH)
+        try:
+            getattr(self, "_" + action.replace("-", "_"))(grid, **options)
+        except (ValueError, GridError) as exc:
+            raise CommandError(str(exc)) from None
+
+    def _add_node(self, grid: SimulatedGrid, *, node_id, cru, mru, sru, pools, per_vm_overhead_mru, **options) -> None:
+        total_sru = _size(sru, "--sru")
+        node = grid.add_node(
+            node_id,
+            cru=cru,
+            mru=_size(mru, "--mru"),
+            sru=total_sru,
+            pools=[_size(p, "--pools") for p in pools.split(",")] if pools else None,
+            farm_id=options["farm_id"],
+            farm_name=options["farm_name"],
+            twin_id=options["twin_id"],
+            status=options["status"],
+            dedicated=options["dedicated"],
+            per_vm_overhead_mru=_size(per_vm_overhead_mru, "--per-vm-overhead-mru"),
+            country=options["country"],
+            city=options["city"],
+            replace=options["replace"],
+        )
+        pool_words = ", ".join(format_size(p) for p in node.pools_sru or ())
+        self.stdout.write(
+            f"node {node.node_id} on the simulated grid: {node.total.cru} cores, {format_size(node.total.mru)} memory, "
+            f"{format_size(node.total.sru)} SSD (pools {pool_words}), farm {node.farm_id}, {node.status}"
+        )
+
+    def _list(self, grid: SimulatedGrid, *, as_json, **options) -> None:
+        rows = []
+        page = 1
+        while True:
+            nodes = grid.nodes(page=page, size=500).nodes
+            rows.extend(nodes)
+            if len(nodes) < 500:
+                break
+            page += 1
+        if as_json:
+            self.stdout.write(json.dumps([_node_dict(grid, n) for n in rows], indent=2))
+            return
+        if not rows:
+            self.stdout.write(f"the simulated grid at {grid.path} has no nodes")
+            return
+        self.stdout.write(f"{'node':>6}  {'farm':>6}  {'status':<8}{'cores':>6}  {'memory used / total':>24}  {'SSD used / total':>26}  vms")
+        for n in rows:
+            self.stdout.write(
+                f"{n.node_id:>6}  {n.farm_id:>6}  {n.status:<8}{n.total.cru:>6}  "
+                f"{format_size(n.used.mru) + ' / ' + format_size(n.total.mru):>24}  "
+                f"{format_size(n.used.sru) + ' / ' + format_size(n.total.sru):>26}  {len(grid.vms(n.node_id))}"
+            )
+
+    def _status(self, grid: SimulatedGrid, *, node_id, state, **options) -> None:
+        grid.set_status(node_id, state)
+        self.stdout.write(f"node {node_id} is now {state}")
+
+    def _remove_node(self, grid: SimulatedGrid, *, node_id, **options) -> None:
+        grid.remove_node(node_id)
+        self.stdout.write(f"node {node_id} is off the simulated grid")
+
+    def _reset(self, grid: SimulatedGrid, **options) -> None:
+        count = len(grid.node_ids())
+        grid.reset()
+        self.stdout.write(f"the simulated grid at {grid.path} is empty ({count} nodes removed)")
+
+    def _serve(self, grid: SimulatedGrid, *, host, port, **options) -> None:
+        try:
+            server = serve_simulator(grid, host=host, port=port)
+        except OSError as exc:
+            raise CommandError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        bound_host, bound_port = server.server_address[:2]
+        self.stdout.write(
+            f"Simulated Grid Proxy on http://{bound_host}:{bound_port}/ serving {grid.path} "
+            f"(GRID_BACKEND=gridproxy GRID_PROXY_URL=http://{bound_host}:{bound_port}); Ctrl-C stops it"
+        )
+        self.stdout.flush()
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            server.server_close()
+
+
+def _size(text: str, what: str) -> int:
+    try:
+        return parse_size(text, what=what)
+    except SizeError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _node_dict(grid: SimulatedGrid, node) -> dict:
+    vms = grid.vms(node.node_id)
+    return {
+        "node_id": node.node_id,
+        "farm_id": node.farm_id,
+        "farm_name": node.farm_name,
+        "status": node.status,
+        "total": node.total.as_dict(),
+        "used": node.used.as_dict(),
+        "pools_sru": list(node.pools_sru or ()),
+        "zos_cache_sru": ZOS_CACHE_SRU,
+        "vms": [
+            {"workload_id": vm.workload_id, "name": vm.name, "cru": vm.cru, "mru": vm.mru, "sru": vm.sru, "rootfs": vm.rootfs}
+            for vm in vms
+        ],
+    }
