@@ -360,7 +360,7 @@ def stale_reason(
                 return False
             return sru == target.sru or (same_policy and sru == carved_slice_sru and sru <= target.sru)
 
-        wrong = sorted({size for size in free if not current(size)})
+        wrong = sorted(size for size in set(free) if not current(size))
         if wrong:
             shown = ", ".join(_size_words(capacity.SliceSize(*size)) for size in wrong[:3])
             reasons.append(f"free slices of {shown} where the policy carves {_size_words(target)}")
