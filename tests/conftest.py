@@ -10,3 +10,84 @@ def simgrid_path(tmp_path, settings):
     settings.SIMGRID_PATH = path
     settings.GRID_BACKEND = "simulator"
     return path
+
+
+# --- jobs and Celery workers (JOBS helper) -------------------------------------------------
+
+
+@pytest.fixture
+def legacy_node_1774(simgrid_path):
+    """Node 1774 as the marketplace has it: the legacy 7-slice catalog, slice 0's VM deployed on the grid.
+
+    8 cores, 31 GiB, 931.5 GiB on the simulated grid; registered with policy "legacy" (7 slices
+    of 4 GiB / 133 GiB); slice 0 deployed through the simulator's deploy_vm and marked deployed.
+    """
+    from dashboard.capacity import GiB
+    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.models import Slice
+    from dashboard.services.catalog import node_register
+
+    grid = SimulatedGrid(simgrid_path)
+    live = grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=1, farm_name="farm one")
+    node = node_register(
+        node_id=1774, total=live.total, farm_id=1, farm_name="farm one", policy_name="legacy", used=live.used
+    )
+    first = node.slices.get(index=0)
+    grid.deploy_vm(1774, first.size, name="vm1774s0")
+    Slice.objects.filter(pk=first.pk).update(state=Slice.State.DEPLOYED)
+    node.refresh_from_db()
+    node.grid = grid
+    return node
+
+
+@pytest.fixture
+def broker_purged():
+    """The Celery app, its Redis broker emptied: queued messages and unacked ones (a killed worker's).
+
+    Tests run with their own Redis db (CELERY_BROKER_URL), so nobody else's messages are here.
+    """
+    from dashboard.celery import app
+
+    app.control.purge()
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.delete("unacked", "unacked_index", "unacked_mutex")
+    return app
+
+
+@pytest.fixture
+def live_worker(transactional_db, broker_purged, monkeypatch):
+    """A real Celery worker (solo pool) in a thread of this process, consuming the test's Redis broker.
+
+    Needs @pytest.mark.django_db(transaction=True): the worker has its own database connection and
+    sees only committed rows. Django's system checks are skipped at worker start-up (the suite runs
+    them on their own); they would otherwise run again for every worker test.
+    """
+    from celery.contrib.testing.worker import start_worker
+
+    monkeypatch.setenv("CELERY_SKIP_CHECKS", "1")
+    with start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30) as worker:
+        yield worker
+
+
+@pytest.fixture
+def job_finished():
+    """job_finished(job_or_id, timeout=30) -> Job: polls the row until the job is no longer active."""
+    import time
+
+    from dashboard.models import Job
+
+    def wait(job, timeout: float = 30.0):
+        job_id = getattr(job, "pk", job)
+        deadline = time.monotonic() + timeout
+        while True:
+            current = Job.objects.select_related("node").get(pk=job_id)
+            if not current.is_active:
+                return current
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job #{job_id} still {current.state} after {timeout} s (step: {current.step!r})")
+            time.sleep(0.05)
+
+    return wait
+
+
+# --- end of the JOBS helper's fixtures ---------------------------------------------------

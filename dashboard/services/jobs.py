@@ -1,0 +1,894 @@
+"""Long operations run by a worker: re-register a node, precheck it, re-register every stale node.
+
+The life of a job, and what keeps it honest when a worker dies:
+
+- `job_request` inserts the Job in one transaction. The partial unique constraints
+  (one_active_job_per_node, one_active_bulk_job) refuse a second active job even under a
+  race; the loser gets the active job back with created=False. The Celery message (task id
+  = job id) is sent only after commit, so a worker never looks for a row it cannot see.
+- The worker claims the job with a conditional UPDATE (queued -> running, attempts + 1).
+  `attempts` is the claim's token: every later write (progress, heartbeat, the result) is
+  conditional on state=running AND attempts=<token>, so a run that lost its job (reaped, or
+  claimed again after a redelivery) can never overwrite what the new owner or the reaper wrote.
+- Progress and heartbeat are written in autocommit so the page sees them live; the catalog
+  swap and the job's result are ONE short transaction at the end. A worker killed inside it
+  leaves the old catalog (PostgreSQL rolls back when the connection drops).
+- A redelivered message (Redis visibility timeout, reject_on_worker_lost) re-claims a running
+  job only when its heartbeat is older than JOB_HEARTBEAT_TIMEOUT; `jobs_reap` fails the jobs
+  nobody will finish (the filesystem broker never redelivers).
+
+Re-registering a node (`node_reregister`):
+
+- Rented and deployed slices are someone's VM: never deleted, never resized; their sizes are
+  counted as occupied when carving.
+- Free slices and "failed" ones are replaceable. A "failed" slice holds no VM (its deploy did
+  not happen), so it is treated like a free one: removed, and replaced by a fresh free slice
+  when the carve has room. It is never kept as "identical", so a second run is a no-op.
+- Free slices already of the carved size are kept as they are (same rows, same indices):
+  running twice changes nothing the second time ("already up to date").
+- New slices get indices after the highest kept one.
+- The final transaction checks that the node's catalog_generation and its slice rows are
+  exactly what the plan was made from; otherwise it fails with CATALOG_CHANGED and writes nothing.
+
+Test-only hook: with settings.DEBUG on, JOB_TEST_PAUSE="<point>:<seconds>" makes the worker
+sleep at a named point ("claimed", "planned", or "swapped", the last one INSIDE the final
+transaction after the catalog writes) and, if JOB_TEST_PAUSE_MARKER names a file, write the
+point's name to it first. tests/test_jobs_kill.py uses it to SIGKILL a worker at those points.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import os
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.grid import get_grid
+from dashboard.grid.types import Grid, GridError, GridUnavailable, MalformedPayload, NodeCapacity
+from dashboard.models import AuditEvent, Job, Node, Slice
+
+log = logging.getLogger(__name__)
+
+CATALOG_CHANGED = "the catalog changed while re-registering; try again"
+# Reading live capacity: the Grid Proxy client already retries each request; these are whole
+# reads, for a grid that is briefly unreachable (a restart, a load balancer flip).
+GRID_READ_ATTEMPTS = 3
+# A queued job no worker took within this long is failed by the reaper. It must outlast a
+# worker busy with a full-length job (CELERY_TASK_TIME_LIMIT, 11 minutes by default) so a
+# healthy but busy fleet does not lose requests; 15 minutes is the floor.
+DEFAULT_QUEUED_TIMEOUT = 15 * 60
+# A job whose worker died this many times is not tried again: something in it kills workers.
+DEFAULT_MAX_ATTEMPTS = 3
+# Bulk runs load this many nodes (with their slices and policies) per round of queries.
+BULK_CHUNK = 100
+# Bulk runs stop when this many nodes in a row could not be read because the grid is unreachable:
+# going on would only spend the time limit on timeouts.
+BULK_GRID_DOWN_AFTER = 5
+SLICE_ORDER = ("index",)
+
+
+class JobError(Exception):
+    """A job that cannot be requested, run or finished; the message is for the person who asked."""
+
+    def __init__(self, message: str, *, result: dict | None = None):
+        super().__init__(message)
+        self.result = result
+
+
+class CatalogChanged(JobError):
+    def __init__(self, message: str = CATALOG_CHANGED):
+        super().__init__(message)
+
+
+class JobLost(Exception):
+    """This run no longer owns the job (reaped, or re-claimed after a redelivery); it must stop quietly."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    job: Job
+    created: bool
+
+
+# --- requesting -----------------------------------------------------------------------------
+
+
+def job_request(
+    *,
+    kind: str,
+    node: Node | None = None,
+    farm_id: int | None = None,
+    by=None,
+    source: str = "web",
+    dry_run: bool = False,
+) -> JobRequest:
+    """Queue a job, or return the one already active for the same node (or the active bulk job).
+
+    One transaction inserts the Job and its audit event; the Celery message is sent on commit
+    with the job id as its task id. Bad input raises JobError and writes nothing.
+    """
+    _job_request_validate(kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run)
+    requester = _requester_words(by, source)
+    # The unique index refuses our insert while another job is active; if that job finishes
+    # between our insert and our look-up, there is nothing to return, so try once more.
+    for _ in range(3):
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    job = Job.objects.create(
+                        kind=kind,
+                        node=node,
+                        farm_id=farm_id,
+                        requested_by=by,
+                        source=source,
+                        dry_run=dry_run,
+                        step="waiting for a worker",
+                    )
+            except IntegrityError:
+                active = _active_job(kind=kind, node=node)
+                if active is None:
+                    continue
+                _audit(
+                    job=active,
+                    action="job.already-active",
+                    actor=by,
+                    source=source,
+                    message=f"{requester} asked for {_job_words(active)}; already {active.state}: job #{active.pk}",
+                )
+                return JobRequest(job=active, created=False)
+            _audit(
+                job=job,
+                action="job.requested",
+                actor=by,
+                source=source,
+                message=f"{_job_words(job)} requested by {requester}",
+                detail=_requester_detail(by, source),
+            )
+            transaction.on_commit(partial(_job_enqueue, job.pk))
+            return JobRequest(job=job, created=True)
+    raise JobError("could not queue the job: another job for the same target kept appearing and finishing; try again")
+
+
+def _job_request_validate(*, kind, node, farm_id, by, source, dry_run) -> None:
+    if kind not in Job.Kind.values:
+        raise JobError(f"unknown job kind {kind!r}; use one of: {', '.join(Job.Kind.values)}")
+    if source not in Job.Source.values:
+        raise JobError(f"unknown source {source!r}; use one of: {', '.join(Job.Source.values)}")
+    if kind == Job.Kind.BULK_REREGISTER:
+        if node is not None:
+            raise JobError("a bulk re-register covers all stale nodes (or one farm's); it takes no node")
+        if farm_id is not None and (isinstance(farm_id, bool) or not isinstance(farm_id, int) or farm_id < 0):
+            raise JobError(f"farm id must be a whole number of zero or more, not {farm_id!r}")
+    else:
+        if node is None or getattr(node, "pk", None) is None:
+            raise JobError(f"a {Job.Kind(kind).label.lower()} job needs a registered node")
+        if farm_id is not None:
+            raise JobError("a farm id only applies to a bulk re-register")
+    if dry_run and kind == Job.Kind.PRECHECK:
+        raise JobError("a precheck changes no catalog; it has no dry run")
+    if by is not None and (not getattr(by, "is_authenticated", False) or getattr(by, "pk", None) is None):
+        raise JobError("jobs are requested by a signed-in user (or by nobody, from the command line)")
+
+
+def _active_job(*, kind: str, node: Node | None) -> Job | None:
+    active = Job.objects.filter(state__in=Job.ACTIVE_STATES).select_related("node", "requested_by")
+    if node is not None:
+        return active.filter(node=node).first()
+    return active.filter(kind=Job.Kind.BULK_REREGISTER).first()
+
+
+def _job_enqueue(job_id: int) -> None:
+    """Send the task after commit; a broker that cannot be reached fails the job at once, visibly."""
+    from dashboard.celery import app
+
+    try:
+        app.send_task("dashboard.job_run", args=[job_id], task_id=str(job_id))
+    except Exception as exc:  # whatever the transport raises, the person who asked must see it
+        log.exception("job %s: could not send the task to the broker", job_id)
+        job = Job.objects.filter(pk=job_id).select_related("node").first()
+        if job is not None:
+            _job_close(job, state=Job.State.FAILED, error=f"could not queue the job: {type(exc).__name__}: {exc}",
+                       from_states=(Job.State.QUEUED,))
+
+
+# --- claiming, progress, finishing ------------------------------------------------------------
+
+
+def job_claim(*, job_id: int, now: datetime | None = None) -> Job | None:
+    """Take a queued job (or a running one whose worker is gone) for this run; None when not ours.
+
+    The conditional UPDATE is the lock: of two deliveries of one message, one changes the row
+    and the other sees 0 rows and drops the message.
+    """
+    now = now or timezone.now()
+    claimable = Q(state=Job.State.QUEUED) | (
+        Q(state=Job.State.RUNNING) & (Q(heartbeat_at__lt=_heartbeat_cutoff(now)) | Q(heartbeat_at__isnull=True))
+    )
+    max_attempts = getattr(settings, "JOB_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)
+    claimed = Job.objects.filter(claimable, pk=job_id, attempts__lt=max_attempts).update(
+        state=Job.State.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=Coalesce("started_at", Value(now)),
+        heartbeat_at=now,
+        step="starting",
+        progress_done=0,
+        error="",
+    )
+    if claimed:
+        return Job.objects.select_related("node", "requested_by").get(pk=job_id)
+    job = Job.objects.filter(claimable, pk=job_id, attempts__gte=max_attempts).select_related("node").first()
+    if job is not None:
+        _job_close(
+            job,
+            state=Job.State.FAILED,
+            error=f"gave up after {job.attempts} attempts: the worker running it was lost each time",
+            from_states=Job.ACTIVE_STATES,
+            attempts=job.attempts,
+        )
+    return None
+
+
+def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> None:
+    """Run a claimed job to its end: succeeded with a result, or failed with a reason a person can read.
+
+    `reraise` lets the caller handle some exceptions itself (the Celery task passes its soft
+    time limit, which would otherwise be reported as an internal error).
+    """
+    try:
+        if job.kind == Job.Kind.REREGISTER:
+            node_reregister(job=job)
+        elif job.kind == Job.Kind.PRECHECK:
+            node_precheck_job(job=job)
+        elif job.kind == Job.Kind.BULK_REREGISTER:
+            bulk_reregister(job=job)
+        else:
+            raise JobError(f"unknown job kind {job.kind!r}")
+    except reraise:
+        raise
+    except JobLost as exc:
+        log.warning("job %s: %s; this run stops without writing", job.pk, exc)
+    except JobError as exc:
+        job_fail(job=job, error=str(exc), result=exc.result)
+    except GridError as exc:
+        # The grid's own words, verbatim: support staff search for them.
+        job_fail(job=job, error=str(exc) or type(exc).__name__)
+    except capacity.CapacityError as exc:
+        job_fail(job=job, error=str(exc))
+    except Exception as exc:
+        log.exception("job %s (%s) failed unexpectedly", job.pk, job.kind)
+        job_fail(job=job, error=f"internal error: {type(exc).__name__}: {exc}")
+
+
+def job_fail(*, job: Job, error: str, result: dict | None = None) -> bool:
+    """Record this run's failure; False when the job is no longer this run's to finish."""
+    return _job_close(job, state=Job.State.FAILED, error=error, result=result, attempts=job.attempts)
+
+
+def job_progress(*, job: Job, step: str, done: int | None = None, total: int | None = None) -> None:
+    """Write the step a person reads and the heartbeat, in autocommit; JobLost if the job is no longer ours."""
+    fields: dict[str, Any] = {"step": step[:200], "heartbeat_at": timezone.now()}
+    if done is not None:
+        fields["progress_done"] = done
+    if total is not None:
+        fields["progress_total"] = total
+    if not _owned(job).update(**fields):
+        raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
+    job.step = fields["step"]
+
+
+def _owned(job: Job):
+    return Job.objects.filter(pk=job.pk, state=Job.State.RUNNING, attempts=job.attempts)
+
+
+def _job_succeed(job: Job, *, result: dict, message: str) -> None:
+    """Inside the caller's transaction: the result lands with the catalog change, or neither does."""
+    now = timezone.now()
+    if not _owned(job).update(
+        state=Job.State.SUCCEEDED,
+        result=result,
+        error="",
+        step="done",
+        progress_done=F("progress_total"),
+        heartbeat_at=now,
+        finished_at=now,
+    ):
+        raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
+    _audit(job=job, action="job.succeeded", actor=job.requested_by, source=job.source, message=message,
+           detail={"result": _audit_summary(result)})
+
+
+def _job_close(
+    job: Job,
+    *,
+    state: str,
+    error: str,
+    result: dict | None = None,
+    from_states: tuple[str, ...] = (Job.State.RUNNING,),
+    attempts: int | None = None,
+    extra: Q | None = None,
+) -> bool:
+    now = timezone.now()
+    fields: dict[str, Any] = {"state": state, "error": error, "finished_at": now, "step": "failed"}
+    if result is not None:
+        fields["result"] = result
+    with transaction.atomic():
+        rows = Job.objects.filter(pk=job.pk, state__in=from_states)
+        if attempts is not None:
+            rows = rows.filter(attempts=attempts)
+        if extra is not None:
+            rows = rows.filter(extra)
+        if not rows.update(**fields):
+            return False
+        _audit(job=job, action=f"job.{state}", actor=job.requested_by, source=job.source,
+               message=f"{_job_words(job)} {state}: {error}", detail={"error": error})
+    return True
+
+
+# --- re-registering one node ----------------------------------------------------------------
+
+
+@dataclass
+class ReregisterPlan:
+    """What re-registering one node would do, computed outside any transaction."""
+
+    node: Node
+    generation: int
+    policy: capacity.Policy
+    seen: NodeCapacity
+    carve: capacity.Carve
+    snapshot: dict[int, tuple]  # slice pk -> (index, cru, mru, sru, state) as the plan read them
+    occupied: list[Slice]
+    kept: list[Slice]
+    removed: list[Slice]
+    added: list[Slice]  # unsaved
+    before: dict
+    after: dict
+    phantom_after: int
+    placeable_after: int
+    carved_slice_sru: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changes_slices(self) -> bool:
+        return bool(self.removed or self.added)
+
+    @property
+    def changes_metadata(self) -> bool:
+        n = self.node
+        return (n.carved_policy_name, n.carved_policy_version, n.carved_slice_sru, n.carved_deployable) != (
+            self.policy.name,
+            self.policy.version,
+            self.carved_slice_sru,
+            self.carve.slices,
+        )
+
+    def result(self, *, dry_run: bool) -> dict:
+        up_to_date = not self.changes_slices and not self.changes_metadata
+        notes = list(self.notes)
+        if up_to_date:
+            notes.insert(0, "already up to date: the catalog is what the policy carves; nothing changed")
+        elif not self.changes_slices:
+            notes.insert(0, f"the slices were already right; recorded them as carved by policy {self.policy.name} v{self.policy.version}")
+        return {
+            "node_id": self.node.node_id,
+            "dry_run": dry_run,
+            "changed": not up_to_date,
+            "up_to_date": up_to_date,
+            "policy": {"name": self.policy.name, "version": self.policy.version},
+            "slice": {"cru": self.carve.slice.cru, "mru": self.carve.slice.mru, "sru": self.carve.slice.sru},
+            "limited_by": self.carve.limited_by,
+            "generation": {
+                "before": self.generation,
+                "after": self.generation + (1 if self.changes_slices and not dry_run else 0),
+            },
+            "capacity_seen": self.seen.as_dict(),
+            "before": self.before,
+            "after": self.after,
+            "removed": [_slice_item(s) for s in self.removed],
+            "added": [_slice_item(s) for s in self.added],
+            "kept": [_slice_item(s) for s in self.kept],
+            "notes": notes,
+        }
+
+
+def node_reregister(*, job: Job) -> dict:
+    """Re-carve the job's node with its effective policy; returns (and stores) the result.
+
+    Reads live capacity, marks phantom slices, carves counting rented and deployed slices as
+    occupied, then swaps the free slices and finishes the job in one short transaction.
+    With job.dry_run the same result is recorded and no catalog or node row changes.
+    """
+    from dashboard.services.catalog import policy_for_node
+
+    node = job.node
+    if node is None:
+        raise JobError("this re-register job has no node (was it deleted?)")
+    _test_pause("claimed")
+    grid = get_grid()
+    seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job)
+    job_progress(job=job, step=f"carving node {node.node_id}'s catalog")
+    slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
+    plan = reregister_plan(node=node, slices=slices, policy=policy_for_node(node), seen=seen)
+    _test_pause("planned")
+    job_progress(job=job, step="saving the new catalog" if not job.dry_run else "recording the preview")
+    result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=True)
+    return result
+
+
+def node_capacity_read(*, grid: Grid, node_id: int, job: Job | None = None) -> NodeCapacity:
+    """The node's live capacity, retried (bounded, with back-off) while the grid is unreachable."""
+    for attempt in range(1, GRID_READ_ATTEMPTS + 1):
+        if job is not None:
+            suffix = f" (attempt {attempt} of {GRID_READ_ATTEMPTS})" if attempt > 1 else ""
+            job_progress(job=job, step=f"reading node {node_id}'s live capacity from the grid{suffix}")
+        try:
+            seen = grid.node(node_id)
+        except GridUnavailable:
+            if attempt == GRID_READ_ATTEMPTS:
+                raise
+            time.sleep(settings.GRID_BACKOFF * 2 ** (attempt - 1))
+            continue
+        if seen.node_id != node_id:
+            raise MalformedPayload(f"asked the grid for node {node_id}, it answered for node {seen.node_id}")
+        return seen
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def reregister_plan(*, node: Node, slices: list[Slice], policy: capacity.Policy, seen: NodeCapacity) -> ReregisterPlan:
+    """The diff that re-carving `node` on the capacity `seen` would make; pure apart from building Slice objects."""
+    from dashboard.services.catalog import catalog_slices
+
+    if seen.total.mru <= 0 or seen.total.sru <= 0:
+        raise JobError(
+            f"the grid reports no {'memory' if seen.total.mru <= 0 else 'SSD disk'} for node {node.node_id}; "
+            "refusing to re-carve its catalog on that reading"
+        )
+    slices = sorted(slices, key=lambda s: s.index)
+    occupied = [s for s in slices if s.is_occupied]
+    replaceable = [s for s in slices if not s.is_occupied]
+    free = [s for s in replaceable if s.state == Slice.State.FREE]
+    pools = list(seen.pools_sru) if seen.pools_sru else node.pools_sru
+    carve = capacity.carve(seen.total, policy, occupied=[s.size.resources for s in occupied], pools=pools or None)
+
+    same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
+    kept_free = [s for s in free if _still_current(s, carve.slice, same_policy, node.carved_slice_sru)][: carve.new_slices]
+    kept_ids = {s.pk for s in kept_free}
+    removed = [s for s in replaceable if s.pk not in kept_ids]
+    kept = sorted(occupied + kept_free, key=lambda s: s.index)
+    to_add = carve.new_slices - len(kept_free)
+    added: list[Slice] = []
+    if to_add > 0:
+        start = max((s.index for s in kept), default=-1) + 1
+        added = list(
+            catalog_slices(
+                node=node, carve=replace(carve, new_slices=to_add), start_index=start, generation=node.catalog_generation + 1
+            )
+        )
+
+    before_check = capacity.precheck([(s.index, s.size) for s in free], seen.total, seen.used, policy)
+    after_free = sorted(kept_free + added, key=lambda s: s.index)
+    after_check = capacity.precheck([(s.index, s.size) for s in after_free], seen.total, seen.used, policy)
+    offline = seen.status in ("down", "standby")
+    before = {
+        "slices": len(slices),
+        "free": len(free),
+        "deployable": len(occupied) + (0 if offline else before_check.placeable_now),
+        "phantom": len(free) if offline else len(before_check.phantom_slices),
+    }
+    phantom_after = len(after_free) if offline else len(after_check.phantom_slices)
+    placeable_after = 0 if offline else after_check.placeable_now
+    after = {
+        "slices": len(kept) + len(added),
+        "free": len(after_free),
+        "deployable": len(occupied) + placeable_after,
+        "phantom": phantom_after,
+    }
+
+    notes = list(carve.notes)
+    failed = [s for s in replaceable if s.state == Slice.State.FAILED]
+    if failed:
+        notes.append(f"{len(failed)} slice(s) marked failed hold no VM; they were treated like free slices")
+    if carve.overcommitted:
+        notes.append(
+            f"the {len(occupied)} rented/deployed slice(s) alone exceed what node {node.node_id} can host "
+            f"under policy {policy.name}; they are kept and no free slice is offered"
+        )
+    if offline:
+        notes.append(f"node {node.node_id} is {seen.status} on the grid: nothing can be placed on it until it is up")
+    elif phantom_after:
+        notes.append(
+            f"{phantom_after} of the new free slices cannot be placed now: the node's live usage is higher "
+            "than its catalog accounts for (VMs outside the catalog, or host memory in use)"
+        )
+    if (seen.total.mru, seen.total.sru) != (node.total_mru, node.total_sru):
+        notes.append(
+            f"the grid now reports {capacity.format_size(seen.total.mru)} memory and "
+            f"{capacity.format_size(seen.total.sru)} SSD (stored: {capacity.format_size(node.total_mru)} and "
+            f"{capacity.format_size(node.total_sru)}); carved on what the grid reports"
+        )
+    return ReregisterPlan(
+        node=node,
+        generation=node.catalog_generation,
+        policy=policy,
+        seen=seen,
+        carve=carve,
+        snapshot={s.pk: _slice_key(s) for s in slices},
+        occupied=occupied,
+        kept=kept,
+        removed=removed,
+        added=added,
+        before=before,
+        after=after,
+        phantom_after=phantom_after,
+        placeable_after=placeable_after,
+        # Kept slices of the size the node was carved with keep that size on record (see _still_current).
+        carved_slice_sru=(
+            node.carved_slice_sru if any(s.sru != carve.slice.sru for s in kept_free) else carve.slice.sru
+        ),
+        notes=notes,
+    )
+
+
+def reregister_apply(*, plan: ReregisterPlan, job: Job, dry_run: bool, finish: bool) -> dict:
+    """The one short transaction: check nothing moved, swap the free slices, store the node's figures.
+
+    With finish=True the job's result is written in the same transaction (single-node jobs);
+    bulk jobs pass finish=False and only check that they still own the job.
+    """
+    result = plan.result(dry_run=dry_run)
+    node = plan.node
+    with transaction.atomic():
+        if not dry_run:
+            locked = Node.objects.select_for_update().get(pk=node.pk)
+            current = {s.pk: _slice_key(s) for s in Slice.objects.select_for_update().filter(node_id=node.pk)}
+            if locked.catalog_generation != plan.generation or current != plan.snapshot:
+                raise CatalogChanged()
+            generation = plan.generation
+            if plan.changes_slices:
+                generation += 1
+                if plan.removed:
+                    Slice.objects.filter(pk__in=[s.pk for s in plan.removed]).delete()
+                if plan.added:
+                    for s in plan.added:
+                        s.generation = generation
+                    Slice.objects.bulk_create(plan.added)
+            seen, now = plan.seen, timezone.now()
+            node_fields = {
+                "status": seen.status if seen.status in Node.Status.values else Node.Status.UNKNOWN,
+                "total_cru": seen.total.cru,
+                "total_mru": seen.total.mru,
+                "total_sru": seen.total.sru,
+                "total_hru": seen.total.hru,
+                "used_cru": seen.used.cru,
+                "used_mru": seen.used.mru,
+                "used_sru": seen.used.sru,
+                "used_hru": seen.used.hru,
+                "seen_at": now,
+                "placeable_now": plan.placeable_after,
+                "phantom_slices": plan.phantom_after,
+                "prechecked_at": now,
+                "carved_policy_name": plan.policy.name,
+                "carved_policy_version": plan.policy.version,
+                "carved_slice_sru": plan.carved_slice_sru,
+                "carved_deployable": plan.carve.slices,
+                "catalog_generation": generation,
+                "updated_at": now,
+            }
+            if seen.pools_sru:
+                node_fields["pools_sru"] = list(seen.pools_sru)
+            Node.objects.filter(pk=node.pk).update(**node_fields)
+            _test_pause("swapped")
+        if finish:
+            _job_succeed(job, result=result, message=_reregister_words(plan, result))
+        elif not _owned(job).update(heartbeat_at=timezone.now()):
+            raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
+    return result
+
+
+def _reregister_words(plan: ReregisterPlan, result: dict) -> str:
+    b, a = result["before"], result["after"]
+    what = "dry run of re-register" if result["dry_run"] else "re-register"
+    if result["up_to_date"]:
+        return f"{what} of node {plan.node.node_id}: already up to date ({a['slices']} slices)"
+    return (
+        f"{what} of node {plan.node.node_id}: {b['slices']} -> {a['slices']} slices "
+        f"(removed {len(result['removed'])}, added {len(result['added'])}, kept {len(result['kept'])}; "
+        f"policy {plan.policy.name} v{plan.policy.version})"
+    )
+
+
+def _still_current(s: Slice, target: capacity.SliceSize, same_policy: bool, carved_slice_sru: int) -> bool:
+    """A free slice worth keeping: of the carved size, or (same policy) of the size the node was carved with.
+
+    The same tolerance as catalog.stale_reason: a deploy changes the rounding of what is left,
+    so the carve may now offer a slightly larger disk; replacing every free slice for that
+    would churn the catalog after each deploy, and the node is not stale for it either.
+    """
+    if (s.cru, s.mru) != (target.cru, target.mru):
+        return False
+    return s.sru == target.sru or (same_policy and s.sru == carved_slice_sru and s.sru <= target.sru)
+
+
+def _slice_key(s: Slice) -> tuple:
+    return (s.index, s.cru, s.mru, s.sru, s.state)
+
+
+def _slice_item(s: Slice) -> dict:
+    return {"index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru, "state": s.state}
+
+
+# --- precheck job -----------------------------------------------------------------------------
+
+
+def node_precheck_job(*, job: Job) -> dict:
+    """Run the live precheck for the job's node and store its report as the result."""
+    from dashboard.services.deploy import precheck_run
+
+    if job.node is None:
+        raise JobError("this precheck job has no node (was it deleted?)")
+    job_progress(job=job, step=f"checking node {job.node.node_id}'s live capacity")
+    report = precheck_run(node=job.node)
+    result = report.as_dict()
+    with transaction.atomic():
+        _job_succeed(job, result=result, message=f"precheck: {getattr(report, 'words', '')}".strip())
+    return result
+
+
+# --- bulk re-register -------------------------------------------------------------------------
+
+
+def bulk_reregister(*, job: Job) -> dict:
+    """Re-register every stale node (or one farm's), each in its own short transaction.
+
+    A node that fails is recorded in result["failures"] and the rest go on. Stops early (job
+    failed, partial result kept) when the grid is unreachable for several nodes in a row.
+    """
+    from dashboard.services.catalog import policies_for_nodes
+
+    grid = get_grid()
+    job_progress(job=job, step="finding stale catalogs", done=0, total=0)
+    stale = stale_node_pks(farm_id=job.farm_id)
+    total = len(stale)
+    job_progress(job=job, step=f"{total} stale catalog(s) to re-register", done=0, total=total)
+
+    result: dict[str, Any] = {
+        "dry_run": job.dry_run,
+        "farm_id": job.farm_id,
+        "stale": total,
+        "reregistered": 0,
+        "unchanged": 0,
+        "failures": [],
+        "nodes": [],
+        "notes": [],
+    }
+    unreachable_in_a_row = 0
+    done = 0
+    for start in range(0, total, BULK_CHUNK):
+        chunk = stale[start : start + BULK_CHUNK]
+        nodes = list(Node.objects.filter(pk__in=chunk).order_by("node_id"))
+        policies = policies_for_nodes(nodes)
+        slices_by_node = _slices_by_node([n.pk for n in nodes])
+        for node in nodes:
+            job_progress(job=job, step=f"re-registering node {node.node_id} ({done + 1} of {total})", done=done)
+            try:
+                summary = _bulk_one(
+                    job=job, grid=grid, node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk]
+                )
+            except JobLost:
+                raise
+            except GridUnavailable as exc:
+                unreachable_in_a_row += 1
+                result["failures"].append({"node_id": node.node_id, "error": str(exc) or type(exc).__name__})
+                if unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
+                    done += 1
+                    result["notes"].append(f"stopped after {done} of {total} nodes")
+                    raise JobError(
+                        f"the grid is unreachable: {unreachable_in_a_row} nodes in a row could not be read "
+                        f"(last: {exc}); stopped after {done} of {total} nodes, "
+                        f"{result['reregistered']} re-registered",
+                        result=result,
+                    ) from exc
+            except (JobError, GridError, capacity.CapacityError) as exc:
+                unreachable_in_a_row = 0
+                result["failures"].append({"node_id": node.node_id, "error": str(exc) or type(exc).__name__})
+            except Exception as exc:
+                unreachable_in_a_row = 0
+                log.exception("bulk job %s: node %s failed unexpectedly", job.pk, node.node_id)
+                result["failures"].append({"node_id": node.node_id, "error": f"internal error: {type(exc).__name__}: {exc}"})
+            else:
+                unreachable_in_a_row = 0
+                result["nodes"].append(summary)
+                result["reregistered" if summary["changed"] else "unchanged"] += 1
+            done += 1
+    if total == 0:
+        result["notes"].append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
+    verb = "would re-register" if job.dry_run else "re-registered"
+    result["words"] = (
+        f"{verb} {result['reregistered']} of {total} stale node(s); {result['unchanged']} already up to date; "
+        f"{len(result['failures'])} failed"
+    )
+    with transaction.atomic():
+        _job_succeed(job, result=result, message=f"bulk re-register: {result['words']}")
+    return result
+
+
+def _bulk_one(*, job: Job, grid: Grid, node: Node, slices: list[Slice], policy: capacity.Policy) -> dict:
+    seen = node_capacity_read(grid=grid, node_id=node.node_id)
+    plan = reregister_plan(node=node, slices=slices, policy=policy, seen=seen)
+    try:
+        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False)
+    except CatalogChanged:
+        # Someone deployed or re-registered this node meanwhile: plan once more on what is there now.
+        node.refresh_from_db()
+        fresh = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
+        plan = reregister_plan(node=node, slices=fresh, policy=policy, seen=seen)
+        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False)
+    return {
+        "node_id": node.node_id,
+        "changed": result["changed"],
+        "before": result["before"],
+        "after": result["after"],
+        "removed": len(result["removed"]),
+        "added": len(result["added"]),
+        "kept": len(result["kept"]),
+    }
+
+
+def stale_node_pks(*, farm_id: int | None = None) -> list[int]:
+    """Primary keys of nodes whose stored catalog differs from what their effective policy carves.
+
+    A fixed number of queries per BULK_CHUNK nodes, whatever their slice count.
+    """
+    from dashboard.services.catalog import catalog_is_stale, policies_for_nodes
+
+    nodes_qs = Node.objects.order_by("node_id")
+    if farm_id is not None:
+        nodes_qs = nodes_qs.filter(farm_id=farm_id)
+    pks = list(nodes_qs.values_list("pk", flat=True))
+    stale = []
+    for start in range(0, len(pks), BULK_CHUNK):
+        nodes = list(Node.objects.filter(pk__in=pks[start : start + BULK_CHUNK]).order_by("node_id"))
+        policies = policies_for_nodes(nodes)
+        slices_by_node = _slices_by_node([n.pk for n in nodes])
+        for node in nodes:
+            occupied = [s.size.resources for s in slices_by_node.get(node.pk, []) if s.is_occupied]
+            free = [s.size for s in slices_by_node.get(node.pk, []) if s.state == Slice.State.FREE]
+            is_stale, _reason = catalog_is_stale(node, policies[node.pk], occupied=occupied, free=free)
+            if is_stale:
+                stale.append(node.pk)
+    return stale
+
+
+def _slices_by_node(node_pks: list[int]) -> dict[int, list[Slice]]:
+    by_node: dict[int, list[Slice]] = {}
+    for s in Slice.objects.filter(node_id__in=node_pks).order_by("node_id", "index"):
+        by_node.setdefault(s.node_id, []).append(s)
+    return by_node
+
+
+# --- the reaper -------------------------------------------------------------------------------
+
+
+def jobs_reap(now: datetime | None = None) -> int:
+    """Fail the jobs nobody will finish; returns how many.
+
+    - running, with no heartbeat for JOB_HEARTBEAT_TIMEOUT: the worker died or hangs;
+    - queued for JOB_QUEUED_TIMEOUT (default 15 minutes) without a worker taking it.
+    Each update is conditional on what was read, so a heartbeat that lands meanwhile wins.
+    """
+    now = now or timezone.now()
+    reaped = 0
+    cutoff = _heartbeat_cutoff(now)
+    for job in Job.objects.filter(state=Job.State.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    ).select_related("node", "requested_by"):
+        since = job.heartbeat_at or job.started_at or job.created_at
+        age = int((now - since).total_seconds())
+        error = (
+            f"worker lost: no heartbeat since {since:%Y-%m-%d %H:%M:%S} UTC ({age} s ago, limit "
+            f"{settings.JOB_HEARTBEAT_TIMEOUT} s); the worker was stopped or crashed"
+        )
+        if job.kind != Job.Kind.BULK_REREGISTER:
+            error += "; the catalog was left as it was; try again"
+        still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
+        if _job_close(job, state=Job.State.FAILED, error=error, attempts=job.attempts, extra=still):
+            reaped += 1
+    queued_timeout = getattr(settings, "JOB_QUEUED_TIMEOUT", DEFAULT_QUEUED_TIMEOUT)
+    for job in Job.objects.filter(
+        state=Job.State.QUEUED, created_at__lt=now - timedelta(seconds=queued_timeout)
+    ).select_related("node", "requested_by"):
+        error = (
+            f"never started: queued at {job.created_at:%Y-%m-%d %H:%M:%S} UTC and no worker took it within "
+            f"{queued_timeout} s; is a Celery worker running?"
+        )
+        if _job_close(job, state=Job.State.FAILED, error=error, from_states=(Job.State.QUEUED,)):
+            reaped += 1
+    if reaped:
+        log.warning("reaper: failed %d job(s) nobody will finish", reaped)
+    return reaped
+
+
+def _heartbeat_cutoff(now: datetime) -> datetime:
+    return now - timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT)
+
+
+# --- audit and words --------------------------------------------------------------------------
+
+
+def _audit(*, job: Job, action: str, actor, source: str, message: str, detail: dict | None = None) -> None:
+    AuditEvent.objects.create(
+        actor=actor, source=source, action=action, node=job.node, job=job, message=message, detail=detail or {}
+    )
+
+
+def _job_words(job: Job) -> str:
+    kind = {Job.Kind.REREGISTER: "re-register", Job.Kind.PRECHECK: "precheck", Job.Kind.BULK_REREGISTER: "bulk re-register"}
+    words = kind.get(job.kind, job.kind)
+    if job.dry_run:
+        words = f"dry run of {words}"
+    if job.node_id is not None and job.node is not None:
+        target = f"node {job.node.node_id}"
+    elif job.kind == Job.Kind.BULK_REREGISTER:
+        target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
+    else:
+        target = "a deleted node"
+    return f"{words} of {target} (job #{job.pk})"
+
+
+def _requester_words(by, source: str) -> str:
+    if by is not None:
+        return f"{by.get_username()} ({source})"
+    if source == Job.Source.COMMAND:
+        return f"the command line (os user {_os_user()})"
+    return f"an anonymous caller ({source})"
+
+
+def _requester_detail(by, source: str) -> dict:
+    detail: dict[str, Any] = {"source": source, "user": by.get_username() if by is not None else None}
+    if source == Job.Source.COMMAND:
+        detail["os_user"] = _os_user()
+    return detail
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        return "unknown"
+
+
+def _audit_summary(result: dict) -> dict:
+    """The result without the long lists, for the audit trail."""
+    keep = ("node_id", "dry_run", "changed", "before", "after", "policy", "stale", "reregistered", "unchanged",
+            "failures", "free_slices", "placeable_now", "phantom_slices", "words")
+    return {k: result[k] for k in keep if k in result}
+
+
+# --- test-only pause ----------------------------------------------------------------------------
+
+
+def _test_pause(point: str) -> None:
+    """Sleep at a named point when JOB_TEST_PAUSE says so; inert unless settings.DEBUG (see module doc)."""
+    raw = os.environ.get("JOB_TEST_PAUSE", "")
+    if not raw or not settings.DEBUG:
+        return
+    name, _, seconds = raw.partition(":")
+    if name != point:
+        return
+    marker = os.environ.get("JOB_TEST_PAUSE_MARKER")
+    if marker:
+        Path(marker).write_text(point)
+    log.warning("JOB_TEST_PAUSE: sleeping %s s at %r", seconds or "60", point)
+    time.sleep(float(seconds or 60))

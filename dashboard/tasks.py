@@ -1,0 +1,58 @@
+"""Celery tasks: thin doors onto dashboard.services.jobs. Names are stable (messages in flight use them).
+
+Delivery: acks_late + reject_on_worker_lost, so a message comes back when the worker dies
+mid-task (at once for a killed pool child; after the Redis visibility timeout for a killed
+worker process; never on the filesystem broker, where the reaper ends the job instead).
+A message that comes back is safe: job_claim only takes a queued job, or a running one whose
+heartbeat is stale.
+
+Time limits are explicit. They are enforced by the prefork pool (the default); the solo pool
+used by tests cannot interrupt a task, and there the reaper's heartbeat check is the bound.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+
+from dashboard.services import jobs
+
+log = logging.getLogger(__name__)
+
+JOB_SOFT_TIME_LIMIT = settings.CELERY_TASK_SOFT_TIME_LIMIT
+JOB_TIME_LIMIT = max(settings.CELERY_TASK_TIME_LIMIT, JOB_SOFT_TIME_LIMIT + 30)
+
+
+@shared_task(
+    name="dashboard.job_run",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    ignore_result=True,
+    soft_time_limit=JOB_SOFT_TIME_LIMIT,
+    time_limit=JOB_TIME_LIMIT,
+)
+def job_run(job_id: int) -> None:
+    """Claim job `job_id` and run it; a message for a job that is not claimable is dropped."""
+    try:
+        job_id = int(job_id)
+    except (TypeError, ValueError):
+        log.error("job_run: %r is not a job id; message dropped", job_id)
+        return
+    job = jobs.job_claim(job_id=job_id)
+    if job is None:
+        log.info("job %s: not claimable (finished, gone, or running with a live heartbeat); message dropped", job_id)
+        return
+    log.info("job %s: claimed (%s, attempt %s)", job.pk, job.kind, job.attempts)
+    try:
+        jobs.job_execute(job=job, reraise=(SoftTimeLimitExceeded,))
+    except SoftTimeLimitExceeded:
+        jobs.job_fail(job=job, error=f"timed out after {JOB_SOFT_TIME_LIMIT} s")
+
+
+@shared_task(name="dashboard.jobs_reap", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
+def jobs_reap() -> int:
+    """Fail jobs whose worker is gone or that no worker took (beat runs this every JOB_REAP_EVERY s)."""
+    return jobs.jobs_reap()
