@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from dashboard.capacity import GiB, MiB, PROFILES, Resources, SliceSize, carve
 from dashboard.grid.simulator import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
-from dashboard.grid.types import DeploymentFailed, NodeNotFound, NodeOffline, WorkloadNotFound
+from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline, WorkloadNotFound
 
 NODE_1774 = {"cru": 8, "mru": 31 * GiB, "sru": int(931.5 * GiB)}
 ZOS_SLICE = SliceSize(cru=1, mru=4 * GiB, sru=151 * GiB, rootfs=500 * MiB)
@@ -354,3 +354,19 @@ def test_the_zos_carve_deploys_fully_and_not_one_slice_more(grid, node):
 
 def test_the_reserve_is_a_tenth_with_a_2_gib_floor():
     assert (zos_reserve_mru(31 * GiB), zos_reserve_mru(8 * GiB)) == (3328599654, 2 * GiB)
+
+
+def test_a_long_lived_grid_survives_its_file_being_recreated(node_1774, tmp_path):
+    for leftover in tmp_path.glob("simgrid.sqlite3*"):
+        leftover.unlink()
+
+    assert node_1774.node_ids() == []
+
+
+def test_it_refuses_a_file_written_by_a_newer_version(tmp_path):
+    path = tmp_path / "simgrid.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+
+    with pytest.raises(GridUnavailable, match="was written by a newer version \\(schema 99\\)"):
+        SimulatedGrid(path).node_ids()

@@ -160,7 +160,6 @@ class SimulatedGrid:
     def __init__(self, path: str | PathLike[str], *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
-        self._schema_ready = False
         self._schema_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -392,7 +391,9 @@ class SimulatedGrid:
             conn.execute("PRAGMA foreign_keys = ON")
             # WAL with NORMAL survives crashes intact; at worst a power cut loses the latest deploys.
             conn.execute("PRAGMA synchronous = NORMAL")
-            if not self._schema_ready:
+            # Asked on every connection, not once per instance: a long-lived server must survive
+            # the file being deleted and recreated under it (a demo rebuilt from scratch).
+            if conn.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
                 self._ensure_schema(conn)
         except sqlite3.Error as exc:
             conn.close()
@@ -404,8 +405,6 @@ class SimulatedGrid:
 
     def _ensure_schema(self, conn: sqlite3.Connection) -> None:
         with self._schema_lock:
-            if self._schema_ready:
-                return
             # Persistent for the file; a no-op once it is WAL.
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("BEGIN IMMEDIATE")
@@ -423,7 +422,6 @@ class SimulatedGrid:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            self._schema_ready = True
 
     def _node(self, conn: sqlite3.Connection, node_id: int) -> _Node:
         node_id = _positive(node_id, "node id")
