@@ -1,0 +1,140 @@
+"""manage.py carve: what would this node's catalog be? A what-if that touches no database.
+
+    manage.py carve --cru 8 --mru 31GiB --sru 931.5GiB [--pools 465.75GiB 465.75GiB]
+                    [--policy zos|legacy|flat-overhead] [--json]
+
+The flag parsing here is shared with node_register.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard import capacity
+
+# Bad input is a usage error, as argparse's own.
+USAGE_ERROR = 2
+
+
+def add_capacity_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cru", metavar="CORES", help="CPU cores, e.g. 8")
+    parser.add_argument("--mru", metavar="SIZE", help="memory in 1024-based units, e.g. 31GiB")
+    parser.add_argument("--sru", metavar="SIZE", help="SSD total, e.g. 931.5GiB (defaults to the sum of --pools)")
+    parser.add_argument(
+        "--pools",
+        nargs="+",
+        metavar="SIZE",
+        help="SSD pool sizes, one per disk, e.g. --pools 465.75GiB 465.75GiB (or comma-separated)",
+    )
+
+
+def capacity_flags_given(options: dict) -> bool:
+    return any(options.get(flag) is not None for flag in ("cru", "mru", "sru", "pools"))
+
+
+def capacity_from_flags(options: dict) -> tuple[capacity.Resources, list[int] | None]:
+    """The node's total and pools from --cru/--mru/--sru/--pools; CommandError with one clear line."""
+    missing = [f"--{flag}" for flag in ("cru", "mru") if options.get(flag) is None]
+    if options.get("sru") is None and not options.get("pools"):
+        missing.append("--sru")
+    if missing:
+        raise CommandError(f"give --cru, --mru and --sru (missing {', '.join(missing)})", returncode=USAGE_ERROR)
+    try:
+        cru = _cores(options["cru"])
+        mru = capacity.parse_size(options["mru"], what="--mru", allow_zero=False)
+        pools = _pools(options.get("pools"))
+        sru = capacity.parse_size(options["sru"], what="--sru") if options.get("sru") is not None else sum(pools)
+    except capacity.CapacityError as exc:
+        raise CommandError(str(exc), returncode=USAGE_ERROR) from None
+    if pools and sum(pools) > sru:
+        raise CommandError(
+            f"--pools add up to {capacity.format_size(sum(pools))}, more than --sru {capacity.format_size(sru)}",
+            returncode=USAGE_ERROR,
+        )
+    return capacity.Resources(cru=cru, mru=mru, sru=sru), pools
+
+
+def _cores(text: str) -> int:
+    raw = str(text).strip()
+    if not raw.isdigit() or int(raw) < 1:
+        raise capacity.CapacityError(f"--cru: {text!r} is not a number of CPU cores; give a whole number of 1 or more")
+    return int(raw)
+
+
+def _pools(values: list[str] | None) -> list[int] | None:
+    if not values:
+        return None
+    items = [item for value in values for item in value.split(",") if item.strip()]
+    if not items:
+        raise capacity.SizeError("--pools: give one size per SSD pool, e.g. 465.75GiB 465.75GiB")
+    return [capacity.parse_size(item, what="--pools", allow_zero=False) for item in items]
+
+
+def _gib(n: int) -> str:
+    return f"{n / capacity.GiB:.2f}".rstrip("0").rstrip(".")
+
+
+def carve_as_dict(total: capacity.Resources, pools: list[int] | None, policy: capacity.Policy, result: capacity.Carve) -> dict:
+    data = result.as_dict()
+    data["policy_version"] = policy.version
+    data["total"] = total.as_dict()
+    data["pools"] = pools
+    return data
+
+
+def carve_as_table(total: capacity.Resources, pools: list[int] | None, policy: capacity.Policy, result: capacity.Carve) -> str:
+    s = result.slice
+    per_slice_disk = s.sru + s.rootfs + policy.overhead_sru_per_vm
+    used = policy.vm_charge(s.cru, s.mru, s.sru).times(result.new_slices)
+    cores = f"{total.cru} core" + ("" if total.cru == 1 else "s")
+    node = f"{cores}, {_gib(total.mru)} GiB memory, {_gib(total.sru)} GiB SSD"
+    if pools:
+        node += f" in {len(pools)} pools ({', '.join(_gib(p) for p in pools)} GiB)"
+    lines = [
+        f"node:    {node}",
+        f"policy:  {policy.name} v{policy.version}",
+        f"slices:  {result.slices}, limited by {capacity.RESOURCE_WORDS.get(result.limited_by, result.limited_by)}",
+    ]
+    if result.new_slices:
+        rootfs = f" + {capacity.format_size(s.rootfs)} rootfs" if s.rootfs else ""
+        lines.append(f"each:    {s.cru} vCPU, {_gib(s.mru)} GiB memory, {_gib(s.sru)} GiB disk{rootfs}")
+    lines += [
+        "",
+        f"{'GiB':<14}{'memory':>10}{'SSD':>12}",
+        f"{'total':<14}{_gib(total.mru):>10}{_gib(total.sru):>12}",
+        f"{'reserve':<14}{_gib(result.reserve.mru):>10}{_gib(result.reserve.sru):>12}",
+        f"{f'{result.new_slices} slices':<14}{_gib(used.mru):>10}{_gib(used.sru):>12}",
+        f"{'unallocated':<14}{_gib(result.unallocated.mru):>10}{_gib(result.unallocated.sru):>12}",
+    ]
+    if result.new_slices and per_slice_disk != s.sru:
+        lines.append(f"(each slice takes {_gib(per_slice_disk)} GiB of SSD: its disk plus rootfs)")
+    lines += [f"note:    {note}" for note in result.notes]
+    return "\n".join(lines)
+
+
+class Command(BaseCommand):
+    help = "What if: carve a node of this size with a policy profile. Reads and writes no database."
+    # A what-if must work with the database down; system checks are not needed for it.
+    requires_system_checks: list = []
+
+    def add_arguments(self, parser):
+        add_capacity_arguments(parser)
+        parser.add_argument(
+            "--policy", default=capacity.DEFAULT_PROFILE, help=f"one of: {', '.join(capacity.PROFILES)} (default zos)"
+        )
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args, **options):
+        total, pools = capacity_from_flags(options)
+        try:
+            policy = capacity.profile(options["policy"])
+            result = capacity.carve(total, policy, pools=pools)
+        except capacity.CapacityError as exc:
+            raise CommandError(str(exc), returncode=USAGE_ERROR) from None
+        if options["json"]:
+            self.stdout.write(json.dumps(carve_as_dict(total, pools, policy, result), sort_keys=True))
+        else:
+            self.stdout.write(carve_as_table(total, pools, policy, result))

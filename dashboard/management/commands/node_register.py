@@ -1,0 +1,156 @@
+"""manage.py node_register: register a node and carve its catalog.
+
+    manage.py node_register 1774 --cru 8 --mru 31GiB --sru 931.5GiB --farm-id 1 [--farm-name X]
+                            [--pools ...] [--policy NAME] [--status up] [--by USERNAME] [--json]
+
+For now the node's capacity is given by hand. Reading it from the grid when the capacity
+flags are absent is one more branch in `_node_facts` (a `_facts_from_grid` beside
+`_facts_from_flags`).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard import capacity
+from dashboard.management.commands.carve import (
+    USAGE_ERROR,
+    add_capacity_arguments,
+    capacity_flags_given,
+    capacity_from_flags,
+)
+from dashboard.models import Node
+from dashboard.services.catalog import CatalogError, NodeAlreadyRegistered, node_register
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What node_register needs to know about the node, from whichever source."""
+
+    total: capacity.Resources
+    pools: list[int] | None
+    farm_id: int
+    farm_name: str = ""
+    twin_id: int | None = None
+    status: str = Node.Status.UNKNOWN
+    dedicated: bool = False
+    used: capacity.Resources | None = None
+
+
+class Command(BaseCommand):
+    help = "Register a node and carve its slice catalog with its effective policy (or --policy)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("node_id", help="the grid's node id")
+        add_capacity_arguments(parser)
+        parser.add_argument("--farm-id", dest="farm_id", metavar="N", help="the node's farm id")
+        parser.add_argument("--farm-name", dest="farm_name", default="", metavar="NAME")
+        parser.add_argument("--twin-id", dest="twin_id", metavar="N")
+        parser.add_argument(
+            "--status", choices=Node.Status.values, default=None, help="as the grid says; unknown when given by hand"
+        )
+        parser.add_argument("--dedicated", action="store_true")
+        parser.add_argument("--policy", metavar="NAME", help="a stored policy or profile; default: the node's effective one")
+        parser.add_argument("--by", metavar="USERNAME", help="the dashboard user to record as having registered it")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args, **options):
+        node_id = _whole(options["node_id"], what="node id", minimum=1)
+        facts = _node_facts(node_id, options)
+        by = _user(options["by"]) if options["by"] else None
+        try:
+            node = node_register(
+                node_id=node_id,
+                total=facts.total,
+                farm_id=facts.farm_id,
+                farm_name=facts.farm_name,
+                twin_id=facts.twin_id,
+                status=facts.status,
+                dedicated=facts.dedicated,
+                pools=facts.pools,
+                policy_name=options["policy"],
+                by=by,
+                source="command",
+                used=facts.used,
+                origin=f"{getpass.getuser()}@{socket.gethostname()}",
+            )
+        except NodeAlreadyRegistered as exc:
+            raise CommandError(str(exc)) from None
+        except (CatalogError, capacity.CapacityError) as exc:
+            raise CommandError(str(exc), returncode=USAGE_ERROR) from None
+        summary = _summary(node)
+        if options["json"]:
+            self.stdout.write(json.dumps(summary, sort_keys=True))
+        else:
+            self.stdout.write(_words(summary))
+
+
+def _node_facts(node_id: int, options: dict) -> NodeFacts:
+    if capacity_flags_given(options):
+        return _facts_from_flags(options)
+    raise CommandError(
+        "give --cru, --mru and --sru (reading the node from the grid comes with the grid backend)",
+        returncode=USAGE_ERROR,
+    )
+
+
+def _facts_from_flags(options: dict) -> NodeFacts:
+    total, pools = capacity_from_flags(options)
+    if options["farm_id"] is None:
+        raise CommandError("give --farm-id for a node given by hand", returncode=USAGE_ERROR)
+    twin_id = options["twin_id"]
+    return NodeFacts(
+        total=total,
+        pools=pools,
+        farm_id=_whole(options["farm_id"], what="--farm-id", minimum=0),
+        farm_name=options["farm_name"],
+        twin_id=_whole(twin_id, what="--twin-id", minimum=0) if twin_id is not None else None,
+        status=options["status"] or Node.Status.UNKNOWN,
+        dedicated=options["dedicated"],
+    )
+
+
+def _whole(text: str, *, what: str, minimum: int) -> int:
+    raw = str(text).strip()
+    if not raw.isdigit() or int(raw) < minimum:
+        raise CommandError(f"{what}: {text!r} is not a whole number of {minimum} or more", returncode=USAGE_ERROR)
+    return int(raw)
+
+
+def _user(username: str):
+    try:
+        return get_user_model().objects.get(username=username)
+    except get_user_model().DoesNotExist:
+        raise CommandError(f"--by: there is no user {username!r}", returncode=USAGE_ERROR) from None
+
+
+def _summary(node: Node) -> dict:
+    slices = list(node.slices.order_by("index").values("cru", "mru", "sru"))
+    return {
+        "node_id": node.node_id,
+        "farm_id": node.farm_id,
+        "farm_name": node.farm_name,
+        "status": node.status,
+        "policy": node.carved_policy_name,
+        "policy_version": node.carved_policy_version,
+        "slices": len(slices),
+        "slice": slices[0] if slices else None,
+        "catalog_generation": node.catalog_generation,
+        "total": node.total.as_dict(),
+        "pools": node.pools_sru,
+    }
+
+
+def _words(summary: dict) -> str:
+    head = f"registered node {summary['node_id']} (farm {summary['farm_id']}) with policy {summary['policy']} v{summary['policy_version']}"
+    s = summary["slice"]
+    if s is None:
+        return f"{head}: no slice fits on it"
+    size = f"{s['cru']} vCPU / {capacity.format_size(s['mru'])} / {capacity.format_size(s['sru'])} disk"
+    return f"{head}: {summary['slices']} slice(s) of {size}"

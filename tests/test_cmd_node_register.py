@@ -1,0 +1,131 @@
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from dashboard.capacity import GiB
+from dashboard.models import AuditEvent, Node, Slice
+
+NODE_1774 = ["--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB", "--farm-id", "1"]
+NO_DATABASE = "postgres://nobody@127.0.0.1:1/nowhere"
+
+
+def register(*args: str) -> str:
+    out = StringIO()
+    call_command("node_register", *args, stdout=out)
+    return out.getvalue()
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "manage.py", "node_register", *args],
+        cwd=settings.BASE_DIR,
+        env={**os.environ, "DATABASE_URL": NO_DATABASE},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.django_db
+def test_it_registers_a_node_given_by_hand():
+    text = register("1774", *NODE_1774)
+    assert text.strip() == "registered node 1774 (farm 1) with policy zos v1: 6 slice(s) of 1 vCPU / 4 GiB / 151 GiB disk"
+    assert Node.objects.get(node_id=1774).slices.count() == 6
+
+
+@pytest.mark.django_db
+def test_it_prints_one_json_object():
+    result = json.loads(register("1774", *NODE_1774, "--farm-name", "mitana", "--json"))
+    assert (result["node_id"], result["farm_name"], result["policy"], result["slices"]) == (1774, "mitana", "zos", 6)
+    assert result["slice"]["mru"] == 4 * GiB and result["catalog_generation"] == 1
+
+
+@pytest.mark.django_db
+def test_it_registers_with_a_named_policy():
+    register("1774", *NODE_1774, "--policy", "legacy")
+    assert set(Slice.objects.values_list("sru", flat=True)) == {133 * GiB}
+
+
+@pytest.mark.django_db
+def test_it_stores_the_pools():
+    register("1774", *NODE_1774, "--pools", "465.75GiB", "465.75GiB")
+    assert Node.objects.get().pools_sru == [int(465.75 * GiB)] * 2
+
+
+@pytest.mark.django_db
+def test_it_marks_a_node_given_by_hand_as_of_unknown_status():
+    register("1774", *NODE_1774)
+    assert Node.objects.get().status == "unknown"
+
+
+@pytest.mark.django_db
+def test_it_takes_the_status_and_twin_when_given():
+    register("1774", *NODE_1774, "--status", "up", "--twin-id", "42", "--dedicated")
+    assert Node.objects.values_list("status", "twin_id", "dedicated").get() == ("up", 42, True)
+
+
+@pytest.mark.django_db
+def test_it_records_the_command_line_and_the_user_in_the_audit_trail(django_user_model):
+    ada = django_user_model.objects.create_user(username="ada")
+    register("1774", *NODE_1774, "--by", "ada")
+    event = AuditEvent.objects.get()
+    assert (event.action, event.source, event.actor) == ("node registered", "command", ada)
+    assert "@" in event.detail["origin"]
+
+
+@pytest.mark.django_db
+def test_it_refuses_an_unknown_user_and_writes_nothing():
+    with pytest.raises(CommandError, match="--by: there is no user 'nobody'"):
+        register("1774", *NODE_1774, "--by", "nobody")
+    assert not Node.objects.exists()
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_node_registered_twice():
+    register("1774", *NODE_1774)
+    with pytest.raises(CommandError, match="node 1774 is already registered; re-register it") as excinfo:
+        register("1774", *NODE_1774, "--policy", "legacy")
+    assert excinfo.value.returncode == 1
+    assert Slice.objects.count() == 6
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["1774"], r"^give --cru, --mru and --sru \(reading the node from the grid comes with the grid backend\)$"),
+        (["1774", "--cru", "8", "--mru", "31GiB", "--farm-id", "1"], r"missing --sru"),
+        (["1774", "--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB"], "give --farm-id for a node given by hand"),
+        (["abc", *NODE_1774], "node id: 'abc' is not a whole number of 1 or more"),
+        (["0", *NODE_1774], "node id: '0' is not a whole number of 1 or more"),
+        (["1774", *NODE_1774[:-2], "--farm-id=-1"], "--farm-id: '-1' is not a whole number of 0 or more"),
+        (["1774", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB", "--farm-id", "1"], "decimal unit"),
+        (["1774", *NODE_1774, "--policy", "zoz"], "unknown policy 'zoz'"),
+        (["1774", *NODE_1774, "--pools", "10GiB", "900GiB"], "the first pool is 10 GiB; it must hold the 20 GiB zos-cache"),
+        (["1774", *NODE_1774, "--twin-id", "x"], "--twin-id: 'x' is not a whole number of 0 or more"),
+    ],
+)
+def test_it_refuses_bad_input_with_one_clear_error_and_writes_nothing(args, message):
+    with pytest.raises(CommandError, match=message):
+        register(*args)
+    assert (Node.objects.count(), AuditEvent.objects.count()) == (0, 0)
+
+
+def test_it_exits_non_zero_with_one_line_and_no_traceback_without_capacity():
+    done = run("1774")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "CommandError: give --cru, --mru and --sru (reading the node from the grid comes with the grid backend)"
+    ]
+
+
+def test_it_checks_its_input_before_reaching_the_database():
+    done = run("1774", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB", "--farm-id", "1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("CommandError: --mru: '31GB' uses a decimal unit")
