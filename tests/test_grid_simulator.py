@@ -42,25 +42,11 @@ def test_it_takes_six_zos_slices_on_node_1774(node_1774):
     assert [vm.workload_id for vm in deployed] == [f"2774-{i}-vm{i - 1}" for i in range(1, 7)]
 
 
-def test_it_refuses_a_seventh_zos_slice_at_its_data_disk_first(node_1774):
-    # ZOS installs the zmount before the zmachine (provisiond WithStartupOrder), so an
-    # identical seventh VM is refused on its 151 GiB disk before memory is looked at.
+def test_it_refuses_a_seventh_zos_slice_on_memory_with_the_exact_zos_message(node_1774):
     deploy_many(node_1774, 1774, ZOS_SLICE, 6)
 
     with pytest.raises(DeploymentFailed) as raised:
         node_1774.deploy_vm(1774, ZOS_SLICE, name="vm6")
-
-    assert raised.value.raw == (
-        "workload vm6disk within deployment 7 failed with error: failed to find a candidate to host vdisk "
-        f"of size '{151 * GiB}': not enough space left in pools of this type ssd"
-    )
-
-
-def test_it_refuses_a_seventh_vm_on_memory_with_the_exact_zos_message(node_1774):
-    deploy_many(node_1774, 1774, ZOS_SLICE, 6)
-
-    with pytest.raises(DeploymentFailed) as raised:
-        node_1774.deploy_vm(1774, SliceSize(cru=1, mru=4 * GiB, sru=GiB), name="vm6")
 
     assert raised.value.raw == (
         "workload vm6 within deployment 7 failed with error: failed to satisfy required capacity: "
@@ -68,22 +54,25 @@ def test_it_refuses_a_seventh_vm_on_memory_with_the_exact_zos_message(node_1774)
     )
 
 
-def test_it_deploys_six_legacy_slices_and_has_no_room_for_the_seventh(node_1774):
+def test_it_refuses_the_seventh_legacy_slice_on_memory(node_1774):
     deploy_many(node_1774, 1774, LEGACY_SLICE, 6)
 
     with pytest.raises(DeploymentFailed) as raised:
         node_1774.deploy_vm(1774, LEGACY_SLICE, name="vm6")
 
-    assert f"host vdisk of size '{133 * GiB}'" in raised.value.raw
+    assert f"cannot fulfil required memory size 4294967296 bytes out of usable {USABLE_AFTER_SIX} bytes" in raised.value.raw
 
 
-def test_it_would_refuse_the_seventh_legacy_slice_on_memory_too(node_1774):
-    deploy_many(node_1774, 1774, LEGACY_SLICE, 6)
+def test_it_refuses_a_data_disk_no_pool_can_hold_when_memory_fits(node_1774):
+    deploy_many(node_1774, 1774, ZOS_SLICE, 5)
 
     with pytest.raises(DeploymentFailed) as raised:
-        node_1774.deploy_vm(1774, SliceSize(cru=1, mru=4 * GiB, sru=0), name="vm6")
+        node_1774.deploy_vm(1774, SliceSize(cru=1, mru=4 * GiB, sru=300 * GiB), name="vm5")
 
-    assert f"cannot fulfil required memory size 4294967296 bytes out of usable {USABLE_AFTER_SIX} bytes" in raised.value.raw
+    assert raised.value.raw == (
+        "workload vm5disk within deployment 6 failed with error: failed to find a candidate to host vdisk "
+        f"of size '{300 * GiB}': not enough space left in pools of this type ssd"
+    )
 
 
 def test_it_reports_used_capacity_the_way_the_proxy_does(node_1774):

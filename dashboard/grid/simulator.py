@@ -331,6 +331,17 @@ class SimulatedGrid:
     ) -> VmDeployed | DeploymentFailed:
         vms = self._vms(conn, node.node_id)
         free = _pools_free(node, vms)
+        # When memory and the data disk are both short, both workloads fail; the error the
+        # deployer and the client surface is the VM's own (the Rust client's "vm deployment
+        # entered error state" is about the zmachine), so memory is reported first.
+        usable = _usable_mru(node, vms)
+        if size.mru > usable:
+            return _refused(
+                name,
+                deployment_id,
+                "failed to satisfy required capacity: "
+                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
+            )
         data_pool = None
         if size.sru:
             data_pool = _first_fit(free, size.sru)
@@ -340,14 +351,6 @@ class SimulatedGrid:
                     deployment_id,
                     f"failed to find a candidate to host vdisk of size '{size.sru}': {NO_SPACE}",
                 )
-        usable = _usable_mru(node, vms)
-        if size.mru > usable:
-            return _refused(
-                name,
-                deployment_id,
-                "failed to satisfy required capacity: "
-                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
-            )
         rootfs = max(size.rootfs, zos_rootfs(size.cru, size.mru))
         rootfs_pool = _first_fit(free, rootfs)
         if rootfs_pool is None:
