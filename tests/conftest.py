@@ -12,6 +12,93 @@ def simgrid_path(tmp_path, settings):
     return path
 
 
+@pytest.fixture
+def sim_node(simgrid_path):
+    """Add a node to this test's simulated grid and register it from what the grid reports.
+
+    sim_node(node_id, cru=.., mru=.., sru=.., policy_name=None, register=True, **add_node options) -> Node | None
+    """
+    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.services.catalog import node_register
+
+    grid = SimulatedGrid(simgrid_path)
+
+    def add(node_id, *, policy_name=None, register=True, **options):
+        grid.add_node(node_id, **options)
+        if not register:
+            return None
+        live = grid.node(node_id)
+        return node_register(
+            node_id=node_id,
+            total=live.total,
+            farm_id=live.farm_id,
+            farm_name=live.farm_name,
+            status=live.status,
+            pools=options.get("pools"),
+            policy_name=policy_name,
+            used=live.used,
+        )
+
+    add.grid = grid
+    return add
+
+
+@pytest.fixture
+def gridproxy_down(settings):
+    """The configured grid is the real Grid Proxy client pointed at a closed loopback port."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    settings.GRID_BACKEND = "gridproxy"
+    settings.GRID_PROXY_URL = f"http://127.0.0.1:{port}"
+    settings.GRID_RETRIES = 0
+    return settings.GRID_PROXY_URL
+
+
+@pytest.fixture
+def gridproxy_serving(settings):
+    """gridproxy_serving({"/nodes/1774": payload, ...}): the Grid Proxy client against a loopback server."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    servers = []
+
+    def serve(routes: dict):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                path = self.path.split("?", 1)[0]
+                if path not in routes:
+                    self.send_response(404)
+                    self.end_headers()
+                    self.wfile.write(b'{"error": "not found"}')
+                    return
+                body = routes[path] if isinstance(routes[path], bytes) else json.dumps(routes[path]).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        settings.GRID_BACKEND = "gridproxy"
+        settings.GRID_PROXY_URL = f"http://127.0.0.1:{server.server_address[1]}"
+        settings.GRID_RETRIES = 0
+        return settings.GRID_PROXY_URL
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
 # --- jobs and Celery workers (JOBS helper) -------------------------------------------------
 
 

@@ -1,0 +1,106 @@
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from dashboard.capacity import GiB, Resources
+from dashboard.grid.types import GridUnavailable, MalformedPayload
+from dashboard.models import Node, Slice
+from dashboard.services.catalog import node_register
+from dashboard.services.deploy import precheck_run, slice_deploy
+
+NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
+pytestmark = pytest.mark.django_db
+
+
+def _legacy_1774_with_one_vm(sim_node):
+    node = sim_node(1774, policy_name="legacy", **NODE_1774)
+    slice_deploy(node=node, slice_index=0)
+    return node
+
+
+def test_it_names_the_seventh_legacy_slice_phantom(sim_node):
+    report = precheck_run(node=_legacy_1774_with_one_vm(sim_node))
+    assert (report.precheck.free_slices, report.precheck.placeable_now, report.precheck.phantom_slices) == (6, 5, (6,))
+
+
+def test_it_says_why_a_phantom_slice_does_not_fit(sim_node):
+    report = precheck_run(node=_legacy_1774_with_one_vm(sim_node))
+    verdict = report.as_dict()["verdicts"][-1]
+    assert (verdict["slice"], verdict["fits"]) == (6, False)
+    assert "memory: needs 4 GiB, 3.9 GiB available" in verdict["words"]
+
+
+def test_it_finds_no_phantom_in_the_default_carve(sim_node):
+    report = precheck_run(node=sim_node(1774, **NODE_1774))
+    assert (report.precheck.placeable_now, report.precheck.phantom_slices) == (6, ())
+
+
+def test_it_stores_the_live_figures_on_the_node(sim_node):
+    node = _legacy_1774_with_one_vm(sim_node)
+    report = precheck_run(node=node)
+    stored = Node.objects.get(pk=node.pk)
+    assert (stored.placeable_now, stored.phantom_slices) == (5, 1)
+    assert (stored.used_mru, stored.used_sru) == (report.capacity.used.mru, report.capacity.used.sru)
+    assert stored.prechecked_at == stored.seen_at == report.checked_at
+
+
+def test_it_writes_the_node_in_one_update(sim_node):
+    node = _legacy_1774_with_one_vm(sim_node)
+    with CaptureQueriesContext(connection) as captured:
+        precheck_run(node=node)
+    writes = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith("SELECT")]
+    assert len(writes) == 1 and writes[0].startswith("UPDATE")
+
+
+def test_it_never_touches_the_catalog(sim_node):
+    node = _legacy_1774_with_one_vm(sim_node)
+    before = list(node.slices.values_list("index", "state", "mru", "sru", "generation", "updated_at"))
+    precheck_run(node=node)
+    assert list(node.slices.values_list("index", "state", "mru", "sru", "generation", "updated_at")) == before
+
+
+def test_it_checks_free_slices_only(sim_node):
+    node = sim_node(1774, **NODE_1774)
+    Slice.objects.filter(node=node, index__in=[1, 3]).update(state="rented", rented_by_twin_id=5)
+    report = precheck_run(node=node)
+    assert [v.index for v in report.precheck.verdicts] == [0, 2, 4, 5]
+
+
+def test_it_calls_every_free_slice_phantom_on_a_down_node(sim_node):
+    node = sim_node(1774, **NODE_1774)
+    sim_node.grid.set_status(1774, "down")
+    report = precheck_run(node=node)
+    assert (report.precheck.placeable_now, report.precheck.phantom_slices) == (0, (0, 1, 2, 3, 4, 5))
+    assert (report.as_dict()["cause"], Node.objects.get(pk=node.pk).status) == ("node-offline", "down")
+
+
+def test_it_says_the_node_is_offline_in_each_verdict(sim_node):
+    node = sim_node(1774, status="standby", **NODE_1774)
+    verdict = precheck_run(node=node).as_dict()["verdicts"][0]
+    assert "the node is standby" in verdict["words"]
+
+
+def test_it_reports_the_contract_keys(sim_node):
+    data = precheck_run(node=sim_node(1774, **NODE_1774)).as_dict()
+    assert {"free_slices", "placeable_now", "phantom_slices", "verdicts"} <= set(data)
+
+
+def _registered_without_grid():
+    return node_register(
+        node_id=1774, total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), farm_id=4242, farm_name="mitana"
+    )
+
+
+def test_it_raises_grid_unavailable_and_writes_nothing_when_the_grid_is_down(gridproxy_down):
+    node = _registered_without_grid()
+    with pytest.raises(GridUnavailable):
+        precheck_run(node=node)
+    assert Node.objects.get(pk=node.pk).prechecked_at is None
+
+
+def test_it_raises_malformed_payload_and_writes_nothing(gridproxy_serving):
+    gridproxy_serving({"/nodes/1774": {"nodeId": 1774, "capacity": {"total_resources": None}}})
+    node = _registered_without_grid()
+    with pytest.raises(MalformedPayload):
+        precheck_run(node=node)
+    assert Node.objects.get(pk=node.pk).used_mru is None
