@@ -1,0 +1,69 @@
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from dashboard.capacity import GiB, Resources
+from dashboard.models import Node
+from dashboard.services.catalog import node_register
+from dashboard.services.deploy import slice_deploy
+
+NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
+pytestmark = pytest.mark.django_db
+
+
+def _run(*args):
+    out = StringIO()
+    call_command("precheck", *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+@pytest.fixture
+def legacy_1774(sim_node):
+    node = sim_node(1774, policy_name="legacy", **NODE_1774)
+    slice_deploy(node=node, slice_index=0)
+    return node
+
+
+def test_it_prints_free_placeable_and_phantom_counts(legacy_1774):
+    assert "free slices: 6   placeable now: 5   phantom slices: 1" in _run("1774")
+
+
+def test_it_prints_the_verdict_of_each_free_slice_with_numbers(legacy_1774):
+    lines = [line for line in _run("1774").splitlines() if line.strip().startswith("slice")]
+    assert len(lines) == 6
+    assert "PHANTOM" in lines[-1] and "memory: needs 4 GiB, 3.9 GiB available" in lines[-1]
+
+
+def test_it_prints_json_with_the_contract_keys(legacy_1774):
+    data = json.loads(_run("1774", "--json"))
+    assert (data["free_slices"], data["placeable_now"], data["phantom_slices"]) == (6, 5, [6])
+    assert [v["slice"] for v in data["verdicts"]] == [1, 2, 3, 4, 5, 6]
+
+
+def test_it_stores_the_result_on_the_node(legacy_1774):
+    _run("1774")
+    assert Node.objects.filter(node_id=1774, placeable_now=5, phantom_slices=1).exists()
+
+
+def test_it_says_the_node_is_offline(sim_node):
+    sim_node(1774, status="down", **NODE_1774)
+    assert "node 1774 is down on the grid: none of its 6 free slices can be placed" in _run("1774")
+
+
+def test_it_refuses_an_unknown_node(simgrid_path):
+    with pytest.raises(CommandError, match="node 999 is not registered"):
+        _run("999")
+
+
+def test_it_refuses_a_node_id_that_is_not_a_number(simgrid_path):
+    with pytest.raises(CommandError):
+        _run("node-1774")
+
+
+def test_it_says_the_grid_is_down_and_records_nothing(gridproxy_down):
+    node_register(node_id=1774, total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), farm_id=4242)
+    with pytest.raises(CommandError, match=r"^grid: .*\(nothing was recorded\)$"):
+        _run("1774")
+    assert Node.objects.get(node_id=1774).prechecked_at is None
