@@ -1,0 +1,40 @@
+"""manage.py calibrate [NODE_ID] [--json]: real reserve and per-VM overhead against the policy."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.models import Node
+from dashboard.services.calibration import fleet_calibration, node_calibration
+
+
+class Command(BaseCommand):
+    help = (
+        "Fit each node's capacity samples (taken after every deploy) to used = reserve + VMs + count x overhead, "
+        "and flag nodes that really use more than their policy assumes. With NODE_ID, that node only. "
+        "Needs samples at two or more different VM counts per node."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("node_id", type=int, nargs="?", help="the grid's node id (default: the whole fleet)")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="print the result as JSON")
+
+    def handle(self, *args, node_id, as_json, **options):
+        if node_id is not None:
+            node = Node.objects.filter(node_id=node_id).first()
+            if node is None:
+                raise CommandError(f"node {node_id} is not registered")
+            result = node_calibration(node)
+            self.stdout.write(json.dumps(result.as_dict(), indent=2) if as_json else result.words)
+            return
+        fleet = fleet_calibration()
+        if as_json:
+            self.stdout.write(json.dumps(fleet.as_dict(), indent=2))
+            return
+        if not fleet.nodes:
+            self.stdout.write("no capacity samples yet: they are taken after each successful deploy")
+            return
+        for calibration in fleet.nodes:
+            line = calibration.words
+            self.stdout.write(self.style.WARNING(line) if calibration.flagged else line)
+        self.stdout.write(fleet.words)
