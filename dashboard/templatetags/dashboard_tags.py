@@ -1,0 +1,72 @@
+"""Template filters for capacity figures: GiB for reading, exact bytes for hovering."""
+
+from urllib.parse import urlencode
+
+from django import template
+
+from dashboard import capacity
+
+register = template.Library()
+
+
+@register.filter
+def size(value) -> str:
+    """'27.9 GiB' from a byte count; an em dash when unknown."""
+    if value is None or value == "":
+        return "—"
+    return capacity.format_size(int(value))
+
+
+@register.filter
+def exact_bytes(value) -> str:
+    """'29,957,275,648 bytes', for title attributes."""
+    if value is None or value == "":
+        return "unknown"
+    return f"{int(value):,} bytes"
+
+
+@register.filter
+def cores(value) -> str:
+    if value is None:
+        return "—"
+    return f"{value} vCPU" if value == 1 else f"{value} vCPUs"
+
+
+@register.filter
+def duration(delta) -> str:
+    """'2.4 s', '3 min 5 s', '1 h 2 min' from a timedelta."""
+    if delta is None:
+        return "—"
+    seconds = delta.total_seconds()
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, seconds = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context, **changes) -> str:
+    """The current query string with some parameters changed (None or '' removes one)."""
+    params = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value is None or value == "":
+            params.pop(key, None)
+        else:
+            params[key] = value
+    encoded = urlencode(sorted((k, v) for k, values in params.lists() for v in values))
+    return f"?{encoded}" if encoded else "?"
+
+
+@register.filter
+def pct(thousandths) -> str:
+    """SVG coordinates from the bars' thousandths: percentages keep the patterns undistorted."""
+    return f"{int(thousandths) / 10:g}%"
+
+
+@register.filter
+def sub_from(value, other) -> int:
+    """`nominal|sub_from:deployable` is nominal minus deployable (Django's `add` cannot subtract a variable)."""
+    return int(value) - int(other)
