@@ -1,0 +1,66 @@
+"""The jobs pages: the list, one job's page, and the progress fragment that polls."""
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import trigger_client_event
+
+from dashboard.models import Job
+from dashboard.selectors.jobs import job_detail, jobs_list
+
+JOBS_PER_PAGE = 50
+
+
+class JobFilterForm(forms.Form):
+    state = forms.ChoiceField(choices=[("", "Any state"), *Job.State.choices], required=False)
+    kind = forms.ChoiceField(choices=[("", "Any kind"), *Job.Kind.choices], required=False)
+    node = forms.IntegerField(min_value=0, required=False, label="Node id")
+
+
+@login_required
+@require_GET
+def job_list(request):
+    form = JobFilterForm(request.GET)
+    if form.is_valid():
+        jobs = jobs_list(
+            state=form.cleaned_data["state"] or None,
+            kind=form.cleaned_data["kind"] or None,
+            node_id=form.cleaned_data["node"],
+        )
+        status = 200
+    else:
+        jobs, status = Job.objects.none(), 400
+    page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "dashboard/jobs.html", {"section": "jobs", "form": form, "page": page}, status=status)
+
+
+@login_required
+@require_GET
+def job_page(request, job_id: int):
+    job = _job_or_404(job_id)
+    return render(request, "dashboard/job.html", {"section": "jobs", "job": job})
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def job_progress(request, job_id: int):
+    """The job card alone. While the job is active the card polls itself; the finished card does not."""
+    job = _job_or_404(job_id)
+    response = render(request, "dashboard/job.html#job-card", {"job": job})
+    if request.htmx and not job.is_active and job.node_id is not None:
+        # The node page's catalog listens for this and refreshes itself; polling has just stopped,
+        # so it fires once per job.
+        trigger_client_event(response, "catalog-changed", {"job": job.pk, "node": job.node.node_id})
+    return response
+
+
+def _job_or_404(job_id: int) -> Job:
+    try:
+        return job_detail(job_id=job_id)
+    except Job.DoesNotExist:
+        raise Http404(f"There is no job #{job_id}.") from None
