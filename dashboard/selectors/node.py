@@ -1,0 +1,256 @@
+"""Reads for the node page: the capacity bars, the catalog, the latest verdicts and the jobs.
+
+A fixed number of queries whatever the size of the node's catalog or history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import OuterRef, Subquery
+
+from dashboard import capacity
+from dashboard.models import Deployment, Job, Node, Slice
+from dashboard.selectors.jobs import node_active_job, node_jobs
+from dashboard.services.catalog import catalog_is_stale, node_carve, policy_for_node
+
+# Bars are drawn in thousandths of their width (SVG user units; CSP forbids inline styles).
+BAR_UNITS = 1000
+BAR_TITLES = {"mru": "Memory", "sru": "SSD disk"}
+# Nothing can be placed on a node the grid reports down or on standby.
+OFFLINE_STATUSES = ("down", "standby")
+
+
+@dataclass(frozen=True)
+class BarPart:
+    kind: str  # reserve, occupied, free, unusable
+    label: str
+    size: int  # bytes
+    x: int
+    width: int
+    # One (x, width) per slice, so the bar can be counted slice by slice.
+    cells: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class CapacityBar:
+    """One resource of the node: what the policy reserves, what VMs hold, what the catalog offers."""
+
+    resource: str  # mru or sru
+    title: str
+    total: int
+    reserve: int
+    occupied: int
+    free: int
+    parts: tuple[BarPart, ...]
+    # Bytes the catalog promises beyond the node's total: the phantom slices, made visible.
+    over: int
+    total_x: int  # where the node's total ends on the bar
+    over_width: int
+    unusable: int
+    reported_used: int | None
+    reported_x: int | None
+
+    @property
+    def promised(self) -> int:
+        return self.reserve + self.occupied + self.free
+
+
+@dataclass(frozen=True)
+class CpuFigures:
+    total: int
+    occupied: int
+    free: int
+    reported_used: int | None
+
+
+@dataclass(frozen=True)
+class CatalogSlice:
+    slice: Slice
+    charge: capacity.Resources  # what it costs the node under the policy, rootfs included
+    last_deployment_state: str | None
+    last_deployment_cause: str | None
+    # None when the node was never read; else whether the last reading leaves room for it.
+    fits_now: bool | None
+
+
+@dataclass(frozen=True)
+class SliceVerdictLine:
+    index: int
+    fits: bool
+    words: str
+
+
+@dataclass(frozen=True)
+class NodeDetail:
+    node: Node
+    policy: capacity.Policy
+    stale: bool
+    stale_reason: str
+    carve: capacity.Carve  # what the policy in force would carve now, occupied slices kept
+    nominal: int
+    free: int
+    occupied: int
+    catalog: tuple[CatalogSlice, ...]
+    bars: tuple[CapacityBar, ...]
+    cpu: CpuFigures
+    verdicts: tuple[SliceVerdictLine, ...] | None  # None when the node's capacity was never read
+    jobs: tuple[Job, ...]
+    active_job: Job | None
+    failed_deployments: int
+
+    @property
+    def deployable(self) -> int:
+        return self.carve.slices
+
+    @property
+    def gap(self) -> int:
+        """Slices the catalog offers beyond what the node can host; negative when more would fit."""
+        return self.nominal - self.deployable
+
+    @property
+    def room(self) -> int:
+        return max(self.deployable - self.nominal, 0)
+
+    @property
+    def phantom(self) -> int | None:
+        if self.verdicts is None:
+            return None
+        return sum(1 for v in self.verdicts if not v.fits)
+
+    @property
+    def placeable_now(self) -> int | None:
+        if self.verdicts is None:
+            return None
+        return sum(1 for v in self.verdicts if v.fits)
+
+
+def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
+    """Everything the node page shows; Node.DoesNotExist when the node is not registered."""
+    node = Node.objects.get(node_id=node_id)
+    policy = policy_for_node(node)
+    last_deployment = Deployment.objects.filter(slice=OuterRef("pk")).order_by("-started_at", "-pk")
+    slices = list(
+        Slice.objects.filter(node=node)
+        .annotate(
+            last_deployment_state=Subquery(last_deployment.values("state")[:1]),
+            last_deployment_cause=Subquery(last_deployment.values("cause")[:1]),
+        )
+        .order_by("index")
+    )
+    occupied = [s for s in slices if s.is_occupied]
+    free = [s for s in slices if s.state == Slice.State.FREE]
+    occupied_sizes = [s.size.resources for s in occupied]
+    carve = node_carve(node, policy, occupied=occupied_sizes)
+    stale, stale_reason = catalog_is_stale(
+        node, policy, occupied=occupied_sizes, free=[s.size for s in free], carve=carve
+    )
+
+    verdict_lines = None
+    fits_by_index: dict[int, bool] = {}
+    used = node.used
+    if used is not None and node.status in OFFLINE_STATUSES:
+        words = f"cannot be placed: the node is {node.status} on the grid"
+        verdict_lines = tuple(SliceVerdictLine(index=s.index, fits=False, words=words) for s in free)
+    elif used is not None:
+        check = capacity.precheck([(s.index, s.size) for s in free], node.total, used, policy)
+        verdict_lines = tuple(
+            SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts
+        )
+    if verdict_lines is not None:
+        fits_by_index = {v.index: v.fits for v in verdict_lines}
+
+    catalog = tuple(
+        CatalogSlice(
+            slice=s,
+            charge=policy.vm_charge(s.cru, s.mru, s.sru),
+            last_deployment_state=s.last_deployment_state,
+            last_deployment_cause=s.last_deployment_cause or None,
+            fits_now=fits_by_index.get(s.index) if s.state == Slice.State.FREE and used is not None else None,
+        )
+        for s in slices
+    )
+    return NodeDetail(
+        node=node,
+        policy=policy,
+        stale=stale,
+        stale_reason=stale_reason,
+        carve=carve,
+        nominal=len(slices),
+        free=len(free),
+        occupied=len(occupied),
+        catalog=catalog,
+        bars=(
+            capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="mru"),
+            capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="sru"),
+        ),
+        cpu=CpuFigures(
+            total=node.total_cru,
+            occupied=sum(s.cru for s in occupied),
+            free=sum(s.cru for s in free),
+            reported_used=node.used_cru,
+        ),
+        verdicts=verdict_lines,
+        jobs=tuple(node_jobs(node=node, limit=job_limit)),
+        active_job=node_active_job(node=node),
+        failed_deployments=Deployment.objects.filter(node=node, state__in=("failed", "refused")).count(),
+    )
+
+
+def capacity_bar(*, node: Node, policy: capacity.Policy, occupied: list[Slice], free: list[Slice], resource: str) -> CapacityBar:
+    """Reserve, then the VMs that hold slices, then the free slices, on one scale.
+
+    The scale is the larger of the node's total and what the catalog promises, so a catalog
+    that promises more than the node has sticks out past the total line instead of being clipped.
+    """
+    total = getattr(node.total, resource)
+    reserve = getattr(policy.reserve(node.total), resource)
+    occupied_bytes = sum(_charges(policy, occupied, resource))
+    free_bytes = sum(_charges(policy, free, resource))
+    promised = reserve + occupied_bytes + free_bytes
+    unusable = max(total - promised, 0)
+    over = max(promised - total, 0)
+    scale = max(total, promised, 1)
+
+    def at(offset: int) -> int:
+        return round(offset * BAR_UNITS / scale)
+
+    parts = []
+    offset = 0
+    for kind, label, charges in (
+        ("reserve", "ZOS reserve", [reserve]),
+        ("occupied", "Deployed or rented", _charges(policy, occupied, resource)),
+        ("free", "Free slices", _charges(policy, free, resource)),
+        ("unusable", "Left over, too small for a slice", [unusable]),
+    ):
+        size = sum(charges)
+        cells = []
+        cell_offset = offset
+        if kind in ("occupied", "free"):
+            for charge in charges:
+                cells.append((at(cell_offset), at(cell_offset + charge) - at(cell_offset)))
+                cell_offset += charge
+        parts.append(
+            BarPart(kind=kind, label=label, size=size, x=at(offset), width=at(offset + size) - at(offset), cells=tuple(cells))
+        )
+        offset += size
+    reported_used = getattr(node, f"used_{resource}")
+    return CapacityBar(
+        resource=resource,
+        title=BAR_TITLES[resource],
+        total=total,
+        reserve=reserve,
+        occupied=occupied_bytes,
+        free=free_bytes,
+        parts=tuple(parts),
+        over=over,
+        total_x=at(total),
+        over_width=BAR_UNITS - at(total) if over else 0,
+        unusable=unusable,
+        reported_used=reported_used,
+        reported_x=min(at(reported_used), BAR_UNITS) if reported_used is not None else None,
+    )
+
+
+def _charges(policy: capacity.Policy, slices: list[Slice], resource: str) -> list[int]:
+    return [getattr(policy.vm_charge(s.cru, s.mru, s.sru), resource) for s in slices]

@@ -1,0 +1,74 @@
+"""The node page: capacity bars, catalog, verdicts, policy, job history and the admin actions."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from dashboard.models import Job, Node
+from dashboard.selectors.node import NodeDetail, node_detail
+from dashboard.services.jobs import job_request
+
+
+@login_required
+@require_GET
+def detail(request, node_id: int):
+    return render(request, "dashboard/node.html", {"section": "fleet", "detail": _detail_or_404(node_id)})
+
+
+@login_required
+@require_GET
+@vary_on_headers("HX-Request")
+def catalog(request, node_id: int):
+    """The catalog region alone; the page refreshes it on the `catalog-changed` event."""
+    if not request.htmx:
+        return redirect("node", node_id=node_id)
+    return render(request, "dashboard/node.html#catalog", {"detail": _detail_or_404(node_id)})
+
+
+@login_required
+@require_POST
+@permission_required("dashboard.reregister_node", raise_exception=True)
+def reregister(request, node_id: int):
+    return _job_start(request, node_id, kind=Job.Kind.REREGISTER)
+
+
+@login_required
+@require_POST
+@permission_required("dashboard.reregister_node", raise_exception=True)
+def preview(request, node_id: int):
+    return _job_start(request, node_id, kind=Job.Kind.REREGISTER, dry_run=True)
+
+
+@login_required
+@require_POST
+@permission_required("dashboard.precheck_node", raise_exception=True)
+def precheck(request, node_id: int):
+    return _job_start(request, node_id, kind=Job.Kind.PRECHECK)
+
+
+def _job_start(request, node_id: int, *, kind: str, dry_run: bool = False):
+    """Start the job (or find the one already running) and show its progress.
+
+    htmx gets the job card, which polls itself; a plain form post is redirected to the
+    job's page, which works the same without JavaScript.
+    """
+    node = get_object_or_404(Node, node_id=node_id)
+    requested = job_request(kind=kind, node=node, by=request.user, source="web", dry_run=dry_run)
+    job = requested.job
+    if request.htmx:
+        return render(request, "dashboard/job.html#job-card", {"job": job, "already_running": not requested.created})
+    if requested.created:
+        messages.success(request, f"Started {job}. This page follows it until it finishes.")
+    else:
+        messages.warning(request, f"Already running: {job} has not finished yet, so no new job was started.")
+    return redirect("job", job_id=job.pk)
+
+
+def _detail_or_404(node_id: int) -> NodeDetail:
+    try:
+        return node_detail(node_id=node_id)
+    except Node.DoesNotExist:
+        raise Http404(f"Node {node_id} is not registered.") from None
