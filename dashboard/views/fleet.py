@@ -1,11 +1,154 @@
-from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
-from django.views.decorators.http import require_GET
+"""The fleet overview: totals, the nodes table with filters, CSV export, and the bulk re-register."""
 
-from dashboard.selectors.fleet import fleet_overview
+import csv
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.vary import vary_on_headers
+
+from dashboard.models import Job, Node
+from dashboard.selectors.fleet import FleetOverview, fleet_overview
+from dashboard.selectors.jobs import bulk_active_job
+from dashboard.services.jobs import job_request
+
+NODES_PER_PAGE = 50
+SORTS = [
+    ("node_id", "Node id"),
+    ("-node_id", "Node id, highest first"),
+    ("farm", "Farm"),
+    ("status", "Status"),
+    ("-gap", "Largest gap first"),
+    ("-phantom", "Most phantom slices first"),
+    ("-free", "Most free slices first"),
+    ("seen", "Longest unseen first"),
+]
+YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
+CSV_COLUMNS = (
+    "node_id", "farm_id", "farm_name", "status", "nominal", "deployable", "gap", "free", "rented", "deployed",
+    "failed", "placeable_now", "phantom", "stale", "stale_reason", "seen_at",
+)  # fmt: skip
+
+
+class FleetFilterForm(forms.Form):
+    q = forms.CharField(
+        required=False, max_length=12, label="Node id",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "e.g. 1774", "inputmode": "numeric"}),
+    )  # fmt: skip
+    farm = forms.IntegerField(required=False, min_value=0, label="Farm id")
+    status = forms.ChoiceField(required=False, choices=[("", "Any"), *Node.Status.choices])
+    stale = forms.ChoiceField(required=False, choices=YES_NO, label="Stale catalog")
+    phantoms = forms.ChoiceField(required=False, choices=YES_NO, label="Has phantoms")
+    sort = forms.ChoiceField(required=False, choices=SORTS)
+
+    def clean_q(self) -> str:
+        q = self.cleaned_data["q"].strip()
+        if q and not q.isdigit():
+            raise forms.ValidationError(f"Search by node id: {q!r} is not a number.")
+        return q
+
+    def overview_filters(self) -> dict:
+        data = self.cleaned_data
+        return {
+            "farm_id": data["farm"],
+            "status": data["status"] or None,
+            "stale": _yes_no(data["stale"]),
+            "has_phantoms": _yes_no(data["phantoms"]),
+            "search": data["q"] or None,
+            "sort": data["sort"] or "node_id",
+        }
+
+    @property
+    def is_filtered(self) -> bool:
+        return any(self.cleaned_data.get(k) not in (None, "") for k in ("q", "farm", "status", "stale", "phantoms"))
 
 
 @login_required
 @require_GET
+@vary_on_headers("HX-Request")
 def overview(request):
-    return render(request, "dashboard/fleet.html", {"fleet": fleet_overview()})
+    if request.GET.get("format") == "csv":
+        return export_csv(request)
+    form = FleetFilterForm(request.GET)
+    if not form.is_valid():
+        return _render_overview(request, form, fleet=None, status=400)
+    return _render_overview(request, form, fleet=fleet_overview(**form.overview_filters()))
+
+
+@login_required
+@require_GET
+def export_csv(request):
+    """The filtered set, every row (no pagination), for a spreadsheet."""
+    form = FleetFilterForm(request.GET)
+    if not form.is_valid():
+        problems = "; ".join(str(e) for errors in form.errors.values() for e in errors)
+        return HttpResponse(f"Cannot export: {problems}\n", status=400, content_type="text/plain; charset=utf-8")
+    fleet = fleet_overview(**form.overview_filters())
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M")
+    response["Content-Disposition"] = f'attachment; filename="fleet-{stamp}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(CSV_COLUMNS)
+    for row in fleet.rows:
+        values = {column: getattr(row, column, None) for column in CSV_COLUMNS if column != "gap"}
+        values["gap"] = row.nominal - row.deployable
+        values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""
+        writer.writerow([_csv_cell(values[column]) for column in CSV_COLUMNS])
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@permission_required("dashboard.bulk_reregister", raise_exception=True)
+def reregister_stale(request):
+    """GET: how many nodes it would touch. POST: start the bulk job (or show the one running)."""
+    if request.method == "POST":
+        requested = job_request(kind=Job.Kind.BULK_REREGISTER, by=request.user, source="web")
+        if requested.created:
+            messages.success(request, f"Started {requested.job}.")
+        else:
+            messages.warning(request, f"Already running: {requested.job} has not finished, so no new job was started.")
+        return redirect("job", job_id=requested.job.pk)
+    stale = fleet_overview(stale=True)
+    return render(
+        request,
+        "dashboard/fleet_reregister_stale.html",
+        {"section": "fleet", "stale": stale, "active_job": bulk_active_job()},
+    )
+
+
+def _render_overview(request, form: FleetFilterForm, *, fleet: FleetOverview | None, status: int = 200):
+    rows = fleet.rows if fleet is not None else []
+    page = Paginator(rows, NODES_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "section": "fleet",
+        "form": form,
+        "fleet": fleet,
+        "page": page,
+        "filtered": form.is_valid() and form.is_filtered,
+        "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
+    }
+    # A history restore asks for the whole page even though htmx sends it.
+    partial = request.htmx and not request.htmx.history_restore_request
+    template = "dashboard/fleet.html#fleet-results" if partial else "dashboard/fleet.html"
+    return render(request, template, context, status=status)
+
+
+def _yes_no(value: str) -> bool | None:
+    return {"yes": True, "no": False}.get(value)
+
+
+def _csv_cell(value):
+    """Booleans as yes/no, None as empty; text that a spreadsheet would run as a formula is quoted."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
