@@ -1,0 +1,138 @@
+"""Reads for the policy page: which policy is in force where, and what a change would do to the fleet.
+
+Precedence is node override > farm override > fleet default > built-in profile, the same as
+dashboard.services.catalog.policy_for_node. A fixed number of queries whatever the fleet size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Count, QuerySet
+
+from dashboard import capacity
+from dashboard.models import Node, Policy, Slice
+from dashboard.services.catalog import catalog_is_stale, node_carve, policies_for_nodes
+
+SCOPE_ORDER = {Policy.Scope.FLEET: 0, Policy.Scope.FARM: 1, Policy.Scope.NODE: 2}
+
+
+@dataclass(frozen=True)
+class PolicyInForce:
+    row: Policy | None  # None: no fleet default row, the built-in profile applies
+    policy: capacity.Policy
+    nodes: int  # how many nodes it is in force on
+
+
+@dataclass(frozen=True)
+class PreviewNode:
+    node_id: int
+    nominal: int
+    deployable_now: int
+    deployable_after: int
+    stale_now: bool
+    stale_after: bool
+    stale_reason: str
+
+
+@dataclass(frozen=True)
+class PolicyPreview:
+    candidate: capacity.Policy
+    nodes: int
+    nominal: int
+    deployable_now: int
+    deployable_after: int
+    stale_now: int
+    stale_after: int
+    # Nodes whose catalog would be stale after the change but is current now.
+    would_go_stale: tuple[PreviewNode, ...]
+    # Nodes whose deployable count changes.
+    changed: tuple[PreviewNode, ...]
+
+
+def policies_in_force() -> list[PolicyInForce]:
+    """The fleet default first, then farm overrides, then node overrides, each with its node count."""
+    rows = sorted(
+        Policy.objects.select_related("node"),
+        key=lambda p: (SCOPE_ORDER[p.scope], p.farm_id or 0, p.node.node_id if p.node else 0, p.name),
+    )
+    node_override_pks = [p.node_id for p in rows if p.scope == Policy.Scope.NODE]
+    farm_ids = [p.farm_id for p in rows if p.scope == Policy.Scope.FARM]
+    farm_counts = dict(
+        Node.objects.filter(farm_id__in=farm_ids)
+        .exclude(pk__in=node_override_pks)
+        .values_list("farm_id")
+        .annotate(n=Count("pk"))
+    )
+    fleet_count = Node.objects.exclude(pk__in=node_override_pks).exclude(farm_id__in=farm_ids).count()
+
+    result = []
+    if not any(p.scope == Policy.Scope.FLEET for p in rows):
+        result.append(PolicyInForce(row=None, policy=capacity.profile(capacity.DEFAULT_PROFILE), nodes=fleet_count))
+    for p in rows:
+        nodes = {
+            Policy.Scope.FLEET: fleet_count,
+            Policy.Scope.FARM: farm_counts.get(p.farm_id, 0),
+            Policy.Scope.NODE: 1,
+        }[p.scope]
+        result.append(PolicyInForce(row=p, policy=p.to_capacity(), nodes=nodes))
+    return result
+
+
+def policy_nodes(*, scope: str, farm_id: int | None = None, node: Node | None = None) -> QuerySet[Node]:
+    """The nodes a policy of this scope is (or would be) in force on."""
+    node_overrides = Policy.objects.filter(scope=Policy.Scope.NODE).values("node_id")
+    if scope == Policy.Scope.NODE:
+        return Node.objects.filter(pk=node.pk if node else None)
+    if scope == Policy.Scope.FARM:
+        return Node.objects.filter(farm_id=farm_id).exclude(pk__in=node_overrides)
+    farm_overrides = Policy.objects.filter(scope=Policy.Scope.FARM).values("farm_id")
+    return Node.objects.exclude(pk__in=node_overrides).exclude(farm_id__in=farm_overrides)
+
+
+def policy_preview(
+    *, candidate: capacity.Policy, scope: str, farm_id: int | None = None, node: Node | None = None
+) -> PolicyPreview:
+    """What putting `candidate` in force for this scope would do: deployable totals and staleness."""
+    nodes = list(policy_nodes(scope=scope, farm_id=farm_id, node=node).order_by("node_id"))
+    current = policies_for_nodes(nodes)
+    slices_by_node: dict[int, list[Slice]] = {}
+    for s in Slice.objects.filter(node__in=[n.pk for n in nodes]).order_by("node_id", "index"):
+        slices_by_node.setdefault(s.node_id, []).append(s)
+
+    previews = []
+    for n in nodes:
+        slices = slices_by_node.get(n.pk, [])
+        occupied = [s.size.resources for s in slices if s.is_occupied]
+        free = [s.size for s in slices if s.state == Slice.State.FREE]
+        carve_now = node_carve(n, current[n.pk], occupied=occupied)
+        carve_after = node_carve(n, candidate, occupied=occupied)
+        stale_now, _ = catalog_is_stale(n, current[n.pk], occupied=occupied, free=free, carve=carve_now)
+        stale_after, reason = catalog_is_stale(n, candidate, occupied=occupied, free=free, carve=carve_after)
+        previews.append(
+            PreviewNode(
+                node_id=n.node_id,
+                nominal=len(slices),
+                deployable_now=carve_now.slices,
+                deployable_after=carve_after.slices,
+                stale_now=stale_now,
+                stale_after=stale_after,
+                stale_reason=reason,
+            )
+        )
+    return PolicyPreview(
+        candidate=candidate,
+        nodes=len(previews),
+        nominal=sum(p.nominal for p in previews),
+        deployable_now=sum(p.deployable_now for p in previews),
+        deployable_after=sum(p.deployable_after for p in previews),
+        stale_now=sum(1 for p in previews if p.stale_now),
+        stale_after=sum(1 for p in previews if p.stale_after),
+        would_go_stale=tuple(p for p in previews if p.stale_after and not p.stale_now),
+        changed=tuple(p for p in previews if p.deployable_after != p.deployable_now),
+    )
+
+
+def policy_for_edit(*, policy_id: int) -> Policy:
+    return Policy.objects.select_related("node").get(pk=policy_id)
+

@@ -1,0 +1,148 @@
+"""Writes to capacity policies: every change bumps the version and leaves an audit event.
+
+A catalog carved under an older version is stale, so the version is what lets the fleet
+page find the nodes a change affects.
+"""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+
+from dashboard import capacity
+from dashboard.models import AuditEvent, Node, Policy
+
+
+class PolicyConflict(capacity.PolicyError):
+    """The policy changed since the person looked at it, or the name/target is already taken."""
+
+
+def policy_update(
+    *, policy: Policy, parameters: dict, expected_version: int | None = None, by=None, source: str = "web"
+) -> tuple[Policy, bool]:
+    """Apply new parameters; returns (policy, changed). No change means no new version and no event.
+
+    `expected_version` refuses to overwrite a change someone else saved after the preview was made.
+    Bad parameters raise capacity.PolicyError and write nothing.
+    """
+    unknown = set(parameters) - set(Policy.PARAMETERS)
+    if unknown:
+        raise capacity.PolicyError(f"unknown policy parameter(s): {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        locked = Policy.objects.select_for_update().get(pk=policy.pk)
+        if expected_version is not None and locked.version != expected_version:
+            raise PolicyConflict(
+                f"policy {locked.name!r} was changed by someone else meanwhile (now v{locked.version}, "
+                f"you previewed v{expected_version}); review the preview again"
+            )
+        before = {p: getattr(locked, p) for p in Policy.PARAMETERS}
+        changes = {p: (before[p], value) for p, value in parameters.items() if before[p] != value}
+        if not changes:
+            return locked, False
+        # Validates the combination (raises PolicyError) before anything is written.
+        capacity.Policy(name=locked.name, version=locked.version + 1, **{**before, **parameters})
+        for name, (_old, new) in changes.items():
+            setattr(locked, name, new)
+        locked.version += 1
+        locked.save()
+        AuditEvent.objects.create(
+            actor=by,
+            source=source,
+            action="policy.changed",
+            node=locked.node,
+            message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}: {policy_changes_words(changes)}",
+            detail={
+                "policy": locked.name,
+                "scope": locked.scope,
+                "version": locked.version,
+                "changes": {name: [old, new] for name, (old, new) in changes.items()},
+            },
+        )
+    return locked, True
+
+
+def policy_create(
+    *,
+    name: str,
+    scope: str,
+    parameters: dict,
+    farm_id: int | None = None,
+    node: Node | None = None,
+    by=None,
+    source: str = "web",
+) -> Policy:
+    """A new fleet default or override. One fleet default, one override per farm and per node."""
+    if scope not in Policy.Scope.values:
+        raise capacity.PolicyError(f"unknown scope {scope!r}; use one of: {', '.join(Policy.Scope.values)}")
+    if scope == Policy.Scope.FARM and farm_id is None:
+        raise capacity.PolicyError("a farm override needs a farm id")
+    if scope == Policy.Scope.NODE and node is None:
+        raise capacity.PolicyError("a node override needs a node")
+    name = name.strip()
+    if not name:
+        raise capacity.PolicyError("a policy needs a name")
+    if name in capacity.PROFILES:
+        raise PolicyConflict(f"{name!r} is the name of a built-in profile; choose another name")
+    capacity.Policy(name=name, **{p: parameters[p] for p in Policy.PARAMETERS})  # raises PolicyError
+    row = Policy(
+        name=name,
+        scope=scope,
+        farm_id=farm_id if scope == Policy.Scope.FARM else None,
+        node=node if scope == Policy.Scope.NODE else None,
+        **{p: parameters[p] for p in Policy.PARAMETERS},
+    )
+    try:
+        with transaction.atomic():
+            row.save()
+            AuditEvent.objects.create(
+                actor=by,
+                source=source,
+                action="policy.created",
+                node=row.node,
+                message=f"policy {row.name} v1 created as {row.get_scope_display().lower()}"
+                + (f" for farm {farm_id}" if row.scope == Policy.Scope.FARM else "")
+                + (f" for node {node.node_id}" if row.scope == Policy.Scope.NODE else ""),
+                detail={"policy": row.name, "scope": row.scope, "parameters": {p: parameters[p] for p in Policy.PARAMETERS}},
+            )
+    except IntegrityError:
+        raise PolicyConflict(_taken_words(name=name, scope=scope, farm_id=farm_id, node=node)) from None
+    return row
+
+
+def policy_changes_words(changes: dict[str, tuple]) -> str:
+    return "; ".join(f"{PARAMETER_WORDS.get(p, p)} {_value_words(p, old)} -> {_value_words(p, new)}" for p, (old, new) in changes.items())
+
+
+PARAMETER_WORDS = {
+    "slice_mru": "slice memory",
+    "slice_cru": "vCPUs per slice",
+    "reserve_mru_percent": "memory reserve percent",
+    "reserve_mru_floor": "memory reserve floor",
+    "reserve_sru": "disk reserve",
+    "overhead_mru_per_vm": "memory overhead per VM",
+    "overhead_sru_per_vm": "disk overhead per VM",
+    "rootfs": "rootfs rule",
+    "min_slice_sru": "smallest slice disk",
+    "sru_step": "disk step",
+    "arithmetic": "arithmetic",
+}
+SIZE_PARAMETERS = frozenset(
+    {"slice_mru", "reserve_mru_floor", "reserve_sru", "overhead_mru_per_vm", "overhead_sru_per_vm", "min_slice_sru", "sru_step"}
+)
+
+
+def _value_words(parameter: str, value) -> str:
+    if parameter in SIZE_PARAMETERS:
+        return capacity.format_size(value)
+    if parameter == "reserve_mru_percent":
+        return f"{value}%"
+    return str(value)
+
+
+def _taken_words(*, name: str, scope: str, farm_id: int | None, node: Node | None) -> str:
+    if Policy.objects.filter(name=name).exists():
+        return f"a policy named {name!r} already exists; choose another name"
+    if scope == Policy.Scope.FLEET:
+        return "there is already a fleet default; edit it instead"
+    if scope == Policy.Scope.FARM:
+        return f"farm {farm_id} already has an override; edit it instead"
+    return f"node {node.node_id if node else '?'} already has an override; edit it instead"

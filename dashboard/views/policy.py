@@ -1,0 +1,225 @@
+"""The policy page: the fleet default and overrides; admins edit one after seeing what it would do."""
+
+import hashlib
+import json
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from dashboard import capacity
+from dashboard.models import Node, Policy
+from dashboard.selectors.policy import policies_in_force, policy_for_edit, policy_preview
+from dashboard.services.policy import SIZE_PARAMETERS, policy_create, policy_update
+
+
+def size_text(n: int) -> str:
+    """The exact size in the largest unit that divides it, so an untouched field saves the same bytes."""
+    for unit, size in (("TiB", capacity.TiB), ("GiB", capacity.GiB), ("MiB", capacity.MiB), ("KiB", capacity.KiB)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+class SizeField(forms.CharField):
+    """A size typed like '4GiB', '512MiB' or '931.5GiB' (1024-based), parsed by capacity.parse_size."""
+
+    def __init__(self, *, what: str, allow_zero: bool = True, **kwargs):
+        self.what = what
+        self.allow_zero = allow_zero
+        kwargs.setdefault("widget", forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off", "maxlength": "32"}))
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return size_text(value) if isinstance(value, int) else value
+
+    def to_python(self, value):
+        text = super().to_python(value)
+        if text in self.empty_values:
+            return None
+        if len(text) > 32:
+            raise forms.ValidationError(f"{self.what}: {text[:32]!r}… is too long for a size", code="size")
+        try:
+            return capacity.parse_size(text, what=self.what, allow_zero=self.allow_zero)
+        except capacity.SizeError as exc:
+            raise forms.ValidationError(str(exc), code="size") from None
+
+
+class PolicyForm(forms.Form):
+    slice_mru = SizeField(what="slice memory", allow_zero=False, label="Slice memory", help_text="e.g. 4GiB; at least 250MiB")
+    slice_cru = forms.IntegerField(min_value=1, max_value=512, label="vCPUs per slice")
+    reserve_mru_percent = forms.IntegerField(
+        min_value=0, max_value=90, label="Memory reserve, % of total", help_text="ZOS keeps max(10%, 2GiB)"
+    )
+    reserve_mru_floor = SizeField(what="memory reserve floor", label="Memory reserve, at least")
+    reserve_sru = SizeField(what="disk reserve", label="Disk reserve (zos-cache)", help_text="the Grid Proxy counts 20GiB")
+    overhead_mru_per_vm = SizeField(what="memory overhead per VM", label="Memory overhead per VM")
+    overhead_sru_per_vm = SizeField(what="disk overhead per VM", label="Disk overhead per VM")
+    rootfs = forms.ChoiceField(
+        choices=[("zos", "ZOS minimum (500MiB or 2GiB)"), ("none", "none")], label="Root filesystem charge"
+    )
+    min_slice_sru = SizeField(what="smallest slice disk", label="Smallest slice disk")
+    sru_step = SizeField(what="disk step", allow_zero=False, label="Round disks down to")
+    arithmetic = forms.ChoiceField(
+        choices=[("bytes", "bytes (exact)"), ("whole-gib", "whole GiB (legacy carve)")], label="Arithmetic"
+    )
+
+    def __init__(self, *args, name: str = "policy", **kwargs):
+        self.policy_name = name
+        super().__init__(*args, **kwargs)
+
+    def clean(self):
+        cleaned = super().clean()
+        if not self.errors:
+            try:
+                cleaned["candidate"] = capacity.Policy(name=self.policy_name, **self.parameters(cleaned))
+            except capacity.PolicyError as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return cleaned
+
+    @staticmethod
+    def parameters(cleaned: dict) -> dict:
+        return {p: cleaned[p] for p in Policy.PARAMETERS}
+
+    @classmethod
+    def initial_from(cls, policy: capacity.Policy | Policy) -> dict:
+        return {p: getattr(policy, p) for p in Policy.PARAMETERS}
+
+
+class NewPolicyForm(PolicyForm):
+    name = forms.SlugField(max_length=64, label="Name", help_text="e.g. farm-12 or node-1774")
+    scope = forms.ChoiceField(choices=Policy.Scope.choices)
+    farm_id = forms.IntegerField(min_value=0, required=False, label="Farm id (farm override)")
+    node_id = forms.IntegerField(min_value=0, required=False, label="Node id (node override)")
+
+    field_order = ["name", "scope", "farm_id", "node_id"]
+
+    def clean(self):
+        self.policy_name = self.cleaned_data.get("name") or "policy"
+        cleaned = super().clean()
+        scope = cleaned.get("scope")
+        if scope == Policy.Scope.FARM and cleaned.get("farm_id") is None:
+            self.add_error("farm_id", "A farm override needs the farm id.")
+        if scope == Policy.Scope.NODE:
+            node_id = cleaned.get("node_id")
+            if node_id is None:
+                self.add_error("node_id", "A node override needs the node id.")
+            else:
+                cleaned["node"] = Node.objects.filter(node_id=node_id).first()
+                if cleaned["node"] is None:
+                    self.add_error("node_id", f"Node {node_id} is not registered.")
+        return cleaned
+
+
+@login_required
+@require_GET
+def policy_list(request):
+    return render(request, "dashboard/policy.html", {"section": "policy", "policies": policies_in_force()})
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@permission_required("dashboard.change_policy", raise_exception=True)
+def policy_edit(request, policy_id: int):
+    """GET: the form. POST: the preview; a second POST with the previewed values saves."""
+    try:
+        row = policy_for_edit(policy_id=policy_id)
+    except Policy.DoesNotExist:
+        raise Http404(f"There is no policy #{policy_id}.") from None
+    context = {"section": "policy", "row": row}
+    if request.method == "GET":
+        form = PolicyForm(initial=PolicyForm.initial_from(row), name=row.name)
+        return render(request, "dashboard/policy_edit.html", {**context, "form": form})
+
+    form = PolicyForm(request.POST, name=row.name)
+    if not form.is_valid():
+        return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=400)
+    parameters = PolicyForm.parameters(form.cleaned_data)
+    token = _preview_token(row.pk, row.version, parameters)
+    if "save" in request.POST and request.POST.get("preview_token") == token:
+        try:
+            saved, changed = policy_update(
+                policy=row, parameters=parameters, expected_version=row.version, by=request.user, source="web"
+            )
+        except capacity.PolicyError as exc:
+            form.add_error(None, str(exc))
+            return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=409)
+        if changed:
+            messages.success(
+                request,
+                f"Saved {saved.name} v{saved.version}. Catalogs carved under the old version are now stale; "
+                "re-register them from the fleet page.",
+            )
+        else:
+            messages.info(request, f"Nothing changed: {saved.name} stays at v{saved.version}.")
+        return redirect("policy")
+    # Any other POST (or one whose values differ from what was previewed) shows the preview first.
+    candidate = capacity.with_overrides(form.cleaned_data["candidate"], version=row.version + 1)
+    preview = policy_preview(candidate=candidate, scope=row.scope, farm_id=row.farm_id, node=row.node)
+    return render(
+        request,
+        "dashboard/policy_edit.html",
+        {**context, "form": form, "preview": preview, "preview_token": token, "changes": _changes(row, parameters)},
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+@permission_required("dashboard.add_policy", raise_exception=True)
+def policy_new(request):
+    """A new fleet default or override, with the same preview before saving."""
+    context = {"section": "policy", "row": None}
+    if request.method == "GET":
+        base = Policy.objects.filter(scope=Policy.Scope.FLEET).first()
+        initial = PolicyForm.initial_from(base.to_capacity() if base else capacity.profile(capacity.DEFAULT_PROFILE))
+        scope = request.GET.get("scope") if request.GET.get("scope") in Policy.Scope.values else Policy.Scope.FARM
+        form = NewPolicyForm(initial={**initial, "scope": scope, "farm_id": request.GET.get("farm")})
+        return render(request, "dashboard/policy_edit.html", {**context, "form": form})
+
+    form = NewPolicyForm(request.POST)
+    if not form.is_valid():
+        return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=400)
+    data = form.cleaned_data
+    parameters = PolicyForm.parameters(data)
+    target = (data["name"], data["scope"], data.get("farm_id"), data.get("node_id"))
+    token = _preview_token(0, 0, {**parameters, "target": target})
+    if "save" in request.POST and request.POST.get("preview_token") == token:
+        try:
+            created = policy_create(
+                name=data["name"],
+                scope=data["scope"],
+                farm_id=data.get("farm_id"),
+                node=data.get("node"),
+                parameters=parameters,
+                by=request.user,
+                source="web",
+            )
+        except capacity.PolicyError as exc:
+            form.add_error(None, str(exc))
+            return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=409)
+        messages.success(request, f"Created {created.name} v1 ({created.get_scope_display().lower()}).")
+        return redirect("policy")
+    preview = policy_preview(
+        candidate=data["candidate"], scope=data["scope"], farm_id=data.get("farm_id"), node=data.get("node")
+    )
+    return render(request, "dashboard/policy_edit.html", {**context, "form": form, "preview": preview, "preview_token": token})
+
+
+def _preview_token(pk: int, version: int, parameters: dict) -> str:
+    """Ties a save to the exact values (and version) that were previewed."""
+    canonical = json.dumps([pk, version, parameters], sort_keys=True, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def _changes(row: Policy, parameters: dict) -> list[tuple[str, str, str]]:
+    words = PolicyForm.base_fields
+    changes = []
+    for name, new in parameters.items():
+        old = getattr(row, name)
+        if old != new:
+            show = capacity.format_size if name in SIZE_PARAMETERS else str
+            changes.append((str(words[name].label), show(old), show(new)))
+    return changes
