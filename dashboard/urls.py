@@ -2,11 +2,25 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import fleet
+from dashboard.views import deployments, fleet, jobs, node, policy
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("export.csv", fleet.export_csv, name="fleet-export"),
+    path("fleet/reregister-stale/", fleet.reregister_stale, name="fleet-reregister-stale"),
+    path("nodes/<int:node_id>/", node.detail, name="node"),
+    path("nodes/<int:node_id>/catalog/", node.catalog, name="node-catalog"),
+    path("nodes/<int:node_id>/reregister/", node.reregister, name="node-reregister"),
+    path("nodes/<int:node_id>/preview/", node.preview, name="node-preview"),
+    path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
+    path("deployments/failed/", deployments.failed, name="deployments-failed"),
+    path("jobs/", jobs.job_list, name="jobs"),
+    path("jobs/<int:job_id>/", jobs.job_page, name="job"),
+    path("jobs/<int:job_id>/progress/", jobs.job_progress, name="job-progress"),
+    path("policy/", policy.policy_list, name="policy"),
+    path("policy/new/", policy.policy_new, name="policy-new"),
+    path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
