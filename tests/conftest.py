@@ -99,6 +99,42 @@ def gridproxy_serving(settings):
         server.server_close()
 
 
+@pytest.fixture
+def role_user(db, django_user_model):
+    """role_user("admins") / role_user("support"): a user in that role's group (migration 0002_roles).
+
+    A transactional test before this one may have flushed the groups; they are made again by the
+    migration's own function, so the permissions are exactly what production gets.
+    """
+    import importlib
+
+    from django.apps import apps
+    from django.contrib.auth.models import Group
+
+    def make(role: str, *, username: str | None = None, password: str = "not-a-real-password-1774", **fields):
+        if not Group.objects.filter(name=role).exists():
+            importlib.import_module("dashboard.migrations.0002_roles").create_roles(apps, None)
+        user = django_user_model.objects.create_user(username=username or f"{role}-{Group.objects.count()}-user", password=password, **fields)
+        user.groups.add(Group.objects.get(name=role))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def admins_client(client, role_user):
+    """A test client logged in as a member of the admins group."""
+    client.force_login(role_user("admins", username="ada"))
+    return client
+
+
+@pytest.fixture
+def support_client(client, role_user):
+    """A test client logged in as a member of the support group (read only)."""
+    client.force_login(role_user("support", username="sam"))
+    return client
+
+
 # --- jobs and Celery workers (JOBS helper) -------------------------------------------------
 
 
