@@ -1,0 +1,143 @@
+"""The jobs pages: the list, one job's page and the progress fragment the node page polls."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.models import Job, Node
+
+GiB = capacity.GiB
+
+
+def make_node(node_id: int, **fields) -> Node:
+    values = {
+        "farm_id": 1, "total_cru": 8, "total_mru": 31 * GiB, "total_sru": 931 * GiB, "carved_policy_name": "zos",
+        **fields,
+    }  # fmt: skip
+    return Node.objects.create(node_id=node_id, **values)
+
+
+def finished_reregister(node: Node, *, by=None) -> Job:
+    now = timezone.now()
+    return Job.objects.create(
+        kind=Job.Kind.REREGISTER,
+        node=node,
+        requested_by=by,
+        state=Job.State.SUCCEEDED,
+        started_at=now - timezone.timedelta(seconds=3),
+        finished_at=now,
+        result={
+            "dry_run": False,
+            "before": {"slices": 7, "free": 6, "deployable": 6, "phantom": 1},
+            "after": {"slices": 6, "free": 5, "deployable": 6, "phantom": 0},
+            "removed": [{"index": i, "cru": 1, "mru": 4 * GiB, "sru": 133 * GiB, "state": "free"} for i in range(1, 7)],
+            "added": [{"index": i, "cru": 1, "mru": 4 * GiB, "sru": 151 * GiB, "state": "free"} for i in range(7, 12)],
+            "kept": [{"index": 0, "cru": 1, "mru": 4 * GiB, "sru": 133 * GiB, "state": "deployed"}],
+            "notes": ["legacy slices replaced"],
+        },
+    )
+
+
+@pytest.mark.django_db
+def test_it_sends_anonymous_visitors_to_the_login_page(client):
+    response = client.get(reverse("jobs"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+@pytest.mark.django_db
+def test_it_lists_jobs_with_who_asked_and_the_result(support_client, role_user):
+    finished_reregister(make_node(1774), by=role_user("admins", username="alice"))
+    response = support_client.get(reverse("jobs"))
+    assert response.status_code == 200
+    assert b"alice" in response.content
+    assert b"7 \xe2\x86\x92 6 slices" in response.content  # "7 → 6 slices"
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_post_to_the_list(support_client):
+    assert support_client.post(reverse("jobs")).status_code == 405
+
+
+@pytest.mark.django_db
+def test_it_filters_jobs_by_state(support_client):
+    node = make_node(1774)
+    finished_reregister(node)
+    Job.objects.create(kind=Job.Kind.PRECHECK, node=make_node(42), state=Job.State.QUEUED)
+    response = support_client.get(reverse("jobs"), {"state": "queued"})
+    assert [job.kind for job in response.context["page"]] == ["precheck"]
+
+
+@pytest.mark.django_db
+def test_it_answers_a_bad_filter_with_one_clear_error(support_client):
+    response = support_client.get(reverse("jobs"), {"state": "exploded"})
+    assert response.status_code == 400
+    assert b"Select a valid choice" in response.content
+
+
+@pytest.mark.django_db
+def test_it_shows_the_before_and_after_of_a_reregister(support_client):
+    job = finished_reregister(make_node(1774))
+    response = support_client.get(reverse("job", args=[job.pk]))
+    assert response.status_code == 200
+    assert b"Removed (6)" in response.content
+    assert b"Added (5)" in response.content
+
+
+@pytest.mark.django_db
+def test_it_answers_404_for_a_job_that_does_not_exist(support_client):
+    assert support_client.get(reverse("job", args=[999999])).status_code == 404
+
+
+@pytest.mark.django_db
+def test_it_keeps_polling_while_the_job_runs(support_client):
+    job = Job.objects.create(kind=Job.Kind.REREGISTER, node=make_node(1774), state=Job.State.RUNNING,
+                             step="reading node 1774's live capacity", progress_total=3, progress_done=1)  # fmt: skip
+    response = support_client.get(reverse("job-progress", args=[job.pk]), HTTP_HX_REQUEST="true")
+    assert b'hx-trigger="every 1s"' in response.content
+    assert b"reading node 1774&#x27;s live capacity" in response.content
+    assert "HX-Trigger" not in response
+
+
+@pytest.mark.django_db
+def test_it_stops_polling_and_announces_the_new_catalog_when_the_job_ends(support_client):
+    job = finished_reregister(make_node(1774))
+    response = support_client.get(reverse("job-progress", args=[job.pk]), HTTP_HX_REQUEST="true")
+    assert b"hx-trigger" not in response.content
+    assert "catalog-changed" in response["HX-Trigger"]
+
+
+@pytest.mark.django_db
+def test_it_renders_the_progress_fragment_without_the_page_around_it(support_client):
+    job = finished_reregister(make_node(1774))
+    response = support_client.get(reverse("job-progress", args=[job.pk]), HTTP_HX_REQUEST="true")
+    assert not response.content.lstrip().startswith(b"<!doctype")
+    assert f'id="job-{job.pk}"'.encode() in response.content
+
+
+@pytest.mark.django_db
+def test_it_shows_why_a_job_failed(support_client):
+    job = Job.objects.create(kind=Job.Kind.REREGISTER, node=make_node(1774), state=Job.State.FAILED,
+                             error="node 1774 is not reachable", finished_at=timezone.now())  # fmt: skip
+    response = support_client.get(reverse("job", args=[job.pk]))
+    assert b"node 1774 is not reachable" in response.content
+
+
+def _count_queries(client, url) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    return len(queries)
+
+
+@pytest.mark.django_db
+def test_it_lists_many_jobs_with_as_many_queries_as_a_few(support_client, role_user):
+    users = [role_user("admins", username=f"admin{i}") for i in range(3)]
+    for i in range(2):
+        finished_reregister(make_node(100 + i), by=users[i])
+    few = _count_queries(support_client, reverse("jobs"))
+    for i in range(2, 40):
+        finished_reregister(make_node(100 + i), by=users[i % 3])
+    assert _count_queries(support_client, reverse("jobs")) == few
