@@ -1,0 +1,341 @@
+"""manage.py demo_fleet [--print-logins] [--force]: a demo fleet on the simulated grid, for `make run`.
+
+Idempotent: a second run finds the demo complete and only refreshes the prechecks and the
+logins. A demo left incomplete (a run interrupted, the simulator file or the database
+replaced) is rebuilt: its own nodes are removed from both and built again. Nodes that are not
+the demo's are never touched.
+
+The failed deployments are real: they are produced by deploying through slice_deploy (without
+the precheck) on the simulator, so their raw errors are what the simulated ZOS said.
+
+Demo logins get passwords generated once (secrets.token_urlsafe) and kept in
+VAR_DIR/demo-logins.json (mode 0600); no password is ever in the repository. The command
+refuses to run with DEBUG off unless --force: demo logins must never reach production.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from dashboard.capacity import PROFILES, GiB
+from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.types import GridError
+from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
+from dashboard.services.catalog import node_register
+from dashboard.services.deploy import deployment_delete, precheck_run, slice_deploy, slices_deploy_all_free
+
+LOGINS_FILE = "demo-logins.json"
+DEMO_LOGINS = (("admin", "admins"), ("support", "support"))
+
+FARMS = {
+    4242: ("mitana", "Egypt", "Cairo"),
+    1: ("freefarm", "Belgium", "Lochristi"),
+    58: ("ghent-coop", "Belgium", "Ghent"),
+    317: ("kiwi-labs", "New Zealand", "Wellington"),
+    902: ("andes-compute", "Chile", "Santiago"),
+    1210: ("nile-edge", "Egypt", "Alexandria"),
+}
+
+# (cru, memory GiB, SSD GiB): machines as the grid lists them (a "32 GB" box shows 31 GiB).
+MACHINES = (
+    (2, 4, 120),
+    (4, 8, 250),
+    (4, 8, 465),
+    (8, 16, 465),
+    (8, 15, 931.5),
+    (8, 31, 931.5),
+    (12, 32, 931.5),
+    (16, 62, 1863),
+    (24, 64, 1863),
+    (32, 125, 1863),
+    (32, 128, 3726),
+    (48, 251, 3726),
+    (64, 256, 7452),
+)
+
+
+@dataclass(frozen=True)
+class DemoNode:
+    node_id: int
+    farm_id: int
+    cru: int
+    mru: int
+    sru: int
+    pools: tuple[int, ...] | None = None
+    status: str = "up"
+    dedicated: bool = False
+    per_vm_overhead_mru: int = 0
+    policy: str | None = None  # None: the fleet default; "legacy": an old, stale catalog
+    registered: bool = True
+    rented: tuple[int, ...] = ()  # slice indices rented out in the catalog
+    # Registered as if from the Grid Proxy, which does not report SSD pools.
+    pools_known: bool = True
+
+
+NODE_1774 = DemoNode(1774, 4242, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), dedicated=True, policy="legacy")
+# Two 465 GiB SSDs the catalog does not know about: the sixth 151 GiB disk fits in neither pool,
+# though the node as a whole has room for it.
+TWO_POOL_NODE = DemoNode(
+    2310, 58, cru=8, mru=31 * GiB, sru=930 * GiB, pools=(465 * GiB, 465 * GiB), pools_known=False
+)
+DOWN_NODE = DemoNode(3021, 317, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="down")
+# Each VM really costs 1 GiB more than its size: only calibration can see it.
+OVERHEAD_NODE = DemoNode(2877, 902, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB)
+SAMPLED_NODE = DemoNode(1995, 1, cru=12, mru=32 * GiB, sru=int(931.5 * GiB), pools=(int(465.5 * GiB), 466 * GiB))
+SPECIAL = (NODE_1774, TWO_POOL_NODE, DOWN_NODE, OVERHEAD_NODE, SAMPLED_NODE)
+FLEET_SIZE = 50
+
+
+def demo_nodes() -> list[DemoNode]:
+    """The same fifty nodes every time (a fixed seed), the special ones included."""
+    rng = random.Random(1774)
+    taken = {n.node_id for n in SPECIAL}
+    ids = [i for i in rng.sample(range(110, 4800), FLEET_SIZE + len(SPECIAL)) if i not in taken]
+    nodes = list(SPECIAL)
+    farms = list(FARMS)
+    for position, node_id in enumerate(ids[: FLEET_SIZE - len(SPECIAL)]):
+        cru, mem, ssd = MACHINES[position % len(MACHINES)]
+        sru = int(ssd * GiB)
+        pools = None
+        if position % 9 == 4 and ssd >= 465:
+            pools = (sru // 2, sru - sru // 2)  # two SSDs of half the size
+        status = "down" if position % 13 == 7 else "standby" if position % 11 == 5 else "up"
+        nodes.append(
+            DemoNode(
+                node_id,
+                farms[position % len(farms)],
+                cru=cru,
+                mru=mem * GiB,
+                sru=sru,
+                pools=pools,
+                status=status,
+                dedicated=position % 10 == 3,
+                policy="legacy" if position % 8 == 2 else None,
+                registered=position % 15 != 14,  # a few only on the grid, to register from it
+                rented=(0,) if position % 6 == 1 else (0, 1) if position % 17 == 3 else (),
+            )
+        )
+    return nodes
+
+
+class Command(BaseCommand):
+    help = (
+        "Build (once) a demo fleet of about fifty nodes on the simulated grid and register them: node 1774 "
+        "with its legacy 7-slice catalog and one VM, stale and current catalogs, rented slices, failed "
+        "deployments with real causes, capacity samples for calibration. Creates the demo logins admin and "
+        "support with generated passwords kept in VAR_DIR/demo-logins.json. Safe to run again. "
+        "Refuses to run with DEBUG off unless --force."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--print-logins", action="store_true", help="only print the demo logins")
+        parser.add_argument(
+            "--force", action="store_true", help="run even with DEBUG off (never on a production database)"
+        )
+
+    def handle(self, *args, print_logins, force, **options):
+        if not settings.DEBUG and not force:
+            raise CommandError(
+                "DEBUG is off: refusing to create demo nodes and demo logins, which must never reach production "
+                "(use --force only on a throwaway machine)"
+            )
+        logins_path = Path(settings.VAR_DIR) / LOGINS_FILE
+        if print_logins:
+            self._print_logins(logins_path)
+            return
+        if settings.GRID_BACKEND != "simulator":
+            raise CommandError(
+                f"GRID_BACKEND is {settings.GRID_BACKEND!r}: the demo fleet lives on the simulated grid; "
+                "run it with GRID_BACKEND=simulator"
+            )
+        started = time.monotonic()
+        grid = SimulatedGrid(settings.SIMGRID_PATH)
+        nodes = demo_nodes()
+        try:
+            if _demo_complete(grid, nodes):
+                self.stdout.write("demo fleet already in place")
+            else:
+                with transaction.atomic():
+                    _demo_remove(grid, nodes)
+                    _demo_build(grid, nodes)
+                self.stdout.write(f"demo fleet built: {len(nodes)} nodes on the simulated grid at {settings.SIMGRID_PATH}")
+            checked = _demo_precheck(grid, nodes)
+        except GridError as exc:
+            raise CommandError(f"simulated grid: {exc}") from None
+        _demo_users(logins_path)
+        self.stdout.write(f"prechecked {checked} nodes; logins in {logins_path} ({time.monotonic() - started:.1f}s)")
+
+    def _print_logins(self, path: Path) -> None:
+        passwords = _read_logins(path)
+        if passwords is None:
+            raise CommandError(f"no demo logins yet ({path} is missing); run manage.py demo_fleet first")
+        for username, group in DEMO_LOGINS:
+            self.stdout.write(f"Login: {username} / {passwords[username]}  ({group})")
+
+
+# --- building ----------------------------------------------------------------------------
+
+
+def _demo_complete(grid: SimulatedGrid, nodes: list[DemoNode]) -> bool:
+    on_grid = set(grid.node_ids())
+    registered = set(Node.objects.filter(node_id__in=[n.node_id for n in nodes]).values_list("node_id", flat=True))
+    wanted_registered = {n.node_id for n in nodes if n.registered}
+    if not {n.node_id for n in nodes} <= on_grid or registered != wanted_registered:
+        return False
+    # The one VM on 1774 is the demo's centrepiece; its catalog must agree with the grid.
+    deployed = Slice.objects.filter(node__node_id=NODE_1774.node_id, state=Slice.State.DEPLOYED).count()
+    return deployed == 1 and len(grid.vms(NODE_1774.node_id)) == 1
+
+
+def _demo_remove(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
+    ids = [n.node_id for n in nodes]
+    AuditEvent.objects.filter(node__node_id__in=ids).delete()
+    Deployment.objects.filter(node__node_id__in=ids).delete()  # protected: they go before their nodes
+    Node.objects.filter(node_id__in=ids).delete()
+    on_grid = set(grid.node_ids())
+    for node_id in ids:
+        if node_id in on_grid:
+            grid.remove_node(node_id)
+
+
+def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
+    _fleet_policy()
+    for spec in nodes:
+        farm_name, country, city = FARMS[spec.farm_id]
+        grid.add_node(
+            spec.node_id,
+            cru=spec.cru,
+            mru=spec.mru,
+            sru=spec.sru,
+            pools=list(spec.pools) if spec.pools else None,
+            farm_id=spec.farm_id,
+            farm_name=farm_name,
+            twin_id=spec.node_id + 7000,
+            status=spec.status,
+            dedicated=spec.dedicated,
+            per_vm_overhead_mru=spec.per_vm_overhead_mru,
+            country=country,
+            city=city,
+        )
+    registered = {}
+    for spec in nodes:
+        if not spec.registered:
+            continue
+        live = grid.node(spec.node_id)
+        registered[spec.node_id] = node_register(
+            node_id=spec.node_id,
+            total=live.total,
+            farm_id=live.farm_id,
+            farm_name=live.farm_name,
+            twin_id=live.twin_id,
+            status=live.status,
+            dedicated=live.dedicated,
+            pools=list(spec.pools) if spec.pools and spec.pools_known else None,
+            policy_name=spec.policy,
+            source="command",
+            used=live.used,
+        )
+        if spec.rented:
+            Slice.objects.filter(node=registered[spec.node_id], index__in=spec.rented).update(
+                state=Slice.State.RENTED, rented_by_twin_id=spec.node_id + 20000
+            )
+    _demo_deployments(grid, registered)
+
+
+def _fleet_policy() -> None:
+    if Policy.objects.filter(scope=Policy.Scope.FLEET).exclude(name="fleet-default").exists():
+        return  # someone chose their own fleet default; the demo does not replace it
+    Policy.objects.get_or_create(
+        name="fleet-default", defaults={"scope": Policy.Scope.FLEET, **Policy.parameters_from(PROFILES["zos"])}
+    )
+
+
+def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
+    """Real deploys on the simulator, so the failures carry what ZOS itself said."""
+    node_1774 = registered[NODE_1774.node_id]
+    slice_deploy(node=node_1774, slice_index=0, grid=grid, source="command")
+    # Fill 1774 the way its legacy catalog invites, then try the seventh slice: the precheck refuses
+    # it (memory, with the numbers); sent anyway, ZOS refuses it too. The filler VMs are then removed:
+    # what remains is one VM, both records, and a calibration series at six VM counts.
+    fillers = [slice_deploy(node=node_1774, slice_index=i, precheck=False, grid=grid, source="command") for i in range(1, 6)]
+    slice_deploy(node=node_1774, slice_index=6, grid=grid, source="command")
+    slice_deploy(node=node_1774, slice_index=6, precheck=False, grid=grid, source="command")
+    for deployment in fillers:
+        if deployment.state == Deployment.State.DEPLOYED:
+            deployment_delete(deployment=deployment, grid=grid, source="command")
+
+    # The precheck passes each slice (it cannot see pools or real usage); ZOS refuses the last ones.
+    for spec in (TWO_POOL_NODE, OVERHEAD_NODE):
+        slices_deploy_all_free(node=registered[spec.node_id], grid=grid, source="command")
+
+    slice_deploy(node=registered[DOWN_NODE.node_id], slice_index=0, precheck=False, grid=grid, source="command")
+
+    for index in range(3):  # a clean series for calibration to compare with
+        slice_deploy(node=registered[SAMPLED_NODE.node_id], slice_index=index, grid=grid, source="command")
+
+
+def _demo_precheck(grid: SimulatedGrid, nodes: list[DemoNode]) -> int:
+    # Down and standby nodes too: the overview then shows their free slices as phantom, as it should.
+    checked = 0
+    for node in Node.objects.filter(node_id__in=[n.node_id for n in nodes if n.registered]):
+        precheck_run(node=node, grid=grid)
+        checked += 1
+    return checked
+
+
+# --- logins ------------------------------------------------------------------------------
+
+
+def _read_logins(path: Path) -> dict[str, str] | None:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"{path} is unreadable ({exc}); delete it and run manage.py demo_fleet again") from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(u), str) and data.get(u) for u, _ in DEMO_LOGINS):
+        raise CommandError(f"{path} does not hold the demo logins; delete it and run manage.py demo_fleet again")
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)  # someone widened it: passwords are for this user only
+    return data
+
+
+def _write_logins(path: Path, passwords: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(passwords, out, indent=2)
+    os.chmod(partial, 0o600)
+    os.replace(partial, path)
+
+
+def _demo_users(path: Path) -> None:
+    passwords = _read_logins(path)
+    if passwords is None:
+        passwords = {username: secrets.token_urlsafe(12) for username, _ in DEMO_LOGINS}
+        _write_logins(path, passwords)
+    for username, group_name in DEMO_LOGINS:
+        group, _ = Group.objects.get_or_create(name=group_name)
+        user, _ = User.objects.get_or_create(username=username)
+        is_admin = username == "admin"
+        changed = user.is_staff != is_admin or user.is_superuser != is_admin or not user.is_active
+        user.is_staff = user.is_superuser = is_admin
+        user.is_active = True
+        if not user.check_password(passwords[username]):
+            user.set_password(passwords[username])
+            changed = True
+        if changed:
+            user.save()
+        user.groups.add(group)
