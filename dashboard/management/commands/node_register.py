@@ -3,9 +3,11 @@
     manage.py node_register 1774 --cru 8 --mru 31GiB --sru 931.5GiB --farm-id 1 [--farm-name X]
                             [--pools ...] [--policy NAME] [--status up] [--by USERNAME] [--json]
 
-For now the node's capacity is given by hand. Reading it from the grid when the capacity
-flags are absent is one more branch in `_node_facts` (a `_facts_from_grid` beside
-`_facts_from_flags`).
+    manage.py node_register 1774 [--policy NAME] [--by USERNAME] [--json]
+
+Without the capacity flags the node is read from the configured grid (GRID_BACKEND): its
+total, farm, status, dedication, SSD pools (the simulator knows them, the Grid Proxy does
+not) and live used capacity.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import getpass
 import json
 import socket
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.grid import get_grid
+from dashboard.grid.types import GridError
 from dashboard.management.commands.carve import (
     USAGE_ERROR,
     add_capacity_arguments,
@@ -41,10 +47,14 @@ class NodeFacts:
     status: str = Node.Status.UNKNOWN
     dedicated: bool = False
     used: capacity.Resources | None = None
+    seen_at: datetime | None = None
 
 
 class Command(BaseCommand):
-    help = "Register a node and carve its slice catalog with its effective policy (or --policy)."
+    help = (
+        "Register a node and carve its slice catalog with its effective policy (or --policy). "
+        "Without --cru/--mru/--sru the node is read from the configured grid."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("node_id", help="the grid's node id")
@@ -78,6 +88,7 @@ class Command(BaseCommand):
                 by=by,
                 source="command",
                 used=facts.used,
+                seen_at=facts.seen_at,
                 origin=f"{getpass.getuser()}@{socket.gethostname()}",
             )
         except NodeAlreadyRegistered as exc:
@@ -94,9 +105,35 @@ class Command(BaseCommand):
 def _node_facts(node_id: int, options: dict) -> NodeFacts:
     if capacity_flags_given(options):
         return _facts_from_flags(options)
-    raise CommandError(
-        "give --cru, --mru and --sru (reading the node from the grid comes with the grid backend)",
-        returncode=USAGE_ERROR,
+    return _facts_from_grid(node_id, options)
+
+
+# Facts the grid states itself; giving them by hand beside a grid read would be silently ignored.
+_HAND_ONLY = ("farm_id", "farm_name", "twin_id", "status", "dedicated")
+
+
+def _facts_from_grid(node_id: int, options: dict) -> NodeFacts:
+    given = [f"--{name.replace('_', '-')}" for name in _HAND_ONLY if options.get(name)]
+    if given:
+        raise CommandError(
+            f"{', '.join(given)}: only for a node given by hand (with --cru, --mru and --sru); "
+            f"without them node {node_id} is read from the grid",
+            returncode=USAGE_ERROR,
+        )
+    try:
+        live = get_grid().node(node_id)
+    except GridError as exc:
+        raise CommandError(f"grid: {exc}") from None
+    return NodeFacts(
+        total=live.total,
+        pools=list(live.pools_sru) if live.pools_sru else None,
+        farm_id=live.farm_id,
+        farm_name=live.farm_name,
+        twin_id=live.twin_id,
+        status=live.status,
+        dedicated=live.dedicated,
+        used=live.used,
+        seen_at=timezone.now(),
     )
 
 
