@@ -1,0 +1,124 @@
+"""Every view in the URL conf, tried anonymously, as support, and without a CSRF token.
+
+The views are read from dashboard.urls at collection time, so a new page is covered (or the
+test asks for a sample value for its URL argument) without anyone remembering to add it.
+Django's admin is tried at its root; it is Django's own and has its own login.
+
+`manage.py check --deploy` with production settings is tests/test_settings.py's.
+"""
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from bench.reliability.checks import state_snapshot
+from dashboard import capacity
+from dashboard.models import Job, Policy
+
+GiB = capacity.GiB
+# Pages anyone may see: the login form, and logout (a POST that only ends a session).
+PUBLIC = {"login", "logout"}
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def _views() -> list[tuple[str, str]]:
+    """(name, route) of every view; an included URL conf (the admin) by its root."""
+    found = []
+    for entry in get_resolver().url_patterns:
+        if isinstance(entry, URLPattern):
+            found.append((entry.name, str(entry.pattern)))
+        elif isinstance(entry, URLResolver):
+            found.append((f"{entry.app_name or entry.namespace}:root", str(entry.pattern)))
+    return found
+
+
+def _arguments(name: str) -> list[str]:
+    for entry in get_resolver().url_patterns:
+        if isinstance(entry, URLPattern) and entry.name == name:
+            return list(getattr(entry.pattern, "converters", {}))
+    return []
+
+
+VIEWS = _views()
+ACTIONS = [(name, route) for name, route in VIEWS if name not in PUBLIC]
+
+
+@pytest.fixture
+def world(sim_node):
+    """One of each thing a URL can name: a node (legacy catalog), a job, a policy."""
+    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy")
+    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, result={"words": "ok"})
+    policy = Policy.objects.create(name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"]))
+    return {"node_id": node.node_id, "job_id": job.pk, "policy_id": policy.pk}
+
+
+def url_of(name: str, route: str, world: dict) -> str:
+    if name.endswith(":root"):
+        return "/" + route
+    kwargs = {}
+    for argument in _arguments(name):
+        assert argument in world, f"add a sample value for the URL argument {argument!r} of {name!r} to world()"
+        kwargs[argument] = world[argument]
+    return reverse(name, kwargs=kwargs)
+
+
+def is_login_redirect(response) -> bool:
+    location = response.get("Location", "")
+    return response.status_code == 302 and (
+        location.startswith(reverse(settings.LOGIN_URL) + "?next=") or location.startswith("/admin/login/")
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "route"), ACTIONS, ids=[n for n, _ in ACTIONS])
+@pytest.mark.parametrize("method", ["get", "post"])
+def test_it_shows_anonymous_visitors_nothing_but_the_login_page(client, world, name, route, method):
+    before = state_snapshot()
+    response = getattr(client, method)(url_of(name, route, world))
+    assert is_login_redirect(response) or response.status_code == 403, (response.status_code, response.get("Location"))
+    assert state_snapshot() == before
+
+
+@pytest.mark.django_db
+def test_it_shows_anonymous_visitors_the_login_form_without_data(client, world):
+    response = client.get(reverse("login"))
+    assert response.status_code == 200 and b"1774" not in response.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "route"), ACTIONS, ids=[n for n, _ in ACTIONS])
+@pytest.mark.parametrize("headers", [{}, HTMX], ids=["form", "htmx"])
+def test_it_refuses_every_action_to_support(support_client, world, name, route, headers):
+    before = state_snapshot()
+    response = support_client.post(url_of(name, route, world), {"save": "1", "name": "x"}, **headers)
+    assert response.status_code in (403, 405) or is_login_redirect(response), response.status_code
+    assert state_snapshot() == before
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "route"), ACTIONS, ids=[n for n, _ in ACTIONS])
+def test_it_lets_support_read_every_page_without_an_error(support_client, world, name, route):
+    response = support_client.get(url_of(name, route, world), **HTMX)
+    assert response.status_code in (200, 302, 403, 405), response.status_code
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "route"), VIEWS, ids=[n for n, _ in VIEWS])
+def test_it_refuses_a_post_without_a_csrf_token(role_user, world, name, route):
+    admin = Client(enforce_csrf_checks=True)
+    admin.force_login(role_user("admins", username="ada", is_staff=True, is_superuser=True))
+    before = state_snapshot()
+    response = admin.post(url_of(name, route, world), {"save": "1"}, **HTMX)
+    assert response.status_code == 403
+    assert state_snapshot() == before
+
+
+@pytest.mark.django_db
+def test_it_accepts_the_same_action_with_its_csrf_token(role_user, world, django_capture_on_commit_callbacks):
+    # The control for the test above: what refused it was the missing token, not the view.
+    admin = Client(enforce_csrf_checks=True)
+    admin.force_login(role_user("admins", username="ada"))
+    token = admin.get(reverse("node", args=[1774])).cookies[settings.CSRF_COOKIE_NAME].value
+    response = admin.post(reverse("node-precheck", args=[1774]), HTTP_X_CSRFTOKEN=token)
+    assert response.status_code == 302 and Job.objects.filter(kind=Job.Kind.PRECHECK, state=Job.State.QUEUED).count() == 1
