@@ -1,5 +1,6 @@
 import pytest
 from django.db.models import Prefetch
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, PolicyError, Resources
@@ -177,6 +178,16 @@ def test_it_stores_the_node_as_given():
     node.refresh_from_db()
     assert (node.farm_name, node.twin_id, node.status, node.dedicated) == ("mitana", 42, "standby", True)
     assert (node.total, node.used) == (NODE_1774, used)
+
+
+def test_it_stamps_a_live_reading_given_without_a_time():
+    before = timezone.now()
+    node = register(used=Resources(mru=7 * GiB, sru=153 * GiB))
+    assert node.seen_at >= before
+
+
+def test_it_leaves_a_node_given_without_a_reading_unseen():
+    assert register().seen_at is None
 
 
 def test_it_stores_the_pools_and_carves_within_them():

@@ -159,9 +159,9 @@ def _rows(nodes: QuerySet[Node]) -> list[NodeRow]:
     # carve (first fit in the pools follows their order), free ones are compared with it.
     free_sizes: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     occupied_sizes: dict[int, list[capacity.Resources]] = defaultdict(list)
-    slices = Slice.objects.filter(state__in=[Slice.State.FREE, *Slice.OCCUPIED_STATES])
-    if nodes.query.where:
-        slices = slices.filter(node__in=nodes.order_by().values("pk"))
+    slices = Slice.objects.filter(
+        node__in=nodes.order_by().values("pk"), state__in=[Slice.State.FREE, *Slice.OCCUPIED_STATES]
+    )
     for node_pk, state, cru, mru, sru in slices.order_by("node_id", "index").values_list(
         "node_id", "state", "cru", "mru", "sru"
     ):

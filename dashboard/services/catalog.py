@@ -15,6 +15,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, Node, Policy, Slice
@@ -174,6 +175,7 @@ def node_register(
 
     One transaction: the node, its slices and an audit event, or nothing. `by` is the user
     (None for the command line); `source` and `origin` (a host or address) say from where.
+    `used` is the live used capacity when it was read (at `seen_at`, default now).
     """
     _check_registration(node_id=node_id, total=total, farm_id=farm_id, twin_id=twin_id, status=status, pools=pools)
     pools = list(pools) if pools else None
@@ -190,6 +192,8 @@ def node_register(
 
     if Node.objects.filter(node_id=node_id).exists():
         raise NodeAlreadyRegistered(node_id)
+    if used is not None and seen_at is None:
+        seen_at = timezone.now()  # a live reading is from now unless told otherwise
     try:
         with transaction.atomic():
             node = Node.objects.create(
