@@ -3,15 +3,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from django.db.models import F
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
-from dashboard.capacity import GiB, zos_rootfs
+from dashboard.capacity import GiB, MiB, zos_rootfs
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Slice
 from dashboard.services.catalog import node_register
 from dashboard.services.deploy import (
     SliceBusy,
+    SliceChanged,
     SliceNotFound,
     SliceNotFree,
     deployment_delete,
@@ -130,6 +132,37 @@ def test_it_refuses_a_slice_whose_deploy_is_in_flight(sim_node):
     with pytest.raises(SliceBusy):
         slice_deploy(node=node, slice_index=0)
     assert sim_node.grid.vms(1774) == []
+
+
+class RecarvingGrid(SimulatedGrid):
+    """Someone re-registers the node while its capacity is being read."""
+
+    def node(self, node_id):
+        live = super().node(node_id)
+        Slice.objects.filter(node__node_id=node_id, index=0).update(sru=F("sru") - GiB)
+        return live
+
+
+def test_it_refuses_a_slice_re_carved_while_the_grid_was_read(sim_node, simgrid_path):
+    node = sim_node(1774, **NODE_1774)
+    with pytest.raises(SliceChanged, match="re-carved"):
+        slice_deploy(node=node, slice_index=0, grid=RecarvingGrid(simgrid_path))
+    assert not Deployment.objects.exists()
+
+
+def test_it_records_validation_when_zos_refuses_a_slice_below_its_minimum_memory(sim_node):
+    node = sim_node(1774, **NODE_1774)
+    Slice.objects.filter(node=node, index=0).update(mru=200 * MiB)  # a corrupt catalog slot
+    deployment = slice_deploy(node=node, slice_index=0, precheck=False)
+    assert (deployment.state, deployment.cause) == ("failed", "validation")
+    assert "mem capacity can't be less that 250M" in deployment.raw_error
+
+
+def test_it_refuses_a_slice_below_zos_minimum_memory_by_precheck(sim_node):
+    node = sim_node(1774, **NODE_1774)
+    Slice.objects.filter(node=node, index=0).update(mru=200 * MiB)
+    deployment = slice_deploy(node=node, slice_index=0)
+    assert (deployment.state, deployment.cause, deployment.needed_bytes) == ("refused", "validation", 250 * MiB)
 
 
 class DyingGrid(SimulatedGrid):

@@ -71,6 +71,10 @@ class SliceBusy(DeployError):
     """Another deploy of this slice is in flight."""
 
 
+class SliceChanged(DeployError):
+    """The slice was re-carved (removed or resized) while the grid was being read."""
+
+
 # --- precheck ----------------------------------------------------------------------------
 
 
@@ -213,7 +217,14 @@ def slice_deploy(
     seen = _capacity_seen(live, verdict)
 
     with transaction.atomic():
-        locked = Slice.objects.select_for_update().get(pk=slice_.pk)
+        locked = Slice.objects.select_for_update().filter(pk=slice_.pk).first()
+        if locked is None or (locked.index, locked.cru, locked.mru, locked.sru) != (
+            slice_.index, slice_.cru, slice_.mru, slice_.sru
+        ):
+            raise SliceChanged(
+                f"slice {slice_index} of node {node.node_id} was re-carved while its capacity was read; "
+                "look at the catalog again and retry"
+            )
         _check_attemptable(node, locked)
         deployment = Deployment.objects.create(
             node=node,
@@ -275,7 +286,7 @@ def slices_deploy_all_free(
     for index in indices:
         try:
             deployment = slice_deploy(node=node, slice_index=index, precheck=precheck, by=by, grid=grid, source=source)
-        except (SliceNotFree, SliceNotFound, SliceBusy):
+        except (SliceNotFree, SliceNotFound, SliceBusy, SliceChanged):
             continue  # taken or re-carved since the list was read: not ours to deploy any more
         deployments.append(deployment)
         if on_each is not None:
@@ -385,18 +396,18 @@ def _capacity_seen(live: NodeCapacity, verdict: capacity.Verdict | None) -> dict
     return seen
 
 
-def _refusal_cause(verdict: capacity.Verdict) -> tuple[str, int | None, int | None]:
+def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[str, int | None, int | None]:
     if isinstance(verdict, OfflineVerdict):
         return Deployment.Cause.NODE_OFFLINE, None, None
+    if deployment.mru < capacity.MIN_VM_MRU:
+        return Deployment.Cause.VALIDATION, capacity.MIN_VM_MRU, deployment.mru
     first = verdict.shortfalls[0]
-    if first.resource == "mru" and first.needed == capacity.MIN_VM_MRU and verdict.needed.mru < capacity.MIN_VM_MRU:
-        return Deployment.Cause.VALIDATION, first.needed, first.available
     cause = Deployment.Cause.MEMORY if first.resource == "mru" else Deployment.Cause.DISK
     return cause, first.needed, max(first.available, 0)
 
 
 def _finish_refused(deployment: Deployment, verdict: capacity.Verdict, *, by, source: str) -> Deployment:
-    cause, needed, usable = _refusal_cause(verdict)
+    cause, needed, usable = _refusal_cause(verdict, deployment)
     deployment.state = Deployment.State.REFUSED
     deployment.cause = cause
     deployment.needed_bytes = needed
