@@ -99,7 +99,6 @@ def test_it_refuses_a_node_registered_twice():
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["1774"], r"^give --cru, --mru and --sru \(reading the node from the grid comes with the grid backend\)$"),
         (["1774", "--cru", "8", "--mru", "31GiB", "--farm-id", "1"], r"missing --sru"),
         (["1774", "--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB"], "give --farm-id for a node given by hand"),
         (["abc", *NODE_1774], "node id: 'abc' is not a whole number of 1 or more"),
@@ -117,12 +116,10 @@ def test_it_refuses_bad_input_with_one_clear_error_and_writes_nothing(args, mess
     assert (Node.objects.count(), AuditEvent.objects.count()) == (0, 0)
 
 
-def test_it_exits_non_zero_with_one_line_and_no_traceback_without_capacity():
-    done = run("1774")
+def test_it_exits_non_zero_with_one_line_and_no_traceback_on_partial_capacity():
+    done = run("1774", "--cru", "8", "--farm-id", "1")
     assert done.returncode == 2
-    assert done.stderr.strip().splitlines() == [
-        "CommandError: give --cru, --mru and --sru (reading the node from the grid comes with the grid backend)"
-    ]
+    assert done.stderr.strip().splitlines() == ["CommandError: give --cru, --mru and --sru (missing --mru, --sru)"]
 
 
 def test_it_checks_its_input_before_reaching_the_database():
