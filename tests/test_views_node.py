@@ -200,3 +200,17 @@ def test_it_reads_a_large_node_with_as_many_queries_as_a_small_one(admins_client
     for _ in range(5):
         Job.objects.create(kind=Job.Kind.PRECHECK, node=large, state=Job.State.SUCCEEDED)
     assert _count_queries(admins_client, reverse("node", args=[12])) == _count_queries(admins_client, reverse("node", args=[11]))
+
+
+@pytest.mark.django_db
+def test_it_says_nothing_can_be_placed_on_a_node_that_is_down(support_client, sim_node):
+    sim_node(3021, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=317, status="down")
+    response = support_client.get(reverse("node", args=[3021]))
+    assert b"cannot be placed: the node is down on the grid" in response.content
+
+
+@pytest.mark.django_db
+def test_it_shows_the_same_placeable_and_phantom_figures_as_the_fleet_page(support_client, node_1774):
+    detail = support_client.get(reverse("node", args=[1774])).context["detail"]
+    row = support_client.get(reverse("fleet"), {"q": "1774"}).context["page"][0]
+    assert (detail.placeable_now, detail.phantom) == (row.placeable_now, row.phantom) == (5, 1)

@@ -112,17 +112,15 @@ class NodeDetail:
     def room(self) -> int:
         return max(self.deployable - self.nominal, 0)
 
+    # The figures stored by the last precheck (or re-register, or deploy), as the fleet page shows
+    # them: the two pages must not disagree. The verdicts above are worked out per slice.
     @property
     def phantom(self) -> int | None:
-        if self.verdicts is None:
-            return None
-        return sum(1 for v in self.verdicts if not v.fits)
+        return self.node.phantom_slices
 
     @property
     def placeable_now(self) -> int | None:
-        if self.verdicts is None:
-            return None
-        return sum(1 for v in self.verdicts if v.fits)
+        return self.node.placeable_now
 
 
 def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
