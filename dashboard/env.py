@@ -4,6 +4,7 @@ A malformed value stops start-up with a message naming the variable; it is never
 silently read as a default (a typo'd DEBUG must not become False in production).
 """
 
+import math
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -49,8 +50,8 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
         value = float(raw.strip())
     except ValueError:
         raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-    if not value >= minimum:  # also refuses NaN
-        raise ImproperlyConfigured(f"{name}={raw!r} must be a number of at least {minimum}")
+    if not math.isfinite(value) or value < minimum:
+        raise ImproperlyConfigured(f"{name}={raw!r} must be a finite number of at least {minimum}")
     return value
 
 

@@ -56,10 +56,11 @@ def test_it_refuses_an_int_below_its_minimum(monkeypatch):
         env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)
 
 
-@pytest.mark.parametrize("raw", ["nan", "NaN", "-inf"])
-def test_it_refuses_nan_and_minus_infinity_for_a_float(monkeypatch, raw):
+@pytest.mark.parametrize("raw", ["nan", "NaN", "-inf", "inf"])
+def test_it_refuses_nan_and_infinity_for_a_float(monkeypatch, raw):
+    # An infinite time-out would let one slow grid call hold a worker forever.
     monkeypatch.setenv("GRID_READ_TIMEOUT", raw)
-    with pytest.raises(ImproperlyConfigured, match=f"GRID_READ_TIMEOUT={raw!r} must be a number of at least 0.01"):
+    with pytest.raises(ImproperlyConfigured, match=f"GRID_READ_TIMEOUT={raw!r} must be a finite number of at least 0.01"):
         env_float("GRID_READ_TIMEOUT", 10.0, minimum=0.01)
 
 
@@ -157,7 +158,7 @@ def test_it_runs_on_the_simulated_grid_in_debug_by_default(tmp_path):
         ({"DEBUG": "false"}, "SECRET_KEY must be set when DEBUG is false"),
         ({"DEBUG": "false", "SECRET_KEY": "dev-only-insecure-key-do-not-use-in-production"}, "SECRET_KEY is the development key"),
         ({"GRID_RETRIES": "three"}, "GRID_RETRIES='three' is not a whole number"),
-        ({"GRID_READ_TIMEOUT": "nan"}, "GRID_READ_TIMEOUT='nan' must be a number"),
+        ({"GRID_READ_TIMEOUT": "nan"}, "GRID_READ_TIMEOUT='nan' must be a finite number"),
         ({"DATABASE_URL": "not-a-url"}, "DATABASE_URL is malformed"),
     ],
 )
