@@ -197,3 +197,8 @@ def test_it_reads_a_larger_fleet_with_as_many_queries_as_a_small_one(admins_clie
         small_fleet(node_id, cru=8, mru=16 * GiB, sru=465 * GiB, farm_id=1 + node_id % 3,
                     policy_name="legacy" if node_id % 2 else None)  # fmt: skip
     assert _count_queries(admins_client, url) == few
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_post_to_the_export(support_client):
+    assert support_client.post("/export.csv").status_code == 405

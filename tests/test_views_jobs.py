@@ -141,3 +141,21 @@ def test_it_lists_many_jobs_with_as_many_queries_as_a_few(support_client, role_u
     for i in range(2, 40):
         finished_reregister(make_node(100 + i), by=users[i % 3])
     assert _count_queries(support_client, reverse("jobs")) == few
+
+
+@pytest.mark.django_db
+def test_it_refreshes_the_page_of_a_running_job_without_javascript(support_client):
+    job = Job.objects.create(kind=Job.Kind.REREGISTER, node=make_node(1774), state=Job.State.RUNNING)
+    assert b'<noscript><meta http-equiv="refresh"' in support_client.get(reverse("job", args=[job.pk])).content
+
+
+@pytest.mark.django_db
+def test_it_stops_refreshing_the_page_once_the_job_ended(support_client):
+    job = finished_reregister(make_node(1774))
+    assert b'http-equiv="refresh"' not in support_client.get(reverse("job", args=[job.pk])).content
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_post_to_the_progress_fragment(support_client):
+    job = finished_reregister(make_node(1774))
+    assert support_client.post(reverse("job-progress", args=[job.pk])).status_code == 405

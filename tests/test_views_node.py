@@ -214,3 +214,9 @@ def test_it_shows_the_same_placeable_and_phantom_figures_as_the_fleet_page(suppo
     detail = support_client.get(reverse("node", args=[1774])).context["detail"]
     row = support_client.get(reverse("fleet"), {"q": "1774"}).context["page"][0]
     assert (detail.placeable_now, detail.phantom) == (row.placeable_now, row.phantom) == (5, 1)
+
+
+@pytest.mark.django_db
+def test_it_refuses_a_post_to_the_page_and_the_catalog_region(admins_client, node_1774):
+    assert admins_client.post(reverse("node", args=[1774])).status_code == 405
+    assert admins_client.post(reverse("node-catalog", args=[1774])).status_code == 405

@@ -25,12 +25,23 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.browser)
 
 
+def browser_missing(path: Path, environ) -> tuple[str, str] | None:
+    """None when the browser is there; else ("skip" or "fail", the reason). CI=true must run them."""
+    if path.exists():
+        return None
+    reason = f"{path} is missing: install Debian's chromium (apt-get install chromium) to run the browser tests"
+    if environ.get("CI", "").strip().lower() == "true":
+        return "fail", f"CI=true and {reason}"
+    return "skip", reason
+
+
 @pytest.fixture(scope="session")
 def chromium():
-    if not CHROMIUM.exists():
-        reason = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) to run the browser tests"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {reason}", pytrace=False)
+    missing = browser_missing(CHROMIUM, os.environ)
+    if missing is not None:
+        outcome, reason = missing
+        if outcome == "fail":
+            pytest.fail(reason, pytrace=False)
         pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
