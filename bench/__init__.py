@@ -1,0 +1,1 @@
+"""make bench: figures at fleet scale (see bench/run.py and BENCHMARKS.md)."""

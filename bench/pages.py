@@ -1,0 +1,79 @@
+"""Server time and query count of the pages, through django.test.Client as a signed-in admin.
+
+Time is the median wall time of `repeat` requests after `warmup` ones (templates compiled,
+carves remembered, as in a running server); the query count comes from one more request
+under CaptureQueriesContext. Every response must be a 200 with the expected content.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+
+class PageError(RuntimeError):
+    pass
+
+
+def admin_client() -> Client:
+    from django.contrib.auth import get_user_model
+
+    from bench.seed import ADMIN_USERNAME
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=ADMIN_USERNAME))
+    return client
+
+
+def page_figures(client: Client, url: str, *, repeat: int, warmup: int = 2, expect: bytes | None = None) -> dict:
+    """{"median_ms", "min_ms", "max_ms", "queries", "bytes"} for GET url."""
+    for _ in range(warmup):
+        _get(client, url, expect)
+    times = []
+    # A collection in the middle of one request would only add noise to a median of few.
+    gc.collect()
+    for _ in range(repeat):
+        started = time.perf_counter()
+        response = _get(client, url, expect)
+        times.append(time.perf_counter() - started)
+    with CaptureQueriesContext(connection) as queries:
+        _get(client, url, expect)
+    return {
+        "median_ms": round(statistics.median(times) * 1000, 1),
+        "min_ms": round(min(times) * 1000, 1),
+        "max_ms": round(max(times) * 1000, 1),
+        "queries": len(queries.captured_queries),
+        "bytes": len(response.content),
+        "requests": repeat,
+    }
+
+
+def _get(client: Client, url: str, expect: bytes | None):
+    response = client.get(url)
+    if response.status_code != 200:
+        raise PageError(f"GET {url} answered {response.status_code}, not 200")
+    if expect is not None and expect not in response.content:
+        raise PageError(f"GET {url} did not contain {expect!r}")
+    return response
+
+
+def pages_measure(*, size: int, node_id: int, repeat: int, baselines: bool) -> dict:
+    """The overview and one node's page at this fleet size; with `baselines`, the admin lists too."""
+    client = admin_client()
+    figures = {
+        "overview": page_figures(client, "/", repeat=repeat, expect=f"<dd>{size:,}<".encode()),
+        "node_page": page_figures(client, f"/nodes/{node_id}/", repeat=repeat, expect=str(node_id).encode()),
+        "node_page_node_id": node_id,
+    }
+    if baselines:
+        # Same columns, 100 rows a page (the admin's default), first page.
+        figures["admin_changelist"] = page_figures(client, "/admin/dashboard/node/", repeat=repeat)
+        figures["naive_admin_changelist"] = page_figures(
+            client, "/bench-naive-admin/dashboard/node/", repeat=max(3, repeat // 3)
+        )
+    return figures

@@ -1,0 +1,201 @@
+"""Machine facts, the targets (met or missed), and the results table in BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from pathlib import Path
+
+START_MARKER = "<!-- bench:results:start (written by bench/run.py; edits between the markers are lost) -->"
+END_MARKER = "<!-- bench:results:end -->"
+MEMORY_GROWTH_ALLOWED = 1.10  # peak RSS at the largest fleet vs the smallest, for "not growing"
+
+
+def machine_facts(broker_url: str) -> dict:
+    import celery
+    import django
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        postgres = cursor.fetchone()[0]
+    try:
+        import redis
+
+        redis_version = redis.Redis.from_url(broker_url).info("server").get("redis_version", "?")
+    except Exception as exc:  # the figure is informative only
+        redis_version = f"unknown ({type(exc).__name__})"
+    meminfo = Path("/proc/meminfo").read_text()
+    ram_kib = int(re.search(r"MemTotal:\s+(\d+)", meminfo).group(1))
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = re.search(r"model name\s*:\s*(.+)", cpuinfo)
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": model.group(1).strip() if model else platform.processor(),
+        "ram_gib": round(ram_kib / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "postgresql": postgres,
+        "redis": redis_version,
+        "django": django.get_version(),
+        "celery": celery.__version__,
+    }
+
+
+def targets(figures: dict) -> list[dict]:
+    """Each target with its figure and met (True/False, or None when this run did not measure it)."""
+    sizes = figures.get("sizes", [])
+    pages = figures.get("pages", {})
+    bulk = figures.get("bulk", {})
+    found = []
+
+    queries = {size: pages[str(size)]["overview"]["queries"] for size in sizes if str(size) in pages}
+    found.append({
+        "target": "overview query count the same at every size",
+        "figure": ", ".join(f"{q} at {s:,}" for s, q in queries.items()),
+        "met": len(set(queries.values())) == 1 if len(queries) > 1 else None,
+    })  # fmt: skip
+
+    small, large = (str(min(sizes)), str(max(sizes))) if sizes else ("", "")
+    if small in pages and large in pages and small != large:
+        ratio = pages[large]["overview"]["median_ms"] / pages[small]["overview"]["median_ms"]
+        found.append({
+            "target": f"overview time at {int(large):,} nodes ≤ 1.5× its time at {int(small):,}",
+            "figure": f"{pages[large]['overview']['median_ms']} ms vs {pages[small]['overview']['median_ms']} ms: {ratio:.1f}×",
+            "met": ratio <= 1.5 if (small, large) == ("100", "10000") else None,
+            "ratio": round(ratio, 2),
+        })  # fmt: skip
+
+    if large in pages and "admin_changelist" in pages[large]:
+        overview_ms = pages[large]["overview"]["median_ms"]
+        admin_ms = pages[large]["admin_changelist"]["median_ms"]
+        naive_ms = pages[large]["naive_admin_changelist"]["median_ms"]
+        found.append({
+            "target": f"overview ≥ 5× faster than the admin's node list at {int(large):,} nodes",
+            "figure": (
+                f"overview {overview_ms} ms; project admin {admin_ms} ms ({admin_ms / overview_ms:.2f}×); "
+                f"naive admin {naive_ms} ms ({naive_ms / overview_ms:.2f}×)"
+            ),
+            "met": admin_ms / overview_ms >= 5 if large == "10000" else None,
+            "vs_admin": round(admin_ms / overview_ms, 2),
+            "vs_naive_admin": round(naive_ms / overview_ms, 2),
+        })  # fmt: skip
+
+    if "10000" in bulk:
+        wall = bulk["10000"]["wall_s"]
+        found.append({
+            "target": "bulk re-register of 10,000 nodes within 30 s",
+            "figure": f"{wall} s ({bulk['10000']['nodes_per_s']} nodes/s)",
+            "met": wall <= 30,
+        })  # fmt: skip
+
+    if len(bulk) > 1:
+        low, high = min(bulk, key=int), max(bulk, key=int)
+        peak_low, peak_high = bulk[low]["worker_peak_rss_mib"], bulk[high]["worker_peak_rss_mib"]
+        found.append({
+            "target": "worker peak memory not growing with the fleet",
+            "figure": (
+                f"peak RSS {peak_low} MiB at {int(low):,} nodes, {peak_high} MiB at {int(high):,} "
+                f"(growth during the job {bulk[low]['worker_growth_mib']} / {bulk[high]['worker_growth_mib']} MiB)"
+            ),
+            "met": peak_high <= peak_low * MEMORY_GROWTH_ALLOWED,
+        })  # fmt: skip
+    return found
+
+
+def _mark(met) -> str:
+    return {True: "met", False: "**missed**", None: "not measured"}[met]
+
+
+def results_markdown(figures: dict) -> str:
+    m = figures["machine"]
+    lines = [
+        START_MARKER,
+        "",
+        f"Run of {figures['finished_at']} (`{figures['command']}`, {figures['duration_s']:.0f} s), "
+        f"load average {figures['load']['before']} before the run (threshold {figures['load']['threshold']}), "
+        f"{figures['load']['after']} after.",
+        "",
+        f"Machine: {m['nproc']} CPU ({m['cpu']}), {m['ram_gib']} GiB RAM, Linux {m['kernel']}; "
+        f"Python {m['python']}, PostgreSQL {m['postgresql']}, Redis {m['redis']}, Django {m['django']}, "
+        f"Celery {m['celery']}.",
+        "",
+        "### Targets",
+        "",
+        "| Target | Figure | Result |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {t['target']} | {t['figure']} | {_mark(t['met'])} |" for t in figures["targets"]]
+    lines += [
+        "",
+        "### Pages (server time, median; queries per request)",
+        "",
+        "| Nodes | Overview `/` | Node page | Admin node list | Naive admin node list |",
+        "|---:|---|---|---|---|",
+    ]
+    for size in figures["sizes"]:
+        p = figures["pages"].get(str(size))
+        if not p:
+            continue
+
+        def cell(key: str) -> str:
+            if key not in p:
+                return "—"
+            return f"{p[key]['median_ms']} ms, {p[key]['queries']} q"
+
+        lines.append(
+            f"| {size:,} | {cell('overview')} | {cell('node_page')} | {cell('admin_changelist')} | "
+            f"{cell('naive_admin_changelist')} |"
+        )
+    if figures.get("bulk"):
+        lines += [
+            "",
+            "### Bulk re-register of every node (all stale), real worker on Redis",
+            "",
+            "| Nodes | Wall | Nodes/s | In the worker | Slices removed / added | Raw SQL floor | Worker RSS before → peak |",
+            "|---:|---:|---:|---:|---|---:|---|",
+        ]
+        for size, b in sorted(figures["bulk"].items(), key=lambda item: int(item[0])):
+            floor = figures.get("floor", {}).get(size, {})
+            lines.append(
+                f"| {int(size):,} | {b['wall_s']} s | {b['nodes_per_s']} | {b['worker_s']} s | "
+                f"{b['slices_removed']:,} / {b['slices_added']:,} | {floor.get('sql_s', '—')} s | "
+                f"{b['worker_rss_before_mib']} → {b['worker_peak_rss_mib']} MiB |"
+            )
+    pre = figures.get("precheck", {})
+    click = figures.get("click_to_result", {})
+    lines += ["", "### Precheck and click to result", ""]
+    if "pure" in pre:
+        lines.append(
+            f"- Pure `capacity.precheck`: {pre['pure']['checks_per_s']:,} checks/s "
+            f"({pre['pure']['slices_per_check']} free slices each, {pre['pure']['verdicts_per_s']:,} verdicts/s)."
+        )
+    if "end_to_end" in pre:
+        e = pre["end_to_end"]
+        lines.append(
+            f"- End to end (`precheck_run` through `GridProxyClient` → simulator over HTTP on loopback, "
+            f"{e['requests']} requests): median {e['median_ms']} ms, p99 {e['p99_ms']} ms "
+            f"(the HTTP read alone: median {e['http_read_median_ms']} ms, p99 {e['http_read_p99_ms']} ms)."
+        )
+    if click:
+        lines.append(
+            f"- Click to result ({click['clicks']} re-registers at {click['nodes']:,} nodes): median "
+            f"{click['median_ms']} ms (max {click['max_ms']} ms) = POST {click['post_median_ms']} ms + queue "
+            f"{click['queue_median_ms']} ms + job {click['run_median_ms']} ms + job page {click['page_median_ms']} ms. "
+            "In a browser the job card polls every second, so a person sees it up to 1 s later."
+        )
+    lines += ["", "<details><summary>The run's JSON</summary>", "", "```json", figures["json"], "```", "", "</details>",
+              "", END_MARKER]  # fmt: skip
+    return "\n".join(lines)
+
+
+def benchmarks_write(path: Path, block: str) -> None:
+    """Replace the text between the markers (or append the block when the file has none)."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
+    start, end = text.find(START_MARKER), text.find(END_MARKER)
+    if start != -1 and end != -1 and end > start:
+        text = text[:start] + block + text[end + len(END_MARKER):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)

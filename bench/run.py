@@ -1,0 +1,185 @@
+"""`make bench`: the dashboard's figures at fleet scale, measured in one run.
+
+    .venv/bin/python bench/run.py                      # full: 100, 1,000 and 10,000 nodes
+    .venv/bin/python bench/run.py --sizes 100,1000 --quick
+
+Creates its own PostgreSQL database (BENCH_DATABASE_URL, default slicedash_bench; dropped at
+the end) and uses Redis db 6 (BENCH_BROKER_URL), a simulated grid in a temporary folder and
+real Celery workers; everything on loopback. Prints ONE JSON object on stdout (progress goes
+to stderr) and, for a full run, rewrites the results in BENCHMARKS.md between its markers.
+A full run first waits (up to --max-wait seconds) for the 1-minute load average to fall
+below --max-load, since other work on a 2-core machine would be measured too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.env import BenchSetupError, bench_env, database_drop, database_recreate, django_setup  # noqa: E402
+
+DEFAULT_SIZES = (100, 1000, 10000)
+BULK_MIN_SIZE = 1000
+BULK_TIMEOUT_S = 300.0
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES),
+                        help="fleet sizes, comma-separated (default 100,1000,10000)")
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions, no load wait, no BENCHMARKS.md")
+    parser.add_argument("--max-load", type=float, default=1.5, help="wait for the 1-minute load average below this")
+    parser.add_argument("--max-wait", type=float, default=1800.0, help="seconds to wait for the load (then run anyway)")
+    parser.add_argument("--write", dest="write", action="store_true", default=None, help="update BENCHMARKS.md")
+    parser.add_argument("--no-write", dest="write", action="store_false", help="leave BENCHMARKS.md alone")
+    parser.add_argument("--keep", action="store_true", help="keep the bench database and work folder afterwards")
+    args = parser.parse_args(argv)
+    try:
+        args.sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
+    except ValueError:
+        parser.error(f"--sizes must be whole numbers separated by commas, not {args.sizes!r}")
+    if not args.sizes or min(args.sizes) < 10 or max(args.sizes) > 50000:
+        parser.error("--sizes must hold fleet sizes between 10 and 50,000")
+    if args.write is None:
+        args.write = not args.quick
+    return args
+
+
+def load_wait(*, threshold: float, max_wait: float) -> float:
+    """The 1-minute load average once it is below threshold, or when max_wait has passed."""
+    deadline = time.monotonic() + max_wait
+    load = os.getloadavg()[0]
+    while load >= threshold and time.monotonic() < deadline:
+        log(f"load average {load:.2f} ≥ {threshold}: waiting for other work to finish")
+        time.sleep(min(30.0, max(deadline - time.monotonic(), 0.1)))
+        load = os.getloadavg()[0]
+    return round(load, 2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    repeat, e2e_requests, pure_seconds, clicks = (5, 50, 0.5, 3) if args.quick else (15, 300, 2.0, 10)
+    threshold = args.max_load if not args.quick else float("inf")
+    load_before = load_wait(threshold=threshold, max_wait=args.max_wait) if not args.quick else round(os.getloadavg()[0], 2)
+
+    work_dir = Path(tempfile.mkdtemp(prefix="slicedash-bench-"))
+    try:
+        env = bench_env(work_dir)
+    except BenchSetupError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    log(f"database {env.database_name}, broker {env.broker_url}, work folder {work_dir}")
+    database_recreate(env)
+    workers = []
+    try:
+        django_setup(env)
+        figures = measure(args, env, workers, repeat=repeat, e2e_requests=e2e_requests,
+                          pure_seconds=pure_seconds, clicks=clicks)  # fmt: skip
+    finally:
+        for worker in workers:
+            worker.stop()
+        if not args.keep:
+            database_drop(env)
+            shutil.rmtree(work_dir, ignore_errors=True)
+
+    from bench.report import benchmarks_write, results_markdown, targets
+
+    figures["load"] = {"before": load_before, "after": round(os.getloadavg()[0], 2),
+                       "threshold": None if args.quick else args.max_load}  # fmt: skip
+    figures["duration_s"] = round(time.perf_counter() - started, 1)
+    figures["finished_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    figures["command"] = "make bench" if argv is None and len(sys.argv) == 1 else "bench/run.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    figures["targets"] = targets(figures)
+    output = json.dumps(figures, indent=2)
+    print(output)
+    if args.write:
+        benchmarks_write(REPO / "BENCHMARKS.md", results_markdown({**figures, "json": output}))
+        log("BENCHMARKS.md updated")
+    return 0
+
+
+def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_seconds: float, clicks: int) -> dict:
+    import redis
+    from django.core.management import call_command
+
+    from bench import bulk, pages, precheck, seed
+    from bench.procs import Worker
+    from bench.report import machine_facts
+    from dashboard.grid.simulator import SimulatedGrid
+
+    call_command("migrate", verbosity=0)
+    # Db 6 is the bench's own: nothing left from an interrupted run may reach its workers.
+    redis.Redis.from_url(env.broker_url).flushdb()
+    figures: dict = {"sizes": args.sizes, "quick": args.quick, "machine": machine_facts(env.broker_url)}
+
+    largest = max(args.sizes)
+    specs = seed.fleet_specs(largest)
+    grid = SimulatedGrid(env.simgrid_path)
+    log(f"seeding the simulated grid with {largest:,} nodes")
+    workloads, figures["seed_simulator"] = seed.simulator_seed(grid, specs)
+    log(f"simulator seeded: {figures['seed_simulator']}")
+
+    log("pure precheck")
+    figures["precheck"] = {"pure": precheck.precheck_pure(seconds=pure_seconds)}
+    figures["seed_database"], figures["pages"], figures["bulk"], figures["floor"] = {}, {}, {}, {}
+    bulk_sizes = [s for s in args.sizes if s >= BULK_MIN_SIZE] or [largest]
+
+    def reseed(size: int) -> dict:
+        return seed.database_seed(specs[:size], workloads)
+
+    for size in args.sizes:
+        log(f"{size:,} nodes: seeding the database")
+        figures["seed_database"][str(size)] = reseed(size)
+        node_id = 20 * max(1, size // 40)  # a node with a deployed VM and failed deploys
+        log(f"{size:,} nodes: pages")
+        figures["pages"][str(size)] = pages.pages_measure(size=size, node_id=node_id, repeat=repeat, baselines=True)
+        log(f"{size:,} nodes: {figures['pages'][str(size)]}")
+        if size == largest:
+            log(f"{size:,} nodes: end-to-end precheck over HTTP")
+            figures["precheck"]["end_to_end"] = precheck.precheck_end_to_end(
+                env=env, node_ids=list(range(1, min(size, 400) + 1)), requests=e2e_requests
+            )
+            figures["precheck"]["end_to_end"]["nodes"] = size
+        if size in bulk_sizes:
+            worker = Worker(env, f"bulk-{size}")
+            workers.append(worker)
+            worker.start()
+            log(f"{size:,} nodes: bulk re-register with a real worker (pid {worker.pid})")
+            figures["bulk"][str(size)] = bulk.bulk_measure(size=size, worker=worker, timeout=BULK_TIMEOUT_S)
+            worker.stop()
+            log(f"{size:,} nodes: bulk {figures['bulk'][str(size)]}")
+            reseed(size)
+            figures["floor"][str(size)] = bulk.floor_measure(grid=grid)
+            log(f"{size:,} nodes: SQL floor {figures['floor'][str(size)]}")
+
+    log(f"click to result at {largest:,} nodes")
+    reseed(largest)
+    worker = Worker(env, "clicks")
+    workers.append(worker)
+    worker.start()
+    up = [s.node_id for s in specs[largest // 2:] if s.status == "up"][:clicks]
+    figures["click_to_result"] = {"nodes": largest, **bulk.clicks_measure(node_ids=up, worker=worker)}
+    worker.stop()
+    return figures
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""`python -m bench.simserve PATH`: serve the simulated grid at PATH on loopback; prints the port.
+
+Stops by itself when its parent (the bench) is gone or after MAX_SECONDS.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+MAX_SECONDS = 30 * 60
+
+
+def main(path: str) -> None:
+    from dashboard.grid.simhttp import serve_simulator
+    from dashboard.grid.simulator import SimulatedGrid
+
+    server = serve_simulator(SimulatedGrid(path), host="127.0.0.1", port=0)
+    parent = os.getppid()
+
+    def watchdog() -> None:
+        started = time.monotonic()
+        while os.getppid() == parent and time.monotonic() - started < MAX_SECONDS:
+            time.sleep(1)
+        server.shutdown()
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
