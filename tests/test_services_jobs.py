@@ -89,6 +89,16 @@ def test_it_sends_the_task_after_commit_with_the_job_id_as_task_id(
     assert (message["headers"]["task"], message["headers"]["id"]) == ("dashboard.job_run", str(job.pk))
 
 
+def test_it_leaves_the_time_limits_to_the_worker(legacy_node_1774, broker_purged, django_capture_on_commit_callbacks):
+    import dashboard.tasks  # noqa: F401  registered here, Celery would copy this process's limits into the message
+
+    with django_capture_on_commit_callbacks(execute=True):
+        job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774)
+    with broker_purged.connection_for_write() as conn:
+        message = json.loads(conn.default_channel.client.lrange("celery", 0, -1)[0])
+    assert message["headers"]["timelimit"] == [None, None]
+
+
 def test_it_returns_the_active_job_instead_of_a_second_one(legacy_node_1774):
     first = job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774)
     second = job_request(kind=Job.Kind.PRECHECK, node=legacy_node_1774)

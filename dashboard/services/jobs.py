@@ -194,7 +194,9 @@ def _job_enqueue(job_id: int) -> None:
     from dashboard.celery import app
 
     try:
-        app.send_task("dashboard.job_run", args=[job_id], task_id=str(job_id))
+        # Explicit None: the worker's own limits govern, not this process's (Celery copies the
+        # sender's task limits into the message when the task is registered here).
+        app.send_task("dashboard.job_run", args=[job_id], task_id=str(job_id), time_limit=None, soft_time_limit=None)
     except Exception as exc:  # whatever the transport raises, the person who asked must see it
         log.exception("job %s: could not send the task to the broker", job_id)
         job = Job.objects.filter(pk=job_id).select_related("node").first()

@@ -1,0 +1,164 @@
+"""manage.py node_reregister NODE_ID [--dry-run] [--wait] [--timeout S] [--json]
+manage.py node_reregister --stale [--farm-id N] [--dry-run] [--wait] [--timeout S] [--json]
+
+Queues the same job as the Re-register button (source "command"), so the worker does the work
+and the audit trail shows who asked. Exit status: 0 queued / already active / succeeded;
+1 the job failed; 2 nothing was queued (unknown node, bad arguments); 3 --wait gave up before
+the job ended (it keeps running).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.capacity import format_size
+from dashboard.models import Job, Node
+from dashboard.services.jobs import JobError, job_request
+
+JOB_FAILED = 1
+COULD_NOT_RUN = 2
+STILL_RUNNING = 3
+POLL_EVERY = 0.5
+
+
+class Command(BaseCommand):
+    help = (
+        "Re-carve a node's slice catalog with its effective policy (rented and deployed slices are kept as they "
+        "are), or with --stale every node whose catalog is stale. Runs as a job on the Celery worker; --wait "
+        "follows it and prints the result. Exit status: 0 queued, already active or succeeded; 1 the job failed; "
+        "2 nothing was queued; 3 --wait timed out (the job keeps running)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("node_id", type=int, nargs="?", help="the grid's node id")
+        parser.add_argument("--stale", action="store_true", help="re-register every node whose catalog is stale")
+        parser.add_argument("--farm-id", type=int, help="with --stale: only this farm's nodes")
+        parser.add_argument("--dry-run", action="store_true", help="compute and record the change; change nothing")
+        parser.add_argument("--wait", action="store_true", help="follow the job until it ends and print its result")
+        parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="with --wait: give up after S seconds (default 600)")
+        parser.add_argument("--json", action="store_true", dest="as_json", help="print the outcome as JSON")
+
+    def handle(self, *args, node_id, stale, farm_id, dry_run, wait, timeout, as_json, **options):
+        if stale == (node_id is not None):
+            raise CommandError("give either a NODE_ID or --stale", returncode=COULD_NOT_RUN)
+        if farm_id is not None and not stale:
+            raise CommandError("--farm-id only goes with --stale", returncode=COULD_NOT_RUN)
+        if farm_id is not None and farm_id < 0:
+            raise CommandError(f"--farm-id must be zero or more, not {farm_id}", returncode=COULD_NOT_RUN)
+        if not timeout > 0:
+            raise CommandError(f"--timeout must be more than 0 seconds, not {timeout}", returncode=COULD_NOT_RUN)
+
+        try:
+            if stale:
+                request = job_request(kind=Job.Kind.BULK_REREGISTER, farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run)
+            else:
+                node = Node.objects.filter(node_id=node_id).first()
+                if node is None:
+                    raise CommandError(
+                        f"node {node_id} is not registered; run manage.py node_register {node_id}", returncode=COULD_NOT_RUN
+                    )
+                request = job_request(kind=Job.Kind.REREGISTER, node=node, source=Job.Source.COMMAND, dry_run=dry_run)
+        except JobError as exc:
+            raise CommandError(str(exc), returncode=COULD_NOT_RUN) from None
+
+        job = request.job
+        if not as_json:
+            if request.created:
+                self.stdout.write(f"queued: job #{job.pk} ({_what(job)})")
+            else:
+                self.stdout.write(f"already running: job #{job.pk} ({_what(job)}, {job.state})")
+                if job.dry_run != dry_run:
+                    self.stdout.write("  note: that job's dry run setting differs from what you asked")
+        if not wait:
+            if as_json:
+                self.stdout.write(json.dumps(_outcome(job, created=request.created), indent=2))
+            return
+
+        job = self._follow(job, timeout=timeout, as_json=as_json)
+        if job.is_active:
+            if as_json:
+                self.stdout.write(json.dumps(_outcome(job, created=request.created, status="timeout"), indent=2))
+            raise CommandError(
+                f"job #{job.pk} is still {job.state} after {timeout:g} s ({job.step or 'no step yet'}); "
+                "it keeps running: see the Jobs page or run this command again with --wait",
+                returncode=STILL_RUNNING,
+            )
+        if as_json:
+            self.stdout.write(json.dumps(_outcome(job, created=request.created), indent=2))
+        else:
+            self.stdout.write(_result_text(job))
+        if job.state == Job.State.FAILED:
+            raise CommandError(f"job #{job.pk} failed: {job.error}", returncode=JOB_FAILED)
+
+    def _follow(self, job: Job, *, timeout: float, as_json: bool) -> Job:
+        deadline = time.monotonic() + timeout
+        last_step = None
+        try:
+            while True:
+                job = Job.objects.select_related("node").get(pk=job.pk)
+                if not as_json and job.is_active and job.step and job.step != last_step:
+                    progress = f" ({job.progress_done}/{job.progress_total})" if job.progress_total else ""
+                    self.stdout.write(f"  {job.step}{progress}")
+                    last_step = job.step
+                if not job.is_active or time.monotonic() >= deadline:
+                    return job
+                time.sleep(POLL_EVERY)
+        except KeyboardInterrupt:
+            raise CommandError(f"stopped waiting; job #{job.pk} keeps running", returncode=STILL_RUNNING) from None
+
+
+def _what(job: Job) -> str:
+    dry = "dry run of " if job.dry_run else ""
+    if job.kind == Job.Kind.BULK_REREGISTER:
+        target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
+        return f"{dry}bulk re-register of {target}"
+    return f"{dry}{job.get_kind_display().lower()} of node {job.node.node_id}"
+
+
+def _outcome(job: Job, *, created: bool, status: str | None = None) -> dict:
+    outcome = {
+        "status": status or job.state,
+        "job": job.pk,
+        "created": created,
+        "kind": job.kind,
+        "node_id": job.node.node_id if job.node_id else None,
+        "farm_id": job.farm_id,
+        "dry_run": job.dry_run,
+        "step": job.step,
+        "error": job.error or None,
+    }
+    # The result's own keys (before, after, removed, added, kept, notes, failures...) at the top level.
+    return outcome | {k: v for k, v in (job.result or {}).items() if k not in outcome}
+
+
+def _slice_words(item: dict) -> str:
+    return f"slice {item['index']}: {format_size(item['mru'])} / {format_size(item['sru'])} ({item['state']})"
+
+
+def _result_text(job: Job) -> str:
+    took = f" in {job.duration.total_seconds():.1f} s" if job.duration else ""
+    lines = [f"job #{job.pk}: {_what(job)} {job.state}{took}"]
+    result = job.result or {}
+    if job.state == Job.State.FAILED:
+        lines.append(f"  reason: {job.error}")
+    if "before" in result and "after" in result:
+        for label, key in (("before", "before"), ("after" if not result.get("dry_run") else "would be", "after")):
+            f = result[key]
+            lines.append(
+                f"  {label + ':':<10} {f['slices']} slices ({f['free']} free, {f['deployable']} deployable, "
+                f"{f['phantom']} phantom)"
+            )
+        for key in ("removed", "added", "kept"):
+            items = result.get(key, [])
+            lines.append(f"  {key} ({len(items)}){':' if items else ''}")
+            lines.extend(f"    {_slice_words(item)}" for item in items)
+    if "words" in result:
+        lines.append(f"  {result['words']}")
+    for failure in result.get("failures", []):
+        lines.append(f"  node {failure['node_id']} failed: {failure['error']}")
+    for note in result.get("notes", []):
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)
