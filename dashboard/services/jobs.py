@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -203,6 +203,26 @@ def _job_enqueue(job_id: int) -> None:
         if job is not None:
             _job_close(job, state=Job.State.FAILED, error=f"could not queue the job: {type(exc).__name__}: {exc}",
                        from_states=(Job.State.QUEUED,))
+
+
+def job_wait(
+    *, job_id: int, timeout: float, poll: float = 0.5, on_step: Callable[[Job], None] | None = None
+) -> Job:
+    """Read the job row until it is finished or `timeout` seconds passed; returns the last row read.
+
+    `on_step` is called with the row each time its step text changes while it is active (the
+    commands print it). Reading only: the job keeps running when this gives up.
+    """
+    deadline = time.monotonic() + timeout
+    last_step = None
+    while True:
+        job = Job.objects.select_related("node", "requested_by").get(pk=job_id)
+        if on_step is not None and job.is_active and job.step != last_step:
+            on_step(job)
+            last_step = job.step
+        if not job.is_active or time.monotonic() >= deadline:
+            return job
+        time.sleep(min(poll, max(deadline - time.monotonic(), 0.01)))
 
 
 # --- claiming, progress, finishing ------------------------------------------------------------

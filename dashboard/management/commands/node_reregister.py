@@ -10,13 +10,12 @@ the job ended (it keeps running).
 from __future__ import annotations
 
 import json
-import time
 
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import format_size
 from dashboard.models import Job, Node
-from dashboard.services.jobs import JobError, job_request
+from dashboard.services.jobs import JobError, job_request, job_wait
 
 JOB_FAILED = 1
 COULD_NOT_RUN = 2
@@ -94,18 +93,13 @@ class Command(BaseCommand):
             raise CommandError(f"job #{job.pk} failed: {job.error}", returncode=JOB_FAILED)
 
     def _follow(self, job: Job, *, timeout: float, as_json: bool) -> Job:
-        deadline = time.monotonic() + timeout
-        last_step = None
+        def show(row: Job) -> None:
+            if not as_json and row.step:
+                progress = f" ({row.progress_done}/{row.progress_total})" if row.progress_total else ""
+                self.stdout.write(f"  {row.step}{progress}")
+
         try:
-            while True:
-                job = Job.objects.select_related("node").get(pk=job.pk)
-                if not as_json and job.is_active and job.step and job.step != last_step:
-                    progress = f" ({job.progress_done}/{job.progress_total})" if job.progress_total else ""
-                    self.stdout.write(f"  {job.step}{progress}")
-                    last_step = job.step
-                if not job.is_active or time.monotonic() >= deadline:
-                    return job
-                time.sleep(POLL_EVERY)
+            return job_wait(job_id=job.pk, timeout=timeout, poll=POLL_EVERY, on_step=show)
         except KeyboardInterrupt:
             raise CommandError(f"stopped waiting; job #{job.pk} keeps running", returncode=STILL_RUNNING) from None
 
