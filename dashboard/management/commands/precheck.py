@@ -1,4 +1,9 @@
-"""manage.py precheck NODE_ID [--json]: which free slices can really be placed now."""
+"""manage.py precheck NODE_ID [--json]: which free slices can really be placed now.
+
+manage.py precheck NODE_ID --job [--wait] [--timeout S] [--json]: the same check as a job on the
+Celery worker (audited, on the Jobs page, like the node page's Precheck button). Exit status with
+--job: 0 queued, already active or succeeded; 1 the job failed; 3 --wait gave up (it keeps running).
+"""
 
 import json
 
@@ -6,8 +11,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import format_size
 from dashboard.grid.types import GridError
-from dashboard.models import Node
+from dashboard.models import Job, Node
 from dashboard.services.deploy import PrecheckReport, precheck_run
+from dashboard.services.jobs import JobError, job_request, job_wait
+
+JOB_FAILED = 1
+STILL_RUNNING = 3
 
 
 class Command(BaseCommand):
@@ -19,14 +28,68 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("node_id", type=int, help="the grid's node id")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the report as JSON")
+        parser.add_argument("--job", action="store_true", help="run it as a job on the worker (audited, on the Jobs page)")
+        parser.add_argument("--wait", action="store_true", help="with --job: wait for the job and print its report")
+        parser.add_argument("--timeout", type=float, default=120.0, metavar="S", help="with --wait: give up after S seconds (default 120)")
 
-    def handle(self, *args, node_id, as_json, **options):
+    def handle(self, *args, node_id, as_json, job, wait, timeout, **options):
+        if wait and not job:
+            raise CommandError("--wait only goes with --job (without --job the check runs here and now)")
+        if not timeout > 0:
+            raise CommandError(f"--timeout must be more than 0 seconds, not {timeout}")
         node = node_or_error(node_id)
+        if job:
+            return self._as_job(node, wait=wait, timeout=timeout, as_json=as_json)
         try:
             report = precheck_run(node=node)
         except GridError as exc:
             raise CommandError(f"grid: {exc} (nothing was recorded)") from None
         self.stdout.write(json.dumps(report.as_dict(), indent=2) if as_json else report_text(report))
+
+
+    def _as_job(self, node: Node, *, wait: bool, timeout: float, as_json: bool) -> None:
+        try:
+            request = job_request(kind=Job.Kind.PRECHECK, node=node, source=Job.Source.COMMAND)
+        except JobError as exc:
+            raise CommandError(str(exc)) from None
+        queued = request.job
+        if not as_json:
+            verb = "queued" if request.created else "already running"
+            kind = "" if queued.kind == Job.Kind.PRECHECK else f", a {queued.get_kind_display().lower()}"
+            self.stdout.write(f"{verb}: job #{queued.pk} (node {node.node_id}{kind}, {queued.state})")
+        finished = job_wait(job_id=queued.pk, timeout=timeout) if wait else queued
+        outcome = {"status": "timeout" if wait and finished.is_active else finished.state, "job": finished.pk,
+                   "created": request.created, "kind": finished.kind, "node_id": node.node_id,
+                   "error": finished.error or None}
+        if finished.kind == Job.Kind.PRECHECK:
+            outcome |= {k: v for k, v in finished.result.items() if k not in outcome}
+        if as_json:
+            self.stdout.write(json.dumps(outcome, indent=2))
+        elif wait and not finished.is_active:
+            self.stdout.write(job_report_text(finished))
+        if wait and finished.is_active:
+            raise CommandError(f"job #{finished.pk} is still {finished.state} after {timeout:g} s; it keeps running",
+                               returncode=STILL_RUNNING)
+        if finished.state == Job.State.FAILED:
+            raise CommandError(f"job #{finished.pk} failed: {finished.error}", returncode=JOB_FAILED)
+
+
+def job_report_text(job: Job) -> str:
+    """A finished precheck job's result (PrecheckReport.as_dict()) in the same words as report_text."""
+    if job.state == Job.State.FAILED:
+        return f"job #{job.pk}: failed: {job.error}"
+    r = job.result
+    if job.kind != Job.Kind.PRECHECK or "verdicts" not in r:
+        return f"job #{job.pk}: {job.get_kind_display().lower()} {job.state}"
+    lines = [
+        f"job #{job.pk}: node {r['node_id']} ({r['status']}), policy {r['policy']['name']} v{r['policy']['version']}",
+        f"  free slices: {r['free_slices']}   placeable now: {r['placeable_now']}   "
+        f"phantom slices: {len(r['phantom_slices'])}",
+    ]
+    for v in r["verdicts"]:
+        lines.append(f"  slice {v['slice']:>3} {'ok     ' if v['fits'] else 'PHANTOM'} {v['words']}")
+    lines.append(r["words"])
+    return "\n".join(lines)
 
 
 def node_or_error(node_id: int) -> Node:
