@@ -80,6 +80,12 @@ def test_it_says_the_node_is_offline_in_each_verdict(sim_node):
     assert "the node is standby" in verdict["words"]
 
 
+def test_it_says_when_there_is_no_free_slice(sim_node):
+    node = sim_node(1774, **NODE_1774)
+    Slice.objects.filter(node=node).update(state="rented", rented_by_twin_id=5)
+    assert precheck_run(node=node).words == "node 1774 (up) has no free slice to place"
+
+
 def test_it_reports_the_contract_keys(sim_node):
     data = precheck_run(node=sim_node(1774, **NODE_1774)).as_dict()
     assert {"free_slices", "placeable_now", "phantom_slices", "verdicts"} <= set(data)

@@ -108,6 +108,8 @@ class PrecheckReport:
     @property
     def words(self) -> str:
         p = self.precheck
+        if not p.free_slices:
+            return f"node {self.node_id} ({self.capacity.status}) has no free slice to place"
         if self.offline:
             return (
                 f"node {self.node_id} is {self.capacity.status} on the grid: none of its "
