@@ -43,12 +43,13 @@ def precheck_pure(*, seconds: float) -> dict:
     }
 
 
-def precheck_end_to_end(*, env: BenchEnv, node_ids: list[int], requests: int) -> dict:
+def precheck_end_to_end(*, env: BenchEnv, node_ids: list[int], requests: int, nodelay: bool = False) -> dict:
+    """precheck_run over HTTP: median and p99; with nodelay the server sets TCP_NODELAY (see bench.simserve)."""
     from dashboard.grid.proxy import GridProxyClient
     from dashboard.models import Node
     from dashboard.services.deploy import precheck_run
 
-    server = SimulatorServer(env)
+    server = SimulatorServer(env, nodelay=nodelay)
     url = server.start()
     try:
         client = GridProxyClient(url, connect_timeout=2.0, read_timeout=5.0, retries=0, backoff=0.0)

@@ -86,14 +86,15 @@ class Worker:
 class SimulatorServer:
     """The simulator's HTTP face (dashboard.grid.simhttp.serve_simulator) in its own process, on loopback."""
 
-    def __init__(self, env: BenchEnv) -> None:
+    def __init__(self, env: BenchEnv, *, nodelay: bool = False) -> None:
         self.env = env
+        self.nodelay = nodelay
         self.process: subprocess.Popen | None = None
         self.url = ""
 
     def start(self, *, timeout: float = 30.0) -> str:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.simserve", str(self.env.simgrid_path)],
+            [sys.executable, "-m", "bench.simserve", str(self.env.simgrid_path), *(["--nodelay"] if self.nodelay else [])],
             cwd=REPO, env=self.env.child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=open(self.env.work_dir / "simserve.stderr", "w"), text=True, preexec_fn=_die_with_parent,
         )  # fmt: skip

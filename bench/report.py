@@ -178,6 +178,13 @@ def results_markdown(figures: dict) -> str:
             f"{e['requests']} requests): median {e['median_ms']} ms, p99 {e['p99_ms']} ms "
             f"(the HTTP read alone: median {e['http_read_median_ms']} ms, p99 {e['http_read_p99_ms']} ms)."
         )
+    if "end_to_end_nodelay" in pre:
+        e = pre["end_to_end_nodelay"]
+        lines.append(
+            f"- The same with TCP_NODELAY on the simulator's server (bench-side, see bench/simserve.py): "
+            f"median {e['median_ms']} ms, p99 {e['p99_ms']} ms (HTTP read: median {e['http_read_median_ms']} ms, "
+            f"p99 {e['http_read_p99_ms']} ms)."
+        )
     if click:
         lines.append(
             f"- Click to result ({click['clicks']} re-registers at {click['nodes']:,} nodes): median "

@@ -1,5 +1,8 @@
-"""`python -m bench.simserve PATH`: serve the simulated grid at PATH on loopback; prints the port.
+"""`python -m bench.simserve PATH [--nodelay]`: serve the simulated grid at PATH on loopback; prints the port.
 
+--nodelay sets TCP_NODELAY on each connection. serve_simulator writes the headers and the
+body in two sends, so without it Nagle's algorithm holds the body until the client's
+delayed ACK (about 40 ms on Linux) on every keep-alive request; the bench measures both.
 Stops by itself when its parent (the bench) is gone or after MAX_SECONDS.
 """
 
@@ -13,11 +16,12 @@ import time
 MAX_SECONDS = 30 * 60
 
 
-def main(path: str) -> None:
+def main(path: str, *, nodelay: bool = False) -> None:
     from dashboard.grid.simhttp import serve_simulator
     from dashboard.grid.simulator import SimulatedGrid
 
     server = serve_simulator(SimulatedGrid(path), host="127.0.0.1", port=0)
+    server.RequestHandlerClass.disable_nagle_algorithm = nodelay
     parent = os.getppid()
 
     def watchdog() -> None:
@@ -32,4 +36,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], nodelay="--nodelay" in sys.argv[2:])
