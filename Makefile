@@ -41,8 +41,10 @@ worker: install
 test: install
 	$(BIN)/python -m pytest
 
+# Figures at 100, 1,000 and 10,000 nodes (own database, Redis db 6) into BENCHMARKS.md;
+# a short run: make bench BENCH_ARGS="--sizes 100,1000 --quick"
 bench: install
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 check: install
 	$(BIN)/python -m pytest -x -q
