@@ -159,3 +159,23 @@ def test_it_stops_refreshing_the_page_once_the_job_ended(support_client):
 def test_it_refuses_a_post_to_the_progress_fragment(support_client):
     job = finished_reregister(make_node(1774))
     assert support_client.post(reverse("job-progress", args=[job.pk])).status_code == 405
+
+
+@pytest.mark.django_db
+def test_it_shows_a_precheck_result_slice_by_slice(support_client):
+    verdict = {"slice": 6, "fits": False, "words": "does not fit: memory: needs 4 GiB, 3.9 GiB available"}
+    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=make_node(1774), state=Job.State.SUCCEEDED, finished_at=timezone.now(),
+                             result={"free_slices": 1, "placeable_now": 0, "phantom_slices": [6], "verdicts": [verdict],
+                                     "words": "node 1774: 0 of 1 free slices can be placed now; phantom: slice 6"})  # fmt: skip
+    content = support_client.get(reverse("job", args=[job.pk])).content
+    assert b"Slice 6: does not fit: memory: needs 4 GiB" in content
+
+
+@pytest.mark.django_db
+def test_it_names_the_nodes_a_bulk_reregister_could_not_do(support_client):
+    job = Job.objects.create(kind=Job.Kind.BULK_REREGISTER, state=Job.State.SUCCEEDED, finished_at=timezone.now(),
+                             result={"stale": 2, "reregistered": 1, "unchanged": 0, "nodes": [], "notes": [],
+                                     "failures": [{"node_id": 3021, "error": "node 3021 is down"}],
+                                     "words": "re-registered 1 of 2 stale node(s); 0 already up to date; 1 failed"})  # fmt: skip
+    content = support_client.get(reverse("job", args=[job.pk])).content
+    assert b"node 3021</a>: node 3021 is down" in content
