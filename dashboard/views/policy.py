@@ -92,7 +92,8 @@ class PolicyForm(forms.Form):
 class NewPolicyForm(PolicyForm):
     name = forms.SlugField(max_length=64, label="Name", help_text="e.g. farm-12 or node-1774")
     scope = forms.ChoiceField(choices=Policy.Scope.choices)
-    farm_id = forms.IntegerField(min_value=0, required=False, label="Farm id (farm override)")
+    # Policy.farm_id is a PositiveIntegerField: a larger id would fail the insert (a 500) instead of the form.
+    farm_id = forms.IntegerField(min_value=0, max_value=2_147_483_647, required=False, label="Farm id (farm override)")
     node_id = forms.IntegerField(min_value=0, required=False, label="Node id (node override)")
 
     field_order = ["name", "scope", "farm_id", "node_id"]
