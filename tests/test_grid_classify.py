@@ -154,7 +154,7 @@ def full_node(tmp_path):
     ("size", "cause"),
     [
         (SliceSize(cru=1, mru=4 * GiB, sru=GiB), "memory"),
-        (SliceSize(cru=1, mru=4 * GiB, sru=151 * GiB), "disk"),
+        (SliceSize(cru=1, mru=GiB, sru=151 * GiB), "disk"),
         (SliceSize(cru=1, mru=100 * MiB, sru=GiB), "validation"),
     ],
 )
