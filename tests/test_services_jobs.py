@@ -12,10 +12,11 @@ from django.db import connection
 from django.utils import timezone
 
 from dashboard.capacity import GiB
-from dashboard.models import AuditEvent, Job, Node, Slice
+from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
 from dashboard.services.catalog import policy_for_node
 from dashboard.services.jobs import (
     CATALOG_CHANGED,
+    GRID_READ_ATTEMPTS,
     CatalogChanged,
     JobError,
     JobLost,
@@ -298,6 +299,43 @@ def test_it_refuses_to_swap_when_a_slice_was_deployed_meanwhile(legacy_node_1774
     assert catalog(legacy_node_1774) == before
 
 
+def deploy_in_flight(node, index, **fields) -> Deployment:
+    """What slice_deploy writes before it asks the grid: the attempt, with the slice still free."""
+    s = Slice.objects.get(node=node, index=index)
+    deployment = Deployment.objects.create(
+        node=node, slice=s, slice_index=index, cru=s.cru, mru=s.mru, sru=s.sru, state=Deployment.State.DEPLOYING
+    )
+    if fields:
+        Deployment.objects.filter(pk=deployment.pk).update(**fields)
+    return deployment
+
+
+def test_it_keeps_a_slice_whose_deploy_is_in_flight(legacy_node_1774):
+    deploy_in_flight(legacy_node_1774, 3)
+    in_flight = [row for row in catalog(legacy_node_1774) if row[1] == 3]
+    result = run(claimed(node=legacy_node_1774)).result
+    assert [row for row in catalog(legacy_node_1774) if row[1] == 3] == in_flight
+    assert ([k["index"] for k in result["kept"]], [a["index"] for a in result["added"]]) == ([0, 3], [4, 5, 6, 7])
+
+
+def test_it_replaces_a_slice_whose_deploy_died_long_ago(legacy_node_1774):
+    deploy_in_flight(legacy_node_1774, 3, started_at=timezone.now() - timedelta(hours=2))
+    result = run(claimed(node=legacy_node_1774)).result
+    assert [k["index"] for k in result["kept"]] == [0]
+
+
+def test_it_refuses_to_swap_when_a_deploy_started_after_the_plan(legacy_node_1774):
+    job = claimed(node=legacy_node_1774)
+    seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
+    plan = reregister_plan(
+        node=legacy_node_1774, slices=list(legacy_node_1774.slices.all()), policy=policy_for_node(legacy_node_1774), seen=seen
+    )
+    deploy_in_flight(legacy_node_1774, 2)
+    with pytest.raises(CatalogChanged):
+        reregister_apply(plan=plan, job=job, dry_run=False, finish=True)
+    assert Slice.objects.filter(node=legacy_node_1774).count() == 7
+
+
 def test_it_refuses_to_swap_when_the_generation_moved(legacy_node_1774):
     job = claimed(node=legacy_node_1774)
     seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
@@ -339,6 +377,55 @@ def test_it_fails_with_the_grids_words_when_the_grid_is_down(legacy_node_1774, g
     assert job.state == Job.State.FAILED
     assert gridproxy_down.split("//")[1] in job.error
     assert catalog(legacy_node_1774) == before
+
+
+@pytest.fixture
+def flaky_proxy(settings):
+    """flaky_proxy(statuses) -> list of request paths: a loopback Grid Proxy answering /nodes/1774 with
+    each status in turn (503 = unavailable, 200 = node 1774), then 200 for good."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen, servers = [], []
+
+    def start(statuses: list[int]):
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append(self.path)
+                status = statuses[len(seen) - 1] if len(seen) <= len(statuses) else 200
+                body = json.dumps(proxy_node_1774(mru=31 * GiB) if status == 200 else {"error": "busy"}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        settings.GRID_BACKEND, settings.GRID_RETRIES = "gridproxy", 0
+        settings.GRID_PROXY_URL = f"http://127.0.0.1:{server.server_address[1]}"
+        return seen
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_it_reads_the_grid_again_when_it_was_briefly_unreachable(legacy_node_1774, flaky_proxy):
+    requests = flaky_proxy([503, 503])
+    job = run(claimed(node=legacy_node_1774))
+    assert (job.state, len(requests), job.result["after"]["slices"]) == (Job.State.SUCCEEDED, 3, 6)
+
+
+def test_it_gives_up_on_the_grid_after_a_bounded_number_of_reads(legacy_node_1774, flaky_proxy):
+    requests = flaky_proxy([503] * 10)
+    job = run(claimed(node=legacy_node_1774))
+    assert (job.state, len(requests)) == (Job.State.FAILED, GRID_READ_ATTEMPTS)
+    assert Slice.objects.filter(node=legacy_node_1774).count() == 7
 
 
 def test_it_fails_when_the_node_is_gone_from_the_grid(legacy_node_1774):

@@ -26,6 +26,10 @@ Re-registering a node (`node_reregister`):
   when the carve has room. It is never kept as "identical", so a second run is a no-op.
 - Free slices already of the carved size are kept as they are (same rows, same indices):
   running twice changes nothing the second time ("already up to date").
+- A free slice whose deploy is in flight (a "deploying" Deployment younger than
+  services.deploy.IN_FLIGHT) is about to hold a VM: kept and counted as occupied. The final
+  transaction, holding every slice row's lock, re-checks that no slice it deletes has a deploy
+  started meanwhile (slice_deploy records its attempt under that same lock).
 - New slices get indices after the highest kept one.
 - The final transaction checks that the node's catalog_generation and its slice rows are
   exactly what the plan was made from; otherwise it fails with CATALOG_CHANGED and writes nothing.
@@ -371,6 +375,7 @@ class ReregisterPlan:
     seen: NodeCapacity
     carve: capacity.Carve
     snapshot: dict[int, tuple]  # slice pk -> (index, cru, mru, sru, state) as the plan read them
+    deploying: frozenset[int]  # slice pks with a deploy in flight when the plan was made
     occupied: list[Slice]
     kept: list[Slice]
     removed: list[Slice]
@@ -442,18 +447,25 @@ def node_reregister(*, job: Job) -> dict:
     seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job)
     job_progress(job=job, step=f"carving node {node.node_id}'s catalog")
     slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
-    plan = reregister_plan(node=node, slices=slices, policy=policy_for_node(node), seen=seen)
+    plan = reregister_plan(
+        node=node, slices=slices, policy=policy_for_node(node), seen=seen,
+        deploying=deploying_slices([node.pk]).get(node.pk, set()),
+    )
     _test_pause("planned")
     job_progress(job=job, step="saving the new catalog" if not job.dry_run else "recording the preview")
     result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=True)
     return result
 
 
-def node_capacity_read(*, grid: Grid, node_id: int, job: Job | None = None) -> NodeCapacity:
-    """The node's live capacity, retried (bounded, with back-off) while the grid is unreachable."""
+def node_capacity_read(*, grid: Grid, node_id: int, job: Job | None = None, announce: bool = True) -> NodeCapacity:
+    """The node's live capacity, retried (bounded, with back-off) while the grid is unreachable.
+
+    With a job, every attempt after the first writes the step and heartbeat (so the reaper never
+    takes a slow grid for a dead worker); `announce` also writes the first one.
+    """
     for attempt in range(1, GRID_READ_ATTEMPTS + 1):
-        if job is not None:
-            suffix = f" (attempt {attempt} of {GRID_READ_ATTEMPTS})" if attempt > 1 else ""
+        if job is not None and (announce or attempt > 1):
+            suffix = f" (grid unreachable, attempt {attempt} of {GRID_READ_ATTEMPTS})" if attempt > 1 else ""
             job_progress(job=job, step=f"reading node {node_id}'s live capacity from the grid{suffix}")
         try:
             seen = grid.node(node_id)
@@ -468,8 +480,20 @@ def node_capacity_read(*, grid: Grid, node_id: int, job: Job | None = None) -> N
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def reregister_plan(*, node: Node, slices: list[Slice], policy: capacity.Policy, seen: NodeCapacity) -> ReregisterPlan:
-    """The diff that re-carving `node` on the capacity `seen` would make; pure apart from building Slice objects."""
+def reregister_plan(
+    *,
+    node: Node,
+    slices: list[Slice],
+    policy: capacity.Policy,
+    seen: NodeCapacity,
+    deploying: frozenset[int] | set[int] = frozenset(),
+) -> ReregisterPlan:
+    """The diff that re-carving `node` on the capacity `seen` would make; pure apart from building Slice objects.
+
+    `deploying` holds the pks of free slices whose deploy is in flight (slice_deploy records the
+    attempt, then asks the grid, then marks the slice deployed): they are about to hold a VM, so
+    they are kept and counted as occupied, like rented and deployed ones.
+    """
     from dashboard.services.catalog import catalog_slices
 
     if seen.total.mru <= 0 or seen.total.sru <= 0:
@@ -478,14 +502,18 @@ def reregister_plan(*, node: Node, slices: list[Slice], policy: capacity.Policy,
             "refusing to re-carve its catalog on that reading"
         )
     slices = sorted(slices, key=lambda s: s.index)
-    occupied = [s for s in slices if s.is_occupied]
-    replaceable = [s for s in slices if not s.is_occupied]
-    free = [s for s in replaceable if s.state == Slice.State.FREE]
+    in_flight = [s for s in slices if not s.is_occupied and s.pk in deploying]
+    occupied = sorted([s for s in slices if s.is_occupied] + in_flight, key=lambda s: s.index)
+    replaceable = [s for s in slices if not s.is_occupied and s.pk not in deploying]
+    free = [s for s in slices if s.state == Slice.State.FREE]
     pools = list(seen.pools_sru) if seen.pools_sru else node.pools_sru
     carve = capacity.carve(seen.total, policy, occupied=[s.size.resources for s in occupied], pools=pools or None)
 
     same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
-    kept_free = [s for s in free if _still_current(s, carve.slice, same_policy, node.carved_slice_sru)][: carve.new_slices]
+    kept_free = [
+        s for s in replaceable
+        if s.state == Slice.State.FREE and _still_current(s, carve.slice, same_policy, node.carved_slice_sru)
+    ][: carve.new_slices]
     kept_ids = {s.pk for s in kept_free}
     removed = [s for s in replaceable if s.pk not in kept_ids]
     kept = sorted(occupied + kept_free, key=lambda s: s.index)
@@ -513,12 +541,17 @@ def reregister_plan(*, node: Node, slices: list[Slice], policy: capacity.Policy,
     placeable_after = 0 if offline else after_check.placeable_now
     after = {
         "slices": len(kept) + len(added),
-        "free": len(after_free),
+        "free": len(after_free) + len(in_flight),
         "deployable": len(occupied) + placeable_after,
         "phantom": phantom_after,
     }
 
     notes = list(carve.notes)
+    if in_flight:
+        notes.append(
+            f"slice(s) {', '.join(str(s.index) for s in in_flight)} are being deployed right now; "
+            "kept as they are and counted as occupied"
+        )
     failed = [s for s in replaceable if s.state == Slice.State.FAILED]
     if failed:
         notes.append(f"{len(failed)} slice(s) marked failed hold no VM; they were treated like free slices")
@@ -547,6 +580,7 @@ def reregister_plan(*, node: Node, slices: list[Slice], policy: capacity.Policy,
         seen=seen,
         carve=carve,
         snapshot={s.pk: _slice_key(s) for s in slices},
+        deploying=frozenset(deploying),
         occupied=occupied,
         kept=kept,
         removed=removed,
@@ -576,6 +610,11 @@ def reregister_apply(*, plan: ReregisterPlan, job: Job, dry_run: bool, finish: b
             locked = Node.objects.select_for_update().get(pk=node.pk)
             current = {s.pk: _slice_key(s) for s in Slice.objects.select_for_update().filter(node_id=node.pk)}
             if locked.catalog_generation != plan.generation or current != plan.snapshot:
+                raise CatalogChanged()
+            # slice_deploy records its attempt under the slice's row lock, which we now hold for
+            # every slice of the node: a deploy that started since the plan is visible here, and
+            # one that starts after our commit finds its slice gone (SliceChanged).
+            if deploying_slices([node.pk]).get(node.pk, set()) & {s.pk for s in plan.removed}:
                 raise CatalogChanged()
             generation = plan.generation
             if plan.changes_slices:
@@ -702,11 +741,13 @@ def bulk_reregister(*, job: Job) -> dict:
         nodes = list(Node.objects.filter(pk__in=chunk).order_by("node_id"))
         policies = policies_for_nodes(nodes)
         slices_by_node = _slices_by_node([n.pk for n in nodes])
+        deploying = deploying_slices([n.pk for n in nodes])
         for node in nodes:
             job_progress(job=job, step=f"re-registering node {node.node_id} ({done + 1} of {total})", done=done)
             try:
                 summary = _bulk_one(
-                    job=job, grid=grid, node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk]
+                    job=job, grid=grid, node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk],
+                    deploying=deploying.get(node.pk, set()),
                 )
             except JobLost:
                 raise
@@ -746,16 +787,20 @@ def bulk_reregister(*, job: Job) -> dict:
     return result
 
 
-def _bulk_one(*, job: Job, grid: Grid, node: Node, slices: list[Slice], policy: capacity.Policy) -> dict:
-    seen = node_capacity_read(grid=grid, node_id=node.node_id)
-    plan = reregister_plan(node=node, slices=slices, policy=policy, seen=seen)
+def _bulk_one(
+    *, job: Job, grid: Grid, node: Node, slices: list[Slice], policy: capacity.Policy, deploying: set[int]
+) -> dict:
+    seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job, announce=False)
+    plan = reregister_plan(node=node, slices=slices, policy=policy, seen=seen, deploying=deploying)
     try:
         result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False)
     except CatalogChanged:
         # Someone deployed or re-registered this node meanwhile: plan once more on what is there now.
         node.refresh_from_db()
         fresh = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
-        plan = reregister_plan(node=node, slices=fresh, policy=policy, seen=seen)
+        plan = reregister_plan(
+            node=node, slices=fresh, policy=policy, seen=seen, deploying=deploying_slices([node.pk]).get(node.pk, set())
+        )
         result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False)
     return {
         "node_id": node.node_id,
@@ -791,6 +836,24 @@ def stale_node_pks(*, farm_id: int | None = None) -> list[int]:
             if is_stale:
                 stale.append(node.pk)
     return stale
+
+
+def deploying_slices(node_pks: list[int]) -> dict[int, set[int]]:
+    """Node pk -> pks of its slices with a deploy in flight (a "deploying" Deployment younger than
+    services.deploy.IN_FLIGHT; an older one is a process that died and the slice is free again)."""
+    from dashboard.models import Deployment
+    from dashboard.services.deploy import IN_FLIGHT
+
+    rows = Deployment.objects.filter(
+        node_id__in=node_pks,
+        state=Deployment.State.DEPLOYING,
+        started_at__gte=timezone.now() - IN_FLIGHT,
+        slice__isnull=False,
+    ).values_list("node_id", "slice_id")
+    by_node: dict[int, set[int]] = {}
+    for node_pk, slice_pk in rows:
+        by_node.setdefault(node_pk, set()).add(slice_pk)
+    return by_node
 
 
 def _slices_by_node(node_pks: list[int]) -> dict[int, list[Slice]]:
