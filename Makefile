@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate demo worker web bench check clean
+.PHONY: run test install migrate demo worker bench screenshots check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ test: install
 
 # Figures at 100, 1,000 and 10,000 nodes (own database, Redis db 6) into BENCHMARKS.md;
 # a short run: make bench BENCH_ARGS="--sizes 100,1000 --quick"
+# Retake the README's screenshots (docs/screenshots/) through the browser tests.
+screenshots: install
+	UPDATE_SCREENSHOTS=1 $(BIN)/python -m pytest tests/browser -q
+
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 

@@ -16,7 +16,13 @@ os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--disable-dev-shm-usage", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+# The README's pictures are rewritten only when asked (`make screenshots`), so a test run
+# leaves the work tree clean; otherwise they go to a scratch folder.
+SCREENSHOTS = (
+    Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+    if os.environ.get("UPDATE_SCREENSHOTS") == "1"
+    else Path(os.environ.get("VAR_DIR", "/tmp")) / "screenshots"
+)
 
 
 def pytest_collection_modifyitems(items):
