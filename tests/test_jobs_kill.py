@@ -29,7 +29,7 @@ from django.db import connection
 from kombu import Connection
 
 from dashboard.capacity import GiB
-from dashboard.models import Job, Slice
+from dashboard.models import Job, Node, Slice
 from dashboard.services.jobs import job_request, jobs_reap
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -164,3 +164,13 @@ def test_it_fails_a_job_that_overruns_its_soft_time_limit(legacy_node_1774, work
     job = job_finished(job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job, timeout=60)
     assert (job.state, job.error) == (Job.State.FAILED, "timed out after 2 s")
     assert catalog(legacy_node_1774) == old
+
+
+def test_it_stops_a_bulk_job_at_its_soft_time_limit_instead_of_going_on(legacy_fleet, worker_process, job_finished):
+    legacy_fleet(3)
+    worker_process(
+        pool="prefork", JOB_TEST_PAUSE="swapped:30", CELERY_TASK_SOFT_TIME_LIMIT="2", CELERY_TASK_TIME_LIMIT="40"
+    )
+    job = job_finished(job_request(kind=Job.Kind.BULK_REREGISTER).job, timeout=60)
+    assert (job.state, job.error) == (Job.State.FAILED, "timed out after 2 s")
+    assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"legacy"}  # the open transaction rolled back

@@ -150,4 +150,4 @@ def test_it_shows_progress_while_a_bulk_job_runs(legacy_fleet, live_worker, job_
         stop.set()
         watcher.join()
     assert job.state == Job.State.SUCCEEDED and job.result["reregistered"] == 40
-    assert len(seen) > 1 and max(seen) < 40
+    assert len(seen) > 1 and min(seen) < 40  # the page saw it move, not only the end

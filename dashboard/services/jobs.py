@@ -278,7 +278,7 @@ def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> N
         elif job.kind == Job.Kind.PRECHECK:
             node_precheck_job(job=job)
         elif job.kind == Job.Kind.BULK_REREGISTER:
-            bulk_reregister(job=job)
+            bulk_reregister(job=job, stop_on=reraise)
         else:
             raise JobError(f"unknown job kind {job.kind!r}")
     except reraise:
@@ -597,11 +597,14 @@ def reregister_plan(
     )
 
 
-def reregister_apply(*, plan: ReregisterPlan, job: Job, dry_run: bool, finish: bool) -> dict:
+def reregister_apply(
+    *, plan: ReregisterPlan, job: Job, dry_run: bool, finish: bool, progress: dict | None = None
+) -> dict:
     """The one short transaction: check nothing moved, swap the free slices, store the node's figures.
 
     With finish=True the job's result is written in the same transaction (single-node jobs);
-    bulk jobs pass finish=False and only check that they still own the job.
+    bulk jobs pass finish=False: the transaction checks they still own the job and writes their
+    heartbeat and `progress` (Job fields) with the node's new catalog.
     """
     result = plan.result(dry_run=dry_run)
     node = plan.node
@@ -653,7 +656,7 @@ def reregister_apply(*, plan: ReregisterPlan, job: Job, dry_run: bool, finish: b
             _test_pause("swapped")
         if finish:
             _job_succeed(job, result=result, message=_reregister_words(plan, result))
-        elif not _owned(job).update(heartbeat_at=timezone.now()):
+        elif not _owned(job).update(heartbeat_at=timezone.now(), **(progress or {})):
             raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
     return result
 
@@ -710,11 +713,12 @@ def node_precheck_job(*, job: Job) -> dict:
 # --- bulk re-register -------------------------------------------------------------------------
 
 
-def bulk_reregister(*, job: Job) -> dict:
+def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> dict:
     """Re-register every stale node (or one farm's), each in its own short transaction.
 
     A node that fails is recorded in result["failures"] and the rest go on. Stops early (job
     failed, partial result kept) when the grid is unreachable for several nodes in a row.
+    `stop_on` exceptions end the run instead of failing one node (the task's soft time limit).
     """
     from dashboard.services.catalog import policies_for_nodes
 
@@ -743,33 +747,35 @@ def bulk_reregister(*, job: Job) -> dict:
         slices_by_node = _slices_by_node([n.pk for n in nodes])
         deploying = deploying_slices([n.pk for n in nodes])
         for node in nodes:
-            job_progress(job=job, step=f"re-registering node {node.node_id} ({done + 1} of {total})", done=done)
+            # Progress is written with each node's catalog, in its transaction (one UPDATE, live
+            # once that node commits); a failed node writes it on its own.
+            progress = {"step": f"node {node.node_id} done ({done + 1} of {total})", "progress_done": done + 1}
             try:
                 summary = _bulk_one(
                     job=job, grid=grid, node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk],
-                    deploying=deploying.get(node.pk, set()),
+                    deploying=deploying.get(node.pk, set()), progress=progress,
                 )
+            except stop_on:
+                raise
             except JobLost:
                 raise
-            except GridUnavailable as exc:
-                unreachable_in_a_row += 1
-                result["failures"].append({"node_id": node.node_id, "error": str(exc) or type(exc).__name__})
+            except Exception as exc:
+                job_progress(job=job, step=f"node {node.node_id} failed ({done + 1} of {total})", done=done + 1)
+                if isinstance(exc, (JobError, GridError, capacity.CapacityError)):
+                    error = str(exc) or type(exc).__name__
+                else:
+                    log.exception("bulk job %s: node %s failed unexpectedly", job.pk, node.node_id)
+                    error = f"internal error: {type(exc).__name__}: {exc}"
+                result["failures"].append({"node_id": node.node_id, "error": error})
+                unreachable_in_a_row = unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
                 if unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
-                    done += 1
-                    result["notes"].append(f"stopped after {done} of {total} nodes")
+                    result["notes"].append(f"stopped after {done + 1} of {total} nodes")
                     raise JobError(
                         f"the grid is unreachable: {unreachable_in_a_row} nodes in a row could not be read "
-                        f"(last: {exc}); stopped after {done} of {total} nodes, "
+                        f"(last: {error}); stopped after {done + 1} of {total} nodes, "
                         f"{result['reregistered']} re-registered",
                         result=result,
                     ) from exc
-            except (JobError, GridError, capacity.CapacityError) as exc:
-                unreachable_in_a_row = 0
-                result["failures"].append({"node_id": node.node_id, "error": str(exc) or type(exc).__name__})
-            except Exception as exc:
-                unreachable_in_a_row = 0
-                log.exception("bulk job %s: node %s failed unexpectedly", job.pk, node.node_id)
-                result["failures"].append({"node_id": node.node_id, "error": f"internal error: {type(exc).__name__}: {exc}"})
             else:
                 unreachable_in_a_row = 0
                 result["nodes"].append(summary)
@@ -788,12 +794,12 @@ def bulk_reregister(*, job: Job) -> dict:
 
 
 def _bulk_one(
-    *, job: Job, grid: Grid, node: Node, slices: list[Slice], policy: capacity.Policy, deploying: set[int]
+    *, job: Job, grid: Grid, node: Node, slices: list[Slice], policy: capacity.Policy, deploying: set[int], progress: dict
 ) -> dict:
     seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job, announce=False)
     plan = reregister_plan(node=node, slices=slices, policy=policy, seen=seen, deploying=deploying)
     try:
-        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False)
+        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress)
     except CatalogChanged:
         # Someone deployed or re-registered this node meanwhile: plan once more on what is there now.
         node.refresh_from_db()
@@ -801,7 +807,7 @@ def _bulk_one(
         plan = reregister_plan(
             node=node, slices=fresh, policy=policy, seen=seen, deploying=deploying_slices([node.pk]).get(node.pk, set())
         )
-        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False)
+        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress)
     return {
         "node_id": node.node_id,
         "changed": result["changed"],
