@@ -459,6 +459,24 @@ def test_it_reports_an_unexpected_exception_as_an_internal_error(legacy_node_177
     assert job.error.startswith("internal error: TypeError: ")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_it_records_the_failure_when_the_database_session_dropped_between_steps(legacy_node_1774):
+    job = claimed(node=legacy_node_1774)
+    ours = connection.connection.info.backend_pid
+
+    def cut():  # what a PostgreSQL restart or an administrator does to the worker's session
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [ours])
+        connection.close()
+
+    killer = threading.Thread(target=cut)
+    killer.start()
+    killer.join()
+    job = run(job)
+    assert (job.state, job.error.startswith("internal error: OperationalError: ")) == (Job.State.FAILED, True)
+    assert Slice.objects.filter(node=legacy_node_1774).count() == 7
+
+
 # --- precheck jobs ------------------------------------------------------------------------------
 
 

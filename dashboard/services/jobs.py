@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -294,7 +294,15 @@ def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> N
         job_fail(job=job, error=str(exc))
     except Exception as exc:
         log.exception("job %s (%s) failed unexpectedly", job.pk, job.kind)
+        _connection_reset_if_broken()
         job_fail(job=job, error=f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _connection_reset_if_broken() -> None:
+    """A connection that broke outside a transaction (PostgreSQL restarted, the session was killed)
+    stays broken in autocommit until someone closes it; close it so recording the failure reconnects."""
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()
 
 
 def job_fail(*, job: Job, error: str, result: dict | None = None) -> bool:
