@@ -65,7 +65,7 @@ def test_it_dry_runs_without_changing_the_catalog(legacy_node_1774, live_worker,
 
 def test_it_records_progress_and_a_heartbeat(legacy_node_1774, live_worker, job_finished):
     job = job_finished(reregister(legacy_node_1774))
-    assert (job.step, job.attempts) == ("done", 1)
+    assert (job.step, job.attempts, job.progress_done, job.progress_total) == ("done", 1, 3, 3)
     assert job.started_at <= job.heartbeat_at <= job.finished_at
 
 

@@ -69,9 +69,9 @@ CATALOG_CHANGED = "the catalog changed while re-registering; try again"
 # Reading live capacity: the Grid Proxy client already retries each request; these are whole
 # reads, for a grid that is briefly unreachable (a restart, a load balancer flip).
 GRID_READ_ATTEMPTS = 3
-# A queued job no worker took within this long is failed by the reaper. It must outlast a
-# worker busy with a full-length job (CELERY_TASK_TIME_LIMIT, 11 minutes by default) so a
-# healthy but busy fleet does not lose requests; 15 minutes is the floor.
+# A queued job no worker took within this long is failed by the reaper (settings.JOB_QUEUED_TIMEOUT
+# overrides it). It must outlast a worker busy with a full-length job (CELERY_TASK_TIME_LIMIT,
+# 11 minutes by default), so a healthy but busy worker does not lose requests.
 DEFAULT_QUEUED_TIMEOUT = 15 * 60
 # A job whose worker died this many times is not tried again: something in it kills workers.
 DEFAULT_MAX_ATTEMPTS = 3
@@ -452,15 +452,17 @@ def node_reregister(*, job: Job) -> dict:
         raise JobError("this re-register job has no node (was it deleted?)")
     _test_pause("claimed")
     grid = get_grid()
-    seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job)
-    job_progress(job=job, step=f"carving node {node.node_id}'s catalog")
+    # Three steps the page can draw as a bar: read the grid, carve, save.
+    job_progress(job=job, step=f"reading node {node.node_id}'s live capacity from the grid", done=0, total=3)
+    seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job, announce=False)
+    job_progress(job=job, step=f"carving node {node.node_id}'s catalog", done=1)
     slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
     plan = reregister_plan(
         node=node, slices=slices, policy=policy_for_node(node), seen=seen,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
     )
     _test_pause("planned")
-    job_progress(job=job, step="saving the new catalog" if not job.dry_run else "recording the preview")
+    job_progress(job=job, step="saving the new catalog" if not job.dry_run else "recording the preview", done=2)
     result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=True)
     return result
 
