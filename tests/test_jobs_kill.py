@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from celery.contrib.testing.worker import start_worker
@@ -54,11 +55,15 @@ def wait_until(condition, *, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
-def sessions_of_others() -> list[str]:
-    """States of the other PostgreSQL sessions on this test database (the worker's)."""
+WORKER_SESSION = "jobs-kill-test-worker"
+
+
+def worker_sessions() -> list[str]:
+    """States of the subprocess worker's PostgreSQL sessions (named by application_name)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+            [WORKER_SESSION],
         )
         return [row[0] for row in cursor.fetchall()]
 
@@ -81,7 +86,10 @@ def worker_process(tmp_path, simgrid_path, broker_purged):
         # An in-process worker of an earlier test leaves its log set-up (CELERY_LOG_*, _MP_FORK_*) here.
         inherited = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_LOG_", "_MP_FORK_"))}
         environ = inherited | {
-            "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "DATABASE_URL": (
+                f"postgres://{quote(db['USER'] or '')}:{quote(db['PASSWORD'] or '')}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+                f"?application_name={WORKER_SESSION}"
+            ),
             "CELERY_BROKER_URL": broker_purged.conf.broker_url,
             "SIMGRID_PATH": str(simgrid_path),
             "GRID_BACKEND": "simulator",
@@ -124,11 +132,11 @@ def test_it_survives_a_sigkill(
     job = job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job
     wait_until(marker.exists, timeout=60, what=f"the worker to reach {point!r}")
     if point == "swapped":
-        assert "idle in transaction" in sessions_of_others()  # killed with its transaction open
+        assert "idle in transaction" in worker_sessions()  # killed with its transaction open
 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
-    wait_until(lambda: not sessions_of_others(), timeout=30, what="PostgreSQL to drop the dead worker's session")
+    wait_until(lambda: not worker_sessions(), timeout=30, what="PostgreSQL to drop the dead worker's session")
     assert catalog(legacy_node_1774) == old  # nothing was committed: entirely old
     job.refresh_from_db()
     assert (job.state, job.attempts) == (Job.State.RUNNING, 1)
