@@ -7,10 +7,22 @@ data, so a check's failure can be printed and compared.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+
+from django.db import connection, transaction
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, Deployment, Job, Node, Policy, Slice
+
+
+@contextmanager
+def one_moment():
+    """Reads inside see one committed state of the database, even while a worker commits (PostgreSQL)."""
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        yield
 
 
 def catalog_snapshot() -> dict:
@@ -49,17 +61,6 @@ def occupied_slices() -> dict[int, tuple]:
             "pk", "node_id", "index", "cru", "mru", "sru", "state", "rented_by_twin_id"
         )
     }
-
-
-@dataclass
-class Violations:
-    problems: list[str] = field(default_factory=list)
-
-    def add(self, message: str) -> None:
-        self.problems.append(message)
-
-    def __bool__(self) -> bool:
-        return bool(self.problems)
 
 
 def occupied_violations(before: dict[int, tuple], after: dict[int, tuple]) -> list[str]:

@@ -1,0 +1,435 @@
+"""SIGKILL a real Celery worker at random moments during re-registers, then check every invariant.
+
+    .venv/bin/python bench/reliability/kill_loop.py [--kills 100] [--nodes 12] [--seed N]
+
+A seeded fleet on the simulated grid (legacy carves, some slices deployed through the
+simulator, some rented), each node with its own policy override. Each round: flip one idle
+node's policy (so re-registering it changes every free slice), request its re-register as the
+web does (job_request, message on commit), sleep a random fraction of a job's duration, and
+SIGKILL either the whole worker (main process and pool child; restarted at once) or only its
+pool child (the main process forks a new one). Kills land before the claim, mid-job, inside the
+final transaction, or after the end.
+
+After every round, in one consistent read: no rented/deployed slice lost or resized (against the
+snapshot taken before the first round) and no half catalog (each node's free slices: one
+generation, one size, as many as its recorded policy carves). At the end the worker runs once
+more after the visibility timeout (so the killed workers' messages come back) and the reaper
+runs until nothing is queued or running; then every job must have ended, succeeded or failed
+with a reason. Prints one JSON object with the counts. Exit status 1 when an invariant broke.
+
+The run is self-contained: its own redis-server on a free loopback port (stopped at the end),
+its own simulated grid file, the database named by DATABASE_URL (default slicedash_rel, which
+it flushes: never point it at a database you care about).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+CELERY = BASE_DIR / ".venv" / "bin" / "celery"
+GiB = 1024**3
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/slicedash_rel"
+# Production defaults are 120 s (heartbeat) and 3600 s (visibility); the loop shortens both to the
+# settings' minimums so that it ends in minutes. The logic is the same.
+HEARTBEAT_TIMEOUT = 5
+VISIBILITY_TIMEOUT = 60
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+def wait_until(condition, *, timeout: float, what: str, every: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(every)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class RedisServer:
+    """Our own redis-server on a loopback port (never the machine's shared one)."""
+
+    def __init__(self, workdir: Path):
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.workdir = workdir
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.workdir)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+        def answers() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    return s.recv(16).startswith(b"+PONG")
+            except OSError:
+                return False
+
+        wait_until(answers, timeout=10, what="redis-server")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class Worker:
+    """`celery -A dashboard worker` (prefork, one child) in its own session, so it can be killed whole."""
+
+    def __init__(self, *, env: dict, logdir: Path, name: str = "killloop"):
+        self.env = env
+        self.logdir = logdir
+        self.name = name
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self.log = None
+
+    def start(self, *, timeout: float = 120) -> float:
+        began = time.monotonic()
+        path = self.logdir / f"worker-{self.starts}.log"
+        self.log = open(path, "w")
+        self.proc = subprocess.Popen(
+            [str(CELERY), "-A", "dashboard", "worker", "--pool=prefork", "--concurrency=1", "--loglevel=INFO",
+             "--without-mingle", "--without-gossip", "--without-heartbeat", "-n", f"{self.name}{self.starts}@%h"],
+            cwd=BASE_DIR, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.starts += 1
+        wait_until(lambda: " ready." in path.read_text() or self.proc.poll() is not None, timeout=timeout,
+                   what="the worker to be ready", every=0.1)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the worker exited at start-up:\n{path.read_text()[-3000:]}")
+        return time.monotonic() - began
+
+    def children(self) -> list[int]:
+        try:
+            return [int(p) for p in Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()]
+        except (FileNotFoundError, ValueError):
+            return []
+
+    def kill(self, mode: str) -> None:
+        """mode "worker": SIGKILL the main process and its child; "child": only the pool child."""
+        if mode == "child" and self.children():
+            for pid in self.children():
+                os.kill(pid, signal.SIGKILL)
+            return
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        self.log.close()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        if self.log:
+            self.log.close()
+
+
+class SlowGrid:
+    """The simulated grid answering after `delay` seconds, as the public Grid Proxy takes a while.
+
+    Served over HTTP (dashboard.grid.simhttp) so the worker reads it with the real GridProxyClient;
+    the delay spreads a re-register over time, so random kills land in every step of it.
+    """
+
+    def __init__(self, grid, delay: float):
+        self._grid = grid
+        self.delay = delay
+
+    def __getattr__(self, name):
+        value = getattr(self._grid, name)
+        if name not in ("node", "nodes", "statistics"):
+            return value
+
+        def slow(*args, **kwargs):
+            time.sleep(self.delay)
+            return value(*args, **kwargs)
+
+        return slow
+
+
+def serve_slow_grid(grid, delay: float):
+    """(server, url): the simulator behind a loopback Grid Proxy that takes `delay` s per answer."""
+    import threading
+
+    from dashboard.grid.simhttp import serve_simulator
+
+    server = serve_simulator(SlowGrid(grid, delay))
+    # A killed worker leaves its request half-read; that is the point here, not an error to print.
+    server.handle_error = lambda request, client_address: None
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+# --- the fleet and its policies (Django set up from here on) ---------------------------------
+
+
+def seed_fleet(*, grid, nodes: int, rng: random.Random, first_node_id: int = 5000) -> dict:
+    """Register `nodes` nodes with the legacy carve, each with its own policy override (the zos profile).
+
+    Every third node gets slice 0 deployed through the simulator (a real VM); every other node
+    gets slice 1 rented. Returns {(policy name, version): capacity.Policy} for the half-catalog check.
+    """
+    from dashboard import capacity
+    from dashboard.models import Policy, Slice
+    from dashboard.services.catalog import node_register
+    from dashboard.services.deploy import slice_deploy
+    from dashboard.services.policy import policy_create
+
+    policies = {("legacy", 1): capacity.PROFILES["legacy"]}
+    for n in range(nodes):
+        node_id = first_node_id + n
+        mru = rng.choice([16, 24, 31, 32, 48, 64]) * GiB
+        sru = rng.choice([465, 500, 931, 1000, 1863]) * GiB
+        live = grid.add_node(node_id, cru=rng.choice([4, 8, 16]), mru=mru, sru=sru, farm_id=1 + n % 3)
+        node = node_register(
+            node_id=node_id, total=live.total, farm_id=live.farm_id, status="up", used=live.used, policy_name="legacy"
+        )
+        if n % 3 == 0:
+            deployment = slice_deploy(node=node, slice_index=0, grid=grid, source="command")
+            assert deployment.state == "deployed", deployment.raw_error
+        if n % 2 == 0:
+            Slice.objects.filter(node=node, index=1).update(state=Slice.State.RENTED, rented_by_twin_id=70000 + node_id)
+        row = policy_create(
+            name=f"kill-{node_id}", scope=Policy.Scope.NODE, node=node,
+            parameters=Policy.parameters_from(capacity.PROFILES["zos"]), source="command",
+        )
+        policies[(row.name, row.version)] = row.to_capacity()
+    return policies
+
+
+def flip_policy(node, policies: dict) -> None:
+    """Toggle the node's override between 4 GiB and 2 GiB slices (a new version): every free slice changes."""
+    from dashboard.models import Policy
+    from dashboard.services.policy import policy_update
+
+    row = Policy.objects.get(node=node)
+    slice_mru = 2 * GiB if row.slice_mru == 4 * GiB else 4 * GiB
+    row, _ = policy_update(policy=row, parameters={"slice_mru": slice_mru}, source="command")
+    policies[(row.name, row.version)] = row.to_capacity()
+
+
+# --- the loop ------------------------------------------------------------------------------
+
+
+def idle_nodes(nodes: list) -> list:
+    from dashboard.models import Job
+
+    busy = set(Job.objects.filter(state__in=Job.ACTIVE_STATES, node__isnull=False).values_list("node_id", flat=True))
+    return [node for node in nodes if node.pk not in busy]
+
+
+def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict, log=print,
+              redeliver=None, settle_timeout: float = 180) -> dict:
+    """Run the rounds on the registered nodes with `worker` (started); returns the report.
+
+    At the end the killed workers' unacknowledged messages must come back: by default the loop
+    waits for the visibility timeout and restarts the worker (which restores them as it starts);
+    `redeliver` (a callable) replaces that wait, for the short version in the suite.
+    """
+    from bench.reliability.checks import (
+        half_catalog_violations, job_outcomes, job_violations, occupied_slices, occupied_violations, one_moment,
+    )
+    from dashboard.models import Job, Node
+    from dashboard.services.jobs import job_request, jobs_reap
+
+    with one_moment():
+        occupied_before = occupied_slices()
+        problems = half_catalog_violations(policies)
+    assert not problems, problems
+    nodes = list(Node.objects.order_by("node_id"))
+
+    # How long one re-register takes from the click, on this machine now: the kills are spread over it.
+    durations = []
+    for node in rng.sample(nodes, 3):
+        flip_policy(node, policies)
+        job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
+        began = time.monotonic()
+        wait_until(lambda: not Job.objects.get(pk=job.pk).is_active, timeout=60, what="a warm-up job")
+        durations.append(time.monotonic() - began)
+    window = 1.3 * sorted(durations)[len(durations) // 2]
+
+    rounds = []
+    violations: list[str] = []
+    last_whole_kill = 0.0
+    began = time.monotonic()
+    for n in range(kills):
+        jobs_reap()
+        idle = idle_nodes(nodes)
+        if not idle:
+            # Every node's job is waiting for its message to come back or for the reaper.
+            wait_until(lambda: jobs_reap() >= 0 and bool(idle_nodes(nodes)), timeout=VISIBILITY_TIMEOUT + 60,
+                       what="a node with no active job", every=0.5)
+            idle = idle_nodes(nodes)
+        node = rng.choice(idle)
+        flip_policy(node, policies)
+        mode = rng.choice(["worker", "child"])
+        delay = rng.uniform(0, window)
+        job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
+        time.sleep(delay)
+        worker.kill(mode)
+        at_kill = Job.objects.filter(pk=job.pk).values_list("state", "step").get()
+        restart = 0.0
+        if mode == "worker" or worker.proc.poll() is not None:
+            last_whole_kill = time.monotonic()
+            restart = worker.start()
+        with one_moment():
+            found = occupied_violations(occupied_before, occupied_slices()) + half_catalog_violations(policies)
+        violations += [f"round {n + 1}: {p}" for p in found]
+        rounds.append({"round": n + 1, "node": node.node_id, "job": job.pk, "mode": mode, "delay": round(delay, 3),
+                       "state_at_kill": at_kill[0], "step_at_kill": at_kill[1], "restart_s": round(restart, 2)})
+        log(f"round {n + 1}/{kills}: node {node.node_id}, killed {mode} after {delay:.3f} s "
+            f"(job #{job.pk} {at_kill[0]}: {at_kill[1]!r}){' VIOLATION' if found else ''}")
+
+    # Let the killed workers' messages come back (visibility timeout) to a live worker, then reap.
+    if redeliver is None:
+        wait_for = max(0.0, VISIBILITY_TIMEOUT + 5 - (time.monotonic() - last_whole_kill))
+        log(f"waiting {wait_for:.0f} s for the visibility timeout, then restarting the worker once more")
+        time.sleep(wait_for)
+        worker.kill("worker")
+        worker.start()
+    else:
+        redeliver()
+
+    def settled() -> bool:
+        jobs_reap()
+        return not Job.objects.filter(state__in=Job.ACTIVE_STATES).exists()
+
+    try:
+        wait_until(settled, timeout=settle_timeout, what="every job to end", every=1.0)
+    except TimeoutError as exc:
+        violations.append(str(exc))
+    with one_moment():
+        violations += occupied_violations(occupied_before, occupied_slices())
+        violations += half_catalog_violations(policies)
+        violations += job_violations()
+        outcomes = job_outcomes()
+
+    killed_during = Counter()
+    for r in rounds:
+        if r["state_at_kill"] == "queued":
+            killed_during["before the claim (queued)"] += 1
+        elif r["state_at_kill"] == "running":
+            killed_during[f"running: {r['step_at_kill'].split(' ', 1)[0]}"] += 1
+        else:
+            killed_during[f"after the end ({r['state_at_kill']})"] += 1
+    return {
+        "kills": kills,
+        "kill_modes": dict(Counter(r["mode"] for r in rounds)),
+        "killed_during": dict(sorted(killed_during.items())),
+        "kill_window_s": round(window, 3),
+        "job_duration_warmup_s": [round(d, 3) for d in durations],
+        "jobs": Job.objects.count(),
+        "job_outcomes": outcomes,
+        "occupied_slices_checked": len(occupied_before),
+        "nodes": len(nodes),
+        "worker_starts": worker.starts,
+        "loop_s": round(time.monotonic() - began, 1),
+        "violations": violations,
+        "rounds": rounds,
+    }
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=int, default=100)
+    parser.add_argument("--nodes", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one, printed)")
+    parser.add_argument("--grid-delay", type=float, default=0.15, help="seconds the loopback Grid Proxy takes per answer")
+    parser.add_argument("--json", type=Path, default=None, help="also write the report here")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**32)
+    rng = random.Random(seed)
+
+    sys.path.insert(0, str(BASE_DIR))
+    workdir = Path(tempfile.mkdtemp(prefix="slicedash-kill-loop-"))
+    redis_server = RedisServer(workdir)
+    redis_server.start()
+    from dashboard.grid.simulator import SimulatedGrid
+
+    grid = SimulatedGrid(workdir / "simgrid.sqlite3")
+    server, grid_url = serve_slow_grid(grid, args.grid_delay)
+    env = {
+        **os.environ,
+        "DATABASE_URL": os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL),
+        "CELERY_BROKER_URL": redis_server.url,
+        # The worker reads the grid through the real Grid Proxy client, over loopback HTTP.
+        "GRID_BACKEND": "gridproxy",
+        "GRID_PROXY_URL": grid_url,
+        "SIMGRID_PATH": str(workdir / "simgrid.sqlite3"),
+        "VAR_DIR": str(workdir / "var"),
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "JOB_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
+        "CELERY_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+        "CELERY_SKIP_CHECKS": "1",
+        "LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    worker = Worker(env=env, logdir=workdir)
+    try:
+        call_command("migrate", verbosity=0, interactive=False)
+        call_command("flush", verbosity=0, interactive=False)
+        policies = seed_fleet(grid=grid, nodes=args.nodes, rng=rng)
+        worker.start()
+        report = kill_loop(worker=worker, kills=args.kills, rng=rng, policies=policies,
+                           log=lambda line: print(line, file=sys.stderr, flush=True))
+    finally:
+        worker.stop()
+        redis_server.stop()
+        server.shutdown()
+        server.server_close()
+    report = {"seed": seed, "grid_delay_s": args.grid_delay, "database": env["DATABASE_URL"].rsplit("/", 1)[-1], **report}
+    summary = {k: v for k, v in report.items() if k != "rounds"}
+    print(json.dumps(summary, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if report["violations"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
