@@ -149,12 +149,6 @@ def test_it_turns_any_http_answer_into_a_node_or_a_grid_error(grid_proxy_one, an
     assert node.node_id == 1774
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="BUG (grid/proxy.py, GRID helper): _error_message catches ValueError but not RecursionError, "
-    "so a deeply nested JSON error body escapes GridProxyClient as a RecursionError",
-)
 @pytest.mark.parametrize("status", [404, 500])
 def test_it_reports_a_deeply_nested_error_body_as_a_grid_error(grid_proxy_one, status):
     with pytest.raises(GridError):

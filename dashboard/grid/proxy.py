@@ -548,7 +548,7 @@ def _error_message(body: bytes) -> str:
     text = body[:4096].decode("utf-8", errors="replace").strip()
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a deeply nested body must not escape as a crash
         return _short(text)
     if isinstance(data, dict):
         for key in ("error", "message", "Message"):
