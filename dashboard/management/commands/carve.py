@@ -110,7 +110,7 @@ def carve_as_table(total: capacity.Resources, pools: list[int] | None, policy: c
         f"{'unallocated':<14}{_gib(result.unallocated.mru):>10}{_gib(result.unallocated.sru):>12}",
     ]
     if result.new_slices and per_slice_disk != s.sru:
-        lines.append(f"(each slice takes {_gib(per_slice_disk)} GiB of SSD: its disk plus rootfs)")
+        lines.append(f"(each slice takes {_gib(per_slice_disk)} GiB of SSD: its data disk plus rootfs and per-VM overhead)")
     lines += [f"note:    {note}" for note in result.notes]
     return "\n".join(lines)
 
