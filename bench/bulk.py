@@ -51,6 +51,7 @@ def bulk_measure(*, size: int, worker: Worker, timeout: float) -> dict:
     worker_s = (job.finished_at - job.started_at).total_seconds()
     return {
         "nodes": size,
+        "job_id": job.pk,
         "stale_before": result.get("stale"),
         "reregistered": result.get("reregistered"),
         "failures": len(result.get("failures", [])),

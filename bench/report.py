@@ -105,7 +105,7 @@ def targets(figures: dict) -> list[dict]:
 
 
 def _mark(met) -> str:
-    return {True: "met", False: "**missed**", None: "not measured"}[met]
+    return {True: "met", False: "**missed**", None: "n/a (not measured at the target's sizes)"}[met]
 
 
 def results_markdown(figures: dict) -> str:
@@ -114,8 +114,12 @@ def results_markdown(figures: dict) -> str:
         START_MARKER,
         "",
         f"Run of {figures['finished_at']} (`{figures['command']}`, {figures['duration_s']:.0f} s), "
-        f"load average {figures['load']['before']} before the run (threshold {figures['load']['threshold']}), "
-        f"{figures['load']['after']} after.",
+        f"load average {figures['load']['before']} before the run "
+        + (f"(waited for < {figures['load']['threshold']}), " if figures["load"]["threshold"] else "(no load wait), ")
+        + f"{figures['load']['after']} after.",
+        "",
+        f"Code: commit {figures['code']['commit']}"
+        + (f" plus uncommitted changes to {', '.join(figures['code']['uncommitted'])}." if figures["code"]["uncommitted"] else "."),
         "",
         f"Machine: {m['nproc']} CPU ({m['cpu']}), {m['ram_gib']} GiB RAM, Linux {m['kernel']}; "
         f"Python {m['python']}, PostgreSQL {m['postgresql']}, Redis {m['redis']}, Django {m['django']}, "
@@ -153,15 +157,16 @@ def results_markdown(figures: dict) -> str:
             "",
             "### Bulk re-register of every node (all stale), real worker on Redis",
             "",
-            "| Nodes | Wall | Nodes/s | In the worker | Slices removed / added | Raw SQL floor | Worker RSS before → peak |",
-            "|---:|---:|---:|---:|---|---:|---|",
+            "| Nodes | Wall | Nodes/s | In the worker | Slices removed / added | Raw SQL floor | Worker RSS before → peak | Its job page |",
+            "|---:|---:|---:|---:|---|---:|---|---|",
         ]
         for size, b in sorted(figures["bulk"].items(), key=lambda item: int(item[0])):
             floor = figures.get("floor", {}).get(size, {})
             lines.append(
                 f"| {int(size):,} | {b['wall_s']} s | {b['nodes_per_s']} | {b['worker_s']} s | "
                 f"{b['slices_removed']:,} / {b['slices_added']:,} | {floor.get('sql_s', '—')} s | "
-                f"{b['worker_rss_before_mib']} → {b['worker_peak_rss_mib']} MiB |"
+                f"{b['worker_rss_before_mib']} → {b['worker_peak_rss_mib']} MiB | "
+                + (f"{b['job_page']['median_ms']} ms, {b['job_page']['bytes'] / 1024:,.0f} KiB |" if "job_page" in b else "— |")
             )
     pre = figures.get("precheck", {})
     click = figures.get("click_to_result", {})

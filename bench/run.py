@@ -116,6 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def code_state() -> dict:
+    """The commit measured, and the application files that differ from it (others' work in progress)."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=False).stdout.strip()
+
+    changed = git("status", "--porcelain", "--", "dashboard", "templates", "static").splitlines()
+    return {"commit": git("rev-parse", "--short", "HEAD"), "uncommitted": sorted(line[3:] for line in changed)}
+
+
 def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_seconds: float, clicks: int) -> dict:
     import redis
     from django.core.management import call_command
@@ -128,7 +139,9 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     call_command("migrate", verbosity=0)
     # Db 6 is the bench's own: nothing left from an interrupted run may reach its workers.
     redis.Redis.from_url(env.broker_url).flushdb()
-    figures: dict = {"sizes": args.sizes, "quick": args.quick, "machine": machine_facts(env.broker_url)}
+    figures: dict = {
+        "sizes": args.sizes, "quick": args.quick, "machine": machine_facts(env.broker_url), "code": code_state(),
+    }  # fmt: skip
 
     largest = max(args.sizes)
     specs = seed.fleet_specs(largest)
@@ -166,6 +179,13 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
             log(f"{size:,} nodes: bulk re-register with a real worker (pid {worker.pid})")
             figures["bulk"][str(size)] = bulk.bulk_measure(size=size, worker=worker, timeout=BULK_TIMEOUT_S)
             worker.stop()
+            # The finished bulk job as a person opens it, and the jobs list that holds it.
+            client = pages.admin_client()
+            job_id = figures["bulk"][str(size)].pop("job_id")
+            figures["bulk"][str(size)]["job_page"] = pages.page_figures(
+                client, f"/jobs/{job_id}/", repeat=max(3, repeat // 3), expect=b'data-job-state="succeeded"'
+            )
+            figures["bulk"][str(size)]["jobs_list"] = pages.page_figures(client, "/jobs/", repeat=max(3, repeat // 3))
             log(f"{size:,} nodes: bulk {figures['bulk'][str(size)]}")
             reseed(size)
             figures["floor"][str(size)] = bulk.floor_measure(grid=grid)
