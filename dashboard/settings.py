@@ -109,10 +109,16 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_control_dir),
     }
 else:
-    # A worker killed outright gets its unacked message back only after this long.
+    _broker_socket_timeout = env_float("CELERY_BROKER_SOCKET_TIMEOUT", 5.0, minimum=0.1)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)
+        # A worker killed outright gets its unacked message back only after this long.
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60),
+        # Without these a hung Redis (alive, not answering) blocks an admin's click forever.
+        "socket_timeout": _broker_socket_timeout,
+        "socket_connect_timeout": _broker_socket_timeout,
     }
+# Publishing happens inside a click: give up quickly and say so, rather than retry for long.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5, "interval_max": 0.5}
 # Job state lives in dashboard.Job; Celery's result backend is not used.
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -123,6 +129,10 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A running job must write a heartbeat at least this often; the reaper fails it after this.
 JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 120, minimum=5)
+# A queued job no worker took within this long is failed by the reaper (no worker running?).
+JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
+# A job whose worker died this many times is given up rather than retried again.
+JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
 }

@@ -178,11 +178,6 @@ def test_it_shows_why_on_the_job_page_and_takes_the_next_click_once_the_broker_i
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (dashboard/settings.py): CELERY_BROKER_TRANSPORT_OPTIONS sets no socket_timeout, so publishing to a "
-    "hung Redis (alive but not answering) blocks the click's request forever; kombu's own docs say to set it",
-)
 def test_it_answers_a_click_within_seconds_when_the_broker_hangs(legacy_node_1774, own_redis, admin_client):
     own_redis.pause()
     answered = threading.Event()
