@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate demo worker bench screenshots check clean
+.PHONY: run test install migrate demo worker bench reliability screenshots check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ screenshots: install
 
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+# The long reliability runs (kill loop, 10,000-case fuzz, faults, load under gunicorn, check --deploy);
+# results in bench/reliability/results/latest.json, written up in RELIABILITY.md. `make test` does not run them.
+reliability: install
+	$(BIN)/python bench/reliability/run.py $(RELIABILITY_ARGS)
 
 check: install
 	$(BIN)/python -m pytest -x -q

@@ -1,0 +1,150 @@
+"""`make reliability`: the long reliability runs, one after the other, with the machine's load recorded.
+
+    .venv/bin/python bench/reliability/run.py [--quick] [--only kill,fuzz,faults,load,deploy]
+
+1. kill   bench/reliability/kill_loop.py --kills 100   SIGKILLs during re-registers, then every invariant
+2. fuzz   bench/reliability/fuzz.py --cases 10000      parsers, pages and forms: no 500, no change
+3. faults pytest tests/test_reliability_faults.py, _concurrency.py and _security.py (the suite's cases)
+4. load   bench/reliability/load.py --clients 50 --seconds 60   gunicorn, errors and p50/p99
+5. deploy manage.py check --deploy --fail-level WARNING with production settings
+
+It first waits (up to --max-wait s) for the 1-minute load average to fall below --max-load: the
+machine has 2 cores and other work would be measured too. Each stage runs in its own process
+(they set up Django with different settings); everything is on loopback and stops by itself.
+Writes every stage's figures to bench/reliability/results/latest.json (a quick run: to
+var/reliability-quick.json) and prints them.
+--quick: 10 kills, 500 fuzz cases, 10 clients for 10 s (a smoke test of the runs themselves).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+PYTHON = BASE_DIR / ".venv" / "bin" / "python"
+RESULTS = BASE_DIR / "bench" / "reliability" / "results"
+DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/slicedash_rel"
+STAGES = ("kill", "fuzz", "faults", "load", "deploy")
+
+
+def log(message: str) -> None:
+    print(f"[reliability {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def load_wait(*, threshold: float, max_wait: float) -> float:
+    """Seconds waited for the 1-minute load average to drop below `threshold` (gives up after max_wait)."""
+    began = time.monotonic()
+    while os.getloadavg()[0] >= threshold and time.monotonic() - began < max_wait:
+        log(f"load average {os.getloadavg()[0]:.2f} >= {threshold}; waiting")
+        time.sleep(30)
+    return time.monotonic() - began
+
+
+def stage_json(command: list[str], *, env: dict, timeout: float) -> dict:
+    """Run a stage that prints one JSON object (and may write it with --json)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        path = Path(out.name)
+    began = time.monotonic()
+    done = subprocess.run([*command, "--json", str(path)], cwd=BASE_DIR, env=env, timeout=timeout,
+                          stdout=subprocess.PIPE, text=True)
+    try:
+        figures = json.loads(path.read_text()) if path.stat().st_size else {"output": done.stdout[-3000:]}
+    finally:
+        path.unlink(missing_ok=True)
+    figures.pop("rounds", None)
+    return {"exit_status": done.returncode, "wall_s": round(time.monotonic() - began, 1), **figures}
+
+
+def stage_pytest(paths: list[str], *, env: dict, timeout: float) -> dict:
+    began = time.monotonic()
+    done = subprocess.run(
+        [str(BASE_DIR / ".venv" / "bin" / "pytest"), *paths, "-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "-rfEX"],
+        cwd=BASE_DIR, env=env, timeout=timeout, capture_output=True, text=True,
+    )
+    lines = done.stdout.strip().splitlines()
+    return {
+        "exit_status": done.returncode,
+        "wall_s": round(time.monotonic() - began, 1),
+        "summary": lines[-1] if lines else "",
+        "notes": [line for line in lines if line.startswith(("FAILED", "ERROR", "XFAIL", "XPASS"))],
+    }
+
+
+def stage_deploy_check(*, env: dict) -> dict:
+    production = {
+        **env,
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(64),
+        "ALLOWED_HOSTS": "dash.example.com",
+        "VAR_DIR": tempfile.mkdtemp(prefix="slicedash-deploy-check-"),
+    }
+    production.pop("SECURE_SSL_REDIRECT", None)
+    done = subprocess.run([str(PYTHON), "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+                          cwd=BASE_DIR, env=production, capture_output=True, text=True, timeout=120)
+    return {"exit_status": done.returncode, "command": "manage.py check --deploy --fail-level WARNING",
+            "output": (done.stdout + done.stderr).strip()[-2000:]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/reliability/run.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", default=",".join(STAGES))
+    parser.add_argument("--max-load", type=float, default=1.5)
+    parser.add_argument("--max-wait", type=float, default=1800.0)
+    args = parser.parse_args(argv)
+    stages = [s for s in args.only.split(",") if s]
+    unknown = set(stages) - set(STAGES)
+    if unknown:
+        parser.error(f"unknown stage(s) {', '.join(sorted(unknown))}; choose from {', '.join(STAGES)}")
+
+    env = {**os.environ, "PYTHONPATH": str(BASE_DIR)}
+    env.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
+    # The suite's cases (faults stage) use the shared Redis for their in-process worker; db 7 is the
+    # reliability runs' own. The kill loop and the load run start their own redis-server.
+    env.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/7")
+    waited = 0.0 if args.quick else load_wait(threshold=args.max_load, max_wait=args.max_wait)
+    report: dict = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "quick": args.quick,
+        "load_wait_s": round(waited, 0),
+        "stages": {},
+    }
+    kills, cases, clients, seconds = (10, 500, 10, 10) if args.quick else (100, 10000, 50, 60)
+    for stage in stages:
+        load = [round(x, 2) for x in os.getloadavg()]
+        log(f"{stage}: starting (load average {load[0]})")
+        if stage == "kill":
+            result = stage_json([str(PYTHON), "bench/reliability/kill_loop.py", "--kills", str(kills)], env=env, timeout=3600)
+        elif stage == "fuzz":
+            result = stage_json([str(PYTHON), "bench/reliability/fuzz.py", "--cases", str(cases)], env=env, timeout=5400)
+        elif stage == "faults":
+            result = stage_pytest(["tests/test_reliability_faults.py", "tests/test_reliability_concurrency.py",
+                                   "tests/test_reliability_security.py", "tests/test_reliability_kill.py"], env=env, timeout=1800)
+        elif stage == "load":
+            result = stage_json([str(PYTHON), "bench/reliability/load.py", "--clients", str(clients), "--seconds", str(seconds)],
+                                env=env, timeout=1800)
+        else:
+            result = stage_deploy_check(env=env)
+        report["stages"][stage] = {"loadavg_at_start": load, **result}
+        log(f"{stage}: exit status {result['exit_status']} in {result.get('wall_s', '?')} s")
+
+    # A quick run is a smoke test of the runs themselves: its figures are not results.
+    target = (BASE_DIR / "var" / "reliability-quick.json") if args.quick else (RESULTS / "latest.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    log(f"written to {target.relative_to(BASE_DIR)}")
+    return 1 if any(s["exit_status"] for s in report["stages"].values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
