@@ -116,7 +116,9 @@ def results_markdown(figures: dict) -> str:
         f"Run of {figures['finished_at']} (`{figures['command']}`, {figures['duration_s']:.0f} s), "
         f"load average {figures['load']['before']} before the run "
         + (f"(waited for < {figures['load']['threshold']}), " if figures["load"]["threshold"] else "(no load wait), ")
-        + f"{figures['load']['after']} after.",
+        + f"{figures['load']['after']} after; during the phases "
+        + f"{min(figures['load'].get('during') or [0])} to {max(figures['load'].get('during') or [0])} "
+        + "(the bench's own worker and PostgreSQL included).",
         "",
         f"Code: commit {figures['code']['commit']}"
         + (f" plus uncommitted changes to {', '.join(figures['code']['uncommitted'])}." if figures["code"]["uncommitted"] else "."),

@@ -34,7 +34,13 @@ BULK_MIN_SIZE = 1000
 BULK_TIMEOUT_S = 600.0
 
 
+# (what the bench was starting, 1-minute load average then): the bench's own worker and
+# PostgreSQL count in it too, so about 1 to 2 is the bench alone on 2 cores.
+LOAD_SAMPLES: list[tuple[str, float]] = []
+
+
 def log(message: str) -> None:
+    LOAD_SAMPLES.append((message[:60], round(os.getloadavg()[0], 2)))
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
@@ -101,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     from bench.report import benchmarks_write, results_markdown, targets
 
     figures["load"] = {"before": load_before, "after": round(os.getloadavg()[0], 2),
-                       "threshold": None if args.quick else args.max_load}  # fmt: skip
+                       "threshold": None if args.quick else args.max_load,
+                       "during": [load for _phase, load in LOAD_SAMPLES]}  # fmt: skip
     figures["duration_s"] = round(time.perf_counter() - started, 1)
     figures["finished_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     figures["command"] = "make bench" if argv is None and len(sys.argv) == 1 else "bench/run.py " + " ".join(
