@@ -179,6 +179,7 @@ def main(argv=None) -> int:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=4, help="gunicorn threads per worker")
+    parser.add_argument("--baseline-seconds", type=float, default=10.0, help="one client alone, before the load")
     parser.add_argument("--seed", type=int, default=1774)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -279,6 +280,11 @@ def main(argv=None) -> int:
                 return False
 
         wait_until(up, timeout=60, what="gunicorn", every=0.2)
+        # One client alone first: what a request costs when nobody waits in line, to read the 50-client
+        # figures against (with no think time, 50 clients on 2 cores mostly measure the queue).
+        log(f"1 client alone for {args.baseline_seconds:g} s")
+        baseline = run_clients(base_url=f"http://127.0.0.1:{port}", logins=logins[:1], node_ids=node_ids,
+                               job_ids=job_ids, seconds=args.baseline_seconds, seed=args.seed + 1)
         load_before = os.getloadavg()
         log(f"{len(logins)} clients log in, then {args.seconds:g} s of requests")
         figures = run_clients(base_url=f"http://127.0.0.1:{port}", logins=logins, node_ids=node_ids, job_ids=job_ids,
@@ -302,6 +308,7 @@ def main(argv=None) -> int:
         "gunicorn": {"workers": args.workers, "worker_class": "gthread", "threads": args.threads},
         "settings": {"DEBUG": False, "DB_CONN_MAX_AGE": 600, "SECURE_SSL_REDIRECT": False},
         "jobs_polled": job_states,
+        "one_client_alone": {k: baseline[k] for k in ("seconds", "total", "by_kind")},
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         **figures,

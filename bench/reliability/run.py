@@ -8,8 +8,9 @@
 4. load   bench/reliability/load.py --clients 50 --seconds 60   gunicorn, errors and p50/p99
 5. deploy manage.py check --deploy --fail-level WARNING with production settings
 
-It first waits (up to --max-wait s) for the 1-minute load average to fall below --max-load: the
-machine has 2 cores and other work would be measured too. Each stage runs in its own process
+It first waits (up to --max-wait s) for the 1-minute load average to fall below --max-load, and
+again (up to 10 minutes) before each later stage: the machine has 2 cores and other work, or the
+previous stage's, would be measured too. Each stage runs in its own process
 (they set up Django with different settings); everything is on loopback and stops by itself.
 Writes every stage's figures to bench/reliability/results/latest.json (a quick run: to
 var/reliability-quick.json) and prints them.
@@ -119,7 +120,10 @@ def main(argv=None) -> int:
         "stages": {},
     }
     kills, cases, clients, seconds = (10, 500, 10, 10) if args.quick else (100, 10000, 50, 60)
-    for stage in stages:
+    for n, stage in enumerate(stages):
+        if n and not args.quick:
+            # The previous stage's own work is still in the 1-minute average: let the machine settle.
+            report["load_wait_s"] += round(load_wait(threshold=args.max_load, max_wait=600), 0)
         load = [round(x, 2) for x in os.getloadavg()]
         log(f"{stage}: starting (load average {load[0]})")
         if stage == "kill":
@@ -133,7 +137,8 @@ def main(argv=None) -> int:
             result = stage_json([str(PYTHON), "bench/reliability/load.py", "--clients", str(clients), "--seconds", str(seconds)],
                                 env=env, timeout=1800)
         else:
-            result = stage_deploy_check(env=env)
+            began = time.monotonic()
+            result = {**stage_deploy_check(env=env), "wall_s": round(time.monotonic() - began, 1)}
         report["stages"][stage] = {"loadavg_at_start": load, **result}
         log(f"{stage}: exit status {result['exit_status']} in {result.get('wall_s', '?')} s")
 
