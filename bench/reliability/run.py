@@ -37,6 +37,11 @@ DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/slicedash_rel"
 STAGES = ("kill", "fuzz", "faults", "load", "deploy")
 
 
+def git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=BASE_DIR, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else f"(git {' '.join(args)} failed)"
+
+
 def log(message: str) -> None:
     print(f"[reliability {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
@@ -115,6 +120,9 @@ def main(argv=None) -> int:
     waited = 0.0 if args.quick else load_wait(threshold=args.max_load, max_wait=args.max_wait)
     report: dict = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git("rev-parse", "--short", "HEAD"),
+        # Others' work in progress in the same checkout is measured too; say which files differed.
+        "uncommitted": git("status", "--porcelain", "--untracked-files=no").splitlines(),
         "quick": args.quick,
         "load_wait_s": round(waited, 0),
         "stages": {},
