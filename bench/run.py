@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     repeat, e2e_requests, pure_seconds, clicks = (5, 50, 0.5, 3) if args.quick else (15, 300, 2.0, 10)
     threshold = args.max_load if not args.quick else float("inf")
     load_before = load_wait(threshold=threshold, max_wait=args.max_wait) if not args.quick else round(os.getloadavg()[0], 2)
+    LOAD_SAMPLES.clear()  # the waiting is not the run
 
     work_dir = Path(tempfile.mkdtemp(prefix="slicedash-bench-"))
     try:
