@@ -131,6 +131,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 120, minimum=5)
 # A queued job no worker took within this long is failed by the reaper (no worker running?).
 JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
+# A job still queued this long has its message sent again (a Redis restarted empty lost it).
+JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
 # A job whose worker died this many times is given up rather than retried again.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {

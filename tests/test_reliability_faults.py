@@ -254,6 +254,34 @@ def test_it_reaps_a_queued_job_whose_message_an_empty_restart_lost(legacy_node_1
     assert catalog(legacy_node_1774) == before
 
 
+def test_it_sends_again_the_message_an_empty_restart_lost(legacy_node_1774, own_redis, settings):
+    job = job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job
+    own_redis.stop()
+    own_redis.start()  # no persistence: the message is gone, the row says queued
+    assert jobs_reap(now=timezone.now() + timedelta(seconds=settings.JOB_RESEND_AFTER + 1)) == 0
+    assert own_redis.queued() == 1
+
+
+def test_it_finishes_a_job_whose_lost_message_the_reaper_sent_again(
+    legacy_node_1774, own_redis, settings, request, job_finished
+):
+    job = job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job
+    own_redis.stop()
+    own_redis.start()
+    request.getfixturevalue("live_worker")  # idle: the queue it watches is empty
+    jobs_reap(now=timezone.now() + timedelta(seconds=settings.JOB_RESEND_AFTER + 1))
+    job = job_finished(job, timeout=60)
+    assert (job.state, len(catalog(legacy_node_1774))) == (Job.State.SUCCEEDED, 6)
+
+
+def test_it_sends_a_queued_message_again_only_once_per_interval(legacy_node_1774, own_redis, settings):
+    job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774)
+    later = timezone.now() + timedelta(seconds=settings.JOB_RESEND_AFTER + 1)
+    jobs_reap(now=later)
+    jobs_reap(now=later + timedelta(seconds=1))
+    assert own_redis.queued() == 2  # the original and one re-send
+
+
 # --- the grid ------------------------------------------------------------------------------
 
 

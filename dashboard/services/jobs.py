@@ -73,6 +73,8 @@ GRID_READ_ATTEMPTS = 3
 # overrides it). It must outlast a worker busy with a full-length job (CELERY_TASK_TIME_LIMIT,
 # 11 minutes by default), so a healthy but busy worker does not lose requests.
 DEFAULT_QUEUED_TIMEOUT = 15 * 60
+# A job still queued this long has its message sent again (settings.JOB_RESEND_AFTER overrides it).
+DEFAULT_RESEND_AFTER = 120
 # A job whose worker died this many times is not tried again: something in it kills workers.
 DEFAULT_MAX_ATTEMPTS = 3
 # Bulk runs load this many nodes (with their slices and policies) per round of queries.
@@ -886,7 +888,8 @@ def jobs_reap(now: datetime | None = None) -> int:
     """Fail the jobs nobody will finish; returns how many.
 
     - running, with no heartbeat for JOB_HEARTBEAT_TIMEOUT: the worker died or hangs;
-    - queued for JOB_QUEUED_TIMEOUT (default 15 minutes) without a worker taking it.
+    - queued for JOB_QUEUED_TIMEOUT (default 15 minutes) without a worker taking it;
+    and sends again the message of a job queued for JOB_RESEND_AFTER (a broker may have lost it).
     Each update is conditional on what was read, so a heartbeat that lands meanwhile wins.
     """
     now = now or timezone.now()
@@ -907,18 +910,42 @@ def jobs_reap(now: datetime | None = None) -> int:
         if _job_close(job, state=Job.State.FAILED, error=error, attempts=job.attempts, extra=still):
             reaped += 1
     queued_timeout = getattr(settings, "JOB_QUEUED_TIMEOUT", DEFAULT_QUEUED_TIMEOUT)
+    resend_after = getattr(settings, "JOB_RESEND_AFTER", DEFAULT_RESEND_AFTER)
     for job in Job.objects.filter(
         state=Job.State.QUEUED, created_at__lt=now - timedelta(seconds=queued_timeout)
     ).select_related("node", "requested_by"):
         error = (
             f"never started: queued at {job.created_at:%Y-%m-%d %H:%M:%S} UTC and no worker took it within "
-            f"{queued_timeout} s; is a Celery worker running?"
+            f"{queued_timeout} s, though its message was re-sent every {resend_after} s; "
+            "is a Celery worker consuming this broker?"
         )
         if _job_close(job, state=Job.State.FAILED, error=error, from_states=(Job.State.QUEUED,)):
             reaped += 1
+    _jobs_resend(now=now, after=resend_after)
     if reaped:
         log.warning("reaper: failed %d job(s) nobody will finish", reaped)
     return reaped
+
+
+def _jobs_resend(*, now: datetime, after: int) -> int:
+    """Send again the message of a job still queued after `after` seconds.
+
+    A broker that restarted without persistence loses the message, and the job would wait
+    for the queued time-out while a worker sits idle. A duplicate is harmless: the claim is
+    conditional, so the second message of a job already taken is dropped. While a job is
+    queued its heartbeat_at records when its message was last sent.
+    """
+    cutoff = now - timedelta(seconds=after)
+    sent = 0
+    for job in Job.objects.filter(state=Job.State.QUEUED).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
+    ).only("pk", "heartbeat_at"):
+        still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
+        if Job.objects.filter(still, pk=job.pk, state=Job.State.QUEUED).update(heartbeat_at=now):
+            log.warning("reaper: job %s still queued after %s s; its message is sent again", job.pk, after)
+            _job_enqueue(job.pk)
+            sent += 1
+    return sent
 
 
 def _heartbeat_cutoff(now: datetime) -> datetime:
