@@ -52,6 +52,9 @@ class _Handler(BaseHTTPRequestHandler):
     grid: Any
     server_version = "simgrid"
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with keep-alive, Nagle's algorithm would hold the
+    # body until the client's delayed ACK (~40 ms a request, measured in BENCHMARKS.md).
+    disable_nagle_algorithm = True
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         parts = urlsplit(self.path)
