@@ -12,7 +12,8 @@ from dashboard.grid.simulator import SimulatedGrid
 from dashboard.models import AuditEvent, Node
 
 pytestmark = pytest.mark.django_db
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "gridproxy"
+# The suite's own copy of ../shared/gridproxy: CI's checkout must not depend on a sibling folder.
+SAMPLES = Path(__file__).resolve().parent / "data" / "gridproxy"
 
 
 def register(*args: str) -> dict:
@@ -63,7 +64,7 @@ def test_it_registers_a_down_node_as_down(grid):
 
 
 def test_it_reads_the_node_from_the_grid_proxy(gridproxy_serving):
-    gridproxy_serving({"/nodes/1774": (SHARED / "node-1774.json").read_bytes()})
+    gridproxy_serving({"/nodes/1774": (SAMPLES / "node-1774.json").read_bytes()})
     result = register("1774")
     node = Node.objects.get(node_id=1774)
     assert (result["farm_name"], result["pools"], node.used_mru, node.twin_id) == ("mitana", None, 7623566950, 9011)
