@@ -5,6 +5,7 @@ filesystem transport under ./var, on the simulated grid. Production sets DATABAS
 CELERY_BROKER_URL, SECRET_KEY, ALLOWED_HOSTS and DEBUG=false (see README "Configuration").
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -38,6 +39,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "csp",
+    "axes",
     "dashboard",
 ]
 
@@ -52,6 +54,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lockout into its response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "dashboard.urls"
@@ -149,6 +153,18 @@ GRID_BACKOFF = env_float("GRID_BACKOFF", 0.5, minimum=0.0)
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
 
 # --- Auth and security ----------------------------------------------------------------
+# Login throttling (django-axes): a username guessed wrong this often from one address is locked
+# out for the cool-off; a good login resets the count.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("AXES_ENABLED", True)
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet"
 LOGOUT_REDIRECT_URL = "login"

@@ -5,6 +5,7 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth import authenticate
+from django.test import RequestFactory
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
@@ -128,8 +129,8 @@ def test_it_rebuilds_a_demo_whose_simulator_was_lost(demo, simgrid_path):
 
 def test_it_creates_the_demo_logins_with_their_roles(demo, demo_env):
     passwords = json.loads(demo_env.read_text())
-    admin = authenticate(username="admin", password=passwords["admin"])
-    support = authenticate(username="support", password=passwords["support"])
+    admin = authenticate(RequestFactory().post("/login/"), username="admin", password=passwords["admin"])
+    support = authenticate(RequestFactory().post("/login/"), username="support", password=passwords["support"])
     assert (admin.is_superuser, admin.is_staff, list(admin.groups.values_list("name", flat=True))) == (True, True, ["admins"])
     assert (support.is_staff, list(support.groups.values_list("name", flat=True))) == (False, ["support"])
 
@@ -142,7 +143,7 @@ def test_it_reuses_the_passwords_on_later_runs(demo, demo_env):
     first = demo_env.read_text()
     _demo()
     assert demo_env.read_text() == first
-    assert authenticate(username="admin", password=json.loads(first)["admin"]) is not None
+    assert authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"]) is not None
 
 
 def test_it_prints_only_the_login_lines(demo, demo_env):
