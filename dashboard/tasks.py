@@ -26,7 +26,12 @@ JOB_SOFT_TIME_LIMIT = settings.CELERY_TASK_SOFT_TIME_LIMIT
 JOB_TIME_LIMIT = max(settings.CELERY_TASK_TIME_LIMIT, JOB_SOFT_TIME_LIMIT + 30)
 
 
+# How many times a message that finds its job running under a live heartbeat looks again later.
+REDELIVERY_LOOKS = 3
+
+
 @shared_task(
+    bind=True,
     name="dashboard.job_run",
     acks_late=True,
     reject_on_worker_lost=True,
@@ -34,7 +39,7 @@ JOB_TIME_LIMIT = max(settings.CELERY_TASK_TIME_LIMIT, JOB_SOFT_TIME_LIMIT + 30)
     soft_time_limit=JOB_SOFT_TIME_LIMIT,
     time_limit=JOB_TIME_LIMIT,
 )
-def job_run(job_id: int) -> None:
+def job_run(self, job_id: int) -> None:
     """Claim job `job_id` and run it; a message for a job that is not claimable is dropped."""
     try:
         job_id = int(job_id)
@@ -42,6 +47,11 @@ def job_run(job_id: int) -> None:
         log.error("job_run: %r is not a job id; message dropped", job_id)
         return
     job = jobs.job_claim(job_id=job_id)
+    if job is None and jobs.job_is_running(job_id=job_id) and self.request.retries < REDELIVERY_LOOKS:
+        # A message back while its job shows a live heartbeat is most often that of a pool child
+        # killed mid-job (reject_on_worker_lost requeues it at once). Look again once that
+        # heartbeat has gone stale and take the job over, so it finishes instead of being reaped.
+        raise self.retry(countdown=settings.JOB_HEARTBEAT_TIMEOUT + 1, max_retries=REDELIVERY_LOOKS)
     if job is None:
         log.info("job %s: not claimable (finished, gone, or running with a live heartbeat); message dropped", job_id)
         return

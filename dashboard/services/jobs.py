@@ -268,6 +268,10 @@ def job_claim(*, job_id: int, now: datetime | None = None) -> Job | None:
     return None
 
 
+def job_is_running(*, job_id: int) -> bool:
+    return Job.objects.filter(pk=job_id, state=Job.State.RUNNING).exists()
+
+
 def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> None:
     """Run a claimed job to its end: succeeded with a result, or failed with a reason a person can read.
 
