@@ -234,22 +234,25 @@ def _figures(nodes: QuerySet[Node]) -> list[tuple]:
     if not node_values:
         return []
 
-    # One row per free size, per failed size, and per occupied slice in index order: occupied
-    # ones are kept by the carve (first fit in the pools follows their order), free ones are
-    # compared with it, and all of them are counted.
+    # One row per free size, per failed size, and per occupied slice with its index: occupied
+    # ones are kept by the carve in index order (first fit in the pools follows it), free ones
+    # are compared with it, and all of them are counted.
     occupied_index = Case(
         When(state__in=Slice.OCCUPIED_STATES, then=F("index")), default=Value(None), output_field=IntegerField()
     )
+    slice_rows = Slice.objects.all()
+    if nodes.query.has_filters():
+        # Unfiltered, the join to the nodes would cost as much as the grouping itself.
+        slice_rows = slice_rows.filter(node__in=nodes.order_by().values("pk"))
     groups = (
-        Slice.objects.filter(node__in=nodes.order_by().values("pk"))
-        .annotate(occupied_index=occupied_index)
+        slice_rows.annotate(occupied_index=occupied_index)
         .values_list("node_id", "state", "cru", "mru", "sru", "occupied_index")
         .annotate(n=Count("pk"))
-        .order_by("node_id", "occupied_index")
+        .order_by()
     )
-    # node pk -> [rented, deployed, failed, free sizes with their count, occupied sizes]
+    # node pk -> [rented, deployed, failed, free (size, count) pairs, occupied (index, size) pairs]
     slices: dict[int, list] = {}
-    for node_pk, state, cru, mru, sru, _, n in groups:
+    for node_pk, state, cru, mru, sru, index, n in groups:
         counts = slices.get(node_pk)
         if counts is None:
             counts = slices[node_pk] = [0, 0, 0, [], []]
@@ -259,7 +262,7 @@ def _figures(nodes: QuerySet[Node]) -> list[tuple]:
             counts[2] += n
         else:
             counts[0 if state == Slice.State.RENTED else 1] += n
-            counts[4].extend([capacity.Resources(cru=cru, mru=mru, sru=sru)] * n)
+            counts[4].extend([(index, (cru, mru, sru))] * n)
 
     book = policy_book()
     shapes: dict[tuple, _Shape] = {}
@@ -269,16 +272,19 @@ def _figures(nodes: QuerySet[Node]) -> list[tuple]:
          carved_name, carved_version, carved_sru) in node_values:  # fmt: skip
         rented, deployed, failed, free_sizes, occupied = slices.get(pk, nothing)
         policy = book.for_node(pk=pk, farm_id=farm_id)
-        free_key = tuple(sorted(free_sizes))
-        occupied_key = tuple(occupied)
+        free_key = tuple(sorted(free_sizes)) if len(free_sizes) > 1 else tuple(free_sizes)
+        occupied_key = tuple(size for _, size in sorted(occupied)) if occupied else ()
         pools_key = tuple(pools) if pools else None
-        key = (cru, mru, sru, hru, pools_key, policy, occupied_key, carved_name, carved_version, carved_sru, free_key)
+        # The book hands out one object per policy for this request, so its id stands for it
+        # (hashing the frozen policy for every node would cost more than the lookup saves).
+        key = (cru, mru, sru, hru, pools_key, id(policy), occupied_key, carved_name, carved_version, carved_sru, free_key)
         shape = shapes.get(key)
         if shape is None:
             total = capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru)
+            kept = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key]
             shape = shapes[key] = _Shape(
                 policy=policy,
-                carve=carve_memoised(total, policy, occupied=occupied_key, pools=pools_key),
+                carve=carve_memoised(total, policy, occupied=kept, pools=pools_key),
                 reason_args={
                     "carved_policy_name": carved_name,
                     "carved_policy_version": carved_version,
@@ -286,7 +292,7 @@ def _figures(nodes: QuerySet[Node]) -> list[tuple]:
                     "free": [size for size, n in free_key for _ in range(n)],
                 },
             )
-        free = sum(n for _, n in free_sizes)
+        free = sum(n for _, n in free_sizes) if free_sizes else 0
         figures.append(
             (node_id, pk, farm_id, farm_name, status, free + rented + deployed + failed, shape.carve.slices, free,
              rented, deployed, failed, placeable, phantom, shape.stale, seen_at, shape)
