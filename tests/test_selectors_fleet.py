@@ -276,3 +276,12 @@ def test_it_reads_a_page_in_three_queries_whatever_the_fleet_size(count, django_
     with django_assert_num_queries(3):
         page = fleet_page(page=1, per_page=5, sort="-gap", stale=False)
     assert len(page.rows) == 5 and not any(r.stale for r in page.rows)
+
+
+def test_it_carves_a_node_within_its_ssd_pools():
+    pools = [199 * GiB, 199 * GiB]
+    total = Resources(cru=32, mru=256 * GiB, sru=500 * GiB)
+    node_register(node_id=5000, total=total, farm_id=1, pools=pools)
+    carved = capacity.carve(total, capacity.PROFILES["zos"], pools=pools)
+    assert carved.slices != capacity.carve(total, capacity.PROFILES["zos"]).slices
+    assert (by_node(fleet_overview())[5000].deployable, by_node(fleet_overview())[5000].stale) == (carved.slices, False)

@@ -9,12 +9,13 @@ the stale reason is written in words only then.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.core.paginator import Page, Paginator
-from django.db.models import BigIntegerField, Case, CharField, Count, F, IntegerField, QuerySet, Value, When
+from django.db.models import BigIntegerField, Case, CharField, Count, F, IntegerField, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast, Extract
 
 from dashboard import capacity
@@ -35,7 +36,7 @@ _NODE_FIELDS = (
     "total_mru",
     "total_sru",
     "total_hru",
-    "pools_sru",
+    "pools_text",
     "placeable_now",
     "phantom_slices",
     "seen_us",
@@ -235,7 +236,9 @@ def _figures(nodes: QuerySet[Node]) -> list[tuple]:
     # seen_at as whole microseconds since the epoch: it sorts the same, and turning 10,000
     # timestamps into datetimes took as long as the rest of the query; only shown rows need one.
     seen_us = Cast(Extract("seen_at", "epoch", tzinfo=UTC) * Value(1_000_000), BigIntegerField())
-    node_values = list(nodes.order_by().annotate(seen_us=seen_us).values_list(*_NODE_FIELDS))
+    # The pools as JSON text: a shape key as it is, parsed once per shape.
+    pools_text = Cast("pools_sru", TextField())
+    node_values = list(nodes.order_by().annotate(seen_us=seen_us, pools_text=pools_text).values_list(*_NODE_FIELDS))
     if not node_values:
         return []
 
@@ -255,41 +258,51 @@ def _figures(nodes: QuerySet[Node]) -> list[tuple]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    # node pk -> [rented, deployed, failed, free (size, count) pairs, occupied (index, size) pairs]
-    slices: dict[int, list] = {}
+    # node pk -> [rented, deployed, failed, free, free (size, count) pairs, occupied (index, size) pairs]
+    counted: dict[int, list] = {}
     for node_pk, state, cru, mru, sru, index, n in groups:
-        counts = slices.get(node_pk)
+        counts = counted.get(node_pk)
         if counts is None:
-            counts = slices[node_pk] = [0, 0, 0, [], []]
+            counts = counted[node_pk] = [0, 0, 0, 0, [], []]
         if state == Slice.State.FREE:
-            counts[3].append(((cru, mru, sru), n))
+            counts[3] += n
+            counts[4].append(((cru, mru, sru), n))
         elif state == Slice.State.FAILED:
             counts[2] += n
         else:
             counts[0 if state == Slice.State.RENTED else 1] += n
-            counts[4].extend([(index, (cru, mru, sru))] * n)
+            counts[5].extend([(index, (cru, mru, sru))] * n)
+    # node pk -> (rented, deployed, failed, free, (free sizes with their count, occupied sizes in index order))
+    slices = {
+        pk: (rented, deployed, failed, free, (tuple(sorted(free_sizes)), tuple(size for _, size in sorted(occupied))))
+        for pk, (rented, deployed, failed, free, free_sizes, occupied) in counted.items()
+    }
 
     book = policy_book()
+    by_node, by_farm = book.by_node, book.by_farm
+    fleet_policy = book.for_farm(None)
     shapes: dict[tuple, _Shape] = {}
-    nothing = [0, 0, 0, (), ()]
+    nothing = (0, 0, 0, 0, ((), ()))
     figures = []
-    for (pk, node_id, farm_id, farm_name, status, cru, mru, sru, hru, pools, placeable, phantom, seen_us,
+    for (pk, node_id, farm_id, farm_name, status, cru, mru, sru, hru, pools_text, placeable, phantom, seen_us,
          carved_name, carved_version, carved_sru) in node_values:  # fmt: skip
-        rented, deployed, failed, free_sizes, occupied = slices.get(pk, nothing)
-        policy = book.for_node(pk=pk, farm_id=farm_id)
-        free_key = tuple(sorted(free_sizes)) if len(free_sizes) > 1 else tuple(free_sizes)
-        occupied_key = tuple(size for _, size in sorted(occupied)) if occupied else ()
-        pools_key = tuple(pools) if pools else None
+        rented, deployed, failed, free, slice_key = slices.get(pk, nothing)
+        policy = by_node.get(pk) or by_farm.get(farm_id) or fleet_policy  # as PolicyBook.for_node
         # The book hands out one object per policy for this request, so its id stands for it
         # (hashing the frozen policy for every node would cost more than the lookup saves).
-        key = (cru, mru, sru, hru, pools_key, id(policy), occupied_key, carved_name, carved_version, carved_sru, free_key)
+        key = (cru, mru, sru, hru, pools_text, id(policy), carved_name, carved_version, carved_sru, slice_key)
         shape = shapes.get(key)
         if shape is None:
-            total = capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru)
-            kept = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key]
+            free_key, occupied_key = slice_key
+            pools = json.loads(pools_text) if pools_text else None
             shape = shapes[key] = _Shape(
                 policy=policy,
-                carve=carve_memoised(total, policy, occupied=kept, pools=pools_key),
+                carve=carve_memoised(
+                    capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
+                    policy,
+                    occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
+                    pools=tuple(pools) if pools else None,
+                ),
                 reason_args={
                     "carved_policy_name": carved_name,
                     "carved_policy_version": carved_version,
@@ -297,7 +310,6 @@ def _figures(nodes: QuerySet[Node]) -> list[tuple]:
                     "free": [size for size, n in free_key for _ in range(n)],
                 },
             )
-        free = sum(n for _, n in free_sizes) if free_sizes else 0
         figures.append(
             (node_id, pk, farm_id, farm_name, status, free + rented + deployed + failed, shape.carve.slices, free,
              rented, deployed, failed, placeable, phantom, shape.stale, seen_us, shape)
