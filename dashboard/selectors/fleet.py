@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.core.paginator import Page, Paginator
+from django.db import connection
 from django.db.models import BigIntegerField, Case, CharField, Count, F, IntegerField, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast, Extract
 
@@ -232,13 +233,22 @@ class _Shape:
         return self._reason
 
 
+def _microseconds(moment: datetime | None) -> int | None:
+    return None if moment is None else (moment - _EPOCH) // timedelta(microseconds=1)
+
+
 def _figures(nodes: QuerySet[Node]) -> list[tuple]:
     # seen_at as whole microseconds since the epoch: it sorts the same, and turning 10,000
     # timestamps into datetimes took as long as the rest of the query; only shown rows need one.
-    seen_us = Cast(Extract("seen_at", "epoch", tzinfo=UTC) * Value(1_000_000), BigIntegerField())
+    # SQLite (the embedded demo) has no epoch extract; its fleets are small, so Python converts there.
+    in_sql = connection.vendor == "postgresql"
+    seen_us = Cast(Extract("seen_at", "epoch", tzinfo=UTC) * Value(1_000_000), BigIntegerField()) if in_sql else F("seen_at")
     # The pools as JSON text: a shape key as it is, parsed once per shape.
     pools_text = Cast("pools_sru", TextField())
     node_values = list(nodes.order_by().annotate(seen_us=seen_us, pools_text=pools_text).values_list(*_NODE_FIELDS))
+    if not in_sql:
+        at = _NODE_FIELDS.index("seen_us")
+        node_values = [v[:at] + (_microseconds(v[at]),) + v[at + 1 :] for v in node_values]
     if not node_values:
         return []
 
