@@ -6,7 +6,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.capacity import GiB, Resources
 from dashboard.models import Node, Policy, Slice
-from dashboard.selectors.fleet import fleet_overview, fleet_rows
+from dashboard.selectors.fleet import fleet_overview, fleet_page, fleet_rows
 from dashboard.services import catalog
 from dashboard.services.catalog import node_register
 
@@ -246,3 +246,42 @@ def test_it_carves_each_distinct_node_only_once():
     fleet_overview()
     # 3 sizes x (with or without pools) x 3 deployed counts x 3 policies, at most.
     assert catalog._carve_memo.cache_info().misses <= 54
+
+
+def test_it_gives_the_exact_time_a_node_was_last_seen(mixed_fleet):
+    seen = timezone.now().replace(microsecond=123457) - timedelta(days=400)
+    Node.objects.filter(node_id=2000).update(seen_at=seen)
+    assert by_node(fleet_overview())[2000].seen_at == seen
+    assert by_node(fleet_overview())[2000].seen_at.utcoffset() == timedelta(0)
+
+
+def test_it_gives_one_page_with_the_totals_of_every_matching_node(mixed_fleet):
+    page = fleet_page(page=2, per_page=3, sort="-node_id")
+    assert [r.node_id for r in page.rows] == [1774]
+    assert (page.count, page.totals.nodes, page.totals.stale) == (4, 4, 3)
+
+
+def test_it_gives_the_last_page_for_a_page_beyond_it(mixed_fleet):
+    assert [r.node_id for r in fleet_page(page="99", per_page=3).rows] == [4000]
+
+
+def test_it_writes_the_stale_reason_of_a_paged_row(mixed_fleet):
+    row = fleet_page(page=1, per_page=1, search="3000").rows[0]
+    assert row.stale_reason == "1 free slice(s) where the policy carves 2"
+
+
+@pytest.mark.parametrize("count", [10, 1000])
+def test_it_reads_a_page_in_three_queries_whatever_the_fleet_size(count, django_assert_num_queries):
+    fleet_of(count)
+    with django_assert_num_queries(3):
+        page = fleet_page(page=1, per_page=5, sort="-gap", stale=False)
+    assert len(page.rows) == 5 and not any(r.stale for r in page.rows)
+
+
+def test_it_carves_a_node_within_its_ssd_pools():
+    pools = [199 * GiB, 199 * GiB]
+    total = Resources(cru=32, mru=256 * GiB, sru=500 * GiB)
+    node_register(node_id=5000, total=total, farm_id=1, pools=pools)
+    carved = capacity.carve(total, capacity.PROFILES["zos"], pools=pools)
+    assert carved.slices != capacity.carve(total, capacity.PROFILES["zos"]).slices
+    assert (by_node(fleet_overview())[5000].deployable, by_node(fleet_overview())[5000].stale) == (carved.slices, False)

@@ -10,11 +10,13 @@ from dashboard.services.catalog import (
     NodeAlreadyRegistered,
     carve_memoised,
     catalog_is_stale,
+    catalog_stale,
     catalog_slices,
     node_register,
     policies_for_nodes,
     policy_for_node,
     policy_named,
+    stale_reason,
 )
 
 pytestmark = pytest.mark.django_db
@@ -370,3 +372,27 @@ def test_it_words_a_small_rootfs_free_slice_size_in_mib():
     node = register(total=Resources(cru=1, mru=8 * GiB, sru=60 * GiB))
     node.slices.update(mru=512 * MiB)
     assert "1 vCPU / 512 MiB /" in stale(node)[1]
+
+
+_ZOS_CARVE = capacity.carve(NODE_1774, capacity.PROFILES["zos"])
+_ZOS_SIZE = (_ZOS_CARVE.slice.cru, _ZOS_CARVE.slice.mru, _ZOS_CARVE.slice.sru)
+
+
+@pytest.mark.parametrize(
+    ("carved", "free", "stale_expected"),
+    [
+        (("zos", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * _ZOS_CARVE.new_slices, False),
+        (("legacy", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * _ZOS_CARVE.new_slices, True),
+        (("zos", 2, _ZOS_SIZE[2]), [_ZOS_SIZE] * _ZOS_CARVE.new_slices, True),
+        (("zos", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * (_ZOS_CARVE.new_slices - 1), True),
+        (("zos", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * 5 + [(1, 4 * GiB, 133 * GiB)], True),
+        (("zos", 1, _ZOS_SIZE[2] - GiB), [(*_ZOS_SIZE[:2], _ZOS_SIZE[2] - GiB)] * _ZOS_CARVE.new_slices, False),
+    ],
+)
+def test_it_tells_stale_without_words_as_the_reason_does(carved, free, stale_expected):
+    name, version, slice_sru = carved
+    args = dict(
+        carved_policy_name=name, carved_policy_version=version, carved_slice_sru=slice_sru,
+        policy=capacity.PROFILES["zos"], free=free, carve=_ZOS_CARVE,
+    )  # fmt: skip
+    assert catalog_stale(**args) == bool(stale_reason(**args)) == stale_expected

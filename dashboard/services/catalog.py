@@ -339,7 +339,8 @@ def stale_reason(
     """Why a catalog is stale, in words ("" when it is not); pure, for callers holding plain rows.
 
     `free` holds (cru, mru, data sru) of each free slice; `carve` is what the policy carves
-    on the node with its rented and deployed slices kept.
+    on the node with its rented and deployed slices kept. `catalog_stale` is the same test
+    without the words.
     """
     reasons = []
     same_policy = carved_policy_name == policy.name and carved_policy_version == policy.version
@@ -353,22 +354,48 @@ def stale_reason(
 
     if len(free) != carve.new_slices:
         reasons.append(f"{len(free)} free slice(s) where the policy carves {carve.new_slices}")
-    target = carve.slice
-    if carve.new_slices and free:
-        # Deployments change the rounding of what is left, so a re-carve may offer a slightly
-        # larger disk than the node was carved with. Free slices still of the carved size, no
-        # larger than the policy's, are current: otherwise every deploy would make a node stale.
-        def current(size: tuple[int, int, int]) -> bool:
-            cru, mru, sru = size
-            if (cru, mru) != (target.cru, target.mru):
-                return False
-            return sru == target.sru or (same_policy and sru == carved_slice_sru and sru <= target.sru)
-
-        wrong = sorted(size for size in set(free) if not current(size))
-        if wrong:
-            shown = ", ".join(_size_words(capacity.SliceSize(*size)) for size in wrong[:3])
-            reasons.append(f"free slices of {shown} where the policy carves {_size_words(target)}")
+    wrong = _free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=same_policy)
+    if wrong:
+        shown = ", ".join(_size_words(capacity.SliceSize(*size)) for size in wrong[:3])
+        reasons.append(f"free slices of {shown} where the policy carves {_size_words(carve.slice)}")
     return "; ".join(reasons)
+
+
+def catalog_stale(
+    *,
+    carved_policy_name: str,
+    carved_policy_version: int,
+    carved_slice_sru: int,
+    policy: capacity.Policy,
+    free: Sequence[tuple[int, int, int]],
+    carve: capacity.Carve,
+) -> bool:
+    """stale_reason(...) != "", without writing the words: a fleet page needs the words of 50 nodes only."""
+    if carved_policy_name != policy.name or carved_policy_version != policy.version:
+        return True
+    if len(free) != carve.new_slices:
+        return True
+    return bool(_free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=True))
+
+
+def _free_not_current(
+    free: Sequence[tuple[int, int, int]], *, carve: capacity.Carve, carved_slice_sru: int, same_policy: bool
+) -> list[tuple[int, int, int]]:
+    """The distinct free sizes that are not what the policy carves, smallest first."""
+    target = carve.slice
+    if not (carve.new_slices and free):
+        return []
+
+    # Deployments change the rounding of what is left, so a re-carve may offer a slightly
+    # larger disk than the node was carved with. Free slices still of the carved size, no
+    # larger than the policy's, are current: otherwise every deploy would make a node stale.
+    def current(size: tuple[int, int, int]) -> bool:
+        cru, mru, sru = size
+        if (cru, mru) != (target.cru, target.mru):
+            return False
+        return sru == target.sru or (same_policy and sru == carved_slice_sru and sru <= target.sru)
+
+    return sorted(size for size in set(free) if not current(size))
 
 
 def _free_sizes(node: Node) -> list[capacity.SliceSize]:

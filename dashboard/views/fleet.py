@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.models import Job, Node
-from dashboard.selectors.fleet import FleetOverview, fleet_overview
+from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.jobs import bulk_active_job
 from dashboard.services.jobs import job_request
 
@@ -77,7 +77,9 @@ def overview(request):
     form = FleetFilterForm(request.GET)
     if not form.is_valid():
         return _render_overview(request, form, fleet=None, status=400)
-    return _render_overview(request, form, fleet=fleet_overview(**form.overview_filters()))
+    # Only the page's nodes become rows; the totals still cover every matching node.
+    fleet = fleet_page(page=request.GET.get("page"), per_page=NODES_PER_PAGE, **form.overview_filters())
+    return _render_overview(request, form, fleet=fleet)
 
 
 @login_required
@@ -122,9 +124,8 @@ def reregister_stale(request):
     )
 
 
-def _render_overview(request, form: FleetFilterForm, *, fleet: FleetOverview | None, status: int = 200):
-    rows = fleet.rows if fleet is not None else []
-    page = Paginator(rows, NODES_PER_PAGE).get_page(request.GET.get("page"))
+def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None, status: int = 200):
+    page = fleet.page if fleet is not None else Paginator([], NODES_PER_PAGE).get_page(1)
     context = {
         "section": "fleet",
         "form": form,
