@@ -46,7 +46,7 @@ def bulk_measure(*, size: int, worker: Worker, timeout: float) -> dict:
     result = job.result or {}
     if job.state != Job.State.SUCCEEDED:
         raise RuntimeError(f"the bulk job failed: {job.error}")
-    nodes = result.get("nodes", [])
+    slices = result.get("slices", {})
     stale_after = fleet_overview().totals.stale
     worker_s = (job.finished_at - job.started_at).total_seconds()
     return {
@@ -60,8 +60,8 @@ def bulk_measure(*, size: int, worker: Worker, timeout: float) -> dict:
         "worker_s": round(worker_s, 2),
         "queue_s": round((job.started_at - job.created_at).total_seconds(), 3),
         "nodes_per_s": round(size / wall, 1),
-        "slices_removed": sum(n.get("removed", 0) for n in nodes),
-        "slices_added": sum(n.get("added", 0) for n in nodes),
+        "slices_removed": slices.get("removed", 0),
+        "slices_added": slices.get("added", 0),
         "result_json_kib": round(len(_json(result)) / 1024, 1),
         "worker_rss_before_mib": before["rss_mib"],
         "worker_peak_rss_mib": after["peak_rss_mib"],

@@ -163,3 +163,28 @@ def test_it_follows_the_job_already_running_to_its_end(legacy_node_1774):
     timer.join()
     assert out.startswith(f"already running: job #{holder.pk} ")
     assert f"job #{holder.pk}: re-register of node 1774 succeeded" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet, monkeypatch):
+    from dashboard.services import jobs
+
+    monkeypatch.setattr(jobs, "BULK_FAILURES_KEPT", 1)
+    legacy_fleet(3)
+    for gone in (1, 2, 3):
+        legacy_fleet.grid.remove_node(gone)
+    # This test is the worker: it holds the bulk job, and finishes it while the command waits.
+    holder = job_claim(job_id=Job.objects.create(kind=Job.Kind.BULK_REREGISTER).pk)
+
+    def finish():
+        try:
+            job_execute(job=holder)
+        finally:
+            connection.close()
+
+    timer = threading.Timer(0.3, finish)
+    timer.start()
+    out = command("--stale", "--wait", "--timeout", 30)
+    timer.join()
+    assert "  node 1 failed: " in out and "node 2 failed" not in out
+    assert "  and 2 more failed node(s), not listed" in out

@@ -104,3 +104,81 @@ def test_it_needs_a_fixed_number_of_queries_per_node_whatever_the_slices(legacy_
     with CaptureQueriesContext(connection) as many_slices:
         bulk()
     assert len(many_slices) == len(few_slices)
+
+
+@pytest.fixture
+def small_sample(monkeypatch):
+    from dashboard.services import jobs
+
+    monkeypatch.setattr(jobs, "BULK_SAMPLE", 5)
+    return 5
+
+
+@pytest.fixture
+def fleet_210_with_3_gone(legacy_fleet, small_sample):
+    legacy_fleet(210)
+    for gone in (3, 150, 209):
+        legacy_fleet.grid.remove_node(gone)
+    before = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
+    return bulk(), before
+
+
+@pytest.mark.django_db
+def test_it_keeps_only_a_sample_of_the_changed_nodes(fleet_210_with_3_gone):
+    result = fleet_210_with_3_gone[0].result
+    assert [n["node_id"] for n in result["nodes"]] == [1, 2, 4, 5, 6]
+    assert (result["nodes_total"], result["nodes_truncated"]) == (207, True)
+
+
+@pytest.mark.django_db
+def test_it_keeps_every_failure_and_the_counts_beside_the_sample(fleet_210_with_3_gone):
+    result = fleet_210_with_3_gone[0].result
+    assert [f["node_id"] for f in result["failures"]] == [3, 150, 209]
+    assert (result["stale"], result["seen"], result["reregistered"], result["unchanged"], result["failed"]) == (
+        210, 210, 207, 0, 3
+    )
+
+
+@pytest.mark.django_db
+def test_it_totals_the_slices_and_the_fleet_figures_of_every_node_not_only_the_sample(fleet_210_with_3_gone):
+    job, slices_before = fleet_210_with_3_gone
+    result = job.result
+    slices_after = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
+    assert (result["fleet"]["before"]["slices"], result["fleet"]["after"]["slices"]) == (slices_before, slices_after)
+    assert result["slices"]["added"] - result["slices"]["removed"] == slices_after - slices_before
+    assert result["slices"]["kept"] + result["slices"]["added"] == slices_after
+
+
+@pytest.mark.django_db
+def test_it_counts_the_failures_past_the_cap_without_listing_them(legacy_fleet, monkeypatch):
+    from dashboard.services import jobs
+
+    monkeypatch.setattr(jobs, "BULK_FAILURES_KEPT", 2)
+    legacy_fleet(6)
+    for gone in (1, 3, 4, 6):
+        legacy_fleet.grid.remove_node(gone)
+    result = bulk().result
+    assert ([f["node_id"] for f in result["failures"]], result["failures_more"], result["failed"]) == ([1, 3], 2, 4)
+    assert result["words"].endswith("4 failed")
+
+
+@pytest.mark.django_db
+def test_it_keeps_the_result_the_same_size_whatever_the_number_of_nodes(legacy_fleet, small_sample):
+    import json
+
+    legacy_fleet(10, first=1)
+    ten = len(json.dumps(bulk().result))
+    legacy_fleet(60, first=100)
+    sixty = len(json.dumps(bulk().result))
+    assert sixty - ten < 40, (ten, sixty)  # only the digits of the counts grow
+
+
+@pytest.mark.django_db
+def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet, small_sample):
+    from dashboard.models import AuditEvent
+
+    legacy_fleet(8)
+    job = bulk()
+    events = list(AuditEvent.objects.filter(job=job, action="job.node-reregistered").order_by("node__node_id"))
+    assert [e.node.node_id for e in events] == list(range(1, 9))
+    assert events[7].detail["result"]["after"]["slices"] == Slice.objects.filter(node__node_id=8).count()

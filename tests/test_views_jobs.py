@@ -179,3 +179,79 @@ def test_it_names_the_nodes_a_bulk_reregister_could_not_do(support_client):
                                      "words": "re-registered 1 of 2 stale node(s); 0 already up to date; 1 failed"})  # fmt: skip
     content = support_client.get(reverse("job", args=[job.pk])).content
     assert b"node 3021</a>: node 3021 is down" in content
+
+
+def finished_bulk(*, changed: int, sample: int = 100, failures: int = 0, failures_kept: int = 1000) -> Job:
+    """A finished bulk job whose result is shaped as bulk_reregister writes it."""
+    figures = {"slices": 3, "free": 3, "deployable": 3, "phantom": 0}
+    node = {"node_id": 0, "changed": True, "before": figures, "after": figures, "removed": 3, "added": 3, "kept": 0}
+    kept = min(failures, failures_kept)
+    return Job.objects.create(
+        kind=Job.Kind.BULK_REREGISTER, state=Job.State.SUCCEEDED, finished_at=timezone.now(),
+        result={
+            "dry_run": False, "farm_id": None, "stale": changed + failures, "seen": changed + failures,
+            "reregistered": changed, "unchanged": 0, "failed": failures,
+            "slices": {"removed": 3 * changed, "added": 3 * changed, "kept": 0},
+            "fleet": {"before": {k: v * changed for k, v in figures.items()}, "after": {k: v * changed for k, v in figures.items()}},
+            "failures": [{"node_id": 50000 + i, "error": f"node {50000 + i} is down"} for i in range(kept)],
+            "failures_more": failures - kept,
+            "nodes": [node | {"node_id": 10000 + i} for i in range(min(changed, sample))],
+            "nodes_total": changed, "nodes_truncated": changed > sample, "notes": [],
+            "words": f"re-registered {changed} of {changed + failures} stale node(s); 0 already up to date; {failures} failed",
+        },
+    )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_it_shows_a_bulk_jobs_counts_and_totals(support_client):
+    job = finished_bulk(changed=2000, sample=100, failures=3)
+    content = support_client.get(reverse("job", args=[job.pk])).content.decode()
+    assert "<dt>Re-carved</dt><dd>2,000</dd>" in content and "<dt>Failed</dt><dd>3</dd>" in content
+    assert "6,000 / 6,000 / 0" in content  # slices removed / added / kept
+
+
+@pytest.mark.django_db
+def test_it_shows_the_sample_of_a_bulk_job_and_says_it_is_one(support_client):
+    job = finished_bulk(changed=2000, sample=100)
+    content = support_client.get(reverse("job", args=[job.pk])).content.decode()
+    assert "showing 100 of 2,000; see each node's page" in content
+    assert (content.count('href="/nodes/10'), "/nodes/10100/" in content) == (100, False)
+
+
+@pytest.mark.django_db
+def test_it_lists_every_kept_failure_of_a_bulk_job_and_counts_the_rest(support_client):
+    job = finished_bulk(changed=10, failures=1003, failures_kept=1000)
+    content = support_client.get(reverse("job", args=[job.pk])).content.decode()
+    assert "Failed nodes (1003)" in content and "and 3 more, not listed" in content
+    assert content.count("is down</li>") == 1000
+
+
+@pytest.mark.django_db
+def test_it_lists_jobs_without_reading_a_bulk_jobs_sample_or_failures(support_client):
+    finished_bulk(changed=5000, sample=5000, failures=1000)
+    response = support_client.get(reverse("jobs"))
+    row = response.context["page"][0]
+    assert "result" in row.get_deferred_fields() and not {"nodes", "failures"} & set(row.result_brief)
+    assert b"re-registered 5000 of 6000 stale node(s)" in response.content
+
+
+@pytest.mark.django_db
+def test_it_lists_jobs_with_the_same_queries_and_page_whatever_the_size_of_a_bulk_result(support_client):
+    url = reverse("jobs")
+    job = finished_bulk(changed=5, failures=1)
+    few, small_page = _count_queries(support_client, url), len(support_client.get(url).content)
+    job.result["nodes"] = job.result["nodes"] * 2000  # 10,000 nodes, as a result held before the cap
+    job.save(update_fields=["result"])
+    assert (_count_queries(support_client, url), len(support_client.get(url).content)) == (few, small_page)
+
+
+@pytest.mark.django_db
+def test_it_lists_a_bulk_job_in_the_history_of_each_node_it_recarved(support_client):
+    from dashboard.models import AuditEvent
+
+    node = make_node(1774)
+    job = finished_bulk(changed=1)
+    AuditEvent.objects.create(action="job.node-reregistered", node=node, job=job, message="re-register of node 1774")
+    AuditEvent.objects.create(action="job.node-reregistered", node=make_node(42), job=finished_bulk(changed=1), message="")
+    response = support_client.get(reverse("node", args=[1774]))
+    assert [j.pk for j in response.context["detail"].jobs] == [job.pk]

@@ -2,14 +2,34 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import F, Func, JSONField, Q, QuerySet
 
-from dashboard.models import Job, Node
+from dashboard.models import AuditEvent, Job, Node
+
+# Keys of a result whose size follows the fleet (a bulk job's node sample and failures); the
+# jobs list never reads them, so PostgreSQL leaves them out before sending the row.
+_LIST_DROPS = ("nodes", "failures")
+
+
+class _ResultBrief(Func):
+    """`result - ARRAY[...]`: the job's result without the keys in _LIST_DROPS (constants, no input)."""
+
+    template = "(%(expressions)s - ARRAY[" + ", ".join(f"'{key}'" for key in _LIST_DROPS) + "]::text[])"
+    output_field = JSONField()
 
 
 def jobs_list(*, state: str | None = None, kind: str | None = None, node_id: int | None = None) -> QuerySet[Job]:
-    """All jobs, newest first, with who asked and which node (joined, not one query per row)."""
-    jobs = Job.objects.select_related("node", "requested_by").order_by("-created_at", "-pk")
+    """All jobs, newest first, with who asked and which node (joined, not one query per row).
+
+    `result` is deferred: each row has `result_brief`, the result without its fleet-sized lists,
+    so a page of jobs costs the same after a 10,000-node bulk job as after a 10-node one.
+    """
+    jobs = (
+        Job.objects.select_related("node", "requested_by")
+        .defer("result")
+        .annotate(result_brief=_ResultBrief(F("result")))
+        .order_by("-created_at", "-pk")
+    )
     if state:
         jobs = jobs.filter(state=state)
     if kind:
@@ -25,7 +45,15 @@ def job_detail(*, job_id: int) -> Job:
 
 
 def node_jobs(*, node: Node, limit: int = 10) -> list[Job]:
-    return list(Job.objects.filter(node=node).select_related("requested_by").order_by("-created_at", "-pk")[:limit])
+    """The node's own jobs and the bulk jobs that re-registered it (found by their per-node audit
+    event), newest first; one query, results left unread."""
+    bulk = AuditEvent.objects.filter(node=node, action="job.node-reregistered").values("job_id")
+    return list(
+        Job.objects.filter(Q(node=node) | Q(pk__in=bulk))
+        .select_related("requested_by")
+        .defer("result")
+        .order_by("-created_at", "-pk")[:limit]
+    )
 
 
 def node_active_job(*, node: Node) -> Job | None:

@@ -82,6 +82,11 @@ BULK_CHUNK = 100
 # Bulk runs stop when this many nodes in a row could not be read because the grid is unreachable:
 # going on would only spend the time limit on timeouts.
 BULK_GRID_DOWN_AFTER = 5
+# A bulk result keeps counts and totals, every failure up to BULK_FAILURES_KEPT, and the first
+# BULK_SAMPLE changed nodes: its size (the worker's memory, the job page) must not grow with the
+# fleet. Each node's own detail is in its AuditEvent ("job.node-reregistered"), written with its catalog.
+BULK_SAMPLE = 100
+BULK_FAILURES_KEPT = 1000
 SLICE_ORDER = ("index",)
 
 
@@ -672,8 +677,16 @@ def reregister_apply(
             _test_pause("swapped")
         if finish:
             _job_succeed(job, result=result, message=_reregister_words(plan, result))
-        elif not _owned(job).update(heartbeat_at=timezone.now(), **(progress or {})):
-            raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
+        else:
+            if not _owned(job).update(heartbeat_at=timezone.now(), **(progress or {})):
+                raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
+            # A bulk result keeps only a sample of its nodes: each node's own line is its audit
+            # event, committed with its catalog (and found from the node, the job, or both).
+            AuditEvent.objects.create(
+                actor_id=job.requested_by_id, source=job.source, action="job.node-reregistered",
+                node=node, job=job, message=_reregister_words(plan, result),
+                detail={"result": _bulk_node_summary(result) | {"policy": result["policy"], "notes": result["notes"]}},
+            )
     return result
 
 
@@ -735,6 +748,10 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     A node that fails is recorded in result["failures"] and the rest go on. Stops early (job
     failed, partial result kept) when the grid is unreachable for several nodes in a row.
     `stop_on` exceptions end the run instead of failing one node (the task's soft time limit).
+
+    The result is bounded whatever the fleet: counts, slice and fleet totals, the failures (up to
+    BULK_FAILURES_KEPT, then only counted) and the first BULK_SAMPLE changed nodes ("nodes", with
+    "nodes_total" and "nodes_truncated"). Each node's own summary is in its audit trail.
     """
     from dashboard.services.catalog import policies_for_nodes
 
@@ -744,16 +761,7 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     total = len(stale)
     job_progress(job=job, step=f"{total} stale catalog(s) to re-register", done=0, total=total)
 
-    result: dict[str, Any] = {
-        "dry_run": job.dry_run,
-        "farm_id": job.farm_id,
-        "stale": total,
-        "reregistered": 0,
-        "unchanged": 0,
-        "failures": [],
-        "nodes": [],
-        "notes": [],
-    }
+    result = _bulk_result_new(job=job, total=total)
     unreachable_in_a_row = 0
     done = 0
     for start in range(0, total, BULK_CHUNK):
@@ -782,10 +790,11 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
                 else:
                     log.exception("bulk job %s: node %s failed unexpectedly", job.pk, node.node_id)
                     error = f"internal error: {type(exc).__name__}: {exc}"
-                result["failures"].append({"node_id": node.node_id, "error": error})
+                _bulk_count_failure(result, node_id=node.node_id, error=error)
                 unreachable_in_a_row = unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
                 if unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
                     result["notes"].append(f"stopped after {done + 1} of {total} nodes")
+                    _bulk_words(result, job=job, total=total)
                     raise JobError(
                         f"the grid is unreachable: {unreachable_in_a_row} nodes in a row could not be read "
                         f"(last: {error}); stopped after {done + 1} of {total} nodes, "
@@ -794,19 +803,74 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
                     ) from exc
             else:
                 unreachable_in_a_row = 0
-                result["nodes"].append(summary)
-                result["reregistered" if summary["changed"] else "unchanged"] += 1
+                _bulk_count_node(result, summary)
             done += 1
     if total == 0:
         result["notes"].append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
-    verb = "would re-register" if job.dry_run else "re-registered"
-    result["words"] = (
-        f"{verb} {result['reregistered']} of {total} stale node(s); {result['unchanged']} already up to date; "
-        f"{len(result['failures'])} failed"
-    )
+    _bulk_words(result, job=job, total=total)
     with transaction.atomic():
         _job_succeed(job, result=result, message=f"bulk re-register: {result['words']}")
     return result
+
+
+_FLEET_FIGURES = ("slices", "free", "deployable", "phantom")
+
+
+def _bulk_result_new(*, job: Job, total: int) -> dict[str, Any]:
+    return {
+        "dry_run": job.dry_run,
+        "farm_id": job.farm_id,
+        "stale": total,
+        "seen": 0,
+        "reregistered": 0,
+        "unchanged": 0,
+        "failed": 0,
+        # Slices over every node handled, and the handled nodes' figures summed before and after.
+        "slices": {"removed": 0, "added": 0, "kept": 0},
+        "fleet": {"before": dict.fromkeys(_FLEET_FIGURES, 0), "after": dict.fromkeys(_FLEET_FIGURES, 0)},
+        "failures": [],
+        "failures_more": 0,
+        "nodes": [],
+        "nodes_total": 0,
+        "nodes_truncated": False,
+        "notes": [],
+    }
+
+
+def _bulk_count_node(result: dict, summary: dict) -> None:
+    """Add one handled node to the counts; its summary is kept only while the sample has room."""
+    result["seen"] += 1
+    for key in ("removed", "added", "kept"):
+        result["slices"][key] += summary[key]
+    for when in ("before", "after"):
+        for figure in _FLEET_FIGURES:
+            result["fleet"][when][figure] += summary[when].get(figure) or 0
+    if not summary["changed"]:
+        result["unchanged"] += 1
+        return
+    result["reregistered"] += 1
+    result["nodes_total"] += 1
+    if len(result["nodes"]) < BULK_SAMPLE:
+        result["nodes"].append(summary)
+    else:
+        result["nodes_truncated"] = True
+
+
+def _bulk_count_failure(result: dict, *, node_id: int, error: str) -> None:
+    result["seen"] += 1
+    result["failed"] += 1
+    if len(result["failures"]) < BULK_FAILURES_KEPT:
+        result["failures"].append({"node_id": node_id, "error": error})
+    else:
+        result["failures_more"] += 1
+
+
+def _bulk_words(result: dict, *, job: Job, total: int) -> None:
+    verb = "would re-register" if job.dry_run else "re-registered"
+    result["words"] = (
+        f"{verb} {result['reregistered']} of {total} stale node(s); {result['unchanged']} already up to date; "
+        f"{result['failed']} failed"
+    )
 
 
 def _bulk_one(
@@ -824,8 +888,13 @@ def _bulk_one(
             node=node, slices=fresh, policy=policy, seen=seen, deploying=deploying_slices([node.pk]).get(node.pk, set())
         )
         result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress)
+    return _bulk_node_summary(result)
+
+
+def _bulk_node_summary(result: dict) -> dict:
+    """One node's line in a bulk result (and in its audit event): figures and counts, no slice lists."""
     return {
-        "node_id": node.node_id,
+        "node_id": result["node_id"],
         "changed": result["changed"],
         "before": result["before"],
         "after": result["after"],
@@ -1003,8 +1072,9 @@ def _os_user() -> str:
 
 def _audit_summary(result: dict) -> dict:
     """The result without the long lists, for the audit trail."""
-    keep = ("node_id", "dry_run", "changed", "before", "after", "policy", "stale", "reregistered", "unchanged",
-            "failures", "free_slices", "placeable_now", "phantom_slices", "words")
+    keep = ("node_id", "dry_run", "changed", "before", "after", "policy", "stale", "seen", "reregistered", "unchanged",
+            "failed", "slices", "fleet", "failures", "failures_more", "free_slices", "placeable_now", "phantom_slices",
+            "words")
     return {k: result[k] for k in keep if k in result}
 
 

@@ -153,6 +153,8 @@ def _result_text(job: Job) -> str:
         lines.append(f"  {result['words']}")
     for failure in result.get("failures", []):
         lines.append(f"  node {failure['node_id']} failed: {failure['error']}")
+    if result.get("failures_more"):
+        lines.append(f"  and {result['failures_more']} more failed node(s), not listed")
     for note in result.get("notes", []):
         lines.append(f"  note: {note}")
     return "\n".join(lines)
