@@ -45,9 +45,14 @@ JOB_STATE = """
 import json, django, os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django.setup()
+from django.contrib.auth.models import User
+from django.test import Client
 from dashboard.models import Job
 job = Job.objects.get()
-print(json.dumps({"state": job.state, "slices": job.node.slices.count(), "error": job.error}))
+client = Client(HTTP_HOST="127.0.0.1:8000")
+client.force_login(User.objects.get(username="admin"))
+pages = {url: client.get(url).status_code for url in ["/jobs/", f"/jobs/{job.pk}/", "/nodes/1774/"]}
+print(json.dumps({"state": job.state, "slices": job.node.slices.count(), "error": job.error, "pages": pages}))
 """
 
 
@@ -74,3 +79,4 @@ def test_it_serves_the_demo_and_runs_a_reregister_on_sqlite_and_the_filesystem_b
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(30)
     assert (job["state"], job["slices"]) == ("succeeded", 6), job["error"]
+    assert set(job["pages"].values()) == {200}
