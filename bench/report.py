@@ -182,13 +182,14 @@ def results_markdown(figures: dict) -> str:
         e = pre["end_to_end"]
         lines.append(
             f"- End to end (`precheck_run` through `GridProxyClient` → simulator over HTTP on loopback, "
+            f"Nagle's algorithm forced back on as the server had it before TCP_NODELAY, "
             f"{e['requests']} requests): median {e['median_ms']} ms, p99 {e['p99_ms']} ms "
             f"(the HTTP read alone: median {e['http_read_median_ms']} ms, p99 {e['http_read_p99_ms']} ms)."
         )
     if "end_to_end_nodelay" in pre:
         e = pre["end_to_end_nodelay"]
         lines.append(
-            f"- The same with TCP_NODELAY on the simulator's server (bench-side, see bench/simserve.py): "
+            f"- The same as served now (`dashboard/grid/simhttp.py` sets TCP_NODELAY): "
             f"median {e['median_ms']} ms, p99 {e['p99_ms']} ms (HTTP read: median {e['http_read_median_ms']} ms, "
             f"p99 {e['http_read_p99_ms']} ms)."
         )

@@ -1,8 +1,9 @@
 """`python -m bench.simserve PATH [--nodelay]`: serve the simulated grid at PATH on loopback; prints the port.
 
---nodelay sets TCP_NODELAY on each connection. serve_simulator writes the headers and the
-body in two sends, so without it Nagle's algorithm holds the body until the client's
-delayed ACK (about 40 ms on Linux) on every keep-alive request; the bench measures both.
+Without --nodelay it forces Nagle's algorithm back on, as serve_simulator had it before it set
+TCP_NODELAY: the headers and the body go out in two sends, so Nagle holds the body until the
+client's delayed ACK (about 40 ms on Linux) on every keep-alive request. The bench measures
+both, to show what the setting saves.
 Stops by itself when its parent (the bench) is gone or after MAX_SECONDS.
 """
 
