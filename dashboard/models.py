@@ -131,6 +131,17 @@ class Node(models.Model):
     carved_deployable = models.PositiveIntegerField(default=0)
     catalog_generation = models.PositiveIntegerField(default=1)
 
+    # The catalog's figures, written by services.figures.figures_refresh in every transaction
+    # that changes them, so the fleet overview sorts, filters and totals plain columns.
+    slices_free = models.PositiveIntegerField(default=0)
+    slices_rented = models.PositiveIntegerField(default=0)
+    slices_deployed = models.PositiveIntegerField(default=0)
+    slices_failed = models.PositiveIntegerField(default=0)
+    deployable = models.PositiveIntegerField(default=0, help_text="Slices the effective policy carves now")
+    stale = models.BooleanField(default=False)
+    stale_reason = models.TextField(blank=True)
+    effective_policy = models.CharField(max_length=80, blank=True, help_text='"name vN" of the effective policy')
+
     registered_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -177,6 +177,8 @@ def node_register(
     (None for the command line); `source` and `origin` (a host or address) say from where.
     `used` is the live used capacity when it was read (at `seen_at`, default now).
     """
+    from dashboard.services.figures import figures_refresh  # it builds on this module
+
     _check_registration(node_id=node_id, total=total, farm_id=farm_id, twin_id=twin_id, status=status, pools=pools)
     pools = list(pools) if pools else None
     if policy_name:
@@ -220,6 +222,7 @@ def node_register(
                 catalog_generation=1,
             )
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
+            figures_refresh([node.pk])
             AuditEvent.objects.create(
                 actor=by,
                 source=source,

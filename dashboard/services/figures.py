@@ -1,0 +1,205 @@
+"""A node's catalog figures, kept on its row: slice counts, deployable slices, stale and why.
+
+The fleet overview sorts, filters and totals thousands of nodes on every request; computing
+these there meant grouping every slice and carving every node each time. They change only
+when a catalog, a node's capacity or a policy changes, so the services that make those
+changes call `figures_refresh` in the same transaction, and the overview reads plain columns.
+
+`figures_compute` is the truth: three queries for any number of nodes (the nodes, their
+slices grouped, the policies). Nodes of the same shape (size, pools, policy, occupied slices,
+how they were carved, free slices) share one carve and one stale verdict.
+`manage.py figures_refresh` rewrites every node's figures, for rows changed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass
+
+from django.db import transaction
+from django.db.models import Case, Count, F, IntegerField, QuerySet, TextField, Value, When
+from django.db.models.functions import Cast
+
+from dashboard import capacity
+from dashboard.models import Node, Slice
+from dashboard.services.catalog import carve_memoised, catalog_stale, policy_book, stale_reason
+
+# The Node columns this module owns, in NodeFigures' order.
+FIGURE_FIELDS = (
+    "slices_free",
+    "slices_rented",
+    "slices_deployed",
+    "slices_failed",
+    "deployable",
+    "stale",
+    "stale_reason",
+    "effective_policy",
+)
+# Nodes per UPDATE when many change at once (a policy edit, the repair command).
+STORE_BATCH = 500
+
+
+@dataclass(frozen=True)
+class NodeFigures:
+    slices_free: int
+    slices_rented: int
+    slices_deployed: int
+    slices_failed: int
+    deployable: int  # what the node's policy carves, rented and deployed slices kept
+    stale: bool
+    stale_reason: str  # "" when current
+    effective_policy: str  # "name vN"
+
+
+def figures_refresh(node_pks: Iterable[int]) -> int:
+    """Recompute and store these nodes' figures; the number of nodes whose figures changed.
+
+    Call it in the transaction that changed their slices, capacity or policy, after the change.
+    It locks the nodes (in pk order, as every caller locks a node before its slices), so two
+    writers of one node store figures in turn, each from what the other committed.
+    """
+    pks = sorted(set(node_pks))
+    if not pks:
+        return 0
+    with transaction.atomic():
+        changed = 0
+        for start in range(0, len(pks), STORE_BATCH):
+            batch = pks[start : start + STORE_BATCH]
+            list(Node.objects.select_for_update().filter(pk__in=batch).order_by("pk").values_list("pk", flat=True))
+            changed += _store(Node.objects.filter(pk__in=batch))
+    return changed
+
+
+def figures_refresh_all(nodes: QuerySet[Node] | None = None) -> int:
+    """figures_refresh for every node (or those of `nodes`), a batch per transaction."""
+    pks = list((nodes if nodes is not None else Node.objects.all()).order_by("pk").values_list("pk", flat=True))
+    return sum(figures_refresh(pks[start : start + STORE_BATCH]) for start in range(0, len(pks), STORE_BATCH))
+
+
+def figures_compute(nodes: QuerySet[Node]) -> dict[int, NodeFigures]:
+    """Node pk -> its figures from its slices and effective policy now; three queries."""
+    return {pk: figures for pk, (figures, _stored) in _computed(nodes).items()}
+
+
+def _store(nodes: QuerySet[Node]) -> int:
+    rows = []
+    for pk, (figures, stored) in _computed(nodes).items():
+        if astuple(figures) != stored:
+            node = Node(pk=pk, **{name: getattr(figures, name) for name in FIGURE_FIELDS})
+            rows.append(node)
+    if rows:
+        Node.objects.bulk_update(rows, FIGURE_FIELDS, batch_size=STORE_BATCH)
+    return len(rows)
+
+
+class _Shape:
+    """What nodes of one shape share: the carve, the stale verdict and its words."""
+
+    __slots__ = ("deployable", "stale", "reason", "policy")
+
+    def __init__(self, *, policy: capacity.Policy, carve: capacity.Carve, reason_args: dict):
+        self.policy = f"{policy.name} v{policy.version}"
+        self.deployable = carve.slices
+        self.stale = catalog_stale(policy=policy, carve=carve, **reason_args)
+        self.reason = stale_reason(policy=policy, carve=carve, **reason_args) if self.stale else ""
+
+
+_NODE_VALUES = (
+    "pk",
+    "farm_id",
+    "total_cru",
+    "total_mru",
+    "total_sru",
+    "total_hru",
+    "pools_text",
+    "carved_policy_name",
+    "carved_policy_version",
+    "carved_slice_sru",
+    *FIGURE_FIELDS,
+)
+
+
+def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
+    """Node pk -> (figures now, figures stored) for the nodes of the queryset."""
+    # The pools as JSON text: a shape key as it is, parsed once per shape.
+    node_values = list(
+        nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES)
+    )
+    if not node_values:
+        return {}
+    slices = _slices_grouped(nodes)
+    book = policy_book()
+    by_node, by_farm = book.by_node, book.by_farm
+    fleet_policy = book.for_farm(None)
+    shapes: dict[tuple, _Shape] = {}
+    nothing = (0, 0, 0, 0, ((), ()))
+    computed = {}
+    for (pk, farm_id, cru, mru, sru, hru, pools_text, carved_name, carved_version, carved_sru,
+         *stored) in node_values:  # fmt: skip
+        free, rented, deployed, failed, slice_key = slices.get(pk, nothing)
+        policy = by_node.get(pk) or by_farm.get(farm_id) or fleet_policy  # as PolicyBook.for_node
+        # The book hands out one object per policy for this call, so its id stands for it
+        # (hashing the frozen policy for every node would cost more than the lookup saves).
+        key = (cru, mru, sru, hru, pools_text, id(policy), carved_name, carved_version, carved_sru, slice_key)
+        shape = shapes.get(key)
+        if shape is None:
+            free_key, occupied_key = slice_key
+            pools = json.loads(pools_text) if pools_text else None
+            shape = shapes[key] = _Shape(
+                policy=policy,
+                carve=carve_memoised(
+                    capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
+                    policy,
+                    occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
+                    pools=tuple(pools) if pools else None,
+                ),
+                reason_args={
+                    "carved_policy_name": carved_name,
+                    "carved_policy_version": carved_version,
+                    "carved_slice_sru": carved_sru,
+                    "free": [size for size, n in free_key for _ in range(n)],
+                },
+            )
+        figures = NodeFigures(free, rented, deployed, failed, shape.deployable, shape.stale, shape.reason, shape.policy)
+        computed[pk] = (figures, tuple(stored))
+    return computed
+
+
+def _slices_grouped(nodes: QuerySet[Node]) -> dict[int, tuple]:
+    """Node pk -> (free, rented, deployed, failed, (free sizes with their count, occupied sizes in index order)).
+
+    One row per free size, per failed size, and per occupied slice with its index: occupied
+    ones are kept by the carve in index order (first fit in the pools follows it), free ones
+    are compared with it, and all of them are counted.
+    """
+    occupied_index = Case(
+        When(state__in=Slice.OCCUPIED_STATES, then=F("index")), default=Value(None), output_field=IntegerField()
+    )
+    slice_rows = Slice.objects.all()
+    if nodes.query.has_filters():
+        # Unfiltered, the join to the nodes would cost as much as the grouping itself.
+        slice_rows = slice_rows.filter(node__in=nodes.order_by().values("pk"))
+    groups = (
+        slice_rows.annotate(occupied_index=occupied_index)
+        .values_list("node_id", "state", "cru", "mru", "sru", "occupied_index")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    counted: dict[int, list] = {}
+    for node_pk, state, cru, mru, sru, index, n in groups:
+        counts = counted.get(node_pk)
+        if counts is None:
+            counts = counted[node_pk] = [0, 0, 0, 0, [], []]
+        if state == Slice.State.FREE:
+            counts[0] += n
+            counts[4].append(((cru, mru, sru), n))
+        elif state == Slice.State.FAILED:
+            counts[3] += n
+        else:
+            counts[1 if state == Slice.State.RENTED else 2] += n
+            counts[5].extend([(index, (cru, mru, sru))] * n)
+    return {
+        pk: (free, rented, deployed, failed, (tuple(sorted(free_sizes)), tuple(size for _, size in sorted(occupied))))
+        for pk, (free, rented, deployed, failed, free_sizes, occupied) in counted.items()
+    }
