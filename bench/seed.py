@@ -178,6 +178,12 @@ def database_seed(specs: Sequence[NodeSpec], workloads: dict[tuple[int, int], st
     copy_rows(Node, nodes)
     copy_rows(Slice, slices)
     copy_rows(Deployment, deployments)
+    copied_rows = time.perf_counter()
+    # COPY bypasses the services, so the nodes' stored figures are written as the repair command does.
+    from dashboard.services.figures import figures_refresh_all
+
+    figures_refresh_all()
+    figured = time.perf_counter()
     with connection.cursor() as cursor:
         for model in (Node, Slice, Deployment):
             table = model._meta.db_table
@@ -194,7 +200,8 @@ def database_seed(specs: Sequence[NodeSpec], workloads: dict[tuple[int, int], st
         "slices": len(slices),
         "deployments": len(deployments),
         "build_s": round(built - started, 2),
-        "copy_s": round(copied - built, 2),
+        "copy_s": round(copied - built - (figured - copied_rows), 2),
+        "figures_s": round(figured - copied_rows, 2),
     }
 
 

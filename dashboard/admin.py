@@ -11,11 +11,12 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q
+from django.db import transaction
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
-from dashboard.selectors.fleet import NodeRow, fleet_rows
+from dashboard.selectors.fleet import NOMINAL, NodeRow, fleet_rows
+from dashboard.services.figures import figures_refresh, nodes_lock
 
 admin.site.site_header = "Slice catalog administration"
 admin.site.site_title = "Slice catalog"
@@ -157,11 +158,12 @@ class NodeAdmin(admin.ModelAdmin):
         # A node is registered with its carved catalog: manage.py node_register.
         return False
 
-    def get_queryset(self, request):
-        def counted(state: str) -> Count:
-            return Count("slices", filter=Q(slices__state=state))
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        figures_refresh([form.instance.pk])  # the inline may have changed, added or removed slices
 
-        return super().get_queryset(request).annotate(nominal_count=Count("slices"), free_count=counted(Slice.State.FREE))
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(nominal=NOMINAL)
 
     def get_changelist_instance(self, request):
         changelist = super().get_changelist_instance(request)
@@ -183,7 +185,7 @@ class NodeAdmin(admin.ModelAdmin):
     def farm(self, obj: Node) -> str:
         return f"{obj.farm_id} {obj.farm_name}".strip()
 
-    @admin.display(description="nominal → deployable", ordering="nominal_count")
+    @admin.display(description="nominal → deployable", ordering="nominal")
     def nominal_vs_deployable(self, obj: Node) -> str:
         row = self._row(obj)
         if row is None:
@@ -191,7 +193,7 @@ class NodeAdmin(admin.ModelAdmin):
         gap = f" ({row.gap} over)" if row.gap > 0 else ""
         return f"{row.nominal} → {row.deployable}{gap}"
 
-    @admin.display(description="free", ordering="free_count")
+    @admin.display(description="free", ordering="slices_free")
     def free(self, obj: Node) -> int | str:
         row = self._row(obj)
         return row.free if row else "—"
@@ -251,7 +253,23 @@ class SliceAdmin(admin.ModelAdmin):
 
     def delete_queryset(self, request, queryset):
         # The bulk action must not remove someone's VM either.
-        queryset.exclude(state__in=Slice.OCCUPIED_STATES).delete()
+        with transaction.atomic():
+            node_pks = set(queryset.values_list("node_id", flat=True))
+            nodes_lock(node_pks)
+            queryset.exclude(state__in=Slice.OCCUPIED_STATES).delete()
+            figures_refresh(node_pks)
+
+    def save_model(self, request, obj, form, change):
+        with transaction.atomic():
+            nodes_lock([obj.node_id])  # before the slice: see nodes_lock
+            super().save_model(request, obj, form, change)
+            figures_refresh([obj.node_id])
+
+    def delete_model(self, request, obj):
+        with transaction.atomic():
+            nodes_lock([obj.node_id])  # before the slice: see nodes_lock
+            super().delete_model(request, obj)
+            figures_refresh([obj.node_id])
 
     @admin.display(description="memory / disk")
     def size(self, obj: Slice) -> str:
@@ -319,6 +337,17 @@ class PolicyAdmin(admin.ModelAdmin):
                 source="admin",
             )
         obj.pk, obj.version = saved.pk, saved.version
+
+    def delete_model(self, request, obj):
+        from dashboard.services.policy import policy_delete
+
+        policy_delete(policy=obj, by=request.user, source="admin")
+
+    def delete_queryset(self, request, queryset):
+        from dashboard.services.policy import policy_delete
+
+        for policy in queryset:
+            policy_delete(policy=policy, by=request.user, source="admin")
 
 
 # --- records: deployments, jobs, samples, audit ---------------------------------------------

@@ -149,6 +149,7 @@ def legacy_node_1774(simgrid_path):
     from dashboard.grid.simulator import SimulatedGrid
     from dashboard.models import Slice
     from dashboard.services.catalog import node_register
+    from dashboard.services.figures import figures_refresh
 
     grid = SimulatedGrid(simgrid_path)
     live = grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=1, farm_name="farm one")
@@ -158,6 +159,7 @@ def legacy_node_1774(simgrid_path):
     first = node.slices.get(index=0)
     grid.deploy_vm(1774, first.size, name="vm1774s0")
     Slice.objects.filter(pk=first.pk).update(state=Slice.State.DEPLOYED)
+    figures_refresh([node.pk])
     node.refresh_from_db()
     node.grid = grid
     return node
@@ -221,6 +223,7 @@ def legacy_fleet(simgrid_path):
     from dashboard.capacity import GiB, PROFILES, carve
     from dashboard.grid.simulator import SimulatedGrid
     from dashboard.models import Node, Slice
+    from dashboard.services.figures import figures_refresh
     from dashboard.services.catalog import catalog_slices
 
     grid = SimulatedGrid(simgrid_path)
@@ -241,6 +244,7 @@ def legacy_fleet(simgrid_path):
             s for node in nodes
             for s in catalog_slices(node=node, carve=carve(node.total, legacy), start_index=0, generation=1)
         )
+        figures_refresh([n.pk for n in nodes])
         return nodes
 
     make.grid = grid

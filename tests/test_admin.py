@@ -5,6 +5,7 @@ from django.test.utils import CaptureQueriesContext
 from dashboard.capacity import GiB, MiB, Resources
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
 from dashboard.services.catalog import node_register
+from dashboard.services.figures import figures_refresh
 
 pytestmark = pytest.mark.django_db
 
@@ -24,6 +25,7 @@ def node_1774():
     node = node_register(node_id=1774, total=NODE_1774, farm_id=1, farm_name="mitana", policy_name="legacy")
     node.slices.filter(index=0).update(state=Slice.State.DEPLOYED)
     Node.objects.filter(pk=node.pk).update(placeable_now=5, phantom_slices=1)
+    figures_refresh([node.pk])
     Deployment.objects.create(
         node=node,
         slice_index=6,
@@ -140,6 +142,7 @@ def test_it_edits_a_free_slice_from_the_node_page(superuser_client, node_1774):
     )
     assert response.status_code == 302
     assert node_1774.slices.get(index=1).sru == 100 * GiB
+    assert_figures_current()
 
 
 def test_it_keeps_an_occupied_slice_read_only(superuser_client, node_1774):
@@ -171,6 +174,34 @@ def test_it_bulk_deletes_free_slices(superuser_client, node_1774):
     pks = [str(pk) for pk in node_1774.slices.filter(index__gte=5).values_list("pk", flat=True)]
     superuser_client.post("/admin/dashboard/slice/", {"action": "delete_selected", "_selected_action": pks, "post": "yes"})
     assert list(node_1774.slices.values_list("index", flat=True)) == [0, 1, 2, 3, 4]
+    assert Node.objects.values_list("slices_free", "stale").get(pk=node_1774.pk) == (4, True)
+    assert_figures_current()
+
+
+def test_it_counts_a_slice_edited_on_its_own_page(superuser_client, node_1774):
+    s = node_1774.slices.get(index=6)
+    data = {"node": str(node_1774.pk), "index": "6", "cru": "1", "mru": str(s.mru), "sru": str(s.sru), "state": "rented",
+            "rented_by_twin_id": "", "generation": "1"}  # fmt: skip
+    assert superuser_client.post(f"/admin/dashboard/slice/{s.pk}/change/", data).status_code == 302
+    assert Node.objects.values_list("slices_free", "slices_rented").get(pk=node_1774.pk) == (5, 1)
+    assert_figures_current()
+
+
+def test_it_moves_a_nodes_figures_to_the_policy_made_and_deleted_in_the_admin(superuser_client, node_1774):
+    superuser_client.post("/admin/dashboard/policy/add/", policy_form(name="fleet", slice_mru=str(8 * GiB)))
+    assert Node.objects.get(pk=node_1774.pk).effective_policy == "fleet v1"
+    pk = Policy.objects.get().pk
+    assert superuser_client.post(f"/admin/dashboard/policy/{pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Policy.objects.exists()
+    assert Node.objects.get(pk=node_1774.pk).effective_policy == "zos v1"
+    assert AuditEvent.objects.filter(action="policy.deleted").count() == 1
+    assert_figures_current()
+
+
+def assert_figures_current():
+    from django.core.management import call_command
+
+    call_command("figures_refresh", "--check", stdout=open("/dev/null", "w"))
 
 
 def test_it_searches_deployments_by_the_raw_error(superuser_client, node_1774):

@@ -46,6 +46,7 @@ from dashboard.grid.types import (
 )
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Slice
 from dashboard.services.catalog import policy_for_node
+from dashboard.services.figures import figures_refresh, nodes_lock
 
 log = logging.getLogger(__name__)
 
@@ -306,11 +307,13 @@ def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = No
     grid = grid or get_grid()
     grid.delete_vm(deployment.node.node_id, deployment.grid_workload_id)
     with transaction.atomic():
+        nodes_lock([deployment.node_id])  # before the slice: see nodes_lock
         Deployment.objects.filter(pk=deployment.pk).update(state=Deployment.State.DELETED, finished_at=timezone.now())
         if deployment.slice_id:
             Slice.objects.filter(pk=deployment.slice_id, state=Slice.State.DEPLOYED).update(
                 state=Slice.State.FREE, updated_at=timezone.now()
             )
+            figures_refresh([deployment.node_id])
         deployment.state = Deployment.State.DELETED
         _audit(
             deployment,
@@ -460,14 +463,16 @@ def _finish_deployed(
     deployment.finished_at = now
     notes = ""
     with transaction.atomic():
+        nodes_lock([node.pk])  # before the slice: see nodes_lock
         deployment.save(update_fields=["state", "grid_workload_id", "finished_at"])
         taken = Slice.objects.filter(pk=deployment.slice_id, state=Slice.State.FREE).update(
             state=Slice.State.DEPLOYED, updated_at=now
         )
+        figures_refresh([node.pk])
         if not taken:
             # Rented (or re-carved) while the grid was deploying: the VM exists, the record says so.
             notes = "; note: the slice was no longer free when the deploy finished"
-        _refresh_node_figures(node, live=live, policy=policy, charge=_vm_charge(deployment), now=now)
+        _precheck_after_deploy(node, live=live, policy=policy, charge=_vm_charge(deployment), now=now)
         _audit(deployment, message=deployment_words(deployment) + notes, by=by, source=source)
     _sample_capacity(node, grid)
     return deployment
@@ -482,7 +487,7 @@ def _vm_charge(deployment: Deployment) -> Resources:
     )
 
 
-def _refresh_node_figures(node: Node, *, live: NodeCapacity, policy: capacity.Policy, charge: Resources, now) -> None:
+def _precheck_after_deploy(node: Node, *, live: NodeCapacity, policy: capacity.Policy, charge: Resources, now) -> None:
     """Keep the fleet table honest after a deploy without another grid read.
 
     The capacity read just before the deploy plus the VM's own charge is what the grid will

@@ -66,9 +66,18 @@ def figures_refresh(node_pks: Iterable[int]) -> int:
         changed = 0
         for start in range(0, len(pks), STORE_BATCH):
             batch = pks[start : start + STORE_BATCH]
-            list(Node.objects.select_for_update().filter(pk__in=batch).order_by("pk").values_list("pk", flat=True))
+            nodes_lock(batch)
             changed += _store(Node.objects.filter(pk__in=batch))
     return changed
+
+
+def nodes_lock(node_pks: Iterable[int]) -> None:
+    """Lock these nodes' rows (in pk order) until the transaction ends.
+
+    Writers lock a node before its slices, as re-register does: taking a slice's row first and
+    the node afterwards (for its figures) could deadlock with a re-register of the same node.
+    """
+    list(Node.objects.select_for_update().filter(pk__in=list(node_pks)).order_by("pk").values_list("pk", flat=True))
 
 
 def figures_refresh_all(nodes: QuerySet[Node] | None = None) -> int:

@@ -10,6 +10,7 @@ from django.db import IntegrityError, transaction
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, Node, Policy
+from dashboard.services.figures import figures_refresh
 
 
 class PolicyConflict(capacity.PolicyError):
@@ -44,6 +45,7 @@ def policy_update(
             setattr(locked, name, new)
         locked.version += 1
         locked.save()
+        figures_refresh(policy_node_pks(locked))
         AuditEvent.objects.create(
             actor=by,
             source=source,
@@ -93,6 +95,7 @@ def policy_create(
     try:
         with transaction.atomic():
             row.save()
+            figures_refresh(policy_node_pks(row))
             AuditEvent.objects.create(
                 actor=by,
                 source=source,
@@ -106,6 +109,36 @@ def policy_create(
     except IntegrityError:
         raise PolicyConflict(_taken_words(name=name, scope=scope, farm_id=farm_id, node=node)) from None
     return row
+
+
+def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
+    """Remove a policy; its nodes fall back to the next one (without a fleet default, the built-in "zos")."""
+    with transaction.atomic():
+        node_pks = policy_node_pks(policy)
+        AuditEvent.objects.create(
+            actor=by,
+            source=source,
+            action="policy.deleted",
+            node=policy.node,
+            message=f"policy {policy.name} v{policy.version} deleted; its nodes fall back to the next policy",
+            detail={"policy": policy.name, "scope": policy.scope, "version": policy.version},
+        )
+        policy.delete()
+        figures_refresh(node_pks)
+
+
+def policy_node_pks(policy: Policy) -> list[int]:
+    """The nodes whose effective policy this row may be, before or after a change to it.
+
+    A farm override covers its farm's nodes and the fleet default every node; nodes with an
+    override of their own are included (refreshing them changes nothing), which keeps this one query.
+    """
+    nodes = Node.objects.all()
+    if policy.scope == Policy.Scope.NODE:
+        nodes = nodes.filter(pk=policy.node_id)
+    elif policy.scope == Policy.Scope.FARM:
+        nodes = nodes.filter(farm_id=policy.farm_id)
+    return list(nodes.values_list("pk", flat=True))
 
 
 def policy_changes_words(changes: dict[str, tuple]) -> str:

@@ -34,6 +34,7 @@ from dashboard.grid.types import GridError
 from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
 from dashboard.services.catalog import node_register
 from dashboard.services.deploy import deployment_delete, precheck_run, slice_deploy, slices_deploy_all_free
+from dashboard.services.figures import figures_refresh
 
 LOGINS_FILE = "demo-logins.json"
 DEMO_LOGINS = (("admin", "admins"), ("support", "support"))
@@ -247,18 +248,23 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             used=live.used,
         )
         if spec.rented:
-            Slice.objects.filter(node=registered[spec.node_id], index__in=spec.rented).update(
-                state=Slice.State.RENTED, rented_by_twin_id=spec.node_id + 20000
-            )
+            with transaction.atomic():
+                Slice.objects.filter(node=registered[spec.node_id], index__in=spec.rented).update(
+                    state=Slice.State.RENTED, rented_by_twin_id=spec.node_id + 20000
+                )
+                figures_refresh([registered[spec.node_id].pk])
     _demo_deployments(grid, registered)
 
 
 def _fleet_policy() -> None:
     if Policy.objects.filter(scope=Policy.Scope.FLEET).exclude(name="fleet-default").exists():
         return  # someone chose their own fleet default; the demo does not replace it
-    Policy.objects.get_or_create(
-        name="fleet-default", defaults={"scope": Policy.Scope.FLEET, **Policy.parameters_from(PROFILES["zos"])}
-    )
+    with transaction.atomic():
+        _row, created = Policy.objects.get_or_create(
+            name="fleet-default", defaults={"scope": Policy.Scope.FLEET, **Policy.parameters_from(PROFILES["zos"])}
+        )
+        if created:
+            figures_refresh(Node.objects.values_list("pk", flat=True))  # nodes registered before it
 
 
 def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
