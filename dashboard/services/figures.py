@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Case, Count, F, IntegerField, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast
 
@@ -92,13 +92,14 @@ def figures_compute(nodes: QuerySet[Node]) -> dict[int, NodeFigures]:
 
 
 def _store(nodes: QuerySet[Node]) -> int:
-    rows = []
-    for pk, (figures, stored) in _computed(nodes).items():
-        if astuple(figures) != stored:
-            node = Node(pk=pk, **{name: getattr(figures, name) for name in FIGURE_FIELDS})
-            rows.append(node)
+    rows = [(*astuple(figures), pk) for pk, (figures, stored) in _computed(nodes).items() if astuple(figures) != stored]
     if rows:
-        Node.objects.bulk_update(rows, FIGURE_FIELDS, batch_size=STORE_BATCH)
+        # One parametrised UPDATE per node, sent together: bulk_update's CASE WHEN over 500
+        # nodes made PostgreSQL compare every row with every case (11 s for 10,000 nodes).
+        table = connection.ops.quote_name(Node._meta.db_table)
+        columns = ", ".join(f"{connection.ops.quote_name(name)} = %s" for name in FIGURE_FIELDS)
+        with connection.cursor() as cursor:
+            cursor.executemany(f"UPDATE {table} SET {columns} WHERE id = %s", rows)
     return len(rows)
 
 
