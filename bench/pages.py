@@ -77,3 +77,29 @@ def pages_measure(*, size: int, node_id: int, repeat: int, baselines: bool) -> d
             client, "/bench-naive-admin/dashboard/node/", repeat=max(3, repeat // 3)
         )
     return figures
+
+
+def policy_edit_measure(*, repeat: int = 4) -> dict:
+    """An edit of the fleet default through policy_update, which rewrites every node's figures.
+
+    The price of an overview that reads stored figures: each edit changes the slice memory
+    (4 GiB and 8 GiB in turn, ending where it began) and refreshes every node in the same transaction.
+    """
+    from dashboard.capacity import GiB
+    from dashboard.models import Node, Policy
+    from dashboard.services.policy import policy_update
+
+    fleet = Policy.objects.get(scope=Policy.Scope.FLEET)
+    start = fleet.slice_mru
+    times = []
+    for i in range(repeat + repeat % 2):  # an even number of edits puts the slice memory back
+        fleet.refresh_from_db()
+        started = time.perf_counter()
+        policy_update(policy=fleet, parameters={"slice_mru": start if i % 2 else (8 * GiB if start != 8 * GiB else 4 * GiB)})
+        times.append(time.perf_counter() - started)
+    return {
+        "median_ms": round(statistics.median(times) * 1000, 1),
+        "max_ms": round(max(times) * 1000, 1),
+        "nodes": Node.objects.count(),
+        "edits": len(times),
+    }

@@ -172,6 +172,7 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
         node_id = 20 * max(1, size // 40)  # a node with a deployed VM and failed deploys
         log(f"{size:,} nodes: pages")
         figures["pages"][str(size)] = pages.pages_measure(size=size, node_id=node_id, repeat=repeat, baselines=True)
+        figures["pages"][str(size)]["policy_edit"] = pages.policy_edit_measure()
         log(f"{size:,} nodes: {figures['pages'][str(size)]}")
         if size == largest:
             log(f"{size:,} nodes: end-to-end precheck over HTTP")
