@@ -60,38 +60,19 @@ def gridproxy_down(settings):
 @pytest.fixture
 def gridproxy_serving(settings):
     """gridproxy_serving({"/nodes/1774": payload, ...}): the Grid Proxy client against a loopback server."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.gridproxy_canned import start_canned_proxy
 
     servers = []
 
     def serve(routes: dict):
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                path = self.path.split("?", 1)[0]
-                if path not in routes:
-                    self.send_response(404)
-                    self.end_headers()
-                    self.wfile.write(b'{"error": "not found"}')
-                    return
-                body = routes[path] if isinstance(routes[path], bytes) else json.dumps(routes[path]).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        canned, server = start_canned_proxy()
+        for path, body in routes.items():
+            canned.answer(path, body)
         servers.append(server)
         settings.GRID_BACKEND = "gridproxy"
-        settings.GRID_PROXY_URL = f"http://127.0.0.1:{server.server_address[1]}"
+        settings.GRID_PROXY_URL = canned.url
         settings.GRID_RETRIES = 0
-        return settings.GRID_PROXY_URL
+        return canned.url
 
     yield serve
     for server in servers:

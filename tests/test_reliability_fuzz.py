@@ -28,7 +28,7 @@ from dashboard.grid.proxy import GridProxyClient, parse_node, parse_statistics
 from dashboard.grid.types import GridError, MalformedPayload, NodeCapacity, NodeStatistics
 from dashboard.models import Job, Policy, Slice
 from dashboard.services.deploy import slice_deploy
-from tests.gridproxy_canned import sample
+from tests.gridproxy_canned import Answer, sample, start_canned_proxy
 
 GiB = capacity.GiB
 CASES = int(os.environ.get("RELIABILITY_FUZZ_CASES", "400"))
@@ -155,26 +155,9 @@ def test_it_reports_a_deeply_nested_error_body_as_a_grid_error(grid_proxy_one, s
 
 @pytest.fixture(scope="module")
 def _one_answer_server():
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    answer = {"status": 200, "body": b"{}"}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(answer["status"])
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer["body"])))
-            self.end_headers()
-            self.wfile.write(answer["body"])
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = GridProxyClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0, read_timeout=5)
-    yield answer, client
+    canned, server = start_canned_proxy()
+    client = GridProxyClient(canned.url, retries=0, read_timeout=5)
+    yield canned, client
     client.close()
     server.shutdown()
     server.server_close()
@@ -182,10 +165,10 @@ def _one_answer_server():
 
 @pytest.fixture
 def grid_proxy_one(_one_answer_server):
-    answer, client = _one_answer_server
+    canned, client = _one_answer_server
 
     def set_answer(status: int, body: bytes) -> GridProxyClient:
-        answer.update(status=status, body=body)
+        canned.answer("/nodes/1774", Answer(status, body))
         return client
 
     return set_answer
