@@ -164,5 +164,7 @@ def test_it_parses_any_plain_byte_count(n):
 @settings(max_examples=300, deadline=None)
 @given(st.integers(1, 1024 * TIB))
 def test_it_formats_sizes_within_half_a_percent(n):
-    # Two decimals of the largest unit: what an operator reads is close to the truth.
-    assert abs(capacity.parse_size(capacity.format_size(n).replace(" ", "")) - n) <= n * 0.005
+    # Two decimals of the largest unit: what an operator reads is close to the truth. Rounding
+    # to 0.01 of a unit that n holds at least once is at most 0.5%, and parsing back rounds down
+    # to a whole byte (1111 B reads "1.08 KiB", which parses to 1105 B).
+    assert abs(capacity.parse_size(capacity.format_size(n).replace(" ", "")) - n) <= n * 0.005 + 1

@@ -115,6 +115,23 @@ def half_catalog_violations(policies: dict[tuple[str, int], capacity.Policy]) ->
     return problems
 
 
+def figures_violations() -> list[str]:
+    """Every node's stored figures (what the overview shows) are what its rows make now."""
+    from dataclasses import asdict
+
+    from dashboard.services.figures import FIGURE_FIELDS, figures_compute
+
+    stored = {pk: dict(zip(FIGURE_FIELDS, values)) for pk, *values in Node.objects.values_list("pk", *FIGURE_FIELDS)}
+    node_ids = dict(Node.objects.values_list("pk", "node_id"))
+    problems = []
+    for pk, figures in sorted(figures_compute(Node.objects.all()).items()):
+        wrong = {name: (stored[pk][name], value) for name, value in asdict(figures).items() if stored[pk][name] != value}
+        if wrong:
+            shown = ", ".join(f"{name} {was!r} (should be {value!r})" for name, (was, value) in wrong.items())
+            problems.append(f"node {node_ids[pk]}: stored figures out of date: {shown}")
+    return problems
+
+
 def job_violations() -> list[str]:
     """Every job ended: succeeded, or failed with a reason a person can read."""
     problems = []
