@@ -7,7 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.models import Job, Node, Slice
-from dashboard.services.jobs import BULK_GRID_DOWN_AFTER, job_claim, job_execute, job_request
+from dashboard.services.jobs import job_claim, job_execute, job_request
+from dashboard.services.reregister import BULK_GRID_DOWN_AFTER
 
 
 def bulk(**kwargs) -> Job:
@@ -108,9 +109,9 @@ def test_it_needs_a_fixed_number_of_queries_per_node_whatever_the_slices(legacy_
 
 @pytest.fixture
 def small_sample(monkeypatch):
-    from dashboard.services import jobs
+    from dashboard.services import reregister
 
-    monkeypatch.setattr(jobs, "BULK_SAMPLE", 5)
+    monkeypatch.setattr(reregister, "BULK_SAMPLE", 5)
     return 5
 
 
@@ -151,9 +152,9 @@ def test_it_totals_the_slices_and_the_fleet_figures_of_every_node_not_only_the_s
 
 @pytest.mark.django_db
 def test_it_counts_the_failures_past_the_cap_without_listing_them(legacy_fleet, monkeypatch):
-    from dashboard.services import jobs
+    from dashboard.services import reregister
 
-    monkeypatch.setattr(jobs, "BULK_FAILURES_KEPT", 2)
+    monkeypatch.setattr(reregister, "BULK_FAILURES_KEPT", 2)
     legacy_fleet(6)
     for gone in (1, 3, 4, 6):
         legacy_fleet.grid.remove_node(gone)

@@ -14,16 +14,11 @@ from django.utils import timezone
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
 from dashboard.services.catalog import policy_for_node
-from dashboard.services.jobs import (
+from dashboard.services.jobs import JobError, JobLost, job_claim, job_execute, job_request, jobs_reap
+from dashboard.services.reregister import (
     CATALOG_CHANGED,
     GRID_READ_ATTEMPTS,
     CatalogChanged,
-    JobError,
-    JobLost,
-    job_claim,
-    job_execute,
-    job_request,
-    jobs_reap,
     node_capacity_read,
     reregister_apply,
     reregister_plan,
