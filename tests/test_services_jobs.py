@@ -238,6 +238,19 @@ def test_it_stores_the_policy_and_the_capacity_seen(legacy_node_1774):
     assert (node.carved_slice_sru, node.used_mru, node.phantom_slices) == (155 * GiB, 4 * GiB + 31 * GiB // 10, 0)
 
 
+def test_it_stores_the_nodes_figures_with_its_new_catalog(legacy_node_1774):
+    Node.objects.filter(pk=legacy_node_1774.pk).update(stale=True, stale_reason="carved with legacy v1")
+    run(claimed(node=legacy_node_1774))
+    node = Node.objects.get(pk=legacy_node_1774.pk)
+    assert (node.slices_free, node.slices_deployed, node.deployable, node.stale, node.stale_reason) == (5, 1, 6, False, "")
+
+
+def test_it_knows_every_row_that_points_at_a_slice():
+    """Re-registering deletes slices in SQL, doing by hand what Slice.delete() would for these relations."""
+    relations = [(r.related_model.__name__, r.field.name, r.on_delete.__name__) for r in Slice._meta.related_objects]
+    assert relations == [("Deployment", "slice", "SET_NULL")]
+
+
 def test_it_changes_nothing_on_a_second_run(legacy_node_1774):
     run(claimed(node=legacy_node_1774))
     before = catalog(legacy_node_1774)
