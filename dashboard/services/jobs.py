@@ -20,11 +20,12 @@ The life of a job, and what keeps it honest when a worker dies:
   job only when its heartbeat is older than JOB_HEARTBEAT_TIMEOUT; `jobs_reap` fails the jobs
   nobody will finish (the filesystem broker never redelivers).
 
-Test-only hook: with settings.DEBUG on, JOB_TEST_PAUSE="<point>:<seconds>" makes the worker
-sleep at a named point (`job_test_pause`; services.reregister names "claimed", "planned", and
-"swapped", the last one INSIDE the transaction that writes a catalog, after its writes) and,
-if JOB_TEST_PAUSE_MARKER names a file, write the point's name to it first.
-tests/test_jobs_kill.py uses it to SIGKILL a worker at those points.
+Test-only hook: with settings.DEBUG on, JOB_TEST_PAUSE="<point>:<seconds>[:<n>]" makes the worker
+sleep at a named point, or only the n-th time it gets there (`job_test_pause`; services.reregister
+names "claimed", "planned", and "swapped", the last one INSIDE a transaction that writes
+catalogs, after its writes: one node's, or a bulk batch's) and, if JOB_TEST_PAUSE_MARKER names
+a file, write the point's name to it first. tests/test_jobs_kill.py uses it to SIGKILL a worker
+at those points.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import getpass
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -499,13 +501,24 @@ def _audit_summary(result: dict) -> dict:
 # --- test-only pause ----------------------------------------------------------------------------
 
 
+_test_pause_reached: Counter[str] = Counter()
+
+
 def job_test_pause(point: str) -> None:
-    """Sleep at a named point when JOB_TEST_PAUSE says so; inert unless settings.DEBUG (see module doc)."""
+    """Sleep at a named point when JOB_TEST_PAUSE says so; inert unless settings.DEBUG (see module doc).
+
+    "<point>:<seconds>:<n>" sleeps only the n-th time this process reaches the point (a bulk
+    job's second batch, say); without n, every time.
+    """
     raw = os.environ.get("JOB_TEST_PAUSE", "")
     if not raw or not settings.DEBUG:
         return
-    name, _, seconds = raw.partition(":")
+    name, _, rest = raw.partition(":")
     if name != point:
+        return
+    seconds, _, nth = rest.partition(":")
+    _test_pause_reached[point] += 1
+    if nth and _test_pause_reached[point] != int(nth):
         return
     marker = os.environ.get("JOB_TEST_PAUSE_MARKER")
     if marker:

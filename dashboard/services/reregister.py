@@ -19,8 +19,12 @@ Re-registering a node (`node_reregister`):
 - The final transaction checks that the node's catalog_generation and its slice rows are
   exactly what the plan was made from; otherwise it fails with CATALOG_CHANGED and writes nothing.
 
+Re-registering every stale node (`bulk_reregister`) makes the same plan per node, and applies
+a batch of up to BULK_CHUNK nodes in one transaction with the same checks, node by node: a node
+that moved since its plan is left out of its batch and planned again on its own.
+
 Pause points for the kill tests (services.jobs.job_test_pause): "claimed", "planned", and
-"swapped", INSIDE the final transaction after the catalog writes.
+"swapped", INSIDE the final transaction after the catalog writes (a node's or a batch's).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -51,8 +55,10 @@ CATALOG_CHANGED = "the catalog changed while re-registering; try again"
 # Reading live capacity: the Grid Proxy client already retries each request; these are whole
 # reads, for a grid that is briefly unreachable (a restart, a load balancer flip).
 GRID_READ_ATTEMPTS = 3
-# Bulk runs load this many nodes (with their slices and policies) per round of queries.
+# Bulk runs read, plan and apply at most this many nodes per batch (one round of queries, one
+# transaction), and split a smaller run into about BULK_PROGRESS_STEPS batches so its progress moves.
 BULK_CHUNK = 100
+BULK_PROGRESS_STEPS = 10
 # Bulk runs stop when this many nodes in a row could not be read because the grid is unreachable:
 # going on would only spend the time limit on timeouts.
 BULK_GRID_DOWN_AFTER = 5
@@ -484,7 +490,16 @@ def _slice_item(s: Slice) -> dict:
 
 
 def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> dict:
-    """Re-register every stale node (or one farm's), each in its own short transaction.
+    """Re-register every stale node (or one farm's), a batch of nodes per short transaction.
+
+    Each batch (up to BULK_CHUNK nodes) is read from the grid and planned outside any
+    transaction, then applied in ONE transaction: the batch's nodes and slices locked, each
+    node checked against what its plan read, the slice changes, the node rows, the nodes'
+    figures, their audit events and the job's progress written together. A node that moved
+    meanwhile is left out of its batch and re-planned on its own afterwards; a batch that fails
+    in the database is applied again one node at a time. A worker killed mid-batch leaves each
+    of its nodes entirely old (the whole batch rolls back); the run that takes the job over
+    finds them still stale.
 
     A node that fails is recorded in result["failures"] and the rest go on. Stops early (job
     failed, partial result kept) when the grid is unreachable for several nodes in a row.
@@ -500,56 +515,129 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     total = len(stale)
     job_progress(job=job, step=f"{total} stale catalog(s) to re-register", done=0, total=total)
 
-    result = _bulk_result_new(job=job, total=total)
-    unreachable_in_a_row = 0
-    done = 0
-    for start in range(0, total, BULK_CHUNK):
-        chunk = stale[start : start + BULK_CHUNK]
-        nodes = list(Node.objects.filter(pk__in=chunk).order_by("node_id"))
-        policies = policies_for_nodes(nodes)
-        slices_by_node = _slices_by_node([n.pk for n in nodes])
-        deploying = deploying_slices([n.pk for n in nodes])
-        for node in nodes:
-            # Progress is written with each node's catalog, in its transaction (one UPDATE, live
-            # once that node commits); a failed node writes it on its own.
-            progress = {"step": f"node {node.node_id} done ({done + 1} of {total})", "done": done + 1}
-            try:
-                summary = _bulk_one(
-                    job=job, grid=grid, node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk],
-                    deploying=deploying.get(node.pk, set()), progress=progress,
-                )
-            except stop_on:
-                raise
-            except JobLost:
-                raise
-            except Exception as exc:
-                job_progress(job=job, step=f"node {node.node_id} failed ({done + 1} of {total})", done=done + 1)
-                if isinstance(exc, (JobError, GridError, capacity.CapacityError)):
-                    error = str(exc) or type(exc).__name__
-                else:
-                    log.exception("bulk job %s: node %s failed unexpectedly", job.pk, node.node_id)
-                    error = f"internal error: {type(exc).__name__}: {exc}"
-                _bulk_count_failure(result, node_id=node.node_id, error=error)
-                unreachable_in_a_row = unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
-                if unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
-                    result["notes"].append(f"stopped after {done + 1} of {total} nodes")
-                    _bulk_words(result, job=job, total=total)
-                    raise JobError(
-                        f"the grid is unreachable: {unreachable_in_a_row} nodes in a row could not be read "
-                        f"(last: {error}); stopped after {done + 1} of {total} nodes, "
-                        f"{result['reregistered']} re-registered",
-                        result=result,
-                    ) from exc
-            else:
-                unreachable_in_a_row = 0
-                _bulk_count_node(result, summary)
-            done += 1
+    run = _BulkRun(job=job, grid=grid, total=total, stop_on=stop_on)
+    size = _bulk_batch_size(total)
+    for start in range(0, total, size):
+        run.batch(stale[start : start + size])
+    result = run.result
     if total == 0:
         result["notes"].append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
     _bulk_words(result, job=job, total=total)
     with transaction.atomic():
         job_succeed(job=job, result=result, message=f"bulk re-register: {result['words']}")
     return result
+
+
+def _bulk_batch_size(total: int) -> int:
+    """BULK_CHUNK nodes a batch, fewer in a small run so that its progress still moves in steps."""
+    return max(1, min(BULK_CHUNK, -(-total // BULK_PROGRESS_STEPS)))
+
+
+class _BulkRun:
+    """One bulk run between its batches: the result so far, nodes settled, and how the grid answers."""
+
+    def __init__(self, *, job: Job, grid: Grid, total: int, stop_on: tuple[type[BaseException], ...]):
+        self.job, self.grid, self.total, self.stop_on = job, grid, total, stop_on
+        self.result = _bulk_result_new(job=job, total=total)
+        self.done = 0
+        self.unreachable_in_a_row = 0
+        self.beat_at = time.monotonic()
+
+    def batch(self, pks: list[int]) -> None:
+        """Read, plan and apply these nodes; count each in node order, failed or not."""
+        nodes = list(Node.objects.filter(pk__in=pks).order_by("node_id"))
+        policies = policies_for_nodes(nodes)
+        slices_by_node = _slices_by_node(pks)
+        deploying = deploying_slices(pks)
+        outcomes: dict[int, dict | str] = {}  # node pk -> its summary, or why it failed
+        plans, stop = [], None
+        for node in nodes:
+            self._beat_while_reading(node)
+            try:
+                seen = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
+                plan = reregister_plan(
+                    node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen,
+                    deploying=deploying.get(node.pk, set()),
+                )
+            except self.stop_on:
+                raise
+            except JobLost:
+                raise
+            except Exception as exc:
+                outcomes[node.pk] = self._failure_words(node, exc)
+                self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
+                if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
+                    stop = (self.done + len(outcomes) + len(plans), outcomes[node.pk], exc)
+                    break
+            else:
+                self.unreachable_in_a_row = 0
+                plans.append(plan)
+        outcomes.update(self._apply(plans, failed=len(outcomes)))
+        for node in nodes:
+            outcome = outcomes.get(node.pk)
+            if isinstance(outcome, dict):
+                _bulk_count_node(self.result, outcome)
+            elif outcome is not None:
+                _bulk_count_failure(self.result, node_id=node.node_id, error=outcome)
+        self.done += len(outcomes)
+        if stop is not None:
+            handled, error, exc = stop
+            self.result["notes"].append(f"stopped after {handled} of {self.total} nodes")
+            _bulk_words(self.result, job=self.job, total=self.total)
+            raise JobError(
+                f"the grid is unreachable: {self.unreachable_in_a_row} nodes in a row could not be read "
+                f"(last: {error}); stopped after {handled} of {self.total} nodes, "
+                f"{self.result['reregistered']} re-registered",
+                result=self.result,
+            ) from exc
+
+    def _apply(self, plans: list[ReregisterPlan], *, failed: int) -> dict[int, dict | str]:
+        """The batch in one transaction, then the nodes it left out one at a time; node pk -> outcome."""
+        done = self.done + failed
+        try:
+            summaries, left_out = _bulk_apply(
+                job=self.job, plans=plans, progress=lambda applied: self._progress(done + applied, failed=failed)
+            )
+        except self.stop_on:
+            raise
+        except JobLost:
+            raise
+        except Exception:
+            # Nothing of the batch was written: each node on its own then fails alone, if at all.
+            log.exception("bulk job %s: a batch of %d nodes failed; applying them one at a time", self.job.pk, len(plans))
+            summaries, left_out = {}, plans
+        self.beat_at = time.monotonic()
+        outcomes: dict[int, dict | str] = dict(summaries)
+        done += len(summaries)
+        for plan in left_out:
+            done += 1
+            progress = {"step": f"node {plan.node.node_id} done ({done} of {self.total})", "done": done}
+            try:
+                outcomes[plan.node.pk] = _bulk_one(job=self.job, plan=plan, progress=progress)
+            except self.stop_on:
+                raise
+            except JobLost:
+                raise
+            except Exception as exc:
+                outcomes[plan.node.pk] = self._failure_words(plan.node, exc)
+        return outcomes
+
+    def _progress(self, done: int, *, failed: int) -> dict:
+        failed += self.result["failed"]
+        return {"step": f"{done} of {self.total} nodes done" + (f"; {failed} failed" if failed else ""), "done": done}
+
+    def _beat_while_reading(self, node: Node) -> None:
+        """A heartbeat while a batch is read: a slow grid must not look like a dead worker."""
+        if time.monotonic() - self.beat_at < settings.JOB_HEARTBEAT_TIMEOUT / 4:
+            return
+        job_progress(job=self.job, step=f"reading node {node.node_id}'s live capacity ({self.done} of {self.total} done)")
+        self.beat_at = time.monotonic()
+
+    def _failure_words(self, node: Node, exc: Exception) -> str:
+        if isinstance(exc, (JobError, GridError, capacity.CapacityError)):
+            return str(exc) or type(exc).__name__
+        log.exception("bulk job %s: node %s failed unexpectedly", self.job.pk, node.node_id)
+        return f"internal error: {type(exc).__name__}: {exc}"
 
 
 _FLEET_FIGURES = ("slices", "free", "deployable", "phantom")
@@ -612,22 +700,46 @@ def _bulk_words(result: dict, *, job: Job, total: int) -> None:
     )
 
 
-def _bulk_one(
-    *, job: Job, grid: Grid, node: Node, slices: list[Slice], policy: capacity.Policy, deploying: set[int], progress: dict
-) -> dict:
-    seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job, announce=False)
-    plan = reregister_plan(node=node, slices=slices, policy=policy, seen=seen, deploying=deploying)
-    try:
-        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress)
-    except CatalogChanged:
-        # Someone deployed or re-registered this node meanwhile: plan once more on what is there now.
-        node.refresh_from_db()
-        fresh = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
-        plan = reregister_plan(
-            node=node, slices=fresh, policy=policy, seen=seen, deploying=deploying_slices([node.pk]).get(node.pk, set())
+def _bulk_apply(
+    *, job: Job, plans: list[ReregisterPlan], progress: Callable[[int], dict]
+) -> tuple[dict[int, dict], list[ReregisterPlan]]:
+    """Apply the plans in ONE transaction; (node pk -> summary of each applied, the plans left out).
+
+    A plan whose node moved since it was made is left out, its node untouched. The job's progress
+    (`progress(number applied)`, job_progress's step and done) and heartbeat are written in the
+    same transaction: a run that no longer owns the job (JobLost) writes nothing. A fixed number
+    of statements whatever the number of plans.
+    """
+    results = {plan.node.pk: plan.result(dry_run=job.dry_run) for plan in plans}
+    with transaction.atomic():
+        moved = _catalogs_lock_and_check(plans) if plans and not job.dry_run else set()
+        applied = [plan for plan in plans if plan.node.pk not in moved]
+        if applied and not job.dry_run:
+            _catalogs_write(applied)
+        job_progress(job=job, **progress(len(applied)))
+        AuditEvent.objects.bulk_create(
+            [_node_event(job=job, plan=plan, result=results[plan.node.pk]) for plan in applied]
         )
-        result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress)
-    return _bulk_node_summary(result)
+        if applied and not job.dry_run:
+            job_test_pause("swapped")
+    summaries = {plan.node.pk: _bulk_node_summary(results[plan.node.pk]) for plan in applied}
+    return summaries, [plan for plan in plans if plan.node.pk in moved]
+
+
+def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> dict:
+    """A node its batch left out (it moved meanwhile, or the batch failed): planned again on its own.
+
+    The same capacity read and policy, the node's rows as they are now; a node that moves again
+    before this commits fails with CATALOG_CHANGED.
+    """
+    node = plan.node
+    node.refresh_from_db()
+    fresh = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
+    plan = reregister_plan(
+        node=node, slices=fresh, policy=plan.policy, seen=plan.seen,
+        deploying=deploying_slices([node.pk]).get(node.pk, set()),
+    )
+    return _bulk_node_summary(reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress))
 
 
 def _bulk_node_summary(result: dict) -> dict:
