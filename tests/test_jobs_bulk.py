@@ -1,4 +1,4 @@
-"""Bulk re-register: every stale node (or one farm's), each in its own short transaction."""
+"""Bulk re-register: every stale node (or one farm's), a batch of nodes per short transaction."""
 
 import time
 
