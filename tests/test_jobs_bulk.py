@@ -318,3 +318,23 @@ def test_it_moves_its_progress_in_steps_on_a_small_run(legacy_fleet, monkeypatch
     legacy_fleet(40)
     bulk()
     assert [done for done in written if done] == [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
+
+
+@pytest.mark.django_db
+def test_it_beats_while_it_reads_a_batch_from_a_slow_grid(legacy_fleet, one_batch, settings, monkeypatch):
+    from dashboard.services import jobs, reregister
+
+    steps = []
+    real = jobs.job_progress
+
+    def progress(**kwargs):
+        steps.append(kwargs["step"])
+        real(**kwargs)
+
+    monkeypatch.setattr(reregister, "job_progress", progress)
+    settings.JOB_HEARTBEAT_TIMEOUT = 0  # every read is overdue
+    legacy_fleet(3)
+    bulk()
+    assert [s for s in steps if s.startswith("reading")] == [
+        f"reading node {n}'s live capacity (0 of 3 done)" for n in (1, 2, 3)
+    ]
