@@ -87,7 +87,7 @@ def floor_measure(*, grid) -> dict:
     """
     from dashboard.models import Deployment, Node, Slice
     from dashboard.services.catalog import policies_for_nodes
-    from dashboard.services.jobs import reregister_plan
+    from dashboard.services.reregister import reregister_plan
 
     from bench.seed import copy_rows
 

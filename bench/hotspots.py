@@ -87,7 +87,7 @@ def profile_bulk(nodes: int, top: int, env, *, cprofile: bool = True) -> None:
     from bench import seed
     from dashboard.grid.simulator import SimulatedGrid
     from dashboard.models import Job
-    from dashboard.services import jobs
+    from dashboard.services import jobs, reregister
 
     specs = seed.fleet_specs(nodes)
     workloads, _ = seed.simulator_seed(SimulatedGrid(env.simgrid_path), specs)
@@ -99,7 +99,7 @@ def profile_bulk(nodes: int, top: int, env, *, cprofile: bool = True) -> None:
         started = time.perf_counter()
         if cprofile:
             profiler.enable()
-        jobs.bulk_reregister(job=job)
+        reregister.bulk_reregister(job=job)
         profiler.disable()
         elapsed = time.perf_counter() - started
     sql = sum(queries.seconds.values())

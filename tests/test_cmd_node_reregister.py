@@ -167,9 +167,9 @@ def test_it_follows_the_job_already_running_to_its_end(legacy_node_1774):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet, monkeypatch):
-    from dashboard.services import jobs
+    from dashboard.services import reregister
 
-    monkeypatch.setattr(jobs, "BULK_FAILURES_KEPT", 1)
+    monkeypatch.setattr(reregister, "BULK_FAILURES_KEPT", 1)
     legacy_fleet(3)
     for gone in (1, 2, 3):
         legacy_fleet.grid.remove_node(gone)

@@ -1,4 +1,4 @@
-"""Bulk re-register: every stale node (or one farm's), each in its own short transaction."""
+"""Bulk re-register: every stale node (or one farm's), a batch of nodes per short transaction."""
 
 import time
 
@@ -7,7 +7,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.models import Job, Node, Slice
-from dashboard.services.jobs import BULK_GRID_DOWN_AFTER, job_claim, job_execute, job_request
+from dashboard.services.jobs import job_claim, job_execute, job_request
+from dashboard.services.reregister import BULK_GRID_DOWN_AFTER
 
 
 def bulk(**kwargs) -> Job:
@@ -108,9 +109,9 @@ def test_it_needs_a_fixed_number_of_queries_per_node_whatever_the_slices(legacy_
 
 @pytest.fixture
 def small_sample(monkeypatch):
-    from dashboard.services import jobs
+    from dashboard.services import reregister
 
-    monkeypatch.setattr(jobs, "BULK_SAMPLE", 5)
+    monkeypatch.setattr(reregister, "BULK_SAMPLE", 5)
     return 5
 
 
@@ -151,9 +152,9 @@ def test_it_totals_the_slices_and_the_fleet_figures_of_every_node_not_only_the_s
 
 @pytest.mark.django_db
 def test_it_counts_the_failures_past_the_cap_without_listing_them(legacy_fleet, monkeypatch):
-    from dashboard.services import jobs
+    from dashboard.services import reregister
 
-    monkeypatch.setattr(jobs, "BULK_FAILURES_KEPT", 2)
+    monkeypatch.setattr(reregister, "BULK_FAILURES_KEPT", 2)
     legacy_fleet(6)
     for gone in (1, 3, 4, 6):
         legacy_fleet.grid.remove_node(gone)
@@ -182,3 +183,158 @@ def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet, small_sa
     events = list(AuditEvent.objects.filter(job=job, action="job.node-reregistered").order_by("node__node_id"))
     assert [e.node.node_id for e in events] == list(range(1, 9))
     assert events[7].detail["result"]["after"]["slices"] == Slice.objects.filter(node__node_id=8).count()
+
+
+# --- batches: one transaction per batch of nodes ---------------------------------------------------
+
+
+@pytest.fixture
+def one_batch(monkeypatch):
+    """Every node of the run in one batch (a small run is otherwise split so its progress moves)."""
+    from dashboard.services import reregister
+
+    monkeypatch.setattr(reregister, "BULK_PROGRESS_STEPS", 1)
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    """planned(node_id -> what to do right after that node's first plan) -> the node ids planned, in order."""
+    from dashboard.services import reregister
+
+    real = reregister.reregister_plan
+    seen: list[int] = []
+
+    def watch(meanwhile: dict):
+        def plan(**kwargs):
+            node_id = kwargs["node"].node_id
+            result = real(**kwargs)
+            if node_id not in seen and node_id in meanwhile:
+                meanwhile[node_id](kwargs["node"])
+            seen.append(node_id)
+            return result
+
+        monkeypatch.setattr(reregister, "reregister_plan", plan)
+        return seen
+
+    return watch
+
+
+def figures_current(node_ids) -> bool:
+    from dashboard.services.figures import figures_compute
+
+    nodes = Node.objects.filter(node_id__in=node_ids)
+    stored = {n.pk: (n.slices_free, n.stale, n.effective_policy) for n in nodes}
+    now = {pk: (f.slices_free, f.stale, f.effective_policy) for pk, f in figures_compute(nodes).items()}
+    return stored == now and not any(stale for _free, stale, _policy in stored.values())
+
+
+@pytest.mark.django_db
+def test_it_replans_alone_a_node_whose_catalog_changed_between_its_plan_and_its_batch(legacy_fleet, one_batch, planned):
+    from dashboard.models import AuditEvent
+
+    legacy_fleet(5)
+    rented = Slice.objects.get(node__node_id=3, index=1)
+
+    def rent(node):  # someone rents a free slice of node 3 after the bulk run planned it
+        Slice.objects.filter(pk=rented.pk).update(state=Slice.State.RENTED, rented_by_twin_id=42)
+
+    order = planned({3: rent})
+    job = bulk()
+    assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 5, [])
+    assert order == [1, 2, 3, 4, 5, 3]  # node 3 alone planned again, after the batch
+    assert Slice.objects.get(pk=rented.pk).state == Slice.State.RENTED  # the same row, kept
+    assert carved_with("zos") == {1, 2, 3, 4, 5} and figures_current(range(1, 6))
+    assert AuditEvent.objects.filter(job=job, action="job.node-reregistered").count() == 5
+
+
+@pytest.mark.django_db
+def test_it_applies_the_rest_of_a_batch_when_some_of_its_nodes_fail(legacy_fleet, one_batch, planned):
+    from dashboard.capacity import CapacityError
+
+    legacy_fleet(5)
+    legacy_fleet.grid.remove_node(2)
+
+    def refuse(node):
+        raise CapacityError(f"node {node.node_id}: the carve refused")
+
+    planned({4: refuse})
+    job = bulk()
+    failures = job.result["failures"]
+    assert [f["node_id"] for f in failures] == [2, 4] and failures[1]["error"] == "node 4: the carve refused"
+    assert carved_with("zos") == {1, 3, 5} and carved_with("legacy") == {2, 4}
+    assert (job.state, job.result["reregistered"], job.result["failed"]) == (Job.State.SUCCEEDED, 3, 2)
+
+
+@pytest.mark.django_db
+def test_it_applies_a_batch_one_node_at_a_time_after_a_database_error(legacy_fleet, one_batch, monkeypatch):
+    from dashboard.services import reregister
+
+    real = reregister._catalogs_write
+
+    def write(plans):
+        if len(plans) > 1:  # the batch, not a node on its own
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 / 0")
+        real(plans)
+
+    monkeypatch.setattr(reregister, "_catalogs_write", write)
+    legacy_fleet(4)
+    job = bulk()
+    assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 4, [])
+    assert carved_with("zos") == {1, 2, 3, 4} and figures_current(range(1, 5))
+
+
+@pytest.mark.django_db
+def test_it_needs_the_same_queries_for_a_batch_of_5_nodes_as_for_one_of_50(legacy_fleet, one_batch):
+    legacy_fleet(5, first=1)
+    with CaptureQueriesContext(connection) as five:
+        assert bulk().result["reregistered"] == 5
+    legacy_fleet(50, first=100)
+    with CaptureQueriesContext(connection) as fifty:
+        assert bulk().result["reregistered"] == 50
+    assert len(fifty) == len(five), [q["sql"][:60] for q in fifty.captured_queries]
+
+
+@pytest.mark.django_db
+def test_it_stores_the_figures_of_every_node_it_recarves(legacy_fleet):
+    legacy_fleet(12)
+    Node.objects.update(stale=True, stale_reason="carved with legacy", effective_policy="")
+    bulk()
+    assert figures_current(range(1, 13))
+
+
+@pytest.mark.django_db
+def test_it_moves_its_progress_in_steps_on_a_small_run(legacy_fleet, monkeypatch):
+    from dashboard.services import jobs, reregister
+
+    written = []
+    real = jobs.job_progress
+
+    def progress(**kwargs):
+        written.append(kwargs.get("done"))
+        real(**kwargs)
+
+    monkeypatch.setattr(reregister, "job_progress", progress)
+    legacy_fleet(40)
+    bulk()
+    assert [done for done in written if done] == [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
+
+
+@pytest.mark.django_db
+def test_it_beats_while_it_reads_a_batch_from_a_slow_grid(legacy_fleet, one_batch, settings, monkeypatch):
+    from dashboard.services import jobs, reregister
+
+    steps = []
+    real = jobs.job_progress
+
+    def progress(**kwargs):
+        steps.append(kwargs["step"])
+        real(**kwargs)
+
+    monkeypatch.setattr(reregister, "job_progress", progress)
+    settings.JOB_HEARTBEAT_TIMEOUT = 0  # every read is overdue
+    legacy_fleet(3)
+    bulk()
+    assert [s for s in steps if s.startswith("reading")] == [
+        f"reading node {n}'s live capacity (0 of 3 done)" for n in (1, 2, 3)
+    ]

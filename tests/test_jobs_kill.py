@@ -182,3 +182,51 @@ def test_it_stops_a_bulk_job_at_its_soft_time_limit_instead_of_going_on(legacy_f
     job = job_finished(job_request(kind=Job.Kind.BULK_REREGISTER).job, timeout=60)
     assert (job.state, job.error) == (Job.State.FAILED, "timed out after 2 s")
     assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"legacy"}  # the open transaction rolled back
+
+
+def bulk_node_states() -> dict[int, str]:
+    """Node id -> "old" (legacy carve, generation 1) or "new" (zos carve, generation 2), else "half"."""
+    states = {}
+    for node in Node.objects.all():
+        slices = list(node.slices.values_list("generation", "sru"))
+        generations = {g for g, _ in slices}
+        if (node.carved_policy_name, node.catalog_generation, generations) == ("legacy", 1, {1}):
+            states[node.node_id] = "old"
+        elif (node.carved_policy_name, node.catalog_generation, generations) == ("zos", 2, {2}) and {
+            sru for _, sru in slices
+        } == {node.carved_slice_sru}:
+            states[node.node_id] = "new"
+        else:
+            states[node.node_id] = "half"
+    return states
+
+
+def test_it_leaves_no_node_half_applied_when_killed_inside_a_bulk_batch(
+    legacy_fleet, worker_process, broker_purged, settings, job_finished
+):
+    from dashboard.models import AuditEvent
+
+    legacy_fleet(30)  # batches of 3 nodes
+    proc, marker = worker_process(JOB_TEST_PAUSE="swapped:120:2")  # inside the second batch's transaction
+    job = job_request(kind=Job.Kind.BULK_REREGISTER).job
+    wait_until(marker.exists, timeout=60, what="the worker to reach the second batch")
+    assert "idle in transaction" in worker_sessions()
+
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    wait_until(lambda: not worker_sessions(), timeout=30, what="PostgreSQL to drop the dead worker's session")
+    states = bulk_node_states()
+    assert {n for n, state in states.items() if state == "new"} == {1, 2, 3}  # the first batch committed
+    assert {n for n, state in states.items() if state != "new"} == set(range(4, 31)) and "half" not in states.values()
+
+    settings.JOB_HEARTBEAT_TIMEOUT = 1
+    time.sleep(1.1)
+    redeliver_unacked(broker_purged)
+    with start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+        job = job_finished(job, timeout=60)
+    assert (job.state, job.attempts, job.result["stale"], job.result["reregistered"]) == (
+        Job.State.SUCCEEDED, 2, 27, 27
+    )
+    assert set(bulk_node_states().values()) == {"new"}
+    events = AuditEvent.objects.filter(job=job, action="job.node-reregistered")
+    assert sorted(events.values_list("node__node_id", flat=True)) == list(range(1, 31))  # each node once

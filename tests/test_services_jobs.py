@@ -14,16 +14,11 @@ from django.utils import timezone
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
 from dashboard.services.catalog import policy_for_node
-from dashboard.services.jobs import (
+from dashboard.services.jobs import JobError, JobLost, job_claim, job_execute, job_request, jobs_reap
+from dashboard.services.reregister import (
     CATALOG_CHANGED,
     GRID_READ_ATTEMPTS,
     CatalogChanged,
-    JobError,
-    JobLost,
-    job_claim,
-    job_execute,
-    job_request,
-    jobs_reap,
     node_capacity_read,
     reregister_apply,
     reregister_plan,
@@ -241,6 +236,19 @@ def test_it_stores_the_policy_and_the_capacity_seen(legacy_node_1774):
     node = Node.objects.get(pk=legacy_node_1774.pk)
     assert (node.carved_policy_name, node.carved_deployable, node.catalog_generation) == ("zos", 6, 2)
     assert (node.carved_slice_sru, node.used_mru, node.phantom_slices) == (155 * GiB, 4 * GiB + 31 * GiB // 10, 0)
+
+
+def test_it_stores_the_nodes_figures_with_its_new_catalog(legacy_node_1774):
+    Node.objects.filter(pk=legacy_node_1774.pk).update(stale=True, stale_reason="carved with legacy v1")
+    run(claimed(node=legacy_node_1774))
+    node = Node.objects.get(pk=legacy_node_1774.pk)
+    assert (node.slices_free, node.slices_deployed, node.deployable, node.stale, node.stale_reason) == (5, 1, 6, False, "")
+
+
+def test_it_knows_every_row_that_points_at_a_slice():
+    """Re-registering deletes slices in SQL, doing by hand what Slice.delete() would for these relations."""
+    relations = [(r.related_model.__name__, r.field.name, r.on_delete.__name__) for r in Slice._meta.related_objects]
+    assert relations == [("Deployment", "slice", "SET_NULL")]
 
 
 def test_it_changes_nothing_on_a_second_run(legacy_node_1774):
