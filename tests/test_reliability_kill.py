@@ -13,7 +13,7 @@ import random
 import pytest
 from django.db import connection
 
-from bench.reliability.checks import half_catalog_violations, occupied_slices, occupied_violations
+from bench.reliability.checks import figures_violations, half_catalog_violations, occupied_slices, occupied_violations
 from bench.reliability.kill_loop import HEARTBEAT_TIMEOUT, Worker, kill_loop, seed_fleet, serve_slow_grid
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.models import Job, Slice
@@ -84,6 +84,17 @@ def test_it_notices_a_half_swapped_catalog(seeded):
     free = Slice.objects.filter(state=Slice.State.FREE).order_by("node_id", "index")
     free.filter(pk=free[0].pk).update(mru=2 * 1024**3, generation=2)
     assert any("generations" in p for p in half_catalog_violations(seeded))
+
+
+@pytest.mark.django_db
+def test_it_passes_the_stored_figures_of_a_fresh_fleet(seeded):
+    assert figures_violations() == []
+
+
+@pytest.mark.django_db
+def test_it_notices_stored_figures_out_of_date(seeded):
+    Slice.objects.filter(state=Slice.State.FREE).order_by("node_id", "index").first().delete()
+    assert any("slices_free" in p for p in figures_violations())
 
 
 @pytest.mark.django_db

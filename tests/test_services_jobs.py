@@ -389,33 +389,20 @@ def test_it_fails_with_the_grids_words_when_the_grid_is_down(legacy_node_1774, g
 
 @pytest.fixture
 def flaky_proxy(settings):
-    """flaky_proxy(statuses) -> list of request paths: a loopback Grid Proxy answering /nodes/1774 with
+    """flaky_proxy(statuses) -> the hits by path: a loopback Grid Proxy answering /nodes/1774 with
     each status in turn (503 = unavailable, 200 = node 1774), then 200 for good."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.gridproxy_canned import Answer, start_canned_proxy
 
-    seen, servers = [], []
+    servers = []
 
     def start(statuses: list[int]):
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                seen.append(self.path)
-                status = statuses[len(seen) - 1] if len(seen) <= len(statuses) else 200
-                body = json.dumps(proxy_node_1774(mru=31 * GiB) if status == 200 else {"error": "busy"}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        canned, server = start_canned_proxy()
         servers.append(server)
+        node = proxy_node_1774(mru=31 * GiB)
+        canned.answer("/nodes/1774", *[Answer(s, node if s == 200 else {"error": "busy"}) for s in statuses], node)
         settings.GRID_BACKEND, settings.GRID_RETRIES = "gridproxy", 0
-        settings.GRID_PROXY_URL = f"http://127.0.0.1:{server.server_address[1]}"
-        return seen
+        settings.GRID_PROXY_URL = canned.url
+        return canned.hits
 
     yield start
     for server in servers:
@@ -424,15 +411,15 @@ def flaky_proxy(settings):
 
 
 def test_it_reads_the_grid_again_when_it_was_briefly_unreachable(legacy_node_1774, flaky_proxy):
-    requests = flaky_proxy([503, 503])
+    hits = flaky_proxy([503, 503])
     job = run(claimed(node=legacy_node_1774))
-    assert (job.state, len(requests), job.result["after"]["slices"]) == (Job.State.SUCCEEDED, 3, 6)
+    assert (job.state, hits["/nodes/1774"], job.result["after"]["slices"]) == (Job.State.SUCCEEDED, 3, 6)
 
 
 def test_it_gives_up_on_the_grid_after_a_bounded_number_of_reads(legacy_node_1774, flaky_proxy):
-    requests = flaky_proxy([503] * 10)
+    hits = flaky_proxy([503] * 10)
     job = run(claimed(node=legacy_node_1774))
-    assert (job.state, len(requests)) == (Job.State.FAILED, GRID_READ_ATTEMPTS)
+    assert (job.state, hits["/nodes/1774"]) == (Job.State.FAILED, GRID_READ_ATTEMPTS)
     assert Slice.objects.filter(node=legacy_node_1774).count() == 7
 
 

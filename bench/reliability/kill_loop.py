@@ -272,7 +272,8 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
     at the carve and the final transaction, which take a few milliseconds each.
     """
     from bench.reliability.checks import (
-        half_catalog_violations, job_outcomes, job_violations, occupied_slices, occupied_violations, one_moment,
+        figures_violations, half_catalog_violations, job_outcomes, job_violations, occupied_slices, occupied_violations,
+        one_moment,
     )
     from dashboard.models import Job, Node
     from dashboard.services.jobs import job_request, jobs_reap
@@ -333,7 +334,11 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
             last_whole_kill = time.monotonic()
             restart = worker.start()
         with one_moment():
-            found = occupied_violations(occupied_before, occupied_slices()) + half_catalog_violations(policies)
+            found = (
+                occupied_violations(occupied_before, occupied_slices())
+                + half_catalog_violations(policies)
+                + figures_violations()
+            )
         violations += [f"round {n + 1}: {p}" for p in found]
         rounds.append({"round": n + 1, "node": node.node_id, "job": job.pk, "mode": mode, "anchor": anchor,
                        "delay": round(delay, 3),
@@ -362,6 +367,7 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
     with one_moment():
         violations += occupied_violations(occupied_before, occupied_slices())
         violations += half_catalog_violations(policies)
+        violations += figures_violations()
         violations += job_violations()
         outcomes = job_outcomes()
 
