@@ -71,13 +71,16 @@ def targets(figures: dict) -> list[dict]:
         overview_ms = pages[large]["overview"]["median_ms"]
         admin_ms = pages[large]["admin_changelist"]["median_ms"]
         naive_ms = pages[large]["naive_admin_changelist"]["median_ms"]
+        # The baseline is the naive one the issue names: a Django admin list computing the same
+        # columns row by row. The project's own admin reads the figures stored on each node as
+        # the overview does, so it is shown beside it, not used as the baseline.
         found.append({
-            "target": f"overview ≥ 5× faster than the admin's node list at {int(large):,} nodes",
+            "target": f"overview ≥ 5× faster than the naive admin node list at {int(large):,} nodes",
             "figure": (
-                f"overview {overview_ms} ms; project admin {admin_ms} ms ({admin_ms / overview_ms:.2f}×); "
-                f"naive admin {naive_ms} ms ({naive_ms / overview_ms:.2f}×)"
+                f"overview {overview_ms} ms; naive admin {naive_ms} ms ({naive_ms / overview_ms:.2f}×); "
+                f"the project's admin, on the stored figures too, {admin_ms} ms ({admin_ms / overview_ms:.2f}×)"
             ),
-            "met": admin_ms / overview_ms >= 5 if large == "10000" else None,
+            "met": naive_ms / overview_ms >= 5 if large == "10000" else None,
             "vs_admin": round(admin_ms / overview_ms, 2),
             "vs_naive_admin": round(naive_ms / overview_ms, 2),
         })  # fmt: skip
