@@ -52,6 +52,20 @@ VISIBILITY_TIMEOUT = 60
 # --- processes -------------------------------------------------------------------------------
 
 
+def database_ensure(url: str) -> None:
+    """Create the run's PostgreSQL database if it does not exist yet (a fresh machine has none)."""
+    from urllib.parse import urlsplit
+
+    import psycopg
+    from psycopg import sql
+
+    name = urlsplit(url).path.lstrip("/")
+    maintenance = urlsplit(url)._replace(scheme="postgresql", path="/postgres").geturl()
+    with psycopg.connect(maintenance, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
 def wait_until(condition, *, timeout: float, what: str, every: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -438,6 +452,7 @@ def main(argv=None) -> int:
     }
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    database_ensure(env["DATABASE_URL"])
     import django
 
     django.setup()

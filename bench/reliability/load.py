@@ -41,7 +41,7 @@ if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
 from bench.reliability.kill_loop import (  # noqa: E402
-    DEFAULT_DATABASE_URL, RedisServer, Worker, die_with_parent, free_port, wait_until,
+    DEFAULT_DATABASE_URL, RedisServer, Worker, database_ensure, die_with_parent, free_port, wait_until,
 )
 
 GUNICORN = BASE_DIR / ".venv" / "bin" / "gunicorn"
@@ -207,6 +207,7 @@ def main(argv=None) -> int:
         "PYTHONPATH": str(BASE_DIR),
     }
     os.environ.update(env)
+    database_ensure(env["DATABASE_URL"])
     import django
 
     django.setup()
