@@ -148,6 +148,15 @@ def test_it_asks_for_confirmation_with_the_number_of_stale_nodes(admins_client, 
 
 
 @pytest.mark.django_db
+def test_it_lists_the_first_stale_nodes_and_counts_the_rest(admins_client, legacy_fleet, monkeypatch):
+    monkeypatch.setattr(fleet, "STALE_LISTED", 2)
+    legacy_fleet(5)
+    content = admins_client.get(reverse("fleet-reregister-stale")).content.decode()
+    assert "5 nodes will be re-registered" in content
+    assert ">1</a>, <a" in content and ">2</a> and 3 more" in content and ">3</a>" not in content
+
+
+@pytest.mark.django_db
 def test_it_starts_the_bulk_job_on_confirmation(admins_client, small_fleet):
     response = admins_client.post(reverse("fleet-reregister-stale"))
     job = Job.objects.get()

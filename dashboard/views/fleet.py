@@ -18,6 +18,7 @@ from dashboard.selectors.jobs import bulk_active_job
 from dashboard.services.jobs import job_request
 
 NODES_PER_PAGE = 50
+STALE_LISTED = 200
 SORTS = [
     ("node_id", "Node id"),
     ("-node_id", "Node id, highest first"),
@@ -116,11 +117,12 @@ def reregister_stale(request):
         else:
             messages.warning(request, f"Already running: {requested.job} has not finished, so no new job was started.")
         return redirect("job", job_id=requested.job.pk)
-    stale = fleet_overview(stale=True)
+    # The totals of every stale node, and the first of them by id: a list of 10,000 links helps nobody.
+    stale = fleet_page(stale=True, per_page=STALE_LISTED)
     return render(
         request,
         "dashboard/fleet_reregister_stale.html",
-        {"section": "fleet", "stale": stale, "active_job": bulk_active_job()},
+        {"section": "fleet", "stale": stale, "unlisted": stale.count - len(stale.rows), "active_job": bulk_active_job()},
     )
 
 
