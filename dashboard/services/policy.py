@@ -46,18 +46,13 @@ def policy_update(
         locked.version += 1
         locked.save()
         figures_refresh(policy_node_pks(locked))
-        AuditEvent.objects.create(
-            actor=by,
-            source=source,
+        _audit(
+            locked,
             action="policy.changed",
-            node=locked.node,
             message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}: {policy_changes_words(changes)}",
-            detail={
-                "policy": locked.name,
-                "scope": locked.scope,
-                "version": locked.version,
-                "changes": {name: [old, new] for name, (old, new) in changes.items()},
-            },
+            detail={"version": locked.version, "changes": {name: [old, new] for name, (old, new) in changes.items()}},
+            by=by,
+            source=source,
         )
     return locked, True
 
@@ -96,15 +91,15 @@ def policy_create(
         with transaction.atomic():
             row.save()
             figures_refresh(policy_node_pks(row))
-            AuditEvent.objects.create(
-                actor=by,
-                source=source,
+            _audit(
+                row,
                 action="policy.created",
-                node=row.node,
                 message=f"policy {row.name} v1 created as {row.get_scope_display().lower()}"
                 + (f" for farm {farm_id}" if row.scope == Policy.Scope.FARM else "")
                 + (f" for node {node.node_id}" if row.scope == Policy.Scope.NODE else ""),
-                detail={"policy": row.name, "scope": row.scope, "parameters": {p: parameters[p] for p in Policy.PARAMETERS}},
+                detail={"parameters": {p: parameters[p] for p in Policy.PARAMETERS}},
+                by=by,
+                source=source,
             )
     except IntegrityError:
         raise PolicyConflict(_taken_words(name=name, scope=scope, farm_id=farm_id, node=node)) from None
@@ -115,16 +110,27 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
     """Remove a policy; its nodes fall back to the next one (without a fleet default, the built-in "zos")."""
     with transaction.atomic():
         node_pks = policy_node_pks(policy)
-        AuditEvent.objects.create(
-            actor=by,
-            source=source,
+        _audit(
+            policy,
             action="policy.deleted",
-            node=policy.node,
             message=f"policy {policy.name} v{policy.version} deleted; its nodes fall back to the next policy",
-            detail={"policy": policy.name, "scope": policy.scope, "version": policy.version},
+            detail={"version": policy.version},
+            by=by,
+            source=source,
         )
         policy.delete()
         figures_refresh(node_pks)
+
+
+def _audit(policy: Policy, *, action: str, message: str, detail: dict, by, source: str) -> None:
+    AuditEvent.objects.create(
+        actor=by,
+        source=source,
+        action=action,
+        node=policy.node,
+        message=message,
+        detail={"policy": policy.name, "scope": policy.scope, **detail},
+    )
 
 
 def policy_node_pks(policy: Policy) -> list[int]:
