@@ -681,6 +681,28 @@ class LiveNode:
 NOTHING_KNOWN = LiveNode()
 
 
+def live_node(
+    *, policy: Policy, pools: Sequence[int] | None, occupied: Sequence[Resources], observed: Observed = NOTHING_OBSERVED
+) -> LiveNode:
+    """The LiveNode of a node holding `occupied` VMs (in the order they were deployed)."""
+    return LiveNode(
+        pools=tuple(pools) if pools else None,
+        occupied_disks=tuple(vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied),
+        running=len(occupied),
+        observed=observed,
+    )
+
+
+def observed_now(
+    *, hidden_mru_per_vm: int, pool_room_below: int | None, bound_used_sru: int | None, used_sru: int | None
+) -> Observed:
+    """What still holds of a node's lessons: a refused disk size bounds the pools only while
+    nothing has been freed since (the used SSD is at least what it was at the refusal)."""
+    if pool_room_below is not None and None not in (bound_used_sru, used_sru) and used_sru < bound_used_sru:
+        pool_room_below = None
+    return Observed(hidden_mru_per_vm=hidden_mru_per_vm, pool_room_below=pool_room_below)
+
+
 class _Placement:
     """The live node as slices are placed on it one after another: accounting, hidden memory,
     the refused-disk bound and, when the pools are known, every device order's pools."""

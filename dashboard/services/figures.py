@@ -46,7 +46,10 @@ class NodeFigures:
     slices_rented: int
     slices_deployed: int
     slices_failed: int
-    deployable: int  # what the node's policy carves, rented and deployed slices kept
+    # How many slices the node can host at once: what its policy carves on it with its rented
+    # and deployed slices kept, under ZOS's placement and what its refusals taught. The one
+    # meaning of "deployable" on every page, total, export and command.
+    deployable: int
     stale: bool
     stale_reason: str  # "" when current
     effective_policy: str  # "name vN"
@@ -126,6 +129,10 @@ _NODE_VALUES = (
     "carved_policy_name",
     "carved_policy_version",
     "carved_slice_sru",
+    "hidden_mru_per_vm",
+    "pool_room_below",
+    "pool_room_below_used_sru",
+    "used_sru",
     *FIGURE_FIELDS,
 )
 
@@ -146,12 +153,15 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
     nothing = (0, 0, 0, 0, ((), ()))
     computed = {}
     for (pk, farm_id, cru, mru, sru, hru, pools_text, carved_name, carved_version, carved_sru,
-         *stored) in node_values:  # fmt: skip
+         hidden, bound, bound_used, used_sru, *stored) in node_values:  # fmt: skip
         free, rented, deployed, failed, slice_key = slices.get(pk, nothing)
         policy = by_node.get(pk) or by_farm.get(farm_id) or fleet_policy  # as PolicyBook.for_node
         # The book hands out one object per policy for this call, so its id stands for it
         # (hashing the frozen policy for every node would cost more than the lookup saves).
-        key = (cru, mru, sru, hru, pools_text, id(policy), carved_name, carved_version, carved_sru, slice_key)
+        observed = capacity.observed_now(
+            hidden_mru_per_vm=hidden, pool_room_below=bound, bound_used_sru=bound_used, used_sru=used_sru
+        )
+        key = (cru, mru, sru, hru, pools_text, id(policy), carved_name, carved_version, carved_sru, slice_key, observed)
         shape = shapes.get(key)
         if shape is None:
             free_key, occupied_key = slice_key
@@ -163,6 +173,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     policy,
                     occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
                     pools=tuple(pools) if pools else None,
+                    observed=observed,
                 ),
                 reason_args={
                     "carved_policy_name": carved_name,
