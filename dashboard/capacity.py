@@ -437,6 +437,47 @@ def hidden_use_per_vm(*, total_mru: int, usable_mru: int, accounted_mru: int, ru
     return -(-hidden // running)
 
 
+@dataclass(frozen=True)
+class Lesson:
+    """What one ZOS refusal teaches: hidden memory per running VM, or a disk no pool could hold."""
+
+    kind: str  # "memory" or "disk"
+    hidden_mru_per_vm: int = 0
+    disk_size: int | None = None
+    used_sru: int | None = None  # SSD in use when the disk was refused: the bound holds while no less is used
+
+
+def refusal_lesson(
+    *,
+    cause: str,
+    needed: int | None,
+    usable: int | None,
+    total: Resources,
+    used: Resources,
+    vm_count: int,
+    data_disk: int,
+    rootfs: int,
+) -> Lesson | None:
+    """What a refusal teaches, from its cause ("memory" or "disk"), ZOS's figures and the accounted
+    reading taken just before; None when the accounting alone explains it."""
+    if cause == "memory" and usable is not None:
+        hidden = hidden_use_per_vm(total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=max(vm_count, 1))
+        return Lesson("memory", hidden_mru_per_vm=hidden) if hidden > 0 else None
+    if cause == "disk":
+        if data_disk + rootfs > total.sru - used.sru:
+            return None  # the accounting had no room either: nothing about the pools
+        # "failed to find a candidate to host vdisk of size N" names the disk; a rootfs refusal does not.
+        return Lesson("disk", disk_size=max(needed or rootfs, 1), used_sru=used.sru)
+    return None
+
+
+def observed_after(observed: Observed, lesson: Lesson) -> Observed:
+    """The node's lessons with one more: the largest hidden use seen, the latest disk bound."""
+    if lesson.kind == "memory":
+        return replace(observed, hidden_mru_per_vm=max(observed.hidden_mru_per_vm, lesson.hidden_mru_per_vm))
+    return replace(observed, pool_room_below=lesson.disk_size)
+
+
 def vms_by_memory(free_mru: int, per_vm_mru: int, *, hidden_per_vm: int = 0, running: int = 0) -> int:
     """How many more VMs of `per_vm_mru` ZOS accepts one after another with `free_mru` unaccounted.
 

@@ -350,42 +350,23 @@ class SimulatedGrid:
     def _place(
         self, conn: sqlite3.Connection, node: _Node, size: SliceSize, *, name: str, deployment_id: int
     ) -> VmDeployed | DeploymentFailed:
-        vms = self._vms(conn, node.node_id)
-        storaged = _Storaged(node, vms)
-        # When memory and the data disk are both short, both workloads fail; the error the
-        # deployer and the client surface is the VM's own (the Rust client's "vm deployment
-        # entered error state" is about the zmachine), so memory is reported first.
-        usable = _usable_mru(node, vms)
-        if size.mru > usable:
-            return _refused(
-                name,
-                deployment_id,
-                "failed to satisfy required capacity: "
-                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
-            )
-        data_pool = None
-        if size.sru:
-            data_pool = storaged.allocate(size.sru, vdisk=True)
-            if data_pool is None:
-                return _refused(
-                    f"{name}disk",
-                    deployment_id,
-                    f"failed to find a candidate to host vdisk of size '{size.sru}': {NO_SPACE}",
-                )
-        rootfs = max(size.rootfs, zos_rootfs(size.cru, size.mru))
-        rootfs_pool = storaged.allocate(rootfs, vdisk=False)
-        if rootfs_pool is None:
-            storaged.persist(conn, node.node_id)  # the vdisk pool (if made) stays, as on a node
-            return _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
-        storaged.persist(conn, node.node_id)
-        workload_id = f"{node.twin_id}-{deployment_id}-{name}"
+        machine = ZosMachine(node, self._vms(conn, node.node_id))
+        vm, refusal = machine.place(size, name=name, deployment_id=deployment_id)
+        # The vdisks volume a refused VM's data disk created stays, as on a node.
+        conn.execute(
+            "UPDATE sim_node SET mounted = ?, vdisk_pools = ? WHERE node_id = ?",
+            (json.dumps(sorted(machine.storaged.mounted)), json.dumps(sorted(machine.storaged.vdisk_pools)),
+             node.node_id),
+        )
+        if vm is None:
+            return refusal
         conn.execute(
             "INSERT INTO sim_vm (workload_id, node_id, deployment_id, name, cru, mru, sru, rootfs, data_pool,"
             " rootfs_pool, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (workload_id, node.node_id, deployment_id, name, size.cru, size.mru, size.sru, rootfs, data_pool,
-             rootfs_pool, _now()),
+            (vm.workload_id, node.node_id, deployment_id, name, vm.cru, vm.mru, vm.sru, vm.rootfs, vm.data_pool,
+             vm.rootfs_pool, vm.created_at),
         )
-        return VmDeployed(workload_id=workload_id, node_id=node.node_id)
+        return VmDeployed(workload_id=vm.workload_id, node_id=node.node_id)
 
     # --- storage ---------------------------------------------------------------------
 
@@ -533,6 +514,99 @@ def _usable_mru(node: _Node, vms: Sequence[SimVm]) -> int:
     return max(node.mru - max(accounted, _actual_mru(node, vms)), 0)
 
 
+class ZosMachine:
+    """One ZOS node in memory: its VMs and storaged's pools, deploying and releasing as ZOS does.
+
+    SimulatedGrid places every VM through it; the traffic simulation drives thousands of them
+    without a database. Reading it gives only what a real node tells (`reading()`: the
+    accounted use); the memory really in use shows in a memory refusal alone.
+    """
+
+    def __init__(self, node: _Node, vms: Sequence[SimVm] = ()) -> None:
+        self.node = node
+        self.vms = list(vms)
+        self.storaged = _Storaged(node, self.vms)
+
+    @classmethod
+    def boot(
+        cls, node_id: int, *, cru: int, mru: int, sru: int, pools: Sequence[int] | None = None,
+        per_vm_overhead_mru: int = 0, status: str = "up",
+    ) -> ZosMachine:
+        sizes = _pools(pools, sru)
+        node = _Node(
+            node_id=node_id, farm_id=1, farm_name="", twin_id=node_id + 1000, status=status, dedicated=False,
+            cru=cru, mru=mru, sru=sru, pools=tuple(sizes), per_vm_overhead_mru=per_vm_overhead_mru, country="",
+            city="", status_changed_at=0, cache_pool=sizes.index(max(sizes)),
+        )
+        return cls(node)
+
+    def copy(self) -> ZosMachine:
+        twin = ZosMachine.__new__(ZosMachine)
+        twin.node, twin.vms = self.node, list(self.vms)
+        twin.storaged = self.storaged.copy()
+        return twin
+
+    def place(self, size: SliceSize, *, name: str, deployment_id: int) -> tuple[SimVm | None, DeploymentFailed | None]:
+        """Deploy one VM: (the VM, None) or (None, the refusal in ZOS's words)."""
+        node, storaged = self.node, self.storaged
+        # When memory and the data disk are both short, both workloads fail; the error the
+        # deployer and the client surface is the VM's own (the Rust client's "vm deployment
+        # entered error state" is about the zmachine), so memory is reported first.
+        usable = _usable_mru(node, self.vms)
+        if size.mru > usable:
+            return None, _refused(
+                name,
+                deployment_id,
+                "failed to satisfy required capacity: "
+                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
+            )
+        data_pool = None
+        if size.sru:
+            data_pool = storaged.allocate(size.sru, vdisk=True)
+            if data_pool is None:
+                return None, _refused(
+                    f"{name}disk",
+                    deployment_id,
+                    f"failed to find a candidate to host vdisk of size '{size.sru}': {NO_SPACE}",
+                )
+        rootfs = max(size.rootfs, zos_rootfs(size.cru, size.mru))
+        rootfs_pool = storaged.allocate(rootfs, vdisk=False)
+        if rootfs_pool is None:
+            if data_pool is not None:
+                storaged.allocated[data_pool] -= size.sru  # the failed deployment's disk is removed
+            return None, _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
+        vm = SimVm(
+            workload_id=f"{node.twin_id}-{deployment_id}-{name}", name=name, cru=size.cru, mru=size.mru,
+            sru=size.sru, rootfs=rootfs, deployment_id=deployment_id, data_pool=data_pool, rootfs_pool=rootfs_pool,
+            created_at=_now(),
+        )
+        self.vms.append(vm)
+        return vm, None
+
+    def release(self, workload_id: str) -> None:
+        """Cancel a VM: its memory and disks are free again (its pools stay mounted)."""
+        for i, vm in enumerate(self.vms):
+            if vm.workload_id == workload_id:
+                del self.vms[i]
+                if vm.data_pool is not None:
+                    self.storaged.allocated[vm.data_pool] -= vm.sru
+                self.storaged.allocated[vm.rootfs_pool] -= vm.rootfs
+                return
+        raise WorkloadNotFound(f"workload {workload_id} is not deployed on node {self.node.node_id}")
+
+    def reading(self) -> tuple[Resources, Resources]:
+        """(total, used) as the Grid Proxy and the node's statistics report them: the accounted use."""
+        node, vms = self.node, self.vms
+        return (
+            Resources(cru=node.cru, mru=node.mru, sru=node.sru),
+            Resources(
+                cru=sum(vm.cru for vm in vms),
+                mru=sum(vm.mru for vm in vms) + node.reserve_mru,
+                sru=sum(vm.disk for vm in vms) + ZOS_CACHE_SRU,
+            ),
+        )
+
+
 class _Storaged:
     """storaged's view of one node's SSD pools while it places a VM's disks.
 
@@ -579,11 +653,11 @@ class _Storaged:
         self.allocated[pool] += size
         return pool
 
-    def persist(self, conn: sqlite3.Connection, node_id: int) -> None:
-        conn.execute(
-            "UPDATE sim_node SET mounted = ?, vdisk_pools = ? WHERE node_id = ?",
-            (json.dumps(sorted(self.mounted)), json.dumps(sorted(self.vdisk_pools)), node_id),
-        )
+    def copy(self) -> _Storaged:
+        twin = _Storaged.__new__(_Storaged)
+        twin.sizes, twin.allocated = self.sizes, list(self.allocated)
+        twin.mounted, twin.vdisk_pools = set(self.mounted), set(self.vdisk_pools)
+        return twin
 
     def free(self) -> list[int]:
         return [size - used for size, used in zip(self.sizes, self.allocated)]
@@ -690,4 +764,4 @@ def _now() -> int:
     return int(time.time())
 
 
-__all__ = ["NodeAlreadyOnGrid", "SimVm", "SimulatedGrid", "ZOS_CACHE_SRU", "zos_reserve_mru"]
+__all__ = ["NodeAlreadyOnGrid", "SimVm", "SimulatedGrid", "ZOS_CACHE_SRU", "ZosMachine", "zos_reserve_mru"]

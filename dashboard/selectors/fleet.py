@@ -220,8 +220,12 @@ def _ordered(nodes: QuerySet[Node], sort: str) -> QuerySet[Node]:
     else:
         # No NULLS clause where there is no null: the node_id index then serves the default page.
         order = column.desc() if descending else column.asc()
-    # Node id breaks ties, always ascending, so pages stay stable.
-    return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, "node_id")
+    # Node id breaks ties, always ascending, so pages stay stable. A node whose count matches but
+    # whose slices would be refused (disks too big) comes right after the ones that offer too many.
+    then = ()
+    if key == "gap":
+        then = (F("phantom_slices").desc(nulls_last=True) if descending else F("phantom_slices").asc(nulls_first=True),)
+    return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, *then, "node_id")
 
 
 def _totals(nodes: QuerySet[Node]) -> FleetTotals:

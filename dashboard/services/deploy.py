@@ -44,7 +44,7 @@ from dashboard.grid.types import (
     NodeNotFound,
     NodeOffline,
 )
-from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Slice
+from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Slice
 from dashboard.services.catalog import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.observations import Refusal, observations_learn
@@ -382,7 +382,52 @@ def deployment_words(deployment: Deployment) -> str:
         )
     if deployment.cause == Deployment.Cause.NODE_OFFLINE:
         return f"{where}: the node is not reachable on the grid ({deployment.raw_error}); retry when it is up"
-    return f"{where} failed: " + classify(deployment.raw_error).words
+    diagnosis = classify(deployment.raw_error)
+    if deployment.cause in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
+        fact = diagnosis.words.split("; ", 1)[0]  # what ZOS said, without the generic advice
+        return f"{where} failed: {fact}. {deployment_advice(deployment)}"
+    return f"{where} failed: " + diagnosis.words
+
+
+def deployment_advice(deployment: Deployment) -> str:
+    """What to do now about a memory or disk failure, by what is true of its node now.
+
+    Re-registering is advised only where it would change the catalog (the node is stale);
+    `reregistered_since` may be annotated by the selector (failed_deployments) to save a query.
+    """
+    node = deployment.node
+    if node.status == Node.Status.STANDBY:
+        return (
+            "The node is on standby now (switched off by its farm's power manager): it can be woken; "
+            "deploy again once it is up."
+        )
+    if node.status == Node.Status.DOWN:
+        return "The node is down now: nothing can be placed on it until it reports again; pick another node."
+    since = getattr(deployment, "reregistered_since", None)
+    if since is None:
+        since = Job.objects.filter(
+            node=node, kind=Job.Kind.REREGISTER, state=Job.State.SUCCEEDED, dry_run=False,
+            finished_at__gt=deployment.started_at,
+        ).exists()
+    lessons = []
+    if node.hidden_mru_per_vm:
+        lessons.append(f"{capacity.format_size(node.hidden_mru_per_vm)} of hidden memory per running VM")
+    if node.pool_room_below:
+        lessons.append(f"no pool had room for a {capacity.format_size(node.pool_room_below)} disk")
+    learnt = f"ZOS's refusals taught the dashboard: {' and '.join(lessons)}; the precheck counts it. " if lessons else ""
+    if node.stale:
+        return (
+            f"{learnt}The catalog still offers slices that do not deploy ({node.stale_reason}): re-register the "
+            "node to re-carve them."
+        )
+    placeable = node.placeable_now
+    room = (
+        f"{placeable} free slice{'s' if placeable != 1 else ''} can be placed now"
+        if placeable
+        else "no free slice can be placed now: the node is full (pick another node or free a VM)"
+    )
+    done = "The catalog has been re-registered since and is current" if since else "The catalog is current"
+    return f"{learnt}{done}; {room}. Re-registering would change nothing."
 
 
 # --- internals ---------------------------------------------------------------------------

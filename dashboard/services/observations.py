@@ -45,31 +45,22 @@ class Refusal:
 
 
 def refusal_lesson(refusal: Refusal) -> dict | None:
-    """What this refusal teaches, as Observation fields; None when it teaches nothing. Pure."""
-    if refusal.cause == Deployment.Cause.MEMORY and refusal.usable_bytes is not None:
-        hidden = capacity.hidden_use_per_vm(
-            total_mru=refusal.total.mru,
-            usable_mru=refusal.usable_bytes,
-            accounted_mru=refusal.used.mru,
-            running=max(refusal.vm_count, 1),
-        )
-        if hidden <= 0:
-            return None  # the accounting alone explains it: the reading was old, nothing is hidden
+    """What this refusal teaches, as Observation fields; None when it teaches nothing."""
+    lesson = capacity.refusal_lesson(
+        cause=refusal.cause, needed=refusal.needed_bytes, usable=refusal.usable_bytes, total=refusal.total,
+        used=refusal.used, vm_count=refusal.vm_count, data_disk=refusal.data_disk, rootfs=refusal.rootfs,
+    )
+    if lesson is None:
+        return None
+    if lesson.kind == "memory":
         return {
             "kind": Observation.Kind.MEMORY,
             "total_mru": refusal.total.mru,
             "accounted_mru": refusal.used.mru,
             "usable_mru": refusal.usable_bytes,
-            "hidden_mru_per_vm": hidden,
+            "hidden_mru_per_vm": lesson.hidden_mru_per_vm,
         }
-    if refusal.cause == Deployment.Cause.DISK:
-        disks = refusal.data_disk + refusal.rootfs
-        if disks > refusal.total.sru - refusal.used.sru:
-            return None  # the accounting had no room either: nothing about the pools
-        # "failed to find a candidate to host vdisk of size N" names the disk; a rootfs refusal does not.
-        size = refusal.needed_bytes or refusal.rootfs
-        return {"kind": Observation.Kind.DISK, "disk_size": max(size, 1), "used_sru": refusal.used.sru}
-    return None
+    return {"kind": Observation.Kind.DISK, "disk_size": lesson.disk_size, "used_sru": lesson.used_sru}
 
 
 def observations_learn(*, node: Node, refusal: Refusal, deployment: Deployment | None = None,
