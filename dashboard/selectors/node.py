@@ -111,7 +111,7 @@ class NodeDetail:
     def phantom_reasons(self) -> list[tuple[str, int]]:
         """(words, count) of the stored phantom slices, by reason."""
         reasons = self.node.phantom_reasons or {}
-        return [(capacity.PHANTOM_REASONS[r], n) for r in capacity.PHANTOM_REASONS if reasons.get(r)]
+        return [(capacity.PHANTOM_REASONS[r], reasons[r]) for r in capacity.PHANTOM_REASONS if reasons.get(r)]
 
     @property
     def carve_words(self) -> str:
