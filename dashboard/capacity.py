@@ -560,6 +560,11 @@ def carve(
         data_sru = _round_down(max(sru_budget, 0) // count - per_vm_extra, policy.sru_step)
         if pools:
             data_sru = _largest_deployable_disk(pools, reserve.sru, occupied_disks, count, data_sru, rootfs, policy)
+            if len(pools) > 1 and occupied:
+                # On a busy node with several pools, where ZOS put each disk depends on the order of
+                # past deploys and releases, which no reading tells. A disk no larger than the ones
+                # already there fits the hole any release leaves, so new ones are not made larger.
+                data_sru = max(min(data_sru, _round_down(min(o.sru for o in occupied), policy.sru_step)), 0)
     elif not overcommitted and not occupied:
         notes.append(f"the node cannot hold even one slice: short of {RESOURCE_WORDS[limited_by]}")
     if hidden:

@@ -50,7 +50,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from dashboard.capacity import GiB, MIN_VM_MRU, Resources, SliceSize, format_size, zos_rootfs
+# Sizes and types only: every decision below (reserve, memory check, placement, rootfs) is ZOS's
+# rule written here on its own, so the suite can hold dashboard.capacity against it.
+from dashboard.capacity import GiB, MiB, Resources, SliceSize, format_size
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_MRU,
@@ -663,11 +665,19 @@ class _Storaged:
         return [size - used for size, used in zip(self.sizes, self.allocated)]
 
 
+def zos_rootfs(cru: int, mru: int) -> int:
+    """zmachine.go MinRootSize: cu = cpu * memory / 8 GiB in whole units; 500 MiB when it is 0, else 2 GiB."""
+    return 500 * MiB if cru * mru // (8 * GiB) == 0 else 2 * GiB
+
+
+ZOS_MIN_MRU = 250 * MiB  # zmachine.go: "mem capacity can't be less that 250M"
+
+
 def _invalid(size: SliceSize) -> str:
     """ZOS's zmachine validation (pkg/gridtypes/zos/zmachine.go), its own words and typos."""
     if size.cru == 0:
         return "cpu capcity can't be 0"
-    if size.mru < MIN_VM_MRU:
+    if size.mru < ZOS_MIN_MRU:
         return "mem capacity can't be less that 250M"
     minimum = zos_rootfs(size.cru, size.mru)
     if size.rootfs != 0 and size.rootfs < minimum:
