@@ -9,6 +9,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.models import Job, Node
 from dashboard.selectors.node import NodeDetail, node_detail
+from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
 from dashboard.services.observations import observations_clear
 
@@ -16,7 +17,10 @@ from dashboard.services.observations import observations_clear
 @login_required
 @require_GET
 def detail(request, node_id: int):
-    return render(request, "dashboard/node.html", {"section": "fleet", "detail": _detail_or_404(node_id)})
+    detail = _detail_or_404(node_id)
+    # Calibration fits what refusals showed (at one or more VM counts) against the policy in force.
+    calibration = node_calibration(detail.node) if detail.observations else None
+    return render(request, "dashboard/node.html", {"section": "fleet", "detail": detail, "calibration": calibration})
 
 
 @login_required
