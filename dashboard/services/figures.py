@@ -58,7 +58,7 @@ class NodeFigures:
     effective_policy: str  # "name vN"
     # The free slices placed one after another (by index) on the node's last reading, under its
     # policy, pools and lessons: the same precheck as precheck_run, so a policy change or a
-    # lesson moves them at once. None when the node was never read.
+    # lesson moves them at once. Kept as stored while the node has no reading (None if never read).
     placeable_now: int | None
     phantom_slices: int | None
     phantom_reasons: dict
@@ -204,8 +204,8 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     "free": [size for size, n in free_key for _ in range(n)],
                 },
             )
-        placeable = phantom = None
-        reasons: dict = {}
+        # Without a reading there is nothing to place slices on: what is stored stays.
+        placeable, phantom, reasons = stored[-3], stored[-2], stored[-1]
         if used_mru is not None and used_sru is not None:
             free_in_order, occupied_key = slice_order.get(pk, ((), ()))
             check_key = (key, free_in_order, status, used_cru, used_mru, used_sru, used_hru)
