@@ -1,0 +1,90 @@
+"""What refusals teach, end to end on the simulated grid (which hides its memory use as ZOS does)."""
+
+import pytest
+
+from dashboard.capacity import GiB
+from dashboard.models import Deployment, Job, Node, Observation
+from dashboard.services.catalog import node_register
+from dashboard.services.deploy import deployment_delete, precheck_run, slice_deploy, slices_deploy_all_free
+from dashboard.services.jobs import job_claim, job_execute, job_request
+from dashboard.services.observations import observations_clear
+
+pytestmark = pytest.mark.django_db
+HIDDEN = dict(cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902, per_vm_overhead_mru=GiB)
+THREE_POOLS = dict(cru=16, mru=62 * GiB, sru=1397 * GiB, pools=[465 * GiB, 466 * GiB, 466 * GiB])
+
+
+def reregister(node: Node) -> dict:
+    job = job_claim(job_id=job_request(kind=Job.Kind.REREGISTER, node=node).job.pk)
+    job_execute(job=job)
+    job.refresh_from_db()
+    assert job.state == "succeeded", job.error
+    return job.result
+
+
+def refused_by_zos(deployments) -> list:
+    return [d for d in deployments if d.state == Deployment.State.FAILED]
+
+
+def test_after_a_memory_refusal_the_precheck_says_nothing_fits_until_something_changes(sim_node):
+    node = sim_node(2877, **HIDDEN)
+    done = slices_deploy_all_free(node=node)
+    assert len(refused_by_zos(done)) == 1  # the one that teaches
+    assert precheck_run(node=node).precheck.placeable_now == 0
+
+    first_vm = next(d for d in done if d.state == Deployment.State.DEPLOYED)
+    deployment_delete(deployment=first_vm)  # something changes: a VM goes
+    assert precheck_run(node=Node.objects.get(pk=node.pk)).precheck.placeable_now == 1
+    assert slice_deploy(node=Node.objects.get(pk=node.pk), slice_index=first_vm.slice_index).state == "deployed"
+
+
+def test_a_reregister_after_a_refusal_gives_a_catalog_that_deploys_in_full(sim_node):
+    node = sim_node(2877, **HIDDEN)
+    slice_deploy(node=node, slice_index=0)
+    slices_deploy_all_free(node=node, precheck=False)  # ZOS refuses what does not fit; the first teaches
+    for deployment in Deployment.objects.filter(node=node, state="deployed")[1:]:
+        deployment_delete(deployment=deployment)  # the marketplace's customers leave
+
+    result = reregister(Node.objects.get(pk=node.pk))
+    node = Node.objects.get(pk=node.pk)
+    after = slices_deploy_all_free(node=node, precheck=False)
+    assert refused_by_zos(after) == []
+    assert result["after"]["deployable"] == node.deployable == node.slices.count()
+
+
+def test_placeable_now_on_a_busy_node_with_several_pools_is_what_deploys(sim_node):
+    node = sim_node(2456, **THREE_POOLS)
+    for index in range(5):
+        slice_deploy(node=node, slice_index=index)
+    placeable = precheck_run(node=Node.objects.get(pk=node.pk)).precheck.placeable_now
+    done = slices_deploy_all_free(node=Node.objects.get(pk=node.pk), precheck=False)
+    assert sum(d.state == "deployed" for d in done) == placeable == len(done)
+
+
+def test_a_fresh_node_with_several_pools_deploys_its_whole_catalog(sim_node):
+    node = sim_node(2456, **THREE_POOLS)
+    done = slices_deploy_all_free(node=node, precheck=False)
+    assert [d.state for d in done] == ["deployed"] * node.slices.count()
+
+
+def test_a_disk_refusal_on_a_node_whose_pools_are_unknown_bounds_the_pools(sim_node):
+    # Two 465 GiB SSDs the catalog does not know: the sixth 151 GiB disk fits neither.
+    sim_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB], register=False)
+    live = sim_node.grid.node(2310)
+    # Registered as from the Grid Proxy, which reports no pools.
+    node = node_register(node_id=2310, total=live.total, farm_id=live.farm_id, status=live.status, used=live.used)
+    done = slices_deploy_all_free(node=node)
+    assert [d.cause for d in refused_by_zos(done)] == ["disk"]
+    node = Node.objects.get(pk=node.pk)
+    assert node.observations.get().kind == Observation.Kind.DISK
+    assert precheck_run(node=node).precheck.placeable_now == 0
+    assert (node.phantom_reasons, node.stale) == ({"pool": 1}, True)
+
+
+def test_clearing_the_observations_gives_the_node_its_accounting_back(sim_node):
+    node = sim_node(2877, **HIDDEN)
+    slices_deploy_all_free(node=node)
+    node = Node.objects.get(pk=node.pk)
+    assert observations_clear(node=node) == 1
+    node = Node.objects.get(pk=node.pk)
+    assert (node.hidden_mru_per_vm, node.placeable_now) == (0, node.slices_free)
