@@ -39,7 +39,26 @@ def test_it_stores_the_figures_of_a_registered_node(sim_node):
         "stale_reason": "carved with policy legacy v1; its policy is zos v1; 7 free slice(s) where the policy carves 6; "
         "free slices of 1 vCPU / 4 GiB / 133 GiB where the policy carves 1 vCPU / 4 GiB / 151 GiB",
         "effective_policy": "zos v1",
+        # Registered with the grid's reading: 6 of the 7 legacy slices fit, the 7th is short of memory.
+        "placeable_now": 6,
+        "phantom_slices": 1,
+        "phantom_reasons": {"memory": 1},
     }
+
+
+def test_it_recomputes_placeable_and_phantom_when_the_policy_changes(sim_node):
+    from dashboard import capacity
+    from dashboard.models import Policy
+    from dashboard.services.policy import policy_create
+
+    node = sim_node(1774, **NODE_1774)
+    assert (stored(node)["placeable_now"], stored(node)["phantom_slices"]) == (6, 0)
+    # A farm policy counting 3 GiB more per VM: the same reading now holds fewer of the free slices.
+    heavy = Policy.parameters_from(capacity.with_overrides(capacity.profile("zos"), overhead_mru_per_vm=3 * GiB))
+    policy_create(name="heavy", scope="farm", farm_id=4242, parameters=heavy)
+    assert (stored(node)["placeable_now"], stored(node)["phantom_slices"], stored(node)["phantom_reasons"]) == (
+        3, 3, {"memory": 3}
+    )
 
 
 def test_it_counts_a_deploy_and_its_deletion(sim_node):
