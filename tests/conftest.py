@@ -3,6 +3,33 @@
 import pytest
 
 
+def browser_skips(skipped_reports) -> list[str]:
+    """The reasons of the browser tests among these skipped reports."""
+    reasons = []
+    for report in skipped_reports:
+        if "browser" in getattr(report, "keywords", {}) and isinstance(report.longrepr, tuple):
+            reasons.append(str(report.longrepr[2]).removeprefix("Skipped: "))
+    return reasons
+
+
+def pytest_unconfigure(config):
+    """Say it at the very end, below pytest's own summary, where nobody can miss it: the browser
+    tests did not run. (CI=true fails instead of skipping: tests/browser/conftest.py.)"""
+    terminalreporter = config.pluginmanager.get_plugin("terminalreporter")
+    if terminalreporter is None:
+        return
+    reasons = browser_skips(terminalreporter.stats.get("skipped", []))
+    if not reasons:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("!", f"{len(reasons)} BROWSER TESTS WERE SKIPPED", red=True, bold=True)
+    for reason in sorted(set(reasons)):
+        write(f"  {reason}", red=True, bold=True)
+    write("  The pages were not tested in a browser. Install Debian's Chromium and run again:", red=True, bold=True)
+    write("      sudo apt-get install chromium      (never `playwright install`)", red=True, bold=True)
+    terminalreporter.write_sep("!", red=True, bold=True)
+
+
 @pytest.fixture
 def simgrid_path(tmp_path, settings):
     """Each test gets its own simulated grid file."""
