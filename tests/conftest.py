@@ -30,6 +30,20 @@ def pytest_unconfigure(config):
     terminalreporter.write_sep("!", red=True, bold=True)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def fast_password_hasher():
+    """Hash passwords with MD5 in the suite: PBKDF2 costs about 0.4 s per user created or login
+    checked, which was most of many tests' time. Production keeps Django's default hashers
+    (tests/test_settings.py runs the real settings in a subprocess)."""
+    from django.test import override_settings
+
+    # override_settings (not plain assignment) sends setting_changed, which clears Django's cached hashers.
+    fast = override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
+    fast.enable()
+    yield
+    fast.disable()
+
+
 @pytest.fixture
 def simgrid_path(tmp_path, settings):
     """Each test gets its own simulated grid file."""
