@@ -1,6 +1,6 @@
 """Property tests: a zos carve is exactly what ZOS will accept, on any sane node.
 
-`ZosNode` below re-states ZOS's own rules from domain.md and the zos sources, on purpose
+`ZosNode` below re-states ZOS's own rules from docs/domain.md and the zos sources, on purpose
 without importing any arithmetic from dashboard.capacity: the carve is checked against
 an independent reading of the rules, not against itself.
 
