@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+from scripts.run import leftover_worker_stop
 
-pytestmark = pytest.mark.slow
+BASE_DIR = Path(__file__).resolve().parent.parent
 
 # Signs of the old recipe's breakage (a trap re-triggering itself, a worker told to stop thousands
 # of times) and of any crash; bash reports a child killed by a signal as "Killed" / "Terminated".
@@ -82,6 +83,7 @@ def make_run(tmp_path):
     process.wait(10)
 
 
+@pytest.mark.slow
 def test_it_stops_web_and_worker_within_ten_seconds_on_ctrl_c(make_run):
     url = f"http://127.0.0.1:{make_run.port}/"
     deadline = time.monotonic() + 180
@@ -104,3 +106,24 @@ def test_it_stops_web_and_worker_within_ten_seconds_on_ctrl_c(make_run):
     assert [word for word in ALARMING if word in logs] == [], logs
     assert logs.count("Warm shutdown") <= 1, logs
     assert not (make_run.var_dir / "worker.pid").exists()
+
+
+def test_it_stops_a_worker_an_earlier_run_left_behind(tmp_path):
+    # A stand-in with "celery" on its command line, as the pidfile check wants.
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "celery"])
+    pidfile = tmp_path / "worker.pid"
+    pidfile.write_text(f"{leftover.pid}\n")
+    leftover_worker_stop(pidfile)
+    assert leftover.wait(5) is not None and not pidfile.exists()
+
+
+def test_it_leaves_a_process_alone_that_only_reused_the_pid(tmp_path):
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pidfile = tmp_path / "worker.pid"
+    pidfile.write_text(f"{stranger.pid}\n")
+    try:
+        leftover_worker_stop(pidfile)
+        assert stranger.poll() is None and not pidfile.exists()
+    finally:
+        stranger.kill()
+        stranger.wait(5)
