@@ -11,13 +11,13 @@ from django.core.management import CommandError, call_command
 
 from types import SimpleNamespace
 
-from django.db import transaction
 from django.test import override_settings
 
 from dashboard.capacity import GiB
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.models import CapacitySample, Deployment, Node, Policy, Slice
 from dashboard.services.calibration import fleet_calibration
+from tests.conftest import rolled_back_after
 
 pytestmark = pytest.mark.django_db
 
@@ -47,23 +47,17 @@ def demo(demo_env):
 
 @pytest.fixture(scope="class")
 def demo_built_once(django_db_setup, django_db_blocker, tmp_path_factory):
-    """One demo fleet for a class of tests that only read it: built once, in a transaction rolled back
-    after the class (each test runs in a savepoint inside it, as with the `db` fixture). The
+    """One demo fleet for a class of tests that read it (or run the command again, which must change
+    nothing): built once, rolled back after the class (tests/conftest.py rolled_back_after). The
     simulated grid and the logins file live in a folder of their own that no other test sees.
     """
     folder = tmp_path_factory.mktemp("demo")
     built = SimpleNamespace(simgrid_path=folder / "simgrid.sqlite3", logins=folder / "var" / "demo-logins.json")
     with override_settings(
         VAR_DIR=folder / "var", SIMGRID_PATH=built.simgrid_path, GRID_BACKEND="simulator", DEBUG=True
-    ), django_db_blocker.unblock():
-        outer = transaction.atomic()
-        outer.__enter__()
-        try:
-            _demo()
-            yield built
-        finally:
-            transaction.set_rollback(True)
-            outer.__exit__(None, None, None)
+    ), rolled_back_after(django_db_blocker):
+        _demo()
+        yield built
 
 
 @pytest.fixture
@@ -151,21 +145,27 @@ class TestOneDemoFleet:
             f"Login: support / {passwords['support']}  (support)",
         ]
 
+    def test_it_changes_nothing_when_run_again(self, shared_demo):
+        simgrid_path = shared_demo.simgrid_path
+        def state():
+            return (
+                Node.objects.count(),
+                Deployment.objects.count(),
+                CapacitySample.objects.count(),
+                sorted(SimulatedGrid(simgrid_path).node_ids()),
+                len(SimulatedGrid(simgrid_path).vms(1774)),
+                list(Slice.objects.order_by("node__node_id", "index").values_list("state", flat=True)),
+            )
 
-def test_it_changes_nothing_when_run_again(demo, simgrid_path):
-    def state():
-        return (
-            Node.objects.count(),
-            Deployment.objects.count(),
-            CapacitySample.objects.count(),
-            sorted(SimulatedGrid(simgrid_path).node_ids()),
-            len(SimulatedGrid(simgrid_path).vms(1774)),
-            list(Slice.objects.order_by("node__node_id", "index").values_list("state", flat=True)),
-        )
+        before = state()
+        _demo()
+        assert state() == before
 
-    before = state()
-    _demo()
-    assert state() == before
+    def test_it_reuses_the_passwords_on_later_runs(self, shared_demo):
+        first = shared_demo.logins.read_text()
+        _demo()
+        assert shared_demo.logins.read_text() == first
+        assert authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"]) is not None
 
 
 def test_it_rebuilds_a_demo_whose_simulator_was_lost(demo, simgrid_path):
@@ -173,13 +173,6 @@ def test_it_rebuilds_a_demo_whose_simulator_was_lost(demo, simgrid_path):
     _demo()
     assert len(SimulatedGrid(simgrid_path).vms(1774)) == 1
     assert Deployment.objects.filter(node__node_id=1774, state="deployed").count() == 1
-
-
-def test_it_reuses_the_passwords_on_later_runs(demo, demo_env):
-    first = demo_env.read_text()
-    _demo()
-    assert demo_env.read_text() == first
-    assert authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"]) is not None
 
 
 def test_it_cannot_print_logins_before_they_exist(demo_env):
