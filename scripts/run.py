@@ -2,20 +2,20 @@
 
     .venv/bin/python scripts/run.py [--host 127.0.0.1] [--port 8000]
 
-Ctrl-C (SIGINT, sent by the terminal to the whole foreground process group) or SIGTERM stops both:
+Ctrl-C (SIGINT, sent by the terminal to the whole foreground process group), SIGTERM or SIGHUP stops both:
 the web server gets SIGINT (runserver exits quietly), the worker gets one SIGTERM (Celery's warm
 shutdown: the running job is finished). A worker still busy after WARM_SECONDS gets SIGQUIT (cold
 shutdown) and, should that hang too, its whole process group is killed, so both are gone within
 10 s and the next `make run` never finds a second worker beside its own.
 
 Each child runs in its own process group. The terminal's Ctrl-C therefore reaches only `make` and
-this script, and each child is signalled exactly once, by this script. The old shell recipe
-(`trap 'kill 0' INT TERM EXIT`) sent SIGTERM to its own group, itself included, from inside its
-own trap: the trap fired again for ever (bash's stack overflowed: "Segmentation fault"), Celery was
-told to shut down thousands of times, and the worker was left running.
+this script, and each child is signalled exactly once, by this script. The shell recipe this
+replaces (`trap 'kill 0' INT TERM EXIT`) sent SIGTERM to its whole process group, itself included,
+from inside its own trap, so the trap fired again and again (issue 11: "Segmentation fault",
+thousands of "Warm shutdown" lines, RecursionErrors, and a worker left running).
 
-A worker left behind by a run that was killed outright (SIGKILL, a closed laptop) is found through
-its pidfile (VAR_DIR/worker.pid) and stopped before a new one starts.
+A worker left behind by a run that was killed outright (SIGKILL, a crash) is found through its
+pidfile (VAR_DIR/worker.pid) and stopped before a new one starts.
 """
 
 from __future__ import annotations
@@ -124,9 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     logfile = var_dir / "worker.log"
     bin_dir = Path(sys.executable).parent
 
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    # SIGHUP too: a closed terminal reaches only its foreground process group, not the children's.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop)
     leftover_worker_stop(pidfile)
+    if STOP_REQUESTED:
+        return 0
     worker = subprocess.Popen(
         [
             str(bin_dir / "celery"), "-A", "dashboard", "worker", "--beat", "--loglevel=INFO",
