@@ -46,13 +46,17 @@ def _stop(signum, frame):
 
 
 def _alive(pid: int) -> bool:
+    """Running: present and not a zombie (a process that has exited but was not reaped yet)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def leftover_worker_stop(pidfile: Path) -> None:

@@ -111,6 +111,11 @@ def test_it_stops_web_and_worker_within_ten_seconds_on_ctrl_c(make_run):
 def test_it_stops_a_worker_an_earlier_run_left_behind(tmp_path):
     # A stand-in with "celery" on its command line, as the pidfile check wants.
     leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "celery"])
+    cmdline = Path(f"/proc/{leftover.pid}/cmdline")
+    for _ in range(100):  # until it has exec'd: before that, its command line is still ours
+        if b"celery" in cmdline.read_bytes():
+            break
+        time.sleep(0.05)
     pidfile = tmp_path / "worker.pid"
     pidfile.write_text(f"{leftover.pid}\n")
     leftover_worker_stop(pidfile)

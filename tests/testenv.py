@@ -19,6 +19,7 @@ DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine CELERY_BROKER_URL=redis://1
 
 import hashlib
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,8 @@ def redis_db_claim(checkout: Path, first: int, *, host: str = "127.0.0.1", port:
     try:
         import redis
 
+        # Fail fast when nothing listens: the client would retry with back-off first.
+        socket.create_connection((host, port), timeout=2).close()
         start = REDIS_DBS.index(first)
         for n in REDIS_DBS[start:] + REDIS_DBS[:start]:
             client = redis.Redis(host=host, port=port, db=n, socket_timeout=2, socket_connect_timeout=2)
