@@ -203,35 +203,42 @@ def legacy_fleet(simgrid_path):
     """legacy_fleet(count, first=1, farm_id=1) -> [Node]: nodes on the simulated grid, registered with
     the legacy carve (stale under the fleet default), in one bulk insert per table.
     """
-    from dashboard.capacity import GiB, PROFILES, carve
+    from dashboard.capacity import GiB
     from dashboard.grid.simulator import SimulatedGrid
-    from dashboard.models import Node, Slice
-    from dashboard.services.figures import figures_refresh
-    from dashboard.services.catalog import catalog_slices
 
     grid = SimulatedGrid(simgrid_path)
 
     def make(count: int, *, first: int = 1, farm_id: int = 1, mru: int = 16 * GiB, sru: int = 500 * GiB):
-        legacy = PROFILES["legacy"]
-        nodes = []
-        for node_id in range(first, first + count):
-            live = grid.add_node(node_id, cru=8, mru=mru, sru=sru, farm_id=farm_id)
-            cut = carve(live.total, legacy)
-            nodes.append(Node(
-                node_id=node_id, farm_id=farm_id, status="up", total_cru=8, total_mru=mru, total_sru=sru,
-                carved_policy_name=legacy.name, carved_policy_version=legacy.version,
-                carved_slice_sru=cut.slice.sru, carved_deployable=cut.slices,
-            ))
-        nodes = Node.objects.bulk_create(nodes)
-        Slice.objects.bulk_create(
-            s for node in nodes
-            for s in catalog_slices(node=node, carve=carve(node.total, legacy), start_index=0, generation=1)
-        )
-        figures_refresh([n.pk for n in nodes])
-        return nodes
+        return legacy_fleet_build(grid, count, first=first, farm_id=farm_id, mru=mru, sru=sru)
 
     make.grid = grid
     return make
+
+
+def legacy_fleet_build(grid, count: int, *, first: int, farm_id: int, mru: int, sru: int):
+    """legacy_fleet's work on any SimulatedGrid, for class-scoped fixtures too (see rolled_back_after)."""
+    from dashboard.capacity import PROFILES, carve
+    from dashboard.models import Node, Slice
+    from dashboard.services.figures import figures_refresh
+    from dashboard.services.catalog import catalog_slices
+
+    legacy = PROFILES["legacy"]
+    nodes = []
+    for node_id in range(first, first + count):
+        live = grid.add_node(node_id, cru=8, mru=mru, sru=sru, farm_id=farm_id)
+        cut = carve(live.total, legacy)
+        nodes.append(Node(
+            node_id=node_id, farm_id=farm_id, status="up", total_cru=8, total_mru=mru, total_sru=sru,
+            carved_policy_name=legacy.name, carved_policy_version=legacy.version,
+            carved_slice_sru=cut.slice.sru, carved_deployable=cut.slices,
+        ))
+    nodes = Node.objects.bulk_create(nodes)
+    Slice.objects.bulk_create(
+        s for node in nodes
+        for s in catalog_slices(node=node, carve=carve(node.total, legacy), start_index=0, generation=1)
+    )
+    figures_refresh([n.pk for n in nodes])
+    return nodes
 
 
 # --- end of the JOBS helper's fixtures ---------------------------------------------------

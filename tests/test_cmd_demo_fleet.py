@@ -168,6 +168,8 @@ class TestOneDemoFleet:
         assert authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"]) is not None
 
 
+# Two full builds of the demo of its own: `make test` runs it.
+@pytest.mark.slow
 def test_it_rebuilds_a_demo_whose_simulator_was_lost(demo, simgrid_path):
     simgrid_path.unlink()
     _demo()
@@ -187,6 +189,8 @@ def test_it_refuses_to_run_with_debug_off(demo_env, settings):
     assert not User.objects.exists() and not demo_env.exists()
 
 
+# A full build of the demo of its own: `make test` runs it.
+@pytest.mark.slow
 def test_it_runs_with_debug_off_only_when_forced(demo_env, settings):
     settings.DEBUG = False
     _demo("--force")
