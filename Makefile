@@ -39,7 +39,7 @@ worker: install
 test: install
 	$(BIN)/python -m pytest
 
-# The quick loop (under 2 minutes on 2 cores): everything but the tests marked slow, worker or browser.
+# The quick loop (aim: under 2 minutes on 2 cores; about 100 s of CPU): all but the tests marked slow, worker or browser.
 check: install
 	$(BIN)/python -m pytest -q -m "not slow and not worker and not browser"
 
