@@ -2,7 +2,7 @@
 
 Pure arithmetic with no Django import; integer bytes throughout (1024-based GiB, as
 ZOS and the Grid Proxy count). Everything else in the product asks this module.
-The rules and their sources are in ../shared/domain.md (ZOS accounting).
+The rules and their sources are in docs/domain.md (ZOS accounting).
 """
 
 from __future__ import annotations

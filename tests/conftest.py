@@ -1,5 +1,7 @@
 """Shared fixtures. Append new ones; keep the others'."""
 
+from contextlib import contextmanager
+
 import pytest
 
 
@@ -201,35 +203,107 @@ def legacy_fleet(simgrid_path):
     """legacy_fleet(count, first=1, farm_id=1) -> [Node]: nodes on the simulated grid, registered with
     the legacy carve (stale under the fleet default), in one bulk insert per table.
     """
-    from dashboard.capacity import GiB, PROFILES, carve
+    from dashboard.capacity import GiB
     from dashboard.grid.simulator import SimulatedGrid
-    from dashboard.models import Node, Slice
-    from dashboard.services.figures import figures_refresh
-    from dashboard.services.catalog import catalog_slices
 
     grid = SimulatedGrid(simgrid_path)
 
     def make(count: int, *, first: int = 1, farm_id: int = 1, mru: int = 16 * GiB, sru: int = 500 * GiB):
-        legacy = PROFILES["legacy"]
-        nodes = []
-        for node_id in range(first, first + count):
-            live = grid.add_node(node_id, cru=8, mru=mru, sru=sru, farm_id=farm_id)
-            cut = carve(live.total, legacy)
-            nodes.append(Node(
-                node_id=node_id, farm_id=farm_id, status="up", total_cru=8, total_mru=mru, total_sru=sru,
-                carved_policy_name=legacy.name, carved_policy_version=legacy.version,
-                carved_slice_sru=cut.slice.sru, carved_deployable=cut.slices,
-            ))
-        nodes = Node.objects.bulk_create(nodes)
-        Slice.objects.bulk_create(
-            s for node in nodes
-            for s in catalog_slices(node=node, carve=carve(node.total, legacy), start_index=0, generation=1)
-        )
-        figures_refresh([n.pk for n in nodes])
-        return nodes
+        return legacy_fleet_build(grid, count, first=first, farm_id=farm_id, mru=mru, sru=sru)
 
     make.grid = grid
     return make
 
 
+def legacy_fleet_build(grid, count: int, *, first: int, farm_id: int, mru: int, sru: int):
+    """legacy_fleet's work on any SimulatedGrid, for class-scoped fixtures too (see rolled_back_after)."""
+    from dashboard.capacity import PROFILES, carve
+    from dashboard.models import Node, Slice
+    from dashboard.services.figures import figures_refresh
+    from dashboard.services.catalog import catalog_slices
+
+    legacy = PROFILES["legacy"]
+    nodes = []
+    for node_id in range(first, first + count):
+        live = grid.add_node(node_id, cru=8, mru=mru, sru=sru, farm_id=farm_id)
+        cut = carve(live.total, legacy)
+        nodes.append(Node(
+            node_id=node_id, farm_id=farm_id, status="up", total_cru=8, total_mru=mru, total_sru=sru,
+            carved_policy_name=legacy.name, carved_policy_version=legacy.version,
+            carved_slice_sru=cut.slice.sru, carved_deployable=cut.slices,
+        ))
+    nodes = Node.objects.bulk_create(nodes)
+    Slice.objects.bulk_create(
+        s for node in nodes
+        for s in catalog_slices(node=node, carve=carve(node.total, legacy), start_index=0, generation=1)
+    )
+    figures_refresh([n.pk for n in nodes])
+    return nodes
+
+
 # --- end of the JOBS helper's fixtures ---------------------------------------------------
+
+
+# --- the quick loop and the run's report (issue 11) -------------------------------------------
+
+
+def browser_skips(skipped_reports) -> list[str]:
+    """The reasons of the browser tests among these skipped reports."""
+    reasons = []
+    for report in skipped_reports:
+        if "browser" in getattr(report, "keywords", {}) and isinstance(report.longrepr, tuple):
+            reasons.append(str(report.longrepr[2]).removeprefix("Skipped: "))
+    return reasons
+
+
+def pytest_unconfigure(config):
+    """Say it at the very end, below pytest's own summary, where nobody can miss it: the browser
+    tests did not run. (CI=true fails instead of skipping: tests/browser/conftest.py.)"""
+    terminalreporter = config.pluginmanager.get_plugin("terminalreporter")
+    if terminalreporter is None:
+        return
+    reasons = browser_skips(terminalreporter.stats.get("skipped", []))
+    if not reasons:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("!", f"{len(reasons)} BROWSER TESTS WERE SKIPPED", red=True, bold=True)
+    for reason in sorted(set(reasons)):
+        write(f"  {reason}", red=True, bold=True)
+    write("  The pages were not tested in a browser. Install Debian's Chromium and run again:", red=True, bold=True)
+    write("      sudo apt-get install chromium      (never `playwright install`)", red=True, bold=True)
+    terminalreporter.write_sep("!", red=True, bold=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def fast_password_hasher():
+    """Hash passwords with MD5 in the suite: PBKDF2 costs about 0.4 s per user created or login
+    checked, which was most of many tests' time. Production keeps Django's default hashers
+    (tests/test_settings.py runs the real settings in a subprocess)."""
+    from django.test import override_settings
+
+    # override_settings (not plain assignment) sends setting_changed, which clears Django's cached hashers.
+    fast = override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"])
+    fast.enable()
+    yield
+    fast.disable()
+
+
+@contextmanager
+def rolled_back_after(django_db_blocker):
+    """For a class-scoped fixture that builds data several tests only read: the build happens in a
+    transaction rolled back when the class is done, and each test runs in a savepoint inside it
+    (the `db` fixture's), so a test's own writes are undone as usual.
+
+    Only for tests marked plain `django_db` (a transactional test would flush the data), and only
+    for data in the database: files (a simulated grid) must live in a folder of the fixture's own.
+    """
+    from django.db import transaction
+
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+        try:
+            yield
+        finally:
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)

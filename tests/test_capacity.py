@@ -39,7 +39,7 @@ def proxy_used(total: Resources, vms: list[SliceSize]) -> Resources:
     return Resources(cru=sum(vm.cru for vm in vms), mru=mru, sru=sru)
 
 
-# --- node 1774, the table of domain.md ---------------------------------------------------
+# --- node 1774, the table of docs/domain.md ---------------------------------------------
 
 
 def test_it_carves_node_1774_into_six_slices_under_zos():

@@ -6,8 +6,8 @@ from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, MiB
 from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
+from tests.factories import NODE_1774
 
-NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 pytestmark = pytest.mark.django_db
 
 

@@ -9,10 +9,15 @@ from django.test import RequestFactory
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
+from types import SimpleNamespace
+
+from django.test import override_settings
+
 from dashboard.capacity import GiB
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.models import CapacitySample, Deployment, Node, Policy, Slice
 from dashboard.services.calibration import fleet_calibration
+from tests.conftest import rolled_back_after
 
 pytestmark = pytest.mark.django_db
 
@@ -34,124 +39,142 @@ def _demo(*args):
 
 @pytest.fixture
 def demo(demo_env):
+    """A demo fleet of this test's own, for the tests that change it or run the command again."""
     started = time.monotonic()
     _demo()
     return time.monotonic() - started
 
 
+@pytest.fixture(scope="class")
+def demo_built_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """One demo fleet for a class of tests that read it (or run the command again, which must change
+    nothing): built once, rolled back after the class (tests/conftest.py rolled_back_after). The
+    simulated grid and the logins file live in a folder of their own that no other test sees.
+    """
+    folder = tmp_path_factory.mktemp("demo")
+    built = SimpleNamespace(simgrid_path=folder / "simgrid.sqlite3", logins=folder / "var" / "demo-logins.json")
+    with override_settings(
+        VAR_DIR=folder / "var", SIMGRID_PATH=built.simgrid_path, GRID_BACKEND="simulator", DEBUG=True
+    ), rolled_back_after(django_db_blocker):
+        _demo()
+        yield built
+
+
+@pytest.fixture
+def shared_demo(demo_built_once, db, settings):
+    """The class's demo fleet, with this test's settings pointing at it."""
+    settings.VAR_DIR = demo_built_once.logins.parent
+    settings.SIMGRID_PATH = demo_built_once.simgrid_path
+    settings.GRID_BACKEND = "simulator"
+    settings.DEBUG = True
+    return demo_built_once
+
+
+@pytest.mark.slow  # a wall-clock assertion
 def test_it_builds_the_fleet_in_under_ten_seconds(demo):
     assert demo < 10
 
 
-def test_it_puts_about_fifty_nodes_on_the_simulator(demo, simgrid_path):
-    assert len(SimulatedGrid(simgrid_path).node_ids()) == 50
+class TestOneDemoFleet:
+    """What `make run` shows, read by many tests from one build (see demo_built_once)."""
+
+    def test_it_puts_about_fifty_nodes_on_the_simulator(self, shared_demo):
+        assert len(SimulatedGrid(shared_demo.simgrid_path).node_ids()) == 50
+
+    def test_it_registers_1774_with_its_legacy_catalog_and_one_vm(self, shared_demo):
+        node = Node.objects.get(node_id=1774)
+        slices = list(node.slices.order_by("index").values_list("state", "mru", "sru"))
+        assert (node.farm_id, node.farm_name, node.total_mru, node.carved_policy_name) == (4242, "mitana", 31 * GiB, "legacy")
+        assert slices == [("deployed", 4 * GiB, 133 * GiB)] + [("free", 4 * GiB, 133 * GiB)] * 6
+        assert len(SimulatedGrid(shared_demo.simgrid_path).vms(1774)) == 1
+
+    def test_it_shows_1774_with_one_phantom_slice(self, shared_demo):
+        assert Node.objects.filter(node_id=1774, placeable_now=5, phantom_slices=1).exists()
+
+    def test_it_records_failed_deployments_with_real_causes(self, shared_demo):
+        failed = Deployment.objects.filter(state="failed")
+        assert {"memory", "disk", "node-offline"} <= set(failed.values_list("cause", flat=True))
+        assert "cannot fulfil required memory size" in failed.filter(cause="memory").first().raw_error
+        assert "not enough space left in pools" in failed.filter(cause="disk").first().raw_error
+
+    def test_it_records_1774s_seventh_slice_refused_by_precheck_and_failed_on_the_grid(self, shared_demo):
+        attempts = Deployment.objects.filter(node__node_id=1774, slice_index=6)
+        assert sorted(attempts.values_list("state", "cause")) == [("failed", "memory"), ("refused", "memory")]
+
+    def test_it_has_stale_legacy_nodes_and_current_ones(self, shared_demo):
+        legacy = Node.objects.filter(carved_policy_name="legacy").count()
+        assert 3 <= legacy <= 10 and Node.objects.exclude(carved_policy_name="legacy").count() > 30
+
+    def test_it_creates_the_fleet_default_policy(self, shared_demo):
+        policy = Policy.objects.get(name="fleet-default")
+        assert (policy.scope, policy.reserve_mru_percent, policy.rootfs) == ("fleet", 10, "zos")
+
+    def test_it_has_varied_nodes_down_standby_and_two_pool(self, shared_demo):
+        statuses = set(Node.objects.values_list("status", flat=True))
+        sizes = list(Node.objects.values_list("total_mru", flat=True))
+        assert statuses == {"up", "down", "standby"}
+        assert min(sizes) == 4 * GiB and max(sizes) == 256 * GiB
+        assert any(p and len(p) == 2 for p in Node.objects.values_list("pools_sru", flat=True))
+
+    def test_it_rents_a_few_slices(self, shared_demo):
+        assert 2 <= Slice.objects.filter(state="rented").count() <= 20
+
+    def test_it_prechecks_every_registered_node(self, shared_demo):
+        assert not Node.objects.filter(prechecked_at__isnull=True).exists()
+        assert not Node.objects.filter(status="down").exclude(placeable_now=0).exists()
+
+    def test_it_gives_calibration_something_to_show(self, shared_demo):
+        fleet = fleet_calibration()
+        assert 2877 in [c.node_id for c in fleet.flagged]
+        assert CapacitySample.objects.values("node").distinct().count() >= 2
+
+    def test_it_creates_the_demo_logins_with_their_roles(self, shared_demo):
+        passwords = json.loads(shared_demo.logins.read_text())
+        admin = authenticate(RequestFactory().post("/login/"), username="admin", password=passwords["admin"])
+        support = authenticate(RequestFactory().post("/login/"), username="support", password=passwords["support"])
+        assert (admin.is_superuser, admin.is_staff, list(admin.groups.values_list("name", flat=True))) == (True, True, ["admins"])
+        assert (support.is_staff, list(support.groups.values_list("name", flat=True))) == (False, ["support"])
+
+    def test_it_keeps_the_logins_file_private(self, shared_demo):
+        assert stat.S_IMODE(shared_demo.logins.stat().st_mode) == 0o600
+
+    def test_it_prints_only_the_login_lines(self, shared_demo):
+        passwords = json.loads(shared_demo.logins.read_text())
+        assert _demo("--print-logins").splitlines() == [
+            f"Login: admin / {passwords['admin']}  (admins)",
+            f"Login: support / {passwords['support']}  (support)",
+        ]
+
+    def test_it_changes_nothing_when_run_again(self, shared_demo):
+        simgrid_path = shared_demo.simgrid_path
+        def state():
+            return (
+                Node.objects.count(),
+                Deployment.objects.count(),
+                CapacitySample.objects.count(),
+                sorted(SimulatedGrid(simgrid_path).node_ids()),
+                len(SimulatedGrid(simgrid_path).vms(1774)),
+                list(Slice.objects.order_by("node__node_id", "index").values_list("state", flat=True)),
+            )
+
+        before = state()
+        _demo()
+        assert state() == before
+
+    def test_it_reuses_the_passwords_on_later_runs(self, shared_demo):
+        first = shared_demo.logins.read_text()
+        _demo()
+        assert shared_demo.logins.read_text() == first
+        assert authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"]) is not None
 
 
-def test_it_registers_1774_with_its_legacy_catalog_and_one_vm(demo, simgrid_path):
-    node = Node.objects.get(node_id=1774)
-    slices = list(node.slices.order_by("index").values_list("state", "mru", "sru"))
-    assert (node.farm_id, node.farm_name, node.total_mru, node.carved_policy_name) == (4242, "mitana", 31 * GiB, "legacy")
-    assert slices == [("deployed", 4 * GiB, 133 * GiB)] + [("free", 4 * GiB, 133 * GiB)] * 6
-    assert len(SimulatedGrid(simgrid_path).vms(1774)) == 1
-
-
-def test_it_shows_1774_with_one_phantom_slice(demo):
-    assert Node.objects.filter(node_id=1774, placeable_now=5, phantom_slices=1).exists()
-
-
-def test_it_records_failed_deployments_with_real_causes(demo):
-    failed = Deployment.objects.filter(state="failed")
-    assert {"memory", "disk", "node-offline"} <= set(failed.values_list("cause", flat=True))
-    assert "cannot fulfil required memory size" in failed.filter(cause="memory").first().raw_error
-    assert "not enough space left in pools" in failed.filter(cause="disk").first().raw_error
-
-
-def test_it_records_1774s_seventh_slice_refused_by_precheck_and_failed_on_the_grid(demo):
-    attempts = Deployment.objects.filter(node__node_id=1774, slice_index=6)
-    assert sorted(attempts.values_list("state", "cause")) == [("failed", "memory"), ("refused", "memory")]
-
-
-def test_it_has_stale_legacy_nodes_and_current_ones(demo):
-    legacy = Node.objects.filter(carved_policy_name="legacy").count()
-    assert 3 <= legacy <= 10 and Node.objects.exclude(carved_policy_name="legacy").count() > 30
-
-
-def test_it_creates_the_fleet_default_policy(demo):
-    policy = Policy.objects.get(name="fleet-default")
-    assert (policy.scope, policy.reserve_mru_percent, policy.rootfs) == ("fleet", 10, "zos")
-
-
-def test_it_has_varied_nodes_down_standby_and_two_pool(demo):
-    statuses = set(Node.objects.values_list("status", flat=True))
-    sizes = list(Node.objects.values_list("total_mru", flat=True))
-    assert statuses == {"up", "down", "standby"}
-    assert min(sizes) == 4 * GiB and max(sizes) == 256 * GiB
-    assert any(p and len(p) == 2 for p in Node.objects.values_list("pools_sru", flat=True))
-
-
-def test_it_rents_a_few_slices(demo):
-    assert 2 <= Slice.objects.filter(state="rented").count() <= 20
-
-
-def test_it_prechecks_every_registered_node(demo):
-    assert not Node.objects.filter(prechecked_at__isnull=True).exists()
-    assert not Node.objects.filter(status="down").exclude(placeable_now=0).exists()
-
-
-def test_it_gives_calibration_something_to_show(demo):
-    fleet = fleet_calibration()
-    assert 2877 in [c.node_id for c in fleet.flagged]
-    assert CapacitySample.objects.values("node").distinct().count() >= 2
-
-
-def test_it_changes_nothing_when_run_again(demo, simgrid_path):
-    def state():
-        return (
-            Node.objects.count(),
-            Deployment.objects.count(),
-            CapacitySample.objects.count(),
-            sorted(SimulatedGrid(simgrid_path).node_ids()),
-            len(SimulatedGrid(simgrid_path).vms(1774)),
-            list(Slice.objects.order_by("node__node_id", "index").values_list("state", flat=True)),
-        )
-
-    before = state()
-    _demo()
-    assert state() == before
-
-
+# Two full builds of the demo of its own: `make test` runs it.
+@pytest.mark.slow
 def test_it_rebuilds_a_demo_whose_simulator_was_lost(demo, simgrid_path):
     simgrid_path.unlink()
     _demo()
     assert len(SimulatedGrid(simgrid_path).vms(1774)) == 1
     assert Deployment.objects.filter(node__node_id=1774, state="deployed").count() == 1
-
-
-def test_it_creates_the_demo_logins_with_their_roles(demo, demo_env):
-    passwords = json.loads(demo_env.read_text())
-    admin = authenticate(RequestFactory().post("/login/"), username="admin", password=passwords["admin"])
-    support = authenticate(RequestFactory().post("/login/"), username="support", password=passwords["support"])
-    assert (admin.is_superuser, admin.is_staff, list(admin.groups.values_list("name", flat=True))) == (True, True, ["admins"])
-    assert (support.is_staff, list(support.groups.values_list("name", flat=True))) == (False, ["support"])
-
-
-def test_it_keeps_the_logins_file_private(demo, demo_env):
-    assert stat.S_IMODE(demo_env.stat().st_mode) == 0o600
-
-
-def test_it_reuses_the_passwords_on_later_runs(demo, demo_env):
-    first = demo_env.read_text()
-    _demo()
-    assert demo_env.read_text() == first
-    assert authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"]) is not None
-
-
-def test_it_prints_only_the_login_lines(demo, demo_env):
-    passwords = json.loads(demo_env.read_text())
-    assert _demo("--print-logins").splitlines() == [
-        f"Login: admin / {passwords['admin']}  (admins)",
-        f"Login: support / {passwords['support']}  (support)",
-    ]
 
 
 def test_it_cannot_print_logins_before_they_exist(demo_env):
@@ -166,6 +189,8 @@ def test_it_refuses_to_run_with_debug_off(demo_env, settings):
     assert not User.objects.exists() and not demo_env.exists()
 
 
+# A full build of the demo of its own: `make test` runs it.
+@pytest.mark.slow
 def test_it_runs_with_debug_off_only_when_forced(demo_env, settings):
     settings.DEBUG = False
     _demo("--force")

@@ -4,12 +4,11 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.capacity import GiB, Resources
 from dashboard.models import Node
 from dashboard.services.catalog import node_register
 from dashboard.services.deploy import slice_deploy
+from tests.factories import NODE_1774, TOTAL_1774
 
-NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 pytestmark = pytest.mark.django_db
 
 
@@ -63,7 +62,7 @@ def test_it_refuses_a_node_id_that_is_not_a_number(simgrid_path):
 
 
 def test_it_says_the_grid_is_down_and_records_nothing(gridproxy_down):
-    node_register(node_id=1774, total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), farm_id=4242)
+    node_register(node_id=1774, total=TOTAL_1774, farm_id=4242)
     with pytest.raises(CommandError, match=r"^grid: .*\(nothing was recorded\)$"):
         _run("1774")
     assert Node.objects.get(node_id=1774).prechecked_at is None

@@ -9,11 +9,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from dashboard.capacity import GiB, Resources
+from dashboard.capacity import GiB
 from dashboard.models import Deployment, Slice
 from dashboard.services.catalog import node_register
+from tests.factories import NODE_1774, TOTAL_1774
 
-NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 pytestmark = pytest.mark.django_db
 
 
@@ -101,7 +101,7 @@ def test_it_refuses_bad_arguments(sim_node, args):
 
 
 def test_it_says_the_grid_is_down_and_records_nothing(gridproxy_down):
-    node_register(node_id=1774, total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), farm_id=4242)
+    node_register(node_id=1774, total=TOTAL_1774, farm_id=4242)
     error, _ = _run_failing("1774", "--slice", "0")
     assert str(error).startswith("grid: ") and str(error).endswith("(nothing was recorded)")
     assert not Deployment.objects.exists()

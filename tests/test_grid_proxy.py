@@ -105,6 +105,7 @@ def test_it_gives_up_on_500_forever_and_says_status_url_and_tries(proxy):
     assert proxy.hits["/nodes/1774"] == 3
 
 
+@pytest.mark.slow  # a wall-clock assertion
 def test_it_gives_up_on_a_proxy_that_does_not_answer_in_time(proxy):
     proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), delay=0.6))
 

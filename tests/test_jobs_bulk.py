@@ -4,11 +4,13 @@ import time
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.models import Job, Node, Slice
 from dashboard.services.jobs import job_claim, job_execute, job_request
 from dashboard.services.reregister import BULK_GRID_DOWN_AFTER
+from tests.conftest import legacy_fleet_build, rolled_back_after
 
 
 def bulk(**kwargs) -> Job:
@@ -115,39 +117,52 @@ def small_sample(monkeypatch):
     return 5
 
 
+@pytest.fixture(scope="class")
+def bulk_run_of_210_with_3_gone(django_db_setup, django_db_blocker, tmp_path_factory):
+    """210 stale nodes, 3 of them gone from the grid, and one bulk run over them (a sample of 5):
+    built and run once for the class, rolled back after it (tests/conftest.py rolled_back_after)."""
+    from dashboard.capacity import GiB
+    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.services import reregister
+
+    simgrid = tmp_path_factory.mktemp("bulk-210") / "simgrid.sqlite3"
+    with pytest.MonkeyPatch.context() as patch, override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"), \
+            rolled_back_after(django_db_blocker):
+        patch.setattr(reregister, "BULK_SAMPLE", 5)
+        grid = SimulatedGrid(simgrid)
+        legacy_fleet_build(grid, 210, first=1, farm_id=1, mru=16 * GiB, sru=500 * GiB)
+        for gone in (3, 150, 209):
+            grid.remove_node(gone)
+        before = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
+        yield bulk(), before
+
+
 @pytest.fixture
-def fleet_210_with_3_gone(legacy_fleet, small_sample):
-    legacy_fleet(210)
-    for gone in (3, 150, 209):
-        legacy_fleet.grid.remove_node(gone)
-    before = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
-    return bulk(), before
+def fleet_210_with_3_gone(bulk_run_of_210_with_3_gone, db):
+    return bulk_run_of_210_with_3_gone
 
 
 @pytest.mark.django_db
-def test_it_keeps_only_a_sample_of_the_changed_nodes(fleet_210_with_3_gone):
-    result = fleet_210_with_3_gone[0].result
-    assert [n["node_id"] for n in result["nodes"]] == [1, 2, 4, 5, 6]
-    assert (result["nodes_total"], result["nodes_truncated"]) == (207, True)
+class TestABulkRunOf210Nodes:
+    def test_it_keeps_only_a_sample_of_the_changed_nodes(self, fleet_210_with_3_gone):
+        result = fleet_210_with_3_gone[0].result
+        assert [n["node_id"] for n in result["nodes"]] == [1, 2, 4, 5, 6]
+        assert (result["nodes_total"], result["nodes_truncated"]) == (207, True)
 
+    def test_it_keeps_every_failure_and_the_counts_beside_the_sample(self, fleet_210_with_3_gone):
+        result = fleet_210_with_3_gone[0].result
+        assert [f["node_id"] for f in result["failures"]] == [3, 150, 209]
+        assert (result["stale"], result["seen"], result["reregistered"], result["unchanged"], result["failed"]) == (
+            210, 210, 207, 0, 3
+        )
 
-@pytest.mark.django_db
-def test_it_keeps_every_failure_and_the_counts_beside_the_sample(fleet_210_with_3_gone):
-    result = fleet_210_with_3_gone[0].result
-    assert [f["node_id"] for f in result["failures"]] == [3, 150, 209]
-    assert (result["stale"], result["seen"], result["reregistered"], result["unchanged"], result["failed"]) == (
-        210, 210, 207, 0, 3
-    )
-
-
-@pytest.mark.django_db
-def test_it_totals_the_slices_and_the_fleet_figures_of_every_node_not_only_the_sample(fleet_210_with_3_gone):
-    job, slices_before = fleet_210_with_3_gone
-    result = job.result
-    slices_after = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
-    assert (result["fleet"]["before"]["slices"], result["fleet"]["after"]["slices"]) == (slices_before, slices_after)
-    assert result["slices"]["added"] - result["slices"]["removed"] == slices_after - slices_before
-    assert result["slices"]["kept"] + result["slices"]["added"] == slices_after
+    def test_it_totals_the_slices_and_the_fleet_figures_of_every_node_not_only_the_sample(self, fleet_210_with_3_gone):
+        job, slices_before = fleet_210_with_3_gone
+        result = job.result
+        slices_after = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
+        assert (result["fleet"]["before"]["slices"], result["fleet"]["after"]["slices"]) == (slices_before, slices_after)
+        assert result["slices"]["added"] - result["slices"]["removed"] == slices_after - slices_before
+        assert result["slices"]["kept"] + result["slices"]["added"] == slices_after
 
 
 @pytest.mark.django_db

@@ -16,7 +16,8 @@ from django.urls import reverse
 from dashboard import capacity
 from dashboard.models import AuditEvent, Job, Node
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+# Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 GiB = capacity.GiB
 CLICKS = 20

@@ -154,6 +154,7 @@ def admin_client(role_user):
 # --- the broker ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a wall-clock assertion
 def test_it_fails_the_job_at_once_when_the_broker_is_down_at_click_time(legacy_node_1774, own_redis, admin_client):
     before = catalog(legacy_node_1774)
     own_redis.stop()

@@ -30,6 +30,9 @@ from dashboard.models import Job, Policy, Slice
 from dashboard.services.deploy import slice_deploy
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
 
+# Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
+pytestmark = pytest.mark.slow
+
 GiB = capacity.GiB
 CASES = int(os.environ.get("RELIABILITY_FUZZ_CASES", "400"))
 LONG_RUN = "RELIABILITY_FUZZ_CASES" in os.environ

@@ -16,6 +16,9 @@ from bench.reliability.checks import state_snapshot
 from dashboard import capacity
 from dashboard.models import Job, Policy
 
+# Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
+pytestmark = pytest.mark.slow
+
 GiB = capacity.GiB
 # Pages anyone may see: the login form, and logout (a POST that only ends a session).
 PUBLIC = {"login", "logout"}

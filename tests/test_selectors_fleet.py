@@ -10,6 +10,7 @@ from dashboard.selectors.fleet import fleet_overview, fleet_page, fleet_rows
 from dashboard.services import catalog
 from dashboard.services.catalog import node_register
 from dashboard.services.figures import figures_compute, figures_refresh_all
+from tests.conftest import rolled_back_after
 
 pytestmark = pytest.mark.django_db
 
@@ -229,20 +230,35 @@ def fleet_of(count: int) -> None:
     figures_refresh_all()
 
 
-@pytest.mark.parametrize("count", [10, 1000])
-def test_it_reads_the_fleet_in_two_queries_whatever_its_size(count, django_assert_num_queries):
-    fleet_of(count)
-    with django_assert_num_queries(2):
-        overview = fleet_overview(sort="-gap")
-    assert overview.totals.nodes == count
+@pytest.fixture(scope="class", params=[10, 1000])
+def fleet_built_once(request, django_db_setup, django_db_blocker):
+    """fleet_of(count) for a class of tests that only read it, built once per size."""
+    with rolled_back_after(django_db_blocker):
+        fleet_of(request.param)
+        yield request.param
 
 
-@pytest.mark.parametrize("count", [10, 1000])
-def test_it_reads_a_filtered_fleet_in_two_queries(count, django_assert_num_queries):
-    fleet_of(count)
-    with django_assert_num_queries(2):
-        overview = fleet_overview(farm_id=3, search="1", stale=True)
-    assert all(r.farm_id == 3 and r.stale for r in overview.rows)
+@pytest.fixture
+def count(fleet_built_once, db):
+    """The size of the fleet this test reads (built by fleet_built_once)."""
+    return fleet_built_once
+
+
+class TestAFleetOfAnySize:
+    def test_it_reads_the_fleet_in_two_queries_whatever_its_size(self, count, django_assert_num_queries):
+        with django_assert_num_queries(2):
+            overview = fleet_overview(sort="-gap")
+        assert overview.totals.nodes == count
+
+    def test_it_reads_a_filtered_fleet_in_two_queries(self, count, django_assert_num_queries):
+        with django_assert_num_queries(2):
+            overview = fleet_overview(farm_id=3, search="1", stale=True)
+        assert all(r.farm_id == 3 and r.stale for r in overview.rows)
+
+    def test_it_reads_a_page_in_two_queries_whatever_the_fleet_size(self, count, django_assert_num_queries):
+        with django_assert_num_queries(2):
+            page = fleet_page(page=1, per_page=5, sort="-gap", stale=False)
+        assert len(page.rows) == 5 and not any(r.stale for r in page.rows)
 
 
 def test_it_carves_each_distinct_node_only_once():
@@ -273,14 +289,6 @@ def test_it_gives_the_last_page_for_a_page_beyond_it(mixed_fleet):
 def test_it_writes_the_stale_reason_of_a_paged_row(mixed_fleet):
     row = fleet_page(page=1, per_page=1, search="3000").rows[0]
     assert row.stale_reason == "1 free slice(s) where the policy carves 2"
-
-
-@pytest.mark.parametrize("count", [10, 1000])
-def test_it_reads_a_page_in_two_queries_whatever_the_fleet_size(count, django_assert_num_queries):
-    fleet_of(count)
-    with django_assert_num_queries(2):
-        page = fleet_page(page=1, per_page=5, sort="-gap", stale=False)
-    assert len(page.rows) == 5 and not any(r.stale for r in page.rows)
 
 
 def test_it_carves_a_node_within_its_ssd_pools():

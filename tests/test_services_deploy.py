@@ -263,6 +263,9 @@ def test_it_refuses_to_deploy_through_the_read_only_grid_proxy(gridproxy_serving
 _node_ids = itertools.count(50_000)
 
 
+# Long (every slice of a dozen random nodes deployed through the services): `make test` runs it;
+# test_grid_simulator's carve property and test_capacity_properties cover the rule in `make check`.
+@pytest.mark.slow
 @hypothesis_settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     cru=st.integers(1, 64),

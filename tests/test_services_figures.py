@@ -13,8 +13,8 @@ from dashboard.services.catalog import node_register
 from dashboard.services.deploy import deployment_delete, slice_deploy
 from dashboard.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh, figures_refresh_all, nodes_lock
 from dashboard.services.policy import policy_create, policy_delete, policy_update
+from tests.factories import NODE_1774
 
-NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 pytestmark = pytest.mark.django_db
 
 

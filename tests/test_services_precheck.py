@@ -2,13 +2,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.capacity import GiB, Resources
 from dashboard.grid.types import GridUnavailable, MalformedPayload
 from dashboard.models import Node, Slice
 from dashboard.services.catalog import node_register
 from dashboard.services.deploy import precheck_run, slice_deploy
+from tests.factories import NODE_1774, TOTAL_1774
 
-NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 pytestmark = pytest.mark.django_db
 
 
@@ -93,7 +92,7 @@ def test_it_reports_the_contract_keys(sim_node):
 
 def _registered_without_grid():
     return node_register(
-        node_id=1774, total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), farm_id=4242, farm_name="mitana"
+        node_id=1774, total=TOTAL_1774, farm_id=4242, farm_name="mitana"
     )
 
 

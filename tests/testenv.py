@@ -1,16 +1,75 @@
 """Loaded first (pytest.ini `-p tests.testenv`): the suite runs on PostgreSQL and Redis.
 
-Each variable can be overridden from the environment, e.g. to give two checkouts their
-own databases: DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine make test
+The database and the Redis db are derived from where this checkout lives, so two clones on one
+machine can run `make test` at once without destroying each other's data:
+
+    checkout /work/wt-loop -> sha1 of the path -> "267daab5..."
+    DATABASE_URL      postgres://postgres@127.0.0.1:5432/slicedash_267daab5  (pytest-django creates test_slicedash_267daab5)
+    CELERY_BROKER_URL redis://127.0.0.1:6379/<n>
+
+Redis has only 16 databases, so a hash alone would give two clones the same one far too often.
+n is the first of REDIS_DBS, starting from the one the hash picks, that is not claimed by another
+checkout: a claim is the key CLAIM_KEY in that db holding the checkout's path, written on the first
+run and kept, so a checkout keeps its db from run to run. A claim whose checkout no longer exists on
+disk is taken over. Without Redis (or with every db claimed) the hash's choice is used as it is.
+
+The session header prints what this run uses, and either variable set in the environment wins, e.g.
+DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine CELERY_BROKER_URL=redis://127.0.0.1:6379/3 make test
 """
 
+import hashlib
 import os
+import socket
 import tempfile
+from pathlib import Path
 
-os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/slicedash")
-os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+CHECKOUT = Path(__file__).resolve().parent.parent
+# db 0 is the usual application db (README), 6 is `make bench`'s, 7 `make reliability`'s.
+REDIS_DBS = tuple(n for n in range(1, 16) if n not in (6, 7))
+CLAIM_KEY = "slicedash:test-suite-checkout"
+
+
+def checkout_names(checkout: Path) -> tuple[str, int]:
+    """(database name, the Redis db the hash picks first) for the suite run from this checkout."""
+    digest = hashlib.sha1(str(checkout).encode()).hexdigest()
+    return f"slicedash_{digest[:8]}", REDIS_DBS[int(digest, 16) % len(REDIS_DBS)]
+
+
+def redis_db_claim(checkout: Path, first: int, *, host: str = "127.0.0.1", port: int = 6379) -> int:
+    """The first Redis db from `first` on that this checkout has claimed or can claim (see above)."""
+    try:
+        import redis
+
+        # Fail fast when nothing listens: the client would retry with back-off first.
+        socket.create_connection((host, port), timeout=2).close()
+        start = REDIS_DBS.index(first)
+        for n in REDIS_DBS[start:] + REDIS_DBS[:start]:
+            client = redis.Redis(host=host, port=port, db=n, socket_timeout=2, socket_connect_timeout=2)
+            if client.set(CLAIM_KEY, str(checkout), nx=True):
+                return n
+            owner = (client.get(CLAIM_KEY) or b"").decode()
+            if owner == str(checkout) or not Path(owner).is_dir():
+                client.set(CLAIM_KEY, str(checkout))
+                return n
+    except Exception:  # Redis down or missing: the broker tests will say so themselves.
+        pass
+    return first
+
+
+DATABASE_NAME, REDIS_DB_FIRST = checkout_names(CHECKOUT)
+
+os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE_NAME}")
+if "CELERY_BROKER_URL" not in os.environ:
+    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{redis_db_claim(CHECKOUT, REDIS_DB_FIRST)}"
 os.environ.setdefault("DEBUG", "true")
 os.environ.setdefault("GRID_BACKEND", "simulator")
 os.environ.setdefault("VAR_DIR", tempfile.mkdtemp(prefix="slicedash-test-"))
 # Tests exercise retries; the production back-off would only make them slow.
 os.environ.setdefault("GRID_BACKOFF", "0.01")
+
+
+def pytest_report_header(config):
+    return [
+        f"database: {os.environ['DATABASE_URL']} (pytest-django prefixes test_)",
+        f"broker: {os.environ['CELERY_BROKER_URL']}   (both derived from {CHECKOUT} unless set in the environment)",
+    ]

@@ -6,7 +6,7 @@ says only `vm deployment entered error state`). classify() unwraps what it can, 
 the cause, pulls out the numbers and writes one sentence for support staff. It never
 raises: empty, garbage or non-text input is an `unknown` diagnosis.
 
-The strings recognised are ZOS's own (see ../shared/domain.md), typos included:
+The strings recognised are ZOS's own (see docs/domain.md), typos included:
 - memory:  failed to satisfy required capacity: cannot fulfil required memory size <N> bytes out of usable <M> bytes
 - disk:    not enough space left in pools of this type ssd
            failed to create vm rootfs: ...  /  failed to find a candidate to host vdisk of size '<N>': ...

@@ -6,7 +6,7 @@ and every deploy runs inside `BEGIN IMMEDIATE`, which takes the write lock befor
 node is read, so two deploys racing for the last room on a node are serialised and
 the second one sees the first one's VM.
 
-What is modelled, and where it comes from (see ../shared/domain.md):
+What is modelled, and where it comes from (see docs/domain.md):
 - Node memory reserve: max(total // 10, 2 GiB) (zos provisiond getNodeReserved,
   `available.MRU*10/100`, integer division).
 - zos-cache: 20 GiB of SSD (the figure the Grid Proxy assumes) in the pool with the most

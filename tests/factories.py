@@ -1,0 +1,16 @@
+"""Small factories for what many tests build: node 1774 above all (the issue's node).
+
+One definition instead of a copy in every module, so a change to the reference node (its farm,
+its disks) is made once. Plain data: pass it to `sim_node`, `node_register` or the simulator.
+"""
+
+from dashboard.capacity import GiB, Resources
+
+# 8 cores, "31 GB" of memory (31 GiB), a 1 TB SSD (931.5 GiB), in farm 4242 "mitana".
+TOTAL_1774 = Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+NODE_1774 = dict(cru=TOTAL_1774.cru, mru=TOTAL_1774.mru, sru=TOTAL_1774.sru, farm_id=4242, farm_name="mitana")
+
+
+def node_1774(**changes) -> dict:
+    """NODE_1774 with some fields changed, e.g. sim_node(1774, **node_1774(status="down"))."""
+    return {**NODE_1774, **changes}

@@ -1,0 +1,90 @@
+"""The suite's own set-up: names derived from the checkout (tests/testenv.py) and the banner that
+says browser tests were skipped (tests/conftest.py)."""
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import redis
+
+from tests.conftest import browser_skips
+from tests.testenv import CLAIM_KEY, REDIS_DBS, checkout_names, redis_db_claim
+
+
+@pytest.fixture
+def scratch_redis(tmp_path):
+    """A redis-server of this test's own, so claims never touch the machine's Redis."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port, socket_connect_timeout=0.5)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield port
+    server.kill()
+    server.wait(10)
+
+
+def test_it_derives_the_same_names_for_the_same_checkout():
+    assert checkout_names(Path("/work/clone-a")) == checkout_names(Path("/work/clone-a"))
+
+
+def test_it_derives_another_database_for_another_checkout():
+    (db_a, _), (db_b, _) = checkout_names(Path("/work/clone-a")), checkout_names(Path("/work/clone-b"))
+    assert db_a != db_b and db_a.startswith("slicedash_") and len(db_a) == len("slicedash_") + 8
+
+
+def test_it_never_picks_the_application_bench_or_reliability_redis_db():
+    picked = {checkout_names(Path(f"/work/clone-{n}"))[1] for n in range(200)}
+    assert picked <= set(REDIS_DBS) and not picked & {0, 6, 7}
+
+
+def test_it_gives_two_checkouts_that_hash_alike_two_redis_dbs(tmp_path, scratch_redis):
+    one, other = tmp_path / "one", tmp_path / "other"
+    one.mkdir(), other.mkdir()
+    first = redis_db_claim(one, REDIS_DBS[0], port=scratch_redis)
+    second = redis_db_claim(other, REDIS_DBS[0], port=scratch_redis)
+    assert (first, second) == (REDIS_DBS[0], REDIS_DBS[1])
+
+
+def test_it_keeps_a_checkouts_redis_db_from_run_to_run(tmp_path, scratch_redis):
+    one, other = tmp_path / "one", tmp_path / "other"
+    one.mkdir(), other.mkdir()
+    redis_db_claim(one, REDIS_DBS[0], port=scratch_redis)
+    redis_db_claim(other, REDIS_DBS[0], port=scratch_redis)
+    assert redis_db_claim(other, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[1]
+
+
+def test_it_takes_over_the_db_of_a_checkout_that_was_deleted(tmp_path, scratch_redis):
+    gone = tmp_path / "gone"
+    redis.Redis(port=scratch_redis, db=REDIS_DBS[0]).set(CLAIM_KEY, str(gone))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    assert redis_db_claim(mine, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[0]
+
+
+def test_it_falls_back_to_the_hashs_choice_without_redis(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    assert redis_db_claim(tmp_path, REDIS_DBS[3], port=closed) == REDIS_DBS[3]
+
+
+def skipped(reason: str, *marks: str):
+    return SimpleNamespace(keywords={mark: 1 for mark in marks}, longrepr=("test_x.py", 1, f"Skipped: {reason}"))
+
+
+def test_it_counts_only_the_browser_tests_among_the_skipped():
+    reports = [skipped("/usr/bin/chromium is missing", "browser"), skipped("no grid", "slow")]
+    assert browser_skips(reports) == ["/usr/bin/chromium is missing"]
