@@ -436,6 +436,7 @@ class PolicyFigures:
     refused_per_1000: float
     refused_after_first: int
     nodes_refused: int
+    refused_without_hidden_use: int  # refusals on nodes whose memory use is all accounted
     precheck_stops: int
     unserved: int
     utilisation: float
@@ -452,6 +453,7 @@ class PolicyFigures:
             "refused_per_1000": self.refused_per_1000,
             "refused_after_first": self.refused_after_first,
             "nodes_refused": self.nodes_refused,
+            "refused_without_hidden_use": self.refused_without_hidden_use,
             "precheck_stops": self.precheck_stops,
             "unserved": self.unserved,
             "utilisation": self.utilisation,
@@ -523,6 +525,7 @@ def simulate(*, nodes: int, events: int, seed: int, policies: tuple[str, ...] = 
             refused_per_1000=round(1000 * refused / run.deploys, 2) if run.deploys else 0.0,
             refused_after_first=sum(max(n.refusals - 1, 0) for n in run.nodes),
             nodes_refused=sum(1 for n in run.nodes if n.refusals),
+            refused_without_hidden_use=sum(n.refusals for n in run.nodes if not n.spec.hidden_mru),
             precheck_stops=run.precheck_stops,
             unserved=run.unserved,
             utilisation=round(run.util_num / run.util_den, 4) if run.util_den else 0.0,

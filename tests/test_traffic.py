@@ -22,6 +22,7 @@ def test_it_sends_no_refused_slice_twice_to_a_node_under_the_shipped_policy(mont
     shipped = month.policies["zos-learning"]
     assert shipped.refused_after_first == 0
     assert shipped.refused == shipped.nodes_refused  # one each, the one that teaches
+    assert shipped.refused_without_hidden_use == 0  # and only where the node hides memory use
     assert set(shipped.refused_by_cause) <= {"memory"}
 
 
