@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Literal
 
 from django.core.paginator import Paginator
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import READ, REPORT
 from dashboard.api.errors import BadInput
@@ -101,4 +101,4 @@ def deployment_report(request, body: DeploymentReportIn):
         source="api",
     )
     deployment = Deployment.objects.select_related("node").get(pk=recorded.deployment.pk)
-    return (201 if recorded.created else 200), {"created": recorded.created, "deployment": deployment_out(deployment)}
+    return Status(201 if recorded.created else 200, {"created": recorded.created, "deployment": deployment_out(deployment)})

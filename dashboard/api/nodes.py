@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import Http404
 from django.utils import timezone
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import ACT, PRECHECK, READ
 from dashboard.api.errors import BadInput, GridTrouble
@@ -166,7 +166,7 @@ def reregister(request, node_id: int, body: ReregisterIn | None = None):
         source=Job.Source.API,
         dry_run=bool(body and body.dry_run),
     )
-    return (202 if requested.created else 200), {"created": requested.created, "job": job_out(requested.job)}
+    return Status(202 if requested.created else 200, {"created": requested.created, "job": job_out(requested.job)})
 
 
 def _node_or_404(node_id: int) -> Node:

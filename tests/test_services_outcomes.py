@@ -1,0 +1,78 @@
+"""deployment_outcome_record: one transaction per report, one record per marketplace id."""
+
+import datetime as dt
+
+import pytest
+
+from dashboard.capacity import GiB
+from dashboard.models import AuditEvent, Deployment, Job, Slice
+from dashboard.services import outcomes
+from dashboard.services.outcomes import OutcomeError, deployment_outcome_record
+
+pytestmark = pytest.mark.django_db
+AT = dt.datetime(2026, 5, 1, 12, tzinfo=dt.timezone.utc)
+MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
+
+
+@pytest.fixture
+def node_1774(sim_node):
+    return sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+
+
+def record(**fields):
+    return deployment_outcome_record(
+        **{"node_id": 1774, "slice_index": 6, "marketplace_id": "c-1", "outcome": "failed", "error": MEMORY_ERROR, "at": AT, **fields}
+    )
+
+
+def test_it_dates_the_record_when_it_happened(node_1774):
+    assert Deployment.objects.get(pk=record().deployment.pk).started_at == AT
+
+
+def test_it_keeps_the_last_reading_beside_a_failure(node_1774):
+    seen = record().deployment.capacity_seen
+    assert (seen["source"], seen["total"]["mru"]) == ("last reading", 31 * GiB)
+
+
+def test_it_hands_a_failure_to_the_learning_hook_once(node_1774, monkeypatch):
+    seen = []
+    monkeypatch.setattr(outcomes, "outcome_failed_learn", lambda deployment, diagnosis: seen.append(diagnosis.cause))
+    record(), record()
+    assert seen == ["memory"]
+
+
+def test_it_writes_nothing_when_learning_fails(node_1774, monkeypatch):
+    def broken(deployment, diagnosis):
+        raise RuntimeError("observation store down")
+
+    monkeypatch.setattr(outcomes, "outcome_failed_learn", broken)
+    with pytest.raises(RuntimeError):
+        record()
+    assert (Deployment.objects.count(), AuditEvent.objects.filter(action__startswith="deployment.").count()) == (0, 0)
+
+
+def test_it_writes_nothing_when_the_slice_is_refused(node_1774):
+    record(outcome="deployed", slice_index=1, error="")
+    with pytest.raises(OutcomeError):
+        record(outcome="deployed", slice_index=1, marketplace_id="c-2")
+    assert Deployment.objects.count() == 1
+
+
+def test_it_queues_a_precheck_after_a_deployment(node_1774, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        record(outcome="deployed", slice_index=1, error="")
+    callbacks[0]()  # job_request; its own on_commit (the Celery message) is not run here
+    assert Job.objects.get().kind == Job.Kind.PRECHECK
+
+
+def test_it_queues_nothing_for_a_repeat(node_1774, django_capture_on_commit_callbacks):
+    record(outcome="deployed", slice_index=1, error="")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        record(outcome="deployed", slice_index=1, error="")
+    assert callbacks == []
+
+
+def test_it_frees_a_slice_released_without_an_earlier_report(node_1774):
+    Slice.objects.filter(node=node_1774, index=3).update(state="deployed")
+    record(outcome="released", slice_index=3, error="")
+    assert Slice.objects.get(node=node_1774, index=3).state == "free"
