@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from dashboard.models import ApiToken
+from dashboard.models import ApiToken, Deployment
 from dashboard.services.tokens import api_token_revoke
 
 FLEET = "/api/v1/fleet"
@@ -106,6 +106,40 @@ def test_it_throttles_per_token(api_call, api_token, settings):
     caches["api-throttle"].clear()
     settings.API_THROTTLE_RATE = "2/m"
     first, second = api_token("read"), api_token("read")
-    statuses = [api_call("get", FLEET, first).status_code for _ in range(3)]
-    assert statuses == [200, 200, 429]
+    responses = [api_call("get", FLEET, first) for _ in range(3)]
+    assert [r.status_code for r in responses] == [200, 200, 429]
+    assert int(responses[-1]["Retry-After"]) > 0
     assert api_call("get", FLEET, second).status_code == 200
+
+
+def _send(client, method: str, path: str):
+    return client.get(path) if method == "get" else getattr(client, method)(path, "{}", content_type="application/json")
+
+
+def _operations(client):
+    schema = client.get("/api/v1/openapi.json").json()
+    return [(method, path.replace("{node_id}", "1774")) for path, ops in schema["paths"].items() for method in ops]
+
+
+@pytest.mark.django_db
+def test_it_refuses_every_operation_without_a_token_and_writes_nothing(client, sim_node):
+    from bench.reliability.checks import state_snapshot
+    from dashboard.capacity import GiB
+
+    sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+    before = (state_snapshot(), Deployment.objects.count())
+    statuses = {(m, p): _send(client, m, p).status_code for m, p in _operations(client)}
+    assert set(statuses.values()) == {401}, statuses
+    assert (state_snapshot(), Deployment.objects.count()) == before
+
+
+@pytest.mark.django_db
+def test_it_refuses_every_operation_to_a_signed_in_admin_session(admins_client, sim_node):
+    from bench.reliability.checks import state_snapshot
+    from dashboard.capacity import GiB
+
+    sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+    before = (state_snapshot(), Deployment.objects.count())
+    statuses = {(m, p): _send(admins_client, m, p).status_code for m, p in _operations(admins_client)}
+    assert set(statuses.values()) == {401}, statuses
+    assert (state_snapshot(), Deployment.objects.count()) == before
