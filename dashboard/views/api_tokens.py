@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from dashboard.models import ApiToken
@@ -43,7 +44,11 @@ def token_list(request):
                 form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         if issued is None:
             status = 400
-    tokens = ApiToken.objects.select_related("user", "created_by", "revoked_by")
+    now = timezone.now()
+    tokens = [
+        (token, token.is_usable(now))
+        for token in ApiToken.objects.select_related("user", "created_by", "revoked_by")
+    ]
     context = {"section": "api-tokens", "form": form, "issued": issued, "tokens": tokens}
     return render(request, "dashboard/api_tokens.html", context, status=status)
 
