@@ -76,3 +76,28 @@ def test_it_frees_a_slice_released_without_an_earlier_report(node_1774):
     Slice.objects.filter(node=node_1774, index=3).update(state="deployed")
     record(outcome="released", slice_index=3, error="")
     assert Slice.objects.get(node=node_1774, index=3).state == "free"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_records_one_deployment_when_the_same_report_races(sim_node):
+    import threading
+
+    from django.db import connection
+
+    sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    start = threading.Barrier(4)
+    created = []
+
+    def send():
+        try:
+            start.wait()
+            created.append(record().created)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=send) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert (sorted(created), Deployment.objects.count()) == ([False, False, False, True], 1)
