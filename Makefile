@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate demo worker bench reliability screenshots check clean
+.PHONY: run test install migrate demo worker bench reliability screenshots check clean simulate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ screenshots: install
 
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+# A month of marketplace traffic against each policy (1,000 nodes, 10,000 events): SIMULATION.md and its chart.
+simulate: install
+	$(BIN)/python manage.py simulate_traffic --nodes 1000 --events 10000 --seed 7 --write SIMULATION.md --chart docs/simulation.png
 
 # The long reliability runs (kill loop, 10,000-case fuzz, faults, load under gunicorn, check --deploy);
 # results in bench/reliability/results/latest.json, written up in RELIABILITY.md. `make test` does not run them.

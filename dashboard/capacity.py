@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import permutations
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Iterable, Sequence
@@ -23,7 +24,7 @@ ROOTFS_SMALL = 500 * MiB
 ROOTFS_LARGE = 2 * GiB
 MIN_VM_MRU = 250 * MiB
 
-RESOURCE_WORDS = {"cru": "CPU", "mru": "memory", "sru": "SSD disk", "hru": "HDD disk"}
+RESOURCE_WORDS = {"cru": "CPU", "mru": "memory", "sru": "SSD disk", "hru": "HDD disk", "pool": "room in one SSD pool"}
 
 
 class CapacityError(ValueError):
@@ -240,6 +241,125 @@ def profile(name: str) -> Policy:
         raise PolicyError(f"unknown policy {name!r}; choose one of: {', '.join(PROFILES)}") from None
 
 
+# --- where ZOS puts each disk (storaged) ---------------------------------------------------
+#
+# ZOS does not place disks first fit in pool order (zos pkg/storage/storage.go findCandidates,
+# vdisk.go vDiskFindCandidate; docs/domain.md "Where ZOS puts each disk"):
+# - at boot zos-cache goes to the SSD pool with the most space; pools holding nothing stay unmounted;
+# - a disk goes to the mounted pool with the most space left after it (`used + size <= size`);
+#   only when no mounted pool can hold it, to the first unmounted pool in device order that can;
+# - a VM's data disk (a vdisk file) prefers, among those candidates, a pool already holding vdisks;
+#   its rootfs is a volume and takes the first candidate.
+# The device order is reported nowhere, so a verdict that must hold on the real node holds
+# under every order of its pools.
+
+
+@dataclass
+class PoolState:
+    """One SSD pool as storaged sees it: its size, what is allocated in it, mounted, holds vdisks."""
+
+    size: int
+    used: int = 0
+    mounted: bool = False
+    vdisks: bool = False
+
+    @property
+    def room(self) -> int:
+        return self.size - self.used
+
+
+def pools_at_boot(pools: Sequence[int], cache: int) -> list[PoolState]:
+    """The pools in this device order after boot: zos-cache in the one with the most space."""
+    state = [PoolState(size=size) for size in pools]
+    if state:
+        largest = max(range(len(state)), key=lambda i: (state[i].size, -i))  # the first of equals
+        state[largest].used = cache
+        state[largest].mounted = True
+    return state
+
+
+def place_disk(state: list[PoolState], size: int, *, vdisk: bool) -> int | None:
+    """Allocate one disk the way storaged does; the pool's index, or None ("not enough space")."""
+    if size <= 0:
+        return -1  # nothing to allocate (a VM without a data disk)
+    candidates = [i for i, pool in enumerate(state) if pool.mounted and pool.used + size <= pool.size]
+    if candidates:
+        # sort.Slice by space left after the disk, most first; equals keep device order here,
+        # and every device order is tried by the callers, so ties are covered both ways.
+        candidates.sort(key=lambda i: -(state[i].room - size))
+        chosen = candidates[0]
+        if vdisk:
+            chosen = next((i for i in candidates if state[i].vdisks), chosen)
+    else:
+        chosen = next((i for i, pool in enumerate(state) if not pool.mounted and pool.used + size <= pool.size), None)
+        if chosen is None:
+            return None
+        state[chosen].mounted = True
+    state[chosen].used += size
+    if vdisk:
+        state[chosen].vdisks = True
+    return chosen
+
+
+def place_vm_disks(state: list[PoolState], data: int, rootfs: int) -> str:
+    """Place one VM's data disk then its rootfs (ZOS installs zmounts first); "" or what failed.
+
+    On failure the state is left as ZOS leaves it: a data disk that was placed stays allocated
+    until its deployment is cleaned up, so callers that go on must work on a copy.
+    """
+    if place_disk(state, data, vdisk=True) is None:
+        return "data"
+    if place_disk(state, rootfs, vdisk=False) is None:
+        return "rootfs"
+    return ""
+
+
+def device_orders(pools: Sequence[int]) -> list[tuple[int, ...]]:
+    """Every distinct order of the pools (equal sizes are interchangeable): at most 24 for 4 pools."""
+    return sorted(set(permutations(pools)))
+
+
+def _copy_pools(state: Sequence[PoolState]) -> list[PoolState]:
+    return [PoolState(p.size, p.used, p.mounted, p.vdisks) for p in state]
+
+
+def pools_after(order: Sequence[int], cache: int, vms: Sequence[tuple[int, int]]) -> list[PoolState]:
+    """The pools of one device order after boot and these VMs' (data, rootfs) disks, placed in turn.
+
+    A VM that would not place is skipped (ZOS refused it, it holds nothing).
+    """
+    state = pools_at_boot(order, cache)
+    for data, rootfs in vms:
+        trial = _copy_pools(state)
+        if not place_vm_disks(trial, data, rootfs):
+            state = trial
+    return state
+
+
+def vms_placed_in_every_order(
+    pools: Sequence[int], cache: int, occupied: Sequence[tuple[int, int]], new: tuple[int, int], *, limit: int
+) -> int:
+    """How many VMs of disks `new` (data, rootfs) place one after another after `occupied`,
+    in the worst device order; at most `limit`."""
+    worst = limit
+    for order in device_orders(pools):
+        state = pools_after(order, cache, occupied)
+        placed = 0
+        while placed < worst and not place_vm_disks(state, *new):
+            placed += 1
+        worst = min(worst, placed)
+        if worst == 0:
+            break
+    return worst
+
+
+def largest_pool_room(pools: Sequence[int], cache: int, occupied: Sequence[tuple[int, int]]) -> int:
+    """The room of the largest pool after the occupied disks, in the worst device order."""
+    return min(
+        max((p.room for p in pools_after(order, cache, occupied)), default=0) for order in device_orders(pools)
+    )
+
+
 # --- carving --------------------------------------------------------------------------
 
 
@@ -278,19 +398,121 @@ class Carve:
         return data
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What ZOS's own refusals taught about one node (the evidence is kept beside the node).
+
+    `hidden_mru_per_vm`: memory each running VM really uses beyond its size, seen only in a
+    memory refusal's `usable` figure. `pool_room_below`: a disk of this size was refused where
+    the accounting had room, so no pool had that much room then (valid until something is freed).
+    """
+
+    hidden_mru_per_vm: int = 0
+    pool_room_below: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.hidden_mru_per_vm < 0:
+            raise CapacityError("hidden memory per VM must not be negative")
+        if self.pool_room_below is not None and self.pool_room_below < 1:
+            raise CapacityError("a refused disk size must be above zero")
+
+    @property
+    def anything(self) -> bool:
+        return bool(self.hidden_mru_per_vm) or self.pool_room_below is not None
+
+
+NOTHING_OBSERVED = Observed()
+
+
+def hidden_use_per_vm(*, total_mru: int, usable_mru: int, accounted_mru: int, running: int) -> int:
+    """The hidden memory per running VM that a memory refusal reveals (0 when it reveals none).
+
+    ZOS refuses with "... out of usable Y bytes", Y = total - max(accounted, really used); so
+    total - Y above the accounted use (workloads + reserve) is memory the host really used,
+    spread over the VMs running then. Rounded up: the precheck must never say yes wrongly.
+    """
+    hidden = (total_mru - usable_mru) - accounted_mru
+    if hidden <= 0 or running <= 0:
+        return 0
+    return -(-hidden // running)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What one ZOS refusal teaches: hidden memory per running VM, or a disk no pool could hold."""
+
+    kind: str  # "memory" or "disk"
+    hidden_mru_per_vm: int = 0
+    disk_size: int | None = None
+    used_sru: int | None = None  # SSD in use when the disk was refused: the bound holds while no less is used
+
+
+def refusal_lesson(
+    *,
+    cause: str,
+    needed: int | None,
+    usable: int | None,
+    total: Resources,
+    used: Resources,
+    vm_count: int,
+    data_disk: int,
+    rootfs: int,
+) -> Lesson | None:
+    """What a refusal teaches, from its cause ("memory" or "disk"), ZOS's figures and the accounted
+    reading taken just before; None when the accounting alone explains it."""
+    if cause == "memory" and usable is not None:
+        hidden = hidden_use_per_vm(total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=max(vm_count, 1))
+        return Lesson("memory", hidden_mru_per_vm=hidden) if hidden > 0 else None
+    if cause == "disk":
+        if data_disk + rootfs > total.sru - used.sru:
+            return None  # the accounting had no room either: nothing about the pools
+        # "failed to find a candidate to host vdisk of size N" names the disk; a rootfs refusal does not.
+        return Lesson("disk", disk_size=max(needed or rootfs, 1), used_sru=used.sru)
+    return None
+
+
+def observed_after(observed: Observed, lesson: Lesson) -> Observed:
+    """The node's lessons with one more: the largest hidden use seen, the latest disk bound."""
+    if lesson.kind == "memory":
+        return replace(observed, hidden_mru_per_vm=max(observed.hidden_mru_per_vm, lesson.hidden_mru_per_vm))
+    return replace(observed, pool_room_below=lesson.disk_size)
+
+
+def vms_by_memory(free_mru: int, per_vm_mru: int, *, hidden_per_vm: int = 0, running: int = 0) -> int:
+    """How many more VMs of `per_vm_mru` ZOS accepts one after another with `free_mru` unaccounted.
+
+    ZOS refuses a VM when its memory exceeds total - max(accounted, really used); really used
+    includes `hidden_per_vm` for each VM already running, but not for the VM being checked.
+    So VM k (0-based) needs per_vm + (running + k) * hidden + k * per_vm <= free.
+    """
+    if per_vm_mru <= 0:
+        return 0
+    room = free_mru - running * hidden_per_vm
+    if room < per_vm_mru:
+        return 0
+    return (room + hidden_per_vm) // (per_vm_mru + hidden_per_vm)
+
+
+def vm_disks(policy: Policy, cru: int, mru: int, sru: int) -> tuple[int, int]:
+    """The (data disk, rootfs) a VM of this size allocates in the pools, by this policy's reckoning."""
+    return sru + policy.overhead_sru_per_vm, policy.rootfs_size(cru, mru)
+
+
 def carve(
     total: Resources,
     policy: Policy,
     *,
     occupied: Sequence[Resources] = (),
     pools: Sequence[int] | None = None,
+    observed: Observed = NOTHING_OBSERVED,
 ) -> Carve:
     """Carve a node into slices of `policy.slice_mru`, counting occupied slices first.
 
     `occupied` holds the sizes (cru, mru, data sru) of slices that are rented or deployed;
     they stay as they are and their real charge comes off the node before new slices
-    are counted. `pools` are the node's SSD pool sizes when known: ZOS places each disk
-    in one pool, so two 465 GiB SSDs cannot hold one 500 GiB disk.
+    are counted. `pools` are the node's SSD pool sizes when known: the new slices must then
+    deploy in full under ZOS's placement in every device order of the pools. `observed` is
+    what the node's refusals taught: hidden memory per VM, a bound on its largest free pool.
     """
     if total.mru < 0 or total.sru < 0 or total.cru < 0:
         raise CapacityError("node capacity must not be negative")
@@ -302,16 +524,26 @@ def carve(
     budget = total - reserve - occupied_charge
     rootfs = policy.rootfs_size(policy.slice_cru, policy.slice_mru)
     per_vm_mru = policy.slice_mru + policy.overhead_mru_per_vm
-    per_vm_min_sru = policy.min_slice_sru + rootfs + policy.overhead_sru_per_vm
+    per_vm_extra = rootfs + policy.overhead_sru_per_vm
+    per_vm_min_sru = policy.min_slice_sru + per_vm_extra
+    hidden = observed.hidden_mru_per_vm
+    sru_budget = budget.sru
+    if observed.pool_room_below is not None:
+        # A disk this size was refused with the accounting's room: assume what is left lies in
+        # one pool smaller than it, so every new disk must fit there.
+        sru_budget = min(sru_budget, observed.pool_room_below - 1)
 
-    by_mru = max(budget.mru, 0) // per_vm_mru
-    by_sru = max(budget.sru, 0) // per_vm_min_sru if per_vm_min_sru else by_mru
-    pool_free = _pool_free(pools, reserve.sru, occupied, policy) if pools else None
-    if pool_free is not None and per_vm_min_sru:
-        # Count the way ZOS places disks (each one first fit, data disk then rootfs), not
-        # whole VMs per pool: a rootfs can land in another pool's leftover.
-        per_vm_extra = rootfs + policy.overhead_sru_per_vm
-        by_sru = min(by_sru, _first_fit_count(pool_free, policy.min_slice_sru, per_vm_extra, limit=min(by_mru, by_sru)))
+    by_mru = vms_by_memory(budget.mru, per_vm_mru, hidden_per_vm=hidden, running=len(occupied))
+    by_sru = max(sru_budget, 0) // per_vm_min_sru if per_vm_min_sru else by_mru
+    occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
+    if pools and per_vm_min_sru:
+        by_sru = min(
+            by_sru,
+            vms_placed_in_every_order(
+                pools, reserve.sru, occupied_disks, (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
+                limit=min(by_mru, by_sru),
+            ),
+        )
     count = min(by_mru, by_sru)
     limited_by = "mru" if by_mru <= by_sru else "sru"
 
@@ -325,12 +557,20 @@ def carve(
         count = 0
     data_sru = 0
     if count > 0:
-        per_vm_extra = rootfs + policy.overhead_sru_per_vm
-        data_sru = _round_down(budget.sru // count - per_vm_extra, policy.sru_step)
-        if pool_free is not None:
-            data_sru = _largest_packable(pool_free, count, per_vm_extra, data_sru, policy)
+        data_sru = _round_down(max(sru_budget, 0) // count - per_vm_extra, policy.sru_step)
+        if pools:
+            data_sru = _largest_deployable_disk(pools, reserve.sru, occupied_disks, count, data_sru, rootfs, policy)
+            if len(pools) > 1 and occupied:
+                # On a busy node with several pools, where ZOS put each disk depends on the order of
+                # past deploys and releases, which no reading tells. A disk no larger than the ones
+                # already there fits the hole any release leaves, so new ones are not made larger.
+                data_sru = max(min(data_sru, _round_down(min(o.sru for o in occupied), policy.sru_step)), 0)
     elif not overcommitted and not occupied:
         notes.append(f"the node cannot hold even one slice: short of {RESOURCE_WORDS[limited_by]}")
+    if hidden:
+        notes.append(f"counts {format_size(hidden)} of hidden memory per running VM, learnt from ZOS's refusals")
+    if observed.pool_room_below is not None:
+        notes.append(f"no pool had room for a {format_size(observed.pool_room_below)} disk when ZOS last refused one")
 
     slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=data_sru, rootfs=rootfs)
     used_by_new = policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
@@ -380,66 +620,41 @@ def _round_down(value: int, step: int) -> int:
     return max(value, 0) // step * step
 
 
-def _pool_free(pools: Sequence[int], reserve_sru: int, occupied: Sequence[Resources], policy: Policy) -> list[int]:
-    """Free bytes per pool after zos-cache (on the first pool) and the occupied disks (first fit)."""
-    free = list(pools)
-    if free:
-        free[0] -= reserve_sru
-    for o in occupied:
-        for size in (o.sru + policy.overhead_sru_per_vm, policy.rootfs_size(o.cru, o.mru)):
-            _place_first_fit(free, size)
-    return free
+def _largest_deployable_disk(
+    pools: Sequence[int],
+    cache: int,
+    occupied: Sequence[tuple[int, int]],
+    count: int,
+    start: int,
+    rootfs: int,
+    policy: Policy,
+) -> int:
+    """The largest data disk (a multiple of sru_step, at least min_slice_sru) such that `count`
+    VMs deploy one after another in every device order of the pools."""
 
+    def deploys(data: int) -> bool:
+        disks = (data + policy.overhead_sru_per_vm, rootfs)
+        return vms_placed_in_every_order(pools, cache, occupied, disks, limit=count) >= count
 
-def _place_first_fit(free: list[int], size: int) -> bool:
-    if size <= 0:
-        return True
-    for i, room in enumerate(free):
-        if room >= size:
-            free[i] = room - size
-            return True
-    return False
-
-
-def _first_fit_count(pool_free: Sequence[int], data_sru: int, rootfs: int, *, limit: int) -> int:
-    """How many VMs of this data disk ZOS would place one after another, up to `limit`."""
-    free = list(pool_free)
-    placed = 0
-    while placed < limit:
-        if not _place_first_fit(free, data_sru) or not _place_first_fit(free, rootfs):
-            break
-        placed += 1
-    return placed
-
-
-def _largest_packable(pool_free: Sequence[int], count: int, per_vm_extra: int, start: int, policy: Policy) -> int:
-    """The largest data disk (a multiple of sru_step) such that `count` VMs pack into the pools."""
-    lo, hi = policy.min_slice_sru, start
-    if _packs(pool_free, count, hi, per_vm_extra):
+    hi = max(start, policy.min_slice_sru)
+    if deploys(hi):
         return hi
-    lo = _round_down(lo, policy.sru_step)
+    lo = policy.min_slice_sru  # deploys: the count was taken at this size
     while hi - lo > policy.sru_step:
         mid = _round_down((lo + hi) // 2, policy.sru_step)
         if mid <= lo:
             break
-        if _packs(pool_free, count, mid, per_vm_extra):
+        if deploys(mid):
             lo = mid
         else:
             hi = mid
     return lo
 
 
-def _packs(pool_free: Sequence[int], count: int, data_sru: int, rootfs: int) -> bool:
-    # The simulator and ZOS place each disk separately; data disk first, then the rootfs.
-    free = list(pool_free)
-    for _ in range(count):
-        if not _place_first_fit(free, data_sru) or not _place_first_fit(free, rootfs):
-            return False
-    return True
-
-
-def deployable_slices(total: Resources, policy: Policy, *, pools: Sequence[int] | None = None) -> int:
-    return carve(total, policy, pools=pools).slices
+def deployable_slices(
+    total: Resources, policy: Policy, *, pools: Sequence[int] | None = None, observed: Observed = NOTHING_OBSERVED
+) -> int:
+    return carve(total, policy, pools=pools, observed=observed).slices
 
 
 # --- fitting one slice onto a live node -------------------------------------------------
@@ -498,33 +713,130 @@ class Verdict:
         }
 
 
-def fits(slice_size: SliceSize | Resources, total: Resources, used: Resources, policy: Policy) -> Verdict:
+@dataclass(frozen=True)
+class LiveNode:
+    """What the precheck knows of a node beyond the proxy's totals: its pools, the VMs it holds
+    (their (data, rootfs) disks, in the order they were deployed) and what refusals taught."""
+
+    pools: tuple[int, ...] | None = None
+    occupied_disks: tuple[tuple[int, int], ...] = ()
+    running: int = 0  # VMs running now: each may use hidden memory
+    observed: Observed = NOTHING_OBSERVED
+
+
+NOTHING_KNOWN = LiveNode()
+
+
+def live_node(
+    *, policy: Policy, pools: Sequence[int] | None, occupied: Sequence[Resources], observed: Observed = NOTHING_OBSERVED
+) -> LiveNode:
+    """The LiveNode of a node holding `occupied` VMs (in the order they were deployed)."""
+    return LiveNode(
+        pools=tuple(pools) if pools else None,
+        occupied_disks=tuple(vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied),
+        running=len(occupied),
+        observed=observed,
+    )
+
+
+def observed_now(
+    *, hidden_mru_per_vm: int, pool_room_below: int | None, bound_used_sru: int | None, used_sru: int | None
+) -> Observed:
+    """What still holds of a node's lessons: a refused disk size bounds the pools only while
+    nothing has been freed since (the used SSD is at least what it was at the refusal)."""
+    if pool_room_below is not None and None not in (bound_used_sru, used_sru) and used_sru < bound_used_sru:
+        pool_room_below = None
+    return Observed(hidden_mru_per_vm=hidden_mru_per_vm, pool_room_below=pool_room_below)
+
+
+class _Placement:
+    """The live node as slices are placed on it one after another: accounting, hidden memory,
+    the refused-disk bound and, when the pools are known, every device order's pools."""
+
+    def __init__(self, total: Resources, used: Resources, policy: Policy, live: LiveNode):
+        self.total, self.used, self.policy, self.live = total, used, policy, live
+        self.running = live.running
+        self.new_disks = 0
+        self.orders = (
+            [pools_after(order, policy.reserve_sru, live.occupied_disks) for order in device_orders(live.pools)]
+            if live.pools
+            else None
+        )
+
+    def verdict(self, size: SliceSize | Resources) -> Verdict:
+        policy, hidden = self.policy, self.live.observed.hidden_mru_per_vm
+        need = policy.vm_charge(size.cru, size.mru, size.sru)
+        available = Resources(
+            cru=self.total.cru - self.used.cru,
+            mru=self.total.mru - self.used.mru - self.running * hidden,
+            sru=self.total.sru - self.used.sru,
+        )
+        shortfalls = []
+        if size.mru < MIN_VM_MRU:
+            shortfalls.append(Shortfall("mru", MIN_VM_MRU, size.mru))
+        for resource in ("mru", "sru"):
+            if getattr(need, resource) > getattr(available, resource):
+                shortfalls.append(Shortfall(resource, getattr(need, resource), getattr(available, resource)))
+        data, rootfs = vm_disks(policy, size.cru, size.mru, size.sru)
+        if not shortfalls:
+            bound = self.live.observed.pool_room_below
+            if bound is not None and self.new_disks + data + rootfs >= bound:
+                shortfalls.append(Shortfall("pool", self.new_disks + data + rootfs, bound - 1))
+            elif self.orders is not None:
+                trials = [_copy_pools(state) for state in self.orders]
+                if any(place_vm_disks(trial, data, rootfs) for trial in trials):
+                    room = min(max((p.room for p in state), default=0) for state in self.orders)
+                    shortfalls.append(Shortfall("pool", data, room))
+                else:
+                    self._trials = trials
+        return Verdict(fits=not shortfalls, needed=need, available=available, shortfalls=tuple(shortfalls))
+
+    def take(self, verdict: Verdict, size: SliceSize | Resources) -> None:
+        """Count a slice that fits as placed, so the next one sees it."""
+        self.used = self.used + verdict.needed
+        self.running += 1
+        self.new_disks += sum(vm_disks(self.policy, size.cru, size.mru, size.sru))
+        if self.orders is not None:
+            self.orders = self._trials
+
+
+def fits(
+    slice_size: SliceSize | Resources,
+    total: Resources,
+    used: Resources,
+    policy: Policy,
+    *,
+    live: LiveNode = NOTHING_KNOWN,
+) -> Verdict:
     """Can one more slice be placed on a node with this live total and used capacity?
 
-    `used` is as the Grid Proxy reports it: the node's own reserve is already inside.
+    `used` is as the Grid Proxy reports it: the node's own reserve is already inside, hidden
+    memory use is not (ZOS tells it only in refusals; `live.observed` has what was learnt).
+    With the pools known, the slice's disks must place in every device order.
     CPU is not checked: ZOS over-provisions cores.
     """
-    need = policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru)
-    available = Resources(cru=total.cru - used.cru, mru=total.mru - used.mru, sru=total.sru - used.sru)
-    shortfalls = []
-    if slice_size.mru < MIN_VM_MRU:
-        shortfalls.append(Shortfall("mru", MIN_VM_MRU, slice_size.mru))
-    for resource in ("mru", "sru"):
-        if getattr(need, resource) > getattr(available, resource):
-            shortfalls.append(Shortfall(resource, getattr(need, resource), getattr(available, resource)))
-    return Verdict(fits=not shortfalls, needed=need, available=available, shortfalls=tuple(shortfalls))
+    return _Placement(total, used, policy, live).verdict(slice_size)
 
 
-def placeable_count(slice_size: SliceSize | Resources, total: Resources, used: Resources, policy: Policy) -> int:
-    """How many more slices of this size fit on the live node, counting memory and disk."""
-    need = policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru)
-    counts = []
-    for resource in ("mru", "sru"):
-        needed = getattr(need, resource)
-        room = getattr(total, resource) - getattr(used, resource)
-        counts.append(max(room, 0) // needed if needed else math.inf)
-    best = min(counts)
-    return 0 if best == math.inf else int(best)
+def placeable_count(
+    slice_size: SliceSize | Resources,
+    total: Resources,
+    used: Resources,
+    policy: Policy,
+    *,
+    live: LiveNode = NOTHING_KNOWN,
+    limit: int = 10_000,
+) -> int:
+    """How many more slices of this size fit on the live node, one after another."""
+    placement = _Placement(total, used, policy, live)
+    count = 0
+    while count < limit:
+        verdict = placement.verdict(slice_size)
+        if not verdict.fits:
+            break
+        placement.take(verdict, slice_size)
+        count += 1
+    return count
 
 
 def with_overrides(policy: Policy, **changes) -> Policy:
@@ -533,6 +845,14 @@ def with_overrides(policy: Policy, **changes) -> Policy:
 
 
 # --- precheck: which free slices can really be placed now --------------------------------
+
+PHANTOM_REASONS = {
+    "down": "node down",
+    "standby": "node on standby (can be woken)",
+    "memory": "memory",
+    "disk": "disk (total)",
+    "pool": "disk (no pool holds it)",
+}
 
 
 @dataclass(frozen=True)
@@ -544,6 +864,17 @@ class SliceVerdict:
     def phantom(self) -> bool:
         return not self.verdict.fits
 
+    @property
+    def reason(self) -> str:
+        """Why it is phantom, one of PHANTOM_REASONS ("" when it fits)."""
+        if self.verdict.fits:
+            return ""
+        status = getattr(self.verdict, "status", "")
+        if status in ("down", "standby"):
+            return status
+        resource = self.verdict.shortfalls[0].resource if self.verdict.shortfalls else "mru"
+        return {"mru": "memory", "sru": "disk", "pool": "pool"}.get(resource, "memory")
+
 
 @dataclass(frozen=True)
 class Precheck:
@@ -552,17 +883,31 @@ class Precheck:
     phantom_slices: tuple[int, ...]  # slice indices
     verdicts: tuple[SliceVerdict, ...]
 
+    @property
+    def phantom_by_reason(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for v in self.verdicts:
+            if v.phantom:
+                counts[v.reason] = counts.get(v.reason, 0) + 1
+        return counts
+
     def as_dict(self) -> dict:
         return {
             "free_slices": self.free_slices,
             "placeable_now": self.placeable_now,
             "phantom_slices": list(self.phantom_slices),
-            "verdicts": [{"slice": v.index, **v.verdict.as_dict()} for v in self.verdicts],
+            "phantom_by_reason": self.phantom_by_reason,
+            "verdicts": [{"slice": v.index, "reason": v.reason, **v.verdict.as_dict()} for v in self.verdicts],
         }
 
 
 def precheck(
-    free: Sequence[tuple[int, SliceSize | Resources]], total: Resources, used: Resources, policy: Policy
+    free: Sequence[tuple[int, SliceSize | Resources]],
+    total: Resources,
+    used: Resources,
+    policy: Policy,
+    *,
+    live: LiveNode = NOTHING_KNOWN,
 ) -> Precheck:
     """Place the free slices one after another (by index) on the live node.
 
@@ -571,11 +916,11 @@ def precheck(
     not fit are phantom: the catalog offers them, ZOS would refuse them.
     """
     verdicts = []
-    placed = Resources()
+    placement = _Placement(total, used, policy, live)
     for index, size in sorted(free, key=lambda item: item[0]):
-        verdict = fits(size, total, used + placed, policy)
+        verdict = placement.verdict(size)
         if verdict.fits:
-            placed = placed + verdict.needed
+            placement.take(verdict, size)
         verdicts.append(SliceVerdict(index=index, verdict=verdict))
     phantom = tuple(v.index for v in verdicts if v.phantom)
     return Precheck(

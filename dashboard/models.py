@@ -122,7 +122,17 @@ class Node(models.Model):
     # The latest precheck's figures, so the fleet table needs no per-row work.
     placeable_now = models.PositiveIntegerField(null=True, blank=True)
     phantom_slices = models.PositiveIntegerField(null=True, blank=True)
+    # Phantom slices by reason (capacity.PHANTOM_REASONS: down, standby, memory, disk, pool).
+    phantom_reasons = models.JSONField(default=dict, blank=True)
     prechecked_at = models.DateTimeField(null=True, blank=True)
+
+    # What ZOS's refusals taught about this node, distilled from its live Observations by
+    # services.observations (the evidence stays in those rows): hidden memory each running VM
+    # really uses, and a disk size no pool had room for, valid while nothing has been freed
+    # (while the used SSD is at least what it was then).
+    hidden_mru_per_vm = models.BigIntegerField(default=0)
+    pool_room_below = models.BigIntegerField(null=True, blank=True)
+    pool_room_below_used_sru = models.BigIntegerField(null=True, blank=True)
 
     # The policy the stored catalog was carved with; compared with the effective one to find stale catalogs.
     carved_policy_name = models.CharField(max_length=64)
@@ -170,6 +180,30 @@ class Node(models.Model):
     @property
     def total(self) -> capacity.Resources:
         return capacity.Resources(cru=self.total_cru, mru=self.total_mru, sru=self.total_sru, hru=self.total_hru)
+
+    @property
+    def pools(self) -> tuple[int, ...] | None:
+        """The SSD pool sizes when known (the Grid Proxy does not report them)."""
+        return tuple(self.pools_sru) if self.pools_sru else None
+
+    @property
+    def offline(self) -> bool:
+        """A down or standby node can place nothing, whatever its numbers say."""
+        return self.status in (self.Status.DOWN, self.Status.STANDBY)
+
+    @property
+    def observed(self) -> capacity.Observed:
+        """What refusals taught, as the capacity model takes it.
+
+        The disk bound holds until something is freed: once the used SSD is below what it was
+        at the refusal, a disk of that size may fit again.
+        """
+        return capacity.observed_now(
+            hidden_mru_per_vm=self.hidden_mru_per_vm,
+            pool_room_below=self.pool_room_below,
+            bound_used_sru=self.pool_room_below_used_sru,
+            used_sru=self.used_sru,
+        )
 
     @property
     def used(self) -> capacity.Resources | None:
@@ -364,6 +398,46 @@ class CapacitySample(models.Model):
                 name="sample_sizes_not_negative",
             )
         ]
+
+
+class Observation(models.Model):
+    """What one ZOS refusal revealed about a node, with its evidence; it ages and can be cleared.
+
+    A memory refusal's "usable Y bytes" gives the memory the host really used (total - Y);
+    above the accounted use, spread over the VMs running then, it is hidden use per VM.
+    A disk refusal of a size the accounting had room for says no pool had that much room.
+    """
+
+    class Kind(models.TextChoices):
+        MEMORY = "memory", "Hidden memory use"
+        DISK = "disk", "No pool holds the disk"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="observations")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    seen_at = models.DateTimeField(db_index=True)
+    source = models.CharField(max_length=16, default="deploy")  # deploy (slice_deploy) or reported (API)
+    deployment = models.ForeignKey(
+        Deployment, null=True, blank=True, on_delete=models.SET_NULL, related_name="observations"
+    )
+    raw_error = models.TextField()
+    vm_count = models.PositiveIntegerField(help_text="VMs running on the node when ZOS refused")
+    total_mru = models.BigIntegerField(null=True, blank=True)
+    accounted_mru = models.BigIntegerField(null=True, blank=True, help_text="Workloads + reserve, as reported")
+    usable_mru = models.BigIntegerField(null=True, blank=True, help_text="ZOS's usable figure in the refusal")
+    hidden_mru_per_vm = models.BigIntegerField(default=0)
+    disk_size = models.BigIntegerField(null=True, blank=True, help_text="The disk no pool had room for")
+    used_sru = models.BigIntegerField(null=True, blank=True, help_text="SSD in use when it was refused")
+    cleared_at = models.DateTimeField(null=True, blank=True)
+    cleared_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["node", "-seen_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(hidden_mru_per_vm__gte=0), name="observation_hidden_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} on {self.node} at {self.seen_at:%Y-%m-%d %H:%M}"
 
 
 class AuditEvent(models.Model):

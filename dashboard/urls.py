@@ -14,6 +14,7 @@ urlpatterns = [
     path("nodes/<int:node_id>/reregister/", node.reregister, name="node-reregister"),
     path("nodes/<int:node_id>/preview/", node.preview, name="node-preview"),
     path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
+    path("nodes/<int:node_id>/observations/clear/", node.observations_clear_view, name="node-observations-clear"),
     path("deployments/failed/", deployments.failed, name="deployments-failed"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),

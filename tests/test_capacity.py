@@ -469,18 +469,30 @@ def test_it_gives_the_same_carve_with_one_pool_as_without_pools():
 
 
 def test_it_counts_a_rootfs_that_lands_in_another_pool():
-    # Regression: counting whole VMs per pool found no slice here, while ZOS places the
-    # data disks in pools 0 and 2 and both 500 MiB rootfs in pool 1.
+    # In this device order ZOS puts zos-cache and the first data disk in the 30.3 GiB pool,
+    # the first rootfs in the 1 GiB one (the first unmounted pool that holds it), and the
+    # second VM in the 10.3 GiB pool with its rootfs back in the 1 GiB pool: two VMs.
+    pools = [int(30.3 * GiB), GiB, int(10.3 * GiB)]
+    state = capacity.pools_at_boot(pools, 20 * GiB)
+    assert capacity.place_vm_disks(state, 10 * GiB, 500 * MiB) == ""
+    assert capacity.place_vm_disks(state, 10 * GiB, 500 * MiB) == ""
+    assert [p.used for p in state] == [20 * GiB + 10 * GiB, 2 * 500 * MiB, 10 * GiB]
+
+
+def test_it_carves_only_what_deploys_in_every_device_order():
+    # With the 10.3 GiB pool first, the first rootfs mounts it and the second data disk
+    # finds no pool: the device order is unknown, so only one slice is offered.
     pools = [int(30.3 * GiB), GiB, int(10.3 * GiB)]
     result = carve(Resources(cru=4, mru=64 * GiB, sru=sum(pools)), ZOS, pools=pools)
-    assert (result.slices, result.slice.sru) == (2, 10 * GiB)
+    assert (result.slices, result.slice.sru) == (1, 10 * GiB)
 
 
 def test_it_places_occupied_disks_in_the_pools_before_sizing_new_ones():
     # Pool 0 keeps 100 GiB after zos-cache and the occupied 90 GiB disk takes most of it,
-    # so both new data disks must share pool 1: 60 GiB each, not the 64 GiB the bytes allow.
+    # so both new data disks must share pool 1, and the first new rootfs goes there too (it
+    # has the most room left): 59 GiB each, not the 64 GiB the bytes allow.
     pools = [120 * GiB, 120 * GiB]
     total = Resources(cru=4, mru=16 * GiB, sru=sum(pools))
     occupied = [Resources(cru=1, mru=4 * GiB, sru=90 * GiB)]
     result = carve(total, ZOS, occupied=occupied, pools=pools)
-    assert (result.new_slices, result.slice.sru) == (2, 60 * GiB)
+    assert (result.new_slices, result.slice.sru) == (2, 59 * GiB)

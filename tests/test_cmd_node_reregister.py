@@ -119,8 +119,8 @@ def test_it_exits_2_without_a_traceback_from_the_shell(legacy_node_1774):
 @pytest.mark.django_db(transaction=True)
 def test_it_waits_and_prints_the_change(legacy_node_1774, live_worker):
     out = command(1774, "--wait")
-    assert "  before:    7 slices (6 free, 6 deployable, 1 phantom)" in out
-    assert "  after:     6 slices (5 free, 6 deployable, 0 phantom)" in out
+    assert "  before:    7 slices (6 free, 6 deployable, 5 placeable now, 1 phantom)" in out
+    assert "  after:     6 slices (5 free, 6 deployable, 5 placeable now, 0 phantom)" in out
 
 
 @pytest.mark.worker

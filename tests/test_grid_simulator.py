@@ -107,13 +107,64 @@ def test_two_465_gib_pools_refuse_one_500_gib_disk(grid):
     )
 
 
-def test_it_places_each_disk_first_fit_in_pool_order(grid):
+def test_it_puts_zos_cache_in_the_pool_with_the_most_space(grid):
+    grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[400 * GiB, 530 * GiB])
+
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=500 * GiB), name="a")
+
+    # 530 GiB less the 20 GiB cache still holds 500 GiB; the 400 GiB pool was never mounted.
+    assert [(vm.data_pool, vm.rootfs_pool) for vm in grid.vms(7)] == [(1, 1)]
+
+
+def test_it_mounts_the_next_pool_only_when_no_mounted_one_holds_the_disk(grid):
     grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB])
 
     grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=400 * GiB), name="a")
     grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=400 * GiB), name="b")
 
-    assert [(vm.data_pool, vm.rootfs_pool) for vm in grid.vms(7)] == [(0, 0), (1, 0)]  # the second rootfs fits the first pool's leftover
+    # b's data disk mounts pool 1; its rootfs then goes where most room is left: pool 1 too.
+    assert [(vm.data_pool, vm.rootfs_pool) for vm in grid.vms(7)] == [(0, 0), (1, 1)]
+
+
+def test_it_puts_a_disk_in_the_mounted_pool_with_the_most_room_left(grid):
+    grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB])
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=400 * GiB), name="a")
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=300 * GiB), name="b")  # mounts pool 1
+
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=40 * GiB), name="c")
+
+    # Pool 0 has 44.5 GiB left, pool 1 164.5 GiB: c goes to pool 1, not the first that holds it.
+    assert [(vm.data_pool, vm.rootfs_pool) for vm in grid.vms(7)][-1] == (1, 1)
+
+
+def test_a_data_disk_prefers_a_pool_that_already_holds_vdisks(grid):
+    grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB])
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=0), name="a")  # no data disk: rootfs only
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=440 * GiB), name="b")  # mounts pool 1 with a vdisk
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=0), name="c")
+
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=20 * GiB), name="d")
+
+    # Pool 0 has the most room left (444 GiB against 24.5 GiB) but holds no vdisk.
+    assert [vm.data_pool for vm in grid.vms(7)][-1] == 1
+
+
+def test_it_reports_pool_sizes_but_not_their_device_order(grid):
+    grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[400 * GiB, 530 * GiB])
+
+    assert grid.node(7).pools_sru == (530 * GiB, 400 * GiB)
+
+
+def test_a_release_frees_exactly_what_the_deploy_took(grid):
+    grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB])
+    before = grid.node(7).used
+    vm = grid.deploy_vm(7, SliceSize(cru=2, mru=8 * GiB, sru=100 * GiB), name="a")
+    assert grid.node(7).used - before == Resources(cru=2, mru=8 * GiB, sru=102 * GiB)
+
+    grid.delete_vm(7, vm.workload_id)
+
+    assert grid.node(7).used == before
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=444 * GiB), name="b")  # the room is all back
 
 
 def test_it_refuses_a_rootfs_that_no_pool_can_hold(grid):
@@ -141,11 +192,22 @@ def test_a_hidden_per_vm_overhead_refuses_a_vm_the_proxy_has_room_for(grid):
         grid.deploy_vm(9, SliceSize(cru=1, mru=4 * GiB, sru=50 * GiB), name="vm5")
 
 
-def test_statistics_show_the_memory_the_proxy_does_not(grid):
+def test_statistics_show_only_the_accounted_memory_as_zos_getcounters_does(grid):
     grid.add_node(9, cru=8, mru=31 * GiB, sru=931 * GiB, per_vm_overhead_mru=GiB)
     deploy_many(grid, 9, SliceSize(cru=1, mru=4 * GiB, sru=50 * GiB), 2)
 
-    assert grid.statistics(9).used.mru - grid.node(9).used.mru == 2 * GiB
+    assert grid.statistics(9).used.mru == grid.node(9).used.mru == 8 * GiB + zos_reserve_mru(31 * GiB)
+
+
+def test_a_memory_refusal_reveals_the_memory_really_in_use(grid):
+    grid.add_node(9, cru=8, mru=31 * GiB, sru=931 * GiB, per_vm_overhead_mru=GiB)
+    deploy_many(grid, 9, SliceSize(cru=1, mru=4 * GiB, sru=50 * GiB), 5)
+
+    with pytest.raises(DeploymentFailed) as raised:
+        grid.deploy_vm(9, SliceSize(cru=1, mru=4 * GiB, sru=50 * GiB), name="vm5")
+
+    usable = int(raised.value.raw.rsplit("usable ", 1)[1].split()[0])
+    assert 31 * GiB - usable == 5 * (4 * GiB + GiB) + zos_reserve_mru(31 * GiB)
 
 
 # --- ZOS validation -------------------------------------------------------------------------
@@ -242,7 +304,7 @@ def test_replacing_a_node_drops_its_vms(node_1774):
     ("changes", "message"),
     [
         ({"pools": [500 * GiB, 500 * GiB]}, "the pools add up to 1000 GiB, more than the node's SSD total of 931.5 GiB"),
-        ({"pools": [10 * GiB, 900 * GiB]}, "the first pool is 10 GiB; it must hold the 20 GiB zos-cache"),
+        ({"pools": [10 * GiB, 15 * GiB]}, "the largest pool is 15 GiB; it must hold the 20 GiB zos-cache"),
         ({"sru": 10 * GiB}, "sru is 10 GiB, must be at least 20 GiB (the 20 GiB zos-cache ZOS keeps)"),
         ({"cru": 0}, "cru is 0, must be at least 1"),
         ({"mru": 100 * 1024 * GiB}, "mru is 100 TiB, more than any single node has (at most 64 TiB)"),

@@ -9,7 +9,8 @@ the second one sees the first one's VM.
 What is modelled, and where it comes from (see ../shared/domain.md):
 - Node memory reserve: max(total // 10, 2 GiB) (zos provisiond getNodeReserved,
   `available.MRU*10/100`, integer division).
-- zos-cache: 20 GiB of SSD on the first pool, the figure the Grid Proxy assumes.
+- zos-cache: 20 GiB of SSD (the figure the Grid Proxy assumes) in the pool with the most
+  space, the first of equals in device order; the other pools start unmounted.
 - A deployment is one VM: a data disk (zmount, named `<name>disk` as grid-client names
   disks) and the zmachine. ZOS installs zmounts before zmachines (provisiond's
   WithStartupOrder(ZMountType, ...) and engine.installDeployment), and the zmachine's
@@ -20,12 +21,20 @@ What is modelled, and where it comes from (see ../shared/domain.md):
   usable = total - used; refused when the VM's memory > usable. "Actually in use" is
   the workloads' memory plus a hidden per-VM overhead (`per_vm_overhead_mru`, zero
   by default as in current ZOS) plus the reserve, capped at the node's memory.
-- Disk per pool: each disk goes whole into one pool, first fit in pool order, data
-  disk first and then the rootfs (max(requested, zos_rootfs(cpu, memory))).
+- Disk placement as storaged does it (zos pkg/storage findCandidates, vDiskFindCandidate):
+  a disk goes to the mounted pool with the most room left after it; if no mounted pool
+  holds it, to the first unmounted pool in device order that does (which is mounted from
+  then on); a data disk (vdisk) prefers a pool that already has a vdisks volume, the rootfs
+  volume takes the best candidate. Data disk first, then the rootfs
+  (max(requested, zos_rootfs(cpu, memory))).
+This is ZOS played on its own: nothing here asks dashboard.capacity for a decision, so the
+suite can check the capacity model against it as against a real node.
+What it tells is what a real node tells: the statistics' and the proxy's `used` are the
+accounted use (workloads + reserve); memory really in use shows only in a memory refusal's
+`usable` figure. Pool sizes are reported largest first: the device order is not told.
 - CPU is not checked (ZOS over-provisions cores).
 The reported `used` follows the Grid Proxy: used_mru = sum VM memory + reserve,
-used_sru = sum VM (data + rootfs) + 20 GiB; statistics `used.mru` also shows the
-hidden overhead, `system` is the reserve.
+used_sru = sum VM (data + rootfs) + 20 GiB; `system` in the statistics is the reserve.
 """
 
 from __future__ import annotations
@@ -41,7 +50,9 @@ from os import PathLike
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from dashboard.capacity import GiB, MIN_VM_MRU, Resources, SliceSize, format_size, zos_rootfs
+# Sizes and types only: every decision below (reserve, memory check, placement, rootfs) is ZOS's
+# rule written here on its own, so the suite can hold dashboard.capacity against it.
+from dashboard.capacity import GiB, MiB, Resources, SliceSize, format_size
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_MRU,
@@ -60,7 +71,7 @@ from dashboard.grid.types import (
 
 ZOS_CACHE_SRU = 20 * GiB
 RESERVE_MRU_FLOOR = 2 * GiB
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Workload names end up in workload ids ("<twin>-<deployment>-<name>"), stored in 64 characters.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 NO_SPACE = "not enough space left in pools of this type ssd"
@@ -109,6 +120,11 @@ class _Node:
     country: str
     city: str
     status_changed_at: int
+    # storaged's state: which pools are mounted and which hold a vdisks volume (both stay
+    # so until a reboot, which the simulator does not model), and where zos-cache went.
+    cache_pool: int = 0
+    mounted: frozenset[int] = frozenset()
+    vdisk_pools: frozenset[int] = frozenset()
 
     @property
     def reserve_mru(self) -> int:
@@ -130,7 +146,10 @@ CREATE TABLE IF NOT EXISTS sim_node (
     per_vm_overhead_mru INTEGER NOT NULL DEFAULT 0 CHECK (per_vm_overhead_mru >= 0),
     country TEXT NOT NULL DEFAULT '',
     city TEXT NOT NULL DEFAULT '',
-    status_changed_at INTEGER NOT NULL
+    status_changed_at INTEGER NOT NULL,
+    cache_pool INTEGER NOT NULL DEFAULT 0,
+    mounted TEXT NOT NULL DEFAULT '[]',
+    vdisk_pools TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS sim_vm (
     workload_id TEXT PRIMARY KEY,
@@ -191,6 +210,8 @@ class SimulatedGrid:
         mru = _bounded(mru, "mru", low=1, high=MAX_NODE_MRU)
         sru = _bounded(sru, "sru", low=ZOS_CACHE_SRU, high=MAX_NODE_SRU, why_low="the 20 GiB zos-cache ZOS keeps")
         pool_sizes = _pools(pools, sru)
+        # At boot zos-cache goes to the pool with the most space (the first of equals).
+        cache = pool_sizes.index(max(pool_sizes))
         farm_id = _positive(farm_id, "farm id")
         twin_id = _positive(twin_id, "twin id") if twin_id is not None else node_id + 1000
         status = _status(status)
@@ -208,9 +229,10 @@ class SimulatedGrid:
             conn.execute("DELETE FROM sim_node WHERE node_id = ?", (node_id,))
             conn.execute(
                 "INSERT INTO sim_node (node_id, farm_id, farm_name, twin_id, status, dedicated, cru, mru, sru, pools,"
-                " per_vm_overhead_mru, country, city, status_changed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " per_vm_overhead_mru, country, city, status_changed_at, cache_pool, mounted)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (node_id, farm_id, farm_name, twin_id, status, int(dedicated), cru, mru, sru, json.dumps(pool_sizes),
-                 per_vm_overhead_mru, country, city, _now()),
+                 per_vm_overhead_mru, country, city, _now(), cache, json.dumps([cache])),
             )
             return self._capacity(self._node(conn, node_id), [])
 
@@ -282,7 +304,8 @@ class SimulatedGrid:
             total=Resources(cru=node.cru, mru=node.mru, sru=node.sru),
             used=Resources(
                 cru=sum(vm.cru for vm in vms),
-                mru=max(accounted, _actual_mru(node, vms)),
+                # GetCounters: the accounted use only; real use shows in refusals alone.
+                mru=accounted,
                 sru=sum(vm.disk for vm in vms) + ZOS_CACHE_SRU,
             ),
             deployments=len(vms),
@@ -329,40 +352,23 @@ class SimulatedGrid:
     def _place(
         self, conn: sqlite3.Connection, node: _Node, size: SliceSize, *, name: str, deployment_id: int
     ) -> VmDeployed | DeploymentFailed:
-        vms = self._vms(conn, node.node_id)
-        free = _pools_free(node, vms)
-        # When memory and the data disk are both short, both workloads fail; the error the
-        # deployer and the client surface is the VM's own (the Rust client's "vm deployment
-        # entered error state" is about the zmachine), so memory is reported first.
-        usable = _usable_mru(node, vms)
-        if size.mru > usable:
-            return _refused(
-                name,
-                deployment_id,
-                "failed to satisfy required capacity: "
-                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
-            )
-        data_pool = None
-        if size.sru:
-            data_pool = _first_fit(free, size.sru)
-            if data_pool is None:
-                return _refused(
-                    f"{name}disk",
-                    deployment_id,
-                    f"failed to find a candidate to host vdisk of size '{size.sru}': {NO_SPACE}",
-                )
-        rootfs = max(size.rootfs, zos_rootfs(size.cru, size.mru))
-        rootfs_pool = _first_fit(free, rootfs)
-        if rootfs_pool is None:
-            return _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
-        workload_id = f"{node.twin_id}-{deployment_id}-{name}"
+        machine = ZosMachine(node, self._vms(conn, node.node_id))
+        vm, refusal = machine.place(size, name=name, deployment_id=deployment_id)
+        # The vdisks volume a refused VM's data disk created stays, as on a node.
+        conn.execute(
+            "UPDATE sim_node SET mounted = ?, vdisk_pools = ? WHERE node_id = ?",
+            (json.dumps(sorted(machine.storaged.mounted)), json.dumps(sorted(machine.storaged.vdisk_pools)),
+             node.node_id),
+        )
+        if vm is None:
+            return refusal
         conn.execute(
             "INSERT INTO sim_vm (workload_id, node_id, deployment_id, name, cru, mru, sru, rootfs, data_pool,"
             " rootfs_pool, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (workload_id, node.node_id, deployment_id, name, size.cru, size.mru, size.sru, rootfs, data_pool,
-             rootfs_pool, _now()),
+            (vm.workload_id, node.node_id, deployment_id, name, vm.cru, vm.mru, vm.sru, vm.rootfs, vm.data_pool,
+             vm.rootfs_pool, vm.created_at),
         )
-        return VmDeployed(workload_id=workload_id, node_id=node.node_id)
+        return VmDeployed(workload_id=vm.workload_id, node_id=node.node_id)
 
     # --- storage ---------------------------------------------------------------------
 
@@ -418,6 +424,12 @@ class SimulatedGrid:
                         f"the simulated grid at {self.path} was written by a newer version (schema {version}); "
                         "upgrade, or point SIMGRID_PATH at another file"
                     )
+                if version == 1:
+                    # Schema 1 kept zos-cache on the first pool and placed first fit: its nodes
+                    # keep the cache where it was; the pools their VMs use count as mounted.
+                    for column in ("cache_pool INTEGER NOT NULL DEFAULT 0", "mounted TEXT NOT NULL DEFAULT '[]'",
+                                   "vdisk_pools TEXT NOT NULL DEFAULT '[]'"):
+                        conn.execute(f"ALTER TABLE sim_node ADD COLUMN {column}")
                 for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -485,7 +497,8 @@ class SimulatedGrid:
             city=node.city,
             # An up node reports in continuously; a down one was last heard when it went down.
             updated_at=_now() if node.status == "up" else node.status_changed_at,
-            pools_sru=node.pools,
+            # A node reports its pools' sizes, not their device order.
+            pools_sru=tuple(sorted(node.pools, reverse=True)),
         )
 
 
@@ -503,29 +516,168 @@ def _usable_mru(node: _Node, vms: Sequence[SimVm]) -> int:
     return max(node.mru - max(accounted, _actual_mru(node, vms)), 0)
 
 
-def _pools_free(node: _Node, vms: Sequence[SimVm]) -> list[int]:
-    free = list(node.pools)
-    free[0] -= ZOS_CACHE_SRU
-    for vm in vms:
-        if vm.data_pool is not None:
-            free[vm.data_pool] -= vm.sru
-        free[vm.rootfs_pool] -= vm.rootfs
-    return free
+class ZosMachine:
+    """One ZOS node in memory: its VMs and storaged's pools, deploying and releasing as ZOS does.
+
+    SimulatedGrid places every VM through it; the traffic simulation drives thousands of them
+    without a database. Reading it gives only what a real node tells (`reading()`: the
+    accounted use); the memory really in use shows in a memory refusal alone.
+    """
+
+    def __init__(self, node: _Node, vms: Sequence[SimVm] = ()) -> None:
+        self.node = node
+        self.vms = list(vms)
+        self.storaged = _Storaged(node, self.vms)
+
+    @classmethod
+    def boot(
+        cls, node_id: int, *, cru: int, mru: int, sru: int, pools: Sequence[int] | None = None,
+        per_vm_overhead_mru: int = 0, status: str = "up",
+    ) -> ZosMachine:
+        sizes = _pools(pools, sru)
+        node = _Node(
+            node_id=node_id, farm_id=1, farm_name="", twin_id=node_id + 1000, status=status, dedicated=False,
+            cru=cru, mru=mru, sru=sru, pools=tuple(sizes), per_vm_overhead_mru=per_vm_overhead_mru, country="",
+            city="", status_changed_at=0, cache_pool=sizes.index(max(sizes)),
+        )
+        return cls(node)
+
+    def copy(self) -> ZosMachine:
+        twin = ZosMachine.__new__(ZosMachine)
+        twin.node, twin.vms = self.node, list(self.vms)
+        twin.storaged = self.storaged.copy()
+        return twin
+
+    def place(self, size: SliceSize, *, name: str, deployment_id: int) -> tuple[SimVm | None, DeploymentFailed | None]:
+        """Deploy one VM: (the VM, None) or (None, the refusal in ZOS's words)."""
+        node, storaged = self.node, self.storaged
+        # When memory and the data disk are both short, both workloads fail; the error the
+        # deployer and the client surface is the VM's own (the Rust client's "vm deployment
+        # entered error state" is about the zmachine), so memory is reported first.
+        usable = _usable_mru(node, self.vms)
+        if size.mru > usable:
+            return None, _refused(
+                name,
+                deployment_id,
+                "failed to satisfy required capacity: "
+                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
+            )
+        data_pool = None
+        if size.sru:
+            data_pool = storaged.allocate(size.sru, vdisk=True)
+            if data_pool is None:
+                return None, _refused(
+                    f"{name}disk",
+                    deployment_id,
+                    f"failed to find a candidate to host vdisk of size '{size.sru}': {NO_SPACE}",
+                )
+        rootfs = max(size.rootfs, zos_rootfs(size.cru, size.mru))
+        rootfs_pool = storaged.allocate(rootfs, vdisk=False)
+        if rootfs_pool is None:
+            if data_pool is not None:
+                storaged.allocated[data_pool] -= size.sru  # the failed deployment's disk is removed
+            return None, _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
+        vm = SimVm(
+            workload_id=f"{node.twin_id}-{deployment_id}-{name}", name=name, cru=size.cru, mru=size.mru,
+            sru=size.sru, rootfs=rootfs, deployment_id=deployment_id, data_pool=data_pool, rootfs_pool=rootfs_pool,
+            created_at=_now(),
+        )
+        self.vms.append(vm)
+        return vm, None
+
+    def release(self, workload_id: str) -> None:
+        """Cancel a VM: its memory and disks are free again (its pools stay mounted)."""
+        for i, vm in enumerate(self.vms):
+            if vm.workload_id == workload_id:
+                del self.vms[i]
+                if vm.data_pool is not None:
+                    self.storaged.allocated[vm.data_pool] -= vm.sru
+                self.storaged.allocated[vm.rootfs_pool] -= vm.rootfs
+                return
+        raise WorkloadNotFound(f"workload {workload_id} is not deployed on node {self.node.node_id}")
+
+    def reading(self) -> tuple[Resources, Resources]:
+        """(total, used) as the Grid Proxy and the node's statistics report them: the accounted use."""
+        node, vms = self.node, self.vms
+        return (
+            Resources(cru=node.cru, mru=node.mru, sru=node.sru),
+            Resources(
+                cru=sum(vm.cru for vm in vms),
+                mru=sum(vm.mru for vm in vms) + node.reserve_mru,
+                sru=sum(vm.disk for vm in vms) + ZOS_CACHE_SRU,
+            ),
+        )
 
 
-def _first_fit(free: list[int], size: int) -> int | None:
-    for index, room in enumerate(free):
-        if room >= size:
-            free[index] = room - size
-            return index
-    return None
+class _Storaged:
+    """storaged's view of one node's SSD pools while it places a VM's disks.
+
+    Allocation is counted in full for every disk (`used + size <= size`), the zos-cache
+    included. Mounted pools and pools holding a vdisks volume persist in the node's row.
+    """
+
+    def __init__(self, node: _Node, vms: Sequence[SimVm]) -> None:
+        self.sizes = list(node.pools)
+        self.allocated = [0] * len(self.sizes)
+        self.allocated[node.cache_pool] += ZOS_CACHE_SRU
+        for vm in vms:
+            if vm.data_pool is not None:
+                self.allocated[vm.data_pool] += vm.sru
+            self.allocated[vm.rootfs_pool] += vm.rootfs
+        self.mounted = set(node.mounted) | {node.cache_pool}
+        self.mounted |= {vm.rootfs_pool for vm in vms} | {vm.data_pool for vm in vms if vm.data_pool is not None}
+        self.vdisk_pools = set(node.vdisk_pools) | {vm.data_pool for vm in vms if vm.data_pool is not None}
+
+    def _holds(self, pool: int, size: int) -> bool:
+        return self.allocated[pool] + size <= self.sizes[pool]
+
+    def _candidates(self, size: int) -> list[int]:
+        # findCandidates: mounted pools that hold it, most room left first; else the first
+        # unmounted pool in device order that holds it (mounted for the purpose).
+        mounted = [p for p in range(len(self.sizes)) if p in self.mounted and self._holds(p, size)]
+        if mounted:
+            return sorted(mounted, key=lambda p: self.sizes[p] - self.allocated[p] - size, reverse=True)
+        for pool in range(len(self.sizes)):
+            if pool not in self.mounted and self._holds(pool, size):
+                return [pool]
+        return []
+
+    def allocate(self, size: int, *, vdisk: bool) -> int | None:
+        candidates = self._candidates(size)
+        if not candidates:
+            return None
+        pool = candidates[0]
+        if vdisk:
+            # vDiskFindCandidate: the first candidate that already has a vdisks volume.
+            pool = next((p for p in candidates if p in self.vdisk_pools), pool)
+            self.vdisk_pools.add(pool)
+        self.mounted.add(pool)
+        self.allocated[pool] += size
+        return pool
+
+    def copy(self) -> _Storaged:
+        twin = _Storaged.__new__(_Storaged)
+        twin.sizes, twin.allocated = self.sizes, list(self.allocated)
+        twin.mounted, twin.vdisk_pools = set(self.mounted), set(self.vdisk_pools)
+        return twin
+
+    def free(self) -> list[int]:
+        return [size - used for size, used in zip(self.sizes, self.allocated)]
+
+
+def zos_rootfs(cru: int, mru: int) -> int:
+    """zmachine.go MinRootSize: cu = cpu * memory / 8 GiB in whole units; 500 MiB when it is 0, else 2 GiB."""
+    return 500 * MiB if cru * mru // (8 * GiB) == 0 else 2 * GiB
+
+
+ZOS_MIN_MRU = 250 * MiB  # zmachine.go: "mem capacity can't be less that 250M"
 
 
 def _invalid(size: SliceSize) -> str:
     """ZOS's zmachine validation (pkg/gridtypes/zos/zmachine.go), its own words and typos."""
     if size.cru == 0:
         return "cpu capcity can't be 0"
-    if size.mru < MIN_VM_MRU:
+    if size.mru < ZOS_MIN_MRU:
         return "mem capacity can't be less that 250M"
     minimum = zos_rootfs(size.cru, size.mru)
     if size.rootfs != 0 and size.rootfs < minimum:
@@ -562,6 +714,9 @@ def _node_from_row(row: sqlite3.Row) -> _Node:
         country=row["country"],
         city=row["city"],
         status_changed_at=row["status_changed_at"],
+        cache_pool=row["cache_pool"],
+        mounted=frozenset(json.loads(row["mounted"])),
+        vdisk_pools=frozenset(json.loads(row["vdisk_pools"])),
     )
 
 
@@ -596,8 +751,8 @@ def _pools(pools: Sequence[int] | None, sru: int) -> list[int]:
         raise ValueError(
             f"the pools add up to {format_size(sum(sizes))}, more than the node's SSD total of {format_size(sru)}"
         )
-    if sizes[0] < ZOS_CACHE_SRU:
-        raise ValueError(f"the first pool is {format_size(sizes[0])}; it must hold the 20 GiB zos-cache")
+    if max(sizes) < ZOS_CACHE_SRU:
+        raise ValueError(f"the largest pool is {format_size(max(sizes))}; it must hold the 20 GiB zos-cache")
     return sizes
 
 
@@ -619,4 +774,4 @@ def _now() -> int:
     return int(time.time())
 
 
-__all__ = ["NodeAlreadyOnGrid", "SimVm", "SimulatedGrid", "ZOS_CACHE_SRU", "zos_reserve_mru"]
+__all__ = ["NodeAlreadyOnGrid", "SimVm", "SimulatedGrid", "ZOS_CACHE_SRU", "ZosMachine", "zos_reserve_mru"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 
 from dashboard import capacity
-from dashboard.models import Deployment
+from dashboard.models import Deployment, Job
 
 # A refusal by our own precheck is a failed attempt too: support staff get asked about both.
 FAILED_STATES = (Deployment.State.FAILED, Deployment.State.REFUSED)
@@ -23,9 +23,14 @@ def failed_deployments(
     until: dt.date | None = None,
 ) -> QuerySet[Deployment]:
     """Failed and refused deployments, newest first; `until` includes that whole day (UTC)."""
+    reregistered = Job.objects.filter(
+        node=OuterRef("node"), kind=Job.Kind.REREGISTER, state=Job.State.SUCCEEDED, dry_run=False,
+        finished_at__gt=OuterRef("started_at"),
+    )
     deployments = (
         Deployment.objects.filter(state__in=FAILED_STATES)
         .select_related("node", "requested_by")
+        .annotate(reregistered_since=Exists(reregistered))
         .order_by("-started_at", "-pk")
     )
     if node_id is not None:

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.core.paginator import Page, Paginator
 from django.db.models import CharField, Count, F, Q, QuerySet, Sum
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
 from dashboard.models import Node
 
@@ -40,6 +40,7 @@ _ROW_FIELDS = (
     "stale_reason",
     "seen_at",
     "effective_policy",
+    "phantom_reasons",
 )
 
 
@@ -62,6 +63,7 @@ class NodeRow:
     stale_reason: str
     seen_at: datetime | None
     policy: str = ""  # "name vN" of the effective policy
+    phantom_reasons: dict = field(default_factory=dict)  # capacity.PHANTOM_REASONS key -> count
 
     @property
     def gap(self) -> int:
@@ -220,8 +222,13 @@ def _ordered(nodes: QuerySet[Node], sort: str) -> QuerySet[Node]:
     else:
         # No NULLS clause where there is no null: the node_id index then serves the default page.
         order = column.desc() if descending else column.asc()
-    # Node id breaks ties, always ascending, so pages stay stable.
-    return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, "node_id")
+    # Node id breaks ties, always ascending, so pages stay stable. A node whose count matches but
+    # whose slices would be refused (disks too big) comes right after the ones that offer too many.
+    then = ()
+    if key == "gap":
+        phantom = Coalesce("phantom_slices", 0)  # unknown counts as none here: only a known phantom moves a node up
+        then = (phantom.desc() if descending else phantom.asc(),)
+    return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, *then, "node_id")
 
 
 def _totals(nodes: QuerySet[Node]) -> FleetTotals:
@@ -244,7 +251,7 @@ def _totals(nodes: QuerySet[Node]) -> FleetTotals:
 
 def _node_row(values: tuple) -> NodeRow:
     (node_id, pk, farm_id, farm_name, status, free, rented, deployed, failed, deployable, placeable, phantom,
-     stale, reason, seen_at, policy) = values  # fmt: skip
+     stale, reason, seen_at, policy, phantom_reasons) = values  # fmt: skip
     return NodeRow(
         node_id=node_id,
         pk=pk,
@@ -263,4 +270,5 @@ def _node_row(values: tuple) -> NodeRow:
         stale_reason=reason,
         seen_at=seen_at,
         policy=policy,
+        phantom_reasons=phantom_reasons or {},
     )

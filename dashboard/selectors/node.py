@@ -6,11 +6,14 @@ A fixed number of queries whatever the size of the node's catalog or history.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Deployment, Job, Node, Slice
+from dashboard.models import Deployment, Job, Node, Observation, Slice
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.services.catalog import catalog_is_stale, node_carve, policy_for_node
 
@@ -98,6 +101,37 @@ class NodeDetail:
     jobs: tuple[Job, ...]
     active_job: Job | None
     failed_deployments: int
+    observations: tuple[Observation, ...] = ()  # the live ones, newest first
+
+    @property
+    def pools_known(self) -> bool:
+        return self.node.pools is not None
+
+    @property
+    def phantom_reasons(self) -> list[tuple[str, int]]:
+        """(words, count) of the stored phantom slices, by reason."""
+        reasons = self.node.phantom_reasons or {}
+        return [(capacity.PHANTOM_REASONS[r], reasons[r]) for r in capacity.PHANTOM_REASONS if reasons.get(r)]
+
+    @property
+    def carve_words(self) -> str:
+        """What the policy would carve, as it would really be: kept slices plus new ones."""
+        carve = self.carve
+        kept = f"the {carve.occupied} rented or deployed slice{'s' if carve.occupied != 1 else ''} kept"
+        if not carve.new_slices:
+            why = "the node has no room for another" if carve.occupied else "the node cannot hold one slice"
+            return f"{carve.slices} slice{'s' if carve.slices != 1 else ''}: {kept}, no new one ({why})" if carve.occupied else (
+                f"no slice: {why}"
+            )
+        size = carve.slice
+        new = (
+            f"{carve.new_slices} new slice{'s' if carve.new_slices != 1 else ''} of {size.cru} vCPU, "
+            f"{capacity.format_size(size.mru)}, {capacity.format_size(size.sru)} disk"
+            + (f" + {capacity.format_size(size.rootfs)} rootfs" if size.rootfs else "")
+        )
+        limit = {"mru": "memory", "sru": "disk"}.get(carve.limited_by, "nothing left")
+        head = f"{carve.slices} slice{'s' if carve.slices != 1 else ''}: "
+        return head + (f"{kept} + {new}" if carve.occupied else new) + f"; limited by {limit}"
 
     @property
     def deployable(self) -> int:
@@ -151,7 +185,8 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         words = f"cannot be placed: the node is {node.status} on the grid"
         verdict_lines = tuple(SliceVerdictLine(index=s.index, fits=False, words=words) for s in free)
     elif used is not None:
-        check = capacity.precheck([(s.index, s.size) for s in free], node.total, used, policy)
+        live = capacity.live_node(policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed)
+        check = capacity.precheck([(s.index, s.size) for s in free], node.total, used, policy, live=live)
         verdict_lines = tuple(
             SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts
         )
@@ -192,7 +227,14 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         jobs=tuple(node_jobs(node=node, limit=job_limit)),
         active_job=node_active_job(node=node),
         failed_deployments=Deployment.objects.filter(node=node, state__in=("failed", "refused")).count(),
+        observations=tuple(_live_observations(node)),
     )
+
+
+def _live_observations(node: Node):
+    # The age limit is the one services.observations distils the node's lessons with.
+    oldest = timezone.now() - timedelta(days=getattr(settings, "OBSERVATION_MAX_AGE_DAYS", 30))
+    return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=oldest).order_by("-seen_at")
 
 
 def capacity_bar(*, node: Node, policy: capacity.Policy, occupied: list[Slice], free: list[Slice], resource: str) -> CapacityBar:
@@ -203,8 +245,9 @@ def capacity_bar(*, node: Node, policy: capacity.Policy, occupied: list[Slice], 
     """
     total = getattr(node.total, resource)
     reserve = getattr(policy.reserve(node.total), resource)
-    occupied_bytes = sum(_charges(policy, occupied, resource))
-    free_bytes = sum(_charges(policy, free, resource))
+    hidden = node.hidden_mru_per_vm
+    occupied_bytes = sum(_charges(policy, occupied, resource, hidden))
+    free_bytes = sum(_charges(policy, free, resource, hidden))
     promised = reserve + occupied_bytes + free_bytes
     unusable = max(total - promised, 0)
     over = max(promised - total, 0)
@@ -217,8 +260,8 @@ def capacity_bar(*, node: Node, policy: capacity.Policy, occupied: list[Slice], 
     offset = 0
     for kind, label, charges in (
         ("reserve", "ZOS reserve", [reserve]),
-        ("occupied", "Deployed or rented", _charges(policy, occupied, resource)),
-        ("free", "Free slices", _charges(policy, free, resource)),
+        ("occupied", "Deployed or rented", _charges(policy, occupied, resource, hidden)),
+        ("free", "Free slices", _charges(policy, free, resource, hidden)),
         ("unusable", "Left over, too small for a slice", [unusable]),
     ):
         size = sum(charges)
@@ -250,5 +293,7 @@ def capacity_bar(*, node: Node, policy: capacity.Policy, occupied: list[Slice], 
     )
 
 
-def _charges(policy: capacity.Policy, slices: list[Slice], resource: str) -> list[int]:
-    return [getattr(policy.vm_charge(s.cru, s.mru, s.sru), resource) for s in slices]
+def _charges(policy: capacity.Policy, slices: list[Slice], resource: str, hidden_mru: int = 0) -> list[int]:
+    # A VM's memory charge includes what it really uses beyond its size, as learnt from refusals.
+    extra = hidden_mru if resource == "mru" else 0
+    return [getattr(policy.vm_charge(s.cru, s.mru, s.sru), resource) + extra for s in slices]

@@ -1,6 +1,7 @@
 """Calibration: compare what nodes really use with what their capacity policy assumes.
 
-A node's used memory, as its own statistics report it, is modelled as
+A node's used memory, as ZOS's memory refusals reveal it (its statistics report only the
+accounted use, docs/domain.md "What the node's statistics really say"), is modelled as
 
     used_mru = reserve + vm_mru + vm_count * overhead
 
@@ -10,7 +11,10 @@ that confusion); samples taken at two or more different VM counts can, by least 
 Disk is fitted the same way (`used_sru = reserve + vm_sru + vm_count * overhead`).
 
 The fit itself is pure (`fit_overhead` takes plain tuples); the services read the
-CapacitySample rows written after each successful deploy in a fixed number of queries.
+CapacitySample rows in a fixed number of queries: memory from the samples a refusal wrote
+(source "refusal": the memory really used then), disk from every sample. Refusals of one
+slice size all happen at the same VM count; from one count the per-VM figure is taken with
+the policy's reserve (as the observation itself does).
 """
 
 from __future__ import annotations
@@ -167,11 +171,18 @@ def calibration_judge(
     total: capacity.Resources,
     policy: capacity.Policy,
     samples: Sequence[tuple[int, int, int, int, int]],
+    memory_samples: Sequence[tuple[int, int, int, int, int]] | None = None,
 ) -> Calibration:
-    """Fit `samples` (vm_count, vm_mru, used_mru, vm_sru, used_sru) and compare with `policy`. Pure."""
-    mru = fit_overhead((n, vm_mru, used_mru) for n, vm_mru, used_mru, _, _ in samples)
-    sru = fit_overhead((n, vm_sru, used_sru) for n, _, _, vm_sru, used_sru in samples)
+    """Fit `samples` (vm_count, vm_mru, used_mru, vm_sru, used_sru) and compare with `policy`. Pure.
+
+    `memory_samples` are those that show the memory really used (refusals); by default all.
+    """
+    memory = samples if memory_samples is None else memory_samples
     reserve = policy.reserve(total)
+    mru = fit_overhead((n, vm_mru, used_mru) for n, vm_mru, used_mru, _, _ in memory)
+    if mru is None and memory_samples:
+        mru = _one_count_fit(memory_samples, reserve.mru)
+    sru = fit_overhead((n, vm_sru, used_sru) for n, _, _, vm_sru, used_sru in samples)
     findings = []
     if mru is not None:
         if mru.overhead_per_vm > policy.overhead_mru_per_vm + MRU_TOLERANCE:
@@ -211,14 +222,28 @@ def calibration_judge(
     )
 
 
+def _one_count_fit(memory: Sequence[tuple[int, int, int, int, int]], reserve_mru: int) -> Fit | None:
+    """All memory readings at one VM count: the per-VM figure over ZOS's own reserve."""
+    counts = {n for n, *_ in memory}
+    if len(counts) != 1 or 0 in counts:
+        return None
+    (count,) = counts
+    overheads = [max(used - vm - reserve_mru, 0) / count for _, vm, used, _, _ in memory]
+    return Fit(reserve=reserve_mru, overhead_per_vm=round(max(overheads)), residual=0, samples=len(memory),
+               vm_counts=(count,))
+
+
 def _sample_tuple(sample: CapacitySample) -> tuple[int, int, int, int, int]:
     return (sample.vm_count, sample.vm_mru, sample.used_mru, sample.vm_sru, sample.used_sru)
 
 
 def node_calibration(node: Node) -> Calibration:
     """Fit one node's samples (one query) against its effective policy."""
-    samples = [_sample_tuple(s) for s in CapacitySample.objects.filter(node=node).order_by("at", "pk")]
-    return calibration_judge(node_id=node.node_id, total=node.total, policy=policy_for_node(node), samples=samples)
+    rows = list(CapacitySample.objects.filter(node=node).order_by("at", "pk"))
+    return calibration_judge(
+        node_id=node.node_id, total=node.total, policy=policy_for_node(node),
+        samples=[_sample_tuple(s) for s in rows], memory_samples=[_sample_tuple(s) for s in rows if s.source == "refusal"],
+    )
 
 
 @dataclass(frozen=True)
@@ -271,14 +296,21 @@ class FleetCalibration:
 def fleet_calibration() -> FleetCalibration:
     """Every sampled node's calibration and a fleet-wide estimate, in a fixed number of queries."""
     by_node: dict[int, list[tuple[int, int, int, int, int]]] = defaultdict(list)
+    memory_by_node: dict[int, list[tuple[int, int, int, int, int]]] = defaultdict(list)
     for sample in CapacitySample.objects.order_by("node_id", "at", "pk"):
         by_node[sample.node_id].append(_sample_tuple(sample))
+        if sample.source == "refusal":
+            memory_by_node[sample.node_id].append(_sample_tuple(sample))
     nodes = list(Node.objects.filter(pk__in=by_node).order_by("node_id"))
     policies = policies_for_nodes(nodes)
     results = tuple(
-        calibration_judge(node_id=n.node_id, total=n.total, policy=policies[n.pk], samples=by_node[n.pk]) for n in nodes
+        calibration_judge(
+            node_id=n.node_id, total=n.total, policy=policies[n.pk], samples=by_node[n.pk],
+            memory_samples=memory_by_node[n.pk],
+        )
+        for n in nodes
     )
-    mru_groups = [[(s[0], s[1], s[2]) for s in by_node[n.pk]] for n in nodes]
+    mru_groups = [[(s[0], s[1], s[2]) for s in memory_by_node[n.pk]] for n in nodes]
     sru_groups = [[(s[0], s[3], s[4]) for s in by_node[n.pk]] for n in nodes]
     shares = [c.mru.reserve / n.total_mru * 100 for c, n in zip(results, nodes) if c.mru is not None and n.total_mru]
     overheads = [c.mru.overhead_per_vm for c in results if c.mru is not None]

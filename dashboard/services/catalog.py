@@ -119,8 +119,9 @@ def _carve_memo(
     policy: capacity.Policy,
     occupied: tuple[capacity.Resources, ...],
     pools: tuple[int, ...] | None,
+    observed: capacity.Observed,
 ) -> capacity.Carve:
-    return capacity.carve(total, policy, occupied=occupied, pools=pools)
+    return capacity.carve(total, policy, occupied=occupied, pools=pools, observed=observed)
 
 
 def carve_memoised(
@@ -129,17 +130,18 @@ def carve_memoised(
     *,
     occupied: Sequence[capacity.Resources] = (),
     pools: Sequence[int] | None = None,
+    observed: capacity.Observed = capacity.NOTHING_OBSERVED,
 ) -> capacity.Carve:
     """capacity.carve, remembered: a fleet has many nodes of the same size and the carve is pure.
 
     Policies and resources are frozen values, so a changed policy is a different key.
     """
-    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None)
+    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None, observed)
 
 
 def node_carve(node: Node, policy: capacity.Policy, *, occupied: Sequence[capacity.Resources] = ()) -> capacity.Carve:
-    """What `policy` carves on this stored node, the occupied slices kept."""
-    return carve_memoised(node.total, policy, occupied=occupied, pools=node.pools_sru or None)
+    """What `policy` carves on this stored node, the occupied slices kept and its lessons counted."""
+    return carve_memoised(node.total, policy, occupied=occupied, pools=node.pools, observed=node.observed)
 
 
 def catalog_slices(*, node: Node, carve: capacity.Carve, start_index: int, generation: int) -> list[Slice]:

@@ -44,9 +44,10 @@ from dashboard.grid.types import (
     NodeNotFound,
     NodeOffline,
 )
-from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Slice
+from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Slice
 from dashboard.services.catalog import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.observations import Refusal, observations_learn
 
 log = logging.getLogger(__name__)
 
@@ -147,30 +148,57 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     grid = grid or get_grid()
     live = grid.node(node.node_id)
     policy = policy_for_node(node)
+    result = precheck_store(node=node, live=live, policy=policy, seen=True)
+    return PrecheckReport(
+        node_id=node.node_id, capacity=live, precheck=result, policy=policy, checked_at=node.prechecked_at
+    )
+
+
+def precheck_store(*, node: Node, live: NodeCapacity, policy: capacity.Policy, seen: bool) -> capacity.Precheck:
+    """Precheck the node's free slices on the reading `live` and store the figures on its row.
+
+    `seen`: `live` was just read from the grid (its status and used capacity are stored too);
+    otherwise it is the last reading with what happened since (a deploy, a lesson learnt).
+    """
     free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
-    result = _precheck(free, live, policy)
+    result = _precheck(free, live, policy, node_live_facts(node, policy, used_sru=live.used.sru))
     now = timezone.now()
     figures = {
-        "status": live.status,
         "used_cru": live.used.cru,
         "used_mru": live.used.mru,
         "used_sru": live.used.sru,
         "used_hru": live.used.hru,
-        "seen_at": now,
         "placeable_now": result.placeable_now,
         "phantom_slices": len(result.phantom_slices),
+        "phantom_reasons": result.phantom_by_reason,
         "prechecked_at": now,
         "updated_at": now,
     }
+    if seen:
+        figures.update(status=live.status, seen_at=now)
     Node.objects.filter(pk=node.pk).update(**figures)
     for name, value in figures.items():
         setattr(node, name, value)
-    return PrecheckReport(node_id=node.node_id, capacity=live, precheck=result, policy=policy, checked_at=now)
+    return result
 
 
-def _precheck(free: list[tuple[int, SliceSize]], live: NodeCapacity, policy: capacity.Policy) -> capacity.Precheck:
+def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None) -> capacity.LiveNode:
+    """Its pools, the VMs it holds (by the catalog, in slice order) and what refusals taught."""
+    occupied = [s.size.resources for s in node.slices.filter(state__in=Slice.OCCUPIED_STATES).order_by("index")]
+    observed = capacity.observed_now(
+        hidden_mru_per_vm=node.hidden_mru_per_vm,
+        pool_room_below=node.pool_room_below,
+        bound_used_sru=node.pool_room_below_used_sru,
+        used_sru=used_sru,
+    )
+    return capacity.live_node(policy=policy, pools=node.pools, occupied=occupied, observed=observed)
+
+
+def _precheck(
+    free: list[tuple[int, SliceSize]], live: NodeCapacity, policy: capacity.Policy, facts: capacity.LiveNode
+) -> capacity.Precheck:
     if live.status not in OFFLINE_STATUSES:
-        return capacity.precheck(free, live.total, live.used, policy)
+        return capacity.precheck(free, live.total, live.used, policy, live=facts)
     verdicts = tuple(
         capacity.SliceVerdict(index=index, verdict=_offline_verdict(size, live, policy))
         for index, size in sorted(free, key=lambda item: item[0])
@@ -216,7 +244,7 @@ def slice_deploy(
             f"the {grid.name} grid backend is read-only and cannot deploy; use the simulator (GRID_BACKEND=simulator)"
         )
     policy = policy_for_node(node)
-    verdict = _deploy_verdict(slice_, live, policy) if precheck else None
+    verdict = _deploy_verdict(slice_, live, policy, node_live_facts(node, policy, used_sru=live.used.sru)) if precheck else None
     seen = _capacity_seen(live, verdict)
 
     with transaction.atomic():
@@ -249,7 +277,7 @@ def slice_deploy(
         vm = grid.deploy_vm(node.node_id, size, name=f"s{node.node_id}_{slice_.index}_{deployment.pk}")
     except DeploymentFailed as exc:
         diagnosis = classify(exc.raw)
-        return _finish_failed(
+        failed = _finish_failed(
             deployment,
             raw=exc.raw,
             cause=diagnosis.cause,
@@ -258,6 +286,8 @@ def slice_deploy(
             by=by,
             source=source,
         )
+        refusal_learn(deployment=failed, live=live, policy=policy, source=source)
+        return failed
     except (NodeOffline, NodeNotFound) as exc:
         return _finish_failed(deployment, raw=str(exc), cause=Deployment.Cause.NODE_OFFLINE, by=by, source=source)
     except (GridUnavailable, MalformedPayload) as exc:
@@ -352,7 +382,52 @@ def deployment_words(deployment: Deployment) -> str:
         )
     if deployment.cause == Deployment.Cause.NODE_OFFLINE:
         return f"{where}: the node is not reachable on the grid ({deployment.raw_error}); retry when it is up"
-    return f"{where} failed: " + classify(deployment.raw_error).words
+    diagnosis = classify(deployment.raw_error)
+    if deployment.cause in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
+        fact = diagnosis.words.split("; ", 1)[0]  # what ZOS said, without the generic advice
+        return f"{where} failed: {fact}. {deployment_advice(deployment)}"
+    return f"{where} failed: " + diagnosis.words
+
+
+def deployment_advice(deployment: Deployment) -> str:
+    """What to do now about a memory or disk failure, by what is true of its node now.
+
+    Re-registering is advised only where it would change the catalog (the node is stale);
+    `reregistered_since` may be annotated by the selector (failed_deployments) to save a query.
+    """
+    node = deployment.node
+    if node.status == Node.Status.STANDBY:
+        return (
+            "The node is on standby now (switched off by its farm's power manager): it can be woken; "
+            "deploy again once it is up."
+        )
+    if node.status == Node.Status.DOWN:
+        return "The node is down now: nothing can be placed on it until it reports again; pick another node."
+    since = getattr(deployment, "reregistered_since", None)
+    if since is None:
+        since = Job.objects.filter(
+            node=node, kind=Job.Kind.REREGISTER, state=Job.State.SUCCEEDED, dry_run=False,
+            finished_at__gt=deployment.started_at,
+        ).exists()
+    lessons = []
+    if node.hidden_mru_per_vm:
+        lessons.append(f"{capacity.format_size(node.hidden_mru_per_vm)} of hidden memory per running VM")
+    if node.pool_room_below:
+        lessons.append(f"no pool had room for a {capacity.format_size(node.pool_room_below)} disk")
+    learnt = f"ZOS's refusals taught the dashboard: {' and '.join(lessons)}; the precheck counts it. " if lessons else ""
+    if node.stale:
+        return (
+            f"{learnt}The catalog still offers slices that do not deploy ({node.stale_reason}): re-register the "
+            "node to re-carve them."
+        )
+    placeable = node.placeable_now
+    room = (
+        f"{placeable} free slice{'s' if placeable != 1 else ''} can be placed now"
+        if placeable
+        else "no free slice can be placed now: the node is full (pick another node or free a VM)"
+    )
+    done = "The catalog has been re-registered since and is current" if since else "The catalog is current"
+    return f"{learnt}{done}; {room}. Re-registering would change nothing."
 
 
 # --- internals ---------------------------------------------------------------------------
@@ -388,10 +463,36 @@ def _check_attemptable(node: Node, slice_: Slice) -> None:
         )
 
 
-def _deploy_verdict(slice_: Slice, live: NodeCapacity, policy: capacity.Policy) -> capacity.Verdict:
+def _deploy_verdict(
+    slice_: Slice, live: NodeCapacity, policy: capacity.Policy, facts: capacity.LiveNode
+) -> capacity.Verdict:
     if live.status in OFFLINE_STATUSES:
         return _offline_verdict(slice_.size, live, policy)
-    return capacity.fits(slice_.size, live.total, live.used, policy)
+    return capacity.fits(slice_.size, live.total, live.used, policy, live=facts)
+
+
+def refusal_learn(*, deployment: Deployment, live: NodeCapacity, policy: capacity.Policy, source: str) -> None:
+    """Learn from a ZOS refusal of this deployment, seen on the reading `live` taken just before.
+
+    The node's figures change at once: deployable (the carve counts the lesson), and
+    placeable now and phantom, recomputed on that reading with the lesson.
+    """
+    node = deployment.node
+    running = node.slices.filter(state__in=Slice.OCCUPIED_STATES).count()
+    refusal = Refusal(
+        raw_error=deployment.raw_error,
+        cause=deployment.cause,
+        needed_bytes=deployment.needed_bytes,
+        usable_bytes=deployment.usable_bytes,
+        total=live.total,
+        used=live.used,
+        vm_count=running,
+        data_disk=deployment.sru,
+        rootfs=capacity.zos_rootfs(deployment.cru, deployment.mru),
+    )
+    if observations_learn(node=node, refusal=refusal, deployment=deployment, source=source) is not None:
+        node.refresh_from_db()
+        precheck_store(node=node, live=live, policy=policy, seen=False)
 
 
 def _capacity_seen(live: NodeCapacity, verdict: capacity.Verdict | None) -> dict:
@@ -493,22 +594,7 @@ def _precheck_after_deploy(node: Node, *, live: NodeCapacity, policy: capacity.P
     The capacity read just before the deploy plus the VM's own charge is what the grid will
     report next; placeable/phantom are recomputed from it over the remaining free slices.
     """
-    used = live.used + charge
-    free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
-    result = _precheck(free, replace(live, used=used), policy)
-    figures = {
-        "used_cru": used.cru,
-        "used_mru": used.mru,
-        "used_sru": used.sru,
-        "used_hru": used.hru,
-        "placeable_now": result.placeable_now,
-        "phantom_slices": len(result.phantom_slices),
-        "prechecked_at": now,
-        "updated_at": now,
-    }
-    Node.objects.filter(pk=node.pk).update(**figures)
-    for name, value in figures.items():
-        setattr(node, name, value)
+    precheck_store(node=node, live=replace(live, used=live.used + charge), policy=policy, seen=False)
 
 
 def _sample_capacity(node: Node, grid: Grid) -> CapacitySample | None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 
 from django.db import connection, transaction
-from django.db.models import Case, Count, F, IntegerField, QuerySet, TextField, Value, When
+from django.db.models import Case, Count, F, IntegerField, Min, QuerySet, TextField, Value, When
 from django.db.models.functions import Cast
 
 from dashboard import capacity
@@ -35,6 +35,9 @@ FIGURE_FIELDS = (
     "stale",
     "stale_reason",
     "effective_policy",
+    "placeable_now",
+    "phantom_slices",
+    "phantom_reasons",
 )
 # Nodes per UPDATE when many change at once (a policy edit, the repair command).
 STORE_BATCH = 500
@@ -46,10 +49,19 @@ class NodeFigures:
     slices_rented: int
     slices_deployed: int
     slices_failed: int
-    deployable: int  # what the node's policy carves, rented and deployed slices kept
+    # How many slices the node can host at once: what its policy carves on it with its rented
+    # and deployed slices kept, under ZOS's placement and what its refusals taught. The one
+    # meaning of "deployable" on every page, total, export and command.
+    deployable: int
     stale: bool
     stale_reason: str  # "" when current
     effective_policy: str  # "name vN"
+    # The free slices placed one after another (by index) on the node's last reading, under its
+    # policy, pools and lessons: the same precheck as precheck_run, so a policy change or a
+    # lesson moves them at once. Kept as stored while the node has no reading (None if never read).
+    placeable_now: int | None
+    phantom_slices: int | None
+    phantom_reasons: dict
 
 
 def figures_refresh(node_pks: Iterable[int]) -> int:
@@ -92,12 +104,19 @@ def figures_compute(nodes: QuerySet[Node]) -> dict[int, NodeFigures]:
 
 
 def _store(nodes: QuerySet[Node]) -> int:
-    rows = [(*astuple(figures), pk) for pk, (figures, stored) in _computed(nodes).items() if astuple(figures) != stored]
+    rows = [
+        (*(json.dumps(v) if isinstance(v, dict) else v for v in astuple(figures)), pk)
+        for pk, (figures, stored) in _computed(nodes).items()
+        if astuple(figures) != stored
+    ]
     if rows:
         # One parametrised UPDATE per node, pipelined by executemany: bulk_update's CASE WHEN
         # statements took 11.6 s for 10,000 nodes (mostly building them), this 1.5 s.
         table = connection.ops.quote_name(Node._meta.db_table)
-        columns = ", ".join(f"{connection.ops.quote_name(name)} = %s" for name in FIGURE_FIELDS)
+        cast = "::jsonb" if connection.vendor == "postgresql" else ""
+        columns = ", ".join(
+            f"{connection.ops.quote_name(name)} = %s{cast if name == 'phantom_reasons' else ''}" for name in FIGURE_FIELDS
+        )
         with connection.cursor() as cursor:
             cursor.executemany(f"UPDATE {table} SET {columns} WHERE id = %s", rows)
     return len(rows)
@@ -126,6 +145,14 @@ _NODE_VALUES = (
     "carved_policy_name",
     "carved_policy_version",
     "carved_slice_sru",
+    "hidden_mru_per_vm",
+    "pool_room_below",
+    "pool_room_below_used_sru",
+    "status",
+    "used_cru",
+    "used_mru",
+    "used_sru",
+    "used_hru",
     *FIGURE_FIELDS,
 )
 
@@ -143,15 +170,20 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
     by_node, by_farm = book.by_node, book.by_farm
     fleet_policy = book.for_farm(None)
     shapes: dict[tuple, _Shape] = {}
-    nothing = (0, 0, 0, 0, ((), ()))
+    checks: dict[tuple, tuple] = {}
+    slice_order = {pk: (grouped[5], grouped[4][1]) for pk, grouped in slices.items()}
+    nothing = (0, 0, 0, 0, ((), ()), ())
     computed = {}
     for (pk, farm_id, cru, mru, sru, hru, pools_text, carved_name, carved_version, carved_sru,
-         *stored) in node_values:  # fmt: skip
-        free, rented, deployed, failed, slice_key = slices.get(pk, nothing)
+         hidden, bound, bound_used, status, used_cru, used_mru, used_sru, used_hru, *stored) in node_values:  # fmt: skip
+        free, rented, deployed, failed, slice_key, _free_order = slices.get(pk, nothing)
         policy = by_node.get(pk) or by_farm.get(farm_id) or fleet_policy  # as PolicyBook.for_node
         # The book hands out one object per policy for this call, so its id stands for it
         # (hashing the frozen policy for every node would cost more than the lookup saves).
-        key = (cru, mru, sru, hru, pools_text, id(policy), carved_name, carved_version, carved_sru, slice_key)
+        observed = capacity.observed_now(
+            hidden_mru_per_vm=hidden, pool_room_below=bound, bound_used_sru=bound_used, used_sru=used_sru
+        )
+        key = (cru, mru, sru, hru, pools_text, id(policy), carved_name, carved_version, carved_sru, slice_key, observed)
         shape = shapes.get(key)
         if shape is None:
             free_key, occupied_key = slice_key
@@ -163,6 +195,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     policy,
                     occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
                     pools=tuple(pools) if pools else None,
+                    observed=observed,
                 ),
                 reason_args={
                     "carved_policy_name": carved_name,
@@ -171,9 +204,49 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     "free": [size for size, n in free_key for _ in range(n)],
                 },
             )
-        figures = NodeFigures(free, rented, deployed, failed, shape.deployable, shape.stale, shape.reason, shape.policy)
+        # Without a reading there is nothing to place slices on: what is stored stays.
+        placeable, phantom, reasons = stored[-3], stored[-2], stored[-1]
+        if used_mru is not None and used_sru is not None:
+            free_in_order, occupied_key = slice_order.get(pk, ((), ()))
+            check_key = (key, free_in_order, status, used_cru, used_mru, used_sru, used_hru)
+            check = checks.get(check_key)
+            if check is None:
+                check = checks[check_key] = _placeable(
+                    policy=policy, status=status, free=free_in_order, occupied=occupied_key,
+                    total=capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
+                    used=capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0),
+                    pools=json.loads(pools_text) if pools_text else None, observed=observed,
+                )
+            placeable, phantom, reasons = check
+        figures = NodeFigures(
+            free, rented, deployed, failed, shape.deployable, shape.stale, shape.reason, shape.policy,
+            placeable, phantom, reasons,
+        )
         computed[pk] = (figures, tuple(stored))
     return computed
+
+
+def _placeable(
+    *,
+    policy: capacity.Policy,
+    status: str,
+    free: tuple,
+    occupied: tuple,
+    total: capacity.Resources,
+    used: capacity.Resources,
+    pools: list[int] | None,
+    observed: capacity.Observed,
+) -> tuple[int, int, dict]:
+    """(placeable now, phantom, phantom by reason) of the free sizes, in order, on this reading."""
+    sizes = [capacity.SliceSize(*size) for size in free]
+    if not sizes:
+        return 0, 0, {}
+    if status in ("down", "standby"):
+        return 0, len(sizes), {status: len(sizes)}
+    occupied_sizes = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied]
+    live = capacity.live_node(policy=policy, pools=pools, occupied=occupied_sizes, observed=observed)
+    check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live)
+    return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason
 
 
 def _slices_grouped(nodes: QuerySet[Node]) -> dict[int, tuple]:
@@ -193,23 +266,30 @@ def _slices_grouped(nodes: QuerySet[Node]) -> dict[int, tuple]:
     groups = (
         slice_rows.annotate(occupied_index=occupied_index)
         .values_list("node_id", "state", "cru", "mru", "sru", "occupied_index")
-        .annotate(n=Count("pk"))
+        .annotate(n=Count("pk"), first=Min("index"))
         .order_by()
     )
     counted: dict[int, list] = {}
-    for node_pk, state, cru, mru, sru, index, n in groups:
+    for node_pk, state, cru, mru, sru, index, n, first in groups:
         counts = counted.get(node_pk)
         if counts is None:
-            counts = counted[node_pk] = [0, 0, 0, 0, [], []]
+            counts = counted[node_pk] = [0, 0, 0, 0, [], [], []]
         if state == Slice.State.FREE:
             counts[0] += n
             counts[4].append(((cru, mru, sru), n))
+            counts[6].append((first, (cru, mru, sru), n))
         elif state == Slice.State.FAILED:
             counts[3] += n
         else:
             counts[1 if state == Slice.State.RENTED else 2] += n
             counts[5].extend([(index, (cru, mru, sru))] * n)
+    # Free sizes in slice order for the precheck: each size group where its first slice is (the
+    # groups of a catalog are contiguous: kept slices first, re-carved ones after them).
     return {
-        pk: (free, rented, deployed, failed, (tuple(sorted(free_sizes)), tuple(size for _, size in sorted(occupied))))
-        for pk, (free, rented, deployed, failed, free_sizes, occupied) in counted.items()
+        pk: (
+            free, rented, deployed, failed,
+            (tuple(sorted(free_sizes)), tuple(size for _, size in sorted(occupied))),
+            tuple(size for _first, size, n in sorted(free_order) for _ in range(n)),
+        )
+        for pk, (free, rented, deployed, failed, free_sizes, occupied, free_order) in counted.items()
     }

@@ -99,6 +99,7 @@ class ReregisterPlan:
     after: dict
     phantom_after: int
     placeable_after: int
+    phantom_reasons_after: dict
     carved_slice_sru: int
     notes: list[str] = field(default_factory=list)
 
@@ -220,7 +221,15 @@ def reregister_plan(
     replaceable = [s for s in slices if not s.is_occupied and s.pk not in deploying]
     free = [s for s in slices if s.state == Slice.State.FREE]
     pools = list(seen.pools_sru) if seen.pools_sru else node.pools_sru
-    carve = capacity.carve(seen.total, policy, occupied=[s.size.resources for s in occupied], pools=pools or None)
+    observed = capacity.observed_now(
+        hidden_mru_per_vm=node.hidden_mru_per_vm,
+        pool_room_below=node.pool_room_below,
+        bound_used_sru=node.pool_room_below_used_sru,
+        used_sru=seen.used.sru,
+    )
+    occupied_sizes = [s.size.resources for s in occupied]
+    carve = capacity.carve(seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed)
+    facts = capacity.live_node(policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed)
 
     same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
     kept_free = [
@@ -240,14 +249,18 @@ def reregister_plan(
             )
         )
 
-    before_check = capacity.precheck([(s.index, s.size) for s in free], seen.total, seen.used, policy)
+    before_check = capacity.precheck([(s.index, s.size) for s in free], seen.total, seen.used, policy, live=facts)
     after_free = sorted(kept_free + added, key=lambda s: s.index)
-    after_check = capacity.precheck([(s.index, s.size) for s in after_free], seen.total, seen.used, policy)
+    after_check = capacity.precheck(
+        [(s.index, s.size) for s in after_free], seen.total, seen.used, policy, live=facts
+    )
     offline = seen.status in ("down", "standby")
     before = {
         "slices": len(slices),
         "free": len(free),
-        "deployable": len(occupied) + (0 if offline else before_check.placeable_now),
+        # One meaning everywhere: what the node can host at once (the carve), not nominal - phantom.
+        "deployable": carve.slices,
+        "placeable": 0 if offline else before_check.placeable_now,
         "phantom": len(free) if offline else len(before_check.phantom_slices),
     }
     phantom_after = len(after_free) if offline else len(after_check.phantom_slices)
@@ -255,7 +268,8 @@ def reregister_plan(
     after = {
         "slices": len(kept) + len(added),
         "free": len(after_free) + len(in_flight),
-        "deployable": len(occupied) + placeable_after,
+        "deployable": carve.slices,
+        "placeable": placeable_after,
         "phantom": phantom_after,
     }
 
@@ -301,6 +315,9 @@ def reregister_plan(
         before=before,
         after=after,
         phantom_after=phantom_after,
+        phantom_reasons_after=(
+            ({seen.status: len(after_free)} if after_free else {}) if offline else after_check.phantom_by_reason
+        ),
         placeable_after=placeable_after,
         # Kept slices of the size the node was carved with keep that size on record (see _still_current).
         carved_slice_sru=(
@@ -395,7 +412,7 @@ _NODE_COLUMNS = (
     ("total_hru", "bigint"), ("used_cru", "bigint"), ("used_mru", "bigint"), ("used_sru", "bigint"),
     ("used_hru", "bigint"), ("placeable_now", "bigint"), ("phantom_slices", "bigint"), ("carved_policy_name", "text"),
     ("carved_policy_version", "bigint"), ("carved_slice_sru", "bigint"), ("carved_deployable", "bigint"),
-    ("catalog_generation", "bigint"), ("pools_sru", "text"),
+    ("catalog_generation", "bigint"), ("pools_sru", "text"), ("phantom_reasons", "text"),
 )  # fmt: skip
 _NODE_TIMES = ("seen_at", "prechecked_at", "updated_at")
 
@@ -411,6 +428,7 @@ def _node_values(plan: ReregisterPlan, *, generation: int) -> tuple:
         plan.placeable_after, plan.phantom_after,
         plan.policy.name, plan.policy.version, plan.carved_slice_sru, plan.carve.slices, generation,
         json.dumps(list(seen.pools_sru)) if seen.pools_sru else None,
+        json.dumps(plan.phantom_reasons_after),
     )  # fmt: skip
 
 
@@ -427,11 +445,13 @@ def _nodes_write(rows: list[tuple], *, now) -> None:
         for row in rows:
             fields = dict(zip(names, row))
             fields["pools_sru"] = json.loads(fields["pools_sru"]) if fields["pools_sru"] else F("pools_sru")
+            fields["phantom_reasons"] = json.loads(fields["phantom_reasons"])
             nodes.append(Node(**fields, **dict.fromkeys(_NODE_TIMES, now)))
         Node.objects.bulk_update(nodes, [*names[1:], *_NODE_TIMES])
         return
     quote = connection.ops.quote_name
-    assignments = [f"{quote(name)} = u.{quote(name)}" for name in names[1:] if name != "pools_sru"]
+    assignments = [f"{quote(name)} = u.{quote(name)}" for name in names[1:] if name not in ("pools_sru", "phantom_reasons")]
+    assignments.append(f"{quote('phantom_reasons')} = u.{quote('phantom_reasons')}::jsonb")
     assignments.append(f"{quote('pools_sru')} = COALESCE(u.{quote('pools_sru')}::jsonb, n.{quote('pools_sru')})")
     assignments.extend(f"{quote(name)} = %s" for name in _NODE_TIMES)
     arrays = ", ".join(f"%s::{column_type}[]" for _name, column_type in _NODE_COLUMNS)
@@ -642,7 +662,7 @@ class _BulkRun:
         return f"internal error: {type(exc).__name__}: {exc}"
 
 
-_FLEET_FIGURES = ("slices", "free", "deployable", "phantom")
+_FLEET_FIGURES = ("slices", "free", "deployable", "placeable", "phantom")
 
 
 def _bulk_result_new(*, job: Job, total: int) -> dict[str, Any]:

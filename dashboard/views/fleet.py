@@ -32,7 +32,8 @@ SORTS = [
 YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
 CSV_COLUMNS = (
     "node_id", "farm_id", "farm_name", "status", "nominal", "deployable", "gap", "free", "rented", "deployed",
-    "failed", "placeable_now", "phantom", "stale", "stale_reason", "seen_at",
+    "failed", "placeable_now", "phantom", "phantom_down", "phantom_standby", "phantom_memory", "phantom_disk",
+    "phantom_pool", "stale", "stale_reason", "seen_at",
 )  # fmt: skip
 
 
@@ -99,6 +100,8 @@ def export_csv(request):
     writer.writerow(CSV_COLUMNS)
     for row in fleet.rows:
         values = {column: getattr(row, column, None) for column in CSV_COLUMNS if column != "gap"}
+        for reason in ("down", "standby", "memory", "disk", "pool"):  # phantom split by reason, as on the node page
+            values[f"phantom_{reason}"] = row.phantom_reasons.get(reason, 0) if row.phantom is not None else None
         values["gap"] = row.nominal - row.deployable
         values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""
         writer.writerow([_csv_cell(values[column]) for column in CSV_COLUMNS])

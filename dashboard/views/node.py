@@ -9,13 +9,18 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.models import Job, Node
 from dashboard.selectors.node import NodeDetail, node_detail
+from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
+from dashboard.services.observations import observations_clear
 
 
 @login_required
 @require_GET
 def detail(request, node_id: int):
-    return render(request, "dashboard/node.html", {"section": "fleet", "detail": _detail_or_404(node_id)})
+    detail = _detail_or_404(node_id)
+    # Calibration fits what refusals showed (at one or more VM counts) against the policy in force.
+    calibration = node_calibration(detail.node) if detail.observations else None
+    return render(request, "dashboard/node.html", {"section": "fleet", "detail": detail, "calibration": calibration})
 
 
 @login_required
@@ -47,6 +52,17 @@ def preview(request, node_id: int):
 @permission_required("dashboard.precheck_node", raise_exception=True)
 def precheck(request, node_id: int):
     return _job_start(request, node_id, kind=Job.Kind.PRECHECK)
+
+
+@login_required
+@require_POST
+@permission_required("dashboard.reregister_node", raise_exception=True)
+def observations_clear_view(request, node_id: int):
+    """Forget what the node's refusals taught (audited); its figures are recomputed at once."""
+    node = get_object_or_404(Node, node_id=node_id)
+    cleared = observations_clear(node=node, by=request.user, source="web")
+    messages.success(request, f"Cleared {cleared} observation{'s' if cleared != 1 else ''} of node {node_id}.")
+    return redirect("node", node_id=node_id)
 
 
 def _job_start(request, node_id: int, *, kind: str, dry_run: bool = False):

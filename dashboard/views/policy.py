@@ -177,7 +177,14 @@ def policy_new(request):
         base = Policy.objects.filter(scope=Policy.Scope.FLEET).first()
         initial = PolicyForm.initial_from(base.to_capacity() if base else capacity.profile(capacity.DEFAULT_PROFILE))
         scope = request.GET.get("scope") if request.GET.get("scope") in Policy.Scope.values else Policy.Scope.FARM
-        form = NewPolicyForm(initial={**initial, "scope": scope, "farm_id": request.GET.get("farm")})
+        # A proposal from a node page: what that node's refusals taught, for the admin to preview.
+        proposed = {}
+        if request.GET.get("overhead_mru_per_vm"):
+            try:
+                proposed["overhead_mru_per_vm"] = capacity.parse_size(request.GET["overhead_mru_per_vm"])
+            except capacity.SizeError:
+                pass  # the form shows the fleet default's value instead
+        form = NewPolicyForm(initial={**initial, **proposed, "scope": scope, "farm_id": request.GET.get("farm")})
         return render(request, "dashboard/policy_edit.html", {**context, "form": form})
 
     form = NewPolicyForm(request.POST)

@@ -94,7 +94,19 @@ DOWN_NODE = DemoNode(3021, 317, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), statu
 # Each VM really costs 1 GiB more than its size: only calibration can see it.
 OVERHEAD_NODE = DemoNode(2877, 902, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB)
 SAMPLED_NODE = DemoNode(1995, 1, cru=12, mru=32 * GiB, sru=int(931.5 * GiB), pools=(int(465.5 * GiB), 466 * GiB))
-SPECIAL = (NODE_1774, TWO_POOL_NODE, DOWN_NODE, OVERHEAD_NODE, SAMPLED_NODE)
+# Three SSDs of near-equal size, known to the catalog: ZOS puts zos-cache in the largest and each
+# disk where most room is left, in a device order nobody reports; the carve holds in every order.
+MULTI_POOL_NODE = DemoNode(
+    2456, 58, cru=16, mru=62 * GiB, sru=1397 * GiB, pools=(465 * GiB, 466 * GiB, 466 * GiB)
+)
+# A legacy catalog whose slice count is right (3 either way) but whose disks are too big: 3 x 310 GiB
+# on 931.5 GiB less the 20 GiB zos-cache. "3 -> 3" must not read as "matches the catalog".
+OVERSIZED_NODE = DemoNode(2601, 317, cru=8, mru=16 * GiB, sru=int(931.5 * GiB), policy="legacy")
+# Switched off by the farm's power manager: its free slices could be placed once it is woken.
+STANDBY_NODE = DemoNode(2733, 902, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="standby")
+SPECIAL = (
+    NODE_1774, TWO_POOL_NODE, DOWN_NODE, OVERHEAD_NODE, SAMPLED_NODE, MULTI_POOL_NODE, OVERSIZED_NODE, STANDBY_NODE,
+)
 FLEET_SIZE = 50
 
 
@@ -289,6 +301,11 @@ def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
 
     for index in range(3):  # a clean series for calibration to compare with
         slice_deploy(node=registered[SAMPLED_NODE.node_id], slice_index=index, grid=grid, source="command")
+
+    # Half the multi-pool node's catalog in use: the rest is still placeable in every device order.
+    multi = registered[MULTI_POOL_NODE.node_id]
+    for index in range(multi.slices.count() // 2):
+        slice_deploy(node=multi, slice_index=index, grid=grid, source="command")
 
 
 def _demo_precheck(grid: SimulatedGrid, nodes: list[DemoNode]) -> int:

@@ -143,7 +143,7 @@ def _result_text(job: Job) -> str:
             f = result[key]
             lines.append(
                 f"  {label + ':':<10} {f['slices']} slices ({f['free']} free, {f['deployable']} deployable, "
-                f"{f['phantom']} phantom)"
+                f"{f.get('placeable', '?')} placeable now, {f['phantom']} phantom)"
             )
         for key in ("removed", "added", "kept"):
             items = result.get(key, [])

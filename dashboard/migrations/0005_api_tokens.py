@@ -32,7 +32,7 @@ def roles_revoke(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0003_node_figures'),
+        ('dashboard', '0004_observations'),
         ('dashboard', '0002_roles'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

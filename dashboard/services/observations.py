@@ -1,0 +1,161 @@
+"""What ZOS's refusals teach about a node: observations_learn, observations_clear.
+
+A real node tells its hidden memory use in one place only: a memory refusal's "usable"
+figure (docs/domain.md, "What the node's statistics really say"); and a disk refusal where
+the accounting had room says no single pool had that much. Each such refusal, seen by
+`slice_deploy` or reported by another program, is kept as an Observation with its evidence.
+The node's lessons (`Node.hidden_mru_per_vm`, `Node.pool_room_below`) are distilled from the
+live ones, so the precheck, the carve and the stale check use them at once.
+
+Observations age (OBSERVATION_MAX_AGE_DAYS, default 30): an old one no longer counts but
+stays on file. An admin may clear them (audited), e.g. after the node's hardware changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Observation, Slice
+from dashboard.services.figures import figures_refresh, nodes_lock
+
+
+def observation_max_age() -> timedelta:
+    return timedelta(days=getattr(settings, "OBSERVATION_MAX_AGE_DAYS", 30))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One ZOS refusal with what was known when it happened."""
+
+    raw_error: str
+    cause: str  # Deployment.Cause: memory or disk teach something, the rest nothing
+    needed_bytes: int | None  # the memory or disk size ZOS could not fulfil
+    usable_bytes: int | None  # ZOS's "usable" figure in a memory refusal
+    total: capacity.Resources  # the node's total then
+    used: capacity.Resources  # the accounted use then (workloads + reserve), as the grid reported it
+    vm_count: int  # VMs running then
+    data_disk: int  # the refused VM's data disk
+    rootfs: int  # and its rootfs
+
+
+def refusal_lesson(refusal: Refusal) -> dict | None:
+    """What this refusal teaches, as Observation fields; None when it teaches nothing."""
+    lesson = capacity.refusal_lesson(
+        cause=refusal.cause, needed=refusal.needed_bytes, usable=refusal.usable_bytes, total=refusal.total,
+        used=refusal.used, vm_count=refusal.vm_count, data_disk=refusal.data_disk, rootfs=refusal.rootfs,
+    )
+    if lesson is None:
+        return None
+    if lesson.kind == "memory":
+        return {
+            "kind": Observation.Kind.MEMORY,
+            "total_mru": refusal.total.mru,
+            "accounted_mru": refusal.used.mru,
+            "usable_mru": refusal.usable_bytes,
+            "hidden_mru_per_vm": lesson.hidden_mru_per_vm,
+        }
+    return {"kind": Observation.Kind.DISK, "disk_size": lesson.disk_size, "used_sru": lesson.used_sru}
+
+
+def observations_learn(*, node: Node, refusal: Refusal, deployment: Deployment | None = None,
+                       source: str = "deploy", at: datetime | None = None) -> Observation | None:
+    """Keep what `refusal` teaches about `node` and apply it to the node's figures at once.
+
+    Returns the new Observation, or None when the refusal teaches nothing.
+    """
+    if refusal.cause == Deployment.Cause.MEMORY and refusal.usable_bytes is not None:
+        # Any memory refusal is a reading of what the host really used (hidden use or none):
+        # calibration fits these.
+        zos = capacity.PROFILES["zos"]
+        CapacitySample.objects.create(
+            node=node, source="refusal", vm_count=refusal.vm_count,
+            vm_mru=max(refusal.used.mru - zos.reserve(refusal.total).mru, 0),
+            vm_sru=max(refusal.used.sru - zos.reserve_sru, 0),
+            total_mru=refusal.total.mru, total_sru=refusal.total.sru,
+            used_mru=max(refusal.total.mru - refusal.usable_bytes, 0), used_sru=max(refusal.used.sru, 0),
+        )
+    lesson = refusal_lesson(refusal)
+    if lesson is None:
+        return None
+    at = at or timezone.now()
+    with transaction.atomic():
+        nodes_lock([node.pk])
+        observation = Observation.objects.create(
+            node=node, seen_at=at, source=source, deployment=deployment, raw_error=refusal.raw_error,
+            vm_count=refusal.vm_count, **lesson,
+        )
+        node_lessons_apply(node)
+        AuditEvent.objects.create(
+            source=source, action="observation.learnt", node=node,
+            message=f"node {node.node_id}: {observation_words(observation)}",
+            detail={"observation": observation.pk, "kind": observation.kind,
+                    "deployment": deployment.pk if deployment else None},
+        )
+    return observation
+
+
+def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
+    """Clear the node's live observations (audited); its lessons are recomputed. The count cleared."""
+    with transaction.atomic():
+        nodes_lock([node.pk])
+        cleared = Observation.objects.filter(node=node, cleared_at__isnull=True).update(
+            cleared_at=timezone.now(), cleared_by=by if getattr(by, "pk", None) else None
+        )
+        node_lessons_apply(node)
+        AuditEvent.objects.create(
+            actor=by if getattr(by, "pk", None) else None, source=source, action="observation.cleared", node=node,
+            message=f"node {node.node_id}: {cleared} observation(s) cleared; the node's figures no longer count them",
+            detail={"cleared": cleared},
+        )
+    return cleared
+
+
+def observations_live(node: Node, *, now: datetime | None = None):
+    """The node's observations that still count: not cleared and not older than the limit."""
+    now = now or timezone.now()
+    return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=now - observation_max_age())
+
+
+def node_lessons_apply(node: Node) -> None:
+    """Distil the node's live observations onto its row and refresh its stored figures.
+
+    Hidden memory per VM is the largest seen (the precheck must never say yes wrongly); the
+    disk bound is the latest refusal's. Call inside the transaction that changed them.
+    """
+    live = list(observations_live(node).order_by("-seen_at", "-pk"))
+    hidden = max((o.hidden_mru_per_vm for o in live if o.kind == Observation.Kind.MEMORY), default=0)
+    disk = next((o for o in live if o.kind == Observation.Kind.DISK), None)
+    fields = {
+        "hidden_mru_per_vm": hidden,
+        "pool_room_below": disk.disk_size if disk else None,
+        "pool_room_below_used_sru": disk.used_sru if disk else None,
+    }
+    Node.objects.filter(pk=node.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(node, name, value)
+    figures_refresh([node.pk])
+
+
+def observation_words(observation: Observation) -> str:
+    if observation.kind == Observation.Kind.MEMORY:
+        really = observation.total_mru - observation.usable_mru
+        return (
+            f"ZOS said {capacity.format_size(observation.usable_mru)} usable: the host really used "
+            f"{capacity.format_size(really)} where {capacity.format_size(observation.accounted_mru)} is accounted, "
+            f"{capacity.format_size(observation.hidden_mru_per_vm)} hidden per VM over {observation.vm_count} VM(s)"
+        )
+    return (
+        f"ZOS found no pool with room for a {capacity.format_size(observation.disk_size)} disk while the accounting "
+        f"had room ({observation.vm_count} VM(s) running)"
+    )
+
+
+def running_vms(node: Node) -> int:
+    """VMs the node runs by the catalog: its rented and deployed slices."""
+    return node.slices.filter(state__in=Slice.OCCUPIED_STATES).count()

@@ -1,0 +1,92 @@
+"""The traffic simulation: the shipped policy against the seed's, on one fleet and one event stream."""
+
+import ast
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from dashboard.capacity import GiB, Resources, SliceSize
+from dashboard.grid.simulator import ZosMachine
+from dashboard.traffic import simulate
+
+
+@pytest.fixture(scope="module")
+def month():
+    return simulate(nodes=60, events=600, seed=7)
+
+
+def test_it_sends_no_refused_slice_twice_to_a_node_under_the_shipped_policy(month):
+    shipped = month.policies["zos-learning"]
+    assert shipped.refused_after_first == 0
+    assert shipped.refused == shipped.nodes_refused  # one each, the one that teaches
+    assert set(shipped.refused_by_cause) <= {"memory"}
+
+
+def test_it_puts_what_zos_allows_to_use_under_the_shipped_policy(month):
+    assert month.policies["zos-learning"].utilisation >= 0.95
+
+
+def test_it_shows_the_seeds_failure_with_the_legacy_carve(month):
+    legacy = month.policies["legacy"]
+    assert legacy.refused_per_1000 > 100
+    assert legacy.refused_after_first > 0
+
+
+def test_it_shows_the_waste_of_a_flat_overhead(month):
+    assert month.policies["flat-overhead"].utilisation < month.policies["zos-learning"].utilisation - 0.2
+
+
+def test_it_shows_what_learning_adds_to_the_zos_accounting(month):
+    assert month.policies["zos"].refused_after_first > 0
+    assert month.policies["zos-learning"].phantom_slice_hours < month.policies["zos"].phantom_slice_hours
+
+
+def test_it_gives_the_same_figures_for_the_same_seed(month):
+    again = simulate(nodes=60, events=600, seed=7, policies=("zos-learning",))
+    assert again.policies["zos-learning"].as_dict() | {"seconds": 0} == month.policies["zos-learning"].as_dict() | {"seconds": 0}
+
+
+def test_the_command_prints_the_figures_as_json():
+    out = StringIO()
+    call_command("simulate_traffic", "--nodes", "20", "--events", "200", "--policies", "legacy,zos-learning", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    figures = data["policies"]["zos-learning"]
+    assert set(data["policies"]) == {"legacy", "zos-learning"}
+    assert {"deploys", "refused", "refused_by_cause", "refused_after_first", "utilisation", "phantom_slice_hours"} <= set(figures)
+    assert 0 <= figures["utilisation"] <= 1
+
+
+def test_the_command_writes_the_report_and_its_chart(tmp_path):
+    call_command("simulate_traffic", "--nodes", "10", "--events", "50", "--write", str(tmp_path / "SIM.md"),
+                 "--chart", str(tmp_path / "sim.png"), stdout=StringIO(), stderr=StringIO())
+    assert "| zos-learning |" in (tmp_path / "SIM.md").read_text()
+    assert (tmp_path / "sim.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_command_refuses_an_unknown_policy():
+    with pytest.raises(CommandError, match="unknown policy 'best'"):
+        call_command("simulate_traffic", "--nodes", "5", "--events", "5", "--policies", "best", stdout=StringIO())
+
+
+def test_a_release_frees_exactly_what_the_deploy_took():
+    machine = ZosMachine.boot(1, cru=8, mru=32 * GiB, sru=960 * GiB, pools=[480 * GiB, 480 * GiB], per_vm_overhead_mru=GiB)
+    before = machine.reading()
+    vm, refusal = machine.place(SliceSize(cru=2, mru=8 * GiB, sru=300 * GiB), name="a", deployment_id=1)
+    assert refusal is None
+    assert machine.reading()[1] - before[1] == Resources(cru=2, mru=8 * GiB, sru=302 * GiB)
+    machine.release(vm.workload_id)
+    assert machine.reading() == before
+    assert machine.storaged.allocated == [20 * GiB, 0]
+
+
+def test_the_simulator_takes_no_decision_from_the_capacity_model():
+    # Two implementations of ZOS's rules on purpose: the simulator may share sizes and types only.
+    tree = ast.parse(Path("dashboard/grid/simulator.py").read_text())
+    imported = {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "dashboard.capacity"
+        for alias in node.names
+    }
+    assert imported <= {"GiB", "MiB", "Resources", "SliceSize", "format_size"}
