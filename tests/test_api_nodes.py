@@ -87,3 +87,15 @@ def test_it_audits_a_job_requested_through_the_api(api_call, api_token, node_177
 
 def test_it_refuses_a_reregister_to_a_precheck_token(api_call, api_token, node_1774):
     assert api_call("post", "/api/v1/nodes/1774/reregister", api_token("precheck"), json={}).status_code == 403
+
+
+def test_it_gives_what_the_nodes_refusals_taught(api_call, api_token, sim_node):
+    from dashboard.capacity import GiB
+    from dashboard.services.deploy import slices_deploy_all_free
+
+    node = sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB)
+    slices_deploy_all_free(node=node)
+    body = api_call("get", "/api/v1/nodes/2877", api_token("read")).json()
+    assert body["lessons"]["hidden_mru_per_vm"] == GiB
+    assert [o["kind"] for o in body["lessons"]["observations"]] == ["memory"]
+    assert body["figures"]["phantom_by_reason"] == {"memory": 3}  # the free slices the lesson rules out

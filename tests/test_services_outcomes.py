@@ -101,3 +101,24 @@ def test_it_records_one_deployment_when_the_same_report_races(sim_node):
     for thread in threads:
         thread.join()
     assert (sorted(created), Deployment.objects.count()) == ([False, False, False, True], 1)
+
+
+def test_a_reported_memory_refusal_teaches_the_node_and_changes_its_precheck(sim_node):
+    from dashboard.models import Node
+    from dashboard.services.deploy import precheck_run, slice_deploy
+
+    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)  # zos: 6 slices
+    for index in range(3):
+        slice_deploy(node=node, slice_index=index)
+    node.refresh_from_db()
+    assert node.placeable_now == 3
+    # The host really uses 1 GiB more per running VM than is accounted: ZOS's usable figure says so.
+    usable = 31 * GiB - (node.used_mru + 3 * GiB)
+    deployment_outcome_record(
+        node_id=1774, slice_index=3, marketplace_id="c-9", outcome="failed", at=AT,
+        error=f"cannot fulfil required memory size {4 * GiB} bytes out of usable {usable} bytes",
+    )
+    node = Node.objects.get(node_id=1774)
+    assert (node.hidden_mru_per_vm, node.observations.get().source) == (GiB, "reported")
+    assert node.placeable_now == 2
+    assert precheck_run(node=node).precheck.placeable_now == 2  # and a fresh reading says the same

@@ -96,6 +96,7 @@ def node(request, node_id: int):
             "occupied": detail.occupied,
             "placeable_now": detail.placeable_now,
             "phantom": detail.phantom,
+            "phantom_by_reason": n.phantom_reasons or {},
             "stale": detail.stale,
             "stale_reason": detail.stale_reason,
         },
@@ -122,6 +123,16 @@ def node(request, node_id: int):
         "verdicts": list(detail.verdicts) if detail.verdicts is not None else None,
         "active_job": job_out(detail.active_job) if detail.active_job else None,
         "failed_deployments": detail.failed_deployments,
+        "lessons": {
+            "hidden_mru_per_vm": n.hidden_mru_per_vm,
+            "pool_room_below": n.observed.pool_room_below,
+            "pools_known": detail.pools_known,
+            "observations": [
+                {"kind": o.kind, "seen_at": o.seen_at, "source": o.source, "vm_count": o.vm_count,
+                 "hidden_mru_per_vm": o.hidden_mru_per_vm, "disk_size": o.disk_size, "raw_error": o.raw_error}
+                for o in detail.observations
+            ],
+        },
     }
 
 

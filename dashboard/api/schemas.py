@@ -90,8 +90,26 @@ class NodeFiguresOut(Schema):
     occupied: int = Field(description="rented or deployed slices")
     placeable_now: int | None
     phantom: int | None
+    phantom_by_reason: dict[str, int] = Field(description="phantom slices by reason: down, standby, memory, disk, pool")
     stale: bool
     stale_reason: str
+
+
+class ObservationOut(Schema):
+    kind: str = Field(description="memory (hidden use per VM) or disk (no pool held a disk of that size)")
+    seen_at: datetime
+    source: str = Field(description="deploy (seen by slice_deploy) or reported (by another program)")
+    vm_count: int = Field(description="VMs running when ZOS refused")
+    hidden_mru_per_vm: int
+    disk_size: int | None
+    raw_error: str
+
+
+class LessonsOut(Schema):
+    hidden_mru_per_vm: int = Field(description="bytes of memory each running VM really uses beyond its size")
+    pool_room_below: int | None = Field(description="a disk this size found no pool, until something is freed")
+    pools_known: bool
+    observations: list[ObservationOut]
 
 
 class CatalogSliceOut(Schema):
@@ -145,6 +163,7 @@ class NodeDetailOut(Schema):
     verdicts: list[SliceVerdictOut] | None = Field(description="free slices against the last reading; null if never read")
     active_job: JobOut | None
     failed_deployments: int
+    lessons: LessonsOut = Field(description="what ZOS's refusals taught about this node")
 
 
 class JobsPageOut(Schema):

@@ -27,9 +27,11 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dashboard import capacity
 from dashboard.grid.classify import Diagnosis, classify
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.observations import Refusal, observations_learn
 
 log = logging.getLogger(__name__)
 
@@ -161,11 +163,29 @@ def outcome_failed_record(deployment: Deployment, *, raw: str) -> Diagnosis:
 
 
 def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis) -> None:
-    """Hook: what a reported refusal teaches about its node (the observations), same transaction.
+    """What a reported refusal teaches about its node (the observations), same transaction.
 
-    Nothing is learnt yet; the deploy path's observations go here too, so a refusal the
-    marketplace reports counts exactly like one slice_deploy saw.
+    It counts exactly like one slice_deploy saw, with one difference: the marketplace sends no
+    reading, so the node's last one stands for the accounted use at the refusal (an older reading
+    with fewer VMs makes the hidden use look larger: the precheck then errs on the safe side).
+    The node's figures (deployable, placeable now, phantom) are recomputed at once.
     """
+    node = deployment.node
+    used = node.used
+    if used is None or deployment.cause not in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
+        return
+    refusal = Refusal(
+        raw_error=deployment.raw_error,
+        cause=deployment.cause,
+        needed_bytes=diagnosis.needed_bytes,
+        usable_bytes=diagnosis.usable_bytes,
+        total=node.total,
+        used=used,
+        vm_count=node.slices.filter(state__in=Slice.OCCUPIED_STATES).count(),
+        data_disk=deployment.sru,
+        rootfs=capacity.zos_rootfs(deployment.cru, deployment.mru),
+    )
+    observations_learn(node=node, refusal=refusal, deployment=deployment, source="reported")
 
 
 def _again(existing: Deployment, *, node: Node, slice_index: int, outcome: str, at, by, source) -> OutcomeRecorded:
