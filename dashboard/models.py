@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from dashboard import capacity
+from dashboard.alerts.rules import TITLES as ALERT_TITLES
 
 
 class Policy(models.Model):
@@ -503,3 +504,42 @@ class ApiToken(models.Model):
     def is_usable(self, now) -> bool:
         """Not revoked and not expired at `now`: the one rule for "does this token still work"."""
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Alert(models.Model):
+    """One alert rule about one subject (dashboard.alerts.rules): firing or resolved, and what was told.
+
+    Rows are kept, not deleted, when a rule resolves: `notified_state` records the last state a
+    message was delivered for, so each start and each end is told exactly once.
+    """
+
+    class State(models.TextChoices):
+        FIRING = "firing", "Firing"
+        RESOLVED = "resolved", "Resolved"
+
+    rule = models.CharField(max_length=40)
+    subject = models.CharField(max_length=80)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.FIRING, db_index=True)
+    since = models.DateTimeField(help_text="When the current state began")
+    summary = models.CharField(max_length=300)
+    detail = models.TextField(blank=True)
+    evaluated_at = models.DateTimeField()
+    # "" until a message was delivered; then the state that message told.
+    notified_state = models.CharField(max_length=8, blank=True, default="")
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-since"]
+        permissions = [("acknowledge_alert", "Can acknowledge an alert")]
+        constraints = [models.UniqueConstraint(fields=["rule", "subject"], name="one_alert_per_rule_and_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} ({self.subject}): {self.state}"
+
+    @property
+    def title(self) -> str:
+        return ALERT_TITLES.get(self.rule, self.rule)

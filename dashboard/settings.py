@@ -74,6 +74,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dashboard.views.alerts.banner",
             ],
         },
     },
@@ -144,7 +145,19 @@ JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
+    "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
 }
+
+# --- Alerts (dashboard.alerts) --------------------------------------------------------
+# Comma-separated apprise URLs (mailtos://, json://, tgram://, ...); none: no delivery, the banner still shows.
+ALERT_URLS = env_list("ALERT_URLS", [])
+# One delivery (to every URL) must finish within this many seconds, slow receivers included.
+ALERT_DELIVERY_DEADLINE = env_float("ALERT_DELIVERY_DEADLINE", 15.0, minimum=0.1)
+ALERT_STALE_CATALOG_AFTER = env_int("ALERT_STALE_CATALOG_AFTER", 86400, minimum=0)
+ALERT_FAILED_SPIKE = env_int("ALERT_FAILED_SPIKE", 5, minimum=1)
+ALERT_FAILED_WINDOW = env_int("ALERT_FAILED_WINDOW", 900, minimum=60)
+ALERT_QUEUED_WITHOUT_WORKER = env_int("ALERT_QUEUED_WITHOUT_WORKER", 300, minimum=30)
+ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
 
 # --- The grid -------------------------------------------------------------------------
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))

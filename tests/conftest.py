@@ -283,3 +283,20 @@ def api_call(client):
 
 
 # --- end of the API helper's fixtures ------------------------------------------------------
+
+
+# --- alerts (ALERTS helper) -----------------------------------------------------------------
+
+
+@pytest.fixture
+def alert_receiver(settings):
+    """A webhook receiver on loopback, set as the only ALERT_URLS; `.messages` holds what it got."""
+    from tests.alert_receiver import AlertReceiver
+
+    receiver = AlertReceiver()
+    settings.ALERT_URLS = [receiver.url]
+    yield receiver
+    receiver.close()
+
+
+# --- end of the ALERTS helper's fixtures ---------------------------------------------------
