@@ -209,3 +209,12 @@ def test_a_job_queued_with_no_worker_fires_no_worker(legacy_node_1774, alert_rec
     evaluation = alerts_evaluate(now=later)
     assert [(a.rule, a.subject) for a in evaluation.fired] == [(rules.NO_WORKER, "worker")]
     assert alert_receiver.messages[0]["title"] == "[firing] No worker is running: worker"
+
+
+def test_the_beat_runs_the_evaluation_task(settings, alert_receiver):
+    from dashboard.tasks import alerts_evaluate as task
+
+    record(PHANTOM_FARM_1)
+    assert settings.CELERY_BEAT_SCHEDULE["evaluate-alerts"]["task"] == task.name
+    # The condition is gone from the stored figures: the task resolves it and tells nobody (never told).
+    assert task() == {"fired": 0, "resolved": 1, "delivered": 0, "undelivered": 0}
