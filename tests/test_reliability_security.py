@@ -12,10 +12,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from bench.reliability.checks import state_snapshot
 from dashboard import capacity
-from dashboard.models import ApiToken, Job, Policy
+from dashboard.models import Alert, ApiToken, Job, Policy
 
 GiB = capacity.GiB
 # Pages anyone may see: the login form, and logout (a POST that only ends a session).
@@ -58,7 +59,10 @@ def world(sim_node):
     policy = Policy.objects.create(name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"]))
     holder = get_user_model().objects.create_user(username="token-holder")
     token = ApiToken.objects.create(user=holder, name="t", prefix="sdk_world", key_hash="0" * 64, scopes=["read"])
-    return {"node_id": node.node_id, "job_id": job.pk, "policy_id": policy.pk, "token_id": token.pk}
+    alert = Alert.objects.create(
+        rule="phantom-slices", subject="farm 4242", since=timezone.now(), summary="Farm 4242 offers 1 phantom slice", evaluated_at=timezone.now()
+    )
+    return {"node_id": node.node_id, "job_id": job.pk, "policy_id": policy.pk, "token_id": token.pk, "alert_id": alert.pk}
 
 
 def url_of(name: str, route: str, world: dict) -> str:
