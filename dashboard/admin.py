@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from dashboard import capacity
-from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
+from dashboard.models import ApiToken, AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
 from dashboard.selectors.fleet import NOMINAL, NodeRow, fleet_rows
 from dashboard.services.figures import figures_refresh, nodes_lock
 
@@ -402,3 +402,14 @@ class AuditEventAdmin(ReadOnlyAdmin):
     search_fields = ("message", "=node__node_id", "actor__username")
     list_select_related = ("actor", "node")
     date_hierarchy = "at"
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Seen here; made and revoked on /api-tokens/ (a token is shown once, and both are audited)."""
+
+    list_display = ("prefix", "name", "user", "scopes", "created_at", "expires_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("name", "prefix", "user__username")
+    list_select_related = ("user",)
+    exclude = ("key_hash",)

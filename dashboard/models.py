@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models import Q
 
 from dashboard import capacity
+from dashboard.alerts.rules import TITLES as ALERT_TITLES
 
 
 class Policy(models.Model):
@@ -288,6 +289,9 @@ class Deployment(models.Model):
     # {"total": {...}, "used": {...}, "status": "up"} as the grid reported it at that moment.
     capacity_seen = models.JSONField(default=dict, blank=True)
     grid_workload_id = models.CharField(max_length=64, blank=True)
+    # The marketplace's own deployment (contract) id when it reported this outcome through the API;
+    # unique, so a report sent twice is one record. Empty for the dashboard's own deploys.
+    marketplace_id = models.CharField(max_length=128, blank=True, default="")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     started_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -296,6 +300,9 @@ class Deployment(models.Model):
         ordering = ["-started_at"]
         constraints = [
             models.CheckConstraint(condition=Q(mru__gte=0) & Q(sru__gte=0), name="deployment_sizes_not_negative"),
+            models.UniqueConstraint(
+                fields=["marketplace_id"], condition=~Q(marketplace_id=""), name="one_deployment_per_marketplace_id"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -322,6 +329,7 @@ class Job(models.Model):
         WEB = "web", "Web"
         COMMAND = "command", "Command"
         ADMIN = "admin", "Admin"
+        API = "api", "API"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
@@ -450,3 +458,88 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action}: {self.message}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the JSON API, held by one user and limited to some scopes.
+
+    Only a SHA-256 of the token is kept (tokens are 256-bit random, so a slow hash adds nothing);
+    the token itself is shown once, when it is made. `prefix` (the first characters) names it in
+    lists and in the audit trail without revealing it. A token never outlives its user's own
+    permissions: each scope is checked against them on every request.
+    """
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read the fleet, nodes, jobs, deployments and policies"
+        PRECHECK = "precheck", "Run a capacity precheck"
+        REPORT = "report", "Report deployment outcomes"
+        ACT = "act", "Start jobs (re-register)"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=80)
+    prefix = models.CharField(max_length=16, help_text="The token's first characters, to recognise it")
+    key_hash = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the token, hex")
+    scopes = models.JSONField(default=list, help_text="Some of read, precheck, report, act")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        permissions = [("manage_apitoken", "Can create and revoke API tokens for any user")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "name"], condition=Q(revoked_at__isnull=True), name="api_token_name_unique_per_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"API token {self.prefix}… ({self.name}) of {self.user}"
+
+    def is_usable(self, now) -> bool:
+        """Not revoked and not expired at `now`: the one rule for "does this token still work"."""
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Alert(models.Model):
+    """One alert rule about one subject (dashboard.alerts.rules): firing or resolved, and what was told.
+
+    Rows are kept, not deleted, when a rule resolves: `notified_state` records the last state a
+    message was delivered for, so each start and each end is told exactly once.
+    """
+
+    class State(models.TextChoices):
+        FIRING = "firing", "Firing"
+        RESOLVED = "resolved", "Resolved"
+
+    rule = models.CharField(max_length=40)
+    subject = models.CharField(max_length=80)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.FIRING, db_index=True)
+    since = models.DateTimeField(help_text="When the current state began")
+    summary = models.CharField(max_length=300)
+    detail = models.TextField(blank=True)
+    evaluated_at = models.DateTimeField()
+    # "" until a message was delivered; then the state that message told.
+    notified_state = models.CharField(max_length=8, blank=True, default="")
+    last_notified_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-since"]
+        permissions = [("acknowledge_alert", "Can acknowledge an alert")]
+        constraints = [models.UniqueConstraint(fields=["rule", "subject"], name="one_alert_per_rule_and_subject")]
+
+    def __str__(self) -> str:
+        return f"{self.rule} ({self.subject}): {self.state}"
+
+    @property
+    def title(self) -> str:
+        return ALERT_TITLES.get(self.rule, self.rule)

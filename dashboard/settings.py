@@ -5,6 +5,7 @@ filesystem transport under ./var, on the simulated grid. Production sets DATABAS
 CELERY_BROKER_URL, SECRET_KEY, ALLOWED_HOSTS and DEBUG=false (see README "Configuration").
 """
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -40,6 +41,8 @@ INSTALLED_APPS = [
     "template_partials",
     "csp",
     "axes",
+    # django-ninja: serves its Swagger UI from our own static files (CSP allows only 'self').
+    "ninja",
     "dashboard",
 ]
 
@@ -71,6 +74,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "dashboard.views.alerts.banner",
             ],
         },
     },
@@ -141,7 +145,19 @@ JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
+    "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
 }
+
+# --- Alerts (dashboard.alerts) --------------------------------------------------------
+# Comma-separated apprise URLs (mailtos://, json://, tgram://, ...); none: no delivery, the banner still shows.
+ALERT_URLS = env_list("ALERT_URLS", [])
+# One delivery (to every URL) must finish within this many seconds, slow receivers included.
+ALERT_DELIVERY_DEADLINE = env_float("ALERT_DELIVERY_DEADLINE", 15.0, minimum=0.1)
+ALERT_STALE_CATALOG_AFTER = env_int("ALERT_STALE_CATALOG_AFTER", 86400, minimum=0)
+ALERT_FAILED_SPIKE = env_int("ALERT_FAILED_SPIKE", 5, minimum=1)
+ALERT_FAILED_WINDOW = env_int("ALERT_FAILED_WINDOW", 900, minimum=60)
+ALERT_QUEUED_WITHOUT_WORKER = env_int("ALERT_QUEUED_WITHOUT_WORKER", 300, minimum=30)
+ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
 
 # --- The grid -------------------------------------------------------------------------
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))
@@ -200,6 +216,29 @@ CONTENT_SECURITY_POLICY = {
         "base-uri": ["'self'"],
     }
 }
+
+# --- API and metrics -----------------------------------------------------------------
+# Requests per API token, "N/s", "N/m", "N/h" or "N/d"; past it the API answers 429 with Retry-After.
+API_THROTTLE_RATE = env_str("API_THROTTLE_RATE", "600/m")
+if not re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", API_THROTTLE_RATE):
+    raise ImproperlyConfigured(f"API_THROTTLE_RATE={API_THROTTLE_RATE!r} is not a rate; write e.g. 600/m or 20/s")
+# The throttle's counts. Without CACHE_URL they live in each web process's memory, so with
+# gunicorn -w 4 a token gets up to four times the rate; CACHE_URL=redis://... shares them.
+CACHE_URL = env_str("CACHE_URL", "")
+if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r} must be a redis:// URL (or unset for per-process memory)")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "default"},
+    "api-throttle": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "slicedash"}
+        if CACHE_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "api-throttle"}
+    ),
+}
+# The bearer token Prometheus sends to /metrics; unset, /metrics answers 404.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters (or unset to turn /metrics off)")
 
 # --- Static, i18n, logging ------------------------------------------------------------
 STATIC_URL = "static/"

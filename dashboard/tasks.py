@@ -18,7 +18,7 @@ from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
-from dashboard.services import jobs
+from dashboard.services import alerts, jobs
 
 log = logging.getLogger(__name__)
 
@@ -66,3 +66,19 @@ def job_run(self, job_id: int) -> None:
 def jobs_reap() -> int:
     """Fail jobs whose worker is gone or that no worker took (beat runs this every JOB_REAP_EVERY s)."""
     return jobs.jobs_reap()
+
+
+@shared_task(name="dashboard.alerts_evaluate", ignore_result=True, soft_time_limit=120, time_limit=150, expires=60)
+def alerts_evaluate() -> dict:
+    """Evaluate the alert rules, record firing/resolved and deliver the changes (beat: every ALERT_EVERY s).
+
+    Deliveries are bounded by ALERT_DELIVERY_DEADLINE each; one that fails is tried at the next run,
+    so this task does not retry itself.
+    """
+    evaluation = alerts.alerts_evaluate()
+    return {
+        "fired": len(evaluation.fired),
+        "resolved": len(evaluation.resolved),
+        "delivered": evaluation.delivered,
+        "undelivered": evaluation.undelivered,
+    }

@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import deployments, fleet, jobs, node, policy
+from dashboard.api.main import api
+from dashboard.views import alerts, api_tokens, deployments, fleet, jobs, metrics, node, policy
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
@@ -23,5 +24,10 @@ urlpatterns = [
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("alerts/<int:alert_id>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
+    path("api-tokens/", api_tokens.token_list, name="api-tokens"),
+    path("api-tokens/<int:token_id>/revoke/", api_tokens.token_revoke, name="api-token-revoke"),
+    path("api/v1/", api.urls),
+    path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
 ]

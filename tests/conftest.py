@@ -97,6 +97,15 @@ def role_user(db, django_user_model):
     def make(role: str, *, username: str | None = None, password: str = "not-a-real-password-1774", **fields):
         if not Group.objects.filter(name=role).exists():
             importlib.import_module("dashboard.migrations.0002_roles").create_roles(apps, None)
+            # Later migrations that widen a role define roles_grant (found by name: they get renumbered).
+            import pkgutil
+
+            import dashboard.migrations
+
+            for module in sorted(m.name for m in pkgutil.iter_modules(dashboard.migrations.__path__)):
+                grant = getattr(importlib.import_module(f"dashboard.migrations.{module}"), "roles_grant", None)
+                if grant is not None:
+                    grant(apps, None)
         user = django_user_model.objects.create_user(username=username or f"{role}-{Group.objects.count()}-user", password=password, **fields)
         user.groups.add(Group.objects.get(name=role))
         return user
@@ -307,3 +316,61 @@ def rolled_back_after(django_db_blocker):
         finally:
             transaction.set_rollback(True)
             outer.__exit__(None, None, None)
+
+
+# --- API tokens (API helper) ---------------------------------------------------------------
+
+
+@pytest.fixture
+def api_token(role_user):
+    """api_token("read,report", role="admins", **create options) -> the bearer secret of a new token."""
+    from dashboard.services.tokens import api_token_create
+
+    made = []
+    holders = {}
+
+    def make(scopes: str = "read", *, role: str = "admins", user=None, name: str | None = None, **options) -> str:
+        if user is None and role not in holders:
+            holders[role] = role_user(role, username=f"api-{role}")
+        holder = user or holders[role]
+        issued = api_token_create(user=holder, name=name or f"test-{len(made)}", scopes=scopes, source="command", **options)
+        made.append(issued.token)
+        return issued.secret
+
+    make.tokens = made
+    return make
+
+
+@pytest.fixture
+def api_call(client):
+    """api_call("get", "/api/v1/fleet", token, json=None, **query) -> response, with the bearer header."""
+    import json as jsonlib
+
+    def call(method: str, path: str, token: str | None = None, *, json=None, **params):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        if method == "get":
+            return client.get(path, params, headers=headers)
+        body = jsonlib.dumps(json) if json is not None else ""
+        return getattr(client, method)(path, body, content_type="application/json", headers=headers)
+
+    return call
+
+
+# --- end of the API helper's fixtures ------------------------------------------------------
+
+
+# --- alerts (ALERTS helper) -----------------------------------------------------------------
+
+
+@pytest.fixture
+def alert_receiver(settings):
+    """A webhook receiver on loopback, set as the only ALERT_URLS; `.messages` holds what it got."""
+    from tests.alert_receiver import AlertReceiver
+
+    receiver = AlertReceiver()
+    settings.ALERT_URLS = [receiver.url]
+    yield receiver
+    receiver.close()
+
+
+# --- end of the ALERTS helper's fixtures ---------------------------------------------------

@@ -51,7 +51,7 @@ def small_nodes(count, start=5000):
 
 
 @pytest.mark.parametrize(
-    "model", ["node", "slice", "policy", "deployment", "job", "capacitysample", "auditevent"]
+    "model", ["node", "slice", "policy", "deployment", "job", "capacitysample", "auditevent", "apitoken"]
 )
 def test_it_lists_every_model_for_a_superuser(superuser_client, node_1774, model):
     assert superuser_client.get(f"/admin/dashboard/{model}/").status_code == 200

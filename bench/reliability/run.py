@@ -7,6 +7,8 @@
 3. faults pytest tests/test_reliability_faults.py, _concurrency.py and _security.py (the suite's cases)
 4. load   bench/reliability/load.py --clients 50 --seconds 60   gunicorn, errors and p50/p99
 5. deploy manage.py check --deploy --fail-level WARNING with production settings
+6. schema tests/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=250   schemathesis over the API's
+          OpenAPI schema, valid and invalid inputs: no server error, every answer as documented
 
 It first waits (up to --max-wait s) for the 1-minute load average to fall below --max-load, and
 again (up to 10 minutes) before each later stage: the machine has 2 cores and other work, or the
@@ -14,7 +16,7 @@ previous stage's, would be measured too. Each stage runs in its own process
 (they set up Django with different settings); everything is on loopback and stops by itself.
 Writes every stage's figures to bench/reliability/results/latest.json (a quick run: to
 var/reliability-quick.json) and prints them.
---quick: 10 kills, 500 fuzz cases, 10 clients for 10 s (a smoke test of the runs themselves).
+--quick: 10 kills, 500 fuzz cases, 10 clients for 10 s, 10 schemathesis examples (a smoke test of the runs themselves).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 PYTHON = BASE_DIR / ".venv" / "bin" / "python"
 RESULTS = BASE_DIR / "bench" / "reliability" / "results"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/slicedash_rel"
-STAGES = ("kill", "fuzz", "faults", "load", "deploy")
+STAGES = ("kill", "fuzz", "faults", "load", "deploy", "schema")
 
 
 def git(*args: str) -> str:
@@ -85,6 +87,19 @@ def stage_pytest(paths: list[str], *, env: dict, timeout: float) -> dict:
     }
 
 
+def stage_schema(*, examples: int, env: dict, timeout: float) -> dict:
+    """The suite's schemathesis test with more examples; its figures come back through SCHEMATHESIS_REPORT."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        path = Path(out.name)
+    try:
+        result = stage_pytest(["tests/test_api_schemathesis.py"], timeout=timeout,
+                              env={**env, "SCHEMATHESIS_EXAMPLES": str(examples), "SCHEMATHESIS_REPORT": str(path)})
+        figures = json.loads(path.read_text()) if path.stat().st_size else {}
+    finally:
+        path.unlink(missing_ok=True)
+    return {**result, **{k: v for k, v in figures.items() if k != "wall_s"}}
+
+
 def stage_deploy_check(*, env: dict) -> dict:
     production = {
         **env,
@@ -127,7 +142,7 @@ def main(argv=None) -> int:
         "load_wait_s": round(waited, 0),
         "stages": {},
     }
-    kills, cases, clients, seconds = (10, 500, 10, 10) if args.quick else (100, 10000, 50, 60)
+    kills, cases, clients, seconds, examples = (10, 500, 10, 10, 10) if args.quick else (100, 10000, 50, 60, 250)
     for n, stage in enumerate(stages):
         if n and not args.quick:
             # The previous stage's own work is still in the 1-minute average: let the machine settle.
@@ -144,15 +159,25 @@ def main(argv=None) -> int:
         elif stage == "load":
             result = stage_json([str(PYTHON), "bench/reliability/load.py", "--clients", str(clients), "--seconds", str(seconds)],
                                 env=env, timeout=1800)
+        elif stage == "schema":
+            result = stage_schema(examples=examples, env=env, timeout=3600)
         else:
             began = time.monotonic()
             result = {**stage_deploy_check(env=env), "wall_s": round(time.monotonic() - began, 1)}
-        report["stages"][stage] = {"loadavg_at_start": load, **result}
+        report["stages"][stage] = {"loadavg_at_start": load, "date": report["date"], "commit": report["commit"], **result}
         log(f"{stage}: exit status {result['exit_status']} in {result.get('wall_s', '?')} s")
 
     # A quick run is a smoke test of the runs themselves: its figures are not results.
     target = (BASE_DIR / "var" / "reliability-quick.json") if args.quick else (RESULTS / "latest.json")
     target.parent.mkdir(parents=True, exist_ok=True)
+    if not args.quick and set(stages) != set(STAGES) and target.exists():
+        # --only some stages: the others keep their last figures; each stage says when and at which commit.
+        kept = json.loads(target.read_text())
+        for stage, figures in kept.get("stages", {}).items():
+            if stage not in report["stages"]:
+                figures.setdefault("date", kept.get("date"))
+                figures.setdefault("commit", kept.get("commit"))
+                report["stages"][stage] = figures
     target.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
     log(f"written to {target.relative_to(BASE_DIR)}")

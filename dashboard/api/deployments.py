@@ -1,0 +1,104 @@
+"""Deployments: the failed ones, as support reads them, and the outcomes the marketplace reports."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from django.core.paginator import Paginator
+from ninja import Field, Query, Router, Schema, Status
+
+from dashboard.api.auth import READ, REPORT
+from dashboard.api.errors import BadInput
+from dashboard.api.schemas import DeploymentOut, DeploymentReportIn, DeploymentReportOut, DeploymentsPageOut, ErrorOut
+from dashboard.models import Deployment
+from dashboard.selectors.deployments import failed_deployments
+from dashboard.services.deploy import deployment_words
+from dashboard.services.outcomes import deployment_outcome_record
+
+router = Router(tags=["deployments"])
+
+
+class DeploymentsFilter(Schema):
+    outcome: Literal["failed"] = Field("failed", description="failed: failed by ZOS or refused by our precheck")
+    node_id: int | None = Field(None, ge=0)
+    farm_id: int | None = Field(None, ge=0)
+    cause: Deployment.Cause | None = None
+    since: dt.date | None = None
+    until: dt.date | None = Field(None, description="includes that whole day (UTC)")
+    page: int = Field(1, ge=1)
+    per_page: int = Field(50, ge=1, le=500)
+
+
+def deployment_out(d: Deployment) -> dict:
+    return {
+        "id": d.pk,
+        "node_id": d.node.node_id,
+        "farm_id": d.node.farm_id,
+        "slice_index": d.slice_index,
+        "cru": d.cru,
+        "mru": d.mru,
+        "sru": d.sru,
+        "state": d.state,
+        "cause": d.cause,
+        "raw_error": d.raw_error,
+        "needed_bytes": d.needed_bytes,
+        "usable_bytes": d.usable_bytes,
+        "words": deployment_words(d),
+        "capacity_seen": d.capacity_seen or {},
+        "marketplace_id": d.marketplace_id,
+        "workload_id": d.grid_workload_id,
+        "started_at": d.started_at,
+        "finished_at": d.finished_at,
+    }
+
+
+@router.get(
+    "/deployments",
+    auth=READ,
+    response={200: DeploymentsPageOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    summary="Failed deployments, newest first, as on /deployments/failed/",
+)
+def deployments(request, filters: Query[DeploymentsFilter]):
+    if filters.since and filters.until and filters.since > filters.until:
+        raise BadInput(f"the date range is reversed: since {filters.since} is after until {filters.until}", field="until")
+    listed = failed_deployments(
+        node_id=filters.node_id,
+        farm_id=filters.farm_id,
+        cause=filters.cause,
+        since=filters.since,
+        until=filters.until,
+    )
+    shown = Paginator(listed, filters.per_page).get_page(filters.page)
+    return {
+        "count": shown.paginator.count,
+        "page": shown.number,
+        "pages": shown.paginator.num_pages,
+        "per_page": filters.per_page,
+        "deployments": [deployment_out(d) for d in shown],
+    }
+
+
+@router.post(
+    "/deployments",
+    auth=REPORT,
+    response={200: DeploymentReportOut, 201: DeploymentReportOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 409: ErrorOut},
+    summary="Report a deployment's outcome (idempotent on marketplace_id)",
+)
+def deployment_report(request, body: DeploymentReportIn):
+    """201 when this marketplace id is new; 200 when it was reported before (a repeat changes
+    nothing; `released` after `deployed` moves the same record on); 409 when the report
+    contradicts the record (another node or slice, or e.g. `deployed` after `failed`)."""
+    recorded = deployment_outcome_record(
+        node_id=body.node_id,
+        slice_index=body.slice_index,
+        marketplace_id=body.marketplace_id,
+        outcome=body.outcome,
+        error=body.error,
+        at=body.at,
+        workload_id=body.workload_id,
+        by=request.auth.user,
+        source="api",
+    )
+    deployment = Deployment.objects.select_related("node").get(pk=recorded.deployment.pk)
+    return Status(201 if recorded.created else 200, {"created": recorded.created, "deployment": deployment_out(deployment)})

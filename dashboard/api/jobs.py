@@ -1,0 +1,56 @@
+"""GET /api/v1/jobs: the jobs list, as the Jobs page reads it."""
+
+from __future__ import annotations
+
+from django.core.paginator import Paginator
+from ninja import Query, Router, Schema
+from ninja import Field
+
+from dashboard.api.auth import READ
+from dashboard.api.schemas import ErrorOut, JobOut, JobsPageOut
+from dashboard.models import Job
+from dashboard.selectors.jobs import jobs_list
+
+router = Router(tags=["jobs"])
+
+
+class JobsFilter(Schema):
+    state: Job.State | None = None
+    kind: Job.Kind | None = None
+    node_id: int | None = Field(None, ge=0)
+    page: int = Field(1, ge=1)
+    per_page: int = Field(50, ge=1, le=500)
+
+
+def job_out(job: Job) -> dict:
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "state": job.state,
+        "node_id": job.node.node_id if job.node_id else None,
+        "farm_id": job.farm_id,
+        "source": job.source,
+        "dry_run": job.dry_run,
+        "step": job.step,
+        "progress_done": job.progress_done,
+        "progress_total": job.progress_total,
+        "requested_by": job.requested_by.get_username() if job.requested_by_id else None,
+        "attempts": job.attempts,
+        "error": job.error,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+    }
+
+
+@router.get("/jobs", auth=READ, response={200: JobsPageOut, 401: ErrorOut, 403: ErrorOut}, summary="Jobs, newest first")
+def jobs(request, filters: Query[JobsFilter]):
+    listed = jobs_list(state=filters.state, kind=filters.kind, node_id=filters.node_id)
+    shown = Paginator(listed, filters.per_page).get_page(filters.page)
+    return {
+        "count": shown.paginator.count,
+        "page": shown.number,
+        "pages": shown.paginator.num_pages,
+        "per_page": filters.per_page,
+        "jobs": [job_out(job) for job in shown],
+    }

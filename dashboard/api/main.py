@@ -1,0 +1,95 @@
+"""The NinjaAPI of /api/v1/: its routers, its throttle, and every error as {"detail", "field"}.
+
+Bad input is a 400 naming the field (django-ninja's own 422 for a schema error included): the
+marketplace's programs read one status for "fix your request".
+"""
+
+from __future__ import annotations
+
+from django.http import Http404
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, AuthorizationError, Throttled, ValidationError
+
+from dashboard.api import deployments, explain, jobs, nodes, policies
+from dashboard.api.auth import TokenRateThrottle, TokenRefused
+from dashboard.api.errors import BadInput, GridTrouble
+from dashboard.services.jobs import JobError
+from dashboard.services.outcomes import OutcomeConflict, OutcomeError
+
+api = NinjaAPI(
+    title="Slice catalog dashboard API",
+    version="1",
+    description=(
+        "Read the fleet's slice catalogs and their figures, ask for a live precheck, start a re-register, "
+        "report deployment outcomes, and have ZOS errors explained. Every call needs "
+        "`Authorization: Bearer <token>` with the scope the operation names (read, precheck, report, act); "
+        "tokens are made by admins (`manage.py api_token create`, or /api-tokens/). Sizes are bytes."
+    ),
+    urls_namespace="api-v1",
+    throttle=[TokenRateThrottle()],
+)
+
+for module in (nodes, jobs, deployments, policies, explain):
+    api.add_router("/", module.router)
+
+
+def _error(request, status: int, detail: str, field: str | None = None, **extra):
+    return api.create_response(request, {"detail": detail, "field": field, **extra}, status=status)
+
+
+@api.exception_handler(ValidationError)
+def _invalid(request, exc: ValidationError):
+    errors = [{"field": _field(e.get("loc", ())), "message": e.get("msg", "invalid")} for e in exc.errors]
+    first = errors[0] if errors else {"field": None, "message": "invalid input"}
+    detail = f"{first['field']}: {first['message']}" if first["field"] else first["message"]
+    return _error(request, 400, detail, first["field"], errors=errors)
+
+
+def _field(loc) -> str | None:
+    # ("body", "body", "slice_index") / ("query", "page") -> "slice_index" / "page"
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "filters")]
+    return ".".join(parts) or None
+
+
+@api.exception_handler(BadInput)
+def _bad_input(request, exc: BadInput):
+    return _error(request, 400, str(exc), exc.field)
+
+
+@api.exception_handler(OutcomeError)
+def _outcome_refused(request, exc: OutcomeError):
+    return _error(request, 409 if isinstance(exc, OutcomeConflict) else 400, str(exc), exc.field)
+
+
+@api.exception_handler(JobError)
+def _job_refused(request, exc: JobError):
+    return _error(request, 400, str(exc))
+
+
+@api.exception_handler(GridTrouble)
+def _grid_trouble(request, exc: GridTrouble):
+    response = _error(request, 503, str(exc), cause=exc.cause)
+    response["Retry-After"] = "10"
+    return response
+
+
+@api.exception_handler(Http404)
+def _not_found(request, exc: Http404):
+    return _error(request, 404, str(exc) or "not found")
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request, exc: AuthenticationError):
+    response = _error(request, 401, TokenRefused().message)
+    response["WWW-Authenticate"] = 'Bearer realm="api"'
+    return response
+
+
+@api.exception_handler(AuthorizationError)
+def _forbidden(request, exc: AuthorizationError):
+    return _error(request, 403, exc.message)
+
+
+@api.exception_handler(Throttled)
+def _throttled(request, exc: Throttled):
+    return _error(request, 429, "too many requests for this token; wait for Retry-After seconds (API_THROTTLE_RATE)")

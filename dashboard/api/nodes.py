@@ -1,0 +1,191 @@
+"""The fleet and its nodes: totals, the filtered table, one node, its precheck and its re-register."""
+
+from __future__ import annotations
+
+from django.http import Http404
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema, Status
+
+from dashboard.api.auth import ACT, PRECHECK, READ
+from dashboard.api.errors import BadInput, GridTrouble
+from dashboard.api.jobs import job_out
+from dashboard.api.schemas import (
+    ErrorOut,
+    FleetTotalsOut,
+    JobStartedOut,
+    NodeDetailOut,
+    NodesPageOut,
+    PrecheckIn,
+    PrecheckOut,
+    ReregisterIn,
+)
+from dashboard.grid.types import GridError
+from dashboard.models import Job, Node
+from dashboard.selectors.fleet import SORT_KEYS, fleet_page
+from dashboard.selectors.node import node_detail
+from dashboard.services.deploy import precheck_run
+from dashboard.services.jobs import job_request
+
+router = Router(tags=["fleet"])
+
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+
+
+class NodesFilter(Schema):
+    farm_id: int | None = Field(None, ge=0)
+    status: Node.Status | None = None
+    stale: bool | None = None
+    has_phantoms: bool | None = None
+    search: str | None = Field(None, max_length=12, description="node id, or its leading digits")
+    sort: str = Field("node_id", description=f"one of {', '.join(SORT_KEYS)}; prefix - for descending")
+    page: int = Field(1, ge=1)
+    per_page: int = Field(50, ge=1, le=500)
+
+
+@router.get("/fleet", auth=READ, response={200: FleetTotalsOut, **ERRORS}, summary="Fleet totals")
+def fleet(request):
+    return fleet_page(per_page=1).totals
+
+
+@router.get("/nodes", auth=READ, response={200: NodesPageOut, **ERRORS}, summary="Nodes, filtered and paged as the fleet page")
+def nodes(request, filters: Query[NodesFilter]):
+    try:
+        shown = fleet_page(
+            page=filters.page,
+            per_page=filters.per_page,
+            farm_id=filters.farm_id,
+            status=filters.status,
+            stale=filters.stale,
+            has_phantoms=filters.has_phantoms,
+            search=filters.search,
+            sort=filters.sort,
+        )
+    except ValueError as exc:  # the status is an enum above, so only the sort key is left to refuse
+        raise BadInput(str(exc), field="sort") from None
+    return {
+        "count": shown.count,
+        "page": shown.page.number,
+        "pages": shown.page.paginator.num_pages,
+        "per_page": filters.per_page,
+        "totals": shown.totals,
+        "nodes": shown.rows,
+    }
+
+
+@router.get("/nodes/{node_id}", auth=READ, response={200: NodeDetailOut, **ERRORS}, summary="One node: catalog, figures, reading ages")
+def node(request, node_id: int):
+    try:
+        detail = node_detail(node_id=node_id, job_limit=0)
+    except Node.DoesNotExist:
+        raise Http404(f"node {node_id} is not registered") from None
+    n = detail.node
+    now = timezone.now()
+    return {
+        "node_id": n.node_id,
+        "farm_id": n.farm_id,
+        "farm_name": n.farm_name,
+        "status": n.status,
+        "total": n.total.as_dict(),
+        "used": n.used.as_dict() if n.used is not None else None,
+        "policy": {"name": detail.policy.name, "version": detail.policy.version},
+        "figures": {
+            "nominal": detail.nominal,
+            "deployable": detail.deployable,
+            "gap": detail.gap,
+            "free": detail.free,
+            "occupied": detail.occupied,
+            "placeable_now": detail.placeable_now,
+            "phantom": detail.phantom,
+            "phantom_by_reason": n.phantom_reasons or {},
+            "stale": detail.stale,
+            "stale_reason": detail.stale_reason,
+        },
+        "reading": {
+            "seen_at": n.seen_at,
+            "seen_age_seconds": _age(now, n.seen_at),
+            "prechecked_at": n.prechecked_at,
+            "prechecked_age_seconds": _age(now, n.prechecked_at),
+        },
+        "catalog": [
+            {
+                "index": c.slice.index,
+                "cru": c.slice.cru,
+                "mru": c.slice.mru,
+                "sru": c.slice.sru,
+                "state": c.slice.state,
+                "generation": c.slice.generation,
+                "fits_now": c.fits_now,
+                "last_deployment_state": c.last_deployment_state,
+                "last_deployment_cause": c.last_deployment_cause,
+            }
+            for c in detail.catalog
+        ],
+        "verdicts": list(detail.verdicts) if detail.verdicts is not None else None,
+        "active_job": job_out(detail.active_job) if detail.active_job else None,
+        "failed_deployments": detail.failed_deployments,
+        "lessons": {
+            "hidden_mru_per_vm": n.hidden_mru_per_vm,
+            "pool_room_below": n.observed.pool_room_below,
+            "pools_known": detail.pools_known,
+            "observations": [
+                {"kind": o.kind, "seen_at": o.seen_at, "source": o.source, "vm_count": o.vm_count,
+                 "hidden_mru_per_vm": o.hidden_mru_per_vm, "disk_size": o.disk_size, "raw_error": o.raw_error}
+                for o in detail.observations
+            ],
+        },
+    }
+
+
+@router.post(
+    "/nodes/{node_id}/precheck",
+    auth=PRECHECK,
+    response={200: PrecheckOut, 503: ErrorOut, **ERRORS},
+    summary="Read the node's live capacity now and say which free slices can be placed",
+)
+def precheck(request, node_id: int, body: PrecheckIn | None = None):
+    """A fresh read from the grid, bounded by the grid client's time-outs and retries
+    (GRID_CONNECT_TIMEOUT, GRID_READ_TIMEOUT, GRID_RETRIES). Stores the reading and the
+    placeable/phantom figures, as the node page's precheck does; never touches the catalog."""
+    target = _node_or_404(node_id)
+    asked = body.slice_index if body else None
+    if asked is not None and not target.slices.filter(index=asked, state="free").exists():
+        raise BadInput(
+            f"node {node_id} has no free slice {asked}; ask about a free slice, or leave slice_index out",
+            field="slice_index",
+        )
+    try:
+        report = precheck_run(node=target)
+    except GridError as exc:
+        raise GridTrouble(exc) from None
+    answer = report.as_dict()
+    answer["slice"] = next((v for v in answer["verdicts"] if v["slice"] == asked), None) if asked is not None else None
+    return answer
+
+
+@router.post(
+    "/nodes/{node_id}/reregister",
+    auth=ACT,
+    response={200: JobStartedOut, 202: JobStartedOut, **ERRORS},
+    summary="Start a re-register job (202), or get the node's active job (200)",
+)
+def reregister(request, node_id: int, body: ReregisterIn | None = None):
+    target = _node_or_404(node_id)
+    requested = job_request(
+        kind=Job.Kind.REREGISTER,
+        node=target,
+        by=request.auth.user,
+        source=Job.Source.API,
+        dry_run=bool(body and body.dry_run),
+    )
+    return Status(202 if requested.created else 200, {"created": requested.created, "job": job_out(requested.job)})
+
+
+def _node_or_404(node_id: int) -> Node:
+    found = Node.objects.filter(node_id=node_id).first()
+    if found is None:
+        raise Http404(f"node {node_id} is not registered")
+    return found
+
+
+def _age(now, at) -> float | None:
+    return round((now - at).total_seconds(), 3) if at is not None else None

@@ -1,0 +1,281 @@
+"""The API's shapes: what comes in and what goes out, one typed schema each (bytes are integers).
+
+Outputs are read from the selectors' own dataclasses and models by attribute, so a field here
+is a field there; nothing is a dict whose keys a client has to guess.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from ninja import Field, Schema
+
+from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT
+
+
+class ErrorOut(Schema):
+    detail: str = Field(description="What went wrong and what to do, in words")
+    field: str | None = Field(None, description="The input at fault, when one is")
+
+
+class ResourcesOut(Schema):
+    cru: int = Field(description="cores")
+    mru: int = Field(description="memory, bytes")
+    sru: int = Field(description="SSD, bytes")
+    hru: int = Field(description="HDD, bytes")
+
+
+class FleetTotalsOut(Schema):
+    nodes: int
+    nominal: int = Field(description="slices in the stored catalogs")
+    deployable: int = Field(description="slices the policies in force carve")
+    gap: int = Field(description="nominal - deployable; above 0, catalogs offer more than the nodes hold")
+    free: int
+    rented: int
+    deployed: int
+    failed: int
+    placeable_now: int = Field(description="free slices that fit the last live reading, over the prechecked nodes")
+    phantom: int = Field(description="free slices that do not fit the last live reading, over the prechecked nodes")
+    stale: int = Field(description="nodes whose catalog differs from what their policy carves now")
+    unprechecked: int = Field(description="nodes never prechecked: placeable and phantom unknown")
+
+
+class NodeRowOut(Schema):
+    node_id: int
+    farm_id: int
+    farm_name: str
+    status: str
+    nominal: int
+    deployable: int
+    gap: int
+    free: int
+    rented: int
+    deployed: int
+    failed: int
+    placeable_now: int | None = Field(description="null: never prechecked")
+    phantom: int | None = Field(description="null: never prechecked")
+    stale: bool
+    stale_reason: str
+    seen_at: datetime | None = Field(description="when the grid was last read for this node")
+    policy: str = Field(description='the effective policy, "name vN"')
+
+
+class NodesPageOut(Schema):
+    count: int = Field(description="nodes matching the filters, on all pages")
+    page: int
+    pages: int
+    per_page: int
+    totals: FleetTotalsOut = Field(description="totals over every matching node, not only this page")
+    nodes: list[NodeRowOut]
+
+
+class PolicyRefOut(Schema):
+    name: str
+    version: int
+
+
+class ReadingOut(Schema):
+    seen_at: datetime | None = Field(description="last live capacity reading")
+    seen_age_seconds: float | None
+    prechecked_at: datetime | None = Field(description="when placeable/phantom were last worked out")
+    prechecked_age_seconds: float | None
+
+
+class NodeFiguresOut(Schema):
+    nominal: int
+    deployable: int
+    gap: int
+    free: int
+    occupied: int = Field(description="rented or deployed slices")
+    placeable_now: int | None
+    phantom: int | None
+    phantom_by_reason: dict[str, int] = Field(description="phantom slices by reason: down, standby, memory, disk, pool")
+    stale: bool
+    stale_reason: str
+
+
+class ObservationOut(Schema):
+    kind: str = Field(description="memory (hidden use per VM) or disk (no pool held a disk of that size)")
+    seen_at: datetime
+    source: str = Field(description="deploy (seen by slice_deploy) or reported (by another program)")
+    vm_count: int = Field(description="VMs running when ZOS refused")
+    hidden_mru_per_vm: int
+    disk_size: int | None
+    raw_error: str
+
+
+class LessonsOut(Schema):
+    hidden_mru_per_vm: int = Field(description="bytes of memory each running VM really uses beyond its size")
+    pool_room_below: int | None = Field(description="a disk this size found no pool, until something is freed")
+    pools_known: bool
+    observations: list[ObservationOut]
+
+
+class CatalogSliceOut(Schema):
+    index: int
+    cru: int
+    mru: int
+    sru: int = Field(description="data disk, bytes; the rootfs comes on top")
+    state: str
+    generation: int
+    fits_now: bool | None = Field(description="free slices: fits the last live reading; null otherwise or never read")
+    last_deployment_state: str | None
+    last_deployment_cause: str | None
+
+
+class SliceVerdictOut(Schema):
+    index: int
+    fits: bool
+    words: str
+
+
+class JobOut(Schema):
+    id: int
+    kind: str
+    state: str
+    node_id: int | None
+    farm_id: int | None
+    source: str
+    dry_run: bool
+    step: str
+    progress_done: int
+    progress_total: int
+    requested_by: str | None
+    attempts: int
+    error: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class NodeDetailOut(Schema):
+    node_id: int
+    farm_id: int
+    farm_name: str
+    status: str
+    total: ResourcesOut
+    used: ResourcesOut | None = Field(description="live used capacity at the last reading (reserve included)")
+    policy: PolicyRefOut
+    figures: NodeFiguresOut
+    reading: ReadingOut
+    catalog: list[CatalogSliceOut]
+    verdicts: list[SliceVerdictOut] | None = Field(description="free slices against the last reading; null if never read")
+    active_job: JobOut | None
+    failed_deployments: int
+    lessons: LessonsOut = Field(description="what ZOS's refusals taught about this node")
+
+
+class JobsPageOut(Schema):
+    count: int
+    page: int
+    pages: int
+    per_page: int
+    jobs: list[JobOut]
+
+
+class DeploymentOut(Schema):
+    id: int
+    node_id: int
+    farm_id: int
+    slice_index: int
+    cru: int
+    mru: int
+    sru: int
+    state: str = Field(description="deploying, deployed, failed, refused (by our precheck) or deleted (released)")
+    cause: str = Field(description="memory, disk, validation, node-offline, grid-unavailable, unknown; empty if none")
+    raw_error: str = Field(description="ZOS's own message, as reported")
+    needed_bytes: int | None
+    usable_bytes: int | None
+    words: str = Field(description="what happened and what to do, for support staff")
+    capacity_seen: dict = Field(description="what the node reported then: status, total, used (and when it was read)")
+    marketplace_id: str
+    workload_id: str
+    started_at: datetime
+    finished_at: datetime | None
+
+
+class DeploymentsPageOut(Schema):
+    count: int
+    page: int
+    pages: int
+    per_page: int
+    deployments: list[DeploymentOut]
+
+
+class DeploymentReportIn(Schema):
+    node_id: int = Field(ge=0, description="the grid's node id")
+    slice_index: int = Field(ge=0, description="the slice's index in the node's catalog")
+    marketplace_id: str = Field(
+        min_length=1, max_length=MARKETPLACE_ID_MAX, description="the marketplace's deployment or contract id; reports are idempotent on it"
+    )
+    outcome: Literal["deployed", "failed", "released"]
+    error: str = Field("", max_length=MAX_ERROR_TEXT, description="ZOS's raw error text, for a failure")
+    at: datetime = Field(description="when it happened, with its UTC offset")
+    workload_id: str = Field("", max_length=64, description="the grid workload, when known")
+
+
+class DeploymentReportOut(Schema):
+    created: bool = Field(description="false: this marketplace id was reported before (a repeat, or deployed -> released)")
+    deployment: DeploymentOut
+
+
+class PrecheckIn(Schema):
+    slice_index: int | None = Field(None, ge=0, description="ask about this slice only; all free slices otherwise")
+
+
+class PrecheckVerdictOut(Schema):
+    slice: int
+    fits: bool
+    needed: ResourcesOut
+    available: ResourcesOut
+    words: str
+
+
+class PrecheckOut(Schema):
+    node_id: int
+    status: str
+    cause: str = Field(description='"node-offline" when the node is down or on standby')
+    policy: PolicyRefOut
+    checked_at: datetime
+    total: ResourcesOut
+    used: ResourcesOut
+    free_slices: int
+    placeable_now: int
+    phantom_slices: list[int]
+    verdicts: list[PrecheckVerdictOut]
+    words: str
+    slice: PrecheckVerdictOut | None = Field(None, description="the asked slice's verdict, when one was asked")
+
+
+class ReregisterIn(Schema):
+    dry_run: bool = Field(False, description="work out the new catalog without swapping it in")
+
+
+class JobStartedOut(Schema):
+    created: bool = Field(description="false: a job was already active for this node and is returned instead")
+    job: JobOut
+
+
+class PolicyOut(Schema):
+    name: str
+    version: int
+    scope: str = Field(description='fleet, farm, node, or "builtin" when no fleet default is stored')
+    farm_id: int | None
+    node_id: int | None
+    nodes: int = Field(description="nodes it is in force on")
+    parameters: dict = Field(description="the capacity parameters, bytes as integers")
+
+
+class ExplainIn(Schema):
+    error: str = Field(min_length=1, max_length=MAX_ERROR_TEXT, description="a ZOS error message, as logged")
+
+
+class DiagnosisOut(Schema):
+    cause: str
+    reason: str = Field(description="ZOS's own reason, unwrapped")
+    words: str
+    needed_bytes: int | None
+    usable_bytes: int | None
+    workload: str | None
+    deployment_id: int | None

@@ -1,0 +1,100 @@
+"""The Prometheus collector: the stored figures, read when Prometheus scrapes (never cached here).
+
+Nothing is counted in process memory, so every web process answers the same, a restart loses
+nothing, and the numbers are the ones the pages show. Names: slicedash_farm_* per farm (label
+`farm`), slicedash_fleet_* for the whole fleet, slicedash_jobs*, slicedash_deployments_failed_total.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import timezone
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from dashboard.models import Job
+from dashboard.selectors.metrics import FarmFigures, metrics_snapshot
+
+# (attribute of FarmFigures, metric suffix, help)
+FIGURES = (
+    ("nodes", "nodes", "Registered nodes"),
+    ("nodes_up", "nodes_up", "Nodes the grid last reported up"),
+    ("nominal", "slices_nominal", "Slices in the stored catalogs"),
+    ("deployable", "slices_deployable", "Slices the policies in force carve"),
+    ("free", "slices_free", "Free slices in the stored catalogs"),
+    ("placeable", "slices_placeable", "Free slices that fit the last live reading (prechecked nodes)"),
+    ("phantom", "slices_phantom", "Free slices offered that the last live reading cannot place (prechecked nodes)"),
+    ("phantom_on_up_nodes", "slices_phantom_on_up_nodes", "Phantom slices on nodes that are up"),
+    ("stale_nodes", "nodes_stale", "Nodes whose catalog differs from what their policy carves now"),
+    ("unprechecked_nodes", "nodes_unprechecked", "Nodes never prechecked (placeable and phantom unknown)"),
+    ("never_read_nodes", "nodes_never_read", "Nodes whose capacity was never read from the grid"),
+)
+
+
+class FiguresCollector:
+    """Collects on every scrape: three queries (see selectors.metrics)."""
+
+    def describe(self):
+        # Nothing up front: registering must not touch the database.
+        return []
+
+    def collect(self):
+        now = timezone.now()
+        snapshot = metrics_snapshot()
+        farm_families = {attr: GaugeMetricFamily(f"slicedash_farm_{suffix}", f"{text}, per farm", labels=["farm"])
+                         for attr, suffix, text in FIGURES}  # fmt: skip
+        farm_oldest = GaugeMetricFamily(
+            "slicedash_farm_oldest_reading_age_seconds", "Age of the least recently read node's capacity, per farm", labels=["farm"]
+        )
+        for farm in snapshot.farms:
+            label = [str(farm.farm_id)]
+            for attr, family in farm_families.items():
+                family.add_metric(label, getattr(farm, attr))
+            if farm.oldest_reading_at is not None:
+                farm_oldest.add_metric(label, _age(now, farm.oldest_reading_at))
+        yield from farm_families.values()
+        yield farm_oldest
+
+        fleet: FarmFigures = snapshot.fleet
+        for attr, suffix, text in FIGURES:
+            yield GaugeMetricFamily(f"slicedash_fleet_{suffix}", f"{text}, whole fleet", value=getattr(fleet, attr))
+        if fleet.oldest_reading_at is not None:
+            yield GaugeMetricFamily(
+                "slicedash_fleet_oldest_reading_age_seconds",
+                "Age of the least recently read node's capacity, whole fleet",
+                value=_age(now, fleet.oldest_reading_at),
+            )
+
+        jobs = GaugeMetricFamily("slicedash_jobs", "Jobs by kind and state", labels=["kind", "state"])
+        oldest = GaugeMetricFamily(
+            "slicedash_jobs_oldest_age_seconds", "Age of the oldest queued or running job, by kind and state", labels=["kind", "state"]
+        )
+        for row in snapshot.jobs:
+            jobs.add_metric([row.kind, row.state], row.jobs)
+            if row.state in Job.ACTIVE_STATES and row.oldest_created_at is not None:
+                oldest.add_metric([row.kind, row.state], _age(now, row.oldest_created_at))
+        yield jobs
+        yield oldest
+        heartbeat = snapshot.freshest_heartbeat_at
+        if heartbeat is not None:
+            yield GaugeMetricFamily(
+                "slicedash_worker_heartbeat_age_seconds",
+                "Age of the latest heartbeat written by a worker running a job (absent when no job runs)",
+                value=_age(now, heartbeat),
+            )
+
+        failed = CounterMetricFamily(
+            "slicedash_deployments_failed", "Deployments failed by ZOS or refused by the precheck, by cause", labels=["cause", "state"]
+        )
+        for row in snapshot.failures:
+            failed.add_metric([row.cause, row.state], row.deployments)
+        yield failed
+
+
+def _age(now: datetime, at: datetime) -> float:
+    return max((now - at).total_seconds(), 0.0)
+
+
+registry = CollectorRegistry(auto_describe=False)
+registry.register(FiguresCollector())

@@ -1,0 +1,105 @@
+"""What the alert rules read (stored figures into plain rows) and what the banner shows.
+
+alert_figures costs five queries whatever the fleet size: only the nodes some rule could fire
+for are read (phantom on an up node, stale, or an old reading), the policies (a handful of rows),
+the jobs twice and the recent failures grouped by cause.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Count, Max, Min, Q
+
+from dashboard.alerts import rules
+from dashboard.models import Alert, Deployment, Job, Node, Policy
+from dashboard.selectors.deployments import FAILED_STATES
+
+
+def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
+    reading_cutoff = now - limits.reading_max_age
+    rows = (
+        Node.objects.filter(
+            Q(status=Node.Status.UP, phantom_slices__gt=0) | Q(stale=True) | Q(seen_at__lt=reading_cutoff)
+        )
+        .order_by()
+        .values_list("node_id", "farm_id", "status", "phantom_reasons", "stale", "registered_at", "effective_policy", "seen_at")
+    )
+    policy_changed = dict(Policy.objects.values_list("name", "updated_at"))
+    nodes = [
+        rules.NodeReading(
+            node_id=node_id,
+            farm_id=farm_id,
+            status=status,
+            phantom_reasons=reasons or {},
+            stale=stale,
+            stale_since=_stale_since(registered_at, effective, policy_changed) if stale else None,
+            seen_at=seen_at,
+        )
+        for node_id, farm_id, status, reasons, stale, registered_at, effective, seen_at in rows
+    ]
+    return rules.Figures(now=now, nodes=nodes, jobs=job_activity(), failures=_failures(since=now - limits.failed_window))
+
+
+def job_activity() -> rules.JobActivity:
+    """The oldest queued job and the freshest heartbeat of a running one (two queries)."""
+    totals = Job.objects.aggregate(
+        queued=Count("pk", filter=Q(state=Job.State.QUEUED)),
+        beat=Max("heartbeat_at", filter=Q(state=Job.State.RUNNING)),
+        oldest=Min("created_at", filter=Q(state=Job.State.QUEUED)),
+    )
+    kind = ""
+    if totals["oldest"] is not None:
+        kind = Job.objects.filter(state=Job.State.QUEUED).order_by("created_at").values_list("kind", flat=True).first() or ""
+    return rules.JobActivity(
+        oldest_queued_at=totals["oldest"], oldest_queued_kind=kind, queued=totals["queued"], freshest_heartbeat_at=totals["beat"]
+    )
+
+
+def _failures(*, since: datetime) -> list[rules.FailureCount]:
+    counts: dict[str, int] = {}
+    for row in (
+        Deployment.objects.filter(state__in=FAILED_STATES, started_at__gte=since).order_by().values("cause").annotate(n=Count("pk"))
+    ):
+        cause = row["cause"] or Deployment.Cause.UNKNOWN
+        counts[cause] = counts.get(cause, 0) + row["n"]
+    return [rules.FailureCount(cause=cause, deployments=n) for cause, n in sorted(counts.items())]
+
+
+def _stale_since(registered_at: datetime, effective: str, policy_changed: dict[str, datetime]) -> datetime:
+    """The latest moment the catalog can have become stale: its node's registration, or the last
+    change of the policy now in force (effective_policy is "name vN"), whichever is later.
+    Not stored anywhere exactly; this errs towards later, so the alert never fires early."""
+    name = effective.rsplit(" v", 1)[0] if effective else ""
+    changed = policy_changed.get(name)
+    return max(registered_at, changed) if changed else registered_at
+
+
+@dataclass(frozen=True)
+class BannerAlert:
+    """A firing alert as the banner shows it; `pk` is None for the live "no worker" condition."""
+
+    pk: int | None
+    title: str
+    summary: str
+    detail: str
+    since: datetime
+    acknowledged_by: str
+    acknowledged_at: datetime | None
+
+
+def alerts_banner(*, now: datetime, limits: rules.Limits) -> list[BannerAlert]:
+    """The firing alerts, newest first, and "no worker is running" judged now.
+
+    The worker rule is judged again here because the beat that records alerts often runs inside
+    the worker (`celery worker --beat`): when the worker is gone, nothing records that it is.
+    """
+    firing = [
+        BannerAlert(a.pk, a.title, a.summary, a.detail, a.since, a.acknowledged_by.get_username() if a.acknowledged_by else "", a.acknowledged_at)
+        for a in Alert.objects.filter(state=Alert.State.FIRING).select_related("acknowledged_by").order_by("-since", "pk")
+    ]
+    if not any(a.title == rules.TITLES[rules.NO_WORKER] for a in firing):
+        for condition in rules.no_worker(rules.Figures(now=now, jobs=job_activity()), limits):
+            firing.insert(0, BannerAlert(None, rules.TITLES[condition.rule], condition.summary, condition.detail, now, "", None))
+    return firing

@@ -1,0 +1,126 @@
+"""What /metrics reports, read from the stored figures at scrape time: three queries whatever
+the fleet size (nodes grouped by farm, jobs grouped by kind and state, failures grouped by cause).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Max, Min, Q, Sum
+
+from dashboard.models import Deployment, Job, Node
+from dashboard.selectors.deployments import FAILED_STATES
+from dashboard.selectors.fleet import NOMINAL
+
+
+@dataclass(frozen=True)
+class FarmFigures:
+    farm_id: int
+    nodes: int = 0
+    nodes_up: int = 0
+    nominal: int = 0
+    deployable: int = 0
+    free: int = 0
+    placeable: int = 0  # over the prechecked nodes
+    phantom: int = 0  # over the prechecked nodes
+    phantom_on_up_nodes: int = 0
+    stale_nodes: int = 0
+    unprechecked_nodes: int = 0
+    never_read_nodes: int = 0
+    oldest_reading_at: datetime | None = None  # the least recently read node's seen_at
+
+
+@dataclass(frozen=True)
+class JobFigures:
+    kind: str
+    state: str
+    jobs: int
+    oldest_created_at: datetime | None
+    freshest_heartbeat_at: datetime | None
+
+
+@dataclass(frozen=True)
+class FailureFigures:
+    cause: str
+    state: str
+    deployments: int
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    farms: list[FarmFigures] = field(default_factory=list)
+    jobs: list[JobFigures] = field(default_factory=list)
+    failures: list[FailureFigures] = field(default_factory=list)
+
+    @property
+    def fleet(self) -> FarmFigures:
+        """The farms added up (the oldest reading is the fleet's oldest)."""
+        readings = [f.oldest_reading_at for f in self.farms if f.oldest_reading_at is not None]
+        sums = {
+            name: sum(getattr(f, name) for f in self.farms)
+            for name in FarmFigures.__dataclass_fields__
+            if name not in ("farm_id", "oldest_reading_at")
+        }
+        return FarmFigures(farm_id=0, oldest_reading_at=min(readings, default=None), **sums)
+
+    @property
+    def freshest_heartbeat_at(self) -> datetime | None:
+        """The latest heartbeat of any running job: how recently a worker was seen working."""
+        beats = [j.freshest_heartbeat_at for j in self.jobs if j.state == Job.State.RUNNING and j.freshest_heartbeat_at]
+        return max(beats, default=None)
+
+
+def metrics_snapshot() -> MetricsSnapshot:
+    farms = (
+        Node.objects.order_by()
+        .values("farm_id")
+        .annotate(
+            m_nodes=Count("pk"),
+            m_nodes_up=Count("pk", filter=Q(status=Node.Status.UP)),
+            m_nominal=Sum(NOMINAL),
+            m_deployable=Sum("deployable"),
+            m_free=Sum("slices_free"),
+            m_placeable=Sum("placeable_now"),
+            m_phantom=Sum("phantom_slices"),
+            m_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status=Node.Status.UP)),
+            m_stale_nodes=Count("pk", filter=Q(stale=True)),
+            m_unprechecked_nodes=Count("pk", filter=Q(placeable_now__isnull=True)),
+            m_never_read_nodes=Count("pk", filter=Q(seen_at__isnull=True)),
+            m_oldest_reading_at=Min("seen_at"),
+        )
+        .order_by("farm_id")
+    )
+    jobs = (
+        Job.objects.order_by()
+        .values("kind", "state")
+        .annotate(n=Count("pk"), oldest=Min("created_at"), heartbeat=Max("heartbeat_at"))
+        .order_by("kind", "state")
+    )
+    failures = (
+        Deployment.objects.filter(state__in=FAILED_STATES)
+        .order_by()
+        .values("cause", "state")
+        .annotate(n=Count("pk"))
+        .order_by("cause", "state")
+    )
+    return MetricsSnapshot(
+        farms=[_farm(row) for row in farms],
+        jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
+        failures=_failures(failures),
+    )
+
+
+def _failures(rows) -> list[FailureFigures]:
+    # A failure stored with no cause is an unknown one: one series, not two with the same labels.
+    counts: dict[tuple[str, str], int] = {}
+    for row in rows:
+        key = (row["cause"] or Deployment.Cause.UNKNOWN, row["state"])
+        counts[key] = counts.get(key, 0) + row["n"]
+    return [FailureFigures(cause, state, n) for (cause, state), n in sorted(counts.items())]
+
+
+def _farm(row: dict) -> FarmFigures:
+    figures = {key.removeprefix("m_"): value for key, value in row.items() if key.startswith("m_")}
+    oldest = figures.pop("oldest_reading_at")
+    return FarmFigures(farm_id=row["farm_id"], oldest_reading_at=oldest, **{k: int(v or 0) for k, v in figures.items()})

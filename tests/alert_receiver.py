@@ -1,0 +1,43 @@
+"""A webhook receiver on loopback for the alert tests: a real HTTP server that keeps what apprise posts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class AlertReceiver:
+    def __init__(self, *, delay: float = 0.0, status: int = 200):
+        self.messages: list[dict] = []
+        self.delay = delay
+        self.status = status
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                receiver.messages.append(json.loads(body or b"{}"))
+                self.send_response(receiver.status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        """The apprise URL of this receiver (apprise's json:// posts {"title", "message", "type", ...})."""
+        return f"json://127.0.0.1:{self.server.server_address[1]}/alerts"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

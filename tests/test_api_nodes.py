@@ -1,0 +1,101 @@
+"""/api/v1/nodes/{id}: one node; POST .../precheck (a live read) and .../reregister (a job)."""
+
+import pytest
+
+from dashboard.capacity import GiB
+from dashboard.models import AuditEvent, Job
+from dashboard.services.deploy import slice_deploy
+
+pytestmark = pytest.mark.django_db
+NODE = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+
+
+@pytest.fixture
+def node_1774(sim_node):
+    """Node 1774 with the legacy carve and slice 0 deployed: slice 6 is phantom."""
+    node = sim_node(1774, policy_name="legacy", **NODE)
+    slice_deploy(node=node, slice_index=0)
+    return node
+
+
+def test_it_gives_the_catalog_and_figures(api_call, api_token, node_1774):
+    body = api_call("get", "/api/v1/nodes/1774", api_token("read")).json()
+    assert [s["state"] for s in body["catalog"]][:2] == ["deployed", "free"]
+    assert (body["figures"]["nominal"], body["figures"]["stale"]) == (7, True)
+
+
+def test_it_gives_the_reading_ages(api_call, api_token, node_1774):
+    reading = api_call("get", "/api/v1/nodes/1774", api_token("read")).json()["reading"]
+    assert reading["seen_at"] is not None
+    assert 0 <= reading["prechecked_age_seconds"] < 60
+
+
+def test_it_answers_404_for_an_unregistered_node(api_call, api_token):
+    response = api_call("get", "/api/v1/nodes/9", api_token("read"))
+    assert (response.status_code, response.json()["detail"]) == (404, "node 9 is not registered")
+
+
+def test_it_prechecks_one_slice_live(api_call, api_token, node_1774):
+    body = api_call("post", "/api/v1/nodes/1774/precheck", api_token("precheck"), json={"slice_index": 6}).json()
+    assert (body["placeable_now"], body["phantom_slices"]) == (5, [6])
+    assert body["slice"]["fits"] is False
+    assert "memory" in body["slice"]["words"]
+
+
+def test_it_prechecks_every_free_slice_without_a_body(api_call, api_token, node_1774):
+    response = api_call("post", "/api/v1/nodes/1774/precheck", api_token("precheck"))
+    assert (response.status_code, response.json()["free_slices"], response.json()["slice"]) == (200, 6, None)
+
+
+def test_it_refuses_a_precheck_of_a_slice_that_is_not_free(api_call, api_token, node_1774):
+    response = api_call("post", "/api/v1/nodes/1774/precheck", api_token("precheck"), json={"slice_index": 0})
+    assert (response.status_code, response.json()["field"]) == (400, "slice_index")
+
+
+def test_it_refuses_a_precheck_to_a_read_token(api_call, api_token, node_1774):
+    assert api_call("post", "/api/v1/nodes/1774/precheck", api_token("read"), json={}).status_code == 403
+
+
+def test_it_answers_503_when_the_grid_cannot_be_read(api_call, api_token, node_1774, gridproxy_down):
+    response = api_call("post", "/api/v1/nodes/1774/precheck", api_token("precheck"), json={})
+    assert response.status_code == 503
+    assert "nothing was recorded" in response.json()["detail"]
+
+
+def test_it_starts_a_reregister_job(api_call, api_token, node_1774, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        response = api_call("post", "/api/v1/nodes/1774/reregister", api_token("act"), json={})
+    job = Job.objects.get()
+    assert (response.status_code, response.json()["job"]["id"], job.source, job.requested_by.username) == (
+        202, job.pk, "api", "api-admins"
+    )  # fmt: skip
+
+
+def test_it_returns_the_active_job_instead_of_a_second(api_call, api_token, node_1774, django_capture_on_commit_callbacks):
+    token = api_token("act")
+    with django_capture_on_commit_callbacks(execute=False):
+        api_call("post", "/api/v1/nodes/1774/reregister", token, json={})
+        again = api_call("post", "/api/v1/nodes/1774/reregister", token, json={"dry_run": True})
+    assert (again.status_code, again.json()["created"], Job.objects.count()) == (200, False, 1)
+
+
+def test_it_audits_a_job_requested_through_the_api(api_call, api_token, node_1774, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        api_call("post", "/api/v1/nodes/1774/reregister", api_token("act"), json={})
+    assert AuditEvent.objects.filter(action="job.requested", source="api").count() == 1
+
+
+def test_it_refuses_a_reregister_to_a_precheck_token(api_call, api_token, node_1774):
+    assert api_call("post", "/api/v1/nodes/1774/reregister", api_token("precheck"), json={}).status_code == 403
+
+
+def test_it_gives_what_the_nodes_refusals_taught(api_call, api_token, sim_node):
+    from dashboard.capacity import GiB
+    from dashboard.services.deploy import slices_deploy_all_free
+
+    node = sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB)
+    slices_deploy_all_free(node=node)
+    body = api_call("get", "/api/v1/nodes/2877", api_token("read")).json()
+    assert body["lessons"]["hidden_mru_per_vm"] == GiB
+    assert [o["kind"] for o in body["lessons"]["observations"]] == ["memory"]
+    assert body["figures"]["phantom_by_reason"] == {"memory": 3}  # the free slices the lesson rules out
