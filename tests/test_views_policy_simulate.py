@@ -92,3 +92,10 @@ def test_the_job_page_shows_both_policies_side_by_side(admins_client, fleet):
     assert 'data-policy="in_force"' in page and 'data-policy="candidate"' in page
     assert "fleet-default v1 (in force)" in page and "fleet-default v2 (candidate)" in page
     assert "the candidate uses less of what ZOS allows" in page
+
+
+def test_the_jobs_list_says_what_the_simulation_found(admins_client, fleet):
+    admins_client.post(simulate_url(fleet), form_data(fleet, overhead_mru_per_vm="3GiB"))
+    job_execute(job=job_claim(job_id=Job.objects.get().pk))
+    page = admins_client.get(reverse("jobs")).content.decode()
+    assert "policy fleet-default" in page and "Over a simulated month on 2 nodes" in page
