@@ -92,3 +92,11 @@ def test_it_runs_one_simulation_at_a_time(small_fleet):
 def test_it_refuses_a_simulation_without_a_candidate():
     with pytest.raises(JobError, match="candidate"):
         job_request(kind=Job.Kind.SIMULATE, parameters={})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_runs_the_simulation_to_its_result(small_fleet, live_worker, job_finished):
+    job = job_request(kind=Job.Kind.SIMULATE, parameters=simulation_parameters(candidate=overhead(3 * GiB), scope="fleet")).job
+    done = job_finished(job, timeout=60)
+    assert done.state == Job.State.SUCCEEDED, done.error
+    assert done.result["policies"]["candidate"]["utilisation"] < done.result["policies"]["in_force"]["utilisation"]
