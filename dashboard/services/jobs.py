@@ -6,7 +6,8 @@ services.reregister, a precheck is services.deploy.precheck_run (node_precheck_j
 The life of a job, and what keeps it honest when a worker dies:
 
 - `job_request` inserts the Job in one transaction. The partial unique constraints
-  (one_active_job_per_node, one_active_bulk_job) refuse a second active job even under a
+  (one_active_job_per_node, one_active_bulk_job,
+  one_active_simulate_job) refuse a second active job even under a
   race; the loser gets the active job back with created=False. The Celery message (task id
   = job id) is sent only after commit, so a worker never looks for a row it cannot see.
 - The worker claims the job with a conditional UPDATE (queued -> running, attempts + 1).
