@@ -316,6 +316,7 @@ class Job(models.Model):
         REREGISTER = "reregister", "Re-register"
         PRECHECK = "precheck", "Precheck"
         BULK_REREGISTER = "bulk-reregister", "Bulk re-register"
+        SIMULATE = "simulate", "Simulated month"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -344,6 +345,8 @@ class Job(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    # What was asked, for a kind that needs more than a node (a simulated month: the candidate policy).
+    parameters = models.JSONField(default=dict, blank=True)
     result = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -359,6 +362,11 @@ class Job(models.Model):
                 fields=["kind"],
                 condition=Q(kind="bulk-reregister", state__in=["queued", "running"]),
                 name="one_active_bulk_job",
+            ),
+            models.UniqueConstraint(
+                fields=["kind"],
+                condition=Q(kind="simulate", state__in=["queued", "running"]),
+                name="one_active_simulate_job",
             ),
         ]
 

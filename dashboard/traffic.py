@@ -38,6 +38,7 @@ import math
 import random
 import resource
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dashboard import capacity
@@ -50,6 +51,7 @@ HOURS = 30 * 24  # a month
 MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the month
 RE_REGISTER_EVERY_HOURS = 24  # the beat's bulk re-register of stale nodes
 MAX_ATTEMPTS = 5  # nodes the marketplace tries for one request
+TICK_EVERY = 250  # events between two calls of simulate's `tick`
 POLICY_NAMES = ("legacy", "flat-overhead", "zos", "zos-learning")
 MEMORY_CHOICES_GIB = (8, 16, 16, 32, 32, 64)
 SSD_CHOICES_GIB = (240, 480, 960, 1920)
@@ -70,6 +72,24 @@ MODES = {
     "zos": Mode("zos", precheck=True, learning=False, reregister=True),
     "zos-learning": Mode("zos", precheck=True, learning=True, reregister=True),
 }
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A policy replayed by name in the figures: its parameters, and which of the product's reactions run
+    with it (`mode.profile` is not read: the parameters are `policy`). The built-in names are contenders
+    too (`contender("zos-learning")`); the policy page's job passes the policy in force and a candidate."""
+
+    name: str
+    policy: capacity.Policy
+    mode: Mode
+
+
+def contender(name: str) -> Contender:
+    """One of the four built-in policies, by name."""
+    if name not in MODES:
+        raise ValueError(f"unknown policy {name!r}; choose from {', '.join(MODES)}")
+    return Contender(name=name, policy=capacity.profile(MODES[name].profile), mode=MODES[name])
 
 
 @dataclass(frozen=True)
@@ -167,10 +187,10 @@ class SimNode:
 class Run:
     """One policy's month: the catalog, the marketplace and ZOS, event by event."""
 
-    def __init__(self, name: str, specs: list[NodeSpec], allowed: dict[int, int]):
-        self.name = name
-        self.mode = MODES[name]
-        self.policy = capacity.profile(self.mode.profile)
+    def __init__(self, contender: Contender, specs: list[NodeSpec], allowed: dict[int, int]):
+        self.name = contender.name
+        self.mode = contender.mode
+        self.policy = contender.policy
         self.nodes = [
             SimNode(spec=spec, machine=_boot(spec), allowed_mru=allowed[spec.node_id]) for spec in specs
         ]
@@ -485,25 +505,42 @@ class Simulation:
         }
 
 
-def simulate(*, nodes: int, events: int, seed: int, policies: tuple[str, ...] = POLICY_NAMES,
-             progress=None) -> Simulation:
-    """Replay one fleet and one event stream against each policy; the figures side by side."""
-    unknown = [p for p in policies if p not in MODES]
-    if unknown:
-        raise ValueError(f"unknown policy {unknown[0]!r}; choose from {', '.join(MODES)}")
-    if nodes < 1 or events < 0:
+def simulate(*, nodes: int | None = None, events: int, seed: int,
+             policies: Sequence[str | Contender] = POLICY_NAMES, progress=None,
+             fleet: Sequence[NodeSpec] | None = None,
+             tick: Callable[[str, int, int], None] | None = None) -> Simulation:
+    """Replay one fleet and one event stream against each policy; the figures side by side.
+
+    The fleet is the stated mix of `nodes` nodes, or the caller's `fleet` (the seed then draws only
+    the events). A policy is a built-in name or a Contender. `progress(figures)` is called as each
+    policy finishes; `tick(name, events_done, events)` every TICK_EVERY events, for a heartbeat.
+    """
+    contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
+    names = [c.name for c in contenders]
+    if len(set(names)) != len(names):
+        raise ValueError(f"each policy needs its own name; got {', '.join(names)}")
+    if fleet is not None:
+        if not fleet:
+            raise ValueError("the fleet needs at least one node")
+        if len({spec.node_id for spec in fleet}) != len(fleet):
+            raise ValueError("each node of the fleet needs its own node_id")
+        nodes = len(fleet)
+    if nodes is None or nodes < 1 or events < 0:
         raise ValueError("nodes must be at least 1 and events zero or more")
     started = time.perf_counter()
     rng = random.Random(seed)
-    specs = fleet_mix(nodes, rng)
+    specs = fleet_mix(nodes, rng) if fleet is None else list(fleet)
     stream = event_stream(events, rng)
     allowed = {spec.node_id: allowed_mru(spec) for spec in specs}
     results = {}
-    for name in policies:
+    for entrant in contenders:
+        name = entrant.name
         run_started = time.perf_counter()
-        run = Run(name, specs, allowed)
+        run = Run(entrant, specs, allowed)
         next_reregister = RE_REGISTER_EVERY_HOURS
-        for event in stream:
+        for done, event in enumerate(stream):
+            if tick is not None and done % TICK_EVERY == 0:
+                tick(name, done, len(stream))
             while next_reregister <= event.at:
                 run.release_until(next_reregister)
                 run.reregister_stale(next_reregister)
@@ -542,8 +579,8 @@ def simulate(*, nodes: int, events: int, seed: int, policies: tuple[str, ...] = 
         mix={
             "hidden_use": sum(1 for s in specs if s.hidden_mru),
             "several_pools": sum(1 for s in specs if len(s.pools) > 1),
-            "memory_gib": sorted(set(MEMORY_CHOICES_GIB)),
-            "ssd_gib": list(SSD_CHOICES_GIB),
+            "memory_gib": sorted(set(MEMORY_CHOICES_GIB)) if fleet is None else sorted({s.mru // GiB for s in specs}),
+            "ssd_gib": list(SSD_CHOICES_GIB) if fleet is None else sorted({s.sru // GiB for s in specs}),
             "standby_share_of_events": 0.08,
             "mean_lifetime_days": MEAN_LIFETIME_HOURS / 24,
         },

@@ -22,6 +22,8 @@ urlpatterns = [
     path("policy/", policy.policy_list, name="policy"),
     path("policy/new/", policy.policy_new, name="policy-new"),
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
+    path("policy/<int:policy_id>/simulate/", policy.policy_simulate, name="policy-simulate"),
+    path("policy/new/simulate/", policy.policy_new_simulate, name="policy-new-simulate"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("alerts/<int:alert_id>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),

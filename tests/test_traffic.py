@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.capacity import GiB, Resources, SliceSize
+from dashboard.capacity import GiB, Resources, SliceSize, profile, with_overrides
 from dashboard.grid.simulator import ZosMachine
-from dashboard.traffic import simulate
+from dashboard.traffic import MODES, Contender, NodeSpec, contender, simulate
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +91,41 @@ def test_the_simulator_takes_no_decision_from_the_capacity_model():
         for alias in node.names
     }
     assert imported <= {"GiB", "MiB", "Resources", "SliceSize", "format_size"}
+
+
+def small_fleet() -> list[NodeSpec]:
+    return [
+        NodeSpec(node_id=11, cru=8, mru=32 * GiB, sru=960 * GiB, pools=(960 * GiB,), hidden_mru=GiB),
+        NodeSpec(node_id=12, cru=8, mru=16 * GiB, sru=480 * GiB, pools=(240 * GiB, 240 * GiB), hidden_mru=0),
+        NodeSpec(node_id=13, cru=16, mru=64 * GiB, sru=1920 * GiB, pools=(1920 * GiB,), hidden_mru=0),
+    ]
+
+
+def test_it_replays_the_callers_fleet():
+    month = simulate(fleet=small_fleet(), events=120, seed=3, policies=("zos-learning",))
+    assert (month.nodes, month.mix["hidden_use"], month.mix["several_pools"]) == (3, 1, 1)
+    assert month.policies["zos-learning"].deploys > 0
+
+
+def test_a_named_policy_runs_like_the_built_in_one_with_the_same_parameters():
+    shipped = Contender(name="in force", policy=profile("zos"), mode=MODES["zos-learning"])
+    month = simulate(fleet=small_fleet(), events=120, seed=3, policies=("zos-learning", shipped))
+    assert month.policies["in force"].as_dict() | {"seconds": 0} == month.policies["zos-learning"].as_dict() | {"seconds": 0}
+
+
+def test_a_per_vm_overhead_lowers_utilisation_on_the_same_fleet():
+    candidate = Contender(name="candidate", policy=with_overrides(profile("zos"), overhead_mru_per_vm=3 * GiB),
+                          mode=MODES["zos-learning"])
+    month = simulate(fleet=small_fleet(), events=200, seed=3, policies=("zos-learning", candidate))
+    assert month.policies["candidate"].utilisation < month.policies["zos-learning"].utilisation
+
+
+def test_it_refuses_two_policies_of_one_name():
+    with pytest.raises(ValueError, match="its own name"):
+        simulate(fleet=small_fleet(), events=5, seed=3, policies=("zos", contender("zos")))
+
+
+def test_it_calls_tick_while_a_policy_runs():
+    ticks = []
+    simulate(fleet=small_fleet(), events=600, seed=3, policies=("zos",), tick=lambda *a: ticks.append(a))
+    assert ticks[0] == ("zos", 0, 600) and len(ticks) == 3

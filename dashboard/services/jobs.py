@@ -6,7 +6,8 @@ services.reregister, a precheck is services.deploy.precheck_run (node_precheck_j
 The life of a job, and what keeps it honest when a worker dies:
 
 - `job_request` inserts the Job in one transaction. The partial unique constraints
-  (one_active_job_per_node, one_active_bulk_job) refuse a second active job even under a
+  (one_active_job_per_node, one_active_bulk_job,
+  one_active_simulate_job) refuse a second active job even under a
   race; the loser gets the active job back with created=False. The Celery message (task id
   = job id) is sent only after commit, so a worker never looks for a row it cannot see.
 - The worker claims the job with a conditional UPDATE (queued -> running, attempts + 1).
@@ -92,13 +93,15 @@ def job_request(
     by=None,
     source: str = "web",
     dry_run: bool = False,
+    parameters: dict | None = None,
 ) -> JobRequest:
     """Queue a job, or return the one already active for the same node (or the active bulk job).
 
     One transaction inserts the Job and its audit event; the Celery message is sent on commit
     with the job id as its task id. Bad input raises JobError and writes nothing.
     """
-    _job_request_validate(kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run)
+    _job_request_validate(kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run,
+                          parameters=parameters)
     requester = _requester_words(by, source)
     # The unique index refuses our insert while another job is active; if that job finishes
     # between our insert and our look-up, there is nothing to return, so try once more.
@@ -113,6 +116,7 @@ def job_request(
                         requested_by=by,
                         source=source,
                         dry_run=dry_run,
+                        parameters=parameters or {},
                         step="waiting for a worker",
                     )
             except IntegrityError:
@@ -140,7 +144,7 @@ def job_request(
     raise JobError("could not queue the job: another job for the same target kept appearing and finishing; try again")
 
 
-def _job_request_validate(*, kind, node, farm_id, by, source, dry_run) -> None:
+def _job_request_validate(*, kind, node, farm_id, by, source, dry_run, parameters) -> None:
     if kind not in Job.Kind.values:
         raise JobError(f"unknown job kind {kind!r}; use one of: {', '.join(Job.Kind.values)}")
     if source not in Job.Source.values:
@@ -150,11 +154,18 @@ def _job_request_validate(*, kind, node, farm_id, by, source, dry_run) -> None:
             raise JobError("a bulk re-register covers all stale nodes (or one farm's); it takes no node")
         if farm_id is not None and (isinstance(farm_id, bool) or not isinstance(farm_id, int) or farm_id < 0):
             raise JobError(f"farm id must be a whole number of zero or more, not {farm_id!r}")
+    elif kind == Job.Kind.SIMULATE:
+        if node is not None or farm_id is not None or dry_run:
+            raise JobError("a simulated month takes its nodes from the candidate policy's scope, and changes nothing")
+        if not isinstance(parameters, dict) or not isinstance(parameters.get("candidate"), dict):
+            raise JobError("a simulated month needs the candidate policy's parameters")
     else:
         if node is None or getattr(node, "pk", None) is None:
             raise JobError(f"a {Job.Kind(kind).label.lower()} job needs a registered node")
         if farm_id is not None:
             raise JobError("a farm id only applies to a bulk re-register")
+    if parameters and kind != Job.Kind.SIMULATE:
+        raise JobError(f"a {Job.Kind(kind).label.lower()} job takes no parameters")
     if dry_run and kind == Job.Kind.PRECHECK:
         raise JobError("a precheck changes no catalog; it has no dry run")
     if by is not None and (not getattr(by, "is_authenticated", False) or getattr(by, "pk", None) is None):
@@ -165,7 +176,7 @@ def _active_job(*, kind: str, node: Node | None) -> Job | None:
     active = Job.objects.filter(state__in=Job.ACTIVE_STATES).select_related("node", "requested_by")
     if node is not None:
         return active.filter(node=node).first()
-    return active.filter(kind=Job.Kind.BULK_REREGISTER).first()
+    return active.filter(kind=kind).first()
 
 
 def _job_enqueue(job_id: int) -> None:
@@ -254,6 +265,7 @@ def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> N
     # services.reregister builds on this module (progress, ownership, finishing a job), so what a
     # kind runs is imported when a job runs, not when this module loads.
     from dashboard.services.reregister import bulk_reregister, node_reregister
+    from dashboard.services.simulation import policy_simulate
 
     try:
         if job.kind == Job.Kind.REREGISTER:
@@ -262,6 +274,8 @@ def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> N
             node_precheck_job(job=job)
         elif job.kind == Job.Kind.BULK_REREGISTER:
             bulk_reregister(job=job, stop_on=reraise)
+        elif job.kind == Job.Kind.SIMULATE:
+            policy_simulate(job=job)
         else:
             raise JobError(f"unknown job kind {job.kind!r}")
     except reraise:
@@ -455,7 +469,8 @@ def _audit(*, job: Job, action: str, actor, source: str, message: str, detail: d
 
 
 def _job_words(job: Job) -> str:
-    kind = {Job.Kind.REREGISTER: "re-register", Job.Kind.PRECHECK: "precheck", Job.Kind.BULK_REREGISTER: "bulk re-register"}
+    kind = {Job.Kind.REREGISTER: "re-register", Job.Kind.PRECHECK: "precheck", Job.Kind.BULK_REREGISTER: "bulk re-register",
+            Job.Kind.SIMULATE: "simulated month"}
     words = kind.get(job.kind, job.kind)
     if job.dry_run:
         words = f"dry run of {words}"
@@ -463,6 +478,8 @@ def _job_words(job: Job) -> str:
         target = f"node {job.node.node_id}"
     elif job.kind == Job.Kind.BULK_REREGISTER:
         target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
+    elif job.kind == Job.Kind.SIMULATE:
+        target = f"policy {(job.parameters or {}).get('candidate', {}).get('name', '?')}"
     else:
         target = "a deleted node"
     return f"{words} of {target} (job #{job.pk})"
