@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0004_observations'),
+        ('dashboard', '0006_alerts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
