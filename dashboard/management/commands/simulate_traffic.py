@@ -62,12 +62,14 @@ def table(result: Simulation) -> str:
         f"{result.mix['several_pools']} with several SSD pools), {result.events} events over {HOURS // 24} days, "
         f"seed {result.seed}; {result.seconds:.0f} s, peak memory {result.peak_memory_mib:.0f} MiB"
     )
-    lines = [head, "", "| policy | deploys | refused | per 1,000 | after the first | by cause | utilisation | phantom slice-hours | unserved |",
-             "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [head, "", "| policy | deploys | refused | per 1,000 | after the first | where no use is hidden | by cause "
+             "| utilisation | phantom slice-hours | unserved |",
+             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for name, f in result.policies.items():
         causes = ", ".join(f"{k} {v}" for k, v in f.refused_by_cause.items()) or "none"
         lines.append(
-            f"| {name} | {f.deploys:,} | {f.refused:,} | {f.refused_per_1000:.1f} | {f.refused_after_first:,} | {causes} | "
+            f"| {name} | {f.deploys:,} | {f.refused:,} | {f.refused_per_1000:.1f} | {f.refused_after_first:,} | "
+            f"{f.refused_without_hidden_use:,} | {causes} | "
             f"{f.utilisation:.3f} | {f.phantom_slice_hours:,.0f} | {f.unserved:,} |"
         )
     return "\n".join(lines)
@@ -85,6 +87,7 @@ What is modelled and how each figure is measured: `dashboard/traffic.py`.
 {picture}
 ## Reading it
 - **deploys**: VMs sent to ZOS; **refused**: ZOS said no (memory, or no pool with room for a disk).
+- **where no use is hidden**: refusals on nodes whose memory use is all accounted (none should be refused).
 - **after the first**: refusals on a node beyond its first one. The first refusal on a node with hidden
   memory use is how ZOS tells it (its statistics do not); the shipped policy learns from it and never
   sends a slice there that would be refused again.
