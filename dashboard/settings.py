@@ -150,6 +150,10 @@ GRID_CONNECT_TIMEOUT = env_float("GRID_CONNECT_TIMEOUT", 3.05, minimum=0.01)
 GRID_READ_TIMEOUT = env_float("GRID_READ_TIMEOUT", 10.0, minimum=0.01)
 GRID_RETRIES = env_int("GRID_RETRIES", 3, minimum=0)
 GRID_BACKOFF = env_float("GRID_BACKOFF", 0.5, minimum=0.0)
+# Wall-clock budgets: one Grid Proxy request in all (tries, back-off and a slow answer included),
+# and one job step that reads the grid (a re-register's read with its whole-read retries).
+GRID_DEADLINE = env_float("GRID_DEADLINE", 30.0, minimum=0.1)
+GRID_STEP_DEADLINE = env_float("GRID_STEP_DEADLINE", 90.0, minimum=0.1)
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
 
 # --- Auth and security ----------------------------------------------------------------
