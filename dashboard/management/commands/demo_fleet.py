@@ -246,6 +246,8 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             policy_name=spec.policy,
             source="command",
             used=live.used,
+            country=live.country,
+            city=live.city,
         )
         if spec.rented:
             with transaction.atomic():
