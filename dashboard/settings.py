@@ -167,6 +167,8 @@ AXES_ENABLED = env_bool("AXES_ENABLED", True)
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Cuts the username to the 255 characters axes stores; the login forms refuse longer ones first.
+AXES_USERNAME_CALLABLE = "dashboard.auth.axes_username"
 AXES_RESET_ON_SUCCESS = True
 # Its start-up banner would be a second line on every command's stderr.
 AXES_VERBOSE = False

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
+from dashboard.auth import LoginForm
 from dashboard.views import deployments, fleet, jobs, node, policy
 
 urlpatterns = [
@@ -20,7 +21,7 @@ urlpatterns = [
     path("policy/", policy.policy_list, name="policy"),
     path("policy/new/", policy.policy_new, name="policy-new"),
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False), name="login"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False, authentication_form=LoginForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
