@@ -173,6 +173,8 @@ AXES_RESET_ON_SUCCESS = True
 # Its start-up banner would be a second line on every command's stderr.
 AXES_VERBOSE = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Named on the page a signed-in account in no group gets: whom to ask for access.
+ACCESS_REQUEST_CONTACT = env_str("ACCESS_REQUEST_CONTACT", "") or "a superuser of this dashboard"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet"
 LOGOUT_REDIRECT_URL = "login"

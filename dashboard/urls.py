@@ -25,3 +25,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
 ]
+
+handler403 = "dashboard.views.errors.permission_denied"

@@ -71,6 +71,7 @@ class FleetFilterForm(forms.Form):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
 @vary_on_headers("HX-Request")
 def overview(request):
     if request.GET.get("format") == "csv":
@@ -85,6 +86,7 @@ def overview(request):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
 def export_csv(request):
     """The filtered set, every row (no pagination), for a spreadsheet."""
     form = FleetFilterForm(request.GET)
@@ -107,7 +109,7 @@ def export_csv(request):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-@permission_required("dashboard.bulk_reregister", raise_exception=True)
+@permission_required(["dashboard.view_node", "dashboard.bulk_reregister"], raise_exception=True)
 def reregister_stale(request):
     """GET: how many nodes it would touch. POST: start the bulk job (or show the one running)."""
     if request.method == "POST":

@@ -11,15 +11,20 @@ from dashboard.models import Job, Node
 from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.services.jobs import job_request
 
+# The page shows the node, its catalog and its jobs.
+NODE_READ = ["dashboard.view_node", "dashboard.view_slice", "dashboard.view_job"]
+
 
 @login_required
 @require_GET
+@permission_required(NODE_READ, raise_exception=True)
 def detail(request, node_id: int):
     return render(request, "dashboard/node.html", {"section": "fleet", "detail": _detail_or_404(node_id)})
 
 
 @login_required
 @require_GET
+@permission_required(NODE_READ, raise_exception=True)
 @vary_on_headers("HX-Request")
 def catalog(request, node_id: int):
     """The catalog region alone; the page refreshes it on the `catalog-changed` event."""
