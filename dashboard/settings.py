@@ -50,6 +50,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.middleware.SessionExpiry",
+    "dashboard.middleware.NoStoreForSignedIn",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -193,6 +195,10 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = not DEBUG
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
 SESSION_COOKIE_HTTPONLY = True
+# A session ends this long after the login (default 12 h), or after this long without a request
+# (default 2 h); dashboard.middleware.SessionExpiry enforces both.
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600, minimum=60)
+SESSION_IDLE_TIMEOUT = env_int("SESSION_IDLE_TIMEOUT", 2 * 3600, minimum=60)
 X_FRAME_OPTIONS = "DENY"
 
 # No inline script or style anywhere: htmx is configured with allowEval off (base template).

@@ -237,6 +237,7 @@ def main(argv=None) -> int:
             from django.apps import apps
 
             importlib.import_module("dashboard.migrations.0002_roles").create_roles(apps, None)
+            importlib.import_module("dashboard.migrations.0004_harden_permissions").grant_view_permissions(apps, None)
         users = get_user_model()
         users.objects.filter(username__startswith="load-").delete()
         logins = []
@@ -268,7 +269,7 @@ def main(argv=None) -> int:
         log(f"starting gunicorn ({args.workers} workers x {args.threads} threads) on 127.0.0.1:{port}")
         gunicorn_log = open(workdir / "gunicorn.log", "w")
         gunicorn = subprocess.Popen(
-            [str(GUNICORN), "dashboard.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
+            [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
              "--worker-class", "gthread", "--threads", str(args.threads), "--timeout", "30", "--graceful-timeout", "10"],
             cwd=BASE_DIR, env=env, stdout=gunicorn_log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
         )
