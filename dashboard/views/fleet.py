@@ -115,6 +115,10 @@ def reregister_stale(request):
     if request.method == "POST":
         requested = job_request(kind=Job.Kind.BULK_REREGISTER, by=request.user, source="web")
         if requested.created:
+            requested.job.refresh_from_db()  # a broker that is down has already failed it (see node._job_start)
+        if requested.created and requested.job.state == Job.State.FAILED:
+            messages.error(request, f"Could not start {requested.job}: {requested.job.error}")
+        elif requested.created:
             messages.success(request, f"Started {requested.job}.")
         else:
             messages.warning(request, f"Already running: {requested.job} has not finished, so no new job was started.")
