@@ -29,6 +29,8 @@ default.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import logging
 import math
@@ -600,21 +602,20 @@ class _Watchdog:
     def __init__(self, deadline: Deadline) -> None:
         self.deadline = deadline
         self.fired = False
+        self.finished = False
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._timer = threading.Timer(max(deadline.remaining(), 0.0), self._fire)
-        self._timer.daemon = True
 
     def __enter__(self) -> _Watchdog:
         self._outer = getattr(_watching, "dog", None)
         _watching.dog = self
-        self._timer.start()
+        _clock.add(self)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._timer.cancel()
         _watching.dog = self._outer
         with self._lock:
+            self.finished = True
             self._sockets.clear()
 
     def watch(self, sock: socket.socket) -> None:
@@ -625,12 +626,51 @@ class _Watchdog:
         if fired:
             _shut(sock)
 
-    def _fire(self) -> None:
+    def fire(self) -> None:
         with self._lock:
+            if self.finished:
+                return
             self.fired = True
             sockets = list(self._sockets)
         for sock in sockets:
             _shut(sock)
+
+
+class _WatchdogClock:
+    """One thread for every request's deadline (a timer thread per request costs more than a request)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, _Watchdog]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, dog: _Watchdog) -> None:
+        with self._wake:
+            heapq.heappush(self._due, (dog.deadline.ends, next(self._order), dog))
+            # Started on first use, and again in a forked child (a worker process), where it is gone.
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="grid-deadline-watchdog", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._due and self._due[0][2].finished:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+                dog = heapq.heappop(self._due)[2]
+            dog.fire()
+
+
+_clock = _WatchdogClock()
 
 
 def _shut(sock: Any) -> None:

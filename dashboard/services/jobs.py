@@ -326,7 +326,8 @@ def job_beating(*, job: Job | None, every: float | None = None) -> Iterator[None
     connection; it writes only while this run still owns the job. Inside a transaction it does
     nothing (the job's row may be locked by that transaction: the beat would wait on it for ever).
     """
-    if job is None or connection.in_atomic_block:
+    beating = _beating.__dict__.setdefault("jobs", set())
+    if job is None or connection.in_atomic_block or job.pk in beating:  # nested: the outer beat covers it
         yield
         return
     every = every or max(settings.JOB_HEARTBEAT_TIMEOUT / 4, 0.2)
@@ -344,11 +345,17 @@ def job_beating(*, job: Job | None, every: float | None = None) -> Iterator[None
 
     thread = threading.Thread(target=beat, name=f"job-{job.pk}-heartbeat", daemon=True)
     thread.start()
+    beating.add(job.pk)
     try:
         yield
     finally:
+        beating.discard(job.pk)
         stop.set()
         thread.join()
+
+
+# The jobs this thread is already beating for (a bulk run beats once around a batch's reads).
+_beating = threading.local()
 
 
 def job_succeed(*, job: Job, result: dict, message: str) -> None:

@@ -559,27 +559,29 @@ class _BulkRun:
         deploying = deploying_slices(pks)
         outcomes: dict[int, dict | str] = {}  # node pk -> its summary, or why it failed
         plans, stop = [], None
-        for node in nodes:
-            self._beat_while_reading(node)
-            try:
-                seen = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
-                plan = reregister_plan(
-                    node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen,
-                    deploying=deploying.get(node.pk, set()),
-                )
-            except self.stop_on:
-                raise
-            except JobLost:
-                raise
-            except Exception as exc:
-                outcomes[node.pk] = self._failure_words(node, exc)
-                self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
-                if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
-                    stop = (self.done + len(outcomes) + len(plans), outcomes[node.pk], exc)
-                    break
-            else:
-                self.unreachable_in_a_row = 0
-                plans.append(plan)
+        # One beat for the batch's reads (a thread per node read would cost more than the read).
+        with job_beating(job=self.job):
+            for node in nodes:
+                self._beat_while_reading(node)
+                try:
+                    seen = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
+                    plan = reregister_plan(
+                        node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen,
+                        deploying=deploying.get(node.pk, set()),
+                    )
+                except self.stop_on:
+                    raise
+                except JobLost:
+                    raise
+                except Exception as exc:
+                    outcomes[node.pk] = self._failure_words(node, exc)
+                    self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
+                    if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
+                        stop = (self.done + len(outcomes) + len(plans), outcomes[node.pk], exc)
+                        break
+                else:
+                    self.unreachable_in_a_row = 0
+                    plans.append(plan)
         outcomes.update(self._apply(plans, failed=len(outcomes)))
         for node in nodes:
             outcome = outcomes.get(node.pk)
