@@ -135,3 +135,12 @@ def test_it_follows_a_redirect_on_the_same_host(proxy):
 
     assert client_for(proxy.url).node(1774).node_id == 1774
     assert proxy.hits["/v2/nodes/1774"] == 1
+
+
+def test_it_refuses_a_redirect_to_another_scheme_on_the_same_host(proxy):
+    host = proxy.url.removeprefix("http://")
+    proxy.answer("/nodes/1774", Answer(301, "", headers={"Location": f"https://{host}/nodes/1774"}))
+
+    message, _ = timed(lambda: client_for(proxy.url).node(1774))
+
+    assert "redirecting to https:// on the same host; only http:// is followed" in message

@@ -469,7 +469,7 @@ class GridProxyClient:
             while True:
                 tries += 1
                 try:
-                    status, reason, body, url = self._fetch(url, deadline=deadline, watchdog=watchdog)
+                    status, reason, body, url = self._fetch(url, deadline=deadline)
                 except requests.exceptions.RequestException as exc:
                     if watchdog.fired or deadline.passed():
                         raise GridUnavailable(_deadline_words(deadline, url)) from None
@@ -504,7 +504,7 @@ class GridProxyClient:
             f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else "")
         )
 
-    def _fetch(self, url: str, *, deadline: Deadline, watchdog: _Watchdog) -> tuple[int, str, bytes, str]:
+    def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str]:
         """One try: status, reason, body and the URL that answered (a same-host redirect is followed)."""
         for _hop in range(MAX_REDIRECTS + 1):
             left = deadline.remaining()
@@ -528,11 +528,16 @@ class GridProxyClient:
     def _redirect_target(self, url: str, location: str, status: int) -> str:
         target = urljoin(url, location.strip())
         parts = urlsplit(target)
-        if (parts.scheme, parts.netloc.lower()) != self._origin:
+        if parts.netloc.lower() != self._origin[1]:
             where = parts.netloc or "(no host)"
             raise GridUnavailable(
                 f"the grid proxy at {_host(url)} answered {status} for {url}, redirecting to another host, "
                 f"{_short(where, 120)}; redirects to another host are not followed (check GRID_PROXY_URL)"
+            )
+        if parts.scheme != self._origin[0]:
+            raise GridUnavailable(
+                f"the grid proxy at {_host(url)} answered {status} for {url}, redirecting to {_short(parts.scheme, 20)}:// "
+                f"on the same host; only {self._origin[0]}:// is followed (check GRID_PROXY_URL)"
             )
         return target
 
