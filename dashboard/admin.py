@@ -14,12 +14,15 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from dashboard import capacity
+from dashboard.auth import AdminLoginForm
 from dashboard.models import ApiToken, AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
 from dashboard.selectors.fleet import NOMINAL, NodeRow, fleet_rows
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 admin.site.site_header = "Slice catalog administration"
 admin.site.site_title = "Slice catalog"
+# Refuses a username longer than any account's as a wrong login, counted by the throttle.
+admin.site.login_form = AdminLoginForm
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

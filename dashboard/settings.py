@@ -53,6 +53,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "dashboard.middleware.SessionExpiry",
+    "dashboard.middleware.NoStoreForSignedIn",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -166,6 +168,10 @@ GRID_CONNECT_TIMEOUT = env_float("GRID_CONNECT_TIMEOUT", 3.05, minimum=0.01)
 GRID_READ_TIMEOUT = env_float("GRID_READ_TIMEOUT", 10.0, minimum=0.01)
 GRID_RETRIES = env_int("GRID_RETRIES", 3, minimum=0)
 GRID_BACKOFF = env_float("GRID_BACKOFF", 0.5, minimum=0.0)
+# Wall-clock budgets: one Grid Proxy request in all (tries, back-off and a slow answer included),
+# and one job step that reads the grid (a re-register's read with its whole-read retries).
+GRID_DEADLINE = env_float("GRID_DEADLINE", 30.0, minimum=0.1)
+GRID_STEP_DEADLINE = env_float("GRID_STEP_DEADLINE", 90.0, minimum=0.1)
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
 
 # --- Auth and security ----------------------------------------------------------------
@@ -179,10 +185,14 @@ AXES_ENABLED = env_bool("AXES_ENABLED", True)
 AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Cuts the username to the 255 characters axes stores; the login forms refuse longer ones first.
+AXES_USERNAME_CALLABLE = "dashboard.auth.axes_username"
 AXES_RESET_ON_SUCCESS = True
 # Its start-up banner would be a second line on every command's stderr.
 AXES_VERBOSE = False
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Named on the page a signed-in account in no group gets: whom to ask for access.
+ACCESS_REQUEST_CONTACT = env_str("ACCESS_REQUEST_CONTACT", "") or "a superuser of this dashboard"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "fleet"
 LOGOUT_REDIRECT_URL = "login"
@@ -201,6 +211,10 @@ SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
 SECURE_HSTS_PRELOAD = not DEBUG
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
 SESSION_COOKIE_HTTPONLY = True
+# A session ends this long after the login (default 12 h), or after this long without a request
+# (default 2 h); dashboard.middleware.SessionExpiry enforces both.
+SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600, minimum=60)
+SESSION_IDLE_TIMEOUT = env_int("SESSION_IDLE_TIMEOUT", 2 * 3600, minimum=60)
 X_FRAME_OPTIONS = "DENY"
 
 # No inline script or style anywhere: htmx is configured with allowEval off (base template).

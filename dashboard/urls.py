@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from dashboard.api.main import api
+from dashboard.auth import LoginForm
 from dashboard.views import alerts, api_tokens, deployments, fleet, jobs, metrics, node, policy
 
 urlpatterns = [
@@ -24,7 +25,7 @@ urlpatterns = [
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
     path("policy/<int:policy_id>/simulate/", policy.policy_simulate, name="policy-simulate"),
     path("policy/new/simulate/", policy.policy_new_simulate, name="policy-new-simulate"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False), name="login"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False, authentication_form=LoginForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("alerts/<int:alert_id>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
     path("api-tokens/", api_tokens.token_list, name="api-tokens"),
@@ -33,3 +34,5 @@ urlpatterns = [
     path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
 ]
+
+handler403 = "dashboard.views.errors.permission_denied"

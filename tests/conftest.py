@@ -84,28 +84,24 @@ def gridproxy_serving(settings):
 
 @pytest.fixture
 def role_user(db, django_user_model):
-    """role_user("admins") / role_user("support"): a user in that role's group (migration 0002_roles).
+    """role_user("admins") / role_user("support"): a user in that role's group (migrations 0002_roles
+    and the later roles_grant); role_user(None): a signed-in user in no group.
 
     A transactional test before this one may have flushed the groups; they are made again by the
-    migration's own function, so the permissions are exactly what production gets.
+    migrations' own functions, so the permissions are exactly what production gets.
     """
     import importlib
 
     from django.apps import apps
     from django.contrib.auth.models import Group
 
-    def make(role: str, *, username: str | None = None, password: str = "not-a-real-password-1774", **fields):
+    def make(role: str | None, *, username: str | None = None, password: str = "not-a-real-password-1774", **fields):
+        if role is None:
+            return django_user_model.objects.create_user(username=username or "nobody", password=password, **fields)
         if not Group.objects.filter(name=role).exists():
-            importlib.import_module("dashboard.migrations.0002_roles").create_roles(apps, None)
-            # Later migrations that widen a role define roles_grant (found by name: they get renumbered).
-            import pkgutil
+            from dashboard.roles import roles_restore
 
-            import dashboard.migrations
-
-            for module in sorted(m.name for m in pkgutil.iter_modules(dashboard.migrations.__path__)):
-                grant = getattr(importlib.import_module(f"dashboard.migrations.{module}"), "roles_grant", None)
-                if grant is not None:
-                    grant(apps, None)
+            roles_restore(apps)
         user = django_user_model.objects.create_user(username=username or f"{role}-{Group.objects.count()}-user", password=password, **fields)
         user.groups.add(Group.objects.get(name=role))
         return user
@@ -117,6 +113,13 @@ def role_user(db, django_user_model):
 def admins_client(client, role_user):
     """A test client logged in as a member of the admins group."""
     client.force_login(role_user("admins", username="ada"))
+    return client
+
+
+@pytest.fixture
+def nogroup_client(client, role_user):
+    """A test client logged in as a user in no group: signed in, allowed nothing."""
+    client.force_login(role_user(None, username="nora"))
     return client
 
 

@@ -30,6 +30,10 @@ class Answer:
     status: int = 200
     body: Any = None  # dict/list -> JSON, str/bytes -> sent as is
     delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    # Seconds between the body's bytes: a server that drips its answer (never idle long enough
+    # for a read time-out) until the client hangs up.
+    drip: float = 0.0
 
 
 @dataclass
@@ -70,8 +74,17 @@ def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
                 self.send_response(answer.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                for name, value in answer.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(body)
+                if answer.drip:
+                    self.wfile.flush()
+                    for i in range(len(body)):
+                        self.wfile.write(body[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(answer.drip)
+                else:
+                    self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a time-out test)
 

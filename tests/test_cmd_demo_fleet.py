@@ -195,3 +195,12 @@ def test_it_runs_with_debug_off_only_when_forced(demo_env, settings):
     settings.DEBUG = False
     _demo("--force")
     assert User.objects.filter(username="admin").exists()
+
+
+def test_it_gives_the_demo_groups_their_permissions_when_they_were_lost(demo_env):
+    from django.contrib.auth.models import Group, User
+
+    Group.objects.all().delete()  # as a flushed database has them
+    _demo()
+    assert User.objects.get(username="support").has_perm("dashboard.view_node")
+    assert not User.objects.get(username="support").has_perm("dashboard.reregister_node")

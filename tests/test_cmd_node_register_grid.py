@@ -1,6 +1,10 @@
 """node_register without capacity flags: the node is read from the configured grid."""
 
 import json
+import os
+import subprocess
+import sys
+import time
 from io import StringIO
 from pathlib import Path
 
@@ -98,3 +102,71 @@ def test_it_refuses_hand_given_facts_beside_a_grid_read(grid):
         register("1774", "--farm-id", "7", "--status", "up")
     assert raised.value.returncode == 2
     assert not Node.objects.exists()
+
+
+# --- hostile answers: one line, nothing stored --------------------------------------------
+
+
+def node_answer(**fields) -> dict:
+    answer = json.loads((SAMPLES / "node-1774.json").read_text())
+    answer.update(fields)
+    return answer
+
+
+@pytest.mark.parametrize("field", ["farmName", "country", "city", "status"])
+@pytest.mark.parametrize("bad", ["bad\u0000nul", "bad\ud800surrogate", "bad\udfffsurrogate"], ids=["nul", "high", "low"])
+def test_it_refuses_unstorable_text_in_one_line_naming_the_field_and_stores_nothing(gridproxy_serving, field, bad):
+    gridproxy_serving({"/nodes/1774": json.dumps(node_answer(**{field: bad}))})
+    with pytest.raises(CommandError) as raised:
+        register("1774")
+    message = str(raised.value)
+    assert message.startswith("grid: node 1774: ") and f"{field} " in message and "\n" not in message
+    message.encode("utf-8")  # printable as it is: no surrogate made it into the message
+    assert (Node.objects.count(), AuditEvent.objects.count()) == (0, 0)
+
+
+def test_it_refuses_a_farm_name_of_absurd_length(gridproxy_serving):
+    gridproxy_serving({"/nodes/1774": node_answer(farmName="x" * 100_000)})
+    with pytest.raises(CommandError, match=r"^grid: node 1774: farmName is 100,000 characters long"):
+        register("1774")
+    assert not Node.objects.exists()
+
+
+def test_it_stores_the_country_and_city_the_grid_reports(gridproxy_serving):
+    gridproxy_serving({"/nodes/1774": node_answer(country="Belgium", city="Ghent")})
+    register("1774")
+    assert Node.objects.values_list("country", "city").get() == ("Belgium", "Ghent")
+
+
+def test_it_refuses_a_redirect_to_another_host_naming_it(gridproxy_serving):
+    from tests.gridproxy_canned import Answer
+
+    gridproxy_serving({"/nodes/1774": Answer(302, "", headers={"Location": "https://attacker.example/nodes/1774"})})
+    with pytest.raises(CommandError, match=r"redirecting to another host, attacker\.example;"):
+        register("1774")
+    assert not Node.objects.exists()
+
+
+def test_it_fails_within_its_budget_in_one_line_when_the_proxy_drips(gridproxy_serving, settings):
+    # A separate process, as an operator runs it: what reaches stderr is all there is.
+    from tests.gridproxy_canned import Answer
+
+    url = gridproxy_serving({"/nodes/1774": Answer(200, (SAMPLES / "node-1774.json").read_bytes(), drip=1.0)})
+    env = {
+        **os.environ, "GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url, "GRID_DEADLINE": "3",
+        "GRID_READ_TIMEOUT": "10", "GRID_RETRIES": "2", "LOG_LEVEL": "INFO",
+        # The grid is read before anything is written: the command never gets as far as a database.
+        "DATABASE_URL": "postgres://nobody@127.0.0.1:1/nowhere",
+    }  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "manage.py", "node_register", "1774"],
+        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"CommandError: grid: the grid proxy did not finish answering within 3 s ({url}/nodes/1774)"
+    ]
+    # Three seconds of budget plus the interpreter's start-up, not the ~2,000 s the drip would take.
+    assert took < 3 + 15

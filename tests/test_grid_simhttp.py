@@ -111,3 +111,40 @@ def test_it_refuses_a_page_that_is_not_a_number(url):
 
 def test_it_is_read_only(url):
     assert requests.post(f"{url}/nodes", timeout=2).status_code == 405
+
+
+@pytest.fixture
+def strict_url(grid):
+    server = serve_simulator(grid, port=0, request_read_deadline=1.0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", server.server_address
+    server.shutdown()
+    server.server_close()
+
+
+def test_it_cuts_off_a_client_that_drips_its_request(strict_url):
+    import socket
+    import time
+
+    _, address = strict_url
+    started = time.monotonic()
+    with socket.create_connection(address, timeout=10) as conn:
+        try:
+            for byte in b"GET /nodes/1774 HTTP/1.1\r\nHost: x\r\n\r\n":
+                conn.sendall(bytes([byte]))
+                time.sleep(0.2)
+            answer = conn.recv(100)
+        except OSError:
+            answer = b""
+    assert time.monotonic() - started < 3
+    assert not answer.startswith(b"HTTP/1.1 200")
+
+
+def test_it_keeps_an_idle_kept_alive_connection_past_the_request_deadline(strict_url):
+    import time
+
+    url, _ = strict_url
+    with GridProxyClient(url, connect_timeout=1, read_timeout=2, retries=0) as client:
+        assert client.node(1774).node_id == 1774
+        time.sleep(1.5)
+        assert client.node(1774).node_id == 1774

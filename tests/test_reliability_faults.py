@@ -178,6 +178,14 @@ def test_it_shows_why_on_the_job_page_and_takes_the_next_click_once_the_broker_i
     assert own_redis.queued() == 1
 
 
+@pytest.mark.parametrize("url", ["/nodes/1774/reregister/", "/fleet/reregister-stale/"])
+def test_it_says_could_not_start_and_not_started_when_the_broker_is_down(legacy_node_1774, own_redis, admin_client, url):
+    own_redis.stop()
+    page = admin_client.post(url, follow=True).content.decode()
+    assert "Could not start" in page and "could not queue the job" in page
+    assert "Started " not in page
+
+
 @pytest.mark.slow
 def test_it_answers_a_click_within_seconds_when_the_broker_hangs(legacy_node_1774, own_redis, admin_client):
     own_redis.pause()

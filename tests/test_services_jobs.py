@@ -512,3 +512,19 @@ def test_it_audits_a_reaped_job(legacy_node_1774, settings):
     job = claimed(node=legacy_node_1774)
     jobs_reap(now=timezone.now() + timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT + 1))
     assert AuditEvent.objects.filter(job=job, action="job.failed", message__contains="worker lost").count() == 1
+
+
+def test_it_stores_the_country_and_city_the_grid_reports(legacy_node_1774, gridproxy_serving):
+    gridproxy_serving({"/nodes/1774": proxy_node_1774(mru=31 * GiB)})
+    job = run(claimed(node=legacy_node_1774))
+    assert job.state == Job.State.SUCCEEDED, job.error
+    assert Node.objects.values_list("country", "city").get(pk=legacy_node_1774.pk) == ("Egypt", "Cairo")
+
+
+def test_it_fails_the_read_on_the_steps_budget_with_the_deadline_in_words(legacy_node_1774, gridproxy_serving, settings):
+    from tests.gridproxy_canned import Answer
+
+    url = gridproxy_serving({"/nodes/1774": Answer(200, proxy_node_1774(mru=31 * GiB), drip=0.5)})
+    settings.GRID_STEP_DEADLINE = 1.0
+    job = run(claimed(node=legacy_node_1774))
+    assert (job.state, job.error) == (Job.State.FAILED, f"the grid proxy did not finish answering within 1 s ({url}/nodes/1774)")

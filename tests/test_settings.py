@@ -201,3 +201,27 @@ def test_it_turns_on_https_protections_in_production(tmp_path):
 def test_it_uses_postgresql_when_given_a_database_url(tmp_path):
     database = settings_in(production_env(tmp_path), "DATABASES")["DATABASES"]["default"]
     assert database["ENGINE"] == "django.db.backends.postgresql"
+
+
+def test_it_ends_sessions_after_12_hours_or_2_idle_hours_by_default(tmp_path):
+    found = settings_in(clean_env(tmp_path), "SESSION_COOKIE_AGE", "SESSION_IDLE_TIMEOUT")
+    assert found == {"SESSION_COOKIE_AGE": 12 * 3600, "SESSION_IDLE_TIMEOUT": 2 * 3600}
+
+
+def test_it_reads_the_session_lifetimes_and_the_grid_budgets_from_the_environment(tmp_path):
+    env = clean_env(tmp_path, SESSION_COOKIE_AGE="28800", SESSION_IDLE_TIMEOUT="900", GRID_DEADLINE="20", GRID_STEP_DEADLINE="45")
+    found = settings_in(env, "SESSION_COOKIE_AGE", "SESSION_IDLE_TIMEOUT", "GRID_DEADLINE", "GRID_STEP_DEADLINE")
+    assert found == {"SESSION_COOKIE_AGE": 28800, "SESSION_IDLE_TIMEOUT": 900, "GRID_DEADLINE": 20.0, "GRID_STEP_DEADLINE": 45.0}
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"SESSION_IDLE_TIMEOUT": "2h"}, "SESSION_IDLE_TIMEOUT='2h' is not a whole number"),
+        ({"SESSION_COOKIE_AGE": "10"}, "SESSION_COOKIE_AGE=10 must be at least 60"),
+        ({"GRID_DEADLINE": "inf"}, "GRID_DEADLINE='inf' must be a finite number"),
+    ],
+)
+def test_it_refuses_a_bad_session_or_deadline_setting_naming_it(tmp_path, variables, message):
+    done = python("pass", clean_env(tmp_path, **variables))
+    assert done.returncode != 0 and "ImproperlyConfigured: " + message in done.stderr

@@ -220,3 +220,12 @@ def test_it_shows_the_same_placeable_and_phantom_figures_as_the_fleet_page(suppo
 def test_it_refuses_a_post_to_the_page_and_the_catalog_region(admins_client, node_1774):
     assert admins_client.post(reverse("node", args=[1774])).status_code == 405
     assert admins_client.post(reverse("node-catalog", args=[1774])).status_code == 405
+
+
+@pytest.mark.django_db
+def test_it_shows_the_country_and_city_the_grid_reported(support_client, sim_node):
+    from dashboard.models import Node
+
+    sim_node(1774, cru=8, mru=31 * 1024**3, sru=931 * 1024**3, farm_id=4242)
+    Node.objects.filter(node_id=1774).update(country="Egypt", city="Cairo")
+    assert "Cairo, Egypt" in support_client.get("/nodes/1774/").content.decode()

@@ -232,11 +232,11 @@ def main(argv=None) -> int:
         workloads, _ = simulator_seed(SimulatedGrid(env["SIMGRID_PATH"]), specs)
         database_seed(specs, workloads)
         if not Group.objects.filter(name="admins").exists():
-            import importlib
-
             from django.apps import apps
 
-            importlib.import_module("dashboard.migrations.0002_roles").create_roles(apps, None)
+            from dashboard.roles import roles_restore
+
+            roles_restore(apps)
         users = get_user_model()
         users.objects.filter(username__startswith="load-").delete()
         logins = []
@@ -268,7 +268,7 @@ def main(argv=None) -> int:
         log(f"starting gunicorn ({args.workers} workers x {args.threads} threads) on 127.0.0.1:{port}")
         gunicorn_log = open(workdir / "gunicorn.log", "w")
         gunicorn = subprocess.Popen(
-            [str(GUNICORN), "dashboard.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
+            [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
              "--worker-class", "gthread", "--threads", str(args.threads), "--timeout", "30", "--graceful-timeout", "10"],
             cwd=BASE_DIR, env=env, stdout=gunicorn_log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
         )

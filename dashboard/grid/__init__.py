@@ -19,6 +19,7 @@ def get_grid() -> Grid:
             read_timeout=settings.GRID_READ_TIMEOUT,
             retries=settings.GRID_RETRIES,
             backoff=settings.GRID_BACKOFF,
+            deadline=settings.GRID_DEADLINE,
         )
     from dashboard.grid.simulator import SimulatedGrid
 

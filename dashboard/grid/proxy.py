@@ -3,8 +3,16 @@
 Every failure leaves this module as one of the typed errors in grid/types.py with a
 message a person can act on; callers never see a `requests` or JSON error.
 
-What is retried, and why (urllib3 `Retry` on a `requests` Session, GET only):
-- connect errors and read time-outs: transient by nature;
+Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try
+and back-off and every byte of the answer. A socket time-out bounds one read only, so a
+server dripping a byte a second would otherwise hold a worker for ever; a watchdog shuts
+the socket when the budget is spent. A job step's budget (grid/deadline.py) caps it too.
+
+Redirects are followed only to the configured scheme and host; one to anywhere else is
+refused, naming that host.
+
+What is retried, and why (our own loop, inside the budget, GET only):
+- connect errors, read time-outs and connections broken mid-answer: transient by nature;
 - 500/502/503/504 and 429 (the proxy has a rate limiter): transient on the proxy or
   its load balancer. `Retry-After` is ignored on purpose: an uncapped header would
   park a worker for as long as the server asks; our own back-off is bounded instead.
@@ -21,14 +29,23 @@ default.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
+import logging
 import math
 import re
+import socket
+import threading
+import time
+import unicodedata
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
     ConnectTimeoutError,
     MaxRetryError,
@@ -39,6 +56,7 @@ from urllib3.exceptions import (
 from urllib3.util.retry import Retry
 
 from dashboard.capacity import GiB, MiB, Resources, SliceSize, format_size
+from dashboard.grid.deadline import Deadline, current_step_deadline
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_HRU,
@@ -57,12 +75,18 @@ from dashboard.grid.types import (
     VmDeployed,
 )
 
+log = logging.getLogger(__name__)
+
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 STATISTICS_RETRY_STATUSES = RETRY_STATUSES - {500}
 # A page of 1000 nodes is about 2 MiB of JSON; anything far beyond is not an answer we want in memory.
 MAX_BODY_BYTES = 32 * MiB
 MAX_PAGE_SIZE = 1000
 BACKOFF_MAX_SECONDS = 30.0
+# The whole of one request (connecting, every try and back-off, every byte of the answer).
+DEFAULT_DEADLINE_SECONDS = 30.0
+# Redirects followed in one try, each to the configured scheme and host only (a moved path, a trailing slash).
+MAX_REDIRECTS = 3
 
 DEPLOY_NOT_SUPPORTED = (
     "the Grid Proxy is read-only: deploying needs the simulator backend or a deployer (GRID_BACKEND=simulator)"
@@ -88,6 +112,7 @@ _KINDS = {
     "hru": "a non-negative byte count",
 }
 _TEXT_LIMITS = {"farmName": 128, "country": 64, "city": 64}
+TEXT_REFUSE_AFTER = 1024
 _DOWN_STATUS_RE = re.compile(r"with status:\s*(down|standby)\b", re.IGNORECASE)
 
 
@@ -194,8 +219,33 @@ def _text(payload: dict, key: str, *, where: str) -> str:
         return ""
     if not isinstance(value, str):
         raise MalformedPayload(f"{where}: {key} is {_describe(value)}, must be text")
+    # A little over the column is cut; far over it is not a name but a broken or hostile answer.
+    if len(value) > TEXT_REFUSE_AFTER:
+        raise MalformedPayload(
+            f"{where}: {key} is {len(value):,} characters long; no name is longer than {TEXT_REFUSE_AFTER:,}, refusing it"
+        )
+    position, what = _unstorable(value)
+    if what:
+        # PostgreSQL refuses a NUL in text and UTF-8 cannot encode a lone surrogate: refused here,
+        # with the field's name, instead of as a traceback from the write.
+        raise MalformedPayload(f"{where}: {key} contains {what} at character {position + 1}; refusing it")
     # Stored in bounded columns; a runaway name must not fail the write later.
-    return value.strip()[: _TEXT_LIMITS.get(key, 128)]
+    return " ".join(value.split())[: _TEXT_LIMITS.get(key, 128)]
+
+
+def _unstorable(text: str) -> tuple[int, str]:
+    """The first character no column should hold (NUL, a lone surrogate, a control character)."""
+    for position, char in enumerate(text):
+        if char in "\t\n\r":
+            continue  # whitespace, folded into spaces by the caller
+        code = ord(char)
+        if code == 0:
+            return position, "a NUL character (U+0000)"
+        if 0xD800 <= code <= 0xDFFF:
+            return position, f"a lone surrogate (U+{code:04X})"
+        if unicodedata.category(char) == "Cc":
+            return position, f"a control character (U+{code:04X})"
+    return -1, ""
 
 
 def _flag(payload: dict, key: str, *, where: str) -> bool:
@@ -311,6 +361,7 @@ class GridProxyClient:
         retries: int = 3,
         backoff: float = 0.5,
         max_body_bytes: int = MAX_BODY_BYTES,
+        deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
         parts = urlsplit(str(base_url))
         if parts.scheme not in ("http", "https") or not parts.netloc:
@@ -319,25 +370,27 @@ class GridProxyClient:
             raise ValueError(f"Grid Proxy URL {base_url!r} must not carry a query or fragment")
         if not connect_timeout > 0 or not read_timeout > 0:
             raise ValueError("Grid Proxy time-outs must be more than zero seconds")
+        if not deadline > 0:
+            raise ValueError("the Grid Proxy deadline must be more than zero seconds")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"Grid Proxy retries must be a whole number, zero or more (got {retries!r})")
         if backoff < 0:
             raise ValueError("Grid Proxy back-off must not be negative")
         self.base_url = str(base_url).rstrip("/")
+        self._origin = (parts.scheme, parts.netloc.lower())
         self.connect_timeout = float(connect_timeout)
         self.read_timeout = float(read_timeout)
         self.retries = retries
         self.backoff = float(backoff)
         self.max_body_bytes = max_body_bytes
-        self._session = self._new_session(RETRY_STATUSES)
-        self._statistics_session = self._new_session(STATISTICS_RETRY_STATUSES)
+        self.deadline = float(deadline)
+        self._session = _new_session()
 
     def __repr__(self) -> str:
-        return f"GridProxyClient({self.base_url!r}, retries={self.retries})"
+        return f"GridProxyClient({self.base_url!r}, retries={self.retries}, deadline={self.deadline:g})"
 
     def close(self) -> None:
         self._session.close()
-        self._statistics_session.close()
 
     def __enter__(self) -> GridProxyClient:
         return self
@@ -349,7 +402,7 @@ class GridProxyClient:
 
     def node(self, node_id: int) -> NodeCapacity:
         node_id = _node_id_argument(node_id)
-        payload, url = self._get_json(f"/nodes/{node_id}", node_id=node_id, session=self._session)
+        payload, url = self._get_json(f"/nodes/{node_id}", node_id=node_id)
         node = _parsed(parse_node, payload, url)
         if node.node_id != node_id:
             raise MalformedPayload(f"asked {url} for node {node_id}, the grid proxy answered with node {node.node_id}")
@@ -363,7 +416,7 @@ class GridProxyClient:
         params: dict[str, Any] = {"page": page, "size": size}
         if farm_id is not None:
             params = {"farm_ids": _positive_argument(farm_id, "farm id"), **params}
-        payload, url = self._get_json("/nodes", params=params, node_id=None, session=self._session)
+        payload, url = self._get_json("/nodes", params=params, node_id=None)
         if not isinstance(payload, list):
             raise MalformedPayload(f"the node list from {url} is {_describe(payload)}, must be a JSON array")
         nodes: list[NodeCapacity] = []
@@ -388,9 +441,7 @@ class GridProxyClient:
 
     def statistics(self, node_id: int) -> NodeStatistics:
         node_id = _node_id_argument(node_id)
-        payload, url = self._get_json(
-            f"/nodes/{node_id}/statistics", node_id=node_id, session=self._statistics_session, statistics=True
-        )
+        payload, url = self._get_json(f"/nodes/{node_id}/statistics", node_id=node_id, statistics=True)
         return _parsed(lambda p: parse_statistics(p, node_id=node_id), payload, url)
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
@@ -401,52 +452,35 @@ class GridProxyClient:
 
     # --- HTTP
 
-    def _new_session(self, statuses: frozenset[int]) -> requests.Session:
-        retry = Retry(
-            total=self.retries,
-            connect=self.retries,
-            read=self.retries,
-            status=self.retries,
-            other=0,
-            redirect=5,
-            allowed_methods=frozenset({"GET"}),
-            status_forcelist=statuses,
-            backoff_factor=self.backoff,
-            backoff_max=BACKOFF_MAX_SECONDS,
-            respect_retry_after_header=False,
-            # Hand back the last answer after the retries so the error can say what it was.
-            raise_on_status=False,
-        )
-        session = requests.Session()
-        adapter = HTTPAdapter(max_retries=retry)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        session.headers.update({"Accept": "application/json", "User-Agent": "slicedash-gridproxy-client"})
-        return session
-
     def _get_json(
         self,
         path: str,
         *,
         node_id: int | None,
-        session: requests.Session,
         params: dict[str, Any] | None = None,
         statistics: bool = False,
     ) -> tuple[Any, str]:
         url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
-        try:
-            with session.get(
-                self.base_url + path,
-                params=params,
-                timeout=(self.connect_timeout, self.read_timeout),
-                stream=True,
-                allow_redirects=True,
-            ) as response:
-                body = self._read_body(response, url)
-                status, reason = response.status_code, response.reason or ""
-                tries = _tries(response)
-        except requests.exceptions.RequestException as exc:
-            raise GridUnavailable(self._transport_words(exc, url)) from exc
+        # One budget for the whole request: every try, every back-off, every byte of the answer.
+        deadline = Deadline.within(self.deadline).earliest(current_step_deadline())
+        retry_statuses = STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES
+        with _Watchdog(deadline) as watchdog:
+            tries = 0
+            while True:
+                tries += 1
+                try:
+                    status, reason, body, url = self._fetch(url, deadline=deadline)
+                except requests.exceptions.RequestException as exc:
+                    if watchdog.fired or deadline.passed():
+                        raise GridUnavailable(_deadline_words(deadline, url)) from None
+                    if tries > self.retries or isinstance(exc, requests.exceptions.SSLError):
+                        raise GridUnavailable(self._transport_words(exc, url, tries)) from exc
+                    self._before_retry(url, tries, deadline, why=self._transport_words(exc, url, tries, short=True))
+                    continue
+                if status in retry_statuses and tries <= self.retries and deadline.remaining() > 0:
+                    self._before_retry(url, tries, deadline, why=f"answered {status} {reason}")
+                    continue
+                break
 
         if status == 200:
             return _decode(body, url, node_id=node_id), url
@@ -470,7 +504,51 @@ class GridProxyClient:
             f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else "")
         )
 
-    def _read_body(self, response: requests.Response, url: str) -> bytes:
+    def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str]:
+        """One try: status, reason, body and the URL that answered (a same-host redirect is followed)."""
+        for _hop in range(MAX_REDIRECTS + 1):
+            left = deadline.remaining()
+            if left <= 0:
+                raise requests.exceptions.Timeout("the deadline passed")
+            with self._session.get(
+                url,
+                timeout=(min(self.connect_timeout, left), min(self.read_timeout, left)),
+                stream=True,
+                # Followed by hand below, and only to the configured host: the proxy's answer must not
+                # send the worker (and whatever it is trusted with) to another address.
+                allow_redirects=False,
+            ) as response:
+                if response.is_redirect:
+                    url = self._redirect_target(url, response.headers.get("Location", ""), response.status_code)
+                    continue
+                body = self._read_body(response, url, deadline)
+                return response.status_code, _short(response.reason or ""), body, url
+        raise GridError(f"the grid proxy at {_host(url)} redirected {url} more than {MAX_REDIRECTS} times; not followed further")
+
+    def _redirect_target(self, url: str, location: str, status: int) -> str:
+        target = urljoin(url, location.strip())
+        parts = urlsplit(target)
+        if parts.netloc.lower() != self._origin[1]:
+            where = parts.netloc or "(no host)"
+            raise GridUnavailable(
+                f"the grid proxy at {_host(url)} answered {status} for {url}, redirecting to another host, "
+                f"{_short(where, 120)}; redirects to another host are not followed (check GRID_PROXY_URL)"
+            )
+        if parts.scheme != self._origin[0]:
+            raise GridUnavailable(
+                f"the grid proxy at {_host(url)} answered {status} for {url}, redirecting to {_short(parts.scheme, 20)}:// "
+                f"on the same host; only {self._origin[0]}:// is followed (check GRID_PROXY_URL)"
+            )
+        return target
+
+    def _before_retry(self, url: str, tries: int, deadline: Deadline, *, why: str) -> None:
+        pause = min(self.backoff * 2 ** (tries - 1), BACKOFF_MAX_SECONDS, max(deadline.remaining(), 0))
+        # One line a retry, at DEBUG: the error a person finally reads already says how many tries
+        # were made, and a command's stderr must stay that one line.
+        log.debug("grid proxy: %s %s; try %d of %d in %.2f s", url, why, tries + 1, self.retries + 1, pause)
+        time.sleep(pause)
+
+    def _read_body(self, response: requests.Response, url: str, deadline: Deadline) -> bytes:
         chunks: list[bytes] = []
         received = 0
         for chunk in response.iter_content(chunk_size=64 * 1024):
@@ -480,15 +558,14 @@ class GridProxyClient:
                     f"the answer from {url} is larger than {format_size(self.max_body_bytes)}; refusing to read it"
                 )
             chunks.append(chunk)
+            if deadline.passed():  # the watchdog's twin, for an answer that never pauses long enough
+                raise requests.exceptions.Timeout("the deadline passed")
         return b"".join(chunks)
 
-    def _transport_words(self, exc: requests.exceptions.RequestException, url: str) -> str:
+    def _transport_words(self, exc: requests.exceptions.RequestException, url: str, tries: int, *, short: bool = False) -> str:
         reason: BaseException = exc
-        tries = 1
         inner = exc.args[0] if exc.args else None
         if isinstance(inner, MaxRetryError):
-            # urllib3 gives up only once every allowed retry has been spent.
-            tries = self.retries + 1
             reason = inner.reason or inner
         elif isinstance(inner, BaseException):
             reason = inner
@@ -511,7 +588,178 @@ class GridProxyClient:
             what = f"the connection broke off mid-answer ({_short(reason)})"
         else:
             what = _short(reason)
+        if short:
+            return what
         return f"the grid proxy at {url} is unavailable: {what}, after {tries} {_plural(tries, 'try', 'tries')}"
+
+
+# --- the deadline on the wire ------------------------------------------------------------
+#
+# A socket time-out bounds each read, so a server that drips one byte a second is never
+# timed out. A watchdog thread shuts the request's socket down when the budget is spent;
+# the blocked read then returns at once and the request fails with the deadline's words.
+# The connection classes below tell the watchdog of this thread which socket to watch.
+
+_watching = threading.local()
+
+
+class _Watchdog:
+    def __init__(self, deadline: Deadline) -> None:
+        self.deadline = deadline
+        self.fired = False
+        self.finished = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _Watchdog:
+        self._outer = getattr(_watching, "dog", None)
+        _watching.dog = self
+        _clock.add(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        _watching.dog = self._outer
+        with self._lock:
+            self.finished = True
+            self._sockets.clear()
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            if not any(known is sock for known in self._sockets):
+                self._sockets.append(sock)
+            fired = self.fired
+        if fired:
+            _shut(sock)
+
+    def fire(self) -> None:
+        with self._lock:
+            if self.finished:
+                return
+            self.fired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+
+class _WatchdogClock:
+    """One thread for every request's deadline (a timer thread per request costs more than a request)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, _Watchdog]] = []
+        self._order = itertools.count()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, dog: _Watchdog) -> None:
+        with self._wake:
+            heapq.heappush(self._due, (dog.deadline.ends, next(self._order), dog))
+            # Started on first use, and again in a forked child (a worker process), where it is gone.
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="grid-deadline-watchdog", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while self._due and self._due[0][2].finished:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._wake.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._wake.wait(wait)
+                    continue
+                dog = heapq.heappop(self._due)[2]
+            dog.fire()
+
+
+_clock = _WatchdogClock()
+
+
+def _shut(sock: Any) -> None:
+    # TLS inside a proxy tunnel is urllib3's SSLTransport, which keeps the real socket as .socket.
+    while not isinstance(sock, socket.socket) and getattr(sock, "socket", None) is not None:
+        sock = sock.socket
+    if not isinstance(sock, socket.socket):
+        return
+    try:
+        # socket.socket's own shutdown, also under TLS: it wakes a read blocked in another thread.
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed
+
+
+def _watched(connection: Any) -> None:
+    # The socket itself, not the connection: http.client hands it to the response and forgets it
+    # (connection.sock is None) when the server will close after answering.
+    dog = getattr(_watching, "dog", None)
+    sock = getattr(connection, "sock", None)
+    if dog is not None and sock is not None:
+        dog.watch(sock)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _watched(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watched(self)  # a kept-alive connection is not connected again
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _watched(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watched(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+_WATCHED_POOLS = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+
+class _WatchedAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = dict(_WATCHED_POOLS)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any):
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if not proxy.lower().startswith("socks"):
+            manager.pool_classes_by_scheme = dict(_WATCHED_POOLS)
+        return manager
+
+
+def _new_session() -> requests.Session:
+    session = requests.Session()
+    # Retries are ours (GridProxyClient._get_json): they must stay inside the request's budget,
+    # and urllib3's own would log a "Retrying (...)" warning for each.
+    adapter = _WatchedAdapter(max_retries=Retry(total=0, redirect=False, raise_on_status=False))
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers.update({"Accept": "application/json", "User-Agent": "slicedash-gridproxy-client"})
+    return session
+
+
+def _deadline_words(deadline: Deadline, url: str) -> str:
+    return f"the grid proxy did not finish answering {deadline.words()} ({url})"
+
+
+def _host(url: str) -> str:
+    return urlsplit(url).netloc or url
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -557,12 +805,6 @@ def _error_message(body: bytes) -> str:
     return _short(text)
 
 
-def _tries(response: requests.Response) -> int:
-    retries = getattr(response.raw, "retries", None)
-    history = getattr(retries, "history", None) or ()
-    return len(history) + 1
-
-
 def _entry_label(item: Any, position: int) -> str:
     if isinstance(item, dict):
         node_id = item.get("nodeId")
@@ -572,8 +814,16 @@ def _entry_label(item: Any, position: int) -> str:
 
 
 def _short(value: Any, limit: int = 300) -> str:
-    text = " ".join(str(value).split())
+    """One printable line: the grid's words end up in job rows and on a terminal."""
+    text = " ".join(str(value).split()).translate(_UNPRINTABLE)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# NUL, the other control characters and lone surrogates become U+FFFD: PostgreSQL refuses a NUL in
+# text, UTF-8 cannot encode a surrogate, and an escape sequence must not reach a terminal.
+_UNPRINTABLE = {
+    code: "\ufffd" for code in [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000)]
+}
 
 
 def _plural(n: int, one: str, many: str) -> str:

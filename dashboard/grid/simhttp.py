@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import socket
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -32,15 +34,26 @@ _NODE_RE = re.compile(r"^/nodes/([^/]+)/?$")
 _STATISTICS_RE = re.compile(r"^/nodes/([^/]+)/statistics/?$")
 
 
+# From its first byte, a request (line and headers) must arrive within this long; a client that
+# drips it is cut off rather than holding a thread for as long as it likes.
+REQUEST_READ_DEADLINE = 10.0
+
+
 class SimulatorServer(ThreadingHTTPServer):
     daemon_threads = True
     # Shutting down must not wait for a client that keeps its connection open.
     block_on_close = False
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client cut off or gone away is routine here, not a traceback on the terminal.
+        logger.debug("simulated grid proxy: connection from %s ended with an error", client_address, exc_info=True)
 
-def serve_simulator(grid: Any, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+
+def serve_simulator(
+    grid: Any, host: str = "127.0.0.1", port: int = 0, *, request_read_deadline: float = REQUEST_READ_DEADLINE
+) -> ThreadingHTTPServer:
     """A server for `grid` (not yet serving: run `serve_forever()`, in a thread if need be)."""
-    handler = type("SimulatorHandler", (_Handler,), {"grid": grid})
+    handler = type("SimulatorHandler", (_Handler,), {"grid": grid, "request_read_deadline": request_read_deadline})
     return SimulatorServer((host, port), handler)
 
 
@@ -55,8 +68,36 @@ class _Handler(BaseHTTPRequestHandler):
     # Headers and body go out in two writes; with keep-alive, Nagle's algorithm would hold the
     # body until the client's delayed ACK (~40 ms a request, measured in BENCHMARKS.md).
     disable_nagle_algorithm = True
+    request_read_deadline = REQUEST_READ_DEADLINE
+
+    def handle_one_request(self) -> None:
+        try:
+            # Waiting for a kept-alive client's next request costs nothing; the clock starts at its first byte.
+            if not self.rfile.peek(1):
+                self.close_connection = True
+                return
+        except OSError:
+            self.close_connection = True
+            return
+        self._read_timer = threading.Timer(self.request_read_deadline, self._cut_off)
+        self._read_timer.daemon = True
+        self._read_timer.start()
+        try:
+            super().handle_one_request()
+        finally:
+            self._read_timer.cancel()
+
+    def _cut_off(self) -> None:
+        logger.info("simulated grid proxy: %s did not send its request within %g s; cut off",
+                    self.address_string(), self.request_read_deadline)
+        self.close_connection = True
+        try:
+            socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        self._read_timer.cancel()  # the request is in: answering is ours to bound
         parts = urlsplit(self.path)
         try:
             status, body = self._route(parts.path, parse_qs(parts.query, keep_blank_values=True))

@@ -172,6 +172,8 @@ def node_register(
     used: capacity.Resources | None = None,
     seen_at: datetime | None = None,
     origin: str = "",
+    country: str = "",
+    city: str = "",
 ) -> Node:
     """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog.
 
@@ -204,6 +206,8 @@ def node_register(
                 node_id=node_id,
                 farm_id=farm_id,
                 farm_name=farm_name,
+                country=country,
+                city=city,
                 twin_id=twin_id,
                 status=status,
                 dedicated=dedicated,

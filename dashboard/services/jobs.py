@@ -34,21 +34,24 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import GridError
 from dashboard.models import AuditEvent, Job, Node
 
@@ -327,6 +330,48 @@ def _owned(job: Job):
     return Job.objects.filter(pk=job.pk, state=Job.State.RUNNING, attempts=job.attempts)
 
 
+@contextmanager
+def job_beating(*, job: Job | None, every: float | None = None) -> Iterator[None]:
+    """Keep the job's heartbeat fresh while this thread waits on something slow (a grid read).
+
+    A read that takes longer than JOB_HEARTBEAT_TIMEOUT is slow, not dead: without this the
+    reaper would fail the job as "worker lost" while the worker is still reading, and a second
+    job for the node could start. The beat runs in its own thread with its own database
+    connection; it writes only while this run still owns the job. Inside a transaction it does
+    nothing (the job's row may be locked by that transaction: the beat would wait on it for ever).
+    """
+    beating = _beating.__dict__.setdefault("jobs", set())
+    if job is None or connection.in_atomic_block or job.pk in beating:  # nested: the outer beat covers it
+        yield
+        return
+    every = every or max(settings.JOB_HEARTBEAT_TIMEOUT / 4, 0.2)
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(every):
+                if not _owned(job).update(heartbeat_at=timezone.now()):
+                    return  # no longer ours: the run notices at its next write
+        except Exception:  # a beat that fails must not end the job; the reaper judges it
+            log.warning("job %s: the heartbeat during a slow read failed", job.pk, exc_info=True)
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"job-{job.pk}-heartbeat", daemon=True)
+    thread.start()
+    beating.add(job.pk)
+    try:
+        yield
+    finally:
+        beating.discard(job.pk)
+        stop.set()
+        thread.join()
+
+
+# The jobs this thread is already beating for (a bulk run beats once around a batch's reads).
+_beating = threading.local()
+
+
 def job_succeed(*, job: Job, result: dict, message: str) -> None:
     """Inside the caller's transaction: the result lands with the catalog change, or neither does."""
     now = timezone.now()
@@ -381,7 +426,8 @@ def node_precheck_job(*, job: Job) -> dict:
     if job.node is None:
         raise JobError("this precheck job has no node (was it deleted?)")
     job_progress(job=job, step=f"checking node {job.node.node_id}'s live capacity")
-    report = precheck_run(node=job.node)
+    with grid_step_deadline(settings.GRID_STEP_DEADLINE), job_beating(job=job):
+        report = precheck_run(node=job.node)
     result = report.as_dict()
     with transaction.atomic():
         job_succeed(job=job, result=result, message=f"precheck: {getattr(report, 'words', '')}".strip())

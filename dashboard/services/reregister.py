@@ -42,12 +42,13 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid import get_grid
+from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, GridError, GridUnavailable, MalformedPayload, NodeCapacity
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
 from dashboard.services.catalog import catalog_slices, policies_for_nodes, policy_for_node
 from dashboard.services.deploy import IN_FLIGHT
 from dashboard.services.figures import figures_compute, figures_refresh
-from dashboard.services.jobs import JobError, JobLost, job_progress, job_succeed, job_test_pause
+from dashboard.services.jobs import JobError, JobLost, job_beating, job_progress, job_succeed, job_test_pause
 
 log = logging.getLogger(__name__)
 
@@ -176,23 +177,27 @@ def node_reregister(*, job: Job) -> dict:
 def node_capacity_read(*, grid: Grid, node_id: int, job: Job | None = None, announce: bool = True) -> NodeCapacity:
     """The node's live capacity, retried (bounded, with back-off) while the grid is unreachable.
 
-    With a job, every attempt after the first writes the step and heartbeat (so the reaper never
-    takes a slow grid for a dead worker); `announce` also writes the first one.
+    With a job, every attempt after the first writes the step and heartbeat, and the heartbeat
+    keeps beating while a read is in progress (so the reaper never takes a slow grid for a dead
+    worker); `announce` also writes the first step. All the attempts together are one job step:
+    they end within GRID_STEP_DEADLINE, and the error then says so.
     """
-    for attempt in range(1, GRID_READ_ATTEMPTS + 1):
-        if job is not None and (announce or attempt > 1):
-            suffix = f" (grid unreachable, attempt {attempt} of {GRID_READ_ATTEMPTS})" if attempt > 1 else ""
-            job_progress(job=job, step=f"reading node {node_id}'s live capacity from the grid{suffix}")
-        try:
-            seen = grid.node(node_id)
-        except GridUnavailable:
-            if attempt == GRID_READ_ATTEMPTS:
-                raise
-            time.sleep(settings.GRID_BACKOFF * 2 ** (attempt - 1))
-            continue
-        if seen.node_id != node_id:
-            raise MalformedPayload(f"asked the grid for node {node_id}, it answered for node {seen.node_id}")
-        return seen
+    with grid_step_deadline(settings.GRID_STEP_DEADLINE) as step:
+        for attempt in range(1, GRID_READ_ATTEMPTS + 1):
+            if job is not None and (announce or attempt > 1):
+                suffix = f" (grid unreachable, attempt {attempt} of {GRID_READ_ATTEMPTS})" if attempt > 1 else ""
+                job_progress(job=job, step=f"reading node {node_id}'s live capacity from the grid{suffix}")
+            try:
+                with job_beating(job=job):
+                    seen = grid.node(node_id)
+            except GridUnavailable:
+                if attempt == GRID_READ_ATTEMPTS or step.passed():
+                    raise
+                time.sleep(min(settings.GRID_BACKOFF * 2 ** (attempt - 1), max(step.remaining(), 0)))
+                continue
+            if seen.node_id != node_id:
+                raise MalformedPayload(f"asked the grid for node {node_id}, it answered for node {seen.node_id}")
+            return seen
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -412,7 +417,8 @@ _NODE_COLUMNS = (
     ("total_hru", "bigint"), ("used_cru", "bigint"), ("used_mru", "bigint"), ("used_sru", "bigint"),
     ("used_hru", "bigint"), ("placeable_now", "bigint"), ("phantom_slices", "bigint"), ("carved_policy_name", "text"),
     ("carved_policy_version", "bigint"), ("carved_slice_sru", "bigint"), ("carved_deployable", "bigint"),
-    ("catalog_generation", "bigint"), ("pools_sru", "text"), ("phantom_reasons", "text"),
+    ("catalog_generation", "bigint"), ("country", "text"), ("city", "text"), ("pools_sru", "text"),
+    ("phantom_reasons", "text"),
 )  # fmt: skip
 _NODE_TIMES = ("seen_at", "prechecked_at", "updated_at")
 
@@ -427,6 +433,7 @@ def _node_values(plan: ReregisterPlan, *, generation: int) -> tuple:
         seen.used.cru, seen.used.mru, seen.used.sru, seen.used.hru,
         plan.placeable_after, plan.phantom_after,
         plan.policy.name, plan.policy.version, plan.carved_slice_sru, plan.carve.slices, generation,
+        seen.country, seen.city,
         json.dumps(list(seen.pools_sru)) if seen.pools_sru else None,
         json.dumps(plan.phantom_reasons_after),
     )  # fmt: skip
@@ -573,27 +580,29 @@ class _BulkRun:
         deploying = deploying_slices(pks)
         outcomes: dict[int, dict | str] = {}  # node pk -> its summary, or why it failed
         plans, stop = [], None
-        for node in nodes:
-            self._beat_while_reading(node)
-            try:
-                seen = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
-                plan = reregister_plan(
-                    node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen,
-                    deploying=deploying.get(node.pk, set()),
-                )
-            except self.stop_on:
-                raise
-            except JobLost:
-                raise
-            except Exception as exc:
-                outcomes[node.pk] = self._failure_words(node, exc)
-                self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
-                if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
-                    stop = (self.done + len(outcomes) + len(plans), outcomes[node.pk], exc)
-                    break
-            else:
-                self.unreachable_in_a_row = 0
-                plans.append(plan)
+        # One beat for the batch's reads (a thread per node read would cost more than the read).
+        with job_beating(job=self.job):
+            for node in nodes:
+                self._beat_while_reading(node)
+                try:
+                    seen = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
+                    plan = reregister_plan(
+                        node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen,
+                        deploying=deploying.get(node.pk, set()),
+                    )
+                except self.stop_on:
+                    raise
+                except JobLost:
+                    raise
+                except Exception as exc:
+                    outcomes[node.pk] = self._failure_words(node, exc)
+                    self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
+                    if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
+                        stop = (self.done + len(outcomes) + len(plans), outcomes[node.pk], exc)
+                        break
+                else:
+                    self.unreachable_in_a_row = 0
+                    plans.append(plan)
         outcomes.update(self._apply(plans, failed=len(outcomes)))
         for node in nodes:
             outcome = outcomes.get(node.pk)

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from django import forms
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
@@ -51,6 +51,7 @@ class FailedRow:
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_deployment", raise_exception=True)
 def failed(request):
     form = FailedFilterForm(request.GET)
     explain_form = ExplainForm(request.GET) if "error" in request.GET else ExplainForm()

@@ -72,6 +72,7 @@ class FleetFilterForm(forms.Form):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
 @vary_on_headers("HX-Request")
 def overview(request):
     if request.GET.get("format") == "csv":
@@ -86,6 +87,7 @@ def overview(request):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
 def export_csv(request):
     """The filtered set, every row (no pagination), for a spreadsheet."""
     form = FleetFilterForm(request.GET)
@@ -110,12 +112,16 @@ def export_csv(request):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-@permission_required("dashboard.bulk_reregister", raise_exception=True)
+@permission_required(["dashboard.view_node", "dashboard.bulk_reregister"], raise_exception=True)
 def reregister_stale(request):
     """GET: how many nodes it would touch. POST: start the bulk job (or show the one running)."""
     if request.method == "POST":
         requested = job_request(kind=Job.Kind.BULK_REREGISTER, by=request.user, source="web")
         if requested.created:
+            requested.job.refresh_from_db()  # a broker that is down has already failed it (see node._job_start)
+        if requested.created and requested.job.state == Job.State.FAILED:
+            messages.error(request, f"Could not start {requested.job}: {requested.job.error}")
+        elif requested.created:
             messages.success(request, f"Started {requested.job}.")
         else:
             messages.warning(request, f"Already running: {requested.job} has not finished, so no new job was started.")

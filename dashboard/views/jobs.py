@@ -1,7 +1,7 @@
 """The jobs pages: the list, one job's page, and the progress fragment that polls."""
 
 from django import forms
-from django.contrib.auth.decorators import login_required
+from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import render
@@ -23,6 +23,7 @@ class JobFilterForm(forms.Form):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_job", raise_exception=True)
 def job_list(request):
     form = JobFilterForm(request.GET)
     if form.is_valid():
@@ -40,6 +41,7 @@ def job_list(request):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_job", raise_exception=True)
 def job_page(request, job_id: int):
     job = _job_or_404(job_id)
     return render(request, "dashboard/job.html", {"section": "jobs", "job": job})
@@ -47,6 +49,7 @@ def job_page(request, job_id: int):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_job", raise_exception=True)
 @vary_on_headers("HX-Request")
 def job_progress(request, job_id: int):
     """The job card alone. While the job is active the card polls itself; the finished card does not."""

@@ -13,9 +13,13 @@ from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
 from dashboard.services.observations import observations_clear
 
+# The page shows the node, its catalog and its jobs.
+NODE_READ = ["dashboard.view_node", "dashboard.view_slice", "dashboard.view_job"]
+
 
 @login_required
 @require_GET
+@permission_required(NODE_READ, raise_exception=True)
 def detail(request, node_id: int):
     detail = _detail_or_404(node_id)
     # Calibration fits what refusals showed (at one or more VM counts) against the policy in force.
@@ -25,6 +29,7 @@ def detail(request, node_id: int):
 
 @login_required
 @require_GET
+@permission_required(NODE_READ, raise_exception=True)
 @vary_on_headers("HX-Request")
 def catalog(request, node_id: int):
     """The catalog region alone; the page refreshes it on the `catalog-changed` event."""
@@ -74,9 +79,15 @@ def _job_start(request, node_id: int, *, kind: str, dry_run: bool = False):
     node = get_object_or_404(Node, node_id=node_id)
     requested = job_request(kind=kind, node=node, by=request.user, source="web", dry_run=dry_run)
     job = requested.job
+    if requested.created:
+        # The message went to the broker on commit, inside job_request: a broker that is down has
+        # already failed the job, and the page must say so rather than "Started".
+        job.refresh_from_db()
     if request.htmx:
         return render(request, "dashboard/job.html#job-card", {"job": job, "already_running": not requested.created})
-    if requested.created:
+    if requested.created and job.state == Job.State.FAILED:
+        messages.error(request, f"Could not start {job}: {job.error}")
+    elif requested.created:
         messages.success(request, f"Started {job}. This page follows it until it finishes.")
     else:
         messages.warning(request, f"Already running: {job} has not finished yet, so no new job was started.")

@@ -119,6 +119,7 @@ class NewPolicyForm(PolicyForm):
 
 @login_required
 @require_GET
+@permission_required("dashboard.view_policy", raise_exception=True)
 def policy_list(request):
     return render(request, "dashboard/policy.html", {"section": "policy", "policies": policies_in_force()})
 

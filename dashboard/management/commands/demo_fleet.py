@@ -258,6 +258,8 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             policy_name=spec.policy,
             source="command",
             used=live.used,
+            country=live.country,
+            city=live.city,
         )
         if spec.rented:
             with transaction.atomic():
@@ -344,11 +346,25 @@ def _write_logins(path: Path, passwords: dict[str, str]) -> None:
     os.replace(partial, path)
 
 
+def _demo_roles() -> None:
+    """The two groups with the permissions their migrations give them, if a group is missing or empty
+    (a flushed database): every page asks for a permission, so an empty group reads nothing."""
+    names = {group_name for _, group_name in DEMO_LOGINS}
+    if Group.objects.filter(name__in=names, permissions__isnull=False).distinct().count() == len(names):
+        return
+    from django.apps import apps
+
+    from dashboard.roles import roles_restore
+
+    roles_restore(apps)
+
+
 def _demo_users(path: Path) -> None:
     passwords = _read_logins(path)
     if passwords is None:
         passwords = {username: secrets.token_urlsafe(12) for username, _ in DEMO_LOGINS}
         _write_logins(path, passwords)
+    _demo_roles()
     for username, group_name in DEMO_LOGINS:
         group, _ = Group.objects.get_or_create(name=group_name)
         user, _ = User.objects.get_or_create(username=username)

@@ -48,6 +48,8 @@ class NodeFacts:
     dedicated: bool = False
     used: capacity.Resources | None = None
     seen_at: datetime | None = None
+    country: str = ""
+    city: str = ""
 
 
 class Command(BaseCommand):
@@ -89,6 +91,8 @@ class Command(BaseCommand):
                 source="command",
                 used=facts.used,
                 seen_at=facts.seen_at,
+                country=facts.country,
+                city=facts.city,
                 origin=f"{getpass.getuser()}@{socket.gethostname()}",
             )
         except NodeAlreadyRegistered as exc:
@@ -134,6 +138,8 @@ def _facts_from_grid(node_id: int, options: dict) -> NodeFacts:
         dedicated=live.dedicated,
         used=live.used,
         seen_at=timezone.now(),
+        country=live.country,
+        city=live.city,
     )
 
 

@@ -1,0 +1,146 @@
+"""The Grid Proxy client's wall-clock budget, its retries and its redirects, against loopback servers."""
+
+import logging
+import socket
+import threading
+import time
+
+import pytest
+
+from dashboard.grid.deadline import grid_step_deadline
+from dashboard.grid.proxy import GridProxyClient
+from dashboard.grid.types import GridUnavailable
+from tests.gridproxy_canned import Answer, sample, start_canned_proxy
+
+
+@pytest.fixture
+def proxy():
+    canned, server = start_canned_proxy()
+    yield canned
+    server.shutdown()
+    server.server_close()
+
+
+def client_for(url, **options) -> GridProxyClient:
+    settings = {"connect_timeout": 1.0, "read_timeout": 2.0, "retries": 0, "backoff": 0.001, "deadline": 10.0}
+    settings.update(options)
+    return GridProxyClient(url, **settings)
+
+
+def timed(call):
+    started = time.monotonic()
+    with pytest.raises(GridUnavailable) as raised:
+        call()
+    return str(raised.value), time.monotonic() - started
+
+
+# --- the budget -------------------------------------------------------------------------------
+
+
+def test_it_gives_up_on_an_answer_dripped_a_byte_a_second_within_its_budget(proxy):
+    proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), drip=1.0))
+
+    message, took = timed(lambda: client_for(proxy.url, read_timeout=5.0, deadline=2.5).node(1774))
+
+    assert message == f"the grid proxy did not finish answering within 2.5 s ({proxy.url}/nodes/1774)"
+    assert 2.4 < took < 3.5
+
+
+def test_it_gives_up_on_headers_dripped_a_byte_at_a_time():
+    # Not the body this time: the status line itself, which no read time-out ever sees idle.
+    listener = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def drip_headers():
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(4096)
+            for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
+                if stop.wait(0.3):
+                    return
+                try:
+                    conn.sendall(bytes([byte]))
+                except OSError:
+                    return
+
+    threading.Thread(target=drip_headers, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        message, took = timed(lambda: client_for(url, read_timeout=5.0, deadline=1.5).node(1774))
+    finally:
+        stop.set()
+        listener.close()
+
+    assert message.startswith("the grid proxy did not finish answering within 1.5 s")
+    assert took < 2.5
+
+
+def test_it_spends_the_budget_once_over_all_its_tries(proxy):
+    proxy.answer("/nodes/1774", Answer(503, {"error": "busy"}))
+
+    message, took = timed(lambda: client_for(proxy.url, retries=1000, backoff=0.05, deadline=1.0).node(1774))
+
+    assert took < 2.0
+    assert "within 1 s" in message or "answered 503" in message
+
+
+def test_it_keeps_to_the_job_steps_budget_when_that_ends_first(proxy):
+    proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), drip=1.0))
+
+    with grid_step_deadline(1.0):
+        message, took = timed(lambda: client_for(proxy.url, deadline=30.0).node(1774))
+
+    assert message.startswith("the grid proxy did not finish answering within 1 s")
+    assert took < 2.0
+
+
+def test_it_reads_a_prompt_answer_well_inside_the_budget(proxy):
+    proxy.answer("/nodes/1774", sample("node-1774.json"))
+    client = client_for(proxy.url, deadline=1.0)
+
+    # The same kept-alive connection, twice: its socket is watched for each request.
+    assert [client.node(1774).node_id for _ in range(2)] == [1774, 1774]
+
+
+# --- retries ------------------------------------------------------------------------------------
+
+
+def test_it_logs_one_debug_line_a_retry_and_nothing_from_urllib3(proxy, caplog):
+    proxy.answer("/nodes/1774", Answer(500, {"error": "down"}))
+
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(GridUnavailable, match="after 3 tries"):
+            client_for(proxy.url, retries=2).node(1774)
+
+    ours = [r for r in caplog.records if r.name == "dashboard.grid.proxy"]
+    assert [r.levelno for r in ours] == [logging.DEBUG, logging.DEBUG]
+    assert not [r for r in caplog.records if "Retrying" in r.getMessage()]
+
+
+# --- redirects ----------------------------------------------------------------------------------
+
+
+def test_it_refuses_a_redirect_to_another_host_naming_that_host(proxy):
+    proxy.answer("/nodes/1774", Answer(302, "", headers={"Location": "http://elsewhere.example:8443/nodes/1774"}))
+
+    message, _ = timed(lambda: client_for(proxy.url).node(1774))
+
+    assert "redirecting to another host, elsewhere.example:8443" in message
+    assert message.startswith(f"the grid proxy at {proxy.url.removeprefix('http://')} answered 302")
+
+
+def test_it_follows_a_redirect_on_the_same_host(proxy):
+    proxy.answer("/nodes/1774", Answer(301, "", headers={"Location": "/v2/nodes/1774"}))
+    proxy.answer("/v2/nodes/1774", sample("node-1774.json"))
+
+    assert client_for(proxy.url).node(1774).node_id == 1774
+    assert proxy.hits["/v2/nodes/1774"] == 1
+
+
+def test_it_refuses_a_redirect_to_another_scheme_on_the_same_host(proxy):
+    host = proxy.url.removeprefix("http://")
+    proxy.answer("/nodes/1774", Answer(301, "", headers={"Location": f"https://{host}/nodes/1774"}))
+
+    message, _ = timed(lambda: client_for(proxy.url).node(1774))
+
+    assert "redirecting to https:// on the same host; only http:// is followed" in message
