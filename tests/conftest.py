@@ -90,8 +90,6 @@ def role_user(db, django_user_model):
     A transactional test before this one may have flushed the groups; they are made again by the
     migrations' own functions, so the permissions are exactly what production gets.
     """
-    import importlib
-
     from django.apps import apps
     from django.contrib.auth.models import Group
 
