@@ -8,11 +8,13 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-from tests.test_reliability_security import ACTIONS, HTMX, url_of, world  # noqa: F401 (world is a fixture)
+from tests.test_reliability_security import ACTIONS, HTMX, TOKEN_DOORS, url_of, world  # noqa: F401 (world is a fixture)
 
 pytestmark = pytest.mark.django_db
 
-PAGES = [(name, route) for name, route in ACTIONS if not name.endswith(":root")]
+# The API and /metrics are doors for tokens, not sessions: tests/test_api_auth.py and
+# tests/test_views_metrics.py show they refuse a session, whatever its groups.
+PAGES = [(name, route) for name, route in ACTIONS if not name.endswith(":root") and name not in TOKEN_DOORS]
 
 
 @pytest.mark.parametrize(("name", "route"), PAGES, ids=[n for n, _ in PAGES])
