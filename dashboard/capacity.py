@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 from itertools import permutations
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
@@ -316,7 +317,13 @@ def place_vm_disks(state: list[PoolState], data: int, rootfs: int) -> str:
 
 def device_orders(pools: Sequence[int]) -> list[tuple[int, ...]]:
     """Every distinct order of the pools (equal sizes are interchangeable): at most 24 for 4 pools."""
-    return sorted(set(permutations(pools)))
+    return list(_device_orders(tuple(pools)))
+
+
+@lru_cache(maxsize=1024)
+def _device_orders(pools: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    # A fleet has few pool layouts and the precheck asks for them on every slice.
+    return tuple(sorted(set(permutations(pools))))
 
 
 def _copy_pools(state: Sequence[PoolState]) -> list[PoolState]:

@@ -45,7 +45,7 @@ from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, GridError, GridUnavailable, MalformedPayload, NodeCapacity
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
-from dashboard.services.catalog import catalog_slices, policies_for_nodes, policy_for_node
+from dashboard.services.catalog import carve_memoised, catalog_slices, policies_for_nodes, policy_for_node
 from dashboard.services.deploy import IN_FLIGHT
 from dashboard.services.figures import figures_compute, figures_refresh
 from dashboard.services.jobs import JobError, JobLost, job_beating, job_progress, job_succeed, job_test_pause
@@ -233,7 +233,8 @@ def reregister_plan(
         used_sru=seen.used.sru,
     )
     occupied_sizes = [s.size.resources for s in occupied]
-    carve = capacity.carve(seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed)
+    # Memoised: a fleet's nodes share a few shapes, and a carve with pools tries every device order.
+    carve = carve_memoised(seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed)
     facts = capacity.live_node(policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed)
 
     same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
