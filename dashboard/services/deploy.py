@@ -47,7 +47,7 @@ from dashboard.grid.types import (
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Slice
 from dashboard.services.catalog import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock
-from dashboard.services.observations import Refusal, observations_learn
+from dashboard.services.observations import deployment_refusal, observations_learn
 
 log = logging.getLogger(__name__)
 
@@ -478,18 +478,7 @@ def refusal_learn(*, deployment: Deployment, live: NodeCapacity, policy: capacit
     placeable now and phantom, recomputed on that reading with the lesson.
     """
     node = deployment.node
-    running = node.slices.filter(state__in=Slice.OCCUPIED_STATES).count()
-    refusal = Refusal(
-        raw_error=deployment.raw_error,
-        cause=deployment.cause,
-        needed_bytes=deployment.needed_bytes,
-        usable_bytes=deployment.usable_bytes,
-        total=live.total,
-        used=live.used,
-        vm_count=running,
-        data_disk=deployment.sru,
-        rootfs=capacity.zos_rootfs(deployment.cru, deployment.mru),
-    )
+    refusal = deployment_refusal(deployment, total=live.total, used=live.used)
     if observations_learn(node=node, refusal=refusal, deployment=deployment, source=source) is not None:
         node.refresh_from_db()
         precheck_store(node=node, live=live, policy=policy, seen=False)

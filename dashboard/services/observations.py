@@ -44,6 +44,21 @@ class Refusal:
     rootfs: int  # and its rootfs
 
 
+def deployment_refusal(deployment: Deployment, *, total: capacity.Resources, used: capacity.Resources) -> Refusal:
+    """The refusal a failed deployment records, with the reading that stands for its moment."""
+    return Refusal(
+        raw_error=deployment.raw_error,
+        cause=deployment.cause,
+        needed_bytes=deployment.needed_bytes,
+        usable_bytes=deployment.usable_bytes,
+        total=total,
+        used=used,
+        vm_count=running_vms(deployment.node),
+        data_disk=deployment.sru,
+        rootfs=capacity.zos_rootfs(deployment.cru, deployment.mru),
+    )
+
+
 def refusal_lesson(refusal: Refusal) -> dict | None:
     """What this refusal teaches, as Observation fields; None when it teaches nothing."""
     lesson = capacity.refusal_lesson(

@@ -27,11 +27,10 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from dashboard import capacity
 from dashboard.grid.classify import Diagnosis, classify
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
 from dashboard.services.figures import figures_refresh, nodes_lock
-from dashboard.services.observations import Refusal, observations_learn
+from dashboard.services.observations import deployment_refusal, observations_learn
 
 log = logging.getLogger(__name__)
 
@@ -174,17 +173,7 @@ def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis) -> None:
     used = node.used
     if used is None or deployment.cause not in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
         return
-    refusal = Refusal(
-        raw_error=deployment.raw_error,
-        cause=deployment.cause,
-        needed_bytes=diagnosis.needed_bytes,
-        usable_bytes=diagnosis.usable_bytes,
-        total=node.total,
-        used=used,
-        vm_count=node.slices.filter(state__in=Slice.OCCUPIED_STATES).count(),
-        data_disk=deployment.sru,
-        rootfs=capacity.zos_rootfs(deployment.cru, deployment.mru),
-    )
+    refusal = deployment_refusal(deployment, total=node.total, used=used)
     observations_learn(node=node, refusal=refusal, deployment=deployment, source="reported")
 
 
