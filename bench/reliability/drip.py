@@ -359,6 +359,7 @@ def main(argv=None) -> int:
             "reaped": sum(j["reaped"] for j in finished),
             "clicks_meanwhile": sum(j["clicks_meanwhile"] for j in finished),
             "clicks_on_the_same_job": sum(j["clicks_on_the_same_job"] for j in finished),
+            "clicks_answered_otherwise": sum(j["clicks_answered_otherwise"] for j in finished),
             "jobs_created": sum(j["jobs_created"] for j in finished),
             "second_jobs_started": sum(j["other_jobs_started"] for j in finished),
             "catalog_unchanged": sum(j["catalog_unchanged"] for j in finished),

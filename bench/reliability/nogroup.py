@@ -17,10 +17,12 @@ She signs in through the login form and, with her session cookie:
 - the API: its schema and docs, and every GET operation, with the cookie alone and with the
   cookie and her old token.
 
-Every answer is counted by status, and searched for the seeded data (node ids, farm names, ZOS
-error texts, the policy and alert, the job's result). Prints one JSON object. Exit status 1 when
-any answer carries data, any is a 5xx (or gunicorn logs a server error), or a page of the
-dashboard answers anything but 403 (405 for a view that only takes POST).
+Every answer is counted by status, and searched for the seeded data (node 1774, farm names, ZOS
+error texts, the farm policy, the alert, the job's result, a node's memory in bytes). The control:
+"sam", in support, reads six pages with the same detector, which must find data on each. Prints
+one JSON object. Exit status 1 when any of nora's answers carries data, any is a 5xx (or gunicorn
+logs a server error), a page of the dashboard answers anything but 403 (405 for a view that only
+takes POST), or the control finds no data.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ HTMX = {"HX-Request": "true"}
 WORLD_NODE = 1774
 JOB_WORDS = "nogroup-sweep precheck: 3 slices fit"
 ALERT_SUMMARY = "Farm 4242 offers 1 phantom slice (nogroup sweep)"
+# Pages support reads, where the data detector must find data (else a 0 below would mean nothing).
+CONTROL = ("/", "/export.csv", "/nodes/{node_id}/", "/deployments/failed/", "/jobs/{job_id}/", "/policy/")
 
 
 def seed(*, nodes: int, workdir: Path) -> dict:
@@ -82,6 +86,7 @@ def seed(*, nodes: int, workdir: Path) -> dict:
     nora.groups.add(support)
     issued = api_token_create(user=nora, name="nora's script", scopes=["read"], source="command")
     nora.groups.remove(support)
+    users.objects.create_user("sam", password=password).groups.add(support)
     # Data the seeded rows hold that no refusal should show. Numbers only as whole words: the
     # fleet's ids are 1..nodes, which any page holds somewhere; 1774 and the deployments' ids not.
     failed = list(Deployment.objects.filter(state=Deployment.State.FAILED).values_list("raw_error", flat=True))
@@ -116,16 +121,16 @@ def targets(ids: dict) -> list[dict]:
         if isinstance(entry, URLPattern) and entry.name not in PUBLIC:
             kwargs = {name: ids[name] for name in getattr(entry.pattern, "converters", {})}
             url = reverse(entry.name, kwargs=kwargs)
-            kind = "token door (/metrics)" if entry.name == "metrics" else "page"
+            kind = {"metrics": "token door (/metrics)", "fleet-export": "csv export"}.get(entry.name, "page")
             found.append({"kind": kind, "url": url, "headers": {}})
-            if kind == "page":
-                found.append({"kind": "page (htmx)", "url": url, "headers": HTMX})
+            if kind != "token door (/metrics)":
+                found.append({"kind": f"{kind} (htmx)", "url": url, "headers": HTMX})
         elif isinstance(entry, URLResolver) and entry.app_name == "admin":
             found.append({"kind": "admin", "url": "/" + str(entry.pattern), "headers": {}})
             for model in admin.site._registry:
                 found.append({"kind": "admin", "headers": {},
                               "url": reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")})
-    found += [{"kind": "csv export", "url": url, "headers": {}} for url in ("/export.csv", "/?format=csv")]
+    found += [{"kind": "csv export", "url": "/?format=csv", "headers": {}}]
     schema = api.get_openapi_schema(path_prefix="/api/v1/")
     found += [{"kind": "api schema", "url": f"/api/v1{path}", "headers": {}} for path in (api.openapi_url, api.docs_url)]
     for path, operations in schema["paths"].items():
@@ -171,6 +176,14 @@ def main(argv=None) -> int:
         gunicorn.start()
         from bench.reliability.load import Browser
 
+        # The control: the same detector finds the data on the pages support may read.
+        sam = Browser(gunicorn.url)
+        sam.login("sam", world["password"])
+        control = {}
+        for url in (page.format(**world["ids"]) for page in CONTROL):
+            answer = sam.request("GET", url)
+            control[url] = {"status": answer.status_code,
+                            "data": [name for name, pattern in world["markers"].items() if pattern.search(answer.text)]}
         nora = Browser(gunicorn.url)
         nora.login("nora", world["password"])
         log(f"{len(sweep)} requests as nora (in no group)")
@@ -216,6 +229,7 @@ def main(argv=None) -> int:
         "server_errors": server_errors,
         "unexpected": [{k: a[k] for k in ("kind", "url", "htmx", "status", "location", "data")} for a in unexpected],
         "with_data": [{k: a[k] for k in ("kind", "url", "status", "data")} for a in with_data],
+        "control_support": {url: f"{c['status']}, {', '.join(c['data']) or 'NO DATA FOUND'}" for url, c in control.items()},
         "seconds": round(time.monotonic() - began, 1),
         "answers": [f"{a['status']} GET {a['url']}{' (htmx)' if a['htmx'] else ''} [{a['kind']}]" for a in answers],
     }
@@ -225,7 +239,8 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     shutil.rmtree(workdir, ignore_errors=True)
-    return 1 if with_data or errors or server_errors or unexpected else 0
+    blind = [url for url, c in control.items() if c["status"] != 200 or not c["data"]]
+    return 1 if with_data or errors or server_errors or unexpected or blind else 0
 
 
 def log(message: str) -> None:
