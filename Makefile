@@ -56,8 +56,10 @@ bench: install
 simulate: install
 	$(BIN)/python manage.py simulate_traffic --nodes 1000 --events 10000 --seed 7 --write SIMULATION.md --chart docs/simulation.png
 
-# The long reliability runs (kill loop, 10,000-case fuzz, faults, load under gunicorn, check --deploy);
-# results in bench/reliability/results/latest.json, written up in RELIABILITY.md. `make test` does not run them.
+# The long reliability runs (kill loop, 10,000-case fuzz, faults, load under gunicorn, check --deploy,
+# schemathesis, the dripping Grid Proxy, the user in no group); results in
+# bench/reliability/results/latest.json, written up in RELIABILITY.md. `make test` does not run them.
+# Some stages only: make reliability RELIABILITY_ARGS="--only drip,nogroup"
 reliability: install
 	$(BIN)/python bench/reliability/run.py $(RELIABILITY_ARGS)
 

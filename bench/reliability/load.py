@@ -66,8 +66,8 @@ class Browser:
         self.http = requests.Session()
         self.cookies: dict[str, str] = {}
 
-    def request(self, method: str, path: str, *, htmx: bool = False, data=None):
-        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+    def request(self, method: str, path: str, *, htmx: bool = False, data=None, headers: dict | None = None):
+        headers = {**(headers or {}), **({"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {})}
         if htmx:
             headers["HX-Request"] = "true"
         response = self.http.request(method, self.base_url + path, headers=headers, data=data,

@@ -1,6 +1,6 @@
 """`make reliability`: the long reliability runs, one after the other, with the machine's load recorded.
 
-    .venv/bin/python bench/reliability/run.py [--quick] [--only kill,fuzz,faults,load,deploy]
+    .venv/bin/python bench/reliability/run.py [--quick] [--only kill,fuzz,faults,load,deploy,schema,drip,nogroup]
 
 1. kill   bench/reliability/kill_loop.py --kills 100   SIGKILLs during re-registers, then every invariant
 2. fuzz   bench/reliability/fuzz.py --cases 10000      parsers, pages and forms: no 500, no change
@@ -9,6 +9,11 @@
 5. deploy manage.py check --deploy --fail-level WARNING with production settings
 6. schema tests/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=250   schemathesis over the API's
           OpenAPI schema, valid and invalid inputs: no server error, every answer as documented
+7. drip   bench/reliability/drip.py --rounds 5   a Grid Proxy dripping a byte a second: node_register
+          fails within GRID_DEADLINE in one line, a web re-register fails on its step deadline
+          (not "worker lost"), no second job
+8. nogroup bench/reliability/nogroup.py   a signed-in user in no group asks gunicorn for every page,
+          the CSV and the API: refusals only, no data, no 5xx
 
 It first waits (up to --max-wait s) for the 1-minute load average to fall below --max-load, and
 again (up to 10 minutes) before each later stage: the machine has 2 cores and other work, or the
@@ -16,7 +21,8 @@ previous stage's, would be measured too. Each stage runs in its own process
 (they set up Django with different settings); everything is on loopback and stops by itself.
 Writes every stage's figures to bench/reliability/results/latest.json (a quick run: to
 var/reliability-quick.json) and prints them.
---quick: 10 kills, 500 fuzz cases, 10 clients for 10 s, 10 schemathesis examples (a smoke test of the runs themselves).
+--quick: 10 kills, 500 fuzz cases, 10 clients for 10 s, 10 schemathesis examples, 1 drip round
+(a smoke test of the runs themselves).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 PYTHON = BASE_DIR / ".venv" / "bin" / "python"
 RESULTS = BASE_DIR / "bench" / "reliability" / "results"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/slicedash_rel"
-STAGES = ("kill", "fuzz", "faults", "load", "deploy", "schema")
+STAGES = ("kill", "fuzz", "faults", "load", "deploy", "schema", "drip", "nogroup")
 
 
 def git(*args: str) -> str:
@@ -142,7 +148,7 @@ def main(argv=None) -> int:
         "load_wait_s": round(waited, 0),
         "stages": {},
     }
-    kills, cases, clients, seconds, examples = (10, 500, 10, 10, 10) if args.quick else (100, 10000, 50, 60, 250)
+    kills, cases, clients, seconds, examples, drips = (10, 500, 10, 10, 10, 1) if args.quick else (100, 10000, 50, 60, 250, 5)
     for n, stage in enumerate(stages):
         if n and not args.quick:
             # The previous stage's own work is still in the 1-minute average: let the machine settle.
@@ -161,6 +167,10 @@ def main(argv=None) -> int:
                                 env=env, timeout=1800)
         elif stage == "schema":
             result = stage_schema(examples=examples, env=env, timeout=3600)
+        elif stage == "drip":
+            result = stage_json([str(PYTHON), "bench/reliability/drip.py", "--rounds", str(drips)], env=env, timeout=900)
+        elif stage == "nogroup":
+            result = stage_json([str(PYTHON), "bench/reliability/nogroup.py"], env=env, timeout=600)
         else:
             began = time.monotonic()
             result = {**stage_deploy_check(env=env), "wall_s": round(time.monotonic() - began, 1)}
