@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -31,6 +31,8 @@ class BenchEnv:
     broker_url: str
     work_dir: Path
     secret_key: str
+    # /metrics answers 404 without it; the bench scrapes it as Prometheus would, with this bearer token.
+    metrics_token: str = field(default_factory=lambda: "bench-metrics-" + secrets.token_urlsafe(24))
 
     @property
     def simgrid_path(self) -> Path:
@@ -52,6 +54,10 @@ class BenchEnv:
             "STATIC_ROOT": str(self.work_dir / "static"),
             "LOG_LEVEL": "WARNING",
             "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+            "METRICS_TOKEN": self.metrics_token,
+            # The per-token throttle stays on (its cost is part of every API call) but never
+            # refuses: the bench times answers, not 429s.
+            "API_THROTTLE_RATE": "1000000/m",
         }
         if web:
             # A served dashboard keeps its database connections (gunicorn with DB_CONN_MAX_AGE);

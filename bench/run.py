@@ -139,7 +139,7 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     import redis
     from django.core.management import call_command
 
-    from bench import bulk, pages, precheck, seed
+    from bench import api, bulk, pages, precheck, seed
     from bench.procs import Worker
     from bench.report import machine_facts
     from dashboard.grid.simulator import SimulatedGrid
@@ -160,7 +160,7 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
 
     log("pure precheck")
     figures["precheck"] = {"pure": precheck.precheck_pure(seconds=pure_seconds)}
-    figures["seed_database"], figures["pages"], figures["bulk"], figures["floor"] = {}, {}, {}, {}
+    figures["seed_database"], figures["pages"], figures["api"], figures["bulk"], figures["floor"] = {}, {}, {}, {}, {}
     bulk_sizes = [s for s in args.sizes if s >= BULK_MIN_SIZE] or [largest]
 
     def reseed(size: int) -> dict:
@@ -172,6 +172,10 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
         node_id = 20 * max(1, size // 40)  # a node with a deployed VM and failed deploys
         log(f"{size:,} nodes: pages")
         figures["pages"][str(size)] = pages.pages_measure(size=size, node_id=node_id, repeat=repeat, baselines=True)
+        # Before the policy edits, which leave every node row rewritten four times (dead tuples).
+        log(f"{size:,} nodes: the API's nodes page and a /metrics scrape, with bearer tokens")
+        figures["api"][str(size)] = api.api_measure(size=size, repeat=repeat, metrics_token=env.metrics_token)
+        log(f"{size:,} nodes: {figures['api'][str(size)]}")
         figures["pages"][str(size)]["policy_edit"] = pages.policy_edit_measure()
         log(f"{size:,} nodes: {figures['pages'][str(size)]}")
         if size == largest:
@@ -181,6 +185,12 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
                     env=env, node_ids=list(range(1, min(size, 400) + 1)), requests=e2e_requests, nodelay=nodelay
                 )
                 figures["precheck"][key]["nodes"] = size
+            log(f"{size:,} nodes: precheck through the API with a precheck token")
+            figures["precheck"]["api"] = {
+                **api.precheck_api_measure(node_ids=list(range(1, min(size, 400) + 1)), requests=e2e_requests),
+                "fleet": size,
+            }
+            log(f"{size:,} nodes: {figures['precheck']['api']}")
         if size in bulk_sizes:
             worker = Worker(env, f"bulk-{size}")
             workers.append(worker)

@@ -172,6 +172,70 @@ def run_clients(*, base_url: str, logins: list[tuple[str, str]], node_ids: list[
     }
 
 
+def served_env(*, workdir: Path, broker_url: str, **extra: str) -> dict[str, str]:
+    """The production-like settings of a load run (this module's docstring), plus `extra`."""
+    return {
+        **{k: v for k, v in os.environ.items() if k not in ("JOB_TEST_PAUSE", "DJANGO_SETTINGS_MODULE")},
+        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DATABASE_URL": os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL),
+        "CELERY_BROKER_URL": broker_url,
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "SECURE_SSL_REDIRECT": "false",
+        "DB_CONN_MAX_AGE": "600",
+        "GRID_BACKEND": "simulator",
+        "SIMGRID_PATH": str(workdir / "simgrid.sqlite3"),
+        "VAR_DIR": str(workdir / "var"),
+        "STATIC_ROOT": str(workdir / "static"),
+        "LOG_LEVEL": "WARNING",
+        "CELERY_SKIP_CHECKS": "1",
+        "PYTHONPATH": str(BASE_DIR),
+        **extra,
+    }
+
+
+def gunicorn_start(*, env: dict, port: int, workers: int, threads: int, log_path: Path):
+    """`gunicorn -c gunicorn.conf.py dashboard.wsgi` (gthread) on 127.0.0.1:port, once /login/ answers 200.
+
+    Returns (the process, its open log file); it dies with this process (PR_SET_PDEATHSIG).
+    """
+    import requests
+
+    gunicorn_log = open(log_path, "w")
+    gunicorn = subprocess.Popen(
+        [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+         "--worker-class", "gthread", "--threads", str(threads), "--timeout", "30", "--graceful-timeout", "10"],
+        cwd=BASE_DIR, env=env, stdout=gunicorn_log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+    )
+
+    def up() -> bool:
+        if gunicorn.poll() is not None:
+            raise RuntimeError(f"gunicorn exited with {gunicorn.returncode}; see {log_path}")
+        try:
+            return requests.get(f"http://127.0.0.1:{port}/login/", timeout=2).status_code == 200
+        except requests.RequestException:
+            return False
+
+    try:
+        wait_until(up, timeout=60, what="gunicorn", every=0.2)
+    except BaseException:
+        gunicorn_stop(gunicorn)
+        raise
+    return gunicorn, gunicorn_log
+
+
+def gunicorn_stop(gunicorn: subprocess.Popen | None) -> None:
+    """SIGTERM (graceful), then SIGKILL after 20 s; by its own pid."""
+    if gunicorn is not None and gunicorn.poll() is None:
+        gunicorn.terminate()
+        try:
+            gunicorn.wait(20)
+        except subprocess.TimeoutExpired:
+            gunicorn.kill()
+            gunicorn.wait(10)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -188,24 +252,7 @@ def main(argv=None) -> int:
     redis_server = RedisServer(workdir)
     redis_server.start()
     port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in ("JOB_TEST_PAUSE", "DJANGO_SETTINGS_MODULE")},
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-        "DATABASE_URL": os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL),
-        "CELERY_BROKER_URL": redis_server.url,
-        "DEBUG": "false",
-        "SECRET_KEY": secrets.token_urlsafe(50),
-        "ALLOWED_HOSTS": "127.0.0.1",
-        "SECURE_SSL_REDIRECT": "false",
-        "DB_CONN_MAX_AGE": "600",
-        "GRID_BACKEND": "simulator",
-        "SIMGRID_PATH": str(workdir / "simgrid.sqlite3"),
-        "VAR_DIR": str(workdir / "var"),
-        "STATIC_ROOT": str(workdir / "static"),
-        "LOG_LEVEL": "WARNING",
-        "CELERY_SKIP_CHECKS": "1",
-        "PYTHONPATH": str(BASE_DIR),
-    }
+    env = served_env(workdir=workdir, broker_url=redis_server.url)
     os.environ.update(env)
     database_ensure(env["DATABASE_URL"])
     import django
@@ -266,21 +313,8 @@ def main(argv=None) -> int:
         connections.close_all()
 
         log(f"starting gunicorn ({args.workers} workers x {args.threads} threads) on 127.0.0.1:{port}")
-        gunicorn_log = open(workdir / "gunicorn.log", "w")
-        gunicorn = subprocess.Popen(
-            [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
-             "--worker-class", "gthread", "--threads", str(args.threads), "--timeout", "30", "--graceful-timeout", "10"],
-            cwd=BASE_DIR, env=env, stdout=gunicorn_log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
-        )
-        import requests
-
-        def up() -> bool:
-            try:
-                return requests.get(f"http://127.0.0.1:{port}/login/", timeout=2).status_code == 200
-            except requests.RequestException:
-                return False
-
-        wait_until(up, timeout=60, what="gunicorn", every=0.2)
+        gunicorn, gunicorn_log = gunicorn_start(env=env, port=port, workers=args.workers, threads=args.threads,
+                                                log_path=workdir / "gunicorn.log")
         # One client alone first: what a request costs when nobody waits in line, to read the 50-client
         # figures against (with no think time, 50 clients on 2 cores mostly measure the queue).
         log(f"1 client alone for {args.baseline_seconds:g} s")
@@ -294,13 +328,7 @@ def main(argv=None) -> int:
         server_log = (workdir / "gunicorn.log").read_text()
         server_errors = server_log.count("Traceback")
     finally:
-        if gunicorn is not None and gunicorn.poll() is None:
-            gunicorn.terminate()
-            try:
-                gunicorn.wait(20)
-            except subprocess.TimeoutExpired:
-                gunicorn.kill()
-                gunicorn.wait(10)
+        gunicorn_stop(gunicorn)
         worker.stop()
         redis_server.stop()
     report = {

@@ -1,18 +1,20 @@
 """`make reliability`: the long reliability runs, one after the other, with the machine's load recorded.
 
-    .venv/bin/python bench/reliability/run.py [--quick] [--only kill,fuzz,faults,load,deploy,schema,drip,nogroup]
+    .venv/bin/python bench/reliability/run.py [--quick] [--only kill,fuzz,faults,load,api,deploy,schema,drip,nogroup]
 
 1. kill   bench/reliability/kill_loop.py --kills 100   SIGKILLs during re-registers, then every invariant
 2. fuzz   bench/reliability/fuzz.py --cases 10000      parsers, pages and forms: no 500, no change
 3. faults pytest tests/test_reliability_faults.py, _concurrency.py and _security.py (the suite's cases)
 4. load   bench/reliability/load.py --clients 50 --seconds 60   gunicorn, errors and p50/p99
-5. deploy manage.py check --deploy --fail-level WARNING with production settings
-6. schema tests/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=250   schemathesis over the API's
+5. api    bench/reliability/api_load.py --clients 50 --seconds 60   the same server, 50 API clients with
+          their own bearer tokens (fleet, nodes, one node, precheck): errors, requests/s, p50/p99
+6. deploy manage.py check --deploy --fail-level WARNING with production settings
+7. schema tests/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=250   schemathesis over the API's
           OpenAPI schema, valid and invalid inputs: no server error, every answer as documented
-7. drip   bench/reliability/drip.py --rounds 5   a Grid Proxy dripping a byte a second: node_register
+8. drip   bench/reliability/drip.py --rounds 5   a Grid Proxy dripping a byte a second: node_register
           fails within GRID_DEADLINE in one line, a web re-register fails on its step deadline
           (not "worker lost"), no second job
-8. nogroup bench/reliability/nogroup.py   a signed-in user in no group asks gunicorn for every page,
+9. nogroup bench/reliability/nogroup.py   a signed-in user in no group asks gunicorn for every page,
           the CSV and the API: refusals only, no data, no 5xx
 
 It first waits (up to --max-wait s) for the 1-minute load average to fall below --max-load, and
@@ -21,7 +23,7 @@ previous stage's, would be measured too. Each stage runs in its own process
 (they set up Django with different settings); everything is on loopback and stops by itself.
 Writes every stage's figures to bench/reliability/results/latest.json (a quick run: to
 var/reliability-quick.json) and prints them.
---quick: 10 kills, 500 fuzz cases, 10 clients for 10 s, 10 schemathesis examples, 1 drip round
+--quick: 10 kills, 500 fuzz cases, 10 clients for 10 s (load and api), 10 schemathesis examples, 1 drip round
 (a smoke test of the runs themselves).
 """
 
@@ -42,7 +44,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 PYTHON = BASE_DIR / ".venv" / "bin" / "python"
 RESULTS = BASE_DIR / "bench" / "reliability" / "results"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/slicedash_rel"
-STAGES = ("kill", "fuzz", "faults", "load", "deploy", "schema", "drip", "nogroup")
+STAGES = ("kill", "fuzz", "faults", "load", "api", "deploy", "schema", "drip", "nogroup")
 
 
 def git(*args: str) -> str:
@@ -164,6 +166,9 @@ def main(argv=None) -> int:
                                    "tests/test_reliability_security.py", "tests/test_reliability_kill.py"], env=env, timeout=1800)
         elif stage == "load":
             result = stage_json([str(PYTHON), "bench/reliability/load.py", "--clients", str(clients), "--seconds", str(seconds)],
+                                env=env, timeout=1800)
+        elif stage == "api":
+            result = stage_json([str(PYTHON), "bench/reliability/api_load.py", "--clients", str(clients), "--seconds", str(seconds)],
                                 env=env, timeout=1800)
         elif stage == "schema":
             result = stage_schema(examples=examples, env=env, timeout=3600)
