@@ -54,9 +54,20 @@ def api_measure(*, size: int, repeat: int, metrics_token: str) -> dict:
         client, "/metrics", repeat=repeat, headers={"Authorization": f"Bearer {metrics_token}"},
         expect=f"\nslicedash_fleet_nodes {float(size)}\n".encode(),
     )  # fmt: skip
-    metrics["samples"] = sum(1 for line in client.get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"})
-                             .content.decode().splitlines() if line and not line.startswith("#"))  # fmt: skip
-    return {"nodes_page": nodes_page, "metrics": metrics}
+    metrics["samples"] = _samples(client, "/metrics", metrics_token)
+    # Per farm: its answer grows with the farms (12 series a farm), its query count must not.
+    farms = page_figures(
+        client, "/metrics/farms", repeat=repeat, headers={"Authorization": f"Bearer {metrics_token}"},
+        expect=b"slicedash_farm_nodes{",
+    )  # fmt: skip
+    farms["samples"] = _samples(client, "/metrics/farms", metrics_token)
+    farms["farms"] = farms["samples"] // 12
+    return {"nodes_page": nodes_page, "metrics": metrics, "metrics_farms": farms}
+
+
+def _samples(client: Client, path: str, token: str) -> int:
+    text = client.get(path, headers={"Authorization": f"Bearer {token}"}).content.decode()
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
 
 
 def precheck_api_measure(*, node_ids: list[int], requests: int, warmup: int = 5) -> dict:

@@ -1,8 +1,14 @@
-"""The Prometheus collector: the stored figures, read when Prometheus scrapes (never cached here).
+"""The Prometheus collectors: the stored figures, read when Prometheus scrapes (never cached here).
 
 Nothing is counted in process memory, so every web process answers the same, a restart loses
-nothing, and the numbers are the ones the pages show. Names: slicedash_farm_* per farm (label
-`farm`), slicedash_fleet_* for the whole fleet, slicedash_jobs*, slicedash_deployments_failed_total.
+nothing, and the numbers are the ones the pages show. Two registries, two paths:
+
+- `/metrics` (`registry`): slicedash_fleet_* for the whole fleet, slicedash_jobs*,
+  slicedash_deployments_failed_total, slicedash_worker_heartbeat_age_seconds and the Grid Proxy
+  requests (slicedash_grid_request_duration_seconds, by endpoint and outcome). Its size and cost do
+  not depend on the fleet: scrape it often, alert on it.
+- `/metrics/farms` (`farms_registry`): slicedash_farm_* per farm (label `farm`), 12 series a farm,
+  so its answer grows with the number of farms: scrape it less often (README, "Metrics").
 """
 
 from __future__ import annotations
@@ -11,10 +17,10 @@ from datetime import datetime
 
 from django.utils import timezone
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from dashboard.models import Job
-from dashboard.selectors.metrics import FarmFigures, metrics_snapshot
+from dashboard.selectors.metrics import FarmFigures, farms_figures, metrics_snapshot
 
 # (attribute of FarmFigures, metric suffix, help)
 FIGURES = (
@@ -32,8 +38,8 @@ FIGURES = (
 )
 
 
-class FiguresCollector:
-    """Collects on every scrape: three queries (see selectors.metrics)."""
+class FarmsCollector:
+    """/metrics/farms: one query (see selectors.metrics.farms_figures)."""
 
     def describe(self):
         # Nothing up front: registering must not touch the database.
@@ -41,13 +47,12 @@ class FiguresCollector:
 
     def collect(self):
         now = timezone.now()
-        snapshot = metrics_snapshot()
         farm_families = {attr: GaugeMetricFamily(f"slicedash_farm_{suffix}", f"{text}, per farm", labels=["farm"])
                          for attr, suffix, text in FIGURES}  # fmt: skip
         farm_oldest = GaugeMetricFamily(
             "slicedash_farm_oldest_reading_age_seconds", "Age of the least recently read node's capacity, per farm", labels=["farm"]
         )
-        for farm in snapshot.farms:
+        for farm in farms_figures():
             label = [str(farm.farm_id)]
             for attr, family in farm_families.items():
                 family.add_metric(label, getattr(farm, attr))
@@ -56,6 +61,16 @@ class FiguresCollector:
         yield from farm_families.values()
         yield farm_oldest
 
+
+class FiguresCollector:
+    """/metrics: four queries whatever the fleet size (see selectors.metrics.metrics_snapshot)."""
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        now = timezone.now()
+        snapshot = metrics_snapshot()
         fleet: FarmFigures = snapshot.fleet
         for attr, suffix, text in FIGURES:
             yield GaugeMetricFamily(f"slicedash_fleet_{suffix}", f"{text}, whole fleet", value=getattr(fleet, attr))
@@ -91,6 +106,16 @@ class FiguresCollector:
             failed.add_metric([row.cause, row.state], row.deployments)
         yield failed
 
+        grid = HistogramMetricFamily(
+            "slicedash_grid_request_duration_seconds",
+            "Grid Proxy requests (retries included) by endpoint and outcome (ok, unavailable, not_found, offline, "
+            "malformed, refused), from every web process and worker",
+            labels=["endpoint", "outcome"],
+        )
+        for row in snapshot.grid_requests:
+            grid.add_metric([row.endpoint, row.outcome], buckets=row.buckets, sum_value=row.seconds)
+        yield grid
+
 
 def _age(now: datetime, at: datetime) -> float:
     return max((now - at).total_seconds(), 0.0)
@@ -98,3 +123,5 @@ def _age(now: datetime, at: datetime) -> float:
 
 registry = CollectorRegistry(auto_describe=False)
 registry.register(FiguresCollector())
+farms_registry = CollectorRegistry(auto_describe=False)
+farms_registry.register(FarmsCollector())

@@ -35,6 +35,20 @@ class NoStoreForSignedIn:
         return response
 
 
+class GridRequestsStore:
+    """After each request, add the Grid Proxy requests it made to the /metrics tally (one upsert, or nothing)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        from dashboard.services.grid_requests import grid_requests_store  # the models load after this module
+
+        grid_requests_store()
+        return response
+
+
 class SessionExpiry:
     def __init__(self, get_response):
         self.get_response = get_response

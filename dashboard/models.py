@@ -551,3 +551,25 @@ class Alert(models.Model):
     @property
     def title(self) -> str:
         return ALERT_TITLES.get(self.rule, self.rule)
+
+
+class GridRequestTally(models.Model):
+    """Grid Proxy requests made by every web process and worker, added up (grid.telemetry, /metrics).
+
+    One row per endpoint, outcome and duration bucket (not cumulative); rows only ever grow by
+    `count` and `seconds` (an upsert adds a process's tally), so the table stays a few dozen rows.
+    """
+
+    endpoint = models.CharField(max_length=40)
+    outcome = models.CharField(max_length=16)
+    bucket = models.CharField(max_length=8, help_text="Upper bound in seconds of the duration bucket, or +Inf")
+    count = models.BigIntegerField(default=0)
+    seconds = models.FloatField(default=0.0, help_text="Total duration of these requests")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["endpoint", "outcome", "bucket"], name="one_tally_per_endpoint_outcome_bucket")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.endpoint} {self.outcome} <= {self.bucket}: {self.count}"

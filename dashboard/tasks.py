@@ -15,10 +15,12 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from celery.signals import task_postrun
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 
 from dashboard.services import alerts, jobs
+from dashboard.services.grid_requests import grid_requests_store
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +30,12 @@ JOB_TIME_LIMIT = max(settings.CELERY_TASK_TIME_LIMIT, JOB_SOFT_TIME_LIMIT + 30)
 
 # How many times a message that finds its job running under a live heartbeat looks again later.
 REDELIVERY_LOOKS = 3
+
+
+@task_postrun.connect
+def _grid_requests_store(**_kwargs) -> None:
+    """A task's Grid Proxy requests go to the /metrics tally when it ends (whatever its outcome)."""
+    grid_requests_store()
 
 
 @shared_task(

@@ -32,6 +32,7 @@ urlpatterns = [
     path("api-tokens/<int:token_id>/revoke/", api_tokens.token_revoke, name="api-token-revoke"),
     path("api/v1/", api.urls),
     path("metrics", metrics.metrics, name="metrics"),
+    path("metrics/farms", metrics.metrics_farms, name="metrics-farms"),
     path("admin/", admin.site.urls),
 ]
 

@@ -28,7 +28,7 @@ PUBLIC = {"login", "logout"}
 # in tests/test_api_auth.py) and /metrics. They never redirect to the login page: they answer 401
 # without their bearer token, 404 where nothing is (the API's root; /metrics without METRICS_TOKEN),
 # 405 for a wrong method. CSRF does not guard them, the missing session does.
-TOKEN_DOORS = {"ninja:root", "metrics"}
+TOKEN_DOORS = {"ninja:root", "metrics", "metrics-farms"}
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 

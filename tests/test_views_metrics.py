@@ -1,4 +1,4 @@
-"""/metrics: the stored figures for Prometheus, behind METRICS_TOKEN, in a constant number of queries."""
+"""/metrics and /metrics/farms: the stored figures for Prometheus, behind METRICS_TOKEN, in a constant number of queries."""
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -14,8 +14,8 @@ def metrics_on(settings):
     settings.METRICS_TOKEN = TOKEN
 
 
-def _scrape(client, token=TOKEN):
-    return client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+def _scrape(client, token=TOKEN, path="/metrics"):
+    return client.get(path, headers={"Authorization": f"Bearer {token}"})
 
 
 def _samples(response) -> dict:
@@ -26,27 +26,35 @@ def _samples(response) -> dict:
     }
 
 
-def test_it_is_not_there_without_metrics_token(client, settings):
+@pytest.mark.parametrize("path", ["/metrics", "/metrics/farms"])
+def test_it_is_not_there_without_metrics_token(client, settings, path):
     settings.METRICS_TOKEN = ""
-    assert _scrape(client, "anything").status_code == 404
+    assert _scrape(client, "anything", path).status_code == 404
 
 
-def test_it_refuses_a_wrong_token(client, metrics_on):
-    assert _scrape(client, "wrong").status_code == 401
+@pytest.mark.parametrize("path", ["/metrics", "/metrics/farms"])
+def test_it_refuses_a_wrong_token(client, metrics_on, path):
+    assert _scrape(client, "wrong", path).status_code == 401
 
 
-def test_it_refuses_a_signed_in_session(admins_client, metrics_on):
-    assert admins_client.get("/metrics").status_code == 401
+@pytest.mark.parametrize("path", ["/metrics", "/metrics/farms"])
+def test_it_refuses_a_signed_in_session(admins_client, metrics_on, path):
+    assert admins_client.get(path).status_code == 401
 
 
 def test_it_reports_per_farm_and_fleet_figures(client, metrics_on, legacy_fleet):
     legacy_fleet(2, farm_id=1)
     legacy_fleet(1, first=10, farm_id=2)
-    samples = _samples(_scrape(client))
+    farms = _samples(_scrape(client, path="/metrics/farms"))
     nominal_farm_1 = Node.objects.filter(farm_id=1).first().slices.count() * 2
-    assert samples[("slicedash_farm_slices_nominal", (("farm", "1"),))] == nominal_farm_1
-    assert samples[("slicedash_fleet_nodes", ())] == 3
-    assert samples[("slicedash_fleet_nodes_stale", ())] == 3
+    assert farms[("slicedash_farm_slices_nominal", (("farm", "1"),))] == nominal_farm_1
+    assert farms[("slicedash_farm_nodes", (("farm", "2"),))] == 1
+    fleet = _samples(_scrape(client))
+    assert fleet[("slicedash_fleet_nodes", ())] == 3
+    assert fleet[("slicedash_fleet_nodes_stale", ())] == 3
+    assert fleet[("slicedash_fleet_slices_nominal", ())] == Node.objects.get(farm_id=2).slices.count() + nominal_farm_1
+    # The fleet's scrape has no per-farm series: its size does not grow with the farms.
+    assert not any(name.startswith("slicedash_farm_") for name, _labels in fleet)
 
 
 def test_it_counts_failed_deployments_by_cause(client, metrics_on, legacy_fleet):
@@ -62,9 +70,14 @@ def test_it_serves_the_prometheus_text_format(client, metrics_on):
 
 def test_it_reads_the_same_number_of_queries_at_any_fleet_size(client, metrics_on, legacy_fleet, django_assert_max_num_queries):
     legacy_fleet(3, farm_id=1)
-    with django_assert_max_num_queries(3):
+    with django_assert_max_num_queries(4):
         _scrape(client)
+    with django_assert_max_num_queries(1):
+        _scrape(client, path="/metrics/farms")
     legacy_fleet(80, first=100, farm_id=2)
     legacy_fleet(40, first=300, farm_id=3)
-    with django_assert_max_num_queries(3):
-        assert b'farm="3"' in _scrape(client).content
+    with django_assert_max_num_queries(4):
+        small = _scrape(client).content
+    with django_assert_max_num_queries(1):
+        assert b'farm="3"' in _scrape(client, path="/metrics/farms").content
+    assert len(small.splitlines()) == len(_scrape(client).content.splitlines())

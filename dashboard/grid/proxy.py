@@ -56,6 +56,7 @@ from urllib3.exceptions import (
 from urllib3.util.retry import Retry
 
 from dashboard.capacity import GiB, MiB, Resources, SliceSize, format_size
+from dashboard.grid import telemetry
 from dashboard.grid.deadline import Deadline, current_step_deadline
 from dashboard.grid.types import (
     MAX_NODE_CRU,
@@ -76,6 +77,14 @@ from dashboard.grid.types import (
 )
 
 log = logging.getLogger(__name__)
+
+# The outcome label of each failure a request can end in (/metrics: slicedash_grid_requests).
+_OUTCOMES: dict[type[GridError], str] = {
+    GridUnavailable: "unavailable",
+    NodeNotFound: "not_found",
+    NodeOffline: "offline",
+    MalformedPayload: "malformed",
+}
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 STATISTICS_RETRY_STATUSES = RETRY_STATUSES - {500}
@@ -453,6 +462,24 @@ class GridProxyClient:
     # --- HTTP
 
     def _get_json(
+        self,
+        path: str,
+        *,
+        node_id: int | None,
+        params: dict[str, Any] | None = None,
+        statistics: bool = False,
+    ) -> tuple[Any, str]:
+        """One request with its retries, recorded for /metrics (endpoint, outcome, duration)."""
+        started, outcome = time.monotonic(), telemetry.OK
+        try:
+            return self._get_json_retrying(path, node_id=node_id, params=params, statistics=statistics)
+        except GridError as exc:
+            outcome = _OUTCOMES.get(type(exc), "refused")
+            raise
+        finally:
+            telemetry.record(endpoint=telemetry.endpoint_of(path), outcome=outcome, seconds=time.monotonic() - started)
+
+    def _get_json_retrying(
         self,
         path: str,
         *,

@@ -1,5 +1,8 @@
-"""What /metrics reports, read from the stored figures at scrape time: three queries whatever
-the fleet size (nodes grouped by farm, jobs grouped by kind and state, failures grouped by cause).
+"""What /metrics and /metrics/farms report, read from the stored figures at scrape time.
+
+/metrics: four queries whatever the fleet size (the fleet's figures in one aggregate, jobs grouped
+by kind and state, failures grouped by cause, the grid request tally). /metrics/farms: one query,
+the same figures grouped by farm.
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ from datetime import datetime
 
 from django.db.models import Count, Max, Min, Q, Sum
 
-from dashboard.models import Deployment, Job, Node
+from dashboard.grid.telemetry import BUCKETS, INF
+from dashboard.models import Deployment, GridRequestTally, Job, Node
 from dashboard.selectors.deployments import FAILED_STATES
 from dashboard.selectors.fleet import NOMINAL
 
@@ -48,21 +52,25 @@ class FailureFigures:
 
 
 @dataclass(frozen=True)
-class MetricsSnapshot:
-    farms: list[FarmFigures] = field(default_factory=list)
-    jobs: list[JobFigures] = field(default_factory=list)
-    failures: list[FailureFigures] = field(default_factory=list)
+class GridRequestFigures:
+    """Grid Proxy requests of one endpoint and outcome: a histogram (cumulative counts per bound)."""
+
+    endpoint: str
+    outcome: str
+    buckets: list[tuple[str, int]]  # (upper bound, requests at most that long), "+Inf" last
+    seconds: float
 
     @property
-    def fleet(self) -> FarmFigures:
-        """The farms added up (the oldest reading is the fleet's oldest)."""
-        readings = [f.oldest_reading_at for f in self.farms if f.oldest_reading_at is not None]
-        sums = {
-            name: sum(getattr(f, name) for f in self.farms)
-            for name in FarmFigures.__dataclass_fields__
-            if name not in ("farm_id", "oldest_reading_at")
-        }
-        return FarmFigures(farm_id=0, oldest_reading_at=min(readings, default=None), **sums)
+    def requests(self) -> int:
+        return self.buckets[-1][1]
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    fleet: FarmFigures  # farm_id 0: the whole fleet
+    jobs: list[JobFigures] = field(default_factory=list)
+    failures: list[FailureFigures] = field(default_factory=list)
+    grid_requests: list[GridRequestFigures] = field(default_factory=list)
 
     @property
     def freshest_heartbeat_at(self) -> datetime | None:
@@ -71,26 +79,31 @@ class MetricsSnapshot:
         return max(beats, default=None)
 
 
+# Every figure of FarmFigures as an aggregate over Node rows.
+_FIGURES = dict(
+    m_nodes=Count("pk"),
+    m_nodes_up=Count("pk", filter=Q(status=Node.Status.UP)),
+    m_nominal=Sum(NOMINAL),
+    m_deployable=Sum("deployable"),
+    m_free=Sum("slices_free"),
+    m_placeable=Sum("placeable_now"),
+    m_phantom=Sum("phantom_slices"),
+    m_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status=Node.Status.UP)),
+    m_stale_nodes=Count("pk", filter=Q(stale=True)),
+    m_unprechecked_nodes=Count("pk", filter=Q(placeable_now__isnull=True)),
+    m_never_read_nodes=Count("pk", filter=Q(seen_at__isnull=True)),
+    m_oldest_reading_at=Min("seen_at"),
+)
+
+
+def farms_figures() -> list[FarmFigures]:
+    """The figures of every farm, in one query (its answer grows with the farms, never its count)."""
+    rows = Node.objects.order_by().values("farm_id").annotate(**_FIGURES).order_by("farm_id")
+    return [_farm(row) for row in rows]
+
+
 def metrics_snapshot() -> MetricsSnapshot:
-    farms = (
-        Node.objects.order_by()
-        .values("farm_id")
-        .annotate(
-            m_nodes=Count("pk"),
-            m_nodes_up=Count("pk", filter=Q(status=Node.Status.UP)),
-            m_nominal=Sum(NOMINAL),
-            m_deployable=Sum("deployable"),
-            m_free=Sum("slices_free"),
-            m_placeable=Sum("placeable_now"),
-            m_phantom=Sum("phantom_slices"),
-            m_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status=Node.Status.UP)),
-            m_stale_nodes=Count("pk", filter=Q(stale=True)),
-            m_unprechecked_nodes=Count("pk", filter=Q(placeable_now__isnull=True)),
-            m_never_read_nodes=Count("pk", filter=Q(seen_at__isnull=True)),
-            m_oldest_reading_at=Min("seen_at"),
-        )
-        .order_by("farm_id")
-    )
+    fleet = Node.objects.order_by().aggregate(**_FIGURES)
     jobs = (
         Job.objects.order_by()
         .values("kind", "state")
@@ -105,10 +118,30 @@ def metrics_snapshot() -> MetricsSnapshot:
         .order_by("cause", "state")
     )
     return MetricsSnapshot(
-        farms=[_farm(row) for row in farms],
+        fleet=_farm({"farm_id": 0, **fleet}),
         jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
         failures=_failures(failures),
+        grid_requests=_grid_requests(GridRequestTally.objects.values_list("endpoint", "outcome", "bucket", "count", "seconds")),
     )
+
+
+def _grid_requests(rows) -> list[GridRequestFigures]:
+    # Stored per bucket, not cumulative (each process adds its own); Prometheus wants cumulative.
+    bounds = [repr(b) for b in BUCKETS] + [INF]
+    counts: dict[tuple[str, str], dict[str, int]] = {}
+    seconds: dict[tuple[str, str], float] = {}
+    for endpoint, outcome, bucket, count, total in rows:
+        key = (endpoint, outcome)
+        counts.setdefault(key, {})[bucket] = counts.get(key, {}).get(bucket, 0) + count
+        seconds[key] = seconds.get(key, 0.0) + total
+    figures = []
+    for key in sorted(counts):
+        running, buckets = 0, []
+        for bound in bounds:
+            running += counts[key].get(bound, 0)
+            buckets.append((bound, running))
+        figures.append(GridRequestFigures(key[0], key[1], buckets, seconds[key]))
+    return figures
 
 
 def _failures(rows) -> list[FailureFigures]:

@@ -54,6 +54,7 @@ from dashboard import capacity
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import GridError
 from dashboard.models import AuditEvent, Job, Node
+from dashboard.services.grid_requests import grid_requests_store_due
 
 log = logging.getLogger(__name__)
 
@@ -324,6 +325,7 @@ def job_progress(*, job: Job, step: str, done: int | None = None, total: int | N
     if not _owned(job).update(**fields):
         raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
     job.step = fields["step"]
+    grid_requests_store_due()
 
 
 def _owned(job: Job):

@@ -1,4 +1,4 @@
-"""/metrics for Prometheus: the stored figures, behind the bearer token in METRICS_TOKEN.
+"""/metrics and /metrics/farms for Prometheus: the stored figures, behind the bearer token in METRICS_TOKEN.
 
 404 when METRICS_TOKEN is unset (the endpoint does not exist then), 401 without the right token.
 No session: a signed-in browser gets the 401 too.
@@ -11,11 +11,22 @@ from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dashboard.metrics import registry
+from dashboard.metrics import farms_registry, registry
 
 
 @require_GET
 def metrics(request):
+    """The fleet, jobs, failures, worker and grid requests: the same size whatever the fleet."""
+    return _scrape(request, registry)
+
+
+@require_GET
+def metrics_farms(request):
+    """The same figures per farm: 12 series a farm."""
+    return _scrape(request, farms_registry)
+
+
+def _scrape(request, which):
     expected = settings.METRICS_TOKEN
     if not expected:
         raise Http404("metrics are off: set METRICS_TOKEN")
@@ -26,4 +37,4 @@ def metrics(request):
         )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(generate_latest(which), content_type=CONTENT_TYPE_LATEST)
