@@ -86,7 +86,7 @@ def floor_measure(*, grid) -> dict:
     update the nodes' carve figures.
     """
     from dashboard.models import Deployment, Node, Slice
-    from dashboard.services.catalog import policies_for_nodes
+    from dashboard.selectors.policy_book import policies_for_nodes
     from dashboard.services.reregister import reregister_plan
 
     from bench.seed import copy_rows

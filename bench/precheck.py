@@ -47,7 +47,7 @@ def precheck_end_to_end(*, env: BenchEnv, node_ids: list[int], requests: int, no
     """precheck_run over HTTP: median and p99; with nodelay the server sets TCP_NODELAY (see bench.simserve)."""
     from dashboard.grid.proxy import GridProxyClient
     from dashboard.models import Node
-    from dashboard.services.deploy import precheck_run
+    from dashboard.services.precheck import precheck_run
 
     server = SimulatorServer(env, nodelay=nodelay)
     url = server.start()

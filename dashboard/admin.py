@@ -11,13 +11,13 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db import transaction
 
 from dashboard import capacity
 from dashboard.auth import AdminLoginForm
 from dashboard.models import ApiToken, AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
 from dashboard.selectors.fleet import NOMINAL, NodeRow, fleet_rows
-from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.figures import figures_refresh
+from dashboard.services.slices import node_slices_write, slice_edit, slices_delete
 
 admin.site.site_header = "Slice catalog administration"
 admin.site.site_title = "Slice catalog"
@@ -161,9 +161,22 @@ class NodeAdmin(admin.ModelAdmin):
         # A node is registered with its carved catalog: manage.py node_register.
         return False
 
+    def save_formset(self, request, form, formset, change):
+        if formset.model is not Slice:
+            return super().save_formset(request, form, formset, change)
+        # The inline's slices are written by services.slices: locked, audited, the generation moved on.
+        formset.save(commit=False)
+        node_slices_write(
+            node=form.instance,
+            added=formset.new_objects,
+            changed=formset.changed_objects,
+            deleted=formset.deleted_objects,
+            by=request.user,
+        )
+
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
-        figures_refresh([form.instance.pk])  # the inline may have changed, added or removed slices
+        figures_refresh([form.instance.pk])  # the node's own columns may have changed its figures
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(nominal=NOMINAL)
@@ -254,25 +267,17 @@ class SliceAdmin(admin.ModelAdmin):
             return False
         return super().has_delete_permission(request, obj)
 
+    # Every write goes through services.slices: the node locked, the catalog's generation moved on
+    # (a re-register planned before the edit refuses to overwrite it), the figures refreshed, audited.
     def delete_queryset(self, request, queryset):
         # The bulk action must not remove someone's VM either.
-        with transaction.atomic():
-            node_pks = set(queryset.values_list("node_id", flat=True))
-            nodes_lock(node_pks)
-            queryset.exclude(state__in=Slice.OCCUPIED_STATES).delete()
-            figures_refresh(node_pks)
+        slices_delete(slice_pks=queryset.values_list("pk", flat=True), by=request.user)
 
     def save_model(self, request, obj, form, change):
-        with transaction.atomic():
-            nodes_lock([obj.node_id])  # before the slice: see nodes_lock
-            super().save_model(request, obj, form, change)
-            figures_refresh([obj.node_id])
+        slice_edit(slice_=obj, fields=form.changed_data, by=request.user)
 
     def delete_model(self, request, obj):
-        with transaction.atomic():
-            nodes_lock([obj.node_id])  # before the slice: see nodes_lock
-            super().delete_model(request, obj)
-            figures_refresh([obj.node_id])
+        slices_delete(slice_pks=[obj.pk], by=request.user)
 
     @admin.display(description="memory / disk")
     def size(self, obj: Slice) -> str:

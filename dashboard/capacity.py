@@ -7,7 +7,6 @@ The rules and their sources are in docs/domain.md (ZOS accounting).
 
 from __future__ import annotations
 
-import math
 import re
 from functools import lru_cache
 from itertools import permutations
@@ -597,6 +596,30 @@ def carve(
     )
 
 
+@lru_cache(maxsize=8192)
+def _carve_memo(
+    total: Resources, policy: Policy, occupied: tuple[Resources, ...], pools: tuple[int, ...] | None, observed: Observed
+) -> Carve:
+    return carve(total, policy, occupied=occupied, pools=pools, observed=observed)
+
+
+def carve_memoised(
+    total: Resources,
+    policy: Policy,
+    *,
+    occupied: Sequence[Resources] = (),
+    pools: Sequence[int] | None = None,
+    observed: Observed = NOTHING_OBSERVED,
+) -> Carve:
+    """carve, remembered: a fleet has many nodes of the same size and the carve is pure.
+
+    Policies and resources are frozen values, so a changed policy is a different key. A carve
+    with pools tries every device order, so this is what re-register plans and the stored
+    figures use: the plan's carve is the one the figures find again.
+    """
+    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None, observed)
+
+
 def _carve_whole_gib(total: Resources, policy: Policy, occupied: Sequence[Resources]) -> Carve:
     """The legacy bootstrap_nodes carve: usable = total_GiB - 1; count = usable // 4; disk = total_GiB // count."""
     total_mru_gib = total.mru // GiB
@@ -807,6 +830,27 @@ class _Placement:
             self.orders = self._trials
 
 
+# The grid reports a node down (gone) or standby (switched off by its farm's power manager, woken
+# when needed): either way it places nothing until it is up. The one place this rule lives.
+AWAY_STATUSES = ("down", "standby")
+
+
+def node_is_away(status: str) -> bool:
+    """The node places nothing now, whatever its numbers: it is down or on standby."""
+    return status in AWAY_STATUSES
+
+
+@dataclass(frozen=True)
+class AwayVerdict(Verdict):
+    """A slice cannot be placed on a node that is down or on standby; the numbers are what it would need."""
+
+    status: str = "down"
+
+    @property
+    def words(self) -> str:
+        return f"does not fit: the node is {self.status}; nothing can be placed until it is up again"
+
+
 def fits(
     slice_size: SliceSize | Resources,
     total: Resources,
@@ -814,15 +858,19 @@ def fits(
     policy: Policy,
     *,
     live: LiveNode = NOTHING_KNOWN,
+    status: str = "up",
 ) -> Verdict:
     """Can one more slice be placed on a node with this live total and used capacity?
 
     `used` is as the Grid Proxy reports it: the node's own reserve is already inside, hidden
     memory use is not (ZOS tells it only in refusals; `live.observed` has what was learnt).
     With the pools known, the slice's disks must place in every device order.
-    CPU is not checked: ZOS over-provisions cores.
+    CPU is not checked: ZOS over-provisions cores. A node that is away (`status`) fits nothing.
     """
-    return _Placement(total, used, policy, live).verdict(slice_size)
+    verdict = _Placement(total, used, policy, live).verdict(slice_size)
+    if node_is_away(status):
+        return AwayVerdict(fits=False, needed=verdict.needed, available=verdict.available, status=status)
+    return verdict
 
 
 def placeable_count(
@@ -876,9 +924,8 @@ class SliceVerdict:
         """Why it is phantom, one of PHANTOM_REASONS ("" when it fits)."""
         if self.verdict.fits:
             return ""
-        status = getattr(self.verdict, "status", "")
-        if status in ("down", "standby"):
-            return status
+        if isinstance(self.verdict, AwayVerdict):
+            return self.verdict.status
         resource = self.verdict.shortfalls[0].resource if self.verdict.shortfalls else "mru"
         return {"mru": "memory", "sru": "disk", "pool": "pool"}.get(resource, "memory")
 
@@ -915,18 +962,23 @@ def precheck(
     policy: Policy,
     *,
     live: LiveNode = NOTHING_KNOWN,
+    status: str = "up",
 ) -> Precheck:
     """Place the free slices one after another (by index) on the live node.
 
     Each slice that fits is counted against the node before the next is tried, so the
     verdicts say what would happen if every free slice were rented now. The ones that do
-    not fit are phantom: the catalog offers them, ZOS would refuse them.
+    not fit are phantom: the catalog offers them, ZOS would refuse them. On a node that is
+    away (`status` down or standby) every free slice is phantom, for that reason.
     """
     verdicts = []
     placement = _Placement(total, used, policy, live)
+    away = node_is_away(status)
     for index, size in sorted(free, key=lambda item: item[0]):
         verdict = placement.verdict(size)
-        if verdict.fits:
+        if away:
+            verdict = AwayVerdict(fits=False, needed=verdict.needed, available=verdict.available, status=status)
+        elif verdict.fits:
             placement.take(verdict, size)
         verdicts.append(SliceVerdict(index=index, verdict=verdict))
     phantom = tuple(v.index for v in verdicts if v.phantom)

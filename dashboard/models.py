@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from dashboard import capacity
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
+from dashboard.job_results import JobResult, job_describe, result_of
 
 
 class Policy(models.Model):
@@ -189,8 +190,8 @@ class Node(models.Model):
 
     @property
     def offline(self) -> bool:
-        """A down or standby node can place nothing, whatever its numbers say."""
-        return self.status in (self.Status.DOWN, self.Status.STANDBY)
+        """A down or standby node can place nothing, whatever its numbers say (capacity.node_is_away)."""
+        return capacity.node_is_away(self.status)
 
     @property
     def observed(self) -> capacity.Observed:
@@ -377,6 +378,17 @@ class Job(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in self.ACTIVE_STATES
+
+    @property
+    def outcome(self) -> JobResult | None:
+        """The result read back typed (dashboard.job_results), or None (none yet, or unreadable)."""
+        # A jobs list reads `result_brief` (the result without its fleet-sized lists) and defers `result`.
+        stored = self.__dict__["result_brief"] if "result_brief" in self.__dict__ else self.result
+        return result_of(self.kind, stored)
+
+    @property
+    def described(self) -> str:
+        return job_describe(self)
 
     @property
     def duration(self):

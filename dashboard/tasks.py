@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
-from celery.signals import task_postrun
 from celery.exceptions import SoftTimeLimitExceeded
+from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, jobs
+from dashboard.services import alerts, job_reaper, jobs
 from dashboard.services.grid_requests import grid_requests_store
+from dashboard.services.job_run import job_execute
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def job_run(self, job_id: int) -> None:
         return
     log.info("job %s: claimed (%s, attempt %s)", job.pk, job.kind, job.attempts)
     try:
-        jobs.job_execute(job=job, reraise=(SoftTimeLimitExceeded,))
+        job_execute(job=job, reraise=(SoftTimeLimitExceeded,))
     except SoftTimeLimitExceeded:
         jobs.job_fail(job=job, error=f"timed out after {JOB_SOFT_TIME_LIMIT} s")
 
@@ -73,7 +74,7 @@ def job_run(self, job_id: int) -> None:
 @shared_task(name="dashboard.jobs_reap", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
 def jobs_reap() -> int:
     """Fail jobs whose worker is gone or that no worker took (beat runs this every JOB_REAP_EVERY s)."""
-    return jobs.jobs_reap()
+    return job_reaper.jobs_reap()
 
 
 @shared_task(name="dashboard.alerts_evaluate", ignore_result=True, soft_time_limit=120, time_limit=150, expires=60)

@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, Resources, SliceSize
+from dashboard.catalog_rules import catalog_stale
 from dashboard.grid.classify import classify
 from dashboard.grid.simulator import ZosMachine
-from dashboard.services.catalog import catalog_stale
 
 HOURS = 30 * 24  # a month
 MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the month

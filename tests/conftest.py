@@ -20,8 +20,10 @@ def sim_node(simgrid_path):
 
     sim_node(node_id, cru=.., mru=.., sru=.., policy_name=None, register=True, **add_node options) -> Node | None
     """
+    from dataclasses import replace
+
     from dashboard.grid.simulator import SimulatedGrid
-    from dashboard.services.catalog import node_register
+    from dashboard.services.registration import node_register_from_grid
 
     grid = SimulatedGrid(simgrid_path)
 
@@ -29,17 +31,9 @@ def sim_node(simgrid_path):
         grid.add_node(node_id, **options)
         if not register:
             return None
-        live = grid.node(node_id)
-        return node_register(
-            node_id=node_id,
-            total=live.total,
-            farm_id=live.farm_id,
-            farm_name=live.farm_name,
-            status=live.status,
-            pools=options.get("pools"),
-            policy_name=policy_name,
-            used=live.used,
-        )
+        # The pools only when the test gives them: as from the Grid Proxy, which does not report them.
+        live = replace(grid.node(node_id), pools_sru=tuple(options["pools"]) if options.get("pools") else None)
+        return node_register_from_grid(live=live, policy_name=policy_name)
 
     add.grid = grid
     return add
@@ -141,14 +135,14 @@ def legacy_node_1774(simgrid_path):
     from dashboard.capacity import GiB
     from dashboard.grid.simulator import SimulatedGrid
     from dashboard.models import Slice
-    from dashboard.services.catalog import node_register
+    from dataclasses import replace
+
     from dashboard.services.figures import figures_refresh
+    from dashboard.services.registration import node_register_from_grid
 
     grid = SimulatedGrid(simgrid_path)
-    live = grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=1, farm_name="farm one")
-    node = node_register(
-        node_id=1774, total=live.total, farm_id=1, farm_name="farm one", policy_name="legacy", used=live.used
-    )
+    grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=1, farm_name="farm one")
+    node = node_register_from_grid(live=replace(grid.node(1774), pools_sru=None), policy_name="legacy")
     first = node.slices.get(index=0)
     grid.deploy_vm(1774, first.size, name="vm1774s0")
     Slice.objects.filter(pk=first.pk).update(state=Slice.State.DEPLOYED)
@@ -230,7 +224,7 @@ def legacy_fleet_build(grid, count: int, *, first: int, farm_id: int, mru: int, 
     from dashboard.capacity import PROFILES, carve
     from dashboard.models import Node, Slice
     from dashboard.services.figures import figures_refresh
-    from dashboard.services.catalog import catalog_slices
+    from dashboard.services.registration import catalog_slices
 
     legacy = PROFILES["legacy"]
     nodes = []

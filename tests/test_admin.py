@@ -4,8 +4,8 @@ from django.test.utils import CaptureQueriesContext
 
 from dashboard.capacity import GiB, MiB, Resources
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
-from dashboard.services.catalog import node_register
 from dashboard.services.figures import figures_refresh
+from dashboard.services.registration import node_register
 
 pytestmark = pytest.mark.django_db
 
@@ -258,3 +258,31 @@ def test_it_refuses_a_bad_policy_with_the_reason_and_saves_nothing(superuser_cli
 def test_it_refuses_a_policy_named_like_a_built_in_profile(superuser_client):
     response = superuser_client.post("/admin/dashboard/policy/add/", policy_form(name="zos"))
     assert "is the name of a built-in profile" in response.content.decode() and not Policy.objects.exists()
+
+
+def test_a_slice_edited_in_the_admin_is_audited_and_moves_the_catalog_generation(superuser_client, node_1774):
+    generation = node_1774.catalog_generation
+    superuser_client.post(
+        f"/admin/dashboard/node/{node_1774.pk}/change/", node_form(node_1774, **{"slices-1-sru": str(100 * GiB)})
+    )
+    event = AuditEvent.objects.get(action="slice.edited")
+    assert event.actor.is_superuser and event.node_id == node_1774.pk and "sru" in event.message
+    # A re-register planned before the edit sees another generation and writes nothing over it.
+    assert Node.objects.get(pk=node_1774.pk).catalog_generation == generation + 1
+
+
+def test_a_slice_deleted_in_the_admin_is_audited(superuser_client, node_1774):
+    pks = [str(pk) for pk in node_1774.slices.filter(index__gte=5).values_list("pk", flat=True)]
+    superuser_client.post("/admin/dashboard/slice/", {"action": "delete_selected", "_selected_action": pks, "post": "yes"})
+    assert AuditEvent.objects.filter(action="slice.deleted", node=node_1774).count() == 2
+
+
+def test_the_service_refuses_to_edit_a_slice_that_holds_a_vm_and_writes_nothing(node_1774):
+    from dashboard.services.slices import SliceOccupied, slice_edit
+
+    deployed = node_1774.slices.get(index=0)
+    deployed.sru = GiB
+    with pytest.raises(SliceOccupied, match="slice 0 of node 1774 is deployed"):
+        slice_edit(slice_=deployed, fields=["sru"])
+    assert node_1774.slices.get(index=0).sru == 133 * GiB
+    assert not AuditEvent.objects.filter(action="slice.edited").exists()

@@ -13,7 +13,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from dashboard.models import AuditEvent, Job
-from dashboard.services.jobs import job_claim, job_execute
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -167,7 +168,7 @@ def test_it_follows_the_job_already_running_to_its_end(legacy_node_1774):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet, monkeypatch):
-    from dashboard.services import reregister
+    from dashboard.services.reregister import bulk as reregister
 
     monkeypatch.setattr(reregister, "BULK_FAILURES_KEPT", 1)
     legacy_fleet(3)

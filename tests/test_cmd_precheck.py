@@ -5,8 +5,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.models import Node
-from dashboard.services.catalog import node_register
 from dashboard.services.deploy import slice_deploy
+from dashboard.services.registration import node_register
 from tests.factories import NODE_1774, TOTAL_1774
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.db import connection
 
 from dashboard.capacity import GiB
 from dashboard.models import Deployment, Slice
-from dashboard.services.catalog import node_register
+from dashboard.services.registration import node_register
 from tests.factories import NODE_1774, TOTAL_1774
 
 pytestmark = pytest.mark.django_db

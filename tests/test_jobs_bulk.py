@@ -8,7 +8,8 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.models import Job, Node, Slice
-from dashboard.services.jobs import job_claim, job_execute, job_request
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.reregister import BULK_GRID_DOWN_AFTER
 from tests.conftest import legacy_fleet_build, rolled_back_after
 
@@ -111,7 +112,7 @@ def test_it_needs_a_fixed_number_of_queries_per_node_whatever_the_slices(legacy_
 
 @pytest.fixture
 def small_sample(monkeypatch):
-    from dashboard.services import reregister
+    from dashboard.services.reregister import bulk as reregister
 
     monkeypatch.setattr(reregister, "BULK_SAMPLE", 5)
     return 5
@@ -123,7 +124,7 @@ def bulk_run_of_210_with_3_gone(django_db_setup, django_db_blocker, tmp_path_fac
     built and run once for the class, rolled back after it (tests/conftest.py rolled_back_after)."""
     from dashboard.capacity import GiB
     from dashboard.grid.simulator import SimulatedGrid
-    from dashboard.services import reregister
+    from dashboard.services.reregister import bulk as reregister
 
     simgrid = tmp_path_factory.mktemp("bulk-210") / "simgrid.sqlite3"
     with pytest.MonkeyPatch.context() as patch, override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"), \
@@ -167,7 +168,7 @@ class TestABulkRunOf210Nodes:
 
 @pytest.mark.django_db
 def test_it_counts_the_failures_past_the_cap_without_listing_them(legacy_fleet, monkeypatch):
-    from dashboard.services import reregister
+    from dashboard.services.reregister import bulk as reregister
 
     monkeypatch.setattr(reregister, "BULK_FAILURES_KEPT", 2)
     legacy_fleet(6)
@@ -206,7 +207,7 @@ def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet, small_sa
 @pytest.fixture
 def one_batch(monkeypatch):
     """Every node of the run in one batch (a small run is otherwise split so its progress moves)."""
-    from dashboard.services import reregister
+    from dashboard.services.reregister import bulk as reregister
 
     monkeypatch.setattr(reregister, "BULK_PROGRESS_STEPS", 1)
 
@@ -214,7 +215,7 @@ def one_batch(monkeypatch):
 @pytest.fixture
 def planned(monkeypatch):
     """planned(node_id -> what to do right after that node's first plan) -> the node ids planned, in order."""
-    from dashboard.services import reregister
+    from dashboard.services.reregister import bulk as reregister
 
     real = reregister.reregister_plan
     seen: list[int] = []
@@ -282,9 +283,9 @@ def test_it_applies_the_rest_of_a_batch_when_some_of_its_nodes_fail(legacy_fleet
 
 @pytest.mark.django_db
 def test_it_applies_a_batch_one_node_at_a_time_after_a_database_error(legacy_fleet, one_batch, monkeypatch):
-    from dashboard.services import reregister
+    from dashboard.services.reregister import bulk as reregister
 
-    real = reregister._catalogs_write
+    real = reregister.catalogs_write
 
     def write(plans):
         if len(plans) > 1:  # the batch, not a node on its own
@@ -292,7 +293,7 @@ def test_it_applies_a_batch_one_node_at_a_time_after_a_database_error(legacy_fle
                 cursor.execute("SELECT 1 / 0")
         real(plans)
 
-    monkeypatch.setattr(reregister, "_catalogs_write", write)
+    monkeypatch.setattr(reregister, "catalogs_write", write)
     legacy_fleet(4)
     job = bulk()
     assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 4, [])
@@ -320,7 +321,8 @@ def test_it_stores_the_figures_of_every_node_it_recarves(legacy_fleet):
 
 @pytest.mark.django_db
 def test_it_moves_its_progress_in_steps_on_a_small_run(legacy_fleet, monkeypatch):
-    from dashboard.services import jobs, reregister
+    from dashboard.services import jobs
+    from dashboard.services.reregister import bulk as reregister
 
     written = []
     real = jobs.job_progress
@@ -337,7 +339,8 @@ def test_it_moves_its_progress_in_steps_on_a_small_run(legacy_fleet, monkeypatch
 
 @pytest.mark.django_db
 def test_it_beats_while_it_reads_a_batch_from_a_slow_grid(legacy_fleet, one_batch, settings, monkeypatch):
-    from dashboard.services import jobs, reregister
+    from dashboard.services import jobs
+    from dashboard.services.reregister import bulk as reregister
 
     steps = []
     real = jobs.job_progress

@@ -11,7 +11,8 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import Job, Slice
-from dashboard.services.jobs import job_request, jobs_reap
+from dashboard.services.job_reaper import jobs_reap
+from dashboard.services.jobs import job_request
 from tests.gridproxy_canned import Answer, sample
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -31,7 +31,8 @@ from kombu import Connection
 
 from dashboard.capacity import GiB
 from dashboard.models import Job, Node, Slice
-from dashboard.services.jobs import job_request, jobs_reap
+from dashboard.services.job_reaper import jobs_reap
+from dashboard.services.jobs import job_request
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

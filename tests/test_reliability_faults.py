@@ -32,7 +32,8 @@ from django.utils import timezone
 
 from dashboard.celery import app as celery_app
 from dashboard.models import Job, Slice
-from dashboard.services.jobs import job_request, jobs_reap
+from dashboard.services.job_reaper import jobs_reap
+from dashboard.services.jobs import job_request
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]

@@ -7,9 +7,10 @@ from dashboard import capacity
 from dashboard.capacity import GiB, Resources
 from dashboard.models import Node, Policy, Slice
 from dashboard.selectors.fleet import fleet_overview, fleet_page, fleet_rows
-from dashboard.services import catalog
-from dashboard.services.catalog import node_register
+
+from dashboard.services import registration
 from dashboard.services.figures import figures_compute, figures_refresh_all
+from dashboard.services.registration import node_register
 from tests.conftest import rolled_back_after
 
 pytestmark = pytest.mark.django_db
@@ -220,7 +221,7 @@ def fleet_of(count: int) -> None:
     slices = []
     for i, node in enumerate(nodes):
         carve = capacity.carve(node.total, zos, pools=node.pools_sru)
-        made = catalog.catalog_slices(node=node, carve=carve, start_index=0, generation=1)
+        made = registration.catalog_slices(node=node, carve=carve, start_index=0, generation=1)
         for s in made[: i % 3]:
             s.state = Slice.State.DEPLOYED
         slices.extend(made)
@@ -263,10 +264,10 @@ class TestAFleetOfAnySize:
 
 def test_it_carves_each_distinct_node_only_once():
     fleet_of(300)
-    catalog._carve_memo.cache_clear()
+    capacity._carve_memo.cache_clear()
     figures_compute(Node.objects.all())
     # 3 sizes x (with or without pools) x 3 deployed counts x 3 policies, at most.
-    assert catalog._carve_memo.cache_info().misses <= 54
+    assert capacity._carve_memo.cache_info().misses <= 54
 
 
 def test_it_gives_the_exact_time_a_node_was_last_seen(mixed_fleet):

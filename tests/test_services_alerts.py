@@ -10,7 +10,8 @@ from django.utils import timezone
 from dashboard.alerts import rules
 from dashboard.models import Alert, AuditEvent, Job, Node
 from dashboard.services.alerts import AlertError, alert_acknowledge, alerts_deliver, alerts_evaluate, alerts_record
-from dashboard.services.jobs import job_claim, job_execute, job_request
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim, job_request
 from tests.alert_receiver import AlertReceiver
 
 pytestmark = pytest.mark.django_db

@@ -10,14 +10,14 @@ from dashboard.capacity import GiB, MiB, zos_rootfs
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Slice
-from dashboard.services.catalog import node_register
+from dashboard.selectors.deployments import deployment_words
+from dashboard.services.registration import node_register
 from dashboard.services.deploy import (
     SliceBusy,
     SliceChanged,
     SliceNotFound,
     SliceNotFree,
     deployment_delete,
-    deployment_words,
     slice_deploy,
     slices_deploy_all_free,
 )

@@ -13,8 +13,10 @@ from django.utils import timezone
 
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
-from dashboard.services.catalog import policy_for_node
-from dashboard.services.jobs import JobError, JobLost, job_claim, job_execute, job_request, jobs_reap
+from dashboard.selectors.policy_book import policy_for_node
+from dashboard.services.job_reaper import jobs_reap
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import JobError, JobLost, job_claim, job_request
 from dashboard.services.reregister import (
     CATALOG_CHANGED,
     GRID_READ_ATTEMPTS,
@@ -373,7 +375,7 @@ def test_it_audits_the_finish_with_who_asked_and_the_result(legacy_node_1774, dj
     job = run(claimed(node=legacy_node_1774, by=ada))
     event = AuditEvent.objects.get(job=job, action="job.succeeded")
     assert (event.actor, event.source, event.detail["result"]["after"]["slices"]) == (ada, "web", 6)
-    assert "7 -> 6 slices" in event.message
+    assert "7 → 6 slices" in event.message
 
 
 # --- failures -----------------------------------------------------------------------------------

@@ -4,10 +4,12 @@ import pytest
 
 from dashboard.capacity import GiB
 from dashboard.models import Deployment, Job, Node, Observation
-from dashboard.services.catalog import node_register
-from dashboard.services.deploy import deployment_delete, precheck_run, slice_deploy, slices_deploy_all_free
-from dashboard.services.jobs import job_claim, job_execute, job_request
+from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.observations import observations_clear
+from dashboard.services.precheck import precheck_run
+from dashboard.services.registration import node_register
 
 pytestmark = pytest.mark.django_db
 HIDDEN = dict(cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902, per_vm_overhead_mru=GiB)

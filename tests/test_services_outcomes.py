@@ -105,7 +105,8 @@ def test_it_records_one_deployment_when_the_same_report_races(sim_node):
 
 def test_a_reported_memory_refusal_teaches_the_node_and_changes_its_precheck(sim_node):
     from dashboard.models import Node
-    from dashboard.services.deploy import precheck_run, slice_deploy
+    from dashboard.services.deploy import slice_deploy
+    from dashboard.services.precheck import precheck_run
 
     node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)  # zos: 6 slices
     for index in range(3):

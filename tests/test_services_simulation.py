@@ -5,7 +5,8 @@ import pytest
 from dashboard import capacity
 from dashboard.capacity import GiB
 from dashboard.models import Job, Node
-from dashboard.services.jobs import JobError, job_claim, job_execute, job_request
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import JobError, job_claim, job_request
 from dashboard.services.simulation import fleet_sample, node_spec, simulation_parameters
 
 pytestmark = pytest.mark.django_db

@@ -232,7 +232,7 @@ def test_it_lists_jobs_without_reading_a_bulk_jobs_sample_or_failures(support_cl
     response = support_client.get(reverse("jobs"))
     row = response.context["page"][0]
     assert "result" in row.get_deferred_fields() and not {"nodes", "failures"} & set(row.result_brief)
-    assert b"re-registered 5000 of 6000 stale node(s)" in response.content
+    assert b"Re-registered 5000 of 6000 stale node(s)" in response.content
 
 
 @pytest.mark.django_db

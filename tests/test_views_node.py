@@ -8,8 +8,10 @@ from django.urls import reverse
 
 from dashboard import capacity
 from dashboard.models import Job, Slice
-from dashboard.services.deploy import precheck_run, slice_deploy
-from dashboard.services.jobs import job_claim, job_execute
+from dashboard.services.deploy import slice_deploy
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim
+from dashboard.services.precheck import precheck_run
 
 GiB = capacity.GiB
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -206,7 +208,7 @@ def test_it_reads_a_large_node_with_as_many_queries_as_a_small_one(admins_client
 def test_it_says_nothing_can_be_placed_on_a_node_that_is_down(support_client, sim_node):
     sim_node(3021, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=317, status="down")
     response = support_client.get(reverse("node", args=[3021]))
-    assert b"cannot be placed: the node is down on the grid" in response.content
+    assert b"the node is down; nothing can be placed until it is up again" in response.content
 
 
 @pytest.mark.django_db

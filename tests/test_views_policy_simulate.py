@@ -5,7 +5,8 @@ from django.urls import reverse
 
 from dashboard import capacity
 from dashboard.models import Job, Policy
-from dashboard.services.jobs import job_claim, job_execute
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim
 from dashboard.views.policy import PolicyForm
 
 GiB = capacity.GiB

@@ -169,7 +169,7 @@ def job_round(*, admin, node, step_budget: float, proxy: DripProxy) -> dict:
     from django.utils import timezone
 
     from dashboard.models import Job, Slice
-    from dashboard.services.jobs import jobs_reap
+    from dashboard.services.job_reaper import jobs_reap
 
     slices_before = list(Slice.objects.filter(node=node).order_by("pk").values_list("pk", "index", "mru", "sru", "state"))
     jobs_before = set(Job.objects.values_list("pk", flat=True))
@@ -239,7 +239,7 @@ def job_round(*, admin, node, step_budget: float, proxy: DripProxy) -> dict:
 def register_job_node():
     """Node 1774 as the marketplace has it (legacy carve), from the same answer the proxy drips."""
     from dashboard.capacity import GiB, Resources
-    from dashboard.services.catalog import node_register
+    from dashboard.services.registration import node_register
 
     return node_register(node_id=JOB_NODE, total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), farm_id=4242,
                          farm_name="mitana", status="up", policy_name="legacy")

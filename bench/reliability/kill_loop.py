@@ -228,7 +228,7 @@ def seed_fleet(*, grid, nodes: int, rng: random.Random, first_node_id: int = 500
     """
     from dashboard import capacity
     from dashboard.models import Policy, Slice
-    from dashboard.services.catalog import node_register
+    from dashboard.services.registration import node_register
     from dashboard.services.deploy import slice_deploy
     from dashboard.services.policy import policy_create
 
@@ -290,7 +290,8 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
         one_moment,
     )
     from dashboard.models import Job, Node
-    from dashboard.services.jobs import job_request, jobs_reap
+    from dashboard.services.job_reaper import jobs_reap
+    from dashboard.services.jobs import job_request
 
     with one_moment():
         occupied_before = occupied_slices()

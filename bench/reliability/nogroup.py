@@ -65,7 +65,7 @@ def seed(*, nodes: int, workdir: Path) -> dict:
     from dashboard import capacity
     from dashboard.grid.simulator import SimulatedGrid
     from dashboard.models import Alert, Deployment, Job, Node, Policy
-    from dashboard.services.catalog import node_register
+    from dashboard.services.registration import node_register
     from dashboard.services.tokens import api_token_create
 
     GiB = capacity.GiB

@@ -10,10 +10,10 @@ from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import READ, REPORT
 from dashboard.api.errors import BadInput
-from dashboard.api.schemas import DeploymentOut, DeploymentReportIn, DeploymentReportOut, DeploymentsPageOut, ErrorOut
+from dashboard.api.schemas import DeploymentReportIn, DeploymentReportOut, DeploymentsPageOut, ErrorOut
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import failed_deployments
-from dashboard.services.deploy import deployment_words
+from dashboard.selectors.deployments import deployment_words
 from dashboard.services.outcomes import deployment_outcome_record
 
 router = Router(tags=["deployments"])

@@ -7,7 +7,7 @@ from ninja import Query, Router, Schema
 from ninja import Field
 
 from dashboard.api.auth import READ
-from dashboard.api.schemas import ErrorOut, JobOut, JobsPageOut
+from dashboard.api.schemas import ErrorOut, JobsPageOut
 from dashboard.models import Job
 from dashboard.selectors.jobs import jobs_list
 
@@ -37,6 +37,7 @@ def job_out(job: Job) -> dict:
         "requested_by": job.requested_by.get_username() if job.requested_by_id else None,
         "attempts": job.attempts,
         "error": job.error,
+        "summary": outcome.sentence() if (outcome := job.outcome) is not None else "",
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,

@@ -23,8 +23,8 @@ from dashboard.grid.types import GridError
 from dashboard.models import Job, Node
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
-from dashboard.services.deploy import precheck_run
 from dashboard.services.jobs import job_request
+from dashboard.services.precheck import precheck_run
 
 router = Router(tags=["fleet"])
 

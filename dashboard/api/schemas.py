@@ -144,6 +144,7 @@ class JobOut(Schema):
     requested_by: str | None
     attempts: int
     error: str
+    summary: str = Field(description="the result in one sentence (empty while the job runs or when it failed without one)")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

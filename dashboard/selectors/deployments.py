@@ -1,4 +1,5 @@
-"""Reads for the failed deployments page: what failed, why, and what the node reported then."""
+"""Reads for the failed deployments page: what failed, why, what the node reported then, and the
+words support staff read (deployment_words, deployment_advice: by what is true of the node now)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from dataclasses import dataclass
 from django.db.models import Exists, OuterRef, QuerySet
 
 from dashboard import capacity
-from dashboard.models import Deployment, Job
+from dashboard.grid.classify import classify
+from dashboard.models import Deployment, Job, Node
 
 # A refusal by our own precheck is a failed attempt too: support staff get asked about both.
 FAILED_STATES = (Deployment.State.FAILED, Deployment.State.REFUSED)
@@ -79,3 +81,76 @@ def capacity_seen(deployment: Deployment) -> CapacitySeen | None:
     if not resources and not seen.get("status"):
         return None
     return CapacitySeen(status=str(seen.get("status") or "unknown"), resources=tuple(resources))
+
+
+# --- words for support -------------------------------------------------------------------
+
+
+def deployment_words(deployment: Deployment) -> str:
+    """One sentence for support staff: what happened to this attempt and what to do."""
+    where = f"slice {deployment.slice_index} on node {deployment.node.node_id}"
+    if deployment.state == Deployment.State.DEPLOYED:
+        return f"{where} deployed as workload {deployment.grid_workload_id}"
+    if deployment.state == Deployment.State.DELETED:
+        return f"{where} was deployed and its VM has since been deleted"
+    if deployment.state == Deployment.State.DEPLOYING:
+        return (
+            f"{where}: deploy started {deployment.started_at:%Y-%m-%d %H:%M} UTC and never finished; "
+            "if that was more than a few minutes ago the process stopped mid-deploy: check the node before retrying"
+        )
+    if deployment.state == Deployment.State.REFUSED:
+        verdict = deployment.capacity_seen.get("verdict") or {}
+        return f"{where} refused by the precheck, nothing was sent to the grid: " + verdict.get("words", "does not fit")
+    if deployment.cause == Deployment.Cause.GRID_UNAVAILABLE:
+        return (
+            f"{where}: the grid did not answer ({deployment.raw_error}); the VM may or may not exist, "
+            "check the node before retrying"
+        )
+    if deployment.cause == Deployment.Cause.NODE_OFFLINE:
+        return f"{where}: the node is not reachable on the grid ({deployment.raw_error}); retry when it is up"
+    diagnosis = classify(deployment.raw_error)
+    if deployment.cause in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
+        fact = diagnosis.words.split("; ", 1)[0]  # what ZOS said, without the generic advice
+        return f"{where} failed: {fact}. {deployment_advice(deployment)}"
+    return f"{where} failed: " + diagnosis.words
+
+
+def deployment_advice(deployment: Deployment) -> str:
+    """What to do now about a memory or disk failure, by what is true of its node now.
+
+    Re-registering is advised only where it would change the catalog (the node is stale);
+    `reregistered_since` may be annotated by the selector (failed_deployments) to save a query.
+    """
+    node = deployment.node
+    if node.status == Node.Status.STANDBY:
+        return (
+            "The node is on standby now (switched off by its farm's power manager): it can be woken; "
+            "deploy again once it is up."
+        )
+    if node.status == Node.Status.DOWN:
+        return "The node is down now: nothing can be placed on it until it reports again; pick another node."
+    since = getattr(deployment, "reregistered_since", None)
+    if since is None:
+        since = Job.objects.filter(
+            node=node, kind=Job.Kind.REREGISTER, state=Job.State.SUCCEEDED, dry_run=False,
+            finished_at__gt=deployment.started_at,
+        ).exists()
+    lessons = []
+    if node.hidden_mru_per_vm:
+        lessons.append(f"{capacity.format_size(node.hidden_mru_per_vm)} of hidden memory per running VM")
+    if node.pool_room_below:
+        lessons.append(f"no pool had room for a {capacity.format_size(node.pool_room_below)} disk")
+    learnt = f"ZOS's refusals taught the dashboard: {' and '.join(lessons)}; the precheck counts it. " if lessons else ""
+    if node.stale:
+        return (
+            f"{learnt}The catalog still offers slices that do not deploy ({node.stale_reason}): re-register the "
+            "node to re-carve them."
+        )
+    placeable = node.placeable_now
+    room = (
+        f"{placeable} free slice{'s' if placeable != 1 else ''} can be placed now"
+        if placeable
+        else "no free slice can be placed now: the node is full (pick another node or free a VM)"
+    )
+    done = "The catalog has been re-registered since and is current" if since else "The catalog is current"
+    return f"{learnt}{done}; {room}. Re-registering would change nothing."

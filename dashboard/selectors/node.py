@@ -15,13 +15,11 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.models import Deployment, Job, Node, Observation, Slice
 from dashboard.selectors.jobs import node_active_job, node_jobs
-from dashboard.services.catalog import catalog_is_stale, node_carve, policy_for_node
+from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 
 # Bars are drawn in thousandths of their width (SVG user units; CSP forbids inline styles).
 BAR_UNITS = 1000
 BAR_TITLES = {"mru": "Memory", "sru": "SSD disk"}
-# Nothing can be placed on a node the grid reports down or on standby.
-OFFLINE_STATUSES = ("down", "standby")
 
 
 @dataclass(frozen=True)
@@ -181,12 +179,9 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     verdict_lines = None
     fits_by_index: dict[int, bool] = {}
     used = node.used
-    if used is not None and node.status in OFFLINE_STATUSES:
-        words = f"cannot be placed: the node is {node.status} on the grid"
-        verdict_lines = tuple(SliceVerdictLine(index=s.index, fits=False, words=words) for s in free)
-    elif used is not None:
+    if used is not None:
         live = capacity.live_node(policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed)
-        check = capacity.precheck([(s.index, s.size) for s in free], node.total, used, policy, live=live)
+        check = capacity.precheck([(s.index, s.size) for s in free], node.total, used, policy, live=live, status=node.status)
         verdict_lines = tuple(
             SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts
         )

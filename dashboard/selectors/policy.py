@@ -1,7 +1,7 @@
 """Reads for the policy page: which policy is in force where, and what a change would do to the fleet.
 
 Precedence is node override > farm override > fleet default > built-in profile, the same as
-dashboard.services.catalog.policy_for_node. A fixed number of queries whatever the fleet size.
+dashboard.selectors.policy_book.policy_for_node. A fixed number of queries whatever the fleet size.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.db.models import Count, QuerySet
 
 from dashboard import capacity
 from dashboard.models import Node, Policy, Slice
-from dashboard.services.catalog import catalog_is_stale, node_carve, policies_for_nodes
+from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policies_for_nodes
 
 SCOPE_ORDER = {Policy.Scope.FLEET: 0, Policy.Scope.FARM: 1, Policy.Scope.NODE: 2}
 

@@ -19,6 +19,7 @@ the policy's reserve (as the observation itself does).
 
 from __future__ import annotations
 
+import logging
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,8 +27,11 @@ from typing import Iterable, Sequence
 
 from dashboard import capacity
 from dashboard.capacity import MiB, format_size
-from dashboard.models import CapacitySample, Node
-from dashboard.services.catalog import policies_for_nodes, policy_for_node
+from dashboard.grid.types import Grid, GridError
+from dashboard.models import CapacitySample, Node, Slice
+from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
+
+log = logging.getLogger(__name__)
 
 # Grid figures are not exact to the byte (rounding in ZOS's own accounting, a few MiB of
 # page cache): differences under these are noise, not a finding.
@@ -321,4 +325,35 @@ def fleet_calibration() -> FleetCalibration:
         median_overhead_mru_per_vm=round(statistics.median(overheads)) if overheads else None,
         reserve_mru_percent=sum(shares) / len(shares) if shares else None,
         samples=sum(len(v) for v in by_node.values()),
+    )
+
+
+def capacity_sample_record(node: Node, grid: Grid) -> CapacitySample | None:
+    """Record the node's own statistics beside the VMs it now hosts, for calibration.
+
+    A failed statistics read only costs one sample; the deploy itself succeeded.
+    """
+    try:
+        stats = grid.statistics(node.node_id)
+    except GridError as exc:
+        log.warning("no capacity sample for node %s after deploy: %s", node.node_id, exc)
+        return None
+    deployed = node.slices.filter(state=Slice.State.DEPLOYED)
+    count = 0
+    vm_mru = 0
+    vm_sru = 0
+    for cru, mru, sru in deployed.values_list("cru", "mru", "sru"):
+        count += 1
+        vm_mru += mru
+        vm_sru += sru + capacity.zos_rootfs(cru, mru)
+    return CapacitySample.objects.create(
+        node=node,
+        source="statistics",
+        vm_count=count,
+        vm_mru=vm_mru,
+        vm_sru=vm_sru,
+        total_mru=stats.total.mru,
+        total_sru=stats.total.sru,
+        used_mru=max(stats.used.mru, 0),
+        used_sru=max(stats.used.sru, 0),
     )

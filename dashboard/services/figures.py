@@ -22,8 +22,9 @@ from django.db.models import Case, Count, F, IntegerField, Min, QuerySet, TextFi
 from django.db.models.functions import Cast
 
 from dashboard import capacity
+from dashboard.catalog_rules import catalog_stale, stale_reason
 from dashboard.models import Node, Slice
-from dashboard.services.catalog import carve_memoised, catalog_stale, policy_book, stale_reason
+from dashboard.selectors.policy_book import policy_book
 
 # The Node columns this module owns, in NodeFigures' order.
 FIGURE_FIELDS = (
@@ -64,12 +65,13 @@ class NodeFigures:
     phantom_reasons: dict
 
 
-def figures_refresh(node_pks: Iterable[int]) -> int:
+def figures_refresh(node_pks: Iterable[int], *, locked: bool = False) -> int:
     """Recompute and store these nodes' figures; the number of nodes whose figures changed.
 
     Call it in the transaction that changed their slices, capacity or policy, after the change.
     It locks the nodes (in pk order, as every caller locks a node before its slices), so two
-    writers of one node store figures in turn, each from what the other committed.
+    writers of one node store figures in turn, each from what the other committed; `locked`
+    says the caller holds those locks already in this transaction.
     """
     pks = sorted(set(node_pks))
     if not pks:
@@ -78,7 +80,8 @@ def figures_refresh(node_pks: Iterable[int]) -> int:
         changed = 0
         for start in range(0, len(pks), STORE_BATCH):
             batch = pks[start : start + STORE_BATCH]
-            nodes_lock(batch)
+            if not locked:
+                nodes_lock(batch)
             changed += _store(Node.objects.filter(pk__in=batch))
     return changed
 
@@ -190,7 +193,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
             pools = json.loads(pools_text) if pools_text else None
             shape = shapes[key] = _Shape(
                 policy=policy,
-                carve=carve_memoised(
+                carve=capacity.carve_memoised(
                     capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
                     policy,
                     occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
@@ -241,11 +244,9 @@ def _placeable(
     sizes = [capacity.SliceSize(*size) for size in free]
     if not sizes:
         return 0, 0, {}
-    if status in ("down", "standby"):
-        return 0, len(sizes), {status: len(sizes)}
     occupied_sizes = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied]
     live = capacity.live_node(policy=policy, pools=pools, occupied=occupied_sizes, observed=observed)
-    check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live)
+    check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, status=status)
     return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason
 
 

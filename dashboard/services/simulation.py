@@ -18,9 +18,10 @@ from django.db import transaction
 
 from dashboard import capacity
 from dashboard.capacity import GiB
+from dashboard.job_results import SimulateResult
 from dashboard.models import Job, Node
 from dashboard.selectors.policy import policy_nodes
-from dashboard.services.catalog import policies_for_nodes
+from dashboard.selectors.policy_book import policies_for_nodes
 from dashboard.services.jobs import JobError, job_progress, job_succeed
 from dashboard.traffic import HOURS, MODES, Contender, NodeSpec, PolicyFigures, simulate
 
@@ -112,7 +113,7 @@ class PolicyComparison:
         }
 
 
-def policy_simulate(*, job: Job) -> dict:
+def policy_simulate(*, job: Job) -> SimulateResult:
     """Replay a month of traffic on the sampled fleet under the policy in force and under the candidate."""
     asked = job.parameters or {}
     try:
@@ -151,9 +152,9 @@ def policy_simulate(*, job: Job) -> dict:
         hidden_use=month.mix["hidden_use"], events=events, seed=seed, figures=month.policies,
         words=comparison_words(month.policies["in_force"], month.policies["candidate"], nodes=len(specs)),
     )
-    result = comparison.as_dict()
+    result = SimulateResult.model_validate(comparison.as_dict())
     with transaction.atomic():
-        job_succeed(job=job, result=result, message=f"simulated month: {comparison.words}")
+        job_succeed(job=job, result=result)
     return result
 
 

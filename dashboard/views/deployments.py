@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import CapacitySeen, capacity_seen, failed_deployments
-from dashboard.services.deploy import deployment_words
+from dashboard.selectors.deployments import deployment_words
 
 DEPLOYMENTS_PER_PAGE = 50
 # A pasted error message; ZOS's longest wrapped messages are a few hundred characters.

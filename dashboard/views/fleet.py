@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
+from dashboard import capacity
 from dashboard.models import Job, Node
 from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.jobs import bulk_active_job
@@ -102,7 +103,7 @@ def export_csv(request):
     writer.writerow(CSV_COLUMNS)
     for row in fleet.rows:
         values = {column: getattr(row, column, None) for column in CSV_COLUMNS if column != "gap"}
-        for reason in ("down", "standby", "memory", "disk", "pool"):  # phantom split by reason, as on the node page
+        for reason in capacity.PHANTOM_REASONS:  # phantom split by reason, as on the node page
             values[f"phantom_{reason}"] = row.phantom_reasons.get(reason, 0) if row.phantom is not None else None
         values["gap"] = row.nominal - row.deployable
         values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""

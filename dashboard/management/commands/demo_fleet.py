@@ -20,7 +20,7 @@ import os
 import random
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from django.conf import settings
@@ -32,9 +32,10 @@ from dashboard.capacity import PROFILES, GiB
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.grid.types import GridError
 from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
-from dashboard.services.catalog import node_register
-from dashboard.services.deploy import deployment_delete, precheck_run, slice_deploy, slices_deploy_all_free
+from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
 from dashboard.services.figures import figures_refresh
+from dashboard.services.precheck import precheck_run
+from dashboard.services.registration import node_register_from_grid
 
 LOGINS_FILE = "demo-logins.json"
 DEMO_LOGINS = (("admin", "admins"), ("support", "support"))
@@ -246,20 +247,10 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
         if not spec.registered:
             continue
         live = grid.node(spec.node_id)
-        registered[spec.node_id] = node_register(
-            node_id=spec.node_id,
-            total=live.total,
-            farm_id=live.farm_id,
-            farm_name=live.farm_name,
-            twin_id=live.twin_id,
-            status=live.status,
-            dedicated=live.dedicated,
-            pools=list(spec.pools) if spec.pools and spec.pools_known else None,
-            policy_name=spec.policy,
-            source="command",
-            used=live.used,
-            country=live.country,
-            city=live.city,
+        # Some demo nodes are registered as from the Grid Proxy, which does not report pools.
+        pools = tuple(spec.pools) if spec.pools and spec.pools_known else None
+        registered[spec.node_id] = node_register_from_grid(
+            live=replace(live, pools_sru=pools), policy_name=spec.policy, source="command"
         )
         if spec.rented:
             with transaction.atomic():

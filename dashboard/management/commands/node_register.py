@@ -16,15 +16,13 @@ import getpass
 import json
 import socket
 from dataclasses import dataclass
-from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid import get_grid
-from dashboard.grid.types import GridError
+from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.management.commands.carve import (
     USAGE_ERROR,
     add_capacity_arguments,
@@ -32,12 +30,12 @@ from dashboard.management.commands.carve import (
     capacity_from_flags,
 )
 from dashboard.models import Node
-from dashboard.services.catalog import CatalogError, NodeAlreadyRegistered, node_register
+from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register, node_register_from_grid
 
 
 @dataclass(frozen=True)
 class NodeFacts:
-    """What node_register needs to know about the node, from whichever source."""
+    """A node given by hand on the command line (a node read from the grid is its NodeCapacity)."""
 
     total: capacity.Resources
     pools: list[int] | None
@@ -46,10 +44,6 @@ class NodeFacts:
     twin_id: int | None = None
     status: str = Node.Status.UNKNOWN
     dedicated: bool = False
-    used: capacity.Resources | None = None
-    seen_at: datetime | None = None
-    country: str = ""
-    city: str = ""
 
 
 class Command(BaseCommand):
@@ -74,27 +68,21 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         node_id = _whole(options["node_id"], what="node id", minimum=1)
-        facts = _node_facts(node_id, options)
         by = _user(options["by"]) if options["by"] else None
+        origin = f"{getpass.getuser()}@{socket.gethostname()}"
         try:
-            node = node_register(
-                node_id=node_id,
-                total=facts.total,
-                farm_id=facts.farm_id,
-                farm_name=facts.farm_name,
-                twin_id=facts.twin_id,
-                status=facts.status,
-                dedicated=facts.dedicated,
-                pools=facts.pools,
-                policy_name=options["policy"],
-                by=by,
-                source="command",
-                used=facts.used,
-                seen_at=facts.seen_at,
-                country=facts.country,
-                city=facts.city,
-                origin=f"{getpass.getuser()}@{socket.gethostname()}",
-            )
+            if capacity_flags_given(options):
+                facts = _facts_from_flags(options)
+                node = node_register(
+                    node_id=node_id, total=facts.total, farm_id=facts.farm_id, farm_name=facts.farm_name,
+                    twin_id=facts.twin_id, status=facts.status, dedicated=facts.dedicated, pools=facts.pools,
+                    policy_name=options["policy"], by=by, source="command", origin=origin,
+                )  # fmt: skip
+            else:
+                live = _read_from_grid(node_id, options)
+                node = node_register_from_grid(
+                    live=live, policy_name=options["policy"], by=by, source="command", origin=origin
+                )
         except NodeAlreadyRegistered as exc:
             raise CommandError(str(exc)) from None
         except (CatalogError, capacity.CapacityError) as exc:
@@ -106,17 +94,11 @@ class Command(BaseCommand):
             self.stdout.write(_words(summary))
 
 
-def _node_facts(node_id: int, options: dict) -> NodeFacts:
-    if capacity_flags_given(options):
-        return _facts_from_flags(options)
-    return _facts_from_grid(node_id, options)
-
-
 # Facts the grid states itself; giving them by hand beside a grid read would be silently ignored.
 _HAND_ONLY = ("farm_id", "farm_name", "twin_id", "status", "dedicated")
 
 
-def _facts_from_grid(node_id: int, options: dict) -> NodeFacts:
+def _read_from_grid(node_id: int, options: dict) -> NodeCapacity:
     given = [f"--{name.replace('_', '-')}" for name in _HAND_ONLY if options.get(name)]
     if given:
         raise CommandError(
@@ -125,22 +107,9 @@ def _facts_from_grid(node_id: int, options: dict) -> NodeFacts:
             returncode=USAGE_ERROR,
         )
     try:
-        live = get_grid().node(node_id)
+        return get_grid().node(node_id)
     except GridError as exc:
         raise CommandError(f"grid: {exc}") from None
-    return NodeFacts(
-        total=live.total,
-        pools=list(live.pools_sru) if live.pools_sru else None,
-        farm_id=live.farm_id,
-        farm_name=live.farm_name,
-        twin_id=live.twin_id,
-        status=live.status,
-        dedicated=live.dedicated,
-        used=live.used,
-        seen_at=timezone.now(),
-        country=live.country,
-        city=live.city,
-    )
 
 
 def _facts_from_flags(options: dict) -> NodeFacts:

@@ -14,6 +14,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import format_size
+from dashboard.job_results import BulkResult, ReregisterResult, SliceItem, job_describe
 from dashboard.models import Job, Node
 from dashboard.services.jobs import JobError, job_request, job_wait
 
@@ -66,9 +67,9 @@ class Command(BaseCommand):
         job = request.job
         if not as_json:
             if request.created:
-                self.stdout.write(f"queued: job #{job.pk} ({_what(job)})")
+                self.stdout.write(f"queued: job #{job.pk} ({job_describe(job, numbered=False)})")
             else:
-                self.stdout.write(f"already running: job #{job.pk} ({_what(job)}, {job.state})")
+                self.stdout.write(f"already running: job #{job.pk} ({job_describe(job, numbered=False)}, {job.state})")
                 if job.dry_run != dry_run:
                     self.stdout.write("  note: that job's dry run setting differs from what you asked")
         if not wait:
@@ -104,14 +105,6 @@ class Command(BaseCommand):
             raise CommandError(f"stopped waiting; job #{job.pk} keeps running", returncode=STILL_RUNNING) from None
 
 
-def _what(job: Job) -> str:
-    dry = "dry run of " if job.dry_run else ""
-    if job.kind == Job.Kind.BULK_REREGISTER:
-        target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
-        return f"{dry}bulk re-register of {target}"
-    return f"{dry}{job.get_kind_display().lower()} of node {job.node.node_id}"
-
-
 def _outcome(job: Job, *, created: bool, status: str | None = None) -> dict:
     outcome = {
         "status": status or job.state,
@@ -128,33 +121,33 @@ def _outcome(job: Job, *, created: bool, status: str | None = None) -> dict:
     return outcome | {k: v for k, v in (job.result or {}).items() if k not in outcome}
 
 
-def _slice_words(item: dict) -> str:
-    return f"slice {item['index']}: {format_size(item['mru'])} / {format_size(item['sru'])} ({item['state']})"
+def _slice_words(item: SliceItem) -> str:
+    return f"slice {item.index}: {format_size(item.mru)} / {format_size(item.sru)} ({item.state})"
 
 
 def _result_text(job: Job) -> str:
+    """The finished job in lines, from its typed result (dashboard.job_results)."""
     took = f" in {job.duration.total_seconds():.1f} s" if job.duration else ""
-    lines = [f"job #{job.pk}: {_what(job)} {job.state}{took}"]
-    result = job.result or {}
+    lines = [f"job #{job.pk}: {job_describe(job, numbered=False)} {job.state}{took}"]
     if job.state == Job.State.FAILED:
         lines.append(f"  reason: {job.error}")
-    if "before" in result and "after" in result:
-        for label, key in (("before", "before"), ("after" if not result.get("dry_run") else "would be", "after")):
-            f = result[key]
+    result = job.outcome
+    if result is None:
+        return "\n".join(lines)
+    lines.append(f"  {result.sentence()}")
+    if isinstance(result, ReregisterResult):
+        for label, f in (("before", result.before), ("would be" if result.dry_run else "after", result.after)):
             lines.append(
-                f"  {label + ':':<10} {f['slices']} slices ({f['free']} free, {f['deployable']} deployable, "
-                f"{f.get('placeable', '?')} placeable now, {f['phantom']} phantom)"
+                f"  {label + ':':<10} {f.slices} slices ({f.free} free, {f.deployable} deployable, "
+                f"{'?' if f.placeable is None else f.placeable} placeable now, {f.phantom} phantom)"
             )
         for key in ("removed", "added", "kept"):
-            items = result.get(key, [])
+            items = getattr(result, key)
             lines.append(f"  {key} ({len(items)}){':' if items else ''}")
             lines.extend(f"    {_slice_words(item)}" for item in items)
-    if "words" in result:
-        lines.append(f"  {result['words']}")
-    for failure in result.get("failures", []):
-        lines.append(f"  node {failure['node_id']} failed: {failure['error']}")
-    if result.get("failures_more"):
-        lines.append(f"  and {result['failures_more']} more failed node(s), not listed")
-    for note in result.get("notes", []):
-        lines.append(f"  note: {note}")
+    if isinstance(result, BulkResult):
+        lines.extend(f"  node {f.node_id} failed: {f.error}" for f in result.failures)
+        if result.failures_more:
+            lines.append(f"  and {result.failures_more} more failed node(s), not listed")
+    lines.extend(f"  note: {note}" for note in result.notes)
     return "\n".join(lines)

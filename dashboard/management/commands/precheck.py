@@ -11,9 +11,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import format_size
 from dashboard.grid.types import GridError
+from dashboard.job_results import PrecheckResult, job_describe
 from dashboard.models import Job, Node
-from dashboard.services.deploy import PrecheckReport, precheck_run
 from dashboard.services.jobs import JobError, job_request, job_wait
+from dashboard.services.precheck import PrecheckReport, precheck_run
 
 JOB_FAILED = 1
 STILL_RUNNING = 3
@@ -75,20 +76,19 @@ class Command(BaseCommand):
 
 
 def job_report_text(job: Job) -> str:
-    """A finished precheck job's result (PrecheckReport.as_dict()) in the same words as report_text."""
+    """A finished precheck job's typed result (job_results.PrecheckResult) in the same words as report_text."""
     if job.state == Job.State.FAILED:
         return f"job #{job.pk}: failed: {job.error}"
-    r = job.result
-    if job.kind != Job.Kind.PRECHECK or "verdicts" not in r:
-        return f"job #{job.pk}: {job.get_kind_display().lower()} {job.state}"
+    r = job.outcome
+    if not isinstance(r, PrecheckResult):
+        return f"job #{job.pk}: {job_describe(job, numbered=False)} {job.state}"
     lines = [
-        f"job #{job.pk}: node {r['node_id']} ({r['status']}), policy {r['policy']['name']} v{r['policy']['version']}",
-        f"  free slices: {r['free_slices']}   placeable now: {r['placeable_now']}   "
-        f"phantom slices: {len(r['phantom_slices'])}",
+        f"job #{job.pk}: node {r.node_id} ({r.status}), policy {r.policy.name} v{r.policy.version}",
+        f"  free slices: {r.free_slices}   placeable now: {r.placeable_now}   phantom slices: {len(r.phantom_slices)}",
     ]
-    for v in r["verdicts"]:
-        lines.append(f"  slice {v['slice']:>3} {'ok     ' if v['fits'] else 'PHANTOM'} {v['words']}")
-    lines.append(r["words"])
+    for v in r.verdicts:
+        lines.append(f"  slice {v.slice:>3} {'ok     ' if v.fits else 'PHANTOM'} {v.words}")
+    lines.append(r.sentence())
     return "\n".join(lines)
 
 

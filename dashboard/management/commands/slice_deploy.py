@@ -6,7 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.grid.types import GridError
 from dashboard.models import Deployment, Node
-from dashboard.services.deploy import DeployError, deployment_words, slice_deploy, slices_deploy_all_free
+from dashboard.selectors.deployments import deployment_words
+from dashboard.services.deploy import DeployError, slice_deploy, slices_deploy_all_free
 
 # Exit codes: 0 every slice deployed, 1 some slice refused or failed (each is recorded),
 # 2 nothing could be attempted (unknown node, slice not free, grid unreachable, bad arguments).

@@ -1,0 +1,94 @@
+"""The catalog's own rules, pure: when a stored catalog is stale, and which free slices are still current.
+
+Imports nothing of ours but `capacity`; the stored figures (services.figures), the policy page,
+the node page, re-register's plan and the traffic simulation all ask these, so a catalog is
+stale, or a free slice kept, for one reason everywhere.
+
+The tolerance: a deploy changes the rounding of what is left on a node, so a re-carve may offer
+a slightly larger disk than the node was carved with. A free slice still of the carved size, no
+larger than what the policy carves now, under the same policy, is current; otherwise every deploy
+would make its node stale and every re-register would churn the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dashboard import capacity
+
+
+def slice_is_current(
+    size: tuple[int, int, int], *, target: capacity.SliceSize, same_policy: bool, carved_slice_sru: int
+) -> bool:
+    """A free slice of (cru, mru, data sru) is what the policy carves, or (same policy) of the size carved then."""
+    cru, mru, sru = size
+    if (cru, mru) != (target.cru, target.mru):
+        return False
+    return sru == target.sru or (same_policy and sru == carved_slice_sru and sru <= target.sru)
+
+
+def stale_reason(
+    *,
+    carved_policy_name: str,
+    carved_policy_version: int,
+    carved_slice_sru: int,
+    policy: capacity.Policy,
+    free: Sequence[tuple[int, int, int]],
+    carve: capacity.Carve,
+) -> str:
+    """Why a catalog is stale, in words ("" when it is not); pure, for callers holding plain rows.
+
+    `free` holds (cru, mru, data sru) of each free slice; `carve` is what the policy carves
+    on the node with its rented and deployed slices kept. `catalog_stale` is the same test
+    without the words.
+    """
+    reasons = []
+    same_policy = carved_policy_name == policy.name and carved_policy_version == policy.version
+    if carved_policy_name != policy.name:
+        reasons.append(
+            f"carved with policy {carved_policy_name} v{carved_policy_version}; "
+            f"its policy is {policy.name} v{policy.version}"
+        )
+    elif carved_policy_version != policy.version:
+        reasons.append(f"carved with {policy.name} v{carved_policy_version}; the policy is now v{policy.version}")
+
+    if len(free) != carve.new_slices:
+        reasons.append(f"{len(free)} free slice(s) where the policy carves {carve.new_slices}")
+    wrong = free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=same_policy)
+    if wrong:
+        shown = ", ".join(size_words(capacity.SliceSize(*size)) for size in wrong[:3])
+        reasons.append(f"free slices of {shown} where the policy carves {size_words(carve.slice)}")
+    return "; ".join(reasons)
+
+
+def catalog_stale(
+    *,
+    carved_policy_name: str,
+    carved_policy_version: int,
+    carved_slice_sru: int,
+    policy: capacity.Policy,
+    free: Sequence[tuple[int, int, int]],
+    carve: capacity.Carve,
+) -> bool:
+    """stale_reason(...) != "", without writing the words: a fleet page needs the words of 50 nodes only."""
+    if carved_policy_name != policy.name or carved_policy_version != policy.version:
+        return True
+    if len(free) != carve.new_slices:
+        return True
+    return bool(free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=True))
+
+
+def free_not_current(
+    free: Sequence[tuple[int, int, int]], *, carve: capacity.Carve, carved_slice_sru: int, same_policy: bool
+) -> list[tuple[int, int, int]]:
+    """The distinct free sizes that are not what the policy carves, smallest first (see slice_is_current)."""
+    if not (carve.new_slices and free):
+        return []
+    return sorted(
+        size for size in set(free)
+        if not slice_is_current(size, target=carve.slice, same_policy=same_policy, carved_slice_sru=carved_slice_sru)
+    )
+
+
+def size_words(size: capacity.SliceSize) -> str:
+    return f"{size.cru} vCPU / {capacity.format_size(size.mru)} / {capacity.format_size(size.sru)}"

@@ -1,0 +1,227 @@
+"""What each kind of job returns: one typed model per kind, stored as JSON on Job.result and read back typed.
+
+The job that writes a result builds its model (validation catches a wrong shape before it is
+stored); the job page (one template partial per kind), the jobs list, the commands' text and JSON,
+the API and the audit trail all read it back through `result_of` and say it with `sentence()`.
+`job_describe` is the one way to say what a job is ("dry run of re-register of node 1774 (job #12)").
+
+Models allow extra keys and default the missing ones: a result stored by an older or newer version
+of the product is still read (and one that cannot be read is shown as it is stored).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+log = logging.getLogger(__name__)
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Figures(_Part):
+    """One node's (or a sum of nodes') figures at a moment: the meanings of services.figures."""
+
+    slices: int = 0
+    free: int = 0
+    deployable: int | None = None
+    placeable: int | None = None
+    phantom: int | None = None
+
+
+class SliceItem(_Part):
+    index: int
+    cru: int = 0
+    mru: int = 0
+    sru: int = 0
+    state: str = ""
+
+
+class PolicyRef(_Part):
+    name: str = ""
+    version: int = 0
+
+
+class JobResult(_Part):
+    """What every kind's result has: notes for people. `sentence()` is its one line."""
+
+    notes: list[str] = []
+
+    # Keys left out of the audit trail's copy: lists that grow with the catalog or the fleet.
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"removed", "added", "kept", "nodes", "verdicts", "capacity_seen", "notes"})
+
+    def sentence(self) -> str:
+        return getattr(self, "words", "") or ""
+
+    def audit_summary(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude=set(self.AUDIT_LEAVES_OUT))
+
+    def stored(self) -> dict[str, Any]:
+        """As Job.result keeps it."""
+        return self.model_dump(mode="json")
+
+
+class ReregisterResult(JobResult):
+    node_id: int | None = None
+    dry_run: bool = False
+    changed: bool = False
+    up_to_date: bool = False
+    policy: PolicyRef = PolicyRef()
+    slice: dict[str, int] = {}
+    limited_by: str | None = None
+    generation: dict[str, int] = {}
+    capacity_seen: dict[str, Any] = {}
+    before: Figures = Figures()
+    after: Figures = Figures()
+    removed: list[SliceItem] = []
+    added: list[SliceItem] = []
+    kept: list[SliceItem] = []
+
+    def sentence(self) -> str:
+        """ "7 → 6 slices: 6 free removed, 5 added, 1 deployed kept" (what would happen, for a dry run)."""
+        if self.up_to_date:
+            return f"already up to date: {self.after.slices} slice{_s(self.after.slices)}, nothing changed"
+        parts = []
+        if self.removed:
+            parts.append(f"{len(self.removed)} free removed")
+        if self.added:
+            parts.append(f"{len(self.added)} added")
+        kept: dict[str, int] = {}
+        for item in self.kept:
+            kept[item.state or "free"] = kept.get(item.state or "free", 0) + 1
+        parts.extend(f"{n} {state} kept" for state, n in sorted(kept.items()))
+        change = f"{self.before.slices} → {self.after.slices} slices"
+        words = f"{change}: {', '.join(parts)}" if parts else f"{change}: recorded as carved by {self.policy.name}"
+        return f"would be {words}" if self.dry_run else words
+
+
+class BulkNode(_Part):
+    node_id: int | None = None
+    changed: bool = False
+    before: Figures = Figures()
+    after: Figures = Figures()
+    removed: int = 0
+    added: int = 0
+    kept: int = 0
+
+
+class Failure(_Part):
+    node_id: int | None = None
+    error: str
+
+
+class SliceCounts(_Part):
+    removed: int = 0
+    added: int = 0
+    kept: int = 0
+
+
+class FleetFigures(_Part):
+    before: Figures = Figures()
+    after: Figures = Figures()
+
+
+class BulkResult(JobResult):
+    dry_run: bool = False
+    farm_id: int | None = None
+    stale: int = 0
+    seen: int = 0
+    reregistered: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    slices: SliceCounts = SliceCounts()
+    fleet: FleetFigures = FleetFigures()
+    failures: list[Failure] = []
+    failures_more: int = 0
+    nodes: list[BulkNode] = []
+    nodes_total: int = 0
+    nodes_truncated: bool = False
+    words: str = ""
+
+
+class VerdictLine(_Part):
+    slice: int
+    fits: bool
+    words: str = ""
+
+
+class PrecheckResult(JobResult):
+    node_id: int | None = None
+    status: str = ""
+    cause: str = ""
+    policy: PolicyRef = PolicyRef()
+    checked_at: str = ""
+    total: dict[str, int] = {}
+    used: dict[str, int] = {}
+    free_slices: int = 0
+    placeable_now: int = 0
+    phantom_slices: list[int] = []
+    verdicts: list[VerdictLine] = []
+    words: str = ""
+
+
+class SimulateResult(JobResult):
+    words: str = ""
+    candidate: str = ""
+    in_force: str = ""
+    in_force_mixed: int = 0
+    nodes_in_scope: int = 0
+    nodes: int = 0
+    sampled: bool = False
+    skipped: int = 0
+    hidden_use: int = 0
+    events: int = 0
+    seed: int = 0
+    days: int = 0
+    policies: dict[str, dict[str, Any]] = {}
+
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"policies"}
+
+
+# Job.Kind value -> its result model. A new kind adds its model here and its partial to job.html.
+RESULTS: dict[str, type[JobResult]] = {
+    "reregister": ReregisterResult,
+    "bulk-reregister": BulkResult,
+    "precheck": PrecheckResult,
+    "simulate": SimulateResult,
+}
+KIND_WORDS = {"reregister": "re-register", "precheck": "precheck", "bulk-reregister": "bulk re-register",
+              "simulate": "simulated month"}  # fmt: skip
+
+
+def result_of(kind: str, stored: dict | None) -> JobResult | None:
+    """The stored result read back typed; None when there is none or it cannot be read (logged)."""
+    if not stored or kind not in RESULTS:
+        return None
+    try:
+        return RESULTS[kind].model_validate(stored)
+    except ValidationError as exc:
+        log.warning("a %s result could not be read: %s", kind, exc.errors()[:3])
+        return None
+
+
+def job_describe(job, *, numbered: bool = True) -> str:
+    """What the job is, in words: "dry run of re-register of node 1774 (job #12)" (without the number
+    when the caller says it already). Takes any object with a Job's kind, dry_run, node, node_id,
+    farm_id, parameters and pk.
+    """
+    words = KIND_WORDS.get(job.kind, job.kind)
+    if job.dry_run:
+        words = f"dry run of {words}"
+    if job.node_id is not None and job.node is not None:
+        target = f"node {job.node.node_id}"
+    elif job.kind == "bulk-reregister":
+        target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
+    elif job.kind == "simulate":
+        target = f"policy {(job.parameters or {}).get('candidate', {}).get('name', '?')}"
+    else:
+        target = "a deleted node"
+    return f"{words} of {target} (job #{job.pk})" if numbered else f"{words} of {target}"
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"

@@ -1,0 +1,83 @@
+"""The reaper (Celery beat, every JOB_REAP_EVERY s): fail the jobs nobody will finish, resend lost messages.
+
+The life of a job is services.jobs; this is what keeps it honest when a worker dies or a broker
+forgets: every update here is conditional on what was read, so a heartbeat that lands meanwhile wins.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.models import Job
+from dashboard.services.jobs import DEFAULT_QUEUED_TIMEOUT, DEFAULT_RESEND_AFTER, heartbeat_cutoff, job_close, job_enqueue
+
+log = logging.getLogger(__name__)
+
+
+def jobs_reap(now: datetime | None = None) -> int:
+    """Fail the jobs nobody will finish; returns how many.
+
+    - running, with no heartbeat for JOB_HEARTBEAT_TIMEOUT: the worker died or hangs;
+    - queued for JOB_QUEUED_TIMEOUT (default 15 minutes) without a worker taking it;
+    and sends again the message of a job queued for JOB_RESEND_AFTER (a broker may have lost it).
+    Each update is conditional on what was read, so a heartbeat that lands meanwhile wins.
+    """
+    now = now or timezone.now()
+    reaped = 0
+    cutoff = heartbeat_cutoff(now)
+    for job in Job.objects.filter(state=Job.State.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    ).select_related("node", "requested_by"):
+        since = job.heartbeat_at or job.started_at or job.created_at
+        age = int((now - since).total_seconds())
+        error = (
+            f"worker lost: no heartbeat since {since:%Y-%m-%d %H:%M:%S} UTC ({age} s ago, limit "
+            f"{settings.JOB_HEARTBEAT_TIMEOUT} s); the worker was stopped or crashed"
+        )
+        if job.kind != Job.Kind.BULK_REREGISTER:
+            error += "; the catalog was left as it was; try again"
+        still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
+        if job_close(job, state=Job.State.FAILED, error=error, attempts=job.attempts, extra=still):
+            reaped += 1
+    queued_timeout = getattr(settings, "JOB_QUEUED_TIMEOUT", DEFAULT_QUEUED_TIMEOUT)
+    resend_after = getattr(settings, "JOB_RESEND_AFTER", DEFAULT_RESEND_AFTER)
+    for job in Job.objects.filter(
+        state=Job.State.QUEUED, created_at__lt=now - timedelta(seconds=queued_timeout)
+    ).select_related("node", "requested_by"):
+        error = (
+            f"never started: queued at {job.created_at:%Y-%m-%d %H:%M:%S} UTC and no worker took it within "
+            f"{queued_timeout} s, though its message was re-sent every {resend_after} s; "
+            "is a Celery worker consuming this broker?"
+        )
+        if job_close(job, state=Job.State.FAILED, error=error, from_states=(Job.State.QUEUED,)):
+            reaped += 1
+    _jobs_resend(now=now, after=resend_after)
+    if reaped:
+        log.warning("reaper: failed %d job(s) nobody will finish", reaped)
+    return reaped
+
+
+def _jobs_resend(*, now: datetime, after: int) -> int:
+    """Send again the message of a job still queued after `after` seconds.
+
+    A broker that restarted without persistence loses the message, and the job would wait
+    for the queued time-out while a worker sits idle. A duplicate is harmless: the claim is
+    conditional, so the second message of a job already taken is dropped. While a job is
+    queued its heartbeat_at records when its message was last sent.
+    """
+    cutoff = now - timedelta(seconds=after)
+    sent = 0
+    for job in Job.objects.filter(state=Job.State.QUEUED).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
+    ).only("pk", "heartbeat_at"):
+        still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
+        if Job.objects.filter(still, pk=job.pk, state=Job.State.QUEUED).update(heartbeat_at=now):
+            log.warning("reaper: job %s still queued after %s s; its message is sent again", job.pk, after)
+            job_enqueue(job.pk)
+            sent += 1
+    return sent

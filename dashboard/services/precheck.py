@@ -1,0 +1,114 @@
+"""The precheck: read a node's live capacity and say which of its free slices ZOS would really place now.
+
+The reading is stored (services.readings) and the node's figures follow it (services.figures), in
+one transaction; the catalog itself is never touched. The report says, slice by slice, why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+
+from dashboard import capacity
+from dashboard.grid import get_grid
+from dashboard.grid.types import Grid, NodeCapacity
+from dashboard.models import Node, Slice
+from dashboard.selectors.policy_book import policy_for_node
+from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.readings import LiveReading, readings_store
+
+
+@dataclass(frozen=True)
+class PrecheckReport:
+    node_id: int
+    capacity: NodeCapacity
+    precheck: capacity.Precheck
+    policy: capacity.Policy
+    checked_at: datetime
+
+    @property
+    def offline(self) -> bool:
+        return capacity.node_is_away(self.capacity.status)
+
+    @property
+    def cause(self) -> str:
+        return "node-offline" if self.offline else ""
+
+    @property
+    def words(self) -> str:
+        p = self.precheck
+        if not p.free_slices:
+            return f"node {self.node_id} ({self.capacity.status}) has no free slice to place"
+        if self.offline:
+            return (
+                f"node {self.node_id} is {self.capacity.status} on the grid: none of its "
+                f"{p.free_slices} free slices can be placed until it is up again"
+            )
+        if not p.phantom_slices:
+            return f"node {self.node_id}: all {p.free_slices} free slices can be placed now"
+        phantom = ", ".join(str(i) for i in p.phantom_slices)
+        return (
+            f"node {self.node_id}: {p.placeable_now} of {p.free_slices} free slices can be placed now; "
+            f"phantom: slice {phantom}"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "node_id": self.node_id,
+            "status": self.capacity.status,
+            "cause": self.cause,
+            "policy": {"name": self.policy.name, "version": self.policy.version},
+            "checked_at": self.checked_at.isoformat(),
+            "total": self.capacity.total.as_dict(),
+            "used": self.capacity.used.as_dict(),
+            **self.precheck.as_dict(),
+            "words": self.words,
+        }
+
+
+def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
+    """Read the node's live capacity and say which of its free slices can really be placed now.
+
+    Stores the reading and the node's figures; the catalog itself is never touched. A grid error
+    propagates and nothing is written.
+    """
+    grid = grid or get_grid()
+    live = grid.node(node.node_id)
+    policy = policy_for_node(node)
+    result = precheck_store(node=node, reading=LiveReading.of(node, live), policy=policy)
+    return PrecheckReport(
+        node_id=node.node_id, capacity=live, precheck=result, policy=policy, checked_at=node.prechecked_at
+    )
+
+
+def precheck_store(*, node: Node, reading: LiveReading, policy: capacity.Policy) -> capacity.Precheck:
+    """Precheck the node's free slices on `reading`, store the reading and refresh the node's figures.
+
+    The stored placeable/phantom are services.figures' (the same precheck, on the stored reading);
+    the verdicts returned are for the report. `node` is refreshed from what was stored.
+    """
+    live = reading.live
+    free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
+    result = capacity.precheck(
+        free, live.total, live.used, policy, live=node_live_facts(node, policy, used_sru=live.used.sru), status=live.status
+    )
+    with transaction.atomic():
+        nodes_lock([node.pk])
+        readings_store([reading])
+        figures_refresh([node.pk], locked=True)
+    node.refresh_from_db()
+    return result
+
+
+def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None) -> capacity.LiveNode:
+    """Its pools, the VMs it holds (by the catalog, in slice order) and what refusals taught."""
+    occupied = [s.size.resources for s in node.slices.filter(state__in=Slice.OCCUPIED_STATES).order_by("index")]
+    observed = capacity.observed_now(
+        hidden_mru_per_vm=node.hidden_mru_per_vm,
+        pool_room_below=node.pool_room_below,
+        bound_used_sru=node.pool_room_below_used_sru,
+        used_sru=used_sru,
+    )
+    return capacity.live_node(policy=policy, pools=node.pools, occupied=occupied, observed=observed)

@@ -1,0 +1,229 @@
+"""Registering a node: carve it with its effective policy and store it with its catalog, or nothing.
+
+`node_register` takes the facts however they came (typed by hand, or read from the grid);
+`node_register_from_grid` maps a grid reading onto it, and is what the node_register command, the
+demo fleet and the test fixtures use, so a node registered from the grid carries the same facts
+whichever door it came in by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.catalog_rules import size_words
+from dashboard.grid.types import NodeCapacity
+from dashboard.models import AuditEvent, Node, Slice
+from dashboard.selectors.policy_book import policy_book, policy_named
+from dashboard.services.figures import figures_refresh
+
+# Anything above this is a typo, not a node (parse_size draws the same line).
+MAX_NODE_BYTES = 1024 * capacity.TiB
+MAX_NODE_CRU = 4096
+
+
+class CatalogError(ValueError):
+    """A request the catalog cannot carry out; the message says what and why."""
+
+
+class NodeAlreadyRegistered(CatalogError):
+    def __init__(self, node_id: int):
+        super().__init__(
+            f"node {node_id} is already registered; re-register it to re-carve its catalog "
+            f"(manage.py node_reregister {node_id})"
+        )
+        self.node_id = node_id
+
+
+def catalog_slices(*, node: Node, carve: capacity.Carve, start_index: int, generation: int) -> list[Slice]:
+    """Unsaved free Slice rows for the carve's new slices, numbered from start_index."""
+    size = carve.slice
+    return [
+        Slice(node=node, index=start_index + i, cru=size.cru, mru=size.mru, sru=size.sru, generation=generation)
+        for i in range(carve.new_slices)
+    ]
+
+
+def node_register(
+    *,
+    node_id: int,
+    total: capacity.Resources,
+    farm_id: int,
+    farm_name: str = "",
+    twin_id: int | None = None,
+    status: str = "up",
+    dedicated: bool = False,
+    pools: Sequence[int] | None = None,
+    policy_name: str | None = None,
+    by=None,
+    source: str = "command",
+    used: capacity.Resources | None = None,
+    seen_at: datetime | None = None,
+    origin: str = "",
+    country: str = "",
+    city: str = "",
+) -> Node:
+    """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog.
+
+    One transaction: the node, its slices and an audit event, or nothing. `by` is the user
+    (None for the command line); `source` and `origin` (a host or address) say from where.
+    `used` is the live used capacity when it was read (at `seen_at`, default now).
+    """
+    _check_registration(node_id=node_id, total=total, farm_id=farm_id, twin_id=twin_id, status=status, pools=pools)
+    pools = list(pools) if pools else None
+    if policy_name:
+        policy = policy_named(policy_name)
+    else:
+        policy = policy_book(node_pks=[], farm_ids=[farm_id]).for_farm(farm_id)
+    if pools and pools[0] < policy.reserve_sru:
+        raise CatalogError(
+            f"node {node_id}: the first pool is {capacity.format_size(pools[0])}; it must hold the "
+            f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
+        )
+    carve = capacity.carve(total, policy, pools=pools)
+
+    if Node.objects.filter(node_id=node_id).exists():
+        raise NodeAlreadyRegistered(node_id)
+    if used is not None and seen_at is None:
+        seen_at = timezone.now()  # a live reading is from now unless told otherwise
+    try:
+        with transaction.atomic():
+            node = Node.objects.create(
+                node_id=node_id,
+                farm_id=farm_id,
+                farm_name=farm_name,
+                country=country,
+                city=city,
+                twin_id=twin_id,
+                status=status,
+                dedicated=dedicated,
+                total_cru=total.cru,
+                total_mru=total.mru,
+                total_sru=total.sru,
+                total_hru=total.hru,
+                pools_sru=pools,
+                used_cru=used.cru if used else None,
+                used_mru=used.mru if used else None,
+                used_sru=used.sru if used else None,
+                used_hru=used.hru if used else None,
+                seen_at=seen_at,
+                carved_policy_name=policy.name,
+                carved_policy_version=policy.version,
+                carved_slice_sru=carve.slice.sru,
+                carved_deployable=carve.slices,
+                catalog_generation=1,
+            )
+            Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
+            figures_refresh([node.pk])
+            AuditEvent.objects.create(
+                actor=by,
+                source=source,
+                action="node registered",
+                node=node,
+                message=_registered_words(node_id, policy, carve),
+                detail={
+                    "origin": origin,
+                    "policy": {"name": policy.name, "version": policy.version},
+                    "total": total.as_dict(),
+                    "pools": pools,
+                    "carve": carve.as_dict(),
+                },
+            )
+    except IntegrityError:
+        # Registered by someone else between the check and the insert.
+        if Node.objects.filter(node_id=node_id).exists():
+            raise NodeAlreadyRegistered(node_id) from None
+        raise
+    return node
+
+
+def _registered_words(node_id: int, policy: capacity.Policy, carve: capacity.Carve) -> str:
+    if not carve.new_slices:
+        return f"node {node_id} registered with policy {policy.name} v{policy.version}: no slice fits ({', '.join(carve.notes)})"
+    return (
+        f"node {node_id} registered with policy {policy.name} v{policy.version}: "
+        f"{carve.new_slices} slice(s) of {size_words(carve.slice)}"
+    )
+
+
+def _check_registration(
+    *,
+    node_id: Any,
+    total: capacity.Resources,
+    farm_id: Any,
+    twin_id: Any,
+    status: str,
+    pools: Sequence[int] | None,
+) -> None:
+    def whole(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if not whole(node_id) or node_id <= 0:
+        raise CatalogError(f"node id must be a whole number above zero, not {node_id!r}")
+    if not whole(farm_id) or farm_id < 0:
+        raise CatalogError(f"farm id must be a whole number of zero or more, not {farm_id!r}")
+    if twin_id is not None and (not whole(twin_id) or twin_id < 0):
+        raise CatalogError(f"twin id must be a whole number of zero or more, not {twin_id!r}")
+    if status not in Node.Status.values:
+        raise CatalogError(f"status must be one of {', '.join(Node.Status.values)}, not {status!r}")
+    if not all(whole(getattr(total, r)) for r in ("cru", "mru", "sru", "hru")):
+        raise CatalogError("node capacity must be whole numbers (cores and bytes)")
+    if not 1 <= total.cru <= MAX_NODE_CRU:
+        raise CatalogError(f"node {node_id}: {total.cru} CPU cores is not a node (1 to {MAX_NODE_CRU})")
+    if total.mru <= 0:
+        raise CatalogError(f"node {node_id}: memory must be more than zero")
+    for resource in ("mru", "sru", "hru"):
+        value = getattr(total, resource)
+        if value < 0 or value > MAX_NODE_BYTES:
+            raise CatalogError(
+                f"node {node_id}: {capacity.RESOURCE_WORDS[resource]} of {capacity.format_size(value)} "
+                "is not a node (0 to 1 PiB)"
+            )
+    if pools is not None:
+        sizes = list(pools)
+        if not sizes or any(not whole(size) or size <= 0 for size in sizes):
+            raise CatalogError("pools must be one or more SSD pool sizes in bytes, each above zero")
+        if sum(sizes) > total.sru:
+            raise CatalogError(
+                f"node {node_id}: the pools add up to {capacity.format_size(sum(sizes))}, "
+                f"more than the node's SSD total of {capacity.format_size(total.sru)}"
+            )
+
+
+def node_register_from_grid(
+    *,
+    live: NodeCapacity,
+    read_at: datetime | None = None,
+    policy_name: str | None = None,
+    by=None,
+    source: str = "command",
+    origin: str = "",
+) -> Node:
+    """Register the node the grid just described (`live`, read at `read_at`, default now).
+
+    Every fact the grid states goes onto the node: its farm, twin, status, dedication, location,
+    total, SSD pools (when the backend knows them) and live used capacity as its first reading.
+    """
+    return node_register(
+        node_id=live.node_id,
+        total=live.total,
+        farm_id=live.farm_id,
+        farm_name=live.farm_name,
+        twin_id=live.twin_id,
+        status=live.status,
+        dedicated=live.dedicated,
+        pools=list(live.pools_sru) if live.pools_sru else None,
+        policy_name=policy_name,
+        by=by,
+        source=source,
+        used=live.used,
+        seen_at=read_at or timezone.now(),
+        origin=origin,
+        country=live.country,
+        city=live.city,
+    )

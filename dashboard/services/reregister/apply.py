@@ -1,0 +1,208 @@
+"""Applying re-register plans: the one short transaction, and the single-node job around it.
+
+The transaction locks the plans' nodes and every slice of them, checks each node is exactly what
+its plan read (catalog generation, slice rows, no deploy started on a slice it removes), then
+writes a fixed number of statements for any number of plans. Pause point "swapped" (for the kill
+tests) is INSIDE it, after the writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from dashboard.grid import get_grid
+from dashboard.grid.deadline import grid_step_deadline
+from dashboard.grid.types import Grid, GridUnavailable, MalformedPayload, NodeCapacity
+from dashboard.job_results import BulkNode, ReregisterResult
+from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
+from dashboard.selectors.policy_book import policy_for_node
+from dashboard.services.figures import figures_refresh
+from dashboard.services.job_pause import job_test_pause
+from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
+from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.reregister.plan import SLICE_KEY, ReregisterPlan, reregister_plan
+from dashboard.services.reregister.stale import deploying_slices
+from dashboard.services.rows import rows_update
+
+log = logging.getLogger(__name__)
+
+CATALOG_CHANGED = "the catalog changed while re-registering; try again"
+# Reading live capacity: the Grid Proxy client already retries each request; these are whole
+# reads, for a grid that is briefly unreachable (a restart, a load balancer flip).
+GRID_READ_ATTEMPTS = 3
+SLICE_ORDER = ("index",)
+
+
+class CatalogChanged(JobError):
+    def __init__(self, message: str = CATALOG_CHANGED):
+        super().__init__(message)
+
+
+def node_reregister(*, job: Job) -> ReregisterResult:
+    """Re-carve the job's node with its effective policy; returns (and stores) the result.
+
+    Reads live capacity, marks phantom slices, carves counting rented and deployed slices as
+    occupied, then swaps the free slices and finishes the job in one short transaction.
+    With job.dry_run the same result is recorded and no catalog or node row changes.
+    """
+    node = job.node
+    if node is None:
+        raise JobError("this re-register job has no node (was it deleted?)")
+    job_test_pause("claimed")
+    grid = get_grid()
+    # Three steps the page can draw as a bar: read the grid, carve, save.
+    job_progress(job=job, step=f"reading node {node.node_id}'s live capacity from the grid", done=0, total=3)
+    seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job, announce=False)
+    job_progress(job=job, step=f"carving node {node.node_id}'s catalog", done=1)
+    slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
+    plan = reregister_plan(
+        node=node, slices=slices, policy=policy_for_node(node), seen=seen,
+        deploying=deploying_slices([node.pk]).get(node.pk, set()),
+    )
+    job_test_pause("planned")
+    job_progress(job=job, step="saving the new catalog" if not job.dry_run else "recording the preview", done=2)
+    result = reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=True)
+    return result
+
+
+def node_capacity_read(*, grid: Grid, node_id: int, job: Job | None = None, announce: bool = True) -> NodeCapacity:
+    """The node's live capacity, retried (bounded, with back-off) while the grid is unreachable.
+
+    With a job, every attempt after the first writes the step and heartbeat, and the heartbeat
+    keeps beating while a read is in progress (so the reaper never takes a slow grid for a dead
+    worker); `announce` also writes the first step. All the attempts together are one job step:
+    they end within GRID_STEP_DEADLINE, and the error then says so.
+    """
+    with grid_step_deadline(settings.GRID_STEP_DEADLINE) as step:
+        for attempt in range(1, GRID_READ_ATTEMPTS + 1):
+            if job is not None and (announce or attempt > 1):
+                suffix = f" (grid unreachable, attempt {attempt} of {GRID_READ_ATTEMPTS})" if attempt > 1 else ""
+                job_progress(job=job, step=f"reading node {node_id}'s live capacity from the grid{suffix}")
+            try:
+                with job_beating(job=job):
+                    seen = grid.node(node_id)
+            except GridUnavailable:
+                if attempt == GRID_READ_ATTEMPTS or step.passed():
+                    raise
+                time.sleep(min(settings.GRID_BACKOFF * 2 ** (attempt - 1), max(step.remaining(), 0)))
+                continue
+            if seen.node_id != node_id:
+                raise MalformedPayload(f"asked the grid for node {node_id}, it answered for node {seen.node_id}")
+            return seen
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def reregister_apply(
+    *, plan: ReregisterPlan, job: Job, dry_run: bool, finish: bool, progress: dict | None = None
+) -> ReregisterResult:
+    """The one short transaction: check nothing moved, swap the free slices, store the node's figures.
+
+    With finish=True the job's result is written in the same transaction (single-node jobs);
+    bulk jobs pass finish=False: the transaction checks they still own the job and writes their
+    heartbeat and `progress` (job_progress's step and done) with the node's new catalog.
+    """
+    result = plan.result(dry_run=dry_run)
+    with transaction.atomic():
+        if not dry_run:
+            if catalogs_lock_and_check([plan]):
+                raise CatalogChanged()
+            catalogs_write([plan])
+            job_test_pause("swapped")
+        if finish:
+            job_succeed(job=job, result=result)
+        else:
+            job_progress(job=job, **(progress or {"step": job.step}))
+            node_event(job=job, plan=plan, result=result).save()
+    return result
+
+
+def catalogs_lock_and_check(plans: list[ReregisterPlan]) -> set[int]:
+    """Lock the plans' nodes and every slice of them; the pks of the nodes that moved since their plan.
+
+    A node moved when its catalog_generation or its slice rows are not what its plan read, or
+    when a slice the plan removes has a deploy in flight now. Three queries for any number of
+    plans; call it inside the transaction that writes the others.
+    """
+    pks = [plan.node.pk for plan in plans]
+    generations = dict(
+        Node.objects.select_for_update().filter(pk__in=pks).order_by("pk").values_list("pk", "catalog_generation")
+    )
+    current: dict[int, dict[int, tuple]] = {pk: {} for pk in pks}
+    rows = Slice.objects.select_for_update().filter(node_id__in=pks).order_by("node_id", "index")
+    for pk, node_pk, *key in rows.values_list("pk", "node_id", *SLICE_KEY):
+        current[node_pk][pk] = tuple(key)
+    # slice_deploy records its attempt under the slice's row lock, which we now hold for every
+    # slice of these nodes: a deploy that started since the plan is visible here, and one that
+    # starts after our commit finds its slice gone (SliceChanged).
+    in_flight = deploying_slices(pks)
+    return {
+        plan.node.pk for plan in plans
+        if generations.get(plan.node.pk) != plan.generation
+        or current[plan.node.pk] != plan.snapshot
+        or in_flight.get(plan.node.pk, set()) & {s.pk for s in plan.removed}
+    }
+
+
+def catalogs_write(plans: list[ReregisterPlan]) -> None:
+    """Write checked plans, their nodes and slices locked: a fixed number of statements for any number.
+
+    The removed slices go, the added ones come, each node's row takes what was read from the grid
+    (services.readings) and how it was carved, and the nodes' figures are stored from the result:
+    the carve the figures need is the plan's own (capacity.carve_memoised), and the nodes are
+    already locked by catalogs_lock_and_check.
+    """
+    removed = [s.pk for plan in plans for s in plan.removed]
+    added, records = [], []
+    for plan in plans:
+        generation = plan.generation + (1 if plan.changes_slices else 0)
+        for s in plan.added:
+            s.generation = generation
+        added.extend(plan.added)
+        records.append(_carve_record(plan, generation=generation))
+    if removed:
+        # What Slice.delete() does (a failed deploy's record keeps its slice index, not the row), in
+        # two statements: the delete collector reads every slice first and deletes them 100 at a time.
+        Deployment.objects.filter(slice_id__in=removed).update(slice=None)
+        with connection.cursor() as cursor:
+            table = connection.ops.quote_name(Slice._meta.db_table)
+            cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(removed))})", removed)
+    if added:
+        Slice.objects.bulk_create(added)
+    readings_store([LiveReading(plan.node.pk, plan.seen, plan.read_at) for plan in plans])
+    rows_update(Node, _CARVE_COLUMNS, records, stamped=("updated_at",))
+    figures_refresh([plan.node.pk for plan in plans], locked=True)
+
+
+# How each node's catalog was carved: this module's columns (services.readings has the reading's).
+_CARVE_COLUMNS = (
+    ("id", "bigint"), ("carved_policy_name", "text"), ("carved_policy_version", "bigint"),
+    ("carved_slice_sru", "bigint"), ("carved_deployable", "bigint"), ("catalog_generation", "bigint"),
+)  # fmt: skip
+
+
+def _carve_record(plan: ReregisterPlan, *, generation: int) -> tuple:
+    """The plan's carve as the node's row records it, in _CARVE_COLUMNS' order."""
+    return (plan.node.pk, plan.policy.name, plan.policy.version, plan.carved_slice_sru, plan.carve.slices, generation)
+
+
+def node_event(*, job: Job, plan: ReregisterPlan, result: ReregisterResult) -> AuditEvent:
+    """A bulk node's own line (unsaved): a bulk result keeps only a sample of its nodes, so each node's
+    detail is its audit event, committed with its catalog (and found from the node, the job, or both)."""
+    return AuditEvent(
+        actor_id=job.requested_by_id, source=job.source, action="job.node-reregistered",
+        node=plan.node, job=job,
+        message=f"{'dry run of ' if result.dry_run else ''}re-register of node {plan.node.node_id}: {result.sentence()}",
+        detail={"result": bulk_node_summary(result).model_dump(mode="json") | {"policy": result.policy.model_dump(), "notes": result.notes}},
+    )
+
+
+def bulk_node_summary(result: ReregisterResult) -> BulkNode:
+    """One node's line in a bulk result (and in its audit event): figures and counts, no slice lists."""
+    return BulkNode(
+        node_id=result.node_id, changed=result.changed, before=result.before, after=result.after,
+        removed=len(result.removed), added=len(result.added), kept=len(result.kept),
+    )

@@ -1,0 +1,289 @@
+"""Re-registering every stale node (or one farm's): batches of plans, each applied in one transaction.
+
+Each batch (up to BULK_CHUNK nodes) is read from the grid and planned outside any transaction,
+then applied with the same checks as a single node, node by node: a node that moved since its
+plan is left out of its batch and planned again on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from django.conf import settings
+from django.db import transaction
+
+from dashboard import capacity
+from dashboard.grid import get_grid
+from dashboard.grid.types import Grid, GridError, GridUnavailable
+from dashboard.job_results import BulkNode, BulkResult, Failure, Figures, FleetFigures
+from dashboard.models import AuditEvent, Job, Node, Slice
+from dashboard.selectors.policy_book import policies_for_nodes
+from dashboard.services.job_pause import job_test_pause
+from dashboard.services.jobs import JobError, JobLost, job_beating, job_progress, job_succeed
+from dashboard.services.reregister.apply import (
+    SLICE_ORDER,
+    bulk_node_summary,
+    catalogs_lock_and_check,
+    catalogs_write,
+    node_capacity_read,
+    node_event,
+    reregister_apply,
+)
+from dashboard.services.reregister.plan import ReregisterPlan, reregister_plan
+from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_node_pks
+
+log = logging.getLogger(__name__)
+
+# Bulk runs read, plan and apply at most this many nodes per batch (one round of queries, one
+# transaction), and split a smaller run into about BULK_PROGRESS_STEPS batches so its progress moves.
+BULK_CHUNK = 100
+BULK_PROGRESS_STEPS = 10
+# Bulk runs stop when this many nodes in a row could not be read because the grid is unreachable:
+# going on would only spend the time limit on timeouts.
+BULK_GRID_DOWN_AFTER = 5
+# A bulk result keeps counts and totals, every failure up to BULK_FAILURES_KEPT, and the first
+# BULK_SAMPLE changed nodes: its size (the worker's memory, the job page) must not grow with the
+# fleet. Each node's own detail is in its AuditEvent ("job.node-reregistered"), written with its catalog.
+BULK_SAMPLE = 100
+BULK_FAILURES_KEPT = 1000
+
+
+def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> dict:
+    """Re-register every stale node (or one farm's), a batch of nodes per short transaction.
+
+    Each batch (up to BULK_CHUNK nodes) is read from the grid and planned outside any
+    transaction, then applied in ONE transaction: the batch's nodes and slices locked, each
+    node checked against what its plan read, the slice changes, the node rows, the nodes'
+    figures, their audit events and the job's progress written together. A node that moved
+    meanwhile is left out of its batch and re-planned on its own afterwards; a batch that fails
+    in the database is applied again one node at a time. A worker killed mid-batch leaves each
+    of its nodes entirely old (the whole batch rolls back); the run that takes the job over
+    finds them still stale.
+
+    A node that fails is recorded in result["failures"] and the rest go on. Stops early (job
+    failed, partial result kept) when the grid is unreachable for several nodes in a row.
+    `stop_on` exceptions end the run instead of failing one node (the task's soft time limit).
+
+    The result is bounded whatever the fleet: counts, slice and fleet totals, the failures (up to
+    BULK_FAILURES_KEPT, then only counted) and the first BULK_SAMPLE changed nodes ("nodes", with
+    "nodes_total" and "nodes_truncated"). Each node's own summary is in its audit trail.
+    """
+    grid = get_grid()
+    job_progress(job=job, step="finding stale catalogs", done=0, total=0)
+    stale = stale_node_pks(farm_id=job.farm_id)
+    total = len(stale)
+    job_progress(job=job, step=f"{total} stale catalog(s) to re-register", done=0, total=total)
+
+    run = _BulkRun(job=job, grid=grid, total=total, stop_on=stop_on)
+    size = _bulk_batch_size(total)
+    for start in range(0, total, size):
+        run.batch(stale[start : start + size])
+    result = run.result
+    if total == 0:
+        result.notes.append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
+    _bulk_words(result, job=job, total=total)
+    with transaction.atomic():
+        job_succeed(job=job, result=result)
+    return result
+
+
+def _bulk_batch_size(total: int) -> int:
+    """BULK_CHUNK nodes a batch, fewer in a small run so that its progress still moves in steps."""
+    return max(1, min(BULK_CHUNK, -(-total // BULK_PROGRESS_STEPS)))
+
+
+class _BulkRun:
+    """One bulk run between its batches: the result so far, nodes settled, and how the grid answers."""
+
+    def __init__(self, *, job: Job, grid: Grid, total: int, stop_on: tuple[type[BaseException], ...]):
+        self.job, self.grid, self.total, self.stop_on = job, grid, total, stop_on
+        self.result = _bulk_result_new(job=job, total=total)
+        self.done = 0
+        self.unreachable_in_a_row = 0
+        self.beat_at = time.monotonic()
+
+    def batch(self, pks: list[int]) -> None:
+        """Read, plan and apply these nodes; count each in node order, failed or not."""
+        nodes = list(Node.objects.filter(pk__in=pks).order_by("node_id"))
+        policies = policies_for_nodes(nodes)
+        slices = slices_by_node(pks)
+        deploying = deploying_slices(pks)
+        outcomes: dict[int, BulkNode | str] = {}  # node pk -> its summary, or why it failed
+        plans, stop = [], None
+        # One beat for the batch's reads (a thread per node read would cost more than the read).
+        with job_beating(job=self.job):
+            for node in nodes:
+                self._beat_while_reading(node)
+                try:
+                    seen = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
+                    plan = reregister_plan(
+                        node=node, slices=slices.get(node.pk, []), policy=policies[node.pk], seen=seen,
+                        deploying=deploying.get(node.pk, set()),
+                    )
+                except self.stop_on:
+                    raise
+                except JobLost:
+                    raise
+                except Exception as exc:
+                    outcomes[node.pk] = self._failure_words(node, exc)
+                    self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
+                    if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
+                        stop = (self.done + len(outcomes) + len(plans), outcomes[node.pk], exc)
+                        break
+                else:
+                    self.unreachable_in_a_row = 0
+                    plans.append(plan)
+        outcomes.update(self._apply(plans, failed=len(outcomes)))
+        for node in nodes:
+            outcome = outcomes.get(node.pk)
+            if isinstance(outcome, BulkNode):
+                _bulk_count_node(self.result, outcome)
+            elif outcome is not None:
+                _bulk_count_failure(self.result, node_id=node.node_id, error=outcome)
+        self.done += len(outcomes)
+        if stop is not None:
+            handled, error, exc = stop
+            self.result.notes.append(f"stopped after {handled} of {self.total} nodes")
+            _bulk_words(self.result, job=self.job, total=self.total)
+            raise JobError(
+                f"the grid is unreachable: {self.unreachable_in_a_row} nodes in a row could not be read "
+                f"(last: {error}); stopped after {handled} of {self.total} nodes, "
+                f"{self.result.reregistered} re-registered",
+                result=self.result,
+            ) from exc
+
+    def _apply(self, plans: list[ReregisterPlan], *, failed: int) -> dict[int, BulkNode | str]:
+        """The batch in one transaction, then the nodes it left out one at a time; node pk -> outcome."""
+        done = self.done + failed
+        try:
+            summaries, left_out = _bulk_apply(
+                job=self.job, plans=plans, progress=lambda applied: self._progress(done + applied, failed=failed)
+            )
+        except self.stop_on:
+            raise
+        except JobLost:
+            raise
+        except Exception:
+            # Nothing of the batch was written: each node on its own then fails alone, if at all.
+            log.exception("bulk job %s: a batch of %d nodes failed; applying them one at a time", self.job.pk, len(plans))
+            summaries, left_out = {}, plans
+        self.beat_at = time.monotonic()
+        outcomes: dict[int, BulkNode | str] = dict(summaries)
+        done += len(summaries)
+        for plan in left_out:
+            done += 1
+            progress = {"step": f"node {plan.node.node_id} done ({done} of {self.total})", "done": done}
+            try:
+                outcomes[plan.node.pk] = _bulk_one(job=self.job, plan=plan, progress=progress)
+            except self.stop_on:
+                raise
+            except JobLost:
+                raise
+            except Exception as exc:
+                outcomes[plan.node.pk] = self._failure_words(plan.node, exc)
+        return outcomes
+
+    def _progress(self, done: int, *, failed: int) -> dict:
+        failed += self.result.failed
+        return {"step": f"{done} of {self.total} nodes done" + (f"; {failed} failed" if failed else ""), "done": done}
+
+    def _beat_while_reading(self, node: Node) -> None:
+        """A heartbeat while a batch is read: a slow grid must not look like a dead worker."""
+        if time.monotonic() - self.beat_at < settings.JOB_HEARTBEAT_TIMEOUT / 4:
+            return
+        job_progress(job=self.job, step=f"reading node {node.node_id}'s live capacity ({self.done} of {self.total} done)")
+        self.beat_at = time.monotonic()
+
+    def _failure_words(self, node: Node, exc: Exception) -> str:
+        if isinstance(exc, (JobError, GridError, capacity.CapacityError)):
+            return str(exc) or type(exc).__name__
+        log.exception("bulk job %s: node %s failed unexpectedly", self.job.pk, node.node_id)
+        return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def _bulk_result_new(*, job: Job, total: int) -> BulkResult:
+    # The handled nodes' figures summed before and after start at zero (a node's may be unknown).
+    zero = Figures(slices=0, free=0, deployable=0, placeable=0, phantom=0)
+    return BulkResult(dry_run=job.dry_run, farm_id=job.farm_id, stale=total,
+                      fleet=FleetFigures(before=zero, after=zero.model_copy()))  # fmt: skip
+
+
+def _bulk_count_node(result: BulkResult, summary: BulkNode) -> None:
+    """Add one handled node to the counts; its summary is kept only while the sample has room."""
+    result.seen += 1
+    result.slices.removed += summary.removed
+    result.slices.added += summary.added
+    result.slices.kept += summary.kept
+    for total, node in ((result.fleet.before, summary.before), (result.fleet.after, summary.after)):
+        for figure in Figures.model_fields:
+            setattr(total, figure, (getattr(total, figure) or 0) + (getattr(node, figure) or 0))
+    if not summary.changed:
+        result.unchanged += 1
+        return
+    result.reregistered += 1
+    result.nodes_total += 1
+    if len(result.nodes) < BULK_SAMPLE:
+        result.nodes.append(summary)
+    else:
+        result.nodes_truncated = True
+
+
+def _bulk_count_failure(result: BulkResult, *, node_id: int, error: str) -> None:
+    result.seen += 1
+    result.failed += 1
+    if len(result.failures) < BULK_FAILURES_KEPT:
+        result.failures.append(Failure(node_id=node_id, error=error))
+    else:
+        result.failures_more += 1
+
+
+def _bulk_words(result: BulkResult, *, job: Job, total: int) -> None:
+    verb = "would re-register" if job.dry_run else "re-registered"
+    result.words = (
+        f"{verb} {result.reregistered} of {total} stale node(s); {result.unchanged} already up to date; "
+        f"{result.failed} failed"
+    )
+
+
+def _bulk_apply(
+    *, job: Job, plans: list[ReregisterPlan], progress: Callable[[int], dict]
+) -> tuple[dict[int, BulkNode], list[ReregisterPlan]]:
+    """Apply the plans in ONE transaction; (node pk -> summary of each applied, the plans left out).
+
+    A plan whose node moved since it was made is left out, its node untouched. The job's progress
+    (`progress(number applied)`, job_progress's step and done) and heartbeat are written in the
+    same transaction: a run that no longer owns the job (JobLost) writes nothing. A fixed number
+    of statements whatever the number of plans.
+    """
+    results = {plan.node.pk: plan.result(dry_run=job.dry_run) for plan in plans}
+    with transaction.atomic():
+        moved = catalogs_lock_and_check(plans) if plans and not job.dry_run else set()
+        applied = [plan for plan in plans if plan.node.pk not in moved]
+        if applied and not job.dry_run:
+            catalogs_write(applied)
+        job_progress(job=job, **progress(len(applied)))
+        AuditEvent.objects.bulk_create(
+            [node_event(job=job, plan=plan, result=results[plan.node.pk]) for plan in applied]
+        )
+        if applied and not job.dry_run:
+            job_test_pause("swapped")
+    summaries = {plan.node.pk: bulk_node_summary(results[plan.node.pk]) for plan in applied}
+    return summaries, [plan for plan in plans if plan.node.pk in moved]
+
+
+def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
+    """A node its batch left out (it moved meanwhile, or the batch failed): planned again on its own.
+
+    The same capacity read and policy, the node's rows as they are now; a node that moves again
+    before this commits fails with CATALOG_CHANGED.
+    """
+    node = plan.node
+    node.refresh_from_db()
+    fresh = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
+    plan = reregister_plan(
+        node=node, slices=fresh, policy=plan.policy, seen=plan.seen, read_at=plan.read_at,
+        deploying=deploying_slices([node.pk]).get(node.pk, set()),
+    )
+    return bulk_node_summary(reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress))

@@ -1,0 +1,232 @@
+"""The plan of a re-register: what re-carving one node on a reading would do, before anything is written.
+
+Pure apart from building unsaved Slice rows: it reads nothing and writes nothing, so one table of
+cases (tests/test_reregister_plan.py) pins what is kept, removed and added in every situation.
+The rules are in the package's docstring; the tolerance for kept slices is catalog_rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.catalog_rules import slice_is_current
+from dashboard.grid.types import NodeCapacity
+from dashboard.job_results import ReregisterResult
+from dashboard.models import Node, Slice
+from dashboard.services.jobs import JobError
+from dashboard.services.registration import catalog_slices
+
+SLICE_KEY = ("index", "cru", "mru", "sru", "state")
+
+
+@dataclass
+class ReregisterPlan:
+    """What re-registering one node would do, computed outside any transaction."""
+
+    node: Node
+    generation: int
+    policy: capacity.Policy
+    seen: NodeCapacity
+    read_at: datetime  # when `seen` was read from the grid
+    carve: capacity.Carve
+    snapshot: dict[int, tuple]  # slice pk -> (index, cru, mru, sru, state) as the plan read them
+    deploying: frozenset[int]  # slice pks with a deploy in flight when the plan was made
+    occupied: list[Slice]
+    kept: list[Slice]
+    removed: list[Slice]
+    added: list[Slice]  # unsaved
+    before: dict
+    after: dict
+    phantom_after: int
+    placeable_after: int
+    phantom_reasons_after: dict
+    carved_slice_sru: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changes_slices(self) -> bool:
+        return bool(self.removed or self.added)
+
+    @property
+    def changes_metadata(self) -> bool:
+        n = self.node
+        return (n.carved_policy_name, n.carved_policy_version, n.carved_slice_sru, n.carved_deployable) != (
+            self.policy.name,
+            self.policy.version,
+            self.carved_slice_sru,
+            self.carve.slices,
+        )
+
+    def result(self, *, dry_run: bool) -> ReregisterResult:
+        up_to_date = not self.changes_slices and not self.changes_metadata
+        notes = list(self.notes)
+        if up_to_date:
+            notes.insert(0, "already up to date: the catalog is what the policy carves; nothing changed")
+        elif not self.changes_slices:
+            notes.insert(0, f"the slices were already right; recorded them as carved by policy {self.policy.name} v{self.policy.version}")
+        return ReregisterResult.model_validate({
+            "node_id": self.node.node_id,
+            "dry_run": dry_run,
+            "changed": not up_to_date,
+            "up_to_date": up_to_date,
+            "policy": {"name": self.policy.name, "version": self.policy.version},
+            "slice": {"cru": self.carve.slice.cru, "mru": self.carve.slice.mru, "sru": self.carve.slice.sru},
+            "limited_by": self.carve.limited_by,
+            "generation": {
+                "before": self.generation,
+                "after": self.generation + (1 if self.changes_slices and not dry_run else 0),
+            },
+            "capacity_seen": self.seen.as_dict(),
+            "before": self.before,
+            "after": self.after,
+            "removed": [slice_item(s) for s in self.removed],
+            "added": [slice_item(s) for s in self.added],
+            "kept": [slice_item(s) for s in self.kept],
+            "notes": notes,
+        })
+
+
+def reregister_plan(
+    *,
+    node: Node,
+    slices: list[Slice],
+    policy: capacity.Policy,
+    seen: NodeCapacity,
+    deploying: frozenset[int] | set[int] = frozenset(),
+    read_at: datetime | None = None,
+) -> ReregisterPlan:
+    """The diff that re-carving `node` on the capacity `seen` would make; pure apart from building Slice objects.
+
+    `deploying` holds the pks of free slices whose deploy is in flight (slice_deploy records the
+    attempt, then asks the grid, then marks the slice deployed): they are about to hold a VM, so
+    they are kept and counted as occupied, like rented and deployed ones.
+    """
+    if seen.total.mru <= 0 or seen.total.sru <= 0:
+        raise JobError(
+            f"the grid reports no {'memory' if seen.total.mru <= 0 else 'SSD disk'} for node {node.node_id}; "
+            "refusing to re-carve its catalog on that reading"
+        )
+    slices = sorted(slices, key=lambda s: s.index)
+    in_flight = [s for s in slices if not s.is_occupied and s.pk in deploying]
+    occupied = sorted([s for s in slices if s.is_occupied] + in_flight, key=lambda s: s.index)
+    replaceable = [s for s in slices if not s.is_occupied and s.pk not in deploying]
+    free = [s for s in slices if s.state == Slice.State.FREE]
+    pools = list(seen.pools_sru) if seen.pools_sru else node.pools_sru
+    observed = capacity.observed_now(
+        hidden_mru_per_vm=node.hidden_mru_per_vm,
+        pool_room_below=node.pool_room_below,
+        bound_used_sru=node.pool_room_below_used_sru,
+        used_sru=seen.used.sru,
+    )
+    occupied_sizes = [s.size.resources for s in occupied]
+    # Memoised: a fleet's nodes share a few shapes, and a carve with pools tries every device order.
+    carve = capacity.carve_memoised(seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed)
+    facts = capacity.live_node(policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed)
+
+    same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
+    kept_free = [
+        s for s in replaceable
+        if s.state == Slice.State.FREE and slice_is_current((s.cru, s.mru, s.sru), target=carve.slice, same_policy=same_policy, carved_slice_sru=node.carved_slice_sru)
+    ][: carve.new_slices]
+    kept_ids = {s.pk for s in kept_free}
+    removed = [s for s in replaceable if s.pk not in kept_ids]
+    kept = sorted(occupied + kept_free, key=lambda s: s.index)
+    to_add = carve.new_slices - len(kept_free)
+    added: list[Slice] = []
+    if to_add > 0:
+        start = max((s.index for s in kept), default=-1) + 1
+        added = list(
+            catalog_slices(
+                node=node, carve=replace(carve, new_slices=to_add), start_index=start, generation=node.catalog_generation + 1
+            )
+        )
+
+    # On a node that is away (down, standby) the precheck says every slice is phantom, for that reason.
+    before_check = capacity.precheck(
+        [(s.index, s.size) for s in free], seen.total, seen.used, policy, live=facts, status=seen.status
+    )
+    after_free = sorted(kept_free + added, key=lambda s: s.index)
+    after_check = capacity.precheck(
+        [(s.index, s.size) for s in after_free], seen.total, seen.used, policy, live=facts, status=seen.status
+    )
+    before = {
+        "slices": len(slices),
+        "free": len(free),
+        # One meaning everywhere: what the node can host at once (the carve), not nominal - phantom.
+        "deployable": carve.slices,
+        "placeable": before_check.placeable_now,
+        "phantom": len(before_check.phantom_slices),
+    }
+    phantom_after = len(after_check.phantom_slices)
+    placeable_after = after_check.placeable_now
+    after = {
+        "slices": len(kept) + len(added),
+        "free": len(after_free) + len(in_flight),
+        "deployable": carve.slices,
+        "placeable": placeable_after,
+        "phantom": phantom_after,
+    }
+
+    notes = list(carve.notes)
+    if in_flight:
+        notes.append(
+            f"slice(s) {', '.join(str(s.index) for s in in_flight)} are being deployed right now; "
+            "kept as they are and counted as occupied"
+        )
+    failed = [s for s in replaceable if s.state == Slice.State.FAILED]
+    if failed:
+        notes.append(f"{len(failed)} slice(s) marked failed hold no VM; they were treated like free slices")
+    if carve.overcommitted:
+        notes.append(
+            f"the {len(occupied)} rented/deployed slice(s) alone exceed what node {node.node_id} can host "
+            f"under policy {policy.name}; they are kept and no free slice is offered"
+        )
+    if capacity.node_is_away(seen.status):
+        notes.append(f"node {node.node_id} is {seen.status} on the grid: nothing can be placed on it until it is up")
+    elif phantom_after:
+        notes.append(
+            f"{phantom_after} of the new free slices cannot be placed now: the node's live usage is higher "
+            "than its catalog accounts for (VMs outside the catalog, or host memory in use)"
+        )
+    if (seen.total.mru, seen.total.sru) != (node.total_mru, node.total_sru):
+        notes.append(
+            f"the grid now reports {capacity.format_size(seen.total.mru)} memory and "
+            f"{capacity.format_size(seen.total.sru)} SSD (stored: {capacity.format_size(node.total_mru)} and "
+            f"{capacity.format_size(node.total_sru)}); carved on what the grid reports"
+        )
+    return ReregisterPlan(
+        node=node,
+        generation=node.catalog_generation,
+        policy=policy,
+        seen=seen,
+        read_at=read_at or timezone.now(),
+        carve=carve,
+        snapshot={s.pk: slice_key(s) for s in slices},
+        deploying=frozenset(deploying),
+        occupied=occupied,
+        kept=kept,
+        removed=removed,
+        added=added,
+        before=before,
+        after=after,
+        phantom_after=phantom_after,
+        phantom_reasons_after=after_check.phantom_by_reason,
+        placeable_after=placeable_after,
+        # Kept slices of the size the node was carved with keep that size on record (catalog_rules).
+        carved_slice_sru=(
+            node.carved_slice_sru if any(s.sru != carve.slice.sru for s in kept_free) else carve.slice.sru
+        ),
+        notes=notes,
+    )
+
+
+def slice_key(s: Slice) -> tuple:
+    return (s.index, s.cru, s.mru, s.sru, s.state)
+
+
+def slice_item(s: Slice) -> dict:
+    return {"index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru, "state": s.state}

@@ -1,0 +1,109 @@
+"""The layers, read from the source: who may import whom, no import cycle, small service modules.
+
+Imports inside functions count too: they are how a cycle hides. See README "Where things are".
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "dashboard"
+SERVICE_MODULE_MAX_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {
+    _module_name(path): path
+    for path in PACKAGE.rglob("*.py")
+    if "migrations" not in path.parts and "management" not in path.parts
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """The dashboard modules this file imports, anywhere in it (`from x import y` counts y if it is a module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("dashboard"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dashboard") and node.level == 0:
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if child in MODULES else node.module)
+    return found
+
+
+GRAPH = {name: _imports(path) & MODULES.keys() for name, path in MODULES.items()}
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_of_ours_imports_itself_back_in_a_cycle():
+    assert _cycles() == []
+
+
+def test_the_capacity_rules_import_nothing_of_ours():
+    assert GRAPH["dashboard.capacity"] == set()
+    assert GRAPH["dashboard.catalog_rules"] == {"dashboard.capacity"}
+
+
+def test_the_grid_knows_only_the_capacity_types():
+    for name, edges in GRAPH.items():
+        if name.startswith("dashboard.grid"):
+            outside = {e for e in edges if not e.startswith("dashboard.grid") and e != "dashboard.capacity"}
+            assert not outside, f"{name} imports {sorted(outside)}"
+
+
+@pytest.mark.parametrize("layer", ["dashboard.selectors", "dashboard.models", "dashboard.grid", "dashboard.capacity"])
+def test_reads_and_lower_layers_never_import_the_services(layer):
+    for name, edges in GRAPH.items():
+        if name == layer or name.startswith(layer + "."):
+            services = {e for e in edges if e.startswith("dashboard.services")}
+            assert not services, f"{name} imports {sorted(services)}"
+
+
+def test_the_job_life_cycle_knows_no_job_kind():
+    assert not {e for e in GRAPH["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
+        "dashboard.services.grid_requests"
+    }
+
+
+def test_service_modules_stay_small():
+    for name, path in MODULES.items():
+        if name.startswith("dashboard.services"):
+            lines = len(path.read_text().splitlines())
+            assert lines <= SERVICE_MODULE_MAX_LINES, f"{name} has {lines} lines"
