@@ -4,7 +4,7 @@ from django.urls import path
 
 from dashboard.api.main import api
 from dashboard.auth import LoginForm
-from dashboard.views import alerts, api_tokens, deployments, fleet, jobs, metrics, node, policy
+from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, jobs, metrics, node, policy
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
@@ -33,6 +33,7 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
+    path("favicon.ico", favicon.favicon, name="favicon"),
 ]
 
 handler403 = "dashboard.views.errors.permission_denied"
