@@ -39,8 +39,8 @@ CSV_COLUMNS = (
 
 class FleetFilterForm(forms.Form):
     q = forms.CharField(
-        required=False, max_length=12, label="Node id",
-        widget=forms.TextInput(attrs={"type": "search", "placeholder": "e.g. 1774", "inputmode": "numeric"}),
+        required=False, max_length=128, label="Search",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "node, farm id or name"}),
     )  # fmt: skip
     farm = forms.IntegerField(required=False, min_value=0, label="Farm id")
     status = forms.ChoiceField(required=False, choices=[("", "Any"), *Node.Status.choices])
@@ -49,10 +49,7 @@ class FleetFilterForm(forms.Form):
     sort = forms.ChoiceField(required=False, choices=SORTS)
 
     def clean_q(self) -> str:
-        q = self.cleaned_data["q"].strip()
-        if q and not q.isdigit():
-            raise forms.ValidationError(f"Search by node id: {q!r} is not a number.")
-        return q
+        return self.cleaned_data["q"].strip()
 
     def overview_filters(self) -> dict:
         data = self.cleaned_data
