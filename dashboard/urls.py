@@ -4,7 +4,7 @@ from django.urls import path
 
 from dashboard.api.main import api
 from dashboard.auth import LoginForm
-from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, jobs, metrics, node, policy
+from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, jobs, metrics, node, placement, policy
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
@@ -17,6 +17,7 @@ urlpatterns = [
     path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
     path("nodes/<int:node_id>/observations/clear/", node.observations_clear_view, name="node-observations-clear"),
     path("deployments/failed/", deployments.failed, name="deployments-failed"),
+    path("placement/", placement.placement, name="placement"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/progress/", jobs.job_progress, name="job-progress"),

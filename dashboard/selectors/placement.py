@@ -97,6 +97,15 @@ class Placement:
     def blocked_total(self) -> int:
         return sum(self.blocked.values())
 
+    @property
+    def blocked_rows(self) -> tuple[tuple[str, str, int], ...]:
+        """(key, words, nodes) for each block, in BLOCKS' order."""
+        return tuple((key, BLOCKS[key], count) for key, count in self.blocked.items())
+
+    @property
+    def reading_max_age_delta(self) -> timedelta:
+        return timedelta(seconds=self.reading_max_age)
+
 
 def placement_for(*, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: datetime | None = None) -> Placement:
     """How many registered nodes could host a VM of this size now, what blocks the others, and
