@@ -9,6 +9,7 @@ from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, job
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
     path("export.csv", fleet.export_csv, name="fleet-export"),
+    path("map/", fleet.map_view, name="fleet-map"),
     path("fleet/reregister-stale/", fleet.reregister_stale, name="fleet-reregister-stale"),
     path("nodes/<int:node_id>/", node.detail, name="node"),
     path("nodes/<int:node_id>/catalog/", node.catalog, name="node-catalog"),

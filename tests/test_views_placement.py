@@ -108,3 +108,10 @@ def test_each_failed_deployment_links_to_where_it_can_go_instead(support_client,
 @pytest.mark.django_db
 def test_the_fleet_page_links_to_it(support_client):
     assert URL.encode() in support_client.get(reverse("fleet")).content
+
+
+@pytest.mark.django_db
+def test_it_shows_a_size_given_in_bytes_as_people_write_it(support_client, three_nodes):
+    response = support_client.get(URL, {"cru": 1, "mru": 4 * GiB, "sru": 151 * GiB + 1})
+    assert b'value="4GiB"' in response.content
+    assert f'value="{151 * GiB + 1}"'.encode() in response.content

@@ -168,6 +168,18 @@ def fleet_rows(*, node_pks) -> dict[int, NodeRow]:
     return {row.pk: row for row in rows}
 
 
+def fleet_nodes(
+    *,
+    farm_id: int | None = None,
+    status: str | None = None,
+    stale: bool | None = None,
+    has_phantoms: bool | None = None,
+    search: str | None = None,
+) -> QuerySet[Node]:
+    """The nodes the overview's filters keep, unordered, for other views of the same set (the map)."""
+    return _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search)
+
+
 def _filtered(
     *,
     farm_id: int | None,

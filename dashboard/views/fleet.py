@@ -14,6 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard.models import Job, Node
 from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
+from dashboard.selectors.fleet_map import fleet_map
 from dashboard.selectors.jobs import bulk_active_job
 from dashboard.services.jobs import job_request
 
@@ -80,6 +81,21 @@ def overview(request):
     # Only the page's nodes become rows; the totals still cover every matching node.
     fleet = fleet_page(page=request.GET.get("page"), per_page=NODES_PER_PAGE, **form.overview_filters())
     return _render_overview(request, form, fleet=fleet)
+
+
+@login_required
+@require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
+def map_view(request):
+    """Every node the table's filters keep as one cell, by farm; the same query string as the table."""
+    form = FleetFilterForm(request.GET)
+    nodes = None
+    if form.is_valid():
+        filters = form.overview_filters()
+        filters.pop("sort")  # a map has its own order: farm, then node id
+        nodes = fleet_map(**filters)
+    context = {"section": "fleet", "form": form, "map": nodes, "filtered": form.is_valid() and form.is_filtered}
+    return render(request, "dashboard/fleet_map.html", context, status=200 if nodes is not None else 400)
 
 
 @login_required

@@ -49,6 +49,9 @@ def placement(request):
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
         answer = placement_for(cru=data["cru"], mru=data["mru"], sru=data["sru"])
+        # Shown again as people write sizes, when that is exact (a failed deployment's link gives bytes).
+        form = SliceSizeForm({**form.data.dict(), "mru": _written(data["mru"]), "sru": _written(data["sru"])})
+        form.is_valid()
     context = {
         "section": "fleet",
         "form": form,
@@ -56,3 +59,11 @@ def placement(request):
         "failed_on": form.cleaned_data.get("failed_on") if answer else None,
     }
     return render(request, "dashboard/placement.html", context, status=400 if form.is_bound and form.errors else 200)
+
+
+def _written(size: int) -> str:
+    """"4GiB", "500MiB", or the bytes when no unit divides the size exactly."""
+    for unit, name in ((capacity.TiB, "TiB"), (capacity.GiB, "GiB"), (capacity.MiB, "MiB")):
+        if size and size % unit == 0:
+            return f"{size // unit}{name}"
+    return str(size)

@@ -13,7 +13,9 @@ from tests.browser.conftest import log_in, screenshot
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PHONE = {"width": 390, "height": 844}
-PAGES = ("/", "/nodes/1774/", "/jobs/", "/deployments/failed/", "/policy/")
+PAGES = (
+    "/", "/nodes/1774/", "/jobs/", "/deployments/failed/", "/policy/", "/map/", "/placement/?cru=1&mru=4GiB&sru=151GiB",
+)  # fmt: skip
 NAV_LINKS = ("Fleet", "Failed deployments", "Jobs", "Policy", "Admin")
 
 # The elements that stick out past the viewport, to say which one made the page too wide.
