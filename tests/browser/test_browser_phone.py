@@ -75,3 +75,13 @@ def test_the_fleet_table_scrolls_in_its_own_box_at_phone_width(phone, demo_fleet
     sizes = wrap.evaluate("el => [el.scrollWidth, el.clientWidth]")
     assert sizes[0] > sizes[1]  # the table is wider than its box ...
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # ... and the page is not
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_map_cells_figures_stay_on_a_phones_screen(phone, demo_fleet):
+    log_in(phone, "support", demo_fleet["support"], then="/map/")
+    cells = phone.locator("#fleet-map a.cell")
+    rightmost = max(range(cells.count()), key=lambda i: cells.nth(i).bounding_box()["x"])
+    cells.nth(rightmost).focus()
+    assert "Node " in cells.nth(rightmost).evaluate("el => getComputedStyle(el, '::after').content")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
