@@ -1,4 +1,5 @@
-"""What every answer to a signed-in person gets: no caching, and a session that ends.
+"""What every answer gets: no caching and a session that ends for a signed-in person, and the
+product's own error pages in the embedded demo.
 
 - Cache-Control: no-store on every page, fragment and export for a signed-in user: fleet
   figures and raw ZOS errors must not stay in a shared cache or a browser's disk cache.
@@ -14,7 +15,9 @@ from django.conf import settings
 from django.contrib.auth import logout
 from django.contrib.auth.signals import user_logged_in
 from django.dispatch import receiver
+from django.http import Http404
 from django.utils.cache import add_never_cache_headers
+from django.views.defaults import page_not_found, server_error
 
 SIGNED_IN_AT = "dashboard.signed_in_at"
 LAST_SEEN_AT = "dashboard.last_seen_at"
@@ -83,3 +86,36 @@ def session_started(sender, request, user, **kwargs) -> None:
         now = int(time.time())
         request.session[SIGNED_IN_AT] = now
         request.session[LAST_SEEN_AT] = now
+
+
+# Django's technical 404 and 500 pages carry this tag; the product's own pages do not.
+_TECHNICAL_PAGE_MARK = b'<meta name="robots" content="NONE,NOARCHIVE">'
+
+
+class ProductErrorPages:
+    """With DEBUG on (the embedded demo), answer "not found" and "server error" with the product's
+    own pages instead of Django's technical ones.
+
+    The demo runs with DEBUG on, and a newcomer clicking a stale link would otherwise get a yellow
+    page of URL patterns (with inline styles the CSP refuses). The traceback of a 500 is still
+    logged by Django, so a developer loses nothing; DEBUG_ERROR_PAGES=true brings the technical
+    pages back. With DEBUG off Django already uses templates/404.html and 500.html.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if not settings.DEBUG or settings.DEBUG_ERROR_PAGES or response.status_code not in (404, 500):
+            return response
+        if response.streaming or _TECHNICAL_PAGE_MARK not in response.content:
+            return response
+        if response.status_code == 404:
+            return page_not_found(request, getattr(request, "_not_found", None) or Http404())
+        return server_error(request)
+
+    def process_exception(self, request, exception):
+        # Kept so the page can still say what was not found ("node 99 is not registered").
+        if isinstance(exception, Http404):
+            request._not_found = exception

@@ -18,6 +18,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
 
 DEBUG = env_bool("DEBUG", True)
+# With DEBUG on, show Django's technical 404/500 pages instead of the product's (dashboard.middleware).
+DEBUG_ERROR_PAGES = env_bool("DEBUG_ERROR_PAGES", False)
 # The embedded default needs a key to start; it is only ever used with DEBUG on.
 _DEV_SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
 SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET_KEY if DEBUG else "")
@@ -61,6 +63,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Inside CommonMiddleware (its slash redirect still wins) and CSP (its header still goes out).
+    "dashboard.middleware.ProductErrorPages",
     # Last, as django-axes asks: it turns a lockout into its response.
     "axes.middleware.AxesMiddleware",
 ]

@@ -4,11 +4,12 @@ from django.urls import path
 
 from dashboard.api.main import api
 from dashboard.auth import LoginForm
-from dashboard.views import alerts, api_tokens, deployments, fleet, jobs, metrics, node, policy
+from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, jobs, metrics, node, placement, policy
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
     path("export.csv", fleet.export_csv, name="fleet-export"),
+    path("map/", fleet.map_view, name="fleet-map"),
     path("fleet/reregister-stale/", fleet.reregister_stale, name="fleet-reregister-stale"),
     path("nodes/<int:node_id>/", node.detail, name="node"),
     path("nodes/<int:node_id>/catalog/", node.catalog, name="node-catalog"),
@@ -17,6 +18,7 @@ urlpatterns = [
     path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
     path("nodes/<int:node_id>/observations/clear/", node.observations_clear_view, name="node-observations-clear"),
     path("deployments/failed/", deployments.failed, name="deployments-failed"),
+    path("placement/", placement.placement, name="placement"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/progress/", jobs.job_progress, name="job-progress"),
@@ -34,6 +36,7 @@ urlpatterns = [
     path("metrics", metrics.metrics, name="metrics"),
     path("metrics/farms", metrics.metrics_farms, name="metrics-farms"),
     path("admin/", admin.site.urls),
+    path("favicon.ico", favicon.favicon, name="favicon"),
 ]
 
 handler403 = "dashboard.views.errors.permission_denied"

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from django.test import override_settings
 
 from dashboard.capacity import GiB
+from dashboard.management.commands.demo_fleet import FLEET_SIZE
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.models import CapacitySample, Deployment, Node, Policy, Slice
 from dashboard.services.calibration import fleet_calibration
@@ -78,8 +79,18 @@ def test_it_builds_the_fleet_in_under_ten_seconds(demo):
 class TestOneDemoFleet:
     """What `make run` shows, read by many tests from one build (see demo_built_once)."""
 
-    def test_it_puts_about_fifty_nodes_on_the_simulator(self, shared_demo):
-        assert len(SimulatedGrid(shared_demo.simgrid_path).node_ids()) == 50
+    def test_it_puts_more_than_a_page_of_nodes_on_the_simulator(self, shared_demo):
+        from dashboard.views.fleet import NODES_PER_PAGE
+
+        assert len(SimulatedGrid(shared_demo.simgrid_path).node_ids()) == FLEET_SIZE
+        assert Node.objects.count() > NODES_PER_PAGE  # a newcomer sees the table's paging
+
+    def test_it_says_which_nodes_it_leaves_unregistered_and_why(self, shared_demo):
+        left = sorted(set(SimulatedGrid(shared_demo.simgrid_path).node_ids()) - set(Node.objects.values_list("node_id", flat=True)))
+        out = _demo()
+        assert left and f"{FLEET_SIZE - len(left)} registered" in out
+        assert ", ".join(str(i) for i in left) in out
+        assert f"manage.py node_register {left[0]}" in out
 
     def test_it_registers_1774_with_its_legacy_catalog_and_one_vm(self, shared_demo):
         node = Node.objects.get(node_id=1774)
@@ -103,7 +114,7 @@ class TestOneDemoFleet:
 
     def test_it_has_stale_legacy_nodes_and_current_ones(self, shared_demo):
         legacy = Node.objects.filter(carved_policy_name="legacy").count()
-        assert 3 <= legacy <= 10 and Node.objects.exclude(carved_policy_name="legacy").count() > 30
+        assert 3 <= legacy <= FLEET_SIZE // 5 and Node.objects.exclude(carved_policy_name="legacy").count() > 30
 
     def test_it_creates_the_fleet_default_policy(self, shared_demo):
         policy = Policy.objects.get(name="fleet-default")
@@ -117,7 +128,7 @@ class TestOneDemoFleet:
         assert any(p and len(p) == 2 for p in Node.objects.values_list("pools_sru", flat=True))
 
     def test_it_rents_a_few_slices(self, shared_demo):
-        assert 2 <= Slice.objects.filter(state="rented").count() <= 20
+        assert 2 <= Slice.objects.filter(state="rented").count() <= FLEET_SIZE // 2
 
     def test_it_prechecks_every_registered_node(self, shared_demo):
         assert not Node.objects.filter(prechecked_at__isnull=True).exists()

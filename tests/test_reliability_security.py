@@ -22,8 +22,9 @@ from dashboard.models import Alert, ApiToken, Job, Policy
 pytestmark = pytest.mark.slow
 
 GiB = capacity.GiB
-# Pages anyone may see: the login form, and logout (a POST that only ends a session).
-PUBLIC = {"login", "logout"}
+# Pages anyone may see: the login form, logout (a POST that only ends a session), and /favicon.ico
+# (a redirect to a static file, which the login page needs as much as any other).
+PUBLIC = {"login", "logout", "favicon"}
 # Doors for programs, which know no session: the JSON API (its root here; every operation is tried
 # in tests/test_api_auth.py) and /metrics. They never redirect to the login page: they answer 401
 # without their bearer token, 404 where nothing is (the API's root; /metrics without METRICS_TOKEN),

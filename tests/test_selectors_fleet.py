@@ -135,9 +135,14 @@ def test_it_treats_a_legacy_node_on_a_small_node_as_stale(mixed_fleet):
         ("1774", [1774]),
         ("17", [1774]),
         ("  3000 ", [3000]),
-        ("2", [2000]),
+        ("20", [2000]),
+        ("2", [2000, 3000, 4000]),  # node 2000, and farm 2
+        ("1", [1774, 2000]),  # farm 1 (node 1774 by its digits too)
         ("9", []),
         ("17740", []),
+        ("mitana", [1774, 2000]),
+        ("MiTa", [1774, 2000]),
+        ("tf-", [3000]),
         ("abc", []),
         ("17a", []),
         ("-1", []),
@@ -145,12 +150,17 @@ def test_it_treats_a_legacy_node_on_a_small_node_as_stale(mixed_fleet):
         ("", [1774, 2000, 3000, 4000]),
     ],
 )
-def test_it_searches_by_node_id_or_its_leading_digits(mixed_fleet, search, node_ids):
+def test_it_searches_by_node_id_farm_id_or_farm_name(mixed_fleet, search, node_ids):
     assert [r.node_id for r in fleet_overview(search=search).rows] == node_ids
 
 
-def test_it_gives_empty_totals_for_a_search_that_is_not_a_node_id(mixed_fleet):
+def test_it_gives_empty_totals_for_a_search_that_matches_nothing(mixed_fleet):
     assert fleet_overview(search="node 1774").totals.nodes == 0
+
+
+def test_it_treats_a_search_as_text_not_as_a_pattern(mixed_fleet):
+    assert fleet_overview(search="%").totals.nodes == 0
+    assert fleet_overview(search="m_tana").totals.nodes == 0
 
 
 @pytest.mark.parametrize(
@@ -255,6 +265,11 @@ class TestAFleetOfAnySize:
         with django_assert_num_queries(2):
             overview = fleet_overview(farm_id=3, search="1", stale=True)
         assert all(r.farm_id == 3 and r.stale for r in overview.rows)
+
+    def test_it_searches_ids_and_farm_names_in_two_queries(self, count, django_assert_num_queries):
+        with django_assert_num_queries(2):
+            page = fleet_page(page=1, per_page=5, search="1")  # every node id here starts with 1
+        assert page.count == count
 
     def test_it_reads_a_page_in_two_queries_whatever_the_fleet_size(self, count, django_assert_num_queries):
         with django_assert_num_queries(2):

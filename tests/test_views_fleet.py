@@ -78,10 +78,20 @@ def test_it_searches_by_node_id(support_client, small_fleet):
 
 
 @pytest.mark.django_db
-def test_it_answers_a_search_that_is_not_a_node_id_with_one_clear_error(support_client, small_fleet):
+def test_it_searches_by_farm_name(support_client, small_fleet):
+    assert node_ids(support_client.get(reverse("fleet"), {"q": "freefarm"})) == [20, 21]
+
+
+@pytest.mark.django_db
+def test_it_searches_by_farm_id(support_client, small_fleet):
+    assert node_ids(support_client.get(reverse("fleet"), {"q": "4242"})) == [1774]
+
+
+@pytest.mark.django_db
+def test_it_answers_a_search_that_matches_nothing_with_an_empty_table(support_client, small_fleet):
     response = support_client.get(reverse("fleet"), {"q": "drop table"})
-    assert response.status_code == 400
-    assert b"is not a number" in response.content
+    assert response.status_code == 200
+    assert b"No node matches these filters." in response.content
 
 
 @pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, Throttled, ValidationError
 
-from dashboard.api import deployments, explain, jobs, nodes, policies
+from dashboard.api import deployments, explain, jobs, nodes, placement, policies
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.services.jobs import JobError
@@ -29,7 +29,7 @@ api = NinjaAPI(
     throttle=[TokenRateThrottle()],
 )
 
-for module in (nodes, jobs, deployments, policies, explain):
+for module in (nodes, placement, jobs, deployments, policies, explain):
     api.add_router("/", module.router)
 
 

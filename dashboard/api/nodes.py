@@ -36,7 +36,9 @@ class NodesFilter(Schema):
     status: Node.Status | None = None
     stale: bool | None = None
     has_phantoms: bool | None = None
-    search: str | None = Field(None, max_length=12, description="node id, or its leading digits")
+    search: str | None = Field(
+        None, max_length=128, description="a farm name (contains, any case); digits also match a node id by its leading digits, or a farm id"
+    )
     sort: str = Field("node_id", description=f"one of {', '.join(SORT_KEYS)}; prefix - for descending")
     page: int = Field(1, ge=1)
     per_page: int = Field(50, ge=1, le=500)

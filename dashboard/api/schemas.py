@@ -280,3 +280,36 @@ class DiagnosisOut(Schema):
     usable_bytes: int | None
     workload: str | None
     deployment_id: int | None
+
+
+class PlacementIn(Schema):
+    cru: int = Field(ge=1, le=4096, description="cores")
+    mru: int = Field(ge=250 * 1024**2, le=1024**5, description="memory, bytes (ZOS refuses less than 250 MiB)")
+    sru: int = Field(ge=0, le=1024**5, description="data disk, bytes (the root filesystem comes on top)")
+    best: int = Field(10, ge=0, le=100, description="how many of the best nodes to list")
+
+
+class PlacementNodeOut(Schema):
+    node_id: int
+    farm_id: int
+    farm_name: str
+    status: str
+    seen_at: datetime | None = Field(description="when the reading it was judged on was taken")
+    fits: bool
+    blocked_by: str = Field(description='"" when it fits, else one of the keys of "blocked"')
+    room_mru: int = Field(description="memory left after the slice, bytes")
+    room_sru: int = Field(description="SSD left after the slice (node total; a pool may hold less), bytes")
+    could_take: int | None = Field(description="slices of this size it could take one after another (up to 100)")
+    words: str = Field(description="the precheck's verdict on the node's last reading, in words")
+
+
+class PlacementOut(Schema):
+    size: dict[str, int] = Field(description="cru, mru, sru as asked")
+    nodes: int = Field(description="registered nodes judged")
+    can_host: int = Field(description="nodes whose last reading places it now; with the blocked counts it adds up to nodes")
+    blocked: dict[str, int] = Field(
+        description="nodes that cannot host it, by the first block that holds: down, standby, unread (never read), "
+        "old (reading older than reading_max_age_seconds), memory, disk (total), pool (no pool holds it)"
+    )
+    reading_max_age_seconds: int
+    best: list[PlacementNodeOut] = Field(description="most memory left after it first, then most disk, then the freshest reading")

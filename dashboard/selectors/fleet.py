@@ -20,6 +20,9 @@ from dashboard.models import Node
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
 SORT_KEYS = ("node_id", "farm", "status", "gap", "phantom", "free", "seen_at", "seen", "deployable", "nominal")
 
+# The largest farm id the column holds (a PositiveIntegerField is a 32-bit integer in PostgreSQL).
+FARM_ID_MAX = 2**31 - 1
+
 # Slices in the stored catalog.
 NOMINAL = F("slices_free") + F("slices_rented") + F("slices_deployed") + F("slices_failed")
 
@@ -124,8 +127,8 @@ def fleet_overview(
 ) -> FleetOverview:
     """Every registered node (or those matching the filters) with its figures, and their totals.
 
-    `search` matches node ids exactly or by leading digits; text that is not digits matches
-    nothing. `has_phantoms=False` keeps nodes with no known phantom (none, or not prechecked).
+    `search` matches a farm name (contains, any case), and when it is digits a node id by its
+    leading digits or a farm id exactly. `has_phantoms=False` keeps nodes with no known phantom (none, or not prechecked).
     Totals are over the rows returned. ValueError for an unknown sort key or status.
     """
     nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search)
@@ -165,6 +168,18 @@ def fleet_rows(*, node_pks) -> dict[int, NodeRow]:
     return {row.pk: row for row in rows}
 
 
+def fleet_nodes(
+    *,
+    farm_id: int | None = None,
+    status: str | None = None,
+    stale: bool | None = None,
+    has_phantoms: bool | None = None,
+    search: str | None = None,
+) -> QuerySet[Node]:
+    """The nodes the overview's filters keep, unordered, for other views of the same set (the map)."""
+    return _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search)
+
+
 def _filtered(
     *,
     farm_id: int | None,
@@ -177,10 +192,7 @@ def _filtered(
         raise ValueError(f"status must be one of {', '.join(Node.Status.values)}, not {status!r}")
     nodes = Node.objects.all()
     if search is not None and search.strip():
-        digits = search.strip()
-        if not digits.isdigit():
-            return Node.objects.none()
-        nodes = nodes.annotate(node_id_text=Cast("node_id", CharField())).filter(node_id_text__startswith=digits)
+        nodes = _searched(nodes, search.strip())
     if farm_id is not None:
         nodes = nodes.filter(farm_id=farm_id)
     if status is not None:
@@ -192,6 +204,18 @@ def _filtered(
     elif has_phantoms is False:
         nodes = nodes.filter(Q(phantom_slices=0) | Q(phantom_slices__isnull=True))
     return nodes
+
+
+def _searched(nodes: QuerySet[Node], text: str) -> QuerySet[Node]:
+    """Nodes whose farm name contains the text (any case); digits also match a node id by its
+    leading digits and a farm id exactly. People type what they read on the page: "1774", "42", "mitana"."""
+    matches = Q(farm_name__icontains=text)
+    if text.isdigit():
+        nodes = nodes.annotate(node_id_text=Cast("node_id", CharField()))
+        matches |= Q(node_id_text__startswith=text)
+        if int(text) <= FARM_ID_MAX:  # beyond the column's range PostgreSQL would refuse the comparison
+            matches |= Q(farm_id=int(text))
+    return nodes.filter(matches)
 
 
 _SORT_COLUMNS = {

@@ -1,8 +1,11 @@
-"""Template filters for capacity figures: GiB for reading, exact bytes for hovering."""
+"""Template filters for capacity figures (GiB for reading, exact bytes for hovering), and the fleet map's cells."""
 
 from urllib.parse import urlencode
 
 from django import template
+from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from dashboard import capacity
 
@@ -70,3 +73,18 @@ def pct(thousandths) -> str:
 def sub_from(value, other) -> int:
     """`nominal|sub_from:deployable` is nominal minus deployable (Django's `add` cannot subtract a variable)."""
     return int(value) - int(other)
+
+
+@register.simple_tag
+def map_cells(cells) -> str:
+    """The fleet map's cells of one farm, one link each. Written here rather than as a template
+    loop: at 10,000 nodes the loop took about 2 s, this takes a few hundredths."""
+    marker = 987654321
+    href = reverse("node", args=[marker]).replace(str(marker), "{}")
+    return mark_safe(
+        "".join(
+            f'<a class="cell s-{cell.state}" href="{href.format(cell.node_id)}" data-node="{cell.node_id}" '
+            f'data-state="{cell.state}" aria-label="{escape(cell.label)}"></a>'
+            for cell in cells
+        )
+    )

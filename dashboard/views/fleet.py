@@ -15,6 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard import capacity
 from dashboard.models import Job, Node
 from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
+from dashboard.selectors.fleet_map import fleet_map
 from dashboard.selectors.jobs import bulk_active_job
 from dashboard.services.jobs import job_request
 
@@ -40,8 +41,8 @@ CSV_COLUMNS = (
 
 class FleetFilterForm(forms.Form):
     q = forms.CharField(
-        required=False, max_length=12, label="Node id",
-        widget=forms.TextInput(attrs={"type": "search", "placeholder": "e.g. 1774", "inputmode": "numeric"}),
+        required=False, max_length=128, label="Search",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "node, farm id or name"}),
     )  # fmt: skip
     farm = forms.IntegerField(required=False, min_value=0, label="Farm id")
     status = forms.ChoiceField(required=False, choices=[("", "Any"), *Node.Status.choices])
@@ -50,10 +51,7 @@ class FleetFilterForm(forms.Form):
     sort = forms.ChoiceField(required=False, choices=SORTS)
 
     def clean_q(self) -> str:
-        q = self.cleaned_data["q"].strip()
-        if q and not q.isdigit():
-            raise forms.ValidationError(f"Search by node id: {q!r} is not a number.")
-        return q
+        return self.cleaned_data["q"].strip()
 
     def overview_filters(self) -> dict:
         data = self.cleaned_data
@@ -84,6 +82,21 @@ def overview(request):
     # Only the page's nodes become rows; the totals still cover every matching node.
     fleet = fleet_page(page=request.GET.get("page"), per_page=NODES_PER_PAGE, **form.overview_filters())
     return _render_overview(request, form, fleet=fleet)
+
+
+@login_required
+@require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
+def map_view(request):
+    """Every node the table's filters keep as one cell, by farm; the same query string as the table."""
+    form = FleetFilterForm(request.GET)
+    nodes = None
+    if form.is_valid():
+        filters = form.overview_filters()
+        filters.pop("sort")  # a map has its own order: farm, then node id
+        nodes = fleet_map(**filters)
+    context = {"section": "fleet", "form": form, "map": nodes, "filtered": form.is_valid() and form.is_filtered}
+    return render(request, "dashboard/fleet_map.html", context, status=200 if nodes is not None else 400)
 
 
 @login_required

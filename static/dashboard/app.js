@@ -11,7 +11,10 @@
   htmx.config.allowScriptTags = false;
   htmx.config.includeIndicatorStyles = false;
   htmx.config.selfRequestsOnly = true;
+  // Back and Forward load the page itself, as a browser would: no snapshot kept in localStorage
+  // (fleet figures stay out of it), and no restore that swaps a fetched page in by script.
   htmx.config.historyCacheSize = 0;
+  htmx.config.refreshOnHistoryMiss = true;
 
   function showError(text) {
     var box = document.getElementById("htmx-error");

@@ -108,11 +108,14 @@ STANDBY_NODE = DemoNode(2733, 902, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), st
 SPECIAL = (
     NODE_1774, TWO_POOL_NODE, DOWN_NODE, OVERHEAD_NODE, SAMPLED_NODE, MULTI_POOL_NODE, OVERSIZED_NODE, STANDBY_NODE,
 )
-FLEET_SIZE = 50
+# Nodes on the simulated grid. More than a page of the fleet table (50), so a newcomer sees paging.
+# The ids are drawn by one seeded sample whose first draws do not depend on its length, so growing
+# the fleet adds nodes and leaves the first fifty as they were.
+FLEET_SIZE = 90
 
 
 def demo_nodes() -> list[DemoNode]:
-    """The same fifty nodes every time (a fixed seed), the special ones included."""
+    """The same nodes every time (a fixed seed), the special ones included."""
     rng = random.Random(1774)
     taken = {n.node_id for n in SPECIAL}
     ids = [i for i in rng.sample(range(110, 4800), FLEET_SIZE + len(SPECIAL)) if i not in taken]
@@ -145,7 +148,7 @@ def demo_nodes() -> list[DemoNode]:
 
 class Command(BaseCommand):
     help = (
-        "Build (once) a demo fleet of about fifty nodes on the simulated grid and register them: node 1774 "
+        "Build (once) a demo fleet of about ninety nodes on the simulated grid and register most of them: node 1774 "
         "with its legacy 7-slice catalog and one VM, stale and current catalogs, rented slices, failed "
         "deployments with real causes, capacity samples for calibration. Creates the demo logins admin and "
         "support with generated passwords kept in VAR_DIR/demo-logins.json. Safe to run again. "
@@ -178,12 +181,13 @@ class Command(BaseCommand):
         nodes = demo_nodes()
         try:
             if _demo_complete(grid, nodes):
-                self.stdout.write("demo fleet already in place")
+                self.stdout.write(f"demo fleet already in place: {len(nodes)} nodes on the simulated grid")
             else:
                 with transaction.atomic():
                     _demo_remove(grid, nodes)
                     _demo_build(grid, nodes)
                 self.stdout.write(f"demo fleet built: {len(nodes)} nodes on the simulated grid at {settings.SIMGRID_PATH}")
+            self.stdout.write(unregistered_words(nodes))
             checked = _demo_precheck(grid, nodes)
         except GridError as exc:
             raise CommandError(f"simulated grid: {exc}") from None
@@ -199,6 +203,20 @@ class Command(BaseCommand):
 
 
 # --- building ----------------------------------------------------------------------------
+
+
+def unregistered_words(nodes: list[DemoNode]) -> str:
+    """Why the fleet page shows fewer nodes than the grid has: which ones, and what they are for."""
+    left = sorted(n.node_id for n in nodes if not n.registered)
+    if not left:
+        return f"all {len(nodes)} registered"
+    ids = ", ".join(str(i) for i in left)
+    first = left[0]
+    return (
+        f"{len(nodes) - len(left)} registered (the fleet page shows these); {len(left)} left on the grid unregistered on "
+        f"purpose, so you can register one from what the grid reports: {ids} "
+        f"(e.g. .venv/bin/python manage.py node_register {first})"
+    )
 
 
 def _demo_complete(grid: SimulatedGrid, nodes: list[DemoNode]) -> bool:

@@ -1,0 +1,222 @@
+"""Where a slice of one size can go instead: one fleet-wide answer from what each node's row stores.
+
+No grid read: every node is judged on its last reading (used_*, seen_at, status), its SSD pools,
+the VMs its catalog holds and what ZOS's refusals taught, by capacity.fits, the judgement the
+precheck makes of that same reading. Three queries whatever the fleet size: the policies, the
+nodes (as values, no model objects), and the occupied slices of the nodes whose pools are known,
+the only ones where the disks already placed change the answer.
+
+A reading older than settings.ALERT_READING_MAX_AGE is not trusted: such a node counts as
+blocked by its age, whatever its numbers say (the alert calls the same readings old).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.models import Node, Policy, Slice
+
+# Why a node cannot host the slice now, in the order they are judged (the first one that holds).
+BLOCKS = {
+    "down": "node down",
+    "standby": "node on standby (can be woken)",
+    "unread": "never read from the grid",
+    "old": "reading too old",
+    "memory": "memory",
+    "disk": "disk (total)",
+    "pool": "disk (no pool holds it)",
+}
+# capacity.Shortfall.resource -> the block it is.
+_SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool"}
+BEST_SHOWN = 10
+# How many more of the size one of the best nodes could take, counted up to this.
+COULD_TAKE_LIMIT = 100
+
+_NODE_FIELDS = (
+    "pk", "node_id", "farm_id", "farm_name", "status", "effective_policy", "seen_at",
+    "total_cru", "total_mru", "total_sru", "total_hru", "used_cru", "used_mru", "used_sru", "used_hru",
+    "pools_sru", "slices_rented", "slices_deployed",
+    "hidden_mru_per_vm", "pool_room_below", "pool_room_below_used_sru",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """One node's answer: blocked_by is "" when the slice fits its reading now."""
+
+    node_id: int
+    farm_id: int
+    farm_name: str
+    status: str
+    seen_at: datetime | None
+    blocked_by: str
+    verdict: capacity.Verdict | None  # None: no reading, or the node is away
+    could_take: int | None = None  # how many of the size, one after another (the best nodes only)
+
+    @property
+    def fits(self) -> bool:
+        return not self.blocked_by
+
+    @property
+    def room_mru(self) -> int:
+        """Memory left after the slice."""
+        return self.verdict.available.mru - self.verdict.needed.mru if self.verdict else 0
+
+    @property
+    def room_sru(self) -> int:
+        """SSD left after the slice (node total; a pool may hold less)."""
+        return self.verdict.available.sru - self.verdict.needed.sru if self.verdict else 0
+
+    @property
+    def words(self) -> str:
+        if self.blocked_by in ("down", "standby"):
+            return f"cannot be placed: the node is {self.status} on the grid"
+        if self.blocked_by == "unread":
+            return "cannot be judged: the node's capacity was never read from the grid"
+        if self.blocked_by == "old" and self.verdict is not None:
+            return f"reading too old to trust; on it the slice {self.verdict.words}"
+        return self.verdict.words if self.verdict else ""
+
+
+@dataclass(frozen=True)
+class Placement:
+    size: capacity.SliceSize
+    nodes: int
+    can_host: int
+    blocked: dict[str, int]  # every key of BLOCKS, in its order; the counts and can_host add up to nodes
+    best: tuple[NodeVerdict, ...]
+    reading_max_age: int  # seconds
+    verdicts: tuple[NodeVerdict, ...] = field(default=(), repr=False)  # every node, by node id
+
+    @property
+    def blocked_total(self) -> int:
+        return sum(self.blocked.values())
+
+    @property
+    def blocked_rows(self) -> tuple[tuple[str, str, int], ...]:
+        """(key, words, nodes) for each block, in BLOCKS' order."""
+        return tuple((key, BLOCKS[key], count) for key, count in self.blocked.items())
+
+    @property
+    def reading_max_age_delta(self) -> timedelta:
+        return timedelta(seconds=self.reading_max_age)
+
+
+def placement_for(*, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: datetime | None = None) -> Placement:
+    """How many registered nodes could host a VM of this size now, what blocks the others, and
+    the best ones to try: most memory left after it, then most disk, then the freshest reading."""
+    size = capacity.SliceSize(cru=cru, mru=mru, sru=sru)
+    policies = _policies()
+    rows = list(Node.objects.order_by("node_id").values_list(*_NODE_FIELDS))
+    occupied = _occupied_of_pool_nodes()
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
+    judged: dict[tuple, capacity.Verdict] = {}  # many nodes share a size, a reading and a policy
+    verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged) for row in rows)
+
+    by_node_id = {row[1]: row for row in rows}
+    blocked = dict.fromkeys(BLOCKS, 0)
+    for v in verdicts:
+        if v.blocked_by:
+            blocked[v.blocked_by] += 1
+    hosts = sorted(
+        (v for v in verdicts if v.fits),
+        key=lambda v: (-v.room_mru, -v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id),
+    )
+    return Placement(
+        size=size,
+        nodes=len(verdicts),
+        can_host=len(verdicts) - sum(blocked.values()),
+        blocked=blocked,
+        best=tuple(_with_could_take(v, size, by_node_id, policies, occupied) for v in hosts[:best]),
+        reading_max_age=settings.ALERT_READING_MAX_AGE,
+        verdicts=verdicts,
+    )
+
+
+def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict) -> NodeVerdict:
+    values = dict(zip(_NODE_FIELDS, row))
+    blocked_by, verdict = "", None
+    if values["status"] in ("down", "standby"):
+        blocked_by = values["status"]
+    elif values["used_mru"] is None or values["used_sru"] is None:
+        blocked_by = "unread"
+    else:
+        args = _fit_args(values, policies, occupied)
+        verdict = judged.get(args)
+        if verdict is None:
+            verdict = judged[args] = capacity.fits(size, *args[:3], live=args[3])
+        if values["seen_at"] is None or values["seen_at"] < cutoff:
+            blocked_by = "old"
+        elif not verdict.fits:
+            blocked_by = _SHORTFALL_BLOCK.get(verdict.shortfalls[0].resource, "memory")
+    return NodeVerdict(
+        node_id=values["node_id"],
+        farm_id=values["farm_id"],
+        farm_name=values["farm_name"],
+        status=values["status"],
+        seen_at=values["seen_at"],
+        blocked_by=blocked_by,
+        verdict=verdict,
+    )
+
+
+def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
+    """(total, used, policy, LiveNode) for capacity.fits, as the precheck builds them for this reading."""
+    total = capacity.Resources(
+        cru=values["total_cru"], mru=values["total_mru"], sru=values["total_sru"], hru=values["total_hru"]
+    )
+    used = capacity.Resources(
+        cru=values["used_cru"] or 0, mru=values["used_mru"], sru=values["used_sru"], hru=values["used_hru"] or 0
+    )
+    policy = _policy_of(values["effective_policy"], policies)
+    observed = capacity.observed_now(
+        hidden_mru_per_vm=values["hidden_mru_per_vm"],
+        pool_room_below=values["pool_room_below"],
+        bound_used_sru=values["pool_room_below_used_sru"],
+        used_sru=values["used_sru"],
+    )
+    pools = values["pools_sru"] or None
+    if pools:
+        live = capacity.live_node(policy=policy, pools=pools, occupied=occupied.get(values["pk"], ()), observed=observed)
+    else:
+        # Without pools the disks already placed do not matter, only how many VMs run (hidden memory each).
+        live = capacity.LiveNode(running=values["slices_rented"] + values["slices_deployed"], observed=observed)
+    return total, used, policy, live
+
+
+def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied) -> NodeVerdict:
+    values = dict(zip(_NODE_FIELDS, by_node_id[v.node_id]))
+    total, used, policy, live = _fit_args(values, policies, occupied)
+    could = capacity.placeable_count(size, total, used, policy, live=live, limit=COULD_TAKE_LIMIT)
+    return NodeVerdict(**{**v.__dict__, "could_take": could})
+
+
+def _policies() -> dict[str, capacity.Policy]:
+    """Policy name -> its parameters: the stored rows over the built-in profiles of the same name."""
+    policies = dict(capacity.PROFILES)
+    policies.update({row.name: row.to_capacity() for row in Policy.objects.all()})
+    return policies
+
+
+def _policy_of(effective: str, policies: dict[str, capacity.Policy]) -> capacity.Policy:
+    # Node.effective_policy is "name vN", written with the node's figures; the name finds the row.
+    name = effective.rsplit(" v", 1)[0] if effective else ""
+    return policies.get(name) or policies[capacity.DEFAULT_PROFILE]
+
+
+def _occupied_of_pool_nodes() -> dict[int, list[capacity.Resources]]:
+    """Node pk -> its rented and deployed slices' sizes in slice order, for the nodes with known pools."""
+    occupied: dict[int, list[capacity.Resources]] = {}
+    rows = (
+        Slice.objects.filter(node__pools_sru__isnull=False, state__in=Slice.OCCUPIED_STATES)
+        .order_by("node_id", "index")
+        .values_list("node_id", "cru", "mru", "sru")
+    )
+    for node_pk, cru, mru, sru in rows:
+        occupied.setdefault(node_pk, []).append(capacity.Resources(cru=cru, mru=mru, sru=sru))
+    return occupied

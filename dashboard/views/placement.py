@@ -1,0 +1,69 @@
+"""Where a slice can go instead: the fleet-wide answer for one slice size, for support staff too."""
+
+from django import forms
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from dashboard import capacity
+from dashboard.selectors.placement import placement_for
+
+# Anything above this is a typo, not a VM (parse_size draws the same line for a node).
+MAX_VM_BYTES = 1024 * capacity.TiB
+MAX_VM_CRU = 4096
+
+
+class SizeField(forms.CharField):
+    """A size as people write it ("4GiB", "151 GiB") or in bytes, as a failed deployment's link gives it."""
+
+    def __init__(self, *, minimum: int, **kwargs):
+        self.minimum = minimum
+        super().__init__(max_length=32, **kwargs)
+
+    def clean(self, value):
+        text = super().clean(value)
+        try:
+            size = capacity.parse_size(text, what=self.label.lower())
+        except capacity.SizeError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        if not self.minimum <= size <= MAX_VM_BYTES:
+            raise forms.ValidationError(
+                f"{self.label} must be between {capacity.format_size(self.minimum)} and {capacity.format_size(MAX_VM_BYTES)}."
+            )
+        return size
+
+
+class SliceSizeForm(forms.Form):
+    cru = forms.IntegerField(min_value=1, max_value=MAX_VM_CRU, label="CPU cores")
+    mru = SizeField(minimum=capacity.MIN_VM_MRU, label="Memory", widget=forms.TextInput(attrs={"placeholder": "e.g. 4GiB"}))
+    sru = SizeField(minimum=0, label="Data disk", widget=forms.TextInput(attrs={"placeholder": "e.g. 151GiB"}))
+    failed_on = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
+
+
+@login_required
+@require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
+def placement(request):
+    form = SliceSizeForm(request.GET) if request.GET else SliceSizeForm()
+    answer = None
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        answer = placement_for(cru=data["cru"], mru=data["mru"], sru=data["sru"])
+        # Shown again as people write sizes, when that is exact (a failed deployment's link gives bytes).
+        form = SliceSizeForm({**form.data.dict(), "mru": _written(data["mru"]), "sru": _written(data["sru"])})
+        form.is_valid()
+    context = {
+        "section": "fleet",
+        "form": form,
+        "answer": answer,
+        "failed_on": form.cleaned_data.get("failed_on") if answer else None,
+    }
+    return render(request, "dashboard/placement.html", context, status=400 if form.is_bound and form.errors else 200)
+
+
+def _written(size: int) -> str:
+    """"4GiB", "500MiB", or the bytes when no unit divides the size exactly."""
+    for unit, name in ((capacity.TiB, "TiB"), (capacity.GiB, "GiB"), (capacity.MiB, "MiB")):
+        if size and size % unit == 0:
+            return f"{size // unit}{name}"
+    return str(size)

@@ -1,0 +1,134 @@
+"""Where a slice can go instead: one fleet-wide answer from the stored figures, agreeing with the precheck."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.models import Node, Policy
+from dashboard.selectors.placement import BLOCKS, placement_for
+from dashboard.services.catalog import policy_for_node
+from dashboard.services.deploy import node_live_facts, slice_deploy
+from dashboard.services.figures import figures_refresh_all
+
+GiB = capacity.GiB
+SIZES = {
+    "small": (1, 2 * GiB, 50 * GiB),
+    "usual": (1, 4 * GiB, 151 * GiB),
+    "big disk": (2, 8 * GiB, 400 * GiB),
+    "big memory": (4, 40 * GiB, 100 * GiB),
+    "huge disk": (1, 2 * GiB, 440 * GiB),
+}
+
+
+@pytest.fixture
+def varied_fleet(sim_node):
+    """Nodes of every kind the answer must get right, each with a reading taken now."""
+    sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
+    sim_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=58, pools=[465 * GiB, 465 * GiB])
+    sim_node(2456, cru=16, mru=62 * GiB, sru=1397 * GiB, farm_id=58, pools=[465 * GiB, 466 * GiB, 466 * GiB])
+    sim_node(2457, cru=16, mru=62 * GiB, sru=1397 * GiB, farm_id=58, pools=[465 * GiB, 466 * GiB, 466 * GiB])
+    sim_node(3021, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=317, status="down")
+    sim_node(2733, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=902, status="standby")
+    sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902)
+    sim_node(4000, cru=4, mru=8 * GiB, sru=250 * GiB, farm_id=1)
+    sim_node(4002, cru=4, mru=64 * GiB, sru=120 * GiB, farm_id=3)
+    sim_node(4001, cru=64, mru=256 * GiB, sru=7452 * GiB, farm_id=1, pools=[3726 * GiB, 3726 * GiB])
+    # Most of a multi-pool node deployed: its placed disks decide where the next one goes.
+    node = Node.objects.get(node_id=2457)
+    for index in range(node.slices.count() - 3):
+        slice_deploy(node=node, slice_index=index, precheck=False)
+    slice_deploy(node=Node.objects.get(node_id=2877), slice_index=0, precheck=False)
+    # What refusals taught: hidden memory per VM on 2877, a disk no pool held on 4001.
+    Node.objects.filter(node_id=2877).update(hidden_mru_per_vm=3 * GiB)
+    used_sru = Node.objects.get(node_id=4001).used_sru
+    Node.objects.filter(node_id=4001).update(pool_room_below=300 * GiB, pool_room_below_used_sru=used_sru)
+    # A farm override with another rootfs rule and a per-VM overhead.
+    Policy.objects.create(name="farm-1", scope=Policy.Scope.FARM, farm_id=1, rootfs="none", overhead_mru_per_vm=GiB)
+    figures_refresh_all()
+
+
+def _precheck_verdict(node: Node, size: tuple) -> capacity.Verdict:
+    """What the precheck says of one slice of this size on the node's stored reading."""
+    policy = policy_for_node(node)
+    live = node_live_facts(node, policy, used_sru=node.used_sru)
+    check = capacity.precheck([(0, capacity.SliceSize(*size))], node.total, node.used, policy, live=live)
+    return check.verdicts[0].verdict
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("size_name", SIZES)
+def test_every_verdict_agrees_with_the_precheck_of_the_nodes_reading(varied_fleet, size_name):
+    size = SIZES[size_name]
+    answer = placement_for(cru=size[0], mru=size[1], sru=size[2])
+    for v in answer.verdicts:
+        node = Node.objects.get(node_id=v.node_id)
+        if node.offline:
+            assert v.blocked_by == node.status
+            continue
+        expected = _precheck_verdict(node, size)
+        assert v.verdict == expected, (size_name, v.node_id)
+        assert v.fits == expected.fits, (size_name, v.node_id)
+
+
+@pytest.mark.django_db
+def test_the_answer_knows_every_kind_of_block(varied_fleet):
+    cru, mru, sru = SIZES["big disk"]
+    blocked = {v.node_id: v.blocked_by for v in placement_for(cru=cru, mru=mru, sru=sru).verdicts}
+    assert blocked[3021] == "down"
+    assert blocked[2733] == "standby"
+    assert blocked[2310] == "" and blocked[4001] == "pool"  # 400 GiB fits in a 465 GiB pool; 4001 learnt < 300 GiB
+    assert blocked[4000] == "memory"  # 8 GiB less the reserve
+    assert blocked[4002] == "disk"  # 120 GiB in all
+    huge = {v.node_id: v.blocked_by for v in placement_for(cru=1, mru=2 * GiB, sru=440 * GiB).verdicts}
+    assert huge[2456] == "" and huge[2457] == "pool"  # the same node, its pools taken by deployed disks
+
+
+@pytest.mark.django_db
+def test_the_blocked_counts_and_the_hosts_add_up_to_the_fleet(varied_fleet):
+    for cru, mru, sru in SIZES.values():
+        answer = placement_for(cru=cru, mru=mru, sru=sru)
+        assert answer.can_host + answer.blocked_total == answer.nodes == Node.objects.count()
+        assert list(answer.blocked) == list(BLOCKS)
+
+
+@pytest.mark.django_db
+def test_an_old_reading_blocks_a_node_whatever_its_numbers(varied_fleet, settings):
+    Node.objects.filter(node_id=4001).update(seen_at=timezone.now() - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60))
+    verdict = next(v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB).verdicts if v.node_id == 4001)
+    assert (verdict.blocked_by, verdict.verdict.fits) == ("old", True)
+    assert "too old" in verdict.words
+
+
+@pytest.mark.django_db
+def test_a_node_never_read_cannot_be_judged(varied_fleet):
+    Node.objects.filter(node_id=4000).update(used_mru=None, used_sru=None)
+    verdict = next(v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB).verdicts if v.node_id == 4000)
+    assert (verdict.blocked_by, verdict.verdict) == ("unread", None)
+
+
+@pytest.mark.django_db
+def test_the_best_nodes_have_the_most_memory_left_and_each_says_how_many_more_it_takes(varied_fleet):
+    answer = placement_for(cru=1, mru=4 * GiB, sru=100 * GiB)
+    rooms = [v.room_mru for v in answer.best]
+    assert answer.best and rooms == sorted(rooms, reverse=True)
+    assert answer.best[0].node_id == 4001
+    assert all(v.fits and v.could_take >= 1 for v in answer.best)
+
+
+@pytest.mark.django_db
+def test_it_answers_in_three_queries_whatever_the_fleet_size(varied_fleet, sim_node, django_assert_num_queries):
+    with django_assert_num_queries(3):
+        placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
+    for node_id in range(5000, 5012):
+        sim_node(node_id, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=7, pools=[465 * GiB, 465 * GiB])
+    with django_assert_num_queries(3):
+        answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
+    assert answer.nodes == Node.objects.count()
+
+
+@pytest.mark.django_db
+def test_an_empty_fleet_has_nowhere_to_go():
+    answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
+    assert (answer.nodes, answer.can_host, answer.best) == (0, 0, ())
