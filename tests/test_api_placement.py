@@ -1,7 +1,6 @@
 """GET /api/v1/placement: where a slice of one size can go, for programs with the read scope."""
 
 import pytest
-from django.test import Client
 
 from dashboard.capacity import GiB, MiB
 

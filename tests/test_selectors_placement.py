@@ -8,7 +8,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.models import Node, Policy
 from dashboard.selectors.placement import BLOCKS, placement_for
-from dashboard.services.catalog import policy_for_node
+from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.deploy import node_live_facts, slice_deploy
 from dashboard.services.figures import figures_refresh_all
 
