@@ -7,7 +7,7 @@ The life of a job, and what keeps it honest when a worker dies:
 
 - `job_request` inserts the Job in one transaction. The partial unique constraints
   (one_active_job_per_node, one_active_bulk_job,
-  one_active_simulate_job) refuse a second active job even under a
+  one_active_simulate_job, one_active_onboard_job) refuse a second active job even under a
   race; the loser gets the active job back with created=False. The Celery message (task id
   = job id) is sent only after commit, so a worker never looks for a row it cannot see.
 - The worker claims the job with a conditional UPDATE (queued -> running, attempts + 1).
@@ -157,6 +157,9 @@ def _job_request_validate(*, kind, node, farm_id, by, source, dry_run, parameter
             raise JobError("a bulk re-register covers all stale nodes (or one farm's); it takes no node")
         if farm_id is not None and (isinstance(farm_id, bool) or not isinstance(farm_id, int) or farm_id < 0):
             raise JobError(f"farm id must be a whole number of zero or more, not {farm_id!r}")
+    elif kind == Job.Kind.ONBOARD:
+        if node is not None or farm_id is not None or not isinstance(parameters, dict):
+            raise JobError("adding nodes from the grid takes farm ids or node ids as parameters, no node")
     elif kind == Job.Kind.SIMULATE:
         if node is not None or farm_id is not None or dry_run:
             raise JobError("a simulated month takes its nodes from the candidate policy's scope, and changes nothing")
@@ -167,7 +170,7 @@ def _job_request_validate(*, kind, node, farm_id, by, source, dry_run, parameter
             raise JobError(f"a {Job.Kind(kind).label.lower()} job needs a registered node")
         if farm_id is not None:
             raise JobError("a farm id only applies to a bulk re-register")
-    if parameters and kind != Job.Kind.SIMULATE:
+    if parameters and kind not in (Job.Kind.SIMULATE, Job.Kind.ONBOARD):
         raise JobError(f"a {Job.Kind(kind).label.lower()} job takes no parameters")
     if dry_run and kind == Job.Kind.PRECHECK:
         raise JobError("a precheck changes no catalog; it has no dry run")
@@ -268,6 +271,7 @@ def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> N
     # services.reregister builds on this module (progress, ownership, finishing a job), so what a
     # kind runs is imported when a job runs, not when this module loads.
     from dashboard.services.reregister import bulk_reregister, node_reregister
+    from dashboard.services.onboarding import onboard_job
     from dashboard.services.simulation import policy_simulate
 
     try:
@@ -279,6 +283,8 @@ def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = ()) -> N
             bulk_reregister(job=job, stop_on=reraise)
         elif job.kind == Job.Kind.SIMULATE:
             policy_simulate(job=job)
+        elif job.kind == Job.Kind.ONBOARD:
+            onboard_job(job=job)
         else:
             raise JobError(f"unknown job kind {job.kind!r}")
     except reraise:

@@ -5,9 +5,15 @@
 
     manage.py node_register 1774 [--policy NAME] [--by USERNAME] [--json]
 
+    manage.py node_register --farm-id 4242 [--farm-id ...] [--status up] [--policy NAME] [--dry-run] [--json]
+
 Without the capacity flags the node is read from the configured grid (GRID_BACKEND): its
 total, farm, status, dedication, SSD pools (the simulator knows them, the Grid Proxy does
 not) and live used capacity.
+
+With --farm-id and no node id, whole farms are added from the grid (services.onboarding):
+read a page at a time, new nodes registered, known ones refreshed, one commit per page.
+Run it again after a failure to finish the rest: nothing is carved twice.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
@@ -33,6 +40,7 @@ from dashboard.management.commands.carve import (
 )
 from dashboard.models import Node
 from dashboard.services.catalog import CatalogError, NodeAlreadyRegistered, node_register
+from dashboard.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard, reported_at
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class NodeFacts:
     seen_at: datetime | None = None
     country: str = ""
     city: str = ""
+    reported_at: datetime | None = None  # the node's last report to the grid (the proxy's updatedAt)
 
 
 class Command(BaseCommand):
@@ -59,9 +68,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("node_id", help="the grid's node id")
+        parser.add_argument("node_id", nargs="?", help="the grid's node id (none: add the farms of --farm-id)")
         add_capacity_arguments(parser)
-        parser.add_argument("--farm-id", dest="farm_id", metavar="N", help="the node's farm id")
+        parser.add_argument(
+            "--farm-id", dest="farm_id", metavar="N", action="append",
+            help="the node's farm id; without a node id, a farm to add from the grid (repeatable)",
+        )  # fmt: skip
         parser.add_argument("--farm-name", dest="farm_name", default="", metavar="NAME")
         parser.add_argument("--twin-id", dest="twin_id", metavar="N")
         parser.add_argument(
@@ -70,31 +82,23 @@ class Command(BaseCommand):
         parser.add_argument("--dedicated", action="store_true")
         parser.add_argument("--policy", metavar="NAME", help="a stored policy or profile; default: the node's effective one")
         parser.add_argument("--by", metavar="USERNAME", help="the dashboard user to record as having registered it")
+        parser.add_argument("--dry-run", action="store_true", help="with farms: say what would be registered, change nothing")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
+        if options["node_id"] is None:
+            return self._farms(options)
+        if options["dry_run"]:
+            raise CommandError("--dry-run: only when adding farms (--farm-id without a node id)", returncode=USAGE_ERROR)
+        if options["farm_id"] and len(options["farm_id"]) > 1:
+            raise CommandError("one --farm-id for a node given by hand", returncode=USAGE_ERROR)
+        options["farm_id"] = options["farm_id"][0] if options["farm_id"] else None
         node_id = _whole(options["node_id"], what="node id", minimum=1)
         facts = _node_facts(node_id, options)
         by = _user(options["by"]) if options["by"] else None
         try:
-            node = node_register(
-                node_id=node_id,
-                total=facts.total,
-                farm_id=facts.farm_id,
-                farm_name=facts.farm_name,
-                twin_id=facts.twin_id,
-                status=facts.status,
-                dedicated=facts.dedicated,
-                pools=facts.pools,
-                policy_name=options["policy"],
-                by=by,
-                source="command",
-                used=facts.used,
-                seen_at=facts.seen_at,
-                country=facts.country,
-                city=facts.city,
-                origin=f"{getpass.getuser()}@{socket.gethostname()}",
-            )
+            with transaction.atomic():
+                node = self._register(node_id, facts, options, by)
         except NodeAlreadyRegistered as exc:
             raise CommandError(str(exc)) from None
         except (CatalogError, capacity.CapacityError) as exc:
@@ -104,6 +108,66 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(summary, sort_keys=True))
         else:
             self.stdout.write(_words(summary))
+
+    def _register(self, node_id: int, facts: NodeFacts, options: dict, by) -> Node:
+        node = node_register(
+            node_id=node_id,
+            total=facts.total,
+            farm_id=facts.farm_id,
+            farm_name=facts.farm_name,
+            twin_id=facts.twin_id,
+            status=facts.status,
+            dedicated=facts.dedicated,
+            pools=facts.pools,
+            policy_name=options["policy"],
+            by=by,
+            source="command",
+            used=facts.used,
+            seen_at=facts.seen_at,
+            country=facts.country,
+            city=facts.city,
+            origin=f"{getpass.getuser()}@{socket.gethostname()}",
+        )
+        if facts.reported_at is not None:  # node_register takes no report time; same transaction
+            Node.objects.filter(pk=node.pk).update(reported_at=facts.reported_at)
+            node.reported_at = facts.reported_at
+        return node
+
+    def _farms(self, options: dict) -> None:
+        if not options["farm_id"]:
+            raise CommandError("give a node id, or --farm-id to add whole farms from the grid", returncode=USAGE_ERROR)
+        if capacity_flags_given(options) or options["dedicated"] or options["farm_name"] or options["twin_id"]:
+            raise CommandError("farms are read from the grid: --cru, --mru, --sru, --pools, --farm-name, --twin-id "
+                               "and --dedicated are for one node given by hand", returncode=USAGE_ERROR)  # fmt: skip
+        try:
+            request = OnboardRequest(
+                farm_ids=tuple(_whole(f, what="--farm-id", minimum=1) for f in options["farm_id"]),
+                status=options["status"], policy=options["policy"], dry_run=options["dry_run"],
+            )  # fmt: skip
+        except OnboardError as exc:
+            raise CommandError(str(exc), returncode=USAGE_ERROR) from None
+        by = _user(options["by"]) if options["by"] else None
+
+        def progress(result, what: str) -> None:
+            self.stderr.write(f"{what}: {result.nodes_read} node(s) so far")
+
+        try:
+            result = grid_onboard(request=request, grid=get_grid(), by=by, source="command", progress=progress,
+                                  origin=f"{getpass.getuser()}@{socket.gethostname()}")  # fmt: skip
+        except OnboardStopped as stopped:
+            self._onboarded(stopped.result, options)
+            raise CommandError(f"grid: {stopped.result.stopped}") from None
+        self._onboarded(result, options)
+
+    def _onboarded(self, result, options: dict) -> None:
+        if options["json"]:
+            self.stdout.write(json.dumps(result.as_dict(), sort_keys=True))
+            return
+        self.stdout.write(result.words())
+        for label, reason in result.skipped:
+            self.stdout.write(f"  skipped {label}: {reason}")
+        for node_id, why in result.left_out:
+            self.stdout.write(f"  left out node {node_id}: {why}")
 
 
 def _node_facts(node_id: int, options: dict) -> NodeFacts:
@@ -140,6 +204,7 @@ def _facts_from_grid(node_id: int, options: dict) -> NodeFacts:
         seen_at=timezone.now(),
         country=live.country,
         city=live.city,
+        reported_at=reported_at(live),
     )
 
 
