@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
@@ -221,6 +222,11 @@ class Node(models.Model):
         """The figures rest on a reading older than READING_MAX_AGE_MINUTES (or on none): neither
         phantom nor fine can be said of them. The one rule for "is this reading too old"."""
         return reading_is_uncertain(self.seen_at, now)
+
+    @property
+    def uncertain(self) -> bool:
+        """reading_uncertain now, for templates."""
+        return self.reading_uncertain(timezone.now())
 
     @property
     def observed(self) -> capacity.Observed:
