@@ -18,6 +18,22 @@ from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound
 MAX_PAGE_SIZE = 1000
 
 
+class ReadFailed(GridError):
+    """A page (or a node read on its own) could not be read; says which, in the grid's words."""
+
+    def __init__(self, what: str, error: GridError):
+        super().__init__(f"{what}: {error or type(error).__name__}")
+        self.what = what
+        self.cause = error.cause
+
+
+def _read(what: str, read):
+    try:
+        return read()
+    except GridError as exc:
+        raise ReadFailed(what, exc) from exc
+
+
 @dataclass(frozen=True)
 class PageRead:
     """What one read brought: a page of GET /nodes, or the nodes a page lacked read one by one."""
@@ -39,9 +55,9 @@ def farm_pages(
     farms = ", ".join(str(f) for f in farm_ids)
     page = 1
     while True:
-        read = grid.nodes(farm_ids=list(farm_ids), status=status, page=page, size=size)
-        yield PageRead(what=f"page {page} of farm{'s' if len(farm_ids) > 1 else ''} {farms}",
-                       nodes=read.nodes, skipped=read.skipped)  # fmt: skip
+        what = f"page {page} of farm{'s' if len(farm_ids) > 1 else ''} {farms}"
+        read = _read(what, lambda: grid.nodes(farm_ids=list(farm_ids), status=status, page=page, size=size))
+        yield PageRead(what=what, nodes=read.nodes, skipped=read.skipped)
         if read.entries < size:
             return
         page += 1
@@ -59,10 +75,10 @@ def id_pages(
     ids = sorted(set(node_ids))
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
-        read = grid.nodes(node_ids=chunk, status=status, page=1, size=size)
+        what = f"nodes {chunk[0]}-{chunk[-1]} by id ({len(chunk)} asked)"
+        read = _read(what, lambda: grid.nodes(node_ids=chunk, status=status, page=1, size=size))
         got = {n.node_id for n in read.nodes}
-        yield PageRead(what=f"nodes {chunk[0]}-{chunk[-1]} by id ({len(chunk)} asked)",
-                       nodes=read.nodes, skipped=read.skipped)  # fmt: skip
+        yield PageRead(what=what, nodes=read.nodes, skipped=read.skipped)
         missing = [n for n in chunk if n not in got]
         if missing:
             yield _one_by_one(grid, missing, status=status)
@@ -93,4 +109,4 @@ def _page_size(size: int) -> int:
     return max(1, min(int(size), MAX_PAGE_SIZE))
 
 
-__all__ = ["MAX_PAGE_SIZE", "PageRead", "farm_pages", "id_pages"]
+__all__ = ["MAX_PAGE_SIZE", "PageRead", "ReadFailed", "farm_pages", "id_pages"]

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.paging import PageRead, farm_pages, id_pages
+from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, id_pages
 from dashboard.grid.types import NODE_STATUSES, Grid, GridError, NodeCapacity
 from dashboard.models import AuditEvent, Node
 from dashboard.services.catalog import (
@@ -166,7 +166,11 @@ def grid_onboard(
         try:
             with grid_step_deadline(settings.GRID_STEP_DEADLINE):
                 read = next(reads, None)
-        except GridError as exc:
+        except ReadFailed as exc:
+            result.stopped = str(exc)  # names the page, e.g. "page 3 of farm 4242: ..."
+            _audit_run(result, request=request, by=by, source=source, origin=origin)
+            raise OnboardStopped(result) from exc
+        except GridError as exc:  # a read source of someone else's making (tests, a caller's own pages)
             result.stopped = f"{what}: {exc or type(exc).__name__}"
             _audit_run(result, request=request, by=by, source=source, origin=origin)
             raise OnboardStopped(result) from exc
