@@ -35,6 +35,7 @@ from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
 from dashboard.services.catalog import node_register
 from dashboard.services.deploy import deployment_delete, precheck_run, slice_deploy, slices_deploy_all_free
 from dashboard.services.figures import figures_refresh
+from dashboard.services.onboarding import reported_at
 
 LOGINS_FILE = "demo-logins.json"
 DEMO_LOGINS = (("admin", "admins"), ("support", "support"))
@@ -261,6 +262,8 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             country=live.country,
             city=live.city,
         )
+        # node_register takes no report time; the demo shows both ages like a real onboarding.
+        Node.objects.filter(pk=registered[spec.node_id].pk).update(reported_at=reported_at(live))
         if spec.rented:
             with transaction.atomic():
                 Slice.objects.filter(node=registered[spec.node_id], index__in=spec.rented).update(
