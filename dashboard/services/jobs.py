@@ -522,7 +522,7 @@ def _audit(*, job: Job, action: str, actor, source: str, message: str, detail: d
 
 def _job_words(job: Job) -> str:
     kind = {Job.Kind.REREGISTER: "re-register", Job.Kind.PRECHECK: "precheck", Job.Kind.BULK_REREGISTER: "bulk re-register",
-            Job.Kind.SIMULATE: "simulated month"}
+            Job.Kind.SIMULATE: "simulated month", Job.Kind.ONBOARD: "adding nodes from the grid"}
     words = kind.get(job.kind, job.kind)
     if job.dry_run:
         words = f"dry run of {words}"
@@ -532,6 +532,9 @@ def _job_words(job: Job) -> str:
         target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
     elif job.kind == Job.Kind.SIMULATE:
         target = f"policy {(job.parameters or {}).get('candidate', {}).get('name', '?')}"
+    elif job.kind == Job.Kind.ONBOARD:
+        asked = job.parameters or {}
+        target = ", ".join([*(f"farm {f}" for f in asked.get("farm_ids") or []), *(f"node {n}" for n in (asked.get("node_ids") or [])[:5])])
     else:
         target = "a deleted node"
     return f"{words} of {target} (job #{job.pk})"
