@@ -109,3 +109,22 @@ def test_the_polled_card_alone_comes_back_to_htmx(admins_client, farm):
 @pytest.mark.django_db
 def test_an_unknown_job_is_not_found(admins_client):
     assert admins_client.get("/nodes/add/999/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_it_shows_the_run_already_going_instead_of_starting_another(admins_client, farm):
+    admins_client.post("/nodes/add/", {**FARM, "action": "register"})
+    first = Job.objects.get()
+    response = admins_client.post("/nodes/add/", {**FARM, "farm_ids": "7", "action": "register"}, follow=True)
+    assert (Job.objects.count(), response.redirect_chain[-1][0]) == (1, f"/nodes/add/{first.pk}/")
+    assert "Already running" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_only_admins_see_the_link(admins_client):
+    assert b'href="/nodes/add/"' in admins_client.get("/").content
+
+
+@pytest.mark.django_db
+def test_support_does_not_see_the_link(support_client):
+    assert b'href="/nodes/add/"' not in support_client.get("/").content
