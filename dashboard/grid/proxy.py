@@ -435,7 +435,8 @@ class GridProxyClient:
             params["node_ids"] = ",".join(str(n) for n in wanted)
         if status is not None:
             params["status"] = status
-        # No sort_by: older proxies refuse parameters they do not know, and all of them order by node id.
+        # No sort_by: the proxy lists nodes by node id already, and the query keeps the shape it always had.
+        # Offset paging can still miss a node added between two pages; a second run reads it.
         params.update({"page": page, "size": size})
         payload, url = self._get_json("/nodes", params=params, node_id=None)
         if not isinstance(payload, list):
