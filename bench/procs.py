@@ -40,11 +40,13 @@ def memory_mib(pid: int) -> dict[str, float]:
 class Worker:
     """`celery -A dashboard worker --pool=solo` on the bench's database and broker: tasks run in this pid."""
 
-    def __init__(self, env: BenchEnv, name: str) -> None:
+    def __init__(self, env: BenchEnv, name: str, *, extra_env: dict[str, str] | None = None) -> None:
         self.env = env
         self.log_path = env.work_dir / f"worker-{name}.log"
         self.name = name
         self.process: subprocess.Popen | None = None
+        # Settings of this worker's own (the onboarding case points it at a loopback Grid Proxy).
+        self.extra_env = dict(extra_env or {})
 
     @property
     def pid(self) -> int:
@@ -61,7 +63,7 @@ class Worker:
                 "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
                 "-n", f"bench-{self.name}-{os.getpid()}@%h", f"--logfile={self.log_path}",
             ],
-            cwd=REPO, env=self.env.child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            cwd=REPO, env={**self.env.child_env(), **self.extra_env}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=open(self.env.work_dir / f"worker-{self.name}.stderr", "w"), preexec_fn=_die_with_parent,
         )  # fmt: skip
         while time.perf_counter() - started < timeout:
@@ -86,15 +88,18 @@ class Worker:
 class SimulatorServer:
     """The simulator's HTTP face (dashboard.grid.simhttp.serve_simulator) in its own process, on loopback."""
 
-    def __init__(self, env: BenchEnv, *, nodelay: bool = False) -> None:
+    def __init__(self, env: BenchEnv, *, nodelay: bool = False, path: Path | None = None, latency_ms: int = 0) -> None:
         self.env = env
         self.nodelay = nodelay
+        self.path = path or env.simgrid_path
+        self.latency_ms = latency_ms
         self.process: subprocess.Popen | None = None
         self.url = ""
 
     def start(self, *, timeout: float = 30.0) -> str:
+        options = [*(["--nodelay"] if self.nodelay else []), *([f"--latency-ms={self.latency_ms}"] if self.latency_ms else [])]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bench.simserve", str(self.env.simgrid_path), *(["--nodelay"] if self.nodelay else [])],
+            [sys.executable, "-m", "bench.simserve", str(self.path), *options],
             cwd=REPO, env=self.env.child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=open(self.env.work_dir / "simserve.stderr", "w"), text=True, preexec_fn=_die_with_parent,
         )  # fmt: skip

@@ -139,7 +139,7 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     import redis
     from django.core.management import call_command
 
-    from bench import api, bulk, pages, precheck, seed
+    from bench import api, bulk, onboard, pages, precheck, seed
     from bench.procs import Worker
     from bench.report import machine_facts
     from dashboard.grid.simulator import SimulatedGrid
@@ -218,6 +218,12 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     up = [s.node_id for s in specs[largest // 2:] if s.status == "up"][:clicks]
     figures["click_to_result"] = {"nodes": largest, **bulk.clicks_measure(node_ids=up, worker=worker)}
     worker.stop()
+
+    # Last, so its 2,000 extra nodes touch no other figure.
+    log(f"onboarding {onboard.NODES:,} nodes in {len(onboard.FARMS)} farms from a loopback Grid Proxy, "
+        f"{onboard.LATENCY_MS} ms a request, one worker")  # fmt: skip
+    figures["onboard"] = onboard.onboard_measure(env, workers, log=log)
+    log(f"onboard: {figures['onboard']}")
     return figures
 
 

@@ -1,4 +1,6 @@
-"""`python -m bench.simserve PATH [--nodelay]`: serve the simulated grid at PATH on loopback; prints the port.
+"""`python -m bench.simserve PATH [--nodelay] [--latency-ms N]`: serve the simulated grid at PATH on loopback; prints the port.
+
+--latency-ms adds N ms before every answer, as the real Grid Proxy is 100-300 ms away.
 
 Without --nodelay it forces Nagle's algorithm back on, as serve_simulator had it before it set
 TCP_NODELAY: the headers and the body go out in two sends, so Nagle holds the body until the
@@ -17,11 +19,11 @@ import time
 MAX_SECONDS = 30 * 60
 
 
-def main(path: str, *, nodelay: bool = False) -> None:
+def main(path: str, *, nodelay: bool = False, latency_ms: int = 0) -> None:
     from dashboard.grid.simhttp import serve_simulator
     from dashboard.grid.simulator import SimulatedGrid
 
-    server = serve_simulator(SimulatedGrid(path), host="127.0.0.1", port=0)
+    server = serve_simulator(SimulatedGrid(path), host="127.0.0.1", port=0, latency=latency_ms / 1000)
     server.RequestHandlerClass.disable_nagle_algorithm = nodelay
     parent = os.getppid()
 
@@ -37,4 +39,5 @@ def main(path: str, *, nodelay: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], nodelay="--nodelay" in sys.argv[2:])
+    latency = [int(arg.split("=", 1)[1]) for arg in sys.argv[2:] if arg.startswith("--latency-ms=")]
+    main(sys.argv[1], nodelay="--nodelay" in sys.argv[2:], latency_ms=latency[-1] if latency else 0)

@@ -127,6 +127,7 @@ class NodeAdmin(admin.ModelAdmin):
         "figures",
         "used_words",
         "seen_at",
+        "reported_at",
         "placeable_now",
         "phantom_slices",
         "prechecked_at",
@@ -140,7 +141,7 @@ class NodeAdmin(admin.ModelAdmin):
     )
     fieldsets = (
         (None, {"fields": ("node_id", "farm_id", "farm_name", "twin_id", "status", "dedicated", "rented_by_twin_id")}),
-        ("Capacity", {"fields": ("total_words", "pools_sru", "figures", "used_words", "seen_at")}),
+        ("Capacity", {"fields": ("total_words", "pools_sru", "figures", "used_words", "seen_at", "reported_at")}),
         ("Latest precheck", {"fields": ("placeable_now", "phantom_slices", "prechecked_at")}),
         (
             "Catalog",

@@ -182,15 +182,76 @@ class SimulateResult(JobResult):
     AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"policies"}
 
 
+# Nodes listed by id in an onboarding's result; the counts cover all of them.
+LISTED = 200
+
+
+class OnboardResult(JobResult):
+    """What adding nodes from the grid did (or, in a dry run, would do)."""
+
+    dry_run: bool = False
+    finished: bool = False  # False: a read failed, `stopped` says where; running it again finishes
+    stopped: str = ""
+    reads: int = 0  # pages read, and nodes read one by one
+    requests: int = 0
+    registered: int = 0  # new nodes (would be, in a dry run)
+    refreshed: int = 0  # known nodes whose reading was written
+    changed: int = 0  # of those, how many reported other capacity or status than stored
+    deployable: int = 0  # slices the new nodes' catalogs hold (would hold)
+    new_nodes: list[dict[str, Any]] = []  # the first LISTED: node_id, farm_id, status, deployable, policy
+    skipped: list[list[str]] = []  # malformed entries: [label, reason]
+    skipped_total: int = 0
+    not_found: list[int] = []  # ids the grid does not know (the first LISTED)
+    not_found_total: int = 0
+    left_out: list[list[Any]] = []  # [node_id, why]: wrong status, unreadable, refused
+    left_out_total: int = 0
+    pages_done: list[str] = []
+
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {
+        "new_nodes", "skipped", "not_found", "left_out", "pages_done"}  # fmt: skip
+
+    def stored(self) -> dict[str, Any]:
+        # The words too: the jobs list shows them without reading the lists back.
+        return {**super().stored(), "words": self.words()}
+
+    def leave_out(self, node_id: int, why: str) -> None:
+        self.left_out_total += 1
+        if len(self.left_out) < LISTED:
+            self.left_out.append([node_id, why])
+
+    @property
+    def nodes_read(self) -> int:
+        return self.registered + self.refreshed
+
+    def sentence(self) -> str:
+        return self.words()
+
+    def words(self) -> str:
+        verb = "would register" if self.dry_run else "registered"
+        text = (f"{verb} {self.registered} new node(s) with {self.deployable} deployable slice(s); "
+                f"{'would refresh' if self.dry_run else 'refreshed'} {self.refreshed} known node(s)"
+                f"{f' ({self.changed} changed)' if self.changed else ''}; {self.reads} read(s), {self.requests} request(s)")  # fmt: skip
+        if self.skipped_total:
+            text += f"; {self.skipped_total} malformed entr{'y' if self.skipped_total == 1 else 'ies'} skipped"
+        if self.not_found_total:
+            text += f"; {self.not_found_total} id(s) not on the grid"
+        if self.left_out_total:
+            text += f"; {self.left_out_total} left out"
+        if not self.finished:
+            text += f". Stopped at {self.stopped}; run it again to finish the rest (what was read is committed)"
+        return text
+
+
 # Job.Kind value -> its result model. A new kind adds its model here and its partial to job.html.
 RESULTS: dict[str, type[JobResult]] = {
     "reregister": ReregisterResult,
     "bulk-reregister": BulkResult,
     "precheck": PrecheckResult,
     "simulate": SimulateResult,
+    "onboard": OnboardResult,
 }
 KIND_WORDS = {"reregister": "re-register", "precheck": "precheck", "bulk-reregister": "bulk re-register",
-              "simulate": "simulated month"}  # fmt: skip
+              "simulate": "simulated month", "onboard": "adding nodes from the grid"}  # fmt: skip
 
 
 def result_of(kind: str, stored: dict | None) -> JobResult | None:
@@ -218,6 +279,10 @@ def job_describe(job, *, numbered: bool = True) -> str:
         target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
     elif job.kind == "simulate":
         target = f"policy {(job.parameters or {}).get('candidate', {}).get('name', '?')}"
+    elif job.kind == "onboard":
+        asked = job.parameters or {}
+        target = ", ".join([*(f"farm {f}" for f in asked.get("farm_ids") or []),
+                            *(f"node {n}" for n in (asked.get("node_ids") or [])[:5])]) or "no farm"  # fmt: skip
     else:
         target = "a deleted node"
     return f"{words} of {target} (job #{job.pk})" if numbered else f"{words} of {target}"

@@ -4,13 +4,27 @@ Invariants live in the database as constraints, not only in Python: a catalog sl
 unique per node, sizes are never negative, and a node has at most one active job.
 """
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
 from dashboard.job_results import JobResult, job_describe, result_of
+
+
+def reading_max_age() -> timedelta:
+    return timedelta(minutes=settings.READING_MAX_AGE_MINUTES)
+
+
+def reading_is_uncertain(seen_at: datetime | None, now: datetime) -> bool:
+    """Figures resting on no reading, or on one older than READING_MAX_AGE_MINUTES, are uncertain:
+    neither phantom nor fine can be said of them. Shared by Node.reading_uncertain and the fleet
+    rows (plain values, no model instance), so the rule is written once."""
+    return seen_at is None or seen_at < now - reading_max_age()
 
 
 class Policy(models.Model):
@@ -120,7 +134,10 @@ class Node(models.Model):
     used_mru = models.BigIntegerField(null=True, blank=True)
     used_sru = models.BigIntegerField(null=True, blank=True)
     used_hru = models.BigIntegerField(null=True, blank=True)
+    # When the product read that capacity (seen_at) and when the node itself last reported to the
+    # grid (the proxy's updatedAt): a reading has two ages, and an old one is a guess.
     seen_at = models.DateTimeField(null=True, blank=True)
+    reported_at = models.DateTimeField(null=True, blank=True, help_text="The node's last report (the proxy's updatedAt)")
     # The latest precheck's figures, so the fleet table needs no per-row work.
     placeable_now = models.PositiveIntegerField(null=True, blank=True)
     phantom_slices = models.PositiveIntegerField(null=True, blank=True)
@@ -164,6 +181,7 @@ class Node(models.Model):
             ("precheck_node", "Can run a capacity precheck"),
             ("bulk_reregister", "Can re-register all stale nodes"),
             ("deploy_slice", "Can deploy a slice"),
+            ("onboard_nodes", "Can add nodes from the grid"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -192,6 +210,24 @@ class Node(models.Model):
     def offline(self) -> bool:
         """A down or standby node can place nothing, whatever its numbers say (capacity.node_is_away)."""
         return capacity.node_is_away(self.status)
+
+    def reading_age(self, now: datetime) -> timedelta | None:
+        """How long ago the product read this node's capacity; None when never read."""
+        return None if self.seen_at is None else max(now - self.seen_at, timedelta(0))
+
+    def report_age(self, now: datetime) -> timedelta | None:
+        """How long ago the node last reported to the grid (as of the last reading); None when unknown."""
+        return None if self.reported_at is None else max(now - self.reported_at, timedelta(0))
+
+    def reading_uncertain(self, now: datetime) -> bool:
+        """The figures rest on a reading older than READING_MAX_AGE_MINUTES (or on none): neither
+        phantom nor fine can be said of them. The one rule for "is this reading too old"."""
+        return reading_is_uncertain(self.seen_at, now)
+
+    @property
+    def uncertain(self) -> bool:
+        """reading_uncertain now, for templates."""
+        return self.reading_uncertain(timezone.now())
 
     @property
     def observed(self) -> capacity.Observed:
@@ -318,6 +354,7 @@ class Job(models.Model):
         PRECHECK = "precheck", "Precheck"
         BULK_REREGISTER = "bulk-reregister", "Bulk re-register"
         SIMULATE = "simulate", "Simulated month"
+        ONBOARD = "onboard", "Add nodes from the grid"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -368,6 +405,11 @@ class Job(models.Model):
                 fields=["kind"],
                 condition=Q(kind="simulate", state__in=["queued", "running"]),
                 name="one_active_simulate_job",
+            ),
+            models.UniqueConstraint(
+                fields=["kind"],
+                condition=Q(kind="onboard", state__in=["queued", "running"]),
+                name="one_active_onboard_job",
             ),
         ]
 

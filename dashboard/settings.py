@@ -166,6 +166,10 @@ ALERT_FAILED_SPIKE = env_int("ALERT_FAILED_SPIKE", 5, minimum=1)
 ALERT_FAILED_WINDOW = env_int("ALERT_FAILED_WINDOW", 900, minimum=60)
 ALERT_QUEUED_WITHOUT_WORKER = env_int("ALERT_QUEUED_WITHOUT_WORKER", 300, minimum=30)
 ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
+# Past this a node's capacity reading is too old to judge by: its figures show "uncertain".
+READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)
+# Nodes per GET /nodes page when reading farms (the proxy caps it; 1000 is the client's own limit).
+GRID_PAGE_SIZE = env_int("GRID_PAGE_SIZE", 100, minimum=1)
 
 # --- The grid -------------------------------------------------------------------------
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))

@@ -4,13 +4,15 @@ from django.urls import path
 
 from dashboard.api.main import api
 from dashboard.auth import LoginForm
-from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, jobs, metrics, node, placement, policy
+from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, jobs, metrics, node, onboarding, placement, policy
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
     path("export.csv", fleet.export_csv, name="fleet-export"),
     path("map/", fleet.map_view, name="fleet-map"),
     path("fleet/reregister-stale/", fleet.reregister_stale, name="fleet-reregister-stale"),
+    path("nodes/add/", onboarding.onboard, name="onboard"),
+    path("nodes/add/<int:job_id>/", onboarding.onboard_job, name="onboard-job"),
     path("nodes/<int:node_id>/", node.detail, name="node"),
     path("nodes/<int:node_id>/catalog/", node.catalog, name="node-catalog"),
     path("nodes/<int:node_id>/reregister/", node.reregister, name="node-reregister"),

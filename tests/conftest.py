@@ -278,6 +278,15 @@ def pytest_unconfigure(config):
     terminalreporter.write_sep("!", red=True, bold=True)
 
 
+@pytest.fixture(autouse=True)
+def grid_requests_forgotten():
+    """Each test starts with no Grid Proxy request counted in this process (dashboard.grid.telemetry):
+    one test's requests must not be stored by the next test's web request."""
+    from dashboard.grid import telemetry
+
+    telemetry.drain()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def fast_password_hasher():
     """Hash passwords with MD5 in the suite: PBKDF2 costs about 0.4 s per user created or login

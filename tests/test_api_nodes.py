@@ -30,6 +30,19 @@ def test_it_gives_the_reading_ages(api_call, api_token, node_1774):
     assert 0 <= reading["prechecked_age_seconds"] < 60
 
 
+def test_it_gives_the_nodes_report_time_and_whether_its_figures_are_uncertain(api_call, api_token, node_1774):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.models import Node
+
+    Node.objects.filter(node_id=1774).update(reported_at=timezone.now() - timedelta(minutes=12),
+                                             seen_at=timezone.now() - timedelta(hours=5))  # fmt: skip
+    reading = api_call("get", "/api/v1/nodes/1774", api_token("read")).json()["reading"]
+    assert 12 * 60 <= reading["reported_age_seconds"] < 13 * 60 and reading["uncertain"] is True
+
+
 def test_it_answers_404_for_an_unregistered_node(api_call, api_token):
     response = api_call("get", "/api/v1/nodes/9", api_token("read"))
     assert (response.status_code, response.json()["detail"]) == (404, "node 9 is not registered")

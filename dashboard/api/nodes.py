@@ -107,6 +107,9 @@ def node(request, node_id: int):
             "seen_age_seconds": _age(now, n.seen_at),
             "prechecked_at": n.prechecked_at,
             "prechecked_age_seconds": _age(now, n.prechecked_at),
+            "reported_at": n.reported_at,
+            "reported_age_seconds": _age(now, n.reported_at),
+            "uncertain": n.reading_uncertain(now),
         },
         "catalog": [
             {

@@ -80,6 +80,14 @@ class ReadingOut(Schema):
     seen_age_seconds: float | None
     prechecked_at: datetime | None = Field(description="when placeable/phantom were last worked out")
     prechecked_age_seconds: float | None
+    reported_at: datetime | None = Field(
+        default=None, description="when the node last reported to the grid, as of the last reading (the proxy's updatedAt)"
+    )
+    reported_age_seconds: float | None = None
+    uncertain: bool = Field(
+        default=False,
+        description="the figures rest on no reading or one older than READING_MAX_AGE_MINUTES: neither phantom nor fine",
+    )
 
 
 class NodeFiguresOut(Schema):

@@ -3,7 +3,7 @@
 So the real GridProxyClient can be pointed at the simulator (GRID_BACKEND=gridproxy,
 GRID_PROXY_URL=http://127.0.0.1:8081) and exercised end to end without the internet.
 
-    GET /nodes?farm_ids=1,2&page=1&size=50   flat total_resources / used_resources
+    GET /nodes?farm_ids=1,2&node_ids=..&status=up&page=1&size=50   flat total_resources / used_resources
     GET /nodes/{id}                          nested capacity.total_resources / used_resources
     GET /nodes/{id}/statistics               system / total / used / users
 
@@ -22,11 +22,12 @@ import logging
 import re
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dashboard.grid.types import GridError, NodeCapacity, NodeNotFound, NodeOffline
+from dashboard.grid.types import NODE_STATUSES, GridError, NodeCapacity, NodeNotFound, NodeOffline
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +51,23 @@ class SimulatorServer(ThreadingHTTPServer):
 
 
 def serve_simulator(
-    grid: Any, host: str = "127.0.0.1", port: int = 0, *, request_read_deadline: float = REQUEST_READ_DEADLINE
+    grid: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    request_read_deadline: float = REQUEST_READ_DEADLINE,
+    latency: float = 0.0,
 ) -> ThreadingHTTPServer:
-    """A server for `grid` (not yet serving: run `serve_forever()`, in a thread if need be)."""
-    handler = type("SimulatorHandler", (_Handler,), {"grid": grid, "request_read_deadline": request_read_deadline})
+    """A server for `grid` (not yet serving: run `serve_forever()`, in a thread if need be).
+
+    `latency` seconds are added before every answer: the real proxy is 100-300 ms away, and a
+    read that is fast on loopback can still be far too slow at grid scale (the bench's case).
+    """
+    handler = type(
+        "SimulatorHandler",
+        (_Handler,),
+        {"grid": grid, "request_read_deadline": request_read_deadline, "latency": float(latency)},
+    )
     return SimulatorServer((host, port), handler)
 
 
@@ -69,6 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
     # body until the client's delayed ACK (~40 ms a request, measured in BENCHMARKS.md).
     disable_nagle_algorithm = True
     request_read_deadline = REQUEST_READ_DEADLINE
+    latency = 0.0
 
     def handle_one_request(self) -> None:
         try:
@@ -98,6 +113,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._read_timer.cancel()  # the request is in: answering is ours to bound
+        if self.latency:
+            time.sleep(self.latency)
         parts = urlsplit(self.path)
         try:
             status, body = self._route(parts.path, parse_qs(parts.query, keep_blank_values=True))
@@ -128,11 +145,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _nodes(self, query: dict[str, list[str]]) -> list[dict]:
         page = _uint(query, "page", default=1)
         size = _uint(query, "size", default=50)
-        raw_farms = _last(query, "farm_ids")
-        farm_ids = [_parse_uint("farm_ids", item) for item in raw_farms.split(",")] if raw_farms else None
+        farm_ids, node_ids = _uint_list(query, "farm_ids"), _uint_list(query, "node_ids")
+        status = _last(query, "status") or None
+        if status is not None and status not in NODE_STATUSES:
+            raise _BadRequest(f"invalid status {status!r}")
         if page == 0 or size == 0:
             return []
-        nodes = self.grid.nodes(page=page, size=size, farm_ids=farm_ids).nodes
+        nodes = self.grid.nodes(page=page, size=size, farm_ids=farm_ids, node_ids=node_ids, status=status).nodes
         return [_node_json(node, nested=False) for node in nodes]
 
     def _statistics(self, node_id: int) -> tuple[int, Any]:
@@ -237,6 +256,11 @@ def _parse_uint(name: str, value: str) -> int:
     if not value.isdigit():
         raise _BadRequest(f"couldn't parse {name} {value!r}: must be a whole number")
     return int(value)
+
+
+def _uint_list(query: dict[str, list[str]], key: str) -> list[int] | None:
+    raw = _last(query, key)
+    return [_parse_uint(key, item) for item in raw.split(",")] if raw else None
 
 
 def _uint(query: dict[str, list[str]], key: str, *, default: int) -> int:

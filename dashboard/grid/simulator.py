@@ -274,15 +274,29 @@ class SimulatedGrid:
             return self._capacity(node, self._vms(conn, node.node_id))
 
     def nodes(
-        self, *, farm_id: int | None = None, page: int = 1, size: int = 50, farm_ids: Sequence[int] | None = None
+        self,
+        *,
+        farm_id: int | None = None,
+        page: int = 1,
+        size: int = 50,
+        farm_ids: Sequence[int] | None = None,
+        node_ids: Sequence[int] | None = None,
+        status: str | None = None,
     ) -> NodePage:
         page = _positive(page, "page")
         size = _positive(size, "page size")
         farms = list(farm_ids or []) + ([farm_id] if farm_id is not None else [])
-        where, params = "", []
+        clauses, params = [], []
         if farms:
-            where = f"WHERE farm_id IN ({', '.join('?' * len(farms))})"
-            params = [_positive(f, "farm id") for f in farms]
+            clauses.append(f"farm_id IN ({', '.join('?' * len(farms))})")
+            params += [_positive(f, "farm id") for f in farms]
+        if node_ids:
+            clauses.append(f"node_id IN ({', '.join('?' * len(node_ids))})")
+            params += [_positive(n, "node id") for n in node_ids]
+        if status is not None:
+            clauses.append("status = ?")
+            params.append(_status(status))
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with self._transaction(write=False) as conn:
             rows = conn.execute(
                 f"SELECT * FROM sim_node {where} ORDER BY node_id LIMIT ? OFFSET ?", (*params, size, (page - 1) * size)

@@ -6,6 +6,7 @@ Callers catch GridError (or one of its kinds) and never see a raw HTTP or parsin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Protocol
 
 from dashboard.capacity import Resources, SliceSize
@@ -60,6 +61,11 @@ class NodePage:
     size: int
     # Nodes the page held that were malformed: (node id or position, reason). Never fatal for the page.
     skipped: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    @property
+    def entries(self) -> int:
+        """What the grid sent, malformed entries included: a page with fewer than `size` is the last."""
+        return len(self.nodes) + len(self.skipped)
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,21 @@ class Grid(Protocol):
 
     def node(self, node_id: int) -> NodeCapacity: ...
 
-    def nodes(self, *, farm_id: int | None = None, page: int = 1, size: int = 50) -> NodePage: ...
+    def nodes(
+        self,
+        *,
+        farm_id: int | None = None,
+        page: int = 1,
+        size: int = 50,
+        farm_ids: Sequence[int] | None = None,
+        node_ids: Sequence[int] | None = None,
+        status: str | None = None,
+    ) -> NodePage:
+        """One page of GET /nodes, ordered by node id; filters combine (farm_id joins farm_ids).
+
+        A page holding fewer entries than `size` (NodePage.entries, skipped ones included) is the last.
+        """
+        ...
 
     def statistics(self, node_id: int) -> NodeStatistics: ...
 

@@ -13,8 +13,9 @@ from datetime import datetime
 from django.core.paginator import Page, Paginator
 from django.db.models import CharField, Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce
+from django.utils import timezone
 
-from dashboard.models import Node
+from dashboard.models import Node, reading_is_uncertain
 
 # Sort keys; "-" in front sorts descending. "seen" is short for "seen_at". A missing value
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
@@ -44,6 +45,7 @@ _ROW_FIELDS = (
     "seen_at",
     "effective_policy",
     "phantom_reasons",
+    "reported_at",
 )
 
 
@@ -67,6 +69,12 @@ class NodeRow:
     seen_at: datetime | None
     policy: str = ""  # "name vN" of the effective policy
     phantom_reasons: dict = field(default_factory=dict)  # capacity.PHANTOM_REASONS key -> count
+    reported_at: datetime | None = None  # the node's last report to the grid, as of that reading
+
+    @property
+    def uncertain(self) -> bool:
+        """Its figures rest on no reading or one past READING_MAX_AGE_MINUTES: neither phantom nor fine."""
+        return reading_is_uncertain(self.seen_at, timezone.now())
 
     @property
     def gap(self) -> int:
@@ -275,7 +283,7 @@ def _totals(nodes: QuerySet[Node]) -> FleetTotals:
 
 def _node_row(values: tuple) -> NodeRow:
     (node_id, pk, farm_id, farm_name, status, free, rented, deployed, failed, deployable, placeable, phantom,
-     stale, reason, seen_at, policy, phantom_reasons) = values  # fmt: skip
+     stale, reason, seen_at, policy, phantom_reasons, reported_at) = values  # fmt: skip
     return NodeRow(
         node_id=node_id,
         pk=pk,
@@ -295,4 +303,5 @@ def _node_row(values: tuple) -> NodeRow:
         seen_at=seen_at,
         policy=policy,
         phantom_reasons=phantom_reasons or {},
+        reported_at=reported_at,
     )

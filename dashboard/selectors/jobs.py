@@ -8,7 +8,7 @@ from dashboard.models import AuditEvent, Job, Node
 
 # Keys of a result whose size follows the fleet (a bulk job's node sample and failures); the
 # jobs list never reads them, so PostgreSQL leaves them out before sending the row.
-_LIST_DROPS = ("nodes", "failures")
+_LIST_DROPS = ("nodes", "failures", "new_nodes", "skipped", "left_out", "not_found", "pages_done")
 
 
 class _ResultBrief(Func):

@@ -18,6 +18,7 @@ from dashboard.grid.types import GridError
 from dashboard.job_results import PrecheckResult
 from dashboard.models import Job
 from dashboard.services.jobs import JobError, JobLost, job_beating, job_fail, job_progress, job_succeed
+from dashboard.services.onboarding import onboard_job
 from dashboard.services.precheck import precheck_run
 from dashboard.services.reregister import bulk_reregister, node_reregister
 from dashboard.services.simulation import policy_simulate
@@ -45,6 +46,7 @@ RUNNERS: dict[str, Callable[..., object]] = {
     Job.Kind.PRECHECK: node_precheck_job,
     Job.Kind.BULK_REREGISTER: bulk_reregister,
     Job.Kind.SIMULATE: lambda *, job, stop_on: policy_simulate(job=job),
+    Job.Kind.ONBOARD: lambda *, job, stop_on: onboard_job(job=job),
 }
 
 

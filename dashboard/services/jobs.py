@@ -7,9 +7,10 @@ simulated month services.simulation). This module imports none of them: they bui
 The life of a job, and what keeps it honest when a worker dies:
 
 - `job_request` inserts the Job in one transaction. The partial unique constraints (one active
-  job per node, one active bulk job, one active simulation) refuse a second active job even
-  under a race; the loser gets the active job back with created=False. The Celery message (task
-  id = job id) is sent only after commit, so a worker never looks for a row it cannot see.
+  job per node, one active bulk job, one active simulation, one active onboarding) refuse a
+  second active job even under a race; the loser gets the active job back with created=False.
+  The Celery message (task id = job id) is sent only after commit, so a worker never looks for a
+  row it cannot see.
 - The worker claims the job with a conditional UPDATE (queued -> running, attempts + 1).
   `attempts` is the claim's token: every later write (progress, heartbeat, the result) is
   conditional on state=running AND attempts=<token>, so a run that lost its job (reaped, or
@@ -94,7 +95,7 @@ def job_request(
     """
     _job_request_validate(kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run,
                           parameters=parameters)
-    requester = _requester_words(by, source)
+    requester, requester_detail = _requester(by, source)
     # The unique index refuses our insert while another job is active; if that job finishes
     # between our insert and our look-up, there is nothing to return, so try once more.
     for _ in range(3):
@@ -129,7 +130,7 @@ def job_request(
                 actor=by,
                 source=source,
                 message=f"{job_describe(job)} requested by {requester}",
-                detail=_requester_detail(by, source),
+                detail=requester_detail,
             )
             transaction.on_commit(partial(job_enqueue, job.pk))
             return JobRequest(job=job, created=True)
@@ -146,6 +147,9 @@ def _job_request_validate(*, kind, node, farm_id, by, source, dry_run, parameter
             raise JobError("a bulk re-register covers all stale nodes (or one farm's); it takes no node")
         if farm_id is not None and (isinstance(farm_id, bool) or not isinstance(farm_id, int) or farm_id < 0):
             raise JobError(f"farm id must be a whole number of zero or more, not {farm_id!r}")
+    elif kind == Job.Kind.ONBOARD:
+        if node is not None or farm_id is not None or not isinstance(parameters, dict):
+            raise JobError("adding nodes from the grid takes farm ids or node ids as parameters, no node")
     elif kind == Job.Kind.SIMULATE:
         if node is not None or farm_id is not None or dry_run:
             raise JobError("a simulated month takes its nodes from the candidate policy's scope, and changes nothing")
@@ -156,7 +160,7 @@ def _job_request_validate(*, kind, node, farm_id, by, source, dry_run, parameter
             raise JobError(f"a {Job.Kind(kind).label.lower()} job needs a registered node")
         if farm_id is not None:
             raise JobError("a farm id only applies to a bulk re-register")
-    if parameters and kind != Job.Kind.SIMULATE:
+    if parameters and kind not in (Job.Kind.SIMULATE, Job.Kind.ONBOARD):
         raise JobError(f"a {Job.Kind(kind).label.lower()} job takes no parameters")
     if dry_run and kind == Job.Kind.PRECHECK:
         raise JobError("a precheck changes no catalog; it has no dry run")
@@ -378,23 +382,15 @@ def _audit(*, job: Job, action: str, actor, source: str, message: str, detail: d
     )
 
 
-def _requester_words(by, source: str) -> str:
-    if by is not None:
-        return f"{by.get_username()} ({source})"
-    if source == Job.Source.COMMAND:
-        return f"the command line (os user {_os_user()})"
-    return f"an anonymous caller ({source})"
-
-
-def _requester_detail(by, source: str) -> dict:
+def _requester(by, source: str) -> tuple[str, dict]:
+    """Who asked, in words and for the audit detail (the os user for the command line)."""
     detail: dict[str, Any] = {"source": source, "user": by.get_username() if by is not None else None}
+    if by is not None:
+        return f"{by.get_username()} ({source})", detail
     if source == Job.Source.COMMAND:
-        detail["os_user"] = _os_user()
-    return detail
-
-
-def _os_user() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no passwd entry in some containers
-        return "unknown"
+        try:
+            detail["os_user"] = getpass.getuser()
+        except Exception:  # no passwd entry in some containers
+            detail["os_user"] = "unknown"
+        return f"the command line (os user {detail['os_user']})", detail
+    return f"an anonymous caller ({source})", detail

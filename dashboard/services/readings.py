@@ -2,9 +2,11 @@
 
 Who owns which Node columns (one writer each, so two code paths never store two ideas of one fact):
 
-- identity (node_id, farm, twin, dedication): services.registration, when the node is created;
-- the reading (status, total_*, used_*, pools_sru, country, city, seen_at, prechecked_at): here,
-  `readings_store`, called by the precheck, a deploy, a re-register and the grid onboarding;
+- identity (node_id, farm_id): services.registration, when the node is created (a farm change on
+  the grid is not followed: the farm decides the policy, and moving a catalog is an admin's call);
+- the reading (status, total_*, used_*, pools_sru, country, city, farm_name, twin_id, dedicated,
+  rented_by_twin_id, seen_at, prechecked_at, reported_at): here, `readings_store`, called by the
+  precheck, a deploy, a re-register and the grid onboarding;
 - how the catalog was carved (carved_*, catalog_generation): registration and re-register's apply;
 - what refusals taught (hidden_mru_per_vm, pool_room_below*): services.observations;
 - the stored figures (slice counts, deployable, stale, placeable_now, phantom*): services.figures,
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone as dt_timezone
 
 from django.utils import timezone
 
@@ -52,8 +54,9 @@ class LiveReading:
 _COLUMNS = (
     ("id", "bigint"), ("status", "text"), ("total_cru", "bigint"), ("total_mru", "bigint"), ("total_sru", "bigint"),
     ("total_hru", "bigint"), ("used_cru", "bigint"), ("used_mru", "bigint"), ("used_sru", "bigint"),
-    ("used_hru", "bigint"), ("country", "text"), ("city", "text"), ("pools_sru", "text"), ("seen_at", "timestamptz"),
-    ("prechecked_at", "timestamptz"),
+    ("used_hru", "bigint"), ("country", "text"), ("city", "text"), ("farm_name", "text"), ("twin_id", "bigint"),
+    ("dedicated", "boolean"), ("rented_by_twin_id", "bigint"), ("pools_sru", "text"), ("seen_at", "timestamptz"),
+    ("prechecked_at", "timestamptz"), ("reported_at", "timestamptz"),
 )  # fmt: skip
 
 
@@ -66,14 +69,25 @@ def readings_store(readings: Sequence[LiveReading]) -> None:
     rows_update(Node, _COLUMNS, [_row(r) for r in readings], stamped=("updated_at",), json_kept_if_null=("pools_sru",))
 
 
+def reported_at_of(live: NodeCapacity) -> datetime | None:
+    """The node's last report to the grid (updatedAt, unix seconds) as a time; None when unknown."""
+    if not live.updated_at:
+        return None
+    try:
+        return datetime.fromtimestamp(live.updated_at, tz=dt_timezone.utc)
+    except (OverflowError, OSError, ValueError):  # an absurd timestamp is no report time
+        return None
+
+
 def _row(reading: LiveReading) -> tuple:
     live = reading.live
     return (
         reading.node_pk, reading.status,
         live.total.cru, live.total.mru, live.total.sru, live.total.hru,
         live.used.cru, live.used.mru, live.used.sru, live.used.hru,
-        live.country, live.city,
+        live.country, live.city, live.farm_name, live.twin_id, live.dedicated, live.rented_by_twin_id,
         json.dumps(list(live.pools_sru)) if live.pools_sru else None,
-        # seen_at: when the grid was read; prechecked_at: the reading the figures now come from.
-        reading.read_at, reading.read_at,
+        # seen_at: when the grid was read; prechecked_at: the reading the figures now come from;
+        # reported_at: when the node last reported to the grid (the proxy's updatedAt), if it says.
+        reading.read_at, reading.read_at, reported_at_of(live),
     )  # fmt: skip

@@ -21,6 +21,7 @@ from dashboard.grid.types import NodeCapacity
 from dashboard.models import AuditEvent, Node, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
+from dashboard.services.readings import reported_at_of
 
 # Anything above this is a typo, not a node (parse_size draws the same line).
 MAX_NODE_BYTES = 1024 * capacity.TiB
@@ -64,6 +65,7 @@ def node_register(
     source: str = "command",
     used: capacity.Resources | None = None,
     seen_at: datetime | None = None,
+    reported_at: datetime | None = None,
     origin: str = "",
     country: str = "",
     city: str = "",
@@ -112,6 +114,7 @@ def node_register(
                 used_sru=used.sru if used else None,
                 used_hru=used.hru if used else None,
                 seen_at=seen_at,
+                reported_at=reported_at,
                 carved_policy_name=policy.name,
                 carved_policy_version=policy.version,
                 carved_slice_sru=carve.slice.sru,
@@ -223,6 +226,7 @@ def node_register_from_grid(
         source=source,
         used=live.used,
         seen_at=read_at or timezone.now(),
+        reported_at=reported_at_of(live),
         origin=origin,
         country=live.country,
         city=live.city,

@@ -3,7 +3,9 @@
 from urllib.parse import urlencode
 
 from django import template
+from django.conf import settings
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
@@ -33,6 +35,27 @@ def cores(value) -> str:
     if value is None:
         return "—"
     return f"{value} vCPU" if value == 1 else f"{value} vCPUs"
+
+
+@register.simple_tag
+def reading_max_age_minutes() -> int:
+    """READING_MAX_AGE_MINUTES, for the words that explain "uncertain"."""
+    return settings.READING_MAX_AGE_MINUTES
+
+
+@register.filter
+def age(when) -> str:
+    """'3 min ago', '2 h ago', '4 d ago' from a past time: short enough for a table cell."""
+    if when is None or when == "":
+        return "never"
+    seconds = max((timezone.now() - when).total_seconds(), 0)
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} d ago"
 
 
 @register.filter

@@ -5,9 +5,15 @@
 
     manage.py node_register 1774 [--policy NAME] [--by USERNAME] [--json]
 
+    manage.py node_register --farm-id 4242 [--farm-id ...] [--status up] [--policy NAME] [--dry-run] [--json]
+
 Without the capacity flags the node is read from the configured grid (GRID_BACKEND): its
 total, farm, status, dedication, SSD pools (the simulator knows them, the Grid Proxy does
 not) and live used capacity.
+
+With --farm-id and no node id, whole farms are added from the grid (services.onboarding):
+read a page at a time, new nodes registered, known ones refreshed, one commit per page.
+Run it again after a failure to finish the rest: nothing is carved twice.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dashboard.management.commands.carve import (
 )
 from dashboard.models import Node
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register, node_register_from_grid
+from dashboard.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
 
 
 @dataclass(frozen=True)
@@ -53,9 +60,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("node_id", help="the grid's node id")
+        parser.add_argument("node_id", nargs="?", help="the grid's node id (none: add the farms of --farm-id)")
         add_capacity_arguments(parser)
-        parser.add_argument("--farm-id", dest="farm_id", metavar="N", help="the node's farm id")
+        parser.add_argument(
+            "--farm-id", dest="farm_id", metavar="N", action="append",
+            help="the node's farm id; without a node id, a farm to add from the grid (repeatable)",
+        )  # fmt: skip
         parser.add_argument("--farm-name", dest="farm_name", default="", metavar="NAME")
         parser.add_argument("--twin-id", dest="twin_id", metavar="N")
         parser.add_argument(
@@ -64,9 +74,17 @@ class Command(BaseCommand):
         parser.add_argument("--dedicated", action="store_true")
         parser.add_argument("--policy", metavar="NAME", help="a stored policy or profile; default: the node's effective one")
         parser.add_argument("--by", metavar="USERNAME", help="the dashboard user to record as having registered it")
+        parser.add_argument("--dry-run", action="store_true", help="with farms: say what would be registered, change nothing")
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
+        if options["node_id"] is None:
+            return self._farms(options)
+        if options["dry_run"]:
+            raise CommandError("--dry-run: only when adding farms (--farm-id without a node id)", returncode=USAGE_ERROR)
+        if options["farm_id"] and len(options["farm_id"]) > 1:
+            raise CommandError("one --farm-id for a node given by hand", returncode=USAGE_ERROR)
+        options["farm_id"] = options["farm_id"][0] if options["farm_id"] else None
         node_id = _whole(options["node_id"], what="node id", minimum=1)
         by = _user(options["by"]) if options["by"] else None
         origin = f"{getpass.getuser()}@{socket.gethostname()}"
@@ -79,10 +97,10 @@ class Command(BaseCommand):
                     policy_name=options["policy"], by=by, source="command", origin=origin,
                 )  # fmt: skip
             else:
-                live = _read_from_grid(node_id, options)
                 node = node_register_from_grid(
-                    live=live, policy_name=options["policy"], by=by, source="command", origin=origin
-                )
+                    live=_read_from_grid(node_id, options), policy_name=options["policy"], by=by, source="command",
+                    origin=origin,
+                )  # fmt: skip
         except NodeAlreadyRegistered as exc:
             raise CommandError(str(exc)) from None
         except (CatalogError, capacity.CapacityError) as exc:
@@ -92,6 +110,42 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(summary, sort_keys=True))
         else:
             self.stdout.write(_words(summary))
+
+    def _farms(self, options: dict) -> None:
+        if not options["farm_id"]:
+            raise CommandError("give a node id, or --farm-id to add whole farms from the grid", returncode=USAGE_ERROR)
+        if capacity_flags_given(options) or options["dedicated"] or options["farm_name"] or options["twin_id"]:
+            raise CommandError("farms are read from the grid: --cru, --mru, --sru, --pools, --farm-name, --twin-id "
+                               "and --dedicated are for one node given by hand", returncode=USAGE_ERROR)  # fmt: skip
+        try:
+            request = OnboardRequest(
+                farm_ids=tuple(_whole(f, what="--farm-id", minimum=1) for f in options["farm_id"]),
+                status=options["status"], policy=options["policy"], dry_run=options["dry_run"],
+            )  # fmt: skip
+        except OnboardError as exc:
+            raise CommandError(str(exc), returncode=USAGE_ERROR) from None
+        by = _user(options["by"]) if options["by"] else None
+
+        def progress(result, what: str) -> None:
+            self.stderr.write(f"{what}: {result.nodes_read} node(s) so far")
+
+        try:
+            result = grid_onboard(request=request, grid=get_grid(), by=by, source="command", progress=progress,
+                                  origin=f"{getpass.getuser()}@{socket.gethostname()}")  # fmt: skip
+        except OnboardStopped as stopped:
+            self._onboarded(stopped.result, options)
+            raise CommandError(f"grid: {stopped.result.stopped}") from None
+        self._onboarded(result, options)
+
+    def _onboarded(self, result, options: dict) -> None:
+        if options["json"]:
+            self.stdout.write(json.dumps(result.stored(), sort_keys=True))
+            return
+        self.stdout.write(result.words())
+        for label, reason in result.skipped:
+            self.stdout.write(f"  skipped {label}: {reason}")
+        for node_id, why in result.left_out:
+            self.stdout.write(f"  left out node {node_id}: {why}")
 
 
 # Facts the grid states itself; giving them by hand beside a grid read would be silently ignored.

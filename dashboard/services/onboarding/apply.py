@@ -1,0 +1,98 @@
+"""One page, one transaction: new nodes registered (node_register), known ones refreshed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.grid.types import NodeCapacity
+from dashboard.job_results import LISTED, OnboardResult
+from dashboard.models import Node
+from dashboard.selectors.policy_book import policy_book, policy_named
+from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.onboarding.request import OnboardRequest
+from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register_from_grid
+
+# What a known node's reading is compared on ("changed"): the capacity and the status it reports.
+COMPARED = ("status", "total_cru", "total_mru", "total_sru", "total_hru", "used_cru", "used_mru", "used_sru", "used_hru")
+
+
+def page_apply(
+    nodes: Sequence[NodeCapacity], *, request: OnboardRequest, result: OnboardResult, by=None,
+    source: str = "command", origin: str = "",
+) -> None:  # fmt: skip
+    """Register this page's new nodes and refresh its known ones, all or nothing."""
+    if not nodes:
+        return
+    now = timezone.now()
+    with transaction.atomic():
+        known = dict(Node.objects.filter(node_id__in=[n.node_id for n in nodes]).values_list("node_id", "pk"))
+        new = [n for n in nodes if n.node_id not in known]
+        if request.dry_run:
+            _preview_new(new, request=request, result=result)
+        else:
+            for live in new:
+                _register(live, request=request, result=result, by=by, source=source, origin=origin, now=now)
+        reread = [n for n in nodes if n.node_id in known]
+        if reread:
+            _refresh(reread, known, result=result, now=now, write=not request.dry_run)
+
+
+def _register(live: NodeCapacity, *, request, result: OnboardResult, by, source, origin, now: datetime) -> None:
+    try:
+        node = node_register_from_grid(live=live, read_at=now, policy_name=request.policy, by=by, source=source,
+                                       origin=origin)  # fmt: skip
+    except NodeAlreadyRegistered:
+        # Registered by someone else since this page was looked up: known now, never carved twice.
+        result.leave_out(live.node_id, "registered meanwhile by someone else; refreshed on the next run")
+        return
+    except (CatalogError, capacity.CapacityError) as exc:
+        result.leave_out(live.node_id, f"not registered: {exc}")
+        return
+    _count_new(result, live, deployable=node.carved_deployable, policy=node.carved_policy_name)
+
+
+def _preview_new(new: Sequence[NodeCapacity], *, request: OnboardRequest, result: OnboardResult) -> None:
+    book = policy_book(node_pks=[], farm_ids={n.farm_id for n in new}) if not request.policy else None
+    named = policy_named(request.policy) if request.policy else None
+    for live in new:
+        policy = named or book.for_farm(live.farm_id)
+        try:
+            cut = capacity.carve_memoised(live.total, policy, pools=live.pools_sru)
+        except capacity.CapacityError as exc:
+            result.leave_out(live.node_id, f"would not be registered: {exc}")
+            continue
+        _count_new(result, live, deployable=cut.slices, policy=policy.name)
+
+
+def _count_new(result: OnboardResult, live: NodeCapacity, *, deployable: int, policy: str) -> None:
+    result.registered += 1
+    result.deployable += deployable
+    if len(result.new_nodes) < LISTED:
+        result.new_nodes.append({"node_id": live.node_id, "farm_id": live.farm_id, "status": live.status,
+                                 "deployable": deployable, "policy": policy})  # fmt: skip
+
+
+def _refresh(reread: Sequence[NodeCapacity], known: dict[int, int], *, result: OnboardResult, now: datetime,
+             write: bool) -> None:  # fmt: skip
+    """A known node gets a fresh reading (services.readings, its one writer) and its figures, never a carve."""
+    pks = [known[n.node_id] for n in reread]
+    if write:
+        nodes_lock(pks)  # as every writer does: the node before its figures
+    stored = {row[0]: row[1:] for row in Node.objects.filter(pk__in=pks).values_list("node_id", *COMPARED)}
+    for live in reread:
+        total, used = live.total, live.used
+        values = (live.status, total.cru, total.mru, total.sru, total.hru, used.cru, used.mru, used.sru, used.hru)
+        if values != tuple(stored.get(live.node_id, ())):
+            result.changed += 1
+    result.refreshed += len(reread)
+    if not write:
+        return
+    readings_store([LiveReading(known[live.node_id], live, now) for live in reread])
+    # A new total, status or used capacity moves stale, deployable, placeable and phantom.
+    figures_refresh(pks, locked=True)

@@ -1,0 +1,124 @@
+"""The reads of an onboarding in order, one committed page at a time; where a run stops; the job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from django.conf import settings
+from django.db import transaction
+
+from dashboard.grid import get_grid
+from dashboard.grid.deadline import grid_step_deadline
+from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, id_pages
+from dashboard.grid.types import Grid, GridError
+from dashboard.job_results import LISTED, OnboardResult
+from dashboard.models import AuditEvent
+from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
+from dashboard.services.onboarding.apply import page_apply
+from dashboard.services.onboarding.request import OnboardError, OnboardRequest, OnboardStopped
+
+Progress = Callable[[OnboardResult, str], None]
+
+
+def grid_onboard(
+    *, request: OnboardRequest, grid: Grid, by=None, source: str = "command", origin: str = "",
+    progress: Progress | None = None, reads: Iterator[PageRead] | None = None,
+) -> OnboardResult:  # fmt: skip
+    """Read the farms and ids of `request` page by page and register or refresh what they hold.
+
+    Raises OnboardStopped when a read fails; what was read before it is committed (not in a dry run).
+    """
+    result = OnboardResult(dry_run=request.dry_run)
+    seen: set[int] = set()
+    reads = reads if reads is not None else _reads(request, grid)
+    while True:
+        what = _next_read_words(result, request)
+        try:
+            with grid_step_deadline(settings.GRID_STEP_DEADLINE):
+                read = next(reads, None)
+        except ReadFailed as exc:
+            result.stopped = str(exc)  # names the page, e.g. "page 3 of farm 4242: ..."
+            _audit_run(result, request=request, by=by, source=source, origin=origin)
+            raise OnboardStopped(result) from exc
+        except GridError as exc:  # a read source of someone else's making (tests, a caller's own pages)
+            result.stopped = f"{what}: {exc or type(exc).__name__}"
+            _audit_run(result, request=request, by=by, source=source, origin=origin)
+            raise OnboardStopped(result) from exc
+        if read is None:
+            break
+        fresh = tuple(n for n in read.nodes if n.node_id not in seen)
+        seen.update(n.node_id for n in fresh)
+        page_apply(fresh, request=request, result=result, by=by, source=source, origin=origin)
+        _count_read(result, read)
+        if progress is not None:
+            progress(result, read.what)
+    result.finished = True
+    _audit_run(result, request=request, by=by, source=source, origin=origin)
+    return result
+
+
+def _reads(request: OnboardRequest, grid: Grid) -> Iterator[PageRead]:
+    size = settings.GRID_PAGE_SIZE
+    seen: set[int] = set()
+    if request.farm_ids:
+        for read in farm_pages(grid, farm_ids=request.farm_ids, status=request.status, size=size):
+            seen.update(n.node_id for n in read.nodes)
+            yield read
+    rest = [n for n in request.node_ids if n not in seen]
+    if rest:
+        yield from id_pages(grid, node_ids=rest, status=request.status, size=size)
+
+
+def _next_read_words(result: OnboardResult, request: OnboardRequest) -> str:
+    return f"read {result.reads + 1} ({request.words()}), after {len(result.pages_done)} read(s) were committed"
+
+
+def _count_read(result: OnboardResult, read: PageRead) -> None:
+    result.reads += 1
+    result.requests += read.requests
+    result.pages_done.append(read.what)
+    del result.pages_done[:-LISTED]
+    result.skipped_total += len(read.skipped)
+    room = LISTED - len(result.skipped)
+    result.skipped.extend([label, reason] for label, reason in read.skipped[: max(room, 0)])
+    result.not_found_total += len(read.not_found)
+    result.not_found.extend(read.not_found[: max(LISTED - len(result.not_found), 0)])
+    for node_id, why in read.left_out:
+        result.leave_out(node_id, why)
+
+
+def _audit_run(result: OnboardResult, *, request: OnboardRequest, by, source: str, origin: str) -> None:
+    """One event for the run (each new node has its own from node_register)."""
+    if request.dry_run:
+        return
+    AuditEvent.objects.create(
+        actor=by, source=source, action="nodes onboarded" if result.finished else "nodes onboarded (stopped)",
+        message=f"{request.words()}: {result.words()}",
+        detail={"origin": origin, "request": request.as_parameters(), "registered": result.registered,
+                "refreshed": result.refreshed, "reads": result.reads, "stopped": result.stopped},
+    )  # fmt: skip
+
+
+# --- the job ---------------------------------------------------------------------------------
+
+
+def onboard_job(*, job) -> OnboardResult:
+    """The worker's side of a Job of kind onboard: progress after every committed read."""
+    try:
+        request = OnboardRequest.from_parameters(job.parameters or {}, dry_run=job.dry_run)
+    except OnboardError as exc:
+        raise JobError(f"cannot add these nodes: {exc}") from None
+    job_progress(job=job, step=f"reading {request.words()} from the grid")
+
+    def progress(result: OnboardResult, what: str) -> None:
+        job_progress(job=job, step=f"{what} done: {result.nodes_read} node(s) so far", done=result.nodes_read)
+
+    try:
+        with job_beating(job=job):
+            result = grid_onboard(request=request, grid=get_grid(), by=job.requested_by, source=job.source,
+                                  origin=f"job {job.pk}", progress=progress)  # fmt: skip
+    except OnboardStopped as stopped:
+        raise JobError(stopped.result.words(), result=stopped.result) from None
+    with transaction.atomic():
+        job_succeed(job=job, result=result, message=f"{request.words()}: {result.words()}")
+    return result

@@ -1,0 +1,67 @@
+"""Paged reads: GET /nodes by farms, ids and status; farm_pages until a short page; id_pages."""
+
+import threading
+
+import pytest
+
+from dashboard.capacity import GiB
+from dashboard.grid.paging import ReadFailed, farm_pages, id_pages
+from dashboard.grid.proxy import GridProxyClient
+from dashboard.grid.simhttp import serve_simulator
+from dashboard.grid.simulator import SimulatedGrid
+from tests.gridproxy_canned import sample, start_canned_proxy
+
+
+@pytest.fixture
+def canned():
+    proxy, server = start_canned_proxy()
+    yield proxy
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def grid(tmp_path):
+    """Farms 1 (ids 1-5, node 3 down) and 2 (ids 10-11) behind simhttp, read by the real client."""
+    sim = SimulatedGrid(tmp_path / "simgrid.sqlite3")
+    for node_id in (1, 2, 3, 4, 5, 10, 11):
+        sim.add_node(node_id, cru=4, mru=16 * GiB, sru=500 * GiB, farm_id=1 if node_id < 10 else 2,
+                     status="down" if node_id == 3 else "up")  # fmt: skip
+    server = serve_simulator(sim)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield GridProxyClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0)
+    server.shutdown()
+    server.server_close()
+
+
+def test_the_client_asks_for_farms_ids_and_status(canned):
+    canned.answer("/nodes", [n for n in sample("nodes-page.json") if n["farmId"] == 7])
+    GridProxyClient(canned.url, retries=0).nodes(farm_ids=[7, 8], node_ids=[1774, 11], status="up", size=10)
+    assert canned.queries == ["farm_ids=7%2C8&node_ids=1774%2C11&status=up&page=1&size=10"]
+
+
+def test_the_client_skips_a_node_it_did_not_ask_for(canned):
+    canned.answer("/nodes", sample("nodes-page.json"))
+    page = GridProxyClient(canned.url, retries=0).nodes(node_ids=[1774])
+    assert [n.node_id for n in page.nodes] == [1774] and page.entries == len(sample("nodes-page.json"))
+
+
+def test_farm_pages_read_until_a_short_page(grid):
+    pages = list(farm_pages(grid, farm_ids=[1, 2], size=3))
+    assert [[n.node_id for n in p.nodes] for p in pages] == [[1, 2, 3], [4, 5, 10], [11]]
+
+
+def test_farm_pages_take_the_status_filter(grid):
+    assert [n.node_id for p in farm_pages(grid, farm_ids=[1], status="up", size=10) for n in p.nodes] == [1, 2, 4, 5]
+
+
+def test_id_pages_read_what_a_page_lacked_on_its_own(grid):
+    reads = list(id_pages(grid, node_ids=[11, 2, 3, 404], status="up", size=10))
+    assert [n.node_id for n in reads[0].nodes] == [2, 11]
+    assert (reads[1].not_found, reads[1].left_out) == ((404,), ((3, "the grid says it is down, not up"),))
+
+
+def test_a_page_that_fails_names_itself(tmp_path):
+    client = GridProxyClient("http://127.0.0.1:9", retries=0, deadline=2)
+    with pytest.raises(ReadFailed, match=r"^page 1 of farm 4242: "):
+        next(farm_pages(client, farm_ids=[4242]))
