@@ -55,6 +55,9 @@ class SliceInlineForm(forms.ModelForm):
         if self.instance.pk and self.instance.is_occupied:
             for field in self.fields.values():
                 field.disabled = True
+        elif self.instance.pk:
+            # A slice's number is its identity (failure rows name it): never renumbered.
+            self.fields["index"].disabled = True
 
 
 class SliceInlineFormSet(forms.BaseInlineFormSet):
@@ -64,6 +67,12 @@ class SliceInlineFormSet(forms.BaseInlineFormSet):
             if form.instance.pk and form.instance.is_occupied and self._should_delete_form(form):
                 raise ValidationError(
                     f"slice {form.instance.index} is {form.instance.state}: it is someone's VM and cannot be deleted here"
+                )
+            index = form.cleaned_data.get("index") if hasattr(form, "cleaned_data") else None
+            if not form.instance.pk and index is not None and index < self.instance.slice_index_next:
+                raise ValidationError(
+                    f"slice number {index} was used before on this node and is never reused (a failure record may "
+                    f"name it); the next free number is {self.instance.slice_index_next}"
                 )
 
 
@@ -254,6 +263,8 @@ class SliceAdmin(admin.ModelAdmin):
     list_select_related = ("node",)
     ordering = ("node__node_id", "index")
     raw_id_fields = ("node",)
+    # Which node and which number a slice is are its identity (failure rows name it): not edited here.
+    readonly_fields = ("node", "index", "generation")
 
     def has_add_permission(self, request) -> bool:
         return False

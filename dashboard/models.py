@@ -159,6 +159,9 @@ class Node(models.Model):
     carved_slice_sru = models.BigIntegerField(default=0)
     carved_deployable = models.PositiveIntegerField(default=0)
     catalog_generation = models.PositiveIntegerField(default=1)
+    # Slice numbers are never reused: a re-carve numbers its new slices from here, so a failure row
+    # (Deployment.slice_index) names the same slice forever, shown as retired once it is gone.
+    slice_index_next = models.PositiveIntegerField(default=0)
 
     # The catalog's figures, written by services.figures.figures_refresh in every transaction
     # that changes them, so the fleet overview sorts, filters and totals plain columns.

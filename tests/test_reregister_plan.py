@@ -83,8 +83,9 @@ def test_the_plan_keeps_removes_and_adds(case: Case):
     assert sorted(s.index for s in plan.kept) == case.kept
     assert sorted(s.index for s in plan.removed) == case.removed
     assert len(plan.added) == case.added
-    # New slices come after the highest kept one, in the next generation, of the carved size.
-    first_new = max(case.kept, default=-1) + 1
+    # New slices are numbered after every number the node used (never a removed slice's), in the next
+    # generation, of the carved size.
+    first_new = max(s.index for s in case.slices) + 1
     assert [s.index for s in plan.added] == list(range(first_new, first_new + case.added))
     assert all(s.generation == 4 and (s.mru, s.sru) == (plan.carve.slice.mru, plan.carve.slice.sru) for s in plan.added)
     assert plan.after["slices"] == len(case.kept) + case.added

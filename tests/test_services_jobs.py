@@ -228,9 +228,10 @@ def test_it_reports_the_change_in_the_contract_shape(legacy_node_1774):
     assert result["kept"][0] == {"index": 0, "cru": 1, "mru": 4 * GiB, "sru": 133 * GiB, "state": "deployed"}
 
 
-def test_it_numbers_the_new_slices_after_the_kept_ones(legacy_node_1774):
+def test_it_numbers_the_new_slices_after_every_number_the_node_used(legacy_node_1774):
     result = run(claimed(node=legacy_node_1774)).result
-    assert [s["index"] for s in result["added"]] == [1, 2, 3, 4, 5]
+    # 0..6 were used (0 is kept, deployed): the re-carved slices never take a removed one's number.
+    assert [s["index"] for s in result["added"]] == [7, 8, 9, 10, 11]
 
 
 def test_it_stores_the_policy_and_the_capacity_seen(legacy_node_1774):
@@ -274,7 +275,7 @@ def test_it_changes_nothing_on_a_dry_run_but_reports_the_diff(legacy_node_1774):
 
 def test_it_keeps_free_slices_still_of_the_carved_size_after_a_deploy(legacy_node_1774):
     run(claimed(node=legacy_node_1774))
-    second = Slice.objects.get(node=legacy_node_1774, index=1)
+    second = Slice.objects.filter(node=legacy_node_1774, state=Slice.State.FREE).order_by("index").first()
     legacy_node_1774.grid.deploy_vm(1774, second.size, name="vm1774s1")
     Slice.objects.filter(pk=second.pk).update(state=Slice.State.DEPLOYED)
     before = catalog(legacy_node_1774)
@@ -325,7 +326,7 @@ def test_it_keeps_a_slice_whose_deploy_is_in_flight(legacy_node_1774):
     in_flight = [row for row in catalog(legacy_node_1774) if row[1] == 3]
     result = run(claimed(node=legacy_node_1774)).result
     assert [row for row in catalog(legacy_node_1774) if row[1] == 3] == in_flight
-    assert ([k["index"] for k in result["kept"]], [a["index"] for a in result["added"]]) == ([0, 3], [4, 5, 6, 7])
+    assert ([k["index"] for k in result["kept"]], [a["index"] for a in result["added"]]) == ([0, 3], [7, 8, 9, 10])
 
 
 def test_it_replaces_a_slice_whose_deploy_died_long_ago(legacy_node_1774):

@@ -39,6 +39,7 @@ def deployment_out(d: Deployment) -> dict:
         "cru": d.cru,
         "mru": d.mru,
         "sru": d.sru,
+        "slice_retired": d.slice_id is None,
         "state": d.state,
         "cause": d.cause,
         "raw_error": d.raw_error,

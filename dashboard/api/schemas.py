@@ -187,7 +187,8 @@ class DeploymentOut(Schema):
     id: int
     node_id: int
     farm_id: int
-    slice_index: int
+    slice_index: int = Field(description="the slice's number on its node; numbers are never reused")
+    slice_retired: bool = Field(description="the slice is no longer in the catalog (a re-carve removed it)")
     cru: int
     mru: int
     sru: int

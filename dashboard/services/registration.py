@@ -120,6 +120,7 @@ def node_register(
                 carved_slice_sru=carve.slice.sru,
                 carved_deployable=carve.slices,
                 catalog_generation=1,
+                slice_index_next=carve.new_slices,
             )
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
             figures_refresh([node.pk])

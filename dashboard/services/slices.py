@@ -15,6 +15,10 @@ from dashboard.models import AuditEvent, Node, Slice
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 
+class SliceNumberUsed(ValueError):
+    """A new slice may not take a number the node used before (a failure row may name it)."""
+
+
 class SliceOccupied(ValueError):
     """The slice holds a VM (rented or deployed): it is not the catalog's to change."""
 
@@ -54,8 +58,15 @@ def node_slices_write(
             events.append(_event(node, by, source, "slice.edited", f"slice {s.index} edited by hand: {words}",
                                  {"slice": s.pk, "before": _plain(before), "after": _plain({n: getattr(s, n) for n in fields})}))  # fmt: skip
         for s in added:
+            if s.index < node.slice_index_next:
+                raise SliceNumberUsed(
+                    f"slice number {s.index} of node {node.node_id} was used before; slice numbers are never reused "
+                    f"(a failure record may name it): the next free number is {node.slice_index_next}"
+                )
             s.node, s.generation = node, generation
             s.save()
+            node.slice_index_next = max(node.slice_index_next, s.index + 1)
+            Node.objects.filter(pk=node.pk).update(slice_index_next=node.slice_index_next)
             events.append(_event(node, by, source, "slice.added", f"slice {s.index} added by hand ({s.state})",
                                  {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru}))  # fmt: skip
         _catalog_changed([node.pk])

@@ -181,12 +181,14 @@ def catalogs_write(plans: list[ReregisterPlan]) -> None:
 _CARVE_COLUMNS = (
     ("id", "bigint"), ("carved_policy_name", "text"), ("carved_policy_version", "bigint"),
     ("carved_slice_sru", "bigint"), ("carved_deployable", "bigint"), ("catalog_generation", "bigint"),
+    ("slice_index_next", "bigint"),
 )  # fmt: skip
 
 
 def _carve_record(plan: ReregisterPlan, *, generation: int) -> tuple:
     """The plan's carve as the node's row records it, in _CARVE_COLUMNS' order."""
-    return (plan.node.pk, plan.policy.name, plan.policy.version, plan.carved_slice_sru, plan.carve.slices, generation)
+    return (plan.node.pk, plan.policy.name, plan.policy.version, plan.carved_slice_sru, plan.carve.slices, generation,
+            plan.slice_index_next)  # fmt: skip
 
 
 def node_event(*, job: Job, plan: ReregisterPlan, result: ReregisterResult) -> AuditEvent:

@@ -44,6 +44,7 @@ class ReregisterPlan:
     phantom_after: int
     placeable_after: int
     phantom_reasons_after: dict
+    slice_index_next: int  # the number the next new slice of this node will get
     carved_slice_sru: int
     notes: list[str] = field(default_factory=list)
 
@@ -137,8 +138,9 @@ def reregister_plan(
     kept = sorted(occupied + kept_free, key=lambda s: s.index)
     to_add = carve.new_slices - len(kept_free)
     added: list[Slice] = []
+    # New slices are numbered after every number this node ever used: never a removed slice's.
+    start = max(node.slice_index_next, max((s.index for s in slices), default=-1) + 1)
     if to_add > 0:
-        start = max((s.index for s in kept), default=-1) + 1
         added = list(
             catalog_slices(
                 node=node, carve=replace(carve, new_slices=to_add), start_index=start, generation=node.catalog_generation + 1
@@ -217,6 +219,7 @@ def reregister_plan(
         phantom_reasons_after=after_check.phantom_by_reason,
         placeable_after=placeable_after,
         # Kept slices of the size the node was carved with keep that size on record (catalog_rules).
+        slice_index_next=start + len(added),
         carved_slice_sru=(
             node.carved_slice_sru if any(s.sru != carve.slice.sru for s in kept_free) else carve.slice.sru
         ),
