@@ -1,6 +1,6 @@
 """The precheck: pure (capacity.precheck) checks per second, and end to end over HTTP.
 
-End to end is services.deploy.precheck_run with a GridProxyClient pointed at the simulator's
+End to end is services.precheck.precheck_run with a GridProxyClient pointed at the simulator's
 HTTP face in another process on loopback: GET /nodes/{id}, the node's policy and free
 slices from PostgreSQL, the verdicts, and the UPDATE of the node's figures.
 """
