@@ -466,9 +466,13 @@ class Job(models.Model):
         """The steps with `at` as a datetime, for templates."""
         return [{"step": s.get("step", ""), "at": _parse_at(s.get("at"))} for s in (self.steps or [])]
 
-    def time_left(self, now: datetime) -> timedelta | None:
+    @property
+    def time_left(self) -> timedelta | None:
         """At the pace so far (started_at to now for progress_done of progress_total), how long the rest
         should take; None until something is done, or when there is no total."""
+        return self.time_left_at(timezone.now())
+
+    def time_left_at(self, now: datetime) -> timedelta | None:
         if self.state != self.State.RUNNING or not self.started_at or not self.progress_total or not self.progress_done:
             return None
         elapsed = max((now - self.started_at).total_seconds(), 0.0)
