@@ -20,6 +20,10 @@ class PageError(RuntimeError):
     pass
 
 
+# A slice of the demo's common size (1 core, 4 GiB, 50 GiB), asked of the whole fleet.
+PLACEMENT_URL = "/placement/?cru=1&mru=4GiB&sru=50GiB"
+
+
 def admin_client() -> Client:
     from django.contrib.auth import get_user_model
 
@@ -70,6 +74,9 @@ def pages_measure(*, size: int, node_id: int, repeat: int, baselines: bool) -> d
         "overview": page_figures(client, "/", repeat=repeat, expect=f"<dd>{size:,}<".encode()),
         "node_page": page_figures(client, f"/nodes/{node_id}/", repeat=repeat, expect=str(node_id).encode()),
         "node_page_node_id": node_id,
+        # The fleet map (every node one cell) and the fleet-wide placement answer for one slice size.
+        "fleet_map": page_figures(client, "/map/", repeat=repeat, expect=b'class="cell s-'),
+        "placement": page_figures(client, PLACEMENT_URL, repeat=repeat, expect=b"Where can a slice go?"),
     }
     if baselines:
         # Same columns, 100 rows a page (the admin's default), first page.

@@ -4,6 +4,7 @@ Invariants live in the database as constraints, not only in Python: a catalog sl
 unique per node, sizes are never negative, and a node has at most one active job.
 """
 
+import re
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -383,6 +384,11 @@ class Job(models.Model):
     step = models.CharField(max_length=200, blank=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
+    # Of progress_done, how many failed (a bulk job's nodes that could not be re-registered).
+    progress_failed = models.PositiveIntegerField(default=0)
+    # The steps a person reads, with when each began: [{"step": "...", "at": iso}], one entry each
+    # time the step's kind changes (see `steps_with`), at most STEPS_KEPT.
+    steps = models.JSONField(default=list, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
@@ -439,6 +445,52 @@ class Job(models.Model):
     def duration(self):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
+        return None
+
+    # A job's step list keeps its first steps and its latest ones; the middle of a very long run is dropped.
+    STEPS_KEPT = 30
+
+    def steps_with(self, step: str, at: datetime) -> list[dict] | None:
+        """The step list with `step` added, or None when it is the same kind of step as the last one.
+
+        The kind is the text without its numbers: "120 of 1000 nodes done" and "130 of 1000 nodes
+        done" are one step (its count moves), "planning" after "reading the grid" is a new one.
+        """
+        steps = list(self.steps or [])
+        if steps and _step_kind(steps[-1].get("step", "")) == _step_kind(step):
+            return None
+        steps.append({"step": step, "at": at.isoformat()})
+        if len(steps) > self.STEPS_KEPT:
+            steps = steps[:1] + steps[-(self.STEPS_KEPT - 1) :]
+        return steps
+
+    @property
+    def steps_read(self) -> list[dict]:
+        """The steps with `at` as a datetime, for templates."""
+        return [{"step": s.get("step", ""), "at": _parse_at(s.get("at"))} for s in (self.steps or [])]
+
+    @property
+    def time_left(self) -> timedelta | None:
+        """At the pace so far (started_at to now for progress_done of progress_total), how long the rest
+        should take; None until something is done, or when there is no total."""
+        return self.time_left_at(timezone.now())
+
+    def time_left_at(self, now: datetime) -> timedelta | None:
+        if self.state != self.State.RUNNING or not self.started_at or not self.progress_total or not self.progress_done:
+            return None
+        elapsed = max((now - self.started_at).total_seconds(), 0.0)
+        left = max(self.progress_total - self.progress_done, 0)
+        return timedelta(seconds=round(elapsed / self.progress_done * left))
+
+
+def _step_kind(step: str) -> str:
+    return re.sub(r"\d[\d,]*", "#", step)
+
+
+def _parse_at(value) -> datetime | None:
+    try:
+        return datetime.fromisoformat(value) if value else None
+    except (TypeError, ValueError):
         return None
 
 
@@ -630,3 +682,51 @@ class GridRequestTally(models.Model):
 
     def __str__(self) -> str:
         return f"{self.endpoint} {self.outcome} <= {self.bucket}: {self.count}"
+
+
+class FiguresSnapshot(models.Model):
+    """One moment's capacity figures (taken by the beat every SNAPSHOT_EVERY s and after every job);
+    its rows are SnapshotFigures. Thinned by services.snapshots so storage stays bounded."""
+
+    at = models.DateTimeField(db_index=True)
+    trigger = models.CharField(max_length=40, help_text='"beat", or the job that finished ("job 12")')
+
+    class Meta:
+        ordering = ["at"]
+
+    def __str__(self) -> str:
+        return f"snapshot at {self.at:%Y-%m-%d %H:%M} ({self.trigger})"
+
+
+class SnapshotFigures(models.Model):
+    """The fleet's, one farm's or one node's figures in a snapshot: the stored Node figure columns
+    summed (services.figures' meanings), with the phantom slices by reason."""
+
+    class Scope(models.TextChoices):
+        FLEET = "fleet", "Fleet"
+        FARM = "farm", "Farm"
+        NODE = "node", "Node"
+
+    snapshot = models.ForeignKey(FiguresSnapshot, on_delete=models.CASCADE, related_name="figures")
+    scope = models.CharField(max_length=5, choices=Scope.choices)
+    # 0 for the fleet, the farm id, or the node's grid id (no foreign key: a removed node's history ages out).
+    subject = models.BigIntegerField()
+    nodes = models.PositiveIntegerField(default=0)
+    nominal = models.PositiveIntegerField(default=0)
+    deployable = models.PositiveIntegerField(default=0)
+    # Deployable less the slices rented or deployed: what could still be sold.
+    free_deployable = models.PositiveIntegerField(default=0)
+    free = models.PositiveIntegerField(default=0)
+    placeable = models.PositiveIntegerField(default=0)
+    phantom = models.PositiveIntegerField(default=0)
+    phantom_down = models.PositiveIntegerField(default=0)
+    phantom_standby = models.PositiveIntegerField(default=0)
+    phantom_memory = models.PositiveIntegerField(default=0)
+    phantom_disk = models.PositiveIntegerField(default=0)
+    phantom_pool = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["scope", "subject", "snapshot"], name="snapshot_series")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.subject} in snapshot {self.snapshot_id}"

@@ -154,6 +154,8 @@ JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
     "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
+    # Capacity over time: a snapshot of the fleet's, farms' and nodes' figures, then the thinning.
+    "snapshot-figures": {"task": "dashboard.figures_snapshot", "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0)},
 }
 
 # --- Alerts (dashboard.alerts) --------------------------------------------------------
@@ -164,7 +166,8 @@ ALERT_DELIVERY_DEADLINE = env_float("ALERT_DELIVERY_DEADLINE", 15.0, minimum=0.1
 ALERT_STALE_CATALOG_AFTER = env_int("ALERT_STALE_CATALOG_AFTER", 86400, minimum=0)
 ALERT_FAILED_SPIKE = env_int("ALERT_FAILED_SPIKE", 5, minimum=1)
 ALERT_FAILED_WINDOW = env_int("ALERT_FAILED_WINDOW", 900, minimum=60)
-ALERT_QUEUED_WITHOUT_WORKER = env_int("ALERT_QUEUED_WITHOUT_WORKER", 300, minimum=30)
+# 90 s: with the heartbeat timeout, the banner shows within about 2 minutes of the worker stopping.
+ALERT_QUEUED_WITHOUT_WORKER = env_int("ALERT_QUEUED_WITHOUT_WORKER", 90, minimum=30)
 ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
 # Past this a node's capacity reading is too old to judge by: its figures show "uncertain".
 READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)

@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, job_reaper, jobs
+from dashboard.services import alerts, job_reaper, jobs, snapshots
 from dashboard.services.grid_requests import grid_requests_store
 from dashboard.services.job_run import job_execute
 
@@ -69,6 +69,15 @@ def job_run(self, job_id: int) -> None:
         job_execute(job=job, reraise=(SoftTimeLimitExceeded,))
     except SoftTimeLimitExceeded:
         jobs.job_fail(job=job, error=f"timed out after {JOB_SOFT_TIME_LIMIT} s")
+    _snapshot_after(job)
+
+
+def _snapshot_after(job) -> None:
+    """Capacity over time: the figures as the job left them. A snapshot that fails is logged, not the job's failure."""
+    try:
+        snapshots.snapshot_take(trigger=f"job {job.pk}")
+    except Exception:
+        log.exception("job %s: the snapshot after it failed", job.pk)
 
 
 @shared_task(name="dashboard.jobs_reap", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
@@ -91,3 +100,9 @@ def alerts_evaluate() -> dict:
         "delivered": evaluation.delivered,
         "undelivered": evaluation.undelivered,
     }
+
+
+@shared_task(name="dashboard.figures_snapshot", ignore_result=True, soft_time_limit=120, time_limit=150, expires=300)
+def figures_snapshot() -> int:
+    """A snapshot of the fleet's, farms' and nodes' figures, then the thinning (beat: every SNAPSHOT_EVERY s)."""
+    return snapshots.snapshot_take_and_thin(trigger="beat").pk

@@ -123,3 +123,31 @@ def test_it_gives_the_bench_a_metrics_token_and_a_throttle_that_never_refuses(tm
     settings = bench_env(tmp_path).settings_env(web=True)
     assert len(settings["METRICS_TOKEN"]) >= 16
     assert re.fullmatch(r"\d+/(s|sec|m|min|h|hour|d|day)", settings["API_THROTTLE_RATE"])
+
+
+def _map_figures(map_ms: float, placement_ms: float, *, large: str = "10000") -> dict:
+    page = {"queries": 3}
+    return {"sizes": [100, int(large)], "pages": {large: {
+        "overview": {**page, "median_ms": 100.0},
+        "fleet_map": {**page, "median_ms": map_ms},
+        "placement": {**page, "median_ms": placement_ms},
+    }}}  # fmt: skip
+
+
+def _target(found: list[dict], starts: str) -> dict:
+    return next(t for t in found if t["target"].startswith(starts))
+
+
+def test_the_map_is_judged_against_twice_the_fleet_tables_time_at_10000():
+    assert _target(targets(_map_figures(199.0, 100.0)), "the fleet map")["met"] is True
+    assert _target(targets(_map_figures(201.0, 100.0)), "the fleet map")["met"] is False
+
+
+def test_placement_is_judged_against_one_and_a_half_times_the_fleet_page_at_10000():
+    assert _target(targets(_map_figures(100.0, 150.0)), "the placement answer")["met"] is True
+    assert _target(targets(_map_figures(100.0, 151.0)), "the placement answer")["met"] is False
+
+
+def test_a_short_bench_reports_the_ratios_without_judging_them():
+    found = targets(_map_figures(500.0, 500.0, large="1000"))
+    assert _target(found, "the fleet map")["met"] is None and _target(found, "the fleet map")["ratio"] == 5.0

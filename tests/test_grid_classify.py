@@ -85,7 +85,8 @@ def test_the_rust_clients_bare_error_state_is_unknown_and_says_where_to_look():
     diagnosis = classify("vm deployment entered error state")
 
     assert diagnosis.cause == "unknown"
-    assert "dropped ZOS's reason" in diagnosis.words and "deployment changes" in diagnosis.words
+    assert "run the precheck on the node" in diagnosis.words and "Rust" not in diagnosis.words
+    assert "dropped ZOS's reason" in diagnosis.detail and "deployment changes" in diagnosis.detail
 
 
 @pytest.mark.parametrize(

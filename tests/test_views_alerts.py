@@ -96,3 +96,18 @@ def test_it_needs_the_csrf_token(role_user, firing):
 
 def test_an_unknown_alert_is_404(admins_client):
     assert admins_client.post(reverse("alert-acknowledge", args=[999])).status_code == 404
+
+
+def test_the_no_worker_banner_shows_within_2_minutes_of_a_job_waiting_on_every_page(admins_client, legacy_node_1774):
+    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=legacy_node_1774)
+    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(seconds=100))
+    for page in (PAGE, reverse("jobs"), reverse("node", args=[1774])):
+        assert b"No worker is running" in admins_client.get(page).content, page
+
+
+def test_the_no_worker_banner_goes_when_a_worker_beats_again(admins_client, legacy_node_1774, legacy_fleet):
+    waiting = Job.objects.create(kind=Job.Kind.PRECHECK, node=legacy_node_1774)
+    Job.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(seconds=300))
+    other = legacy_fleet(1, first=9001)[0]
+    Job.objects.create(kind=Job.Kind.PRECHECK, node=other, state=Job.State.RUNNING, heartbeat_at=timezone.now())
+    assert b"No worker is running" not in admins_client.get(PAGE).content

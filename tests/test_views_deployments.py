@@ -135,3 +135,30 @@ def test_it_shows_a_real_failure_from_the_simulated_grid(support_client, sim_nod
     response = support_client.get(reverse("deployments-failed"), {"node": 1774})
     assert f'data-cause="{failure.cause}"'.encode() in response.content
     assert failure.raw_error[:60].encode() in response.content
+
+
+def _cause_cell(content: bytes) -> str:
+    body = content.decode()
+    start = body.index('<td class="col-cause">')
+    return body[start : body.index("</td>", start)]
+
+
+@pytest.mark.django_db
+def test_an_unknown_failure_is_advised_in_plain_words_with_the_engineer_detail_folded(support_client, failed_on_1774):
+    failed_on_1774.delete()
+    failed_deployment(failed_on_1774.node, index=5, raw_error="vm deployment entered error state", cause="unknown")
+    cell = _cause_cell(support_client.get(reverse("deployments-failed")).content)
+    words, folded = cell.split("<details", 1)
+    assert "run the precheck on the node" in words and "Rust" not in words and "tfcmd" not in words
+    assert "For an engineer" in folded and "tfcmd" in folded
+
+
+@pytest.mark.django_db
+def test_a_stale_nodes_advice_says_what_to_do_and_folds_why_it_is_stale(support_client, failed_on_1774):
+    from dashboard.models import Node
+
+    Node.objects.filter(pk=failed_on_1774.node.pk).update(stale=True, stale_reason="carved by legacy v1; zos v1 is in force")
+    cell = _cause_cell(support_client.get(reverse("deployments-failed")).content)
+    words, folded = cell.split("<details", 1)
+    assert "an admin should re-register the node" in words and "legacy v1" not in words
+    assert "Stale catalog: carved by legacy v1" in folded

@@ -58,7 +58,7 @@ class Limits:
     stale_catalog_after: timedelta = timedelta(hours=24)
     failed_spike: int = 5
     failed_window: timedelta = timedelta(minutes=15)
-    queued_without_worker_after: timedelta = timedelta(minutes=5)
+    queued_without_worker_after: timedelta = timedelta(seconds=90)
     heartbeat_timeout: timedelta = timedelta(seconds=120)
     reading_max_age: timedelta = timedelta(hours=24)
 

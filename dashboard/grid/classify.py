@@ -33,11 +33,12 @@ _MAX_INPUT = 64 * 1024
 class Diagnosis:
     cause: str  # one of CAUSES (the Deployment.Cause values)
     reason: str  # ZOS's own reason, unwrapped; the raw text when nothing is known
-    words: str  # one sentence for support staff: what happened, the numbers in GiB, what to do
+    words: str  # for support staff, in plain language: what happened, the numbers in GiB, what to do
     needed_bytes: int | None = None  # memory: the VM's memory; disk: the disk that did not fit
     usable_bytes: int | None = None  # memory: what ZOS said was usable
     workload: str | None = None  # the workload the Go deployer named
     deployment_id: int | None = None
+    detail: str = ""  # for an engineer: which tool dropped what, where to read more ("" when the words say it all)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -94,6 +95,7 @@ def classify(raw: object) -> Diagnosis:
     if memory:
         needed, usable = _bytes(memory.group("needed")), _bytes(memory.group("usable"))
         return Diagnosis(cause="memory", reason=_from(reason, "failed to satisfy", memory), words=_memory_words(needed, usable),
+                         detail=_MEMORY_DETAIL if needed is not None and usable is not None else "",
                          needed_bytes=needed, usable_bytes=usable, **found)
     vdisk, rootfs, no_space = _VDISK.search(reason), _ROOTFS.search(reason), _NO_SPACE.search(reason)
     if vdisk or rootfs or no_space:
@@ -125,16 +127,20 @@ def classify(raw: object) -> Diagnosis:
         return Diagnosis(
             cause="unknown",
             reason=reason,
-            words="The Rust grid client reported only 'vm deployment entered error state' and dropped ZOS's reason; "
-            "read the workload's error on the node (its deployment changes, e.g. with tfcmd or the Go grid-client) "
-            "and run the precheck now: a memory or disk shortage is the usual cause.",
+            words="The VM could not be started on the node, and the tool that asked for it did not pass on why. "
+            "The usual cause is that the node is short of memory or disk: run the precheck on the node; if it says "
+            "the slice fits, ask an engineer to look at the node's own record of the error.",
+            detail="The Rust grid client reported only 'vm deployment entered error state' and dropped ZOS's reason; "
+            "read the workload's error on the node (its deployment changes, e.g. with tfcmd or the Go grid-client).",
             **found,
         )
     return Diagnosis(
         cause="unknown",
         reason=reason,
-        words="This error does not match any known ZOS failure; read the raw error below and the node's logs, "
-        "and run the precheck to rule out a memory or disk shortage.",
+        words="This is not an error the dashboard knows. Run the precheck on the node to rule out a shortage of "
+        "memory or disk; if it says the slice fits, pass the raw error to an engineer.",
+        detail="Matches none of the known ZOS failures (memory, disk, validation, node offline, grid unreachable); "
+        "read the raw error and the node's logs.",
         **found,
     )
 
@@ -182,13 +188,16 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
+_MEMORY_DETAIL = ("If the Grid Proxy showed room, memory really in use on the host is above ZOS's accounting "
+                  "(hidden use per running VM); the refusal is kept as an observation and the precheck counts it.")
+
+
 def _memory_words(needed: int | None, usable: int | None) -> str:
     if needed is not None and usable is not None:
         short = f", short by {_gib(needed - usable)}" if needed > usable else ""
         return (
             f"ZOS refused the VM for memory: it needs {_gib(needed)} but only {_gib(usable)} is usable on the node"
-            f"{short}; the catalog offers a slice the node cannot hold, so re-register the node to drop phantom slices "
-            "(if the Grid Proxy showed room, memory really in use on the host is above ZOS's accounting)."
+            f"{short}; the catalog offers a slice the node cannot hold, so re-register the node to drop phantom slices."
         )
     return (
         "ZOS refused the VM for memory (it did not say how much was usable); run the precheck and re-register the "

@@ -116,7 +116,8 @@ def deployment_words(deployment: Deployment) -> str:
 
 
 def deployment_advice(deployment: Deployment) -> str:
-    """What to do now about a memory or disk failure, by what is true of its node now.
+    """What to do now about a memory or disk failure, by what is true of its node now, in plain words
+    (the engineer's detail is `deployment_detail`).
 
     Re-registering is advised only where it would change the catalog (the node is stale);
     `reregistered_since` may be annotated by the selector (failed_deployments) to save a query.
@@ -135,17 +136,8 @@ def deployment_advice(deployment: Deployment) -> str:
             node=node, kind=Job.Kind.REREGISTER, state=Job.State.SUCCEEDED, dry_run=False,
             finished_at__gt=deployment.started_at,
         ).exists()
-    lessons = []
-    if node.hidden_mru_per_vm:
-        lessons.append(f"{capacity.format_size(node.hidden_mru_per_vm)} of hidden memory per running VM")
-    if node.pool_room_below:
-        lessons.append(f"no pool had room for a {capacity.format_size(node.pool_room_below)} disk")
-    learnt = f"ZOS's refusals taught the dashboard: {' and '.join(lessons)}; the precheck counts it. " if lessons else ""
     if node.stale:
-        return (
-            f"{learnt}The catalog still offers slices that do not deploy ({node.stale_reason}): re-register the "
-            "node to re-carve them."
-        )
+        return "The node's catalog still offers slices it cannot host: an admin should re-register the node."
     placeable = node.placeable_now
     room = (
         f"{placeable} free slice{'s' if placeable != 1 else ''} can be placed now"
@@ -153,4 +145,29 @@ def deployment_advice(deployment: Deployment) -> str:
         else "no free slice can be placed now: the node is full (pick another node or free a VM)"
     )
     done = "The catalog has been re-registered since and is current" if since else "The catalog is current"
-    return f"{learnt}{done}; {room}. Re-registering would change nothing."
+    return f"{done}; {room}. Re-registering would change nothing."
+
+
+def deployment_detail(deployment: Deployment) -> str:
+    """The engineer's detail under the plain words: ZOS's own reason, what the node's refusals taught,
+    why its catalog is stale, and what the classifier knows of the tools in between ("" when nothing)."""
+    parts = []
+    if deployment.raw_error:
+        diagnosis = classify(deployment.raw_error)
+        if diagnosis.reason and diagnosis.reason != deployment.raw_error:
+            parts.append(f"ZOS's reason, unwrapped: {diagnosis.reason}.")
+        if diagnosis.workload:
+            parts.append(f"Workload {diagnosis.workload} in deployment {diagnosis.deployment_id}.")
+        if diagnosis.detail:
+            parts.append(diagnosis.detail)
+    node = deployment.node
+    lessons = []
+    if node.hidden_mru_per_vm:
+        lessons.append(f"{capacity.format_size(node.hidden_mru_per_vm)} of hidden memory per running VM")
+    if node.pool_room_below:
+        lessons.append(f"no pool had room for a {capacity.format_size(node.pool_room_below)} disk")
+    if lessons:
+        parts.append(f"ZOS's refusals taught the dashboard: {' and '.join(lessons)}; the precheck and the carve count it.")
+    if node.stale and node.stale_reason:
+        parts.append(f"Stale catalog: {node.stale_reason}.")
+    return " ".join(parts)

@@ -232,6 +232,7 @@ def job_claim(*, job_id: int, now: datetime | None = None) -> Job | None:
         heartbeat_at=now,
         step="starting",
         progress_done=0,
+        progress_failed=0,
         error="",
     )
     if claimed:
@@ -257,20 +258,22 @@ def job_fail(*, job: Job, error: str, result: JobResult | None = None) -> bool:
     return job_close(job, state=Job.State.FAILED, error=error, result=result, attempts=job.attempts)
 
 
-def job_progress(*, job: Job, step: str, done: int | None = None, total: int | None = None) -> None:
-    """Write the step a person reads and the heartbeat; JobLost if the job is no longer ours.
-
-    In autocommit the page sees it at once; inside a transaction it lands with that transaction's
-    writes (and JobLost rolls them back).
+def job_progress(
+    *, job: Job, step: str, done: int | None = None, total: int | None = None, failed: int | None = None
+) -> None:
+    """Write the step a person reads (added to job.steps, timed, when its kind changes) and the
+    heartbeat; JobLost if the job is no longer ours. In autocommit the page sees it at once; inside
+    a transaction it lands with that transaction's writes (and JobLost rolls them back).
     """
     fields: dict[str, Any] = {"step": step[:200], "heartbeat_at": timezone.now()}
-    if done is not None:
-        fields["progress_done"] = done
-    if total is not None:
-        fields["progress_total"] = total
+    for name, value in (("progress_done", done), ("progress_total", total), ("progress_failed", failed)):
+        if value is not None:
+            fields[name] = value
+    if (steps := job.steps_with(fields["step"], fields["heartbeat_at"])) is not None:
+        fields["steps"] = steps
     if not _owned(job).update(**fields):
         raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
-    job.step = fields["step"]
+    job.step, job.steps = fields["step"], fields.get("steps", job.steps)
     grid_requests_store_due()
 
 

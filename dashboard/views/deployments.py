@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import CapacitySeen, capacity_seen, failed_deployments
-from dashboard.selectors.deployments import deployment_words
+from dashboard.selectors.deployments import deployment_detail, deployment_words
 
 DEPLOYMENTS_PER_PAGE = 50
 # A pasted error message; ZOS's longest wrapped messages are a few hundred characters.
@@ -47,6 +47,7 @@ class FailedRow:
     deployment: Deployment
     seen: CapacitySeen | None
     words: str  # what happened and what to do, for support staff
+    detail: str = ""  # the engineer's detail, folded below the words
 
 
 @login_required
@@ -70,7 +71,7 @@ def failed(request):
         deployments, status = Deployment.objects.none(), 400
     page = Paginator(deployments, DEPLOYMENTS_PER_PAGE).get_page(request.GET.get("page"))
     rows = [
-        FailedRow(deployment=d, seen=capacity_seen(d), words=deployment_words(d))
+        FailedRow(deployment=d, seen=capacity_seen(d), words=deployment_words(d), detail=deployment_detail(d))
         for d in page
     ]
     context = {

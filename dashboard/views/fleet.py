@@ -13,9 +13,10 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
-from dashboard.models import Job, Node
+from dashboard.models import Job, Node, SnapshotFigures
 from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.fleet_map import fleet_map
+from dashboard.selectors.history import capacity_history
 from dashboard.selectors.jobs import bulk_active_job
 from dashboard.services.jobs import job_request
 
@@ -158,11 +159,21 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "page": page,
         "filtered": form.is_valid() and form.is_filtered,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
+        "history": _history(form),
+        "history_title": "The farm's capacity" if form.is_valid() and form.cleaned_data.get("farm") is not None else "The fleet's capacity",
     }
     # A history restore asks for the whole page even though htmx sends it.
     partial = request.htmx and not request.htmx.history_restore_request
     template = "dashboard/fleet.html#fleet-results" if partial else "dashboard/fleet.html"
     return render(request, template, context, status=status)
+
+
+def _history(form: FleetFilterForm):
+    """The fleet's capacity over time, or the farm's when the table is filtered to one farm."""
+    farm = form.cleaned_data.get("farm") if form.is_valid() else None
+    if farm is not None:
+        return capacity_history(scope=SnapshotFigures.Scope.FARM, subject=farm, now=timezone.now())
+    return capacity_history(scope=SnapshotFigures.Scope.FLEET, subject=0, now=timezone.now())
 
 
 def _yes_no(value: str) -> bool | None:

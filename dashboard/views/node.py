@@ -5,9 +5,11 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
+from django.utils import timezone
 from django.views.decorators.vary import vary_on_headers
 
-from dashboard.models import Job, Node
+from dashboard.models import Job, Node, SnapshotFigures
+from dashboard.selectors.history import capacity_history
 from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
@@ -24,7 +26,9 @@ def detail(request, node_id: int):
     detail = _detail_or_404(node_id)
     # Calibration fits what refusals showed (at one or more VM counts) against the policy in force.
     calibration = node_calibration(detail.node) if detail.observations else None
-    return render(request, "dashboard/node.html", {"section": "fleet", "detail": detail, "calibration": calibration})
+    history = capacity_history(scope=SnapshotFigures.Scope.NODE, subject=detail.node.node_id, now=timezone.now())
+    context = {"section": "fleet", "detail": detail, "calibration": calibration, "history": history}
+    return render(request, "dashboard/node.html", context)
 
 
 @login_required

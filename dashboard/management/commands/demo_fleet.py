@@ -36,6 +36,7 @@ from dashboard.services.deploy import deployment_delete, slice_deploy, slices_de
 from dashboard.services.figures import figures_refresh
 from dashboard.services.precheck import precheck_run
 from dashboard.services.registration import node_register_from_grid
+from dashboard.services.snapshots import snapshot_take
 
 LOGINS_FILE = "demo-logins.json"
 DEMO_LOGINS = (("admin", "admins"), ("support", "support"))
@@ -189,6 +190,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"demo fleet built: {len(nodes)} nodes on the simulated grid at {settings.SIMGRID_PATH}")
             self.stdout.write(unregistered_words(nodes))
             checked = _demo_precheck(grid, nodes)
+            # The first point of capacity over time; the beat adds one every SNAPSHOT_EVERY seconds.
+            snapshot_take(trigger="demo")
         except GridError as exc:
             raise CommandError(f"simulated grid: {exc}") from None
         _demo_users(logins_path)

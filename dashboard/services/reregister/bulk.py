@@ -174,7 +174,8 @@ class _BulkRun:
         done += len(summaries)
         for plan in left_out:
             done += 1
-            progress = {"step": f"node {plan.node.node_id} done ({done} of {self.total})", "done": done}
+            progress = {"step": f"node {plan.node.node_id} done ({done} of {self.total})", "done": done,
+                        "failed": self.result.failed}
             try:
                 outcomes[plan.node.pk] = _bulk_one(job=self.job, plan=plan, progress=progress)
             except self.stop_on:
@@ -187,7 +188,8 @@ class _BulkRun:
 
     def _progress(self, done: int, *, failed: int) -> dict:
         failed += self.result.failed
-        return {"step": f"{done} of {self.total} nodes done" + (f"; {failed} failed" if failed else ""), "done": done}
+        return {"step": f"{done} of {self.total} nodes done" + (f"; {failed} failed" if failed else ""), "done": done,
+                "failed": failed}
 
     def _beat_while_reading(self, node: Node) -> None:
         """A heartbeat while a batch is read: a slow grid must not look like a dead worker."""

@@ -1,0 +1,114 @@
+"""Capacity over time, as the fleet and node pages show it: sparklines and a trend, one query.
+
+Reads the SnapshotFigures of one series (the fleet, a farm or a node) over the last TREND_DAYS;
+services.snapshots writes and thins them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from dashboard.models import SnapshotFigures
+
+TREND_DAYS = 14
+# The sparkline's drawing box (SVG user units); the page scales it.
+WIDTH, HEIGHT = 120, 28
+# A slope smaller than this (slices a day, either way) is called steady.
+STEADY = 0.05
+
+# figure -> how the page names it
+LINES = {
+    "free_deployable": "Free deployable",
+    "deployable": "Deployable",
+    "placeable": "Placeable now",
+    "phantom": "Phantom",
+}
+
+
+@dataclass(frozen=True)
+class Sparkline:
+    figure: str
+    label: str
+    points: str  # the polyline's "x,y x,y ..." in a WIDTH x HEIGHT box
+    first: int
+    last: int
+    low: int
+    high: int
+
+    @property
+    def words(self) -> str:
+        return f"{self.label}: {self.first} to {self.last} (lowest {self.low}, highest {self.high})"
+
+
+@dataclass(frozen=True)
+class Trend:
+    words: str
+    method: str
+    per_day: float | None = None
+    days_left: float | None = None
+
+
+@dataclass(frozen=True)
+class History:
+    snapshots: int
+    since: datetime
+    sparklines: list[Sparkline]
+    trend: Trend
+
+
+def capacity_history(*, scope: str, subject: int, now: datetime, days: int = TREND_DAYS) -> History:
+    """The series' sparklines and trend over the last `days` days; one query."""
+    since = now - timedelta(days=days)
+    rows = list(
+        SnapshotFigures.objects.filter(scope=scope, subject=subject, snapshot__at__gte=since)
+        .order_by("snapshot__at", "snapshot_id")
+        .values_list("snapshot__at", *LINES)
+    )
+    times = [row[0] for row in rows]
+    lines = [_sparkline(figure, label, times, [row[i + 1] for row in rows]) for i, (figure, label) in enumerate(LINES.items())]
+    return History(
+        snapshots=len(rows),
+        since=since,
+        sparklines=[line for line in lines if line is not None],
+        trend=trend_of(times, [row[1] for row in rows], days=days),
+    )
+
+
+def _sparkline(figure: str, label: str, times: list[datetime], values: list[int]) -> Sparkline | None:
+    if not values:
+        return None
+    start, span = times[0], max((times[-1] - times[0]).total_seconds(), 1.0)
+    low, high = min(values), max(values)
+    height = max(high - low, 1)
+    points = " ".join(
+        f"{(t - start).total_seconds() / span * WIDTH:.1f},{HEIGHT - 2 - (v - low) / height * (HEIGHT - 4):.1f}"
+        for t, v in zip(times, values)
+    )
+    if len(values) == 1:
+        points = f"0,{HEIGHT / 2:.1f} {WIDTH},{HEIGHT / 2:.1f}"
+    return Sparkline(figure=figure, label=label, points=points, first=values[0], last=values[-1], low=low, high=high)
+
+
+def trend_of(times: list[datetime], values: list[int], *, days: int = TREND_DAYS) -> Trend:
+    """Free deployable slices a day, by least squares over the snapshots given, and when none are left."""
+    method = (
+        f"Least-squares line through the {len(values)} snapshot{'' if len(values) == 1 else 's'} of the last {days} days "
+        "(free deployable = deployable slices less those rented or deployed)."
+    )
+    if len(values) < 2 or (times[-1] - times[0]) < timedelta(hours=1):
+        return Trend(words="Not enough history for a trend yet: it needs snapshots an hour apart or more.", method=method)
+    xs = [(t - times[0]).total_seconds() / 86400 for t in times]
+    mean_x, mean_y = sum(xs) / len(xs), sum(values) / len(values)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values)) / spread
+    now_value = values[-1]
+    if slope <= -STEADY:
+        if now_value <= 0:
+            return Trend(words=f"Free deployable slices falling by {-slope:.1f} a day; none are left now.", method=method, per_day=slope, days_left=0.0)
+        left = now_value / -slope
+        return Trend(words=f"Free deployable slices falling by {-slope:.1f} a day; none left in about {left:.0f} days.",
+                     method=method, per_day=slope, days_left=left)  # fmt: skip
+    if slope >= STEADY:
+        return Trend(words=f"Free deployable slices rising by {slope:.1f} a day.", method=method, per_day=slope)
+    return Trend(words="Free deployable slices steady.", method=method, per_day=slope)
