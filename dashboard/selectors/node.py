@@ -141,6 +141,13 @@ class NodeDetail:
         return self.nominal - self.deployable
 
     @property
+    def away_words(self) -> str:
+        """A node down or on standby places nothing: one line for the page, not a verdict per slice."""
+        if not capacity.node_is_away(self.node.status):
+            return ""
+        return capacity.away_sentence(self.node.status, free_slices=self.free)
+
+    @property
     def room(self) -> int:
         return max(self.deployable - self.nominal, 0)
 

@@ -42,10 +42,7 @@ class PrecheckReport:
         if not p.free_slices:
             return f"node {self.node_id} ({self.capacity.status}) has no free slice to place"
         if self.offline:
-            return (
-                f"node {self.node_id} is {self.capacity.status} on the grid: none of its "
-                f"{p.free_slices} free slices can be placed until it is up again"
-            )
+            return capacity.away_sentence(self.capacity.status, free_slices=p.free_slices, node_id=self.node_id)
         if not p.phantom_slices:
             return f"node {self.node_id}: all {p.free_slices} free slices can be placed now"
         phantom = ", ".join(str(i) for i in p.phantom_slices)
