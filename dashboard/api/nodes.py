@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from django.http import Http404
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
@@ -35,6 +37,9 @@ class NodesFilter(Schema):
     farm_id: int | None = Field(None, ge=0)
     status: Node.Status | None = None
     stale: bool | None = None
+    tier: Literal["now", "after-wake", "blocked"] | None = Field(
+        None, description="nodes whose deployable slices are usable now (up), after wake (standby), or blocked (down, unknown)"
+    )
     has_phantoms: bool | None = None
     search: str | None = Field(
         None, max_length=128, description="a farm name (contains, any case); digits also match a node id by its leading digits, or a farm id"
@@ -61,6 +66,7 @@ def nodes(request, filters: Query[NodesFilter]):
             has_phantoms=filters.has_phantoms,
             search=filters.search,
             sort=filters.sort,
+            tier=filters.tier,
         )
     except ValueError as exc:  # the status is an enum above, so only the sort key is left to refuse
         raise BadInput(str(exc), field="sort") from None

@@ -39,6 +39,9 @@ class FleetTotalsOut(Schema):
     phantom: int = Field(description="free slices that do not fit the last live reading, over the prechecked nodes")
     stale: int = Field(description="nodes whose catalog differs from what their policy carves now")
     unprechecked: int = Field(description="nodes never prechecked: placeable and phantom unknown")
+    deployable_now: int = Field(0, description="deployable slices on nodes that are up")
+    deployable_after_wake: int = Field(0, description="deployable slices on nodes on standby (their farm can wake them)")
+    deployable_blocked: int = Field(0, description="deployable slices on nodes that are down (or whose status is unknown)")
 
 
 class NodeRowOut(Schema):
@@ -48,6 +51,7 @@ class NodeRowOut(Schema):
     status: str
     nominal: int
     deployable: int
+    tier: str = Field(description='when its deployable slices can be used: "now" (up), "after-wake" (standby), "blocked" (down, unknown)')
     gap: int
     free: int
     rented: int
