@@ -165,6 +165,8 @@ class PrecheckResult(JobResult):
     cause: str = ""  # "node-offline": down or on standby, said in one line (away_words), not per slice
     policy: PolicyRef = PolicyRef()
     checked_at: str = ""
+    read_now: bool = True  # False: answered from the stored reading (it was young enough)
+    reading_age_seconds: float | None = None
     total: dict[str, int] = {}
     used: dict[str, int] = {}
     free_slices: int = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Literal
 
 from django.http import Http404
@@ -26,7 +27,7 @@ from dashboard.models import Job, Node
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
 from dashboard.services.jobs import job_request
-from dashboard.services.precheck import precheck_run
+from dashboard.services.precheck import precheck_answer, precheck_run
 
 router = Router(tags=["fleet"])
 
@@ -156,7 +157,9 @@ def node(request, node_id: int):
 def precheck(request, node_id: int, body: PrecheckIn | None = None):
     """A fresh read from the grid, bounded by the grid client's time-outs and retries
     (GRID_CONNECT_TIMEOUT, GRID_READ_TIMEOUT, GRID_RETRIES). Stores the reading and the
-    placeable/phantom figures, as the node page's precheck does; never touches the catalog."""
+    placeable/phantom figures, as the node page's precheck does; never touches the catalog.
+    With max_age_seconds, answers from the stored reading when it is that young (read_now false,
+    with its age); a reading past READING_MAX_AGE_MINUTES is always read again first."""
     target = _node_or_404(node_id)
     asked = body.slice_index if body else None
     if asked is not None and not target.slices.filter(index=asked, state="free").exists():
@@ -165,7 +168,10 @@ def precheck(request, node_id: int, body: PrecheckIn | None = None):
             field="slice_index",
         )
     try:
-        report = precheck_run(node=target)
+        if body is not None and body.max_age_seconds is not None:
+            report = precheck_answer(node=target, max_age=timedelta(seconds=body.max_age_seconds))
+        else:
+            report = precheck_run(node=target)
     except GridError as exc:
         raise GridTrouble(exc) from None
     answer = report.as_dict()

@@ -235,6 +235,11 @@ class DeploymentReportOut(Schema):
 
 class PrecheckIn(Schema):
     slice_index: int | None = Field(None, ge=0, description="ask about this slice only; all free slices otherwise")
+    max_age_seconds: int | None = Field(
+        None, ge=0,
+        description="answer from the stored reading when it is at most this old (never past READING_MAX_AGE_MINUTES: "
+        "an older one is read again first, within PRECHECK_REREAD_DEADLINE); leave out for a fresh read",
+    )
 
 
 class PrecheckVerdictOut(Schema):
@@ -250,7 +255,9 @@ class PrecheckOut(Schema):
     status: str
     cause: str = Field(description='"node-offline" when the node is down or on standby')
     policy: PolicyRefOut
-    checked_at: datetime
+    checked_at: datetime = Field(description="when the reading the answer rests on was taken")
+    read_now: bool = Field(True, description="false: answered from the stored reading, reading_age_seconds old")
+    reading_age_seconds: float = Field(0.0, description="the age of that reading when answering")
     total: ResourcesOut
     used: ResourcesOut
     free_slices: int
