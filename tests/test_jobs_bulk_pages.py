@@ -129,3 +129,13 @@ def test_a_worker_reads_a_node_the_page_omits_on_its_own(legacy_fleet, counting_
     assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 12, []), job.error
     assert grid.single == [9] and 9 in zos_carved()
     assert job.result["read_alone"] == 1 and job.result["pages"] == len(grid.pages)
+
+
+@pytest.mark.django_db
+def test_it_asks_for_no_more_nodes_a_page_than_the_proxy_serves(legacy_fleet, counting_grid, one_batch, settings):
+    settings.GRID_PAGE_SIZE = 4
+    legacy_fleet(10)
+    grid = counting_grid()
+    job = bulk()
+    assert grid.pages == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]] and grid.single == []
+    assert job.result["reregistered"] == 10

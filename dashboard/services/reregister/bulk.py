@@ -19,7 +19,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.paging import ReadFailed, ids_page
+from dashboard.grid.paging import MAX_PAGE_SIZE, ReadFailed, ids_page
 from dashboard.grid.types import Grid, GridError, GridUnavailable, NodeCapacity
 from dashboard.job_results import BulkNode, BulkResult, Failure, Figures, FleetFigures
 from dashboard.models import AuditEvent, Job, Node, Slice
@@ -173,24 +173,26 @@ class _BulkRun:
         the second value is set when BULK_GRID_DOWN_AFTER nodes in a row were unreachable (the run stops).
         """
         readings: dict[int, tuple[NodeCapacity, datetime]] = {}
-        self._beat_while_reading(f"reading nodes {nodes[0].node_id}-{nodes[-1].node_id} from the grid, a page")
-        read_at = timezone.now()
-        try:
-            with grid_step_deadline(settings.GRID_STEP_DEADLINE):
-                page = ids_page(self.grid, node_ids=[node.node_id for node in nodes])
-        except ReadFailed as exc:
-            # The page's nodes are read one at a time below; the run goes on.
-            log.warning("bulk job %s: %s; reading its nodes one at a time", self.job.pk, exc)
-            self.result.pages_failed += 1
+        got: dict[int, tuple[NodeCapacity, datetime]] = {}
+        size = max(1, min(settings.GRID_PAGE_SIZE, MAX_PAGE_SIZE))  # what the proxy serves in one page
+        for start in range(0, len(nodes), size):
+            chunk = nodes[start : start + size]
+            self._beat_while_reading(f"reading nodes {chunk[0].node_id}-{chunk[-1].node_id} from the grid, a page")
+            read_at = timezone.now()
             self.result.requests += 1
-            got = {}
-        else:
+            try:
+                with grid_step_deadline(settings.GRID_STEP_DEADLINE):
+                    page = ids_page(self.grid, node_ids=[node.node_id for node in chunk])
+            except ReadFailed as exc:
+                # The page's nodes are read one at a time below; the run goes on.
+                log.warning("bulk job %s: %s; reading its nodes one at a time", self.job.pk, exc)
+                self.result.pages_failed += 1
+                continue
             self.result.pages += 1
-            self.result.requests += 1
-            got = {live.node_id: live for live in page.nodes}
+            got.update((live.node_id, (live, read_at)) for live in page.nodes)
         for node in nodes:
             if node.node_id in got:
-                readings[node.pk] = (got[node.node_id], read_at)
+                readings[node.pk] = got[node.node_id]
                 self.unreachable_in_a_row = 0
                 continue
             self._beat_while_reading(f"reading node {node.node_id}'s live capacity on its own")
