@@ -93,3 +93,63 @@ def _single_read_ms(url: str) -> float:
             client.node(FIRST_NODE_ID + i * 37)
             times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
+
+
+# --- bulk re-register of the same 2,000 nodes, read in pages ---------------------------------
+
+BULK_TARGET_S = 60
+
+
+def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dict:
+    """Bulk re-register of the onboarded farms (every catalog stale) from the same slow proxy, one worker.
+
+    Runs after onboard_measure, on its grid and nodes. The rest of the bench's fleet is deleted first
+    (it is not on this proxy); every catalog is made stale by one edit of the fleet default's slice
+    memory (4 -> 8 GiB), as an operator's policy change would. The one-by-one figure is computed as
+    the onboarding's: the median GET /nodes/{id} on the same server, times the node count.
+    """
+    from dashboard.capacity import GiB
+    from dashboard.models import Deployment, Job, Node, Policy
+    from dashboard.selectors.fleet import fleet_overview
+    from dashboard.services.jobs import job_request
+    from dashboard.services.policy import policy_update
+
+    path = env.work_dir / "onboard-simgrid.sqlite3"
+    if not path.exists():
+        raise RuntimeError("the bulk-by-pages case runs after the onboarding case, on its grid and nodes")
+    Deployment.objects.exclude(node__farm_id__in=FARMS).delete()  # a deployment keeps its node (PROTECT)
+    deleted = Node.objects.exclude(farm_id__in=FARMS).delete()[1].get("dashboard.Node", 0)
+    fleet = Policy.objects.get(scope=Policy.Scope.FLEET)
+    policy_update(policy=fleet, parameters={"slice_mru": 8 * GiB if fleet.slice_mru != 8 * GiB else 4 * GiB})
+    stale_before = fleet_overview().totals.stale
+    server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
+    url = server.start()
+    try:
+        single_ms = _single_read_ms(url)
+        worker = Worker(env, "bulk-pages", extra_env={"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url})
+        workers.append(worker)
+        worker.start()
+        before = worker.memory()
+        log(f"bulk re-register of {stale_before:,} stale nodes, {LATENCY_MS} ms a request, one worker")
+        started = time.perf_counter()
+        requested = job_request(kind=Job.Kind.BULK_REREGISTER, source=Job.Source.COMMAND)
+        job = job_wait(requested.job.pk, worker=worker, timeout=TIMEOUT_S)
+        wall = time.perf_counter() - started
+        after = worker.memory()
+        worker.stop()
+    finally:
+        server.stop()
+    if job.state != Job.State.SUCCEEDED:
+        raise RuntimeError(f"the bulk job failed: {job.error}")
+    result = job.result
+    one_by_one_s = round(single_ms * stale_before / 1000, 1)
+    return {
+        "nodes": nodes, "stale_before": stale_before, "deleted_other_nodes": deleted, "latency_ms": LATENCY_MS,
+        "wall_s": round(wall, 2), "worker_s": round((job.finished_at - job.started_at).total_seconds(), 2),
+        "reregistered": result["reregistered"], "failed": result["failed"], "stale_after": fleet_overview().totals.stale,
+        "pages": result["pages"], "read_alone": result["read_alone"], "requests": result["requests"],
+        "slices": result["slices"], "target_s": BULK_TARGET_S, "met": wall <= BULK_TARGET_S,
+        "single_read_ms": round(single_ms, 1), "one_by_one_s": one_by_one_s,
+        "speedup": round(one_by_one_s / wall, 1) if wall else None,
+        "worker_memory_mib": {"before": before, "after": after, "peak_rss_mib": after["peak_rss_mib"]},
+    }  # fmt: skip

@@ -224,6 +224,9 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
         f"{onboard.LATENCY_MS} ms a request, one worker")  # fmt: skip
     figures["onboard"] = onboard.onboard_measure(env, workers, log=log)
     log(f"onboard: {figures['onboard']}")
+    # The same 2,000 nodes, every catalog made stale, re-registered in one bulk job reading pages.
+    figures["bulk_pages"] = onboard.bulk_pages_measure(env, workers, log=log)
+    log(f"bulk by pages: {figures['bulk_pages']}")
     return figures
 
 

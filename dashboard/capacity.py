@@ -840,6 +840,26 @@ def node_is_away(status: str) -> bool:
     return status in AWAY_STATUSES
 
 
+def away_sentence(status: str, *, free_slices: int, node_id: int | None = None) -> str:
+    """What a precheck says of a node that is away, in ONE line (not one verdict per slice)."""
+    node = f"node {node_id}" if node_id is not None else "the node"
+    if free_slices == 1:
+        slices = "its one free slice cannot"
+    else:
+        slices = f"none of its {free_slices} free slices can"
+    if status == "standby":
+        return (f"{node} is on standby (switched off by its farm's power manager): {slices} be placed "
+                "until it is woken")  # fmt: skip
+    return f"{node} is {status}: {slices} be placed until it is up again"
+
+
+def away_badge(status: str) -> str:
+    """The short form for a job's state badge: the precheck ran, but the node is not fine."""
+    if status == "standby":
+        return "node on standby: nothing placeable until woken"
+    return f"node {status}: nothing placeable until it is up"
+
+
 @dataclass(frozen=True)
 class AwayVerdict(Verdict):
     """A slice cannot be placed on a node that is down or on standby; the numbers are what it would need."""

@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dashboard import capacity
+
 log = logging.getLogger(__name__)
 
 
@@ -140,6 +142,14 @@ class BulkResult(JobResult):
     nodes: list[BulkNode] = []
     nodes_total: int = 0
     nodes_truncated: bool = False
+    # How the run read the grid: pages by id (farm order), nodes a page lacked or failed on read alone,
+    # plans read again because their reading was past BULK_READING_MAX_AGE; every request counted.
+    pages: int = 0
+    pages_failed: int = 0
+    read_alone: int = 0
+    reread: int = 0
+    requests: int = 0
+    reads: str = ""
     words: str = ""
 
 
@@ -152,9 +162,11 @@ class VerdictLine(_Part):
 class PrecheckResult(JobResult):
     node_id: int | None = None
     status: str = ""
-    cause: str = ""
+    cause: str = ""  # "node-offline": down or on standby, said in one line (away_words), not per slice
     policy: PolicyRef = PolicyRef()
     checked_at: str = ""
+    read_now: bool = True  # False: answered from the stored reading (it was young enough)
+    reading_age_seconds: float | None = None
     total: dict[str, int] = {}
     used: dict[str, int] = {}
     free_slices: int = 0
@@ -162,6 +174,19 @@ class PrecheckResult(JobResult):
     phantom_slices: list[int] = []
     verdicts: list[VerdictLine] = []
     words: str = ""
+
+    @property
+    def away(self) -> bool:
+        """The node was down or on standby: nothing is placeable, whatever each slice's numbers."""
+        return capacity.node_is_away(self.status)
+
+    @property
+    def away_words(self) -> str:
+        return capacity.away_sentence(self.status, free_slices=self.free_slices, node_id=self.node_id) if self.away else ""
+
+    @property
+    def away_badge(self) -> str:
+        return capacity.away_badge(self.status) if self.away else ""
 
 
 class SimulateResult(JobResult):

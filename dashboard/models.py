@@ -438,6 +438,15 @@ class Job(models.Model):
         return result_of(self.kind, stored)
 
     @property
+    def node_away(self) -> str:
+        """A finished precheck that found its node down or on standby: the badge's words, else "".
+
+        Such a job succeeded (it read the grid) but the node is not fine: pages say so, not "Succeeded"."""
+        if self.kind != self.Kind.PRECHECK or self.state != self.State.SUCCEEDED:
+            return ""
+        return getattr(self.outcome, "away_badge", "")
+
+    @property
     def described(self) -> str:
         return job_describe(self)
 

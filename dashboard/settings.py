@@ -173,6 +173,15 @@ ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
 READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)
 # Nodes per GET /nodes page when reading farms (the proxy caps it; 1000 is the client's own limit).
 GRID_PAGE_SIZE = env_int("GRID_PAGE_SIZE", 100, minimum=1)
+# A bulk re-register's plan made from a reading older than this many seconds is read again before
+# it is applied (a batch whose page was read before a long run of one-by-one reads, say).
+BULK_READING_MAX_AGE = env_int("BULK_READING_MAX_AGE", 300, minimum=1)
+# A precheck that may answer from the stored reading re-reads one older than READING_MAX_AGE_MINUTES,
+# within this many seconds in all (else it says the grid did not answer in time).
+PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0.1)
+# Reconciliation (node page): the catalog, the proxy's `used` and the refusals' lessons disagree when
+# they differ by more than this share of the node's total memory or SSD.
+RECONCILE_TOLERANCE_PERCENT = env_int("RECONCILE_TOLERANCE_PERCENT", 5, minimum=0)
 
 # --- The grid -------------------------------------------------------------------------
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))

@@ -69,3 +69,16 @@ def test_it_reads_a_page_of_nodes_in_a_constant_number_of_queries(api_call, api_
     legacy_fleet(60, first=100)
     with django_assert_max_num_queries(5):
         assert len(api_call("get", "/api/v1/nodes", token).json()["nodes"]) == 50
+
+
+def test_it_gives_deployable_now_after_wake_and_blocked(api_call, api_token, fleet, sim_node):
+    sim_node(1777, farm_id=7, status="standby", **NODE)
+    sim_node(1778, farm_id=7, status="down", **NODE)
+    totals = api_call("get", "/api/v1/fleet", api_token("read")).json()
+    assert (totals["deployable_now"], totals["deployable_after_wake"], totals["deployable_blocked"]) == (18, 6, 6)
+
+
+def test_it_filters_nodes_by_tier(api_call, api_token, fleet, sim_node):
+    sim_node(1777, farm_id=7, status="standby", **NODE)
+    page = api_call("get", "/api/v1/nodes?tier=after-wake", api_token("read")).json()
+    assert [(n["node_id"], n["tier"]) for n in page["nodes"]] == [(1777, "after-wake")]

@@ -48,7 +48,9 @@ def test_it_stores_the_result_on_the_node(legacy_1774):
 
 def test_it_says_the_node_is_offline(sim_node):
     sim_node(1774, status="down", **NODE_1774)
-    assert "node 1774 is down on the grid: none of its 6 free slices can be placed" in _run("1774")
+    said = _run("1774")
+    assert "node 1774 is down: none of its 6 free slices can be placed until it is up again" in said
+    assert "PHANTOM" not in said  # one line for the node, not one row per slice
 
 
 def test_it_refuses_an_unknown_node(simgrid_path):

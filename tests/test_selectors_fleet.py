@@ -314,3 +314,25 @@ def test_it_carves_a_node_within_its_ssd_pools():
     carved = capacity.carve(total, capacity.PROFILES["zos"], pools=pools)
     assert carved.slices != capacity.carve(total, capacity.PROFILES["zos"]).slices
     assert (by_node(fleet_overview())[5000].deployable, by_node(fleet_overview())[5000].stale) == (carved.slices, False)
+
+
+def test_it_splits_deployable_into_now_after_wake_and_blocked(mixed_fleet):
+    Node.objects.filter(node_id=2000).update(status="standby")
+    totals = fleet_overview().totals
+    deployable = {row.node_id: row.deployable for row in fleet_overview().rows}
+    assert (totals.deployable_now, totals.deployable_after_wake, totals.deployable_blocked) == (
+        deployable[1774] + deployable[3000], deployable[2000], deployable[4000]
+    )
+    assert totals.deployable_now + totals.deployable_after_wake + totals.deployable_blocked == totals.deployable
+
+
+@pytest.mark.parametrize("tier, node_ids", [("now", [1774, 3000]), ("after-wake", [2000]), ("blocked", [4000])])
+def test_it_filters_by_tier(mixed_fleet, tier, node_ids):
+    Node.objects.filter(node_id=2000).update(status="standby")
+    assert [row.node_id for row in fleet_overview(tier=tier).rows] == node_ids
+    assert {row.tier for row in fleet_overview(tier=tier).rows} == {tier}
+
+
+def test_it_refuses_an_unknown_tier():
+    with pytest.raises(ValueError, match="tier must be one of now, after-wake, blocked"):
+        fleet_overview(tier="later")

@@ -221,3 +221,24 @@ def test_it_reads_a_larger_fleet_with_as_many_queries_as_a_small_one(admins_clie
 @pytest.mark.django_db
 def test_it_refuses_a_post_to_the_export(support_client):
     assert support_client.post("/export.csv").status_code == 405
+
+
+@pytest.mark.django_db
+def test_it_shows_deployable_now_after_wake_and_blocked(support_client, small_fleet):
+    small_fleet(30, cru=8, mru=16 * GiB, sru=465 * GiB, farm_id=1, farm_name="freefarm", status="standby")
+    totals = support_client.get(reverse("fleet")).context["fleet"].totals
+    content = support_client.get(reverse("fleet")).content.decode()
+    assert totals.deployable_after_wake > 0 and totals.deployable_blocked > 0
+    assert f'data-tier="after-wake">{totals.deployable_after_wake} after wake</a>' in content
+    assert f'data-tier="blocked">{totals.deployable_blocked} blocked</a>' in content
+
+
+@pytest.mark.django_db
+def test_it_filters_by_tier(support_client, small_fleet):
+    assert node_ids(support_client.get(reverse("fleet"), {"tier": "blocked"})) == [21]
+
+
+@pytest.mark.django_db
+def test_it_exports_each_nodes_tier(support_client, small_fleet):
+    rows = list(csv.DictReader(io.StringIO(support_client.get("/export.csv").content.decode())))
+    assert {row["node_id"]: row["tier"] for row in rows} == {"20": "now", "21": "blocked", "1774": "now"}

@@ -255,3 +255,30 @@ def test_it_lists_a_bulk_job_in_the_history_of_each_node_it_recarved(support_cli
     AuditEvent.objects.create(action="job.node-reregistered", node=make_node(42), job=finished_bulk(changed=1), message="")
     response = support_client.get(reverse("node", args=[1774]))
     assert [j.pk for j in response.context["detail"].jobs] == [job.pk]
+
+
+def finished_precheck_on(node: Node, status: str) -> Job:
+    now = timezone.now()
+    verdicts = [{"slice": i, "fits": False, "words": f"does not fit: the node is {status}"} for i in range(6)]
+    return Job.objects.create(
+        kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, started_at=now, finished_at=now,
+        result={"node_id": node.node_id, "status": status, "cause": "node-offline", "free_slices": 6,
+                "placeable_now": 0, "phantom_slices": list(range(6)), "verdicts": verdicts, "words": "…"},
+    )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_it_says_a_precheck_on_a_standby_node_in_one_line_without_succeeded(support_client):
+    job = finished_precheck_on(make_node(3001, status="standby"), "standby")
+    content = support_client.get(reverse("job", args=[job.pk])).content.decode()
+    assert "node on standby: nothing placeable until woken" in content and "✓ Succeeded" not in content
+    assert "Node 3001 is on standby (switched off by its farm&#x27;s power manager): none of its 6 free slices" in content
+    assert "✕ phantom" not in content  # one line for the node, not one row per slice
+
+
+@pytest.mark.django_db
+def test_it_shows_a_precheck_on_a_down_node_as_a_warning_in_the_jobs_list_and_on_the_node_page(support_client):
+    node = make_node(3002, status="down")
+    finished_precheck_on(node, "down")
+    assert "node down: nothing placeable until it is up" in support_client.get(reverse("jobs")).content.decode()
+    assert "node down: nothing placeable until it is up" in support_client.get(reverse("node", args=[3002])).content.decode()

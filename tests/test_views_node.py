@@ -208,7 +208,8 @@ def test_it_reads_a_large_node_with_as_many_queries_as_a_small_one(admins_client
 def test_it_says_nothing_can_be_placed_on_a_node_that_is_down(support_client, sim_node):
     sim_node(3021, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=317, status="down")
     response = support_client.get(reverse("node", args=[3021]))
-    assert b"the node is down; nothing can be placed until it is up again" in response.content
+    assert b"The node is down: none of its 6 free slices can be placed until it is up again" in response.content
+    assert b"the node is down; nothing can be placed" not in response.content  # one line, not one per slice
 
 
 @pytest.mark.django_db

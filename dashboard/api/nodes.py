@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Literal
+
 from django.http import Http404
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
@@ -24,7 +27,7 @@ from dashboard.models import Job, Node
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
 from dashboard.services.jobs import job_request
-from dashboard.services.precheck import precheck_run
+from dashboard.services.precheck import precheck_answer, precheck_run
 
 router = Router(tags=["fleet"])
 
@@ -35,6 +38,9 @@ class NodesFilter(Schema):
     farm_id: int | None = Field(None, ge=0)
     status: Node.Status | None = None
     stale: bool | None = None
+    tier: Literal["now", "after-wake", "blocked"] | None = Field(
+        None, description="nodes whose deployable slices are usable now (up), after wake (standby), or blocked (down, unknown)"
+    )
     has_phantoms: bool | None = None
     search: str | None = Field(
         None, max_length=128, description="a farm name (contains, any case); digits also match a node id by its leading digits, or a farm id"
@@ -61,6 +67,7 @@ def nodes(request, filters: Query[NodesFilter]):
             has_phantoms=filters.has_phantoms,
             search=filters.search,
             sort=filters.sort,
+            tier=filters.tier,
         )
     except ValueError as exc:  # the status is an enum above, so only the sort key is left to refuse
         raise BadInput(str(exc), field="sort") from None
@@ -150,7 +157,9 @@ def node(request, node_id: int):
 def precheck(request, node_id: int, body: PrecheckIn | None = None):
     """A fresh read from the grid, bounded by the grid client's time-outs and retries
     (GRID_CONNECT_TIMEOUT, GRID_READ_TIMEOUT, GRID_RETRIES). Stores the reading and the
-    placeable/phantom figures, as the node page's precheck does; never touches the catalog."""
+    placeable/phantom figures, as the node page's precheck does; never touches the catalog.
+    With max_age_seconds, answers from the stored reading when it is that young (read_now false,
+    with its age); a reading past READING_MAX_AGE_MINUTES is always read again first."""
     target = _node_or_404(node_id)
     asked = body.slice_index if body else None
     if asked is not None and not target.slices.filter(index=asked, state="free").exists():
@@ -159,7 +168,10 @@ def precheck(request, node_id: int, body: PrecheckIn | None = None):
             field="slice_index",
         )
     try:
-        report = precheck_run(node=target)
+        if body is not None and body.max_age_seconds is not None:
+            report = precheck_answer(node=target, max_age=timedelta(seconds=body.max_age_seconds))
+        else:
+            report = precheck_run(node=target)
     except GridError as exc:
         raise GridTrouble(exc) from None
     answer = report.as_dict()

@@ -39,6 +39,9 @@ class FleetTotalsOut(Schema):
     phantom: int = Field(description="free slices that do not fit the last live reading, over the prechecked nodes")
     stale: int = Field(description="nodes whose catalog differs from what their policy carves now")
     unprechecked: int = Field(description="nodes never prechecked: placeable and phantom unknown")
+    deployable_now: int = Field(0, description="deployable slices on nodes that are up")
+    deployable_after_wake: int = Field(0, description="deployable slices on nodes on standby (their farm can wake them)")
+    deployable_blocked: int = Field(0, description="deployable slices on nodes that are down (or whose status is unknown)")
 
 
 class NodeRowOut(Schema):
@@ -48,6 +51,7 @@ class NodeRowOut(Schema):
     status: str
     nominal: int
     deployable: int
+    tier: str = Field(description='when its deployable slices can be used: "now" (up), "after-wake" (standby), "blocked" (down, unknown)')
     gap: int
     free: int
     rented: int
@@ -232,6 +236,11 @@ class DeploymentReportOut(Schema):
 
 class PrecheckIn(Schema):
     slice_index: int | None = Field(None, ge=0, description="ask about this slice only; all free slices otherwise")
+    max_age_seconds: int | None = Field(
+        None, ge=0,
+        description="answer from the stored reading when it is at most this old (never past READING_MAX_AGE_MINUTES: "
+        "an older one is read again first, within PRECHECK_REREAD_DEADLINE); leave out for a fresh read",
+    )
 
 
 class PrecheckVerdictOut(Schema):
@@ -247,7 +256,9 @@ class PrecheckOut(Schema):
     status: str
     cause: str = Field(description='"node-offline" when the node is down or on standby')
     policy: PolicyRefOut
-    checked_at: datetime
+    checked_at: datetime = Field(description="when the reading the answer rests on was taken")
+    read_now: bool = Field(True, description="false: answered from the stored reading, reading_age_seconds old")
+    reading_age_seconds: float = Field(0.0, description="the age of that reading when answering")
     total: ResourcesOut
     used: ResourcesOut
     free_slices: int

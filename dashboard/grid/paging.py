@@ -75,13 +75,26 @@ def id_pages(
     ids = sorted(set(node_ids))
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
-        what = f"nodes {chunk[0]}-{chunk[-1]} by id ({len(chunk)} asked)"
-        read = _read(what, lambda: grid.nodes(node_ids=chunk, status=status, page=1, size=size))
+        read = ids_page(grid, node_ids=chunk, status=status)
         got = {n.node_id for n in read.nodes}
-        yield PageRead(what=what, nodes=read.nodes, skipped=read.skipped)
+        yield read
         missing = [n for n in chunk if n not in got]
         if missing:
             yield _one_by_one(grid, missing, status=status)
+
+
+def ids_page(grid: Grid, *, node_ids: Sequence[int], status: str | None = None) -> PageRead:
+    """ONE request for these ids (at most MAX_PAGE_SIZE); the ids it lacks are the caller's to read.
+
+    Raises ReadFailed when the page cannot be read. Callers that read what a page lacks their own
+    way (the bulk re-register, with its retries and its count of unreachable nodes) use this.
+    """
+    chunk = sorted(set(node_ids))
+    if not chunk or len(chunk) > MAX_PAGE_SIZE:
+        raise ValueError(f"a page asks for 1 to {MAX_PAGE_SIZE} node ids, not {len(chunk)}")
+    what = f"nodes {chunk[0]}-{chunk[-1]} by id ({len(chunk)} asked)"
+    read = _read(what, lambda: grid.nodes(node_ids=chunk, status=status, page=1, size=len(chunk)))
+    return PageRead(what=what, nodes=read.nodes, skipped=read.skipped)
 
 
 def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageRead:
@@ -109,4 +122,4 @@ def _page_size(size: int) -> int:
     return max(1, min(int(size), MAX_PAGE_SIZE))
 
 
-__all__ = ["MAX_PAGE_SIZE", "PageRead", "ReadFailed", "farm_pages", "id_pages"]
+__all__ = ["MAX_PAGE_SIZE", "PageRead", "ReadFailed", "farm_pages", "id_pages", "ids_page"]

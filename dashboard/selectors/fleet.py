@@ -21,6 +21,16 @@ from dashboard.models import Node, reading_is_uncertain
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
 SORT_KEYS = ("node_id", "farm", "status", "gap", "phantom", "free", "seen_at", "seen", "deployable", "nominal")
 
+# Deployable slices by what the node's status allows today: placed now (up), after the farm's power
+# manager wakes it (standby), or blocked (down, or a status the grid never gave). Tier -> statuses.
+TIERS = {"now": ("up",), "after-wake": ("standby",), "blocked": ("down", "unknown")}
+TIER_WORDS = {"now": "now", "after-wake": "after wake", "blocked": "blocked"}
+
+
+def tier_of(status: str) -> str:
+    return "now" if status == "up" else "after-wake" if status == "standby" else "blocked"
+
+
 # The largest farm id the column holds (a PositiveIntegerField is a 32-bit integer in PostgreSQL).
 FARM_ID_MAX = 2**31 - 1
 
@@ -81,6 +91,11 @@ class NodeRow:
         """Slices the catalog offers beyond what the node can host (negative: room for more)."""
         return self.nominal - self.deployable
 
+    @property
+    def tier(self) -> str:
+        """When its deployable slices can be used: "now", "after-wake" or "blocked" (TIERS)."""
+        return tier_of(self.status)
+
 
 @dataclass(frozen=True)
 class FleetTotals:
@@ -95,6 +110,10 @@ class FleetTotals:
     phantom: int = 0  # over the prechecked nodes
     stale: int = 0
     unprechecked: int = 0
+    # `deployable` split by node status (TIERS): up, standby, down or unknown.
+    deployable_now: int = 0
+    deployable_after_wake: int = 0
+    deployable_blocked: int = 0
 
     @property
     def gap(self) -> int:
@@ -132,6 +151,7 @@ def fleet_overview(
     has_phantoms: bool | None = None,
     search: str | None = None,
     sort: str = "node_id",
+    tier: str | None = None,
 ) -> FleetOverview:
     """Every registered node (or those matching the filters) with its figures, and their totals.
 
@@ -139,7 +159,7 @@ def fleet_overview(
     leading digits or a farm id exactly. `has_phantoms=False` keeps nodes with no known phantom (none, or not prechecked).
     Totals are over the rows returned. ValueError for an unknown sort key or status.
     """
-    nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search)
+    nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     rows = [_node_row(values) for values in _ordered(nodes, sort).values_list(*_ROW_FIELDS)]
     return FleetOverview(rows=rows, totals=_totals(nodes))
 
@@ -154,13 +174,14 @@ def fleet_page(
     has_phantoms: bool | None = None,
     search: str | None = None,
     sort: str = "node_id",
+    tier: str | None = None,
 ) -> FleetPage:
     """fleet_overview's rows of one page (a page number out of range or not a number gives the
     nearest page, as Paginator.get_page) and the totals of every matching node.
 
     Two queries: the totals (which also count the matching nodes for the paginator) and the page.
     """
-    nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search)
+    nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     ordered = _ordered(nodes, sort)  # before the totals: an unknown sort key is refused first
     totals = _totals(nodes)
     paginator = Paginator(ordered.values_list(*_ROW_FIELDS), per_page)
@@ -183,9 +204,10 @@ def fleet_nodes(
     stale: bool | None = None,
     has_phantoms: bool | None = None,
     search: str | None = None,
+    tier: str | None = None,
 ) -> QuerySet[Node]:
     """The nodes the overview's filters keep, unordered, for other views of the same set (the map)."""
-    return _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search)
+    return _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
 
 
 def _filtered(
@@ -195,9 +217,12 @@ def _filtered(
     stale: bool | None,
     has_phantoms: bool | None,
     search: str | None,
+    tier: str | None = None,
 ) -> QuerySet[Node]:
     if status is not None and status not in Node.Status.values:
         raise ValueError(f"status must be one of {', '.join(Node.Status.values)}, not {status!r}")
+    if tier is not None and tier not in TIERS:
+        raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
     nodes = Node.objects.all()
     if search is not None and search.strip():
         nodes = _searched(nodes, search.strip())
@@ -205,6 +230,8 @@ def _filtered(
         nodes = nodes.filter(farm_id=farm_id)
     if status is not None:
         nodes = nodes.filter(status=status)
+    if tier is not None:
+        nodes = nodes.filter(status__in=TIERS[tier])
     if stale is not None:
         nodes = nodes.filter(stale=stale)
     if has_phantoms is True:
@@ -277,6 +304,10 @@ def _totals(nodes: QuerySet[Node]) -> FleetTotals:
         total_phantom=Sum("phantom_slices"),
         total_stale=Count("pk", filter=Q(stale=True)),
         total_unprechecked=Count("pk", filter=Q(placeable_now__isnull=True)),
+        # The same aggregate, no query more: deployable by what the node's status allows today.
+        total_deployable_now=Sum("deployable", filter=Q(status__in=TIERS["now"])),
+        total_deployable_after_wake=Sum("deployable", filter=Q(status__in=TIERS["after-wake"])),
+        total_deployable_blocked=Sum("deployable", filter=Q(status__in=TIERS["blocked"])),
     )
     return FleetTotals(**{name.removeprefix("total_"): int(value or 0) for name, value in figures.items()})
 

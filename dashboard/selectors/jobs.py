@@ -51,12 +51,13 @@ def job_detail(*, job_id: int) -> Job:
 
 def node_jobs(*, node: Node, limit: int = 10) -> list[Job]:
     """The node's own jobs and the bulk jobs that re-registered it (found by their per-node audit
-    event), newest first; one query, results left unread."""
+    event), newest first; one query, only the results' brief form read."""
     bulk = AuditEvent.objects.filter(node=node, action="job.node-reregistered").values("job_id")
     return list(
         Job.objects.filter(Q(node=node) | Q(pk__in=bulk))
         .select_related("requested_by")
         .defer("result")
+        .annotate(result_brief=_ResultBrief(F("result")))  # a precheck's state badge reads its status
         .order_by("-created_at", "-pk")[:limit]
     )
 

@@ -16,6 +16,7 @@ from dashboard import capacity
 from dashboard.models import Deployment, Job, Node, Observation, Slice
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
+from dashboard.selectors.reconcile import Reconciliation, node_reconcile
 
 # Bars are drawn in thousandths of their width (SVG user units; CSP forbids inline styles).
 BAR_UNITS = 1000
@@ -100,6 +101,7 @@ class NodeDetail:
     active_job: Job | None
     failed_deployments: int
     observations: tuple[Observation, ...] = ()  # the live ones, newest first
+    reconciliation: Reconciliation | None = None  # catalog, grid and lessons side by side
 
     @property
     def pools_known(self) -> bool:
@@ -141,6 +143,13 @@ class NodeDetail:
         return self.nominal - self.deployable
 
     @property
+    def away_words(self) -> str:
+        """A node down or on standby places nothing: one line for the page, not a verdict per slice."""
+        if not capacity.node_is_away(self.node.status):
+            return ""
+        return capacity.away_sentence(self.node.status, free_slices=self.free)
+
+    @property
     def room(self) -> int:
         return max(self.deployable - self.nominal, 0)
 
@@ -176,6 +185,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         node, policy, occupied=occupied_sizes, free=[s.size for s in free], carve=carve
     )
 
+    observations = tuple(_live_observations(node))
     verdict_lines = None
     fits_by_index: dict[int, bool] = {}
     used = node.used
@@ -222,7 +232,9 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         jobs=tuple(node_jobs(node=node, limit=job_limit)),
         active_job=node_active_job(node=node),
         failed_deployments=Deployment.objects.filter(node=node, state__in=("failed", "refused")).count(),
-        observations=tuple(_live_observations(node)),
+        observations=observations,
+        reconciliation=node_reconcile(node=node, policy=policy, occupied=occupied, observations=observations,
+                                      now=timezone.now()),  # fmt: skip
     )
 
 

@@ -7,6 +7,7 @@ on it, and this module is the one place that knows them all: RUNNERS maps a kind
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Callable
 
 from django.conf import settings
@@ -19,7 +20,7 @@ from dashboard.job_results import PrecheckResult
 from dashboard.models import Job
 from dashboard.services.jobs import JobError, JobLost, job_beating, job_fail, job_progress, job_succeed
 from dashboard.services.onboarding import onboard_job
-from dashboard.services.precheck import precheck_run
+from dashboard.services.precheck import precheck_answer, precheck_run
 from dashboard.services.reregister import bulk_reregister, node_reregister
 from dashboard.services.simulation import policy_simulate
 
@@ -27,12 +28,20 @@ log = logging.getLogger(__name__)
 
 
 def node_precheck_job(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PrecheckResult:
-    """Run the live precheck for the job's node and store its report as the result."""
+    """Run the live precheck for the job's node and store its report as the result.
+
+    With parameters {"max_age_seconds": N} a stored reading up to N seconds old is answered from
+    (never one past READING_MAX_AGE_MINUTES: that one is read again first; services.precheck).
+    """
     if job.node is None:
         raise JobError("this precheck job has no node (was it deleted?)")
     job_progress(job=job, step=f"checking node {job.node.node_id}'s live capacity")
+    max_age = (job.parameters or {}).get("max_age_seconds")
     with grid_step_deadline(settings.GRID_STEP_DEADLINE), job_beating(job=job):
-        report = precheck_run(node=job.node)
+        if max_age is None:
+            report = precheck_run(node=job.node)
+        else:
+            report = precheck_answer(node=job.node, max_age=timedelta(seconds=max_age))
     result = PrecheckResult.model_validate(report.as_dict())
     with transaction.atomic():
         job_succeed(job=job, result=result)

@@ -160,7 +160,11 @@ def _job_request_validate(*, kind, node, farm_id, by, source, dry_run, parameter
             raise JobError(f"a {Job.Kind(kind).label.lower()} job needs a registered node")
         if farm_id is not None:
             raise JobError("a farm id only applies to a bulk re-register")
-    if parameters and kind not in (Job.Kind.SIMULATE, Job.Kind.ONBOARD):
+    if kind == Job.Kind.PRECHECK and parameters:
+        age = parameters.get("max_age_seconds") if isinstance(parameters, dict) else None
+        if set(parameters) != {"max_age_seconds"} or isinstance(age, bool) or not isinstance(age, int) or age < 0:
+            raise JobError("a precheck takes one parameter, max_age_seconds (a whole number from 0)")
+    elif parameters and kind not in (Job.Kind.SIMULATE, Job.Kind.ONBOARD):
         raise JobError(f"a {Job.Kind(kind).label.lower()} job takes no parameters")
     if dry_run and kind == Job.Kind.PRECHECK:
         raise JobError("a precheck changes no catalog; it has no dry run")

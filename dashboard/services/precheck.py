@@ -7,14 +7,17 @@ one transaction; the catalog itself is never touched. The report says, slice by 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid import get_grid
+from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, NodeCapacity
-from dashboard.models import Node, Slice
+from dashboard.models import Node, Slice, reading_max_age
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.readings import LiveReading, readings_store
@@ -26,7 +29,12 @@ class PrecheckReport:
     capacity: NodeCapacity
     precheck: capacity.Precheck
     policy: capacity.Policy
-    checked_at: datetime
+    checked_at: datetime  # when the reading it answers from was taken
+    read_now: bool = True  # False: answered from the stored reading, young enough for the caller
+
+    @property
+    def reading_age_seconds(self) -> float:
+        return round(max((timezone.now() - self.checked_at).total_seconds(), 0.0), 3)
 
     @property
     def offline(self) -> bool:
@@ -42,10 +50,7 @@ class PrecheckReport:
         if not p.free_slices:
             return f"node {self.node_id} ({self.capacity.status}) has no free slice to place"
         if self.offline:
-            return (
-                f"node {self.node_id} is {self.capacity.status} on the grid: none of its "
-                f"{p.free_slices} free slices can be placed until it is up again"
-            )
+            return capacity.away_sentence(self.capacity.status, free_slices=p.free_slices, node_id=self.node_id)
         if not p.phantom_slices:
             return f"node {self.node_id}: all {p.free_slices} free slices can be placed now"
         phantom = ", ".join(str(i) for i in p.phantom_slices)
@@ -61,6 +66,8 @@ class PrecheckReport:
             "cause": self.cause,
             "policy": {"name": self.policy.name, "version": self.policy.version},
             "checked_at": self.checked_at.isoformat(),
+            "read_now": self.read_now,
+            "reading_age_seconds": self.reading_age_seconds,
             "total": self.capacity.total.as_dict(),
             "used": self.capacity.used.as_dict(),
             **self.precheck.as_dict(),
@@ -81,6 +88,33 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     return PrecheckReport(
         node_id=node.node_id, capacity=live, precheck=result, policy=policy, checked_at=node.prechecked_at
     )
+
+
+def precheck_answer(*, node: Node, max_age: timedelta, grid: Grid | None = None) -> PrecheckReport:
+    """The precheck a caller content with a reading up to `max_age` old gets: from the stored reading
+    when it is that young (no grid request, nothing written), else from a fresh read.
+
+    `max_age` is capped at READING_MAX_AGE_MINUTES: past it the stored figures are "uncertain" and
+    are never answered from. The fresh read is bounded in time (PRECHECK_REREAD_DEADLINE, retries
+    included); past it the grid's error says so and nothing is written.
+    """
+    limit = min(max_age, reading_max_age())
+    read_at = node.prechecked_at or node.seen_at
+    used = node.used
+    if used is not None and read_at is not None and timezone.now() - read_at <= limit:
+        policy = policy_for_node(node)
+        live = NodeCapacity(
+            node_id=node.node_id, farm_id=node.farm_id, farm_name=node.farm_name, twin_id=node.twin_id,
+            status=node.status, dedicated=node.dedicated, rented_by_twin_id=node.rented_by_twin_id,
+            total=node.total, used=used, pools_sru=node.pools,
+        )  # fmt: skip
+        free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
+        result = capacity.precheck(free, live.total, used, policy, live=node_live_facts(node, policy, used_sru=used.sru),
+                                   status=node.status)  # fmt: skip
+        return PrecheckReport(node_id=node.node_id, capacity=live, precheck=result, policy=policy,
+                              checked_at=read_at, read_now=False)  # fmt: skip
+    with grid_step_deadline(settings.PRECHECK_REREAD_DEADLINE):
+        return precheck_run(node=node, grid=grid)
 
 
 def precheck_store(*, node: Node, reading: LiveReading, policy: capacity.Policy) -> capacity.Precheck:

@@ -36,8 +36,10 @@ YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
 CSV_COLUMNS = (
     "node_id", "farm_id", "farm_name", "status", "nominal", "deployable", "gap", "free", "rented", "deployed",
     "failed", "placeable_now", "phantom", "phantom_down", "phantom_standby", "phantom_memory", "phantom_disk",
-    "phantom_pool", "stale", "stale_reason", "seen_at",
+    "phantom_pool", "stale", "stale_reason", "seen_at", "tier",
 )  # fmt: skip
+# The tier filter: which nodes' deployable slices (selectors.fleet.TIERS), in the totals' words.
+TIER_CHOICES = [("", "Any"), ("now", "Now (up)"), ("after-wake", "After wake (standby)"), ("blocked", "Blocked (down)")]
 
 
 class FleetFilterForm(forms.Form):
@@ -47,6 +49,7 @@ class FleetFilterForm(forms.Form):
     )  # fmt: skip
     farm = forms.IntegerField(required=False, min_value=0, label="Farm id")
     status = forms.ChoiceField(required=False, choices=[("", "Any"), *Node.Status.choices])
+    tier = forms.ChoiceField(required=False, choices=TIER_CHOICES, label="Deployable")
     stale = forms.ChoiceField(required=False, choices=YES_NO, label="Stale catalog")
     phantoms = forms.ChoiceField(required=False, choices=YES_NO, label="Has phantoms")
     sort = forms.ChoiceField(required=False, choices=SORTS)
@@ -63,11 +66,12 @@ class FleetFilterForm(forms.Form):
             "has_phantoms": _yes_no(data["phantoms"]),
             "search": data["q"] or None,
             "sort": data["sort"] or "node_id",
+            "tier": data["tier"] or None,
         }
 
     @property
     def is_filtered(self) -> bool:
-        return any(self.cleaned_data.get(k) not in (None, "") for k in ("q", "farm", "status", "stale", "phantoms"))
+        return any(self.cleaned_data.get(k) not in (None, "") for k in ("q", "farm", "status", "tier", "stale", "phantoms"))
 
 
 @login_required
@@ -121,6 +125,7 @@ def export_csv(request):
             values[f"phantom_{reason}"] = row.phantom_reasons.get(reason, 0) if row.phantom is not None else None
         values["gap"] = row.nominal - row.deployable
         values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""
+        values["tier"] = row.tier
         writer.writerow([_csv_cell(values[column]) for column in CSV_COLUMNS])
     return response
 

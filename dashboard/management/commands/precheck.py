@@ -86,8 +86,11 @@ def job_report_text(job: Job) -> str:
         f"job #{job.pk}: node {r.node_id} ({r.status}), policy {r.policy.name} v{r.policy.version}",
         f"  free slices: {r.free_slices}   placeable now: {r.placeable_now}   phantom slices: {len(r.phantom_slices)}",
     ]
-    for v in r.verdicts:
-        lines.append(f"  slice {v.slice:>3} {'ok     ' if v.fits else 'PHANTOM'} {v.words}")
+    if r.away:  # one line, not one PHANTOM row per slice: the node is the reason
+        lines.append(f"  {r.away_words}")
+    else:
+        for v in r.verdicts:
+            lines.append(f"  slice {v.slice:>3} {'ok     ' if v.fits else 'PHANTOM'} {v.words}")
     lines.append(r.sentence())
     return "\n".join(lines)
 
@@ -108,8 +111,9 @@ def report_text(report: PrecheckReport) -> str:
         f"disk used {format_size(used.sru)} of {format_size(total.sru)}",
         f"  free slices: {p.free_slices}   placeable now: {p.placeable_now}   phantom slices: {len(p.phantom_slices)}",
     ]
-    for v in p.verdicts:
-        mark = "ok     " if v.verdict.fits else "PHANTOM"
-        lines.append(f"  slice {v.index:>3} {mark} {v.verdict.words}")
+    if not report.offline:  # an away node is said in one line (report.words), not one row per slice
+        for v in p.verdicts:
+            mark = "ok     " if v.verdict.fits else "PHANTOM"
+            lines.append(f"  slice {v.index:>3} {mark} {v.verdict.words}")
     lines.append(report.words)
     return "\n".join(lines)

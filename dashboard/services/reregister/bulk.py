@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime, timedelta
 from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid import get_grid
-from dashboard.grid.types import Grid, GridError, GridUnavailable
+from dashboard.grid.deadline import grid_step_deadline
+from dashboard.grid.paging import MAX_PAGE_SIZE, ReadFailed, ids_page
+from dashboard.grid.types import Grid, GridError, GridUnavailable, NodeCapacity
 from dashboard.job_results import BulkNode, BulkResult, Failure, Figures, FleetFigures
 from dashboard.models import AuditEvent, Job, Node, Slice
 from dashboard.selectors.policy_book import policies_for_nodes
@@ -89,6 +93,11 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     return result
 
 
+def _too_old(read_at: datetime) -> bool:
+    """A reading a plan must not be applied from any more (settings.BULK_READING_MAX_AGE)."""
+    return timezone.now() - read_at > timedelta(seconds=settings.BULK_READING_MAX_AGE)
+
+
 def _bulk_batch_size(total: int) -> int:
     """BULK_CHUNK nodes a batch, fewer in a small run so that its progress still moves in steps."""
     return max(1, min(BULK_CHUNK, -(-total // BULK_PROGRESS_STEPS)))
@@ -105,37 +114,40 @@ class _BulkRun:
         self.beat_at = time.monotonic()
 
     def batch(self, pks: list[int]) -> None:
-        """Read, plan and apply these nodes; count each in node order, failed or not."""
+        """Read (one page, then one by one what it lacks), plan and apply these nodes; count each in node order."""
         nodes = list(Node.objects.filter(pk__in=pks).order_by("node_id"))
         policies = policies_for_nodes(nodes)
         slices = slices_by_node(pks)
         deploying = deploying_slices(pks)
         outcomes: dict[int, BulkNode | str] = {}  # node pk -> its summary, or why it failed
-        plans, stop = [], None
-        # One beat for the batch's reads (a thread per node read would cost more than the read).
+
+        def plan_of(node: Node, reading: tuple[NodeCapacity, datetime]) -> ReregisterPlan | None:
+            try:
+                return reregister_plan(
+                    node=node, slices=slices.get(node.pk, []), policy=policies[node.pk], seen=reading[0],
+                    deploying=deploying.get(node.pk, set()), read_at=reading[1],
+                )
+            except self.stop_on:
+                raise
+            except JobLost:
+                raise
+            except Exception as exc:
+                outcomes[node.pk] = self._failure_words(node, exc)
+                return None
+
         with job_beating(job=self.job):
-            for node in nodes:
-                self._beat_while_reading(node)
-                try:
-                    seen = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
-                    plan = reregister_plan(
-                        node=node, slices=slices.get(node.pk, []), policy=policies[node.pk], seen=seen,
-                        deploying=deploying.get(node.pk, set()),
-                    )
-                except self.stop_on:
-                    raise
-                except JobLost:
-                    raise
-                except Exception as exc:
-                    outcomes[node.pk] = self._failure_words(node, exc)
-                    self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
-                    if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
-                        stop = (self.done + len(outcomes) + len(plans), outcomes[node.pk], exc)
-                        break
-                else:
-                    self.unreachable_in_a_row = 0
-                    plans.append(plan)
-        outcomes.update(self._apply(plans, failed=len(outcomes)))
+            readings, stop = self._read(nodes, outcomes)
+            plans = {node.pk: plan_of(node, readings[node.pk]) for node in nodes if node.pk in readings}
+            # A plan made from a reading past BULK_READING_MAX_AGE (a page read before a long run of
+            # one-by-one reads) is made again from a fresh read, once.
+            old = [node for node in nodes if plans.get(node.pk) is not None and _too_old(plans[node.pk].read_at)]
+            if old and stop is None:
+                self.result.reread += len(old)
+                again, stop = self._read(old, outcomes)
+                for node in old:
+                    plans[node.pk] = plan_of(node, again[node.pk]) if node.pk in again else None
+        ready = [plan for plan in plans.values() if plan is not None]
+        outcomes.update(self._apply(ready, failed=len(outcomes)))
         for node in nodes:
             outcome = outcomes.get(node.pk)
             if isinstance(outcome, BulkNode):
@@ -153,6 +165,55 @@ class _BulkRun:
                 f"{self.result.reregistered} re-registered",
                 result=self.result,
             ) from exc
+
+    def _read(self, nodes: list[Node], outcomes: dict) -> tuple[dict[int, tuple[NodeCapacity, datetime]], tuple | None]:
+        """These nodes' readings: ONE page by id, then one at a time only the nodes it lacks or failed on.
+
+        Node pk -> (reading, when read). A node that cannot be read gets its failure in `outcomes`;
+        the second value is set when BULK_GRID_DOWN_AFTER nodes in a row were unreachable (the run stops).
+        """
+        readings: dict[int, tuple[NodeCapacity, datetime]] = {}
+        got: dict[int, tuple[NodeCapacity, datetime]] = {}
+        size = max(1, min(settings.GRID_PAGE_SIZE, MAX_PAGE_SIZE))  # what the proxy serves in one page
+        for start in range(0, len(nodes), size):
+            chunk = nodes[start : start + size]
+            self._beat_while_reading(f"reading nodes {chunk[0].node_id}-{chunk[-1].node_id} from the grid, a page")
+            read_at = timezone.now()
+            self.result.requests += 1
+            try:
+                with grid_step_deadline(settings.GRID_STEP_DEADLINE):
+                    page = ids_page(self.grid, node_ids=[node.node_id for node in chunk])
+            except ReadFailed as exc:
+                # The page's nodes are read one at a time below; the run goes on.
+                log.warning("bulk job %s: %s; reading its nodes one at a time", self.job.pk, exc)
+                self.result.pages_failed += 1
+                continue
+            self.result.pages += 1
+            got.update((live.node_id, (live, read_at)) for live in page.nodes)
+        for node in nodes:
+            if node.node_id in got:
+                readings[node.pk] = got[node.node_id]
+                self.unreachable_in_a_row = 0
+                continue
+            self._beat_while_reading(f"reading node {node.node_id}'s live capacity on its own")
+            try:
+                self.result.read_alone += 1
+                self.result.requests += 1
+                live = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
+            except self.stop_on:
+                raise
+            except JobLost:
+                raise
+            except Exception as exc:
+                outcomes[node.pk] = self._failure_words(node, exc)
+                self.unreachable_in_a_row = self.unreachable_in_a_row + 1 if isinstance(exc, GridUnavailable) else 0
+                if self.unreachable_in_a_row >= BULK_GRID_DOWN_AFTER:
+                    handled = self.done + nodes.index(node) + 1
+                    return readings, (handled, outcomes[node.pk], exc)
+            else:
+                self.unreachable_in_a_row = 0
+                readings[node.pk] = (live, timezone.now())
+        return readings, None
 
     def _apply(self, plans: list[ReregisterPlan], *, failed: int) -> dict[int, BulkNode | str]:
         """The batch in one transaction, then the nodes it left out one at a time; node pk -> outcome."""
@@ -191,11 +252,11 @@ class _BulkRun:
         return {"step": f"{done} of {self.total} nodes done" + (f"; {failed} failed" if failed else ""), "done": done,
                 "failed": failed}
 
-    def _beat_while_reading(self, node: Node) -> None:
+    def _beat_while_reading(self, words: str) -> None:
         """A heartbeat while a batch is read: a slow grid must not look like a dead worker."""
         if time.monotonic() - self.beat_at < settings.JOB_HEARTBEAT_TIMEOUT / 4:
             return
-        job_progress(job=self.job, step=f"reading node {node.node_id}'s live capacity ({self.done} of {self.total} done)")
+        job_progress(job=self.job, step=f"{words} ({self.done} of {self.total} done)")
         self.beat_at = time.monotonic()
 
     def _failure_words(self, node: Node, exc: Exception) -> str:
@@ -243,6 +304,12 @@ def _bulk_count_failure(result: BulkResult, *, node_id: int, error: str) -> None
 
 def _bulk_words(result: BulkResult, *, job: Job, total: int) -> None:
     verb = "would re-register" if job.dry_run else "re-registered"
+    result.reads = (
+        f"read from the grid in {result.pages} page(s)"
+        + (f" ({result.pages_failed} failed)" if result.pages_failed else "")
+        + f" and {result.read_alone} node(s) on their own"
+        + (f"; {result.reread} plan(s) read again, their reading past {settings.BULK_READING_MAX_AGE} s" if result.reread else "")
+    )
     result.words = (
         f"{verb} {result.reregistered} of {total} stale node(s); {result.unchanged} already up to date; "
         f"{result.failed} failed"
@@ -278,14 +345,17 @@ def _bulk_apply(
 def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
     """A node its batch left out (it moved meanwhile, or the batch failed): planned again on its own.
 
-    The same capacity read and policy, the node's rows as they are now; a node that moves again
-    before this commits fails with CATALOG_CHANGED.
+    The same capacity read (read again when past BULK_READING_MAX_AGE) and policy, the node's rows
+    as they are now; a node that moves again before this commits fails with CATALOG_CHANGED.
     """
     node = plan.node
     node.refresh_from_db()
     fresh = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
+    seen, read_at = plan.seen, plan.read_at
+    if _too_old(read_at):
+        seen, read_at = node_capacity_read(grid=get_grid(), node_id=node.node_id, job=job, announce=False), timezone.now()
     plan = reregister_plan(
-        node=node, slices=fresh, policy=plan.policy, seen=plan.seen, read_at=plan.read_at,
+        node=node, slices=fresh, policy=plan.policy, seen=seen, read_at=read_at,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
     )
     return bulk_node_summary(reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress))

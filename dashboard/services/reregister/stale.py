@@ -13,13 +13,21 @@ STALE_SCAN_CHUNK = 1000
 
 
 def stale_node_pks(*, farm_id: int | None = None) -> list[int]:
-    """Primary keys of nodes whose stored catalog differs from what their effective policy carves, by node id.
+    """Primary keys of nodes whose stored catalog differs from what their effective policy carves,
+    farm by farm (farm id, then node id), so that a bulk run's pages each hold one farm's nodes.
 
     Computed from the slices and policies now (figures_compute), not from the stored figures, in
     STALE_SCAN_CHUNK nodes at a time (three queries each) so the worker's memory does not grow
     with the fleet.
+
+    It reads nothing from the grid, on purpose: staleness is a question about the catalog and the
+    policy, and the carve it compares with needs only the node's stored total and pools (which
+    the onboarding's and every precheck's paged or single reads keep current), not its live
+    `used`. A grid read here would cost a page per 100 nodes to answer a question that does not
+    depend on it; the bulk run then reads each stale node's page anyway before it plans, and a
+    node that turns out current on that reading is counted "already up to date".
     """
-    nodes = Node.objects.order_by("node_id")
+    nodes = Node.objects.order_by("farm_id", "node_id")
     if farm_id is not None:
         nodes = nodes.filter(farm_id=farm_id)
     pks = list(nodes.values_list("pk", flat=True))

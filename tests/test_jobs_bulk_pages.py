@@ -1,0 +1,141 @@
+"""Bulk re-register reads pages, not nodes: one GET /nodes by id per batch, one by one only what a page lacks."""
+
+import time
+
+import pytest
+
+from dashboard.grid.types import GridUnavailable
+from dashboard.models import Job, Node
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim, job_request
+
+
+class CountingGrid:
+    """The simulated grid behind a proxy-like face: counts page and node reads, can omit nodes from
+    pages, fail pages, or be slow to answer for one node."""
+
+    def __init__(self, grid, *, omit=(), pages_fail=False, slow_node=None, slow_s=0.0):
+        self.grid, self.omit, self.pages_fail = grid, set(omit), pages_fail
+        self.slow_node, self.slow_s = slow_node, slow_s
+        self.pages: list[list[int]] = []
+        self.single: list[int] = []
+
+    def nodes(self, **kwargs):
+        self.pages.append(sorted(kwargs.get("node_ids") or []))
+        if self.pages_fail:
+            raise GridUnavailable("the proxy answered 502 for the page")
+        page = self.grid.nodes(**kwargs)
+        return type(page)(nodes=tuple(n for n in page.nodes if n.node_id not in self.omit), page=page.page,
+                          size=page.size, skipped=page.skipped)  # fmt: skip
+
+    def node(self, node_id):
+        self.single.append(node_id)
+        if node_id == self.slow_node:
+            time.sleep(self.slow_s)
+        return self.grid.node(node_id)
+
+    def __getattr__(self, name):
+        return getattr(self.grid, name)
+
+
+@pytest.fixture
+def counting_grid(legacy_fleet, monkeypatch):
+    """counting_grid(**options) -> CountingGrid, the grid every bulk run in this test reads."""
+    from dashboard.services.reregister import bulk as reregister
+
+    def make(**options):
+        grid = CountingGrid(legacy_fleet.grid, **options)
+        monkeypatch.setattr(reregister, "get_grid", lambda: grid)
+        return grid
+
+    return make
+
+
+@pytest.fixture
+def one_batch(monkeypatch):
+    from dashboard.services.reregister import bulk as reregister
+
+    monkeypatch.setattr(reregister, "BULK_PROGRESS_STEPS", 1)
+
+
+def bulk(**kwargs) -> Job:
+    job = job_claim(job_id=job_request(kind=Job.Kind.BULK_REREGISTER, **kwargs).job.pk)
+    job_execute(job=job)
+    job.refresh_from_db()
+    return job
+
+
+def zos_carved() -> set[int]:
+    return set(Node.objects.filter(carved_policy_name="zos").values_list("node_id", flat=True))
+
+
+@pytest.mark.django_db
+def test_it_reads_a_batch_of_30_nodes_in_one_request(legacy_fleet, counting_grid, one_batch):
+    legacy_fleet(30)
+    grid = counting_grid()
+    job = bulk()
+    assert (grid.pages, grid.single) == ([list(range(1, 31))], [])
+    assert (job.result["pages"], job.result["read_alone"], job.result["requests"], job.result["reregistered"]) == (1, 0, 1, 30)
+
+
+@pytest.mark.django_db
+def test_it_reads_a_node_the_page_omits_on_its_own(legacy_fleet, counting_grid, one_batch):
+    legacy_fleet(6)
+    grid = counting_grid(omit={4})
+    job = bulk()
+    assert grid.single == [4] and zos_carved() == set(range(1, 7))
+    assert job.result["reads"] == "read from the grid in 1 page(s) and 1 node(s) on their own"
+
+
+@pytest.mark.django_db
+def test_it_reads_each_node_of_a_page_that_fails_on_its_own(legacy_fleet, counting_grid, one_batch):
+    legacy_fleet(4)
+    grid = counting_grid(pages_fail=True)
+    job = bulk()
+    assert grid.single == [1, 2, 3, 4] and zos_carved() == {1, 2, 3, 4}
+    assert (job.state, job.result["pages_failed"], job.result["read_alone"]) == (Job.State.SUCCEEDED, 1, 4)
+
+
+@pytest.mark.django_db
+def test_it_reads_a_page_again_when_its_plans_are_past_the_reading_age(legacy_fleet, counting_grid, one_batch, settings):
+    settings.BULK_READING_MAX_AGE = 0.3
+    legacy_fleet(5)
+    # Node 5 is missing from the page and slow on its own: the page's four plans are too old after it.
+    grid = counting_grid(omit={5}, slow_node=5, slow_s=0.5)
+    job = bulk()
+    assert grid.pages == [[1, 2, 3, 4, 5], [1, 2, 3, 4]] and job.result["reread"] == 4
+    assert zos_carved() == {1, 2, 3, 4, 5}
+
+
+@pytest.mark.django_db
+def test_it_reads_a_fleet_in_farm_order_a_page_per_batch(legacy_fleet, counting_grid, monkeypatch):
+    from dashboard.services.reregister import bulk as reregister
+
+    monkeypatch.setattr(reregister, "BULK_CHUNK", 10)
+    monkeypatch.setattr(reregister, "BULK_PROGRESS_STEPS", 1)
+    legacy_fleet(10, first=1, farm_id=2)
+    legacy_fleet(10, first=100, farm_id=1)
+    grid = counting_grid()
+    bulk()
+    assert grid.pages == [list(range(100, 110)), list(range(1, 11))] and grid.single == []
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_reads_a_node_the_page_omits_on_its_own(legacy_fleet, counting_grid, live_worker, job_finished):
+    legacy_fleet(12)
+    grid = counting_grid(omit={9})
+    job = job_finished(job_request(kind=Job.Kind.BULK_REREGISTER).job, timeout=60)
+    assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 12, []), job.error
+    assert grid.single == [9] and 9 in zos_carved()
+    assert job.result["read_alone"] == 1 and job.result["pages"] == len(grid.pages)
+
+
+@pytest.mark.django_db
+def test_it_asks_for_no_more_nodes_a_page_than_the_proxy_serves(legacy_fleet, counting_grid, one_batch, settings):
+    settings.GRID_PAGE_SIZE = 4
+    legacy_fleet(10)
+    grid = counting_grid()
+    job = bulk()
+    assert grid.pages == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]] and grid.single == []
+    assert job.result["reregistered"] == 10
