@@ -45,8 +45,9 @@ def catalog(node) -> list[tuple]:
 
 
 def is_new_catalog(rows: list[tuple], old: list[tuple]) -> bool:
-    """The zos carve of node 1774: the deployed slice as it was, then five free 155 GiB slices."""
-    return rows[0] == old[0] and [r[1:] for r in rows[1:]] == [(i, 4 * GiB, 155 * GiB, "free") for i in range(1, 6)]
+    """The zos carve of node 1774: the deployed slice as it was, then five free 155 GiB slices numbered
+    after the seven the node used (slice numbers are never reused)."""
+    return rows[0] == old[0] and [r[1:] for r in rows[1:]] == [(i, 4 * GiB, 155 * GiB, "free") for i in range(7, 12)]
 
 
 def wait_until(condition, *, timeout: float, what: str) -> None:

@@ -44,6 +44,7 @@ from django.utils import timezone
 from dashboard.job_results import JobResult, job_describe
 from dashboard.models import AuditEvent, Job, Node
 from dashboard.services.grid_requests import grid_requests_store_due
+from dashboard.services.job_kinds import job_request_problem
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,10 @@ def job_request(
     One transaction inserts the Job and its audit event; the Celery message is sent on commit
     with the job id as its task id. Bad input raises JobError and writes nothing.
     """
-    _job_request_validate(kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run,
+    problem = job_request_problem(kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run,
                           parameters=parameters)
+    if problem:
+        raise JobError(problem)
     requester, requester_detail = _requester(by, source)
     # The unique index refuses our insert while another job is active; if that job finishes
     # between our insert and our look-up, there is nothing to return, so try once more.
@@ -135,41 +138,6 @@ def job_request(
             transaction.on_commit(partial(job_enqueue, job.pk))
             return JobRequest(job=job, created=True)
     raise JobError("could not queue the job: another job for the same target kept appearing and finishing; try again")
-
-
-def _job_request_validate(*, kind, node, farm_id, by, source, dry_run, parameters) -> None:
-    if kind not in Job.Kind.values:
-        raise JobError(f"unknown job kind {kind!r}; use one of: {', '.join(Job.Kind.values)}")
-    if source not in Job.Source.values:
-        raise JobError(f"unknown source {source!r}; use one of: {', '.join(Job.Source.values)}")
-    if kind == Job.Kind.BULK_REREGISTER:
-        if node is not None:
-            raise JobError("a bulk re-register covers all stale nodes (or one farm's); it takes no node")
-        if farm_id is not None and (isinstance(farm_id, bool) or not isinstance(farm_id, int) or farm_id < 0):
-            raise JobError(f"farm id must be a whole number of zero or more, not {farm_id!r}")
-    elif kind == Job.Kind.ONBOARD:
-        if node is not None or farm_id is not None or not isinstance(parameters, dict):
-            raise JobError("adding nodes from the grid takes farm ids or node ids as parameters, no node")
-    elif kind == Job.Kind.SIMULATE:
-        if node is not None or farm_id is not None or dry_run:
-            raise JobError("a simulated month takes its nodes from the candidate policy's scope, and changes nothing")
-        if not isinstance(parameters, dict) or not isinstance(parameters.get("candidate"), dict):
-            raise JobError("a simulated month needs the candidate policy's parameters")
-    else:
-        if node is None or getattr(node, "pk", None) is None:
-            raise JobError(f"a {Job.Kind(kind).label.lower()} job needs a registered node")
-        if farm_id is not None:
-            raise JobError("a farm id only applies to a bulk re-register")
-    if kind == Job.Kind.PRECHECK and parameters:
-        age = parameters.get("max_age_seconds") if isinstance(parameters, dict) else None
-        if set(parameters) != {"max_age_seconds"} or isinstance(age, bool) or not isinstance(age, int) or age < 0:
-            raise JobError("a precheck takes one parameter, max_age_seconds (a whole number from 0)")
-    elif parameters and kind not in (Job.Kind.SIMULATE, Job.Kind.ONBOARD):
-        raise JobError(f"a {Job.Kind(kind).label.lower()} job takes no parameters")
-    if dry_run and kind == Job.Kind.PRECHECK:
-        raise JobError("a precheck changes no catalog; it has no dry run")
-    if by is not None and (not getattr(by, "is_authenticated", False) or getattr(by, "pk", None) is None):
-        raise JobError("jobs are requested by a signed-in user (or by nobody, from the command line)")
 
 
 def _active_job(*, kind: str, node: Node | None) -> Job | None:
