@@ -229,8 +229,8 @@ def test_it_shows_deployable_now_after_wake_and_blocked(support_client, small_fl
     totals = support_client.get(reverse("fleet")).context["fleet"].totals
     content = support_client.get(reverse("fleet")).content.decode()
     assert totals.deployable_after_wake > 0 and totals.deployable_blocked > 0
-    assert f'data-tier="after-wake">{totals.deployable_after_wake} after wake</a>' in content
-    assert f'data-tier="blocked">{totals.deployable_blocked} blocked</a>' in content
+    assert f'data-tier="after-wake" title="On nodes on standby: the farm\'s power manager wakes them"><strong>{totals.deployable_after_wake}</strong> after wake</a>' in content
+    assert f'data-tier="blocked" title="On nodes that are down"><strong>{totals.deployable_blocked}</strong> blocked</a>' in content
 
 
 @pytest.mark.django_db

@@ -1,4 +1,5 @@
-"""At a phone's width (390 px) no page is wider than the screen and every navigation link is reachable.
+"""At a phone's width (390 px) and a desktop's (1440 px) no page is wider than the screen, and every
+navigation link is reachable on a phone.
 
 Wide tables scroll inside their own box; the page itself never scrolls sideways.
 """
@@ -13,8 +14,10 @@ from tests.browser.conftest import log_in, screenshot
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1440, "height": 900}
 PAGES = (
     "/", "/nodes/1774/", "/jobs/", "/deployments/failed/", "/policy/", "/map/", "/placement/?cru=1&mru=4GiB&sru=151GiB",
+    "/nodes/add/", "/api-tokens/",
 )  # fmt: skip
 NAV_LINKS = ("Fleet", "Failed deployments", "Jobs", "Policy", "Admin")
 
@@ -39,6 +42,24 @@ def phone(chromium, live_server):
     page.console_errors = errors
     yield page
     context.close()
+    assert not errors, f"the browser console reported errors: {errors}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_page_is_wider_than_a_desktop_screen(chromium, live_server, demo_fleet, django_user_model):
+    django_user_model.objects.filter(username="admin").update(is_staff=True)
+    context = chromium.new_context(viewport=DESKTOP, base_url=live_server.url)
+    page = context.new_page()
+    errors = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    try:
+        log_in(page, "admin", demo_fleet["admin"])
+        for path in PAGES:
+            page.goto(path)
+            scroll_width = page.evaluate("document.documentElement.scrollWidth")
+            assert scroll_width <= DESKTOP["width"], (path, scroll_width, page.evaluate(WIDER_THAN_VIEWPORT))
+    finally:
+        context.close()
     assert not errors, f"the browser console reported errors: {errors}"
 
 
