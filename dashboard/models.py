@@ -345,6 +345,8 @@ class Deployment(models.Model):
                 fields=["marketplace_id"], condition=~Q(marketplace_id=""), name="one_deployment_per_marketplace_id"
             ),
         ]
+        # /metrics counts failures by cause and state on every scrape: read from this index alone.
+        indexes = [models.Index(fields=["state", "cause"], name="deployment_state_cause")]
 
     def __str__(self) -> str:
         return f"deployment of {self.node} slice {self.slice_index} ({self.state})"
@@ -739,3 +741,39 @@ class SnapshotFigures(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} {self.subject} in snapshot {self.snapshot_id}"
+
+
+class FarmTotals(models.Model):
+    """Each farm's figures summed over its nodes, kept so the fleet's totals cost one row a farm to read.
+
+    Derived data, like an index: a PostgreSQL trigger marks a farm changed (FarmTotalsChanged) in the
+    same transaction as any write to its nodes, and selectors.farm_totals brings the marked farms up
+    to date before it answers. Never written by hand.
+    """
+
+    farm_id = models.PositiveIntegerField(primary_key=True)
+    nodes = models.BigIntegerField(default=0)
+    nodes_up = models.BigIntegerField(default=0)
+    nominal = models.BigIntegerField(default=0)
+    deployable = models.BigIntegerField(default=0)
+    free = models.BigIntegerField(default=0)
+    rented = models.BigIntegerField(default=0)
+    deployed = models.BigIntegerField(default=0)
+    failed = models.BigIntegerField(default=0)
+    placeable = models.BigIntegerField(default=0)
+    phantom = models.BigIntegerField(default=0)
+    phantom_on_up_nodes = models.BigIntegerField(default=0)
+    stale = models.BigIntegerField(default=0)
+    unprechecked = models.BigIntegerField(default=0)
+    never_read = models.BigIntegerField(default=0)
+    deployable_now = models.BigIntegerField(default=0)
+    deployable_after_wake = models.BigIntegerField(default=0)
+    deployable_blocked = models.BigIntegerField(default=0)
+    oldest_reading_at = models.DateTimeField(null=True, blank=True)
+    computed_at = models.DateTimeField(null=True, blank=True)
+
+
+class FarmTotalsChanged(models.Model):
+    """A farm whose nodes changed since its FarmTotals were computed (written by a trigger)."""
+
+    farm_id = models.PositiveIntegerField(db_index=True)

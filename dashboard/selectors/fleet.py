@@ -16,6 +16,7 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from dashboard.models import Node, reading_is_uncertain
+from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 
 # Sort keys; "-" in front sorts descending. "seen" is short for "seen_at". A missing value
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
@@ -161,7 +162,8 @@ def fleet_overview(
     """
     nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     rows = [_node_row(values) for values in _ordered(nodes, sort).values_list(*_ROW_FIELDS)]
-    return FleetOverview(rows=rows, totals=_totals(nodes))
+    whole = _whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
+    return FleetOverview(rows=rows, totals=_totals(nodes, whole_farms=whole, farm_id=farm_id))
 
 
 def fleet_page(
@@ -183,7 +185,8 @@ def fleet_page(
     """
     nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     ordered = _ordered(nodes, sort)  # before the totals: an unknown sort key is refused first
-    totals = _totals(nodes)
+    whole = _whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
+    totals = _totals(nodes, whole_farms=whole, farm_id=farm_id)
     paginator = Paginator(ordered.values_list(*_ROW_FIELDS), per_page)
     paginator.count = totals.nodes  # the totals counted them already
     shown = paginator.get_page(page)
@@ -290,7 +293,22 @@ def _ordered(nodes: QuerySet[Node], sort: str) -> QuerySet[Node]:
     return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, *then, "node_id")
 
 
-def _totals(nodes: QuerySet[Node]) -> FleetTotals:
+def _whole_farms(**filters) -> bool:
+    """Whether the filters keep whole farms (none, or a farm id): then the kept farm totals answer."""
+    return all(value is None or (isinstance(value, str) and not value.strip()) for value in filters.values())
+
+
+def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | None = None) -> FleetTotals:
+    """The nodes' totals: from the kept farm totals when the nodes are whole farms (one row a farm,
+    whatever their size: selectors.farm_totals), else one aggregate over the matching nodes."""
+    if whole_farms:
+        t = fleet_totals() if farm_id is None else FarmSums.total(farm_totals(farm_id=farm_id))
+        return FleetTotals(
+            nodes=t.nodes, nominal=t.nominal, deployable=t.deployable, free=t.free, rented=t.rented,
+            deployed=t.deployed, failed=t.failed, placeable_now=t.placeable, phantom=t.phantom, stale=t.stale,
+            unprechecked=t.unprechecked, deployable_now=t.deployable_now,
+            deployable_after_wake=t.deployable_after_wake, deployable_blocked=t.deployable_blocked,
+        )  # fmt: skip
     # Aggregate names must not be the columns' own names, hence the prefix.
     figures = nodes.aggregate(
         total_nodes=Count("pk"),

@@ -1,8 +1,8 @@
 """What /metrics and /metrics/farms report, read from the stored figures at scrape time.
 
-/metrics: four queries whatever the fleet size (the fleet's figures in one aggregate, jobs grouped
-by kind and state, failures grouped by cause, the grid request tally). /metrics/farms: one query,
-the same figures grouped by farm.
+/metrics: a fixed number of queries whatever the fleet size (the fleet's figures from the kept farm
+totals, one row a farm; jobs grouped by kind and state; failures grouped by cause; the grid request
+tally). /metrics/farms: the farm totals themselves.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Max, Min, Q, Sum
+from django.db.models import Count, Max, Min
 
 from dashboard.grid.telemetry import BUCKETS, INF
-from dashboard.models import Deployment, GridRequestTally, Job, Node
+from dashboard.models import Deployment, GridRequestTally, Job
 from dashboard.selectors.deployments import FAILED_STATES
-from dashboard.selectors.fleet import NOMINAL
+from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 
 
 @dataclass(frozen=True)
@@ -79,31 +79,22 @@ class MetricsSnapshot:
         return max(beats, default=None)
 
 
-# Every figure of FarmFigures as an aggregate over Node rows.
-_FIGURES = dict(
-    m_nodes=Count("pk"),
-    m_nodes_up=Count("pk", filter=Q(status=Node.Status.UP)),
-    m_nominal=Sum(NOMINAL),
-    m_deployable=Sum("deployable"),
-    m_free=Sum("slices_free"),
-    m_placeable=Sum("placeable_now"),
-    m_phantom=Sum("phantom_slices"),
-    m_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status=Node.Status.UP)),
-    m_stale_nodes=Count("pk", filter=Q(stale=True)),
-    m_unprechecked_nodes=Count("pk", filter=Q(placeable_now__isnull=True)),
-    m_never_read_nodes=Count("pk", filter=Q(seen_at__isnull=True)),
-    m_oldest_reading_at=Min("seen_at"),
-)
+def _figures(sums: FarmSums) -> FarmFigures:
+    return FarmFigures(
+        farm_id=sums.farm_id, nodes=sums.nodes, nodes_up=sums.nodes_up, nominal=sums.nominal, deployable=sums.deployable,
+        free=sums.free, placeable=sums.placeable, phantom=sums.phantom, phantom_on_up_nodes=sums.phantom_on_up_nodes,
+        stale_nodes=sums.stale, unprechecked_nodes=sums.unprechecked, never_read_nodes=sums.never_read,
+        oldest_reading_at=sums.oldest_reading_at,
+    )  # fmt: skip
 
 
 def farms_figures() -> list[FarmFigures]:
-    """The figures of every farm, in one query (its answer grows with the farms, never its count)."""
-    rows = Node.objects.order_by().values("farm_id").annotate(**_FIGURES).order_by("farm_id")
-    return [_farm(row) for row in rows]
+    """The figures of every farm, from the kept farm totals (selectors.farm_totals): one row a farm."""
+    return [_figures(sums) for sums in farm_totals()]
 
 
 def metrics_snapshot() -> MetricsSnapshot:
-    fleet = Node.objects.order_by().aggregate(**_FIGURES)
+    fleet = _figures(fleet_totals())
     jobs = (
         Job.objects.order_by()
         .values("kind", "state")
@@ -118,7 +109,7 @@ def metrics_snapshot() -> MetricsSnapshot:
         .order_by("cause", "state")
     )
     return MetricsSnapshot(
-        fleet=_farm({"farm_id": 0, **fleet}),
+        fleet=fleet,
         jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
         failures=_failures(failures),
         grid_requests=_grid_requests(GridRequestTally.objects.values_list("endpoint", "outcome", "bucket", "count", "seconds")),
@@ -151,9 +142,3 @@ def _failures(rows) -> list[FailureFigures]:
         key = (row["cause"] or Deployment.Cause.UNKNOWN, row["state"])
         counts[key] = counts.get(key, 0) + row["n"]
     return [FailureFigures(cause, state, n) for (cause, state), n in sorted(counts.items())]
-
-
-def _farm(row: dict) -> FarmFigures:
-    figures = {key.removeprefix("m_"): value for key, value in row.items() if key.startswith("m_")}
-    oldest = figures.pop("oldest_reading_at")
-    return FarmFigures(farm_id=row["farm_id"], oldest_reading_at=oldest, **{k: int(v or 0) for k, v in figures.items()})
