@@ -57,3 +57,36 @@ def test_one_farm_and_the_fleet(legacy_fleet):
     (one,) = farm_totals(farm_id=2)
     assert one == [s for s in summed_now() if s.farm_id == 2][0]
     assert FarmSums.total(farm_totals()).nodes == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_committed_by_another_connection_while_reading_is_summed_by_the_next_read(legacy_fleet):
+    """A writer holds its transaction open across a read: the read does not see it (nor clear its
+    mark); once it commits, the next read sums that farm again."""
+    import threading
+
+    from django.db import connections, transaction
+
+    legacy_fleet(2, farm_id=1)
+    farm_totals()
+    written, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def writer():
+        try:
+            with transaction.atomic():
+                Node.objects.filter(farm_id=1).update(status="down")
+                written.set()
+                release.wait(10)
+        finally:
+            connections.close_all()
+            done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    assert written.wait(10)
+    during = farm_totals()
+    release.set()
+    assert done.wait(10)
+    thread.join()
+    assert during[0].nodes_up == 2  # uncommitted: not seen
+    assert farm_totals() == summed_now() and farm_totals()[0].nodes_up == 0

@@ -7,8 +7,8 @@ the one cost that grew with the fleet. FarmTotals is derived data, like an index
   transaction as any statement that inserts, updates or deletes its nodes, whoever writes them;
 - `farm_totals()` first brings the farms marked changed up to date: it locks their FarmTotals rows
   (in farm order), then sums their nodes in a new statement, whose snapshot therefore holds every
-  change committed before the lock, and removes the marks it read. A change committed after those
-  marks were read leaves its own mark, so the next reader sums that farm again. Uncommitted changes
+  change committed before the lock, and removes exactly the marks it read. A change committed after
+  those marks were read keeps its own mark, so the next reader sums that farm again. Uncommitted changes
   are invisible, as they are to any reader.
 
 So a read costs one row a farm plus the nodes of the farms that changed since the last read. Elsewhere
@@ -124,7 +124,6 @@ def _changed_farms_recompute() -> None:
     if not marks:
         return
     farms = sorted({farm for _pk, farm in marks})
-    last = max(pk for pk, _farm in marks)
     with transaction.atomic():
         # The rows first, locked in farm order (two readers never wait on each other in a circle)...
         FarmTotals.objects.bulk_create([FarmTotals(farm_id=f) for f in farms], ignore_conflicts=True)
@@ -136,7 +135,9 @@ def _changed_farms_recompute() -> None:
             FarmTotals(**{**_as_fields(summed.get(f, FarmSums(farm_id=f))), "computed_at": now}) for f in farms
         ]
         FarmTotals.objects.bulk_update(rows, [*_COUNTED, "oldest_reading_at", "computed_at"])
-        FarmTotalsChanged.objects.filter(pk__lte=last, farm_id__in=farms).delete()
+        # Exactly the marks read: their changes were committed before they were read, so the sums above
+        # hold them. A mark with a smaller id may belong to a change committed only now: it stays.
+        FarmTotalsChanged.objects.filter(pk__in=[pk for pk, _farm in marks])._raw_delete(FarmTotalsChanged.objects.db)
 
 
 def _as_fields(sums: FarmSums) -> dict:
