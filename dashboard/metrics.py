@@ -20,9 +20,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from dashboard.models import Job
-from dashboard.selectors.metrics import FarmFigures, farms_figures, metrics_snapshot
+from dashboard.selectors.farm_totals import FarmSums
+from dashboard.selectors.metrics import farms_figures, metrics_snapshot
 
-# (attribute of FarmFigures, metric suffix, help)
+# (attribute of FarmSums, metric suffix, help)
 FIGURES = (
     ("nodes", "nodes", "Registered nodes"),
     ("nodes_up", "nodes_up", "Nodes the grid last reported up"),
@@ -32,9 +33,9 @@ FIGURES = (
     ("placeable", "slices_placeable", "Free slices that fit the last live reading (prechecked nodes)"),
     ("phantom", "slices_phantom", "Free slices offered that the last live reading cannot place (prechecked nodes)"),
     ("phantom_on_up_nodes", "slices_phantom_on_up_nodes", "Phantom slices on nodes that are up"),
-    ("stale_nodes", "nodes_stale", "Nodes whose catalog differs from what their policy carves now"),
-    ("unprechecked_nodes", "nodes_unprechecked", "Nodes never prechecked (placeable and phantom unknown)"),
-    ("never_read_nodes", "nodes_never_read", "Nodes whose capacity was never read from the grid"),
+    ("stale", "nodes_stale", "Nodes whose catalog differs from what their policy carves now"),
+    ("unprechecked", "nodes_unprechecked", "Nodes never prechecked (placeable and phantom unknown)"),
+    ("never_read", "nodes_never_read", "Nodes whose capacity was never read from the grid"),
 )
 
 
@@ -71,7 +72,7 @@ class FiguresCollector:
     def collect(self):
         now = timezone.now()
         snapshot = metrics_snapshot()
-        fleet: FarmFigures = snapshot.fleet
+        fleet: FarmSums = snapshot.fleet
         for attr, suffix, text in FIGURES:
             yield GaugeMetricFamily(f"slicedash_fleet_{suffix}", f"{text}, whole fleet", value=getattr(fleet, attr))
         if fleet.oldest_reading_at is not None:

@@ -19,23 +19,6 @@ from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 
 
 @dataclass(frozen=True)
-class FarmFigures:
-    farm_id: int
-    nodes: int = 0
-    nodes_up: int = 0
-    nominal: int = 0
-    deployable: int = 0
-    free: int = 0
-    placeable: int = 0  # over the prechecked nodes
-    phantom: int = 0  # over the prechecked nodes
-    phantom_on_up_nodes: int = 0
-    stale_nodes: int = 0
-    unprechecked_nodes: int = 0
-    never_read_nodes: int = 0
-    oldest_reading_at: datetime | None = None  # the least recently read node's seen_at
-
-
-@dataclass(frozen=True)
 class JobFigures:
     kind: str
     state: str
@@ -67,7 +50,7 @@ class GridRequestFigures:
 
 @dataclass(frozen=True)
 class MetricsSnapshot:
-    fleet: FarmFigures  # farm_id 0: the whole fleet
+    fleet: FarmSums  # farm_id 0: the whole fleet
     jobs: list[JobFigures] = field(default_factory=list)
     failures: list[FailureFigures] = field(default_factory=list)
     grid_requests: list[GridRequestFigures] = field(default_factory=list)
@@ -79,22 +62,13 @@ class MetricsSnapshot:
         return max(beats, default=None)
 
 
-def _figures(sums: FarmSums) -> FarmFigures:
-    return FarmFigures(
-        farm_id=sums.farm_id, nodes=sums.nodes, nodes_up=sums.nodes_up, nominal=sums.nominal, deployable=sums.deployable,
-        free=sums.free, placeable=sums.placeable, phantom=sums.phantom, phantom_on_up_nodes=sums.phantom_on_up_nodes,
-        stale_nodes=sums.stale, unprechecked_nodes=sums.unprechecked, never_read_nodes=sums.never_read,
-        oldest_reading_at=sums.oldest_reading_at,
-    )  # fmt: skip
-
-
-def farms_figures() -> list[FarmFigures]:
+def farms_figures() -> list[FarmSums]:
     """The figures of every farm, from the kept farm totals (selectors.farm_totals): one row a farm."""
-    return [_figures(sums) for sums in farm_totals()]
+    return farm_totals()
 
 
 def metrics_snapshot() -> MetricsSnapshot:
-    fleet = _figures(fleet_totals())
+    fleet = fleet_totals()
     jobs = (
         Job.objects.order_by()
         .values("kind", "state")
