@@ -2,9 +2,15 @@
 
 No grid read: every node is judged on its last reading (used_*, seen_at, status), its SSD pools,
 the VMs its catalog holds and what ZOS's refusals taught, by capacity.fits, the judgement the
-precheck makes of that same reading. Three queries whatever the fleet size: the policies, the
-nodes (as values, no model objects), and the occupied slices of the nodes whose pools are known,
-the only ones where the disks already placed change the answer.
+precheck makes of that same reading.
+
+Two ways to the same answer. Judging every node in Python (`every_node=True`, and the embedded
+SQLite demo) is the reference: three queries (the policies, the nodes as values, the occupied
+slices of the nodes with known pools) and a verdict for each node. On PostgreSQL the database makes
+the first cut (selectors.placement_sql: status, reading, memory, disk and a refused disk's lesson
+are column arithmetic), and Python judges only what needs capacity's pool model, one node of each
+group of nodes alike, and the best nodes' candidates: four queries, and a Python cost that does not
+grow with the fleet. tests/test_selectors_placement.py checks the two give the same answer.
 
 A reading older than settings.ALERT_READING_MAX_AGE is not trusted: such a node counts as
 blocked by its age, whatever its numbers say (the alert calls the same readings old).
@@ -16,10 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import Node, Policy, Slice
+from dashboard.selectors import placement_sql
 
 # Why a node cannot host the slice now, in the order they are judged (the first one that holds).
 BLOCKS = {
@@ -107,14 +115,27 @@ class Placement:
         return timedelta(seconds=self.reading_max_age)
 
 
-def placement_for(*, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: datetime | None = None) -> Placement:
+def placement_for(
+    *, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: datetime | None = None, every_node: bool = False
+) -> Placement:
     """How many registered nodes could host a VM of this size now, what blocks the others, and
-    the best ones to try: most memory left after it, then most disk, then the freshest reading."""
+    the best ones to try: most memory left after it, then most disk, then the freshest reading.
+
+    On PostgreSQL the database makes the first cut (selectors.placement_sql) and Python judges only
+    what needs capacity's pool model; `every_node` (and any other database) judges every node in
+    Python and keeps each node's verdict in the answer: the reference the first cut is tested against.
+    """
     size = capacity.SliceSize(cru=cru, mru=mru, sru=sru)
     policies = _policies()
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
+    if every_node or connection.vendor != "postgresql":
+        return _placement_judged(size, policies, cutoff, best)
+    return _placement_counted(size, policies, cutoff, best)
+
+
+def _placement_judged(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
     rows = list(Node.objects.order_by("node_id").values_list(*_NODE_FIELDS))
     occupied = _occupied_of_pool_nodes()
-    cutoff = (now or timezone.now()) - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
     judged: dict[tuple, capacity.Verdict] = {}  # many nodes share a size, a reading and a policy
     verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged) for row in rows)
 
@@ -123,10 +144,7 @@ def placement_for(*, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: 
     for v in verdicts:
         if v.blocked_by:
             blocked[v.blocked_by] += 1
-    hosts = sorted(
-        (v for v in verdicts if v.fits),
-        key=lambda v: (-v.room_mru, -v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id),
-    )
+    hosts = sorted((v for v in verdicts if v.fits), key=_best_first)
     return Placement(
         size=size,
         nodes=len(verdicts),
@@ -136,6 +154,79 @@ def placement_for(*, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: 
         reading_max_age=settings.ALERT_READING_MAX_AGE,
         verdicts=verdicts,
     )
+
+
+_TO_JUDGE = (placement_sql.POOLS_TO_JUDGE, placement_sql.JUDGE_ALONE)
+
+
+def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
+    """The same answer with the database's first cut: Python judges one node of each group whose
+    pools decide (and any node whose policy version is no longer in force), and the best nodes'
+    candidates in order until enough of them fit."""
+    charges = [
+        placement_sql.PolicyCharge(
+            name, f"{policy.name} v{policy.version}", need.mru, need.sru, sum(capacity.vm_disks(policy, size.cru, size.mru, size.sru))
+        )
+        for name, policy in policies.items()
+        for need in (policy.vm_charge(size.cru, size.mru, size.sru),)
+    ]
+    cut = {"cutoff": cutoff, "below_min_mru": size.mru < capacity.MIN_VM_MRU}
+    page = max(2 * best, 20)
+    counts, pks = placement_sql.first_cut(charges, **cut, limit=page if best else 0)
+    samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
+    rows, occupied = _rows_of([*samples, *pks])
+    judged: dict[tuple, capacity.Verdict] = {}
+
+    blocked = dict.fromkeys(BLOCKS, 0)
+    can_host = 0
+    alone: list[NodeVerdict] = []  # judged alone and fitting: among the best by their own room
+    for count in counts:
+        block = count.block
+        if block in _TO_JUDGE:
+            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged)
+            block = verdict.blocked_by
+            if count.block == placement_sql.JUDGE_ALONE and verdict.fits:
+                alone.append(verdict)
+        if block:
+            blocked[block] += count.nodes
+        else:
+            can_host += count.nodes
+
+    hosts: list[NodeVerdict] = []
+    offset = 0
+    while pks and len(hosts) < best:
+        hosts += [v for v in (_judge(rows[pk], size, policies, occupied, cutoff, judged) for pk in pks) if v.fits]
+        offset += page
+        if len(pks) < page or len(hosts) >= best:
+            break
+        # Whole groups of candidates whose pools refuse the size: look further down the order.
+        pks = placement_sql.candidates(charges, **cut, limit=page, offset=offset)
+        more_rows, more_occupied = _rows_of(pks)
+        rows.update(more_rows)
+        occupied.update(more_occupied)
+    hosts = sorted([*hosts[:best], *alone], key=_best_first)
+    by_node_id = {row[1]: row for row in rows.values()}
+    return Placement(
+        size=size,
+        nodes=can_host + sum(blocked.values()),
+        can_host=can_host,
+        blocked=blocked,
+        best=tuple(_with_could_take(v, size, by_node_id, policies, occupied) for v in hosts[:best]),
+        reading_max_age=settings.ALERT_READING_MAX_AGE,
+    )
+
+
+def _best_first(v: NodeVerdict) -> tuple:
+    """The best nodes' order: most memory left after the slice, then most disk, then the freshest reading."""
+    return (-v.room_mru, -v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id)
+
+
+def _rows_of(pks: list[int]) -> tuple[dict[int, tuple], dict[int, list[capacity.Resources]]]:
+    """These nodes' rows (pk -> values of _NODE_FIELDS) and the occupied slices of those with pools."""
+    if not pks:
+        return {}, {}
+    rows = {row[0]: row for row in Node.objects.filter(pk__in=set(pks)).values_list(*_NODE_FIELDS)}
+    return rows, _occupied_of_pool_nodes(list(rows))
 
 
 def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict) -> NodeVerdict:
@@ -209,11 +300,13 @@ def _policy_of(effective: str, policies: dict[str, capacity.Policy]) -> capacity
     return policies.get(name) or policies[capacity.DEFAULT_PROFILE]
 
 
-def _occupied_of_pool_nodes() -> dict[int, list[capacity.Resources]]:
-    """Node pk -> its rented and deployed slices' sizes in slice order, for the nodes with known pools."""
+def _occupied_of_pool_nodes(pks: list[int] | None = None) -> dict[int, list[capacity.Resources]]:
+    """Node pk -> its rented and deployed slices' sizes in slice order, for the nodes with known pools
+    (of these nodes)."""
     occupied: dict[int, list[capacity.Resources]] = {}
+    slices = Slice.objects.filter(node__pools_sru__isnull=False, state__in=Slice.OCCUPIED_STATES)
     rows = (
-        Slice.objects.filter(node__pools_sru__isnull=False, state__in=Slice.OCCUPIED_STATES)
+        (slices if pks is None else slices.filter(node__in=pks))
         .order_by("node_id", "index")
         .values_list("node_id", "cru", "mru", "sru")
     )
