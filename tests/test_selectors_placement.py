@@ -192,7 +192,7 @@ def test_the_first_cut_agrees_on_every_kind_of_node_and_lesson(varied_fleet, set
 
 
 @pytest.mark.django_db
-def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, settings):
+def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, settings, monkeypatch):
     import random
 
     rng = random.Random(20261130)
@@ -224,3 +224,22 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
             seen[block] += nodes
     # The fleet is varied enough to say something: every block but "never read" was met.
     assert all(seen[block] for block in BLOCKS if block != "unread"), seen
+    # Candidates read two at a time: the pages after a page whose pools all refuse are read too.
+    monkeypatch.setattr("dashboard.selectors.placement.CANDIDATES_PAGE", 1)
+    for best in (1, 2, 3, 5):
+        _assert_cut_agrees(1, 2 * GiB, 440 * GiB, best=best)
+        _assert_cut_agrees(2, 8 * GiB, 300 * GiB, best=best)
+
+
+@pytest.mark.django_db
+def test_the_best_nodes_are_looked_for_past_candidates_whose_pools_refuse(sim_node, monkeypatch):
+    # The most memory, but no pool holds a 300 GiB disk: the first candidates, all refused.
+    for node_id in range(7000, 7005):
+        sim_node(node_id, cru=16, mru=125 * GiB, sru=480 * GiB, farm_id=9, pools=[240 * GiB, 240 * GiB])
+    for node_id in range(7100, 7103):
+        sim_node(node_id, cru=8, mru=31 * GiB, sru=1000 * GiB, farm_id=9)
+    monkeypatch.setattr("dashboard.selectors.placement.CANDIDATES_PAGE", 1)
+    answer = placement_for(cru=1, mru=2 * GiB, sru=300 * GiB, best=2)
+    assert (answer.blocked["pool"], answer.can_host) == (5, 3)
+    assert len(answer.best) == 2 and {v.node_id for v in answer.best} < {7100, 7101, 7102}
+    _assert_cut_agrees(1, 2 * GiB, 300 * GiB, best=2)

@@ -42,6 +42,8 @@ BLOCKS = {
 # capacity.Shortfall.resource -> the block it is.
 _SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool"}
 BEST_SHOWN = 10
+# The best nodes' candidates read at a time (more only when whole groups' pools refuse the size).
+CANDIDATES_PAGE = 20
 # How many more of the size one of the best nodes could take, counted up to this.
 COULD_TAKE_LIMIT = 100
 
@@ -171,7 +173,7 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
         for need in (policy.vm_charge(size.cru, size.mru, size.sru),)
     ]
     cut = {"cutoff": cutoff, "below_min_mru": size.mru < capacity.MIN_VM_MRU}
-    page = max(2 * best, 20)
+    page = max(2 * best, CANDIDATES_PAGE)
     counts, pks = placement_sql.first_cut(charges, **cut, limit=page if best else 0)
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
     rows, occupied = _rows_of([*samples, *pks])
