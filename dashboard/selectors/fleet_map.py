@@ -2,11 +2,17 @@
 
 One query of plain values (no model objects) whatever the fleet size, filtered like the table
 (selectors.fleet.fleet_nodes). Every figure is a column of the node's row, kept by services.figures.
+A farm's cells are rendered by one function (`farm_cells`) from its nodes' values.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from html import escape
+from itertools import groupby
+from operator import itemgetter
+
+from django.urls import reverse
 
 from dashboard.capacity import PHANTOM_REASONS
 from dashboard.selectors.fleet import fleet_nodes
@@ -33,23 +39,31 @@ _FIELDS = (
 
 
 @dataclass(frozen=True)
-class MapCell:
-    node_id: int
-    state: str  # a key of STATES
-    label: str  # the node's figures in words: the tooltip and what a screen reader says
+class FarmCells:
+    """One farm as the map shows it: its name, its nodes by state, its cells."""
+
+    farm_name: str  # the first name its nodes give, in node order
+    counts: dict[str, int]  # state -> nodes
+    html: str  # one link a node, in node order
 
 
-@dataclass
+@dataclass(frozen=True)
 class FarmGroup:
     farm_id: int
     farm_name: str
-    cells: list[MapCell] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)  # state -> nodes
+    counts: dict[str, int]  # state -> nodes
+    cells_html: str  # trusted HTML (farm_cells'), marked safe once for the whole map by the map_farms tag
 
     @property
-    def summary(self) -> list[tuple[str, int]]:
-        """(state, nodes) in STATES' order, the states no node is in left out."""
-        return [(state, self.counts[state]) for state in STATES if self.counts.get(state)]
+    def nodes(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def summary(self) -> str:
+        """'3 nodes · 1 down · 2 most': the farm's heading, the states no node is in left out, in STATES' order."""
+        nodes = self.nodes
+        states = "".join(f" · {self.counts[state]} {state}" for state in STATES if self.counts.get(state))
+        return f"{nodes} node{'' if nodes == 1 else 's'}{states}"
 
 
 @dataclass(frozen=True)
@@ -64,22 +78,57 @@ class FleetMap:
         return [(state, words, self.counts[state]) for state, words in STATES.items()]
 
 
-def fleet_map(**filters) -> FleetMap:
+def fleet_map(
+    *,
+    farm_id: int | None = None,
+    status: str | None = None,
+    stale: bool | None = None,
+    has_phantoms: bool | None = None,
+    search: str | None = None,
+    tier: str | None = None,
+) -> FleetMap:
     """The nodes the filters keep (as selectors.fleet.fleet_nodes takes them), by farm id then node id."""
-    rows = fleet_nodes(**filters).order_by("farm_id", "node_id").values_list(*_FIELDS)
-    farms: list[FarmGroup] = []
+    nodes = fleet_nodes(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
+    farms = _live_farms(nodes)
     counts = dict.fromkeys(STATES, 0)
-    for row in rows:
-        node_id, farm_id, farm_name = row[0], row[1], row[2]
-        if not farms or farms[-1].farm_id != farm_id:
-            farms.append(FarmGroup(farm_id=farm_id, farm_name=farm_name))
-        farm = farms[-1]
-        farm.farm_name = farm.farm_name or farm_name
-        state = cell_state(*row[3:])
-        farm.cells.append(MapCell(node_id=node_id, state=state, label=cell_label(node_id, farm_id, state, *row[3:])))
-        farm.counts[state] = farm.counts.get(state, 0) + 1
-        counts[state] += 1
+    for farm in farms:
+        for state, n in farm.counts.items():
+            counts[state] += n
     return FleetMap(farms=farms, nodes=sum(counts.values()), counts=counts)
+
+
+def farm_cells(rows, href: tuple[str, str]) -> FarmCells:
+    """One farm's cells from its nodes' values (`_FIELDS`, in node order); `href` is `node_href()`.
+    The one place the cells' markup is written."""
+    before, after = href
+    farm_name, counts, links = "", {}, []
+    for node_id, farm_id, name, *figures in rows:
+        farm_name = farm_name or name
+        state = cell_state(*figures)
+        counts[state] = counts.get(state, 0) + 1
+        label = escape(cell_label(node_id, farm_id, state, *figures))
+        links.append(
+            f'<a class="cell s-{state}" href="{before}{node_id}{after}" data-node="{node_id}" '
+            f'data-state="{state}" aria-label="{label}"></a>'
+        )
+    return FarmCells(farm_name=farm_name, counts=counts, html="".join(links))
+
+
+def node_href() -> tuple[str, str]:
+    """A node page's URL as (before the id, after it)."""
+    marker = "987654321"
+    before, _, after = reverse("node", args=[marker]).partition(marker)
+    return before, after
+
+
+def _live_farms(nodes) -> list[FarmGroup]:
+    href = node_href()
+    rows = nodes.order_by("farm_id", "node_id").values_list(*_FIELDS)
+    return [_group(farm_id, farm_cells(farm, href)) for farm_id, farm in groupby(rows, key=itemgetter(1))]
+
+
+def _group(farm_id: int, cells: FarmCells) -> FarmGroup:
+    return FarmGroup(farm_id=farm_id, farm_name=cells.farm_name, counts=cells.counts, cells_html=cells.html)
 
 
 def cell_state(status, free, rented, deployed, failed, deployable, placeable, phantom, reasons, stale) -> str:
