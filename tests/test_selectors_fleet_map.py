@@ -1,4 +1,7 @@
-"""The fleet map: one cell per node by farm, its state from the stored figures, in one query."""
+"""The fleet map: one cell per node by farm, its state from the stored figures, in one query.
+
+The map kept per farm (FarmTotals) against the map read live: tests/test_selectors_fleet_map_kept.py.
+"""
 
 import re
 
@@ -81,13 +84,19 @@ def test_it_takes_the_tables_filters(two_farms):
 
 
 @pytest.mark.django_db
-def test_it_reads_the_map_in_one_query_whatever_the_fleet_size(two_farms, django_assert_num_queries):
+def test_it_reads_a_filtered_map_in_one_query_and_the_whole_map_in_two_whatever_the_fleet_size(two_farms, django_assert_num_queries):
+    fleet_map()  # the farms' cells made and kept
     with django_assert_num_queries(1):
+        fleet_map(status="up")
+    with django_assert_num_queries(2):  # the farms marked changed (none), then one row a farm
         fleet_map()
     Node.objects.bulk_create(
         Node(node_id=10_000 + i, farm_id=i % 7, total_cru=8, total_mru=16 * GiB, total_sru=465 * GiB, carved_policy_name="zos")
         for i in range(500)
     )
     with django_assert_num_queries(1):
+        assert fleet_map(status="unknown").nodes == 500
+    fleet_map()
+    with django_assert_num_queries(2):
         answer = fleet_map()
     assert answer.nodes == 503
