@@ -76,6 +76,7 @@ def pages_measure(*, size: int, node_id: int, repeat: int, baselines: bool) -> d
         "node_page_node_id": node_id,
         # The fleet map (every node one cell) and the fleet-wide placement answer for one slice size.
         "fleet_map": page_figures(client, "/map/", repeat=repeat, expect=b'class="cell s-'),
+        "fleet_map_cold": map_cold_figures(client, repeat=max(3, repeat // 3)),
         "placement": page_figures(client, PLACEMENT_URL, repeat=repeat, expect=b"Where can a slice go?"),
     }
     if baselines:
@@ -85,6 +86,31 @@ def pages_measure(*, size: int, node_id: int, repeat: int, baselines: bool) -> d
             client, "/bench-naive-admin/dashboard/node/", repeat=max(3, repeat // 3)
         )
     return figures
+
+
+def map_cold_figures(client: Client, *, repeat: int) -> dict:
+    """The first /map/ after a write to every node row: each farm's totals summed and its cells made again
+    (selectors.fleet_map), as after a bulk job. A figure, not a target: the target is the map read again."""
+    from django.db.models import F
+
+    from dashboard.models import Node
+
+    times, queries = [], []
+    for _ in range(repeat):
+        Node.objects.update(seen_at=F("seen_at"))  # changes nothing, yet marks every farm changed
+        with CaptureQueriesContext(connection) as captured:
+            started = time.perf_counter()
+            response = _get(client, "/map/", b'class="cell s-', None)
+            times.append(time.perf_counter() - started)
+        queries.append(len(captured.captured_queries))
+    return {
+        "median_ms": round(statistics.median(times) * 1000, 1),
+        "min_ms": round(min(times) * 1000, 1),
+        "max_ms": round(max(times) * 1000, 1),
+        "queries": max(queries),
+        "bytes": len(response.content),
+        "requests": repeat,
+    }
 
 
 def policy_edit_measure(*, repeat: int = 4) -> dict:

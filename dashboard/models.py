@@ -771,6 +771,14 @@ class FarmTotals(models.Model):
     deployable_blocked = models.BigIntegerField(default=0)
     oldest_reading_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
+    # The farm on the fleet map (selectors.fleet_map): its cells' HTML in node order, its nodes by cell
+    # state, the farm name shown. They hold true while `map_cells_of` is `computed_at` (no node changed
+    # since) and `map_render_key` is the running code's (the same markup, words and node URL).
+    map_cells = models.TextField(blank=True, default="")
+    map_counts = models.JSONField(default=dict)
+    map_farm_name = models.CharField(max_length=128, blank=True, default="")
+    map_cells_of = models.DateTimeField(null=True, blank=True)
+    map_render_key = models.CharField(max_length=16, blank=True, default="")
 
 
 class FarmTotalsChanged(models.Model):

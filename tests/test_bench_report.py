@@ -151,3 +151,18 @@ def test_placement_is_judged_against_one_and_a_half_times_the_fleet_page_at_1000
 def test_a_short_bench_reports_the_ratios_without_judging_them():
     found = targets(_map_figures(500.0, 500.0, large="1000"))
     assert _target(found, "the fleet map")["met"] is None and _target(found, "the fleet map")["ratio"] == 5.0
+
+
+def test_it_shows_the_maps_first_read_after_every_node_changed_beside_it_without_judging_it():
+    from bench.report import results_markdown
+
+    figures = _map_figures(120.0, 100.0)
+    figures["pages"]["10000"]["fleet_map_cold"] = {"queries": 19, "median_ms": 2500.0}
+    figures["targets"] = targets(figures)
+    figures.update(
+        machine={k: "x" for k in ("nproc", "cpu", "ram_gib", "kernel", "python", "postgresql", "redis", "django", "celery")},
+        code={"commit": "abc1234", "uncommitted": []}, load={"before": 0.1, "after": 0.2, "threshold": 1.5, "during": [0.1]},
+        duration_s=1.0, finished_at="now", command="make bench", json="{}",
+    )
+    assert "| 120.0 ms, 3 q (first read 2500.0 ms, 19 q) |" in results_markdown(figures)
+    assert _target(figures["targets"], "the fleet map")["met"] is True

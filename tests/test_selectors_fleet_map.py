@@ -1,4 +1,9 @@
-"""The fleet map: one cell per node by farm, its state from the stored figures, in one query."""
+"""The fleet map: one cell per node by farm, its state from the stored figures, in one query.
+
+The map kept per farm (FarmTotals) against the map read live: tests/test_selectors_fleet_map_kept.py.
+"""
+
+import re
 
 import pytest
 
@@ -35,6 +40,10 @@ def test_a_cell_says_what_blocks_the_node_first_then_its_room(changes, state):
     assert _state(**changes) == state
 
 
+def node_ids(farm) -> list[int]:
+    return [int(node_id) for node_id in re.findall(r'data-node="(\d+)"', farm.cells_html)]
+
+
 @pytest.fixture
 def two_farms(sim_node):
     sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
@@ -45,7 +54,7 @@ def two_farms(sim_node):
 @pytest.mark.django_db
 def test_it_groups_the_cells_by_farm_in_node_order(two_farms):
     farms = fleet_map().farms
-    assert [(f.farm_id, f.farm_name, [c.node_id for c in f.cells]) for f in farms] == [
+    assert [(f.farm_id, f.farm_name, node_ids(f)) for f in farms] == [
         (1, "freefarm", [20, 21]),
         (4242, "mitana", [1774]),
     ]
@@ -61,9 +70,10 @@ def test_it_counts_each_state_per_farm_and_for_the_map(two_farms):
 
 @pytest.mark.django_db
 def test_a_cell_says_the_nodes_figures_in_words(two_farms):
-    (cell,) = fleet_map(search="1774").farms[0].cells
-    assert cell.label.startswith("Node 1774, farm 4242, up: 7 → 6 slices; 7 free")
-    assert "stale catalog" in cell.label
+    (farm,) = fleet_map(search="1774").farms
+    (label,) = re.findall(r'aria-label="([^"]*)"', farm.cells_html)
+    assert label.startswith("Node 1774, farm 4242, up: 7 → 6 slices; 7 free")
+    assert "stale catalog" in label
 
 
 @pytest.mark.django_db
@@ -74,13 +84,19 @@ def test_it_takes_the_tables_filters(two_farms):
 
 
 @pytest.mark.django_db
-def test_it_reads_the_map_in_one_query_whatever_the_fleet_size(two_farms, django_assert_num_queries):
+def test_it_reads_a_filtered_map_in_one_query_and_the_whole_map_in_two_whatever_the_fleet_size(two_farms, django_assert_num_queries):
+    fleet_map()  # the farms' cells made and kept
     with django_assert_num_queries(1):
+        fleet_map(status="up")
+    with django_assert_num_queries(2):  # the farms marked changed (none), then one row a farm
         fleet_map()
     Node.objects.bulk_create(
         Node(node_id=10_000 + i, farm_id=i % 7, total_cru=8, total_mru=16 * GiB, total_sru=465 * GiB, carved_policy_name="zos")
         for i in range(500)
     )
     with django_assert_num_queries(1):
+        assert fleet_map(status="unknown").nodes == 500
+    fleet_map()
+    with django_assert_num_queries(2):
         answer = fleet_map()
     assert answer.nodes == 503

@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from dashboard import capacity
 from dashboard.models import Node
+from tests.test_selectors_fleet_map import node_ids
 from tests.test_views_fleet import small_fleet  # noqa: F401 (a fixture)
 
 GiB = capacity.GiB
@@ -42,7 +43,7 @@ def test_it_shows_every_node_as_a_link_to_its_page(support_client, small_fleet):
 @pytest.mark.django_db
 def test_it_takes_the_tables_filters(support_client, small_fleet):  # noqa: F811
     response = support_client.get(URL, {"q": "freefarm", "status": "down"})
-    assert [c.node_id for f in response.context["map"].farms for c in f.cells] == [21]
+    assert [node_id for farm in response.context["map"].farms for node_id in node_ids(farm)] == [21]
 
 
 @pytest.mark.django_db

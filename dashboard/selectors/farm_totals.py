@@ -11,7 +11,9 @@ the one cost that grew with the fleet. FarmTotals is derived data, like an index
   those marks were read keeps its own mark, so the next reader sums that farm again. Uncommitted changes
   are invisible, as they are to any reader.
 
-So a read costs one row a farm plus the nodes of the farms that changed since the last read. Elsewhere
+So a read costs one row a farm plus the nodes of the farms that changed since the last read. The fleet
+map's cells are kept in the same rows, stamped with the `computed_at` they were made from
+(selectors.fleet_map). Elsewhere
 than PostgreSQL (the embedded SQLite demo, a few nodes) the same figures are summed at read time.
 """
 
@@ -90,7 +92,7 @@ def farm_totals(*, farm_id: int | None = None) -> list[FarmSums]:
     """Every farm's sums by farm id (or one farm's), true as of this read."""
     if connection.vendor != "postgresql":
         return _summed(Node.objects.all() if farm_id is None else Node.objects.filter(farm_id=farm_id))
-    _changed_farms_recompute()
+    changed_farms_recompute()
     rows = FarmTotals.objects.order_by("farm_id").filter(nodes__gt=0)
     if farm_id is not None:
         rows = rows.filter(farm_id=farm_id)
@@ -102,7 +104,7 @@ def fleet_totals() -> FarmSums:
     """The whole fleet's sums (farm_id 0), added up in the database: one row, however many farms."""
     if connection.vendor != "postgresql":
         return FarmSums.total(farm_totals())
-    _changed_farms_recompute()
+    changed_farms_recompute()
     sums = FarmTotals.objects.aggregate(**{name: Sum(name) for name in _COUNTED}, oldest=Min("oldest_reading_at"))
     oldest = sums.pop("oldest")
     return FarmSums(farm_id=0, oldest_reading_at=oldest, **{k: int(v or 0) for k, v in sums.items()})
@@ -119,7 +121,9 @@ def _sums(row: dict) -> FarmSums:
     return FarmSums(farm_id=row["farm_id"], oldest_reading_at=oldest, **{k: int(v or 0) for k, v in values.items()})
 
 
-def _changed_farms_recompute() -> None:
+def changed_farms_recompute() -> None:
+    """The farms marked changed summed again, each given a new `computed_at`; every reader of FarmTotals
+    calls it first (the fleet map's kept cells too: selectors.fleet_map)."""
     marks = list(FarmTotalsChanged.objects.values_list("pk", "farm_id"))
     if not marks:
         return

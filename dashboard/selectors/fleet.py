@@ -162,7 +162,7 @@ def fleet_overview(
     """
     nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     rows = [_node_row(values) for values in _ordered(nodes, sort).values_list(*_ROW_FIELDS)]
-    whole = _whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
+    whole = keeps_whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     return FleetOverview(rows=rows, totals=_totals(nodes, whole_farms=whole, farm_id=farm_id))
 
 
@@ -185,7 +185,7 @@ def fleet_page(
     """
     nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     ordered = _ordered(nodes, sort)  # before the totals: an unknown sort key is refused first
-    whole = _whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
+    whole = keeps_whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
     totals = _totals(nodes, whole_farms=whole, farm_id=farm_id)
     paginator = Paginator(ordered.values_list(*_ROW_FIELDS), per_page)
     paginator.count = totals.nodes  # the totals counted them already
@@ -293,7 +293,7 @@ def _ordered(nodes: QuerySet[Node], sort: str) -> QuerySet[Node]:
     return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, *then, "node_id")
 
 
-def _whole_farms(**filters) -> bool:
+def keeps_whole_farms(**filters) -> bool:
     """Whether the filters keep whole farms (none, or a farm id): then the kept farm totals answer."""
     return all(value is None or (isinstance(value, str) and not value.strip()) for value in filters.values())
 
