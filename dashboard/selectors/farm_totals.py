@@ -19,14 +19,14 @@ than PostgreSQL (the embedded SQLite demo, a few nodes) the same figures are sum
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import astuple, dataclass, fields
 from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Min, Q, Sum
-from django.utils import timezone
 
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
+from dashboard.rows import rows_update
 
 # The tiers of selectors.fleet: deployable by what a node's status allows today.
 NOW, AFTER_WAKE, BLOCKED = ("up",), ("standby",), ("down", "unknown")
@@ -134,15 +134,13 @@ def changed_farms_recompute() -> None:
         list(FarmTotals.objects.select_for_update().filter(farm_id__in=farms).order_by("farm_id").values_list("pk"))
         # ...then the sums, in a statement that starts after the locks: it sees every committed change.
         summed = {s.farm_id: s for s in _summed(Node.objects.filter(farm_id__in=farms))}
-        now = timezone.now()
-        rows = [
-            FarmTotals(**{**_as_fields(summed.get(f, FarmSums(farm_id=f))), "computed_at": now}) for f in farms
-        ]
-        FarmTotals.objects.bulk_update(rows, [*_COUNTED, "oldest_reading_at", "computed_at"])
+        # One statement for every farm: bulk_update's CASE arm a farm and a field took ~1.5 s at 200 farms.
+        rows_update(
+            FarmTotals,
+            [("farm_id", "integer"), *((name, "bigint") for name in _COUNTED), ("oldest_reading_at", "timestamptz")],
+            [astuple(summed.get(f, FarmSums(farm_id=f))) for f in farms],
+            stamped=["computed_at"],
+        )
         # Exactly the marks read: their changes were committed before they were read, so the sums above
         # hold them. A mark with a smaller id may belong to a change committed only now: it stays.
         FarmTotalsChanged.objects.filter(pk__in=[pk for pk, _farm in marks])._raw_delete(FarmTotalsChanged.objects.db)
-
-
-def _as_fields(sums: FarmSums) -> dict:
-    return {f.name: getattr(sums, f.name) for f in fields(FarmSums)}

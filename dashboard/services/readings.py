@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from dashboard.grid.types import NodeCapacity
 from dashboard.models import Node
-from dashboard.services.rows import rows_update
+from dashboard.rows import rows_update
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dashboard.services.jobs import JobError, job_beating, job_progress, job_suc
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.reregister.plan import SLICE_KEY, ReregisterPlan, reregister_plan
 from dashboard.services.reregister.stale import deploying_slices
-from dashboard.services.rows import rows_update
+from dashboard.rows import rows_update
 
 log = logging.getLogger(__name__)
 

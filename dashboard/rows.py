@@ -1,4 +1,4 @@
-"""Writing one set of columns on many rows of a table in one statement (the bulk writers use it).
+"""Writing one set of columns on many rows of a table in one statement (the bulk writers and the farm totals use it).
 
 On PostgreSQL an UPDATE from one array per column (`unnest`): bulk_update writes a CASE per column
 with an arm per row, and building it took ~2.5 ms a node in Python (100 nodes a re-register batch),
