@@ -1,6 +1,5 @@
 import json
 import stat
-import time
 from io import StringIO
 
 import pytest
@@ -41,9 +40,7 @@ def _demo(*args):
 @pytest.fixture
 def demo(demo_env):
     """A demo fleet of this test's own, for the tests that change it or run the command again."""
-    started = time.monotonic()
     _demo()
-    return time.monotonic() - started
 
 
 @pytest.fixture(scope="class")
@@ -69,11 +66,6 @@ def shared_demo(demo_built_once, db, settings):
     settings.GRID_BACKEND = "simulator"
     settings.DEBUG = True
     return demo_built_once
-
-
-@pytest.mark.slow  # a wall-clock assertion
-def test_it_builds_the_fleet_in_under_ten_seconds(demo):
-    assert demo < 10
 
 
 class TestOneDemoFleet:
