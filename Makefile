@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate demo worker bench reliability screenshots check clean simulate
+.PHONY: run test install migrate demo worker bench reliability screenshots check lint format clean simulate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,12 +36,21 @@ worker: install
 	$(BIN)/celery -A dashboard worker --beat --loglevel=INFO --schedule=var/celerybeat-schedule
 
 # Everything: slow, worker and browser tests included.
-test: install
+test: install lint
 	$(BIN)/python -m pytest
 
 # The quick loop (aim: under 2 minutes on 2 cores; about 100 s of CPU): all but the tests marked slow, worker or browser.
-check: install
+check: install lint
 	$(BIN)/python -m pytest -q -m "not slow and not worker and not browser"
+
+# ruff's lint and format check (pyproject.toml); `make format` rewrites the files.
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 # Figures at 100, 1,000 and 10,000 nodes (own database, Redis db 6) into BENCHMARKS.md;
 # a short run: make bench BENCH_ARGS="--sizes 100,1000 --quick"

@@ -46,20 +46,31 @@ def api_measure(*, size: int, repeat: int, metrics_token: str) -> dict:
     client = Client()
     read = bench_token(scope="read", name=f"bench-read-{size}")
     nodes_page = page_figures(
-        client, NODES_PAGE, repeat=repeat, headers={"Authorization": f"Bearer {read}"},
+        client,
+        NODES_PAGE,
+        repeat=repeat,
+        headers={"Authorization": f"Bearer {read}"},
         expect=f'"count": {size},'.encode(),
-    )  # fmt: skip
-    nodes_page["rows"] = len(json.loads(client.get(NODES_PAGE, headers={"Authorization": f"Bearer {read}"}).content)["nodes"])
+    )
+    nodes_page["rows"] = len(
+        json.loads(client.get(NODES_PAGE, headers={"Authorization": f"Bearer {read}"}).content)["nodes"]
+    )
     metrics = page_figures(
-        client, "/metrics", repeat=repeat, headers={"Authorization": f"Bearer {metrics_token}"},
+        client,
+        "/metrics",
+        repeat=repeat,
+        headers={"Authorization": f"Bearer {metrics_token}"},
         expect=f"\nslicedash_fleet_nodes {float(size)}\n".encode(),
-    )  # fmt: skip
+    )
     metrics["samples"] = _samples(client, "/metrics", metrics_token)
     # Per farm: its answer grows with the farms (12 series a farm), its query count must not.
     farms = page_figures(
-        client, "/metrics/farms", repeat=repeat, headers={"Authorization": f"Bearer {metrics_token}"},
+        client,
+        "/metrics/farms",
+        repeat=repeat,
+        headers={"Authorization": f"Bearer {metrics_token}"},
         expect=b"slicedash_farm_nodes{",
-    )  # fmt: skip
+    )
     farms["samples"] = _samples(client, "/metrics/farms", metrics_token)
     farms["farms"] = farms["samples"] // 12
     return {"nodes_page": nodes_page, "metrics": metrics, "metrics_farms": farms}
@@ -74,16 +85,24 @@ def precheck_api_measure(*, node_ids: list[int], requests: int, warmup: int = 5)
     """POST /api/v1/nodes/{id}/precheck over the up nodes among node_ids, in turn: calls/s, median, p99."""
     from dashboard.models import Node
 
-    up = list(Node.objects.filter(node_id__in=node_ids, status=Node.Status.UP).order_by("node_id").values_list("node_id", flat=True))
+    up = list(
+        Node.objects.filter(node_id__in=node_ids, status=Node.Status.UP)
+        .order_by("node_id")
+        .values_list("node_id", flat=True)
+    )
     if not up:
         raise PageError("no up node to precheck through the API")
     client = Client()
     headers = {"Authorization": f"Bearer {bench_token(scope='precheck', name=f'bench-precheck-{len(node_ids)}')}"}
 
     def call(node_id: int):
-        response = client.post(f"/api/v1/nodes/{node_id}/precheck", data="{}", content_type="application/json", headers=headers)
+        response = client.post(
+            f"/api/v1/nodes/{node_id}/precheck", data="{}", content_type="application/json", headers=headers
+        )
         if response.status_code != 200 or b'"verdicts"' not in response.content:
-            raise PageError(f"POST precheck of node {node_id} answered {response.status_code}: {response.content[:300]!r}")
+            raise PageError(
+                f"POST precheck of node {node_id} answered {response.status_code}: {response.content[:300]!r}"
+            )
         return response
 
     for node_id in up[:warmup]:

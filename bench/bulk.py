@@ -85,11 +85,10 @@ def floor_measure(*, grid) -> dict:
     detach the removed slices from their deployments, delete them, COPY the new slices, and
     update the nodes' carve figures.
     """
+    from bench.seed import copy_rows
     from dashboard.models import Deployment, Node, Slice
     from dashboard.selectors.policy_book import policies_for_nodes
     from dashboard.services.reregister import reregister_plan
-
-    from bench.seed import copy_rows
 
     planning = time.perf_counter()
     nodes = list(Node.objects.order_by("node_id"))
@@ -108,27 +107,37 @@ def floor_measure(*, grid) -> dict:
     removed, added, updates = [], [], []
     now = timezone.now()
     for node in nodes:
-        plan = reregister_plan(node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen[node.node_id])
+        plan = reregister_plan(
+            node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen[node.node_id]
+        )
         generation = plan.generation + (1 if plan.changes_slices else 0)
         removed.extend(s.pk for s in plan.removed)
         for s in plan.added:
             s.generation, s.created_at, s.updated_at = generation, now, now
         added.extend(plan.added)
         updates.append(
-            (node.pk, plan.policy.name, plan.policy.version, plan.carved_slice_sru, plan.carve.slices, generation,
-             plan.placeable_after, plan.phantom_after, plan.seen.used.mru, plan.seen.used.sru)
-        )  # fmt: skip
+            (
+                node.pk,
+                plan.policy.name,
+                plan.policy.version,
+                plan.carved_slice_sru,
+                plan.carve.slices,
+                generation,
+                plan.placeable_after,
+                plan.phantom_after,
+                plan.seen.used.mru,
+                plan.seen.used.sru,
+            )
+        )
     planning = time.perf_counter() - planning
 
     started = time.perf_counter()
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {Deployment._meta.db_table} SET slice_id = NULL WHERE slice_id = ANY(%s)", [removed]
-        )
+        cursor.execute(f"UPDATE {Deployment._meta.db_table} SET slice_id = NULL WHERE slice_id = ANY(%s)", [removed])
         cursor.execute(f"DELETE FROM {Slice._meta.db_table} WHERE id = ANY(%s)", [removed])
         deleted = cursor.rowcount
         copy_rows(Slice, added, with_pk=False)
-        columns = list(zip(*updates))
+        columns = list(zip(*updates, strict=True))
         cursor.execute(
             f"""
             UPDATE {Node._meta.db_table} AS n SET
@@ -163,9 +172,8 @@ def clicks_measure(*, node_ids: list[int], worker: Worker, timeout: float = 60.0
     moment would get. The page itself polls every second (hx-trigger="every 1s"), which a
     person sees on top of this.
     """
-    from dashboard.models import Job
-
     from bench.pages import admin_client
+    from dashboard.models import Job
 
     client = admin_client()
     totals, posts, queues, runs, pages = [], [], [], [], []

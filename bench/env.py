@@ -111,9 +111,8 @@ def database_recreate(env: BenchEnv) -> None:
 
 def database_drop(env: BenchEnv) -> None:
     import psycopg
-    from psycopg import sql
-
     from django.db import connections
+    from psycopg import sql
 
     connections.close_all()
     with psycopg.connect(_maintenance_url(env), autocommit=True) as conn:

@@ -50,9 +50,7 @@ class QueryKinds:
         return sum(self.count.values())
 
     def __str__(self) -> str:
-        return ", ".join(
-            f"{kind} ×{n} ({self.seconds[kind] * 1000:.0f} ms)" for kind, n in self.count.most_common(14)
-        )
+        return ", ".join(f"{kind} ×{n} ({self.seconds[kind] * 1000:.0f} ms)" for kind, n in self.count.most_common(14))
 
 
 def profile_overview(nodes: int, top: int) -> None:
@@ -123,7 +121,9 @@ def main() -> int:
     parser.add_argument("what", choices=("overview", "bulk"))
     parser.add_argument("--nodes", type=int, default=None, help="fleet size (overview 10000, bulk 1000)")
     parser.add_argument("--top", type=int, default=25)
-    parser.add_argument("--no-cprofile", action="store_true", help="bulk: time and queries only, without cProfile's overhead")
+    parser.add_argument(
+        "--no-cprofile", action="store_true", help="bulk: time and queries only, without cProfile's overhead"
+    )
     args = parser.parse_args()
     nodes = args.nodes or (10000 if args.what == "overview" else 1000)
     work_dir = Path(tempfile.mkdtemp(prefix="slicedash-profile-"))

@@ -33,8 +33,15 @@ def grid_seed(path: Path, *, nodes: int = NODES) -> None:
     for i in range(nodes):
         cru, mru, sru = shapes[i % len(shapes)]
         status = "standby" if i % 50 == 7 else ("down" if i % 97 == 3 else "up")
-        grid.add_node(FIRST_NODE_ID + i, cru=cru, mru=mru, sru=sru, farm_id=FARMS[i % len(FARMS)],
-                      farm_name=f"bench farm {FARMS[i % len(FARMS)]}", status=status)  # fmt: skip
+        grid.add_node(
+            FIRST_NODE_ID + i,
+            cru=cru,
+            mru=mru,
+            sru=sru,
+            farm_id=FARMS[i % len(FARMS)],
+            farm_name=f"bench farm {FARMS[i % len(FARMS)]}",
+            status=status,
+        )
 
 
 def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dict:
@@ -55,17 +62,28 @@ def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dic
         for label in ("first", "second"):
             log(f"onboarding {nodes:,} nodes in {len(FARMS)} farms, {LATENCY_MS} ms a request: {label} run")
             started = time.perf_counter()
-            requested = job_request(kind=Job.Kind.ONBOARD, source=Job.Source.COMMAND,
-                                    parameters={"farm_ids": list(FARMS), "node_ids": [], "status": None, "policy": None})  # fmt: skip
+            requested = job_request(
+                kind=Job.Kind.ONBOARD,
+                source=Job.Source.COMMAND,
+                parameters={"farm_ids": list(FARMS), "node_ids": [], "status": None, "policy": None},
+            )
             job = job_wait(requested.job.pk, worker=worker, timeout=TIMEOUT_S)
             wall = time.perf_counter() - started
             if job.state != Job.State.SUCCEEDED:
                 raise RuntimeError(f"the onboarding job failed: {job.error}")
             result = job.result
-            runs.append({"run": label, "wall_s": round(wall, 2),
-                         "worker_s": round((job.finished_at - job.started_at).total_seconds(), 2),
-                         "registered": result["registered"], "refreshed": result["refreshed"],
-                         "changed": result["changed"], "requests": result["requests"], "reads": result["reads"]})  # fmt: skip
+            runs.append(
+                {
+                    "run": label,
+                    "wall_s": round(wall, 2),
+                    "worker_s": round((job.finished_at - job.started_at).total_seconds(), 2),
+                    "registered": result["registered"],
+                    "refreshed": result["refreshed"],
+                    "changed": result["changed"],
+                    "requests": result["requests"],
+                    "reads": result["reads"],
+                }
+            )
         after = worker.memory()
         worker.stop()
         onboarded = Node.objects.filter(farm_id__in=FARMS).count()
@@ -74,12 +92,19 @@ def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dic
     one_by_one_s = round(single_ms * nodes / 1000, 1)
     first = runs[0]
     return {
-        "nodes": nodes, "farms": len(FARMS), "latency_ms": LATENCY_MS, "onboarded": onboarded,
-        "runs": runs, "wall_s": first["wall_s"], "target_s": 30, "met": first["wall_s"] <= 30,
-        "single_read_ms": round(single_ms, 1), "one_by_one_s": one_by_one_s,
+        "nodes": nodes,
+        "farms": len(FARMS),
+        "latency_ms": LATENCY_MS,
+        "onboarded": onboarded,
+        "runs": runs,
+        "wall_s": first["wall_s"],
+        "target_s": 30,
+        "met": first["wall_s"] <= 30,
+        "single_read_ms": round(single_ms, 1),
+        "one_by_one_s": one_by_one_s,
         "speedup": round(one_by_one_s / first["wall_s"], 1) if first["wall_s"] else None,
         "worker_memory_mib": {"before": before, "after": after, "peak_rss_mib": after["peak_rss_mib"]},
-    }  # fmt: skip
+    }
 
 
 def _single_read_ms(url: str) -> float:
@@ -144,12 +169,23 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
     result = job.result
     one_by_one_s = round(single_ms * stale_before / 1000, 1)
     return {
-        "nodes": nodes, "stale_before": stale_before, "deleted_other_nodes": deleted, "latency_ms": LATENCY_MS,
-        "wall_s": round(wall, 2), "worker_s": round((job.finished_at - job.started_at).total_seconds(), 2),
-        "reregistered": result["reregistered"], "failed": result["failed"], "stale_after": fleet_overview().totals.stale,
-        "pages": result["pages"], "read_alone": result["read_alone"], "requests": result["requests"],
-        "slices": result["slices"], "target_s": BULK_TARGET_S, "met": wall <= BULK_TARGET_S,
-        "single_read_ms": round(single_ms, 1), "one_by_one_s": one_by_one_s,
+        "nodes": nodes,
+        "stale_before": stale_before,
+        "deleted_other_nodes": deleted,
+        "latency_ms": LATENCY_MS,
+        "wall_s": round(wall, 2),
+        "worker_s": round((job.finished_at - job.started_at).total_seconds(), 2),
+        "reregistered": result["reregistered"],
+        "failed": result["failed"],
+        "stale_after": fleet_overview().totals.stale,
+        "pages": result["pages"],
+        "read_alone": result["read_alone"],
+        "requests": result["requests"],
+        "slices": result["slices"],
+        "target_s": BULK_TARGET_S,
+        "met": wall <= BULK_TARGET_S,
+        "single_read_ms": round(single_ms, 1),
+        "one_by_one_s": one_by_one_s,
         "speedup": round(one_by_one_s / wall, 1) if wall else None,
         "worker_memory_mib": {"before": before, "after": after, "peak_rss_mib": after["peak_rss_mib"]},
-    }  # fmt: skip
+    }

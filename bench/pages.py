@@ -34,8 +34,15 @@ def admin_client() -> Client:
     return client
 
 
-def page_figures(client: Client, url: str, *, repeat: int, warmup: int = 2, expect: bytes | None = None,
-                 headers: dict[str, str] | None = None) -> dict:
+def page_figures(
+    client: Client,
+    url: str,
+    *,
+    repeat: int,
+    warmup: int = 2,
+    expect: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict:
     """{"median_ms", "min_ms", "max_ms", "queries", "bytes"} for GET url (with `headers`, e.g. a bearer token)."""
     for _ in range(warmup):
         _get(client, url, expect, headers)
@@ -67,7 +74,9 @@ def _get(client: Client, url: str, expect: bytes | None, headers: dict[str, str]
     return response
 
 
-def pages_interleaved(client: Client, pages: dict[str, tuple[str, bytes | None]], *, repeat: int, warmup: int = 2) -> dict:
+def pages_interleaved(
+    client: Client, pages: dict[str, tuple[str, bytes | None]], *, repeat: int, warmup: int = 2
+) -> dict:
     """page_figures for several pages whose times are compared (key -> (url, expected content)), their
     requests taken in turn: a slow spell of the machine (seen here: whole seconds at twice the time)
     then falls on every page alike instead of on the one measured during it."""
@@ -165,7 +174,9 @@ def policy_edit_measure(*, repeat: int = 4) -> dict:
     for i in range(repeat + repeat % 2):  # an even number of edits puts the slice memory back
         fleet.refresh_from_db()
         started = time.perf_counter()
-        policy_update(policy=fleet, parameters={"slice_mru": start if i % 2 else (8 * GiB if start != 8 * GiB else 4 * GiB)})
+        policy_update(
+            policy=fleet, parameters={"slice_mru": start if i % 2 else (8 * GiB if start != 8 * GiB else 4 * GiB)}
+        )
         times.append(time.perf_counter() - started)
     return {
         "median_ms": round(statistics.median(times) * 1000, 1),

@@ -10,11 +10,10 @@ from __future__ import annotations
 import statistics
 import time
 
-from dashboard import capacity
-
 from bench.env import BenchEnv
 from bench.procs import SimulatorServer
 from bench.seed import fleet_specs, legacy_carve
+from dashboard import capacity
 
 
 def precheck_pure(*, seconds: float) -> dict:

@@ -59,13 +59,26 @@ class Worker:
         started = time.perf_counter()
         self.process = subprocess.Popen(
             [
-                str(Path(sys.executable).with_name("celery")), "-A", "dashboard", "worker", "--pool=solo",
-                "--loglevel=INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "-n", f"bench-{self.name}-{os.getpid()}@%h", f"--logfile={self.log_path}",
+                str(Path(sys.executable).with_name("celery")),
+                "-A",
+                "dashboard",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "--without-heartbeat",
+                "-n",
+                f"bench-{self.name}-{os.getpid()}@%h",
+                f"--logfile={self.log_path}",
             ],
-            cwd=REPO, env={**self.env.child_env(), **self.extra_env}, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=open(self.env.work_dir / f"worker-{self.name}.stderr", "w"), preexec_fn=_die_with_parent,
-        )  # fmt: skip
+            cwd=REPO,
+            env={**self.env.child_env(), **self.extra_env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.env.work_dir / f"worker-{self.name}.stderr", "w"),
+            preexec_fn=_die_with_parent,
+        )
         while time.perf_counter() - started < timeout:
             if self.process.poll() is not None:
                 raise ProcessError(f"the worker exited with {self.process.returncode}; see {self.log_path}")
@@ -97,12 +110,20 @@ class SimulatorServer:
         self.url = ""
 
     def start(self, *, timeout: float = 30.0) -> str:
-        options = [*(["--nodelay"] if self.nodelay else []), *([f"--latency-ms={self.latency_ms}"] if self.latency_ms else [])]
+        options = [
+            *(["--nodelay"] if self.nodelay else []),
+            *([f"--latency-ms={self.latency_ms}"] if self.latency_ms else []),
+        ]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.simserve", str(self.path), *options],
-            cwd=REPO, env=self.env.child_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=open(self.env.work_dir / "simserve.stderr", "w"), text=True, preexec_fn=_die_with_parent,
-        )  # fmt: skip
+            cwd=REPO,
+            env=self.env.child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=open(self.env.work_dir / "simserve.stderr", "w"),
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
         deadline = time.monotonic() + timeout
         line = ""
         while time.monotonic() < deadline and not line:

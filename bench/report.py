@@ -61,12 +61,14 @@ def page_ratio_targets(pages: dict, large: str) -> list[dict]:
             continue
         ms = pages[large][key]["median_ms"]
         ratio = ms / overview_ms if overview_ms else float("inf")
-        found.append({
-            "target": f"{name} ≤ {most:g}× the fleet table's time at {int(large):,} nodes",
-            "figure": f"{ms} ms vs {overview_ms} ms: {ratio:.2f}× ({pages[large][key]['queries']} q)",
-            "met": ratio <= most if large == "10000" else None,
-            "ratio": round(ratio, 2),
-        })  # fmt: skip
+        found.append(
+            {
+                "target": f"{name} ≤ {most:g}× the fleet table's time at {int(large):,} nodes",
+                "figure": f"{ms} ms vs {overview_ms} ms: {ratio:.2f}× ({pages[large][key]['queries']} q)",
+                "met": ratio <= most if large == "10000" else None,
+                "ratio": round(ratio, 2),
+            }
+        )
     return found
 
 
@@ -78,21 +80,25 @@ def targets(figures: dict) -> list[dict]:
     found = []
 
     queries = {size: pages[str(size)]["overview"]["queries"] for size in sizes if str(size) in pages}
-    found.append({
-        "target": "overview query count the same at every size",
-        "figure": ", ".join(f"{q} at {s:,}" for s, q in queries.items()),
-        "met": len(set(queries.values())) == 1 if len(queries) > 1 else None,
-    })  # fmt: skip
+    found.append(
+        {
+            "target": "overview query count the same at every size",
+            "figure": ", ".join(f"{q} at {s:,}" for s, q in queries.items()),
+            "met": len(set(queries.values())) == 1 if len(queries) > 1 else None,
+        }
+    )
 
     small, large = (str(min(sizes)), str(max(sizes))) if sizes else ("", "")
     if small in pages and large in pages and small != large:
         ratio = pages[large]["overview"]["median_ms"] / pages[small]["overview"]["median_ms"]
-        found.append({
-            "target": f"overview time at {int(large):,} nodes ≤ 1.5× its time at {int(small):,}",
-            "figure": f"{pages[large]['overview']['median_ms']} ms vs {pages[small]['overview']['median_ms']} ms: {ratio:.1f}×",
-            "met": ratio <= 1.5 if (small, large) == ("100", "10000") else None,
-            "ratio": round(ratio, 2),
-        })  # fmt: skip
+        found.append(
+            {
+                "target": f"overview time at {int(large):,} nodes ≤ 1.5× its time at {int(small):,}",
+                "figure": f"{pages[large]['overview']['median_ms']} ms vs {pages[small]['overview']['median_ms']} ms: {ratio:.1f}×",
+                "met": ratio <= 1.5 if (small, large) == ("100", "10000") else None,
+                "ratio": round(ratio, 2),
+            }
+        )
 
     if large in pages and "admin_changelist" in pages[large]:
         overview_ms = pages[large]["overview"]["median_ms"]
@@ -101,16 +107,18 @@ def targets(figures: dict) -> list[dict]:
         # The baseline is the naive one the issue names: a Django admin list computing the same
         # columns row by row. The project's own admin reads the figures stored on each node as
         # the overview does, so it is shown beside it, not used as the baseline.
-        found.append({
-            "target": f"overview ≥ 5× faster than the naive admin node list at {int(large):,} nodes",
-            "figure": (
-                f"overview {overview_ms} ms; naive admin {naive_ms} ms ({naive_ms / overview_ms:.2f}×); "
-                f"the project's admin, on the stored figures too, {admin_ms} ms ({admin_ms / overview_ms:.2f}×)"
-            ),
-            "met": naive_ms / overview_ms >= 5 if large == "10000" else None,
-            "vs_admin": round(admin_ms / overview_ms, 2),
-            "vs_naive_admin": round(naive_ms / overview_ms, 2),
-        })  # fmt: skip
+        found.append(
+            {
+                "target": f"overview ≥ 5× faster than the naive admin node list at {int(large):,} nodes",
+                "figure": (
+                    f"overview {overview_ms} ms; naive admin {naive_ms} ms ({naive_ms / overview_ms:.2f}×); "
+                    f"the project's admin, on the stored figures too, {admin_ms} ms ({admin_ms / overview_ms:.2f}×)"
+                ),
+                "met": naive_ms / overview_ms >= 5 if large == "10000" else None,
+                "vs_admin": round(admin_ms / overview_ms, 2),
+                "vs_naive_admin": round(naive_ms / overview_ms, 2),
+            }
+        )
 
     found += page_ratio_targets(pages, large)
 
@@ -122,54 +130,64 @@ def targets(figures: dict) -> list[dict]:
 
     api_precheck = figures.get("precheck", {}).get("api")
     if api_precheck:
-        found.append({
-            "target": "precheck calls per second through the API with a real token (a figure; no threshold set)",
-            "figure": (
-                f"{api_precheck['calls_per_s']:,} calls/s, one client in sequence (median {api_precheck['median_ms']} ms, "
-                f"p99 {api_precheck['p99_ms']} ms, {api_precheck['queries']} q) at {api_precheck['fleet']:,} nodes"
-            ),
-            "met": "figure",
-        })  # fmt: skip
+        found.append(
+            {
+                "target": "precheck calls per second through the API with a real token (a figure; no threshold set)",
+                "figure": (
+                    f"{api_precheck['calls_per_s']:,} calls/s, one client in sequence (median {api_precheck['median_ms']} ms, "
+                    f"p99 {api_precheck['p99_ms']} ms, {api_precheck['queries']} q) at {api_precheck['fleet']:,} nodes"
+                ),
+                "met": "figure",
+            }
+        )
 
     if "10000" in bulk:
         wall = bulk["10000"]["wall_s"]
-        found.append({
-            "target": "bulk re-register of 10,000 nodes within 30 s",
-            "figure": f"{wall} s ({bulk['10000']['nodes_per_s']} nodes/s)",
-            "met": wall <= 30,
-        })  # fmt: skip
+        found.append(
+            {
+                "target": "bulk re-register of 10,000 nodes within 30 s",
+                "figure": f"{wall} s ({bulk['10000']['nodes_per_s']} nodes/s)",
+                "met": wall <= 30,
+            }
+        )
 
     if len(bulk) > 1:
         low, high = min(bulk, key=int), max(bulk, key=int)
         peak_low, peak_high = bulk[low]["worker_peak_rss_mib"], bulk[high]["worker_peak_rss_mib"]
-        found.append({
-            "target": "worker peak memory not growing with the fleet",
-            "figure": (
-                f"peak RSS {peak_low} MiB at {int(low):,} nodes, {peak_high} MiB at {int(high):,} "
-                f"(growth during the job {bulk[low]['worker_growth_mib']} / {bulk[high]['worker_growth_mib']} MiB)"
-            ),
-            "met": peak_high <= peak_low * MEMORY_GROWTH_ALLOWED,
-        })  # fmt: skip
+        found.append(
+            {
+                "target": "worker peak memory not growing with the fleet",
+                "figure": (
+                    f"peak RSS {peak_low} MiB at {int(low):,} nodes, {peak_high} MiB at {int(high):,} "
+                    f"(growth during the job {bulk[low]['worker_growth_mib']} / {bulk[high]['worker_growth_mib']} MiB)"
+                ),
+                "met": peak_high <= peak_low * MEMORY_GROWTH_ALLOWED,
+            }
+        )
     onboarding = figures.get("onboard")
     if onboarding:
-        found.append({
-            "target": f"onboarding {onboarding['farms']} farms ({onboarding['nodes']:,} nodes, {onboarding['latency_ms']} ms a request) ≤ 30 s with one worker",
-            "figure": (
-                f"{onboarding['wall_s']} s; one by one it would take {onboarding['one_by_one_s']} s "
-                f"({onboarding['single_read_ms']} ms a node); worker peak {onboarding['worker_memory_mib']['peak_rss_mib']} MiB"
-            ),
-            "met": onboarding["met"],
-        })  # fmt: skip
+        found.append(
+            {
+                "target": f"onboarding {onboarding['farms']} farms ({onboarding['nodes']:,} nodes, {onboarding['latency_ms']} ms a request) ≤ 30 s with one worker",
+                "figure": (
+                    f"{onboarding['wall_s']} s; one by one it would take {onboarding['one_by_one_s']} s "
+                    f"({onboarding['single_read_ms']} ms a node); worker peak {onboarding['worker_memory_mib']['peak_rss_mib']} MiB"
+                ),
+                "met": onboarding["met"],
+            }
+        )
     paged = figures.get("bulk_pages")
     if paged:
-        found.append({
-            "target": f"bulk re-register of {paged['stale_before']:,} stale nodes ({paged['latency_ms']} ms a request, read in pages) ≤ {paged['target_s']} s with one worker",
-            "figure": (
-                f"{paged['wall_s']} s, {paged['requests']} requests ({paged['pages']} pages, {paged['read_alone']} nodes alone); "
-                f"one by one it would take {paged['one_by_one_s']} s; worker peak {paged['worker_memory_mib']['peak_rss_mib']} MiB"
-            ),
-            "met": paged["met"],
-        })  # fmt: skip
+        found.append(
+            {
+                "target": f"bulk re-register of {paged['stale_before']:,} stale nodes ({paged['latency_ms']} ms a request, read in pages) ≤ {paged['target_s']} s with one worker",
+                "figure": (
+                    f"{paged['wall_s']} s, {paged['requests']} requests ({paged['pages']} pages, {paged['read_alone']} nodes alone); "
+                    f"one by one it would take {paged['one_by_one_s']} s; worker peak {paged['worker_memory_mib']['peak_rss_mib']} MiB"
+                ),
+                "met": paged["met"],
+            }
+        )
 
     return found
 
@@ -189,25 +207,30 @@ def _scale_targets(name: str, series: dict[int, dict], *, small: str, large: str
     """The two targets of a call timed at every size: the same query count, and ≤ 1.5× at 10,000 vs 100."""
     if not series:
         return []
-    found = [{
-        "target": f"{name} query count the same at every size",
-        "figure": ", ".join(f"{f['queries']} at {s:,}" for s, f in series.items()),
-        "met": len({f["queries"] for f in series.values()}) == 1 if len(series) > 1 else None,
-    }]  # fmt: skip
+    found = [
+        {
+            "target": f"{name} query count the same at every size",
+            "figure": ", ".join(f"{f['queries']} at {s:,}" for s, f in series.items()),
+            "met": len({f["queries"] for f in series.values()}) == 1 if len(series) > 1 else None,
+        }
+    ]
     if int(small) in series and int(large) in series and small != large:
         low, high = series[int(small)]["median_ms"], series[int(large)]["median_ms"]
-        found.append({
-            "target": f"{name} time at {int(large):,} nodes ≤ 1.5× its time at {int(small):,}",
-            "figure": f"{high} ms vs {low} ms: {high / low:.1f}×",
-            "met": high / low <= 1.5 if (small, large) == ("100", "10000") else None,
-            "ratio": round(high / low, 2),
-        })  # fmt: skip
+        found.append(
+            {
+                "target": f"{name} time at {int(large):,} nodes ≤ 1.5× its time at {int(small):,}",
+                "figure": f"{high} ms vs {low} ms: {high / low:.1f}×",
+                "met": high / low <= 1.5 if (small, large) == ("100", "10000") else None,
+                "ratio": round(high / low, 2),
+            }
+        )
     return found
 
 
 def _mark(met) -> str:
-    return {True: "met", False: "**missed**", None: "n/a (not measured at the target's sizes)",
-            "figure": "measured"}[met]  # fmt: skip
+    return {True: "met", False: "**missed**", None: "n/a (not measured at the target's sizes)", "figure": "measured"}[
+        met
+    ]
 
 
 def results_markdown(figures: dict) -> str:
@@ -223,7 +246,11 @@ def results_markdown(figures: dict) -> str:
         + "(the bench's own worker and PostgreSQL included).",
         "",
         f"Code: commit {figures['code']['commit']}"
-        + (f" plus uncommitted changes to {', '.join(figures['code']['uncommitted'])}." if figures["code"]["uncommitted"] else "."),
+        + (
+            f" plus uncommitted changes to {', '.join(figures['code']['uncommitted'])}."
+            if figures["code"]["uncommitted"]
+            else "."
+        ),
         "",
         f"Machine: {m['nproc']} CPU ({m['cpu']}), {m['ram_gib']} GiB RAM, Linux {m['kernel']}; "
         f"Python {m['python']}, PostgreSQL {m['postgresql']}, Redis {m['redis']}, Django {m['django']}, "
@@ -247,12 +274,12 @@ def results_markdown(figures: dict) -> str:
         if not p:
             continue
 
-        def cell(key: str) -> str:
+        def cell(key: str, p: dict = p) -> str:
             if key not in p:
                 return "—"
             return f"{p[key]['median_ms']} ms, {p[key]['queries']} q"
 
-        def map_cell() -> str:
+        def map_cell(p: dict = p) -> str:
             if "fleet_map_cold" not in p:
                 return cell("fleet_map")
             return f"{cell('fleet_map')} (first read {cell('fleet_map_cold')})"
@@ -279,7 +306,9 @@ def results_markdown(figures: dict) -> str:
             f = a.get("metrics_farms")
             farms_cell = (
                 f"{f['median_ms']} ms, {f['queries']} q, {f['farms']:,} farms ({f['median_ms'] * 1000 / max(f['farms'], 1):,.0f} µs a farm), "
-                f"{f['bytes'] / 1024:,.0f} KiB" if f else "—"
+                f"{f['bytes'] / 1024:,.0f} KiB"
+                if f
+                else "—"
             )
             lines.append(
                 f"| {size:,} | {n['median_ms']} ms, {n['queries']} q, {n['rows']} rows, {n['bytes'] / 1024:,.0f} KiB | "
@@ -299,7 +328,11 @@ def results_markdown(figures: dict) -> str:
                 f"| {int(size):,} | {b['wall_s']} s | {b['nodes_per_s']} | {b['worker_s']} s | "
                 f"{b['slices_removed']:,} / {b['slices_added']:,} | {floor.get('sql_s', '—')} s | "
                 f"{b['worker_rss_before_mib']} → {b['worker_peak_rss_mib']} MiB | "
-                + (f"{b['job_page']['median_ms']} ms, {b['job_page']['bytes'] / 1024:,.0f} KiB |" if "job_page" in b else "— |")
+                + (
+                    f"{b['job_page']['median_ms']} ms, {b['job_page']['bytes'] / 1024:,.0f} KiB |"
+                    if "job_page" in b
+                    else "— |"
+                )
             )
     pre = figures.get("precheck", {})
     click = figures.get("click_to_result", {})
@@ -339,8 +372,18 @@ def results_markdown(figures: dict) -> str:
             f"{click['queue_median_ms']} ms + job {click['run_median_ms']} ms + job page {click['page_median_ms']} ms. "
             "In a browser the job card polls every second, so a person sees it up to 1 s later."
         )
-    lines += ["", "<details><summary>The run's JSON</summary>", "", "```json", figures["json"], "```", "", "</details>",
-              "", END_MARKER]  # fmt: skip
+    lines += [
+        "",
+        "<details><summary>The run's JSON</summary>",
+        "",
+        "```json",
+        figures["json"],
+        "```",
+        "",
+        "</details>",
+        "",
+        END_MARKER,
+    ]
     return "\n".join(lines)
 
 
@@ -349,7 +392,7 @@ def benchmarks_write(path: Path, block: str) -> None:
     text = path.read_text() if path.exists() else "# Benchmarks\n\n"
     start, end = text.find(START_MARKER), text.find(END_MARKER)
     if start != -1 and end != -1 and end > start:
-        text = text[:start] + block + text[end + len(END_MARKER):]
+        text = text[:start] + block + text[end + len(END_MARKER) :]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)

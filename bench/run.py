@@ -20,7 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,8 +46,11 @@ def log(message: str) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default=",".join(str(s) for s in DEFAULT_SIZES),
-                        help="fleet sizes, comma-separated (default 100,1000,10000)")
+    parser.add_argument(
+        "--sizes",
+        default=",".join(str(s) for s in DEFAULT_SIZES),
+        help="fleet sizes, comma-separated (default 100,1000,10000)",
+    )
     parser.add_argument("--quick", action="store_true", help="fewer repetitions, no load wait, no BENCHMARKS.md")
     parser.add_argument("--max-load", type=float, default=1.5, help="wait for the 1-minute load average below this")
     parser.add_argument("--max-wait", type=float, default=1800.0, help="seconds to wait for the load (then run anyway)")
@@ -82,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     repeat, e2e_requests, pure_seconds, clicks = (5, 50, 0.5, 3) if args.quick else (15, 300, 2.0, 10)
     threshold = args.max_load if not args.quick else float("inf")
-    load_before = load_wait(threshold=threshold, max_wait=args.max_wait) if not args.quick else round(os.getloadavg()[0], 2)
+    load_before = (
+        load_wait(threshold=threshold, max_wait=args.max_wait) if not args.quick else round(os.getloadavg()[0], 2)
+    )
     LOAD_SAMPLES.clear()  # the waiting is not the run
 
     work_dir = Path(tempfile.mkdtemp(prefix="slicedash-bench-"))
@@ -96,8 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     workers = []
     try:
         django_setup(env)
-        figures = measure(args, env, workers, repeat=repeat, e2e_requests=e2e_requests,
-                          pure_seconds=pure_seconds, clicks=clicks)  # fmt: skip
+        figures = measure(
+            args, env, workers, repeat=repeat, e2e_requests=e2e_requests, pure_seconds=pure_seconds, clicks=clicks
+        )
     finally:
         for worker in workers:
             worker.stop()
@@ -107,13 +113,18 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench.report import benchmarks_write, results_markdown, targets
 
-    figures["load"] = {"before": load_before, "after": round(os.getloadavg()[0], 2),
-                       "threshold": None if args.quick else args.max_load,
-                       "during": [load for _phase, load in LOAD_SAMPLES]}  # fmt: skip
+    figures["load"] = {
+        "before": load_before,
+        "after": round(os.getloadavg()[0], 2),
+        "threshold": None if args.quick else args.max_load,
+        "during": [load for _phase, load in LOAD_SAMPLES],
+    }
     figures["duration_s"] = round(time.perf_counter() - started, 1)
-    figures["finished_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    figures["command"] = "make bench" if argv is None and len(sys.argv) == 1 else "bench/run.py " + " ".join(
-        sys.argv[1:] if argv is None else argv
+    figures["finished_at"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    figures["command"] = (
+        "make bench"
+        if argv is None and len(sys.argv) == 1
+        else "bench/run.py " + " ".join(sys.argv[1:] if argv is None else argv)
     )
     figures["targets"] = targets(figures)
     output = json.dumps(figures, indent=2)
@@ -148,8 +159,11 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     # Db 6 is the bench's own: nothing left from an interrupted run may reach its workers.
     redis.Redis.from_url(env.broker_url).flushdb()
     figures: dict = {
-        "sizes": args.sizes, "quick": args.quick, "machine": machine_facts(env.broker_url), "code": code_state(),
-    }  # fmt: skip
+        "sizes": args.sizes,
+        "quick": args.quick,
+        "machine": machine_facts(env.broker_url),
+        "code": code_state(),
+    }
 
     largest = max(args.sizes)
     specs = seed.fleet_specs(largest)
@@ -217,13 +231,15 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     worker = Worker(env, "clicks")
     workers.append(worker)
     worker.start()
-    up = [s.node_id for s in specs[largest // 2:] if s.status == "up"][:clicks]
+    up = [s.node_id for s in specs[largest // 2 :] if s.status == "up"][:clicks]
     figures["click_to_result"] = {"nodes": largest, **bulk.clicks_measure(node_ids=up, worker=worker)}
     worker.stop()
 
     # Last, so its 2,000 extra nodes touch no other figure.
-    log(f"onboarding {onboard.NODES:,} nodes in {len(onboard.FARMS)} farms from a loopback Grid Proxy, "
-        f"{onboard.LATENCY_MS} ms a request, one worker")  # fmt: skip
+    log(
+        f"onboarding {onboard.NODES:,} nodes in {len(onboard.FARMS)} farms from a loopback Grid Proxy, "
+        f"{onboard.LATENCY_MS} ms a request, one worker"
+    )
     figures["onboard"] = onboard.onboard_measure(env, workers, log=log)
     log(f"onboard: {figures['onboard']}")
     # The same 2,000 nodes, every catalog made stale, re-registered in one bulk job reading pages.

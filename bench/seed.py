@@ -167,7 +167,11 @@ def database_seed(specs: Sequence[NodeSpec], workloads: dict[tuple[int, int], st
     nodes, slices, deployments = [], [], []
     for spec in specs:
         node, node_slices, node_deployments = _node_rows(
-            spec, policy_for(spec), workloads, now=now, first_slice_pk=len(slices) + 1,
+            spec,
+            policy_for(spec),
+            workloads,
+            now=now,
+            first_slice_pk=len(slices) + 1,
             first_deployment_pk=len(deployments) + 1,
         )
         nodes.append(node)
@@ -205,8 +209,15 @@ def database_seed(specs: Sequence[NodeSpec], workloads: dict[tuple[int, int], st
     }
 
 
-def _node_rows(spec: NodeSpec, policy: capacity.Policy, workloads: dict, *, now: datetime, first_slice_pk: int,
-               first_deployment_pk: int):
+def _node_rows(
+    spec: NodeSpec,
+    policy: capacity.Policy,
+    workloads: dict,
+    *,
+    now: datetime,
+    first_slice_pk: int,
+    first_deployment_pk: int,
+):
     from dashboard.models import Deployment, Node, Slice
 
     carve = legacy_carve(spec)
@@ -221,65 +232,103 @@ def _node_rows(spec: NodeSpec, policy: capacity.Policy, workloads: dict, *, now:
     for index in range(carve.slices):
         slices.append(
             Slice(
-                pk=first_slice_pk + index, node_id=spec.node_id, index=index, cru=size.cru, mru=size.mru, sru=size.sru,
-                state=Slice.State.DEPLOYED if index < spec.deployed else Slice.State.FREE, generation=1,
-                created_at=now, updated_at=now,
+                pk=first_slice_pk + index,
+                node_id=spec.node_id,
+                index=index,
+                cru=size.cru,
+                mru=size.mru,
+                sru=size.sru,
+                state=Slice.State.DEPLOYED if index < spec.deployed else Slice.State.FREE,
+                generation=1,
+                created_at=now,
+                updated_at=now,
             )
-        )  # fmt: skip
+        )
     free = [(s.index, s.size) for s in slices if s.state == Slice.State.FREE]
     check = capacity.precheck(free, spec.total, used, policy) if spec.prechecked and spec.status == "up" else None
     offline = spec.status != "up"
     seen_at = now - timedelta(minutes=spec.node_id % 90)
     node = Node(
-        pk=spec.node_id, node_id=spec.node_id, farm_id=spec.farm_id, farm_name=spec.farm_name,
-        twin_id=spec.node_id + 1000, status=spec.status, dedicated=spec.dedicated, country="Belgium", city="Ghent",
-        total_cru=spec.cru, total_mru=spec.mru, total_sru=spec.sru, total_hru=0,
+        pk=spec.node_id,
+        node_id=spec.node_id,
+        farm_id=spec.farm_id,
+        farm_name=spec.farm_name,
+        twin_id=spec.node_id + 1000,
+        status=spec.status,
+        dedicated=spec.dedicated,
+        country="Belgium",
+        city="Ghent",
+        total_cru=spec.cru,
+        total_mru=spec.mru,
+        total_sru=spec.sru,
+        total_hru=0,
         pools_sru=list(spec.pools) if spec.pools else None,
-        used_cru=used.cru, used_mru=used.mru, used_sru=used.sru, used_hru=0, seen_at=seen_at,
+        used_cru=used.cru,
+        used_mru=used.mru,
+        used_sru=used.sru,
+        used_hru=0,
+        seen_at=seen_at,
         placeable_now=(0 if offline else check.placeable_now) if spec.prechecked else None,
         phantom_slices=(len(free) if offline else len(check.phantom_slices)) if spec.prechecked else None,
         prechecked_at=seen_at if spec.prechecked else None,
-        carved_policy_name="legacy", carved_policy_version=1, carved_slice_sru=size.sru,
-        carved_deployable=carve.slices, catalog_generation=1, registered_at=now - timedelta(days=90), updated_at=now,
-    )  # fmt: skip
+        carved_policy_name="legacy",
+        carved_policy_version=1,
+        carved_slice_sru=size.sru,
+        carved_deployable=carve.slices,
+        catalog_generation=1,
+        registered_at=now - timedelta(days=90),
+        updated_at=now,
+    )
 
     deployments = []
 
     def deployment(index: int, **fields) -> None:
         deployments.append(
             Deployment(
-                pk=first_deployment_pk + len(deployments), node_id=spec.node_id, slice_id=slices[index].pk,
-                slice_index=index, cru=size.cru, mru=size.mru, sru=size.sru, requested_by=None,
-                started_at=now - timedelta(days=30, minutes=index), finished_at=now - timedelta(days=30),
+                pk=first_deployment_pk + len(deployments),
+                node_id=spec.node_id,
+                slice_id=slices[index].pk,
+                slice_index=index,
+                cru=size.cru,
+                mru=size.mru,
+                sru=size.sru,
+                requested_by=None,
+                started_at=now - timedelta(days=30, minutes=index),
+                finished_at=now - timedelta(days=30),
                 capacity_seen={"total": spec.total.as_dict(), "used": used.as_dict(), "status": spec.status},
                 **fields,
             )
-        )  # fmt: skip
+        )
 
     for index in range(spec.deployed):
         deployment(index, state=Deployment.State.DEPLOYED, grid_workload_id=workloads[(spec.node_id, index)])
     last = carve.slices - 1
     if spec.failed_disk and last >= spec.deployed:
         deployment(
-            last, state=Deployment.State.FAILED, cause=Deployment.Cause.DISK,
+            last,
+            state=Deployment.State.FAILED,
+            cause=Deployment.Cause.DISK,
             raw_error=(
                 f"workload bench{spec.node_id}disk within deployment {spec.node_id * 7} failed with error: "
                 f"failed to find a candidate to host vdisk of size '{size.sru}': "
                 "not enough space left in pools of this type ssd"
             ),
             needed_bytes=size.sru,
-        )  # fmt: skip
+        )
     if spec.failed_memory and last >= spec.deployed:
         usable = max(spec.mru - reserve_mru - last * size.mru, 0)
         deployment(
-            last, state=Deployment.State.FAILED, cause=Deployment.Cause.MEMORY,
+            last,
+            state=Deployment.State.FAILED,
+            cause=Deployment.Cause.MEMORY,
             raw_error=(
                 f"workload bench{spec.node_id} within deployment {spec.node_id * 7 + 1} failed with error: "
                 "failed to satisfy required capacity: "
                 f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes"
             ),
-            needed_bytes=size.mru, usable_bytes=usable,
-        )  # fmt: skip
+            needed_bytes=size.mru,
+            usable_bytes=usable,
+        )
     return node, slices, deployments
 
 
@@ -295,4 +344,4 @@ def copy_rows(model, objects: Iterable, *, with_pk: bool = True) -> None:
             prep: list[Callable] = [f.get_db_prep_save for f in fields]
             attnames = [f.attname for f in fields]
             for obj in objects:
-                copy.write_row([p(getattr(obj, a), connection) for p, a in zip(prep, attnames)])
+                copy.write_row([p(getattr(obj, a), connection) for p, a in zip(prep, attnames, strict=True)])

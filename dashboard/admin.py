@@ -235,7 +235,9 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.display(description="total")
     def total_words(self, obj: Node) -> str:
-        return f"{obj.total_cru} cores, {_gib(obj.total_mru)} memory, {_gib(obj.total_sru)} SSD, {_gib(obj.total_hru)} HDD"
+        return (
+            f"{obj.total_cru} cores, {_gib(obj.total_mru)} memory, {_gib(obj.total_sru)} SSD, {_gib(obj.total_hru)} HDD"
+        )
 
     @admin.display(description="used (as the grid reports it)")
     def used_words(self, obj: Node) -> str:
@@ -389,7 +391,18 @@ class DeploymentAdmin(ReadOnlyAdmin):
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
-    list_display = ("pk", "kind", "node", "farm_id", "state", "step", "progress", "requested_by", "created_at", "finished_at")
+    list_display = (
+        "pk",
+        "kind",
+        "node",
+        "farm_id",
+        "state",
+        "step",
+        "progress",
+        "requested_by",
+        "created_at",
+        "finished_at",
+    )
     list_filter = ("kind", "state", "source", "dry_run")
     search_fields = ("=node__node_id", "step", "error")
     list_select_related = ("node", "requested_by")

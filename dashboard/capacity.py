@@ -8,11 +8,11 @@ The rules and their sources are in docs/domain.md (ZOS accounting).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from itertools import permutations
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal, InvalidOperation
-from typing import Iterable, Sequence
+from functools import lru_cache
+from itertools import permutations
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -361,9 +361,7 @@ def vms_placed_in_every_order(
 
 def largest_pool_room(pools: Sequence[int], cache: int, occupied: Sequence[tuple[int, int]]) -> int:
     """The room of the largest pool after the occupied disks, in the worst device order."""
-    return min(
-        max((p.room for p in pools_after(order, cache, occupied)), default=0) for order in device_orders(pools)
-    )
+    return min(max((p.room for p in pools_after(order, cache, occupied)), default=0) for order in device_orders(pools))
 
 
 # --- carving --------------------------------------------------------------------------
@@ -467,7 +465,9 @@ def refusal_lesson(
     """What a refusal teaches, from its cause ("memory" or "disk"), ZOS's figures and the accounted
     reading taken just before; None when the accounting alone explains it."""
     if cause == "memory" and usable is not None:
-        hidden = hidden_use_per_vm(total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=max(vm_count, 1))
+        hidden = hidden_use_per_vm(
+            total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=max(vm_count, 1)
+        )
         return Lesson("memory", hidden_mru_per_vm=hidden) if hidden > 0 else None
     if cause == "disk":
         if data_disk + rootfs > total.sru - used.sru:
@@ -546,7 +546,10 @@ def carve(
         by_sru = min(
             by_sru,
             vms_placed_in_every_order(
-                pools, reserve.sru, occupied_disks, (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
+                pools,
+                reserve.sru,
+                occupied_disks,
+                (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
                 limit=min(by_mru, by_sru),
             ),
         )
@@ -581,7 +584,9 @@ def carve(
     slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=data_sru, rootfs=rootfs)
     used_by_new = policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
     unallocated = total - reserve - occupied_charge - used_by_new
-    unallocated = Resources(cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru)
+    unallocated = Resources(
+        cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
+    )
     return Carve(
         policy=policy.name,
         slices=len(occupied) + count,
@@ -641,7 +646,9 @@ def _carve_whole_gib(total: Resources, policy: Policy, occupied: Sequence[Resour
         slice=slice_size,
         limited_by="mru",
         reserve=reserve,
-        unallocated=Resources(cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru),
+        unallocated=Resources(
+            cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
+        ),
         notes=("legacy carve: ignores the ZOS reserve and the rootfs; not every slice can be deployed",),
     )
 
@@ -848,8 +855,7 @@ def away_sentence(status: str, *, free_slices: int, node_id: int | None = None) 
     else:
         slices = f"none of its {free_slices} free slices can"
     if status == "standby":
-        return (f"{node} is on standby (switched off by its farm's power manager): {slices} be placed "
-                "until it is woken")  # fmt: skip
+        return f"{node} is on standby (switched off by its farm's power manager): {slices} be placed until it is woken"
     return f"{node} is {status}: {slices} be placed until it is up again"
 
 

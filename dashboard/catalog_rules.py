@@ -85,7 +85,8 @@ def free_not_current(
     if not (carve.new_slices and free):
         return []
     return sorted(
-        size for size in set(free)
+        size
+        for size in set(free)
         if not slice_is_current(size, target=carve.slice, same_policy=same_policy, carved_slice_sru=carved_slice_sru)
     )
 

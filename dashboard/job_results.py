@@ -54,7 +54,9 @@ class JobResult(_Part):
     notes: list[str] = []
 
     # Keys left out of the audit trail's copy: lists that grow with the catalog or the fleet.
-    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"removed", "added", "kept", "nodes", "verdicts", "capacity_seen", "notes"})
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset(
+        {"removed", "added", "kept", "nodes", "verdicts", "capacity_seen", "notes"}
+    )
 
     def sentence(self) -> str:
         return getattr(self, "words", "") or ""
@@ -182,7 +184,9 @@ class PrecheckResult(JobResult):
 
     @property
     def away_words(self) -> str:
-        return capacity.away_sentence(self.status, free_slices=self.free_slices, node_id=self.node_id) if self.away else ""
+        return (
+            capacity.away_sentence(self.status, free_slices=self.free_slices, node_id=self.node_id) if self.away else ""
+        )
 
     @property
     def away_badge(self) -> str:
@@ -233,7 +237,12 @@ class OnboardResult(JobResult):
     pages_done: list[str] = []
 
     AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {
-        "new_nodes", "skipped", "not_found", "left_out", "pages_done"}  # fmt: skip
+        "new_nodes",
+        "skipped",
+        "not_found",
+        "left_out",
+        "pages_done",
+    }
 
     def stored(self) -> dict[str, Any]:
         # The words too: the jobs list shows them without reading the lists back.
@@ -253,9 +262,11 @@ class OnboardResult(JobResult):
 
     def words(self) -> str:
         verb = "would register" if self.dry_run else "registered"
-        text = (f"{verb} {self.registered} new node(s) with {self.deployable} deployable slice(s); "
-                f"{'would refresh' if self.dry_run else 'refreshed'} {self.refreshed} known node(s)"
-                f"{f' ({self.changed} changed)' if self.changed else ''}; {self.reads} read(s), {self.requests} request(s)")  # fmt: skip
+        text = (
+            f"{verb} {self.registered} new node(s) with {self.deployable} deployable slice(s); "
+            f"{'would refresh' if self.dry_run else 'refreshed'} {self.refreshed} known node(s)"
+            f"{f' ({self.changed} changed)' if self.changed else ''}; {self.reads} read(s), {self.requests} request(s)"
+        )
         if self.skipped_total:
             text += f"; {self.skipped_total} malformed entr{'y' if self.skipped_total == 1 else 'ies'} skipped"
         if self.not_found_total:
@@ -275,8 +286,13 @@ RESULTS: dict[str, type[JobResult]] = {
     "simulate": SimulateResult,
     "onboard": OnboardResult,
 }
-KIND_WORDS = {"reregister": "re-register", "precheck": "precheck", "bulk-reregister": "bulk re-register",
-              "simulate": "simulated month", "onboard": "adding nodes from the grid"}  # fmt: skip
+KIND_WORDS = {
+    "reregister": "re-register",
+    "precheck": "precheck",
+    "bulk-reregister": "bulk re-register",
+    "simulate": "simulated month",
+    "onboard": "adding nodes from the grid",
+}
 
 
 def result_of(kind: str, stored: dict | None) -> JobResult | None:
@@ -306,8 +322,15 @@ def job_describe(job, *, numbered: bool = True) -> str:
         target = f"policy {(job.parameters or {}).get('candidate', {}).get('name', '?')}"
     elif job.kind == "onboard":
         asked = job.parameters or {}
-        target = ", ".join([*(f"farm {f}" for f in asked.get("farm_ids") or []),
-                            *(f"node {n}" for n in (asked.get("node_ids") or [])[:5])]) or "no farm"  # fmt: skip
+        target = (
+            ", ".join(
+                [
+                    *(f"farm {f}" for f in asked.get("farm_ids") or []),
+                    *(f"node {n}" for n in (asked.get("node_ids") or [])[:5]),
+                ]
+            )
+            or "no farm"
+        )
     else:
         target = "a deleted node"
     return f"{words} of {target} (job #{job.pk})" if numbered else f"{words} of {target}"

@@ -48,10 +48,14 @@ class FarmsCollector:
 
     def collect(self):
         now = timezone.now()
-        farm_families = {attr: GaugeMetricFamily(f"slicedash_farm_{suffix}", f"{text}, per farm", labels=["farm"])
-                         for attr, suffix, text in FIGURES}  # fmt: skip
+        farm_families = {
+            attr: GaugeMetricFamily(f"slicedash_farm_{suffix}", f"{text}, per farm", labels=["farm"])
+            for attr, suffix, text in FIGURES
+        }
         farm_oldest = GaugeMetricFamily(
-            "slicedash_farm_oldest_reading_age_seconds", "Age of the least recently read node's capacity, per farm", labels=["farm"]
+            "slicedash_farm_oldest_reading_age_seconds",
+            "Age of the least recently read node's capacity, per farm",
+            labels=["farm"],
         )
         for farm in farms_figures():
             label = [str(farm.farm_id)]
@@ -84,7 +88,9 @@ class FiguresCollector:
 
         jobs = GaugeMetricFamily("slicedash_jobs", "Jobs by kind and state", labels=["kind", "state"])
         oldest = GaugeMetricFamily(
-            "slicedash_jobs_oldest_age_seconds", "Age of the oldest queued or running job, by kind and state", labels=["kind", "state"]
+            "slicedash_jobs_oldest_age_seconds",
+            "Age of the oldest queued or running job, by kind and state",
+            labels=["kind", "state"],
         )
         for row in snapshot.jobs:
             jobs.add_metric([row.kind, row.state], row.jobs)
@@ -101,7 +107,9 @@ class FiguresCollector:
             )
 
         failed = CounterMetricFamily(
-            "slicedash_deployments_failed", "Deployments failed by ZOS or refused by the precheck, by cause", labels=["cause", "state"]
+            "slicedash_deployments_failed",
+            "Deployments failed by ZOS or refused by the precheck, by cause",
+            labels=["cause", "state"],
         )
         for row in snapshot.failures:
             failed.add_metric([row.cause, row.state], row.deployments)

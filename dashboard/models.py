@@ -138,7 +138,9 @@ class Node(models.Model):
     # When the product read that capacity (seen_at) and when the node itself last reported to the
     # grid (the proxy's updatedAt): a reading has two ages, and an old one is a guess.
     seen_at = models.DateTimeField(null=True, blank=True)
-    reported_at = models.DateTimeField(null=True, blank=True, help_text="The node's last report (the proxy's updatedAt)")
+    reported_at = models.DateTimeField(
+        null=True, blank=True, help_text="The node's last report (the proxy's updatedAt)"
+    )
     # The latest precheck's figures, so the fleet table needs no per-row work.
     placeable_now = models.PositiveIntegerField(null=True, blank=True)
     phantom_slices = models.PositiveIntegerField(null=True, blank=True)
@@ -193,7 +195,8 @@ class Node(models.Model):
                 name="node_total_not_negative",
             ),
             models.CheckConstraint(
-                condition=(Q(used_mru__gte=0) | Q(used_mru__isnull=True)) & (Q(used_sru__gte=0) | Q(used_sru__isnull=True)),
+                condition=(Q(used_mru__gte=0) | Q(used_mru__isnull=True))
+                & (Q(used_sru__gte=0) | Q(used_sru__isnull=True)),
                 name="node_used_not_negative",
             ),
         ]
@@ -251,9 +254,7 @@ class Node(models.Model):
     def used(self) -> capacity.Resources | None:
         if self.used_mru is None or self.used_sru is None:
             return None
-        return capacity.Resources(
-            cru=self.used_cru or 0, mru=self.used_mru, sru=self.used_sru, hru=self.used_hru or 0
-        )
+        return capacity.Resources(cru=self.used_cru or 0, mru=self.used_mru, sru=self.used_sru, hru=self.used_hru or 0)
 
 
 class Slice(models.Model):
@@ -528,6 +529,9 @@ class CapacitySample(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.node} at {self.at:%Y-%m-%d %H:%M}: {self.vm_count} VMs"
+
 
 class Observation(models.Model):
     """What one ZOS refusal revealed about a node, with its evidence; it ages and can be cleared.
@@ -623,7 +627,9 @@ class ApiToken(models.Model):
         ordering = ["-created_at", "-pk"]
         permissions = [("manage_apitoken", "Can create and revoke API tokens for any user")]
         constraints = [
-            models.UniqueConstraint(fields=["user", "name"], condition=Q(revoked_at__isnull=True), name="api_token_name_unique_per_user"),
+            models.UniqueConstraint(
+                fields=["user", "name"], condition=Q(revoked_at__isnull=True), name="api_token_name_unique_per_user"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -688,7 +694,9 @@ class GridRequestTally(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["endpoint", "outcome", "bucket"], name="one_tally_per_endpoint_outcome_bucket")
+            models.UniqueConstraint(
+                fields=["endpoint", "outcome", "bucket"], name="one_tally_per_endpoint_outcome_bucket"
+            )
         ]
 
     def __str__(self) -> str:
@@ -780,8 +788,14 @@ class FarmTotals(models.Model):
     map_cells_of = models.DateTimeField(null=True, blank=True)
     map_render_key = models.CharField(max_length=16, blank=True, default="")
 
+    def __str__(self) -> str:
+        return f"farm {self.farm_id} totals"
+
 
 class FarmTotalsChanged(models.Model):
     """A farm whose nodes changed since its FarmTotals were computed (written by a trigger)."""
 
     farm_id = models.PositiveIntegerField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"farm {self.farm_id} changed"

@@ -34,7 +34,7 @@ def rows_update(
     names = [name for name, _type in columns]
     if connection.vendor != "postgresql":
         for row in rows:
-            fields = dict(zip(names[1:], row[1:]))
+            fields = dict(zip(names[1:], row[1:], strict=True))
             for name in json_kept_if_null:
                 value = fields.pop(name)
                 if value is not None:
@@ -50,5 +50,5 @@ def rows_update(
         cursor.execute(
             f"UPDATE {quote(model._meta.db_table)} AS t SET {', '.join(assignments)} "
             f"FROM unnest({arrays}) AS u({', '.join(quote(n) for n in names)}) WHERE t.{quote(names[0])} = u.{quote(names[0])}",
-            [now] * len(stamped) + [list(column) for column in zip(*rows)],
+            [now] * len(stamped) + [list(column) for column in zip(*rows, strict=True)],
         )

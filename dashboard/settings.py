@@ -92,7 +92,9 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL", "")
 if DATABASE_URL:
     try:
-        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0, minimum=0))}
+        DATABASES = {
+            "default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 0, minimum=0))
+        }
     except ValueError as exc:
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from None
 else:
@@ -155,7 +157,10 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
     "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
     # Capacity over time: a snapshot of the fleet's, farms' and nodes' figures, then the thinning.
-    "snapshot-figures": {"task": "dashboard.figures_snapshot", "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0)},
+    "snapshot-figures": {
+        "task": "dashboard.figures_snapshot",
+        "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0),
+    },
 }
 
 # --- Alerts (dashboard.alerts) --------------------------------------------------------

@@ -124,7 +124,9 @@ def fleet_mix(nodes: int, rng: random.Random) -> list[NodeSpec]:
             pools = tuple(sizes)
             sru = sum(sizes)
         hidden = rng.choice(HIDDEN_CHOICES) if rng.random() < 0.2 else 0
-        specs.append(NodeSpec(node_id=1 + i, cru=max(mru // (2 * GiB), 4), mru=mru, sru=sru, pools=pools, hidden_mru=hidden))
+        specs.append(
+            NodeSpec(node_id=1 + i, cru=max(mru // (2 * GiB), 4), mru=mru, sru=sru, pools=pools, hidden_mru=hidden)
+        )
     return specs
 
 
@@ -191,9 +193,7 @@ class Run:
         self.name = contender.name
         self.mode = contender.mode
         self.policy = contender.policy
-        self.nodes = [
-            SimNode(spec=spec, machine=_boot(spec), allowed_mru=allowed[spec.node_id]) for spec in specs
-        ]
+        self.nodes = [SimNode(spec=spec, machine=_boot(spec), allowed_mru=allowed[spec.node_id]) for spec in specs]
         self.releases: list[tuple[float, int, int, str]] = []  # (at, seq, node position, workload)
         self.seq = 0
         self.deploys = 0
@@ -228,15 +228,21 @@ class Run:
         """Register (fresh) or re-register: re-carve the free slices; True when the catalog changed."""
         total, used = node.machine.reading()
         carve = capacity.carve(
-            total, self.policy, occupied=self._occupied(node), pools=node.reported_pools,
+            total,
+            self.policy,
+            occupied=self._occupied(node),
+            pools=node.reported_pools,
             observed=self._observed(node, used.sru),
         )
         free = node.free_slots()
         size = SliceSize(cru=carve.slice.cru, mru=carve.slice.mru, sru=carve.slice.sru, rootfs=carve.slice.rootfs)
         stale = catalog_stale(
-            carved_policy_name=self.policy.name, carved_policy_version=self.policy.version,
-            carved_slice_sru=node.carved_slice_sru, policy=self.policy,
-            free=[(s.size.cru, s.size.mru, s.size.sru) for s in free], carve=carve,
+            carved_policy_name=self.policy.name,
+            carved_policy_version=self.policy.version,
+            carved_slice_sru=node.carved_slice_sru,
+            policy=self.policy,
+            free=[(s.size.cru, s.size.mru, s.size.sru) for s in free],
+            carve=carve,
         )
         if not fresh and not stale:
             return False  # current by the bulk job's own rule: it leaves the node alone
@@ -249,7 +255,9 @@ class Run:
 
     def _live(self, node: SimNode, used_sru: int) -> capacity.LiveNode:
         return capacity.live_node(
-            policy=self.policy, pools=node.reported_pools, occupied=self._occupied(node),
+            policy=self.policy,
+            pools=node.reported_pools,
+            occupied=self._occupied(node),
             observed=self._observed(node, used_sru),
         )
 
@@ -258,8 +266,9 @@ class Run:
         if not free or node.status != "up":
             return 0
         total, used = node.machine.reading()
-        check = capacity.precheck([(s.index, s.size) for s in free], total, used, self.policy,
-                                  live=self._live(node, used.sru))
+        check = capacity.precheck(
+            [(s.index, s.size) for s in free], total, used, self.policy, live=self._live(node, used.sru)
+        )
         return check.placeable_now
 
     def _fits(self, node: SimNode, slot: Slot) -> bool:
@@ -269,8 +278,13 @@ class Run:
     def _learn(self, node: SimNode, slot: Slot, raw: str, total: Resources, used: Resources) -> None:
         diagnosis = classify(raw)
         lesson = capacity.refusal_lesson(
-            cause=diagnosis.cause, needed=diagnosis.needed_bytes, usable=diagnosis.usable_bytes, total=total,
-            used=used, vm_count=sum(1 for s in node.slots if not s.free), data_disk=slot.size.sru,
+            cause=diagnosis.cause,
+            needed=diagnosis.needed_bytes,
+            usable=diagnosis.usable_bytes,
+            total=total,
+            used=used,
+            vm_count=sum(1 for s in node.slots if not s.free),
+            data_disk=slot.size.sru,
             rootfs=capacity.zos_rootfs(slot.size.cru, slot.size.mru),
         )
         if lesson is not None:
@@ -505,10 +519,16 @@ class Simulation:
         }
 
 
-def simulate(*, nodes: int | None = None, events: int, seed: int,
-             policies: Sequence[str | Contender] = POLICY_NAMES, progress=None,
-             fleet: Sequence[NodeSpec] | None = None,
-             tick: Callable[[str, int, int], None] | None = None) -> Simulation:
+def simulate(
+    *,
+    nodes: int | None = None,
+    events: int,
+    seed: int,
+    policies: Sequence[str | Contender] = POLICY_NAMES,
+    progress=None,
+    fleet: Sequence[NodeSpec] | None = None,
+    tick: Callable[[str, int, int], None] | None = None,
+) -> Simulation:
     """Replay one fleet and one event stream against each policy; the figures side by side.
 
     The fleet is the stated mix of `nodes` nodes, or the caller's `fleet` (the seed then draws only

@@ -4,7 +4,19 @@ from django.urls import path
 
 from dashboard.api.main import api
 from dashboard.auth import LoginForm
-from dashboard.views import alerts, api_tokens, deployments, favicon, fleet, jobs, metrics, node, onboarding, placement, policy
+from dashboard.views import (
+    alerts,
+    api_tokens,
+    deployments,
+    favicon,
+    fleet,
+    jobs,
+    metrics,
+    node,
+    onboarding,
+    placement,
+    policy,
+)
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),
@@ -29,7 +41,11 @@ urlpatterns = [
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
     path("policy/<int:policy_id>/simulate/", policy.policy_simulate, name="policy-simulate"),
     path("policy/new/simulate/", policy.policy_new_simulate, name="policy-new-simulate"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=False, authentication_form=LoginForm), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(redirect_authenticated_user=False, authentication_form=LoginForm),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("alerts/<int:alert_id>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
     path("api-tokens/", api_tokens.token_list, name="api-tokens"),

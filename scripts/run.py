@@ -104,7 +104,9 @@ def stop(web: subprocess.Popen, worker: subprocess.Popen) -> None:
     if worker.poll() is None:
         worker.send_signal(signal.SIGTERM)
     if not wait_for(worker, WARM_SECONDS):
-        print(f"The worker has not stopped after {WARM_SECONDS:.0f} s (a job still running?): cold shutdown.", flush=True)
+        print(
+            f"The worker has not stopped after {WARM_SECONDS:.0f} s (a job still running?): cold shutdown.", flush=True
+        )
         worker.send_signal(signal.SIGQUIT)
         if not wait_for(worker, COLD_SECONDS):
             killpg(worker, signal.SIGKILL)
@@ -136,21 +138,38 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     worker = subprocess.Popen(
         [
-            str(bin_dir / "celery"), "-A", "dashboard", "worker", "--beat", "--loglevel=INFO",
-            "--concurrency=2", f"--schedule={var_dir / 'celerybeat-schedule'}",
-            f"--pidfile={pidfile}", f"--logfile={logfile}",
+            str(bin_dir / "celery"),
+            "-A",
+            "dashboard",
+            "worker",
+            "--beat",
+            "--loglevel=INFO",
+            "--concurrency=2",
+            f"--schedule={var_dir / 'celerybeat-schedule'}",
+            f"--pidfile={pidfile}",
+            f"--logfile={logfile}",
         ],
-        cwd=BASE_DIR, stdin=subprocess.DEVNULL, process_group=0,
+        cwd=BASE_DIR,
+        stdin=subprocess.DEVNULL,
+        process_group=0,
     )
     web = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", "--noreload", f"{args.host}:{args.port}"],
-        cwd=BASE_DIR, stdin=subprocess.DEVNULL, process_group=0,
+        cwd=BASE_DIR,
+        stdin=subprocess.DEVNULL,
+        process_group=0,
     )
-    print(f"Dashboard: http://{args.host}:{args.port}/   (Ctrl-C stops web and worker; worker log: {logfile})", flush=True)
+    print(
+        f"Dashboard: http://{args.host}:{args.port}/   (Ctrl-C stops web and worker; worker log: {logfile})", flush=True
+    )
     while not STOP_REQUESTED:
         for name, process in (("web server", web), ("worker", worker)):
             if process.poll() is not None:
-                print(f"The {name} stopped (exit status {process.returncode}); stopping the other.", file=sys.stderr, flush=True)
+                print(
+                    f"The {name} stopped (exit status {process.returncode}); stopping the other.",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if name == "worker":
                     print(f"See {logfile}.", file=sys.stderr, flush=True)
                 stop(web, worker)

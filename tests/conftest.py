@@ -94,7 +94,9 @@ def role_user(db, django_user_model):
             from dashboard.roles import roles_restore
 
             roles_restore(apps)
-        user = django_user_model.objects.create_user(username=username or f"{role}-{Group.objects.count()}-user", password=password, **fields)
+        user = django_user_model.objects.create_user(
+            username=username or f"{role}-{Group.objects.count()}-user", password=password, **fields
+        )
         user.groups.add(Group.objects.get(name=role))
         return user
 
@@ -132,11 +134,11 @@ def legacy_node_1774(simgrid_path):
     8 cores, 31 GiB, 931.5 GiB on the simulated grid; registered with policy "legacy" (7 slices
     of 4 GiB / 133 GiB); slice 0 deployed through the simulator's deploy_vm and marked deployed.
     """
+    from dataclasses import replace
+
     from dashboard.capacity import GiB
     from dashboard.grid.simulator import SimulatedGrid
     from dashboard.models import Slice
-    from dataclasses import replace
-
     from dashboard.services.figures import figures_refresh
     from dashboard.services.registration import node_register_from_grid
 
@@ -231,14 +233,24 @@ def legacy_fleet_build(grid, count: int, *, first: int, farm_id: int, mru: int, 
     for node_id in range(first, first + count):
         live = grid.add_node(node_id, cru=8, mru=mru, sru=sru, farm_id=farm_id)
         cut = carve(live.total, legacy)
-        nodes.append(Node(
-            node_id=node_id, farm_id=farm_id, status="up", total_cru=8, total_mru=mru, total_sru=sru,
-            carved_policy_name=legacy.name, carved_policy_version=legacy.version,
-            carved_slice_sru=cut.slice.sru, carved_deployable=cut.slices,
-        ))
+        nodes.append(
+            Node(
+                node_id=node_id,
+                farm_id=farm_id,
+                status="up",
+                total_cru=8,
+                total_mru=mru,
+                total_sru=sru,
+                carved_policy_name=legacy.name,
+                carved_policy_version=legacy.version,
+                carved_slice_sru=cut.slice.sru,
+                carved_deployable=cut.slices,
+            )
+        )
     nodes = Node.objects.bulk_create(nodes)
     Slice.objects.bulk_create(
-        s for node in nodes
+        s
+        for node in nodes
         for s in catalog_slices(node=node, carve=carve(node.total, legacy), start_index=0, generation=1)
     )
     figures_refresh([n.pk for n in nodes])
@@ -337,7 +349,9 @@ def api_token(role_user):
         if user is None and role not in holders:
             holders[role] = role_user(role, username=f"api-{role}")
         holder = user or holders[role]
-        issued = api_token_create(user=holder, name=name or f"test-{len(made)}", scopes=scopes, source="command", **options)
+        issued = api_token_create(
+            user=holder, name=name or f"test-{len(made)}", scopes=scopes, source="command", **options
+        )
         made.append(issued.token)
         return issued.secret
 

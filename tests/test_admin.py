@@ -39,9 +39,15 @@ def node_1774():
     )
     Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, step="done")
     CapacitySample.objects.create(
-        node=node, vm_count=1, vm_mru=4 * GiB, vm_sru=133 * GiB, total_mru=NODE_1774.mru,
-        total_sru=NODE_1774.sru, used_mru=7 * GiB, used_sru=153 * GiB,
-    )  # fmt: skip
+        node=node,
+        vm_count=1,
+        vm_mru=4 * GiB,
+        vm_sru=133 * GiB,
+        total_mru=NODE_1774.mru,
+        total_sru=NODE_1774.sru,
+        used_mru=7 * GiB,
+        used_sru=153 * GiB,
+    )
     return Node.objects.get(pk=node.pk)
 
 
@@ -121,17 +127,30 @@ def node_form(node, **changes):
     """The node change form as the admin page would post it, with its slice inline."""
     slices = list(node.slices.order_by("index"))
     data = {
-        "farm_name": node.farm_name, "twin_id": "", "status": node.status, "rented_by_twin_id": "",
-        "country": "", "city": "",
-        "slices-TOTAL_FORMS": str(len(slices)), "slices-INITIAL_FORMS": str(len(slices)),
-        "slices-MIN_NUM_FORMS": "0", "slices-MAX_NUM_FORMS": "1000",
-    }  # fmt: skip
+        "farm_name": node.farm_name,
+        "twin_id": "",
+        "status": node.status,
+        "rented_by_twin_id": "",
+        "country": "",
+        "city": "",
+        "slices-TOTAL_FORMS": str(len(slices)),
+        "slices-INITIAL_FORMS": str(len(slices)),
+        "slices-MIN_NUM_FORMS": "0",
+        "slices-MAX_NUM_FORMS": "1000",
+    }
     for i, s in enumerate(slices):
-        data.update({
-            f"slices-{i}-id": str(s.pk), f"slices-{i}-node": str(node.pk), f"slices-{i}-index": str(s.index),
-            f"slices-{i}-cru": str(s.cru), f"slices-{i}-mru": str(s.mru), f"slices-{i}-sru": str(s.sru),
-            f"slices-{i}-state": s.state, f"slices-{i}-rented_by_twin_id": "",
-        })  # fmt: skip
+        data.update(
+            {
+                f"slices-{i}-id": str(s.pk),
+                f"slices-{i}-node": str(node.pk),
+                f"slices-{i}-index": str(s.index),
+                f"slices-{i}-cru": str(s.cru),
+                f"slices-{i}-mru": str(s.mru),
+                f"slices-{i}-sru": str(s.sru),
+                f"slices-{i}-state": s.state,
+                f"slices-{i}-rented_by_twin_id": "",
+            }
+        )
     data.update(changes)
     return data
 
@@ -172,7 +191,9 @@ def test_it_refuses_a_bulk_delete_that_includes_someones_vm(superuser_client, no
 
 def test_it_bulk_deletes_free_slices(superuser_client, node_1774):
     pks = [str(pk) for pk in node_1774.slices.filter(index__gte=5).values_list("pk", flat=True)]
-    superuser_client.post("/admin/dashboard/slice/", {"action": "delete_selected", "_selected_action": pks, "post": "yes"})
+    superuser_client.post(
+        "/admin/dashboard/slice/", {"action": "delete_selected", "_selected_action": pks, "post": "yes"}
+    )
     assert list(node_1774.slices.values_list("index", flat=True)) == [0, 1, 2, 3, 4]
     assert Node.objects.values_list("slices_free", "stale").get(pk=node_1774.pk) == (4, True)
     assert_figures_current()
@@ -180,8 +201,16 @@ def test_it_bulk_deletes_free_slices(superuser_client, node_1774):
 
 def test_it_counts_a_slice_edited_on_its_own_page(superuser_client, node_1774):
     s = node_1774.slices.get(index=6)
-    data = {"node": str(node_1774.pk), "index": "6", "cru": "1", "mru": str(s.mru), "sru": str(s.sru), "state": "rented",
-            "rented_by_twin_id": "", "generation": "1"}  # fmt: skip
+    data = {
+        "node": str(node_1774.pk),
+        "index": "6",
+        "cru": "1",
+        "mru": str(s.mru),
+        "sru": str(s.sru),
+        "state": "rented",
+        "rented_by_twin_id": "",
+        "generation": "1",
+    }
     assert superuser_client.post(f"/admin/dashboard/slice/{s.pk}/change/", data).status_code == 302
     assert Node.objects.values_list("slices_free", "slices_rented").get(pk=node_1774.pk) == (5, 1)
     assert_figures_current()
@@ -211,14 +240,18 @@ def test_it_searches_deployments_by_the_raw_error(superuser_client, node_1774):
 
 def test_it_filters_deployments_by_cause(superuser_client, node_1774):
     assert "cannot fulfil" in superuser_client.get("/admin/dashboard/deployment/?cause__exact=memory").content.decode()
-    assert "cannot fulfil" not in superuser_client.get("/admin/dashboard/deployment/?cause__exact=disk").content.decode()
+    assert (
+        "cannot fulfil" not in superuser_client.get("/admin/dashboard/deployment/?cause__exact=disk").content.decode()
+    )
 
 
 @pytest.mark.parametrize("model", ["deployment", "job", "auditevent", "capacitysample"])
 def test_it_shows_records_read_only(superuser_client, node_1774, model):
-    pk = {
-        "deployment": Deployment, "job": Job, "auditevent": AuditEvent, "capacitysample": CapacitySample
-    }[model].objects.first().pk  # fmt: skip
+    pk = (
+        {"deployment": Deployment, "job": Job, "auditevent": AuditEvent, "capacitysample": CapacitySample}[model]
+        .objects.first()
+        .pk
+    )
     assert superuser_client.get(f"/admin/dashboard/{model}/{pk}/change/").status_code == 200
     assert superuser_client.post(f"/admin/dashboard/{model}/{pk}/change/", {}).status_code == 403
     assert superuser_client.get(f"/admin/dashboard/{model}/add/").status_code == 403
@@ -226,11 +259,22 @@ def test_it_shows_records_read_only(superuser_client, node_1774, model):
 
 def policy_form(**changes):
     data = {
-        "name": "fleet", "scope": "fleet", "farm_id": "", "node": "",
-        "slice_mru": str(4 * GiB), "slice_cru": "1", "reserve_mru_percent": "10", "reserve_mru_floor": str(2 * GiB),
-        "reserve_sru": str(20 * GiB), "overhead_mru_per_vm": "0", "overhead_sru_per_vm": "0", "rootfs": "zos",
-        "min_slice_sru": str(10 * GiB), "sru_step": str(GiB), "arithmetic": "bytes",
-    }  # fmt: skip
+        "name": "fleet",
+        "scope": "fleet",
+        "farm_id": "",
+        "node": "",
+        "slice_mru": str(4 * GiB),
+        "slice_cru": "1",
+        "reserve_mru_percent": "10",
+        "reserve_mru_floor": str(2 * GiB),
+        "reserve_sru": str(20 * GiB),
+        "overhead_mru_per_vm": "0",
+        "overhead_sru_per_vm": "0",
+        "rootfs": "zos",
+        "min_slice_sru": str(10 * GiB),
+        "sru_step": str(GiB),
+        "arithmetic": "bytes",
+    }
     data.update(changes)
     return data
 
@@ -273,7 +317,9 @@ def test_a_slice_edited_in_the_admin_is_audited_and_moves_the_catalog_generation
 
 def test_a_slice_deleted_in_the_admin_is_audited(superuser_client, node_1774):
     pks = [str(pk) for pk in node_1774.slices.filter(index__gte=5).values_list("pk", flat=True)]
-    superuser_client.post("/admin/dashboard/slice/", {"action": "delete_selected", "_selected_action": pks, "post": "yes"})
+    superuser_client.post(
+        "/admin/dashboard/slice/", {"action": "delete_selected", "_selected_action": pks, "post": "yes"}
+    )
     assert AuditEvent.objects.filter(action="slice.deleted", node=node_1774).count() == 2
 
 

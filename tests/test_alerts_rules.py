@@ -36,7 +36,11 @@ def ago(**delta) -> datetime:
         ([node(reasons={"down": 7})], []),
         ([node(reasons={"memory": 0, "disk": 0})], []),
         (
-            [node(1, reasons={"memory": 1}), node(2, reasons={"disk": 2, "pool": 1}), node(3, farm_id=9, reasons={"pool": 4})],
+            [
+                node(1, reasons={"memory": 1}),
+                node(2, reasons={"disk": 2, "pool": 1}),
+                node(3, farm_id=9, reasons={"pool": 4}),
+            ],
             [
                 ("farm 1", "Farm 1 offers 4 phantom slices on 2 up nodes (memory 1, disk 2, pool 1)"),
                 ("farm 9", "Farm 9 offers 4 phantom slices on 1 up node (pool 4)"),
@@ -83,7 +87,10 @@ def test_it_says_how_many_catalogs_are_stale_and_since_when():
         ([], []),
         ([rules.FailureCount("memory", 4)], []),
         ([rules.FailureCount("memory", 5)], ["memory"]),
-        ([rules.FailureCount("memory", 9), rules.FailureCount("disk", 2), rules.FailureCount("", 6)], ["unknown", "memory"]),
+        (
+            [rules.FailureCount("memory", 9), rules.FailureCount("disk", 2), rules.FailureCount("", 6)],
+            ["unknown", "memory"],
+        ),
     ],
 )
 def test_it_fires_per_cause_for_a_spike_of_failures(failures, expected):
@@ -127,7 +134,10 @@ def test_no_worker_says_what_waits_and_how_to_start_one():
         ([node(seen_at=ago(hours=23))], None),
         ([node(seen_at=None)], None),
         ([node(seen_at=ago(hours=25))], "The capacity readings of 1 node are older than 1 day"),
-        ([node(1, seen_at=ago(days=2)), node(2, seen_at=ago(days=3))], "The capacity readings of 2 nodes are older than 1 day"),
+        (
+            [node(1, seen_at=ago(days=2)), node(2, seen_at=ago(days=3))],
+            "The capacity readings of 2 nodes are older than 1 day",
+        ),
     ],
 )
 def test_it_fires_for_readings_older_than_the_limit(nodes, expected):

@@ -74,9 +74,11 @@ def test_it_sends_a_token_on_the_pages_to_the_login(client, api_token):
 def test_it_takes_a_post_with_a_token_and_no_csrf_cookie(api_token):
     strict = Client(enforce_csrf_checks=True)
     response = strict.post(
-        "/api/v1/explain", {"error": "cpu capcity can't be 0"}, content_type="application/json",
+        "/api/v1/explain",
+        {"error": "cpu capcity can't be 0"},
+        content_type="application/json",
         headers={"Authorization": f"Bearer {api_token('read')}"},
-    )  # fmt: skip
+    )
     assert response.status_code == 200
 
 

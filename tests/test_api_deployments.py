@@ -26,8 +26,15 @@ def report(api_call, api_token, django_capture_on_commit_callbacks):
     token = api_token("report")
 
     def send(**fields):
-        body = {"node_id": 1774, "slice_index": 6, "marketplace_id": "contract-42", "outcome": "failed",
-                "error": MEMORY_ERROR, "at": AT, **fields}  # fmt: skip
+        body = {
+            "node_id": 1774,
+            "slice_index": 6,
+            "marketplace_id": "contract-42",
+            "outcome": "failed",
+            "error": MEMORY_ERROR,
+            "at": AT,
+            **fields,
+        }
         body = {k: v for k, v in body.items() if v is not None}
         with django_capture_on_commit_callbacks(execute=False):
             return api_call("post", URL, token, json=body)
@@ -40,8 +47,11 @@ def test_it_records_a_reported_failure_classified(report, node_1774):
     deployment = response.json()["deployment"]
     assert response.status_code == 201
     assert (deployment["state"], deployment["cause"], deployment["needed_bytes"], deployment["usable_bytes"]) == (
-        "failed", "memory", 4294967296, 4187593113
-    )  # fmt: skip
+        "failed",
+        "memory",
+        4294967296,
+        4187593113,
+    )
 
 
 def test_it_records_an_outcome_reported_twice_once(report, node_1774):
@@ -111,7 +121,9 @@ def test_it_answers_bad_input_with_400_naming_the_field(report, node_1774, field
 
 
 def test_it_names_a_missing_field(api_call, api_token, node_1774):
-    response = api_call("post", URL, api_token("report"), json={"node_id": 1774, "slice_index": 6, "outcome": "failed", "at": AT})
+    response = api_call(
+        "post", URL, api_token("report"), json={"node_id": 1774, "slice_index": 6, "outcome": "failed", "at": AT}
+    )
     assert (response.status_code, response.json()["field"]) == (400, "marketplace_id")
 
 

@@ -13,7 +13,10 @@ def test_it_explains_a_memory_refusal(api_call, api_token):
 
 
 def test_it_calls_an_unknown_text_unknown(api_call, api_token):
-    assert api_call("post", "/api/v1/explain", api_token("read"), json={"error": "the cat sat"}).json()["cause"] == "unknown"
+    assert (
+        api_call("post", "/api/v1/explain", api_token("read"), json={"error": "the cat sat"}).json()["cause"]
+        == "unknown"
+    )
 
 
 def test_it_refuses_an_empty_error_naming_the_field(api_call, api_token):
@@ -22,8 +25,12 @@ def test_it_refuses_an_empty_error_naming_the_field(api_call, api_token):
 
 
 def test_it_refuses_a_body_that_is_not_json(client, api_token):
-    response = client.post("/api/v1/explain", "not json", content_type="application/json",
-                           headers={"Authorization": f"Bearer {api_token('read')}"})  # fmt: skip
+    response = client.post(
+        "/api/v1/explain",
+        "not json",
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_token('read')}"},
+    )
     assert response.status_code == 400
 
 

@@ -59,7 +59,9 @@ def test_it_refuses_a_wrong_method(api_call, api_token):
     assert api_call("post", "/api/v1/fleet", api_token("read"), json={}).status_code == 405
 
 
-def test_it_reads_a_page_of_nodes_in_a_constant_number_of_queries(api_call, api_token, legacy_fleet, django_assert_max_num_queries):
+def test_it_reads_a_page_of_nodes_in_a_constant_number_of_queries(
+    api_call, api_token, legacy_fleet, django_assert_max_num_queries
+):
     token = api_token("read")
     legacy_fleet(3)
     api_call("get", "/api/v1/nodes", token)  # warm: last_used is stamped once a minute; the farm totals summed

@@ -20,7 +20,10 @@ def two_jobs(sim_node, django_capture_on_commit_callbacks):
 
 def test_it_lists_jobs_newest_first(api_call, api_token, two_jobs):
     body = api_call("get", "/api/v1/jobs", api_token("read")).json()
-    assert [(j["kind"], j["node_id"], j["state"]) for j in body["jobs"]] == [("reregister", 1775, "queued"), ("precheck", 1774, "queued")]
+    assert [(j["kind"], j["node_id"], j["state"]) for j in body["jobs"]] == [
+        ("reregister", 1775, "queued"),
+        ("precheck", 1774, "queued"),
+    ]
 
 
 def test_it_filters_by_kind(api_call, api_token, two_jobs):

@@ -37,8 +37,9 @@ def test_it_gives_the_nodes_report_time_and_whether_its_figures_are_uncertain(ap
 
     from dashboard.models import Node
 
-    Node.objects.filter(node_id=1774).update(reported_at=timezone.now() - timedelta(minutes=12),
-                                             seen_at=timezone.now() - timedelta(hours=5))  # fmt: skip
+    Node.objects.filter(node_id=1774).update(
+        reported_at=timezone.now() - timedelta(minutes=12), seen_at=timezone.now() - timedelta(hours=5)
+    )
     reading = api_call("get", "/api/v1/nodes/1774", api_token("read")).json()["reading"]
     assert 12 * 60 <= reading["reported_age_seconds"] < 13 * 60 and reading["uncertain"] is True
 
@@ -80,11 +81,16 @@ def test_it_starts_a_reregister_job(api_call, api_token, node_1774, django_captu
         response = api_call("post", "/api/v1/nodes/1774/reregister", api_token("act"), json={})
     job = Job.objects.get()
     assert (response.status_code, response.json()["job"]["id"], job.source, job.requested_by.username) == (
-        202, job.pk, "api", "api-admins"
-    )  # fmt: skip
+        202,
+        job.pk,
+        "api",
+        "api-admins",
+    )
 
 
-def test_it_returns_the_active_job_instead_of_a_second(api_call, api_token, node_1774, django_capture_on_commit_callbacks):
+def test_it_returns_the_active_job_instead_of_a_second(
+    api_call, api_token, node_1774, django_capture_on_commit_callbacks
+):
     token = api_token("act")
     with django_capture_on_commit_callbacks(execute=False):
         api_call("post", "/api/v1/nodes/1774/reregister", token, json={})

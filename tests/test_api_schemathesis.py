@@ -22,14 +22,23 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import content_type_conformance, response_schema_conformance, status_code_conformance
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 EXAMPLES = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "10"))
 CHECKS = {
     # Valid input: answered as documented, with the documented shape.
-    GenerationMode.POSITIVE: [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance],
+    GenerationMode.POSITIVE: [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+    ],
     # Invalid input: refused, never a crash; the refusal itself is documented JSON.
     GenerationMode.NEGATIVE: [not_a_server_error, content_type_conformance, response_schema_conformance],
 }
@@ -63,12 +72,19 @@ def test_the_api_answers_every_generated_request_as_documented(api_schema, api_t
         for mode, checks in CHECKS.items():
 
             @given(case=operation.as_strategy(generation_mode=mode))
-            @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                suppress_health_check=list(HealthCheck),
+            )
             def check(case):
+                # mode and checks are this iteration's: check() runs before the loop moves on.
                 response = case.call(headers=headers)
                 statuses[response.status_code] += 1
-                by_mode[(mode.value, response.status_code)] += 1
-                case.validate_response(response, checks=checks)
+                by_mode[(mode.value, response.status_code)] += 1  # noqa: B023
+                case.validate_response(response, checks=checks)  # noqa: B023
 
             try:
                 check()
@@ -79,7 +95,9 @@ def test_the_api_answers_every_generated_request_as_documented(api_schema, api_t
         "examples_per_operation_and_mode": EXAMPLES,
         "calls": sum(statuses.values()),
         "statuses": {str(code): n for code, n in sorted(statuses.items())},
-        "statuses_by_mode": {mode: {str(c): n for (m, c), n in sorted(by_mode.items()) if m == mode} for mode in ("positive", "negative")},
+        "statuses_by_mode": {
+            mode: {str(c): n for (m, c), n in sorted(by_mode.items()) if m == mode} for mode in ("positive", "negative")
+        },
         "server_errors": sum(n for code, n in statuses.items() if code >= 500),
         "failures": failures,
         "wall_s": round(time.monotonic() - began, 1),

@@ -10,7 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dashboard"
-SERVICE_MODULE_MAX_LINES = 400
+# 400 before ruff laid the code out one argument a line where it is long; the same modules, 2% taller.
+SERVICE_MODULE_MAX_LINES = 420
 
 
 def _module_name(path: Path) -> str:
@@ -31,7 +32,9 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("dashboard"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dashboard") and node.level == 0:
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("dashboard") and node.level == 0
+        ):
             for alias in node.names:
                 child = f"{node.module}.{alias.name}"
                 found.add(child if child in MODULES else node.module)
@@ -99,7 +102,8 @@ def test_reads_and_lower_layers_never_import_the_services(layer):
 def test_the_job_life_cycle_knows_no_job_kind():
     # It knows what each kind takes (job_kinds, which imports no service), never what a kind runs.
     assert not {e for e in GRAPH["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
-        "dashboard.services.grid_requests", "dashboard.services.job_kinds"
+        "dashboard.services.grid_requests",
+        "dashboard.services.job_kinds",
     }
     assert not {e for e in GRAPH["dashboard.services.job_kinds"] if e.startswith("dashboard.services.")}
 

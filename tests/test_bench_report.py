@@ -75,13 +75,31 @@ def test_it_judges_the_overview_against_the_naive_admin_and_shows_the_projects_a
 def _api_figures(*, nodes_ms_large: float, metrics_ms_large: float, metrics_queries_large: int = 3) -> dict:
     figures = _figures(overview_ms_large=50.0, bulk_wall=25.0)
     figures["api"] = {
-        "100": {"nodes_page": {"queries": 3, "median_ms": 10.0, "rows": 100, "bytes": 60000},
-                "metrics": {"queries": 3, "median_ms": 8.0, "samples": 60, "bytes": 9000}},
-        "10000": {"nodes_page": {"queries": 3, "median_ms": nodes_ms_large, "rows": 100, "bytes": 60000},
-                  "metrics": {"queries": metrics_queries_large, "median_ms": metrics_ms_large, "samples": 2500, "bytes": 300000}},
+        "100": {
+            "nodes_page": {"queries": 3, "median_ms": 10.0, "rows": 100, "bytes": 60000},
+            "metrics": {"queries": 3, "median_ms": 8.0, "samples": 60, "bytes": 9000},
+        },
+        "10000": {
+            "nodes_page": {"queries": 3, "median_ms": nodes_ms_large, "rows": 100, "bytes": 60000},
+            "metrics": {
+                "queries": metrics_queries_large,
+                "median_ms": metrics_ms_large,
+                "samples": 2500,
+                "bytes": 300000,
+            },
+        },
     }
-    figures["precheck"] = {"api": {"requests": 300, "nodes": 360, "fleet": 10000, "calls_per_s": 120.5,
-                                   "median_ms": 8.1, "p99_ms": 12.0, "queries": 7}}
+    figures["precheck"] = {
+        "api": {
+            "requests": 300,
+            "nodes": 360,
+            "fleet": 10000,
+            "calls_per_s": 120.5,
+            "median_ms": 8.1,
+            "p99_ms": 12.0,
+            "queries": 7,
+        }
+    }
     return figures
 
 
@@ -92,7 +110,10 @@ def test_it_holds_the_api_nodes_page_and_the_metrics_scrape_to_a_constant_query_
     assert met["`/metrics` scrape query count the same at every size"] is True
     assert met["`/metrics` scrape time at 10,000 nodes ≤ 1.5× its time at 100"] is True
 
-    missed = {t["target"]: t for t in targets(_api_figures(nodes_ms_large=16.0, metrics_ms_large=40.0, metrics_queries_large=4))}
+    missed = {
+        t["target"]: t
+        for t in targets(_api_figures(nodes_ms_large=16.0, metrics_ms_large=40.0, metrics_queries_large=4))
+    }
     assert missed["API `GET /api/v1/nodes` (page of 100) time at 10,000 nodes ≤ 1.5× its time at 100"]["met"] is False
     assert missed["`/metrics` scrape time at 10,000 nodes ≤ 1.5× its time at 100"]["ratio"] == 5.0
     assert missed["`/metrics` scrape query count the same at every size"]["met"] is False
@@ -103,13 +124,21 @@ def test_it_reports_the_api_precheck_rate_as_a_figure_and_puts_the_api_in_the_ta
 
     figures = _api_figures(nodes_ms_large=14.0, metrics_ms_large=12.0)
     figures["targets"] = targets(figures)
-    precheck = next(t for t in figures["targets"] if t["target"].startswith("precheck calls per second through the API"))
+    precheck = next(
+        t for t in figures["targets"] if t["target"].startswith("precheck calls per second through the API")
+    )
     assert precheck["met"] == "figure" and "120.5 calls/s" in precheck["figure"]
     figures.pop("bulk")  # the fixture's bulk figures are too thin to render; not what this test reads
     figures.update(
-        machine={k: "x" for k in ("nproc", "cpu", "ram_gib", "kernel", "python", "postgresql", "redis", "django", "celery")},
-        code={"commit": "abc1234", "uncommitted": []}, load={"before": 0.1, "after": 0.2, "threshold": 1.5, "during": [0.1]},
-        duration_s=1.0, finished_at="now", command="make bench", json="{}",
+        machine={
+            k: "x" for k in ("nproc", "cpu", "ram_gib", "kernel", "python", "postgresql", "redis", "django", "celery")
+        },
+        code={"commit": "abc1234", "uncommitted": []},
+        load={"before": 0.1, "after": 0.2, "threshold": 1.5, "during": [0.1]},
+        duration_s=1.0,
+        finished_at="now",
+        command="make bench",
+        json="{}",
     )
     text = results_markdown(figures)
     assert "| 10,000 | 14.0 ms, 3 q, 100 rows, 59 KiB | 12.0 ms, 3 q, 2,500 samples, 293 KiB |" in text
@@ -127,11 +156,16 @@ def test_it_gives_the_bench_a_metrics_token_and_a_throttle_that_never_refuses(tm
 
 def _map_figures(map_ms: float, placement_ms: float, *, large: str = "10000") -> dict:
     page = {"queries": 3}
-    return {"sizes": [100, int(large)], "pages": {large: {
-        "overview": {**page, "median_ms": 100.0},
-        "fleet_map": {**page, "median_ms": map_ms},
-        "placement": {**page, "median_ms": placement_ms},
-    }}}  # fmt: skip
+    return {
+        "sizes": [100, int(large)],
+        "pages": {
+            large: {
+                "overview": {**page, "median_ms": 100.0},
+                "fleet_map": {**page, "median_ms": map_ms},
+                "placement": {**page, "median_ms": placement_ms},
+            }
+        },
+    }
 
 
 def _target(found: list[dict], starts: str) -> dict:
@@ -160,9 +194,15 @@ def test_it_shows_the_maps_first_read_after_every_node_changed_beside_it_without
     figures["pages"]["10000"]["fleet_map_cold"] = {"queries": 19, "median_ms": 2500.0}
     figures["targets"] = targets(figures)
     figures.update(
-        machine={k: "x" for k in ("nproc", "cpu", "ram_gib", "kernel", "python", "postgresql", "redis", "django", "celery")},
-        code={"commit": "abc1234", "uncommitted": []}, load={"before": 0.1, "after": 0.2, "threshold": 1.5, "during": [0.1]},
-        duration_s=1.0, finished_at="now", command="make bench", json="{}",
+        machine={
+            k: "x" for k in ("nproc", "cpu", "ram_gib", "kernel", "python", "postgresql", "redis", "django", "celery")
+        },
+        code={"commit": "abc1234", "uncommitted": []},
+        load={"before": 0.1, "after": 0.2, "threshold": 1.5, "during": [0.1]},
+        duration_s=1.0,
+        finished_at="now",
+        command="make bench",
+        json="{}",
     )
     assert "| 120.0 ms, 3 q (first read 2500.0 ms, 19 q) |" in results_markdown(figures)
     assert _target(figures["targets"], "the fleet map")["met"] is True

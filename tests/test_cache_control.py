@@ -19,4 +19,3 @@ def test_it_forbids_storing_what_a_signed_in_user_is_shown(admins_client, role_u
 
 def test_it_forbids_storing_the_refusal_page_too(nogroup_client):
     assert no_store(nogroup_client.get(reverse("fleet")))
-

@@ -2,7 +2,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.capacity import GiB, MiB, PROFILES, Resources
+from dashboard.capacity import PROFILES, GiB, MiB, Resources
 from dashboard.services.calibration import (
     NEED_TWO_COUNTS,
     calibration_judge,
@@ -42,14 +42,18 @@ def test_it_pools_nodes_each_with_its_own_reserve():
 
 def test_it_flags_a_reserve_larger_than_the_policy_assumes():
     samples = [(n, vm, used, vm, used) for n, vm, used in _points(31 * GiB // 10, 0, [1, 2])]
-    result = calibration_judge(node_id=1774, total=Resources(8, 31 * GiB, 900 * GiB), policy=PROFILES["legacy"], samples=samples)
+    result = calibration_judge(
+        node_id=1774, total=Resources(8, 31 * GiB, 900 * GiB), policy=PROFILES["legacy"], samples=samples
+    )
     assert result.flagged
     assert "legacy assumes 1 GiB" in result.words
 
 
 def test_it_says_one_vm_count_cannot_tell_reserve_from_overhead():
     samples = [(1, 4 * GiB, 7 * GiB, 134 * GiB, 154 * GiB)]
-    result = calibration_judge(node_id=1774, total=Resources(8, 31 * GiB, 900 * GiB), policy=PROFILES["zos"], samples=samples)
+    result = calibration_judge(
+        node_id=1774, total=Resources(8, 31 * GiB, 900 * GiB), policy=PROFILES["zos"], samples=samples
+    )
     assert (result.enough, result.flagged) == (False, False)
     assert NEED_TWO_COUNTS in result.words
 

@@ -9,14 +9,14 @@ import pytest
 
 from dashboard import capacity
 from dashboard.capacity import (
+    CapacityError,
     GiB,
     MiB,
-    TiB,
-    CapacityError,
     PolicyError,
     Resources,
     SizeError,
     SliceSize,
+    TiB,
     carve,
     fits,
     format_size,

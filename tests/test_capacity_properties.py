@@ -119,7 +119,7 @@ def sane_nodes(draw):
         count = draw(st.integers(1, 4))
         rest = sru - 30 * GIB - 10 * GIB * (count - 1)
         cuts = sorted(draw(st.lists(st.integers(0, rest), min_size=count - 1, max_size=count - 1)))
-        extra = [b - a for a, b in zip([0, *cuts], [*cuts, rest])]
+        extra = [b - a for a, b in zip([0, *cuts], [*cuts, rest], strict=True)]
         pools = [extra[0] + 30 * GIB] + [e + 10 * GIB for e in extra[1:]]
         pools = draw(st.permutations(pools))
     sru = sum(pools) if pools else sru
@@ -195,8 +195,11 @@ def test_it_says_placeable_now_is_what_really_deploys_on_a_busy_node(node, data)
     result = capacity.carve(total, ZOS, pools=pools)
     deployed = data.draw(st.integers(0, result.new_slices), label="deployed")
     disks = (result.slice.sru, result.slice.rootfs)
-    live = capacity.LiveNode(pools=tuple(sorted(pools, reverse=True)) if pools else None,
-                             occupied_disks=(disks,) * deployed, running=deployed)
+    live = capacity.LiveNode(
+        pools=tuple(sorted(pools, reverse=True)) if pools else None,
+        occupied_disks=(disks,) * deployed,
+        running=deployed,
+    )
     used = capacity.Resources(
         mru=max(total.mru // 10, 2 * GIB) + deployed * result.slice.mru,
         sru=20 * GIB + deployed * (result.slice.sru + result.slice.rootfs),
@@ -242,7 +245,9 @@ def test_it_learns_the_hidden_use_per_vm_from_one_memory_refusal(total_mru, runn
     zos.vms = [ZOS.slice_mru] * running
     usable = zos.usable_mru()
     accounted = running * ZOS.slice_mru + zos.reserve_mru
-    learnt = capacity.hidden_use_per_vm(total_mru=total_mru, usable_mru=max(usable, 0), accounted_mru=accounted, running=running)
+    learnt = capacity.hidden_use_per_vm(
+        total_mru=total_mru, usable_mru=max(usable, 0), accounted_mru=accounted, running=running
+    )
     if usable > 0:  # at 0 ZOS has capped what it reports at the node's memory
         assert learnt == hidden
 

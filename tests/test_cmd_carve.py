@@ -1,6 +1,6 @@
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 from io import StringIO

@@ -1,20 +1,17 @@
 import json
 import stat
 from io import StringIO
+from types import SimpleNamespace
 
 import pytest
 from django.contrib.auth import authenticate
-from django.test import RequestFactory
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
-
-from types import SimpleNamespace
-
-from django.test import override_settings
+from django.test import RequestFactory, override_settings
 
 from dashboard.capacity import GiB
-from dashboard.management.commands.demo_fleet import FLEET_SIZE
 from dashboard.grid.simulator import SimulatedGrid
+from dashboard.management.commands.demo_fleet import FLEET_SIZE
 from dashboard.models import CapacitySample, Deployment, Node, Policy, Slice
 from dashboard.services.calibration import fleet_calibration
 from tests.conftest import rolled_back_after
@@ -51,9 +48,12 @@ def demo_built_once(django_db_setup, django_db_blocker, tmp_path_factory):
     """
     folder = tmp_path_factory.mktemp("demo")
     built = SimpleNamespace(simgrid_path=folder / "simgrid.sqlite3", logins=folder / "var" / "demo-logins.json")
-    with override_settings(
-        VAR_DIR=folder / "var", SIMGRID_PATH=built.simgrid_path, GRID_BACKEND="simulator", DEBUG=True
-    ), rolled_back_after(django_db_blocker):
+    with (
+        override_settings(
+            VAR_DIR=folder / "var", SIMGRID_PATH=built.simgrid_path, GRID_BACKEND="simulator", DEBUG=True
+        ),
+        rolled_back_after(django_db_blocker),
+    ):
         _demo()
         yield built
 
@@ -78,7 +78,10 @@ class TestOneDemoFleet:
         assert Node.objects.count() > NODES_PER_PAGE  # a newcomer sees the table's paging
 
     def test_it_says_which_nodes_it_leaves_unregistered_and_why(self, shared_demo):
-        left = sorted(set(SimulatedGrid(shared_demo.simgrid_path).node_ids()) - set(Node.objects.values_list("node_id", flat=True)))
+        left = sorted(
+            set(SimulatedGrid(shared_demo.simgrid_path).node_ids())
+            - set(Node.objects.values_list("node_id", flat=True))
+        )
         out = _demo()
         assert left and f"{FLEET_SIZE - len(left)} registered" in out
         assert ", ".join(str(i) for i in left) in out
@@ -87,7 +90,12 @@ class TestOneDemoFleet:
     def test_it_registers_1774_with_its_legacy_catalog_and_one_vm(self, shared_demo):
         node = Node.objects.get(node_id=1774)
         slices = list(node.slices.order_by("index").values_list("state", "mru", "sru"))
-        assert (node.farm_id, node.farm_name, node.total_mru, node.carved_policy_name) == (4242, "mitana", 31 * GiB, "legacy")
+        assert (node.farm_id, node.farm_name, node.total_mru, node.carved_policy_name) == (
+            4242,
+            "mitana",
+            31 * GiB,
+            "legacy",
+        )
         assert slices == [("deployed", 4 * GiB, 133 * GiB)] + [("free", 4 * GiB, 133 * GiB)] * 6
         assert len(SimulatedGrid(shared_demo.simgrid_path).vms(1774)) == 1
 
@@ -135,7 +143,11 @@ class TestOneDemoFleet:
         passwords = json.loads(shared_demo.logins.read_text())
         admin = authenticate(RequestFactory().post("/login/"), username="admin", password=passwords["admin"])
         support = authenticate(RequestFactory().post("/login/"), username="support", password=passwords["support"])
-        assert (admin.is_superuser, admin.is_staff, list(admin.groups.values_list("name", flat=True))) == (True, True, ["admins"])
+        assert (admin.is_superuser, admin.is_staff, list(admin.groups.values_list("name", flat=True))) == (
+            True,
+            True,
+            ["admins"],
+        )
         assert (support.is_staff, list(support.groups.values_list("name", flat=True))) == (False, ["support"])
 
     def test_it_keeps_the_logins_file_private(self, shared_demo):
@@ -150,6 +162,7 @@ class TestOneDemoFleet:
 
     def test_it_changes_nothing_when_run_again(self, shared_demo):
         simgrid_path = shared_demo.simgrid_path
+
         def state():
             return (
                 Node.objects.count(),
@@ -168,7 +181,10 @@ class TestOneDemoFleet:
         first = shared_demo.logins.read_text()
         _demo()
         assert shared_demo.logins.read_text() == first
-        assert authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"]) is not None
+        assert (
+            authenticate(RequestFactory().post("/login/"), username="admin", password=json.loads(first)["admin"])
+            is not None
+        )
 
 
 # Two full builds of the demo of its own: `make test` runs it.

@@ -35,7 +35,9 @@ def run(*args: str) -> subprocess.CompletedProcess:
 @pytest.mark.django_db
 def test_it_registers_a_node_given_by_hand():
     text = register("1774", *NODE_1774)
-    assert text.strip() == "registered node 1774 (farm 1) with policy zos v1: 6 slice(s) of 1 vCPU / 4 GiB / 151 GiB disk"
+    assert (
+        text.strip() == "registered node 1774 (farm 1) with policy zos v1: 6 slice(s) of 1 vCPU / 4 GiB / 151 GiB disk"
+    )
     assert Node.objects.get(node_id=1774).slices.count() == 6
 
 
@@ -106,7 +108,10 @@ def test_it_refuses_a_node_registered_twice():
         (["1774", *NODE_1774[:-2], "--farm-id=-1"], "--farm-id: '-1' is not a whole number of 0 or more"),
         (["1774", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB", "--farm-id", "1"], "decimal unit"),
         (["1774", *NODE_1774, "--policy", "zoz"], "unknown policy 'zoz'"),
-        (["1774", *NODE_1774, "--pools", "10GiB", "900GiB"], "the first pool is 10 GiB; it must hold the 20 GiB zos-cache"),
+        (
+            ["1774", *NODE_1774, "--pools", "10GiB", "900GiB"],
+            "the first pool is 10 GiB; it must hold the 20 GiB zos-cache",
+        ),
         (["1774", *NODE_1774, "--twin-id", "x"], "--twin-id: 'x' is not a whole number of 0 or more"),
     ],
 )

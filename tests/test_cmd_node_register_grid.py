@@ -44,7 +44,10 @@ def test_it_stores_what_the_grid_says_about_the_node(grid):
     register("1774")
     node = Node.objects.get(node_id=1774)
     assert (node.twin_id, node.dedicated, node.total, node.pools_sru) == (
-        9011, True, Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), [int(931.5 * GiB)]
+        9011,
+        True,
+        Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)),
+        [int(931.5 * GiB)],
     )
 
 
@@ -88,10 +91,19 @@ def test_it_says_the_grid_is_down_and_writes_nothing(gridproxy_down):
 
 
 def test_it_names_the_malformed_field_and_writes_nothing(gridproxy_serving):
-    gridproxy_serving({"/nodes/1774": {
-        "nodeId": 1774, "farmId": 1, "status": "up",
-        "capacity": {"total_resources": {"cru": 8, "mru": -5, "sru": 1000, "hru": 0}, "used_resources": {"cru": 0, "mru": 0, "sru": 0, "hru": 0}},
-    }})
+    gridproxy_serving(
+        {
+            "/nodes/1774": {
+                "nodeId": 1774,
+                "farmId": 1,
+                "status": "up",
+                "capacity": {
+                    "total_resources": {"cru": 8, "mru": -5, "sru": 1000, "hru": 0},
+                    "used_resources": {"cru": 0, "mru": 0, "sru": 0, "hru": 0},
+                },
+            }
+        }
+    )
     with pytest.raises(CommandError, match=r"^grid: .*mru"):
         register("1774")
     assert not Node.objects.exists()
@@ -114,7 +126,9 @@ def node_answer(**fields) -> dict:
 
 
 @pytest.mark.parametrize("field", ["farmName", "country", "city", "status"])
-@pytest.mark.parametrize("bad", ["bad\u0000nul", "bad\ud800surrogate", "bad\udfffsurrogate"], ids=["nul", "high", "low"])
+@pytest.mark.parametrize(
+    "bad", ["bad\u0000nul", "bad\ud800surrogate", "bad\udfffsurrogate"], ids=["nul", "high", "low"]
+)
 def test_it_refuses_unstorable_text_in_one_line_naming_the_field_and_stores_nothing(gridproxy_serving, field, bad):
     gridproxy_serving({"/nodes/1774": json.dumps(node_answer(**{field: bad}))})
     with pytest.raises(CommandError) as raised:
@@ -153,16 +167,25 @@ def test_it_fails_within_its_budget_in_one_line_when_the_proxy_drips(gridproxy_s
 
     url = gridproxy_serving({"/nodes/1774": Answer(200, (SAMPLES / "node-1774.json").read_bytes(), drip=1.0)})
     env = {
-        **os.environ, "GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url, "GRID_DEADLINE": "3",
-        "GRID_READ_TIMEOUT": "10", "GRID_RETRIES": "2", "LOG_LEVEL": "INFO",
+        **os.environ,
+        "GRID_BACKEND": "gridproxy",
+        "GRID_PROXY_URL": url,
+        "GRID_DEADLINE": "3",
+        "GRID_READ_TIMEOUT": "10",
+        "GRID_RETRIES": "2",
+        "LOG_LEVEL": "INFO",
         # The grid is read before anything is written: the command never gets as far as a database.
         "DATABASE_URL": "postgres://nobody@127.0.0.1:1/nowhere",
-    }  # fmt: skip
+    }
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "manage.py", "node_register", "1774"],
-        cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     took = time.monotonic() - started
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [

@@ -106,10 +106,15 @@ def test_it_exits_2_without_a_traceback_from_the_shell(legacy_node_1774):
     }
     done = subprocess.run(
         [sys.executable, "manage.py", "node_reregister", "424242", "--skip-checks"],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60,
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert (done.returncode, done.stderr.strip()) == (
-        2, "CommandError: node 424242 is not registered; run manage.py node_register 424242"
+        2,
+        "CommandError: node 424242 is not registered; run manage.py node_register 424242",
     )
 
 
@@ -144,7 +149,12 @@ def test_it_exits_1_with_the_reason_when_the_job_fails(legacy_node_1774, gridpro
 def test_it_waits_for_a_bulk_job(legacy_fleet, live_worker):
     legacy_fleet(3)
     outcome = json.loads(command("--stale", "--wait", "--json"))
-    assert (outcome["status"], outcome["stale"], outcome["reregistered"], outcome["failures"]) == ("succeeded", 3, 3, [])
+    assert (outcome["status"], outcome["stale"], outcome["reregistered"], outcome["failures"]) == (
+        "succeeded",
+        3,
+        3,
+        [],
+    )
 
 
 @pytest.mark.django_db(transaction=True)

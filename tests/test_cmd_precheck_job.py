@@ -22,7 +22,9 @@ def test_it_queues_a_precheck_job_from_the_command_line(legacy_node_1774):
     job = Job.objects.get()
     assert out == f"queued: job #{job.pk} (node 1774, queued)\n"
     assert (job.kind, job.source, AuditEvent.objects.filter(job=job, action="job.requested").count()) == (
-        Job.Kind.PRECHECK, "command", 1
+        Job.Kind.PRECHECK,
+        "command",
+        1,
     )
 
 

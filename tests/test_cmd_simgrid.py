@@ -27,8 +27,13 @@ def simgrid(*args: str) -> str:
 def manage(*args: str, simgrid_path: Path, **popen) -> subprocess.Popen:
     env = dict(os.environ, SIMGRID_PATH=str(simgrid_path), PYTHONUNBUFFERED="1")
     return subprocess.Popen(
-        [sys.executable, "manage.py", *args], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, **popen,
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
     )
 
 
@@ -43,8 +48,22 @@ def test_it_adds_a_node_with_sizes_in_gib(simgrid_path):
 
 
 def test_it_adds_a_node_with_pools_status_and_hidden_overhead(simgrid_path):
-    simgrid("add-node", "7", "--cru", "8", "--mru", "64GiB", "--sru", "930GiB", "--pools", "465GiB,465GiB",
-            "--per-vm-overhead-mru", "512MiB", "--status", "standby")
+    simgrid(
+        "add-node",
+        "7",
+        "--cru",
+        "8",
+        "--mru",
+        "64GiB",
+        "--sru",
+        "930GiB",
+        "--pools",
+        "465GiB,465GiB",
+        "--per-vm-overhead-mru",
+        "512MiB",
+        "--status",
+        "standby",
+    )
 
     node = SimulatedGrid(simgrid_path).node(7)
     assert (node.pools_sru, node.status) == ((465 * GiB, 465 * GiB), "standby")
@@ -135,8 +154,18 @@ def test_it_resets_the_grid(simgrid_path):
 
 
 def test_a_bad_size_is_one_line_on_stderr_and_a_failing_exit(tmp_path):
-    process = manage("simgrid", "add-node", "1774", "--cru", "8", "--mru", "lots", "--sru", "931.5GiB",
-                     simgrid_path=tmp_path / "simgrid.sqlite3")
+    process = manage(
+        "simgrid",
+        "add-node",
+        "1774",
+        "--cru",
+        "8",
+        "--mru",
+        "lots",
+        "--sru",
+        "931.5GiB",
+        simgrid_path=tmp_path / "simgrid.sqlite3",
+    )
     out, err = process.communicate(timeout=60)
 
     assert process.returncode != 0

@@ -118,6 +118,13 @@ def test_it_prints_one_line_without_traceback_from_the_command_line(simgrid_path
     }
     done = subprocess.run(
         [sys.executable, "manage.py", "slice_deploy", "4040", "--all-free"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=60,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
-    assert (done.returncode, done.stderr.strip()) == (2, "CommandError: node 4040 is not registered; run manage.py node_register 4040")
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        "CommandError: node 4040 is not registered; run manage.py node_register 4040",
+    )

@@ -66,7 +66,12 @@ def test_it_serves_the_demo_and_runs_a_reregister_on_sqlite_and_the_filesystem_b
 
     worker = subprocess.Popen(
         [str(Path(sys.executable).parent / "celery"), "-A", "dashboard", "worker", "--pool=solo", "--loglevel=WARNING"],
-        cwd=BASE_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60

@@ -11,7 +11,9 @@ from dashboard.grid.simulator import SimulatedGrid
 from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline
 
 MEMORY = "failed to satisfy required capacity: cannot fulfil required memory size 4294967296 bytes out of usable 4187593114 bytes"
-VDISK = f"failed to find a candidate to host vdisk of size '{151 * GiB}': not enough space left in pools of this type ssd"
+VDISK = (
+    f"failed to find a candidate to host vdisk of size '{151 * GiB}': not enough space left in pools of this type ssd"
+)
 ROOTFS = "failed to create vm rootfs: not enough space left in pools of this type ssd"
 
 
@@ -26,8 +28,11 @@ def go(reason: str, workload: str = "vm7", deployment: int = 4711) -> str:
         (MEMORY, "memory", MEMORY),
         (go(MEMORY), "memory", MEMORY),
         ("error waiting deployment: " + go(MEMORY), "memory", MEMORY),
-        ("failed to satisfy required capacity: cannot fulfil required memory size", "memory",
-         "failed to satisfy required capacity: cannot fulfil required memory size"),
+        (
+            "failed to satisfy required capacity: cannot fulfil required memory size",
+            "memory",
+            "failed to satisfy required capacity: cannot fulfil required memory size",
+        ),
         # disk
         ("not enough space left in pools of this type ssd", "disk", "not enough space left in pools of this type ssd"),
         (ROOTFS, "disk", ROOTFS),
@@ -36,9 +41,16 @@ def go(reason: str, workload: str = "vm7", deployment: int = 4711) -> str:
         (go(VDISK, workload="vm7disk"), "disk", VDISK),
         # validation
         ("mem capacity can't be less that 250M", "validation", "mem capacity can't be less that 250M"),
-        (f"disk size can't be less that {2 * GiB}. Set to 0 for minimum", "validation",
-         f"disk size can't be less that {2 * GiB}. Set to 0 for minimum"),
-        ("deployment is invalid: mem capacity can't be less that 250M", "validation", "mem capacity can't be less that 250M"),
+        (
+            f"disk size can't be less that {2 * GiB}. Set to 0 for minimum",
+            "validation",
+            f"disk size can't be less that {2 * GiB}. Set to 0 for minimum",
+        ),
+        (
+            "deployment is invalid: mem capacity can't be less that 250M",
+            "validation",
+            "mem capacity can't be less that 250M",
+        ),
         ("cpu capcity can't be 0", "validation", "cpu capcity can't be 0"),
         # the Go deployer's other states carry reasons too (and its 'worklaod' typo)
         (f"workload vm7 state within deployment 9 is deleted: {MEMORY}", "memory", MEMORY),

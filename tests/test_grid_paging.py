@@ -25,8 +25,14 @@ def grid(tmp_path):
     """Farms 1 (ids 1-5, node 3 down) and 2 (ids 10-11) behind simhttp, read by the real client."""
     sim = SimulatedGrid(tmp_path / "simgrid.sqlite3")
     for node_id in (1, 2, 3, 4, 5, 10, 11):
-        sim.add_node(node_id, cru=4, mru=16 * GiB, sru=500 * GiB, farm_id=1 if node_id < 10 else 2,
-                     status="down" if node_id == 3 else "up")  # fmt: skip
+        sim.add_node(
+            node_id,
+            cru=4,
+            mru=16 * GiB,
+            sru=500 * GiB,
+            farm_id=1 if node_id < 10 else 2,
+            status="down" if node_id == 3 else "up",
+        )
     server = serve_simulator(sim)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield GridProxyClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0)

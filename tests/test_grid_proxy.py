@@ -43,7 +43,13 @@ def test_it_reads_a_node_with_its_nested_capacity(proxy):
 
     assert node.total == Resources(cru=8, mru=33285996544, sru=1000190509056, hru=0)
     assert node.used == Resources(cru=1, mru=7623566950, sru=164282499072, hru=0)
-    assert (node.farm_id, node.farm_name, node.twin_id, node.status, node.dedicated) == (4242, "mitana", 9011, "up", True)
+    assert (node.farm_id, node.farm_name, node.twin_id, node.status, node.dedicated) == (
+        4242,
+        "mitana",
+        9011,
+        "up",
+        True,
+    )
 
 
 def test_it_reads_rented_by_twin_zero_as_not_rented(proxy):
@@ -121,7 +127,9 @@ def test_it_says_connection_refused_when_nothing_listens():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    client = GridProxyClient(f"http://127.0.0.1:{port}", connect_timeout=0.5, read_timeout=0.5, retries=1, backoff=0.001)
+    client = GridProxyClient(
+        f"http://127.0.0.1:{port}", connect_timeout=0.5, read_timeout=0.5, retries=1, backoff=0.001
+    )
 
     with pytest.raises(GridUnavailable) as raised:
         client.node(1774)
@@ -173,14 +181,35 @@ _REMOVE = object()
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"total_resources__mru": -5}, "node 1774: capacity.total_resources.mru is -5, must be a non-negative byte count"),
-        ({"total_resources__mru": None}, "node 1774: capacity.total_resources.mru is null, must be a non-negative byte count"),
+        (
+            {"total_resources__mru": -5},
+            "node 1774: capacity.total_resources.mru is -5, must be a non-negative byte count",
+        ),
+        (
+            {"total_resources__mru": None},
+            "node 1774: capacity.total_resources.mru is null, must be a non-negative byte count",
+        ),
         ({"total_resources__mru": _REMOVE}, "node 1774: capacity.total_resources.mru is missing"),
-        ({"total_resources__mru": "33285996544"}, "capacity.total_resources.mru is a string ('33285996544'), must be a non-negative byte count"),
-        ({"total_resources__mru": True}, "capacity.total_resources.mru is a boolean (true), must be a non-negative byte count"),
-        ({"total_resources__mru": 1.5}, "capacity.total_resources.mru is 1.5, must be a non-negative byte count (a whole number)"),
-        ({"total_resources__mru": 65 * 1024 * GiB}, "capacity.total_resources.mru is 65 TiB (71468255805440 bytes), more than any single node has (limit 64 TiB)"),
-        ({"total_resources__cru": 5000}, "capacity.total_resources.cru is 5000, more than any single node has (limit 4096)"),
+        (
+            {"total_resources__mru": "33285996544"},
+            "capacity.total_resources.mru is a string ('33285996544'), must be a non-negative byte count",
+        ),
+        (
+            {"total_resources__mru": True},
+            "capacity.total_resources.mru is a boolean (true), must be a non-negative byte count",
+        ),
+        (
+            {"total_resources__mru": 1.5},
+            "capacity.total_resources.mru is 1.5, must be a non-negative byte count (a whole number)",
+        ),
+        (
+            {"total_resources__mru": 65 * 1024 * GiB},
+            "capacity.total_resources.mru is 65 TiB (71468255805440 bytes), more than any single node has (limit 64 TiB)",
+        ),
+        (
+            {"total_resources__cru": 5000},
+            "capacity.total_resources.cru is 5000, more than any single node has (limit 4096)",
+        ),
         ({"total_resources__sru": 2 * 1024**5}, "capacity.total_resources.sru is 2048 TiB"),
         ({"used_resources__sru": -1}, "capacity.used_resources.sru is -1, must be a non-negative byte count"),
         ({"used_resources__mru": 200 * GiB}, "capacity.used_resources.mru is 200 GiB but the node has only 31 GiB"),
@@ -326,7 +355,9 @@ def test_it_says_a_down_node_is_offline_without_retrying(proxy):
 
 
 def test_it_says_the_relay_failed_when_statistics_fail_otherwise(proxy):
-    proxy.answer("/nodes/1774/statistics", Answer(500, {"error": "failed to get get node statistics from relay: timeout"}))
+    proxy.answer(
+        "/nodes/1774/statistics", Answer(500, {"error": "failed to get get node statistics from relay: timeout"})
+    )
 
     with pytest.raises(GridUnavailable, match="could not get node 1774's statistics from the node"):
         client_for(proxy).statistics(1774)
@@ -345,7 +376,9 @@ def test_it_names_the_statistics_field_that_is_wrong(proxy):
     stats["used"]["mru"] = None
     proxy.answer("/nodes/1774/statistics", stats)
 
-    with pytest.raises(MalformedPayload, match="node 1774 statistics: used.mru is null, must be a non-negative byte count"):
+    with pytest.raises(
+        MalformedPayload, match="node 1774 statistics: used.mru is null, must be a non-negative byte count"
+    ):
         client_for(proxy).statistics(1774)
 
 

@@ -64,8 +64,18 @@ def test_each_request_is_counted_by_endpoint_and_outcome_and_scraped_as_a_histog
     assert samples[("slicedash_grid_request_duration_seconds_count", ok)] == 2
     assert samples[("slicedash_grid_request_duration_seconds_bucket", (*ok[:1], ("le", "+Inf"), *ok[1:]))] == 2
     assert samples[("slicedash_grid_request_duration_seconds_sum", ok)] > 0
-    assert samples[("slicedash_grid_request_duration_seconds_count", (("endpoint", "/nodes/{id}"), ("outcome", "not_found")))] == 1
-    assert samples[("slicedash_grid_request_duration_seconds_count", (("endpoint", "/nodes/{id}"), ("outcome", "unavailable")))] == 1
+    assert (
+        samples[
+            ("slicedash_grid_request_duration_seconds_count", (("endpoint", "/nodes/{id}"), ("outcome", "not_found")))
+        ]
+        == 1
+    )
+    assert (
+        samples[
+            ("slicedash_grid_request_duration_seconds_count", (("endpoint", "/nodes/{id}"), ("outcome", "unavailable")))
+        ]
+        == 1
+    )
 
 
 @pytest.mark.django_db

@@ -79,7 +79,10 @@ def test_it_answers_404_like_the_proxy(url):
 def test_it_answers_statistics_of_a_down_node_like_the_proxy(url):
     answer = requests.get(f"{url}/nodes/3001/statistics", timeout=2)
 
-    assert (answer.status_code, answer.json()) == (500, {"error": "cannot fetch statistics from node 3001 with status: down"})
+    assert (answer.status_code, answer.json()) == (
+        500,
+        {"error": "cannot fetch statistics from node 3001 with status: down"},
+    )
 
 
 def test_a_node_has_every_field_the_proxy_sample_has(url):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dashboard.capacity import GiB, MiB, PROFILES, Resources, SliceSize, carve
+from dashboard.capacity import PROFILES, GiB, MiB, Resources, SliceSize, carve
 from dashboard.grid.simulator import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
 from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline, WorkloadNotFound
 
@@ -60,7 +60,10 @@ def test_it_refuses_the_seventh_legacy_slice_on_memory(node_1774):
     with pytest.raises(DeploymentFailed) as raised:
         node_1774.deploy_vm(1774, LEGACY_SLICE, name="vm6")
 
-    assert f"cannot fulfil required memory size 4294967296 bytes out of usable {USABLE_AFTER_SIX} bytes" in raised.value.raw
+    assert (
+        f"cannot fulfil required memory size 4294967296 bytes out of usable {USABLE_AFTER_SIX} bytes"
+        in raised.value.raw
+    )
 
 
 def test_it_refuses_a_data_disk_no_pool_can_hold_when_memory_fits(node_1774):
@@ -89,7 +92,11 @@ def test_it_reports_statistics_with_the_reserve_as_system(node_1774):
     stats = node_1774.statistics(1774)
 
     assert (stats.system.mru, stats.system.sru, stats.used.mru, stats.deployments) == (
-        3328599654, 20 * GiB, 4 * GiB + 3328599654, 1)
+        3328599654,
+        20 * GiB,
+        4 * GiB + 3328599654,
+        1,
+    )
 
 
 # --- disks are placed per pool --------------------------------------------------------------
@@ -218,7 +225,10 @@ def test_a_memory_refusal_reveals_the_memory_really_in_use(grid):
     [
         (SliceSize(cru=1, mru=200 * MiB, sru=GiB), "mem capacity can't be less that 250M"),
         (SliceSize(cru=0, mru=4 * GiB, sru=GiB), "cpu capcity can't be 0"),
-        (SliceSize(cru=4, mru=16 * GiB, sru=GiB, rootfs=GiB), f"disk size can't be less that {2 * GiB}. Set to 0 for minimum"),
+        (
+            SliceSize(cru=4, mru=16 * GiB, sru=GiB, rootfs=GiB),
+            f"disk size can't be less that {2 * GiB}. Set to 0 for minimum",
+        ),
     ],
 )
 def test_it_rejects_an_invalid_vm_before_creating_a_contract(node_1774, size, reason):
@@ -303,7 +313,10 @@ def test_replacing_a_node_drops_its_vms(node_1774):
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"pools": [500 * GiB, 500 * GiB]}, "the pools add up to 1000 GiB, more than the node's SSD total of 931.5 GiB"),
+        (
+            {"pools": [500 * GiB, 500 * GiB]},
+            "the pools add up to 1000 GiB, more than the node's SSD total of 931.5 GiB",
+        ),
         ({"pools": [10 * GiB, 15 * GiB]}, "the largest pool is 15 GiB; it must hold the 20 GiB zos-cache"),
         ({"sru": 10 * GiB}, "sru is 10 GiB, must be at least 20 GiB (the 20 GiB zos-cache ZOS keeps)"),
         ({"cru": 0}, "cru is 0, must be at least 1"),
@@ -383,7 +396,9 @@ def test_concurrent_deploys_never_oversubscribe_a_node(tmp_path):
 def sane_nodes(draw):
     mru = draw(st.integers(min_value=8, max_value=256)) * GiB + draw(st.integers(0, GiB - 1))
     pool_count = draw(st.integers(min_value=1, max_value=4))
-    pools = [draw(st.integers(min_value=64, max_value=2048)) * GiB + draw(st.integers(0, GiB - 1)) for _ in range(pool_count)]
+    pools = [
+        draw(st.integers(min_value=64, max_value=2048)) * GiB + draw(st.integers(0, GiB - 1)) for _ in range(pool_count)
+    ]
     spare = draw(st.sampled_from([0, 0, GiB // 2]))  # disk not given to any pool
     cru = draw(st.integers(min_value=1, max_value=64))
     return cru, mru, sum(pools) + spare, pools

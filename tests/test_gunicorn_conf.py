@@ -30,21 +30,33 @@ def free_port() -> int:
 def gunicorn_asked_with_forged_https(tmp_path, **variables) -> requests.Response:
     port = free_port()
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "VAR_DIR": str(tmp_path / "var"),
-        "DEBUG": "false", "SECRET_KEY": secrets.token_urlsafe(64), "ALLOWED_HOSTS": "127.0.0.1",
-        "DATABASE_URL": os.environ["DATABASE_URL"], "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"], **variables,
-    }  # fmt: skip
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "VAR_DIR": str(tmp_path / "var"),
+        "DEBUG": "false",
+        "SECRET_KEY": secrets.token_urlsafe(64),
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "CELERY_BROKER_URL": os.environ["CELERY_BROKER_URL"],
+        **variables,
+    }
     server = subprocess.Popen(
         [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
-        cwd=settings.BASE_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
             try:
                 # Anonymous, to a page behind the login: nothing is rendered, nothing is read from the database.
                 return requests.get(
-                    f"http://127.0.0.1:{port}/jobs/", headers={"X-Forwarded-Proto": "https"}, allow_redirects=False, timeout=5
+                    f"http://127.0.0.1:{port}/jobs/",
+                    headers={"X-Forwarded-Proto": "https"},
+                    allow_redirects=False,
+                    timeout=5,
                 )
             except requests.ConnectionError:
                 assert server.poll() is None, server.stderr.read().decode()

@@ -93,7 +93,9 @@ def test_it_records_progress_per_node(legacy_fleet):
     legacy_fleet(7)
     job = bulk()
     assert (job.progress_total, job.progress_done, job.result["words"]) == (
-        7, 7, "re-registered 7 of 7 stale node(s); 0 already up to date; 0 failed"
+        7,
+        7,
+        "re-registered 7 of 7 stale node(s); 0 already up to date; 0 failed",
     )
 
 
@@ -127,8 +129,11 @@ def bulk_run_of_210_with_3_gone(django_db_setup, django_db_blocker, tmp_path_fac
     from dashboard.services.reregister import bulk as reregister
 
     simgrid = tmp_path_factory.mktemp("bulk-210") / "simgrid.sqlite3"
-    with pytest.MonkeyPatch.context() as patch, override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"), \
-            rolled_back_after(django_db_blocker):
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"),
+        rolled_back_after(django_db_blocker),
+    ):
         patch.setattr(reregister, "BULK_SAMPLE", 5)
         grid = SimulatedGrid(simgrid)
         legacy_fleet_build(grid, 210, first=1, farm_id=1, mru=16 * GiB, sru=500 * GiB)
@@ -154,14 +159,21 @@ class TestABulkRunOf210Nodes:
         result = fleet_210_with_3_gone[0].result
         assert [f["node_id"] for f in result["failures"]] == [3, 150, 209]
         assert (result["stale"], result["seen"], result["reregistered"], result["unchanged"], result["failed"]) == (
-            210, 210, 207, 0, 3
+            210,
+            210,
+            207,
+            0,
+            3,
         )
 
     def test_it_totals_the_slices_and_the_fleet_figures_of_every_node_not_only_the_sample(self, fleet_210_with_3_gone):
         job, slices_before = fleet_210_with_3_gone
         result = job.result
         slices_after = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
-        assert (result["fleet"]["before"]["slices"], result["fleet"]["after"]["slices"]) == (slices_before, slices_after)
+        assert (result["fleet"]["before"]["slices"], result["fleet"]["after"]["slices"]) == (
+            slices_before,
+            slices_after,
+        )
         assert result["slices"]["added"] - result["slices"]["removed"] == slices_after - slices_before
         assert result["slices"]["kept"] + result["slices"]["added"] == slices_after
 

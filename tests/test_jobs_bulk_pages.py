@@ -25,8 +25,12 @@ class CountingGrid:
         if self.pages_fail:
             raise GridUnavailable("the proxy answered 502 for the page")
         page = self.grid.nodes(**kwargs)
-        return type(page)(nodes=tuple(n for n in page.nodes if n.node_id not in self.omit), page=page.page,
-                          size=page.size, skipped=page.skipped)  # fmt: skip
+        return type(page)(
+            nodes=tuple(n for n in page.nodes if n.node_id not in self.omit),
+            page=page.page,
+            size=page.size,
+            skipped=page.skipped,
+        )
 
     def node(self, node_id):
         self.single.append(node_id)
@@ -75,7 +79,12 @@ def test_it_reads_a_batch_of_30_nodes_in_one_request(legacy_fleet, counting_grid
     grid = counting_grid()
     job = bulk()
     assert (grid.pages, grid.single) == ([list(range(1, 31))], [])
-    assert (job.result["pages"], job.result["read_alone"], job.result["requests"], job.result["reregistered"]) == (1, 0, 1, 30)
+    assert (job.result["pages"], job.result["read_alone"], job.result["requests"], job.result["reregistered"]) == (
+        1,
+        0,
+        1,
+        30,
+    )
 
 
 @pytest.mark.django_db
@@ -97,7 +106,9 @@ def test_it_reads_each_node_of_a_page_that_fails_on_its_own(legacy_fleet, counti
 
 
 @pytest.mark.django_db
-def test_it_reads_a_page_again_when_its_plans_are_past_the_reading_age(legacy_fleet, counting_grid, one_batch, settings):
+def test_it_reads_a_page_again_when_its_plans_are_past_the_reading_age(
+    legacy_fleet, counting_grid, one_batch, settings
+):
     settings.BULK_READING_MAX_AGE = 0.3
     legacy_fleet(5)
     # Node 5 is missing from the page and slow on its own: the page's four plans are too old after it.

@@ -103,9 +103,24 @@ def worker_process(tmp_path, simgrid_path, broker_purged):
         }
         log = open(tmp_path / f"worker-{n}.log", "w")
         proc = subprocess.Popen(
-            [str(CELERY), "-A", "dashboard", "worker", f"--pool={pool}", "--concurrency=1", "--loglevel=INFO",
-             "--without-mingle", "--without-gossip", "--without-heartbeat", "-n", f"killtest{n}@%h"],
-            cwd=BASE_DIR, env=environ, stdout=log, stderr=subprocess.STDOUT,
+            [
+                str(CELERY),
+                "-A",
+                "dashboard",
+                "worker",
+                f"--pool={pool}",
+                "--concurrency=1",
+                "--loglevel=INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+                "-n",
+                f"killtest{n}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         started.append((proc, log))
         # Tests that look at the worker's behaviour need it consuming before they send anything.
@@ -152,7 +167,8 @@ def test_it_survives_a_sigkill(
         if recovery == "reaper":
             wait_until(
                 lambda: not broker_purged.connection_for_write().default_channel.client.llen("celery"),
-                timeout=10, what="the redelivered message to be taken",
+                timeout=10,
+                what="the redelivered message to be taken",
             )
         job = job_finished(job, timeout=30)
 
@@ -183,7 +199,9 @@ def test_it_stops_a_bulk_job_at_its_soft_time_limit_instead_of_going_on(legacy_f
     )
     job = job_finished(job_request(kind=Job.Kind.BULK_REREGISTER).job, timeout=60)
     assert (job.state, job.error) == (Job.State.FAILED, "timed out after 2 s")
-    assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"legacy"}  # the open transaction rolled back
+    assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {
+        "legacy"
+    }  # the open transaction rolled back
 
 
 def bulk_node_states() -> dict[int, str]:
@@ -227,7 +245,10 @@ def test_it_leaves_no_node_half_applied_when_killed_inside_a_bulk_batch(
     with start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30):
         job = job_finished(job, timeout=60)
     assert (job.state, job.attempts, job.result["stale"], job.result["reregistered"]) == (
-        Job.State.SUCCEEDED, 2, 27, 27
+        Job.State.SUCCEEDED,
+        2,
+        27,
+        27,
     )
     assert set(bulk_node_states().values()) == {"new"}
     events = AuditEvent.objects.filter(job=job, action="job.node-reregistered")

@@ -62,7 +62,9 @@ def make_run(tmp_path):
     """Start `make run` on a free port, from a bare environment (the embedded default under tmp_path)."""
     port = free_port()
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "VAR_DIR": str(tmp_path / "var"),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "VAR_DIR": str(tmp_path / "var"),
         "LANG": "C.UTF-8",
     }
     output = tmp_path / "make-run.log"
@@ -70,7 +72,11 @@ def make_run(tmp_path):
         # -o: the shared virtualenv is already installed; never reinstall it from a test.
         process = subprocess.Popen(
             ["make", "--no-print-directory", "-o", ".venv/.installed", "run", f"PORT={port}", "HOST=127.0.0.1"],
-            cwd=BASE_DIR, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            cwd=BASE_DIR,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     process.port, process.output, process.var_dir = port, output, tmp_path / "var"

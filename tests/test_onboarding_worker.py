@@ -29,8 +29,9 @@ class FlakyProxy:
         if kwargs.get("page") == self.failing_page:
             raise GridUnavailable(f"simulated outage on page {self.failing_page}")
         page = self.grid.nodes(**kwargs)
-        return type(page)(nodes=tuple(n for n in page.nodes if n.node_id not in self.omitted), page=page.page,
-                          size=page.size)  # fmt: skip
+        return type(page)(
+            nodes=tuple(n for n in page.nodes if n.node_id not in self.omitted), page=page.page, size=page.size
+        )
 
     def node(self, node_id):
         self.read_alone.append(node_id)
@@ -56,7 +57,9 @@ def proxy(simgrid_path, settings):
 
 
 def onboarding(**request) -> Job:
-    return job_request(kind=Job.Kind.ONBOARD, source="command", parameters=OnboardRequest(**request).as_parameters()).job
+    return job_request(
+        kind=Job.Kind.ONBOARD, source="command", parameters=OnboardRequest(**request).as_parameters()
+    ).job
 
 
 def consistent() -> bool:

@@ -47,7 +47,9 @@ def test_it_reads_again_a_reading_older_than_the_callers_own_limit(api_call, api
 
 
 @pytest.mark.django_db
-def test_it_says_503_and_keeps_the_old_reading_when_the_reread_cannot_be_done(api_call, api_token, sim_node, gridproxy_down):
+def test_it_says_503_and_keeps_the_old_reading_when_the_reread_cannot_be_done(
+    api_call, api_token, sim_node, gridproxy_down
+):
     sim_node(1774, **NODE)
     read_ago(1774, timedelta(hours=2))
     response = api_call("post", PRECHECK, api_token("precheck"), json={"max_age_seconds": 86400})

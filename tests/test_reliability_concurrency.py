@@ -27,7 +27,9 @@ ACTIONS = ["node-reregister", "node-preview", "node-precheck"]
 
 @pytest.fixture
 def ten_nodes(sim_node):
-    return [sim_node(100 + n, cru=8, mru=16 * GiB, sru=500 * GiB, farm_id=1, policy_name="legacy") for n in range(NODES)]
+    return [
+        sim_node(100 + n, cru=8, mru=16 * GiB, sru=500 * GiB, farm_id=1, policy_name="legacy") for n in range(NODES)
+    ]
 
 
 @pytest.fixture
@@ -53,16 +55,21 @@ def click_together(clients, plan) -> list[tuple[int, int, str]]:
         try:
             for node_id, action in steps:
                 barrier.wait(timeout=60)
-                response = client.post(reverse(action, args=[node_id]), **({"HTTP_HX_REQUEST": "true"} if action == "node-precheck" else {}))
+                response = client.post(
+                    reverse(action, args=[node_id]),
+                    **({"HTTP_HX_REQUEST": "true"} if action == "node-precheck" else {}),
+                )
                 with lock:
-                    answers.append((node_id, response.status_code, response.get("Location", "") or response.content.decode()))
+                    answers.append(
+                        (node_id, response.status_code, response.get("Location", "") or response.content.decode())
+                    )
         except BaseException as exc:  # a thread's exception would otherwise vanish
             errors.append(exc)
             barrier.abort()
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=(c, steps)) for c, steps in zip(clients, plan)]
+    threads = [threading.Thread(target=run, args=(c, steps)) for c, steps in zip(clients, plan, strict=True)]
     for t in threads:
         t.start()
     for t in threads:
@@ -102,5 +109,7 @@ def test_it_starts_one_job_per_node_when_different_actions_race_across_nodes(ten
 
 def test_it_audits_one_request_and_19_refusals_per_node(ten_nodes, clickers):
     click_together(clickers, [[(node.node_id, "node-reregister") for node in ten_nodes] for _ in clickers])
-    actions = sorted(AuditEvent.objects.filter(node__in=Node.objects.all(), job__isnull=False).values_list("action", flat=True))
+    actions = sorted(
+        AuditEvent.objects.filter(node__in=Node.objects.all(), job__isnull=False).values_list("action", flat=True)
+    )
     assert actions.count("job.requested") == NODES and actions.count("job.already-active") == NODES * (CLICKS - 1)

@@ -68,10 +68,15 @@ class OwnRedis:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        persistence = ["--appendonly", "yes", "--appendfsync", "always", "--save", ""] if self.persistent else ["--appendonly", "no", "--save", ""]
+        persistence = (
+            ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+            if self.persistent
+            else ["--appendonly", "no", "--save", ""]
+        )
         self.proc = subprocess.Popen(
             [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.workdir), *persistence],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
         wait_until(lambda: self._pings(client), timeout=10, what="our redis-server to answer")
@@ -180,7 +185,9 @@ def test_it_shows_why_on_the_job_page_and_takes_the_next_click_once_the_broker_i
 
 
 @pytest.mark.parametrize("url", ["/nodes/1774/reregister/", "/fleet/reregister-stale/"])
-def test_it_says_could_not_start_and_not_started_when_the_broker_is_down(legacy_node_1774, own_redis, admin_client, url):
+def test_it_says_could_not_start_and_not_started_when_the_broker_is_down(
+    legacy_node_1774, own_redis, admin_client, url
+):
     own_redis.stop()
     page = admin_client.post(url, follow=True).content.decode()
     assert "Could not start" in page and "could not queue the job" in page
@@ -225,9 +232,7 @@ def test_it_finishes_a_running_job_when_the_broker_restarts_meanwhile(
     assert len(catalog(legacy_node_1774)) == 6
 
 
-def test_it_runs_the_next_job_once_the_worker_has_reconnected(
-    legacy_node_1774, own_redis, own_worker, job_finished
-):
+def test_it_runs_the_next_job_once_the_worker_has_reconnected(legacy_node_1774, own_redis, own_worker, job_finished):
     own_redis.stop()
     own_redis.start()
     job = job_finished(job_request(kind=Job.Kind.PRECHECK, node=legacy_node_1774).job, timeout=60)
@@ -265,7 +270,7 @@ def test_it_reaps_a_queued_job_whose_message_an_empty_restart_lost(legacy_node_1
 
 
 def test_it_sends_again_the_message_an_empty_restart_lost(legacy_node_1774, own_redis, settings):
-    job = job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job
+    job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774)
     own_redis.stop()
     own_redis.start()  # no persistence: the message is gone, the row says queued
     assert jobs_reap(now=timezone.now() + timedelta(seconds=settings.JOB_RESEND_AFTER + 1)) == 0
@@ -321,7 +326,9 @@ def test_it_fails_the_job_naming_the_timeout_when_the_grid_is_slower_than_it(
     assert job.finished_at - job.started_at < timedelta(seconds=10)
 
 
-def test_it_fails_the_job_with_the_status_when_the_grid_keeps_failing(legacy_node_1774, proxy, live_worker, job_finished):
+def test_it_fails_the_job_with_the_status_when_the_grid_keeps_failing(
+    legacy_node_1774, proxy, live_worker, job_finished
+):
     proxy.answer("/nodes/1774", Answer(500, {"error": "database is down"}))
     before = catalog(legacy_node_1774)
     job = job_finished(job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job, timeout=60)
@@ -329,7 +336,9 @@ def test_it_fails_the_job_with_the_status_when_the_grid_keeps_failing(legacy_nod
     assert catalog(legacy_node_1774) == before
 
 
-def test_it_completes_the_job_when_the_grid_recovers_within_the_retries(legacy_node_1774, proxy, live_worker, job_finished):
+def test_it_completes_the_job_when_the_grid_recovers_within_the_retries(
+    legacy_node_1774, proxy, live_worker, job_finished
+):
     down = Answer(503, {"error": "restarting"})
     proxy.answer("/nodes/1774", down, down, down, Answer(body=sample("node-1774.json")))
     job = job_finished(job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job, timeout=60)
@@ -376,7 +385,9 @@ def test_it_fails_the_job_at_once_when_the_connection_drops_inside_the_swap(
 def test_it_runs_the_next_job_on_a_fresh_connection_after_a_cut(
     legacy_node_1774, live_worker, job_finished, monkeypatch, tmp_path, settings
 ):
-    job_finished(cut_the_worker_at("swapped", legacy_node_1774, monkeypatch=monkeypatch, tmp_path=tmp_path, settings=settings))
+    job_finished(
+        cut_the_worker_at("swapped", legacy_node_1774, monkeypatch=monkeypatch, tmp_path=tmp_path, settings=settings)
+    )
     retry = job_finished(job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job, timeout=30)
     assert retry.state == Job.State.SUCCEEDED and len(catalog(legacy_node_1774)) == 6
 

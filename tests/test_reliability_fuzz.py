@@ -20,7 +20,8 @@ from urllib.parse import quote_from_bytes, urlencode
 
 import pytest
 from django.test import Client
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from bench.reliability.checks import catalog_snapshot, state_snapshot
 from dashboard import capacity
@@ -59,8 +60,28 @@ def budget(name: str):
 # --- JSON-like values ------------------------------------------------------------------------
 
 EDGE_NUMBERS = st.sampled_from(
-    [0, -1, 1, 2**31 - 1, 2**31, 2**32, 2**53 + 1, 2**63 - 1, 2**63, 2**64, 10**30, -(2**63), 0.5, -0.0, 1e308,
-     float("inf"), float("-inf"), float("nan"), 33285996544.0, 1e19]
+    [
+        0,
+        -1,
+        1,
+        2**31 - 1,
+        2**31,
+        2**32,
+        2**53 + 1,
+        2**63 - 1,
+        2**63,
+        2**64,
+        10**30,
+        -(2**63),
+        0.5,
+        -0.0,
+        1e308,
+        float("inf"),
+        float("-inf"),
+        float("nan"),
+        33285996544.0,
+        1e19,
+    ]
 )
 SCALARS = st.none() | st.booleans() | st.integers() | EDGE_NUMBERS | st.floats() | st.text(max_size=20)
 JSON_LIKE = st.recursive(
@@ -182,15 +203,92 @@ def grid_proxy_one(_one_answer_server):
 # Values a person (or a script) might type: empty, spaces, huge and negative numbers, other
 # scripts' digits, dates real and impossible, sizes in every unit, control characters.
 TYPED = st.sampled_from(
-    ["", " ", "0", "1", "-1", "1774", "01774", " 1774 ", "1774.0", "1e3", "99999999999", "2147483648",
-     "9223372036854775808", "99999999999999999999999999", "١٧٧٤", "１７７４", "²", "\x00", "1774\x00", "%00",
-     "yes", "no", "true", "null", "None", "up", "down", "standby", "unknown", "queued", "running", "failed",
-     "succeeded", "reregister", "precheck", "bulk-reregister", "memory", "disk", "node-offline", "csv", "json",
-     "node_id", "-node_id", "-gap", "-phantom", "-free", "seen", "farm", "status", "fleet", "farm", "node",
-     "2025-01-31", "2025-02-30", "0001-01-01", "9999-12-31", "10000-01-01", "1970-01-01T00:00", "31/01/2025",
-     "4GiB", "4 GiB", "0.5GiB", "931.5GiB", "250MiB", "1B", "0B", "-1GiB", "1e309GiB", "nanGiB", "infGiB",
-     "99999999TiB", "4GB", "4gib", "zos", "none", "bytes", "whole-gib", "legacy", "fleet-default",
-     "<script>alert(1)</script>", "' OR 1=1 --", "../../etc/passwd", "=cmd|' /C calc'!A0", "x" * 5000]
+    [
+        "",
+        " ",
+        "0",
+        "1",
+        "-1",
+        "1774",
+        "01774",
+        " 1774 ",
+        "1774.0",
+        "1e3",
+        "99999999999",
+        "2147483648",
+        "9223372036854775808",
+        "99999999999999999999999999",
+        "١٧٧٤",
+        "１７７４",
+        "²",
+        "\x00",
+        "1774\x00",
+        "%00",
+        "yes",
+        "no",
+        "true",
+        "null",
+        "None",
+        "up",
+        "down",
+        "standby",
+        "unknown",
+        "queued",
+        "running",
+        "failed",
+        "succeeded",
+        "reregister",
+        "precheck",
+        "bulk-reregister",
+        "memory",
+        "disk",
+        "node-offline",
+        "csv",
+        "json",
+        "node_id",
+        "-node_id",
+        "-gap",
+        "-phantom",
+        "-free",
+        "seen",
+        "farm",
+        "status",
+        "fleet",
+        "farm",
+        "node",
+        "2025-01-31",
+        "2025-02-30",
+        "0001-01-01",
+        "9999-12-31",
+        "10000-01-01",
+        "1970-01-01T00:00",
+        "31/01/2025",
+        "4GiB",
+        "4 GiB",
+        "0.5GiB",
+        "931.5GiB",
+        "250MiB",
+        "1B",
+        "0B",
+        "-1GiB",
+        "1e309GiB",
+        "nanGiB",
+        "infGiB",
+        "99999999TiB",
+        "4GB",
+        "4gib",
+        "zos",
+        "none",
+        "bytes",
+        "whole-gib",
+        "legacy",
+        "fleet-default",
+        "<script>alert(1)</script>",
+        "' OR 1=1 --",
+        "../../etc/passwd",
+        "=cmd|' /C calc'!A0",
+        "x" * 5000,
+    ]
 )
 VALUE = TYPED | st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40) | st.integers().map(str)
 
@@ -210,9 +308,18 @@ PARAMETERS = {
 }
 ACTIONS = ["/nodes/{node}/reregister/", "/nodes/{node}/preview/", "/nodes/{node}/precheck/", "/fleet/reregister-stale/"]
 POLICY_FIELDS = [
-    "slice_mru", "slice_cru", "reserve_mru_percent", "reserve_mru_floor", "reserve_sru", "overhead_mru_per_vm",
-    "overhead_sru_per_vm", "rootfs", "min_slice_sru", "sru_step", "arithmetic",
-]  # fmt: skip
+    "slice_mru",
+    "slice_cru",
+    "reserve_mru_percent",
+    "reserve_mru_floor",
+    "reserve_sru",
+    "overhead_mru_per_vm",
+    "overhead_sru_per_vm",
+    "rootfs",
+    "min_slice_sru",
+    "sru_step",
+    "arithmetic",
+]
 NEW_POLICY_FIELDS = ["name", "scope", "farm_id", "node_id"]
 PATH_IDS = st.sampled_from(["1774", "1775", "0", "99999999999999999999", "2147483648", "9223372036854775808"])
 
@@ -221,7 +328,9 @@ PATH_IDS = st.sampled_from(["1774", "1775", "0", "99999999999999999999", "214748
 def fuzz_world(sim_node, role_user):
     """Node 1774 (legacy carve, slice 0 deployed, slice 1 rented, a failed deploy), a job, two policies,
     and a logged-in client per role."""
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
+    node = sim_node(
+        1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy"
+    )
     sim_node(1775, cru=4, mru=16 * GiB, sru=465 * GiB, farm_id=1)
     slice_deploy(node=node, slice_index=0, grid=sim_node.grid, source="command")
     Slice.objects.filter(node=node, index=1).update(state=Slice.State.RENTED, rented_by_twin_id=77)
@@ -229,7 +338,9 @@ def fuzz_world(sim_node, role_user):
         slice_deploy(node=node, slice_index=index, grid=sim_node.grid, source="command")
     slice_deploy(node=node, slice_index=6, precheck=False, grid=sim_node.grid, source="command")  # ZOS refuses: memory
     job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.FAILED, error="boom")
-    fleet = Policy.objects.create(name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"]))
+    fleet = Policy.objects.create(
+        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
+    )
     clients = {}
     for role in ("admins", "support"):
         client = Client()
@@ -251,7 +362,9 @@ def page_requests(draw):
     template = draw(st.sampled_from(sorted(PARAMETERS)))
     known = PARAMETERS[template]
     params: list[tuple[str, str]] = []
-    for name in draw(st.lists(st.sampled_from(known + ["zzz", "csrfmiddlewaretoken", "next"]), max_size=6)) if known else []:
+    for name in (
+        draw(st.lists(st.sampled_from(known + ["zzz", "csrfmiddlewaretoken", "next"]), max_size=6)) if known else []
+    ):
         for _ in range(draw(st.integers(1, 2))):
             params.append((name, draw(VALUE)))
     raw = draw(st.none() | st.binary(max_size=30).map(lambda b: "junk=" + quote_from_bytes(b)))
@@ -313,10 +426,18 @@ def test_it_answers_every_form_with_any_data_without_a_500_or_a_catalog_change(f
 
 SIZE_EDGES = st.sampled_from(["2GiB", "250MiB", "249MiB", "1B", "0B", "0", "1e3GiB", "99999999TiB", "931.5GiB", "8EiB"])
 VALID_POLICY = {
-    "slice_mru": "4GiB", "reserve_mru_floor": "2GiB", "reserve_sru": "20GiB", "overhead_mru_per_vm": "0",
-    "overhead_sru_per_vm": "0", "min_slice_sru": "10GiB", "sru_step": "1GiB", "slice_cru": "1",
-    "reserve_mru_percent": "10", "rootfs": "zos", "arithmetic": "bytes",
-}  # fmt: skip
+    "slice_mru": "4GiB",
+    "reserve_mru_floor": "2GiB",
+    "reserve_sru": "20GiB",
+    "overhead_mru_per_vm": "0",
+    "overhead_sru_per_vm": "0",
+    "min_slice_sru": "10GiB",
+    "sru_step": "1GiB",
+    "slice_cru": "1",
+    "reserve_mru_percent": "10",
+    "rootfs": "zos",
+    "arithmetic": "bytes",
+}
 FIELD_VALUES = {
     **{name: SIZE_EDGES for name in VALID_POLICY if VALID_POLICY[name][-1] in "0B"},
     "slice_cru": st.sampled_from(["2", "512", "513", "0", "-1", "2147483648"]),
@@ -326,7 +447,9 @@ FIELD_VALUES = {
     "name": st.sampled_from(["farm-12", "node-1774", "fleet-default", "zos", "legacy", "a" * 64, "a" * 65, "x"])
     | st.from_regex(r"[a-z0-9_-]{1,70}", fullmatch=True),
     "scope": st.sampled_from(["fleet", "farm", "node", "planet"]),
-    "farm_id": st.sampled_from(["", "0", "1", "4242", "2147483647", "2147483648", "4294967296", "99999999999999999999"]),
+    "farm_id": st.sampled_from(
+        ["", "0", "1", "4242", "2147483647", "2147483648", "4294967296", "99999999999999999999"]
+    ),
     "node_id": st.sampled_from(["", "0", "1774", "1775", "1776", "2147483648", "99999999999999999999"]),
 }
 
@@ -357,7 +480,11 @@ def test_it_previews_and_saves_any_policy_without_a_500_or_a_catalog_change(fuzz
         _check(client.post(url, {**case["data"], "save": "1", "preview_token": token}))
     after = catalog_snapshot()
     # A saved policy is a change to policies, never to a node's slices.
-    assert (after["nodes"], after["slices"], after["deployments"]) == (before["nodes"], before["slices"], before["deployments"])
+    assert (after["nodes"], after["slices"], after["deployments"]) == (
+        before["nodes"],
+        before["slices"],
+        before["deployments"],
+    )
     if case["role"] == "support":
         assert after["policies"] == before["policies"]
 

@@ -20,7 +20,6 @@ from dashboard.models import Job, Slice
 from tests.test_jobs_kill import redeliver_unacked
 
 
-
 @pytest.fixture
 def slow_grid(simgrid_path):
     grid = SimulatedGrid(simgrid_path)
@@ -36,7 +35,8 @@ def killable_worker(tmp_path, slow_grid, broker_purged, settings):
     settings.JOB_HEARTBEAT_TIMEOUT = HEARTBEAT_TIMEOUT  # the reaper here, and the worker below, agree
     db = connection.settings_dict
     worker = Worker(
-        env=os.environ | {
+        env=os.environ
+        | {
             "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
             "CELERY_BROKER_URL": broker_purged.conf.broker_url,
             "GRID_BACKEND": "gridproxy",
@@ -59,8 +59,13 @@ def test_it_keeps_every_invariant_through_5_random_sigkills(slow_grid, killable_
     rng = random.Random(1774)
     policies = seed_fleet(grid=slow_grid[0], nodes=3, rng=rng)
     report = kill_loop(
-        worker=killable_worker, kills=5, rng=rng, policies=policies, log=lambda line: None,
-        redeliver=lambda: redeliver_unacked(broker_purged), settle_timeout=60,
+        worker=killable_worker,
+        kills=5,
+        rng=rng,
+        policies=policies,
+        log=lambda line: None,
+        redeliver=lambda: redeliver_unacked(broker_purged),
+        settle_timeout=60,
     )
     assert report["violations"] == []
     assert sum(report["job_outcomes"].values()) == Job.objects.count() == 8  # 3 warm-up jobs and 5 killed ones

@@ -60,13 +60,25 @@ def world(sim_node):
     """One of each thing a URL can name: a node (legacy catalog), a job, a policy."""
     node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy")
     job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, result={"words": "ok"})
-    policy = Policy.objects.create(name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"]))
+    policy = Policy.objects.create(
+        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
+    )
     holder = get_user_model().objects.create_user(username="token-holder")
     token = ApiToken.objects.create(user=holder, name="t", prefix="sdk_world", key_hash="0" * 64, scopes=["read"])
     alert = Alert.objects.create(
-        rule="phantom-slices", subject="farm 4242", since=timezone.now(), summary="Farm 4242 offers 1 phantom slice", evaluated_at=timezone.now()
+        rule="phantom-slices",
+        subject="farm 4242",
+        since=timezone.now(),
+        summary="Farm 4242 offers 1 phantom slice",
+        evaluated_at=timezone.now(),
     )
-    return {"node_id": node.node_id, "job_id": job.pk, "policy_id": policy.pk, "token_id": token.pk, "alert_id": alert.pk}
+    return {
+        "node_id": node.node_id,
+        "job_id": job.pk,
+        "policy_id": policy.pk,
+        "token_id": token.pk,
+        "alert_id": alert.pk,
+    }
 
 
 def url_of(name: str, route: str, world: dict) -> str:
@@ -97,8 +109,9 @@ def test_it_shows_anonymous_visitors_nothing_but_the_login_page(client, world, n
     before = state_snapshot()
     response = getattr(client, method)(url_of(name, route, world))
     assert is_login_redirect(response) or response.status_code == 403 or refused_by_token_door(name, response), (
-        response.status_code, response.get("Location")
-    )  # fmt: skip
+        response.status_code,
+        response.get("Location"),
+    )
     assert state_snapshot() == before
 
 
@@ -114,7 +127,9 @@ def test_it_shows_anonymous_visitors_the_login_form_without_data(client, world):
 def test_it_refuses_every_action_to_support(support_client, world, name, route, headers):
     before = state_snapshot()
     response = support_client.post(url_of(name, route, world), {"save": "1", "name": "x"}, **headers)
-    assert response.status_code in (403, 405) or is_login_redirect(response) or refused_by_token_door(name, response), response.status_code
+    assert response.status_code in (403, 405) or is_login_redirect(response) or refused_by_token_door(name, response), (
+        response.status_code
+    )
     assert state_snapshot() == before
 
 
@@ -143,4 +158,6 @@ def test_it_accepts_the_same_action_with_its_csrf_token(role_user, world, django
     admin.force_login(role_user("admins", username="ada"))
     token = admin.get(reverse("node", args=[1774])).cookies[settings.CSRF_COOKIE_NAME].value
     response = admin.post(reverse("node-precheck", args=[1774]), HTTP_X_CSRFTOKEN=token)
-    assert response.status_code == 302 and Job.objects.filter(kind=Job.Kind.PRECHECK, state=Job.State.QUEUED).count() == 1
+    assert (
+        response.status_code == 302 and Job.objects.filter(kind=Job.Kind.PRECHECK, state=Job.State.QUEUED).count() == 1
+    )

@@ -23,20 +23,42 @@ LEGACY_SIZE = (1, 4 * GiB, 133 * GiB)
 
 
 def node(**fields) -> Node:
-    defaults = dict(pk=1, node_id=1774, farm_id=1, status="up", total_cru=TOTAL.cru, total_mru=TOTAL.mru,
-                    total_sru=TOTAL.sru, total_hru=0, carved_policy_name="legacy", carved_policy_version=1,
-                    carved_slice_sru=133 * GiB, catalog_generation=3)  # fmt: skip
+    defaults = dict(
+        pk=1,
+        node_id=1774,
+        farm_id=1,
+        status="up",
+        total_cru=TOTAL.cru,
+        total_mru=TOTAL.mru,
+        total_sru=TOTAL.sru,
+        total_hru=0,
+        carved_policy_name="legacy",
+        carved_policy_version=1,
+        carved_slice_sru=133 * GiB,
+        catalog_generation=3,
+    )
     return Node(**(defaults | fields))
 
 
 def catalog(*states: str, size=LEGACY_SIZE) -> list[Slice]:
     cru, mru, sru = size
-    return [Slice(pk=100 + i, node_id=1, index=i, cru=cru, mru=mru, sru=sru, state=state) for i, state in enumerate(states)]
+    return [
+        Slice(pk=100 + i, node_id=1, index=i, cru=cru, mru=mru, sru=sru, state=state) for i, state in enumerate(states)
+    ]
 
 
 def reading(*, status="up", used_mru=2 * GiB, used_sru=20 * GiB, total=TOTAL) -> NodeCapacity:
-    return NodeCapacity(node_id=1774, farm_id=1, farm_name="f", twin_id=None, status=status, dedicated=False,
-                        rented_by_twin_id=None, total=total, used=Resources(cru=0, mru=used_mru, sru=used_sru))  # fmt: skip
+    return NodeCapacity(
+        node_id=1774,
+        farm_id=1,
+        farm_name="f",
+        twin_id=None,
+        status=status,
+        dedicated=False,
+        rented_by_twin_id=None,
+        total=total,
+        used=Resources(cru=0, mru=used_mru, sru=used_sru),
+    )
 
 
 def carved(policy, occupied=()) -> capacity.Carve:
@@ -58,28 +80,73 @@ class Case:
 
 FREE7 = ["free"] * 7
 CASES = [
-    Case("a legacy catalog under zos: every free slice replaced",
-         catalog(*FREE7), ZOS, reading(), kept=[], removed=list(range(7)), added=carved(ZOS).new_slices),
-    Case("a deployed slice stays and counts as occupied",
-         catalog("deployed", *FREE7[1:]), ZOS, reading(), kept=[0], removed=list(range(1, 7)),
-         added=carved(ZOS, [LEGACY_SIZE]).new_slices),
-    Case("a rented slice stays too",
-         catalog("rented", *FREE7[1:]), ZOS, reading(), kept=[0], removed=list(range(1, 7)),
-         added=carved(ZOS, [LEGACY_SIZE]).new_slices),
-    Case("a failed slice holds no VM: treated as free",
-         catalog("failed", *FREE7[1:]), ZOS, reading(), kept=[], removed=list(range(7)), added=carved(ZOS).new_slices),
-    Case("a free slice with a deploy in flight is kept and counted as occupied",
-         catalog(*FREE7), ZOS, reading(), kept=[2], removed=[0, 1, 3, 4, 5, 6],
-         added=carved(ZOS, [LEGACY_SIZE]).new_slices, deploying=frozenset({102})),
-    Case("a catalog already carved by its policy is left alone",
-         catalog(*FREE7), LEGACY, reading(), kept=list(range(7)), removed=[], added=0),
+    Case(
+        "a legacy catalog under zos: every free slice replaced",
+        catalog(*FREE7),
+        ZOS,
+        reading(),
+        kept=[],
+        removed=list(range(7)),
+        added=carved(ZOS).new_slices,
+    ),
+    Case(
+        "a deployed slice stays and counts as occupied",
+        catalog("deployed", *FREE7[1:]),
+        ZOS,
+        reading(),
+        kept=[0],
+        removed=list(range(1, 7)),
+        added=carved(ZOS, [LEGACY_SIZE]).new_slices,
+    ),
+    Case(
+        "a rented slice stays too",
+        catalog("rented", *FREE7[1:]),
+        ZOS,
+        reading(),
+        kept=[0],
+        removed=list(range(1, 7)),
+        added=carved(ZOS, [LEGACY_SIZE]).new_slices,
+    ),
+    Case(
+        "a failed slice holds no VM: treated as free",
+        catalog("failed", *FREE7[1:]),
+        ZOS,
+        reading(),
+        kept=[],
+        removed=list(range(7)),
+        added=carved(ZOS).new_slices,
+    ),
+    Case(
+        "a free slice with a deploy in flight is kept and counted as occupied",
+        catalog(*FREE7),
+        ZOS,
+        reading(),
+        kept=[2],
+        removed=[0, 1, 3, 4, 5, 6],
+        added=carved(ZOS, [LEGACY_SIZE]).new_slices,
+        deploying=frozenset({102}),
+    ),
+    Case(
+        "a catalog already carved by its policy is left alone",
+        catalog(*FREE7),
+        LEGACY,
+        reading(),
+        kept=list(range(7)),
+        removed=[],
+        added=0,
+    ),
 ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_the_plan_keeps_removes_and_adds(case: Case):
-    plan = reregister_plan(node=node(**(case.node_fields or {})), slices=case.slices, policy=case.policy, seen=case.seen,
-                           deploying=case.deploying)  # fmt: skip
+    plan = reregister_plan(
+        node=node(**(case.node_fields or {})),
+        slices=case.slices,
+        policy=case.policy,
+        seen=case.seen,
+        deploying=case.deploying,
+    )
     assert sorted(s.index for s in plan.kept) == case.kept
     assert sorted(s.index for s in plan.removed) == case.removed
     assert len(plan.added) == case.added
@@ -93,9 +160,16 @@ def test_the_plan_keeps_removes_and_adds(case: Case):
 
 def test_running_the_plan_of_its_own_result_changes_nothing():
     first = reregister_plan(node=node(), slices=catalog(*FREE7), policy=ZOS, seen=reading())
-    after = [replace_slice(s, pk=200 + i) for i, s in enumerate(sorted(first.kept + first.added, key=lambda s: s.index))]
-    carved_node = node(carved_policy_name="zos", carved_policy_version=ZOS.version, carved_slice_sru=first.carved_slice_sru,
-                       carved_deployable=first.carve.slices, catalog_generation=4)  # fmt: skip
+    after = [
+        replace_slice(s, pk=200 + i) for i, s in enumerate(sorted(first.kept + first.added, key=lambda s: s.index))
+    ]
+    carved_node = node(
+        carved_policy_name="zos",
+        carved_policy_version=ZOS.version,
+        carved_slice_sru=first.carved_slice_sru,
+        carved_deployable=first.carve.slices,
+        catalog_generation=4,
+    )
     second = reregister_plan(node=carved_node, slices=after, policy=ZOS, seen=reading())
     assert (second.removed, second.added, second.changes_metadata) == ([], [], False)
     assert second.result(dry_run=False).up_to_date
@@ -105,7 +179,11 @@ def test_running_the_plan_of_its_own_result_changes_nothing():
 def test_on_a_node_that_is_away_every_new_free_slice_is_phantom_for_that_reason(status):
     plan = reregister_plan(node=node(), slices=catalog(*FREE7), policy=ZOS, seen=reading(status=status))
     free_after = plan.after["free"]
-    assert (plan.placeable_after, plan.phantom_after, plan.phantom_reasons_after) == (0, free_after, {status: free_after})
+    assert (plan.placeable_after, plan.phantom_after, plan.phantom_reasons_after) == (
+        0,
+        free_after,
+        {status: free_after},
+    )
     assert any(f"is {status} on the grid" in note for note in plan.notes)
 
 

@@ -7,7 +7,6 @@ from dashboard import capacity
 from dashboard.capacity import GiB, Resources
 from dashboard.models import Node, Policy, Slice
 from dashboard.selectors.fleet import fleet_overview, fleet_page, fleet_rows
-
 from dashboard.services import registration
 from dashboard.services.figures import figures_compute, figures_refresh_all
 from dashboard.services.registration import node_register
@@ -323,7 +322,9 @@ def test_it_splits_deployable_into_now_after_wake_and_blocked(mixed_fleet):
     totals = fleet_overview().totals
     deployable = {row.node_id: row.deployable for row in fleet_overview().rows}
     assert (totals.deployable_now, totals.deployable_after_wake, totals.deployable_blocked) == (
-        deployable[1774] + deployable[3000], deployable[2000], deployable[4000]
+        deployable[1774] + deployable[3000],
+        deployable[2000],
+        deployable[4000],
     )
     assert totals.deployable_now + totals.deployable_after_wake + totals.deployable_blocked == totals.deployable
 

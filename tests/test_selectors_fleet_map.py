@@ -15,7 +15,18 @@ GiB = capacity.GiB
 
 
 def _state(**changes) -> str:
-    figures = dict(status="up", free=4, rented=0, deployed=2, failed=0, deployable=6, placeable=4, phantom=0, reasons={}, stale=False)
+    figures = dict(
+        status="up",
+        free=4,
+        rented=0,
+        deployed=2,
+        failed=0,
+        deployable=6,
+        placeable=4,
+        phantom=0,
+        reasons={},
+        stale=False,
+    )
     figures.update(changes)
     return cell_state(*figures.values())
 
@@ -84,14 +95,23 @@ def test_it_takes_the_tables_filters(two_farms):
 
 
 @pytest.mark.django_db
-def test_it_reads_a_filtered_map_in_one_query_and_the_whole_map_in_two_whatever_the_fleet_size(two_farms, django_assert_num_queries):
+def test_it_reads_a_filtered_map_in_one_query_and_the_whole_map_in_two_whatever_the_fleet_size(
+    two_farms, django_assert_num_queries
+):
     fleet_map()  # the farms' cells made and kept
     with django_assert_num_queries(1):
         fleet_map(status="up")
     with django_assert_num_queries(2):  # the farms marked changed (none), then one row a farm
         fleet_map()
     Node.objects.bulk_create(
-        Node(node_id=10_000 + i, farm_id=i % 7, total_cru=8, total_mru=16 * GiB, total_sru=465 * GiB, carved_policy_name="zos")
+        Node(
+            node_id=10_000 + i,
+            farm_id=i % 7,
+            total_cru=8,
+            total_mru=16 * GiB,
+            total_sru=465 * GiB,
+            carved_policy_name="zos",
+        )
         for i in range(500)
     )
     with django_assert_num_queries(1):

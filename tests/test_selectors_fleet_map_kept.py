@@ -42,7 +42,7 @@ def assert_kept_is_live():
 def three_farms(legacy_fleet, sim_node):
     legacy_fleet(3, farm_id=1)
     legacy_fleet(2, first=10, farm_id=2)
-    sim_node(4242, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=3, farm_name="mitana <&> \"quoted\"")
+    sim_node(4242, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=3, farm_name='mitana <&> "quoted"')
     assert_kept_is_live()
 
 

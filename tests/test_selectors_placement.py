@@ -95,8 +95,12 @@ def test_the_blocked_counts_and_the_hosts_add_up_to_the_fleet(varied_fleet):
 
 @pytest.mark.django_db
 def test_an_old_reading_blocks_a_node_whatever_its_numbers(varied_fleet, settings):
-    Node.objects.filter(node_id=4001).update(seen_at=timezone.now() - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60))
-    verdict = next(v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4001)
+    Node.objects.filter(node_id=4001).update(
+        seen_at=timezone.now() - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60)
+    )
+    verdict = next(
+        v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4001
+    )
     assert (verdict.blocked_by, verdict.verdict.fits) == ("old", True)
     assert "too old" in verdict.words
 
@@ -104,7 +108,9 @@ def test_an_old_reading_blocks_a_node_whatever_its_numbers(varied_fleet, setting
 @pytest.mark.django_db
 def test_a_node_never_read_cannot_be_judged(varied_fleet):
     Node.objects.filter(node_id=4000).update(used_mru=None, used_sru=None)
-    verdict = next(v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4000)
+    verdict = next(
+        v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4000
+    )
     assert (verdict.blocked_by, verdict.verdict) == ("unread", None)
 
 
@@ -118,7 +124,9 @@ def test_the_best_nodes_have_the_most_memory_left_and_each_says_how_many_more_it
 
 
 @pytest.mark.django_db
-def test_it_answers_in_a_fixed_number_of_queries_whatever_the_fleet_size(varied_fleet, sim_node, django_assert_num_queries):
+def test_it_answers_in_a_fixed_number_of_queries_whatever_the_fleet_size(
+    varied_fleet, sim_node, django_assert_num_queries
+):
     # The policies, the counts with the best nodes' candidates, their rows and their occupied slices;
     # judging every node: the policies, the nodes, the occupied slices of the nodes with pools.
     with django_assert_num_queries(4):
@@ -200,9 +208,15 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
     for node_id in range(6000, 6060):
         pools = [rng.choice((240, 465, 466, 931)) * GiB for _ in range(rng.choice((0, 2, 2, 3, 4)))]
         mru = rng.choice((16, 31, 62, 125)) * GiB
-        node = sim_node(node_id, cru=rng.choice((4, 8, 16)), mru=mru, sru=sum(pools) or rng.choice((500, 1000)) * GiB,
-                        farm_id=rng.choice((1, 2, 3)), pools=pools or None,
-                        status=rng.choice(("up",) * 8 + ("down", "standby")))  # fmt: skip
+        node = sim_node(
+            node_id,
+            cru=rng.choice((4, 8, 16)),
+            mru=mru,
+            sru=sum(pools) or rng.choice((500, 1000)) * GiB,
+            farm_id=rng.choice((1, 2, 3)),
+            pools=pools or None,
+            status=rng.choice(("up",) * 8 + ("down", "standby")),
+        )
         for index in rng.sample(range(node.slices.count()), k=rng.randint(0, node.slices.count())):
             slice_deploy(node=node, slice_index=index, precheck=False)
         node.refresh_from_db()
@@ -216,8 +230,14 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
             changes["seen_at"] = now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 1)
         Node.objects.filter(pk=node.pk).update(**changes)
     seen = dict.fromkeys(BLOCKS, 0)
-    for cru, mru, sru in [(1, 2 * GiB, 50 * GiB), (1, 4 * GiB, 151 * GiB), (2, 8 * GiB, 300 * GiB),
-                          (1, 2 * GiB, 440 * GiB), (4, 16 * GiB, 200 * GiB), (1, 1 * GiB, 0)]:  # fmt: skip
+    for cru, mru, sru in [
+        (1, 2 * GiB, 50 * GiB),
+        (1, 4 * GiB, 151 * GiB),
+        (2, 8 * GiB, 300 * GiB),
+        (1, 2 * GiB, 440 * GiB),
+        (4, 16 * GiB, 200 * GiB),
+        (1, 1 * GiB, 0),
+    ]:
         _assert_cut_agrees(cru, mru, sru)
         _assert_cut_agrees(cru, mru, sru, best=1)
         for block, nodes in placement_for(cru=cru, mru=mru, sru=sru).blocked.items():

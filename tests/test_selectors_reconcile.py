@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.capacity import GiB, PROFILES
+from dashboard.capacity import PROFILES, GiB
 from dashboard.models import Node, Observation, Slice
 from dashboard.selectors.reconcile import node_reconcile
 
@@ -19,8 +19,18 @@ VM_SRU = 151 * GiB + 500 * 1024**2  # data disk + 500 MiB rootfs (cu = 1 * 4 // 
 
 
 def node(*, used_mru, used_sru, hidden=0, read_ago=timedelta(minutes=3)) -> Node:
-    return Node(node_id=1774, farm_id=1, total_cru=8, total_mru=TOTAL_MRU, total_sru=TOTAL_SRU, used_mru=used_mru,
-                used_sru=used_sru, hidden_mru_per_vm=hidden, seen_at=NOW - read_ago, prechecked_at=NOW - read_ago)  # fmt: skip
+    return Node(
+        node_id=1774,
+        farm_id=1,
+        total_cru=8,
+        total_mru=TOTAL_MRU,
+        total_sru=TOTAL_SRU,
+        used_mru=used_mru,
+        used_sru=used_sru,
+        hidden_mru_per_vm=hidden,
+        seen_at=NOW - read_ago,
+        prechecked_at=NOW - read_ago,
+    )
 
 
 def deployed(count: int) -> list[Slice]:
@@ -70,8 +80,9 @@ def test_it_keeps_a_difference_within_the_tolerance_setting(settings):
 
 
 def test_it_shows_the_ssd_in_use_at_the_latest_disk_refusal():
-    seen = Observation(kind=Observation.Kind.DISK, seen_at=NOW, vm_count=1, raw_error="…", disk_size=500 * GiB,
-                       used_sru=600 * GiB)  # fmt: skip
+    seen = Observation(
+        kind=Observation.Kind.DISK, seen_at=NOW, vm_count=1, raw_error="…", disk_size=500 * GiB, used_sru=600 * GiB
+    )
     ssd = reconcile(node(used_mru=RESERVE_MRU, used_sru=20 * GiB), observations=[seen])["sru"]
     assert ssd.learnt == 600 * GiB and "500 GiB disk" in ssd.learnt_words
 

@@ -16,7 +16,9 @@ from tests.alert_receiver import AlertReceiver
 
 pytestmark = pytest.mark.django_db
 
-PHANTOM_FARM_1 = rules.Condition(rules.PHANTOM, "farm 1", "Farm 1 offers 1 phantom slice on 1 up node (memory 1)", "node 1774 (1)")
+PHANTOM_FARM_1 = rules.Condition(
+    rules.PHANTOM, "farm 1", "Farm 1 offers 1 phantom slice on 1 up node (memory 1)", "node 1774 (1)"
+)
 
 
 def record(*conditions, minutes=0):
@@ -75,7 +77,8 @@ def test_it_audits_each_transition():
     record(PHANTOM_FARM_1)
     record(minutes=1)
     assert list(AuditEvent.objects.order_by("at", "pk").values_list("action", "source")) == [
-        ("alert.firing", "beat"), ("alert.resolved", "beat")
+        ("alert.firing", "beat"),
+        ("alert.resolved", "beat"),
     ]
 
 
@@ -175,7 +178,11 @@ def test_it_reports_a_url_apprise_cannot_use(settings, caplog):
     settings.ALERT_URLS = ["nosuchscheme://secret@host"]
     record(PHANTOM_FARM_1)
     assert alerts_deliver() == (0, 1)
-    (ours,) = [r.getMessage() for r in caplog.records if r.name == "dashboard.services.alerts" and "not delivered" in r.getMessage()]
+    (ours,) = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "dashboard.services.alerts" and "not delivered" in r.getMessage()
+    ]
     assert "apprise cannot use (nosuchscheme://)" in ours and "secret" not in ours
 
 

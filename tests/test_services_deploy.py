@@ -4,14 +4,15 @@ from pathlib import Path
 
 import pytest
 from django.db.models import F
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from dashboard.capacity import GiB, MiB, zos_rootfs
 from dashboard.grid.simulator import SimulatedGrid
 from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Slice
 from dashboard.selectors.deployments import deployment_words
-from dashboard.services.registration import node_register
 from dashboard.services.deploy import (
     SliceBusy,
     SliceChanged,
@@ -21,6 +22,7 @@ from dashboard.services.deploy import (
     slice_deploy,
     slices_deploy_all_free,
 )
+from dashboard.services.registration import node_register
 
 NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 pytestmark = pytest.mark.django_db
@@ -62,7 +64,11 @@ def test_it_records_memory_when_zos_refuses_on_memory_really_in_use(sim_node):
     done = slices_deploy_all_free(node=node)
     failed = [d for d in done if d.state != "deployed"]
     # ZOS refuses the 12th (the one that teaches); the precheck then refuses the rest itself.
-    assert [(d.slice_index, d.state, d.cause) for d in failed] == [(11, "failed", "memory"), (12, "refused", "memory"), (13, "refused", "memory")]
+    assert [(d.slice_index, d.state, d.cause) for d in failed] == [
+        (11, "failed", "memory"),
+        (12, "refused", "memory"),
+        (13, "refused", "memory"),
+    ]
     assert "cannot fulfil required memory size 4294967296 bytes out of usable" in failed[0].raw_error
     assert (failed[0].needed_bytes, failed[0].usable_bytes) == (4 * GiB, 64 * GiB - 55 * GiB - 64 * GiB // 10)
     node.refresh_from_db()
@@ -110,7 +116,11 @@ def test_it_records_node_offline_when_the_grid_refuses_a_down_node(sim_node):
 def test_it_refuses_a_down_node_by_precheck_without_asking_the_grid_to_deploy(sim_node):
     node = sim_node(3021, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="down")
     deployment = slice_deploy(node=node, slice_index=0)
-    assert (deployment.state, deployment.cause, deployment.capacity_seen["status"]) == ("refused", "node-offline", "down")
+    assert (deployment.state, deployment.cause, deployment.capacity_seen["status"]) == (
+        "refused",
+        "node-offline",
+        "down",
+    )
     assert sim_node.grid.vms(3021) == []
 
 
@@ -283,4 +293,3 @@ def test_it_deploys_every_slice_of_the_default_carve_of_any_node(cru, mru_gib, s
     done = slices_deploy_all_free(node=node, grid=grid)
     assert [(d.state, d.raw_error) for d in done] == [("deployed", "")] * node.slices.count()
     assert len(grid.vms(node_id)) == len(done)
-

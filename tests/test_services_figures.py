@@ -57,7 +57,9 @@ def test_it_recomputes_placeable_and_phantom_when_the_policy_changes(sim_node):
     heavy = Policy.parameters_from(capacity.with_overrides(capacity.profile("zos"), overhead_mru_per_vm=3 * GiB))
     policy_create(name="heavy", scope="farm", farm_id=4242, parameters=heavy)
     assert (stored(node)["placeable_now"], stored(node)["phantom_slices"], stored(node)["phantom_reasons"]) == (
-        3, 3, {"memory": 3}
+        3,
+        3,
+        {"memory": 3},
     )
 
 

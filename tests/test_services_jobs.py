@@ -32,8 +32,17 @@ pytestmark = pytest.mark.django_db
 def proxy_node_1774(*, mru) -> dict:
     """GET /nodes/1774 in the Grid Proxy's shape (see ../shared/gridproxy/node-1774.json)."""
     return {
-        "nodeId": 1774, "farmId": 1, "farmName": "farm one", "twinId": 9011, "status": "up", "dedicated": False,
-        "rentedByTwinId": 0, "country": "Egypt", "city": "Cairo", "updatedAt": 1747729266, "healthy": True,
+        "nodeId": 1774,
+        "farmId": 1,
+        "farmName": "farm one",
+        "twinId": 9011,
+        "status": "up",
+        "dedicated": False,
+        "rentedByTwinId": 0,
+        "country": "Egypt",
+        "city": "Cairo",
+        "updatedAt": 1747729266,
+        "healthy": True,
         "capacity": {
             "total_resources": {"cru": 8, "mru": mru, "sru": int(931.5 * GiB), "hru": 0},
             "used_resources": {"cru": 1, "mru": 7 * GiB, "sru": 153 * GiB, "hru": 0},
@@ -196,7 +205,10 @@ def test_it_gives_up_on_a_job_that_lost_its_worker_too_often(legacy_node_1774, s
     later = timezone.now() + timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT + 1)
     assert job_claim(job_id=job.pk, now=later) is None
     job.refresh_from_db()
-    assert (job.state, job.error) == (Job.State.FAILED, "gave up after 1 attempts: the worker running it was lost each time")
+    assert (job.state, job.error) == (
+        Job.State.FAILED,
+        "gave up after 1 attempts: the worker running it was lost each time",
+    )
 
 
 def test_it_does_not_claim_a_finished_job(legacy_node_1774):
@@ -245,7 +257,13 @@ def test_it_stores_the_nodes_figures_with_its_new_catalog(legacy_node_1774):
     Node.objects.filter(pk=legacy_node_1774.pk).update(stale=True, stale_reason="carved with legacy v1")
     run(claimed(node=legacy_node_1774))
     node = Node.objects.get(pk=legacy_node_1774.pk)
-    assert (node.slices_free, node.slices_deployed, node.deployable, node.stale, node.stale_reason) == (5, 1, 6, False, "")
+    assert (node.slices_free, node.slices_deployed, node.deployable, node.stale, node.stale_reason) == (
+        5,
+        1,
+        6,
+        False,
+        "",
+    )
 
 
 def test_it_knows_every_row_that_points_at_a_slice():
@@ -267,7 +285,10 @@ def test_it_changes_nothing_on_a_dry_run_but_reports_the_diff(legacy_node_1774):
     before, node_before = catalog(legacy_node_1774), Node.objects.filter(pk=legacy_node_1774.pk).values().get()
     job = run(claimed(node=legacy_node_1774, dry_run=True))
     assert (job.state, job.result["dry_run"], job.result["after"]["slices"], len(job.result["removed"])) == (
-        Job.State.SUCCEEDED, True, 6, 6
+        Job.State.SUCCEEDED,
+        True,
+        6,
+        6,
     )
     assert catalog(legacy_node_1774) == before
     assert Node.objects.filter(pk=legacy_node_1774.pk).values().get() == node_before
@@ -339,7 +360,10 @@ def test_it_refuses_to_swap_when_a_deploy_started_after_the_plan(legacy_node_177
     job = claimed(node=legacy_node_1774)
     seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
     plan = reregister_plan(
-        node=legacy_node_1774, slices=list(legacy_node_1774.slices.all()), policy=policy_for_node(legacy_node_1774), seen=seen
+        node=legacy_node_1774,
+        slices=list(legacy_node_1774.slices.all()),
+        policy=policy_for_node(legacy_node_1774),
+        seen=seen,
     )
     deploy_in_flight(legacy_node_1774, 2)
     with pytest.raises(CatalogChanged):
@@ -351,7 +375,10 @@ def test_it_refuses_to_swap_when_the_generation_moved(legacy_node_1774):
     job = claimed(node=legacy_node_1774)
     seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
     plan = reregister_plan(
-        node=legacy_node_1774, slices=list(legacy_node_1774.slices.all()), policy=policy_for_node(legacy_node_1774), seen=seen
+        node=legacy_node_1774,
+        slices=list(legacy_node_1774.slices.all()),
+        policy=policy_for_node(legacy_node_1774),
+        seen=seen,
     )
     Node.objects.filter(pk=legacy_node_1774.pk).update(catalog_generation=5)
     with pytest.raises(CatalogChanged):
@@ -363,7 +390,10 @@ def test_it_writes_nothing_when_the_job_was_reaped_before_the_swap(legacy_node_1
     job = claimed(node=legacy_node_1774)
     seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
     plan = reregister_plan(
-        node=legacy_node_1774, slices=list(legacy_node_1774.slices.all()), policy=policy_for_node(legacy_node_1774), seen=seen
+        node=legacy_node_1774,
+        slices=list(legacy_node_1774.slices.all()),
+        policy=policy_for_node(legacy_node_1774),
+        seen=seen,
     )
     jobs_reap(now=timezone.now() + timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT + 1))
     with pytest.raises(JobLost):
@@ -524,10 +554,15 @@ def test_it_stores_the_country_and_city_the_grid_reports(legacy_node_1774, gridp
     assert Node.objects.values_list("country", "city").get(pk=legacy_node_1774.pk) == ("Egypt", "Cairo")
 
 
-def test_it_fails_the_read_on_the_steps_budget_with_the_deadline_in_words(legacy_node_1774, gridproxy_serving, settings):
+def test_it_fails_the_read_on_the_steps_budget_with_the_deadline_in_words(
+    legacy_node_1774, gridproxy_serving, settings
+):
     from tests.gridproxy_canned import Answer
 
     url = gridproxy_serving({"/nodes/1774": Answer(200, proxy_node_1774(mru=31 * GiB), drip=0.5)})
     settings.GRID_STEP_DEADLINE = 1.0
     job = run(claimed(node=legacy_node_1774))
-    assert (job.state, job.error) == (Job.State.FAILED, f"the grid proxy did not finish answering within 1 s ({url}/nodes/1774)")
+    assert (job.state, job.error) == (
+        Job.State.FAILED,
+        f"the grid proxy did not finish answering within 1 s ({url}/nodes/1774)",
+    )

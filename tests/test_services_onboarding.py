@@ -17,8 +17,16 @@ def farms(sim_node, settings):
     """Farm 4242 with 7 nodes (ids 1-7), farm 4243 with 3 (ids 11-13); node 5 is down. Pages of 3."""
     settings.GRID_PAGE_SIZE = 3
     for node_id in range(1, 8):
-        sim_node(node_id, register=False, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="big",
-                 status="down" if node_id == 5 else "up")  # fmt: skip
+        sim_node(
+            node_id,
+            register=False,
+            cru=8,
+            mru=31 * GiB,
+            sru=int(931.5 * GiB),
+            farm_id=4242,
+            farm_name="big",
+            status="down" if node_id == 5 else "up",
+        )
     for node_id in range(11, 14):
         sim_node(node_id, register=False, cru=4, mru=16 * GiB, sru=500 * GiB, farm_id=4243)
     return sim_node.grid

@@ -10,7 +10,7 @@ from dashboard.services import outcomes
 from dashboard.services.outcomes import OutcomeError, deployment_outcome_record
 
 pytestmark = pytest.mark.django_db
-AT = dt.datetime(2026, 5, 1, 12, tzinfo=dt.timezone.utc)
+AT = dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)
 MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
 
 
@@ -21,7 +21,15 @@ def node_1774(sim_node):
 
 def record(**fields):
     return deployment_outcome_record(
-        **{"node_id": 1774, "slice_index": 6, "marketplace_id": "c-1", "outcome": "failed", "error": MEMORY_ERROR, "at": AT, **fields}
+        **{
+            "node_id": 1774,
+            "slice_index": 6,
+            "marketplace_id": "c-1",
+            "outcome": "failed",
+            "error": MEMORY_ERROR,
+            "at": AT,
+            **fields,
+        }
     )
 
 
@@ -116,7 +124,11 @@ def test_a_reported_memory_refusal_teaches_the_node_and_changes_its_precheck(sim
     # The host really uses 1 GiB more per running VM than is accounted: ZOS's usable figure says so.
     usable = 31 * GiB - (node.used_mru + 3 * GiB)
     deployment_outcome_record(
-        node_id=1774, slice_index=3, marketplace_id="c-9", outcome="failed", at=AT,
+        node_id=1774,
+        slice_index=3,
+        marketplace_id="c-9",
+        outcome="failed",
+        at=AT,
         error=f"cannot fulfil required memory size {4 * GiB} bytes out of usable {usable} bytes",
     )
     node = Node.objects.get(node_id=1774)

@@ -48,7 +48,9 @@ def test_it_writes_only_the_node_row_the_reading_then_its_figures(sim_node):
     node = _legacy_1774_with_one_vm(sim_node)
     with CaptureQueriesContext(connection) as captured:
         precheck_run(node=node)
-    writes = [q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SELECT", "SAVEPOINT", "RELEASE"))]
+    writes = [
+        q["sql"] for q in captured.captured_queries if not q["sql"].startswith(("SELECT", "SAVEPOINT", "RELEASE"))
+    ]
     # The figures' UPDATE only when they changed.
     assert len(writes) in (1, 2) and all(w.startswith('UPDATE "dashboard_node"') for w in writes), writes
 
@@ -93,9 +95,7 @@ def test_it_reports_the_contract_keys(sim_node):
 
 
 def _registered_without_grid():
-    return node_register(
-        node_id=1774, total=TOTAL_1774, farm_id=4242, farm_name="mitana"
-    )
+    return node_register(node_id=1774, total=TOTAL_1774, farm_id=4242, farm_name="mitana")
 
 
 def test_it_raises_grid_unavailable_and_writes_nothing_when_the_grid_is_down(gridproxy_down):

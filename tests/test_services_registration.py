@@ -3,8 +3,7 @@ from django.db.models import Prefetch
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.capacity import GiB, MiB, PolicyError, Resources
-from dashboard.capacity import carve_memoised
+from dashboard.capacity import GiB, MiB, PolicyError, Resources, carve_memoised
 from dashboard.catalog_rules import catalog_stale, stale_reason
 from dashboard.models import AuditEvent, Node, Policy, Slice
 from dashboard.selectors.policy_book import catalog_is_stale, policies_for_nodes, policy_for_node, policy_named
@@ -195,7 +194,12 @@ def test_it_writes_who_registered_the_node_and_from_where(django_user_model):
     ada = django_user_model.objects.create_user(username="ada")
     node = register(by=ada, source="web", origin="192.0.2.7")
     event = AuditEvent.objects.get(node=node)
-    assert (event.action, event.actor, event.source, event.detail["origin"]) == ("node registered", ada, "web", "192.0.2.7")
+    assert (event.action, event.actor, event.source, event.detail["origin"]) == (
+        "node registered",
+        ada,
+        "web",
+        "192.0.2.7",
+    )
 
 
 def test_it_says_what_was_carved_in_the_audit_event():
@@ -271,7 +275,9 @@ def test_it_finds_a_freshly_carved_catalog_current():
 def test_it_finds_a_legacy_catalog_stale_under_zos():
     is_stale, reason = stale(register(policy_name="legacy"))
     assert is_stale
-    assert reason.startswith("carved with policy legacy v1; its policy is zos v1; 7 free slice(s) where the policy carves 6")
+    assert reason.startswith(
+        "carved with policy legacy v1; its policy is zos v1; 7 free slice(s) where the policy carves 6"
+    )
 
 
 def test_it_finds_a_catalog_stale_when_its_policy_has_a_new_version():
@@ -383,7 +389,11 @@ _ZOS_SIZE = (_ZOS_CARVE.slice.cru, _ZOS_CARVE.slice.mru, _ZOS_CARVE.slice.sru)
 def test_it_tells_stale_without_words_as_the_reason_does(carved, free, stale_expected):
     name, version, slice_sru = carved
     args = dict(
-        carved_policy_name=name, carved_policy_version=version, carved_slice_sru=slice_sru,
-        policy=capacity.PROFILES["zos"], free=free, carve=_ZOS_CARVE,
-    )  # fmt: skip
+        carved_policy_name=name,
+        carved_policy_version=version,
+        carved_slice_sru=slice_sru,
+        policy=capacity.PROFILES["zos"],
+        free=free,
+        carve=_ZOS_CARVE,
+    )
     assert catalog_stale(**args) == bool(stale_reason(**args)) == stale_expected

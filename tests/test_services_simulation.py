@@ -39,7 +39,9 @@ def test_it_gives_both_policies_figures(small_fleet):
     policies = job.result["policies"]
     assert job.state == Job.State.SUCCEEDED, job.error
     assert set(policies) == {"in_force", "candidate"}
-    assert {"deploys", "refused", "refused_after_first", "utilisation", "phantom_slice_hours"} <= set(policies["candidate"])
+    assert {"deploys", "refused", "refused_after_first", "utilisation", "phantom_slice_hours"} <= set(
+        policies["candidate"]
+    )
 
 
 def test_it_shows_a_3_gib_overhead_uses_less_than_the_zos_policy_in_force(small_fleet):
@@ -97,7 +99,9 @@ def test_it_refuses_a_simulation_without_a_candidate():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_runs_the_simulation_to_its_result(small_fleet, live_worker, job_finished):
-    job = job_request(kind=Job.Kind.SIMULATE, parameters=simulation_parameters(candidate=overhead(3 * GiB), scope="fleet")).job
+    job = job_request(
+        kind=Job.Kind.SIMULATE, parameters=simulation_parameters(candidate=overhead(3 * GiB), scope="fleet")
+    ).job
     done = job_finished(job, timeout=60)
     assert done.state == Job.State.SUCCEEDED, done.error
     assert done.result["policies"]["candidate"]["utilisation"] < done.result["policies"]["in_force"]["utilisation"]

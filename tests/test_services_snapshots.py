@@ -25,8 +25,12 @@ def test_it_copies_each_nodes_stored_figures_with_the_phantom_slices_by_reason(l
     node = Node.objects.get(node_id=2)
     row = _row("node", 2)
     assert (row.nominal, row.deployable, row.free, row.placeable, row.phantom) == (
-        node.slices_free + node.slices_rented + node.slices_deployed + node.slices_failed, node.deployable,
-        node.slices_free, 1, 3)  # fmt: skip
+        node.slices_free + node.slices_rented + node.slices_deployed + node.slices_failed,
+        node.deployable,
+        node.slices_free,
+        1,
+        3,
+    )
     assert (row.phantom_memory, row.phantom_pool, row.phantom_disk) == (2, 1, 0)
 
 

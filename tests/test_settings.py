@@ -23,7 +23,19 @@ BASE_DIR = Path(settings.BASE_DIR)
 # --- the strict readers ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("raw", "value"), [("true", True), ("1", True), (" Yes ", True), ("ON", True), ("false", False), ("0", False), ("no", False), ("off", False)])
+@pytest.mark.parametrize(
+    ("raw", "value"),
+    [
+        ("true", True),
+        ("1", True),
+        (" Yes ", True),
+        ("ON", True),
+        ("false", False),
+        ("0", False),
+        ("no", False),
+        ("off", False),
+    ],
+)
 def test_it_reads_booleans(monkeypatch, raw, value):
     monkeypatch.setenv("SLICEDASH_FLAG", raw)
     assert env_bool("SLICEDASH_FLAG", not value) is value
@@ -60,7 +72,9 @@ def test_it_refuses_an_int_below_its_minimum(monkeypatch):
 def test_it_refuses_nan_and_infinity_for_a_float(monkeypatch, raw):
     # An infinite time-out would let one slow grid call hold a worker forever.
     monkeypatch.setenv("GRID_READ_TIMEOUT", raw)
-    with pytest.raises(ImproperlyConfigured, match=f"GRID_READ_TIMEOUT={raw!r} must be a finite number of at least 0.01"):
+    with pytest.raises(
+        ImproperlyConfigured, match=f"GRID_READ_TIMEOUT={raw!r} must be a finite number of at least 0.01"
+    ):
         env_float("GRID_READ_TIMEOUT", 10.0, minimum=0.01)
 
 
@@ -96,11 +110,18 @@ def test_it_reads_strings_as_given(monkeypatch):
 
 def clean_env(tmp_path, **variables) -> dict:
     """Nothing from this process: only what a bare shell has, a VAR_DIR of our own, and `variables`."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "VAR_DIR": str(tmp_path / "var"), **variables}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(tmp_path),
+        "VAR_DIR": str(tmp_path / "var"),
+        **variables,
+    }
 
 
 def python(code: str, env: dict) -> subprocess.CompletedProcess:
-    prelude = "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dashboard.settings'); django.setup(); "
+    prelude = (
+        "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dashboard.settings'); django.setup(); "
+    )
     return subprocess.run(
         [sys.executable, "-c", prelude + code], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60
     )
@@ -124,7 +145,10 @@ def settings_in(env: dict, *names: str) -> dict:
 
 def test_it_runs_on_sqlite_in_wal_mode_with_immediate_transactions_by_default(tmp_path):
     database = settings_in(clean_env(tmp_path), "DATABASES")["DATABASES"]["default"]
-    assert (database["ENGINE"], database["NAME"]) == ("django.db.backends.sqlite3", str(tmp_path / "var" / "dashboard.sqlite3"))
+    assert (database["ENGINE"], database["NAME"]) == (
+        "django.db.backends.sqlite3",
+        str(tmp_path / "var" / "dashboard.sqlite3"),
+    )
     assert database["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
     assert "PRAGMA journal_mode=WAL" in database["OPTIONS"]["init_command"]
 
@@ -156,7 +180,10 @@ def test_it_runs_on_the_simulated_grid_in_debug_by_default(tmp_path):
     [
         ({"DEBUG": "maybe"}, "DEBUG='maybe' is not a boolean"),
         ({"DEBUG": "false"}, "SECRET_KEY must be set when DEBUG is false"),
-        ({"DEBUG": "false", "SECRET_KEY": "dev-only-insecure-key-do-not-use-in-production"}, "SECRET_KEY is the development key"),
+        (
+            {"DEBUG": "false", "SECRET_KEY": "dev-only-insecure-key-do-not-use-in-production"},
+            "SECRET_KEY is the development key",
+        ),
         ({"GRID_RETRIES": "three"}, "GRID_RETRIES='three' is not a whole number"),
         ({"GRID_READ_TIMEOUT": "nan"}, "GRID_READ_TIMEOUT='nan' must be a finite number"),
         ({"DATABASE_URL": "not-a-url"}, "DATABASE_URL is malformed"),
@@ -193,9 +220,18 @@ def test_it_fails_the_deployment_checks_with_debug_on(tmp_path):
 
 def test_it_turns_on_https_protections_in_production(tmp_path):
     found = settings_in(
-        production_env(tmp_path), "SECURE_SSL_REDIRECT", "SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS"
+        production_env(tmp_path),
+        "SECURE_SSL_REDIRECT",
+        "SESSION_COOKIE_SECURE",
+        "CSRF_COOKIE_SECURE",
+        "SECURE_HSTS_SECONDS",
     )
-    assert found == {"SECURE_SSL_REDIRECT": True, "SESSION_COOKIE_SECURE": True, "CSRF_COOKIE_SECURE": True, "SECURE_HSTS_SECONDS": 31536000}
+    assert found == {
+        "SECURE_SSL_REDIRECT": True,
+        "SESSION_COOKIE_SECURE": True,
+        "CSRF_COOKIE_SECURE": True,
+        "SECURE_HSTS_SECONDS": 31536000,
+    }
 
 
 def test_it_uses_postgresql_when_given_a_database_url(tmp_path):
@@ -209,9 +245,16 @@ def test_it_ends_sessions_after_12_hours_or_2_idle_hours_by_default(tmp_path):
 
 
 def test_it_reads_the_session_lifetimes_and_the_grid_budgets_from_the_environment(tmp_path):
-    env = clean_env(tmp_path, SESSION_COOKIE_AGE="28800", SESSION_IDLE_TIMEOUT="900", GRID_DEADLINE="20", GRID_STEP_DEADLINE="45")
+    env = clean_env(
+        tmp_path, SESSION_COOKIE_AGE="28800", SESSION_IDLE_TIMEOUT="900", GRID_DEADLINE="20", GRID_STEP_DEADLINE="45"
+    )
     found = settings_in(env, "SESSION_COOKIE_AGE", "SESSION_IDLE_TIMEOUT", "GRID_DEADLINE", "GRID_STEP_DEADLINE")
-    assert found == {"SESSION_COOKIE_AGE": 28800, "SESSION_IDLE_TIMEOUT": 900, "GRID_DEADLINE": 20.0, "GRID_STEP_DEADLINE": 45.0}
+    assert found == {
+        "SESSION_COOKIE_AGE": 28800,
+        "SESSION_IDLE_TIMEOUT": 900,
+        "GRID_DEADLINE": 20.0,
+        "GRID_STEP_DEADLINE": 45.0,
+    }
 
 
 @pytest.mark.parametrize(

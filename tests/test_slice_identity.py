@@ -28,9 +28,16 @@ def test_a_recarve_numbers_new_slices_after_every_number_used(legacy_node_1774):
 def test_a_failure_row_keeps_naming_its_slice_shown_as_retired(legacy_node_1774, support_client):
     failed = legacy_node_1774.slices.get(index=6)
     row = Deployment.objects.create(
-        node=legacy_node_1774, slice=failed, slice_index=6, cru=1, mru=failed.mru, sru=failed.sru,
-        state=Deployment.State.FAILED, cause=Deployment.Cause.MEMORY, raw_error="out of memory",
-    )  # fmt: skip
+        node=legacy_node_1774,
+        slice=failed,
+        slice_index=6,
+        cru=1,
+        mru=failed.mru,
+        sru=failed.sru,
+        state=Deployment.State.FAILED,
+        cause=Deployment.Cause.MEMORY,
+        raw_error="out of memory",
+    )
     reregister(legacy_node_1774)
     row.refresh_from_db()
     assert row.slice_id is None and row.slice_index == 6

@@ -49,7 +49,10 @@ def test_it_changes_nothing_when_run_a_second_time(legacy_node_1774, live_worker
     before = catalog(legacy_node_1774)
     second = job_finished(reregister(legacy_node_1774))
     assert (second.state, second.result["changed"], second.result["removed"], second.result["added"]) == (
-        Job.State.SUCCEEDED, False, [], []
+        Job.State.SUCCEEDED,
+        False,
+        [],
+        [],
     )
     assert catalog(legacy_node_1774) == before
 
@@ -58,7 +61,10 @@ def test_it_dry_runs_without_changing_the_catalog(legacy_node_1774, live_worker,
     before = catalog(legacy_node_1774)
     job = job_finished(reregister(legacy_node_1774, dry_run=True))
     assert (job.state, job.result["dry_run"], job.result["after"]["slices"], len(job.result["added"])) == (
-        Job.State.SUCCEEDED, True, 6, 5
+        Job.State.SUCCEEDED,
+        True,
+        6,
+        5,
     )
     assert catalog(legacy_node_1774) == before
 
@@ -87,7 +93,9 @@ def test_it_fails_the_job_when_the_node_is_not_on_the_grid(legacy_node_1774, liv
 def test_it_fails_the_job_when_the_grid_answers_a_malformed_payload(
     legacy_node_1774, gridproxy_serving, live_worker, job_finished
 ):
-    gridproxy_serving({"/nodes/1774": {"nodeId": 1774, "farmId": 1, "status": "up", "capacity": {"total_resources": "lots"}}})
+    gridproxy_serving(
+        {"/nodes/1774": {"nodeId": 1774, "farmId": 1, "status": "up", "capacity": {"total_resources": "lots"}}}
+    )
     before = catalog(legacy_node_1774)
     job = job_finished(reregister(legacy_node_1774))
     assert job.state == Job.State.FAILED and "total_resources" in job.error
@@ -134,7 +142,9 @@ def test_it_reclaims_a_redelivered_job_whose_worker_died(
     assert (job.state, job.attempts, len(catalog(legacy_node_1774))) == (Job.State.SUCCEEDED, 2, 6)
 
 
-def test_it_reaps_a_lost_job_through_the_beat_task(legacy_node_1774, broker_purged, live_worker, settings, job_finished):
+def test_it_reaps_a_lost_job_through_the_beat_task(
+    legacy_node_1774, broker_purged, live_worker, settings, job_finished
+):
     job = Job.objects.create(kind=Job.Kind.REREGISTER, node=legacy_node_1774)
     job_claim(job_id=job.pk, now=timezone.now() - timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT + 5))
     broker_purged.send_task("dashboard.jobs_reap")

@@ -47,22 +47,52 @@ def test_it_shows_what_learning_adds_to_the_zos_accounting(month):
 
 def test_it_gives_the_same_figures_for_the_same_seed(month):
     again = simulate(nodes=60, events=600, seed=7, policies=("zos-learning",))
-    assert again.policies["zos-learning"].as_dict() | {"seconds": 0} == month.policies["zos-learning"].as_dict() | {"seconds": 0}
+    assert again.policies["zos-learning"].as_dict() | {"seconds": 0} == month.policies["zos-learning"].as_dict() | {
+        "seconds": 0
+    }
 
 
 def test_the_command_prints_the_figures_as_json():
     out = StringIO()
-    call_command("simulate_traffic", "--nodes", "20", "--events", "200", "--policies", "legacy,zos-learning", "--json", stdout=out)
+    call_command(
+        "simulate_traffic",
+        "--nodes",
+        "20",
+        "--events",
+        "200",
+        "--policies",
+        "legacy,zos-learning",
+        "--json",
+        stdout=out,
+    )
     data = json.loads(out.getvalue())
     figures = data["policies"]["zos-learning"]
     assert set(data["policies"]) == {"legacy", "zos-learning"}
-    assert {"deploys", "refused", "refused_by_cause", "refused_after_first", "utilisation", "phantom_slice_hours"} <= set(figures)
+    assert {
+        "deploys",
+        "refused",
+        "refused_by_cause",
+        "refused_after_first",
+        "utilisation",
+        "phantom_slice_hours",
+    } <= set(figures)
     assert 0 <= figures["utilisation"] <= 1
 
 
 def test_the_command_writes_the_report_and_its_chart(tmp_path):
-    call_command("simulate_traffic", "--nodes", "10", "--events", "50", "--write", str(tmp_path / "SIM.md"),
-                 "--chart", str(tmp_path / "sim.png"), stdout=StringIO(), stderr=StringIO())
+    call_command(
+        "simulate_traffic",
+        "--nodes",
+        "10",
+        "--events",
+        "50",
+        "--write",
+        str(tmp_path / "SIM.md"),
+        "--chart",
+        str(tmp_path / "sim.png"),
+        stdout=StringIO(),
+        stderr=StringIO(),
+    )
     assert "| zos-learning |" in (tmp_path / "SIM.md").read_text()
     assert (tmp_path / "sim.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -73,7 +103,9 @@ def test_the_command_refuses_an_unknown_policy():
 
 
 def test_a_release_frees_exactly_what_the_deploy_took():
-    machine = ZosMachine.boot(1, cru=8, mru=32 * GiB, sru=960 * GiB, pools=[480 * GiB, 480 * GiB], per_vm_overhead_mru=GiB)
+    machine = ZosMachine.boot(
+        1, cru=8, mru=32 * GiB, sru=960 * GiB, pools=[480 * GiB, 480 * GiB], per_vm_overhead_mru=GiB
+    )
     before = machine.reading()
     vm, refusal = machine.place(SliceSize(cru=2, mru=8 * GiB, sru=300 * GiB), name="a", deployment_id=1)
     assert refusal is None
@@ -87,7 +119,9 @@ def test_the_simulator_takes_no_decision_from_the_capacity_model():
     # Two implementations of ZOS's rules on purpose: the simulator may share sizes and types only.
     tree = ast.parse(Path("dashboard/grid/simulator.py").read_text())
     imported = {
-        alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module == "dashboard.capacity"
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "dashboard.capacity"
         for alias in node.names
     }
     assert imported <= {"GiB", "MiB", "Resources", "SliceSize", "format_size"}
@@ -110,12 +144,15 @@ def test_it_replays_the_callers_fleet():
 def test_a_named_policy_runs_like_the_built_in_one_with_the_same_parameters():
     shipped = Contender(name="in force", policy=profile("zos"), mode=MODES["zos-learning"])
     month = simulate(fleet=small_fleet(), events=120, seed=3, policies=("zos-learning", shipped))
-    assert month.policies["in force"].as_dict() | {"seconds": 0} == month.policies["zos-learning"].as_dict() | {"seconds": 0}
+    assert month.policies["in force"].as_dict() | {"seconds": 0} == month.policies["zos-learning"].as_dict() | {
+        "seconds": 0
+    }
 
 
 def test_a_per_vm_overhead_lowers_utilisation_on_the_same_fleet():
-    candidate = Contender(name="candidate", policy=with_overrides(profile("zos"), overhead_mru_per_vm=3 * GiB),
-                          mode=MODES["zos-learning"])
+    candidate = Contender(
+        name="candidate", policy=with_overrides(profile("zos"), overhead_mru_per_vm=3 * GiB), mode=MODES["zos-learning"]
+    )
     month = simulate(fleet=small_fleet(), events=200, seed=3, policies=("zos-learning", candidate))
     assert month.policies["candidate"].utilisation < month.policies["zos-learning"].utilisation
 

@@ -17,7 +17,9 @@ PAGE = reverse("jobs")
 
 @pytest.fixture
 def firing():
-    condition = rules.Condition(rules.PHANTOM, "farm 1", "Farm 1 offers 3 phantom slices on 1 up node (memory 3)", "node 1774 (3)")
+    condition = rules.Condition(
+        rules.PHANTOM, "farm 1", "Farm 1 offers 3 phantom slices on 1 up node (memory 3)", "node 1774 (3)"
+    )
     alerts_record(conditions=[condition], now=timezone.now())
     return Alert.objects.get()
 
@@ -54,7 +56,9 @@ def test_it_shows_no_resolved_alert(admins_client, firing):
 def test_it_shows_no_worker_running_even_when_the_beat_is_gone(admins_client, legacy_node_1774, settings):
     # Nothing recorded an alert (the beat runs inside the worker): the banner judges it itself.
     job = Job.objects.create(kind=Job.Kind.PRECHECK, node=legacy_node_1774)
-    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(seconds=settings.ALERT_QUEUED_WITHOUT_WORKER + 5))
+    Job.objects.filter(pk=job.pk).update(
+        created_at=timezone.now() - timedelta(seconds=settings.ALERT_QUEUED_WITHOUT_WORKER + 5)
+    )
     content = admins_client.get(PAGE).content
     assert b"No worker is running" in content and not Alert.objects.exists()
 

@@ -21,14 +21,22 @@ MEMORY_ERROR = (
 def failed_deployment(node, *, index: int, raw_error: str, cause: str, needed=None, usable=None) -> Deployment:
     """A failure as slice_deploy records it: ZOS's raw message, the cause, and what the node reported then."""
     return Deployment.objects.create(
-        node=node, slice_index=index, cru=1, mru=4 * GiB, sru=133 * GiB, state=Deployment.State.FAILED,
-        raw_error=raw_error, cause=cause, needed_bytes=needed, usable_bytes=usable,
+        node=node,
+        slice_index=index,
+        cru=1,
+        mru=4 * GiB,
+        sru=133 * GiB,
+        state=Deployment.State.FAILED,
+        raw_error=raw_error,
+        cause=cause,
+        needed_bytes=needed,
+        usable_bytes=usable,
         capacity_seen={
             "status": "up",
             "total": {"cru": 8, "mru": 31 * GiB, "sru": int(931.5 * GiB), "hru": 0},
             "used": {"cru": 6, "mru": 29098403430, "sru": 821 * GiB, "hru": 0},
         },
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -121,7 +129,9 @@ def test_it_reads_many_failures_with_as_many_queries_as_one(support_client, fail
     for node_id in (31, 32, 33):
         node = sim_node(node_id, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=7, policy_name="legacy")
         for index in range(5):
-            failed_deployment(node, index=index, raw_error="not enough space left in pools of this type ssd", cause="disk")
+            failed_deployment(
+                node, index=index, raw_error="not enough space left in pools of this type ssd", cause="disk"
+            )
     assert _count_queries(support_client, url) == one
 
 
@@ -157,7 +167,9 @@ def test_an_unknown_failure_is_advised_in_plain_words_with_the_engineer_detail_f
 def test_a_stale_nodes_advice_says_what_to_do_and_folds_why_it_is_stale(support_client, failed_on_1774):
     from dashboard.models import Node
 
-    Node.objects.filter(pk=failed_on_1774.node.pk).update(stale=True, stale_reason="carved by legacy v1; zos v1 is in force")
+    Node.objects.filter(pk=failed_on_1774.node.pk).update(
+        stale=True, stale_reason="carved by legacy v1; zos v1 is in force"
+    )
     cell = _cause_cell(support_client.get(reverse("deployments-failed")).content)
     words, folded = cell.split("<details", 1)
     assert "an admin should re-register the node" in words and "legacy v1" not in words

@@ -128,7 +128,7 @@ def test_it_exports_the_gap_and_staleness(support_client, small_fleet):
 
 @pytest.mark.django_db
 def test_it_quotes_text_a_spreadsheet_would_run_as_a_formula(support_client, sim_node):
-    sim_node(30, cru=4, mru=8 * GiB, sru=250 * GiB, farm_id=9, farm_name="=HYPERLINK(\"x\")")
+    sim_node(30, cru=4, mru=8 * GiB, sru=250 * GiB, farm_id=9, farm_name='=HYPERLINK("x")')
     rows = list(csv.DictReader(io.StringIO(support_client.get("/export.csv").content.decode())))
     assert rows[0]["farm_name"].startswith("'=")
 
@@ -213,8 +213,14 @@ def _count_queries(client, url) -> int:
 def test_it_reads_a_larger_fleet_with_as_many_queries_as_a_small_one(admins_client, small_fleet, url):
     few = _count_queries(admins_client, url)
     for node_id in range(100, 115):
-        small_fleet(node_id, cru=8, mru=16 * GiB, sru=465 * GiB, farm_id=1 + node_id % 3,
-                    policy_name="legacy" if node_id % 2 else None)  # fmt: skip
+        small_fleet(
+            node_id,
+            cru=8,
+            mru=16 * GiB,
+            sru=465 * GiB,
+            farm_id=1 + node_id % 3,
+            policy_name="legacy" if node_id % 2 else None,
+        )
     assert _count_queries(admins_client, url) == few
 
 
@@ -229,8 +235,14 @@ def test_it_shows_deployable_now_after_wake_and_blocked(support_client, small_fl
     totals = support_client.get(reverse("fleet")).context["fleet"].totals
     content = support_client.get(reverse("fleet")).content.decode()
     assert totals.deployable_after_wake > 0 and totals.deployable_blocked > 0
-    assert f'data-tier="after-wake" title="On nodes on standby: the farm\'s power manager wakes them"><strong>{totals.deployable_after_wake}</strong> after wake</a>' in content
-    assert f'data-tier="blocked" title="On nodes that are down"><strong>{totals.deployable_blocked}</strong> blocked</a>' in content
+    assert (
+        f'data-tier="after-wake" title="On nodes on standby: the farm\'s power manager wakes them"><strong>{totals.deployable_after_wake}</strong> after wake</a>'
+        in content
+    )
+    assert (
+        f'data-tier="blocked" title="On nodes that are down"><strong>{totals.deployable_blocked}</strong> blocked</a>'
+        in content
+    )
 
 
 @pytest.mark.django_db

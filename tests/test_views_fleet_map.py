@@ -55,7 +55,10 @@ def test_it_answers_a_bad_filter_with_a_400_that_says_why(support_client, small_
 
 @pytest.mark.django_db
 def test_the_map_and_the_table_link_to_each_other_with_the_same_filters(support_client, small_fleet):  # noqa: F811
-    assert b'href="/map/?q=freefarm&amp;status=up"' in support_client.get(reverse("fleet"), {"q": "freefarm", "status": "up", "sort": "-gap"}).content
+    assert (
+        b'href="/map/?q=freefarm&amp;status=up"'
+        in support_client.get(reverse("fleet"), {"q": "freefarm", "status": "up", "sort": "-gap"}).content
+    )
     assert b'href="/?q=freefarm&amp;status=up"' in support_client.get(URL, {"q": "freefarm", "status": "up"}).content
 
 
@@ -64,7 +67,14 @@ def test_it_renders_in_a_constant_number_of_queries(support_client, small_fleet)
     with CaptureQueriesContext(connection) as before:
         support_client.get(URL)
     Node.objects.bulk_create(
-        Node(node_id=10_000 + i, farm_id=i % 7, total_cru=8, total_mru=16 * GiB, total_sru=465 * GiB, carved_policy_name="zos")
+        Node(
+            node_id=10_000 + i,
+            farm_id=i % 7,
+            total_cru=8,
+            total_mru=16 * GiB,
+            total_sru=465 * GiB,
+            carved_policy_name="zos",
+        )
         for i in range(300)
     )
     with CaptureQueriesContext(connection) as after:

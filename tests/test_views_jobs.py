@@ -14,9 +14,13 @@ GiB = capacity.GiB
 
 def make_node(node_id: int, **fields) -> Node:
     values = {
-        "farm_id": 1, "total_cru": 8, "total_mru": 31 * GiB, "total_sru": 931 * GiB, "carved_policy_name": "zos",
+        "farm_id": 1,
+        "total_cru": 8,
+        "total_mru": 31 * GiB,
+        "total_sru": 931 * GiB,
+        "carved_policy_name": "zos",
         **fields,
-    }  # fmt: skip
+    }
     return Node.objects.create(node_id=node_id, **values)
 
 
@@ -94,8 +98,14 @@ def test_it_answers_404_for_a_job_that_does_not_exist(support_client):
 
 @pytest.mark.django_db
 def test_it_keeps_polling_while_the_job_runs(support_client):
-    job = Job.objects.create(kind=Job.Kind.REREGISTER, node=make_node(1774), state=Job.State.RUNNING,
-                             step="reading node 1774's live capacity", progress_total=3, progress_done=1)  # fmt: skip
+    job = Job.objects.create(
+        kind=Job.Kind.REREGISTER,
+        node=make_node(1774),
+        state=Job.State.RUNNING,
+        step="reading node 1774's live capacity",
+        progress_total=3,
+        progress_done=1,
+    )
     response = support_client.get(reverse("job-progress", args=[job.pk]), HTTP_HX_REQUEST="true")
     assert b'hx-trigger="every 1s"' in response.content
     assert b"reading node 1774&#x27;s live capacity" in response.content
@@ -120,8 +130,13 @@ def test_it_renders_the_progress_fragment_without_the_page_around_it(support_cli
 
 @pytest.mark.django_db
 def test_it_shows_why_a_job_failed(support_client):
-    job = Job.objects.create(kind=Job.Kind.REREGISTER, node=make_node(1774), state=Job.State.FAILED,
-                             error="node 1774 is not reachable", finished_at=timezone.now())  # fmt: skip
+    job = Job.objects.create(
+        kind=Job.Kind.REREGISTER,
+        node=make_node(1774),
+        state=Job.State.FAILED,
+        error="node 1774 is not reachable",
+        finished_at=timezone.now(),
+    )
     response = support_client.get(reverse("job", args=[job.pk]))
     assert b"node 1774 is not reachable" in response.content
 
@@ -164,19 +179,39 @@ def test_it_refuses_a_post_to_the_progress_fragment(support_client):
 @pytest.mark.django_db
 def test_it_shows_a_precheck_result_slice_by_slice(support_client):
     verdict = {"slice": 6, "fits": False, "words": "does not fit: memory: needs 4 GiB, 3.9 GiB available"}
-    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=make_node(1774), state=Job.State.SUCCEEDED, finished_at=timezone.now(),
-                             result={"free_slices": 1, "placeable_now": 0, "phantom_slices": [6], "verdicts": [verdict],
-                                     "words": "node 1774: 0 of 1 free slices can be placed now; phantom: slice 6"})  # fmt: skip
+    job = Job.objects.create(
+        kind=Job.Kind.PRECHECK,
+        node=make_node(1774),
+        state=Job.State.SUCCEEDED,
+        finished_at=timezone.now(),
+        result={
+            "free_slices": 1,
+            "placeable_now": 0,
+            "phantom_slices": [6],
+            "verdicts": [verdict],
+            "words": "node 1774: 0 of 1 free slices can be placed now; phantom: slice 6",
+        },
+    )
     content = support_client.get(reverse("job", args=[job.pk])).content
     assert b"Slice 6: does not fit: memory: needs 4 GiB" in content
 
 
 @pytest.mark.django_db
 def test_it_names_the_nodes_a_bulk_reregister_could_not_do(support_client):
-    job = Job.objects.create(kind=Job.Kind.BULK_REREGISTER, state=Job.State.SUCCEEDED, finished_at=timezone.now(),
-                             result={"stale": 2, "reregistered": 1, "unchanged": 0, "nodes": [], "notes": [],
-                                     "failures": [{"node_id": 3021, "error": "node 3021 is down"}],
-                                     "words": "re-registered 1 of 2 stale node(s); 0 already up to date; 1 failed"})  # fmt: skip
+    job = Job.objects.create(
+        kind=Job.Kind.BULK_REREGISTER,
+        state=Job.State.SUCCEEDED,
+        finished_at=timezone.now(),
+        result={
+            "stale": 2,
+            "reregistered": 1,
+            "unchanged": 0,
+            "nodes": [],
+            "notes": [],
+            "failures": [{"node_id": 3021, "error": "node 3021 is down"}],
+            "words": "re-registered 1 of 2 stale node(s); 0 already up to date; 1 failed",
+        },
+    )
     content = support_client.get(reverse("job", args=[job.pk])).content
     assert b"node 3021</a>: node 3021 is down" in content
 
@@ -187,19 +222,31 @@ def finished_bulk(*, changed: int, sample: int = 100, failures: int = 0, failure
     node = {"node_id": 0, "changed": True, "before": figures, "after": figures, "removed": 3, "added": 3, "kept": 0}
     kept = min(failures, failures_kept)
     return Job.objects.create(
-        kind=Job.Kind.BULK_REREGISTER, state=Job.State.SUCCEEDED, finished_at=timezone.now(),
+        kind=Job.Kind.BULK_REREGISTER,
+        state=Job.State.SUCCEEDED,
+        finished_at=timezone.now(),
         result={
-            "dry_run": False, "farm_id": None, "stale": changed + failures, "seen": changed + failures,
-            "reregistered": changed, "unchanged": 0, "failed": failures,
+            "dry_run": False,
+            "farm_id": None,
+            "stale": changed + failures,
+            "seen": changed + failures,
+            "reregistered": changed,
+            "unchanged": 0,
+            "failed": failures,
             "slices": {"removed": 3 * changed, "added": 3 * changed, "kept": 0},
-            "fleet": {"before": {k: v * changed for k, v in figures.items()}, "after": {k: v * changed for k, v in figures.items()}},
+            "fleet": {
+                "before": {k: v * changed for k, v in figures.items()},
+                "after": {k: v * changed for k, v in figures.items()},
+            },
             "failures": [{"node_id": 50000 + i, "error": f"node {50000 + i} is down"} for i in range(kept)],
             "failures_more": failures - kept,
             "nodes": [node | {"node_id": 10000 + i} for i in range(min(changed, sample))],
-            "nodes_total": changed, "nodes_truncated": changed > sample, "notes": [],
+            "nodes_total": changed,
+            "nodes_truncated": changed > sample,
+            "notes": [],
             "words": f"re-registered {changed} of {changed + failures} stale node(s); 0 already up to date; {failures} failed",
         },
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.django_db
@@ -252,7 +299,9 @@ def test_it_lists_a_bulk_job_in_the_history_of_each_node_it_recarved(support_cli
     node = make_node(1774)
     job = finished_bulk(changed=1)
     AuditEvent.objects.create(action="job.node-reregistered", node=node, job=job, message="re-register of node 1774")
-    AuditEvent.objects.create(action="job.node-reregistered", node=make_node(42), job=finished_bulk(changed=1), message="")
+    AuditEvent.objects.create(
+        action="job.node-reregistered", node=make_node(42), job=finished_bulk(changed=1), message=""
+    )
     response = support_client.get(reverse("node", args=[1774]))
     assert [j.pk for j in response.context["detail"].jobs] == [job.pk]
 
@@ -261,10 +310,22 @@ def finished_precheck_on(node: Node, status: str) -> Job:
     now = timezone.now()
     verdicts = [{"slice": i, "fits": False, "words": f"does not fit: the node is {status}"} for i in range(6)]
     return Job.objects.create(
-        kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, started_at=now, finished_at=now,
-        result={"node_id": node.node_id, "status": status, "cause": "node-offline", "free_slices": 6,
-                "placeable_now": 0, "phantom_slices": list(range(6)), "verdicts": verdicts, "words": "…"},
-    )  # fmt: skip
+        kind=Job.Kind.PRECHECK,
+        node=node,
+        state=Job.State.SUCCEEDED,
+        started_at=now,
+        finished_at=now,
+        result={
+            "node_id": node.node_id,
+            "status": status,
+            "cause": "node-offline",
+            "free_slices": 6,
+            "placeable_now": 0,
+            "phantom_slices": list(range(6)),
+            "verdicts": verdicts,
+            "words": "…",
+        },
+    )
 
 
 @pytest.mark.django_db
@@ -272,7 +333,9 @@ def test_it_says_a_precheck_on_a_standby_node_in_one_line_without_succeeded(supp
     job = finished_precheck_on(make_node(3001, status="standby"), "standby")
     content = support_client.get(reverse("job", args=[job.pk])).content.decode()
     assert "node on standby: nothing placeable until woken" in content and "✓ Succeeded" not in content
-    assert "Node 3001 is on standby (switched off by its farm&#x27;s power manager): none of its 6 free slices" in content
+    assert (
+        "Node 3001 is on standby (switched off by its farm&#x27;s power manager): none of its 6 free slices" in content
+    )
     assert "✕ phantom" not in content  # one line for the node, not one row per slice
 
 
@@ -281,4 +344,7 @@ def test_it_shows_a_precheck_on_a_down_node_as_a_warning_in_the_jobs_list_and_on
     node = make_node(3002, status="down")
     finished_precheck_on(node, "down")
     assert "node down: nothing placeable until it is up" in support_client.get(reverse("jobs")).content.decode()
-    assert "node down: nothing placeable until it is up" in support_client.get(reverse("node", args=[3002])).content.decode()
+    assert (
+        "node down: nothing placeable until it is up"
+        in support_client.get(reverse("node", args=[3002])).content.decode()
+    )

@@ -52,7 +52,10 @@ def test_it_has_no_inline_script_or_style(admins_client, url):
 @pytest.mark.django_db
 def test_it_gives_htmx_the_csrf_token_once_on_the_body(support_client):
     content = support_client.get(reverse("fleet")).content.decode()
-    assert re.search(r"<body hx-headers='\{&quot;x-csrftoken&quot;: &quot;\w+&quot;\}'>|<body hx-headers='\{\"x-csrftoken\": \"\w+\"\}'>", content)
+    assert re.search(
+        r"<body hx-headers='\{&quot;x-csrftoken&quot;: &quot;\w+&quot;\}'>|<body hx-headers='\{\"x-csrftoken\": \"\w+\"\}'>",
+        content,
+    )
 
 
 @pytest.mark.django_db

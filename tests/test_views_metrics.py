@@ -68,7 +68,9 @@ def test_it_serves_the_prometheus_text_format(client, metrics_on):
     assert _scrape(client)["Content-Type"].startswith("text/plain; version=")
 
 
-def test_it_reads_the_same_number_of_queries_at_any_fleet_size(client, metrics_on, legacy_fleet, django_assert_max_num_queries):
+def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
+    client, metrics_on, legacy_fleet, django_assert_max_num_queries
+):
     """The fleet's figures come from the kept farm totals: a few rows a farm. A scrape after nodes
     changed first sums the changed farms again, in a fixed number of statements too."""
     from django.db import connection

@@ -20,7 +20,9 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 @pytest.fixture
 def node_1774(sim_node):
     """Node 1774 as the marketplace has it: the legacy 7-slice catalog, slice 0 deployed, prechecked."""
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
+    node = sim_node(
+        1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy"
+    )
     slice_deploy(node=node, slice_index=0, grid=sim_node.grid, source="command")
     precheck_run(node=node, grid=sim_node.grid)
     node.refresh_from_db()
@@ -201,7 +203,9 @@ def test_it_reads_a_large_node_with_as_many_queries_as_a_small_one(admins_client
     Job.objects.update(state=Job.State.SUCCEEDED)
     for _ in range(5):
         Job.objects.create(kind=Job.Kind.PRECHECK, node=large, state=Job.State.SUCCEEDED)
-    assert _count_queries(admins_client, reverse("node", args=[12])) == _count_queries(admins_client, reverse("node", args=[11]))
+    assert _count_queries(admins_client, reverse("node", args=[12])) == _count_queries(
+        admins_client, reverse("node", args=[11])
+    )
 
 
 @pytest.mark.django_db

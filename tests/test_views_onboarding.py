@@ -104,7 +104,10 @@ def test_the_polled_card_alone_comes_back_to_htmx(admins_client, farm):
     admins_client.post("/nodes/add/", {**FARM, "action": "preview"})
     job = Job.objects.get()
     response = admins_client.get(f"/nodes/add/{job.pk}/", headers={"HX-Request": "true"})
-    assert response.content.decode().lstrip().startswith('<section id="onboard-card"') and b"hx-trigger" in response.content
+    assert (
+        response.content.decode().lstrip().startswith('<section id="onboard-card"')
+        and b"hx-trigger" in response.content
+    )
 
 
 @pytest.mark.django_db

@@ -15,7 +15,9 @@ GiB = capacity.GiB
 
 @pytest.fixture
 def fleet_default(db):
-    return Policy.objects.create(name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"]))
+    return Policy.objects.create(
+        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
+    )
 
 
 @pytest.fixture
@@ -26,7 +28,10 @@ def fleet(sim_node, fleet_default):
 
 
 def form_data(policy: Policy, **changes) -> dict:
-    data = {name: PolicyForm.base_fields[name].prepare_value(value) for name, value in PolicyForm.initial_from(policy).items()}
+    data = {
+        name: PolicyForm.base_fields[name].prepare_value(value)
+        for name, value in PolicyForm.initial_from(policy).items()
+    }
     return {**data, **changes}
 
 
@@ -76,7 +81,9 @@ def test_it_fills_the_form_with_sizes_a_person_can_read(admins_client, fleet_def
 @pytest.mark.django_db
 def test_it_previews_a_change_without_saving_it(admins_client, fleet):
     policy = Policy.objects.get()
-    response = admins_client.post(reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_mru="8GiB", preview="1"))
+    response = admins_client.post(
+        reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_mru="8GiB", preview="1")
+    )
     preview = response.context["preview"]
     assert (preview.nodes, preview.deployable_now, preview.deployable_after) == (2, 9, 4)
     assert Policy.objects.get().version == 1
@@ -85,7 +92,9 @@ def test_it_previews_a_change_without_saving_it(admins_client, fleet):
 @pytest.mark.django_db
 def test_it_lists_the_nodes_that_would_go_stale(admins_client, fleet):
     policy = Policy.objects.get()
-    response = admins_client.post(reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_mru="8GiB", preview="1"))
+    response = admins_client.post(
+        reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_mru="8GiB", preview="1")
+    )
     assert [n.node_id for n in response.context["preview"].would_go_stale] == [20]
 
 
@@ -94,7 +103,9 @@ def test_it_saves_the_previewed_values_with_a_new_version_and_an_audit_event(adm
     policy = Policy.objects.get()
     url = reverse("policy-edit", args=[policy.pk])
     preview = admins_client.post(url, form_data(policy, slice_mru="8GiB", preview="1"))
-    response = admins_client.post(url, form_data(policy, slice_mru="8GiB", save="1", preview_token=preview.context["preview_token"]))
+    response = admins_client.post(
+        url, form_data(policy, slice_mru="8GiB", save="1", preview_token=preview.context["preview_token"])
+    )
     saved = Policy.objects.get()
     assert response["Location"] == reverse("policy")
     assert (saved.slice_mru, saved.version) == (8 * GiB, 2)
@@ -106,7 +117,9 @@ def test_it_shows_the_preview_again_when_the_values_differ_from_the_previewed_on
     policy = Policy.objects.get()
     url = reverse("policy-edit", args=[policy.pk])
     preview = admins_client.post(url, form_data(policy, slice_mru="8GiB", preview="1"))
-    response = admins_client.post(url, form_data(policy, slice_mru="2GiB", save="1", preview_token=preview.context["preview_token"]))
+    response = admins_client.post(
+        url, form_data(policy, slice_mru="2GiB", save="1", preview_token=preview.context["preview_token"])
+    )
     assert response.status_code == 200 and "preview" in response.context
     assert Policy.objects.get().version == 1
 
@@ -149,7 +162,9 @@ def test_it_creates_a_farm_override_after_a_preview(admins_client, fleet):
 def test_it_refuses_a_second_fleet_default_with_one_clear_error(admins_client, fleet):
     data = {**form_data(Policy.objects.get()), "name": "another", "scope": "fleet"}
     preview = admins_client.post(reverse("policy-new"), {**data, "preview": "1"})
-    response = admins_client.post(reverse("policy-new"), {**data, "save": "1", "preview_token": preview.context["preview_token"]})
+    response = admins_client.post(
+        reverse("policy-new"), {**data, "save": "1", "preview_token": preview.context["preview_token"]}
+    )
     assert response.status_code == 409
     assert b"already a fleet default" in response.content
 
@@ -170,4 +185,7 @@ def test_it_previews_a_larger_fleet_with_as_many_queries_as_a_small_one(admins_c
     for node_id in range(100, 112):
         fleet(node_id, cru=8, mru=16 * GiB, sru=465 * GiB, farm_id=1 + node_id % 3)
     Policy.objects.create(name="farm-3", scope="farm", farm_id=3, **Policy.parameters_from(capacity.PROFILES["zos"]))
-    assert (_count_queries(admins_client, "post", url, data), _count_queries(admins_client, "get", reverse("policy"))) == few
+    assert (
+        _count_queries(admins_client, "post", url, data),
+        _count_queries(admins_client, "get", reverse("policy")),
+    ) == few

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def fleet_default(db):
-    return Policy.objects.create(name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"]))
+    return Policy.objects.create(
+        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
+    )
 
 
 @pytest.fixture
@@ -26,7 +28,10 @@ def fleet(sim_node, fleet_default):
 
 
 def form_data(policy: Policy, **changes) -> dict:
-    data = {name: PolicyForm.base_fields[name].prepare_value(value) for name, value in PolicyForm.initial_from(policy).items()}
+    data = {
+        name: PolicyForm.base_fields[name].prepare_value(value)
+        for name, value in PolicyForm.initial_from(policy).items()
+    }
     return {**data, **changes}
 
 
@@ -38,7 +43,11 @@ def test_it_starts_a_simulated_month_and_sends_the_admin_to_its_page(admins_clie
     response = admins_client.post(simulate_url(fleet), form_data(fleet, overhead_mru_per_vm="3GiB"))
     job = Job.objects.get()
     assert response.status_code == 302 and response["Location"] == reverse("job", args=[job.pk])
-    assert (job.kind, job.parameters["scope"], job.parameters["candidate"]["overhead_mru_per_vm"]) == ("simulate", "fleet", 3 * GiB)
+    assert (job.kind, job.parameters["scope"], job.parameters["candidate"]["overhead_mru_per_vm"]) == (
+        "simulate",
+        "fleet",
+        3 * GiB,
+    )
 
 
 def test_it_simulates_the_next_version_of_the_policy(admins_client, fleet):
@@ -66,7 +75,11 @@ def test_it_simulates_a_new_override_on_the_nodes_it_would_govern(admins_client,
     response = admins_client.post(reverse("policy-new-simulate"), data)
     job = Job.objects.get()
     assert response.status_code == 302
-    assert (job.parameters["scope"], job.parameters["farm_id"], job.parameters["candidate"]["name"]) == ("farm", 1, "farm-1")
+    assert (job.parameters["scope"], job.parameters["farm_id"], job.parameters["candidate"]["name"]) == (
+        "farm",
+        1,
+        "farm-1",
+    )
 
 
 def test_it_refuses_support_staff_a_new_policys_simulation(support_client, fleet):

@@ -13,8 +13,9 @@ from dashboard.models import Node
 def node_1774(sim_node):
     node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
     now = timezone.now()
-    Node.objects.filter(pk=node.pk).update(seen_at=now - timedelta(minutes=3), reported_at=now - timedelta(minutes=12),
-                                           placeable_now=6, phantom_slices=0)  # fmt: skip
+    Node.objects.filter(pk=node.pk).update(
+        seen_at=now - timedelta(minutes=3), reported_at=now - timedelta(minutes=12), placeable_now=6, phantom_slices=0
+    )
     return node
 
 

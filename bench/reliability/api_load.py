@@ -46,16 +46,20 @@ THROTTLE_RATE = "1000000/m"
 SORTS = ("node_id", "farm", "status", "gap", "phantom", "free", "seen", "deployable", "nominal")
 
 
-def next_call(rng: random.Random, *, precheck: bool, node_ids: list[int], up_ids: list[int],
-              farm_ids: list[int]) -> tuple[str, str, str]:
+def next_call(
+    rng: random.Random, *, precheck: bool, node_ids: list[int], up_ids: list[int], farm_ids: list[int]
+) -> tuple[str, str, str]:
     """(kind, method, path) of the next call."""
     roll = rng.random()
     fleet, nodes, node = (0.15, 0.50, 0.80) if precheck else (0.20, 0.65, 1.0)
     if roll < fleet:
         return "fleet", "GET", "/api/v1/fleet"
     if roll < nodes:
-        params = {"sort": ("-" if rng.random() < 0.5 else "") + rng.choice(SORTS),
-                  "page": str(rng.randint(1, 5)), "per_page": str(rng.choice((20, 50, 100)))}
+        params = {
+            "sort": ("-" if rng.random() < 0.5 else "") + rng.choice(SORTS),
+            "page": str(rng.randint(1, 5)),
+            "per_page": str(rng.choice((20, 50, 100))),
+        }
         if rng.random() < 0.2:
             params["farm_id"] = str(rng.choice(farm_ids))
         if rng.random() < 0.3:
@@ -72,8 +76,16 @@ def next_call(rng: random.Random, *, precheck: bool, node_ids: list[int], up_ids
     return "precheck", "POST", f"/api/v1/nodes/{rng.choice(up_ids)}/precheck"
 
 
-def run_clients(*, base_url: str, tokens: list[tuple[str, bool]], node_ids: list[int], up_ids: list[int],
-                farm_ids: list[int], seconds: float, seed: int) -> dict:
+def run_clients(
+    *,
+    base_url: str,
+    tokens: list[tuple[str, bool]],
+    node_ids: list[int],
+    up_ids: list[int],
+    farm_ids: list[int],
+    seconds: float,
+    seed: int,
+) -> dict:
     """`tokens`: (secret, may precheck) per client; every client starts at once and stops at the deadline."""
     import requests
 
@@ -97,13 +109,18 @@ def run_clients(*, base_url: str, tokens: list[tuple[str, bool]], node_ids: list
             began = time.perf_counter()
             try:
                 if method == "POST":
-                    response = http.post(base_url + path, headers=headers, json={}, timeout=REQUEST_TIMEOUT,
-                                         allow_redirects=False)
+                    response = http.post(
+                        base_url + path, headers=headers, json={}, timeout=REQUEST_TIMEOUT, allow_redirects=False
+                    )
                 else:
-                    response = http.get(base_url + path, headers=headers, timeout=REQUEST_TIMEOUT, allow_redirects=False)
+                    response = http.get(
+                        base_url + path, headers=headers, timeout=REQUEST_TIMEOUT, allow_redirects=False
+                    )
                 elapsed = time.perf_counter() - began
                 status = str(response.status_code)
-                ok = 200 <= response.status_code < 300 and response.headers.get("Content-Type", "").startswith("application/json")
+                ok = 200 <= response.status_code < 300 and response.headers.get("Content-Type", "").startswith(
+                    "application/json"
+                )
                 problem = f"{method} {path}: {response.status_code} {response.text[:200]}"
             except Exception as exc:  # time-outs and refused connections are what we count
                 elapsed, ok, status = time.perf_counter() - began, False, type(exc).__name__
@@ -119,7 +136,9 @@ def run_clients(*, base_url: str, tokens: list[tuple[str, bool]], node_ids: list
                         error_examples.append(problem)
         http.close()
 
-    threads = [threading.Thread(target=client, args=(n, secret, pre), daemon=True) for n, (secret, pre) in enumerate(tokens)]
+    threads = [
+        threading.Thread(target=client, args=(n, secret, pre), daemon=True) for n, (secret, pre) in enumerate(tokens)
+    ]
     for t in threads:
         t.start()
     deadline_box.append(time.monotonic() + seconds)
@@ -143,8 +162,10 @@ def run_clients(*, base_url: str, tokens: list[tuple[str, bool]], node_ids: list
     return {
         "clients": len(tokens),
         "seconds": round(wall, 1),
-        "total": {**figures(everything, sum(errors.values()), sum(throttled.values())),
-                  "per_second": round(len(everything) / wall, 1)},
+        "total": {
+            **figures(everything, sum(errors.values()), sum(throttled.values())),
+            "per_second": round(len(everything) / wall, 1),
+        },
         "by_kind": {kind: figures(values, errors[kind], throttled[kind]) for kind, values in sorted(samples.items())},
         "statuses": dict(sorted(statuses.items())),
         "error_examples": error_examples,
@@ -201,13 +222,20 @@ def main(argv=None) -> int:
         users.objects.filter(username__startswith="apiload-").delete()
         support_clients = max(1, args.clients // 5)
         tokens: list[tuple[str, bool]] = []
-        for role, count, scopes in (("admins", args.clients - support_clients, ["read", "precheck"]),
-                                    ("support", support_clients, ["read"])):
+        for role, count, scopes in (
+            ("admins", args.clients - support_clients, ["read", "precheck"]),
+            ("support", support_clients, ["read"]),
+        ):
             user = users.objects.create_user(f"apiload-{role}", password=None)
             user.groups.add(Group.objects.get(name=role))
             user = users.objects.get(pk=user.pk)  # a fresh object: no cached permissions from before the group
-            tokens += [(api_token_create(user=user, name=f"client-{n}", scopes=scopes, source="command").secret,
-                        "precheck" in scopes) for n in range(count)]  # fmt: skip
+            tokens += [
+                (
+                    api_token_create(user=user, name=f"client-{n}", scopes=scopes, source="command").secret,
+                    "precheck" in scopes,
+                )
+                for n in range(count)
+            ]
         node_ids = list(Node.objects.values_list("node_id", flat=True))
         up_ids = list(Node.objects.filter(status=Node.Status.UP).values_list("node_id", flat=True))
         farm_ids = sorted(set(Node.objects.values_list("farm_id", flat=True)))
@@ -216,16 +244,31 @@ def main(argv=None) -> int:
         connections.close_all()
 
         log(f"starting gunicorn ({args.workers} workers x {args.threads} threads) on 127.0.0.1:{port}")
-        gunicorn, gunicorn_log = gunicorn_start(env=env, port=port, workers=args.workers, threads=args.threads,
-                                                log_path=workdir / "gunicorn.log")
+        gunicorn, gunicorn_log = gunicorn_start(
+            env=env, port=port, workers=args.workers, threads=args.threads, log_path=workdir / "gunicorn.log"
+        )
         base_url = f"http://127.0.0.1:{port}"
         log(f"1 client alone for {args.baseline_seconds:g} s")
-        baseline = run_clients(base_url=base_url, tokens=tokens[:1], node_ids=node_ids, up_ids=up_ids, farm_ids=farm_ids,
-                               seconds=args.baseline_seconds, seed=args.seed + 1)
+        baseline = run_clients(
+            base_url=base_url,
+            tokens=tokens[:1],
+            node_ids=node_ids,
+            up_ids=up_ids,
+            farm_ids=farm_ids,
+            seconds=args.baseline_seconds,
+            seed=args.seed + 1,
+        )
         load_before = os.getloadavg()
         log(f"{len(tokens)} API clients, {args.seconds:g} s")
-        figures = run_clients(base_url=base_url, tokens=tokens, node_ids=node_ids, up_ids=up_ids, farm_ids=farm_ids,
-                              seconds=args.seconds, seed=args.seed)
+        figures = run_clients(
+            base_url=base_url,
+            tokens=tokens,
+            node_ids=node_ids,
+            up_ids=up_ids,
+            farm_ids=farm_ids,
+            seconds=args.seconds,
+            seed=args.seed,
+        )
         gunicorn_log.flush()
         server_log = (workdir / "gunicorn.log").read_text()
         server_errors = server_log.count("Traceback")

@@ -30,8 +30,14 @@ def catalog_snapshot() -> dict:
     return {
         "nodes": list(
             Node.objects.order_by("pk").values_list(
-                "pk", "node_id", "catalog_generation", "carved_policy_name", "carved_policy_version",
-                "carved_deployable", "total_mru", "total_sru",
+                "pk",
+                "node_id",
+                "catalog_generation",
+                "carved_policy_name",
+                "carved_policy_version",
+                "carved_deployable",
+                "total_mru",
+                "total_sru",
             )
         ),
         "slices": list(
@@ -94,15 +100,21 @@ def half_catalog_violations(policies: dict[tuple[str, int], capacity.Policy]) ->
         if len(generations) > 1:
             problems.append(f"{where}: free slices from generations {sorted(generations)}")
         if generations and max(generations) > node.catalog_generation:
-            problems.append(f"{where}: a free slice of generation {max(generations)} > node generation {node.catalog_generation}")
+            problems.append(
+                f"{where}: a free slice of generation {max(generations)} > node generation {node.catalog_generation}"
+            )
         sizes = Counter((s.cru, s.mru, s.sru) for s in free)
         if len(sizes) > 1:
             problems.append(f"{where}: free slices of {len(sizes)} sizes: {dict(sizes)}")
         policy = policies.get((node.carved_policy_name, node.carved_policy_version))
         if policy is None:
-            problems.append(f"{where}: carved with unknown policy {node.carved_policy_name} v{node.carved_policy_version}")
+            problems.append(
+                f"{where}: carved with unknown policy {node.carved_policy_name} v{node.carved_policy_version}"
+            )
             continue
-        cut = capacity.carve(node.total, policy, occupied=[s.size.resources for s in occupied], pools=node.pools_sru or None)
+        cut = capacity.carve(
+            node.total, policy, occupied=[s.size.resources for s in occupied], pools=node.pools_sru or None
+        )
         if len(free) != cut.new_slices:
             problems.append(
                 f"{where}: {len(free)} free slices, but {policy.name} v{policy.version} carves {cut.new_slices} "
@@ -121,11 +133,16 @@ def figures_violations() -> list[str]:
 
     from dashboard.services.figures import FIGURE_FIELDS, figures_compute
 
-    stored = {pk: dict(zip(FIGURE_FIELDS, values)) for pk, *values in Node.objects.values_list("pk", *FIGURE_FIELDS)}
+    stored = {
+        pk: dict(zip(FIGURE_FIELDS, values, strict=True))
+        for pk, *values in Node.objects.values_list("pk", *FIGURE_FIELDS)
+    }
     node_ids = dict(Node.objects.values_list("pk", "node_id"))
     problems = []
     for pk, figures in sorted(figures_compute(Node.objects.all()).items()):
-        wrong = {name: (stored[pk][name], value) for name, value in asdict(figures).items() if stored[pk][name] != value}
+        wrong = {
+            name: (stored[pk][name], value) for name, value in asdict(figures).items() if stored[pk][name] != value
+        }
         if wrong:
             shown = ", ".join(f"{name} {was!r} (should be {value!r})" for name, (was, value) in wrong.items())
             problems.append(f"node {node_ids[pk]}: stored figures out of date: {shown}")

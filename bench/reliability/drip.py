@@ -151,8 +151,14 @@ class DripProxy:
 
 def command_round(*, env: dict, node_id: int, timeout: float = 60) -> dict:
     began = time.monotonic()
-    done = subprocess.run([str(PYTHON), "manage.py", "node_register", str(node_id)], cwd=BASE_DIR, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [str(PYTHON), "manage.py", "node_register", str(node_id)],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return {
         "exit_status": done.returncode,
         "wall_s": round(time.monotonic() - began, 2),
@@ -171,7 +177,9 @@ def job_round(*, admin, node, step_budget: float, proxy: DripProxy) -> dict:
     from dashboard.models import Job, Slice
     from dashboard.services.job_reaper import jobs_reap
 
-    slices_before = list(Slice.objects.filter(node=node).order_by("pk").values_list("pk", "index", "mru", "sru", "state"))
+    slices_before = list(
+        Slice.objects.filter(node=node).order_by("pk").values_list("pk", "index", "mru", "sru", "state")
+    )
     jobs_before = set(Job.objects.values_list("pk", flat=True))
     connections_before = len(proxy.since(0))
     page = admin.request("GET", f"/nodes/{node.node_id}/")
@@ -218,7 +226,9 @@ def job_round(*, admin, node, step_budget: float, proxy: DripProxy) -> dict:
         "error": job.error,
         "attempts": job.attempts,
         "click_to_end_s": round((job.finished_at - job.created_at).total_seconds(), 2) if job.finished_at else None,
-        "claim_to_end_s": round((job.finished_at - job.started_at).total_seconds(), 2) if job.finished_at and job.started_at else None,
+        "claim_to_end_s": round((job.finished_at - job.started_at).total_seconds(), 2)
+        if job.finished_at and job.started_at
+        else None,
         "outlived_budget": timed_out,
         "reaped": reaped,
         "oldest_heartbeat_seen_s": round(oldest_beat, 2),
@@ -241,8 +251,14 @@ def register_job_node():
     from dashboard.capacity import GiB, Resources
     from dashboard.services.registration import node_register
 
-    return node_register(node_id=JOB_NODE, total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)), farm_id=4242,
-                         farm_name="mitana", status="up", policy_name="legacy")
+    return node_register(
+        node_id=JOB_NODE,
+        total=Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)),
+        farm_id=4242,
+        farm_name="mitana",
+        status="up",
+        policy_name="legacy",
+    )
 
 
 def main(argv=None) -> int:
@@ -262,10 +278,16 @@ def main(argv=None) -> int:
     redis_server.start()
     proxy = DripProxy(drip=args.drip, max_seconds=args.max_drip)
     env = production_env(
-        workdir=workdir, broker_url=redis_server.url,
-        GRID_BACKEND="gridproxy", GRID_PROXY_URL=proxy.url, GRID_READ_TIMEOUT="10", GRID_RETRIES="2",
-        GRID_DEADLINE="30", GRID_STEP_DEADLINE=f"{args.step_budget:g}", JOB_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT),
-    )  # fmt: skip
+        workdir=workdir,
+        broker_url=redis_server.url,
+        GRID_BACKEND="gridproxy",
+        GRID_PROXY_URL=proxy.url,
+        GRID_READ_TIMEOUT="10",
+        GRID_RETRIES="2",
+        GRID_DEADLINE="30",
+        GRID_STEP_DEADLINE=f"{args.step_budget:g}",
+        JOB_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT),
+    )
     command_env = {**env, "GRID_DEADLINE": f"{args.budget:g}", "LOG_LEVEL": "INFO"}
     gunicorn = Gunicorn(env=env, workdir=workdir, workers=1, threads=4)
     worker = Worker(env=env, logdir=workdir, name="drip")
@@ -296,14 +318,20 @@ def main(argv=None) -> int:
             seen = len(proxy.since(0))
             result = command_round(env=command_env, node_id=COMMAND_NODE)
             result["stored"] = (Node.objects.count(), AuditEvent.objects.count()) != stored_before
-            result["proxy_connections"] = [{k: c[k] for k in ("bytes_sent", "held_s", "ended")} for c in proxy.since(seen)]
+            result["proxy_connections"] = [
+                {k: c[k] for k in ("bytes_sent", "held_s", "ended")} for c in proxy.since(seen)
+            ]
             commands.append(result)
-            log(f"round {n + 1}/{args.rounds}: node_register exit {result['exit_status']} in {result['wall_s']} s, "
-                f"{result['stderr_lines']} stderr line(s)")
+            log(
+                f"round {n + 1}/{args.rounds}: node_register exit {result['exit_status']} in {result['wall_s']} s, "
+                f"{result['stderr_lines']} stderr line(s)"
+            )
             outcome = job_round(admin=admin, node=node, step_budget=args.step_budget, proxy=proxy)
             jobs.append(outcome)
-            log(f"round {n + 1}/{args.rounds}: job #{outcome.get('job')} {outcome.get('state')} after "
-                f"{outcome.get('claim_to_end_s')} s: {outcome.get('error') or outcome.get('problem')}")
+            log(
+                f"round {n + 1}/{args.rounds}: job #{outcome.get('job')} {outcome.get('state')} after "
+                f"{outcome.get('claim_to_end_s')} s: {outcome.get('error') or outcome.get('problem')}"
+            )
         server_errors = gunicorn.server_errors()
         total_jobs = Job.objects.count()
     finally:
@@ -313,20 +341,31 @@ def main(argv=None) -> int:
         redis_server.stop()
 
     expected_command = f"CommandError: grid: the grid proxy did not finish answering within {args.budget:g} s ({proxy.url}/nodes/{COMMAND_NODE})"
-    expected_job = f"the grid proxy did not finish answering within {args.step_budget:g} s ({proxy.url}/nodes/{JOB_NODE})"
+    expected_job = (
+        f"the grid proxy did not finish answering within {args.step_budget:g} s ({proxy.url}/nodes/{JOB_NODE})"
+    )
     violations = []
     for n, c in enumerate(commands, 1):
         if c["exit_status"] != 1 or c["stderr"] != expected_command or c["stored"]:
-            violations.append(f"round {n}: node_register exit {c['exit_status']}, stored {c['stored']}: {c['stderr'][:300]!r}")
+            violations.append(
+                f"round {n}: node_register exit {c['exit_status']}, stored {c['stored']}: {c['stderr'][:300]!r}"
+            )
         if c["wall_s"] > args.budget + baseline["wall_s"] + 5:
             violations.append(f"round {n}: node_register took {c['wall_s']} s (budget {args.budget:g} s + start-up)")
     for n, j in enumerate(jobs, 1):
         if j.get("problem") or j["state"] != Job.State.FAILED or j["error"] != expected_job or j["outlived_budget"]:
             violations.append(f"round {n}: job {j.get('job')} {j.get('state')}: {j.get('error') or j.get('problem')}")
-        elif j["reaped"] or j["jobs_created"] != 1 or j["other_jobs_started"] or j["clicks_answered_otherwise"] \
-                or not j["catalog_unchanged"]:
-            violations.append(f"round {n}: reaped {j['reaped']}, jobs created {j['jobs_created']}, others started "
-                              f"{j['other_jobs_started']}, catalog unchanged {j['catalog_unchanged']}")
+        elif (
+            j["reaped"]
+            or j["jobs_created"] != 1
+            or j["other_jobs_started"]
+            or j["clicks_answered_otherwise"]
+            or not j["catalog_unchanged"]
+        ):
+            violations.append(
+                f"round {n}: reaped {j['reaped']}, jobs created {j['jobs_created']}, others started "
+                f"{j['other_jobs_started']}, catalog unchanged {j['catalog_unchanged']}"
+            )
     if server_errors:
         violations.append(f"gunicorn logged {server_errors} server error(s): {gunicorn.log_tail(2000)}")
 
@@ -344,8 +383,9 @@ def main(argv=None) -> int:
             "stderr_lines": [c["stderr_lines"] for c in commands],
             "stderr_example": commands[0]["stderr"] if commands else "",
             "stored_anything": sum(c["stored"] for c in commands),
-            "proxy_saw_hang_up_after_s": [c["proxy_connections"][0]["held_s"] if c["proxy_connections"] else None
-                                          for c in commands],
+            "proxy_saw_hang_up_after_s": [
+                c["proxy_connections"][0]["held_s"] if c["proxy_connections"] else None for c in commands
+            ],
         },
         "job": {
             "what": f"POST /nodes/{JOB_NODE}/reregister/ through gunicorn, a prefork Celery worker",
@@ -364,8 +404,9 @@ def main(argv=None) -> int:
             "second_jobs_started": sum(j["other_jobs_started"] for j in finished),
             "catalog_unchanged": sum(j["catalog_unchanged"] for j in finished),
             "attempts": [j["attempts"] for j in finished],
-            "proxy_saw_hang_up_after_s": [j["proxy_connections"][0]["held_s"] if j["proxy_connections"] else None
-                                          for j in finished],
+            "proxy_saw_hang_up_after_s": [
+                j["proxy_connections"][0]["held_s"] if j["proxy_connections"] else None for j in finished
+            ],
         },
         "jobs_in_database": total_jobs,
         "server_errors": server_errors,

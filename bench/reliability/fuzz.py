@@ -32,9 +32,20 @@ def main(argv=None) -> int:
     env.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
     began = time.monotonic()
     done = subprocess.run(
-        [str(BASE_DIR / ".venv" / "bin" / "pytest"), "tests/test_reliability_fuzz.py", "-q", "-p", "no:cacheprovider",
-         "--hypothesis-show-statistics", "-W", "ignore::UserWarning"],
-        cwd=BASE_DIR, env=env, capture_output=True, text=True,
+        [
+            str(BASE_DIR / ".venv" / "bin" / "pytest"),
+            "tests/test_reliability_fuzz.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--hypothesis-show-statistics",
+            "-W",
+            "ignore::UserWarning",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     elapsed = time.monotonic() - began
     per_test: dict[str, int] = {}

@@ -100,9 +100,22 @@ class RedisServer:
     def start(self) -> None:
         binary = shutil.which("redis-server") or "/usr/bin/redis-server"
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent,
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
 
         def answers() -> bool:
@@ -141,14 +154,34 @@ class Worker:
         path = self.logdir / f"worker-{self.starts}.log"
         self.log = open(path, "w")
         self.proc = subprocess.Popen(
-            [str(CELERY), "-A", "dashboard", "worker", "--pool=prefork", "--concurrency=1", "--loglevel=INFO",
-             "--without-mingle", "--without-gossip", "--without-heartbeat", "-n", f"{self.name}{self.starts}@%h"],
-            cwd=BASE_DIR, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(CELERY),
+                "-A",
+                "dashboard",
+                "worker",
+                "--pool=prefork",
+                "--concurrency=1",
+                "--loglevel=INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+                "-n",
+                f"{self.name}{self.starts}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
             preexec_fn=die_with_parent,
         )
         self.starts += 1
-        wait_until(lambda: " ready." in path.read_text() or self.proc.poll() is not None, timeout=timeout,
-                   what="the worker to be ready", every=0.1)
+        wait_until(
+            lambda: " ready." in path.read_text() or self.proc.poll() is not None,
+            timeout=timeout,
+            what="the worker to be ready",
+            every=0.1,
+        )
         if self.proc.poll() is not None:
             raise RuntimeError(f"the worker exited at start-up:\n{path.read_text()[-3000:]}")
         return time.monotonic() - began
@@ -228,9 +261,9 @@ def seed_fleet(*, grid, nodes: int, rng: random.Random, first_node_id: int = 500
     """
     from dashboard import capacity
     from dashboard.models import Policy, Slice
-    from dashboard.services.registration import node_register
     from dashboard.services.deploy import slice_deploy
     from dashboard.services.policy import policy_create
+    from dashboard.services.registration import node_register
 
     policies = {("legacy", 1): capacity.PROFILES["legacy"]}
     for n in range(nodes):
@@ -247,8 +280,11 @@ def seed_fleet(*, grid, nodes: int, rng: random.Random, first_node_id: int = 500
         if n % 2 == 0:
             Slice.objects.filter(node=node, index=1).update(state=Slice.State.RENTED, rented_by_twin_id=70000 + node_id)
         row = policy_create(
-            name=f"kill-{node_id}", scope=Policy.Scope.NODE, node=node,
-            parameters=Policy.parameters_from(capacity.PROFILES["zos"]), source="command",
+            name=f"kill-{node_id}",
+            scope=Policy.Scope.NODE,
+            node=node,
+            parameters=Policy.parameters_from(capacity.PROFILES["zos"]),
+            source="command",
         )
         policies[(row.name, row.version)] = row.to_capacity()
     return policies
@@ -275,8 +311,17 @@ def idle_nodes(nodes: list) -> list:
     return [node for node in nodes if node.pk not in busy]
 
 
-def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict, log=print,
-              redeliver=None, settle_timeout: float = 180, grid_delay: float = 0.0) -> dict:
+def kill_loop(
+    *,
+    worker: Worker,
+    kills: int,
+    rng: random.Random,
+    policies: dict,
+    log=print,
+    redeliver=None,
+    settle_timeout: float = 180,
+    grid_delay: float = 0.0,
+) -> dict:
     """Run the rounds on the registered nodes with `worker` (started); returns the report.
 
     At the end the killed workers' unacknowledged messages must come back: by default the loop
@@ -286,7 +331,12 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
     at the carve and the final transaction, which take a few milliseconds each.
     """
     from bench.reliability.checks import (
-        figures_violations, half_catalog_violations, job_outcomes, job_violations, occupied_slices, occupied_violations,
+        figures_violations,
+        half_catalog_violations,
+        job_outcomes,
+        job_violations,
+        occupied_slices,
+        occupied_violations,
         one_moment,
     )
     from dashboard.models import Job, Node
@@ -306,7 +356,7 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
         flip_policy(node, policies)
         job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
         began = time.monotonic()
-        wait_until(lambda: not Job.objects.get(pk=job.pk).is_active, timeout=60, what="a warm-up job")
+        wait_until(lambda job=job: not Job.objects.get(pk=job.pk).is_active, timeout=60, what="a warm-up job")
         durations.append(time.monotonic() - began)
         job.refresh_from_db()
         runs.append((job.finished_at - job.started_at).total_seconds())
@@ -322,8 +372,12 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
         idle = idle_nodes(nodes)
         if not idle:
             # Every node's job is waiting for its message to come back or for the reaper.
-            wait_until(lambda: jobs_reap() >= 0 and bool(idle_nodes(nodes)), timeout=VISIBILITY_TIMEOUT + 60,
-                       what="a node with no active job", every=0.5)
+            wait_until(
+                lambda: jobs_reap() >= 0 and bool(idle_nodes(nodes)),
+                timeout=VISIBILITY_TIMEOUT + 60,
+                what="a node with no active job",
+                every=0.5,
+            )
             idle = idle_nodes(nodes)
         node = rng.choice(idle)
         flip_policy(node, policies)
@@ -337,8 +391,12 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
         job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
         if anchor == "claim":
             try:
-                wait_until(lambda: Job.objects.filter(pk=job.pk, state=Job.State.QUEUED).exists() is False,
-                           timeout=30, what="the claim", every=0.002)
+                wait_until(
+                    lambda job=job: Job.objects.filter(pk=job.pk, state=Job.State.QUEUED).exists() is False,
+                    timeout=30,
+                    what="the claim",
+                    every=0.002,
+                )
             except TimeoutError:
                 anchor = "claim (not claimed within 30 s)"
         time.sleep(delay)
@@ -355,11 +413,23 @@ def kill_loop(*, worker: Worker, kills: int, rng: random.Random, policies: dict,
                 + figures_violations()
             )
         violations += [f"round {n + 1}: {p}" for p in found]
-        rounds.append({"round": n + 1, "node": node.node_id, "job": job.pk, "mode": mode, "anchor": anchor,
-                       "delay": round(delay, 3),
-                       "state_at_kill": at_kill[0], "step_at_kill": at_kill[1], "restart_s": round(restart, 2)})
-        log(f"round {n + 1}/{kills}: node {node.node_id}, killed {mode} {delay:.3f} s after the {anchor} "
-            f"(job #{job.pk} {at_kill[0]}: {at_kill[1]!r}){' VIOLATION' if found else ''}")
+        rounds.append(
+            {
+                "round": n + 1,
+                "node": node.node_id,
+                "job": job.pk,
+                "mode": mode,
+                "anchor": anchor,
+                "delay": round(delay, 3),
+                "state_at_kill": at_kill[0],
+                "step_at_kill": at_kill[1],
+                "restart_s": round(restart, 2),
+            }
+        )
+        log(
+            f"round {n + 1}/{kills}: node {node.node_id}, killed {mode} {delay:.3f} s after the {anchor} "
+            f"(job #{job.pk} {at_kill[0]}: {at_kill[1]!r}){' VIOLATION' if found else ''}"
+        )
 
     # Let the killed workers' messages come back (visibility timeout) to a live worker, then reap.
     if redeliver is None:
@@ -420,7 +490,9 @@ def main(argv=None) -> int:
     parser.add_argument("--kills", type=int, default=100)
     parser.add_argument("--nodes", type=int, default=12)
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: a fresh one, printed)")
-    parser.add_argument("--grid-delay", type=float, default=0.05, help="seconds the loopback Grid Proxy takes per answer")
+    parser.add_argument(
+        "--grid-delay", type=float, default=0.05, help="seconds the loopback Grid Proxy takes per answer"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**32)
@@ -465,14 +537,25 @@ def main(argv=None) -> int:
         call_command("flush", verbosity=0, interactive=False)
         policies = seed_fleet(grid=grid, nodes=args.nodes, rng=rng)
         worker.start()
-        report = kill_loop(worker=worker, kills=args.kills, rng=rng, policies=policies, grid_delay=args.grid_delay,
-                           log=lambda line: print(line, file=sys.stderr, flush=True))
+        report = kill_loop(
+            worker=worker,
+            kills=args.kills,
+            rng=rng,
+            policies=policies,
+            grid_delay=args.grid_delay,
+            log=lambda line: print(line, file=sys.stderr, flush=True),
+        )
     finally:
         worker.stop()
         redis_server.stop()
         server.shutdown()
         server.server_close()
-    report = {"seed": seed, "grid_delay_s": args.grid_delay, "database": env["DATABASE_URL"].rsplit("/", 1)[-1], **report}
+    report = {
+        "seed": seed,
+        "grid_delay_s": args.grid_delay,
+        "database": env["DATABASE_URL"].rsplit("/", 1)[-1],
+        **report,
+    }
     summary = {k: v for k, v in report.items() if k != "rounds"}
     print(json.dumps(summary, indent=2))
     if args.json:

@@ -40,7 +40,13 @@ if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
 from bench.reliability.kill_loop import (  # noqa: E402
-    DEFAULT_DATABASE_URL, RedisServer, Worker, database_ensure, die_with_parent, free_port, wait_until,
+    DEFAULT_DATABASE_URL,
+    RedisServer,
+    Worker,
+    database_ensure,
+    die_with_parent,
+    free_port,
+    wait_until,
 )
 
 GUNICORN = BASE_DIR / ".venv" / "bin" / "gunicorn"
@@ -66,11 +72,15 @@ class Browser:
         self.cookies: dict[str, str] = {}
 
     def request(self, method: str, path: str, *, htmx: bool = False, data=None, headers: dict | None = None):
-        headers = {**(headers or {}), **({"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {})}
+        headers = {
+            **(headers or {}),
+            **({"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}),
+        }
         if htmx:
             headers["HX-Request"] = "true"
-        response = self.http.request(method, self.base_url + path, headers=headers, data=data,
-                                     allow_redirects=False, timeout=REQUEST_TIMEOUT)
+        response = self.http.request(
+            method, self.base_url + path, headers=headers, data=data, allow_redirects=False, timeout=REQUEST_TIMEOUT
+        )
         for cookie in response.cookies:
             self.cookies[cookie.name] = cookie.value
         return response
@@ -78,8 +88,9 @@ class Browser:
     def login(self, username: str, password: str) -> None:
         form = self.request("GET", "/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
-        answer = self.request("POST", "/login/", data={"username": username, "password": password,
-                                                       "csrfmiddlewaretoken": token})
+        answer = self.request(
+            "POST", "/login/", data={"username": username, "password": password, "csrfmiddlewaretoken": token}
+        )
         if answer.status_code != 302 or "sessionid" not in self.cookies:
             raise RuntimeError(f"login of {username} failed: {answer.status_code} {answer.text[:200]}")
 
@@ -103,8 +114,9 @@ def next_request(rng: random.Random, node_ids: list[int], job_ids: list[int]) ->
     return "job polling", f"/jobs/{rng.choice(job_ids)}/progress/", True
 
 
-def run_clients(*, base_url: str, logins: list[tuple[str, str]], node_ids: list[int], job_ids: list[int],
-                seconds: float, seed: int) -> dict:
+def run_clients(
+    *, base_url: str, logins: list[tuple[str, str]], node_ids: list[int], job_ids: list[int], seconds: float, seed: int
+) -> dict:
     browsers = []
     login_began = time.monotonic()
     for username, password in logins:
@@ -203,9 +215,29 @@ def gunicorn_start(*, env: dict, port: int, workers: int, threads: int, log_path
 
     gunicorn_log = open(log_path, "w")
     gunicorn = subprocess.Popen(
-        [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi:application", "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
-         "--worker-class", "gthread", "--threads", str(threads), "--timeout", "30", "--graceful-timeout", "10"],
-        cwd=BASE_DIR, env=env, stdout=gunicorn_log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+        [
+            str(GUNICORN),
+            "-c",
+            "gunicorn.conf.py",
+            "dashboard.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--worker-class",
+            "gthread",
+            "--threads",
+            str(threads),
+            "--timeout",
+            "30",
+            "--graceful-timeout",
+            "10",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=gunicorn_log,
+        stderr=subprocess.STDOUT,
+        preexec_fn=die_with_parent,
     )
 
     def up() -> bool:
@@ -286,7 +318,10 @@ def main(argv=None) -> int:
         users = get_user_model()
         users.objects.filter(username__startswith="load-").delete()
         logins = []
-        for role, count in (("admins", max(1, args.clients // 5)), ("support", args.clients - max(1, args.clients // 5))):
+        for role, count in (
+            ("admins", max(1, args.clients // 5)),
+            ("support", args.clients - max(1, args.clients // 5)),
+        ):
             password = secrets.token_urlsafe(16)
             user = users.objects.create_user(f"load-{role}", password=password)
             user.groups.add(Group.objects.get(name=role))
@@ -295,34 +330,59 @@ def main(argv=None) -> int:
         node_ids = list(Node.objects.values_list("node_id", flat=True))
         log("running 40 jobs with a real worker so the job cards have real results")
         worker.start()
-        done = [job_request(kind=rng.choice([Job.Kind.REREGISTER, Job.Kind.PRECHECK]), node=node, source="command").job.pk
-                for node in Node.objects.order_by("?")[:40]]
-        wait_until(lambda: not Job.objects.filter(pk__in=done, state__in=Job.ACTIVE_STATES).exists(), timeout=300,
-                   what="the 40 jobs", every=0.5)
+        done = [
+            job_request(kind=rng.choice([Job.Kind.REREGISTER, Job.Kind.PRECHECK]), node=node, source="command").job.pk
+            for node in Node.objects.order_by("?")[:40]
+        ]
+        wait_until(
+            lambda: not Job.objects.filter(pk__in=done, state__in=Job.ACTIVE_STATES).exists(),
+            timeout=300,
+            what="the 40 jobs",
+            every=0.5,
+        )
         worker.stop()
         busy = set(Job.objects.filter(state__in=Job.ACTIVE_STATES).values_list("node_id", flat=True))
-        waiting = [job_request(kind=Job.Kind.PRECHECK, node=node, source="command").job.pk
-                   for node in Node.objects.exclude(pk__in=busy).order_by("?")[:10]]
+        waiting = [
+            job_request(kind=Job.Kind.PRECHECK, node=node, source="command").job.pk
+            for node in Node.objects.exclude(pk__in=busy).order_by("?")[:10]
+        ]
         job_ids = done + waiting
         job_states = dict(
-            Job.objects.filter(pk__in=job_ids).order_by().values("state").annotate(n=Count("pk")).values_list("state", "n")
+            Job.objects.filter(pk__in=job_ids)
+            .order_by()
+            .values("state")
+            .annotate(n=Count("pk"))
+            .values_list("state", "n")
         )
         from django.db import connections
 
         connections.close_all()
 
         log(f"starting gunicorn ({args.workers} workers x {args.threads} threads) on 127.0.0.1:{port}")
-        gunicorn, gunicorn_log = gunicorn_start(env=env, port=port, workers=args.workers, threads=args.threads,
-                                                log_path=workdir / "gunicorn.log")
+        gunicorn, gunicorn_log = gunicorn_start(
+            env=env, port=port, workers=args.workers, threads=args.threads, log_path=workdir / "gunicorn.log"
+        )
         # One client alone first: what a request costs when nobody waits in line, to read the 50-client
         # figures against (with no think time, 50 clients on 2 cores mostly measure the queue).
         log(f"1 client alone for {args.baseline_seconds:g} s")
-        baseline = run_clients(base_url=f"http://127.0.0.1:{port}", logins=logins[:1], node_ids=node_ids,
-                               job_ids=job_ids, seconds=args.baseline_seconds, seed=args.seed + 1)
+        baseline = run_clients(
+            base_url=f"http://127.0.0.1:{port}",
+            logins=logins[:1],
+            node_ids=node_ids,
+            job_ids=job_ids,
+            seconds=args.baseline_seconds,
+            seed=args.seed + 1,
+        )
         load_before = os.getloadavg()
         log(f"{len(logins)} clients log in, then {args.seconds:g} s of requests")
-        figures = run_clients(base_url=f"http://127.0.0.1:{port}", logins=logins, node_ids=node_ids, job_ids=job_ids,
-                              seconds=args.seconds, seed=args.seed)
+        figures = run_clients(
+            base_url=f"http://127.0.0.1:{port}",
+            logins=logins,
+            node_ids=node_ids,
+            job_ids=job_ids,
+            seconds=args.seconds,
+            seed=args.seed,
+        )
         gunicorn_log.flush()
         server_log = (workdir / "gunicorn.log").read_text()
         server_errors = server_log.count("Traceback")

@@ -72,13 +72,30 @@ def seed(*, nodes: int, workdir: Path) -> dict:
     specs = fleet_specs(nodes)
     workloads, _ = simulator_seed(SimulatedGrid(workdir / "simgrid.sqlite3"), specs)
     database_seed(specs, workloads)
-    node = node_register(node_id=WORLD_NODE, total=capacity.Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)),
-                         farm_id=4242, farm_name="mitana-nogroup", status="up", policy_name="legacy")
-    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, result={"words": JOB_WORDS},
-                             started_at=timezone.now(), finished_at=timezone.now())
+    node = node_register(
+        node_id=WORLD_NODE,
+        total=capacity.Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB)),
+        farm_id=4242,
+        farm_name="mitana-nogroup",
+        status="up",
+        policy_name="legacy",
+    )
+    job = Job.objects.create(
+        kind=Job.Kind.PRECHECK,
+        node=node,
+        state=Job.State.SUCCEEDED,
+        result={"words": JOB_WORDS},
+        started_at=timezone.now(),
+        finished_at=timezone.now(),
+    )
     policy = Policy.objects.get(name=FARM_POLICY[0])
-    alert = Alert.objects.create(rule="phantom-slices", subject="farm 4242", since=timezone.now(), summary=ALERT_SUMMARY,
-                                 evaluated_at=timezone.now())
+    alert = Alert.objects.create(
+        rule="phantom-slices",
+        subject="farm 4242",
+        since=timezone.now(),
+        summary=ALERT_SUMMARY,
+        evaluated_at=timezone.now(),
+    )
     users = get_user_model()
     password = secrets.token_urlsafe(16)
     nora = users.objects.create_user("nora", password=password)
@@ -100,8 +117,13 @@ def seed(*, nodes: int, workdir: Path) -> dict:
         "a slice size in bytes": re.compile(rf"(?<![0-9]){31 * GiB}(?![0-9])"),
     }
     return {
-        "ids": {"node_id": WORLD_NODE, "job_id": job.pk, "policy_id": policy.pk, "token_id": issued.token.pk,
-                "alert_id": alert.pk},
+        "ids": {
+            "node_id": WORLD_NODE,
+            "job_id": job.pk,
+            "policy_id": policy.pk,
+            "token_id": issued.token.pk,
+            "alert_id": alert.pk,
+        },
         "password": password,
         "token": issued.secret,
         "markers": markers,
@@ -128,11 +150,18 @@ def targets(ids: dict) -> list[dict]:
         elif isinstance(entry, URLResolver) and entry.app_name == "admin":
             found.append({"kind": "admin", "url": "/" + str(entry.pattern), "headers": {}})
             for model in admin.site._registry:
-                found.append({"kind": "admin", "headers": {},
-                              "url": reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")})
+                found.append(
+                    {
+                        "kind": "admin",
+                        "headers": {},
+                        "url": reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist"),
+                    }
+                )
     found += [{"kind": "csv export", "url": "/?format=csv", "headers": {}}]
     schema = api.get_openapi_schema(path_prefix="/api/v1/")
-    found += [{"kind": "api schema", "url": f"/api/v1{path}", "headers": {}} for path in (api.openapi_url, api.docs_url)]
+    found += [
+        {"kind": "api schema", "url": f"/api/v1{path}", "headers": {}} for path in (api.openapi_url, api.docs_url)
+    ]
     for path, operations in schema["paths"].items():
         if "get" in operations:
             url = path.replace("{node_id}", str(ids["node_id"]))
@@ -182,8 +211,10 @@ def main(argv=None) -> int:
         control = {}
         for url in (page.format(**world["ids"]) for page in CONTROL):
             answer = sam.request("GET", url)
-            control[url] = {"status": answer.status_code,
-                            "data": [name for name, pattern in world["markers"].items() if pattern.search(answer.text)]}
+            control[url] = {
+                "status": answer.status_code,
+                "data": [name for name, pattern in world["markers"].items() if pattern.search(answer.text)],
+            }
         nora = Browser(gunicorn.url)
         nora.login("nora", world["password"])
         log(f"{len(sweep)} requests as nora (in no group)")
@@ -195,12 +226,19 @@ def main(argv=None) -> int:
             body = answer.text
             leaks = [name for name, pattern in world["markers"].items() if pattern.search(body)]
             location = answer.headers.get("Location", "")
-            answers.append({
-                "kind": target["kind"], "url": target["url"], "htmx": "HX-Request" in headers, "status": answer.status_code,
-                "location": location, "data": leaks, "expected": expected(target["kind"], answer.status_code, location),
-                "says_whom_to_ask": "in no group" in body,
-                "content_type": answer.headers.get("Content-Type", "").split(";")[0],
-            })  # fmt: skip
+            answers.append(
+                {
+                    "kind": target["kind"],
+                    "url": target["url"],
+                    "htmx": "HX-Request" in headers,
+                    "status": answer.status_code,
+                    "location": location,
+                    "data": leaks,
+                    "expected": expected(target["kind"], answer.status_code, location),
+                    "says_whom_to_ask": "in no group" in body,
+                    "content_type": answer.headers.get("Content-Type", "").split(";")[0],
+                }
+            )
         server_errors = gunicorn.server_errors()
     finally:
         gunicorn.stop()
@@ -229,7 +267,9 @@ def main(argv=None) -> int:
         "server_errors": server_errors,
         "unexpected": [{k: a[k] for k in ("kind", "url", "htmx", "status", "location", "data")} for a in unexpected],
         "with_data": [{k: a[k] for k in ("kind", "url", "status", "data")} for a in with_data],
-        "control_support": {url: f"{c['status']}, {', '.join(c['data']) or 'NO DATA FOUND'}" for url, c in control.items()},
+        "control_support": {
+            url: f"{c['status']}, {', '.join(c['data']) or 'NO DATA FOUND'}" for url, c in control.items()
+        },
         "seconds": round(time.monotonic() - began, 1),
         "answers": [f"{a['status']} GET {a['url']}{' (htmx)' if a['htmx'] else ''} [{a['kind']}]" for a in answers],
     }

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -70,8 +70,9 @@ def stage_json(command: list[str], *, env: dict, timeout: float) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         path = Path(out.name)
     began = time.monotonic()
-    done = subprocess.run([*command, "--json", str(path)], cwd=BASE_DIR, env=env, timeout=timeout,
-                          stdout=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [*command, "--json", str(path)], cwd=BASE_DIR, env=env, timeout=timeout, stdout=subprocess.PIPE, text=True
+    )
     try:
         figures = json.loads(path.read_text()) if path.stat().st_size else {"output": done.stdout[-3000:]}
     finally:
@@ -83,8 +84,21 @@ def stage_json(command: list[str], *, env: dict, timeout: float) -> dict:
 def stage_pytest(paths: list[str], *, env: dict, timeout: float) -> dict:
     began = time.monotonic()
     done = subprocess.run(
-        [str(BASE_DIR / ".venv" / "bin" / "pytest"), *paths, "-q", "-p", "no:cacheprovider", "-W", "ignore::UserWarning", "-rfEX"],
-        cwd=BASE_DIR, env=env, timeout=timeout, capture_output=True, text=True,
+        [
+            str(BASE_DIR / ".venv" / "bin" / "pytest"),
+            *paths,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::UserWarning",
+            "-rfEX",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
     )
     lines = done.stdout.strip().splitlines()
     return {
@@ -100,8 +114,11 @@ def stage_schema(*, examples: int, env: dict, timeout: float) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
         path = Path(out.name)
     try:
-        result = stage_pytest(["tests/test_api_schemathesis.py"], timeout=timeout,
-                              env={**env, "SCHEMATHESIS_EXAMPLES": str(examples), "SCHEMATHESIS_REPORT": str(path)})
+        result = stage_pytest(
+            ["tests/test_api_schemathesis.py"],
+            timeout=timeout,
+            env={**env, "SCHEMATHESIS_EXAMPLES": str(examples), "SCHEMATHESIS_REPORT": str(path)},
+        )
         figures = json.loads(path.read_text()) if path.stat().st_size else {}
     finally:
         path.unlink(missing_ok=True)
@@ -117,10 +134,19 @@ def stage_deploy_check(*, env: dict) -> dict:
         "VAR_DIR": tempfile.mkdtemp(prefix="slicedash-deploy-check-"),
     }
     production.pop("SECURE_SSL_REDIRECT", None)
-    done = subprocess.run([str(PYTHON), "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                          cwd=BASE_DIR, env=production, capture_output=True, text=True, timeout=120)
-    return {"exit_status": done.returncode, "command": "manage.py check --deploy --fail-level WARNING",
-            "output": (done.stdout + done.stderr).strip()[-2000:]}
+    done = subprocess.run(
+        [str(PYTHON), "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=BASE_DIR,
+        env=production,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return {
+        "exit_status": done.returncode,
+        "command": "manage.py check --deploy --fail-level WARNING",
+        "output": (done.stdout + done.stderr).strip()[-2000:],
+    }
 
 
 def main(argv=None) -> int:
@@ -142,7 +168,7 @@ def main(argv=None) -> int:
     env.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/7")
     waited = 0.0 if args.quick else load_wait(threshold=args.max_load, max_wait=args.max_wait)
     report: dict = {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git("rev-parse", "--short", "HEAD"),
         # Others' work in progress in the same checkout is measured too; say which files differed.
         "uncommitted": git("status", "--porcelain", "--untracked-files=no").splitlines(),
@@ -150,7 +176,9 @@ def main(argv=None) -> int:
         "load_wait_s": round(waited, 0),
         "stages": {},
     }
-    kills, cases, clients, seconds, examples, drips = (10, 500, 10, 10, 10, 1) if args.quick else (100, 10000, 50, 60, 250, 5)
+    kills, cases, clients, seconds, examples, drips = (
+        (10, 500, 10, 10, 10, 1) if args.quick else (100, 10000, 50, 60, 250, 5)
+    )
     for n, stage in enumerate(stages):
         if n and not args.quick:
             # The previous stage's own work is still in the 1-minute average: let the machine settle.
@@ -158,28 +186,53 @@ def main(argv=None) -> int:
         load = [round(x, 2) for x in os.getloadavg()]
         log(f"{stage}: starting (load average {load[0]})")
         if stage == "kill":
-            result = stage_json([str(PYTHON), "bench/reliability/kill_loop.py", "--kills", str(kills)], env=env, timeout=3600)
+            result = stage_json(
+                [str(PYTHON), "bench/reliability/kill_loop.py", "--kills", str(kills)], env=env, timeout=3600
+            )
         elif stage == "fuzz":
-            result = stage_json([str(PYTHON), "bench/reliability/fuzz.py", "--cases", str(cases)], env=env, timeout=5400)
+            result = stage_json(
+                [str(PYTHON), "bench/reliability/fuzz.py", "--cases", str(cases)], env=env, timeout=5400
+            )
         elif stage == "faults":
-            result = stage_pytest(["tests/test_reliability_faults.py", "tests/test_reliability_concurrency.py",
-                                   "tests/test_reliability_security.py", "tests/test_reliability_kill.py"], env=env, timeout=1800)
+            result = stage_pytest(
+                [
+                    "tests/test_reliability_faults.py",
+                    "tests/test_reliability_concurrency.py",
+                    "tests/test_reliability_security.py",
+                    "tests/test_reliability_kill.py",
+                ],
+                env=env,
+                timeout=1800,
+            )
         elif stage == "load":
-            result = stage_json([str(PYTHON), "bench/reliability/load.py", "--clients", str(clients), "--seconds", str(seconds)],
-                                env=env, timeout=1800)
+            result = stage_json(
+                [str(PYTHON), "bench/reliability/load.py", "--clients", str(clients), "--seconds", str(seconds)],
+                env=env,
+                timeout=1800,
+            )
         elif stage == "api":
-            result = stage_json([str(PYTHON), "bench/reliability/api_load.py", "--clients", str(clients), "--seconds", str(seconds)],
-                                env=env, timeout=1800)
+            result = stage_json(
+                [str(PYTHON), "bench/reliability/api_load.py", "--clients", str(clients), "--seconds", str(seconds)],
+                env=env,
+                timeout=1800,
+            )
         elif stage == "schema":
             result = stage_schema(examples=examples, env=env, timeout=3600)
         elif stage == "drip":
-            result = stage_json([str(PYTHON), "bench/reliability/drip.py", "--rounds", str(drips)], env=env, timeout=900)
+            result = stage_json(
+                [str(PYTHON), "bench/reliability/drip.py", "--rounds", str(drips)], env=env, timeout=900
+            )
         elif stage == "nogroup":
             result = stage_json([str(PYTHON), "bench/reliability/nogroup.py"], env=env, timeout=600)
         else:
             began = time.monotonic()
             result = {**stage_deploy_check(env=env), "wall_s": round(time.monotonic() - began, 1)}
-        report["stages"][stage] = {"loadavg_at_start": load, "date": report["date"], "commit": report["commit"], **result}
+        report["stages"][stage] = {
+            "loadavg_at_start": load,
+            "date": report["date"],
+            "commit": report["commit"],
+            **result,
+        }
         log(f"{stage}: exit status {result['exit_status']} in {result.get('wall_s', '?')} s")
 
     # A quick run is a smoke test of the runs themselves: its figures are not results.

@@ -83,10 +83,29 @@ class Gunicorn:
         began = time.monotonic()
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi:application", "--bind", f"127.0.0.1:{self.port}",
-             "--workers", str(self.workers), "--worker-class", "gthread", "--threads", str(self.threads),
-             "--timeout", "30", "--graceful-timeout", "10"],
-            cwd=BASE_DIR, env=self.env, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=die_with_parent,
+            [
+                str(GUNICORN),
+                "-c",
+                "gunicorn.conf.py",
+                "dashboard.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(self.workers),
+                "--worker-class",
+                "gthread",
+                "--threads",
+                str(self.threads),
+                "--timeout",
+                "30",
+                "--graceful-timeout",
+                "10",
+            ],
+            cwd=BASE_DIR,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
         )
 
         def up() -> bool:
@@ -108,7 +127,9 @@ class Gunicorn:
         if not self.log_path.exists():
             return 0
         text = self.log_path.read_text()
-        return sum(text.count(words) for words in ("Internal Server Error:", "Error handling request", "Exception in worker"))
+        return sum(
+            text.count(words) for words in ("Internal Server Error:", "Error handling request", "Exception in worker")
+        )
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text()[-chars:] if self.log_path.exists() else ""

@@ -95,13 +95,15 @@ def phantom_slices(figures: Figures, limits: Limits) -> list[Condition]:
         reasons = ", ".join(f"{r} {n}" for r, n in per_reason.items() if n)
         nodes.sort(key=lambda n: (-sum(n[1].values()), n[0]))
         named = ", ".join(f"node {node_id} ({sum(r.values())})" for node_id, r in nodes[:NAMED_NODES])
-        conditions.append(Condition(
-            rule=PHANTOM,
-            subject=f"farm {farm_id}",
-            summary=f"Farm {farm_id} offers {_count(total, 'phantom slice')} on {_count(len(nodes), 'up node')} ({reasons})",
-            detail=f"Offered but not placeable by the last live reading: {named}{_more(nodes)}. "
-            "Re-register these nodes so the marketplace stops selling slices ZOS will refuse.",
-        ))  # fmt: skip
+        conditions.append(
+            Condition(
+                rule=PHANTOM,
+                subject=f"farm {farm_id}",
+                summary=f"Farm {farm_id} offers {_count(total, 'phantom slice')} on {_count(len(nodes), 'up node')} ({reasons})",
+                detail=f"Offered but not placeable by the last live reading: {named}{_more(nodes)}. "
+                "Re-register these nodes so the marketplace stops selling slices ZOS will refuse.",
+            )
+        )
     return conditions
 
 
@@ -115,14 +117,16 @@ def stale_catalogs(figures: Figures, limits: Limits) -> list[Condition]:
     if not old:
         return []
     named = ", ".join(f"node {n.node_id}" for n in old[:NAMED_NODES])
-    return [Condition(
-        rule=STALE,
-        subject="fleet",
-        summary=f"{_count(len(old), 'node')} {'has' if len(old) == 1 else 'have'} had a stale catalog for over "
-        f"{_duration(limits.stale_catalog_after)}",
-        detail=f"Stale since {_when(old[0].stale_since)} at the latest: {named}{_more(old)}. "
-        "Re-register them (Fleet → Re-register stale) or change the policy back.",
-    )]  # fmt: skip
+    return [
+        Condition(
+            rule=STALE,
+            subject="fleet",
+            summary=f"{_count(len(old), 'node')} {'has' if len(old) == 1 else 'have'} had a stale catalog for over "
+            f"{_duration(limits.stale_catalog_after)}",
+            detail=f"Stale since {_when(old[0].stale_since)} at the latest: {named}{_more(old)}. "
+            "Re-register them (Fleet → Re-register stale) or change the policy back.",
+        )
+    ]
 
 
 def failed_deployments(figures: Figures, limits: Limits) -> list[Condition]:
@@ -131,14 +135,16 @@ def failed_deployments(figures: Figures, limits: Limits) -> list[Condition]:
     for row in sorted(figures.failures, key=lambda r: r.cause):
         if row.deployments >= limits.failed_spike:
             cause = row.cause or "unknown"
-            conditions.append(Condition(
-                rule=FAILURES,
-                subject=cause,
-                summary=f"{_count(row.deployments, 'deployment')} failed for {cause} in the last "
-                f"{_duration(limits.failed_window)} (limit {limits.failed_spike})",
-                detail="See Failed deployments for the nodes and ZOS's own words; "
-                + _FAILURE_ADVICE.get(cause, "look for what the failures have in common."),
-            ))  # fmt: skip
+            conditions.append(
+                Condition(
+                    rule=FAILURES,
+                    subject=cause,
+                    summary=f"{_count(row.deployments, 'deployment')} failed for {cause} in the last "
+                    f"{_duration(limits.failed_window)} (limit {limits.failed_spike})",
+                    detail="See Failed deployments for the nodes and ZOS's own words; "
+                    + _FAILURE_ADVICE.get(cause, "look for what the failures have in common."),
+                )
+            )
     return conditions
 
 
@@ -165,31 +171,37 @@ def no_worker(figures: Figures, limits: Limits) -> list[Condition]:
         return []
     waited = figures.now - jobs.oldest_queued_at
     last = f"the last heartbeat was {_when(beat)}" if beat else "no job is running"
-    return [Condition(
-        rule=NO_WORKER,
-        subject="worker",
-        summary=f"No worker is running: {_count(jobs.queued, 'job')} queued, the oldest "
-        f"({jobs.oldest_queued_kind or 'job'}) for {_duration(waited)}",
-        detail=f"Queued since {_when(jobs.oldest_queued_at)} and {last}. Start a Celery worker on this "
-        "broker (celery -A dashboard worker); queued jobs fail after JOB_QUEUED_TIMEOUT.",
-    )]  # fmt: skip
+    return [
+        Condition(
+            rule=NO_WORKER,
+            subject="worker",
+            summary=f"No worker is running: {_count(jobs.queued, 'job')} queued, the oldest "
+            f"({jobs.oldest_queued_kind or 'job'}) for {_duration(waited)}",
+            detail=f"Queued since {_when(jobs.oldest_queued_at)} and {last}. Start a Celery worker on this "
+            "broker (celery -A dashboard worker); queued jobs fail after JOB_QUEUED_TIMEOUT.",
+        )
+    ]
 
 
 def old_readings(figures: Figures, limits: Limits) -> list[Condition]:
     """Fleet: nodes whose last capacity reading is older than the limit (never-read nodes are not
     counted: the fleet page already says "never read", and there is no reading to be old)."""
     cutoff = figures.now - limits.reading_max_age
-    old = sorted((n for n in figures.nodes if n.seen_at is not None and n.seen_at < cutoff), key=lambda n: (n.seen_at, n.node_id))
+    old = sorted(
+        (n for n in figures.nodes if n.seen_at is not None and n.seen_at < cutoff), key=lambda n: (n.seen_at, n.node_id)
+    )
     if not old:
         return []
     named = ", ".join(f"node {n.node_id}" for n in old[:NAMED_NODES])
-    return [Condition(
-        rule=OLD_READINGS,
-        subject="fleet",
-        summary=f"The capacity readings of {_count(len(old), 'node')} are older than {_duration(limits.reading_max_age)}",
-        detail=f"The oldest was read {_when(old[0].seen_at)}: {named}{_more(old)}. Placeable and phantom "
-        "figures rest on these readings; precheck the nodes to read them again.",
-    )]  # fmt: skip
+    return [
+        Condition(
+            rule=OLD_READINGS,
+            subject="fleet",
+            summary=f"The capacity readings of {_count(len(old), 'node')} are older than {_duration(limits.reading_max_age)}",
+            detail=f"The oldest was read {_when(old[0].seen_at)}: {named}{_more(old)}. Placeable and phantom "
+            "figures rest on these readings; precheck the nodes to read them again.",
+        )
+    ]
 
 
 RULES = {

@@ -12,8 +12,7 @@ from dashboard.api.auth import READ, REPORT
 from dashboard.api.errors import BadInput
 from dashboard.api.schemas import DeploymentReportIn, DeploymentReportOut, DeploymentsPageOut, ErrorOut
 from dashboard.models import Deployment
-from dashboard.selectors.deployments import failed_deployments
-from dashboard.selectors.deployments import deployment_words
+from dashboard.selectors.deployments import deployment_words, failed_deployments
 from dashboard.services.outcomes import deployment_outcome_record
 
 router = Router(tags=["deployments"])
@@ -62,7 +61,9 @@ def deployment_out(d: Deployment) -> dict:
 )
 def deployments(request, filters: Query[DeploymentsFilter]):
     if filters.since and filters.until and filters.since > filters.until:
-        raise BadInput(f"the date range is reversed: since {filters.since} is after until {filters.until}", field="until")
+        raise BadInput(
+            f"the date range is reversed: since {filters.since} is after until {filters.until}", field="until"
+        )
     listed = failed_deployments(
         node_id=filters.node_id,
         farm_id=filters.farm_id,
@@ -83,7 +84,14 @@ def deployments(request, filters: Query[DeploymentsFilter]):
 @router.post(
     "/deployments",
     auth=REPORT,
-    response={200: DeploymentReportOut, 201: DeploymentReportOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 409: ErrorOut},
+    response={
+        200: DeploymentReportOut,
+        201: DeploymentReportOut,
+        400: ErrorOut,
+        401: ErrorOut,
+        403: ErrorOut,
+        409: ErrorOut,
+    },
     summary="Report a deployment's outcome (idempotent on marketplace_id)",
 )
 def deployment_report(request, body: DeploymentReportIn):
@@ -102,4 +110,6 @@ def deployment_report(request, body: DeploymentReportIn):
         source="api",
     )
     deployment = Deployment.objects.select_related("node").get(pk=recorded.deployment.pk)
-    return Status(201 if recorded.created else 200, {"created": recorded.created, "deployment": deployment_out(deployment)})
+    return Status(
+        201 if recorded.created else 200, {"created": recorded.created, "deployment": deployment_out(deployment)}
+    )

@@ -11,6 +11,11 @@ from dashboard.grid.classify import classify
 router = Router(tags=["explain"])
 
 
-@router.post("/explain", auth=READ, response={200: DiagnosisOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut}, summary="Explain a ZOS error message")
+@router.post(
+    "/explain",
+    auth=READ,
+    response={200: DiagnosisOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    summary="Explain a ZOS error message",
+)
 def explain(request, body: ExplainIn):
     return classify(body.error).as_dict()

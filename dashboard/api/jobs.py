@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from django.core.paginator import Paginator
-from ninja import Query, Router, Schema
-from ninja import Field
+from ninja import Field, Query, Router, Schema
 
 from dashboard.api.auth import READ
 from dashboard.api.schemas import ErrorOut, JobsPageOut

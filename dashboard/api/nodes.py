@@ -39,11 +39,14 @@ class NodesFilter(Schema):
     status: Node.Status | None = None
     stale: bool | None = None
     tier: Literal["now", "after-wake", "blocked"] | None = Field(
-        None, description="nodes whose deployable slices are usable now (up), after wake (standby), or blocked (down, unknown)"
+        None,
+        description="nodes whose deployable slices are usable now (up), after wake (standby), or blocked (down, unknown)",
     )
     has_phantoms: bool | None = None
     search: str | None = Field(
-        None, max_length=128, description="a farm name (contains, any case); digits also match a node id by its leading digits, or a farm id"
+        None,
+        max_length=128,
+        description="a farm name (contains, any case); digits also match a node id by its leading digits, or a farm id",
     )
     sort: str = Field("node_id", description=f"one of {', '.join(SORT_KEYS)}; prefix - for descending")
     page: int = Field(1, ge=1)
@@ -55,7 +58,9 @@ def fleet(request):
     return fleet_page(per_page=1).totals
 
 
-@router.get("/nodes", auth=READ, response={200: NodesPageOut, **ERRORS}, summary="Nodes, filtered and paged as the fleet page")
+@router.get(
+    "/nodes", auth=READ, response={200: NodesPageOut, **ERRORS}, summary="Nodes, filtered and paged as the fleet page"
+)
 def nodes(request, filters: Query[NodesFilter]):
     try:
         shown = fleet_page(
@@ -81,7 +86,12 @@ def nodes(request, filters: Query[NodesFilter]):
     }
 
 
-@router.get("/nodes/{node_id}", auth=READ, response={200: NodeDetailOut, **ERRORS}, summary="One node: catalog, figures, reading ages")
+@router.get(
+    "/nodes/{node_id}",
+    auth=READ,
+    response={200: NodeDetailOut, **ERRORS},
+    summary="One node: catalog, figures, reading ages",
+)
 def node(request, node_id: int):
     try:
         detail = node_detail(node_id=node_id, job_limit=0)
@@ -140,8 +150,15 @@ def node(request, node_id: int):
             "pool_room_below": n.observed.pool_room_below,
             "pools_known": detail.pools_known,
             "observations": [
-                {"kind": o.kind, "seen_at": o.seen_at, "source": o.source, "vm_count": o.vm_count,
-                 "hidden_mru_per_vm": o.hidden_mru_per_vm, "disk_size": o.disk_size, "raw_error": o.raw_error}
+                {
+                    "kind": o.kind,
+                    "seen_at": o.seen_at,
+                    "source": o.source,
+                    "vm_count": o.vm_count,
+                    "hidden_mru_per_vm": o.hidden_mru_per_vm,
+                    "disk_size": o.disk_size,
+                    "raw_error": o.raw_error,
+                }
                 for o in detail.observations
             ],
         },

@@ -12,7 +12,9 @@ from dashboard.selectors.policy import policies_in_force
 router = Router(tags=["policies"])
 
 
-@router.get("/policies", auth=READ, response={200: list[PolicyOut], 401: ErrorOut, 403: ErrorOut}, summary="Policies in force")
+@router.get(
+    "/policies", auth=READ, response={200: list[PolicyOut], 401: ErrorOut, 403: ErrorOut}, summary="Policies in force"
+)
 def policies(request):
     return [
         {

@@ -40,8 +40,12 @@ class FleetTotalsOut(Schema):
     stale: int = Field(description="nodes whose catalog differs from what their policy carves now")
     unprechecked: int = Field(description="nodes never prechecked: placeable and phantom unknown")
     deployable_now: int = Field(0, description="deployable slices on nodes that are up")
-    deployable_after_wake: int = Field(0, description="deployable slices on nodes on standby (their farm can wake them)")
-    deployable_blocked: int = Field(0, description="deployable slices on nodes that are down (or whose status is unknown)")
+    deployable_after_wake: int = Field(
+        0, description="deployable slices on nodes on standby (their farm can wake them)"
+    )
+    deployable_blocked: int = Field(
+        0, description="deployable slices on nodes that are down (or whose status is unknown)"
+    )
 
 
 class NodeRowOut(Schema):
@@ -51,7 +55,9 @@ class NodeRowOut(Schema):
     status: str
     nominal: int
     deployable: int
-    tier: str = Field(description='when its deployable slices can be used: "now" (up), "after-wake" (standby), "blocked" (down, unknown)')
+    tier: str = Field(
+        description='when its deployable slices can be used: "now" (up), "after-wake" (standby), "blocked" (down, unknown)'
+    )
     gap: int
     free: int
     rented: int
@@ -85,7 +91,8 @@ class ReadingOut(Schema):
     prechecked_at: datetime | None = Field(description="when placeable/phantom were last worked out")
     prechecked_age_seconds: float | None
     reported_at: datetime | None = Field(
-        default=None, description="when the node last reported to the grid, as of the last reading (the proxy's updatedAt)"
+        default=None,
+        description="when the node last reported to the grid, as of the last reading (the proxy's updatedAt)",
     )
     reported_age_seconds: float | None = None
     uncertain: bool = Field(
@@ -156,7 +163,9 @@ class JobOut(Schema):
     requested_by: str | None
     attempts: int
     error: str
-    summary: str = Field(description="the result in one sentence (empty while the job runs or when it failed without one)")
+    summary: str = Field(
+        description="the result in one sentence (empty while the job runs or when it failed without one)"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -173,7 +182,9 @@ class NodeDetailOut(Schema):
     figures: NodeFiguresOut
     reading: ReadingOut
     catalog: list[CatalogSliceOut]
-    verdicts: list[SliceVerdictOut] | None = Field(description="free slices against the last reading; null if never read")
+    verdicts: list[SliceVerdictOut] | None = Field(
+        description="free slices against the last reading; null if never read"
+    )
     active_job: JobOut | None
     failed_deployments: int
     lessons: LessonsOut = Field(description="what ZOS's refusals taught about this node")
@@ -221,7 +232,9 @@ class DeploymentReportIn(Schema):
     node_id: int = Field(ge=0, description="the grid's node id")
     slice_index: int = Field(ge=0, description="the slice's index in the node's catalog")
     marketplace_id: str = Field(
-        min_length=1, max_length=MARKETPLACE_ID_MAX, description="the marketplace's deployment or contract id; reports are idempotent on it"
+        min_length=1,
+        max_length=MARKETPLACE_ID_MAX,
+        description="the marketplace's deployment or contract id; reports are idempotent on it",
     )
     outcome: Literal["deployed", "failed", "released"]
     error: str = Field("", max_length=MAX_ERROR_TEXT, description="ZOS's raw error text, for a failure")
@@ -230,14 +243,17 @@ class DeploymentReportIn(Schema):
 
 
 class DeploymentReportOut(Schema):
-    created: bool = Field(description="false: this marketplace id was reported before (a repeat, or deployed -> released)")
+    created: bool = Field(
+        description="false: this marketplace id was reported before (a repeat, or deployed -> released)"
+    )
     deployment: DeploymentOut
 
 
 class PrecheckIn(Schema):
     slice_index: int | None = Field(None, ge=0, description="ask about this slice only; all free slices otherwise")
     max_age_seconds: int | None = Field(
-        None, ge=0,
+        None,
+        ge=0,
         description="answer from the stored reading when it is at most this old (never past READING_MAX_AGE_MINUTES: "
         "an older one is read again first, within PRECHECK_REREAD_DEADLINE); leave out for a fresh read",
     )
@@ -326,10 +342,14 @@ class PlacementNodeOut(Schema):
 class PlacementOut(Schema):
     size: dict[str, int] = Field(description="cru, mru, sru as asked")
     nodes: int = Field(description="registered nodes judged")
-    can_host: int = Field(description="nodes whose last reading places it now; with the blocked counts it adds up to nodes")
+    can_host: int = Field(
+        description="nodes whose last reading places it now; with the blocked counts it adds up to nodes"
+    )
     blocked: dict[str, int] = Field(
         description="nodes that cannot host it, by the first block that holds: down, standby, unread (never read), "
         "old (reading older than reading_max_age_seconds), memory, disk (total), pool (no pool holds it)"
     )
     reading_max_age_seconds: int
-    best: list[PlacementNodeOut] = Field(description="most memory left after it first, then most disk, then the freshest reading")
+    best: list[PlacementNodeOut] = Field(
+        description="most memory left after it first, then most disk, then the freshest reading"
+    )

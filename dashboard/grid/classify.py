@@ -55,7 +55,9 @@ _MEMORY = re.compile(
 )
 _VDISK = re.compile(r"failed to find a candidate to host vdisk of size '?(?P<size>\d+)'?", re.IGNORECASE)
 _ROOTFS = re.compile(r"failed to create vm rootfs", re.IGNORECASE)
-_NO_SPACE = re.compile(r"not enough space left in pools of this type (?P<kind>\w+)|no space left on device", re.IGNORECASE)
+_NO_SPACE = re.compile(
+    r"not enough space left in pools of this type (?P<kind>\w+)|no space left on device", re.IGNORECASE
+)
 _MIN_MEMORY = re.compile(r"mem capacity can'?t be less th(?:at|an) 250M", re.IGNORECASE)
 _MIN_ROOTFS = re.compile(r"disk size can'?t be less th(?:at|an) (?P<size>\d+)", re.IGNORECASE)
 _NO_CPU = re.compile(r"cpu capa?city can'?t be 0", re.IGNORECASE)
@@ -94,19 +96,34 @@ def classify(raw: object) -> Diagnosis:
     memory = _MEMORY.search(reason)
     if memory:
         needed, usable = _bytes(memory.group("needed")), _bytes(memory.group("usable"))
-        return Diagnosis(cause="memory", reason=_from(reason, "failed to satisfy", memory), words=_memory_words(needed, usable),
-                         detail=_MEMORY_DETAIL if needed is not None and usable is not None else "",
-                         needed_bytes=needed, usable_bytes=usable, **found)
+        return Diagnosis(
+            cause="memory",
+            reason=_from(reason, "failed to satisfy", memory),
+            words=_memory_words(needed, usable),
+            detail=_MEMORY_DETAIL if needed is not None and usable is not None else "",
+            needed_bytes=needed,
+            usable_bytes=usable,
+            **found,
+        )
     vdisk, rootfs, no_space = _VDISK.search(reason), _ROOTFS.search(reason), _NO_SPACE.search(reason)
     if vdisk or rootfs or no_space:
         size = _bytes(vdisk.group("size")) if vdisk else None
         start = vdisk or rootfs or no_space
-        return Diagnosis(cause="disk", reason=reason[start.start():].strip(), words=_disk_words(size, bool(rootfs and not vdisk)),
-                         needed_bytes=size, **found)
+        return Diagnosis(
+            cause="disk",
+            reason=reason[start.start() :].strip(),
+            words=_disk_words(size, bool(rootfs and not vdisk)),
+            needed_bytes=size,
+            **found,
+        )
     validation = _MIN_MEMORY.search(reason) or _MIN_ROOTFS.search(reason) or _NO_CPU.search(reason)
     if validation:
-        return Diagnosis(cause="validation", reason=reason[validation.start():].strip(),
-                         words=_validation_words(validation), **found)
+        return Diagnosis(
+            cause="validation",
+            reason=reason[validation.start() :].strip(),
+            words=_validation_words(validation),
+            **found,
+        )
     if _OFFLINE.search(reason):
         return Diagnosis(
             cause="node-offline",
@@ -188,8 +205,10 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
-_MEMORY_DETAIL = ("If the Grid Proxy showed room, memory really in use on the host is above ZOS's accounting "
-                  "(hidden use per running VM); the refusal is kept as an observation and the precheck counts it.")
+_MEMORY_DETAIL = (
+    "If the Grid Proxy showed room, memory really in use on the host is above ZOS's accounting "
+    "(hidden use per running VM); the refusal is kept as an observation and the precheck counts it."
+)
 
 
 def _memory_words(needed: int | None, usable: int | None) -> str:
@@ -217,9 +236,7 @@ def _disk_words(size: int | None, rootfs: bool) -> str:
             "ZOS could not create the VM's root filesystem: the node's SSD pools are full; re-register the node to "
             "drop phantom slices, or free a disk first."
         )
-    return (
-        "ZOS ran out of SSD space in the node's pools; re-register the node to drop phantom slices, or free a disk first."
-    )
+    return "ZOS ran out of SSD space in the node's pools; re-register the node to drop phantom slices, or free a disk first."
 
 
 def _validation_words(match: re.Match) -> str:

@@ -12,10 +12,10 @@ the simulator (which makes no call out) needs no parameter it would ignore.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Iterator
 
 
 @dataclass(frozen=True)

@@ -56,16 +56,14 @@ def farm_pages(
     page = 1
     while True:
         what = f"page {page} of farm{'s' if len(farm_ids) > 1 else ''} {farms}"
-        read = _read(what, lambda: grid.nodes(farm_ids=list(farm_ids), status=status, page=page, size=size))
+        read = _read(what, lambda page=page: grid.nodes(farm_ids=list(farm_ids), status=status, page=page, size=size))
         yield PageRead(what=what, nodes=read.nodes, skipped=read.skipped)
         if read.entries < size:
             return
         page += 1
 
 
-def id_pages(
-    grid: Grid, *, node_ids: Sequence[int], status: str | None = None, size: int = 100
-) -> Iterator[PageRead]:
+def id_pages(grid: Grid, *, node_ids: Sequence[int], status: str | None = None, size: int = 100) -> Iterator[PageRead]:
     """These nodes, asked for by id a page at a time; an id a page omits is read on its own.
 
     A proxy omits a node from a filtered list for reasons of its own (an index lagging behind,
@@ -114,8 +112,13 @@ def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageR
             continue
         nodes.append(node)
     shown = ", ".join(str(n) for n in node_ids[:5]) + (" …" if len(node_ids) > 5 else "")
-    return PageRead(what=f"{len(node_ids)} node(s) a page lacked, one by one ({shown})", nodes=tuple(nodes),
-                    not_found=tuple(not_found), left_out=tuple(left_out), requests=len(node_ids))  # fmt: skip
+    return PageRead(
+        what=f"{len(node_ids)} node(s) a page lacked, one by one ({shown})",
+        nodes=tuple(nodes),
+        not_found=tuple(not_found),
+        left_out=tuple(left_out),
+        requests=len(node_ids),
+    )
 
 
 def _page_size(size: int) -> int:

@@ -211,7 +211,9 @@ def _identifier(payload: dict, key: str, *, where: str, required: bool) -> int |
     value = payload.get(key)
     if value is None:
         if required:
-            raise MalformedPayload(f"{where}: {key} is {'null' if key in payload else 'missing'}, must be a positive id")
+            raise MalformedPayload(
+                f"{where}: {key} is {'null' if key in payload else 'missing'}, must be a positive id"
+            )
         return None
     number = _whole_number(value, where=where, path=key, kind="a positive id")
     if number < 0 or number > 2**32 - 1:
@@ -432,7 +434,9 @@ class GridProxyClient:
             raise ValueError(f"page must be a whole number from 1 (got {page!r})")
         if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= MAX_PAGE_SIZE:
             raise ValueError(f"page size must be a whole number from 1 to {MAX_PAGE_SIZE} (got {size!r})")
-        farms = [_positive_argument(f, "farm id") for f in [*(farm_ids or ()), *([farm_id] if farm_id is not None else [])]]
+        farms = [
+            _positive_argument(f, "farm id") for f in [*(farm_ids or ()), *([farm_id] if farm_id is not None else [])]
+        ]
         wanted = [_node_id_argument(n) for n in node_ids or ()]
         farm_set, wanted_set = set(farms), set(wanted)
         if status is not None and status not in NODE_STATUSES:
@@ -465,7 +469,9 @@ class GridProxyClient:
                 continue
             if farm_set and node.farm_id not in farm_set:
                 asked = ", ".join(str(f) for f in farms)
-                skipped.append((label, f"node {node.node_id} belongs to farm {node.farm_id}, not the requested farm {asked}"))
+                skipped.append(
+                    (label, f"node {node.node_id} belongs to farm {node.farm_id}, not the requested farm {asked}")
+                )
                 continue
             if wanted_set and node.node_id not in wanted_set:
                 skipped.append((label, f"node {node.node_id} was not asked for"))
@@ -543,7 +549,9 @@ class GridProxyClient:
         if statistics and status == 500:
             down = _DOWN_STATUS_RE.search(message)
             if down:
-                raise NodeOffline(f"node {node_id} is {down.group(1).lower()}: the grid proxy cannot fetch its statistics ({url})")
+                raise NodeOffline(
+                    f"node {node_id} is {down.group(1).lower()}: the grid proxy cannot fetch its statistics ({url})"
+                )
             raise GridUnavailable(
                 f"the grid proxy could not get node {node_id}'s statistics from the node ({url} answered 500, "
                 f"not retried: the proxy had already waited for the node): {message}"
@@ -553,9 +561,7 @@ class GridProxyClient:
                 f"the grid proxy answered {status} {reason} for {url} after {tries} {_plural(tries, 'try', 'tries')}"
                 + (f": {message}" if message else "")
             )
-        raise GridError(
-            f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else "")
-        )
+        raise GridError(f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else ""))
 
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str]:
         """One try: status, reason, body and the URL that answered (a same-host redirect is followed)."""
@@ -576,7 +582,9 @@ class GridProxyClient:
                     continue
                 body = self._read_body(response, url, deadline)
                 return response.status_code, _short(response.reason or ""), body, url
-        raise GridError(f"the grid proxy at {_host(url)} redirected {url} more than {MAX_REDIRECTS} times; not followed further")
+        raise GridError(
+            f"the grid proxy at {_host(url)} redirected {url} more than {MAX_REDIRECTS} times; not followed further"
+        )
 
     def _redirect_target(self, url: str, location: str, status: int) -> str:
         target = urljoin(url, location.strip())
@@ -615,7 +623,9 @@ class GridProxyClient:
                 raise requests.exceptions.Timeout("the deadline passed")
         return b"".join(chunks)
 
-    def _transport_words(self, exc: requests.exceptions.RequestException, url: str, tries: int, *, short: bool = False) -> str:
+    def _transport_words(
+        self, exc: requests.exceptions.RequestException, url: str, tries: int, *, short: bool = False
+    ) -> str:
         reason: BaseException = exc
         inner = exc.args[0] if exc.args else None
         if isinstance(inner, MaxRetryError):
@@ -874,9 +884,7 @@ def _short(value: Any, limit: int = 300) -> str:
 
 # NUL, the other control characters and lone surrogates become U+FFFD: PostgreSQL refuses a NUL in
 # text, UTF-8 cannot encode a surrogate, and an escape sequence must not reach a terminal.
-_UNPRINTABLE = {
-    code: "\ufffd" for code in [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000)]
-}
+_UNPRINTABLE = {code: "\ufffd" for code in [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000)]}
 
 
 def _plural(n: int, one: str, many: str) -> str:

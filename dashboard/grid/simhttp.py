@@ -103,8 +103,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._read_timer.cancel()
 
     def _cut_off(self) -> None:
-        logger.info("simulated grid proxy: %s did not send its request within %g s; cut off",
-                    self.address_string(), self.request_read_deadline)
+        logger.info(
+            "simulated grid proxy: %s did not send its request within %g s; cut off",
+            self.address_string(),
+            self.request_read_deadline,
+        )
         self.close_connection = True
         try:
             socket.socket.shutdown(self.connection, socket.SHUT_RDWR)
@@ -235,7 +238,10 @@ def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
             "rentable": node.rented_by_twin_id is None,
             "rentedByTwinId": node.rented_by_twin_id or 0,
             "serialNumber": "simulated",
-            "power": {"state": "Up" if node.status == "up" else "Down", "target": "Up" if node.status == "up" else "Down"},
+            "power": {
+                "state": "Up" if node.status == "up" else "Down",
+                "target": "Up" if node.status == "up" else "Down",
+            },
             "num_gpu": 0,
             "extraFee": 0,
             "healthy": node.status == "up",

@@ -44,11 +44,11 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Iterator, Sequence
 
 # Sizes and types only: every decision below (reserve, memory check, placement, rootfs) is ZOS's
 # rule written here on its own, so the suite can hold dashboard.capacity against it.
@@ -218,8 +218,10 @@ class SimulatedGrid:
         per_vm_overhead_mru = _bounded(per_vm_overhead_mru, "per-VM memory overhead", low=0, high=mru)
         if not isinstance(dedicated, bool):
             raise ValueError(f"dedicated must be true or false (got {dedicated!r})")
-        farm_name, country, city = (_text(v, what, limit) for v, what, limit in (
-            (farm_name, "farm name", 128), (country, "country", 64), (city, "city", 64)))
+        farm_name, country, city = (
+            _text(v, what, limit)
+            for v, what, limit in ((farm_name, "farm name", 128), (country, "country", 64), (city, "city", 64))
+        )
         with self._transaction() as conn:
             exists = conn.execute("SELECT 1 FROM sim_node WHERE node_id = ?", (node_id,)).fetchone()
             if exists and not replace:
@@ -231,8 +233,24 @@ class SimulatedGrid:
                 "INSERT INTO sim_node (node_id, farm_id, farm_name, twin_id, status, dedicated, cru, mru, sru, pools,"
                 " per_vm_overhead_mru, country, city, status_changed_at, cache_pool, mounted)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (node_id, farm_id, farm_name, twin_id, status, int(dedicated), cru, mru, sru, json.dumps(pool_sizes),
-                 per_vm_overhead_mru, country, city, _now(), cache, json.dumps([cache])),
+                (
+                    node_id,
+                    farm_id,
+                    farm_name,
+                    twin_id,
+                    status,
+                    int(dedicated),
+                    cru,
+                    mru,
+                    sru,
+                    json.dumps(pool_sizes),
+                    per_vm_overhead_mru,
+                    country,
+                    city,
+                    _now(),
+                    cache,
+                    json.dumps([cache]),
+                ),
             )
             return self._capacity(self._node(conn, node_id), [])
 
@@ -303,9 +321,7 @@ class SimulatedGrid:
             ).fetchall()
             nodes = [_node_from_row(row) for row in rows]
             vms = self._vms_by_node(conn, [n.node_id for n in nodes])
-            return NodePage(
-                nodes=tuple(self._capacity(n, vms.get(n.node_id, [])) for n in nodes), page=page, size=size
-            )
+            return NodePage(nodes=tuple(self._capacity(n, vms.get(n.node_id, [])) for n in nodes), page=page, size=size)
 
     def statistics(self, node_id: int) -> NodeStatistics:
         with self._transaction(write=False) as conn:
@@ -371,16 +387,30 @@ class SimulatedGrid:
         # The vdisks volume a refused VM's data disk created stays, as on a node.
         conn.execute(
             "UPDATE sim_node SET mounted = ?, vdisk_pools = ? WHERE node_id = ?",
-            (json.dumps(sorted(machine.storaged.mounted)), json.dumps(sorted(machine.storaged.vdisk_pools)),
-             node.node_id),
+            (
+                json.dumps(sorted(machine.storaged.mounted)),
+                json.dumps(sorted(machine.storaged.vdisk_pools)),
+                node.node_id,
+            ),
         )
         if vm is None:
             return refusal
         conn.execute(
             "INSERT INTO sim_vm (workload_id, node_id, deployment_id, name, cru, mru, sru, rootfs, data_pool,"
             " rootfs_pool, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (vm.workload_id, node.node_id, deployment_id, name, vm.cru, vm.mru, vm.sru, vm.rootfs, vm.data_pool,
-             vm.rootfs_pool, vm.created_at),
+            (
+                vm.workload_id,
+                node.node_id,
+                deployment_id,
+                name,
+                vm.cru,
+                vm.mru,
+                vm.sru,
+                vm.rootfs,
+                vm.data_pool,
+                vm.rootfs_pool,
+                vm.created_at,
+            ),
         )
         return VmDeployed(workload_id=vm.workload_id, node_id=node.node_id)
 
@@ -441,8 +471,11 @@ class SimulatedGrid:
                 if version == 1:
                     # Schema 1 kept zos-cache on the first pool and placed first fit: its nodes
                     # keep the cache where it was; the pools their VMs use count as mounted.
-                    for column in ("cache_pool INTEGER NOT NULL DEFAULT 0", "mounted TEXT NOT NULL DEFAULT '[]'",
-                                   "vdisk_pools TEXT NOT NULL DEFAULT '[]'"):
+                    for column in (
+                        "cache_pool INTEGER NOT NULL DEFAULT 0",
+                        "mounted TEXT NOT NULL DEFAULT '[]'",
+                        "vdisk_pools TEXT NOT NULL DEFAULT '[]'",
+                    ):
                         conn.execute(f"ALTER TABLE sim_node ADD COLUMN {column}")
                 for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     conn.execute(statement)
@@ -545,14 +578,33 @@ class ZosMachine:
 
     @classmethod
     def boot(
-        cls, node_id: int, *, cru: int, mru: int, sru: int, pools: Sequence[int] | None = None,
-        per_vm_overhead_mru: int = 0, status: str = "up",
+        cls,
+        node_id: int,
+        *,
+        cru: int,
+        mru: int,
+        sru: int,
+        pools: Sequence[int] | None = None,
+        per_vm_overhead_mru: int = 0,
+        status: str = "up",
     ) -> ZosMachine:
         sizes = _pools(pools, sru)
         node = _Node(
-            node_id=node_id, farm_id=1, farm_name="", twin_id=node_id + 1000, status=status, dedicated=False,
-            cru=cru, mru=mru, sru=sru, pools=tuple(sizes), per_vm_overhead_mru=per_vm_overhead_mru, country="",
-            city="", status_changed_at=0, cache_pool=sizes.index(max(sizes)),
+            node_id=node_id,
+            farm_id=1,
+            farm_name="",
+            twin_id=node_id + 1000,
+            status=status,
+            dedicated=False,
+            cru=cru,
+            mru=mru,
+            sru=sru,
+            pools=tuple(sizes),
+            per_vm_overhead_mru=per_vm_overhead_mru,
+            country="",
+            city="",
+            status_changed_at=0,
+            cache_pool=sizes.index(max(sizes)),
         )
         return cls(node)
 
@@ -592,8 +644,15 @@ class ZosMachine:
                 storaged.allocated[data_pool] -= size.sru  # the failed deployment's disk is removed
             return None, _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
         vm = SimVm(
-            workload_id=f"{node.twin_id}-{deployment_id}-{name}", name=name, cru=size.cru, mru=size.mru,
-            sru=size.sru, rootfs=rootfs, deployment_id=deployment_id, data_pool=data_pool, rootfs_pool=rootfs_pool,
+            workload_id=f"{node.twin_id}-{deployment_id}-{name}",
+            name=name,
+            cru=size.cru,
+            mru=size.mru,
+            sru=size.sru,
+            rootfs=rootfs,
+            deployment_id=deployment_id,
+            data_pool=data_pool,
+            rootfs_pool=rootfs_pool,
             created_at=_now(),
         )
         self.vms.append(vm)
@@ -676,7 +735,7 @@ class _Storaged:
         return twin
 
     def free(self) -> list[int]:
-        return [size - used for size, used in zip(self.sizes, self.allocated)]
+        return [size - used for size, used in zip(self.sizes, self.allocated, strict=True)]
 
 
 def zos_rootfs(cru: int, mru: int) -> int:

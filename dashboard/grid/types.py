@@ -5,8 +5,8 @@ Callers catch GridError (or one of its kinds) and never see a raw HTTP or parsin
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from dashboard.capacity import Resources, SliceSize

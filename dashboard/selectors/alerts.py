@@ -24,7 +24,9 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
             Q(status=Node.Status.UP, phantom_slices__gt=0) | Q(stale=True) | Q(seen_at__lt=reading_cutoff)
         )
         .order_by()
-        .values_list("node_id", "farm_id", "status", "phantom_reasons", "stale", "registered_at", "effective_policy", "seen_at")
+        .values_list(
+            "node_id", "farm_id", "status", "phantom_reasons", "stale", "registered_at", "effective_policy", "seen_at"
+        )
     )
     policy_changed = dict(Policy.objects.values_list("name", "updated_at"))
     nodes = [
@@ -39,7 +41,9 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
         )
         for node_id, farm_id, status, reasons, stale, registered_at, effective, seen_at in rows
     ]
-    return rules.Figures(now=now, nodes=nodes, jobs=job_activity(), failures=_failures(since=now - limits.failed_window))
+    return rules.Figures(
+        now=now, nodes=nodes, jobs=job_activity(), failures=_failures(since=now - limits.failed_window)
+    )
 
 
 def job_activity() -> rules.JobActivity:
@@ -51,16 +55,25 @@ def job_activity() -> rules.JobActivity:
     )
     kind = ""
     if totals["oldest"] is not None:
-        kind = Job.objects.filter(state=Job.State.QUEUED).order_by("created_at").values_list("kind", flat=True).first() or ""
+        kind = (
+            Job.objects.filter(state=Job.State.QUEUED).order_by("created_at").values_list("kind", flat=True).first()
+            or ""
+        )
     return rules.JobActivity(
-        oldest_queued_at=totals["oldest"], oldest_queued_kind=kind, queued=totals["queued"], freshest_heartbeat_at=totals["beat"]
+        oldest_queued_at=totals["oldest"],
+        oldest_queued_kind=kind,
+        queued=totals["queued"],
+        freshest_heartbeat_at=totals["beat"],
     )
 
 
 def _failures(*, since: datetime) -> list[rules.FailureCount]:
     counts: dict[str, int] = {}
     for row in (
-        Deployment.objects.filter(state__in=FAILED_STATES, started_at__gte=since).order_by().values("cause").annotate(n=Count("pk"))
+        Deployment.objects.filter(state__in=FAILED_STATES, started_at__gte=since)
+        .order_by()
+        .values("cause")
+        .annotate(n=Count("pk"))
     ):
         cause = row["cause"] or Deployment.Cause.UNKNOWN
         counts[cause] = counts.get(cause, 0) + row["n"]
@@ -96,10 +109,22 @@ def alerts_banner(*, now: datetime, limits: rules.Limits) -> list[BannerAlert]:
     the worker (`celery worker --beat`): when the worker is gone, nothing records that it is.
     """
     firing = [
-        BannerAlert(a.pk, a.title, a.summary, a.detail, a.since, a.acknowledged_by.get_username() if a.acknowledged_by else "", a.acknowledged_at)
-        for a in Alert.objects.filter(state=Alert.State.FIRING).select_related("acknowledged_by").order_by("-since", "pk")
+        BannerAlert(
+            a.pk,
+            a.title,
+            a.summary,
+            a.detail,
+            a.since,
+            a.acknowledged_by.get_username() if a.acknowledged_by else "",
+            a.acknowledged_at,
+        )
+        for a in Alert.objects.filter(state=Alert.State.FIRING)
+        .select_related("acknowledged_by")
+        .order_by("-since", "pk")
     ]
     if not any(a.title == rules.TITLES[rules.NO_WORKER] for a in firing):
         for condition in rules.no_worker(rules.Figures(now=now, jobs=job_activity()), limits):
-            firing.insert(0, BannerAlert(None, rules.TITLES[condition.rule], condition.summary, condition.detail, now, "", None))
+            firing.insert(
+                0, BannerAlert(None, rules.TITLES[condition.rule], condition.summary, condition.detail, now, "", None)
+            )
     return firing

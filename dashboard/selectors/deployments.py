@@ -26,7 +26,10 @@ def failed_deployments(
 ) -> QuerySet[Deployment]:
     """Failed and refused deployments, newest first; `until` includes that whole day (UTC)."""
     reregistered = Job.objects.filter(
-        node=OuterRef("node"), kind=Job.Kind.REREGISTER, state=Job.State.SUCCEEDED, dry_run=False,
+        node=OuterRef("node"),
+        kind=Job.Kind.REREGISTER,
+        state=Job.State.SUCCEEDED,
+        dry_run=False,
         finished_at__gt=OuterRef("started_at"),
     )
     deployments = (
@@ -75,9 +78,7 @@ def capacity_seen(deployment: Deployment) -> CapacitySeen | None:
     resources = []
     for resource in ("mru", "sru"):
         if isinstance(total.get(resource), int) and isinstance(used.get(resource), int):
-            resources.append(
-                SeenResource(resource, capacity.RESOURCE_WORDS[resource], total[resource], used[resource])
-            )
+            resources.append(SeenResource(resource, capacity.RESOURCE_WORDS[resource], total[resource], used[resource]))
     if not resources and not seen.get("status"):
         return None
     return CapacitySeen(status=str(seen.get("status") or "unknown"), resources=tuple(resources))
@@ -133,7 +134,10 @@ def deployment_advice(deployment: Deployment) -> str:
     since = getattr(deployment, "reregistered_since", None)
     if since is None:
         since = Job.objects.filter(
-            node=node, kind=Job.Kind.REREGISTER, state=Job.State.SUCCEEDED, dry_run=False,
+            node=node,
+            kind=Job.Kind.REREGISTER,
+            state=Job.State.SUCCEEDED,
+            dry_run=False,
             finished_at__gt=deployment.started_at,
         ).exists()
     if node.stale:
@@ -167,7 +171,9 @@ def deployment_detail(deployment: Deployment) -> str:
     if node.pool_room_below:
         lessons.append(f"no pool had room for a {capacity.format_size(node.pool_room_below)} disk")
     if lessons:
-        parts.append(f"ZOS's refusals taught the dashboard: {' and '.join(lessons)}; the precheck and the carve count it.")
+        parts.append(
+            f"ZOS's refusals taught the dashboard: {' and '.join(lessons)}; the precheck and the carve count it."
+        )
     if node.stale and node.stale_reason:
         parts.append(f"Stale catalog: {node.stale_reason}.")
     return " ".join(parts)

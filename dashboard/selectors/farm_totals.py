@@ -97,7 +97,7 @@ def farm_totals(*, farm_id: int | None = None) -> list[FarmSums]:
     if farm_id is not None:
         rows = rows.filter(farm_id=farm_id)
     names = ["farm_id", *_COUNTED, "oldest_reading_at"]
-    return [FarmSums(**dict(zip(names, values))) for values in rows.values_list(*names)]
+    return [FarmSums(**dict(zip(names, values, strict=True))) for values in rows.values_list(*names)]
 
 
 def fleet_totals() -> FarmSums:
@@ -111,7 +111,9 @@ def fleet_totals() -> FarmSums:
 
 
 def _summed(nodes) -> list[FarmSums]:
-    rows = nodes.order_by().values("farm_id").annotate(**{f"s_{k}": v for k, v in AGGREGATES.items()}).order_by("farm_id")
+    rows = (
+        nodes.order_by().values("farm_id").annotate(**{f"s_{k}": v for k, v in AGGREGATES.items()}).order_by("farm_id")
+    )
     return [_sums(row) for row in rows]
 
 

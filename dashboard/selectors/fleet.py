@@ -304,11 +304,21 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
     if whole_farms:
         t = fleet_totals() if farm_id is None else FarmSums.total(farm_totals(farm_id=farm_id))
         return FleetTotals(
-            nodes=t.nodes, nominal=t.nominal, deployable=t.deployable, free=t.free, rented=t.rented,
-            deployed=t.deployed, failed=t.failed, placeable_now=t.placeable, phantom=t.phantom, stale=t.stale,
-            unprechecked=t.unprechecked, deployable_now=t.deployable_now,
-            deployable_after_wake=t.deployable_after_wake, deployable_blocked=t.deployable_blocked,
-        )  # fmt: skip
+            nodes=t.nodes,
+            nominal=t.nominal,
+            deployable=t.deployable,
+            free=t.free,
+            rented=t.rented,
+            deployed=t.deployed,
+            failed=t.failed,
+            placeable_now=t.placeable,
+            phantom=t.phantom,
+            stale=t.stale,
+            unprechecked=t.unprechecked,
+            deployable_now=t.deployable_now,
+            deployable_after_wake=t.deployable_after_wake,
+            deployable_blocked=t.deployable_blocked,
+        )
     # Aggregate names must not be the columns' own names, hence the prefix.
     figures = nodes.aggregate(
         total_nodes=Count("pk"),
@@ -331,8 +341,26 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
 
 
 def _node_row(values: tuple) -> NodeRow:
-    (node_id, pk, farm_id, farm_name, status, free, rented, deployed, failed, deployable, placeable, phantom,
-     stale, reason, seen_at, policy, phantom_reasons, reported_at) = values  # fmt: skip
+    (
+        node_id,
+        pk,
+        farm_id,
+        farm_name,
+        status,
+        free,
+        rented,
+        deployed,
+        failed,
+        deployable,
+        placeable,
+        phantom,
+        stale,
+        reason,
+        seen_at,
+        policy,
+        phantom_reasons,
+        reported_at,
+    ) = values
     return NodeRow(
         node_id=node_id,
         pk=pk,

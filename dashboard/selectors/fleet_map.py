@@ -48,9 +48,20 @@ STATES = {
 _BLOCKING_REASONS = ("memory", "disk", "pool")
 
 _FIELDS = (
-    "node_id", "farm_id", "farm_name", "status", "slices_free", "slices_rented", "slices_deployed", "slices_failed",
-    "deployable", "placeable_now", "phantom_slices", "phantom_reasons", "stale",
-)  # fmt: skip
+    "node_id",
+    "farm_id",
+    "farm_name",
+    "status",
+    "slices_free",
+    "slices_rented",
+    "slices_deployed",
+    "slices_failed",
+    "deployable",
+    "placeable_now",
+    "phantom_slices",
+    "phantom_reasons",
+    "stale",
+)
 
 
 @dataclass(frozen=True)
@@ -181,7 +192,9 @@ def _kept_farms(*, farm_id: int | None) -> list[FarmGroup]:
 def _kept_cells(rows, key: str, *also: str) -> list[tuple]:
     """(farm id, *also, its kept cells or None when they are stale) for each row, in farm order."""
     fresh = Q(map_cells_of=F("computed_at"), map_render_key=key)
-    rows = rows.annotate(fresh_cells=Case(When(fresh, then=F("map_cells")), default=Value(None), output_field=TextField()))
+    rows = rows.annotate(
+        fresh_cells=Case(When(fresh, then=F("map_cells")), default=Value(None), output_field=TextField())
+    )
     return [
         (farm, *others, None if html is None else FarmCells(farm_name=name, counts=counts, html=html))
         for farm, *others, name, counts, html in rows.order_by("farm_id").values_list(
@@ -217,10 +230,15 @@ def _cells_store(made: dict[int, FarmCells], stamps: dict, key: str) -> None:
     # One statement, its rows as one JSON document: bulk_update builds a CASE branch a farm and a field
     # (about a second of Python at 200 farms), and psycopg quotes a text array's quotes one by one.
     rows = [
-        {"farm_id": farm, "cells": made[farm].html, "counts": made[farm].counts, "farm_name": made[farm].farm_name,
-         "cells_of": stamp.isoformat()}
+        {
+            "farm_id": farm,
+            "cells": made[farm].html,
+            "counts": made[farm].counts,
+            "farm_name": made[farm].farm_name,
+            "cells_of": stamp.isoformat(),
+        }
         for farm, stamp in stamps.items()
-    ]  # fmt: skip
+    ]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -256,7 +274,9 @@ def cell_state(status, free, rented, deployed, failed, deployable, placeable, ph
     return "most" if 2 * placeable >= max(deployable, 1) else "some"
 
 
-def cell_label(node_id, farm_id, state, status, free, rented, deployed, failed, deployable, placeable, phantom, reasons, stale) -> str:
+def cell_label(
+    node_id, farm_id, state, status, free, rented, deployed, failed, deployable, placeable, phantom, reasons, stale
+) -> str:
     nominal = free + rented + deployed + failed
     parts = [f"Node {node_id}, farm {farm_id}, {status}", f"{nominal} → {deployable} slices", f"{free} free"]
     if placeable is None:
@@ -264,7 +284,9 @@ def cell_label(node_id, farm_id, state, status, free, rented, deployed, failed, 
     else:
         parts.append(f"{placeable} placeable now")
         if phantom:
-            why = ", ".join(f"{PHANTOM_REASONS[r]} {n}" for r, n in (reasons or {}).items() if n and r in PHANTOM_REASONS)
+            why = ", ".join(
+                f"{PHANTOM_REASONS[r]} {n}" for r, n in (reasons or {}).items() if n and r in PHANTOM_REASONS
+            )
             parts.append(f"{phantom} phantom" + (f" ({why})" if why else ""))
     if stale:
         parts.append("stale catalog")

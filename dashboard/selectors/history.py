@@ -66,7 +66,10 @@ def capacity_history(*, scope: str, subject: int, now: datetime, days: int = TRE
         .values_list("snapshot__at", *LINES)
     )
     times = [row[0] for row in rows]
-    lines = [_sparkline(figure, label, times, [row[i + 1] for row in rows]) for i, (figure, label) in enumerate(LINES.items())]
+    lines = [
+        _sparkline(figure, label, times, [row[i + 1] for row in rows])
+        for i, (figure, label) in enumerate(LINES.items())
+    ]
     return History(
         snapshots=len(rows),
         since=since,
@@ -83,7 +86,7 @@ def _sparkline(figure: str, label: str, times: list[datetime], values: list[int]
     height = max(high - low, 1)
     points = " ".join(
         f"{(t - start).total_seconds() / span * WIDTH:.1f},{HEIGHT - 2 - (v - low) / height * (HEIGHT - 4):.1f}"
-        for t, v in zip(times, values)
+        for t, v in zip(times, values, strict=True)
     )
     if len(values) == 1:
         points = f"0,{HEIGHT / 2:.1f} {WIDTH},{HEIGHT / 2:.1f}"
@@ -97,18 +100,29 @@ def trend_of(times: list[datetime], values: list[int], *, days: int = TREND_DAYS
         "(free deployable = deployable slices less those rented or deployed)."
     )
     if len(values) < 2 or (times[-1] - times[0]) < timedelta(hours=1):
-        return Trend(words="Not enough history for a trend yet: it needs snapshots an hour apart or more.", method=method)
+        return Trend(
+            words="Not enough history for a trend yet: it needs snapshots an hour apart or more.", method=method
+        )
     xs = [(t - times[0]).total_seconds() / 86400 for t in times]
     mean_x, mean_y = sum(xs) / len(xs), sum(values) / len(values)
     spread = sum((x - mean_x) ** 2 for x in xs)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values)) / spread
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values, strict=True)) / spread
     now_value = values[-1]
     if slope <= -STEADY:
         if now_value <= 0:
-            return Trend(words=f"Free deployable slices falling by {-slope:.1f} a day; none are left now.", method=method, per_day=slope, days_left=0.0)
+            return Trend(
+                words=f"Free deployable slices falling by {-slope:.1f} a day; none are left now.",
+                method=method,
+                per_day=slope,
+                days_left=0.0,
+            )
         left = now_value / -slope
-        return Trend(words=f"Free deployable slices falling by {-slope:.1f} a day; none left in about {left:.0f} days.",
-                     method=method, per_day=slope, days_left=left)  # fmt: skip
+        return Trend(
+            words=f"Free deployable slices falling by {-slope:.1f} a day; none left in about {left:.0f} days.",
+            method=method,
+            per_day=slope,
+            days_left=left,
+        )
     if slope >= STEADY:
         return Trend(words=f"Free deployable slices rising by {slope:.1f} a day.", method=method, per_day=slope)
     return Trend(words="Free deployable slices steady.", method=method, per_day=slope)

@@ -86,7 +86,9 @@ def metrics_snapshot() -> MetricsSnapshot:
         fleet=fleet,
         jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
         failures=_failures(failures),
-        grid_requests=_grid_requests(GridRequestTally.objects.values_list("endpoint", "outcome", "bucket", "count", "seconds")),
+        grid_requests=_grid_requests(
+            GridRequestTally.objects.values_list("endpoint", "outcome", "bucket", "count", "seconds")
+        ),
     )
 
 

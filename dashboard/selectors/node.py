@@ -120,8 +120,10 @@ class NodeDetail:
         kept = f"the {carve.occupied} rented or deployed slice{'s' if carve.occupied != 1 else ''} kept"
         if not carve.new_slices:
             why = "the node has no room for another" if carve.occupied else "the node cannot hold one slice"
-            return f"{carve.slices} slice{'s' if carve.slices != 1 else ''}: {kept}, no new one ({why})" if carve.occupied else (
-                f"no slice: {why}"
+            return (
+                f"{carve.slices} slice{'s' if carve.slices != 1 else ''}: {kept}, no new one ({why})"
+                if carve.occupied
+                else (f"no slice: {why}")
             )
         size = carve.slice
         new = (
@@ -191,7 +193,9 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     used = node.used
     if used is not None:
         live = capacity.live_node(policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed)
-        check = capacity.precheck([(s.index, s.size) for s in free], node.total, used, policy, live=live, status=node.status)
+        check = capacity.precheck(
+            [(s.index, s.size) for s in free], node.total, used, policy, live=live, status=node.status
+        )
         verdict_lines = tuple(
             SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts
         )
@@ -233,8 +237,9 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         active_job=node_active_job(node=node),
         failed_deployments=Deployment.objects.filter(node=node, state__in=("failed", "refused")).count(),
         observations=observations,
-        reconciliation=node_reconcile(node=node, policy=policy, occupied=occupied, observations=observations,
-                                      now=timezone.now()),  # fmt: skip
+        reconciliation=node_reconcile(
+            node=node, policy=policy, occupied=occupied, observations=observations, now=timezone.now()
+        ),
     )
 
 
@@ -244,7 +249,9 @@ def _live_observations(node: Node):
     return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=oldest).order_by("-seen_at")
 
 
-def capacity_bar(*, node: Node, policy: capacity.Policy, occupied: list[Slice], free: list[Slice], resource: str) -> CapacityBar:
+def capacity_bar(
+    *, node: Node, policy: capacity.Policy, occupied: list[Slice], free: list[Slice], resource: str
+) -> CapacityBar:
     """Reserve, then the VMs that hold slices, then the free slices, on one scale.
 
     The scale is the larger of the node's total and what the catalog promises, so a catalog
@@ -279,7 +286,14 @@ def capacity_bar(*, node: Node, policy: capacity.Policy, occupied: list[Slice], 
                 cells.append((at(cell_offset), at(cell_offset + charge) - at(cell_offset)))
                 cell_offset += charge
         parts.append(
-            BarPart(kind=kind, label=label, size=size, x=at(offset), width=at(offset + size) - at(offset), cells=tuple(cells))
+            BarPart(
+                kind=kind,
+                label=label,
+                size=size,
+                x=at(offset),
+                width=at(offset + size) - at(offset),
+                cells=tuple(cells),
+            )
         )
         offset += size
     reported_used = getattr(node, f"used_{resource}")

@@ -35,11 +35,21 @@ def onboard_new_nodes(node_ids: list[int]) -> list[NewNode]:
     """These nodes (a run's result lists the first few hundred it added), in one query."""
     ids = list(node_ids)
     now = timezone.now()
-    rows = Node.objects.filter(node_id__in=ids).order_by("node_id").values_list(
-        "node_id", "farm_id", "status", "deployable", "slices_free", "seen_at", "reported_at"
+    rows = (
+        Node.objects.filter(node_id__in=ids)
+        .order_by("node_id")
+        .values_list("node_id", "farm_id", "status", "deployable", "slices_free", "seen_at", "reported_at")
     )
     return [
-        NewNode(node_id=node_id, farm_id=farm_id, status=status, deployable=deployable, free=free, seen_at=seen_at,
-                reported_at=reported_at, uncertain=reading_is_uncertain(seen_at, now))  # fmt: skip
+        NewNode(
+            node_id=node_id,
+            farm_id=farm_id,
+            status=status,
+            deployable=deployable,
+            free=free,
+            seen_at=seen_at,
+            reported_at=reported_at,
+            uncertain=reading_is_uncertain(seen_at, now),
+        )
         for node_id, farm_id, status, deployable, free, seen_at, reported_at in rows
     ]

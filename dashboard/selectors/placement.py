@@ -48,11 +48,28 @@ CANDIDATES_PAGE = 20
 COULD_TAKE_LIMIT = 100
 
 _NODE_FIELDS = (
-    "pk", "node_id", "farm_id", "farm_name", "status", "effective_policy", "seen_at",
-    "total_cru", "total_mru", "total_sru", "total_hru", "used_cru", "used_mru", "used_sru", "used_hru",
-    "pools_sru", "slices_rented", "slices_deployed",
-    "hidden_mru_per_vm", "pool_room_below", "pool_room_below_used_sru",
-)  # fmt: skip
+    "pk",
+    "node_id",
+    "farm_id",
+    "farm_name",
+    "status",
+    "effective_policy",
+    "seen_at",
+    "total_cru",
+    "total_mru",
+    "total_sru",
+    "total_hru",
+    "used_cru",
+    "used_mru",
+    "used_sru",
+    "used_hru",
+    "pools_sru",
+    "slices_rented",
+    "slices_deployed",
+    "hidden_mru_per_vm",
+    "pool_room_below",
+    "pool_room_below_used_sru",
+)
 
 
 @dataclass(frozen=True)
@@ -167,7 +184,11 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
     candidates in order until enough of them fit."""
     charges = [
         placement_sql.PolicyCharge(
-            name, f"{policy.name} v{policy.version}", need.mru, need.sru, sum(capacity.vm_disks(policy, size.cru, size.mru, size.sru))
+            name,
+            f"{policy.name} v{policy.version}",
+            need.mru,
+            need.sru,
+            sum(capacity.vm_disks(policy, size.cru, size.mru, size.sru)),
         )
         for name, policy in policies.items()
         for need in (policy.vm_charge(size.cru, size.mru, size.sru),)
@@ -232,7 +253,7 @@ def _rows_of(pks: list[int]) -> tuple[dict[int, tuple], dict[int, list[capacity.
 
 
 def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict) -> NodeVerdict:
-    values = dict(zip(_NODE_FIELDS, row))
+    values = dict(zip(_NODE_FIELDS, row, strict=True))
     blocked_by, verdict = "", None
     if values["status"] in ("down", "standby"):
         blocked_by = values["status"]
@@ -275,7 +296,9 @@ def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
     )
     pools = values["pools_sru"] or None
     if pools:
-        live = capacity.live_node(policy=policy, pools=pools, occupied=occupied.get(values["pk"], ()), observed=observed)
+        live = capacity.live_node(
+            policy=policy, pools=pools, occupied=occupied.get(values["pk"], ()), observed=observed
+        )
     else:
         # Without pools the disks already placed do not matter, only how many VMs run (hidden memory each).
         live = capacity.LiveNode(running=values["slices_rented"] + values["slices_deployed"], observed=observed)
@@ -283,7 +306,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
 
 
 def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied) -> NodeVerdict:
-    values = dict(zip(_NODE_FIELDS, by_node_id[v.node_id]))
+    values = dict(zip(_NODE_FIELDS, by_node_id[v.node_id], strict=True))
     total, used, policy, live = _fit_args(values, policies, occupied)
     could = capacity.placeable_count(size, total, used, policy, live=live, limit=COULD_TAKE_LIMIT)
     return NodeVerdict(**{**v.__dict__, "could_take": could})

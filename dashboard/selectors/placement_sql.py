@@ -125,7 +125,9 @@ def _run(template: str, charges: list[PolicyCharge], params: dict) -> list[tuple
         f"(%(n{i})s, %(e{i})s, %(m{i})s::bigint, %(s{i})s::bigint, %(d{i})s::bigint)" for i in range(len(charges))
     )
     for i, c in enumerate(charges):
-        params.update({f"n{i}": c.name, f"e{i}": c.effective, f"m{i}": c.need_mru, f"s{i}": c.need_sru, f"d{i}": c.disks})
+        params.update(
+            {f"n{i}": c.name, f"e{i}": c.effective, f"m{i}": c.need_mru, f"s{i}": c.need_sru, f"d{i}": c.disks}
+        )
     sql = template.format(values=values, node=Node._meta.db_table, slice=Slice._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

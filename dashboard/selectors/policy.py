@@ -135,4 +135,3 @@ def policy_preview(
 
 def policy_for_edit(*, policy_id: int) -> Policy:
     return Policy.objects.select_related("node").get(pk=policy_id)
-

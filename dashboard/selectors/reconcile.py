@@ -58,9 +58,13 @@ class Reconciliation:
 
 
 def node_reconcile(
-    *, node: Node, policy: capacity.Policy, occupied: Sequence[Slice], observations: Sequence[Observation],
+    *,
+    node: Node,
+    policy: capacity.Policy,
+    occupied: Sequence[Slice],
+    observations: Sequence[Observation],
     now: datetime,
-) -> Reconciliation:  # fmt: skip
+) -> Reconciliation:
     """The node's memory and SSD as the catalog, the grid and the lessons see them; no query."""
     percent = settings.RECONCILE_TOLERANCE_PERCENT
     reserve = policy.reserve(node.total)
@@ -72,31 +76,60 @@ def node_reconcile(
         total = getattr(node.total, resource)
         catalog = getattr(reserve, resource) + sum(getattr(c, resource) for c in charges)
         grid = getattr(node, f"used_{resource}")
-        learnt, learnt_at, learnt_words = _learnt(resource, node=node, catalog=catalog, vms=len(occupied), latest=latest)
+        learnt, learnt_at, learnt_words = _learnt(
+            resource, node=node, catalog=catalog, vms=len(occupied), latest=latest
+        )
         tolerance = total * percent // 100
-        rows.append(Reconciled(
-            resource=resource, label=label, total=total, catalog=catalog, grid=grid, grid_at=grid_at if grid is not None else None,
-            learnt=learnt, learnt_at=learnt_at, learnt_words=learnt_words, tolerance=tolerance,
-            disagreements=tuple(_disagreements(label.lower(), catalog=catalog, grid=grid, learnt=learnt if resource == "mru" else None,
-                                               tolerance=tolerance)),
-        ))  # fmt: skip
+        rows.append(
+            Reconciled(
+                resource=resource,
+                label=label,
+                total=total,
+                catalog=catalog,
+                grid=grid,
+                grid_at=grid_at if grid is not None else None,
+                learnt=learnt,
+                learnt_at=learnt_at,
+                learnt_words=learnt_words,
+                tolerance=tolerance,
+                disagreements=tuple(
+                    _disagreements(
+                        label.lower(),
+                        catalog=catalog,
+                        grid=grid,
+                        learnt=learnt if resource == "mru" else None,
+                        tolerance=tolerance,
+                    )
+                ),
+            )
+        )
     return Reconciliation(rows=tuple(rows), grid_uncertain=reading_is_uncertain(grid_at, now), occupied=len(occupied))
 
 
-def _learnt(resource: str, *, node: Node, catalog: int, vms: int, latest: dict) -> tuple[int | None, datetime | None, str]:
+def _learnt(
+    resource: str, *, node: Node, catalog: int, vms: int, latest: dict
+) -> tuple[int | None, datetime | None, str]:
     if resource == "mru":
         seen = latest.get(Observation.Kind.MEMORY)
         if not node.hidden_mru_per_vm or seen is None:
             return None, None, "no refusal has shown hidden memory use"
         really = catalog + node.hidden_mru_per_vm * vms
-        return really, seen.seen_at, (
-            f"{capacity.format_size(node.hidden_mru_per_vm)} hidden per VM × {vms} VM{'s' if vms != 1 else ''}, "
-            "on top of the catalog's figure"
+        return (
+            really,
+            seen.seen_at,
+            (
+                f"{capacity.format_size(node.hidden_mru_per_vm)} hidden per VM × {vms} VM{'s' if vms != 1 else ''}, "
+                "on top of the catalog's figure"
+            ),
         )
     seen = latest.get(Observation.Kind.DISK)
     if seen is None or seen.used_sru is None:
         return None, None, "no disk refusal has been seen"
-    return seen.used_sru, seen.seen_at, f"SSD in use when ZOS refused a {capacity.format_size(seen.disk_size or 0)} disk"
+    return (
+        seen.used_sru,
+        seen.seen_at,
+        f"SSD in use when ZOS refused a {capacity.format_size(seen.disk_size or 0)} disk",
+    )
 
 
 def _disagreements(what: str, *, catalog: int, grid: int | None, learnt: int | None, tolerance: int) -> list[str]:
@@ -104,12 +137,18 @@ def _disagreements(what: str, *, catalog: int, grid: int | None, learnt: int | N
     if grid is not None and abs(grid - catalog) > tolerance:
         gap = capacity.format_size(abs(grid - catalog))
         if grid > catalog:
-            said.append(f"the grid counts {gap} more {what} in use than the catalog's rented and deployed slices and "
-                        "reserve: VMs outside the catalog, or a reserve the policy does not count")  # fmt: skip
+            said.append(
+                f"the grid counts {gap} more {what} in use than the catalog's rented and deployed slices and "
+                "reserve: VMs outside the catalog, or a reserve the policy does not count"
+            )
         else:
-            said.append(f"the grid counts {gap} less {what} in use than the catalog: slices marked rented or deployed "
-                        "that hold no contract on the grid (not deployed yet, or deleted)")  # fmt: skip
+            said.append(
+                f"the grid counts {gap} less {what} in use than the catalog: slices marked rented or deployed "
+                "that hold no contract on the grid (not deployed yet, or deleted)"
+            )
     if learnt is not None and grid is not None and learnt - grid > tolerance:
-        said.append(f"the host really uses about {capacity.format_size(learnt - grid)} more {what} than the grid "
-                    "accounts (learnt from refusals): slices that look placeable may be refused")  # fmt: skip
+        said.append(
+            f"the host really uses about {capacity.format_size(learnt - grid)} more {what} than the grid "
+            "accounts (learnt from refusals): slices that look placeable may be refused"
+        )
     return said

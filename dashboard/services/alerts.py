@@ -72,12 +72,23 @@ def alerts_record(*, conditions: list[rules.Condition], now: datetime) -> Evalua
             row = rows.get(key)
             if row is None:
                 row = Alert.objects.create(
-                    rule=condition.rule, subject=condition.subject, state=Alert.State.FIRING, since=now,
-                    summary=summary, detail=condition.detail, evaluated_at=now,
-                )  # fmt: skip
+                    rule=condition.rule,
+                    subject=condition.subject,
+                    state=Alert.State.FIRING,
+                    since=now,
+                    summary=summary,
+                    detail=condition.detail,
+                    evaluated_at=now,
+                )
                 evaluation.fired.append(row)
             elif row.state == Alert.State.RESOLVED:
-                row.state, row.since, row.summary, row.detail, row.evaluated_at = Alert.State.FIRING, now, summary, condition.detail, now
+                row.state, row.since, row.summary, row.detail, row.evaluated_at = (
+                    Alert.State.FIRING,
+                    now,
+                    summary,
+                    condition.detail,
+                    now,
+                )
                 # A new episode: the last one's acknowledgement does not carry over.
                 row.acknowledged_by, row.acknowledged_at = None, None
                 row.save()
@@ -92,9 +103,11 @@ def alerts_record(*, conditions: list[rules.Condition], now: datetime) -> Evalua
                 evaluation.resolved.append(row)
         for row in evaluation.fired + evaluation.resolved:
             AuditEvent.objects.create(
-                source="beat", action=f"alert.{row.state}", message=f"{row.title}: {row.summary}",
+                source="beat",
+                action=f"alert.{row.state}",
+                message=f"{row.title}: {row.summary}",
                 detail={"alert": row.pk, "rule": row.rule, "subject": row.subject},
-            )  # fmt: skip
+            )
     for row in evaluation.fired:
         log.warning("alert firing: %s (%s): %s", row.rule, row.subject, row.summary)
     for row in evaluation.resolved:
@@ -119,9 +132,12 @@ def alerts_deliver(*, now: datetime | None = None) -> tuple[int, int]:
         if not claim.update(notified_state=row.state, last_notified_at=now):
             continue  # another evaluation took it
         result = alert_send(
-            urls=urls, title=alert_title(row), body=alert_body(row), firing=row.state == Alert.State.FIRING,
+            urls=urls,
+            title=alert_title(row),
+            body=alert_body(row),
+            firing=row.state == Alert.State.FIRING,
             deadline=settings.ALERT_DELIVERY_DEADLINE,
-        )  # fmt: skip
+        )
         if result.delivered:
             delivered += 1
             continue
@@ -129,7 +145,9 @@ def alerts_deliver(*, now: datetime | None = None) -> tuple[int, int]:
         Alert.objects.filter(pk=row.pk, notified_state=row.state, last_notified_at=now).update(
             notified_state=told_before, last_notified_at=row.last_notified_at
         )
-        log.warning("alert %s (%s) not delivered, tried again at the next evaluation: %s", row.rule, row.subject, result.error)
+        log.warning(
+            "alert %s (%s) not delivered, tried again at the next evaluation: %s", row.rule, row.subject, result.error
+        )
     return delivered, undelivered
 
 
@@ -154,9 +172,9 @@ def alert_acknowledge(*, alert: Alert, by, source: str = "web") -> bool:
     """
     now = timezone.now()
     with transaction.atomic():
-        changed = Alert.objects.filter(
-            Q(acknowledged_at__isnull=True), pk=alert.pk, state=Alert.State.FIRING
-        ).update(acknowledged_by=by, acknowledged_at=now)
+        changed = Alert.objects.filter(Q(acknowledged_at__isnull=True), pk=alert.pk, state=Alert.State.FIRING).update(
+            acknowledged_by=by, acknowledged_at=now
+        )
         if not changed:
             alert.refresh_from_db()
             if alert.state != Alert.State.FIRING:
@@ -164,7 +182,10 @@ def alert_acknowledge(*, alert: Alert, by, source: str = "web") -> bool:
             return False
         alert.refresh_from_db()
         AuditEvent.objects.create(
-            actor=by, source=source, action="alert.acknowledged", message=f"acknowledged {alert.title}: {alert.summary}",
+            actor=by,
+            source=source,
+            action="alert.acknowledged",
+            message=f"acknowledged {alert.title}: {alert.summary}",
             detail={"alert": alert.pk, "rule": alert.rule, "subject": alert.subject},
-        )  # fmt: skip
+        )
     return True

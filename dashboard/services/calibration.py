@@ -22,8 +22,8 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from dashboard import capacity
 from dashboard.capacity import MiB, format_size
@@ -233,8 +233,9 @@ def _one_count_fit(memory: Sequence[tuple[int, int, int, int, int]], reserve_mru
         return None
     (count,) = counts
     overheads = [max(used - vm - reserve_mru, 0) / count for _, vm, used, _, _ in memory]
-    return Fit(reserve=reserve_mru, overhead_per_vm=round(max(overheads)), residual=0, samples=len(memory),
-               vm_counts=(count,))
+    return Fit(
+        reserve=reserve_mru, overhead_per_vm=round(max(overheads)), residual=0, samples=len(memory), vm_counts=(count,)
+    )
 
 
 def _sample_tuple(sample: CapacitySample) -> tuple[int, int, int, int, int]:
@@ -245,8 +246,11 @@ def node_calibration(node: Node) -> Calibration:
     """Fit one node's samples (one query) against its effective policy."""
     rows = list(CapacitySample.objects.filter(node=node).order_by("at", "pk"))
     return calibration_judge(
-        node_id=node.node_id, total=node.total, policy=policy_for_node(node),
-        samples=[_sample_tuple(s) for s in rows], memory_samples=[_sample_tuple(s) for s in rows if s.source == "refusal"],
+        node_id=node.node_id,
+        total=node.total,
+        policy=policy_for_node(node),
+        samples=[_sample_tuple(s) for s in rows],
+        memory_samples=[_sample_tuple(s) for s in rows if s.source == "refusal"],
     )
 
 
@@ -309,14 +313,21 @@ def fleet_calibration() -> FleetCalibration:
     policies = policies_for_nodes(nodes)
     results = tuple(
         calibration_judge(
-            node_id=n.node_id, total=n.total, policy=policies[n.pk], samples=by_node[n.pk],
+            node_id=n.node_id,
+            total=n.total,
+            policy=policies[n.pk],
+            samples=by_node[n.pk],
             memory_samples=memory_by_node[n.pk],
         )
         for n in nodes
     )
     mru_groups = [[(s[0], s[1], s[2]) for s in memory_by_node[n.pk]] for n in nodes]
     sru_groups = [[(s[0], s[3], s[4]) for s in by_node[n.pk]] for n in nodes]
-    shares = [c.mru.reserve / n.total_mru * 100 for c, n in zip(results, nodes) if c.mru is not None and n.total_mru]
+    shares = [
+        c.mru.reserve / n.total_mru * 100
+        for c, n in zip(results, nodes, strict=True)
+        if c.mru is not None and n.total_mru
+    ]
     overheads = [c.mru.overhead_per_vm for c in results if c.mru is not None]
     return FleetCalibration(
         nodes=results,

@@ -22,9 +22,9 @@ GridError, and nothing is written.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Callable
 
 from django.db import transaction
 from django.utils import timezone
@@ -109,13 +109,20 @@ def slice_deploy(
             f"the {grid.name} grid backend is read-only and cannot deploy; use the simulator (GRID_BACKEND=simulator)"
         )
     policy = policy_for_node(node)
-    verdict = _deploy_verdict(slice_, live, policy, node_live_facts(node, policy, used_sru=live.used.sru)) if precheck else None
+    verdict = (
+        _deploy_verdict(slice_, live, policy, node_live_facts(node, policy, used_sru=live.used.sru))
+        if precheck
+        else None
+    )
     seen = _capacity_seen(live, verdict)
 
     with transaction.atomic():
         locked = Slice.objects.select_for_update().filter(pk=slice_.pk).first()
         if locked is None or (locked.index, locked.cru, locked.mru, locked.sru) != (
-            slice_.index, slice_.cru, slice_.mru, slice_.sru
+            slice_.index,
+            slice_.cru,
+            slice_.mru,
+            slice_.sru,
         ):
             raise SliceChanged(
                 f"slice {slice_index} of node {node.node_id} was re-carved while its capacity was read; "
@@ -161,7 +168,9 @@ def slice_deploy(
     except GridError as exc:
         cause = exc.cause if exc.cause in Deployment.Cause.values else Deployment.Cause.UNKNOWN
         return _finish_failed(deployment, raw=str(exc), cause=cause, by=by, source=source)
-    return _finish_deployed(deployment, live=live, read_at=read_at, workload_id=vm.workload_id, grid=grid, by=by, source=source)
+    return _finish_deployed(
+        deployment, live=live, read_at=read_at, workload_id=vm.workload_id, grid=grid, by=by, source=source
+    )
 
 
 def slices_deploy_all_free(

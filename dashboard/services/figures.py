@@ -118,7 +118,8 @@ def _store(nodes: QuerySet[Node]) -> int:
         table = connection.ops.quote_name(Node._meta.db_table)
         cast = "::jsonb" if connection.vendor == "postgresql" else ""
         columns = ", ".join(
-            f"{connection.ops.quote_name(name)} = %s{cast if name == 'phantom_reasons' else ''}" for name in FIGURE_FIELDS
+            f"{connection.ops.quote_name(name)} = %s{cast if name == 'phantom_reasons' else ''}"
+            for name in FIGURE_FIELDS
         )
         with connection.cursor() as cursor:
             cursor.executemany(f"UPDATE {table} SET {columns} WHERE id = %s", rows)
@@ -163,9 +164,7 @@ _NODE_VALUES = (
 def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
     """Node pk -> (figures now, figures stored) for the nodes of the queryset."""
     # The pools as JSON text: a shape key as it is, parsed once per shape.
-    node_values = list(
-        nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES)
-    )
+    node_values = list(nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES))
     if not node_values:
         return {}
     slices = _slices_grouped(nodes)
@@ -177,8 +176,27 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
     slice_order = {pk: (grouped[5], grouped[4][1]) for pk, grouped in slices.items()}
     nothing = (0, 0, 0, 0, ((), ()), ())
     computed = {}
-    for (pk, farm_id, cru, mru, sru, hru, pools_text, carved_name, carved_version, carved_sru,
-         hidden, bound, bound_used, status, used_cru, used_mru, used_sru, used_hru, *stored) in node_values:  # fmt: skip
+    for (
+        pk,
+        farm_id,
+        cru,
+        mru,
+        sru,
+        hru,
+        pools_text,
+        carved_name,
+        carved_version,
+        carved_sru,
+        hidden,
+        bound,
+        bound_used,
+        status,
+        used_cru,
+        used_mru,
+        used_sru,
+        used_hru,
+        *stored,
+    ) in node_values:
         free, rented, deployed, failed, slice_key, _free_order = slices.get(pk, nothing)
         policy = by_node.get(pk) or by_farm.get(farm_id) or fleet_policy  # as PolicyBook.for_node
         # The book hands out one object per policy for this call, so its id stands for it
@@ -215,15 +233,28 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
             check = checks.get(check_key)
             if check is None:
                 check = checks[check_key] = _placeable(
-                    policy=policy, status=status, free=free_in_order, occupied=occupied_key,
+                    policy=policy,
+                    status=status,
+                    free=free_in_order,
+                    occupied=occupied_key,
                     total=capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
                     used=capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0),
-                    pools=json.loads(pools_text) if pools_text else None, observed=observed,
+                    pools=json.loads(pools_text) if pools_text else None,
+                    observed=observed,
                 )
             placeable, phantom, reasons = check
         figures = NodeFigures(
-            free, rented, deployed, failed, shape.deployable, shape.stale, shape.reason, shape.policy,
-            placeable, phantom, reasons,
+            free,
+            rented,
+            deployed,
+            failed,
+            shape.deployable,
+            shape.stale,
+            shape.reason,
+            shape.policy,
+            placeable,
+            phantom,
+            reasons,
         )
         computed[pk] = (figures, tuple(stored))
     return computed
@@ -288,7 +319,10 @@ def _slices_grouped(nodes: QuerySet[Node]) -> dict[int, tuple]:
     # groups of a catalog are contiguous: kept slices first, re-carved ones after them).
     return {
         pk: (
-            free, rented, deployed, failed,
+            free,
+            rented,
+            deployed,
+            failed,
             (tuple(sorted(free_sizes)), tuple(size for _, size in sorted(occupied))),
             tuple(size for _first, size, n in sorted(free_order) for _ in range(n)),
         )

@@ -35,8 +35,10 @@ def grid_requests_store() -> int:
     if not tally:
         return 0
     table = connection.ops.quote_name(GridRequestTally._meta.db_table)
-    rows = [(endpoint, outcome, bucket, count, tally.seconds[(endpoint, outcome, bucket)])
-            for (endpoint, outcome, bucket), count in sorted(tally.counts.items())]  # fmt: skip
+    rows = [
+        (endpoint, outcome, bucket, count, tally.seconds[(endpoint, outcome, bucket)])
+        for (endpoint, outcome, bucket), count in sorted(tally.counts.items())
+    ]
     try:
         # Sorted rows and one transaction: two processes upserting the same rows lock them in one order.
         with transaction.atomic(), connection.cursor() as cursor:

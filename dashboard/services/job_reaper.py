@@ -14,7 +14,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import Job
-from dashboard.services.jobs import DEFAULT_QUEUED_TIMEOUT, DEFAULT_RESEND_AFTER, heartbeat_cutoff, job_close, job_enqueue
+from dashboard.services.jobs import (
+    DEFAULT_QUEUED_TIMEOUT,
+    DEFAULT_RESEND_AFTER,
+    heartbeat_cutoff,
+    job_close,
+    job_enqueue,
+)
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +36,11 @@ def jobs_reap(now: datetime | None = None) -> int:
     now = now or timezone.now()
     reaped = 0
     cutoff = heartbeat_cutoff(now)
-    for job in Job.objects.filter(state=Job.State.RUNNING).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
-    ).select_related("node", "requested_by"):
+    for job in (
+        Job.objects.filter(state=Job.State.RUNNING)
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True))
+        .select_related("node", "requested_by")
+    ):
         since = job.heartbeat_at or job.started_at or job.created_at
         age = int((now - since).total_seconds())
         error = (
@@ -72,9 +80,11 @@ def _jobs_resend(*, now: datetime, after: int) -> int:
     """
     cutoff = now - timedelta(seconds=after)
     sent = 0
-    for job in Job.objects.filter(state=Job.State.QUEUED).filter(
-        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff)
-    ).only("pk", "heartbeat_at"):
+    for job in (
+        Job.objects.filter(state=Job.State.QUEUED)
+        .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
+        .only("pk", "heartbeat_at")
+    ):
         still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
         if Job.objects.filter(still, pk=job.pk, state=Job.State.QUEUED).update(heartbeat_at=now):
             log.warning("reaper: job %s still queued after %s s; its message is sent again", job.pk, after)

@@ -7,8 +7,8 @@ on it, and this module is the one place that knows them all: RUNNERS maps a kind
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Callable
 
 from django.conf import settings
 from django.db import connection, transaction

@@ -29,11 +29,12 @@ import getpass
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, connections, transaction
@@ -94,8 +95,9 @@ def job_request(
     One transaction inserts the Job and its audit event; the Celery message is sent on commit
     with the job id as its task id. Bad input raises JobError and writes nothing.
     """
-    problem = job_request_problem(kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run,
-                          parameters=parameters)
+    problem = job_request_problem(
+        kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run, parameters=parameters
+    )
     if problem:
         raise JobError(problem)
     requester, requester_detail = _requester(by, source)
@@ -159,13 +161,15 @@ def job_enqueue(job_id: int) -> None:
         log.exception("job %s: could not send the task to the broker", job_id)
         job = Job.objects.filter(pk=job_id).select_related("node").first()
         if job is not None:
-            job_close(job, state=Job.State.FAILED, error=f"could not queue the job: {type(exc).__name__}: {exc}",
-                       from_states=(Job.State.QUEUED,))
+            job_close(
+                job,
+                state=Job.State.FAILED,
+                error=f"could not queue the job: {type(exc).__name__}: {exc}",
+                from_states=(Job.State.QUEUED,),
+            )
 
 
-def job_wait(
-    *, job_id: int, timeout: float, poll: float = 0.5, on_step: Callable[[Job], None] | None = None
-) -> Job:
+def job_wait(*, job_id: int, timeout: float, poll: float = 0.5, on_step: Callable[[Job], None] | None = None) -> Job:
     """Read the job row until it is finished or `timeout` seconds passed; returns the last row read.
 
     `on_step` is called with the row each time its step text changes while it is active (the
@@ -312,8 +316,14 @@ def job_succeed(*, job: Job, result: JobResult, message: str | None = None) -> N
     ):
         raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
     message = message or f"{job_describe(job)}: {result.sentence()}"
-    _audit(job=job, action="job.succeeded", actor=job.requested_by, source=job.source, message=message,
-           detail={"result": result.audit_summary()})
+    _audit(
+        job=job,
+        action="job.succeeded",
+        actor=job.requested_by,
+        source=job.source,
+        message=message,
+        detail={"result": result.audit_summary()},
+    )
 
 
 def job_close(
@@ -338,8 +348,14 @@ def job_close(
             rows = rows.filter(extra)
         if not rows.update(**fields):
             return False
-        _audit(job=job, action=f"job.{state}", actor=job.requested_by, source=job.source,
-               message=f"{job_describe(job)} {state}: {error}", detail={"error": error})
+        _audit(
+            job=job,
+            action=f"job.{state}",
+            actor=job.requested_by,
+            source=job.source,
+            message=f"{job_describe(job)} {state}: {error}",
+            detail={"error": error},
+        )
     return True
 
 

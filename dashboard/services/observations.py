@@ -62,8 +62,14 @@ def deployment_refusal(deployment: Deployment, *, total: capacity.Resources, use
 def refusal_lesson(refusal: Refusal) -> dict | None:
     """What this refusal teaches, as Observation fields; None when it teaches nothing."""
     lesson = capacity.refusal_lesson(
-        cause=refusal.cause, needed=refusal.needed_bytes, usable=refusal.usable_bytes, total=refusal.total,
-        used=refusal.used, vm_count=refusal.vm_count, data_disk=refusal.data_disk, rootfs=refusal.rootfs,
+        cause=refusal.cause,
+        needed=refusal.needed_bytes,
+        usable=refusal.usable_bytes,
+        total=refusal.total,
+        used=refusal.used,
+        vm_count=refusal.vm_count,
+        data_disk=refusal.data_disk,
+        rootfs=refusal.rootfs,
     )
     if lesson is None:
         return None
@@ -78,8 +84,14 @@ def refusal_lesson(refusal: Refusal) -> dict | None:
     return {"kind": Observation.Kind.DISK, "disk_size": lesson.disk_size, "used_sru": lesson.used_sru}
 
 
-def observations_learn(*, node: Node, refusal: Refusal, deployment: Deployment | None = None,
-                       source: str = "deploy", at: datetime | None = None) -> Observation | None:
+def observations_learn(
+    *,
+    node: Node,
+    refusal: Refusal,
+    deployment: Deployment | None = None,
+    source: str = "deploy",
+    at: datetime | None = None,
+) -> Observation | None:
     """Keep what `refusal` teaches about `node` and apply it to the node's figures at once.
 
     Returns the new Observation, or None when the refusal teaches nothing.
@@ -89,11 +101,15 @@ def observations_learn(*, node: Node, refusal: Refusal, deployment: Deployment |
         # calibration fits these.
         zos = capacity.PROFILES["zos"]
         CapacitySample.objects.create(
-            node=node, source="refusal", vm_count=refusal.vm_count,
+            node=node,
+            source="refusal",
+            vm_count=refusal.vm_count,
             vm_mru=max(refusal.used.mru - zos.reserve(refusal.total).mru, 0),
             vm_sru=max(refusal.used.sru - zos.reserve_sru, 0),
-            total_mru=refusal.total.mru, total_sru=refusal.total.sru,
-            used_mru=max(refusal.total.mru - refusal.usable_bytes, 0), used_sru=max(refusal.used.sru, 0),
+            total_mru=refusal.total.mru,
+            total_sru=refusal.total.sru,
+            used_mru=max(refusal.total.mru - refusal.usable_bytes, 0),
+            used_sru=max(refusal.used.sru, 0),
         )
     lesson = refusal_lesson(refusal)
     if lesson is None:
@@ -102,15 +118,25 @@ def observations_learn(*, node: Node, refusal: Refusal, deployment: Deployment |
     with transaction.atomic():
         nodes_lock([node.pk])
         observation = Observation.objects.create(
-            node=node, seen_at=at, source=source, deployment=deployment, raw_error=refusal.raw_error,
-            vm_count=refusal.vm_count, **lesson,
+            node=node,
+            seen_at=at,
+            source=source,
+            deployment=deployment,
+            raw_error=refusal.raw_error,
+            vm_count=refusal.vm_count,
+            **lesson,
         )
         node_lessons_apply(node)
         AuditEvent.objects.create(
-            source=source, action="observation.learnt", node=node,
+            source=source,
+            action="observation.learnt",
+            node=node,
             message=f"node {node.node_id}: {observation_words(observation)}",
-            detail={"observation": observation.pk, "kind": observation.kind,
-                    "deployment": deployment.pk if deployment else None},
+            detail={
+                "observation": observation.pk,
+                "kind": observation.kind,
+                "deployment": deployment.pk if deployment else None,
+            },
         )
     return observation
 
@@ -124,7 +150,10 @@ def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
         )
         node_lessons_apply(node)
         AuditEvent.objects.create(
-            actor=by if getattr(by, "pk", None) else None, source=source, action="observation.cleared", node=node,
+            actor=by if getattr(by, "pk", None) else None,
+            source=source,
+            action="observation.cleared",
+            node=node,
             message=f"node {node.node_id}: {cleared} observation(s) cleared; the node's figures no longer count them",
             detail={"cleared": cleared},
         )

@@ -83,8 +83,15 @@ def deployment_outcome_record(
     source: str = "api",
 ) -> OutcomeRecorded:
     """Record what the marketplace says happened to one slice's deployment; see the module doc."""
-    marketplace_id = _checked(node_id=node_id, slice_index=slice_index, marketplace_id=marketplace_id,
-                              outcome=outcome, error=error, at=at, workload_id=workload_id)  # fmt: skip
+    marketplace_id = _checked(
+        node_id=node_id,
+        slice_index=slice_index,
+        marketplace_id=marketplace_id,
+        outcome=outcome,
+        error=error,
+        at=at,
+        workload_id=workload_id,
+    )
     node = Node.objects.filter(node_id=node_id).first()
     if node is None:
         raise OutcomeError(f"node {node_id} is not registered with the dashboard", field="node_id")
@@ -92,8 +99,17 @@ def deployment_outcome_record(
     # its transaction is rolled back whole; the second pass then finds the winner's record.
     for attempt in range(2):
         try:
-            recorded = _record(node, slice_index=slice_index, marketplace_id=marketplace_id, outcome=outcome,
-                               error=error, at=at, workload_id=workload_id, by=by, source=source)  # fmt: skip
+            recorded = _record(
+                node,
+                slice_index=slice_index,
+                marketplace_id=marketplace_id,
+                outcome=outcome,
+                error=error,
+                at=at,
+                workload_id=workload_id,
+                by=by,
+                source=source,
+            )
             break
         except IntegrityError:
             if attempt:
@@ -113,7 +129,9 @@ def _record(node: Node, *, slice_index, marketplace_id, outcome, error, at, work
         if slice_ is None:
             indices = list(node.slices.order_by("index").values_list("index", flat=True))
             listed = ", ".join(map(str, indices)) or "none"
-            raise OutcomeError(f"node {node.node_id} has no slice {slice_index} (its slices: {listed})", field="slice_index")
+            raise OutcomeError(
+                f"node {node.node_id} has no slice {slice_index} (its slices: {listed})", field="slice_index"
+            )
         if outcome == "deployed":
             _slice_take(slice_, marketplace_id=marketplace_id)
         deployment = Deployment.objects.create(
@@ -225,7 +243,11 @@ def _slice_release(deployment: Deployment) -> None:
 
 def _capacity_last_read(node: Node) -> dict:
     """The node's last grid reading, in the shape slice_deploy stores, marked as not read live."""
-    seen = {"status": node.status, "source": "last reading", "seen_at": node.seen_at.isoformat() if node.seen_at else None}
+    seen = {
+        "status": node.status,
+        "source": "last reading",
+        "seen_at": node.seen_at.isoformat() if node.seen_at else None,
+    }
     used = node.used
     if used is not None:
         seen["total"] = node.total.as_dict()
@@ -239,7 +261,9 @@ def _recheck_after_commit(node: Node, *, by) -> None:
 
     def queue():
         try:
-            job_request(kind=Job.Kind.PRECHECK, node=node, by=by if getattr(by, "pk", None) else None, source=Job.Source.API)
+            job_request(
+                kind=Job.Kind.PRECHECK, node=node, by=by if getattr(by, "pk", None) else None, source=Job.Source.API
+            )
         except JobError as exc:
             log.warning("node %s: no precheck queued after a reported outcome: %s", node.node_id, exc)
 
@@ -250,7 +274,9 @@ def _checked(*, node_id, slice_index, marketplace_id, outcome, error, at, worklo
     if isinstance(node_id, bool) or not isinstance(node_id, int) or node_id < 0:
         raise OutcomeError(f"node_id must be a whole number of zero or more, not {node_id!r}", field="node_id")
     if isinstance(slice_index, bool) or not isinstance(slice_index, int) or slice_index < 0:
-        raise OutcomeError(f"slice_index must be a whole number of zero or more, not {slice_index!r}", field="slice_index")
+        raise OutcomeError(
+            f"slice_index must be a whole number of zero or more, not {slice_index!r}", field="slice_index"
+        )
     marketplace_id = (marketplace_id or "").strip() if isinstance(marketplace_id, str) else ""
     if not marketplace_id or len(marketplace_id) > MARKETPLACE_ID_MAX:
         raise OutcomeError(

@@ -148,7 +148,10 @@ def policy_node_pks(policy: Policy) -> list[int]:
 
 
 def policy_changes_words(changes: dict[str, tuple]) -> str:
-    return "; ".join(f"{PARAMETER_WORDS.get(p, p)} {_value_words(p, old)} -> {_value_words(p, new)}" for p, (old, new) in changes.items())
+    return "; ".join(
+        f"{PARAMETER_WORDS.get(p, p)} {_value_words(p, old)} -> {_value_words(p, new)}"
+        for p, (old, new) in changes.items()
+    )
 
 
 PARAMETER_WORDS = {
@@ -165,7 +168,15 @@ PARAMETER_WORDS = {
     "arithmetic": "arithmetic",
 }
 SIZE_PARAMETERS = frozenset(
-    {"slice_mru", "reserve_mru_floor", "reserve_sru", "overhead_mru_per_vm", "overhead_sru_per_vm", "min_slice_sru", "sru_step"}
+    {
+        "slice_mru",
+        "reserve_mru_floor",
+        "reserve_sru",
+        "overhead_mru_per_vm",
+        "overhead_sru_per_vm",
+        "min_slice_sru",
+        "sru_step",
+    }
 )
 
 

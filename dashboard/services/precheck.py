@@ -104,15 +104,24 @@ def precheck_answer(*, node: Node, max_age: timedelta, grid: Grid | None = None)
     if used is not None and read_at is not None and timezone.now() - read_at <= limit:
         policy = policy_for_node(node)
         live = NodeCapacity(
-            node_id=node.node_id, farm_id=node.farm_id, farm_name=node.farm_name, twin_id=node.twin_id,
-            status=node.status, dedicated=node.dedicated, rented_by_twin_id=node.rented_by_twin_id,
-            total=node.total, used=used, pools_sru=node.pools,
-        )  # fmt: skip
+            node_id=node.node_id,
+            farm_id=node.farm_id,
+            farm_name=node.farm_name,
+            twin_id=node.twin_id,
+            status=node.status,
+            dedicated=node.dedicated,
+            rented_by_twin_id=node.rented_by_twin_id,
+            total=node.total,
+            used=used,
+            pools_sru=node.pools,
+        )
         free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
-        result = capacity.precheck(free, live.total, used, policy, live=node_live_facts(node, policy, used_sru=used.sru),
-                                   status=node.status)  # fmt: skip
-        return PrecheckReport(node_id=node.node_id, capacity=live, precheck=result, policy=policy,
-                              checked_at=read_at, read_now=False)  # fmt: skip
+        result = capacity.precheck(
+            free, live.total, used, policy, live=node_live_facts(node, policy, used_sru=used.sru), status=node.status
+        )
+        return PrecheckReport(
+            node_id=node.node_id, capacity=live, precheck=result, policy=policy, checked_at=read_at, read_now=False
+        )
     with grid_step_deadline(settings.PRECHECK_REREAD_DEADLINE):
         return precheck_run(node=node, grid=grid)
 
@@ -126,7 +135,12 @@ def precheck_store(*, node: Node, reading: LiveReading, policy: capacity.Policy)
     live = reading.live
     free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
     result = capacity.precheck(
-        free, live.total, live.used, policy, live=node_live_facts(node, policy, used_sru=live.used.sru), status=live.status
+        free,
+        live.total,
+        live.used,
+        policy,
+        live=node_live_facts(node, policy, used_sru=live.used.sru),
+        status=live.status,
     )
     with transaction.atomic():
         nodes_lock([node.pk])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django.utils import timezone
 
@@ -52,12 +52,27 @@ class LiveReading:
 # The columns a reading writes, with their PostgreSQL types; pools_sru is JSON text, None to keep the
 # stored pools (the Grid Proxy does not report them).
 _COLUMNS = (
-    ("id", "bigint"), ("status", "text"), ("total_cru", "bigint"), ("total_mru", "bigint"), ("total_sru", "bigint"),
-    ("total_hru", "bigint"), ("used_cru", "bigint"), ("used_mru", "bigint"), ("used_sru", "bigint"),
-    ("used_hru", "bigint"), ("country", "text"), ("city", "text"), ("farm_name", "text"), ("twin_id", "bigint"),
-    ("dedicated", "boolean"), ("rented_by_twin_id", "bigint"), ("pools_sru", "text"), ("seen_at", "timestamptz"),
-    ("prechecked_at", "timestamptz"), ("reported_at", "timestamptz"),
-)  # fmt: skip
+    ("id", "bigint"),
+    ("status", "text"),
+    ("total_cru", "bigint"),
+    ("total_mru", "bigint"),
+    ("total_sru", "bigint"),
+    ("total_hru", "bigint"),
+    ("used_cru", "bigint"),
+    ("used_mru", "bigint"),
+    ("used_sru", "bigint"),
+    ("used_hru", "bigint"),
+    ("country", "text"),
+    ("city", "text"),
+    ("farm_name", "text"),
+    ("twin_id", "bigint"),
+    ("dedicated", "boolean"),
+    ("rented_by_twin_id", "bigint"),
+    ("pools_sru", "text"),
+    ("seen_at", "timestamptz"),
+    ("prechecked_at", "timestamptz"),
+    ("reported_at", "timestamptz"),
+)
 
 
 def readings_store(readings: Sequence[LiveReading]) -> None:
@@ -74,7 +89,7 @@ def reported_at_of(live: NodeCapacity) -> datetime | None:
     if not live.updated_at:
         return None
     try:
-        return datetime.fromtimestamp(live.updated_at, tz=dt_timezone.utc)
+        return datetime.fromtimestamp(live.updated_at, tz=UTC)
     except (OverflowError, OSError, ValueError):  # an absurd timestamp is no report time
         return None
 
@@ -82,12 +97,26 @@ def reported_at_of(live: NodeCapacity) -> datetime | None:
 def _row(reading: LiveReading) -> tuple:
     live = reading.live
     return (
-        reading.node_pk, reading.status,
-        live.total.cru, live.total.mru, live.total.sru, live.total.hru,
-        live.used.cru, live.used.mru, live.used.sru, live.used.hru,
-        live.country, live.city, live.farm_name, live.twin_id, live.dedicated, live.rented_by_twin_id,
+        reading.node_pk,
+        reading.status,
+        live.total.cru,
+        live.total.mru,
+        live.total.sru,
+        live.total.hru,
+        live.used.cru,
+        live.used.mru,
+        live.used.sru,
+        live.used.hru,
+        live.country,
+        live.city,
+        live.farm_name,
+        live.twin_id,
+        live.dedicated,
+        live.rented_by_twin_id,
         json.dumps(list(live.pools_sru)) if live.pools_sru else None,
         # seen_at: when the grid was read; prechecked_at: the reading the figures now come from;
         # reported_at: when the node last reported to the grid (the proxy's updatedAt), if it says.
-        reading.read_at, reading.read_at, reported_at_of(live),
-    )  # fmt: skip
+        reading.read_at,
+        reading.read_at,
+        reported_at_of(live),
+    )

@@ -33,12 +33,24 @@ MIN_EVENTS = 200  # a handful of nodes still sees them fill, empty and fill agai
 SEED = 7
 ZOS_CACHE_SRU = 20 * GiB  # a node boots only when its largest pool holds zos-cache
 SHIPPED = MODES["zos-learning"]
-FIGURES = ("deploys", "refused", "refused_per_1000", "refused_after_first", "refused_by_cause", "utilisation",
-           "phantom_slice_hours", "unserved")
+FIGURES = (
+    "deploys",
+    "refused",
+    "refused_per_1000",
+    "refused_after_first",
+    "refused_by_cause",
+    "utilisation",
+    "phantom_slice_hours",
+    "unserved",
+)
 
 
 def simulation_parameters(
-    *, candidate: capacity.Policy, scope: str, farm_id: int | None = None, node: Node | None = None,
+    *,
+    candidate: capacity.Policy,
+    scope: str,
+    farm_id: int | None = None,
+    node: Node | None = None,
     policy_id: int | None = None,
 ) -> dict:
     """What a simulate job keeps of the request: the candidate's parameters and the scope it would govern."""
@@ -60,7 +72,11 @@ def node_spec(node: Node) -> NodeSpec | None:
     if node.total_mru <= 0 or node.total_cru < 1 or max(pools) < ZOS_CACHE_SRU:
         return None
     return NodeSpec(
-        node_id=node.node_id, cru=node.total_cru, mru=node.total_mru, sru=node.total_sru, pools=pools,
+        node_id=node.node_id,
+        cru=node.total_cru,
+        mru=node.total_mru,
+        sru=node.total_sru,
+        pools=pools,
         hidden_mru=node.hidden_mru_per_vm,
     )
 
@@ -119,7 +135,9 @@ def policy_simulate(*, job: Job) -> SimulateResult:
     try:
         candidate = capacity.Policy(**asked["candidate"])
     except (KeyError, TypeError) as exc:
-        raise JobError(f"this simulate job's candidate policy cannot be read ({exc}); start it again from the policy page")
+        raise JobError(
+            f"this simulate job's candidate policy cannot be read ({exc}); start it again from the policy page"
+        ) from None
     seed = int(asked.get("seed", SEED))
     job_progress(job=job, step="reading the shapes of the nodes under this policy")
     node = None
@@ -131,25 +149,44 @@ def policy_simulate(*, job: Job) -> SimulateResult:
     sample = fleet_sample(in_scope, seed=seed)
     specs = [spec for spec in map(node_spec, sample) if spec is not None]
     if not specs:
-        raise JobError("no registered node this policy would govern has a shape the simulator can boot; nothing to simulate")
+        raise JobError(
+            "no registered node this policy would govern has a shape the simulator can boot; nothing to simulate"
+        )
     in_force_counts = Counter(policies_for_nodes(sample).values())
     in_force, most = in_force_counts.most_common(1)[0]
     events = max(EVENTS_PER_NODE * len(specs), MIN_EVENTS)
-    names = {"in_force": f"{in_force.name} v{in_force.version} (in force)", "candidate": f"{candidate.name} v{candidate.version} (candidate)"}
+    names = {
+        "in_force": f"{in_force.name} v{in_force.version} (in force)",
+        "candidate": f"{candidate.name} v{candidate.version} (candidate)",
+    }
 
     def tick(name: str, done: int, total: int) -> None:
         first = name == "in_force"
-        job_progress(job=job, step=f"simulating a month under {names[name]}", done=done + (0 if first else total),
-                     total=2 * total)
+        job_progress(
+            job=job,
+            step=f"simulating a month under {names[name]}",
+            done=done + (0 if first else total),
+            total=2 * total,
+        )
 
     month = simulate(
-        fleet=specs, events=events, seed=seed, tick=tick,
+        fleet=specs,
+        events=events,
+        seed=seed,
+        tick=tick,
         policies=(Contender("in_force", in_force, SHIPPED), Contender("candidate", candidate, SHIPPED)),
     )
     comparison = PolicyComparison(
-        candidate=names["candidate"], in_force=names["in_force"], in_force_mixed=len(sample) - most,
-        nodes_in_scope=len(in_scope), nodes=len(specs), skipped=len(sample) - len(specs),
-        hidden_use=month.mix["hidden_use"], events=events, seed=seed, figures=month.policies,
+        candidate=names["candidate"],
+        in_force=names["in_force"],
+        in_force_mixed=len(sample) - most,
+        nodes_in_scope=len(in_scope),
+        nodes=len(specs),
+        skipped=len(sample) - len(specs),
+        hidden_use=month.mix["hidden_use"],
+        events=events,
+        seed=seed,
+        figures=month.policies,
         words=comparison_words(month.policies["in_force"], month.policies["candidate"], nodes=len(specs)),
     )
     result = SimulateResult.model_validate(comparison.as_dict())
@@ -160,6 +197,7 @@ def policy_simulate(*, job: Job) -> SimulateResult:
 
 def comparison_words(in_force: PolicyFigures, candidate: PolicyFigures, *, nodes: int) -> str:
     """One sentence an admin reads before saving: utilisation and refusals, candidate against in force."""
+
     def share(f: PolicyFigures) -> str:
         return f"{f.utilisation:.0%}"
 

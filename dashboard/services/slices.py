@@ -47,16 +47,32 @@ def node_slices_write(
         generation = node.catalog_generation + 1
         events = []
         for s in deleted:
-            events.append(_event(node, by, source, "slice.deleted", f"slice {s.index} deleted by hand ({s.state})",
-                                 {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru}))  # fmt: skip
+            events.append(
+                _event(
+                    node,
+                    by,
+                    source,
+                    "slice.deleted",
+                    f"slice {s.index} deleted by hand ({s.state})",
+                    {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
+                )
+            )
         Slice.objects.filter(pk__in=[s.pk for s in deleted]).delete()
         for s, fields in changed:
             before = {name: getattr(stored[s.pk], name) for name in fields}
             if fields:
                 s.save(update_fields=[*fields, "updated_at"])
             words = ", ".join(f"{name} {before[name]} → {getattr(s, name)}" for name in fields) or "nothing changed"
-            events.append(_event(node, by, source, "slice.edited", f"slice {s.index} edited by hand: {words}",
-                                 {"slice": s.pk, "before": _plain(before), "after": _plain({n: getattr(s, n) for n in fields})}))  # fmt: skip
+            events.append(
+                _event(
+                    node,
+                    by,
+                    source,
+                    "slice.edited",
+                    f"slice {s.index} edited by hand: {words}",
+                    {"slice": s.pk, "before": _plain(before), "after": _plain({n: getattr(s, n) for n in fields})},
+                )
+            )
         for s in added:
             if s.index < node.slice_index_next:
                 raise SliceNumberUsed(
@@ -67,8 +83,16 @@ def node_slices_write(
             s.save()
             node.slice_index_next = max(node.slice_index_next, s.index + 1)
             Node.objects.filter(pk=node.pk).update(slice_index_next=node.slice_index_next)
-            events.append(_event(node, by, source, "slice.added", f"slice {s.index} added by hand ({s.state})",
-                                 {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru}))  # fmt: skip
+            events.append(
+                _event(
+                    node,
+                    by,
+                    source,
+                    "slice.added",
+                    f"slice {s.index} added by hand ({s.state})",
+                    {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
+                )
+            )
         _catalog_changed([node.pk])
         AuditEvent.objects.bulk_create(events)
 
@@ -86,17 +110,25 @@ def slices_delete(*, slice_pks: Iterable[int], by=None, source: str = "admin") -
         node_pks = sorted(set(Slice.objects.filter(pk__in=pks).values_list("node_id", flat=True)))
         nodes_lock(node_pks)
         doomed = list(
-            Slice.objects.select_for_update().filter(pk__in=pks).exclude(state__in=Slice.OCCUPIED_STATES)
-            .select_related("node").order_by("node_id", "index")
-        )  # fmt: skip
+            Slice.objects.select_for_update()
+            .filter(pk__in=pks)
+            .exclude(state__in=Slice.OCCUPIED_STATES)
+            .select_related("node")
+            .order_by("node_id", "index")
+        )
         Slice.objects.filter(pk__in=[s.pk for s in doomed]).delete()
         _catalog_changed(node_pks)
         AuditEvent.objects.bulk_create(
-            AuditEvent(actor=_actor(by), source=source, action="slice.deleted", node_id=s.node_id,
-                       message=f"slice {s.index} of node {s.node.node_id} deleted by hand ({s.state})",
-                       detail={"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru})
+            AuditEvent(
+                actor=_actor(by),
+                source=source,
+                action="slice.deleted",
+                node_id=s.node_id,
+                message=f"slice {s.index} of node {s.node.node_id} deleted by hand ({s.state})",
+                detail={"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
+            )
             for s in doomed
-        )  # fmt: skip
+        )
     return len(doomed)
 
 
@@ -107,8 +139,14 @@ def _catalog_changed(node_pks: list[int]) -> None:
 
 
 def _event(node: Node, by, source: str, action: str, words: str, detail: dict) -> AuditEvent:
-    return AuditEvent(actor=_actor(by), source=source, action=action, node=node,
-                      message=f"node {node.node_id}: {words}", detail=detail)  # fmt: skip
+    return AuditEvent(
+        actor=_actor(by),
+        source=source,
+        action=action,
+        node=node,
+        message=f"node {node.node_id}: {words}",
+        detail=detail,
+    )
 
 
 def _actor(by):

@@ -65,7 +65,8 @@ def snapshot_take(*, trigger: str = "beat", now: datetime | None = None) -> Figu
             # COALESCE: an empty fleet still gets its row of zeros.
             fleet = ", ".join(f"COALESCE(SUM({sql}), 0)" for sql in figures.values())
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT %s, 'fleet', 0, COUNT(*), {fleet} FROM {nodes} n", [snapshot.pk]
+                f"INSERT INTO {table} ({columns}) SELECT %s, 'fleet', 0, COUNT(*), {fleet} FROM {nodes} n",
+                [snapshot.pk],
             )
     return snapshot
 

@@ -46,8 +46,7 @@ def token_list(request):
             status = 400
     now = timezone.now()
     tokens = [
-        (token, token.is_usable(now))
-        for token in ApiToken.objects.select_related("user", "created_by", "revoked_by")
+        (token, token.is_usable(now)) for token in ApiToken.objects.select_related("user", "created_by", "revoked_by")
     ]
     context = {"section": "api-tokens", "form": form, "issued": issued, "tokens": tokens}
     return render(request, "dashboard/api_tokens.html", context, status=status)

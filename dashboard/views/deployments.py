@@ -10,8 +10,13 @@ from django.views.decorators.http import require_GET
 
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment
-from dashboard.selectors.deployments import CapacitySeen, capacity_seen, failed_deployments
-from dashboard.selectors.deployments import deployment_detail, deployment_words
+from dashboard.selectors.deployments import (
+    CapacitySeen,
+    capacity_seen,
+    deployment_detail,
+    deployment_words,
+    failed_deployments,
+)
 
 DEPLOYMENTS_PER_PAGE = 50
 # A pasted error message; ZOS's longest wrapped messages are a few hundred characters.
@@ -38,7 +43,9 @@ class ExplainForm(forms.Form):
         max_length=EXPLAIN_MAX_LENGTH,
         strip=True,
         label="Paste an error message",
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "e.g. vm deployment entered error state, or the ZOS message from the logs"}),
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "e.g. vm deployment entered error state, or the ZOS message from the logs"}
+        ),
     )
 
 
@@ -56,7 +63,9 @@ class FailedRow:
 def failed(request):
     form = FailedFilterForm(request.GET)
     explain_form = ExplainForm(request.GET) if "error" in request.GET else ExplainForm()
-    diagnosis = classify(explain_form.cleaned_data["error"]) if explain_form.is_bound and explain_form.is_valid() else None
+    diagnosis = (
+        classify(explain_form.cleaned_data["error"]) if explain_form.is_bound and explain_form.is_valid() else None
+    )
 
     if form.is_valid():
         deployments = failed_deployments(

@@ -34,19 +34,40 @@ SORTS = [
 ]
 YES_NO = [("", "Any"), ("yes", "Yes"), ("no", "No")]
 CSV_COLUMNS = (
-    "node_id", "farm_id", "farm_name", "status", "nominal", "deployable", "gap", "free", "rented", "deployed",
-    "failed", "placeable_now", "phantom", "phantom_down", "phantom_standby", "phantom_memory", "phantom_disk",
-    "phantom_pool", "stale", "stale_reason", "seen_at", "tier",
-)  # fmt: skip
+    "node_id",
+    "farm_id",
+    "farm_name",
+    "status",
+    "nominal",
+    "deployable",
+    "gap",
+    "free",
+    "rented",
+    "deployed",
+    "failed",
+    "placeable_now",
+    "phantom",
+    "phantom_down",
+    "phantom_standby",
+    "phantom_memory",
+    "phantom_disk",
+    "phantom_pool",
+    "stale",
+    "stale_reason",
+    "seen_at",
+    "tier",
+)
 # The tier filter: which nodes' deployable slices (selectors.fleet.TIERS), in the totals' words.
 TIER_CHOICES = [("", "Any"), ("now", "Now (up)"), ("after-wake", "After wake (standby)"), ("blocked", "Blocked (down)")]
 
 
 class FleetFilterForm(forms.Form):
     q = forms.CharField(
-        required=False, max_length=128, label="Search",
+        required=False,
+        max_length=128,
+        label="Search",
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "node, farm id or name"}),
-    )  # fmt: skip
+    )
     farm = forms.IntegerField(required=False, min_value=0, label="Farm id")
     status = forms.ChoiceField(required=False, choices=[("", "Any"), *Node.Status.choices])
     tier = forms.ChoiceField(required=False, choices=TIER_CHOICES, label="Deployable")
@@ -71,7 +92,9 @@ class FleetFilterForm(forms.Form):
 
     @property
     def is_filtered(self) -> bool:
-        return any(self.cleaned_data.get(k) not in (None, "") for k in ("q", "farm", "status", "tier", "stale", "phantoms"))
+        return any(
+            self.cleaned_data.get(k) not in (None, "") for k in ("q", "farm", "status", "tier", "stale", "phantoms")
+        )
 
 
 @login_required
@@ -151,7 +174,12 @@ def reregister_stale(request):
     return render(
         request,
         "dashboard/fleet_reregister_stale.html",
-        {"section": "fleet", "stale": stale, "unlisted": stale.count - len(stale.rows), "active_job": bulk_active_job()},
+        {
+            "section": "fleet",
+            "stale": stale,
+            "unlisted": stale.count - len(stale.rows),
+            "active_job": bulk_active_job(),
+        },
     )
 
 
@@ -165,7 +193,9 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "filtered": form.is_valid() and form.is_filtered,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
         "history": _history(form),
-        "history_title": "The farm's capacity" if form.is_valid() and form.cleaned_data.get("farm") is not None else "The fleet's capacity",
+        "history_title": "The farm's capacity"
+        if form.is_valid() and form.cleaned_data.get("farm") is not None
+        else "The fleet's capacity",
     }
     # A history restore asks for the whole page even though htmx sends it.
     partial = request.htmx and not request.htmx.history_restore_request

@@ -27,13 +27,17 @@ MAX_IDS = 1000
 
 class OnboardForm(forms.Form):
     farm_ids = forms.CharField(
-        required=False, max_length=2000, label="Farm ids",
+        required=False,
+        max_length=2000,
+        label="Farm ids",
         widget=forms.TextInput(attrs={"placeholder": "e.g. 4242, 4243", "inputmode": "numeric"}),
-    )  # fmt: skip
+    )
     node_ids = forms.CharField(
-        required=False, max_length=20000, label="Node ids",
+        required=False,
+        max_length=20000,
+        label="Node ids",
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "e.g. 1774 2601 (commas, spaces or lines)"}),
-    )  # fmt: skip
+    )
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *((s, s) for s in NODE_STATUSES)])
     policy = forms.ChoiceField(required=False, label="Policy for new nodes")
 
@@ -53,8 +57,12 @@ class OnboardForm(forms.Form):
         if self.errors:
             return data
         try:
-            data["request"] = OnboardRequest(farm_ids=data["farm_ids"], node_ids=data["node_ids"],
-                                             status=data["status"] or None, policy=data["policy"] or None)  # fmt: skip
+            data["request"] = OnboardRequest(
+                farm_ids=data["farm_ids"],
+                node_ids=data["node_ids"],
+                status=data["status"] or None,
+                policy=data["policy"] or None,
+            )
         except OnboardError as exc:
             raise forms.ValidationError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
         return data
@@ -80,13 +88,20 @@ def onboard(request):
         dry_run = request.POST.get("action") != "register"
         onboarding = form.cleaned_data["request"]
         try:
-            requested = job_request(kind=Job.Kind.ONBOARD, by=request.user, source="web", dry_run=dry_run,
-                                    parameters=onboarding.as_parameters())  # fmt: skip
+            requested = job_request(
+                kind=Job.Kind.ONBOARD,
+                by=request.user,
+                source="web",
+                dry_run=dry_run,
+                parameters=onboarding.as_parameters(),
+            )
         except JobError as exc:
             messages.error(request, str(exc))
         else:
             if not requested.created:
-                messages.warning(request, f"Already running: {requested.job} has not finished, so no new one was started.")
+                messages.warning(
+                    request, f"Already running: {requested.job} has not finished, so no new one was started."
+                )
             return redirect("onboard-job", job_id=requested.job.pk)
     status = 400 if request.method == "POST" else 200
     context = {"section": "onboard", "form": form, "recent": onboard_jobs_recent()}
@@ -118,5 +133,9 @@ def onboard_job(request, job_id: int):
 
 
 def _initial(asked: OnboardRequest) -> dict:
-    return {"farm_ids": ", ".join(map(str, asked.farm_ids)), "node_ids": " ".join(map(str, asked.node_ids)),
-            "status": asked.status or "", "policy": asked.policy or ""}  # fmt: skip
+    return {
+        "farm_ids": ", ".join(map(str, asked.farm_ids)),
+        "node_ids": " ".join(map(str, asked.node_ids)),
+        "status": asked.status or "",
+        "policy": asked.policy or "",
+    }

@@ -35,7 +35,9 @@ class SizeField(forms.CharField):
 
 class SliceSizeForm(forms.Form):
     cru = forms.IntegerField(min_value=1, max_value=MAX_VM_CRU, label="CPU cores")
-    mru = SizeField(minimum=capacity.MIN_VM_MRU, label="Memory", widget=forms.TextInput(attrs={"placeholder": "e.g. 4GiB"}))
+    mru = SizeField(
+        minimum=capacity.MIN_VM_MRU, label="Memory", widget=forms.TextInput(attrs={"placeholder": "e.g. 4GiB"})
+    )
     sru = SizeField(minimum=0, label="Data disk", widget=forms.TextInput(attrs={"placeholder": "e.g. 151GiB"}))
     failed_on = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
 
@@ -62,7 +64,7 @@ def placement(request):
 
 
 def _written(size: int) -> str:
-    """"4GiB", "500MiB", or the bytes when no unit divides the size exactly."""
+    """ "4GiB", "500MiB", or the bytes when no unit divides the size exactly."""
     for unit, name in ((capacity.TiB, "TiB"), (capacity.GiB, "GiB"), (capacity.MiB, "MiB")):
         if size and size % unit == 0:
             return f"{size // unit}{name}"

@@ -32,7 +32,9 @@ class SizeField(forms.CharField):
     def __init__(self, *, what: str, allow_zero: bool = True, **kwargs):
         self.what = what
         self.allow_zero = allow_zero
-        kwargs.setdefault("widget", forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off", "maxlength": "32"}))
+        kwargs.setdefault(
+            "widget", forms.TextInput(attrs={"spellcheck": "false", "autocomplete": "off", "maxlength": "32"})
+        )
         super().__init__(**kwargs)
 
     def prepare_value(self, value):
@@ -51,13 +53,17 @@ class SizeField(forms.CharField):
 
 
 class PolicyForm(forms.Form):
-    slice_mru = SizeField(what="slice memory", allow_zero=False, label="Slice memory", help_text="e.g. 4GiB; at least 250MiB")
+    slice_mru = SizeField(
+        what="slice memory", allow_zero=False, label="Slice memory", help_text="e.g. 4GiB; at least 250MiB"
+    )
     slice_cru = forms.IntegerField(min_value=1, max_value=512, label="vCPUs per slice")
     reserve_mru_percent = forms.IntegerField(
         min_value=0, max_value=90, label="Memory reserve, % of total", help_text="ZOS keeps max(10%, 2GiB)"
     )
     reserve_mru_floor = SizeField(what="memory reserve floor", label="Memory reserve, at least")
-    reserve_sru = SizeField(what="disk reserve", label="Disk reserve (zos-cache)", help_text="the Grid Proxy counts 20GiB")
+    reserve_sru = SizeField(
+        what="disk reserve", label="Disk reserve (zos-cache)", help_text="the Grid Proxy counts 20GiB"
+    )
     overhead_mru_per_vm = SizeField(what="memory overhead per VM", label="Memory overhead per VM")
     overhead_sru_per_vm = SizeField(what="disk overhead per VM", label="Disk overhead per VM")
     rootfs = forms.ChoiceField(
@@ -216,7 +222,9 @@ def policy_new(request):
     preview = policy_preview(
         candidate=data["candidate"], scope=data["scope"], farm_id=data.get("farm_id"), node=data.get("node")
     )
-    return render(request, "dashboard/policy_edit.html", {**context, "form": form, "preview": preview, "preview_token": token})
+    return render(
+        request, "dashboard/policy_edit.html", {**context, "form": form, "preview": preview, "preview_token": token}
+    )
 
 
 @login_required
@@ -230,7 +238,9 @@ def policy_simulate(request, policy_id: int):
         raise Http404(f"There is no policy #{policy_id}.") from None
     form = PolicyForm(request.POST, name=row.name)
     if not form.is_valid():
-        return render(request, "dashboard/policy_edit.html", {"section": "policy", "row": row, "form": form}, status=400)
+        return render(
+            request, "dashboard/policy_edit.html", {"section": "policy", "row": row, "form": form}, status=400
+        )
     candidate = capacity.with_overrides(form.cleaned_data["candidate"], version=row.version + 1)
     return _simulation_start(
         request, candidate=candidate, scope=row.scope, farm_id=row.farm_id, node=row.node, policy_id=row.pk
@@ -244,7 +254,9 @@ def policy_new_simulate(request):
     """The same for a policy not saved yet, on the nodes it would govern."""
     form = NewPolicyForm(request.POST)
     if not form.is_valid():
-        return render(request, "dashboard/policy_edit.html", {"section": "policy", "row": None, "form": form}, status=400)
+        return render(
+            request, "dashboard/policy_edit.html", {"section": "policy", "row": None, "form": form}, status=400
+        )
     data = form.cleaned_data
     return _simulation_start(
         request, candidate=data["candidate"], scope=data["scope"], farm_id=data.get("farm_id"), node=data.get("node")
@@ -253,11 +265,15 @@ def policy_new_simulate(request):
 
 def _simulation_start(request, *, candidate: capacity.Policy, **scope):
     requested = job_request(
-        kind=Job.Kind.SIMULATE, by=request.user, source="web",
+        kind=Job.Kind.SIMULATE,
+        by=request.user,
+        source="web",
         parameters=simulation_parameters(candidate=candidate, **scope),
     )
     if not requested.created:
-        messages.info(request, "A simulated month is already running (one at a time): here it is. Start yours when it ends.")
+        messages.info(
+            request, "A simulated month is already running (one at a time): here it is. Start yours when it ends."
+        )
     return redirect("job", requested.job.pk)
 
 

@@ -15,7 +15,12 @@ import pytest
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--disable-dev-shm-usage", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 # The README's pictures are rewritten only when asked (`make screenshots`), so a test run
 # leaves the work tree clean; otherwise they go to a scratch folder.
 SCREENSHOTS = (

@@ -15,8 +15,15 @@ SERIOUS = {"serious", "critical"}
 def _pages(role: str) -> list[str]:
     node = Node.objects.order_by("node_id").first()
     job = Job.objects.order_by("pk").first()
-    pages = ["/", "/map/", f"/nodes/{node.node_id}/", "/jobs/", "/deployments/failed/",
-             "/placement/?cru=1&mru=4GiB&sru=50GiB", "/policy/"]  # fmt: skip
+    pages = [
+        "/",
+        "/map/",
+        f"/nodes/{node.node_id}/",
+        "/jobs/",
+        "/deployments/failed/",
+        "/placement/?cru=1&mru=4GiB&sru=50GiB",
+        "/policy/",
+    ]
     if job is not None:
         pages.append(f"/jobs/{job.pk}/")
     if role == "admin":

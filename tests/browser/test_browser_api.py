@@ -16,12 +16,20 @@ def test_it_shows_a_reported_memory_refusal_classified_on_the_failed_deployments
     browser_page, live_server, sim_node, role_user, api_token
 ):
     sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
-    report = {"node_id": 1774, "slice_index": 6, "marketplace_id": "contract-81723", "outcome": "failed",
-              "error": MEMORY_ERROR, "at": "2026-05-01T12:00:00Z"}  # fmt: skip
+    report = {
+        "node_id": 1774,
+        "slice_index": 6,
+        "marketplace_id": "contract-81723",
+        "outcome": "failed",
+        "error": MEMORY_ERROR,
+        "at": "2026-05-01T12:00:00Z",
+    }
     answer = requests.post(
-        f"{live_server.url}/api/v1/deployments", json=report, timeout=10,
+        f"{live_server.url}/api/v1/deployments",
+        json=report,
+        timeout=10,
         headers={"Authorization": f"Bearer {api_token('report')}"},
-    )  # fmt: skip
+    )
     assert answer.status_code == 201, answer.text
     role_user("support", username="sam")
     log_in(browser_page, "sam", "not-a-real-password-1774", then="/deployments/failed/")

@@ -30,7 +30,9 @@ def _figures(page, node_id: int) -> dict:
     page.goto(f"/nodes/{node_id}/")
     figures = page.locator("#node-figures")
     expect(figures).to_be_visible()
-    data = {key: figures.get_attribute(f"data-{key}") for key in ("nominal", "deployable", "placeable", "phantom", "stale")}
+    data = {
+        key: figures.get_attribute(f"data-{key}") for key in ("nominal", "deployable", "placeable", "phantom", "stale")
+    }
     data["verdict_phantom"] = page.locator('#catalog .verdicts li[data-fits="no"]').count()
     data["table_phantom"] = page.locator("#catalog-table tr.phantom-row").count()
     data["away_line"] = page.locator("#away-line").count()
@@ -40,7 +42,9 @@ def _figures(page, node_id: int) -> dict:
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_every_page_agrees_on_each_kind_of_node_and_zos_then_does_what_they_say(browser_page, demo_fleet, celery_worker):
+def test_every_page_agrees_on_each_kind_of_node_and_zos_then_does_what_they_say(
+    browser_page, demo_fleet, celery_worker
+):
     page = browser_page
     log_in(page, "admin", demo_fleet["admin"])
     for node_id, kind in KINDS.items():
@@ -55,7 +59,10 @@ def test_every_page_agrees_on_each_kind_of_node_and_zos_then_does_what_they_say(
         row = page.locator(f'#fleet-table tr[data-node="{node_id}"]')
         expect(row).to_be_visible()
         assert [row.get_attribute(f"data-{k}") for k in ("deployable", "placeable", "phantom", "stale")] == [
-            seen["deployable"], seen["placeable"], seen["phantom"], seen["stale"]
+            seen["deployable"],
+            seen["placeable"],
+            seen["phantom"],
+            seen["stale"],
         ], kind
 
         page.goto(f"/nodes/{node_id}/")
@@ -63,7 +70,9 @@ def test_every_page_agrees_on_each_kind_of_node_and_zos_then_does_what_they_say(
         before = page.locator('#job-panel tr[data-when="before"]')
         expect(before).to_be_visible(timeout=60_000)
         assert [before.get_attribute(f"data-{k}") for k in ("deployable", "placeable", "phantom")] == [
-            seen["deployable"], seen["placeable"], seen["phantom"]
+            seen["deployable"],
+            seen["placeable"],
+            seen["phantom"],
         ], kind
         if node_id == 2601:
             screenshot(page, "node-oversized.png")

@@ -16,9 +16,16 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 PHONE = {"width": 390, "height": 844}
 DESKTOP = {"width": 1440, "height": 900}
 PAGES = (
-    "/", "/nodes/1774/", "/jobs/", "/deployments/failed/", "/policy/", "/map/", "/placement/?cru=1&mru=4GiB&sru=151GiB",
-    "/nodes/add/", "/api-tokens/",
-)  # fmt: skip
+    "/",
+    "/nodes/1774/",
+    "/jobs/",
+    "/deployments/failed/",
+    "/policy/",
+    "/map/",
+    "/placement/?cru=1&mru=4GiB&sru=151GiB",
+    "/nodes/add/",
+    "/api-tokens/",
+)
 NAV_LINKS = ("Fleet", "Failed deployments", "Jobs", "Policy", "Admin")
 
 # The elements that stick out past the viewport, to say which one made the page too wide.

@@ -24,7 +24,9 @@ class Command(BaseCommand):
         create.add_argument("username")
         create.add_argument("--scope", required=True, help="comma-separated: read, precheck, report, act")
         create.add_argument("--name", default=None, help="what will use it (default: cli-<date>)")
-        create.add_argument("--expires-days", type=int, default=None, help="days until it stops working (default: never)")
+        create.add_argument(
+            "--expires-days", type=int, default=None, help="days until it stops working (default: never)"
+        )
         listing = sub.add_parser("list", help="tokens, newest first (never the tokens themselves)")
         listing.add_argument("--user", default=None, help="only this user's")
         listing.add_argument("--all", action="store_true", help="revoked and expired ones too")
@@ -62,11 +64,14 @@ class Command(BaseCommand):
             return
         for t in rows:
             state = (
-                f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at
-                else f"expired {t.expires_at:%Y-%m-%d %H:%M}" if not t.is_usable(now)
-                else f"expires {t.expires_at:%Y-%m-%d %H:%M}" if t.expires_at
+                f"revoked {t.revoked_at:%Y-%m-%d %H:%M}"
+                if t.revoked_at
+                else f"expired {t.expires_at:%Y-%m-%d %H:%M}"
+                if not t.is_usable(now)
+                else f"expires {t.expires_at:%Y-%m-%d %H:%M}"
+                if t.expires_at
                 else "never expires"
-            )  # fmt: skip
+            )
             used = f"last used {t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never used"
             self.stdout.write(
                 f"{t.pk}\t{t.prefix}…\t{t.user.get_username()}\t{t.name}\t{','.join(t.scopes)}\t{state}\t{used}"
@@ -74,7 +79,9 @@ class Command(BaseCommand):
 
     def _revoke(self, *, token, **options):
         matches = ApiToken.objects.select_related("user")
-        found = list(matches.filter(pk=int(token))) if token.isdigit() else list(matches.filter(prefix=token.rstrip("…")))
+        found = (
+            list(matches.filter(pk=int(token))) if token.isdigit() else list(matches.filter(prefix=token.rstrip("…")))
+        )
         if not found:
             raise CommandError(f"no token {token!r}; see manage.py api_token list --all")
         if len(found) > 1:

@@ -77,7 +77,9 @@ def _gib(n: int) -> str:
     return f"{n / capacity.GiB:.2f}".rstrip("0").rstrip(".")
 
 
-def carve_as_dict(total: capacity.Resources, pools: list[int] | None, policy: capacity.Policy, result: capacity.Carve) -> dict:
+def carve_as_dict(
+    total: capacity.Resources, pools: list[int] | None, policy: capacity.Policy, result: capacity.Carve
+) -> dict:
     data = result.as_dict()
     data["policy_version"] = policy.version
     data["total"] = total.as_dict()
@@ -85,7 +87,9 @@ def carve_as_dict(total: capacity.Resources, pools: list[int] | None, policy: ca
     return data
 
 
-def carve_as_table(total: capacity.Resources, pools: list[int] | None, policy: capacity.Policy, result: capacity.Carve) -> str:
+def carve_as_table(
+    total: capacity.Resources, pools: list[int] | None, policy: capacity.Policy, result: capacity.Carve
+) -> str:
     s = result.slice
     per_slice_disk = s.sru + s.rootfs + policy.overhead_sru_per_vm
     used = policy.vm_charge(s.cru, s.mru, s.sru).times(result.new_slices)
@@ -110,7 +114,9 @@ def carve_as_table(total: capacity.Resources, pools: list[int] | None, policy: c
         f"{'unallocated':<14}{_gib(result.unallocated.mru):>10}{_gib(result.unallocated.sru):>12}",
     ]
     if result.new_slices and per_slice_disk != s.sru:
-        lines.append(f"(each slice takes {_gib(per_slice_disk)} GiB of SSD: its data disk plus rootfs and per-VM overhead)")
+        lines.append(
+            f"(each slice takes {_gib(per_slice_disk)} GiB of SSD: its data disk plus rootfs and per-VM overhead)"
+        )
     lines += [f"note:    {note}" for note in result.notes]
     return "\n".join(lines)
 

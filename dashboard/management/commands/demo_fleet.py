@@ -89,25 +89,28 @@ class DemoNode:
 NODE_1774 = DemoNode(1774, 4242, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), dedicated=True, policy="legacy")
 # Two 465 GiB SSDs the catalog does not know about: the sixth 151 GiB disk fits in neither pool,
 # though the node as a whole has room for it.
-TWO_POOL_NODE = DemoNode(
-    2310, 58, cru=8, mru=31 * GiB, sru=930 * GiB, pools=(465 * GiB, 465 * GiB), pools_known=False
-)
+TWO_POOL_NODE = DemoNode(2310, 58, cru=8, mru=31 * GiB, sru=930 * GiB, pools=(465 * GiB, 465 * GiB), pools_known=False)
 DOWN_NODE = DemoNode(3021, 317, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="down")
 # Each VM really costs 1 GiB more than its size: only calibration can see it.
 OVERHEAD_NODE = DemoNode(2877, 902, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB)
 SAMPLED_NODE = DemoNode(1995, 1, cru=12, mru=32 * GiB, sru=int(931.5 * GiB), pools=(int(465.5 * GiB), 466 * GiB))
 # Three SSDs of near-equal size, known to the catalog: ZOS puts zos-cache in the largest and each
 # disk where most room is left, in a device order nobody reports; the carve holds in every order.
-MULTI_POOL_NODE = DemoNode(
-    2456, 58, cru=16, mru=62 * GiB, sru=1397 * GiB, pools=(465 * GiB, 466 * GiB, 466 * GiB)
-)
+MULTI_POOL_NODE = DemoNode(2456, 58, cru=16, mru=62 * GiB, sru=1397 * GiB, pools=(465 * GiB, 466 * GiB, 466 * GiB))
 # A legacy catalog whose slice count is right (3 either way) but whose disks are too big: 3 x 310 GiB
 # on 931.5 GiB less the 20 GiB zos-cache. "3 -> 3" must not read as "matches the catalog".
 OVERSIZED_NODE = DemoNode(2601, 317, cru=8, mru=16 * GiB, sru=int(931.5 * GiB), policy="legacy")
 # Switched off by the farm's power manager: its free slices could be placed once it is woken.
 STANDBY_NODE = DemoNode(2733, 902, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="standby")
 SPECIAL = (
-    NODE_1774, TWO_POOL_NODE, DOWN_NODE, OVERHEAD_NODE, SAMPLED_NODE, MULTI_POOL_NODE, OVERSIZED_NODE, STANDBY_NODE,
+    NODE_1774,
+    TWO_POOL_NODE,
+    DOWN_NODE,
+    OVERHEAD_NODE,
+    SAMPLED_NODE,
+    MULTI_POOL_NODE,
+    OVERSIZED_NODE,
+    STANDBY_NODE,
 )
 # Nodes on the simulated grid. More than a page of the fleet table (50), so a newcomer sees paging.
 # The ids are drawn by one seeded sample whose first draws do not depend on its length, so growing
@@ -187,7 +190,9 @@ class Command(BaseCommand):
                 with transaction.atomic():
                     _demo_remove(grid, nodes)
                     _demo_build(grid, nodes)
-                self.stdout.write(f"demo fleet built: {len(nodes)} nodes on the simulated grid at {settings.SIMGRID_PATH}")
+                self.stdout.write(
+                    f"demo fleet built: {len(nodes)} nodes on the simulated grid at {settings.SIMGRID_PATH}"
+                )
             self.stdout.write(unregistered_words(nodes))
             checked = _demo_precheck(grid, nodes)
             # The first point of capacity over time; the beat adds one every SNAPSHOT_EVERY seconds.
@@ -300,7 +305,9 @@ def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
     # Fill 1774 the way its legacy catalog invites, then try the seventh slice: the precheck refuses
     # it (memory, with the numbers); sent anyway, ZOS refuses it too. The filler VMs are then removed:
     # what remains is one VM, both records, and a calibration series at six VM counts.
-    fillers = [slice_deploy(node=node_1774, slice_index=i, precheck=False, grid=grid, source="command") for i in range(1, 6)]
+    fillers = [
+        slice_deploy(node=node_1774, slice_index=i, precheck=False, grid=grid, source="command") for i in range(1, 6)
+    ]
     slice_deploy(node=node_1774, slice_index=6, grid=grid, source="command")
     slice_deploy(node=node_1774, slice_index=6, precheck=False, grid=grid, source="command")
     for deployment in fillers:

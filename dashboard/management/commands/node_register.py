@@ -36,8 +36,8 @@ from dashboard.management.commands.carve import (
     capacity_from_flags,
 )
 from dashboard.models import Node
-from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register, node_register_from_grid
 from dashboard.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
+from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register, node_register_from_grid
 
 
 @dataclass(frozen=True)
@@ -63,25 +63,34 @@ class Command(BaseCommand):
         parser.add_argument("node_id", nargs="?", help="the grid's node id (none: add the farms of --farm-id)")
         add_capacity_arguments(parser)
         parser.add_argument(
-            "--farm-id", dest="farm_id", metavar="N", action="append",
+            "--farm-id",
+            dest="farm_id",
+            metavar="N",
+            action="append",
             help="the node's farm id; without a node id, a farm to add from the grid (repeatable)",
-        )  # fmt: skip
+        )
         parser.add_argument("--farm-name", dest="farm_name", default="", metavar="NAME")
         parser.add_argument("--twin-id", dest="twin_id", metavar="N")
         parser.add_argument(
             "--status", choices=Node.Status.values, default=None, help="as the grid says; unknown when given by hand"
         )
         parser.add_argument("--dedicated", action="store_true")
-        parser.add_argument("--policy", metavar="NAME", help="a stored policy or profile; default: the node's effective one")
+        parser.add_argument(
+            "--policy", metavar="NAME", help="a stored policy or profile; default: the node's effective one"
+        )
         parser.add_argument("--by", metavar="USERNAME", help="the dashboard user to record as having registered it")
-        parser.add_argument("--dry-run", action="store_true", help="with farms: say what would be registered, change nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="with farms: say what would be registered, change nothing"
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
         if options["node_id"] is None:
             return self._farms(options)
         if options["dry_run"]:
-            raise CommandError("--dry-run: only when adding farms (--farm-id without a node id)", returncode=USAGE_ERROR)
+            raise CommandError(
+                "--dry-run: only when adding farms (--farm-id without a node id)", returncode=USAGE_ERROR
+            )
         if options["farm_id"] and len(options["farm_id"]) > 1:
             raise CommandError("one --farm-id for a node given by hand", returncode=USAGE_ERROR)
         options["farm_id"] = options["farm_id"][0] if options["farm_id"] else None
@@ -92,15 +101,27 @@ class Command(BaseCommand):
             if capacity_flags_given(options):
                 facts = _facts_from_flags(options)
                 node = node_register(
-                    node_id=node_id, total=facts.total, farm_id=facts.farm_id, farm_name=facts.farm_name,
-                    twin_id=facts.twin_id, status=facts.status, dedicated=facts.dedicated, pools=facts.pools,
-                    policy_name=options["policy"], by=by, source="command", origin=origin,
-                )  # fmt: skip
+                    node_id=node_id,
+                    total=facts.total,
+                    farm_id=facts.farm_id,
+                    farm_name=facts.farm_name,
+                    twin_id=facts.twin_id,
+                    status=facts.status,
+                    dedicated=facts.dedicated,
+                    pools=facts.pools,
+                    policy_name=options["policy"],
+                    by=by,
+                    source="command",
+                    origin=origin,
+                )
             else:
                 node = node_register_from_grid(
-                    live=_read_from_grid(node_id, options), policy_name=options["policy"], by=by, source="command",
+                    live=_read_from_grid(node_id, options),
+                    policy_name=options["policy"],
+                    by=by,
+                    source="command",
                     origin=origin,
-                )  # fmt: skip
+                )
         except NodeAlreadyRegistered as exc:
             raise CommandError(str(exc)) from None
         except (CatalogError, capacity.CapacityError) as exc:
@@ -115,13 +136,18 @@ class Command(BaseCommand):
         if not options["farm_id"]:
             raise CommandError("give a node id, or --farm-id to add whole farms from the grid", returncode=USAGE_ERROR)
         if capacity_flags_given(options) or options["dedicated"] or options["farm_name"] or options["twin_id"]:
-            raise CommandError("farms are read from the grid: --cru, --mru, --sru, --pools, --farm-name, --twin-id "
-                               "and --dedicated are for one node given by hand", returncode=USAGE_ERROR)  # fmt: skip
+            raise CommandError(
+                "farms are read from the grid: --cru, --mru, --sru, --pools, --farm-name, --twin-id "
+                "and --dedicated are for one node given by hand",
+                returncode=USAGE_ERROR,
+            )
         try:
             request = OnboardRequest(
                 farm_ids=tuple(_whole(f, what="--farm-id", minimum=1) for f in options["farm_id"]),
-                status=options["status"], policy=options["policy"], dry_run=options["dry_run"],
-            )  # fmt: skip
+                status=options["status"],
+                policy=options["policy"],
+                dry_run=options["dry_run"],
+            )
         except OnboardError as exc:
             raise CommandError(str(exc), returncode=USAGE_ERROR) from None
         by = _user(options["by"]) if options["by"] else None
@@ -130,8 +156,14 @@ class Command(BaseCommand):
             self.stderr.write(f"{what}: {result.nodes_read} node(s) so far")
 
         try:
-            result = grid_onboard(request=request, grid=get_grid(), by=by, source="command", progress=progress,
-                                  origin=f"{getpass.getuser()}@{socket.gethostname()}")  # fmt: skip
+            result = grid_onboard(
+                request=request,
+                grid=get_grid(),
+                by=by,
+                source="command",
+                progress=progress,
+                origin=f"{getpass.getuser()}@{socket.gethostname()}",
+            )
         except OnboardStopped as stopped:
             self._onboarded(stopped.result, options)
             raise CommandError(f"grid: {stopped.result.stopped}") from None

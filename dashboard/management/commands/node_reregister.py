@@ -38,7 +38,13 @@ class Command(BaseCommand):
         parser.add_argument("--farm-id", type=int, help="with --stale: only this farm's nodes")
         parser.add_argument("--dry-run", action="store_true", help="compute and record the change; change nothing")
         parser.add_argument("--wait", action="store_true", help="follow the job until it ends and print its result")
-        parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="with --wait: give up after S seconds (default 600)")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=600.0,
+            metavar="S",
+            help="with --wait: give up after S seconds (default 600)",
+        )
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the outcome as JSON")
 
     def handle(self, *args, node_id, stale, farm_id, dry_run, wait, timeout, as_json, **options):
@@ -53,12 +59,15 @@ class Command(BaseCommand):
 
         try:
             if stale:
-                request = job_request(kind=Job.Kind.BULK_REREGISTER, farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run)
+                request = job_request(
+                    kind=Job.Kind.BULK_REREGISTER, farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run
+                )
             else:
                 node = Node.objects.filter(node_id=node_id).first()
                 if node is None:
                     raise CommandError(
-                        f"node {node_id} is not registered; run manage.py node_register {node_id}", returncode=COULD_NOT_RUN
+                        f"node {node_id} is not registered; run manage.py node_register {node_id}",
+                        returncode=COULD_NOT_RUN,
                     )
                 request = job_request(kind=Job.Kind.REREGISTER, node=node, source=Job.Source.COMMAND, dry_run=dry_run)
         except JobError as exc:

@@ -29,9 +29,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("node_id", type=int, help="the grid's node id")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the report as JSON")
-        parser.add_argument("--job", action="store_true", help="run it as a job on the worker (audited, on the Jobs page)")
+        parser.add_argument(
+            "--job", action="store_true", help="run it as a job on the worker (audited, on the Jobs page)"
+        )
         parser.add_argument("--wait", action="store_true", help="with --job: wait for the job and print its report")
-        parser.add_argument("--timeout", type=float, default=120.0, metavar="S", help="with --wait: give up after S seconds (default 120)")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=120.0,
+            metavar="S",
+            help="with --wait: give up after S seconds (default 120)",
+        )
 
     def handle(self, *args, node_id, as_json, job, wait, timeout, **options):
         if wait and not job:
@@ -47,7 +55,6 @@ class Command(BaseCommand):
             raise CommandError(f"grid: {exc} (nothing was recorded)") from None
         self.stdout.write(json.dumps(report.as_dict(), indent=2) if as_json else report_text(report))
 
-
     def _as_job(self, node: Node, *, wait: bool, timeout: float, as_json: bool) -> None:
         try:
             request = job_request(kind=Job.Kind.PRECHECK, node=node, source=Job.Source.COMMAND)
@@ -59,9 +66,14 @@ class Command(BaseCommand):
             kind = "" if queued.kind == Job.Kind.PRECHECK else f", a {queued.get_kind_display().lower()}"
             self.stdout.write(f"{verb}: job #{queued.pk} (node {node.node_id}{kind}, {queued.state})")
         finished = job_wait(job_id=queued.pk, timeout=timeout) if wait else queued
-        outcome = {"status": "timeout" if wait and finished.is_active else finished.state, "job": finished.pk,
-                   "created": request.created, "kind": finished.kind, "node_id": node.node_id,
-                   "error": finished.error or None}
+        outcome = {
+            "status": "timeout" if wait and finished.is_active else finished.state,
+            "job": finished.pk,
+            "created": request.created,
+            "kind": finished.kind,
+            "node_id": node.node_id,
+            "error": finished.error or None,
+        }
         if finished.kind == Job.Kind.PRECHECK:
             outcome |= {k: v for k, v in finished.result.items() if k not in outcome}
         if as_json:
@@ -69,8 +81,10 @@ class Command(BaseCommand):
         elif wait and not finished.is_active:
             self.stdout.write(job_report_text(finished))
         if wait and finished.is_active:
-            raise CommandError(f"job #{finished.pk} is still {finished.state} after {timeout:g} s; it keeps running",
-                               returncode=STILL_RUNNING)
+            raise CommandError(
+                f"job #{finished.pk} is still {finished.state} after {timeout:g} s; it keeps running",
+                returncode=STILL_RUNNING,
+            )
         if finished.state == Job.State.FAILED:
             raise CommandError(f"job #{finished.pk} failed: {finished.error}", returncode=JOB_FAILED)
 

@@ -1,12 +1,12 @@
 """manage.py simgrid: run the simulated ZOS grid (settings.SIMGRID_PATH).
 
-    simgrid add-node NODE_ID --cru 8 --mru 31GiB --sru 931.5GiB [--farm-id N] [--farm-name X]
-                     [--pools 465GiB,465GiB] [--per-vm-overhead-mru SIZE] [--status up|down|standby] [--replace]
-    simgrid list [--json]
-    simgrid status NODE_ID up|down|standby
-    simgrid remove-node NODE_ID
-    simgrid reset
-    simgrid serve [--host 127.0.0.1] [--port 8081]
+simgrid add-node NODE_ID --cru 8 --mru 31GiB --sru 931.5GiB [--farm-id N] [--farm-name X]
+                 [--pools 465GiB,465GiB] [--per-vm-overhead-mru SIZE] [--status up|down|standby] [--replace]
+simgrid list [--json]
+simgrid status NODE_ID up|down|standby
+simgrid remove-node NODE_ID
+simgrid reset
+simgrid serve [--host 127.0.0.1] [--port 8081]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import SizeError, format_size, parse_size
 from dashboard.grid.simhttp import serve_simulator
-from dashboard.grid.simulator import SimulatedGrid, ZOS_CACHE_SRU
+from dashboard.grid.simulator import ZOS_CACHE_SRU, SimulatedGrid
 from dashboard.grid.types import NODE_STATUSES, GridError
 
 
@@ -39,8 +39,12 @@ class Command(BaseCommand):
         add.add_argument("--farm-id", type=int, default=1)
         add.add_argument("--farm-name", default="")
         add.add_argument("--twin-id", type=int, default=None)
-        add.add_argument("--pools", default=None, help="SSD pool sizes in order, e.g. 465GiB,465GiB (default: one pool of --sru)")
-        add.add_argument("--per-vm-overhead-mru", default="0", help="hidden memory each VM really uses on top, e.g. 512MiB")
+        add.add_argument(
+            "--pools", default=None, help="SSD pool sizes in order, e.g. 465GiB,465GiB (default: one pool of --sru)"
+        )
+        add.add_argument(
+            "--per-vm-overhead-mru", default="0", help="hidden memory each VM really uses on top, e.g. 512MiB"
+        )
         add.add_argument("--status", choices=NODE_STATUSES, default="up")
         add.add_argument("--dedicated", action="store_true")
         add.add_argument("--country", default="")
@@ -109,7 +113,9 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write(f"the simulated grid at {grid.path} has no nodes")
             return
-        self.stdout.write(f"{'node':>6}  {'farm':>6}  {'status':<8}{'cores':>6}  {'memory used / total':>24}  {'SSD used / total':>26}  vms")
+        self.stdout.write(
+            f"{'node':>6}  {'farm':>6}  {'status':<8}{'cores':>6}  {'memory used / total':>24}  {'SSD used / total':>26}  vms"
+        )
         for n in rows:
             self.stdout.write(
                 f"{n.node_id:>6}  {n.farm_id:>6}  {n.status:<8}{n.total.cru:>6}  "
@@ -168,7 +174,14 @@ def _node_dict(grid: SimulatedGrid, node) -> dict:
         "pools_sru": list(node.pools_sru or ()),
         "zos_cache_sru": ZOS_CACHE_SRU,
         "vms": [
-            {"workload_id": vm.workload_id, "name": vm.name, "cru": vm.cru, "mru": vm.mru, "sru": vm.sru, "rootfs": vm.rootfs}
+            {
+                "workload_id": vm.workload_id,
+                "name": vm.name,
+                "cru": vm.cru,
+                "mru": vm.mru,
+                "sru": vm.sru,
+                "rootfs": vm.rootfs,
+            }
             for vm in vms
         ],
     }

@@ -23,7 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--nodes", type=int, default=1000)
         parser.add_argument("--events", type=int, default=10000)
         parser.add_argument("--seed", type=int, default=7)
-        parser.add_argument("--policies", default=",".join(POLICY_NAMES), help=f"comma-separated, from {', '.join(POLICY_NAMES)}")
+        parser.add_argument(
+            "--policies", default=",".join(POLICY_NAMES), help=f"comma-separated, from {', '.join(POLICY_NAMES)}"
+        )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument("--write", default="", help="also write the Markdown report here (e.g. SIMULATION.md)")
         parser.add_argument("--chart", default="", help="and its chart, a PNG (e.g. docs/simulation.png)")
@@ -36,7 +38,10 @@ class Command(BaseCommand):
             raise CommandError("--events must be between 0 and 10,000,000")
         try:
             result = simulate(
-                nodes=nodes, events=events, seed=seed, policies=names,
+                nodes=nodes,
+                events=events,
+                seed=seed,
+                policies=names,
                 progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
             )
         except ValueError as exc:
@@ -62,9 +67,13 @@ def table(result: Simulation) -> str:
         f"{result.mix['several_pools']} with several SSD pools), {result.events} events over {HOURS // 24} days, "
         f"seed {result.seed}; {result.seconds:.0f} s, peak memory {result.peak_memory_mib:.0f} MiB"
     )
-    lines = [head, "", "| policy | deploys | refused | per 1,000 | after the first | where no use is hidden | by cause "
-             "| utilisation | phantom slice-hours | unserved |",
-             "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [
+        head,
+        "",
+        "| policy | deploys | refused | per 1,000 | after the first | where no use is hidden | by cause "
+        "| utilisation | phantom slice-hours | unserved |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+    ]
     for name, f in result.policies.items():
         causes = ", ".join(f"{k} {v}" for k, v in f.refused_by_cause.items()) or "none"
         lines.append(
@@ -103,10 +112,10 @@ The policies: `legacy` is the seed's carve (1 GiB reserve, 100% of the disk) wit
 every device order, with the precheck; `zos-learning` the product as shipped: `zos` plus what refusals
 teach, used by the precheck at once and by the daily bulk re-register of stale nodes.
 
-The fleet: memory of {', '.join(str(m) for m in result.mix['memory_gib'])} GiB, SSD of
-{', '.join(str(s) for s in result.mix['ssd_gib'])} GiB; a fifth of the nodes with hidden per-VM memory use
+The fleet: memory of {", ".join(str(m) for m in result.mix["memory_gib"])} GiB, SSD of
+{", ".join(str(s) for s in result.mix["ssd_gib"])} GiB; a fifth of the nodes with hidden per-VM memory use
 (256 MiB to 1.5 GiB), a third with 2-4 SSD pools of near-equal size in an unknown device order. Events:
-deploy requests (each VM lives a random time, {result.mix['mean_lifetime_days']:.0f} days on average),
+deploy requests (each VM lives a random time, {result.mix["mean_lifetime_days"]:.0f} days on average),
 nodes switched to standby when idle and woken again.
 """
 
@@ -122,9 +131,7 @@ def chart_write(result: Simulation, path: Path) -> None:
     for name, f in result.policies.items():
         days = list(range(len(f.daily)))
         refusals.plot(days, [d["refused"] for d in f.daily], label=name)
-        utilisation.plot(
-            days, [d["util_num"] / d["util_den"] if d["util_den"] else None for d in f.daily], label=name
-        )
+        utilisation.plot(days, [d["util_num"] / d["util_den"] if d["util_den"] else None for d in f.daily], label=name)
     refusals.set_ylabel("refusals per day")
     refusals.set_title(f"{result.nodes} nodes, {result.events} events, seed {result.seed}")
     refusals.legend()

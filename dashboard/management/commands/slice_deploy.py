@@ -35,7 +35,9 @@ class Command(BaseCommand):
     def handle(self, *args, node_id, slice_index, all_free, no_precheck, as_json, **options):
         node = Node.objects.filter(node_id=node_id).first()
         if node is None:
-            raise CommandError(f"node {node_id} is not registered; run manage.py node_register {node_id}", returncode=COULD_NOT_RUN)
+            raise CommandError(
+                f"node {node_id} is not registered; run manage.py node_register {node_id}", returncode=COULD_NOT_RUN
+            )
         done: list[Deployment] = []
 
         def record(deployment: Deployment) -> None:

@@ -19,13 +19,28 @@ from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register_from_grid
 
 # What a known node's reading is compared on ("changed"): the capacity and the status it reports.
-COMPARED = ("status", "total_cru", "total_mru", "total_sru", "total_hru", "used_cru", "used_mru", "used_sru", "used_hru")
+COMPARED = (
+    "status",
+    "total_cru",
+    "total_mru",
+    "total_sru",
+    "total_hru",
+    "used_cru",
+    "used_mru",
+    "used_sru",
+    "used_hru",
+)
 
 
 def page_apply(
-    nodes: Sequence[NodeCapacity], *, request: OnboardRequest, result: OnboardResult, by=None,
-    source: str = "command", origin: str = "",
-) -> None:  # fmt: skip
+    nodes: Sequence[NodeCapacity],
+    *,
+    request: OnboardRequest,
+    result: OnboardResult,
+    by=None,
+    source: str = "command",
+    origin: str = "",
+) -> None:
     """Register this page's new nodes and refresh its known ones, all or nothing."""
     if not nodes:
         return
@@ -45,8 +60,9 @@ def page_apply(
 
 def _register(live: NodeCapacity, *, request, result: OnboardResult, by, source, origin, now: datetime) -> None:
     try:
-        node = node_register_from_grid(live=live, read_at=now, policy_name=request.policy, by=by, source=source,
-                                       origin=origin)  # fmt: skip
+        node = node_register_from_grid(
+            live=live, read_at=now, policy_name=request.policy, by=by, source=source, origin=origin
+        )
     except NodeAlreadyRegistered:
         # Registered by someone else since this page was looked up: known now, never carved twice.
         result.leave_out(live.node_id, "registered meanwhile by someone else; refreshed on the next run")
@@ -74,12 +90,20 @@ def _count_new(result: OnboardResult, live: NodeCapacity, *, deployable: int, po
     result.registered += 1
     result.deployable += deployable
     if len(result.new_nodes) < LISTED:
-        result.new_nodes.append({"node_id": live.node_id, "farm_id": live.farm_id, "status": live.status,
-                                 "deployable": deployable, "policy": policy})  # fmt: skip
+        result.new_nodes.append(
+            {
+                "node_id": live.node_id,
+                "farm_id": live.farm_id,
+                "status": live.status,
+                "deployable": deployable,
+                "policy": policy,
+            }
+        )
 
 
-def _refresh(reread: Sequence[NodeCapacity], known: dict[int, int], *, result: OnboardResult, now: datetime,
-             write: bool) -> None:  # fmt: skip
+def _refresh(
+    reread: Sequence[NodeCapacity], known: dict[int, int], *, result: OnboardResult, now: datetime, write: bool
+) -> None:
     """A known node gets a fresh reading (services.readings, its one writer) and its figures, never a carve."""
     pks = [known[n.node_id] for n in reread]
     if write:

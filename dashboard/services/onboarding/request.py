@@ -10,7 +10,6 @@ from dashboard.job_results import OnboardResult
 from dashboard.selectors.policy_book import policy_named
 
 
-
 class OnboardError(ValueError):
     """The request itself is wrong (no farm and no node, an unknown policy or status)."""
 
@@ -39,13 +38,22 @@ class OnboardRequest:
                 raise OnboardError(str(exc)) from None
 
     def as_parameters(self) -> dict:
-        return {"farm_ids": list(self.farm_ids), "node_ids": list(self.node_ids), "status": self.status,
-                "policy": self.policy}  # fmt: skip
+        return {
+            "farm_ids": list(self.farm_ids),
+            "node_ids": list(self.node_ids),
+            "status": self.status,
+            "policy": self.policy,
+        }
 
     @classmethod
     def from_parameters(cls, parameters: dict, *, dry_run: bool) -> OnboardRequest:
-        return cls(farm_ids=tuple(parameters.get("farm_ids") or ()), node_ids=tuple(parameters.get("node_ids") or ()),
-                   status=parameters.get("status"), policy=parameters.get("policy") or None, dry_run=dry_run)  # fmt: skip
+        return cls(
+            farm_ids=tuple(parameters.get("farm_ids") or ()),
+            node_ids=tuple(parameters.get("node_ids") or ()),
+            status=parameters.get("status"),
+            policy=parameters.get("policy") or None,
+            dry_run=dry_run,
+        )
 
     def words(self) -> str:
         parts = []

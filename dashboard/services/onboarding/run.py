@@ -21,9 +21,15 @@ Progress = Callable[[OnboardResult, str], None]
 
 
 def grid_onboard(
-    *, request: OnboardRequest, grid: Grid, by=None, source: str = "command", origin: str = "",
-    progress: Progress | None = None, reads: Iterator[PageRead] | None = None,
-) -> OnboardResult:  # fmt: skip
+    *,
+    request: OnboardRequest,
+    grid: Grid,
+    by=None,
+    source: str = "command",
+    origin: str = "",
+    progress: Progress | None = None,
+    reads: Iterator[PageRead] | None = None,
+) -> OnboardResult:
     """Read the farms and ids of `request` page by page and register or refresh what they hold.
 
     Raises OnboardStopped when a read fails; what was read before it is committed (not in a dry run).
@@ -92,11 +98,19 @@ def _audit_run(result: OnboardResult, *, request: OnboardRequest, by, source: st
     if request.dry_run:
         return
     AuditEvent.objects.create(
-        actor=by, source=source, action="nodes onboarded" if result.finished else "nodes onboarded (stopped)",
+        actor=by,
+        source=source,
+        action="nodes onboarded" if result.finished else "nodes onboarded (stopped)",
         message=f"{request.words()}: {result.words()}",
-        detail={"origin": origin, "request": request.as_parameters(), "registered": result.registered,
-                "refreshed": result.refreshed, "reads": result.reads, "stopped": result.stopped},
-    )  # fmt: skip
+        detail={
+            "origin": origin,
+            "request": request.as_parameters(),
+            "registered": result.registered,
+            "refreshed": result.refreshed,
+            "reads": result.reads,
+            "stopped": result.stopped,
+        },
+    )
 
 
 # --- the job ---------------------------------------------------------------------------------
@@ -115,8 +129,14 @@ def onboard_job(*, job) -> OnboardResult:
 
     try:
         with job_beating(job=job):
-            result = grid_onboard(request=request, grid=get_grid(), by=job.requested_by, source=job.source,
-                                  origin=f"job {job.pk}", progress=progress)  # fmt: skip
+            result = grid_onboard(
+                request=request,
+                grid=get_grid(),
+                by=job.requested_by,
+                source=job.source,
+                origin=f"job {job.pk}",
+                progress=progress,
+            )
     except OnboardStopped as stopped:
         raise JobError(stopped.result.words(), result=stopped.result) from None
     with transaction.atomic():

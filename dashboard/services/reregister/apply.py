@@ -19,6 +19,7 @@ from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, GridUnavailable, MalformedPayload, NodeCapacity
 from dashboard.job_results import BulkNode, ReregisterResult
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
+from dashboard.rows import rows_update
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import figures_refresh
 from dashboard.services.job_pause import job_test_pause
@@ -26,7 +27,6 @@ from dashboard.services.jobs import JobError, job_beating, job_progress, job_suc
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.reregister.plan import SLICE_KEY, ReregisterPlan, reregister_plan
 from dashboard.services.reregister.stale import deploying_slices
-from dashboard.rows import rows_update
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,10 @@ def node_reregister(*, job: Job) -> ReregisterResult:
     job_progress(job=job, step=f"carving node {node.node_id}'s catalog", done=1)
     slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
     plan = reregister_plan(
-        node=node, slices=slices, policy=policy_for_node(node), seen=seen,
+        node=node,
+        slices=slices,
+        policy=policy_for_node(node),
+        seen=seen,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
     )
     job_test_pause("planned")
@@ -140,7 +143,8 @@ def catalogs_lock_and_check(plans: list[ReregisterPlan]) -> set[int]:
     # starts after our commit finds its slice gone (SliceChanged).
     in_flight = deploying_slices(pks)
     return {
-        plan.node.pk for plan in plans
+        plan.node.pk
+        for plan in plans
         if generations.get(plan.node.pk) != plan.generation
         or current[plan.node.pk] != plan.snapshot
         or in_flight.get(plan.node.pk, set()) & {s.pk for s in plan.removed}
@@ -179,32 +183,54 @@ def catalogs_write(plans: list[ReregisterPlan]) -> None:
 
 # How each node's catalog was carved: this module's columns (services.readings has the reading's).
 _CARVE_COLUMNS = (
-    ("id", "bigint"), ("carved_policy_name", "text"), ("carved_policy_version", "bigint"),
-    ("carved_slice_sru", "bigint"), ("carved_deployable", "bigint"), ("catalog_generation", "bigint"),
+    ("id", "bigint"),
+    ("carved_policy_name", "text"),
+    ("carved_policy_version", "bigint"),
+    ("carved_slice_sru", "bigint"),
+    ("carved_deployable", "bigint"),
+    ("catalog_generation", "bigint"),
     ("slice_index_next", "bigint"),
-)  # fmt: skip
+)
 
 
 def _carve_record(plan: ReregisterPlan, *, generation: int) -> tuple:
     """The plan's carve as the node's row records it, in _CARVE_COLUMNS' order."""
-    return (plan.node.pk, plan.policy.name, plan.policy.version, plan.carved_slice_sru, plan.carve.slices, generation,
-            plan.slice_index_next)  # fmt: skip
+    return (
+        plan.node.pk,
+        plan.policy.name,
+        plan.policy.version,
+        plan.carved_slice_sru,
+        plan.carve.slices,
+        generation,
+        plan.slice_index_next,
+    )
 
 
 def node_event(*, job: Job, plan: ReregisterPlan, result: ReregisterResult) -> AuditEvent:
     """A bulk node's own line (unsaved): a bulk result keeps only a sample of its nodes, so each node's
     detail is its audit event, committed with its catalog (and found from the node, the job, or both)."""
     return AuditEvent(
-        actor_id=job.requested_by_id, source=job.source, action="job.node-reregistered",
-        node=plan.node, job=job,
+        actor_id=job.requested_by_id,
+        source=job.source,
+        action="job.node-reregistered",
+        node=plan.node,
+        job=job,
         message=f"{'dry run of ' if result.dry_run else ''}re-register of node {plan.node.node_id}: {result.sentence()}",
-        detail={"result": bulk_node_summary(result).model_dump(mode="json") | {"policy": result.policy.model_dump(), "notes": result.notes}},
+        detail={
+            "result": bulk_node_summary(result).model_dump(mode="json")
+            | {"policy": result.policy.model_dump(), "notes": result.notes}
+        },
     )
 
 
 def bulk_node_summary(result: ReregisterResult) -> BulkNode:
     """One node's line in a bulk result (and in its audit event): figures and counts, no slice lists."""
     return BulkNode(
-        node_id=result.node_id, changed=result.changed, before=result.before, after=result.after,
-        removed=len(result.removed), added=len(result.added), kept=len(result.kept),
+        node_id=result.node_id,
+        changed=result.changed,
+        before=result.before,
+        after=result.after,
+        removed=len(result.removed),
+        added=len(result.added),
+        kept=len(result.kept),
     )

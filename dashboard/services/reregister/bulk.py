@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
 from django.conf import settings
 from django.db import transaction
@@ -124,8 +124,12 @@ class _BulkRun:
         def plan_of(node: Node, reading: tuple[NodeCapacity, datetime]) -> ReregisterPlan | None:
             try:
                 return reregister_plan(
-                    node=node, slices=slices.get(node.pk, []), policy=policies[node.pk], seen=reading[0],
-                    deploying=deploying.get(node.pk, set()), read_at=reading[1],
+                    node=node,
+                    slices=slices.get(node.pk, []),
+                    policy=policies[node.pk],
+                    seen=reading[0],
+                    deploying=deploying.get(node.pk, set()),
+                    read_at=reading[1],
                 )
             except self.stop_on:
                 raise
@@ -228,15 +232,20 @@ class _BulkRun:
             raise
         except Exception:
             # Nothing of the batch was written: each node on its own then fails alone, if at all.
-            log.exception("bulk job %s: a batch of %d nodes failed; applying them one at a time", self.job.pk, len(plans))
+            log.exception(
+                "bulk job %s: a batch of %d nodes failed; applying them one at a time", self.job.pk, len(plans)
+            )
             summaries, left_out = {}, plans
         self.beat_at = time.monotonic()
         outcomes: dict[int, BulkNode | str] = dict(summaries)
         done += len(summaries)
         for plan in left_out:
             done += 1
-            progress = {"step": f"node {plan.node.node_id} done ({done} of {self.total})", "done": done,
-                        "failed": self.result.failed}
+            progress = {
+                "step": f"node {plan.node.node_id} done ({done} of {self.total})",
+                "done": done,
+                "failed": self.result.failed,
+            }
             try:
                 outcomes[plan.node.pk] = _bulk_one(job=self.job, plan=plan, progress=progress)
             except self.stop_on:
@@ -249,8 +258,11 @@ class _BulkRun:
 
     def _progress(self, done: int, *, failed: int) -> dict:
         failed += self.result.failed
-        return {"step": f"{done} of {self.total} nodes done" + (f"; {failed} failed" if failed else ""), "done": done,
-                "failed": failed}
+        return {
+            "step": f"{done} of {self.total} nodes done" + (f"; {failed} failed" if failed else ""),
+            "done": done,
+            "failed": failed,
+        }
 
     def _beat_while_reading(self, words: str) -> None:
         """A heartbeat while a batch is read: a slow grid must not look like a dead worker."""
@@ -269,8 +281,9 @@ class _BulkRun:
 def _bulk_result_new(*, job: Job, total: int) -> BulkResult:
     # The handled nodes' figures summed before and after start at zero (a node's may be unknown).
     zero = Figures(slices=0, free=0, deployable=0, placeable=0, phantom=0)
-    return BulkResult(dry_run=job.dry_run, farm_id=job.farm_id, stale=total,
-                      fleet=FleetFigures(before=zero, after=zero.model_copy()))  # fmt: skip
+    return BulkResult(
+        dry_run=job.dry_run, farm_id=job.farm_id, stale=total, fleet=FleetFigures(before=zero, after=zero.model_copy())
+    )
 
 
 def _bulk_count_node(result: BulkResult, summary: BulkNode) -> None:
@@ -308,7 +321,11 @@ def _bulk_words(result: BulkResult, *, job: Job, total: int) -> None:
         f"read from the grid in {result.pages} page(s)"
         + (f" ({result.pages_failed} failed)" if result.pages_failed else "")
         + f" and {result.read_alone} node(s) on their own"
-        + (f"; {result.reread} plan(s) read again, their reading past {settings.BULK_READING_MAX_AGE} s" if result.reread else "")
+        + (
+            f"; {result.reread} plan(s) read again, their reading past {settings.BULK_READING_MAX_AGE} s"
+            if result.reread
+            else ""
+        )
     )
     result.words = (
         f"{verb} {result.reregistered} of {total} stale node(s); {result.unchanged} already up to date; "
@@ -353,9 +370,16 @@ def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
     fresh = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
     seen, read_at = plan.seen, plan.read_at
     if _too_old(read_at):
-        seen, read_at = node_capacity_read(grid=get_grid(), node_id=node.node_id, job=job, announce=False), timezone.now()
+        seen, read_at = (
+            node_capacity_read(grid=get_grid(), node_id=node.node_id, job=job, announce=False),
+            timezone.now(),
+        )
     plan = reregister_plan(
-        node=node, slices=fresh, policy=plan.policy, seen=seen, read_at=read_at,
+        node=node,
+        slices=fresh,
+        policy=plan.policy,
+        seen=seen,
+        read_at=read_at,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
     )
     return bulk_node_summary(reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress))

@@ -68,27 +68,32 @@ class ReregisterPlan:
         if up_to_date:
             notes.insert(0, "already up to date: the catalog is what the policy carves; nothing changed")
         elif not self.changes_slices:
-            notes.insert(0, f"the slices were already right; recorded them as carved by policy {self.policy.name} v{self.policy.version}")
-        return ReregisterResult.model_validate({
-            "node_id": self.node.node_id,
-            "dry_run": dry_run,
-            "changed": not up_to_date,
-            "up_to_date": up_to_date,
-            "policy": {"name": self.policy.name, "version": self.policy.version},
-            "slice": {"cru": self.carve.slice.cru, "mru": self.carve.slice.mru, "sru": self.carve.slice.sru},
-            "limited_by": self.carve.limited_by,
-            "generation": {
-                "before": self.generation,
-                "after": self.generation + (1 if self.changes_slices and not dry_run else 0),
-            },
-            "capacity_seen": self.seen.as_dict(),
-            "before": self.before,
-            "after": self.after,
-            "removed": [slice_item(s) for s in self.removed],
-            "added": [slice_item(s) for s in self.added],
-            "kept": [slice_item(s) for s in self.kept],
-            "notes": notes,
-        })
+            notes.insert(
+                0,
+                f"the slices were already right; recorded them as carved by policy {self.policy.name} v{self.policy.version}",
+            )
+        return ReregisterResult.model_validate(
+            {
+                "node_id": self.node.node_id,
+                "dry_run": dry_run,
+                "changed": not up_to_date,
+                "up_to_date": up_to_date,
+                "policy": {"name": self.policy.name, "version": self.policy.version},
+                "slice": {"cru": self.carve.slice.cru, "mru": self.carve.slice.mru, "sru": self.carve.slice.sru},
+                "limited_by": self.carve.limited_by,
+                "generation": {
+                    "before": self.generation,
+                    "after": self.generation + (1 if self.changes_slices and not dry_run else 0),
+                },
+                "capacity_seen": self.seen.as_dict(),
+                "before": self.before,
+                "after": self.after,
+                "removed": [slice_item(s) for s in self.removed],
+                "added": [slice_item(s) for s in self.added],
+                "kept": [slice_item(s) for s in self.kept],
+                "notes": notes,
+            }
+        )
 
 
 def reregister_plan(
@@ -130,8 +135,12 @@ def reregister_plan(
 
     same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
     kept_free = [
-        s for s in replaceable
-        if s.state == Slice.State.FREE and slice_is_current((s.cru, s.mru, s.sru), target=carve.slice, same_policy=same_policy, carved_slice_sru=node.carved_slice_sru)
+        s
+        for s in replaceable
+        if s.state == Slice.State.FREE
+        and slice_is_current(
+            (s.cru, s.mru, s.sru), target=carve.slice, same_policy=same_policy, carved_slice_sru=node.carved_slice_sru
+        )
     ][: carve.new_slices]
     kept_ids = {s.pk for s in kept_free}
     removed = [s for s in replaceable if s.pk not in kept_ids]
@@ -143,7 +152,10 @@ def reregister_plan(
     if to_add > 0:
         added = list(
             catalog_slices(
-                node=node, carve=replace(carve, new_slices=to_add), start_index=start, generation=node.catalog_generation + 1
+                node=node,
+                carve=replace(carve, new_slices=to_add),
+                start_index=start,
+                generation=node.catalog_generation + 1,
             )
         )
 
