@@ -118,3 +118,30 @@ def test_it_gives_what_the_nodes_refusals_taught(api_call, api_token, sim_node):
     assert body["lessons"]["hidden_mru_per_vm"] == GiB
     assert [o["kind"] for o in body["lessons"]["observations"]] == ["memory"]
     assert body["figures"]["phantom_by_reason"] == {"memory": 3}  # the free slices the lesson rules out
+
+
+def test_the_job_says_which_token_asked(api_call, api_token, node_1774, django_capture_on_commit_callbacks):
+    secret = api_token("act", name="deployer")
+    with django_capture_on_commit_callbacks(execute=False):
+        body = api_call("post", "/api/v1/nodes/1774/reregister", secret, json={}).json()
+    job = Job.objects.get()
+    token = api_token.tokens[0]
+    assert (job.requested_by, job.requested_token) == (token.user, token)
+    assert body["job"]["requested_token"] == {"prefix": token.prefix, "name": "deployer"}
+    assert job.asked_by == f"api-admins, with token {token.prefix}… (deployer)"
+    requested = AuditEvent.objects.get(action="job.requested")
+    assert requested.detail["token"]["prefix"] == token.prefix and token.prefix in requested.message
+
+
+def test_a_job_asked_with_a_token_made_in_someone_elses_name_names_the_token_and_its_maker(
+    api_call, api_token, role_user, node_1774, django_capture_on_commit_callbacks
+):
+    from dashboard.services.tokens import api_token_create
+
+    chief = role_user("admins", username="chief", is_superuser=True)
+    minted = api_token_create(user=chief, name="minted", scopes="act", by=role_user("admins", username="ops"))
+    with django_capture_on_commit_callbacks(execute=False):
+        api_call("post", "/api/v1/nodes/1774/reregister", minted.secret, json={})
+    job = Job.objects.get()
+    assert job.asked_by == f"chief, with token {minted.token.prefix}… (minted)"
+    assert AuditEvent.objects.get(action="job.requested").detail["token"]["made_by"] == "ops"
