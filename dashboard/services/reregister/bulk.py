@@ -41,6 +41,7 @@ from dashboard.services.reregister.stale import deploying_slices, slices_by_node
 
 log = logging.getLogger(__name__)
 
+
 def bulk_reregister(
     *,
     job: Job,

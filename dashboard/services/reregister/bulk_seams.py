@@ -59,5 +59,3 @@ class BulkHooks:
 
 
 NO_HOOKS = BulkHooks()
-
-
