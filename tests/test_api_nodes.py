@@ -4,7 +4,7 @@ import pytest
 
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Job
-from dashboard.services.deploy import slice_deploy
+from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
 NODE = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
@@ -13,9 +13,7 @@ NODE = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
 @pytest.fixture
 def node_1774(sim_node):
     """Node 1774 with the legacy carve and slice 0 deployed: slice 6 is phantom."""
-    node = sim_node(1774, policy_name="legacy", **NODE)
-    slice_deploy(node=node, slice_index=0)
-    return node
+    return sim_node_1774(sim_node, deployed=(0,))
 
 
 def test_it_gives_the_catalog_and_figures(api_call, api_token, node_1774):
