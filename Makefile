@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate demo worker bench reliability screenshots check lint format clean simulate
+.PHONY: run test bench-test install migrate demo worker bench reliability screenshots check lint format clean simulate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ XDIST ?= -n 2 --dist loadscope
 test: install lint
 	$(BIN)/python -m pytest $(XDIST) -m "not slow and not worker and not browser"
 	$(BIN)/python -m pytest -m "slow or worker or browser"
+	$(MAKE) --no-print-directory bench-test
+
+# The bench's own code (its seed, its report, the kill loop at suite size): bench/tests/, with the
+# suite's fixtures. The suite (tests/) imports nothing from bench/.
+bench-test: install
+	$(BIN)/python -m pytest bench/tests
 
 # The quick loop (aim: under 2 minutes on 2 cores): all but the tests marked slow, worker or browser.
 check: install lint
