@@ -79,9 +79,25 @@ def test_no_module_of_ours_imports_itself_back_in_a_cycle():
     assert _cycles() == []
 
 
+def _capacity_modules() -> dict[str, set[str]]:
+    return {name: edges for name, edges in GRAPH.items() if name.split(".")[:2] == ["dashboard", "capacity"]}
+
+
 def test_the_capacity_rules_import_nothing_of_ours():
-    assert GRAPH["dashboard.capacity"] == set()
+    parts = _capacity_modules()
+    assert len(parts) > 1  # the package and its parts
+    for name, edges in parts.items():
+        outside = {e for e in edges if not e.startswith("dashboard.capacity.")}
+        assert not outside, f"{name} imports {sorted(outside)}"
     assert GRAPH["dashboard.catalog_rules"] == {"dashboard.capacity"}
+
+
+def test_the_capacity_arithmetic_needs_no_sentence():
+    # The sentences live in words.py; sizes, placement, policy and lessons are figures alone,
+    # and words.py needs nothing but the sizes (it is handed the figures it says).
+    for part in ("sizes", "placement", "policy", "lessons"):
+        assert "dashboard.capacity.words" not in GRAPH[f"dashboard.capacity.{part}"]
+    assert GRAPH["dashboard.capacity.words"] == {"dashboard.capacity.sizes"}
 
 
 def test_the_grid_knows_only_the_capacity_types():
