@@ -12,6 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dashboard"
 # 400 before ruff laid the code out one argument a line where it is long; the same modules, 2% taller.
 SERVICE_MODULE_MAX_LINES = 420
+# Any module of dashboard/ (migrations excepted): past this it mixes concerns; cut it by concern.
+MODULE_MAX_LINES = 600
+# What is stored stays in one module, and models.py is that module.
+LONG_MODULES = {"dashboard/models.py"}
+# Over the limit, owned by other work now, and held where they stand until they are cut.
+NOT_YET_CUT = {"dashboard/traffic.py": 610}
 
 
 def _module_name(path: Path) -> str:
@@ -129,3 +135,12 @@ def test_service_modules_stay_small():
         if name.startswith("dashboard.services"):
             lines = len(path.read_text().splitlines())
             assert lines <= SERVICE_MODULE_MAX_LINES, f"{name} has {lines} lines"
+
+
+def test_no_module_is_over_600_lines_but_the_models():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if "migrations" in path.parts or where in LONG_MODULES:
+            continue
+        lines = len(path.read_text().splitlines())
+        assert lines <= NOT_YET_CUT.get(where, MODULE_MAX_LINES), f"{where} has {lines} lines; cut it by concern"
