@@ -667,7 +667,7 @@ class ZosMachine:
                     self.storaged.allocated[vm.data_pool] -= vm.sru
                 self.storaged.allocated[vm.rootfs_pool] -= vm.rootfs
                 return
-        raise WorkloadNotFound(f"workload {workload_id} is not deployed on node {self.node.grid_id}")
+        raise WorkloadNotFound(f"workload {workload_id} is not deployed on node {self.node.node_id}")
 
     def reading(self) -> tuple[Resources, Resources]:
         """(total, used) as the Grid Proxy and the node's statistics report them: the accounted use."""
