@@ -86,7 +86,7 @@ def precheck_api_measure(*, node_ids: list[int], requests: int, warmup: int = 5)
     from dashboard.models import Node
 
     up = list(
-        Node.objects.filter(node_id__in=node_ids, status=Node.Status.UP)
+        Node.objects.filter(grid_id__in=node_ids, status=Node.Status.UP)
         .order_by("node_id")
         .values_list("node_id", flat=True)
     )

@@ -91,7 +91,7 @@ def floor_measure(*, grid) -> dict:
     from dashboard.services.reregister import reregister_plan
 
     planning = time.perf_counter()
-    nodes = list(Node.objects.order_by("node_id"))
+    nodes = list(Node.objects.order_by("grid_id"))
     policies = policies_for_nodes(nodes)
     slices_by_node: dict[int, list] = {}
     for s in Slice.objects.order_by("node_id", "index"):
@@ -108,7 +108,7 @@ def floor_measure(*, grid) -> dict:
     now = timezone.now()
     for node in nodes:
         plan = reregister_plan(
-            node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen[node.node_id]
+            node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen[node.grid_id]
         )
         generation = plan.generation + (1 if plan.changes_slices else 0)
         removed.extend(s.pk for s in plan.removed)

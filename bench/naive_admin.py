@@ -16,10 +16,10 @@ naive_site = admin.AdminSite(name="bench_naive_admin")
 
 
 class NaiveNodeAdmin(admin.ModelAdmin):
-    list_display = ("node_id", "farm", "status", "nominal_vs_deployable", "free", "phantom", "stale", "seen_at")
+    list_display = ("grid_id", "farm", "status", "nominal_vs_deployable", "free", "phantom", "stale", "seen_at")
     list_filter = ("status", "farm_id", "dedicated")
-    search_fields = ("=node_id", "farm_name")
-    ordering = ("node_id",)
+    search_fields = ("=grid_id", "farm_name")
+    ordering = ("grid_id",)
 
     def _figures(self, obj: Node) -> dict:
         # Once per row (not per column): the straightforward version, not a strawman.

@@ -52,7 +52,7 @@ def precheck_end_to_end(*, env: BenchEnv, node_ids: list[int], requests: int, no
     url = server.start()
     try:
         client = GridProxyClient(url, connect_timeout=2.0, read_timeout=5.0, retries=0, backoff=0.0)
-        nodes = list(Node.objects.filter(node_id__in=node_ids, status="up").order_by("node_id"))
+        nodes = list(Node.objects.filter(grid_id__in=node_ids, status="up").order_by("grid_id"))
         if not nodes:
             raise RuntimeError("no node to precheck")
         for node in nodes[:5]:  # connection pool, imports
@@ -65,7 +65,7 @@ def precheck_end_to_end(*, env: BenchEnv, node_ids: list[int], requests: int, no
             full.append(time.perf_counter() - started)
         for i in range(requests):
             started = time.perf_counter()
-            client.node(nodes[i % len(nodes)].node_id)
+            client.node(nodes[i % len(nodes)].grid_id)
             read.append(time.perf_counter() - started)
         client.close()
     finally:

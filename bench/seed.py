@@ -250,7 +250,7 @@ def _node_rows(
     seen_at = now - timedelta(minutes=spec.node_id % 90)
     node = Node(
         pk=spec.node_id,
-        node_id=spec.node_id,
+        grid_id=spec.node_id,
         farm_id=spec.farm_id,
         farm_name=spec.farm_name,
         twin_id=spec.node_id + 1000,

@@ -113,7 +113,7 @@ class FarmFilter(admin.SimpleListFilter):
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
     list_display = (
-        "node_id",
+        "grid_id",
         "farm",
         "status",
         "nominal_vs_deployable",
@@ -122,14 +122,14 @@ class NodeAdmin(admin.ModelAdmin):
         "stale",
         "seen_at",
     )
-    list_display_links = ("node_id",)
+    list_display_links = ("grid_id",)
     list_filter = ("status", FarmFilter, "dedicated")
-    search_fields = ("=node_id", "farm_name")
+    search_fields = ("=grid_id", "farm_name")
     search_help_text = "A node id (exact) or part of a farm name"
-    ordering = ("node_id",)
+    ordering = ("grid_id",)
     inlines = [SliceInline]
     readonly_fields = (
-        "node_id",
+        "grid_id",
         "farm_id",
         "total_words",
         "pools_sru",
@@ -149,7 +149,7 @@ class NodeAdmin(admin.ModelAdmin):
         "updated_at",
     )
     fieldsets = (
-        (None, {"fields": ("node_id", "farm_id", "farm_name", "twin_id", "status", "dedicated", "rented_by_twin_id")}),
+        (None, {"fields": ("grid_id", "farm_id", "farm_name", "twin_id", "status", "dedicated", "rented_by_twin_id")}),
         ("Capacity", {"fields": ("total_words", "pools_sru", "figures", "used_words", "seen_at", "reported_at")}),
         ("Latest precheck", {"fields": ("placeable_now", "phantom_slices", "prechecked_at")}),
         (
@@ -261,9 +261,9 @@ class NodeAdmin(admin.ModelAdmin):
 class SliceAdmin(admin.ModelAdmin):
     list_display = ("node", "index", "cru", "size", "state", "rented_by_twin_id", "generation", "updated_at")
     list_filter = ("state", "generation")
-    search_fields = ("=node__node_id",)
+    search_fields = ("=node__grid_id",)
     list_select_related = ("node",)
-    ordering = ("node__node_id", "index")
+    ordering = ("node__grid_id", "index")
     raw_id_fields = ("node",)
     # Which node and which number a slice is are its identity (failure rows name it): not edited here.
     readonly_fields = ("node", "index", "generation")
@@ -379,7 +379,7 @@ class PolicyAdmin(admin.ModelAdmin):
 class DeploymentAdmin(ReadOnlyAdmin):
     list_display = ("started_at", "node", "slice_index", "state", "cause", "error", "requested_by", "finished_at")
     list_filter = ("state", "cause")
-    search_fields = ("raw_error", "=node__node_id")
+    search_fields = ("raw_error", "=node__grid_id")
     search_help_text = "Words of the raw grid error, or a node id"
     list_select_related = ("node", "requested_by")
     date_hierarchy = "started_at"
@@ -404,7 +404,7 @@ class JobAdmin(ReadOnlyAdmin):
         "finished_at",
     )
     list_filter = ("kind", "state", "source", "dry_run")
-    search_fields = ("=node__node_id", "step", "error")
+    search_fields = ("=node__grid_id", "step", "error")
     list_select_related = ("node", "requested_by")
 
     @admin.display(description="progress")
@@ -416,7 +416,7 @@ class JobAdmin(ReadOnlyAdmin):
 class CapacitySampleAdmin(ReadOnlyAdmin):
     list_display = ("at", "node", "source", "vm_count", "vm_memory", "used_memory")
     list_filter = ("source",)
-    search_fields = ("=node__node_id",)
+    search_fields = ("=node__grid_id",)
     list_select_related = ("node",)
 
     @admin.display(description="VM memory")
@@ -432,7 +432,7 @@ class CapacitySampleAdmin(ReadOnlyAdmin):
 class AuditEventAdmin(ReadOnlyAdmin):
     list_display = ("at", "action", "actor", "source", "node", "message")
     list_filter = ("action", "source")
-    search_fields = ("message", "=node__node_id", "actor__username")
+    search_fields = ("message", "=node__grid_id", "actor__username")
     list_select_related = ("actor", "node")
     date_hierarchy = "at"
 

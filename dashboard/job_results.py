@@ -315,7 +315,7 @@ def job_describe(job, *, numbered: bool = True) -> str:
     if job.dry_run:
         words = f"dry run of {words}"
     if job.node_id is not None and job.node is not None:
-        target = f"node {job.node.node_id}"
+        target = f"node {job.node.grid_id}"
     elif job.kind == "bulk-reregister":
         target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
     elif job.kind == "simulate":

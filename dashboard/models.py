@@ -113,7 +113,8 @@ class Node(models.Model):
         STANDBY = "standby", "Standby"
         UNKNOWN = "unknown", "Unknown"
 
-    node_id = models.PositiveIntegerField(unique=True, help_text="The grid's node id")
+    # The grid's node id (nodeId). Not `node_id`: on every model with a `node` key that name is the key.
+    grid_id = models.PositiveIntegerField(unique=True, help_text="The grid's node id")
     farm_id = models.PositiveIntegerField(db_index=True)
     farm_name = models.CharField(max_length=128, blank=True)
     twin_id = models.PositiveIntegerField(null=True, blank=True)
@@ -181,7 +182,7 @@ class Node(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["node_id"]
+        ordering = ["grid_id"]
         permissions = [
             ("reregister_node", "Can re-register a node (re-carve its catalog)"),
             ("precheck_node", "Can run a capacity precheck"),
@@ -202,7 +203,7 @@ class Node(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"node {self.node_id}"
+        return f"node {self.grid_id}"
 
     @property
     def total(self) -> capacity.Resources:

@@ -235,7 +235,7 @@ def legacy_fleet_build(grid, count: int, *, first: int, farm_id: int, mru: int, 
         cut = carve(live.total, legacy)
         nodes.append(
             Node(
-                node_id=node_id,
+                grid_id=node_id,
                 farm_id=farm_id,
                 status="up",
                 total_cru=8,

@@ -102,7 +102,7 @@ def test_it_lists_nodes_in_a_fixed_number_of_queries(superuser_client, node_1774
 )
 def test_it_searches_and_filters_nodes(superuser_client, node_1774, query, shown, hidden):
     small_nodes(3)
-    Node.objects.filter(node_id__gte=5000).update(status="unknown")
+    Node.objects.filter(grid_id__gte=5000).update(status="unknown")
     content = superuser_client.get(f"/admin/dashboard/node/?{query}").content.decode()
     if shown:
         assert f">{shown}</a>" in content

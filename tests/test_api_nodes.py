@@ -37,7 +37,7 @@ def test_it_gives_the_nodes_report_time_and_whether_its_figures_are_uncertain(ap
 
     from dashboard.models import Node
 
-    Node.objects.filter(node_id=1774).update(
+    Node.objects.filter(grid_id=1774).update(
         reported_at=timezone.now() - timedelta(minutes=12), seen_at=timezone.now() - timedelta(hours=5)
     )
     reading = api_call("get", "/api/v1/nodes/1774", api_token("read")).json()["reading"]

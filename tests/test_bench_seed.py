@@ -36,7 +36,7 @@ def test_it_empties_the_tables_before_seeding_again():
 
     seed.database_seed(seed.fleet_specs(30), defaultdict(lambda: "1-1-bench"))
     seed.database_seed(seed.fleet_specs(10), defaultdict(lambda: "1-1-bench"))
-    assert list(Node.objects.values_list("node_id", flat=True)) == list(range(1, 11))
+    assert list(Node.objects.values_list("grid_id", flat=True)) == list(range(1, 11))
 
 
 def test_it_puts_the_nodes_and_vms_on_the_simulated_grid(tmp_path):

@@ -80,7 +80,7 @@ class TestOneDemoFleet:
     def test_it_says_which_nodes_it_leaves_unregistered_and_why(self, shared_demo):
         left = sorted(
             set(SimulatedGrid(shared_demo.simgrid_path).node_ids())
-            - set(Node.objects.values_list("node_id", flat=True))
+            - set(Node.objects.values_list("grid_id", flat=True))
         )
         out = _demo()
         assert left and f"{FLEET_SIZE - len(left)} registered" in out
@@ -88,7 +88,7 @@ class TestOneDemoFleet:
         assert f"manage.py node_register {left[0]}" in out
 
     def test_it_registers_1774_with_its_legacy_catalog_and_one_vm(self, shared_demo):
-        node = Node.objects.get(node_id=1774)
+        node = Node.objects.get(grid_id=1774)
         slices = list(node.slices.order_by("index").values_list("state", "mru", "sru"))
         assert (node.farm_id, node.farm_name, node.total_mru, node.carved_policy_name) == (
             4242,
@@ -100,7 +100,7 @@ class TestOneDemoFleet:
         assert len(SimulatedGrid(shared_demo.simgrid_path).vms(1774)) == 1
 
     def test_it_shows_1774_with_one_phantom_slice(self, shared_demo):
-        assert Node.objects.filter(node_id=1774, placeable_now=5, phantom_slices=1).exists()
+        assert Node.objects.filter(grid_id=1774, placeable_now=5, phantom_slices=1).exists()
 
     def test_it_records_failed_deployments_with_real_causes(self, shared_demo):
         failed = Deployment.objects.filter(state="failed")
@@ -109,7 +109,7 @@ class TestOneDemoFleet:
         assert "not enough space left in pools" in failed.filter(cause="disk").first().raw_error
 
     def test_it_records_1774s_seventh_slice_refused_by_precheck_and_failed_on_the_grid(self, shared_demo):
-        attempts = Deployment.objects.filter(node__node_id=1774, slice_index=6)
+        attempts = Deployment.objects.filter(node__grid_id=1774, slice_index=6)
         assert sorted(attempts.values_list("state", "cause")) == [("failed", "memory"), ("refused", "memory")]
 
     def test_it_has_stale_legacy_nodes_and_current_ones(self, shared_demo):
@@ -170,7 +170,7 @@ class TestOneDemoFleet:
                 CapacitySample.objects.count(),
                 sorted(SimulatedGrid(simgrid_path).node_ids()),
                 len(SimulatedGrid(simgrid_path).vms(1774)),
-                list(Slice.objects.order_by("node__node_id", "index").values_list("state", flat=True)),
+                list(Slice.objects.order_by("node__grid_id", "index").values_list("state", flat=True)),
             )
 
         before = state()
@@ -193,7 +193,7 @@ def test_it_rebuilds_a_demo_whose_simulator_was_lost(demo, simgrid_path):
     simgrid_path.unlink()
     _demo()
     assert len(SimulatedGrid(simgrid_path).vms(1774)) == 1
-    assert Deployment.objects.filter(node__node_id=1774, state="deployed").count() == 1
+    assert Deployment.objects.filter(node__grid_id=1774, state="deployed").count() == 1
 
 
 def test_it_cannot_print_logins_before_they_exist(demo_env):

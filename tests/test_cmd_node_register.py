@@ -38,7 +38,7 @@ def test_it_registers_a_node_given_by_hand():
     assert (
         text.strip() == "registered node 1774 (farm 1) with policy zos v1: 6 slice(s) of 1 vCPU / 4 GiB / 151 GiB disk"
     )
-    assert Node.objects.get(node_id=1774).slices.count() == 6
+    assert Node.objects.get(grid_id=1774).slices.count() == 6
 
 
 @pytest.mark.django_db

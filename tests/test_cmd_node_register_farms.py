@@ -29,13 +29,13 @@ def two_farms(sim_node, settings):
 def test_it_adds_every_node_of_the_farms(two_farms):
     text = register("--farm-id", "4242", "--farm-id", "4243")
     assert text.startswith("registered 4 new node(s) with 24 deployable slice(s)")
-    assert set(Node.objects.values_list("node_id", flat=True)) == {1, 2, 3, 7}
+    assert set(Node.objects.values_list("grid_id", flat=True)) == {1, 2, 3, 7}
 
 
 @pytest.mark.django_db
 def test_it_takes_only_the_status_asked_for(two_farms):
     register("--farm-id", "4242", "--status", "up")
-    assert set(Node.objects.values_list("node_id", flat=True)) == {1, 2}
+    assert set(Node.objects.values_list("grid_id", flat=True)) == {1, 2}
 
 
 @pytest.mark.django_db
@@ -54,7 +54,7 @@ def test_running_it_again_changes_no_catalog(two_farms):
 @pytest.mark.django_db
 def test_the_single_node_form_keeps_the_report_time(two_farms):
     register("7")
-    assert Node.objects.get(node_id=7).reported_at is not None
+    assert Node.objects.get(grid_id=7).reported_at is not None
 
 
 @pytest.mark.django_db

@@ -42,7 +42,7 @@ def test_it_reads_the_node_from_the_simulated_grid(grid):
 
 def test_it_stores_what_the_grid_says_about_the_node(grid):
     register("1774")
-    node = Node.objects.get(node_id=1774)
+    node = Node.objects.get(grid_id=1774)
     assert (node.twin_id, node.dedicated, node.total, node.pools_sru) == (
         9011,
         True,
@@ -53,7 +53,7 @@ def test_it_stores_what_the_grid_says_about_the_node(grid):
 
 def test_it_stores_the_live_used_capacity_and_when_it_was_seen(grid):
     register("1774")
-    node = Node.objects.get(node_id=1774)
+    node = Node.objects.get(grid_id=1774)
     assert (node.used_mru, node.used_sru) == (31 * GiB // 10, 20 * GiB)
     assert node.seen_at is not None
 
@@ -73,7 +73,7 @@ def test_it_registers_a_down_node_as_down(grid):
 def test_it_reads_the_node_from_the_grid_proxy(gridproxy_serving):
     gridproxy_serving({"/nodes/1774": (SAMPLES / "node-1774.json").read_bytes()})
     result = register("1774")
-    node = Node.objects.get(node_id=1774)
+    node = Node.objects.get(grid_id=1774)
     assert (result["farm_name"], result["pools"], node.used_mru, node.twin_id) == ("mitana", None, 7623566950, 9011)
 
 

@@ -43,7 +43,7 @@ def test_it_prints_json_with_the_contract_keys(legacy_1774):
 
 def test_it_stores_the_result_on_the_node(legacy_1774):
     _run("1774")
-    assert Node.objects.filter(node_id=1774, placeable_now=5, phantom_slices=1).exists()
+    assert Node.objects.filter(grid_id=1774, placeable_now=5, phantom_slices=1).exists()
 
 
 def test_it_says_the_node_is_offline(sim_node):
@@ -67,4 +67,4 @@ def test_it_says_the_grid_is_down_and_records_nothing(gridproxy_down):
     node_register(node_id=1774, total=TOTAL_1774, farm_id=4242)
     with pytest.raises(CommandError, match=r"^grid: .*\(nothing was recorded\)$"):
         _run("1774")
-    assert Node.objects.get(node_id=1774).prechecked_at is None
+    assert Node.objects.get(grid_id=1774).prechecked_at is None

@@ -22,7 +22,7 @@ def bulk(**kwargs) -> Job:
 
 
 def carved_with(policy: str) -> set[int]:
-    return set(Node.objects.filter(carved_policy_name=policy).values_list("node_id", flat=True))
+    return set(Node.objects.filter(carved_policy_name=policy).values_list("grid_id", flat=True))
 
 
 @pytest.mark.worker
@@ -139,7 +139,7 @@ def bulk_run_of_210_with_3_gone(django_db_setup, django_db_blocker, tmp_path_fac
         legacy_fleet_build(grid, 210, first=1, farm_id=1, mru=16 * GiB, sru=500 * GiB)
         for gone in (3, 150, 209):
             grid.remove_node(gone)
-        before = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
+        before = Slice.objects.exclude(node__grid_id__in=(3, 150, 209)).count()
         yield bulk(), before
 
 
@@ -169,7 +169,7 @@ class TestABulkRunOf210Nodes:
     def test_it_totals_the_slices_and_the_fleet_figures_of_every_node_not_only_the_sample(self, fleet_210_with_3_gone):
         job, slices_before = fleet_210_with_3_gone
         result = job.result
-        slices_after = Slice.objects.exclude(node__node_id__in=(3, 150, 209)).count()
+        slices_after = Slice.objects.exclude(node__grid_id__in=(3, 150, 209)).count()
         assert (result["fleet"]["before"]["slices"], result["fleet"]["after"]["slices"]) == (
             slices_before,
             slices_after,
@@ -208,9 +208,9 @@ def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet, small_sa
 
     legacy_fleet(8)
     job = bulk()
-    events = list(AuditEvent.objects.filter(job=job, action="job.node-reregistered").order_by("node__node_id"))
-    assert [e.node.node_id for e in events] == list(range(1, 9))
-    assert events[7].detail["result"]["after"]["slices"] == Slice.objects.filter(node__node_id=8).count()
+    events = list(AuditEvent.objects.filter(job=job, action="job.node-reregistered").order_by("node__grid_id"))
+    assert [e.node.grid_id for e in events] == list(range(1, 9))
+    assert events[7].detail["result"]["after"]["slices"] == Slice.objects.filter(node__grid_id=8).count()
 
 
 # --- batches: one transaction per batch of nodes ---------------------------------------------------
@@ -234,7 +234,7 @@ def planned(monkeypatch):
 
     def watch(meanwhile: dict):
         def plan(**kwargs):
-            node_id = kwargs["node"].node_id
+            node_id = kwargs["node"].grid_id
             result = real(**kwargs)
             if node_id not in seen and node_id in meanwhile:
                 meanwhile[node_id](kwargs["node"])
@@ -250,7 +250,7 @@ def planned(monkeypatch):
 def figures_current(node_ids) -> bool:
     from dashboard.services.figures import figures_compute
 
-    nodes = Node.objects.filter(node_id__in=node_ids)
+    nodes = Node.objects.filter(grid_id__in=node_ids)
     stored = {n.pk: (n.slices_free, n.stale, n.effective_policy) for n in nodes}
     now = {pk: (f.slices_free, f.stale, f.effective_policy) for pk, f in figures_compute(nodes).items()}
     return stored == now and not any(stale for _free, stale, _policy in stored.values())
@@ -261,7 +261,7 @@ def test_it_replans_alone_a_node_whose_catalog_changed_between_its_plan_and_its_
     from dashboard.models import AuditEvent
 
     legacy_fleet(5)
-    rented = Slice.objects.get(node__node_id=3, index=1)
+    rented = Slice.objects.get(node__grid_id=3, index=1)
 
     def rent(node):  # someone rents a free slice of node 3 after the bulk run planned it
         Slice.objects.filter(pk=rented.pk).update(state=Slice.State.RENTED, rented_by_twin_id=42)
@@ -283,7 +283,7 @@ def test_it_applies_the_rest_of_a_batch_when_some_of_its_nodes_fail(legacy_fleet
     legacy_fleet.grid.remove_node(2)
 
     def refuse(node):
-        raise CapacityError(f"node {node.node_id}: the carve refused")
+        raise CapacityError(f"node {node.grid_id}: the carve refused")
 
     planned({4: refuse})
     job = bulk()

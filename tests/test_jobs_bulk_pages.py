@@ -70,7 +70,7 @@ def bulk(**kwargs) -> Job:
 
 
 def zos_carved() -> set[int]:
-    return set(Node.objects.filter(carved_policy_name="zos").values_list("node_id", flat=True))
+    return set(Node.objects.filter(carved_policy_name="zos").values_list("grid_id", flat=True))
 
 
 @pytest.mark.django_db

@@ -211,13 +211,13 @@ def bulk_node_states() -> dict[int, str]:
         slices = list(node.slices.values_list("generation", "sru"))
         generations = {g for g, _ in slices}
         if (node.carved_policy_name, node.catalog_generation, generations) == ("legacy", 1, {1}):
-            states[node.node_id] = "old"
+            states[node.grid_id] = "old"
         elif (node.carved_policy_name, node.catalog_generation, generations) == ("zos", 2, {2}) and {
             sru for _, sru in slices
         } == {node.carved_slice_sru}:
-            states[node.node_id] = "new"
+            states[node.grid_id] = "new"
         else:
-            states[node.node_id] = "half"
+            states[node.grid_id] = "half"
     return states
 
 
@@ -252,4 +252,4 @@ def test_it_leaves_no_node_half_applied_when_killed_inside_a_bulk_batch(
     )
     assert set(bulk_node_states().values()) == {"new"}
     events = AuditEvent.objects.filter(job=job, action="job.node-reregistered")
-    assert sorted(events.values_list("node__node_id", flat=True)) == list(range(1, 31))  # each node once
+    assert sorted(events.values_list("node__grid_id", flat=True)) == list(range(1, 31))  # each node once

@@ -73,7 +73,7 @@ def test_a_failed_page_3_keeps_pages_1_and_2_says_so_and_a_second_run_finishes(p
     proxy.failing_page = 3
     first = job_finished(onboarding(farm_ids=(4242,)))
     assert first.state == Job.State.FAILED
-    assert set(Node.objects.values_list("node_id", flat=True)) == set(range(1, 2 * PAGE + 1)) and consistent()
+    assert set(Node.objects.values_list("grid_id", flat=True)) == set(range(1, 2 * PAGE + 1)) and consistent()
     assert "page 3 of farm 4242" in first.error and "simulated outage on page 3" in first.error
     assert "run it again to finish the rest" in first.error
     assert (first.result["reads"], first.result["registered"], first.result["finished"]) == (2, 2 * PAGE, False)
@@ -91,7 +91,7 @@ def test_a_node_a_page_omits_is_read_on_its_own(proxy, live_worker, job_finished
     proxy.omitted = {6}
     job = job_finished(onboarding(node_ids=(2, 6, 9, 99)))
     assert job.state == Job.State.SUCCEEDED, job.error
-    assert set(Node.objects.values_list("node_id", flat=True)) == {2, 6, 9}
+    assert set(Node.objects.values_list("grid_id", flat=True)) == {2, 6, 9}
     assert (proxy.read_alone, job.result["not_found"]) == ([6, 99], [99])
 
 
@@ -99,7 +99,7 @@ def test_a_node_a_page_omits_is_read_on_its_own(proxy, live_worker, job_finished
 @pytest.mark.django_db(transaction=True)
 def test_a_second_run_changes_no_catalog(proxy, live_worker, job_finished):
     job_finished(onboarding(farm_ids=(4242,)))
-    catalogs = sorted(Node.objects.values_list("node_id", "catalog_generation", "carved_deployable"))
+    catalogs = sorted(Node.objects.values_list("grid_id", "catalog_generation", "carved_deployable"))
     again = job_finished(onboarding(farm_ids=(4242,)))
     assert (again.result["registered"], again.result["refreshed"], again.result["changed"]) == (0, 14, 0)
-    assert sorted(Node.objects.values_list("node_id", "catalog_generation", "carved_deployable")) == catalogs
+    assert sorted(Node.objects.values_list("grid_id", "catalog_generation", "carved_deployable")) == catalogs

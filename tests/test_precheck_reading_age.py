@@ -16,7 +16,7 @@ PRECHECK = "/api/v1/nodes/1774/precheck"
 
 def read_ago(node_id: int, age: timedelta) -> None:
     at = timezone.now() - age
-    Node.objects.filter(node_id=node_id).update(seen_at=at, prechecked_at=at)
+    Node.objects.filter(grid_id=node_id).update(seen_at=at, prechecked_at=at)
 
 
 @pytest.mark.django_db
@@ -36,7 +36,7 @@ def test_it_reads_again_a_reading_past_the_age_limit_before_it_answers(api_call,
     # The caller would take a day-old answer; the product does not give one past its own limit.
     body = api_call("post", PRECHECK, api_token("precheck"), json={"max_age_seconds": 86400}).json()
     assert body["read_now"] is True and body["reading_age_seconds"] < 60
-    assert not Node.objects.get(node_id=1774).reading_uncertain(timezone.now())
+    assert not Node.objects.get(grid_id=1774).reading_uncertain(timezone.now())
 
 
 @pytest.mark.django_db
@@ -54,7 +54,7 @@ def test_it_says_503_and_keeps_the_old_reading_when_the_reread_cannot_be_done(
     read_ago(1774, timedelta(hours=2))
     response = api_call("post", PRECHECK, api_token("precheck"), json={"max_age_seconds": 86400})
     assert response.status_code == 503
-    assert Node.objects.get(node_id=1774).reading_uncertain(timezone.now())
+    assert Node.objects.get(grid_id=1774).reading_uncertain(timezone.now())
 
 
 @pytest.mark.django_db

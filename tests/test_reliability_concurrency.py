@@ -80,18 +80,18 @@ def click_together(clients, plan) -> list[tuple[int, int, str]]:
 
 def jobs_by_node() -> dict[int, list[int]]:
     found: dict[int, list[int]] = {}
-    for job_pk, node_id in Job.objects.values_list("pk", "node__node_id"):
+    for job_pk, node_id in Job.objects.values_list("pk", "node__grid_id"):
         found.setdefault(node_id, []).append(job_pk)
     return found
 
 
 def test_it_starts_exactly_one_job_per_node_from_20_simultaneous_clicks_on_each(ten_nodes, clickers):
-    plan = [[(node.node_id, "node-reregister") for node in ten_nodes] for _ in clickers]
+    plan = [[(node.grid_id, "node-reregister") for node in ten_nodes] for _ in clickers]
     answers = click_together(clickers, plan)
     jobs = jobs_by_node()
-    assert {node_id: len(pks) for node_id, pks in jobs.items()} == {n.node_id: 1 for n in ten_nodes}
+    assert {node_id: len(pks) for node_id, pks in jobs.items()} == {n.grid_id: 1 for n in ten_nodes}
     assert sorted((node_id, status, where) for node_id, status, where in answers) == sorted(
-        (n.node_id, 302, reverse("job", args=[jobs[n.node_id][0]])) for n in ten_nodes for _ in range(CLICKS)
+        (n.grid_id, 302, reverse("job", args=[jobs[n.grid_id][0]])) for n in ten_nodes for _ in range(CLICKS)
     )
 
 
@@ -99,16 +99,16 @@ def test_it_starts_one_job_per_node_when_different_actions_race_across_nodes(ten
     shuffle = random.Random(1774)
     plan = []
     for _ in clickers:
-        steps = [(node.node_id, shuffle.choice(ACTIONS)) for node in ten_nodes]
+        steps = [(node.grid_id, shuffle.choice(ACTIONS)) for node in ten_nodes]
         shuffle.shuffle(steps)
         plan.append(steps)
     answers = click_together(clickers, plan)
-    assert {node_id: len(pks) for node_id, pks in jobs_by_node().items()} == {n.node_id: 1 for n in ten_nodes}
+    assert {node_id: len(pks) for node_id, pks in jobs_by_node().items()} == {n.grid_id: 1 for n in ten_nodes}
     assert {status for _, status, _ in answers} <= {200, 302} and len(answers) == CLICKS * NODES
 
 
 def test_it_audits_one_request_and_19_refusals_per_node(ten_nodes, clickers):
-    click_together(clickers, [[(node.node_id, "node-reregister") for node in ten_nodes] for _ in clickers])
+    click_together(clickers, [[(node.grid_id, "node-reregister") for node in ten_nodes] for _ in clickers])
     actions = sorted(
         AuditEvent.objects.filter(node__in=Node.objects.all(), job__isnull=False).values_list("action", flat=True)
     )

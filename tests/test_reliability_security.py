@@ -73,7 +73,7 @@ def world(sim_node):
         evaluated_at=timezone.now(),
     )
     return {
-        "node_id": node.node_id,
+        "node_id": node.grid_id,
         "job_id": job.pk,
         "policy_id": policy.pk,
         "token_id": token.pk,

@@ -25,7 +25,7 @@ LEGACY_SIZE = (1, 4 * GiB, 133 * GiB)
 def node(**fields) -> Node:
     defaults = dict(
         pk=1,
-        node_id=1774,
+        grid_id=1774,
         farm_id=1,
         status="up",
         total_cru=TOTAL.cru,

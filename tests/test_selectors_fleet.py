@@ -200,7 +200,7 @@ def test_it_shows_an_empty_fleet():
 
 
 def test_it_gives_the_figures_of_chosen_nodes(mixed_fleet):
-    pk = Node.objects.get(node_id=1774).pk
+    pk = Node.objects.get(grid_id=1774).pk
     rows = fleet_rows(node_pks=[pk])
     assert list(rows) == [pk] and rows[pk].deployable == 6
 
@@ -214,7 +214,7 @@ def fleet_of(count: int) -> None:
     zos = capacity.PROFILES["zos"]
     nodes = Node.objects.bulk_create(
         Node(
-            node_id=10_000 + i,
+            grid_id=10_000 + i,
             farm_id=i % 5,
             status="up",
             total_cru=sizes[i % 3].cru,
@@ -288,7 +288,7 @@ def test_it_carves_each_distinct_node_only_once():
 
 def test_it_gives_the_exact_time_a_node_was_last_seen(mixed_fleet):
     seen = timezone.now().replace(microsecond=123457) - timedelta(days=400)
-    Node.objects.filter(node_id=2000).update(seen_at=seen)
+    Node.objects.filter(grid_id=2000).update(seen_at=seen)
     assert by_node(fleet_overview())[2000].seen_at == seen
     assert by_node(fleet_overview())[2000].seen_at.utcoffset() == timedelta(0)
 
@@ -318,7 +318,7 @@ def test_it_carves_a_node_within_its_ssd_pools():
 
 
 def test_it_splits_deployable_into_now_after_wake_and_blocked(mixed_fleet):
-    Node.objects.filter(node_id=2000).update(status="standby")
+    Node.objects.filter(grid_id=2000).update(status="standby")
     totals = fleet_overview().totals
     deployable = {row.node_id: row.deployable for row in fleet_overview().rows}
     assert (totals.deployable_now, totals.deployable_after_wake, totals.deployable_blocked) == (
@@ -331,7 +331,7 @@ def test_it_splits_deployable_into_now_after_wake_and_blocked(mixed_fleet):
 
 @pytest.mark.parametrize("tier, node_ids", [("now", [1774, 3000]), ("after-wake", [2000]), ("blocked", [4000])])
 def test_it_filters_by_tier(mixed_fleet, tier, node_ids):
-    Node.objects.filter(node_id=2000).update(status="standby")
+    Node.objects.filter(grid_id=2000).update(status="standby")
     assert [row.node_id for row in fleet_overview(tier=tier).rows] == node_ids
     assert {row.tier for row in fleet_overview(tier=tier).rows} == {tier}
 

@@ -105,7 +105,7 @@ def test_it_reads_a_filtered_map_in_one_query_and_the_whole_map_in_two_whatever_
         fleet_map()
     Node.objects.bulk_create(
         Node(
-            node_id=10_000 + i,
+            grid_id=10_000 + i,
             farm_id=i % 7,
             total_cru=8,
             total_mru=16 * GiB,

@@ -59,22 +59,22 @@ def test_a_second_reader_makes_nothing_again(three_farms, remade, django_assert_
 
 
 def test_a_nodes_figures_changing_remakes_its_farm_only(three_farms, remade):
-    node = Node.objects.filter(farm_id=1).order_by("node_id").first()
+    node = Node.objects.filter(farm_id=1).order_by("grid_id").first()
     Slice.objects.filter(node=node, index=1).update(state=Slice.State.RENTED)
     figures_refresh([node.pk])
-    Node.objects.filter(farm_id=1, node_id=2).update(status="down")
+    Node.objects.filter(farm_id=1, grid_id=2).update(status="down")
     assert_kept_is_live()
     assert remade == [[1]]
 
 
 def test_a_node_deleted(three_farms, remade):
-    Node.objects.filter(node_id=11).delete()
+    Node.objects.filter(grid_id=11).delete()
     assert_kept_is_live()
     assert remade == [[2]]
 
 
 def test_a_node_moving_farm_remakes_both_farms(three_farms, remade):
-    Node.objects.filter(node_id=1).update(farm_id=2, farm_name="moved")
+    Node.objects.filter(grid_id=1).update(farm_id=2, farm_name="moved")
     assert_kept_is_live()
     assert remade == [[1, 2]]
     assert 'data-node="1"' in FarmTotals.objects.get(farm_id=2).map_cells
@@ -135,7 +135,7 @@ def test_a_write_committed_while_a_reader_makes_cells_is_never_kept_as_fresh(thr
     Node.objects.filter(farm_id=1).update(stale=False)  # farm 1 changed: the next read makes its cells
 
     def write():
-        Node.objects.filter(node_id=3).update(status="standby")
+        Node.objects.filter(grid_id=3).update(status="standby")
 
     if when == "after the totals":
         recompute = fleet_map_module.changed_farms_recompute

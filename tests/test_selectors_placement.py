@@ -36,14 +36,14 @@ def varied_fleet(sim_node):
     sim_node(4002, cru=4, mru=64 * GiB, sru=120 * GiB, farm_id=3)
     sim_node(4001, cru=64, mru=256 * GiB, sru=7452 * GiB, farm_id=1, pools=[3726 * GiB, 3726 * GiB])
     # Most of a multi-pool node deployed: its placed disks decide where the next one goes.
-    node = Node.objects.get(node_id=2457)
+    node = Node.objects.get(grid_id=2457)
     for index in range(node.slices.count() - 3):
         slice_deploy(node=node, slice_index=index, precheck=False)
-    slice_deploy(node=Node.objects.get(node_id=2877), slice_index=0, precheck=False)
+    slice_deploy(node=Node.objects.get(grid_id=2877), slice_index=0, precheck=False)
     # What refusals taught: hidden memory per VM on 2877, a disk no pool held on 4001.
-    Node.objects.filter(node_id=2877).update(hidden_mru_per_vm=3 * GiB)
-    used_sru = Node.objects.get(node_id=4001).used_sru
-    Node.objects.filter(node_id=4001).update(pool_room_below=300 * GiB, pool_room_below_used_sru=used_sru)
+    Node.objects.filter(grid_id=2877).update(hidden_mru_per_vm=3 * GiB)
+    used_sru = Node.objects.get(grid_id=4001).used_sru
+    Node.objects.filter(grid_id=4001).update(pool_room_below=300 * GiB, pool_room_below_used_sru=used_sru)
     # A farm override with another rootfs rule and a per-VM overhead.
     Policy.objects.create(name="farm-1", scope=Policy.Scope.FARM, farm_id=1, rootfs="none", overhead_mru_per_vm=GiB)
     figures_refresh_all()
@@ -63,7 +63,7 @@ def test_every_verdict_agrees_with_the_precheck_of_the_nodes_reading(varied_flee
     size = SIZES[size_name]
     answer = placement_for(cru=size[0], mru=size[1], sru=size[2], every_node=True)
     for v in answer.verdicts:
-        node = Node.objects.get(node_id=v.node_id)
+        node = Node.objects.get(grid_id=v.node_id)
         if node.away:
             assert v.blocked_by == node.status
             continue
@@ -95,7 +95,7 @@ def test_the_blocked_counts_and_the_hosts_add_up_to_the_fleet(varied_fleet):
 
 @pytest.mark.django_db
 def test_an_old_reading_blocks_a_node_whatever_its_numbers(varied_fleet, settings):
-    Node.objects.filter(node_id=4001).update(
+    Node.objects.filter(grid_id=4001).update(
         seen_at=timezone.now() - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60)
     )
     verdict = next(
@@ -107,7 +107,7 @@ def test_an_old_reading_blocks_a_node_whatever_its_numbers(varied_fleet, setting
 
 @pytest.mark.django_db
 def test_a_node_never_read_cannot_be_judged(varied_fleet):
-    Node.objects.filter(node_id=4000).update(used_mru=None, used_sru=None)
+    Node.objects.filter(grid_id=4000).update(used_mru=None, used_sru=None)
     verdict = next(
         v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4000
     )
@@ -180,21 +180,21 @@ def test_the_first_cut_gives_the_answer_of_judging_every_node(varied_fleet, size
 @pytest.mark.django_db
 def test_the_first_cut_agrees_on_every_kind_of_node_and_lesson(varied_fleet, settings):
     now = timezone.now()
-    Node.objects.filter(node_id=4001).update(seen_at=now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60))
-    Node.objects.filter(node_id=4000).update(used_mru=None, used_sru=None)
-    Node.objects.filter(node_id=2310).update(seen_at=None)
+    Node.objects.filter(grid_id=4001).update(seen_at=now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60))
+    Node.objects.filter(grid_id=4000).update(used_mru=None, used_sru=None)
+    Node.objects.filter(grid_id=2310).update(seen_at=None)
     # A lesson that no longer holds (disk freed since the refusal), and one that does on a node whose pools are unknown.
-    node = Node.objects.get(node_id=2456)
+    node = Node.objects.get(grid_id=2456)
     Node.objects.filter(pk=node.pk).update(pool_room_below=10 * GiB, pool_room_below_used_sru=node.used_sru + GiB)
-    Node.objects.filter(node_id=1774).update(pool_room_below=200 * GiB, pool_room_below_used_sru=None)
+    Node.objects.filter(grid_id=1774).update(pool_room_below=200 * GiB, pool_room_below_used_sru=None)
     # A policy whose name holds " v", one whose row is gone (the default then), an empty pool list.
     # (A version no longer in force is judged alone, by its name.)
     Policy.objects.create(name="my vlan v2", scope=Policy.Scope.FARM, farm_id=58, reserve_mru_percent=25)
-    Node.objects.filter(node_id=2457).update(effective_policy="my vlan v2 v1")
-    Node.objects.filter(node_id=2456).update(effective_policy="my vlan v2 v7")
-    Node.objects.filter(node_id=4002).update(effective_policy="gone v3")
-    Node.objects.filter(node_id=4001).update(effective_policy="")
-    Node.objects.filter(node_id=2877).update(pools_sru=[])
+    Node.objects.filter(grid_id=2457).update(effective_policy="my vlan v2 v1")
+    Node.objects.filter(grid_id=2456).update(effective_policy="my vlan v2 v7")
+    Node.objects.filter(grid_id=4002).update(effective_policy="gone v3")
+    Node.objects.filter(grid_id=4001).update(effective_policy="")
+    Node.objects.filter(grid_id=2877).update(pools_sru=[])
     for size in [*SIZES.values(), (1, 200 * capacity.MiB, 10 * GiB), (2, 20 * GiB, 0), (8, 60 * GiB, 900 * GiB)]:
         _assert_cut_agrees(*size)
 

@@ -20,7 +20,7 @@ VM_SRU = 151 * GiB + 500 * 1024**2  # data disk + 500 MiB rootfs (cu = 1 * 4 // 
 
 def node(*, used_mru, used_sru, hidden=0, read_ago=timedelta(minutes=3)) -> Node:
     return Node(
-        node_id=1774,
+        grid_id=1774,
         farm_id=1,
         total_cru=8,
         total_mru=TOTAL_MRU,
@@ -106,7 +106,7 @@ def test_the_node_page_shows_the_three_side_by_side_and_the_disagreement(support
     sim_node.grid.deploy_vm(1774, SliceSize(cru=1, mru=4 * GiB, sru=100 * GiB), name="outside-the-catalog")
     from dashboard.services.precheck import precheck_run
 
-    precheck_run(node=Node.objects.get(node_id=1774))
+    precheck_run(node=Node.objects.get(grid_id=1774))
     content = support_client.get(reverse("node", args=[1774])).content.decode()
     assert 'id="reconciliation"' in content and 'data-resource="mru" data-agrees="no"' in content
     assert "The grid counts 4 GiB more memory in use than the catalog" in content

@@ -152,7 +152,7 @@ class RecarvingGrid(SimulatedGrid):
 
     def node(self, node_id):
         live = super().node(node_id)
-        Slice.objects.filter(node__node_id=node_id, index=0).update(sru=F("sru") - GiB)
+        Slice.objects.filter(node__grid_id=node_id, index=0).update(sru=F("sru") - GiB)
         return live
 
 

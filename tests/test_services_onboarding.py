@@ -37,7 +37,7 @@ def onboard(grid, **request):
 
 
 def registered() -> set[int]:
-    return set(Node.objects.values_list("node_id", flat=True))
+    return set(Node.objects.values_list("grid_id", flat=True))
 
 
 @pytest.mark.django_db
@@ -57,7 +57,7 @@ def test_it_reads_pages_until_a_short_one(farms):
 @pytest.mark.django_db
 def test_it_keeps_when_it_read_and_when_the_node_reported(farms):
     onboard(farms, farm_ids=(4242,))
-    node = Node.objects.get(node_id=1)
+    node = Node.objects.get(grid_id=1)
     assert node.seen_at > timezone.now() - timedelta(minutes=1)
     assert node.reported_at is not None and node.reported_at > timezone.now() - timedelta(minutes=1)
 
@@ -88,7 +88,7 @@ def test_a_known_node_gets_its_new_reading_and_figures(farms):
     onboard(farms, farm_ids=(4242,))
     farms.set_status(2, "down")
     result = onboard(farms, farm_ids=(4242,))
-    node = Node.objects.get(node_id=2)
+    node = Node.objects.get(grid_id=2)
     assert (result.changed, node.status, node.phantom_reasons) == (1, "down", {"down": node.slices_free})
 
 

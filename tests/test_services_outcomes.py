@@ -131,7 +131,7 @@ def test_a_reported_memory_refusal_teaches_the_node_and_changes_its_precheck(sim
         at=AT,
         error=f"cannot fulfil required memory size {4 * GiB} bytes out of usable {usable} bytes",
     )
-    node = Node.objects.get(node_id=1774)
+    node = Node.objects.get(grid_id=1774)
     assert (node.hidden_mru_per_vm, node.observations.get().source) == (GiB, "reported")
     assert node.placeable_now == 2
     assert precheck_run(node=node).precheck.placeable_now == 2  # and a fresh reading says the same

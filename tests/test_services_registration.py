@@ -103,7 +103,7 @@ def test_it_resolves_a_batch_of_policies_in_one_query(count, django_assert_num_q
 
 def test_it_resolves_a_large_batch_in_one_query_too(django_assert_num_queries):
     nodes = Node.objects.bulk_create(
-        Node(node_id=5000 + i, farm_id=i % 7, total_cru=1, total_mru=GiB, total_sru=GiB, carved_policy_name="zos")
+        Node(grid_id=5000 + i, farm_id=i % 7, total_cru=1, total_mru=GiB, total_sru=GiB, carved_policy_name="zos")
         for i in range(600)
     )
     policy_row("farm-3", scope=Policy.Scope.FARM, farm_id=3)
@@ -353,7 +353,7 @@ def test_it_checks_staleness_without_a_query_when_given_free_slices_and_carve(dj
 
 def test_it_uses_prefetched_slices(django_assert_num_queries):
     register()
-    node = Node.objects.prefetch_related(Prefetch("slices")).get(node_id=1774)
+    node = Node.objects.prefetch_related(Prefetch("slices")).get(grid_id=1774)
     with django_assert_num_queries(0):
         assert catalog_is_stale(node, capacity.PROFILES["zos"], occupied=[]) == (False, "")
 

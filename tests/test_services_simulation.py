@@ -18,8 +18,8 @@ def small_fleet(sim_node):
     sim_node(21, cru=8, mru=32 * GiB, sru=960 * GiB, farm_id=4)
     sim_node(22, cru=8, mru=16 * GiB, sru=480 * GiB, pools=[240 * GiB, 240 * GiB], farm_id=4)
     sim_node(23, cru=16, mru=64 * GiB, sru=1920 * GiB, farm_id=4, per_vm_overhead_mru=GiB)
-    Node.objects.filter(node_id=23).update(hidden_mru_per_vm=GiB)
-    return Node.objects.order_by("node_id")
+    Node.objects.filter(grid_id=23).update(hidden_mru_per_vm=GiB)
+    return Node.objects.order_by("grid_id")
 
 
 def simulated(candidate: capacity.Policy, **scope) -> Job:
@@ -63,16 +63,16 @@ def test_it_runs_on_the_nodes_of_the_candidates_scope_only(small_fleet, sim_node
 
 
 def test_it_takes_the_shape_and_the_learnt_hidden_use_of_a_node(small_fleet):
-    spec = node_spec(small_fleet.get(node_id=23))
+    spec = node_spec(small_fleet.get(grid_id=23))
     assert (spec.cru, spec.mru, spec.sru, spec.pools, spec.hidden_mru) == (16, 64 * GiB, 1920 * GiB, (1920 * GiB,), GiB)
-    assert node_spec(small_fleet.get(node_id=22)).pools == (240 * GiB, 240 * GiB)
+    assert node_spec(small_fleet.get(grid_id=22)).pools == (240 * GiB, 240 * GiB)
 
 
 def test_it_samples_a_large_fleet_the_same_way_each_time():
-    nodes = [Node(node_id=i) for i in range(1000, 0, -1)]
+    nodes = [Node(grid_id=i) for i in range(1000, 0, -1)]
     first = fleet_sample(nodes, limit=300)
-    assert len(first) == 300 and [n.node_id for n in first] == [n.node_id for n in fleet_sample(nodes, limit=300)]
-    assert [n.node_id for n in first] == sorted(n.node_id for n in first)
+    assert len(first) == 300 and [n.grid_id for n in first] == [n.grid_id for n in fleet_sample(nodes, limit=300)]
+    assert [n.grid_id for n in first] == sorted(n.grid_id for n in first)
 
 
 def test_it_fails_with_words_when_no_node_is_in_scope(small_fleet):

@@ -20,9 +20,9 @@ def _row(scope: str, subject: int) -> SnapshotFigures:
 @pytest.mark.django_db
 def test_it_copies_each_nodes_stored_figures_with_the_phantom_slices_by_reason(legacy_fleet):
     legacy_fleet(3)
-    Node.objects.filter(node_id=2).update(placeable_now=1, phantom_slices=3, phantom_reasons={"memory": 2, "pool": 1})
+    Node.objects.filter(grid_id=2).update(placeable_now=1, phantom_slices=3, phantom_reasons={"memory": 2, "pool": 1})
     snapshot_take()
-    node = Node.objects.get(node_id=2)
+    node = Node.objects.get(grid_id=2)
     row = _row("node", 2)
     assert (row.nominal, row.deployable, row.free, row.placeable, row.phantom) == (
         node.slices_free + node.slices_rented + node.slices_deployed + node.slices_failed,
@@ -156,4 +156,4 @@ def test_a_finished_job_leaves_a_snapshot_of_what_it_changed(legacy_fleet):
     job_run(job.pk)
     snapshot = FiguresSnapshot.objects.get()
     assert snapshot.trigger == f"job {job.pk}"
-    assert _row("node", 1).deployable == Node.objects.get(node_id=1).deployable
+    assert _row("node", 1).deployable == Node.objects.get(grid_id=1).deployable

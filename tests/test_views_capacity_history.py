@@ -35,7 +35,7 @@ def test_the_fleet_page_filtered_to_a_farm_shows_the_farms_history(support_clien
 
 @pytest.mark.django_db
 def test_the_node_page_draws_the_nodes_sparklines(support_client, history):
-    body = support_client.get(reverse("node", args=[history[0].node_id])).content.decode()
+    body = support_client.get(reverse("node", args=[history[0].grid_id])).content.decode()
     assert 'id="history-node"' in body and 'data-snapshots="4"' in body
 
 

@@ -68,7 +68,7 @@ def test_it_renders_in_a_constant_number_of_queries(support_client, small_fleet)
         support_client.get(URL)
     Node.objects.bulk_create(
         Node(
-            node_id=10_000 + i,
+            grid_id=10_000 + i,
             farm_id=i % 7,
             total_cru=8,
             total_mru=16 * GiB,

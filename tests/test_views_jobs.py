@@ -21,7 +21,7 @@ def make_node(node_id: int, **fields) -> Node:
         "carved_policy_name": "zos",
         **fields,
     }
-    return Node.objects.create(node_id=node_id, **values)
+    return Node.objects.create(grid_id=node_id, **values)
 
 
 def finished_reregister(node: Node, *, by=None) -> Job:
@@ -316,7 +316,7 @@ def finished_precheck_on(node: Node, status: str) -> Job:
         started_at=now,
         finished_at=now,
         result={
-            "node_id": node.node_id,
+            "node_id": node.grid_id,
             "status": status,
             "cause": "node-offline",
             "free_slices": 6,

@@ -198,7 +198,7 @@ def test_it_reads_a_large_node_with_as_many_queries_as_a_small_one(admins_client
     large = sim_node(12, cru=64, mru=256 * GiB, sru=7452 * GiB)
     for node in (small, large):
         slice_deploy(node=node, slice_index=0, grid=sim_node.grid, source="command")
-        admins_client.post(reverse("node-precheck", args=[node.node_id]))
+        admins_client.post(reverse("node-precheck", args=[node.grid_id]))
     Slice.objects.filter(node=large, index__in=range(1, 20)).update(state=Slice.State.RENTED)
     Job.objects.update(state=Job.State.SUCCEEDED)
     for _ in range(5):
@@ -234,5 +234,5 @@ def test_it_shows_the_country_and_city_the_grid_reported(support_client, sim_nod
     from dashboard.models import Node
 
     sim_node(1774, cru=8, mru=31 * 1024**3, sru=931 * 1024**3, farm_id=4242)
-    Node.objects.filter(node_id=1774).update(country="Egypt", city="Cairo")
+    Node.objects.filter(grid_id=1774).update(country="Egypt", city="Cairo")
     assert "Cairo, Egypt" in support_client.get("/nodes/1774/").content.decode()

@@ -35,7 +35,7 @@ def test_it_offers_admins_a_farm_policy_counting_the_hidden_use(admins_client, t
 
 def test_an_admin_clears_the_lessons_and_the_figures_follow(admins_client, taught):
     response = admins_client.post(reverse("node-observations-clear", args=[2877]))
-    node = Node.objects.get(node_id=2877)
+    node = Node.objects.get(grid_id=2877)
     assert response.status_code == 302
     assert (node.hidden_mru_per_vm, node.observations.filter(cleared_at__isnull=True).count()) == (0, 0)
     assert AuditEvent.objects.filter(action="observation.cleared", node=node, actor__isnull=False).exists()
@@ -43,7 +43,7 @@ def test_an_admin_clears_the_lessons_and_the_figures_follow(admins_client, taugh
 
 def test_support_cannot_clear_the_lessons(support_client, taught):
     assert support_client.post(reverse("node-observations-clear", args=[2877])).status_code == 403
-    assert Node.objects.get(node_id=2877).hidden_mru_per_vm == GiB
+    assert Node.objects.get(grid_id=2877).hidden_mru_per_vm == GiB
 
 
 def test_clearing_needs_a_post(admins_client, taught):

@@ -236,8 +236,8 @@ def main(argv=None) -> int:
                 )
                 for n in range(count)
             ]
-        node_ids = list(Node.objects.values_list("node_id", flat=True))
-        up_ids = list(Node.objects.filter(status=Node.Status.UP).values_list("node_id", flat=True))
+        node_ids = list(Node.objects.values_list("grid_id", flat=True))
+        up_ids = list(Node.objects.filter(status=Node.Status.UP).values_list("grid_id", flat=True))
         farm_ids = sorted(set(Node.objects.values_list("farm_id", flat=True)))
         from django.db import connections
 

@@ -31,7 +31,7 @@ def catalog_snapshot() -> dict:
         "nodes": list(
             Node.objects.order_by("pk").values_list(
                 "pk",
-                "node_id",
+                "grid_id",
                 "catalog_generation",
                 "carved_policy_name",
                 "carved_policy_version",
@@ -91,11 +91,11 @@ def half_catalog_violations(policies: dict[tuple[str, int], capacity.Policy]) ->
     slices_by_node: dict[int, list[Slice]] = {}
     for s in Slice.objects.order_by("node_id", "index"):
         slices_by_node.setdefault(s.node_id, []).append(s)
-    for node in Node.objects.order_by("node_id"):
+    for node in Node.objects.order_by("grid_id"):
         slices = slices_by_node.get(node.pk, [])
         free = [s for s in slices if s.state == Slice.State.FREE]
         occupied = [s for s in slices if s.is_occupied]
-        where = f"node {node.node_id}"
+        where = f"node {node.grid_id}"
         generations = {s.generation for s in free}
         if len(generations) > 1:
             problems.append(f"{where}: free slices from generations {sorted(generations)}")
@@ -137,7 +137,7 @@ def figures_violations() -> list[str]:
         pk: dict(zip(FIGURE_FIELDS, values, strict=True))
         for pk, *values in Node.objects.values_list("pk", *FIGURE_FIELDS)
     }
-    node_ids = dict(Node.objects.values_list("pk", "node_id"))
+    node_ids = dict(Node.objects.values_list("pk", "grid_id"))
     problems = []
     for pk, figures in sorted(figures_compute(Node.objects.all()).items()):
         wrong = {

@@ -182,11 +182,11 @@ def job_round(*, admin, node, step_budget: float, proxy: DripProxy) -> dict:
     )
     jobs_before = set(Job.objects.values_list("pk", flat=True))
     connections_before = len(proxy.since(0))
-    page = admin.request("GET", f"/nodes/{node.node_id}/")
+    page = admin.request("GET", f"/nodes/{node.grid_id}/")
     token = csrf_token(page.text)
 
     def click():
-        answer = admin.request("POST", f"/nodes/{node.node_id}/reregister/", data={"csrfmiddlewaretoken": token})
+        answer = admin.request("POST", f"/nodes/{node.grid_id}/reregister/", data={"csrfmiddlewaretoken": token})
         found = re.fullmatch(r"/jobs/(\d+)/", answer.headers.get("Location", ""))
         return answer.status_code, int(found.group(1)) if found else None
 

@@ -347,7 +347,7 @@ def kill_loop(
         occupied_before = occupied_slices()
         problems = half_catalog_violations(policies)
     assert not problems, problems
-    nodes = list(Node.objects.order_by("node_id"))
+    nodes = list(Node.objects.order_by("grid_id"))
 
     # How long one re-register takes, from the click and from the claim, on this machine now: the
     # kills are spread over those spans.
@@ -416,7 +416,7 @@ def kill_loop(
         rounds.append(
             {
                 "round": n + 1,
-                "node": node.node_id,
+                "node": node.grid_id,
                 "job": job.pk,
                 "mode": mode,
                 "anchor": anchor,
@@ -427,7 +427,7 @@ def kill_loop(
             }
         )
         log(
-            f"round {n + 1}/{kills}: node {node.node_id}, killed {mode} {delay:.3f} s after the {anchor} "
+            f"round {n + 1}/{kills}: node {node.grid_id}, killed {mode} {delay:.3f} s after the {anchor} "
             f"(job #{job.pk} {at_kill[0]}: {at_kill[1]!r}){' VIOLATION' if found else ''}"
         )
 

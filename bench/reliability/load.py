@@ -327,7 +327,7 @@ def main(argv=None) -> int:
             user.groups.add(Group.objects.get(name=role))
             logins += [(user.username, password)] * count
 
-        node_ids = list(Node.objects.values_list("node_id", flat=True))
+        node_ids = list(Node.objects.values_list("grid_id", flat=True))
         log("running 40 jobs with a real worker so the job cards have real results")
         worker.start()
         done = [

@@ -32,7 +32,7 @@ class DeploymentsFilter(Schema):
 def deployment_out(d: Deployment) -> dict:
     return {
         "id": d.pk,
-        "node_id": d.node.node_id,
+        "node_id": d.node.grid_id,
         "farm_id": d.node.farm_id,
         "slice_index": d.slice_index,
         "cru": d.cru,

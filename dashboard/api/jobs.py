@@ -26,7 +26,7 @@ def job_out(job: Job) -> dict:
         "id": job.pk,
         "kind": job.kind,
         "state": job.state,
-        "node_id": job.node.node_id if job.node_id else None,
+        "node_id": job.node.grid_id if job.node_id else None,
         "farm_id": job.farm_id,
         "source": job.source,
         "dry_run": job.dry_run,

@@ -100,7 +100,7 @@ def node(request, node_id: int):
     n = detail.node
     now = timezone.now()
     return {
-        "node_id": n.node_id,
+        "node_id": n.grid_id,
         "farm_id": n.farm_id,
         "farm_name": n.farm_name,
         "status": n.status,
@@ -215,7 +215,7 @@ def reregister(request, node_id: int, body: ReregisterIn | None = None):
 
 
 def _node_or_404(node_id: int) -> Node:
-    found = Node.objects.filter(node_id=node_id).first()
+    found = Node.objects.filter(grid_id=node_id).first()
     if found is None:
         raise Http404(f"node {node_id} is not registered")
     return found

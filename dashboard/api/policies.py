@@ -22,7 +22,7 @@ def policies(request):
             "version": p.policy.version,
             "scope": p.row.scope if p.row else "builtin",
             "farm_id": p.row.farm_id if p.row else None,
-            "node_id": p.row.node.node_id if p.row and p.row.node_id else None,
+            "node_id": p.row.node.grid_id if p.row and p.row.node_id else None,
             "nodes": p.nodes,
             "parameters": Policy.parameters_from(p.policy),
         }

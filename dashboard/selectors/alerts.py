@@ -25,7 +25,7 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
         )
         .order_by()
         .values_list(
-            "node_id", "farm_id", "status", "phantom_reasons", "stale", "registered_at", "effective_policy", "seen_at"
+            "grid_id", "farm_id", "status", "phantom_reasons", "stale", "registered_at", "effective_policy", "seen_at"
         )
     )
     policy_changed = dict(Policy.objects.values_list("name", "updated_at"))

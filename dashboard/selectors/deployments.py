@@ -39,7 +39,7 @@ def failed_deployments(
         .order_by("-started_at", "-pk")
     )
     if node_id is not None:
-        deployments = deployments.filter(node__node_id=node_id)
+        deployments = deployments.filter(node__grid_id=node_id)
     if farm_id is not None:
         deployments = deployments.filter(node__farm_id=farm_id)
     if cause:
@@ -89,7 +89,7 @@ def capacity_seen(deployment: Deployment) -> CapacitySeen | None:
 
 def deployment_words(deployment: Deployment) -> str:
     """One sentence for support staff: what happened to this attempt and what to do."""
-    where = f"slice {deployment.slice_index} on node {deployment.node.node_id}"
+    where = f"slice {deployment.slice_index} on node {deployment.node.grid_id}"
     if deployment.state == Deployment.State.DEPLOYED:
         return f"{where} deployed as workload {deployment.grid_workload_id}"
     if deployment.state == Deployment.State.DELETED:

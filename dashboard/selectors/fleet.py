@@ -39,7 +39,7 @@ FARM_ID_MAX = 2**31 - 1
 NOMINAL = F("slices_free") + F("slices_rented") + F("slices_deployed") + F("slices_failed")
 
 _ROW_FIELDS = (
-    "node_id",
+    "grid_id",
     "pk",
     "farm_id",
     "farm_name",
@@ -249,7 +249,7 @@ def _searched(nodes: QuerySet[Node], text: str) -> QuerySet[Node]:
     leading digits and a farm id exactly. People type what they read on the page: "1774", "42", "mitana"."""
     matches = Q(farm_name__icontains=text)
     if text.isdigit():
-        nodes = nodes.annotate(node_id_text=Cast("node_id", CharField()))
+        nodes = nodes.annotate(node_id_text=Cast("grid_id", CharField()))
         matches |= Q(node_id_text__startswith=text)
         if int(text) <= FARM_ID_MAX:  # beyond the column's range PostgreSQL would refuse the comparison
             matches |= Q(farm_id=int(text))
@@ -257,7 +257,7 @@ def _searched(nodes: QuerySet[Node], text: str) -> QuerySet[Node]:
 
 
 _SORT_COLUMNS = {
-    "node_id": "node_id",
+    "node_id": "grid_id",
     "farm": "farm_id",
     "status": "status",
     "gap": "gap",
@@ -282,7 +282,7 @@ def _ordered(nodes: QuerySet[Node], sort: str) -> QuerySet[Node]:
     if name in _NULLABLE:
         order = column.desc(nulls_last=True) if descending else column.asc(nulls_first=True)
     else:
-        # No NULLS clause where there is no null: the node_id index then serves the default page.
+        # No NULLS clause where there is no null: the grid id's index then serves the default page.
         order = column.desc() if descending else column.asc()
     # Node id breaks ties, always ascending, so pages stay stable. A node whose count matches but
     # whose slices would be refused (disks too big) comes right after the ones that offer too many.
@@ -290,7 +290,7 @@ def _ordered(nodes: QuerySet[Node], sort: str) -> QuerySet[Node]:
     if key == "gap":
         phantom = Coalesce("phantom_slices", 0)  # unknown counts as none here: only a known phantom moves a node up
         then = (phantom.desc() if descending else phantom.asc(),)
-    return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, *then, "node_id")
+    return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, *then, "grid_id")
 
 
 def keeps_whole_farms(**filters) -> bool:

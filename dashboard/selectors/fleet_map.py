@@ -48,7 +48,7 @@ STATES = {
 _BLOCKING_REASONS = ("memory", "disk", "pool")
 
 _FIELDS = (
-    "node_id",
+    "grid_id",
     "farm_id",
     "farm_name",
     "status",
@@ -170,7 +170,7 @@ def _rules_source() -> str:
 
 def _live_farms(nodes) -> list[FarmGroup]:
     href = node_href()
-    rows = nodes.order_by("farm_id", "node_id").values_list(*_FIELDS)
+    rows = nodes.order_by("farm_id", "grid_id").values_list(*_FIELDS)
     return [_group(farm_id, farm_cells(farm, href)) for farm_id, farm in groupby(rows, key=itemgetter(1))]
 
 
@@ -217,7 +217,7 @@ def _cells_remake(farms: list[int], *, href: tuple[str, str], key: str) -> dict[
         # before them, so every change the totals of `computed_at` hold. A change committed later marks
         # its farm, and the totals reader that clears that mark waits for these locks, then gives the
         # farm a new computed_at: these cells are stale from then on, never taken for fresh.
-        nodes = Node.objects.filter(farm_id__in=stamps).order_by("farm_id", "node_id").values_list(*_FIELDS)
+        nodes = Node.objects.filter(farm_id__in=stamps).order_by("farm_id", "grid_id").values_list(*_FIELDS)
         rendered = {farm: farm_cells(rows, href) for farm, rows in groupby(nodes, key=itemgetter(1))}
         empty = FarmCells(farm_name="", counts={}, html="")
         for farm in stamps:

@@ -40,7 +40,7 @@ def jobs_list(*, state: str | None = None, kind: str | None = None, node_id: int
     if kind:
         jobs = jobs.filter(kind=kind)
     if node_id is not None:
-        jobs = jobs.filter(node__node_id=node_id)
+        jobs = jobs.filter(node__grid_id=node_id)
     return jobs
 
 

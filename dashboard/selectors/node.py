@@ -168,7 +168,7 @@ class NodeDetail:
 
 def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     """Everything the node page shows; Node.DoesNotExist when the node is not registered."""
-    node = Node.objects.get(node_id=node_id)
+    node = Node.objects.get(grid_id=node_id)
     policy = policy_for_node(node)
     last_deployment = Deployment.objects.filter(slice=OuterRef("pk")).order_by("-started_at", "-pk")
     slices = list(

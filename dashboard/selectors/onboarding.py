@@ -36,9 +36,9 @@ def onboard_new_nodes(node_ids: list[int]) -> list[NewNode]:
     ids = list(node_ids)
     now = timezone.now()
     rows = (
-        Node.objects.filter(node_id__in=ids)
-        .order_by("node_id")
-        .values_list("node_id", "farm_id", "status", "deployable", "slices_free", "seen_at", "reported_at")
+        Node.objects.filter(grid_id__in=ids)
+        .order_by("grid_id")
+        .values_list("grid_id", "farm_id", "status", "deployable", "slices_free", "seen_at", "reported_at")
     )
     return [
         NewNode(

@@ -49,7 +49,7 @@ COULD_TAKE_LIMIT = 100
 
 _NODE_FIELDS = (
     "pk",
-    "node_id",
+    "grid_id",
     "farm_id",
     "farm_name",
     "status",
@@ -153,7 +153,7 @@ def placement_for(
 
 
 def _placement_judged(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
-    rows = list(Node.objects.order_by("node_id").values_list(*_NODE_FIELDS))
+    rows = list(Node.objects.order_by("grid_id").values_list(*_NODE_FIELDS))
     occupied = _occupied_of_pool_nodes()
     judged: dict[tuple, capacity.Verdict] = {}  # many nodes share a size, a reading and a policy
     verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged) for row in rows)
@@ -269,7 +269,7 @@ def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict)
         elif not verdict.fits:
             blocked_by = _SHORTFALL_BLOCK.get(verdict.shortfalls[0].resource, "memory")
     return NodeVerdict(
-        node_id=values["node_id"],
+        node_id=values["grid_id"],
         farm_id=values["farm_id"],
         farm_name=values["farm_name"],
         status=values["status"],

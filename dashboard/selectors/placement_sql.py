@@ -59,7 +59,7 @@ class BlockCount:
 _CLASSIFIED = """
 WITH charge(name, effective, need_mru, need_sru, disks) AS (VALUES {values}),
 nodes AS MATERIALIZED (
-    SELECT n.id, n.node_id, n.seen_at, n.pools_sru, n.slices_rented + n.slices_deployed AS running, c.name AS policy,
+    SELECT n.id, n.grid_id, n.seen_at, n.pools_sru, n.slices_rented + n.slices_deployed AS running, c.name AS policy,
            n.total_mru - n.used_mru - (n.slices_rented + n.slices_deployed) * n.hidden_mru_per_vm - c.need_mru AS room_mru,
            n.total_sru - n.used_sru - c.need_sru AS room_sru,
            CASE
@@ -86,7 +86,7 @@ nodes AS MATERIALIZED (
 
 _BEST = """
 SELECT 'best', NULL, NULL, id FROM nodes WHERE block IN ('', %(pools)s)
-ORDER BY room_mru DESC, room_sru DESC, seen_at DESC NULLS LAST, node_id
+ORDER BY room_mru DESC, room_sru DESC, seen_at DESC NULLS LAST, grid_id
 LIMIT %(limit)s OFFSET %(offset)s
 """
 

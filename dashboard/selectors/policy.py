@@ -54,7 +54,7 @@ def policies_in_force() -> list[PolicyInForce]:
     """The fleet default first, then farm overrides, then node overrides, each with its node count."""
     rows = sorted(
         Policy.objects.select_related("node"),
-        key=lambda p: (SCOPE_ORDER[p.scope], p.farm_id or 0, p.node.node_id if p.node else 0, p.name),
+        key=lambda p: (SCOPE_ORDER[p.scope], p.farm_id or 0, p.node.grid_id if p.node else 0, p.name),
     )
     node_override_pks = [p.node_id for p in rows if p.scope == Policy.Scope.NODE]
     farm_ids = [p.farm_id for p in rows if p.scope == Policy.Scope.FARM]
@@ -94,7 +94,7 @@ def policy_preview(
     *, candidate: capacity.Policy, scope: str, farm_id: int | None = None, node: Node | None = None
 ) -> PolicyPreview:
     """What putting `candidate` in force for this scope would do: deployable totals and staleness."""
-    nodes = list(policy_nodes(scope=scope, farm_id=farm_id, node=node).order_by("node_id"))
+    nodes = list(policy_nodes(scope=scope, farm_id=farm_id, node=node).order_by("grid_id"))
     current = policies_for_nodes(nodes)
     slices_by_node: dict[int, list[Slice]] = {}
     for s in Slice.objects.filter(node__in=[n.pk for n in nodes]).order_by("node_id", "index"):
@@ -111,7 +111,7 @@ def policy_preview(
         stale_after, reason = catalog_is_stale(n, candidate, occupied=occupied, free=free, carve=carve_after)
         previews.append(
             PreviewNode(
-                node_id=n.node_id,
+                node_id=n.grid_id,
                 nominal=len(slices),
                 deployable_now=carve_now.slices,
                 deployable_after=carve_after.slices,

@@ -246,7 +246,7 @@ def node_calibration(node: Node) -> Calibration:
     """Fit one node's samples (one query) against its effective policy."""
     rows = list(CapacitySample.objects.filter(node=node).order_by("at", "pk"))
     return calibration_judge(
-        node_id=node.node_id,
+        node_id=node.grid_id,
         total=node.total,
         policy=policy_for_node(node),
         samples=[_sample_tuple(s) for s in rows],
@@ -309,11 +309,11 @@ def fleet_calibration() -> FleetCalibration:
         by_node[sample.node_id].append(_sample_tuple(sample))
         if sample.source == "refusal":
             memory_by_node[sample.node_id].append(_sample_tuple(sample))
-    nodes = list(Node.objects.filter(pk__in=by_node).order_by("node_id"))
+    nodes = list(Node.objects.filter(pk__in=by_node).order_by("grid_id"))
     policies = policies_for_nodes(nodes)
     results = tuple(
         calibration_judge(
-            node_id=n.node_id,
+            node_id=n.grid_id,
             total=n.total,
             policy=policies[n.pk],
             samples=by_node[n.pk],
@@ -345,9 +345,9 @@ def capacity_sample_record(node: Node, grid: Grid) -> CapacitySample | None:
     A failed statistics read only costs one sample; the deploy itself succeeded.
     """
     try:
-        stats = grid.statistics(node.node_id)
+        stats = grid.statistics(node.grid_id)
     except GridError as exc:
-        log.warning("no capacity sample for node %s after deploy: %s", node.node_id, exc)
+        log.warning("no capacity sample for node %s after deploy: %s", node.grid_id, exc)
         return None
     deployed = node.slices.filter(state=Slice.State.DEPLOYED)
     count = 0

@@ -102,7 +102,7 @@ def slice_deploy(
     grid = grid or get_grid()
     slice_ = _free_slice(node, slice_index)
     # Read capacity first: the record keeps what the grid said at that moment, with or without precheck.
-    live = grid.node(node.node_id)
+    live = grid.node(node.grid_id)
     read_at = timezone.now()
     if not grid.can_deploy:
         raise DeployNotSupported(
@@ -125,7 +125,7 @@ def slice_deploy(
             slice_.sru,
         ):
             raise SliceChanged(
-                f"slice {slice_index} of node {node.node_id} was re-carved while its capacity was read; "
+                f"slice {slice_index} of node {node.grid_id} was re-carved while its capacity was read; "
                 "look at the catalog again and retry"
             )
         _check_attemptable(node, locked)
@@ -146,7 +146,7 @@ def slice_deploy(
 
     size = SliceSize(cru=slice_.cru, mru=slice_.mru, sru=slice_.sru, rootfs=capacity.zos_rootfs(slice_.cru, slice_.mru))
     try:
-        vm = grid.deploy_vm(node.node_id, size, name=f"s{node.node_id}_{slice_.index}_{deployment.pk}")
+        vm = grid.deploy_vm(node.grid_id, size, name=f"s{node.grid_id}_{slice_.index}_{deployment.pk}")
     except DeploymentFailed as exc:
         diagnosis = classify(exc.raw)
         failed = _finish_failed(
@@ -209,7 +209,7 @@ def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = No
     if deployment.state != Deployment.State.DEPLOYED:
         raise DeployError(f"deployment {deployment.pk} is {deployment.state}, not deployed; there is no VM to delete")
     grid = grid or get_grid()
-    grid.delete_vm(deployment.node.node_id, deployment.grid_workload_id)
+    grid.delete_vm(deployment.node.grid_id, deployment.grid_workload_id)
     with transaction.atomic():
         nodes_lock([deployment.node_id])  # before the slice: see nodes_lock
         Deployment.objects.filter(pk=deployment.pk).update(state=Deployment.State.DELETED, finished_at=timezone.now())
@@ -221,7 +221,7 @@ def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = No
         deployment.state = Deployment.State.DELETED
         _audit(
             deployment,
-            message=f"deleted the VM of slice {deployment.slice_index} on node {deployment.node.node_id} "
+            message=f"deleted the VM of slice {deployment.slice_index} on node {deployment.node.grid_id} "
             f"(workload {deployment.grid_workload_id}); the slice is free again",
             by=by,
             source=source,
@@ -230,7 +230,7 @@ def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = No
     try:
         precheck_run(node=deployment.node, grid=grid)  # the freed room changes placeable/phantom
     except GridError as exc:
-        log.warning("node %s figures not refreshed after deleting a VM: %s", deployment.node.node_id, exc)
+        log.warning("node %s figures not refreshed after deleting a VM: %s", deployment.node.grid_id, exc)
     return deployment
 
 
@@ -243,7 +243,7 @@ def _free_slice(node: Node, slice_index: int) -> Slice:
     except Slice.DoesNotExist:
         indices = list(node.slices.order_by("index").values_list("index", flat=True))
         listed = ", ".join(str(i) for i in indices) if indices else "none"
-        raise SliceNotFound(f"node {node.node_id} has no slice {slice_index} (its slices: {listed})") from None
+        raise SliceNotFound(f"node {node.grid_id} has no slice {slice_index} (its slices: {listed})") from None
     _check_attemptable(node, slice_)
     return slice_
 
@@ -251,7 +251,7 @@ def _free_slice(node: Node, slice_index: int) -> Slice:
 def _check_attemptable(node: Node, slice_: Slice) -> None:
     if slice_.state != Slice.State.FREE:
         raise SliceNotFree(
-            f"slice {slice_.index} of node {node.node_id} is {slice_.state}, not free; only free slices can be deployed"
+            f"slice {slice_.index} of node {node.grid_id} is {slice_.state}, not free; only free slices can be deployed"
         )
     in_flight = (
         Deployment.objects.filter(
@@ -262,7 +262,7 @@ def _check_attemptable(node: Node, slice_: Slice) -> None:
     )
     if in_flight is not None:
         raise SliceBusy(
-            f"slice {slice_.index} of node {node.node_id} is being deployed already "
+            f"slice {slice_.index} of node {node.grid_id} is being deployed already "
             f"(deployment {in_flight.pk}, started {in_flight.started_at:%H:%M:%S} UTC)"
         )
 

@@ -35,7 +35,7 @@ def node_precheck_job(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()
     """
     if job.node is None:
         raise JobError("this precheck job has no node (was it deleted?)")
-    job_progress(job=job, step=f"checking node {job.node.node_id}'s live capacity")
+    job_progress(job=job, step=f"checking node {job.node.grid_id}'s live capacity")
     max_age = (job.parameters or {}).get("max_age_seconds")
     with grid_step_deadline(settings.GRID_STEP_DEADLINE), job_beating(job=job):
         if max_age is None:

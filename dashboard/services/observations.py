@@ -131,7 +131,7 @@ def observations_learn(
             source=source,
             action="observation.learnt",
             node=node,
-            message=f"node {node.node_id}: {observation_words(observation)}",
+            message=f"node {node.grid_id}: {observation_words(observation)}",
             detail={
                 "observation": observation.pk,
                 "kind": observation.kind,
@@ -154,7 +154,7 @@ def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
             source=source,
             action="observation.cleared",
             node=node,
-            message=f"node {node.node_id}: {cleared} observation(s) cleared; the node's figures no longer count them",
+            message=f"node {node.grid_id}: {cleared} observation(s) cleared; the node's figures no longer count them",
             detail={"cleared": cleared},
         )
     return cleared

@@ -92,7 +92,7 @@ def deployment_outcome_record(
         at=at,
         workload_id=workload_id,
     )
-    node = Node.objects.filter(node_id=node_id).first()
+    node = Node.objects.filter(grid_id=node_id).first()
     if node is None:
         raise OutcomeError(f"node {node_id} is not registered with the dashboard", field="node_id")
     # A race on the same new marketplace id: the loser's insert hits the unique constraint and
@@ -130,7 +130,7 @@ def _record(node: Node, *, slice_index, marketplace_id, outcome, error, at, work
             indices = list(node.slices.order_by("index").values_list("index", flat=True))
             listed = ", ".join(map(str, indices)) or "none"
             raise OutcomeError(
-                f"node {node.node_id} has no slice {slice_index} (its slices: {listed})", field="slice_index"
+                f"node {node.grid_id} has no slice {slice_index} (its slices: {listed})", field="slice_index"
             )
         if outcome == "deployed":
             _slice_take(slice_, marketplace_id=marketplace_id)
@@ -199,7 +199,7 @@ def _again(existing: Deployment, *, node: Node, slice_index: int, outcome: str, 
     if existing.node_id != node.pk or existing.slice_index != slice_index:
         raise OutcomeConflict(
             f"marketplace id {existing.marketplace_id!r} was reported for slice {existing.slice_index} of node "
-            f"{existing.node.node_id}, not slice {slice_index} of node {node.node_id}",
+            f"{existing.node.grid_id}, not slice {slice_index} of node {node.grid_id}",
             field="marketplace_id",
         )
     if existing.state == _STATE_OF[outcome]:
@@ -227,7 +227,7 @@ def _slice_take(slice_: Slice, *, marketplace_id: str) -> None:
         )
         by_whom = f" (deployment {holder.marketplace_id or holder.pk})" if holder else ""
         raise OutcomeConflict(
-            f"slice {slice_.index} of node {slice_.node.node_id} is deployed already{by_whom}; report that one "
+            f"slice {slice_.index} of node {slice_.node.grid_id} is deployed already{by_whom}; report that one "
             f"released before deploying {marketplace_id!r} on it",
             field="slice_index",
         )
@@ -265,7 +265,7 @@ def _recheck_after_commit(node: Node, *, by) -> None:
                 kind=Job.Kind.PRECHECK, node=node, by=by if getattr(by, "pk", None) else None, source=Job.Source.API
             )
         except JobError as exc:
-            log.warning("node %s: no precheck queued after a reported outcome: %s", node.node_id, exc)
+            log.warning("node %s: no precheck queued after a reported outcome: %s", node.grid_id, exc)
 
     transaction.on_commit(queue)
 
@@ -299,7 +299,7 @@ def _checked(*, node_id, slice_index, marketplace_id, outcome, error, at, worklo
 
 
 def _audit(deployment: Deployment, *, by, source: str, created: bool) -> None:
-    where = f"slice {deployment.slice_index} on node {deployment.node.node_id}"
+    where = f"slice {deployment.slice_index} on node {deployment.node.grid_id}"
     outcome = {value: key for key, value in _STATE_OF.items()}[deployment.state]
     what = f"failed ({deployment.cause or 'unknown'})" if outcome == "failed" else outcome
     AuditEvent.objects.create(

@@ -96,7 +96,7 @@ def policy_create(
                 action="policy.created",
                 message=f"policy {row.name} v1 created as {row.get_scope_display().lower()}"
                 + (f" for farm {farm_id}" if row.scope == Policy.Scope.FARM else "")
-                + (f" for node {node.node_id}" if row.scope == Policy.Scope.NODE else ""),
+                + (f" for node {node.grid_id}" if row.scope == Policy.Scope.NODE else ""),
                 detail={"parameters": {p: parameters[p] for p in Policy.PARAMETERS}},
                 by=by,
                 source=source,
@@ -195,4 +195,4 @@ def _taken_words(*, name: str, scope: str, farm_id: int | None, node: Node | Non
         return "there is already a fleet default; edit it instead"
     if scope == Policy.Scope.FARM:
         return f"farm {farm_id} already has an override; edit it instead"
-    return f"node {node.node_id if node else '?'} already has an override; edit it instead"
+    return f"node {node.grid_id if node else '?'} already has an override; edit it instead"

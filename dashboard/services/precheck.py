@@ -82,11 +82,11 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     propagates and nothing is written.
     """
     grid = grid or get_grid()
-    live = grid.node(node.node_id)
+    live = grid.node(node.grid_id)
     policy = policy_for_node(node)
     result = precheck_store(node=node, reading=LiveReading.of(node, live), policy=policy)
     return PrecheckReport(
-        node_id=node.node_id, capacity=live, precheck=result, policy=policy, checked_at=node.prechecked_at
+        node_id=node.grid_id, capacity=live, precheck=result, policy=policy, checked_at=node.prechecked_at
     )
 
 
@@ -104,7 +104,7 @@ def precheck_answer(*, node: Node, max_age: timedelta, grid: Grid | None = None)
     if used is not None and read_at is not None and timezone.now() - read_at <= limit:
         policy = policy_for_node(node)
         live = NodeCapacity(
-            node_id=node.node_id,
+            node_id=node.grid_id,
             farm_id=node.farm_id,
             farm_name=node.farm_name,
             twin_id=node.twin_id,
@@ -120,7 +120,7 @@ def precheck_answer(*, node: Node, max_age: timedelta, grid: Grid | None = None)
             free, live.total, used, policy, live=node_live_facts(node, policy, used_sru=used.sru), status=node.status
         )
         return PrecheckReport(
-            node_id=node.node_id, capacity=live, precheck=result, policy=policy, checked_at=read_at, read_now=False
+            node_id=node.grid_id, capacity=live, precheck=result, policy=policy, checked_at=read_at, read_now=False
         )
     with grid_step_deadline(settings.PRECHECK_REREAD_DEADLINE):
         return precheck_run(node=node, grid=grid)

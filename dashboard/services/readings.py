@@ -2,7 +2,7 @@
 
 Who owns which Node columns (one writer each, so two code paths never store two ideas of one fact):
 
-- identity (node_id, farm_id): services.registration, when the node is created (a farm change on
+- identity (grid_id, farm_id): services.registration, when the node is created (a farm change on
   the grid is not followed: the farm decides the policy, and moving a catalog is an admin's call);
 - the reading (status, total_*, used_*, pools_sru, country, city, farm_name, twin_id, dedicated,
   rented_by_twin_id, seen_at, prechecked_at, reported_at): here, `readings_store`, called by the

@@ -89,14 +89,14 @@ def node_register(
         )
     carve = capacity.carve(total, policy, pools=pools)
 
-    if Node.objects.filter(node_id=node_id).exists():
+    if Node.objects.filter(grid_id=node_id).exists():
         raise NodeAlreadyRegistered(node_id)
     if used is not None and seen_at is None:
         seen_at = timezone.now()  # a live reading is from now unless told otherwise
     try:
         with transaction.atomic():
             node = Node.objects.create(
-                node_id=node_id,
+                grid_id=node_id,
                 farm_id=farm_id,
                 farm_name=farm_name,
                 country=country,
@@ -140,7 +140,7 @@ def node_register(
             )
     except IntegrityError:
         # Registered by someone else between the check and the insert.
-        if Node.objects.filter(node_id=node_id).exists():
+        if Node.objects.filter(grid_id=node_id).exists():
             raise NodeAlreadyRegistered(node_id) from None
         raise
     return node

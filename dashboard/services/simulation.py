@@ -58,7 +58,7 @@ def simulation_parameters(
         "candidate": candidate.as_dict(),
         "scope": scope,
         "farm_id": farm_id,
-        "node_id": node.node_id if node is not None else None,
+        "node_id": node.grid_id if node is not None else None,
         "policy_id": policy_id,
         "seed": SEED,
     }
@@ -72,7 +72,7 @@ def node_spec(node: Node) -> NodeSpec | None:
     if node.total_mru <= 0 or node.total_cru < 1 or max(pools) < ZOS_CACHE_SRU:
         return None
     return NodeSpec(
-        node_id=node.node_id,
+        node_id=node.grid_id,
         cru=node.total_cru,
         mru=node.total_mru,
         sru=node.total_sru,
@@ -83,10 +83,10 @@ def node_spec(node: Node) -> NodeSpec | None:
 
 def fleet_sample(nodes: list[Node], *, limit: int = SAMPLE_NODES, seed: int = SEED) -> list[Node]:
     """At most `limit` nodes, the same ones for the same fleet (a seeded draw over node ids), in node id order."""
-    ordered = sorted(nodes, key=lambda n: n.node_id)
+    ordered = sorted(nodes, key=lambda n: n.grid_id)
     if len(ordered) <= limit:
         return ordered
-    return sorted(random.Random(seed).sample(ordered, limit), key=lambda n: n.node_id)
+    return sorted(random.Random(seed).sample(ordered, limit), key=lambda n: n.grid_id)
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def policy_simulate(*, job: Job) -> SimulateResult:
     job_progress(job=job, step="reading the shapes of the nodes under this policy")
     node = None
     if asked.get("scope") == "node":
-        node = Node.objects.filter(node_id=asked.get("node_id")).first()
+        node = Node.objects.filter(grid_id=asked.get("node_id")).first()
         if node is None:
             raise JobError(f"node {asked.get('node_id')} is no longer registered; nothing to simulate")
     in_scope = list(policy_nodes(scope=asked.get("scope", "fleet"), farm_id=asked.get("farm_id"), node=node))

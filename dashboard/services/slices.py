@@ -43,7 +43,7 @@ def node_slices_write(
         for pk in touched:
             if pk in stored and stored[pk].is_occupied:
                 s = stored[pk]
-                raise SliceOccupied(f"slice {s.index} of node {node.node_id} is {s.state}: it holds a VM")
+                raise SliceOccupied(f"slice {s.index} of node {node.grid_id} is {s.state}: it holds a VM")
         generation = node.catalog_generation + 1
         events = []
         for s in deleted:
@@ -76,7 +76,7 @@ def node_slices_write(
         for s in added:
             if s.index < node.slice_index_next:
                 raise SliceNumberUsed(
-                    f"slice number {s.index} of node {node.node_id} was used before; slice numbers are never reused "
+                    f"slice number {s.index} of node {node.grid_id} was used before; slice numbers are never reused "
                     f"(a failure record may name it): the next free number is {node.slice_index_next}"
                 )
             s.node, s.generation = node, generation
@@ -124,7 +124,7 @@ def slices_delete(*, slice_pks: Iterable[int], by=None, source: str = "admin") -
                 source=source,
                 action="slice.deleted",
                 node_id=s.node_id,
-                message=f"slice {s.index} of node {s.node.node_id} deleted by hand ({s.state})",
+                message=f"slice {s.index} of node {s.node.grid_id} deleted by hand ({s.state})",
                 detail={"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
             )
             for s in doomed
@@ -144,7 +144,7 @@ def _event(node: Node, by, source: str, action: str, words: str, detail: dict) -
         source=source,
         action=action,
         node=node,
-        message=f"node {node.node_id}: {words}",
+        message=f"node {node.grid_id}: {words}",
         detail=detail,
     )
 

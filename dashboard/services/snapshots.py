@@ -55,7 +55,7 @@ def snapshot_take(*, trigger: str = "beat", now: datetime | None = None) -> Figu
         snapshot = FiguresSnapshot.objects.create(at=now or timezone.now(), trigger=trigger[:40])
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT %s, 'node', n.node_id, 1, {', '.join(figures.values())} FROM {nodes} n",
+                f"INSERT INTO {table} ({columns}) SELECT %s, 'node', n.grid_id, 1, {', '.join(figures.values())} FROM {nodes} n",
                 [snapshot.pk],
             )
             cursor.execute(

@@ -58,7 +58,7 @@ def job_progress(request, job_id: int):
     if request.htmx and not job.is_active and job.node_id is not None:
         # The node page's catalog listens for this and refreshes itself; polling has just stopped,
         # so it fires once per job.
-        trigger_client_event(response, "catalog-changed", {"job": job.pk, "node": job.node.node_id})
+        trigger_client_event(response, "catalog-changed", {"job": job.pk, "node": job.node.grid_id})
     return response
 
 

@@ -26,7 +26,7 @@ def detail(request, node_id: int):
     detail = _detail_or_404(node_id)
     # Calibration fits what refusals showed (at one or more VM counts) against the policy in force.
     calibration = node_calibration(detail.node) if detail.observations else None
-    history = capacity_history(scope=SnapshotFigures.Scope.NODE, subject=detail.node.node_id, now=timezone.now())
+    history = capacity_history(scope=SnapshotFigures.Scope.NODE, subject=detail.node.grid_id, now=timezone.now())
     context = {"section": "fleet", "detail": detail, "calibration": calibration, "history": history}
     return render(request, "dashboard/node.html", context)
 
@@ -68,7 +68,7 @@ def precheck(request, node_id: int):
 @permission_required("dashboard.reregister_node", raise_exception=True)
 def observations_clear_view(request, node_id: int):
     """Forget what the node's refusals taught (audited); its figures are recomputed at once."""
-    node = get_object_or_404(Node, node_id=node_id)
+    node = get_object_or_404(Node, grid_id=node_id)
     cleared = observations_clear(node=node, by=request.user, source="web")
     messages.success(request, f"Cleared {cleared} observation{'s' if cleared != 1 else ''} of node {node_id}.")
     return redirect("node", node_id=node_id)
@@ -80,7 +80,7 @@ def _job_start(request, node_id: int, *, kind: str, dry_run: bool = False):
     htmx gets the job card, which polls itself; a plain form post is redirected to the
     job's page, which works the same without JavaScript.
     """
-    node = get_object_or_404(Node, node_id=node_id)
+    node = get_object_or_404(Node, grid_id=node_id)
     requested = job_request(kind=kind, node=node, by=request.user, source="web", dry_run=dry_run)
     job = requested.job
     if requested.created:

@@ -117,7 +117,7 @@ class NewPolicyForm(PolicyForm):
             if node_id is None:
                 self.add_error("node_id", "A node override needs the node id.")
             else:
-                cleaned["node"] = Node.objects.filter(node_id=node_id).first()
+                cleaned["node"] = Node.objects.filter(grid_id=node_id).first()
                 if cleaned["node"] is None:
                     self.add_error("node_id", f"Node {node_id} is not registered.")
         return cleaned

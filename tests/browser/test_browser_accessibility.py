@@ -13,12 +13,12 @@ SERIOUS = {"serious", "critical"}
 
 
 def _pages(role: str) -> list[str]:
-    node = Node.objects.order_by("node_id").first()
+    node = Node.objects.order_by("grid_id").first()
     job = Job.objects.order_by("pk").first()
     pages = [
         "/",
         "/map/",
-        f"/nodes/{node.node_id}/",
+        f"/nodes/{node.grid_id}/",
         "/jobs/",
         "/deployments/failed/",
         "/placement/?cru=1&mru=4GiB&sru=50GiB",
@@ -46,7 +46,7 @@ def test_it_finds_no_serious_or_critical_violation_on_any_main_page(browser_page
     from dashboard.services.jobs import job_request
 
     if not Job.objects.exists():
-        job_request(kind=Job.Kind.PRECHECK, node=Node.objects.order_by("node_id").first(), source="command")
+        job_request(kind=Job.Kind.PRECHECK, node=Node.objects.order_by("grid_id").first(), source="command")
     assert Deployment.objects.exists() or True
     page = browser_page
     log_in(page, role, demo_fleet[role])

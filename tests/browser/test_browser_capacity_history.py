@@ -25,7 +25,7 @@ def test_the_fleet_and_node_pages_draw_their_capacity_over_time(browser_page, de
     expect(history.locator(".trend")).to_contain_text("Free deployable slices")
     expect(history).to_contain_text("Least-squares line through the 4 snapshots of the last 14 days")
 
-    node = Node.objects.order_by("node_id").first()
-    page.goto(f"/nodes/{node.node_id}/")
+    node = Node.objects.order_by("grid_id").first()
+    page.goto(f"/nodes/{node.grid_id}/")
     expect(page.locator("#history-node").get_by_role("img").first).to_be_visible()
     screenshot(page, "node-history.png")

@@ -78,7 +78,7 @@ def test_every_page_agrees_on_each_kind_of_node_and_zos_then_does_what_they_say(
             screenshot(page, "node-oversized.png")
 
         # The figures are ZOS's truth: send every free slice to ZOS without our precheck.
-        node = Node.objects.get(node_id=node_id)
+        node = Node.objects.get(grid_id=node_id)
         done = slices_deploy_all_free(node=node, precheck=False, source="command")
         deployed = sum(d.state == "deployed" for d in done)
         assert deployed == int(seen["placeable"]), (kind, seen, [(d.slice_index, d.state, d.cause) for d in done])
@@ -97,7 +97,7 @@ def test_the_node_page_shows_what_refusals_taught_and_an_admin_can_clear_it(brow
     expect(page.locator("#phantom-card")).to_contain_text("memory")
     page.get_by_role("button", name="Clear these observations").click()
     expect(page.locator("#observations")).to_contain_text("Nothing yet")
-    assert Node.objects.get(node_id=2877).hidden_mru_per_vm == 0
+    assert Node.objects.get(grid_id=2877).hidden_mru_per_vm == 0
 
 
 @pytest.mark.django_db(transaction=True)

@@ -31,7 +31,7 @@ def test_it_reregisters_node_1774_live_without_reloading_the_page(browser_page, 
     expect(page.locator("#catalog-table tbody tr[data-slice]")).to_have_count(6)
     assert navigations == []
     assert page.evaluate("window.stillTheSamePage") is True
-    assert Node.objects.get(node_id=1774).slices.count() == 6
+    assert Node.objects.get(grid_id=1774).slices.count() == 6
     screenshot(page, "node.png")
 
 
@@ -44,7 +44,7 @@ def test_it_shows_the_running_job_when_re_register_is_clicked_twice(browser_page
     expect(page.locator("#job-panel .job")).to_be_visible()
     page.get_by_role("button", name="Re-register", exact=True).click()
     expect(page.locator("#job-panel")).to_contain_text("Already running")
-    assert Job.objects.filter(node__node_id=1774).count() == 1
+    assert Job.objects.filter(node__grid_id=1774).count() == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -93,7 +93,7 @@ def test_it_filters_the_overview_and_exports_the_filtered_set(browser_page, demo
     expect(page).to_have_url(re.compile(r"[?&]stale=yes"))
     shown = page.locator("#fleet-table tbody tr[data-node]")
     expect(shown.first).to_be_visible()
-    stale_ids = sorted(n.node_id for n in Node.objects.all() if _is_stale(n))
+    stale_ids = sorted(n.grid_id for n in Node.objects.all() if _is_stale(n))
     expect(shown).to_have_count(min(len(stale_ids), 50))
     expect(shown.locator("text=stale")).to_have_count(min(len(stale_ids), 50))
 

@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, node_id, as_json, **options):
         if node_id is not None:
-            node = Node.objects.filter(node_id=node_id).first()
+            node = Node.objects.filter(grid_id=node_id).first()
             if node is None:
                 raise CommandError(f"node {node_id} is not registered")
             result = node_calibration(node)

@@ -229,20 +229,20 @@ def unregistered_words(nodes: list[DemoNode]) -> str:
 
 def _demo_complete(grid: SimulatedGrid, nodes: list[DemoNode]) -> bool:
     on_grid = set(grid.node_ids())
-    registered = set(Node.objects.filter(node_id__in=[n.node_id for n in nodes]).values_list("node_id", flat=True))
+    registered = set(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", flat=True))
     wanted_registered = {n.node_id for n in nodes if n.registered}
     if not {n.node_id for n in nodes} <= on_grid or registered != wanted_registered:
         return False
     # The one VM on 1774 is the demo's centrepiece; its catalog must agree with the grid.
-    deployed = Slice.objects.filter(node__node_id=NODE_1774.node_id, state=Slice.State.DEPLOYED).count()
+    deployed = Slice.objects.filter(node__grid_id=NODE_1774.node_id, state=Slice.State.DEPLOYED).count()
     return deployed == 1 and len(grid.vms(NODE_1774.node_id)) == 1
 
 
 def _demo_remove(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
     ids = [n.node_id for n in nodes]
-    AuditEvent.objects.filter(node__node_id__in=ids).delete()
-    Deployment.objects.filter(node__node_id__in=ids).delete()  # protected: they go before their nodes
-    Node.objects.filter(node_id__in=ids).delete()
+    AuditEvent.objects.filter(node__grid_id__in=ids).delete()
+    Deployment.objects.filter(node__grid_id__in=ids).delete()  # protected: they go before their nodes
+    Node.objects.filter(grid_id__in=ids).delete()
     on_grid = set(grid.node_ids())
     for node_id in ids:
         if node_id in on_grid:
@@ -332,7 +332,7 @@ def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
 def _demo_precheck(grid: SimulatedGrid, nodes: list[DemoNode]) -> int:
     # Down and standby nodes too: the overview then shows their free slices as phantom, as it should.
     checked = 0
-    for node in Node.objects.filter(node_id__in=[n.node_id for n in nodes if n.registered]):
+    for node in Node.objects.filter(grid_id__in=[n.node_id for n in nodes if n.registered]):
         precheck_run(node=node, grid=grid)
         checked += 1
     return checked

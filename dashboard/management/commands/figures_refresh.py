@@ -37,5 +37,5 @@ class Command(BaseCommand):
 
 def _wrong(stored: dict[int, list]) -> list[int]:
     computed = figures_compute(Node.objects.all())
-    node_ids = dict(Node.objects.values_list("pk", "node_id"))
+    node_ids = dict(Node.objects.values_list("pk", "grid_id"))
     return sorted(node_ids[pk] for pk, figures in computed.items() if list(astuple(figures)) != stored[pk])

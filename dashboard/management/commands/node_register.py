@@ -231,7 +231,7 @@ def _user(username: str):
 def _summary(node: Node) -> dict:
     slices = list(node.slices.order_by("index").values("cru", "mru", "sru"))
     return {
-        "node_id": node.node_id,
+        "node_id": node.grid_id,
         "farm_id": node.farm_id,
         "farm_name": node.farm_name,
         "status": node.status,

@@ -63,7 +63,7 @@ class Command(BaseCommand):
                     kind=Job.Kind.BULK_REREGISTER, farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run
                 )
             else:
-                node = Node.objects.filter(node_id=node_id).first()
+                node = Node.objects.filter(grid_id=node_id).first()
                 if node is None:
                     raise CommandError(
                         f"node {node_id} is not registered; run manage.py node_register {node_id}",
@@ -120,7 +120,7 @@ def _outcome(job: Job, *, created: bool, status: str | None = None) -> dict:
         "job": job.pk,
         "created": created,
         "kind": job.kind,
-        "node_id": job.node.node_id if job.node_id else None,
+        "node_id": job.node.grid_id if job.node_id else None,
         "farm_id": job.farm_id,
         "dry_run": job.dry_run,
         "step": job.step,

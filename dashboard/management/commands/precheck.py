@@ -64,14 +64,14 @@ class Command(BaseCommand):
         if not as_json:
             verb = "queued" if request.created else "already running"
             kind = "" if queued.kind == Job.Kind.PRECHECK else f", a {queued.get_kind_display().lower()}"
-            self.stdout.write(f"{verb}: job #{queued.pk} (node {node.node_id}{kind}, {queued.state})")
+            self.stdout.write(f"{verb}: job #{queued.pk} (node {node.grid_id}{kind}, {queued.state})")
         finished = job_wait(job_id=queued.pk, timeout=timeout) if wait else queued
         outcome = {
             "status": "timeout" if wait and finished.is_active else finished.state,
             "job": finished.pk,
             "created": request.created,
             "kind": finished.kind,
-            "node_id": node.node_id,
+            "node_id": node.grid_id,
             "error": finished.error or None,
         }
         if finished.kind == Job.Kind.PRECHECK:
@@ -110,7 +110,7 @@ def job_report_text(job: Job) -> str:
 
 
 def node_or_error(node_id: int) -> Node:
-    node = Node.objects.filter(node_id=node_id).first()
+    node = Node.objects.filter(grid_id=node_id).first()
     if node is None:
         raise CommandError(f"node {node_id} is not registered; run manage.py node_register {node_id}")
     return node

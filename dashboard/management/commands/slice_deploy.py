@@ -33,7 +33,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the outcome as JSON")
 
     def handle(self, *args, node_id, slice_index, all_free, no_precheck, as_json, **options):
-        node = Node.objects.filter(node_id=node_id).first()
+        node = Node.objects.filter(grid_id=node_id).first()
         if node is None:
             raise CommandError(
                 f"node {node_id} is not registered; run manage.py node_register {node_id}", returncode=COULD_NOT_RUN
@@ -66,14 +66,14 @@ class Command(BaseCommand):
         if as_json:
             self.stdout.write(json.dumps(outcome, indent=2))
         elif not done:
-            self.stdout.write(f"node {node.node_id} has no free slice; nothing to deploy")
+            self.stdout.write(f"node {node.grid_id} has no free slice; nothing to deploy")
         if outcome["failed"]:
             raise CommandError(
-                f"{len(outcome['failed'])} of {outcome['attempted']} slices on node {node.node_id} were not deployed",
+                f"{len(outcome['failed'])} of {outcome['attempted']} slices on node {node.grid_id} were not deployed",
                 returncode=SOME_NOT_DEPLOYED,
             )
         if not as_json and done:
-            self.stdout.write(f"{outcome['deployed']} of {outcome['attempted']} slices deployed on node {node.node_id}")
+            self.stdout.write(f"{outcome['deployed']} of {outcome['attempted']} slices deployed on node {node.grid_id}")
 
 
 def _outcome(done: list[Deployment]) -> dict:

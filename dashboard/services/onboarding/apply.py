@@ -46,7 +46,7 @@ def page_apply(
         return
     now = timezone.now()
     with transaction.atomic():
-        known = dict(Node.objects.filter(node_id__in=[n.node_id for n in nodes]).values_list("node_id", "pk"))
+        known = dict(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", "pk"))
         new = [n for n in nodes if n.node_id not in known]
         if request.dry_run:
             _preview_new(new, request=request, result=result)
@@ -108,7 +108,7 @@ def _refresh(
     pks = [known[n.node_id] for n in reread]
     if write:
         nodes_lock(pks)  # as every writer does: the node before its figures
-    stored = {row[0]: row[1:] for row in Node.objects.filter(pk__in=pks).values_list("node_id", *COMPARED)}
+    stored = {row[0]: row[1:] for row in Node.objects.filter(pk__in=pks).values_list("grid_id", *COMPARED)}
     for live in reread:
         total, used = live.total, live.used
         values = (live.status, total.cru, total.mru, total.sru, total.hru, used.cru, used.mru, used.sru, used.hru)

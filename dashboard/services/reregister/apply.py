@@ -55,9 +55,9 @@ def node_reregister(*, job: Job) -> ReregisterResult:
     job_test_pause("claimed")
     grid = get_grid()
     # Three steps the page can draw as a bar: read the grid, carve, save.
-    job_progress(job=job, step=f"reading node {node.node_id}'s live capacity from the grid", done=0, total=3)
-    seen = node_capacity_read(grid=grid, node_id=node.node_id, job=job, announce=False)
-    job_progress(job=job, step=f"carving node {node.node_id}'s catalog", done=1)
+    job_progress(job=job, step=f"reading node {node.grid_id}'s live capacity from the grid", done=0, total=3)
+    seen = node_capacity_read(grid=grid, node_id=node.grid_id, job=job, announce=False)
+    job_progress(job=job, step=f"carving node {node.grid_id}'s catalog", done=1)
     slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
     plan = reregister_plan(
         node=node,
@@ -215,7 +215,7 @@ def node_event(*, job: Job, plan: ReregisterPlan, result: ReregisterResult) -> A
         action="job.node-reregistered",
         node=plan.node,
         job=job,
-        message=f"{'dry run of ' if result.dry_run else ''}re-register of node {plan.node.node_id}: {result.sentence()}",
+        message=f"{'dry run of ' if result.dry_run else ''}re-register of node {plan.node.grid_id}: {result.sentence()}",
         detail={
             "result": bulk_node_summary(result).model_dump(mode="json")
             | {"policy": result.policy.model_dump(), "notes": result.notes}

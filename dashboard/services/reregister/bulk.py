@@ -115,7 +115,7 @@ class _BulkRun:
 
     def batch(self, pks: list[int]) -> None:
         """Read (one page, then one by one what it lacks), plan and apply these nodes; count each in node order."""
-        nodes = list(Node.objects.filter(pk__in=pks).order_by("node_id"))
+        nodes = list(Node.objects.filter(pk__in=pks).order_by("grid_id"))
         policies = policies_for_nodes(nodes)
         slices = slices_by_node(pks)
         deploying = deploying_slices(pks)
@@ -157,7 +157,7 @@ class _BulkRun:
             if isinstance(outcome, BulkNode):
                 _bulk_count_node(self.result, outcome)
             elif outcome is not None:
-                _bulk_count_failure(self.result, node_id=node.node_id, error=outcome)
+                _bulk_count_failure(self.result, node_id=node.grid_id, error=outcome)
         self.done += len(outcomes)
         if stop is not None:
             handled, error, exc = stop
@@ -181,12 +181,12 @@ class _BulkRun:
         size = max(1, min(settings.GRID_PAGE_SIZE, MAX_PAGE_SIZE))  # what the proxy serves in one page
         for start in range(0, len(nodes), size):
             chunk = nodes[start : start + size]
-            self._beat_while_reading(f"reading nodes {chunk[0].node_id}-{chunk[-1].node_id} from the grid, a page")
+            self._beat_while_reading(f"reading nodes {chunk[0].grid_id}-{chunk[-1].grid_id} from the grid, a page")
             read_at = timezone.now()
             self.result.requests += 1
             try:
                 with grid_step_deadline(settings.GRID_STEP_DEADLINE):
-                    page = ids_page(self.grid, node_ids=[node.node_id for node in chunk])
+                    page = ids_page(self.grid, node_ids=[node.grid_id for node in chunk])
             except ReadFailed as exc:
                 # The page's nodes are read one at a time below; the run goes on.
                 log.warning("bulk job %s: %s; reading its nodes one at a time", self.job.pk, exc)
@@ -195,15 +195,15 @@ class _BulkRun:
             self.result.pages += 1
             got.update((live.node_id, (live, read_at)) for live in page.nodes)
         for node in nodes:
-            if node.node_id in got:
-                readings[node.pk] = got[node.node_id]
+            if node.grid_id in got:
+                readings[node.pk] = got[node.grid_id]
                 self.unreachable_in_a_row = 0
                 continue
-            self._beat_while_reading(f"reading node {node.node_id}'s live capacity on its own")
+            self._beat_while_reading(f"reading node {node.grid_id}'s live capacity on its own")
             try:
                 self.result.read_alone += 1
                 self.result.requests += 1
-                live = node_capacity_read(grid=self.grid, node_id=node.node_id, job=self.job, announce=False)
+                live = node_capacity_read(grid=self.grid, node_id=node.grid_id, job=self.job, announce=False)
             except self.stop_on:
                 raise
             except JobLost:
@@ -242,7 +242,7 @@ class _BulkRun:
         for plan in left_out:
             done += 1
             progress = {
-                "step": f"node {plan.node.node_id} done ({done} of {self.total})",
+                "step": f"node {plan.node.grid_id} done ({done} of {self.total})",
                 "done": done,
                 "failed": self.result.failed,
             }
@@ -274,7 +274,7 @@ class _BulkRun:
     def _failure_words(self, node: Node, exc: Exception) -> str:
         if isinstance(exc, (JobError, GridError, capacity.CapacityError)):
             return str(exc) or type(exc).__name__
-        log.exception("bulk job %s: node %s failed unexpectedly", self.job.pk, node.node_id)
+        log.exception("bulk job %s: node %s failed unexpectedly", self.job.pk, node.grid_id)
         return f"internal error: {type(exc).__name__}: {exc}"
 
 
@@ -371,7 +371,7 @@ def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
     seen, read_at = plan.seen, plan.read_at
     if _too_old(read_at):
         seen, read_at = (
-            node_capacity_read(grid=get_grid(), node_id=node.node_id, job=job, announce=False),
+            node_capacity_read(grid=get_grid(), node_id=node.grid_id, job=job, announce=False),
             timezone.now(),
         )
     plan = reregister_plan(

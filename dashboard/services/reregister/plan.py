@@ -74,7 +74,7 @@ class ReregisterPlan:
             )
         return ReregisterResult.model_validate(
             {
-                "node_id": self.node.node_id,
+                "node_id": self.node.grid_id,
                 "dry_run": dry_run,
                 "changed": not up_to_date,
                 "up_to_date": up_to_date,
@@ -113,7 +113,7 @@ def reregister_plan(
     """
     if seen.total.mru <= 0 or seen.total.sru <= 0:
         raise JobError(
-            f"the grid reports no {'memory' if seen.total.mru <= 0 else 'SSD disk'} for node {node.node_id}; "
+            f"the grid reports no {'memory' if seen.total.mru <= 0 else 'SSD disk'} for node {node.grid_id}; "
             "refusing to re-carve its catalog on that reading"
         )
     slices = sorted(slices, key=lambda s: s.index)
@@ -196,11 +196,11 @@ def reregister_plan(
         notes.append(f"{len(failed)} slice(s) marked failed hold no VM; they were treated like free slices")
     if carve.overcommitted:
         notes.append(
-            f"the {len(occupied)} rented/deployed slice(s) alone exceed what node {node.node_id} can host "
+            f"the {len(occupied)} rented/deployed slice(s) alone exceed what node {node.grid_id} can host "
             f"under policy {policy.name}; they are kept and no free slice is offered"
         )
     if capacity.node_is_away(seen.status):
-        notes.append(f"node {node.node_id} is {seen.status} on the grid: nothing can be placed on it until it is up")
+        notes.append(f"node {node.grid_id} is {seen.status} on the grid: nothing can be placed on it until it is up")
     elif phantom_after:
         notes.append(
             f"{phantom_after} of the new free slices cannot be placed now: the node's live usage is higher "

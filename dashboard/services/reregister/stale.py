@@ -27,7 +27,7 @@ def stale_node_pks(*, farm_id: int | None = None) -> list[int]:
     depend on it; the bulk run then reads each stale node's page anyway before it plans, and a
     node that turns out current on that reading is counted "already up to date".
     """
-    nodes = Node.objects.order_by("farm_id", "node_id")
+    nodes = Node.objects.order_by("farm_id", "grid_id")
     if farm_id is not None:
         nodes = nodes.filter(farm_id=farm_id)
     pks = list(nodes.values_list("pk", flat=True))
