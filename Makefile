@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install migrate demo worker bench reliability screenshots check lint format clean simulate
+.PHONY: run test bench-test install migrate demo worker bench reliability screenshots check lint format clean simulate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,13 +35,27 @@ run: demo
 worker: install
 	$(BIN)/celery -A dashboard worker --beat --loglevel=INFO --schedule=var/celerybeat-schedule
 
-# Everything: slow, worker and browser tests included.
-test: install lint
-	$(BIN)/python -m pytest
+# Two pytest-xdist workers (a module's or a class's tests stay on one worker, so the fixtures they
+# share are built once); `make check XDIST=` runs in one process.
+XDIST ?= -n 2 --dist loadscope
 
-# The quick loop (aim: under 2 minutes on 2 cores; about 100 s of CPU): all but the tests marked slow, worker or browser.
+# Everything: slow, worker and browser tests included. The quick part runs on both cores (pytest-xdist;
+# each worker has its own test database and Redis db, tests/testenv.py); the slow, worker and browser
+# tests run after it in one process: they start Celery workers, live servers, Chromium and `make run`,
+# and some time themselves, so they are not made to share the two cores with each other.
+test: install lint
+	$(BIN)/python -m pytest $(XDIST) -m "not slow and not worker and not browser"
+	$(BIN)/python -m pytest -m "slow or worker or browser"
+	$(MAKE) --no-print-directory bench-test
+
+# The bench's own code (its seed, its report, the kill loop at suite size): bench/tests/, with the
+# suite's fixtures. The suite (tests/) imports nothing from bench/.
+bench-test: install
+	$(BIN)/python -m pytest bench/tests
+
+# The quick loop (aim: under 2 minutes on 2 cores): all but the tests marked slow, worker or browser.
 check: install lint
-	$(BIN)/python -m pytest -q -m "not slow and not worker and not browser"
+	$(BIN)/python -m pytest -q $(XDIST) -m "not slow and not worker and not browser"
 
 # ruff's lint and format check (pyproject.toml); `make format` rewrites the files.
 lint: install

@@ -2,8 +2,8 @@
 
 The job that writes a result builds its model (validation catches a wrong shape before it is
 stored); the job page (one template partial per kind), the jobs list, the commands' text and JSON,
-the API and the audit trail all read it back through `result_of` and say it with `sentence()`.
-`job_describe` is the one way to say what a job is ("dry run of re-register of node 1774 (job #12)").
+the API and the audit trail all read it back through `dashboard.job_kinds.result_of` and say it
+with `sentence()`. Which kind returns which model is its declaration's (dashboard.job_kinds).
 
 Models allow extra keys and default the missing ones: a result stored by an older or newer version
 of the product is still read (and one that cannot be read is shown as it is stored).
@@ -11,14 +11,11 @@ of the product is still read (and one that cannot be read is shown as it is stor
 
 from __future__ import annotations
 
-import logging
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from dashboard import capacity
-
-log = logging.getLogger(__name__)
 
 
 class _Part(BaseModel):
@@ -57,6 +54,9 @@ class JobResult(_Part):
     AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset(
         {"removed", "added", "kept", "nodes", "verdicts", "capacity_seen", "notes"}
     )
+    # Keys the jobs list never reads, left out by PostgreSQL before the row is sent: lists whose
+    # size follows the fleet (selectors.jobs).
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset()
 
     def sentence(self) -> str:
         return getattr(self, "words", "") or ""
@@ -144,6 +144,8 @@ class BulkResult(JobResult):
     nodes: list[BulkNode] = []
     nodes_total: int = 0
     nodes_truncated: bool = False
+
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"nodes", "failures"})
     # How the run read the grid: pages by id (farm order), nodes a page lacked or failed on read alone,
     # plans read again because their reading was past BULK_READING_MAX_AGE; every request counted.
     pages: int = 0
@@ -193,7 +195,9 @@ class PrecheckResult(JobResult):
         return capacity.away_badge(self.status) if self.away else ""
 
 
-class SimulateResult(JobResult):
+class PolicyTrialResult(JobResult):
+    """A policy trial's month: the policy in force against the candidate (services.policy_trial)."""
+
     words: str = ""
     candidate: str = ""
     in_force: str = ""
@@ -243,6 +247,9 @@ class OnboardResult(JobResult):
         "left_out",
         "pages_done",
     }
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset(
+        {"new_nodes", "skipped", "left_out", "not_found", "pages_done"}
+    )
 
     def stored(self) -> dict[str, Any]:
         # The words too: the jobs list shows them without reading the lists back.
@@ -276,64 +283,6 @@ class OnboardResult(JobResult):
         if not self.finished:
             text += f". Stopped at {self.stopped}; run it again to finish the rest (what was read is committed)"
         return text
-
-
-# Job.Kind value -> its result model. A new kind adds its model here and its partial to job.html.
-RESULTS: dict[str, type[JobResult]] = {
-    "reregister": ReregisterResult,
-    "bulk-reregister": BulkResult,
-    "precheck": PrecheckResult,
-    "simulate": SimulateResult,
-    "onboard": OnboardResult,
-}
-KIND_WORDS = {
-    "reregister": "re-register",
-    "precheck": "precheck",
-    "bulk-reregister": "bulk re-register",
-    "simulate": "simulated month",
-    "onboard": "adding nodes from the grid",
-}
-
-
-def result_of(kind: str, stored: dict | None) -> JobResult | None:
-    """The stored result read back typed; None when there is none or it cannot be read (logged)."""
-    if not stored or kind not in RESULTS:
-        return None
-    try:
-        return RESULTS[kind].model_validate(stored)
-    except ValidationError as exc:
-        log.warning("a %s result could not be read: %s", kind, exc.errors()[:3])
-        return None
-
-
-def job_describe(job, *, numbered: bool = True) -> str:
-    """What the job is, in words: "dry run of re-register of node 1774 (job #12)" (without the number
-    when the caller says it already). Takes any object with a Job's kind, dry_run, node, node_id,
-    farm_id, parameters and pk.
-    """
-    words = KIND_WORDS.get(job.kind, job.kind)
-    if job.dry_run:
-        words = f"dry run of {words}"
-    if job.node_id is not None and job.node is not None:
-        target = f"node {job.node.grid_id}"
-    elif job.kind == "bulk-reregister":
-        target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
-    elif job.kind == "simulate":
-        target = f"policy {(job.parameters or {}).get('candidate', {}).get('name', '?')}"
-    elif job.kind == "onboard":
-        asked = job.parameters or {}
-        target = (
-            ", ".join(
-                [
-                    *(f"farm {f}" for f in asked.get("farm_ids") or []),
-                    *(f"node {n}" for n in (asked.get("node_ids") or [])[:5]),
-                ]
-            )
-            or "no farm"
-        )
-    else:
-        target = "a deleted node"
-    return f"{words} of {target} (job #{job.pk})" if numbered else f"{words} of {target}"
 
 
 def _s(n: int) -> str:

@@ -12,9 +12,9 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard import capacity
+from dashboard import capacity, job_kinds
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
-from dashboard.job_results import JobResult, job_describe, result_of
+from dashboard.job_results import JobResult
 
 
 def reading_max_age() -> timedelta:
@@ -357,12 +357,8 @@ class Deployment(models.Model):
 class Job(models.Model):
     """A long operation run by a worker; its row is what the page polls."""
 
-    class Kind(models.TextChoices):
-        REREGISTER = "reregister", "Re-register"
-        PRECHECK = "precheck", "Precheck"
-        BULK_REREGISTER = "bulk-reregister", "Bulk re-register"
-        SIMULATE = "simulate", "Simulated month"
-        ONBOARD = "onboard", "Add nodes from the grid"
+    # One member per declared kind (dashboard.job_kinds): Job.Kind.PRECHECK == "precheck".
+    Kind = models.TextChoices("Kind", [(kind.name, (kind.value, kind.label)) for kind in job_kinds.kinds()])
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -382,6 +378,10 @@ class Job(models.Model):
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")
     farm_id = models.PositiveIntegerField(null=True, blank=True)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # The API token that asked (its holder is requested_by): a token can be made in another user's name.
+    requested_token = models.ForeignKey(
+        "ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="jobs"
+    )
     source = models.CharField(max_length=8, choices=Source.choices, default=Source.WEB)
     dry_run = models.BooleanField(default=False)
     state = models.CharField(max_length=10, choices=State.choices, default=State.QUEUED, db_index=True)
@@ -396,7 +396,7 @@ class Job(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
-    # What was asked, for a kind that needs more than a node (a simulated month: the candidate policy).
+    # What was asked, for a kind that needs more than a node (a policy trial: the candidate policy).
     parameters = models.JSONField(default=dict, blank=True)
     result = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
@@ -409,26 +409,46 @@ class Job(models.Model):
             models.UniqueConstraint(
                 fields=["node"], condition=Q(state__in=["queued", "running"]), name="one_active_job_per_node"
             ),
-            models.UniqueConstraint(
-                fields=["kind"],
-                condition=Q(kind="bulk-reregister", state__in=["queued", "running"]),
-                name="one_active_bulk_job",
-            ),
-            models.UniqueConstraint(
-                fields=["kind"],
-                condition=Q(kind="simulate", state__in=["queued", "running"]),
-                name="one_active_simulate_job",
-            ),
-            models.UniqueConstraint(
-                fields=["kind"],
-                condition=Q(kind="onboard", state__in=["queued", "running"]),
-                name="one_active_onboard_job",
+            # The fleet-wide kinds of which one at a time may be active (their declaration says so).
+            *(
+                models.UniqueConstraint(
+                    fields=["kind"],
+                    condition=Q(kind=kind.value, state__in=["queued", "running"]),
+                    name=kind.one_at_a_time,
+                )
+                for kind in job_kinds.kinds()
+                if kind.one_at_a_time
             ),
         ]
 
     def __str__(self) -> str:
-        target = self.node or (f"farm {self.farm_id}" if self.farm_id else "fleet")
-        return f"{self.get_kind_display()} of {target} #{self.pk}"
+        return f"{self.get_kind_display()}{self.declared.of if self.declared else ' of '}{self.target} #{self.pk}"
+
+    @property
+    def declared(self) -> job_kinds.JobKind | None:
+        """This job's kind as declared (dashboard.job_kinds): its words, partial, parameters and runner."""
+        return job_kinds.kind_of(self.kind)
+
+    @property
+    def target(self) -> str:
+        """What the job is about, in its kind's words: "node 1774", "all stale nodes", "policy zos-lean"."""
+        return self.declared.target_words(self) if self.declared else "?"
+
+    @property
+    def asked(self) -> job_kinds.JobParameters:
+        """The parameters, typed by the kind; job_kinds.ParametersUnreadable when a stored row cannot be read."""
+        if self.declared is None:
+            raise job_kinds.ParametersUnreadable(f"unknown job kind {self.kind!r}")
+        return self.declared.parameters_read(self.parameters)
+
+    @property
+    def asked_by(self) -> str:
+        """Who asked, for people: the user, and the API token when one asked ("ops, with token ab12cd34… (deployer)")."""
+        who = self.requested_by.get_username() if self.requested_by_id and self.requested_by else ""
+        token = self.requested_token if self.requested_token_id else None
+        if token is None:
+            return who
+        return f"{who or 'a deleted user'}, with token {token.prefix}… ({token.name})"
 
     @property
     def is_active(self) -> bool:
@@ -439,20 +459,20 @@ class Job(models.Model):
         """The result read back typed (dashboard.job_results), or None (none yet, or unreadable)."""
         # A jobs list reads `result_brief` (the result without its fleet-sized lists) and defers `result`.
         stored = self.__dict__["result_brief"] if "result_brief" in self.__dict__ else self.result
-        return result_of(self.kind, stored)
+        return job_kinds.result_of(self.kind, stored)
 
     @property
     def node_away(self) -> str:
         """A finished precheck that found its node down or on standby: the badge's words, else "".
 
         Such a job succeeded (it read the grid) but the node is not fine: pages say so, not "Succeeded"."""
-        if self.kind != self.Kind.PRECHECK or self.state != self.State.SUCCEEDED:
+        if self.state != self.State.SUCCEEDED:
             return ""
-        return getattr(self.outcome, "away_badge", "")
+        return getattr(self.outcome, "away_badge", "")  # only a precheck's result says so
 
     @property
     def described(self) -> str:
-        return job_describe(self)
+        return job_kinds.job_describe(self)
 
     @property
     def duration(self):

@@ -39,8 +39,8 @@ urlpatterns = [
     path("policy/", policy.policy_list, name="policy"),
     path("policy/new/", policy.policy_new, name="policy-new"),
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
-    path("policy/<int:policy_id>/simulate/", policy.policy_simulate, name="policy-simulate"),
-    path("policy/new/simulate/", policy.policy_new_simulate, name="policy-new-simulate"),
+    path("policy/<int:policy_id>/trial/", policy.policy_trial, name="policy-trial"),
+    path("policy/new/trial/", policy.policy_new_trial, name="policy-new-trial"),
     path(
         "login/",
         auth_views.LoginView.as_view(redirect_authenticated_user=False, authentication_form=LoginForm),

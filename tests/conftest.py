@@ -136,14 +136,14 @@ def legacy_node_1774(simgrid_path):
     """
     from dataclasses import replace
 
-    from dashboard.capacity import GiB
     from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Slice
     from dashboard.services.figures import figures_refresh
     from dashboard.services.registration import node_register_from_grid
+    from tests.factories import node_1774
 
     grid = SimulatedGrid(simgrid_path)
-    grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=1, farm_name="farm one")
+    grid.add_node(1774, **node_1774(farm_id=1, farm_name="farm one"))
     node = node_register_from_grid(live=replace(grid.node(1774), pools_sru=None), policy_name="legacy")
     first = node.slices.get(index=0)
     grid.deploy_vm(1774, first.size, name="vm1774s0")

@@ -14,3 +14,18 @@ NODE_1774 = dict(cru=TOTAL_1774.cru, mru=TOTAL_1774.mru, sru=TOTAL_1774.sru, far
 def node_1774(**changes) -> dict:
     """NODE_1774 with some fields changed, e.g. sim_node(1774, **node_1774(status="down"))."""
     return {**NODE_1774, **changes}
+
+
+def sim_node_1774(sim_node, *, policy_name: str | None = "legacy", deployed: tuple[int, ...] = (), **changes):
+    """Node 1774 on this test's simulated grid (conftest's `sim_node`), registered with `policy_name`
+    (the legacy 7-slice carve unless told: the catalog the issue found), and the slices in `deployed`
+    deployed through slice_deploy, as the marketplace would. `changes` as for node_1774().
+    """
+    from dashboard.services.deploy import slice_deploy
+
+    node = sim_node(1774, policy_name=policy_name, **node_1774(**changes))
+    for index in deployed:
+        slice_deploy(node=node, slice_index=index, grid=sim_node.grid, source="command")
+    if deployed:
+        node.refresh_from_db()
+    return node

@@ -6,10 +6,11 @@ from dashboard.capacity import GiB, MiB, Resources
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
 from dashboard.services.figures import figures_refresh
 from dashboard.services.registration import node_register
+from tests.factories import TOTAL_1774
 
 pytestmark = pytest.mark.django_db
 
-NODE_1774 = Resources(cru=8, mru=33285996544, sru=1000190509056)
+NODE_1774 = TOTAL_1774  # 31 GiB and 931.5 GiB, in bytes: 33285996544 and 1000190509056
 SMALL = Resources(cru=4, mru=16 * GiB, sru=250 * GiB)
 
 

@@ -125,8 +125,8 @@ def _operations(client):
 
 @pytest.mark.django_db
 def test_it_refuses_every_operation_without_a_token_and_writes_nothing(client, sim_node):
-    from bench.reliability.checks import state_snapshot
     from dashboard.capacity import GiB
+    from tests.invariants import state_snapshot
 
     sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
     before = (state_snapshot(), Deployment.objects.count())
@@ -137,8 +137,8 @@ def test_it_refuses_every_operation_without_a_token_and_writes_nothing(client, s
 
 @pytest.mark.django_db
 def test_it_refuses_every_operation_to_a_signed_in_admin_session(admins_client, sim_node):
-    from bench.reliability.checks import state_snapshot
     from dashboard.capacity import GiB
+    from tests.invariants import state_snapshot
 
     sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
     before = (state_snapshot(), Deployment.objects.count())

@@ -3,8 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Deployment, Node, Slice
+from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/deployments"
@@ -17,7 +17,7 @@ AT = "2026-05-01T12:00:00Z"
 
 @pytest.fixture
 def node_1774(sim_node):
-    return sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    return sim_node_1774(sim_node)
 
 
 @pytest.fixture

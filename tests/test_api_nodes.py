@@ -4,7 +4,7 @@ import pytest
 
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Job
-from dashboard.services.deploy import slice_deploy
+from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
 NODE = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
@@ -13,9 +13,7 @@ NODE = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
 @pytest.fixture
 def node_1774(sim_node):
     """Node 1774 with the legacy carve and slice 0 deployed: slice 6 is phantom."""
-    node = sim_node(1774, policy_name="legacy", **NODE)
-    slice_deploy(node=node, slice_index=0)
-    return node
+    return sim_node_1774(sim_node, deployed=(0,))
 
 
 def test_it_gives_the_catalog_and_figures(api_call, api_token, node_1774):
@@ -118,3 +116,30 @@ def test_it_gives_what_the_nodes_refusals_taught(api_call, api_token, sim_node):
     assert body["lessons"]["hidden_mru_per_vm"] == GiB
     assert [o["kind"] for o in body["lessons"]["observations"]] == ["memory"]
     assert body["figures"]["phantom_by_reason"] == {"memory": 3}  # the free slices the lesson rules out
+
+
+def test_the_job_says_which_token_asked(api_call, api_token, node_1774, django_capture_on_commit_callbacks):
+    secret = api_token("act", name="deployer")
+    with django_capture_on_commit_callbacks(execute=False):
+        body = api_call("post", "/api/v1/nodes/1774/reregister", secret, json={}).json()
+    job = Job.objects.get()
+    token = api_token.tokens[0]
+    assert (job.requested_by, job.requested_token) == (token.user, token)
+    assert body["job"]["requested_token"] == {"prefix": token.prefix, "name": "deployer"}
+    assert job.asked_by == f"api-admins, with token {token.prefix}… (deployer)"
+    requested = AuditEvent.objects.get(action="job.requested")
+    assert requested.detail["token"]["prefix"] == token.prefix and token.prefix in requested.message
+
+
+def test_a_job_asked_with_a_token_made_in_someone_elses_name_names_the_token_and_its_maker(
+    api_call, api_token, role_user, node_1774, django_capture_on_commit_callbacks
+):
+    from dashboard.services.tokens import api_token_create
+
+    chief = role_user("admins", username="chief", is_superuser=True)
+    minted = api_token_create(user=chief, name="minted", scopes="act", by=role_user("admins", username="ops"))
+    with django_capture_on_commit_callbacks(execute=False):
+        api_call("post", "/api/v1/nodes/1774/reregister", minted.secret, json={})
+    job = Job.objects.get()
+    assert job.asked_by == f"chief, with token {minted.token.prefix}… (minted)"
+    assert AuditEvent.objects.get(action="job.requested").detail["token"]["made_by"] == "ops"

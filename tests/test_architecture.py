@@ -122,12 +122,21 @@ def test_reads_and_lower_layers_never_import_the_services(layer):
 
 
 def test_the_job_life_cycle_knows_no_job_kind():
-    # It knows what each kind takes (job_kinds, which imports no service), never what a kind runs.
+    # It reads what each kind takes from the declarations (dashboard.job_kinds), never what a kind runs.
     assert not {e for e in GRAPH["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
         "dashboard.services.grid_requests",
-        "dashboard.services.job_kinds",
     }
-    assert not {e for e in GRAPH["dashboard.services.job_kinds"] if e.startswith("dashboard.services.")}
+    for runs_any_kind in ("dashboard.services.job_run", "dashboard.services.job_reaper"):
+        assert not {e for e in GRAPH[runs_any_kind] if e.startswith("dashboard.services.")} - {
+            "dashboard.services.jobs",
+        }
+
+
+def test_the_job_kinds_sit_below_the_models_and_name_their_runners_without_importing_them():
+    for name, edges in GRAPH.items():
+        if name.startswith("dashboard.job_kinds"):
+            above = {e for e in edges if e.split(".")[1] in ("models", "services", "selectors", "views", "api")}
+            assert not above, f"{name} imports {sorted(above)}"
 
 
 def test_service_modules_stay_small():

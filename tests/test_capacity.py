@@ -24,8 +24,9 @@ from dashboard.capacity import (
     placeable_count,
     precheck,
 )
+from tests.factories import TOTAL_1774
 
-NODE_1774 = Resources(cru=8, mru=33285996544, sru=1000190509056)
+NODE_1774 = TOTAL_1774  # 31 GiB and 931.5 GiB, in bytes: 33285996544 and 1000190509056
 ZOS = capacity.PROFILES["zos"]
 LEGACY = capacity.PROFILES["legacy"]
 FLAT = capacity.PROFILES["flat-overhead"]

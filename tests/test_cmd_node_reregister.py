@@ -177,10 +177,9 @@ def test_it_follows_the_job_already_running_to_its_end(legacy_node_1774):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet, monkeypatch):
-    from dashboard.services.reregister import bulk as reregister
+def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet):
+    from dashboard.services.reregister import BulkLimits
 
-    monkeypatch.setattr(reregister, "BULK_FAILURES_KEPT", 1)
     legacy_fleet(3)
     for gone in (1, 2, 3):
         legacy_fleet.grid.remove_node(gone)
@@ -189,7 +188,7 @@ def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet, monkeypatch)
 
     def finish():
         try:
-            job_execute(job=holder)
+            job_execute(job=holder, limits=BulkLimits(failures_kept=1))
         finally:
             connection.close()
 

@@ -5,9 +5,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.models import Node
-from dashboard.services.deploy import slice_deploy
 from dashboard.services.registration import node_register
-from tests.factories import NODE_1774, TOTAL_1774
+from tests.factories import NODE_1774, TOTAL_1774, sim_node_1774
 
 pytestmark = pytest.mark.django_db
 
@@ -20,9 +19,7 @@ def _run(*args):
 
 @pytest.fixture
 def legacy_1774(sim_node):
-    node = sim_node(1774, policy_name="legacy", **NODE_1774)
-    slice_deploy(node=node, slice_index=0)
-    return node
+    return sim_node_1774(sim_node, deployed=(0,))
 
 
 def test_it_prints_free_placeable_and_phantom_counts(legacy_1774):

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from dashboard.capacity import PROFILES, GiB, MiB, Resources, SliceSize, carve
 from dashboard.grid.simgrid import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
 from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline, WorkloadNotFound
+from tests.factories import TOTAL_1774
 
-NODE_1774 = {"cru": 8, "mru": 31 * GiB, "sru": int(931.5 * GiB)}
+NODE_1774 = {"cru": TOTAL_1774.cru, "mru": TOTAL_1774.mru, "sru": TOTAL_1774.sru}
 ZOS_SLICE = SliceSize(cru=1, mru=4 * GiB, sru=151 * GiB, rootfs=500 * MiB)
 LEGACY_SLICE = SliceSize(cru=1, mru=4 * GiB, sru=133 * GiB)
 # 31 GiB - (6 x 4 GiB + 31 GiB // 10): what ZOS has left for a seventh VM on node 1774.

@@ -10,13 +10,15 @@ from django.test.utils import CaptureQueriesContext
 from dashboard.models import Job, Node, Slice
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.reregister import BULK_GRID_DOWN_AFTER
+from dashboard.services.reregister import BULK_GRID_DOWN_AFTER, BulkHooks, BulkLimits
 from tests.conftest import legacy_fleet_build, rolled_back_after
 
 
-def bulk(**kwargs) -> Job:
+def bulk(*, limits: BulkLimits | None = None, hooks: BulkHooks | None = None, **kwargs) -> Job:
+    """Request, claim and run a bulk job in this process; `limits` and `hooks` are the run's own seams."""
     job = job_claim(job_id=job_request(kind=Job.Kind.BULK_REREGISTER, **kwargs).job.pk)
-    job_execute(job=job)
+    seams = {"limits": limits} if limits else {}
+    job_execute(job=job, **seams, **({"hooks": hooks} if hooks else {}))
     job.refresh_from_db()
     return job
 
@@ -112,12 +114,7 @@ def test_it_needs_a_fixed_number_of_queries_per_node_whatever_the_slices(legacy_
     assert len(many_slices) == len(few_slices)
 
 
-@pytest.fixture
-def small_sample(monkeypatch):
-    from dashboard.services.reregister import bulk as reregister
-
-    monkeypatch.setattr(reregister, "BULK_SAMPLE", 5)
-    return 5
+SAMPLE_OF_5 = BulkLimits(sample=5)
 
 
 @pytest.fixture(scope="class")
@@ -126,21 +123,15 @@ def bulk_run_of_210_with_3_gone(django_db_setup, django_db_blocker, tmp_path_fac
     built and run once for the class, rolled back after it (tests/conftest.py rolled_back_after)."""
     from dashboard.capacity import GiB
     from dashboard.grid.simgrid import SimulatedGrid
-    from dashboard.services.reregister import bulk as reregister
 
     simgrid = tmp_path_factory.mktemp("bulk-210") / "simgrid.sqlite3"
-    with (
-        pytest.MonkeyPatch.context() as patch,
-        override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"),
-        rolled_back_after(django_db_blocker),
-    ):
-        patch.setattr(reregister, "BULK_SAMPLE", 5)
+    with override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
         grid = SimulatedGrid(simgrid)
         legacy_fleet_build(grid, 210, first=1, farm_id=1, mru=16 * GiB, sru=500 * GiB)
         for gone in (3, 150, 209):
             grid.remove_node(gone)
         before = Slice.objects.exclude(node__grid_id__in=(3, 150, 209)).count()
-        yield bulk(), before
+        yield bulk(limits=SAMPLE_OF_5), before
 
 
 @pytest.fixture
@@ -179,35 +170,32 @@ class TestABulkRunOf210Nodes:
 
 
 @pytest.mark.django_db
-def test_it_counts_the_failures_past_the_cap_without_listing_them(legacy_fleet, monkeypatch):
-    from dashboard.services.reregister import bulk as reregister
-
-    monkeypatch.setattr(reregister, "BULK_FAILURES_KEPT", 2)
+def test_it_counts_the_failures_past_the_cap_without_listing_them(legacy_fleet):
     legacy_fleet(6)
     for gone in (1, 3, 4, 6):
         legacy_fleet.grid.remove_node(gone)
-    result = bulk().result
+    result = bulk(limits=BulkLimits(failures_kept=2)).result
     assert ([f["node_id"] for f in result["failures"]], result["failures_more"], result["failed"]) == ([1, 3], 2, 4)
     assert result["words"].endswith("4 failed")
 
 
 @pytest.mark.django_db
-def test_it_keeps_the_result_the_same_size_whatever_the_number_of_nodes(legacy_fleet, small_sample):
+def test_it_keeps_the_result_the_same_size_whatever_the_number_of_nodes(legacy_fleet):
     import json
 
     legacy_fleet(10, first=1)
-    ten = len(json.dumps(bulk().result))
+    ten = len(json.dumps(bulk(limits=SAMPLE_OF_5).result))
     legacy_fleet(60, first=100)
-    sixty = len(json.dumps(bulk().result))
+    sixty = len(json.dumps(bulk(limits=SAMPLE_OF_5).result))
     assert sixty - ten < 40, (ten, sixty)  # only the digits of the counts grow
 
 
 @pytest.mark.django_db
-def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet, small_sample):
+def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet):
     from dashboard.models import AuditEvent
 
     legacy_fleet(8)
-    job = bulk()
+    job = bulk(limits=SAMPLE_OF_5)
     events = list(AuditEvent.objects.filter(job=job, action="job.node-reregistered").order_by("node__grid_id"))
     assert [e.node.grid_id for e in events] == list(range(1, 9))
     assert events[7].detail["result"]["after"]["slices"] == Slice.objects.filter(node__grid_id=8).count()
@@ -216,35 +204,21 @@ def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet, small_sa
 # --- batches: one transaction per batch of nodes ---------------------------------------------------
 
 
-@pytest.fixture
-def one_batch(monkeypatch):
-    """Every node of the run in one batch (a small run is otherwise split so its progress moves)."""
-    from dashboard.services.reregister import bulk as reregister
-
-    monkeypatch.setattr(reregister, "BULK_PROGRESS_STEPS", 1)
+# Every node of the run in one batch (a small run is otherwise split so its progress moves).
+ONE_BATCH = BulkLimits(progress_steps=1)
 
 
-@pytest.fixture
-def planned(monkeypatch):
-    """planned(node_id -> what to do right after that node's first plan) -> the node ids planned, in order."""
-    from dashboard.services.reregister import bulk as reregister
-
-    real = reregister.reregister_plan
+def planned(meanwhile: dict) -> tuple[BulkHooks, list[int]]:
+    """Hooks that do meanwhile[node_id](node) right after that node's first plan, and the node ids
+    planned, in order."""
     seen: list[int] = []
 
-    def watch(meanwhile: dict):
-        def plan(**kwargs):
-            node_id = kwargs["node"].grid_id
-            result = real(**kwargs)
-            if node_id not in seen and node_id in meanwhile:
-                meanwhile[node_id](kwargs["node"])
-            seen.append(node_id)
-            return result
+    def plan_made(node):
+        if node.grid_id not in seen and node.grid_id in meanwhile:
+            meanwhile[node.grid_id](node)
+        seen.append(node.grid_id)
 
-        monkeypatch.setattr(reregister, "reregister_plan", plan)
-        return seen
-
-    return watch
+    return BulkHooks(planned=plan_made), seen
 
 
 def figures_current(node_ids) -> bool:
@@ -257,7 +231,7 @@ def figures_current(node_ids) -> bool:
 
 
 @pytest.mark.django_db
-def test_it_replans_alone_a_node_whose_catalog_changed_between_its_plan_and_its_batch(legacy_fleet, one_batch, planned):
+def test_it_replans_alone_a_node_whose_catalog_changed_between_its_plan_and_its_batch(legacy_fleet):
     from dashboard.models import AuditEvent
 
     legacy_fleet(5)
@@ -266,8 +240,8 @@ def test_it_replans_alone_a_node_whose_catalog_changed_between_its_plan_and_its_
     def rent(node):  # someone rents a free slice of node 3 after the bulk run planned it
         Slice.objects.filter(pk=rented.pk).update(state=Slice.State.RENTED, rented_by_twin_id=42)
 
-    order = planned({3: rent})
-    job = bulk()
+    hooks, order = planned({3: rent})
+    job = bulk(limits=ONE_BATCH, hooks=hooks)
     assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 5, [])
     assert order == [1, 2, 3, 4, 5, 3]  # node 3 alone planned again, after the batch
     assert Slice.objects.get(pk=rented.pk).state == Slice.State.RENTED  # the same row, kept
@@ -276,7 +250,7 @@ def test_it_replans_alone_a_node_whose_catalog_changed_between_its_plan_and_its_
 
 
 @pytest.mark.django_db
-def test_it_applies_the_rest_of_a_batch_when_some_of_its_nodes_fail(legacy_fleet, one_batch, planned):
+def test_it_applies_the_rest_of_a_batch_when_some_of_its_nodes_fail(legacy_fleet):
     from dashboard.capacity import CapacityError
 
     legacy_fleet(5)
@@ -285,8 +259,8 @@ def test_it_applies_the_rest_of_a_batch_when_some_of_its_nodes_fail(legacy_fleet
     def refuse(node):
         raise CapacityError(f"node {node.grid_id}: the carve refused")
 
-    planned({4: refuse})
-    job = bulk()
+    hooks, _order = planned({4: refuse})
+    job = bulk(limits=ONE_BATCH, hooks=hooks)
     failures = job.result["failures"]
     assert [f["node_id"] for f in failures] == [2, 4] and failures[1]["error"] == "node 4: the carve refused"
     assert carved_with("zos") == {1, 3, 5} and carved_with("legacy") == {2, 4}
@@ -294,32 +268,26 @@ def test_it_applies_the_rest_of_a_batch_when_some_of_its_nodes_fail(legacy_fleet
 
 
 @pytest.mark.django_db
-def test_it_applies_a_batch_one_node_at_a_time_after_a_database_error(legacy_fleet, one_batch, monkeypatch):
-    from dashboard.services.reregister import bulk as reregister
-
-    real = reregister.catalogs_write
-
+def test_it_applies_a_batch_one_node_at_a_time_after_a_database_error(legacy_fleet):
     def write(plans):
         if len(plans) > 1:  # the batch, not a node on its own
             with connection.cursor() as cursor:
                 cursor.execute("SELECT 1 / 0")
-        real(plans)
 
-    monkeypatch.setattr(reregister, "catalogs_write", write)
     legacy_fleet(4)
-    job = bulk()
+    job = bulk(limits=ONE_BATCH, hooks=BulkHooks(writing=write))
     assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 4, [])
     assert carved_with("zos") == {1, 2, 3, 4} and figures_current(range(1, 5))
 
 
 @pytest.mark.django_db
-def test_it_needs_the_same_queries_for_a_batch_of_5_nodes_as_for_one_of_50(legacy_fleet, one_batch):
+def test_it_needs_the_same_queries_for_a_batch_of_5_nodes_as_for_one_of_50(legacy_fleet):
     legacy_fleet(5, first=1)
     with CaptureQueriesContext(connection) as five:
-        assert bulk().result["reregistered"] == 5
+        assert bulk(limits=ONE_BATCH).result["reregistered"] == 5
     legacy_fleet(50, first=100)
     with CaptureQueriesContext(connection) as fifty:
-        assert bulk().result["reregistered"] == 50
+        assert bulk(limits=ONE_BATCH).result["reregistered"] == 50
     assert len(fifty) == len(five), [q["sql"][:60] for q in fifty.captured_queries]
 
 
@@ -332,37 +300,59 @@ def test_it_stores_the_figures_of_every_node_it_recarves(legacy_fleet):
 
 
 @pytest.mark.django_db
-def test_it_moves_its_progress_in_steps_on_a_small_run(legacy_fleet, monkeypatch):
-    from dashboard.services import jobs
-    from dashboard.services.reregister import bulk as reregister
-
+def test_it_moves_its_progress_in_steps_on_a_small_run(legacy_fleet):
     written = []
-    real = jobs.job_progress
-
-    def progress(**kwargs):
-        written.append(kwargs.get("done"))
-        real(**kwargs)
-
-    monkeypatch.setattr(reregister, "job_progress", progress)
     legacy_fleet(40)
-    bulk()
+    bulk(hooks=BulkHooks(progressed=lambda fields: written.append(fields.get("done"))))
     assert [done for done in written if done] == [4, 8, 12, 16, 20, 24, 28, 32, 36, 40]
 
 
 @pytest.mark.django_db
-def test_it_beats_while_it_reads_a_batch_from_a_slow_grid(legacy_fleet, one_batch, settings, monkeypatch):
-    from dashboard.services import jobs
-    from dashboard.services.reregister import bulk as reregister
-
+def test_it_beats_while_it_reads_a_batch_from_a_slow_grid(legacy_fleet, settings):
     steps = []
-    real = jobs.job_progress
-
-    def progress(**kwargs):
-        steps.append(kwargs["step"])
-        real(**kwargs)
-
-    monkeypatch.setattr(reregister, "job_progress", progress)
     settings.JOB_HEARTBEAT_TIMEOUT = 0  # every read is overdue
     legacy_fleet(3)
-    bulk()
+    job = bulk(limits=ONE_BATCH, hooks=BulkHooks(progressed=lambda fields: steps.append(fields["step"])))
+    assert job.steps[1]["step"].startswith("3 stale catalog(s)")  # what the hook saw was written too
     assert [s for s in steps if s.startswith("reading")] == ["reading nodes 1-3 from the grid, a page (0 of 3 done)"]
+
+
+# --- a worker that dies mid-run ------------------------------------------------------------------
+
+
+class WorkerDied(BaseException):
+    """Stands for a SIGKILL between two batches: nothing after it runs, not even the job's own failure."""
+
+
+@pytest.mark.django_db
+def test_a_bulk_job_whose_worker_died_keeps_the_count_of_what_was_done(legacy_fleet, support_client, settings):
+    from datetime import timedelta
+
+    from django.urls import reverse
+    from django.utils import timezone
+
+    from dashboard.services.job_reaper import jobs_reap
+
+    legacy_fleet(20)  # batches of 2 nodes
+    legacy_fleet.grid.remove_node(3)
+
+    def die(done):
+        if done >= 8:
+            raise WorkerDied
+
+    job = job_claim(job_id=job_request(kind=Job.Kind.BULK_REREGISTER).job.pk)
+    with pytest.raises(WorkerDied):
+        job_execute(job=job, hooks=BulkHooks(batch_done=die))
+    later = timezone.now() + timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT + 1)
+    assert jobs_reap(now=later) == 1  # the reaper wins: no worker takes the job over
+    job.refresh_from_db()
+    words = "7 of 20 stale node(s) re-registered before the worker died; 0 already up to date; 1 failed"
+    assert (job.state, job.result["stale"], job.result["reregistered"], job.result["failed"]) == (
+        Job.State.FAILED,
+        20,
+        7,
+        1,
+    )
+    assert job.result["words"].startswith(words) and words in job.error
+    assert carved_with("zos") == {1, 2, 4, 5, 6, 7, 8}
+    assert words in support_client.get(reverse("job", args=[job.pk])).content.decode()

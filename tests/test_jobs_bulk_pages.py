@@ -8,6 +8,7 @@ from dashboard.grid.types import GridUnavailable
 from dashboard.models import Job, Node
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
+from dashboard.services.reregister import BulkLimits
 
 
 class CountingGrid:
@@ -43,28 +44,23 @@ class CountingGrid:
 
 
 @pytest.fixture
-def counting_grid(legacy_fleet, monkeypatch):
-    """counting_grid(**options) -> CountingGrid, the grid every bulk run in this test reads."""
-    from dashboard.services.reregister import bulk as reregister
+def counting_grid(legacy_fleet):
+    """counting_grid(**options) -> CountingGrid over this test's simulated grid; `bulk(grid)` reads it."""
 
     def make(**options):
-        grid = CountingGrid(legacy_fleet.grid, **options)
-        monkeypatch.setattr(reregister, "get_grid", lambda: grid)
-        return grid
+        return CountingGrid(legacy_fleet.grid, **options)
 
     return make
 
 
-@pytest.fixture
-def one_batch(monkeypatch):
-    from dashboard.services.reregister import bulk as reregister
-
-    monkeypatch.setattr(reregister, "BULK_PROGRESS_STEPS", 1)
+# Every node of the run in one batch (a small run is otherwise split so its progress moves).
+ONE_BATCH = BulkLimits(progress_steps=1)
 
 
-def bulk(**kwargs) -> Job:
+def bulk(grid, *, limits: BulkLimits = ONE_BATCH, **kwargs) -> Job:
+    """A bulk job run in this process on `grid`, through the run's own seams (its grid and limits)."""
     job = job_claim(job_id=job_request(kind=Job.Kind.BULK_REREGISTER, **kwargs).job.pk)
-    job_execute(job=job)
+    job_execute(job=job, grid=grid, limits=limits)
     job.refresh_from_db()
     return job
 
@@ -74,10 +70,10 @@ def zos_carved() -> set[int]:
 
 
 @pytest.mark.django_db
-def test_it_reads_a_batch_of_30_nodes_in_one_request(legacy_fleet, counting_grid, one_batch):
+def test_it_reads_a_batch_of_30_nodes_in_one_request(legacy_fleet, counting_grid):
     legacy_fleet(30)
     grid = counting_grid()
-    job = bulk()
+    job = bulk(grid)
     assert (grid.pages, grid.single) == ([list(range(1, 31))], [])
     assert (job.result["pages"], job.result["read_alone"], job.result["requests"], job.result["reregistered"]) == (
         1,
@@ -88,54 +84,52 @@ def test_it_reads_a_batch_of_30_nodes_in_one_request(legacy_fleet, counting_grid
 
 
 @pytest.mark.django_db
-def test_it_reads_a_node_the_page_omits_on_its_own(legacy_fleet, counting_grid, one_batch):
+def test_it_reads_a_node_the_page_omits_on_its_own(legacy_fleet, counting_grid):
     legacy_fleet(6)
     grid = counting_grid(omit={4})
-    job = bulk()
+    job = bulk(grid)
     assert grid.single == [4] and zos_carved() == set(range(1, 7))
     assert job.result["reads"] == "read from the grid in 1 page(s) and 1 node(s) on their own"
 
 
 @pytest.mark.django_db
-def test_it_reads_each_node_of_a_page_that_fails_on_its_own(legacy_fleet, counting_grid, one_batch):
+def test_it_reads_each_node_of_a_page_that_fails_on_its_own(legacy_fleet, counting_grid):
     legacy_fleet(4)
     grid = counting_grid(pages_fail=True)
-    job = bulk()
+    job = bulk(grid)
     assert grid.single == [1, 2, 3, 4] and zos_carved() == {1, 2, 3, 4}
     assert (job.state, job.result["pages_failed"], job.result["read_alone"]) == (Job.State.SUCCEEDED, 1, 4)
 
 
 @pytest.mark.django_db
-def test_it_reads_a_page_again_when_its_plans_are_past_the_reading_age(
-    legacy_fleet, counting_grid, one_batch, settings
-):
+def test_it_reads_a_page_again_when_its_plans_are_past_the_reading_age(legacy_fleet, counting_grid, settings):
     settings.BULK_READING_MAX_AGE = 0.3
     legacy_fleet(5)
     # Node 5 is missing from the page and slow on its own: the page's four plans are too old after it.
     grid = counting_grid(omit={5}, slow_node=5, slow_s=0.5)
-    job = bulk()
+    job = bulk(grid)
     assert grid.pages == [[1, 2, 3, 4, 5], [1, 2, 3, 4]] and job.result["reread"] == 4
     assert zos_carved() == {1, 2, 3, 4, 5}
 
 
 @pytest.mark.django_db
-def test_it_reads_a_fleet_in_farm_order_a_page_per_batch(legacy_fleet, counting_grid, monkeypatch):
-    from dashboard.services.reregister import bulk as reregister
-
-    monkeypatch.setattr(reregister, "BULK_CHUNK", 10)
-    monkeypatch.setattr(reregister, "BULK_PROGRESS_STEPS", 1)
+def test_it_reads_a_fleet_in_farm_order_a_page_per_batch(legacy_fleet, counting_grid):
     legacy_fleet(10, first=1, farm_id=2)
     legacy_fleet(10, first=100, farm_id=1)
     grid = counting_grid()
-    bulk()
+    bulk(grid, limits=BulkLimits(chunk=10, progress_steps=1))
     assert grid.pages == [list(range(100, 110)), list(range(1, 11))] and grid.single == []
 
 
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_reads_a_node_the_page_omits_on_its_own(legacy_fleet, counting_grid, live_worker, job_finished):
+def test_a_worker_reads_a_node_the_page_omits_on_its_own(
+    legacy_fleet, counting_grid, live_worker, job_finished, monkeypatch
+):
     legacy_fleet(12)
     grid = counting_grid(omit={9})
+    # The worker runs the job as the product does (no seams passed): it reads the configured grid.
+    monkeypatch.setattr("dashboard.services.reregister.bulk.get_grid", lambda: grid)
     job = job_finished(job_request(kind=Job.Kind.BULK_REREGISTER).job, timeout=60)
     assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 12, []), job.error
     assert grid.single == [9] and 9 in zos_carved()
@@ -143,10 +137,10 @@ def test_a_worker_reads_a_node_the_page_omits_on_its_own(legacy_fleet, counting_
 
 
 @pytest.mark.django_db
-def test_it_asks_for_no_more_nodes_a_page_than_the_proxy_serves(legacy_fleet, counting_grid, one_batch, settings):
+def test_it_asks_for_no_more_nodes_a_page_than_the_proxy_serves(legacy_fleet, counting_grid, settings):
     settings.GRID_PAGE_SIZE = 4
     legacy_fleet(10)
     grid = counting_grid()
-    job = bulk()
+    job = bulk(grid)
     assert grid.pages == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]] and grid.single == []
     assert job.result["reregistered"] == 10

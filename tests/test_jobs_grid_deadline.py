@@ -15,7 +15,8 @@ from dashboard.services.job_reaper import jobs_reap
 from dashboard.services.jobs import job_request
 from tests.gridproxy_canned import Answer, sample
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+# slow: it asserts that the job ended within its budget, on the clock.
+pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 STEP_BUDGET = 6
 

@@ -253,3 +253,28 @@ def test_it_leaves_no_node_half_applied_when_killed_inside_a_bulk_batch(
     assert set(bulk_node_states().values()) == {"new"}
     events = AuditEvent.objects.filter(job=job, action="job.node-reregistered")
     assert sorted(events.values_list("node__grid_id", flat=True)) == list(range(1, 31))  # each node once
+
+
+def test_a_bulk_job_the_reaper_fails_after_a_sigkill_keeps_the_count_of_what_was_done(
+    legacy_fleet, worker_process, settings
+):
+    legacy_fleet(30)  # batches of 3 nodes
+    proc, marker = worker_process(JOB_TEST_PAUSE="swapped:120:2")  # inside the second batch's transaction
+    job = job_request(kind=Job.Kind.BULK_REREGISTER).job
+    wait_until(marker.exists, timeout=60, what="the worker to reach the second batch")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    wait_until(lambda: not worker_sessions(), timeout=30, what="PostgreSQL to drop the dead worker's session")
+
+    settings.JOB_HEARTBEAT_TIMEOUT = 1
+    time.sleep(1.1)
+    assert jobs_reap() == 1  # the filesystem broker's case: nothing is redelivered, the reaper ends the job
+    job.refresh_from_db()
+    assert (job.state, job.result["stale"], job.result["reregistered"], job.result["failed"]) == (
+        Job.State.FAILED,
+        30,
+        3,
+        0,
+    )
+    assert "3 of 30 stale node(s) re-registered before the worker died" in job.error
+    assert {n for n, state in bulk_node_states().items() if state == "new"} == {1, 2, 3}

@@ -315,6 +315,7 @@ def proxy(settings):
     server.server_close()
 
 
+@pytest.mark.slow  # a wall-clock assertion
 def test_it_fails_the_job_naming_the_timeout_when_the_grid_is_slower_than_it(
     legacy_node_1774, proxy, live_worker, job_finished
 ):

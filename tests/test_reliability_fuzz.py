@@ -23,13 +23,13 @@ from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.reliability.checks import catalog_snapshot, state_snapshot
 from dashboard import capacity
 from dashboard.grid.proxy import GridProxyClient, parse_node, parse_statistics
 from dashboard.grid.types import GridError, MalformedPayload, NodeCapacity, NodeStatistics
 from dashboard.models import Job, Policy, Slice
 from dashboard.services.deploy import slice_deploy
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
+from tests.invariants import catalog_snapshot, state_snapshot
 
 # Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
 pytestmark = pytest.mark.slow

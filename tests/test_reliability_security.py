@@ -14,9 +14,9 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
-from bench.reliability.checks import state_snapshot
 from dashboard import capacity
 from dashboard.models import Alert, ApiToken, Job, Policy
+from tests.invariants import state_snapshot
 
 # Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
 pytestmark = pytest.mark.slow

@@ -8,6 +8,7 @@ from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Deployment, Job, Slice
 from dashboard.services import outcomes
 from dashboard.services.outcomes import OutcomeError, deployment_outcome_record
+from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
 AT = dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)
@@ -16,7 +17,7 @@ MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usabl
 
 @pytest.fixture
 def node_1774(sim_node):
-    return sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    return sim_node_1774(sim_node)
 
 
 def record(**fields):
@@ -92,7 +93,7 @@ def test_it_records_one_deployment_when_the_same_report_races(sim_node):
 
     from django.db import connection
 
-    sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    sim_node_1774(sim_node)
     start = threading.Barrier(4)
     created = []
 
@@ -116,7 +117,7 @@ def test_a_reported_memory_refusal_teaches_the_node_and_changes_its_precheck(sim
     from dashboard.services.deploy import slice_deploy
     from dashboard.services.precheck import precheck_run
 
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)  # zos: 6 slices
+    node = sim_node_1774(sim_node, policy_name=None)  # zos: 6 slices
     for index in range(3):
         slice_deploy(node=node, slice_index=index)
     node.refresh_from_db()

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.conftest import browser_skips
-from tests.testenv import CLAIM_KEY, REDIS_DBS, checkout_names, redis_db_claim
+from tests.testenv import CHECKOUT, CLAIM_KEY, REDIS_DBS, checkout_names, claim_owner, redis_db_claim
 
 
 @pytest.fixture
@@ -101,3 +101,53 @@ def skipped(reason: str, *marks: str):
 def test_it_counts_only_the_browser_tests_among_the_skipped():
     reports = [skipped("/usr/bin/chromium is missing", "browser"), skipped("no grid", "slow")]
     assert browser_skips(reports) == ["/usr/bin/chromium is missing"]
+
+
+def test_it_gives_each_xdist_worker_a_redis_db_of_its_own(tmp_path, scratch_redis):
+    checkout = tmp_path / "clone"
+    checkout.mkdir()
+    plain = redis_db_claim(checkout, REDIS_DBS[0], port=scratch_redis)
+    workers = [redis_db_claim(checkout, REDIS_DBS[0], worker=f"gw{n}", port=scratch_redis) for n in range(3)]
+    assert workers[0] == plain and len(set(workers)) == 3  # gw0 is the checkout's own db
+
+
+def test_a_workers_db_stays_its_own_from_run_to_run(tmp_path, scratch_redis):
+    checkout = tmp_path / "clone"
+    checkout.mkdir()
+    first = redis_db_claim(checkout, REDIS_DBS[0], worker="gw1", port=scratch_redis)
+    assert redis_db_claim(checkout, REDIS_DBS[0], worker="gw1", port=scratch_redis) == first
+    assert redis.Redis(port=scratch_redis, db=first).get(CLAIM_KEY).decode() == claim_owner(checkout, "gw1")
+
+
+def test_a_workers_claim_lapses_with_its_checkout(tmp_path, scratch_redis):
+    gone = tmp_path / "gone"
+    redis.Redis(port=scratch_redis, db=REDIS_DBS[0]).set(CLAIM_KEY, claim_owner(gone, "gw1"))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    assert redis_db_claim(mine, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[0]
+
+
+def test_workers_without_redis_still_take_distinct_dbs(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    picked = [redis_db_claim(tmp_path, REDIS_DBS[3], worker=w, port=closed) for w in ("", "gw0", "gw1")]
+    assert picked == [REDIS_DBS[3], REDIS_DBS[3], REDIS_DBS[4]]
+
+
+@pytest.mark.django_db
+def test_an_xdist_worker_runs_on_a_database_and_broker_of_its_own():
+    """Under `make check` (-n 2) this test runs in a worker: its test database has the worker's
+    suffix and, when tests/testenv.py chose the broker, the claim on its Redis db is the worker's."""
+    import os
+
+    from django.db import connection
+
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker:
+        pytest.skip("not under pytest-xdist")
+    assert connection.settings_dict["NAME"].endswith(f"_{worker}")
+    if "CELERY_BROKER_URL" in os.environ.get("SLICEDASH_TESTENV_DERIVED", "").split(","):
+        db = int(os.environ["CELERY_BROKER_URL"].rsplit("/", 1)[1])
+        owner = redis.Redis(db=db).get(CLAIM_KEY)
+        assert owner is not None and owner.decode() == claim_owner(CHECKOUT, worker)

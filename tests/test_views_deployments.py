@@ -10,6 +10,7 @@ from django.urls import reverse
 from dashboard import capacity
 from dashboard.models import Deployment
 from dashboard.services.deploy import slice_deploy
+from tests.factories import node_1774, sim_node_1774
 
 GiB = capacity.GiB
 MEMORY_ERROR = (
@@ -42,7 +43,7 @@ def failed_deployment(node, *, index: int, raw_error: str, cause: str, needed=No
 @pytest.fixture
 def failed_on_1774(sim_node):
     """The seventh slice of node 1774's legacy catalog, refused by ZOS for memory."""
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy")
+    node = sim_node_1774(sim_node)
     raw = f"workload s1774_6 within deployment 7 failed with error: {MEMORY_ERROR}"
     return failed_deployment(node, index=6, raw_error=raw, cause="memory", needed=4294967296, usable=4187593113)
 
@@ -127,7 +128,7 @@ def test_it_reads_many_failures_with_as_many_queries_as_one(support_client, fail
     url = reverse("deployments-failed")
     one = _count_queries(support_client, url)
     for node_id in (31, 32, 33):
-        node = sim_node(node_id, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=7, policy_name="legacy")
+        node = sim_node(node_id, policy_name="legacy", **node_1774(farm_id=7))
         for index in range(5):
             failed_deployment(
                 node, index=index, raw_error="not enough space left in pools of this type ssd", cause="disk"
@@ -138,7 +139,7 @@ def test_it_reads_many_failures_with_as_many_queries_as_one(support_client, fail
 @pytest.mark.django_db
 def test_it_shows_a_real_failure_from_the_simulated_grid(support_client, sim_node):
     """Filling the legacy catalog without the precheck: ZOS refuses the seventh slice, in its own words."""
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy")
+    node = sim_node_1774(sim_node)
     for index in range(7):
         slice_deploy(node=node, slice_index=index, precheck=False, grid=sim_node.grid, source="command")
     failure = Deployment.objects.get(node=node, state=Deployment.State.FAILED)

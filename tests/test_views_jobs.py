@@ -348,3 +348,15 @@ def test_it_shows_a_precheck_on_a_down_node_as_a_warning_in_the_jobs_list_and_on
         "node down: nothing placeable until it is up"
         in support_client.get(reverse("node", args=[3002])).content.decode()
     )
+
+
+def test_the_pages_say_which_api_token_asked(support_client, role_user):
+    from dashboard.services.tokens import api_token_create
+
+    holder = role_user("admins", username="deployer-owner")
+    token = api_token_create(user=holder, name="deployer", scopes="act").token
+    job = finished_reregister(make_node(1774), by=holder)
+    Job.objects.filter(pk=job.pk).update(requested_token=token, source=Job.Source.API)
+    shown = f"deployer-owner, with token {token.prefix}… (deployer)"
+    assert shown in support_client.get(reverse("job", args=[job.pk])).content.decode()
+    assert shown in support_client.get(reverse("jobs")).content.decode()

@@ -12,6 +12,7 @@ from dashboard.services.deploy import slice_deploy
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim
 from dashboard.services.precheck import precheck_run
+from tests.factories import sim_node_1774
 
 GiB = capacity.GiB
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -20,10 +21,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 @pytest.fixture
 def node_1774(sim_node):
     """Node 1774 as the marketplace has it: the legacy 7-slice catalog, slice 0 deployed, prechecked."""
-    node = sim_node(
-        1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy"
-    )
-    slice_deploy(node=node, slice_index=0, grid=sim_node.grid, source="command")
+    node = sim_node_1774(sim_node, deployed=(0,))
     precheck_run(node=node, grid=sim_node.grid)
     node.refresh_from_db()
     return node

@@ -5,13 +5,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.capacity import GiB
 from dashboard.models import Node
+from tests.factories import sim_node_1774
 
 
 @pytest.fixture
 def node_1774(sim_node):
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    node = sim_node_1774(sim_node, policy_name=None)
     now = timezone.now()
     Node.objects.filter(pk=node.pk).update(
         seen_at=now - timedelta(minutes=3), reported_at=now - timedelta(minutes=12), placeable_now=6, phantom_slices=0

@@ -15,6 +15,13 @@ disk is taken over. Without Redis (or with every db claimed) the hash's choice i
 
 The session header prints what this run uses, and either variable set in the environment wins, e.g.
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine CELERY_BROKER_URL=redis://127.0.0.1:6379/3 make test
+
+Under pytest-xdist (`make check` runs `-n 2`) each worker is a process of its own that runs this
+module again, with the controller's environment. pytest-django gives each worker its own test
+database (test_slicedash_<hash>_gw0, _gw1, ...). The Redis db and VAR_DIR this module derived
+(listed in DERIVED_MARK, so a value the person set is still never touched) are derived again per
+worker: gw0 keeps the checkout's own claim, gw1 and later claim "<checkout>#gw1" and so on, so
+two workers never purge or read each other's broker.
 """
 
 import hashlib
@@ -27,6 +34,8 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 # db 0 is the usual application db (README), 6 is `make bench`'s, 7 `make reliability`'s.
 REDIS_DBS = tuple(n for n in range(1, 16) if n not in (6, 7))
 CLAIM_KEY = "slicedash:test-suite-checkout"
+# The variables this module set itself (not the person running the suite): an xdist worker derives them again.
+DERIVED_MARK = "SLICEDASH_TESTENV_DERIVED"
 
 
 def checkout_names(checkout: Path) -> tuple[str, int]:
@@ -35,8 +44,15 @@ def checkout_names(checkout: Path) -> tuple[str, int]:
     return f"slicedash_{digest[:8]}", REDIS_DBS[int(digest, 16) % len(REDIS_DBS)]
 
 
-def redis_db_claim(checkout: Path, first: int, *, host: str = "127.0.0.1", port: int = 6379) -> int:
-    """The first Redis db from `first` on that this checkout has claimed or can claim (see above)."""
+def claim_owner(checkout: Path, worker: str = "") -> str:
+    """Who a claim names: the checkout, or "<checkout>#gwN" for xdist's workers past the first."""
+    return str(checkout) if worker in ("", "gw0") else f"{checkout}#{worker}"
+
+
+def redis_db_claim(checkout: Path, first: int, *, worker: str = "", host: str = "127.0.0.1", port: int = 6379) -> int:
+    """The first Redis db from `first` on that this checkout (or this xdist worker of it) has claimed
+    or can claim (see above)."""
+    me = claim_owner(checkout, worker)
     try:
         import redis
 
@@ -45,30 +61,47 @@ def redis_db_claim(checkout: Path, first: int, *, host: str = "127.0.0.1", port:
         start = REDIS_DBS.index(first)
         for n in REDIS_DBS[start:] + REDIS_DBS[:start]:
             client = redis.Redis(host=host, port=port, db=n, socket_timeout=2, socket_connect_timeout=2)
-            if client.set(CLAIM_KEY, str(checkout), nx=True):
+            if client.set(CLAIM_KEY, me, nx=True):
                 return n
             owner = (client.get(CLAIM_KEY) or b"").decode()
-            if owner == str(checkout) or not Path(owner).is_dir():
-                client.set(CLAIM_KEY, str(checkout))
+            # A worker's claim belongs to its checkout: it lapses when the checkout is gone.
+            if owner == me or not Path(owner.partition("#")[0]).is_dir():
+                client.set(CLAIM_KEY, me)
                 return n
     except Exception:  # Redis down or missing: the broker tests will say so themselves.
         pass
-    return first
+    # Without Redis, workers still take distinct dbs (gw0 the hash's choice, gw1 the next, ...).
+    index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return REDIS_DBS[(REDIS_DBS.index(first) + index) % len(REDIS_DBS)]
 
 
 DATABASE_NAME, REDIS_DB_FIRST = checkout_names(CHECKOUT)
+# Set in xdist's workers ("gw0", "gw1", ...); empty in a plain run and in xdist's controller.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_derived = set(filter(None, os.environ.get(DERIVED_MARK, "").split(",")))
+if WORKER:  # derive again what the controller derived; keep what the person set
+    for _name in _derived & {"CELERY_BROKER_URL", "VAR_DIR"}:
+        del os.environ[_name]
 
+# pytest-django adds "test_" to this name, and "_gwN" in an xdist worker.
 os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE_NAME}")
 if "CELERY_BROKER_URL" not in os.environ:
-    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{redis_db_claim(CHECKOUT, REDIS_DB_FIRST)}"
+    os.environ["CELERY_BROKER_URL"] = (
+        f"redis://127.0.0.1:6379/{redis_db_claim(CHECKOUT, REDIS_DB_FIRST, worker=WORKER)}"
+    )
+    _derived.add("CELERY_BROKER_URL")
 os.environ.setdefault("DEBUG", "true")
 os.environ.setdefault("GRID_BACKEND", "simulator")
-os.environ.setdefault("VAR_DIR", tempfile.mkdtemp(prefix="slicedash-test-"))
+if "VAR_DIR" not in os.environ:
+    os.environ["VAR_DIR"] = tempfile.mkdtemp(prefix=f"slicedash-test-{WORKER}-" if WORKER else "slicedash-test-")
+    _derived.add("VAR_DIR")
+os.environ[DERIVED_MARK] = ",".join(sorted(_derived))
 # Tests exercise retries; the production back-off would only make them slow.
 os.environ.setdefault("GRID_BACKOFF", "0.01")
 
 
 def pytest_report_header(config):
+    # In xdist's controller: the workers' own dbs are suffixed (database) or claimed again (broker).
     return [
         f"database: {os.environ['DATABASE_URL']} (pytest-django prefixes test_)",
         f"broker: {os.environ['CELERY_BROKER_URL']}   (both derived from {CHECKOUT} unless set in the environment)",

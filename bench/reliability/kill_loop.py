@@ -330,7 +330,10 @@ def kill_loop(
     `grid_delay` (how long the grid takes to answer) lets a share of the kills aim past the read,
     at the carve and the final transaction, which take a few milliseconds each.
     """
-    from bench.reliability.checks import (
+    from dashboard.models import Job, Node
+    from dashboard.services.job_reaper import jobs_reap
+    from dashboard.services.jobs import job_request
+    from tests.invariants import (
         figures_violations,
         half_catalog_violations,
         job_outcomes,
@@ -339,9 +342,6 @@ def kill_loop(
         occupied_violations,
         one_moment,
     )
-    from dashboard.models import Job, Node
-    from dashboard.services.job_reaper import jobs_reap
-    from dashboard.services.jobs import job_request
 
     with one_moment():
         occupied_before = occupied_slices()

@@ -199,7 +199,7 @@ def main(argv=None) -> int:
                     "tests/test_reliability_faults.py",
                     "tests/test_reliability_concurrency.py",
                     "tests/test_reliability_security.py",
-                    "tests/test_reliability_kill.py",
+                    "bench/tests/test_reliability_kill.py",
                 ],
                 env=env,
                 timeout=1800,

@@ -34,6 +34,11 @@ def job_out(job: Job) -> dict:
         "progress_done": job.progress_done,
         "progress_total": job.progress_total,
         "requested_by": job.requested_by.get_username() if job.requested_by_id else None,
+        "requested_token": (
+            {"prefix": job.requested_token.prefix, "name": job.requested_token.name} if job.requested_token_id else None
+        ),
+        "target": job.target,
+        "described": job.described,
         "attempts": job.attempts,
         "error": job.error,
         "summary": outcome.sentence() if (outcome := job.outcome) is not None else "",

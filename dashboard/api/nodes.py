@@ -208,6 +208,7 @@ def reregister(request, node_id: int, body: ReregisterIn | None = None):
         kind=Job.Kind.REREGISTER,
         node=target,
         by=request.auth.user,
+        token=request.auth,
         source=Job.Source.API,
         dry_run=bool(body and body.dry_run),
     )

@@ -149,6 +149,11 @@ class SliceVerdictOut(Schema):
     words: str
 
 
+class JobTokenOut(Schema):
+    prefix: str = Field(description="the token's first characters, as the tokens page lists it")
+    name: str
+
+
 class JobOut(Schema):
     id: int
     kind: str
@@ -161,6 +166,11 @@ class JobOut(Schema):
     progress_done: int
     progress_total: int
     requested_by: str | None
+    requested_token: JobTokenOut | None = Field(
+        None, description="the API token that asked, when one did (its holder is requested_by)"
+    )
+    target: str = Field("", description="what the job is about, in words: node 1774, all stale nodes, ...")
+    described: str = Field("", description="the job in one line: kind, target and number")
     attempts: int
     error: str
     summary: str = Field(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from django.db.models import F, Func, JSONField, Q, QuerySet
 
+from dashboard.job_kinds import kinds
 from dashboard.models import AuditEvent, Job, Node
 
-# Keys of a result whose size follows the fleet (a bulk job's node sample and failures); the
-# jobs list never reads them, so PostgreSQL leaves them out before sending the row.
-_LIST_DROPS = ("nodes", "failures", "new_nodes", "skipped", "left_out", "not_found", "pages_done")
+# Keys of a result whose size follows the fleet (a bulk job's node sample and failures: each kind's
+# result model says which, LIST_LEAVES_OUT); the jobs list never reads them, so PostgreSQL leaves
+# them out before sending the row.
+_LIST_DROPS = tuple(sorted({key for kind in kinds() for key in kind.result.LIST_LEAVES_OUT}))
 
 
 class _ResultBrief(Func):
@@ -30,7 +32,7 @@ def jobs_list(*, state: str | None = None, kind: str | None = None, node_id: int
     so a page of jobs costs the same after a 10,000-node bulk job as after a 10-node one.
     """
     jobs = (
-        Job.objects.select_related("node", "requested_by")
+        Job.objects.select_related("node", "requested_by", "requested_token")
         .defer("result")
         .annotate(result_brief=_ResultBrief(F("result")))
         .order_by("-created_at", "-pk")
@@ -46,7 +48,7 @@ def jobs_list(*, state: str | None = None, kind: str | None = None, node_id: int
 
 def job_detail(*, job_id: int) -> Job:
     """One job with its node and requester; Job.DoesNotExist when absent."""
-    return Job.objects.select_related("node", "requested_by").get(pk=job_id)
+    return Job.objects.select_related("node", "requested_by", "requested_token").get(pk=job_id)
 
 
 def node_jobs(*, node: Node, limit: int = 10) -> list[Job]:

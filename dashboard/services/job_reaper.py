@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.job_kinds import kind_of
 from dashboard.models import Job
 from dashboard.services.jobs import (
     DEFAULT_QUEUED_TIMEOUT,
@@ -28,7 +29,10 @@ log = logging.getLogger(__name__)
 def jobs_reap(now: datetime | None = None) -> int:
     """Fail the jobs nobody will finish; returns how many.
 
-    - running, with no heartbeat for JOB_HEARTBEAT_TIMEOUT: the worker died or hangs;
+    - running, with no heartbeat for JOB_HEARTBEAT_TIMEOUT: the worker died or hangs. The error
+      says what the kind leaves behind (its declaration's `when_lost`), and a kind that can tell
+      what the dead run had committed keeps that as the result (`kept_when_lost`: a bulk run's
+      nodes re-registered so far), instead of an empty one;
     - queued for JOB_QUEUED_TIMEOUT (default 15 minutes) without a worker taking it;
     and sends again the message of a job queued for JOB_RESEND_AFTER (a broker may have lost it).
     Each update is conditional on what was read, so a heartbeat that lands meanwhile wins.
@@ -47,10 +51,15 @@ def jobs_reap(now: datetime | None = None) -> int:
             f"worker lost: no heartbeat since {since:%Y-%m-%d %H:%M:%S} UTC ({age} s ago, limit "
             f"{settings.JOB_HEARTBEAT_TIMEOUT} s); the worker was stopped or crashed"
         )
-        if job.kind != Job.Kind.BULK_REREGISTER:
-            error += "; the catalog was left as it was; try again"
+        declared = kind_of(job.kind)
+        kept = None
+        if declared is not None:
+            error += f"; {declared.when_lost}" if declared.when_lost else ""
+            kept = declared.kept_when_lost(job) if declared.kept_when_lost else None
+            if kept is not None:
+                error += f"; {kept.sentence()}"
         still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
-        if job_close(job, state=Job.State.FAILED, error=error, attempts=job.attempts, extra=still):
+        if job_close(job, state=Job.State.FAILED, error=error, result=kept, attempts=job.attempts, extra=still):
             reaped += 1
     queued_timeout = getattr(settings, "JOB_QUEUED_TIMEOUT", DEFAULT_QUEUED_TIMEOUT)
     resend_after = getattr(settings, "JOB_RESEND_AFTER", DEFAULT_RESEND_AFTER)

@@ -1,14 +1,14 @@
 """Long operations run by a worker: the life of a job, from the request to its result or its reaping.
 
-What the jobs do is elsewhere: services.job_run runs a claimed job of each kind (re-registering
-one node or every stale one is services.reregister, a precheck services.precheck, a
-simulated month services.simulation). This module imports none of them: they build on it.
+What the jobs do is elsewhere: each kind is declared once in dashboard.job_kinds (what a request
+takes, the runner's name, the result, the words), and services.job_run runs a claimed job through
+its declaration. This module imports no runner: they build on it.
 
 The life of a job, and what keeps it honest when a worker dies:
 
 - `job_request` inserts the Job in one transaction. The partial unique constraints (one active
-  job per node, one active bulk job, one active simulation, one active onboarding) refuse a
-  second active job even under a race; the loser gets the active job back with created=False.
+  job per node, and one active job of each fleet-wide kind whose declaration says one_at_a_time)
+  refuse a second active job even under a race; the loser gets the active job back with created=False.
   The Celery message (task id = job id) is sent only after commit, so a worker never looks for a
   row it cannot see.
 - The worker claims the job with a conditional UPDATE (queued -> running, attempts + 1).
@@ -42,10 +42,10 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from dashboard.job_results import JobResult, job_describe
-from dashboard.models import AuditEvent, Job, Node
+from dashboard.job_kinds import job_describe, kind_of, kinds
+from dashboard.job_results import JobResult
+from dashboard.models import ApiToken, AuditEvent, Job, Node
 from dashboard.services.grid_requests import grid_requests_store_due
-from dashboard.services.job_kinds import job_request_problem
 
 log = logging.getLogger(__name__)
 
@@ -86,21 +86,27 @@ def job_request(
     node: Node | None = None,
     farm_id: int | None = None,
     by=None,
+    token: ApiToken | None = None,
     source: str = "web",
     dry_run: bool = False,
     parameters: dict | None = None,
 ) -> JobRequest:
     """Queue a job, or return the one already active for the same node (or the active bulk job).
 
+    What the kind takes is its declaration's (dashboard.job_kinds): a node or the fleet, a farm,
+    its typed parameters (stored as that model gives them), a dry run. `token` is the API token
+    that asked, when one did: it is kept on the job beside its holder (`by`, who must be its user).
     One transaction inserts the Job and its audit event; the Celery message is sent on commit
     with the job id as its task id. Bad input raises JobError and writes nothing.
     """
-    problem = job_request_problem(
-        kind=kind, node=node, farm_id=farm_id, by=by, source=source, dry_run=dry_run, parameters=parameters
-    )
+    problem = job_request_problem(kind=kind, by=by, token=token, source=source)
+    declared = kind_of(kind)
+    if problem is None:
+        problem = declared.request_problem(node=node, farm_id=farm_id, dry_run=dry_run, parameters=parameters)
     if problem:
         raise JobError(problem)
-    requester, requester_detail = _requester(by, source)
+    asked = declared.parameters_checked(parameters)
+    requester, requester_detail = _requester(by, source, token)
     # The unique index refuses our insert while another job is active; if that job finishes
     # between our insert and our look-up, there is nothing to return, so try once more.
     for _ in range(3):
@@ -112,9 +118,10 @@ def job_request(
                         node=node,
                         farm_id=farm_id,
                         requested_by=by,
+                        requested_token=token,
                         source=source,
                         dry_run=dry_run,
-                        parameters=parameters or {},
+                        parameters=asked.stored(),
                         step="waiting for a worker",
                     )
             except IntegrityError:
@@ -140,6 +147,19 @@ def job_request(
             transaction.on_commit(partial(job_enqueue, job.pk))
             return JobRequest(job=job, created=True)
     raise JobError("could not queue the job: another job for the same target kept appearing and finishing; try again")
+
+
+def job_request_problem(*, kind, by, token, source) -> str | None:
+    """What every request must be, whatever its kind (the kind's own checks are its declaration's)."""
+    if kind_of(kind) is None:
+        return f"unknown job kind {kind!r}; use one of: {', '.join(k.value for k in kinds())}"
+    if source not in Job.Source.values:
+        return f"unknown source {source!r}; use one of: {', '.join(Job.Source.values)}"
+    if by is not None and (not getattr(by, "is_authenticated", False) or getattr(by, "pk", None) is None):
+        return "jobs are requested by a signed-in user (or by nobody, from the command line)"
+    if token is not None and (by is None or token.user_id != by.pk):
+        return "a job asked with an API token is asked by the token's holder"
+    return None
 
 
 def _active_job(*, kind: str, node: Node | None) -> Job | None:
@@ -373,9 +393,14 @@ def _audit(*, job: Job, action: str, actor, source: str, message: str, detail: d
     )
 
 
-def _requester(by, source: str) -> tuple[str, dict]:
-    """Who asked, in words and for the audit detail (the os user for the command line)."""
+def _requester(by, source: str, token: ApiToken | None = None) -> tuple[str, dict]:
+    """Who asked, in words and for the audit detail (the os user for the command line, the token for the API)."""
     detail: dict[str, Any] = {"source": source, "user": by.get_username() if by is not None else None}
+    if token is not None:
+        # Who made the token too: an admin may make one in another user's name.
+        made_by = token.created_by.get_username() if token.created_by_id and token.created_by else None
+        detail["token"] = {"id": token.pk, "prefix": token.prefix, "name": token.name, "made_by": made_by}
+        return f"{by.get_username()} with token {token.prefix}… ({token.name}, {source})", detail
     if by is not None:
         return f"{by.get_username()} ({source})", detail
     if source == Job.Source.COMMAND:

@@ -17,9 +17,11 @@ from dashboard import capacity
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, NodeCapacity
-from dashboard.models import Node, Slice, reading_max_age
+from dashboard.job_results import PrecheckResult
+from dashboard.models import Job, Node, Slice, reading_max_age
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.readings import LiveReading, readings_store
 
 
@@ -88,6 +90,27 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     return PrecheckReport(
         node_id=node.grid_id, capacity=live, precheck=result, policy=policy, checked_at=node.prechecked_at
     )
+
+
+def precheck_job(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PrecheckResult:
+    """A precheck job (dashboard.job_kinds.precheck): the live precheck of its node, stored as the result.
+
+    With parameters {"max_age_seconds": N} a stored reading up to N seconds old is answered from
+    (never one past READING_MAX_AGE_MINUTES: that one is read again first; see precheck_answer).
+    """
+    if job.node is None:
+        raise JobError("this precheck job has no node (was it deleted?)")
+    job_progress(job=job, step=f"checking node {job.node.grid_id}'s live capacity")
+    max_age = job.asked.max_age_seconds
+    with grid_step_deadline(settings.GRID_STEP_DEADLINE), job_beating(job=job):
+        if max_age is None:
+            report = precheck_run(node=job.node)
+        else:
+            report = precheck_answer(node=job.node, max_age=timedelta(seconds=max_age))
+    result = PrecheckResult.model_validate(report.as_dict())
+    with transaction.atomic():
+        job_succeed(job=job, result=result)
+    return result
 
 
 def precheck_answer(*, node: Node, max_age: timedelta, grid: Grid | None = None) -> PrecheckReport:

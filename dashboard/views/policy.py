@@ -15,7 +15,7 @@ from dashboard.models import Job, Node, Policy
 from dashboard.selectors.policy import policies_in_force, policy_for_edit, policy_preview
 from dashboard.services.jobs import job_request
 from dashboard.services.policy import SIZE_PARAMETERS, policy_create, policy_update
-from dashboard.services.simulation import simulation_parameters
+from dashboard.services.policy_trial import policy_trial_parameters
 
 
 def size_text(n: int) -> str:
@@ -230,8 +230,8 @@ def policy_new(request):
 @login_required
 @require_POST
 @permission_required("dashboard.change_policy", raise_exception=True)
-def policy_simulate(request, policy_id: int):
-    """Start a simulated month of this change on the nodes the policy governs; the job page shows it."""
+def policy_trial(request, policy_id: int):
+    """Start a policy trial of this change on the nodes the policy governs; the job page shows it."""
     try:
         row = policy_for_edit(policy_id=policy_id)
     except Policy.DoesNotExist:
@@ -242,7 +242,7 @@ def policy_simulate(request, policy_id: int):
             request, "dashboard/policy_edit.html", {"section": "policy", "row": row, "form": form}, status=400
         )
     candidate = capacity.with_overrides(form.cleaned_data["candidate"], version=row.version + 1)
-    return _simulation_start(
+    return _trial_start(
         request, candidate=candidate, scope=row.scope, farm_id=row.farm_id, node=row.node, policy_id=row.pk
     )
 
@@ -250,7 +250,7 @@ def policy_simulate(request, policy_id: int):
 @login_required
 @require_POST
 @permission_required("dashboard.add_policy", raise_exception=True)
-def policy_new_simulate(request):
+def policy_new_trial(request):
     """The same for a policy not saved yet, on the nodes it would govern."""
     form = NewPolicyForm(request.POST)
     if not form.is_valid():
@@ -258,21 +258,21 @@ def policy_new_simulate(request):
             request, "dashboard/policy_edit.html", {"section": "policy", "row": None, "form": form}, status=400
         )
     data = form.cleaned_data
-    return _simulation_start(
+    return _trial_start(
         request, candidate=data["candidate"], scope=data["scope"], farm_id=data.get("farm_id"), node=data.get("node")
     )
 
 
-def _simulation_start(request, *, candidate: capacity.Policy, **scope):
+def _trial_start(request, *, candidate: capacity.Policy, **scope):
     requested = job_request(
         kind=Job.Kind.SIMULATE,
         by=request.user,
         source="web",
-        parameters=simulation_parameters(candidate=candidate, **scope),
+        parameters=policy_trial_parameters(candidate=candidate, **scope),
     )
     if not requested.created:
         messages.info(
-            request, "A simulated month is already running (one at a time): here it is. Start yours when it ends."
+            request, "A policy trial is already running (one at a time): here it is. Start yours when it ends."
         )
     return redirect("job", requested.job.pk)
 

@@ -14,7 +14,8 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import format_size
-from dashboard.job_results import BulkResult, ReregisterResult, SliceItem, job_describe
+from dashboard.job_kinds import job_describe
+from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
 from dashboard.models import Job, Node
 from dashboard.services.jobs import JobError, job_request, job_wait
 

@@ -11,7 +11,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import format_size
 from dashboard.grid.types import GridError
-from dashboard.job_results import PrecheckResult, job_describe
+from dashboard.job_kinds import job_describe
+from dashboard.job_results import PrecheckResult
 from dashboard.models import Job, Node
 from dashboard.services.jobs import JobError, job_request, job_wait
 from dashboard.services.precheck import PrecheckReport, precheck_run

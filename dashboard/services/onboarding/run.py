@@ -116,10 +116,10 @@ def _audit_run(result: OnboardResult, *, request: OnboardRequest, by, source: st
 # --- the job ---------------------------------------------------------------------------------
 
 
-def onboard_job(*, job) -> OnboardResult:
+def onboard_job(*, job, stop_on: tuple[type[BaseException], ...] = ()) -> OnboardResult:
     """The worker's side of a Job of kind onboard: progress after every committed read."""
     try:
-        request = OnboardRequest.from_parameters(job.parameters or {}, dry_run=job.dry_run)
+        request = OnboardRequest.from_parameters(job.asked.model_dump(), dry_run=job.dry_run)
     except OnboardError as exc:
         raise JobError(f"cannot add these nodes: {exc}") from None
     job_progress(job=job, step=f"reading {request.words()} from the grid")

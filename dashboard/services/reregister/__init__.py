@@ -32,7 +32,8 @@ The package, by step:
   building unsaved Slice rows; table-tested in tests/test_reregister_plan.py.
 - `apply`: the one short transaction that checks nothing moved and writes a plan (or a batch of
   plans), and the single-node job (`node_reregister`) with its grid read (`node_capacity_read`).
-- `bulk`: the bulk job (`bulk_reregister`), batches of plans applied together.
+- `bulk`: the bulk job (`bulk_reregister`), batches of plans applied together; `bulk_seams` its
+  limits and hooks (BulkLimits, BulkHooks), what tests and callers pass instead of patching it.
 - `stale`: which nodes are stale, and which slices have a deploy in flight.
 """
 
@@ -44,13 +45,16 @@ from dashboard.services.reregister.apply import (
     node_reregister,
     reregister_apply,
 )
-from dashboard.services.reregister.bulk import BULK_GRID_DOWN_AFTER, bulk_reregister
+from dashboard.services.reregister.bulk import bulk_reregister
+from dashboard.services.reregister.bulk_seams import BULK_GRID_DOWN_AFTER, BulkHooks, BulkLimits
 from dashboard.services.reregister.plan import ReregisterPlan, reregister_plan
 from dashboard.services.reregister.stale import deploying_slices, stale_node_pks
 
 __all__ = [
     "BULK_GRID_DOWN_AFTER",
     "CATALOG_CHANGED",
+    "BulkHooks",
+    "BulkLimits",
     "GRID_READ_ATTEMPTS",
     "CatalogChanged",
     "ReregisterPlan",

@@ -42,12 +42,13 @@ class CatalogChanged(JobError):
         super().__init__(message)
 
 
-def node_reregister(*, job: Job) -> ReregisterResult:
+def node_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> ReregisterResult:
     """Re-carve the job's node with its effective policy; returns (and stores) the result.
 
     Reads live capacity, marks phantom slices, carves counting rented and deployed slices as
     occupied, then swaps the free slices and finishes the job in one short transaction.
-    With job.dry_run the same result is recorded and no catalog or node row changes.
+    With job.dry_run the same result is recorded and no catalog or node row changes. (`stop_on`:
+    the runners' protocol, dashboard.job_kinds; one node's run has no step it would stop between.)
     """
     node = job.node
     if node is None:

@@ -35,26 +35,21 @@ from dashboard.services.reregister.apply import (
     node_event,
     reregister_apply,
 )
+from dashboard.services.reregister.bulk_seams import BULK_GRID_DOWN_AFTER, NO_HOOKS, BulkHooks, BulkLimits
 from dashboard.services.reregister.plan import ReregisterPlan, reregister_plan
 from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_node_pks
 
 log = logging.getLogger(__name__)
 
-# Bulk runs read, plan and apply at most this many nodes per batch (one round of queries, one
-# transaction), and split a smaller run into about BULK_PROGRESS_STEPS batches so its progress moves.
-BULK_CHUNK = 100
-BULK_PROGRESS_STEPS = 10
-# Bulk runs stop when this many nodes in a row could not be read because the grid is unreachable:
-# going on would only spend the time limit on timeouts.
-BULK_GRID_DOWN_AFTER = 5
-# A bulk result keeps counts and totals, every failure up to BULK_FAILURES_KEPT, and the first
-# BULK_SAMPLE changed nodes: its size (the worker's memory, the job page) must not grow with the
-# fleet. Each node's own detail is in its AuditEvent ("job.node-reregistered"), written with its catalog.
-BULK_SAMPLE = 100
-BULK_FAILURES_KEPT = 1000
 
-
-def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> dict:
+def bulk_reregister(
+    *,
+    job: Job,
+    stop_on: tuple[type[BaseException], ...] = (),
+    limits: BulkLimits | None = None,
+    hooks: BulkHooks = NO_HOOKS,
+    grid: Grid | None = None,
+) -> BulkResult:
     """Re-register every stale node (or one farm's), a batch of nodes per short transaction.
 
     Each batch (up to BULK_CHUNK nodes) is read from the grid and planned outside any
@@ -69,21 +64,26 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     A node that fails is recorded in result["failures"] and the rest go on. Stops early (job
     failed, partial result kept) when the grid is unreachable for several nodes in a row.
     `stop_on` exceptions end the run instead of failing one node (the task's soft time limit).
+    `limits`, `hooks` and `grid` are the run's seams (BulkLimits, BulkHooks; the configured grid
+    by default): services.job_run.job_execute passes them on from its caller.
 
     The result is bounded whatever the fleet: counts, slice and fleet totals, the failures (up to
     BULK_FAILURES_KEPT, then only counted) and the first BULK_SAMPLE changed nodes ("nodes", with
     "nodes_total" and "nodes_truncated"). Each node's own summary is in its audit trail.
     """
-    grid = get_grid()
-    job_progress(job=job, step="finding stale catalogs", done=0, total=0)
+    grid = grid or get_grid()
+    limits = limits or BulkLimits()
+    run = _BulkRun(job=job, grid=grid, total=0, stop_on=stop_on, limits=limits, hooks=hooks)
+    run.progress(step="finding stale catalogs", done=0, total=0)
     stale = stale_node_pks(farm_id=job.farm_id)
-    total = len(stale)
-    job_progress(job=job, step=f"{total} stale catalog(s) to re-register", done=0, total=total)
+    total = run.total = run.result.stale = len(stale)
+    run.progress(step=f"{total} stale catalog(s) to re-register", done=0, total=total)
 
-    run = _BulkRun(job=job, grid=grid, total=total, stop_on=stop_on)
-    size = _bulk_batch_size(total)
+    size = _bulk_batch_size(total, limits)
     for start in range(0, total, size):
         run.batch(stale[start : start + size])
+        if hooks.batch_done:
+            hooks.batch_done(run.done)
     result = run.result
     if total == 0:
         result.notes.append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
@@ -98,20 +98,36 @@ def _too_old(read_at: datetime) -> bool:
     return timezone.now() - read_at > timedelta(seconds=settings.BULK_READING_MAX_AGE)
 
 
-def _bulk_batch_size(total: int) -> int:
+def _bulk_batch_size(total: int, limits: BulkLimits) -> int:
     """BULK_CHUNK nodes a batch, fewer in a small run so that its progress still moves in steps."""
-    return max(1, min(BULK_CHUNK, -(-total // BULK_PROGRESS_STEPS)))
+    return max(1, min(limits.chunk, -(-total // limits.progress_steps)))
 
 
 class _BulkRun:
     """One bulk run between its batches: the result so far, nodes settled, and how the grid answers."""
 
-    def __init__(self, *, job: Job, grid: Grid, total: int, stop_on: tuple[type[BaseException], ...]):
+    def __init__(
+        self,
+        *,
+        job: Job,
+        grid: Grid,
+        total: int,
+        stop_on: tuple[type[BaseException], ...],
+        limits: BulkLimits,
+        hooks: BulkHooks,
+    ):
         self.job, self.grid, self.total, self.stop_on = job, grid, total, stop_on
+        self.limits, self.hooks = limits, hooks
         self.result = _bulk_result_new(job=job, total=total)
         self.done = 0
         self.unreachable_in_a_row = 0
         self.beat_at = time.monotonic()
+
+    def progress(self, **fields) -> None:
+        """job_progress, told to the progressed hook first."""
+        if self.hooks.progressed:
+            self.hooks.progressed(fields)
+        job_progress(job=self.job, **fields)
 
     def batch(self, pks: list[int]) -> None:
         """Read (one page, then one by one what it lacks), plan and apply these nodes; count each in node order."""
@@ -123,7 +139,7 @@ class _BulkRun:
 
         def plan_of(node: Node, reading: tuple[NodeCapacity, datetime]) -> ReregisterPlan | None:
             try:
-                return reregister_plan(
+                plan = reregister_plan(
                     node=node,
                     slices=slices.get(node.pk, []),
                     policy=policies[node.pk],
@@ -131,6 +147,9 @@ class _BulkRun:
                     deploying=deploying.get(node.pk, set()),
                     read_at=reading[1],
                 )
+                if self.hooks.planned:
+                    self.hooks.planned(node)
+                return plan
             except self.stop_on:
                 raise
             except JobLost:
@@ -155,9 +174,9 @@ class _BulkRun:
         for node in nodes:
             outcome = outcomes.get(node.pk)
             if isinstance(outcome, BulkNode):
-                _bulk_count_node(self.result, outcome)
+                _bulk_count_node(self.result, outcome, sample=self.limits.sample)
             elif outcome is not None:
-                _bulk_count_failure(self.result, node_id=node.grid_id, error=outcome)
+                _bulk_count_failure(self.result, node_id=node.grid_id, error=outcome, kept=self.limits.failures_kept)
         self.done += len(outcomes)
         if stop is not None:
             handled, error, exc = stop
@@ -224,7 +243,10 @@ class _BulkRun:
         done = self.done + failed
         try:
             summaries, left_out = _bulk_apply(
-                job=self.job, plans=plans, progress=lambda applied: self._progress(done + applied, failed=failed)
+                job=self.job,
+                plans=plans,
+                progress=lambda applied: self._progress(done + applied, failed=failed),
+                hooks=self.hooks,
             )
         except self.stop_on:
             raise
@@ -246,8 +268,10 @@ class _BulkRun:
                 "done": done,
                 "failed": self.result.failed,
             }
+            if self.hooks.progressed:
+                self.hooks.progressed(progress)
             try:
-                outcomes[plan.node.pk] = _bulk_one(job=self.job, plan=plan, progress=progress)
+                outcomes[plan.node.pk] = _bulk_one(job=self.job, plan=plan, progress=progress, hooks=self.hooks)
             except self.stop_on:
                 raise
             except JobLost:
@@ -268,7 +292,7 @@ class _BulkRun:
         """A heartbeat while a batch is read: a slow grid must not look like a dead worker."""
         if time.monotonic() - self.beat_at < settings.JOB_HEARTBEAT_TIMEOUT / 4:
             return
-        job_progress(job=self.job, step=f"{words} ({self.done} of {self.total} done)")
+        self.progress(step=f"{words} ({self.done} of {self.total} done)")
         self.beat_at = time.monotonic()
 
     def _failure_words(self, node: Node, exc: Exception) -> str:
@@ -286,7 +310,7 @@ def _bulk_result_new(*, job: Job, total: int) -> BulkResult:
     )
 
 
-def _bulk_count_node(result: BulkResult, summary: BulkNode) -> None:
+def _bulk_count_node(result: BulkResult, summary: BulkNode, *, sample: int) -> None:
     """Add one handled node to the counts; its summary is kept only while the sample has room."""
     result.seen += 1
     result.slices.removed += summary.removed
@@ -300,16 +324,16 @@ def _bulk_count_node(result: BulkResult, summary: BulkNode) -> None:
         return
     result.reregistered += 1
     result.nodes_total += 1
-    if len(result.nodes) < BULK_SAMPLE:
+    if len(result.nodes) < sample:
         result.nodes.append(summary)
     else:
         result.nodes_truncated = True
 
 
-def _bulk_count_failure(result: BulkResult, *, node_id: int, error: str) -> None:
+def _bulk_count_failure(result: BulkResult, *, node_id: int, error: str, kept: int) -> None:
     result.seen += 1
     result.failed += 1
-    if len(result.failures) < BULK_FAILURES_KEPT:
+    if len(result.failures) < kept:
         result.failures.append(Failure(node_id=node_id, error=error))
     else:
         result.failures_more += 1
@@ -334,7 +358,7 @@ def _bulk_words(result: BulkResult, *, job: Job, total: int) -> None:
 
 
 def _bulk_apply(
-    *, job: Job, plans: list[ReregisterPlan], progress: Callable[[int], dict]
+    *, job: Job, plans: list[ReregisterPlan], progress: Callable[[int], dict], hooks: BulkHooks
 ) -> tuple[dict[int, BulkNode], list[ReregisterPlan]]:
     """Apply the plans in ONE transaction; (node pk -> summary of each applied, the plans left out).
 
@@ -348,8 +372,13 @@ def _bulk_apply(
         moved = catalogs_lock_and_check(plans) if plans and not job.dry_run else set()
         applied = [plan for plan in plans if plan.node.pk not in moved]
         if applied and not job.dry_run:
+            if hooks.writing:
+                hooks.writing(applied)
             catalogs_write(applied)
-        job_progress(job=job, **progress(len(applied)))
+        fields = progress(len(applied))
+        if hooks.progressed:
+            hooks.progressed(fields)
+        job_progress(job=job, **fields)
         AuditEvent.objects.bulk_create(
             [node_event(job=job, plan=plan, result=results[plan.node.pk]) for plan in applied]
         )
@@ -359,7 +388,7 @@ def _bulk_apply(
     return summaries, [plan for plan in plans if plan.node.pk in moved]
 
 
-def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
+def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict, hooks: BulkHooks) -> BulkNode:
     """A node its batch left out (it moved meanwhile, or the batch failed): planned again on its own.
 
     The same capacity read (read again when past BULK_READING_MAX_AGE) and policy, the node's rows
@@ -382,4 +411,6 @@ def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
         read_at=read_at,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
     )
+    if hooks.planned:
+        hooks.planned(node)
     return bulk_node_summary(reregister_apply(plan=plan, job=job, dry_run=job.dry_run, finish=False, progress=progress))

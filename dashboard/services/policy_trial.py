@@ -1,6 +1,7 @@
-"""A simulated month on the registered fleet's shapes: the policy in force against a candidate.
+"""A policy trial: a month of marketplace traffic on the registered fleet's shapes, the policy in
+force against a candidate (job kind "simulate", dashboard.job_kinds.policy_trial).
 
-The policy page's "Simulate a month with this change" runs this as a job. The nodes are the ones
+The policy page's "Try this change on a month of traffic" runs this as a job. The nodes are the ones
 the candidate would govern (its scope, as the preview counts them); each becomes a NodeSpec for
 dashboard.traffic: its total memory and SSD, its SSD pools when known (else one pool), its cores,
 and the hidden memory per VM its refusals taught (Node.hidden_mru_per_vm) as what ZOS really uses.
@@ -18,7 +19,8 @@ from django.db import transaction
 
 from dashboard import capacity
 from dashboard.capacity import GiB
-from dashboard.job_results import SimulateResult
+from dashboard.job_kinds.policy_trial import PolicyTrialParameters
+from dashboard.job_results import PolicyTrialResult
 from dashboard.models import Job, Node
 from dashboard.selectors.policy import policy_nodes
 from dashboard.selectors.policy_book import policies_for_nodes
@@ -45,7 +47,7 @@ FIGURES = (
 )
 
 
-def simulation_parameters(
+def policy_trial_parameters(
     *,
     candidate: capacity.Policy,
     scope: str,
@@ -53,15 +55,15 @@ def simulation_parameters(
     node: Node | None = None,
     policy_id: int | None = None,
 ) -> dict:
-    """What a simulate job keeps of the request: the candidate's parameters and the scope it would govern."""
-    return {
-        "candidate": candidate.as_dict(),
-        "scope": scope,
-        "farm_id": farm_id,
-        "node_id": node.grid_id if node is not None else None,
-        "policy_id": policy_id,
-        "seed": SEED,
-    }
+    """What a policy trial keeps of the request: the candidate's parameters and the scope it would govern."""
+    return PolicyTrialParameters(
+        candidate=candidate.as_dict(),
+        scope=scope,
+        farm_id=farm_id,
+        node_id=node.grid_id if node is not None else None,
+        policy_id=policy_id,
+        seed=SEED,
+    ).stored()
 
 
 def node_spec(node: Node) -> NodeSpec | None:
@@ -91,7 +93,7 @@ def fleet_sample(nodes: list[Node], *, limit: int = SAMPLE_NODES, seed: int = SE
 
 @dataclass(frozen=True)
 class PolicyComparison:
-    """A simulate job's result: the written and the read side agree on these keys (job.html#simulate-result)."""
+    """A policy trial's result: the written and the read side agree on these keys (job_kinds/policy_trial.html)."""
 
     candidate: str
     in_force: str
@@ -129,28 +131,28 @@ class PolicyComparison:
         }
 
 
-def policy_simulate(*, job: Job) -> SimulateResult:
+def policy_trial_run(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PolicyTrialResult:
     """Replay a month of traffic on the sampled fleet under the policy in force and under the candidate."""
-    asked = job.parameters or {}
+    asked: PolicyTrialParameters = job.asked
     try:
-        candidate = capacity.Policy(**asked["candidate"])
+        candidate = capacity.Policy(**asked.candidate)
     except (KeyError, TypeError) as exc:
         raise JobError(
-            f"this simulate job's candidate policy cannot be read ({exc}); start it again from the policy page"
+            f"this policy trial's candidate policy cannot be read ({exc}); start it again from the policy page"
         ) from None
-    seed = int(asked.get("seed", SEED))
+    seed = asked.seed
     job_progress(job=job, step="reading the shapes of the nodes under this policy")
     node = None
-    if asked.get("scope") == "node":
-        node = Node.objects.filter(grid_id=asked.get("node_id")).first()
+    if asked.scope == "node":
+        node = Node.objects.filter(grid_id=asked.node_id).first()
         if node is None:
-            raise JobError(f"node {asked.get('node_id')} is no longer registered; nothing to simulate")
-    in_scope = list(policy_nodes(scope=asked.get("scope", "fleet"), farm_id=asked.get("farm_id"), node=node))
+            raise JobError(f"node {asked.node_id} is no longer registered; nothing to try the policy on")
+    in_scope = list(policy_nodes(scope=asked.scope, farm_id=asked.farm_id, node=node))
     sample = fleet_sample(in_scope, seed=seed)
     specs = [spec for spec in map(node_spec, sample) if spec is not None]
     if not specs:
         raise JobError(
-            "no registered node this policy would govern has a shape the simulator can boot; nothing to simulate"
+            "no registered node this policy would govern has a shape the traffic replay can boot; nothing to try it on"
         )
     in_force_counts = Counter(policies_for_nodes(sample).values())
     in_force, most = in_force_counts.most_common(1)[0]
@@ -164,7 +166,7 @@ def policy_simulate(*, job: Job) -> SimulateResult:
         first = name == "in_force"
         job_progress(
             job=job,
-            step=f"simulating a month under {names[name]}",
+            step=f"replaying a month of traffic under {names[name]}",
             done=done + (0 if first else total),
             total=2 * total,
         )
@@ -189,7 +191,7 @@ def policy_simulate(*, job: Job) -> SimulateResult:
         figures=month.policies,
         words=comparison_words(month.policies["in_force"], month.policies["candidate"], nodes=len(specs)),
     )
-    result = SimulateResult.model_validate(comparison.as_dict())
+    result = PolicyTrialResult.model_validate(comparison.as_dict())
     with transaction.atomic():
         job_succeed(job=job, result=result)
     return result
@@ -212,4 +214,4 @@ def comparison_words(in_force: PolicyFigures, candidate: PolicyFigures, *, nodes
     else:
         fewer = "fewer" if candidate.refused < in_force.refused else "more"
         refused = f"with {fewer} refusals: {candidate.refused} against {in_force.refused}"
-    return f"over a simulated month on {nodes} node{'s' if nodes != 1 else ''}, the candidate {use}, {refused}"
+    return f"over a month of traffic on {nodes} node{'s' if nodes != 1 else ''}, the candidate {use}, {refused}"

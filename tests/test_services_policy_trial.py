@@ -1,4 +1,4 @@
-"""dashboard.services.simulation: a simulated month on the registered fleet, the policy in force against a candidate."""
+"""dashboard.services.policy_trial: a month of traffic on the registered fleet, the policy in force against a candidate."""
 
 import pytest
 
@@ -7,7 +7,7 @@ from dashboard.capacity import GiB
 from dashboard.models import Job, Node
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import JobError, job_claim, job_request
-from dashboard.services.simulation import fleet_sample, node_spec, simulation_parameters
+from dashboard.services.policy_trial import fleet_sample, node_spec, policy_trial_parameters
 
 pytestmark = pytest.mark.django_db
 
@@ -22,9 +22,9 @@ def small_fleet(sim_node):
     return Node.objects.order_by("grid_id")
 
 
-def simulated(candidate: capacity.Policy, **scope) -> Job:
+def tried(candidate: capacity.Policy, **scope) -> Job:
     scope.setdefault("scope", "fleet")
-    job = job_request(kind=Job.Kind.SIMULATE, parameters=simulation_parameters(candidate=candidate, **scope)).job
+    job = job_request(kind=Job.Kind.SIMULATE, parameters=policy_trial_parameters(candidate=candidate, **scope)).job
     job_execute(job=job_claim(job_id=job.pk))
     job.refresh_from_db()
     return job
@@ -35,7 +35,7 @@ def overhead(mru: int) -> capacity.Policy:
 
 
 def test_it_gives_both_policies_figures(small_fleet):
-    job = simulated(overhead(3 * GiB))
+    job = tried(overhead(3 * GiB))
     policies = job.result["policies"]
     assert job.state == Job.State.SUCCEEDED, job.error
     assert set(policies) == {"in_force", "candidate"}
@@ -45,20 +45,20 @@ def test_it_gives_both_policies_figures(small_fleet):
 
 
 def test_it_shows_a_3_gib_overhead_uses_less_than_the_zos_policy_in_force(small_fleet):
-    result = simulated(overhead(3 * GiB)).result
+    result = tried(overhead(3 * GiB)).result
     assert result["policies"]["candidate"]["utilisation"] < result["policies"]["in_force"]["utilisation"]
     assert "uses less of what ZOS allows" in result["words"]
 
 
 def test_it_names_both_policies_and_the_fleet_it_ran_on(small_fleet):
-    result = simulated(overhead(3 * GiB)).result
+    result = tried(overhead(3 * GiB)).result
     assert (result["in_force"], result["candidate"]) == ("zos v1 (in force)", "zos v2 (candidate)")
     assert (result["nodes"], result["hidden_use"], result["sampled"]) == (3, 1, False)
 
 
 def test_it_runs_on_the_nodes_of_the_candidates_scope_only(small_fleet, sim_node):
     sim_node(31, cru=8, mru=32 * GiB, sru=960 * GiB, farm_id=9)
-    result = simulated(overhead(GiB), scope="farm", farm_id=9).result
+    result = tried(overhead(GiB), scope="farm", farm_id=9).result
     assert (result["nodes_in_scope"], result["nodes"]) == (1, 1)
 
 
@@ -76,31 +76,31 @@ def test_it_samples_a_large_fleet_the_same_way_each_time():
 
 
 def test_it_fails_with_words_when_no_node_is_in_scope(small_fleet):
-    job = simulated(overhead(GiB), scope="farm", farm_id=77)
-    assert job.state == Job.State.FAILED and "nothing to simulate" in job.error
+    job = tried(overhead(GiB), scope="farm", farm_id=77)
+    assert job.state == Job.State.FAILED and "nothing to try it on" in job.error
 
 
 def test_it_reports_progress_while_it_runs(small_fleet):
-    job = simulated(overhead(GiB))
+    job = tried(overhead(GiB))
     assert (job.progress_done, job.progress_total) == (job.progress_total, 2 * job.result["events"])
 
 
-def test_it_runs_one_simulation_at_a_time(small_fleet):
-    parameters = simulation_parameters(candidate=overhead(GiB), scope="fleet")
+def test_it_runs_one_policy_trial_at_a_time(small_fleet):
+    parameters = policy_trial_parameters(candidate=overhead(GiB), scope="fleet")
     first = job_request(kind=Job.Kind.SIMULATE, parameters=parameters)
     again = job_request(kind=Job.Kind.SIMULATE, parameters=parameters)
     assert (again.created, again.job.pk) == (False, first.job.pk)
 
 
-def test_it_refuses_a_simulation_without_a_candidate():
+def test_it_refuses_a_policy_trial_without_a_candidate():
     with pytest.raises(JobError, match="candidate"):
         job_request(kind=Job.Kind.SIMULATE, parameters={})
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_runs_the_simulation_to_its_result(small_fleet, live_worker, job_finished):
+def test_a_worker_runs_the_policy_trial_to_its_result(small_fleet, live_worker, job_finished):
     job = job_request(
-        kind=Job.Kind.SIMULATE, parameters=simulation_parameters(candidate=overhead(3 * GiB), scope="fleet")
+        kind=Job.Kind.SIMULATE, parameters=policy_trial_parameters(candidate=overhead(3 * GiB), scope="fleet")
     ).job
     done = job_finished(job, timeout=60)
     assert done.state == Job.State.SUCCEEDED, done.error

@@ -1,4 +1,5 @@
-"""What the reliability runs check, shared by the suite (tests/test_reliability_*.py) and the long runs.
+"""What the reliability runs check, shared by the suite (tests/test_reliability_*.py) and the long runs
+(bench/reliability/, which imports it from here: the suite imports nothing from bench/).
 
 Everything here reads the database through the ORM (Django must be set up) and returns plain
 data, so a check's failure can be printed and compared.

@@ -1,0 +1,49 @@
+"""Adding nodes from the grid: farms or node ids read a page at a time (services.onboarding)."""
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from dashboard.job_kinds.declaration import JobKind, JobParameters
+from dashboard.job_results import OnboardResult
+
+# Node ids named in a job's description; the rest are on the job's onboarding page.
+NODES_NAMED = 5
+
+
+class OnboardParameters(JobParameters):
+    """The shape of what was asked; services.onboarding.OnboardRequest checks the rest (the policy exists)."""
+
+    farm_ids: list[int] = Field(default_factory=list)
+    node_ids: list[int] = Field(default_factory=list)
+    status: str | None = None  # only nodes the grid reports with this status
+    policy: str | None = None  # for new nodes; default: each node's effective policy
+
+    REFUSAL: ClassVar[str] = "adding nodes from the grid takes farm ids or node ids as parameters"
+
+
+def onboard_target(job, asked: OnboardParameters | None) -> str:
+    if asked is None:
+        return "farms or nodes that cannot be read"
+    named = [*(f"farm {f}" for f in asked.farm_ids), *(f"node {n}" for n in asked.node_ids[:NODES_NAMED])]
+    if len(asked.node_ids) > NODES_NAMED:
+        named.append(f"{len(asked.node_ids) - NODES_NAMED} more node(s)")
+    return ", ".join(named) or "no farm"
+
+
+KIND = JobKind(
+    value="onboard",
+    label="Add nodes from the grid",
+    words="adding nodes from the grid",
+    result=OnboardResult,
+    runner="dashboard.services.onboarding:onboard_job",
+    template="dashboard/job_kinds/onboard.html",
+    target="fleet",
+    describe=onboard_target,
+    of=": ",
+    parameters=OnboardParameters,
+    takes="adding nodes from the grid takes farm ids or node ids as parameters, no node or farm",
+    one_at_a_time="one_active_onboard_job",
+    progress_label="Nodes read",
+    when_lost="the pages read before it are committed; run it again to finish the rest",
+)
