@@ -23,7 +23,7 @@ from dashboard.grid.paging import MAX_PAGE_SIZE, ReadFailed, ids_page
 from dashboard.grid.types import Grid, GridError, GridUnavailable, NodeCapacity
 from dashboard.job_results import BulkNode, BulkResult, Failure, Figures, FleetFigures
 from dashboard.models import AuditEvent, Job, Node, Slice
-from dashboard.selectors.policy_book import policies_for_nodes
+from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
 from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, JobLost, job_beating, job_progress, job_succeed
 from dashboard.services.reregister.apply import (
@@ -33,10 +33,11 @@ from dashboard.services.reregister.apply import (
     catalogs_write,
     node_capacity_read,
     node_event,
+    policy_change_words,
     reregister_apply,
 )
 from dashboard.services.reregister.plan import ReregisterPlan, reregister_plan
-from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_node_pks
+from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_again_count, stale_node_pks
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,11 @@ def bulk_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     result = run.result
     if total == 0:
         result.notes.append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
+    elif not job.dry_run and (again := stale_again_count(handled=stale, failed=result.failed)):
+        result.notes.append(
+            f"{again} node(s) re-registered by this run are stale again: a policy changed after their batch was "
+            "written; run the bulk re-register again for them"
+        )
     _bulk_words(result, job=job, total=total)
     with transaction.atomic():
         job_succeed(job=job, result=result)
@@ -222,9 +228,13 @@ class _BulkRun:
     def _apply(self, plans: list[ReregisterPlan], *, failed: int) -> dict[int, BulkNode | str]:
         """The batch in one transaction, then the nodes it left out one at a time; node pk -> outcome."""
         done = self.done + failed
+        policy_moved: dict[int, capacity.Policy] = {}
         try:
             summaries, left_out = _bulk_apply(
-                job=self.job, plans=plans, progress=lambda applied: self._progress(done + applied, failed=failed)
+                job=self.job,
+                plans=plans,
+                progress=lambda applied: self._progress(done + applied, failed=failed),
+                policy_moved=policy_moved,
             )
         except self.stop_on:
             raise
@@ -237,6 +247,7 @@ class _BulkRun:
             )
             summaries, left_out = {}, plans
         self.beat_at = time.monotonic()
+        self._policy_moved_note(plans, policy_moved)
         outcomes: dict[int, BulkNode | str] = dict(summaries)
         done += len(summaries)
         for plan in left_out:
@@ -255,6 +266,23 @@ class _BulkRun:
             except Exception as exc:
                 outcomes[plan.node.pk] = self._failure_words(plan.node, exc)
         return outcomes
+
+    def _policy_moved_note(self, plans: list[ReregisterPlan], policy_moved: dict[int, capacity.Policy]) -> None:
+        """Say (once per batch) which nodes a policy edit made stale after they were planned: planned again."""
+        if not policy_moved:
+            return
+        changes = sorted(
+            {
+                policy_change_words(plan.policy, policy_moved[plan.node.pk])
+                for plan in plans
+                if plan.node.pk in policy_moved
+            }
+        )
+        shown = ", ".join(str(plan.node.grid_id) for plan in plans if plan.node.pk in policy_moved)
+        self.result.notes.append(
+            f"{len(policy_moved)} node(s) planned again with the policy in force at apply time: it changed during "
+            f"the run ({'; '.join(changes)}): node(s) {shown}"
+        )
 
     def _progress(self, done: int, *, failed: int) -> dict:
         failed += self.result.failed
@@ -334,18 +362,24 @@ def _bulk_words(result: BulkResult, *, job: Job, total: int) -> None:
 
 
 def _bulk_apply(
-    *, job: Job, plans: list[ReregisterPlan], progress: Callable[[int], dict]
+    *,
+    job: Job,
+    plans: list[ReregisterPlan],
+    progress: Callable[[int], dict],
+    policy_moved: dict[int, capacity.Policy],
 ) -> tuple[dict[int, BulkNode], list[ReregisterPlan]]:
     """Apply the plans in ONE transaction; (node pk -> summary of each applied, the plans left out).
 
-    A plan whose node moved since it was made is left out, its node untouched. The job's progress
+    A plan whose node moved since it was made is left out, its node untouched; one whose policy in
+    force changed meanwhile also goes in `policy_moved` (node pk -> its policy now), to be planned
+    again with it and said in the result. The job's progress
     (`progress(number applied)`, job_progress's step and done) and heartbeat are written in the
     same transaction: a run that no longer owns the job (JobLost) writes nothing. A fixed number
     of statements whatever the number of plans.
     """
     results = {plan.node.pk: plan.result(dry_run=job.dry_run) for plan in plans}
     with transaction.atomic():
-        moved = catalogs_lock_and_check(plans) if plans and not job.dry_run else set()
+        moved = catalogs_lock_and_check(plans, policy_moved=policy_moved) if plans and not job.dry_run else set()
         applied = [plan for plan in plans if plan.node.pk not in moved]
         if applied and not job.dry_run:
             catalogs_write(applied)
@@ -362,8 +396,9 @@ def _bulk_apply(
 def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
     """A node its batch left out (it moved meanwhile, or the batch failed): planned again on its own.
 
-    The same capacity read (read again when past BULK_READING_MAX_AGE) and policy, the node's rows
-    as they are now; a node that moves again before this commits fails with CATALOG_CHANGED.
+    The same capacity read (read again when past BULK_READING_MAX_AGE), the policy in force now and
+    the node's rows as they are now; a node that moves again before this commits fails with
+    CATALOG_CHANGED.
     """
     node = plan.node
     node.refresh_from_db()
@@ -377,7 +412,7 @@ def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict) -> BulkNode:
     plan = reregister_plan(
         node=node,
         slices=fresh,
-        policy=plan.policy,
+        policy=policy_for_node(node),  # the policy in force now: an edit since the batch's plan counts
         seen=seen,
         read_at=read_at,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
