@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, AuthorizationError, Throttled, ValidationError
+from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Throttled, ValidationError
 
 from dashboard.api import deployments, explain, jobs, nodes, placement, policies
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
@@ -103,6 +103,14 @@ def _forbidden(request, exc: AuthorizationError):
 @api.exception_handler(Throttled)
 def _throttled(request, exc: Throttled):
     return _error(request, 429, "too many requests for this token; wait for Retry-After seconds (API_THROTTLE_RATE)")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    # django-ninja's own refusals, e.g. a body that is not JSON: 400 "Cannot parse request body".
+    if exc.status_code == 400:
+        return _error(request, 400, f"the request body could not be read as JSON: {exc.message}", "body")
+    return _error(request, exc.status_code, str(exc.message))
 
 
 @api.exception_handler(RequestDataTooBig)

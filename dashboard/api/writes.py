@@ -22,7 +22,8 @@ from contextlib import contextmanager
 from django.db import transaction
 from django.dispatch import Signal
 
-# Sent with sender=<operation name>, request=<the HttpRequest>, inside the call's transaction.
+# Sent with sender=<operation name> (a str: a receiver compares it by value), request=<the HttpRequest>,
+# inside the call's transaction.
 api_write_done = Signal()
 
 # The operations that write, by the name each passes to api_write (tests read it to cover them all).
