@@ -83,7 +83,7 @@ def profile_bulk(nodes: int, top: int, env, *, cprofile: bool = True) -> None:
     from django.db import connection
 
     from bench import seed
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Job
     from dashboard.services import jobs, reregister
 

@@ -246,7 +246,7 @@ def _node_rows(
         )
     free = [(s.index, s.size) for s in slices if s.state == Slice.State.FREE]
     check = capacity.precheck(free, spec.total, used, policy) if spec.prechecked and spec.status == "up" else None
-    offline = spec.status != "up"
+    away = spec.status != "up"
     seen_at = now - timedelta(minutes=spec.node_id % 90)
     node = Node(
         pk=spec.node_id,
@@ -268,8 +268,8 @@ def _node_rows(
         used_sru=used.sru,
         used_hru=0,
         seen_at=seen_at,
-        placeable_now=(0 if offline else check.placeable_now) if spec.prechecked else None,
-        phantom_slices=(len(free) if offline else len(check.phantom_slices)) if spec.prechecked else None,
+        placeable_now=(0 if away else check.placeable_now) if spec.prechecked else None,
+        phantom_slices=(len(free) if away else len(check.phantom_slices)) if spec.prechecked else None,
         prechecked_at=seen_at if spec.prechecked else None,
         carved_policy_name="legacy",
         carved_policy_version=1,

@@ -20,8 +20,7 @@ MAX_SECONDS = 30 * 60
 
 
 def main(path: str, *, nodelay: bool = False, latency_ms: int = 0) -> None:
-    from dashboard.grid.simhttp import serve_simulator
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 
     server = serve_simulator(SimulatedGrid(path), host="127.0.0.1", port=0, latency=latency_ms / 1000)
     server.RequestHandlerClass.disable_nagle_algorithm = nodelay

@@ -219,7 +219,7 @@ class Node(models.Model):
         return tuple(self.pools_sru) if self.pools_sru else None
 
     @property
-    def offline(self) -> bool:
+    def away(self) -> bool:
         """A down or standby node can place nothing, whatever its numbers say (capacity.node_is_away)."""
         return capacity.node_is_away(self.status)
 
@@ -317,7 +317,7 @@ class Deployment(models.Model):
         MEMORY = "memory", "Memory"
         DISK = "disk", "Disk"
         VALIDATION = "validation", "Validation"
-        NODE_OFFLINE = "node-offline", "Node offline"
+        NODE_AWAY = "node-offline", "Node offline"  # the stored value and label kept
         GRID_UNAVAILABLE = "grid-unavailable", "Grid unavailable"
         UNKNOWN = "unknown", "Unknown"
 

@@ -11,7 +11,7 @@ replayed against each policy:
 - `zos-learning`: the product as shipped: `zos` plus what refusals teach (hidden memory per VM,
   full pools), used by the precheck at once and by the daily bulk re-register of stale nodes.
 
-ZOS is played by `grid.simulator.ZosMachine` (its own implementation of ZOS's rules: memory check
+ZOS is played by `grid.simgrid.ZosMachine` (its own implementation of ZOS's rules: memory check
 with the hidden use, storaged's placement); the dashboard's side is its own code: `capacity.carve`,
 `capacity.precheck`/`fits` with the node's pools, VMs and lessons, `grid.classify` and
 `capacity.refusal_lesson`, and the stale rule of the bulk re-register. The database plumbing around
@@ -45,7 +45,7 @@ from dashboard import capacity
 from dashboard.capacity import GiB, MiB, Resources, SliceSize
 from dashboard.catalog_rules import catalog_stale
 from dashboard.grid.classify import classify
-from dashboard.grid.simulator import ZosMachine
+from dashboard.grid.simgrid import ZosMachine
 
 HOURS = 30 * 24  # a month
 MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the month

@@ -22,7 +22,7 @@ def sim_node(simgrid_path):
     """
     from dataclasses import replace
 
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.services.registration import node_register_from_grid
 
     grid = SimulatedGrid(simgrid_path)
@@ -137,7 +137,7 @@ def legacy_node_1774(simgrid_path):
     from dataclasses import replace
 
     from dashboard.capacity import GiB
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Slice
     from dashboard.services.figures import figures_refresh
     from dashboard.services.registration import node_register_from_grid
@@ -210,7 +210,7 @@ def legacy_fleet(simgrid_path):
     the legacy carve (stale under the fleet default), in one bulk insert per table.
     """
     from dashboard.capacity import GiB
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid
 
     grid = SimulatedGrid(simgrid_path)
 

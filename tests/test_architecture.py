@@ -12,6 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "dashboard"
 # 400 before ruff laid the code out one argument a line where it is long; the same modules, 2% taller.
 SERVICE_MODULE_MAX_LINES = 420
+# Any module of dashboard/ (migrations excepted): past this it mixes concerns; cut it by concern.
+MODULE_MAX_LINES = 600
+# What is stored stays in one module, and models.py is that module.
+LONG_MODULES = {"dashboard/models.py"}
+# Over the limit, owned by other work now, and held where they stand until they are cut.
+NOT_YET_CUT = {"dashboard/traffic.py": 610}
 
 
 def _module_name(path: Path) -> str:
@@ -79,9 +85,25 @@ def test_no_module_of_ours_imports_itself_back_in_a_cycle():
     assert _cycles() == []
 
 
+def _capacity_modules() -> dict[str, set[str]]:
+    return {name: edges for name, edges in GRAPH.items() if name.split(".")[:2] == ["dashboard", "capacity"]}
+
+
 def test_the_capacity_rules_import_nothing_of_ours():
-    assert GRAPH["dashboard.capacity"] == set()
+    parts = _capacity_modules()
+    assert len(parts) > 1  # the package and its parts
+    for name, edges in parts.items():
+        outside = {e for e in edges if not e.startswith("dashboard.capacity.")}
+        assert not outside, f"{name} imports {sorted(outside)}"
     assert GRAPH["dashboard.catalog_rules"] == {"dashboard.capacity"}
+
+
+def test_the_capacity_arithmetic_needs_no_sentence():
+    # The sentences live in words.py; sizes, placement, policy and lessons are figures alone,
+    # and words.py needs nothing but the sizes (it is handed the figures it says).
+    for part in ("sizes", "placement", "policy", "lessons"):
+        assert "dashboard.capacity.words" not in GRAPH[f"dashboard.capacity.{part}"]
+    assert GRAPH["dashboard.capacity.words"] == {"dashboard.capacity.sizes"}
 
 
 def test_the_grid_knows_only_the_capacity_types():
@@ -113,3 +135,12 @@ def test_service_modules_stay_small():
         if name.startswith("dashboard.services"):
             lines = len(path.read_text().splitlines())
             assert lines <= SERVICE_MODULE_MAX_LINES, f"{name} has {lines} lines"
+
+
+def test_no_module_is_over_600_lines_but_the_models():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if "migrations" in path.parts or where in LONG_MODULES:
+            continue
+        lines = len(path.read_text().splitlines())
+        assert lines <= NOT_YET_CUT.get(where, MODULE_MAX_LINES), f"{where} has {lines} lines; cut it by concern"

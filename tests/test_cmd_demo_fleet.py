@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from django.test import RequestFactory, override_settings
 
 from dashboard.capacity import GiB
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.management.commands.demo_fleet import FLEET_SIZE
 from dashboard.models import CapacitySample, Deployment, Node, Policy, Slice
 from dashboard.services.calibration import fleet_calibration

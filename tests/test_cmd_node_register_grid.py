@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, Resources
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import AuditEvent, Node
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ import requests
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,7 @@ import requests
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simhttp import serve_simulator
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.grid.types import NodeNotFound, NodeOffline
 from tests.gridproxy_canned import sample
 

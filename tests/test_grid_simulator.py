@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dashboard.capacity import PROFILES, GiB, MiB, Resources, SliceSize, carve
-from dashboard.grid.simulator import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
+from dashboard.grid.simgrid import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
 from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline, WorkloadNotFound
 
 NODE_1774 = {"cru": 8, "mru": 31 * GiB, "sru": int(931.5 * GiB)}

@@ -6,8 +6,7 @@ import pytest
 from django.db.models import Count
 
 from dashboard.capacity import GiB
-from dashboard.grid.simhttp import serve_simulator
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.grid.types import GridUnavailable
 from dashboard.models import Job, Node
 from dashboard.services.jobs import job_request

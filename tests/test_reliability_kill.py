@@ -15,7 +15,7 @@ from django.db import connection
 
 from bench.reliability.checks import figures_violations, half_catalog_violations, occupied_slices, occupied_violations
 from bench.reliability.kill_loop import HEARTBEAT_TIMEOUT, Worker, kill_loop, seed_fleet, serve_slow_grid
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import Job, Slice
 from tests.test_jobs_kill import redeliver_unacked
 

@@ -64,7 +64,7 @@ def test_every_verdict_agrees_with_the_precheck_of_the_nodes_reading(varied_flee
     answer = placement_for(cru=size[0], mru=size[1], sru=size[2], every_node=True)
     for v in answer.verdicts:
         node = Node.objects.get(grid_id=v.node_id)
-        if node.offline:
+        if node.away:
             assert v.blocked_by == node.status
             continue
         expected = _precheck_verdict(node, size)

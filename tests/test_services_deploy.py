@@ -9,7 +9,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from dashboard.capacity import GiB, MiB, zos_rootfs
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Slice
 from dashboard.selectors.deployments import deployment_words

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, Resources, SliceSize, profile, with_overrides
-from dashboard.grid.simulator import ZosMachine
+from dashboard.grid.simgrid import ZosMachine
 from dashboard.traffic import MODES, Contender, NodeSpec, contender, simulate
 
 
@@ -117,11 +117,12 @@ def test_a_release_frees_exactly_what_the_deploy_took():
 
 def test_the_simulator_takes_no_decision_from_the_capacity_model():
     # Two implementations of ZOS's rules on purpose: the simulator may share sizes and types only.
-    tree = ast.parse(Path("dashboard/grid/simulator.py").read_text())
+    trees = [ast.parse(path.read_text()) for path in sorted(Path("dashboard/grid/simgrid").glob("*.py"))]
     imported = {
         alias.name
+        for tree in trees
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "dashboard.capacity"
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[:2] == ["dashboard", "capacity"]
         for alias in node.names
     }
     assert imported <= {"GiB", "MiB", "Resources", "SliceSize", "format_size"}

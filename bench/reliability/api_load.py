@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     from django.core.management import call_command
 
     from bench.seed import database_seed, fleet_specs, simulator_seed
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import ApiToken, Node
     from dashboard.services.tokens import api_token_create
 

@@ -295,7 +295,7 @@ def main(argv=None) -> int:
     from django.db.models import Count
 
     from bench.seed import database_seed, fleet_specs, simulator_seed
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Job, Node
     from dashboard.services.jobs import job_request
 

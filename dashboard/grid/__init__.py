@@ -21,6 +21,6 @@ def get_grid() -> Grid:
             backoff=settings.GRID_BACKOFF,
             deadline=settings.GRID_DEADLINE,
         )
-    from dashboard.grid.simulator import SimulatedGrid
+    from dashboard.grid.simgrid import SimulatedGrid
 
     return SimulatedGrid(settings.SIMGRID_PATH)

@@ -62,7 +62,7 @@ _MIN_MEMORY = re.compile(r"mem capacity can'?t be less th(?:at|an) 250M", re.IGN
 _MIN_ROOTFS = re.compile(r"disk size can'?t be less th(?:at|an) (?P<size>\d+)", re.IGNORECASE)
 _NO_CPU = re.compile(r"cpu capa?city can'?t be 0", re.IGNORECASE)
 _ERROR_STATE = re.compile(r"deployment entered error state", re.IGNORECASE)
-_OFFLINE = re.compile(
+_AWAY = re.compile(
     r"with status:\s*(?:down|standby)\b"
     r"|\bnode \d+ is (?:down|on standby|standby|offline|not reachable|unreachable)\b"
     r"|\bnode (?:is )?(?:down|offline|unreachable|not reachable)\b"
@@ -124,7 +124,7 @@ def classify(raw: object) -> Diagnosis:
             words=_validation_words(validation),
             **found,
         )
-    if _OFFLINE.search(reason):
+    if _AWAY.search(reason):
         return Diagnosis(
             cause="node-offline",
             reason=reason,

@@ -87,10 +87,14 @@ class NodeNotFound(GridError):
     cause = "node-offline"
 
 
-class NodeOffline(GridError):
+class NodeAway(GridError):
     """The node is down or on standby: it cannot answer or host anything now."""
 
-    cause = "node-offline"
+    cause = "node-offline"  # the stored value (Deployment.Cause), read by other programs: kept
+
+
+# Its name before "away" became the one word for a node that is down or on standby.
+NodeOffline = NodeAway
 
 
 class GridUnavailable(GridError):
@@ -159,6 +163,7 @@ __all__ = [
     "GridUnavailable",
     "MalformedPayload",
     "NodeCapacity",
+    "NodeAway",
     "NodeNotFound",
     "NodeOffline",
     "NodePage",

@@ -107,7 +107,7 @@ def deployment_words(deployment: Deployment) -> str:
             f"{where}: the grid did not answer ({deployment.raw_error}); the VM may or may not exist, "
             "check the node before retrying"
         )
-    if deployment.cause == Deployment.Cause.NODE_OFFLINE:
+    if deployment.cause == Deployment.Cause.NODE_AWAY:
         return f"{where}: the node is not reachable on the grid ({deployment.raw_error}); retry when it is up"
     diagnosis = classify(deployment.raw_error)
     if deployment.cause in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):

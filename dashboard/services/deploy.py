@@ -40,9 +40,9 @@ from dashboard.grid.types import (
     GridError,
     GridUnavailable,
     MalformedPayload,
+    NodeAway,
     NodeCapacity,
     NodeNotFound,
-    NodeOffline,
 )
 from dashboard.models import AuditEvent, Deployment, Node, Slice
 from dashboard.selectors.deployments import deployment_words
@@ -160,8 +160,8 @@ def slice_deploy(
         )
         refusal_learn(deployment=failed, live=live, read_at=read_at, policy=policy, source=source)
         return failed
-    except (NodeOffline, NodeNotFound) as exc:
-        return _finish_failed(deployment, raw=str(exc), cause=Deployment.Cause.NODE_OFFLINE, by=by, source=source)
+    except (NodeAway, NodeNotFound) as exc:
+        return _finish_failed(deployment, raw=str(exc), cause=Deployment.Cause.NODE_AWAY, by=by, source=source)
     except (GridUnavailable, MalformedPayload) as exc:
         # The grid may have deployed the VM before the answer got lost; the words say to check.
         return _finish_failed(deployment, raw=str(exc), cause=Deployment.Cause.GRID_UNAVAILABLE, by=by, source=source)
@@ -297,7 +297,7 @@ def _capacity_seen(live: NodeCapacity, verdict: capacity.Verdict | None) -> dict
 
 def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[str, int | None, int | None]:
     if isinstance(verdict, capacity.AwayVerdict):
-        return Deployment.Cause.NODE_OFFLINE, None, None
+        return Deployment.Cause.NODE_AWAY, None, None
     if deployment.mru < capacity.MIN_VM_MRU:
         return Deployment.Cause.VALIDATION, capacity.MIN_VM_MRU, deployment.mru
     first = verdict.shortfalls[0]

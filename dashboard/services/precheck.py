@@ -37,19 +37,19 @@ class PrecheckReport:
         return round(max((timezone.now() - self.checked_at).total_seconds(), 0.0), 3)
 
     @property
-    def offline(self) -> bool:
+    def away(self) -> bool:
         return capacity.node_is_away(self.capacity.status)
 
     @property
     def cause(self) -> str:
-        return "node-offline" if self.offline else ""
+        return "node-offline" if self.away else ""
 
     @property
     def words(self) -> str:
         p = self.precheck
         if not p.free_slices:
             return f"node {self.node_id} ({self.capacity.status}) has no free slice to place"
-        if self.offline:
+        if self.away:
             return capacity.away_sentence(self.capacity.status, free_slices=p.free_slices, node_id=self.node_id)
         if not p.phantom_slices:
             return f"node {self.node_id}: all {p.free_slices} free slices can be placed now"

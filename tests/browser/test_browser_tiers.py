@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.services.registration import node_register_from_grid
 from tests.browser.conftest import log_in
 

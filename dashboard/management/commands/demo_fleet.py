@@ -29,7 +29,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from dashboard.capacity import PROFILES, GiB
-from dashboard.grid.simulator import SimulatedGrid
+from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import GridError
 from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free

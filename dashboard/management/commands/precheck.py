@@ -125,7 +125,7 @@ def report_text(report: PrecheckReport) -> str:
         f"disk used {format_size(used.sru)} of {format_size(total.sru)}",
         f"  free slices: {p.free_slices}   placeable now: {p.placeable_now}   phantom slices: {len(p.phantom_slices)}",
     ]
-    if not report.offline:  # an away node is said in one line (report.words), not one row per slice
+    if not report.away:  # an away node is said in one line (report.words), not one row per slice
         for v in p.verdicts:
             mark = "ok     " if v.verdict.fits else "PHANTOM"
             lines.append(f"  slice {v.index:>3} {mark} {v.verdict.words}")

@@ -17,8 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.capacity import SizeError, format_size, parse_size
-from dashboard.grid.simhttp import serve_simulator
-from dashboard.grid.simulator import ZOS_CACHE_SRU, SimulatedGrid
+from dashboard.grid.simgrid import ZOS_CACHE_SRU, SimulatedGrid, serve_simulator
 from dashboard.grid.types import NODE_STATUSES, GridError
 
 

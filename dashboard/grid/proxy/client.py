@@ -3,10 +3,16 @@
 Every failure leaves this module as one of the typed errors in grid/types.py with a
 message a person can act on; callers never see a `requests` or JSON error.
 
+Every request goes one way, `GridProxyClient._get_json`: it records the request for
+/metrics, and inside it `_get_json_retrying` holds the budget, the retries and the
+watchdog, and `_fetch` makes one try. A limit on every request (a rate, a budget) belongs
+there, once.
+
 Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try
 and back-off and every byte of the answer. A socket time-out bounds one read only, so a
 server dripping a byte a second would otherwise hold a worker for ever; a watchdog shuts
-the socket when the budget is spent. A job step's budget (grid/deadline.py) caps it too.
+the socket when the budget is spent (proxy/watchdog.py). A job step's budget
+(grid/deadline.py) caps it too.
 
 Redirects are followed only to the configured scheme and host; one to anywhere else is
 refused, naming that host.
@@ -21,32 +27,20 @@ What is retried, and why (our own loop, inside the budget, GET only):
   waited for the node), so repeating it only multiplies the wait. 502/503/504 are
   still retried there.
 
-The parsers are strict: the capacity numbers decide what we sell, so a figure that is
-missing, null, of the wrong type, negative or absurd stops that node instead of being
-read as zero. Fields the product does not need are ignored; optional ones get a safe
-default.
+The answers are read by the strict parsers of proxy/parse.py.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import json
 import logging
-import math
 import re
-import socket
-import threading
 import time
-import unicodedata
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
-from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
     ConnectTimeoutError,
     MaxRetryError,
@@ -56,34 +50,33 @@ from urllib3.exceptions import (
 )
 from urllib3.util.retry import Retry
 
-from dashboard.capacity import GiB, MiB, Resources, SliceSize, format_size
+from dashboard.capacity import MiB, SliceSize, format_size
 from dashboard.grid import telemetry
 from dashboard.grid.deadline import Deadline, current_step_deadline
+from dashboard.grid.proxy.parse import describe, parse_node, parse_statistics
+from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
 from dashboard.grid.types import (
-    MAX_NODE_CRU,
-    MAX_NODE_HRU,
-    MAX_NODE_MRU,
-    MAX_NODE_SRU,
     NODE_STATUSES,
     DeployNotSupported,
     GridError,
     GridUnavailable,
     MalformedPayload,
+    NodeAway,
     NodeCapacity,
     NodeNotFound,
-    NodeOffline,
     NodePage,
     NodeStatistics,
     VmDeployed,
 )
 
-log = logging.getLogger(__name__)
+# The package's name, as it always was: logging configurations and tests name it.
+log = logging.getLogger("dashboard.grid.proxy")
 
 # The outcome label of each failure a request can end in (/metrics: slicedash_grid_requests).
 _OUTCOMES: dict[type[GridError], str] = {
     GridUnavailable: "unavailable",
     NodeNotFound: "not_found",
-    NodeOffline: "offline",
+    NodeAway: "offline",
     MalformedPayload: "malformed",
 }
 
@@ -102,257 +95,7 @@ DEPLOY_NOT_SUPPORTED = (
     "the Grid Proxy is read-only: deploying needs the simulator backend or a deployer (GRID_BACKEND=simulator)"
 )
 
-# How far `used` may exceed `total` before the record is broken rather than merely
-# over-provisioned. Legitimate excess exists: the proxy lets SSD be over-provisioned
-# twice (SSDOverProvisionFactor = 2 in tfgrid-sdk-go grid-proxy), CPU cores are
-# over-provisioned without limit, the 2 GiB memory reserve floor exceeds a tiny node's
-# memory, and contracts stay on a node whose hardware shrank (a failed DIMM or disk).
-# Four times the total plus the fixed reserve covers all of those; beyond it the
-# figure cannot describe the machine and would only make every slice look phantom.
-USED_OVER_TOTAL_FACTOR = 4
-USED_FLOOR = {"mru": 2 * GiB, "sru": 20 * GiB, "hru": 0}
-# Cores are over-provisioned freely, so used.cru only gets an absolute bound.
-MAX_USED_CRU = 16 * MAX_NODE_CRU
-
-_LIMITS = {"cru": MAX_NODE_CRU, "mru": MAX_NODE_MRU, "sru": MAX_NODE_SRU, "hru": MAX_NODE_HRU}
-_KINDS = {
-    "cru": "a non-negative core count",
-    "mru": "a non-negative byte count",
-    "sru": "a non-negative byte count",
-    "hru": "a non-negative byte count",
-}
-_TEXT_LIMITS = {"farmName": 128, "country": 64, "city": 64}
-TEXT_REFUSE_AFTER = 1024
 _DOWN_STATUS_RE = re.compile(r"with status:\s*(down|standby)\b", re.IGNORECASE)
-
-
-# --- strict field readers ----------------------------------------------------------------
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({json.dumps(value)})"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:40] + "..."
-        return f"a string ({shown!r})"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
-def _whole_number(value: Any, *, where: str, path: str, kind: str) -> int:
-    """An int from JSON: ints, or floats with no fraction; never bools or strings."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise MalformedPayload(f"{where}: {path} is {_describe(value)}, must be {kind}")
-    if isinstance(value, float):
-        if not math.isfinite(value) or not value.is_integer():
-            raise MalformedPayload(f"{where}: {path} is {value!r}, must be {kind} (a whole number)")
-        value = int(value)
-    return value
-
-
-def _amount(block: dict, key: str, *, where: str, path: str, required: bool, limit: int) -> int:
-    kind = _KINDS[key]
-    full = f"{path}.{key}"
-    if key not in block:
-        if required:
-            raise MalformedPayload(f"{where}: {full} is missing")
-        return 0
-    value = block[key]
-    if value is None:
-        raise MalformedPayload(f"{where}: {full} is null, must be {kind}")
-    number = _whole_number(value, where=where, path=full, kind=kind)
-    if number < 0:
-        raise MalformedPayload(f"{where}: {full} is {number}, must be {kind}")
-    if number > limit:
-        shown = f"{number}" if key == "cru" else f"{format_size(number)} ({number} bytes)"
-        bound = f"{limit}" if key == "cru" else format_size(limit)
-        raise MalformedPayload(f"{where}: {full} is {shown}, more than any single node has (limit {bound})")
-    return number
-
-
-def _resources(container: dict, key: str, *, where: str, prefix: str = "", used: bool = False) -> Resources:
-    path = f"{prefix}{key}"
-    if key not in container:
-        raise MalformedPayload(f"{where}: {path} is missing")
-    block = container[key]
-    if not isinstance(block, dict):
-        raise MalformedPayload(f"{where}: {path} is {_describe(block)}, must be an object with cru, mru and sru")
-    limits = dict(_LIMITS, cru=MAX_USED_CRU) if used else _LIMITS
-    return Resources(
-        cru=_amount(block, "cru", where=where, path=path, required=True, limit=limits["cru"]),
-        mru=_amount(block, "mru", where=where, path=path, required=True, limit=limits["mru"]),
-        sru=_amount(block, "sru", where=where, path=path, required=True, limit=limits["sru"]),
-        # HDD is optional: most nodes have none and some answers leave it out.
-        hru=_amount(block, "hru", where=where, path=path, required=False, limit=limits["hru"]),
-    )
-
-
-def _check_used(total: Resources, used: Resources, *, where: str, path: str) -> None:
-    for key, floor in USED_FLOOR.items():
-        have, use = getattr(total, key), getattr(used, key)
-        bound = USED_OVER_TOTAL_FACTOR * have + floor
-        if use > bound:
-            raise MalformedPayload(
-                f"{where}: {path}.{key} is {format_size(use)} but the node has only {format_size(have)}; "
-                f"more than {USED_OVER_TOTAL_FACTOR}x the total plus the node reserve is a broken record, "
-                "not over-provisioning"
-            )
-
-
-def _identifier(payload: dict, key: str, *, where: str, required: bool) -> int | None:
-    """A grid id (node, farm, twin): ids start at 1; 0 is Go's zero value for 'none'."""
-    value = payload.get(key)
-    if value is None:
-        if required:
-            raise MalformedPayload(
-                f"{where}: {key} is {'null' if key in payload else 'missing'}, must be a positive id"
-            )
-        return None
-    number = _whole_number(value, where=where, path=key, kind="a positive id")
-    if number < 0 or number > 2**32 - 1:
-        raise MalformedPayload(f"{where}: {key} is {number}, must be a positive id")
-    if number == 0:
-        if required:
-            raise MalformedPayload(f"{where}: {key} is 0, must be a positive id")
-        return None
-    return number
-
-
-def _text(payload: dict, key: str, *, where: str) -> str:
-    value = payload.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise MalformedPayload(f"{where}: {key} is {_describe(value)}, must be text")
-    # A little over the column is cut; far over it is not a name but a broken or hostile answer.
-    if len(value) > TEXT_REFUSE_AFTER:
-        raise MalformedPayload(
-            f"{where}: {key} is {len(value):,} characters long; no name is longer than {TEXT_REFUSE_AFTER:,}, refusing it"
-        )
-    position, what = _unstorable(value)
-    if what:
-        # PostgreSQL refuses a NUL in text and UTF-8 cannot encode a lone surrogate: refused here,
-        # with the field's name, instead of as a traceback from the write.
-        raise MalformedPayload(f"{where}: {key} contains {what} at character {position + 1}; refusing it")
-    # Stored in bounded columns; a runaway name must not fail the write later.
-    return " ".join(value.split())[: _TEXT_LIMITS.get(key, 128)]
-
-
-def _unstorable(text: str) -> tuple[int, str]:
-    """The first character no column should hold (NUL, a lone surrogate, a control character)."""
-    for position, char in enumerate(text):
-        if char in "\t\n\r":
-            continue  # whitespace, folded into spaces by the caller
-        code = ord(char)
-        if code == 0:
-            return position, "a NUL character (U+0000)"
-        if 0xD800 <= code <= 0xDFFF:
-            return position, f"a lone surrogate (U+{code:04X})"
-        if unicodedata.category(char) == "Cc":
-            return position, f"a control character (U+{code:04X})"
-    return -1, ""
-
-
-def _flag(payload: dict, key: str, *, where: str) -> bool:
-    value = payload.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise MalformedPayload(f"{where}: {key} is {_describe(value)}, must be true or false")
-    return value
-
-
-def _status(payload: dict, *, where: str) -> str:
-    if "status" not in payload or payload["status"] is None:
-        state = "missing" if "status" not in payload else "null"
-        raise MalformedPayload(f"{where}: status is {state}, must be one of {', '.join(NODE_STATUSES)}")
-    value = payload["status"]
-    if not isinstance(value, str) or value.strip().lower() not in NODE_STATUSES:
-        raise MalformedPayload(f"{where}: status is {_describe(value)}, must be one of {', '.join(NODE_STATUSES)}")
-    return value.strip().lower()
-
-
-def _timestamp(payload: dict, key: str, *, where: str) -> int | None:
-    value = payload.get(key)
-    if value is None:
-        return None
-    number = _whole_number(value, where=where, path=key, kind="a unix timestamp")
-    return number if number > 0 else None
-
-
-# --- pure parsers ------------------------------------------------------------------------
-
-
-def parse_node(payload: Any) -> NodeCapacity:
-    """One node from GET /nodes/{id} (nested `capacity`) or one entry of GET /nodes (flat)."""
-    if not isinstance(payload, dict):
-        raise MalformedPayload(f"node payload is {_describe(payload)}, must be a JSON object")
-    node_id = _identifier(payload, "nodeId", where="node payload", required=True)
-    where = f"node {node_id}"
-    if "capacity" in payload:
-        capacity = payload["capacity"]
-        if not isinstance(capacity, dict):
-            raise MalformedPayload(f"{where}: capacity is {_describe(capacity)}, must be an object")
-        total = _resources(capacity, "total_resources", where=where, prefix="capacity.")
-        used = _resources(capacity, "used_resources", where=where, prefix="capacity.", used=True)
-        used_path = "capacity.used_resources"
-    elif "total_resources" in payload or "used_resources" in payload:
-        total = _resources(payload, "total_resources", where=where)
-        used = _resources(payload, "used_resources", where=where, used=True)
-        used_path = "used_resources"
-    else:
-        raise MalformedPayload(
-            f"{where}: has neither capacity.total_resources (GET /nodes/{{id}}) nor total_resources (GET /nodes)"
-        )
-    _check_used(total, used, where=where, path=used_path)
-    return NodeCapacity(
-        node_id=node_id,
-        farm_id=_identifier(payload, "farmId", where=where, required=True),
-        farm_name=_text(payload, "farmName", where=where),
-        twin_id=_identifier(payload, "twinId", where=where, required=False),
-        status=_status(payload, where=where),
-        dedicated=_flag(payload, "dedicated", where=where),
-        rented_by_twin_id=_identifier(payload, "rentedByTwinId", where=where, required=False),
-        total=total,
-        used=used,
-        country=_text(payload, "country", where=where),
-        city=_text(payload, "city", where=where),
-        updated_at=_timestamp(payload, "updatedAt", where=where),
-    )
-
-
-def parse_statistics(payload: Any, *, node_id: int | None = None) -> NodeStatistics:
-    """GET /nodes/{id}/statistics: the node's own view (system = its reserve)."""
-    where = f"node {node_id} statistics" if node_id is not None else "statistics"
-    if not isinstance(payload, dict):
-        raise MalformedPayload(f"{where}: payload is {_describe(payload)}, must be a JSON object")
-    total = _resources(payload, "total", where=where)
-    used = _resources(payload, "used", where=where, used=True)
-    system = _resources(payload, "system", where=where)
-    _check_used(total, used, where=where, path="used")
-    users = payload.get("users")
-    if users is None:
-        users = {}
-    if not isinstance(users, dict):
-        raise MalformedPayload(f"{where}: users is {_describe(users)}, must be an object")
-    counts = {}
-    for key in ("deployments", "workloads"):
-        value = users.get(key)
-        if value is None:
-            counts[key] = 0
-            continue
-        number = _whole_number(value, where=where, path=f"users.{key}", kind="a non-negative count")
-        if number < 0:
-            raise MalformedPayload(f"{where}: users.{key} is {number}, must be a non-negative count")
-        counts[key] = number
-    return NodeStatistics(system=system, total=total, used=used, **counts)
 
 
 # --- the client --------------------------------------------------------------------------
@@ -453,7 +196,7 @@ class GridProxyClient:
         params.update({"page": page, "size": size})
         payload, url = self._get_json("/nodes", params=params, node_id=None)
         if not isinstance(payload, list):
-            raise MalformedPayload(f"the node list from {url} is {_describe(payload)}, must be a JSON array")
+            raise MalformedPayload(f"the node list from {url} is {describe(payload)}, must be a JSON array")
         nodes: list[NodeCapacity] = []
         skipped: list[tuple[str, str]] = []
         seen: set[int] = set()
@@ -523,7 +266,7 @@ class GridProxyClient:
         # One budget for the whole request: every try, every back-off, every byte of the answer.
         deadline = Deadline.within(self.deadline).earliest(current_step_deadline())
         retry_statuses = STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES
-        with _Watchdog(deadline) as watchdog:
+        with Watchdog(deadline) as watchdog:
             tries = 0
             while True:
                 tries += 1
@@ -549,7 +292,7 @@ class GridProxyClient:
         if statistics and status == 500:
             down = _DOWN_STATUS_RE.search(message)
             if down:
-                raise NodeOffline(
+                raise NodeAway(
                     f"node {node_id} is {down.group(1).lower()}: the grid proxy cannot fetch its statistics ({url})"
                 )
             raise GridUnavailable(
@@ -656,161 +399,11 @@ class GridProxyClient:
         return f"the grid proxy at {url} is unavailable: {what}, after {tries} {_plural(tries, 'try', 'tries')}"
 
 
-# --- the deadline on the wire ------------------------------------------------------------
-#
-# A socket time-out bounds each read, so a server that drips one byte a second is never
-# timed out. A watchdog thread shuts the request's socket down when the budget is spent;
-# the blocked read then returns at once and the request fails with the deadline's words.
-# The connection classes below tell the watchdog of this thread which socket to watch.
-
-_watching = threading.local()
-
-
-class _Watchdog:
-    def __init__(self, deadline: Deadline) -> None:
-        self.deadline = deadline
-        self.fired = False
-        self.finished = False
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> _Watchdog:
-        self._outer = getattr(_watching, "dog", None)
-        _watching.dog = self
-        _clock.add(self)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        _watching.dog = self._outer
-        with self._lock:
-            self.finished = True
-            self._sockets.clear()
-
-    def watch(self, sock: socket.socket) -> None:
-        with self._lock:
-            if not any(known is sock for known in self._sockets):
-                self._sockets.append(sock)
-            fired = self.fired
-        if fired:
-            _shut(sock)
-
-    def fire(self) -> None:
-        with self._lock:
-            if self.finished:
-                return
-            self.fired = True
-            sockets = list(self._sockets)
-        for sock in sockets:
-            _shut(sock)
-
-
-class _WatchdogClock:
-    """One thread for every request's deadline (a timer thread per request costs more than a request)."""
-
-    def __init__(self) -> None:
-        self._due: list[tuple[float, int, _Watchdog]] = []
-        self._order = itertools.count()
-        self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def add(self, dog: _Watchdog) -> None:
-        with self._wake:
-            heapq.heappush(self._due, (dog.deadline.ends, next(self._order), dog))
-            # Started on first use, and again in a forked child (a worker process), where it is gone.
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="grid-deadline-watchdog", daemon=True)
-                self._thread.start()
-            self._wake.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while self._due and self._due[0][2].finished:
-                    heapq.heappop(self._due)
-                if not self._due:
-                    self._wake.wait()
-                    continue
-                wait = self._due[0][0] - time.monotonic()
-                if wait > 0:
-                    self._wake.wait(wait)
-                    continue
-                dog = heapq.heappop(self._due)[2]
-            dog.fire()
-
-
-_clock = _WatchdogClock()
-
-
-def _shut(sock: Any) -> None:
-    # TLS inside a proxy tunnel is urllib3's SSLTransport, which keeps the real socket as .socket.
-    while not isinstance(sock, socket.socket) and getattr(sock, "socket", None) is not None:
-        sock = sock.socket
-    if not isinstance(sock, socket.socket):
-        return
-    try:
-        # socket.socket's own shutdown, also under TLS: it wakes a read blocked in another thread.
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    except OSError:
-        pass  # already closed
-
-
-def _watched(connection: Any) -> None:
-    # The socket itself, not the connection: http.client hands it to the response and forgets it
-    # (connection.sock is None) when the server will close after answering.
-    dog = getattr(_watching, "dog", None)
-    sock = getattr(connection, "sock", None)
-    if dog is not None and sock is not None:
-        dog.watch(sock)
-
-
-class _WatchedHTTPConnection(HTTPConnection):
-    def connect(self) -> None:
-        super().connect()
-        _watched(self)
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _watched(self)  # a kept-alive connection is not connected again
-        super().request(*args, **kwargs)
-
-
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        _watched(self)
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _watched(self)
-        super().request(*args, **kwargs)
-
-
-class _WatchedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _WatchedHTTPConnection
-
-
-class _WatchedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _WatchedHTTPSConnection
-
-
-_WATCHED_POOLS = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
-
-
-class _WatchedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = dict(_WATCHED_POOLS)
-
-    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any):
-        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        if not proxy.lower().startswith("socks"):
-            manager.pool_classes_by_scheme = dict(_WATCHED_POOLS)
-        return manager
-
-
 def _new_session() -> requests.Session:
     session = requests.Session()
     # Retries are ours (GridProxyClient._get_json): they must stay inside the request's budget,
     # and urllib3's own would log a "Retrying (...)" warning for each.
-    adapter = _WatchedAdapter(max_retries=Retry(total=0, redirect=False, raise_on_status=False))
+    adapter = WatchedAdapter(max_retries=Retry(total=0, redirect=False, raise_on_status=False))
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     session.headers.update({"Accept": "application/json", "User-Agent": "slicedash-gridproxy-client"})
@@ -891,4 +484,4 @@ def _plural(n: int, one: str, many: str) -> str:
     return one if n == 1 else many
 
 
-__all__ = ["DEPLOY_NOT_SUPPORTED", "GridProxyClient", "parse_node", "parse_statistics"]
+__all__ = ["DEPLOY_NOT_SUPPORTED", "GridProxyClient"]

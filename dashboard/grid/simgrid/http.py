@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dashboard.grid.types import NODE_STATUSES, GridError, NodeCapacity, NodeNotFound, NodeOffline
+from dashboard.grid.types import NODE_STATUSES, GridError, NodeAway, NodeCapacity, NodeNotFound
 
 logger = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 500, {"error": f"cannot fetch statistics from node {node_id} with status: {node.status}"}
         try:
             stats = self.grid.statistics(node_id)
-        except NodeOffline as exc:  # went down between the two reads
+        except NodeAway as exc:  # went down between the two reads
             return 500, {"error": f"cannot fetch statistics from node {node_id}: {exc}"}
         last = max((vm.created_at for vm in self.grid.vms(node_id)), default=0) if hasattr(self.grid, "vms") else 0
         return 200, {

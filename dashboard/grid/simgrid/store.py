@@ -1,40 +1,13 @@
-"""A simulated ZOS grid: ZOS's own capacity accounting, kept in one SQLite file.
+"""The simulated grid's fleet, kept in one SQLite file, behind the Grid interface.
 
 Web, worker and management commands each open the same file, so it is the one grid
 they all see. Stdlib sqlite3 only (no Django): WAL so readers never wait on writers,
 and every deploy runs inside `BEGIN IMMEDIATE`, which takes the write lock before the
 node is read, so two deploys racing for the last room on a node are serialised and
-the second one sees the first one's VM.
+the second one sees the first one's VM. It plays the outside world: its store is not ours.
 
-What is modelled, and where it comes from (see docs/domain.md):
-- Node memory reserve: max(total // 10, 2 GiB) (zos provisiond getNodeReserved,
-  `available.MRU*10/100`, integer division).
-- zos-cache: 20 GiB of SSD (the figure the Grid Proxy assumes) in the pool with the most
-  space, the first of equals in device order; the other pools start unmounted.
-- A deployment is one VM: a data disk (zmount, named `<name>disk` as grid-client names
-  disks) and the zmachine. ZOS installs zmounts before zmachines (provisiond's
-  WithStartupOrder(ZMountType, ...) and engine.installDeployment), and the zmachine's
-  memory check runs before its rootfs volume is created. So the order of refusals is:
-  validation (synchronous, before any contract), data disk, memory, rootfs.
-- Deploy-time memory check (zos pkg/primitives/statistics.go):
-  used = max(sum of workload memory + reserve, memory actually in use);
-  usable = total - used; refused when the VM's memory > usable. "Actually in use" is
-  the workloads' memory plus a hidden per-VM overhead (`per_vm_overhead_mru`, zero
-  by default as in current ZOS) plus the reserve, capped at the node's memory.
-- Disk placement as storaged does it (zos pkg/storage findCandidates, vDiskFindCandidate):
-  a disk goes to the mounted pool with the most room left after it; if no mounted pool
-  holds it, to the first unmounted pool in device order that does (which is mounted from
-  then on); a data disk (vdisk) prefers a pool that already has a vdisks volume, the rootfs
-  volume takes the best candidate. Data disk first, then the rootfs
-  (max(requested, zos_rootfs(cpu, memory))).
-This is ZOS played on its own: nothing here asks dashboard.capacity for a decision, so the
-suite can check the capacity model against it as against a real node.
-What it tells is what a real node tells: the statistics' and the proxy's `used` are the
-accounted use (workloads + reserve); memory really in use shows only in a memory refusal's
-`usable` figure. Pool sizes are reported largest first: the device order is not told.
-- CPU is not checked (ZOS over-provisions cores).
-The reported `used` follows the Grid Proxy: used_mru = sum VM memory + reserve,
-used_sru = sum VM (data + rootfs) + 20 GiB; `system` in the statistics is the reserve.
+Each deploy is decided by the node's ZosMachine (machine.py), built from the node's row and
+VMs; the row keeps storaged's state (which pools are mounted and hold vdisks) after it.
 """
 
 from __future__ import annotations
@@ -43,16 +16,15 @@ import json
 import re
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
-# Sizes and types only: every decision below (reserve, memory check, placement, rootfs) is ZOS's
-# rule written here on its own, so the suite can hold dashboard.capacity against it.
-from dashboard.capacity import GiB, MiB, Resources, SliceSize, format_size
+# Sizes and types only: the decisions are ZosMachine's.
+from dashboard.capacity import Resources, SliceSize, format_size
+from dashboard.grid.simgrid.machine import ZosMachine, validation_error
+from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, now
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_MRU,
@@ -60,75 +32,22 @@ from dashboard.grid.types import (
     NODE_STATUSES,
     DeploymentFailed,
     GridUnavailable,
+    NodeAway,
     NodeCapacity,
     NodeNotFound,
-    NodeOffline,
     NodePage,
     NodeStatistics,
     VmDeployed,
     WorkloadNotFound,
 )
 
-ZOS_CACHE_SRU = 20 * GiB
-RESERVE_MRU_FLOOR = 2 * GiB
 SCHEMA_VERSION = 2
 # Workload names end up in workload ids ("<twin>-<deployment>-<name>"), stored in 64 characters.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
-NO_SPACE = "not enough space left in pools of this type ssd"
-
-
-def zos_reserve_mru(total_mru: int) -> int:
-    """Memory ZOS keeps for itself: max(10% of total, 2 GiB), integer arithmetic as in ZOS."""
-    return max(total_mru * 10 // 100, RESERVE_MRU_FLOOR)
 
 
 class NodeAlreadyOnGrid(ValueError):
     """add_node for a node id the simulated grid already has (pass replace=True to overwrite)."""
-
-
-@dataclass(frozen=True)
-class SimVm:
-    workload_id: str
-    name: str
-    cru: int
-    mru: int
-    sru: int  # the data disk
-    rootfs: int
-    deployment_id: int = 0
-    data_pool: int | None = None  # index into the node's pools; None when there is no data disk
-    rootfs_pool: int = 0
-    created_at: int = 0
-
-    @property
-    def disk(self) -> int:
-        return self.sru + self.rootfs
-
-
-@dataclass(frozen=True)
-class _Node:
-    node_id: int
-    farm_id: int
-    farm_name: str
-    twin_id: int
-    status: str
-    dedicated: bool
-    cru: int
-    mru: int
-    sru: int
-    pools: tuple[int, ...]
-    per_vm_overhead_mru: int
-    country: str
-    city: str
-    status_changed_at: int
-    # storaged's state: which pools are mounted and which hold a vdisks volume (both stay
-    # so until a reboot, which the simulator does not model), and where zos-cache went.
-    cache_pool: int = 0
-    mounted: frozenset[int] = frozenset()
-    vdisk_pools: frozenset[int] = frozenset()
-
-    @property
-    def reserve_mru(self) -> int:
-        return zos_reserve_mru(self.mru)
 
 
 _SCHEMA = """
@@ -209,7 +128,7 @@ class SimulatedGrid:
         cru = _bounded(cru, "cru", low=1, high=MAX_NODE_CRU, unit="cores")
         mru = _bounded(mru, "mru", low=1, high=MAX_NODE_MRU)
         sru = _bounded(sru, "sru", low=ZOS_CACHE_SRU, high=MAX_NODE_SRU, why_low="the 20 GiB zos-cache ZOS keeps")
-        pool_sizes = _pools(pools, sru)
+        pool_sizes = checked_pools(pools, sru)
         # At boot zos-cache goes to the pool with the most space (the first of equals).
         cache = pool_sizes.index(max(pool_sizes))
         farm_id = _positive(farm_id, "farm id")
@@ -247,7 +166,7 @@ class SimulatedGrid:
                     per_vm_overhead_mru,
                     country,
                     city,
-                    _now(),
+                    now(),
                     cache,
                     json.dumps([cache]),
                 ),
@@ -260,7 +179,7 @@ class SimulatedGrid:
             self._node(conn, node_id)
             conn.execute(
                 "UPDATE sim_node SET status = ?, status_changed_at = ? WHERE node_id = ? AND status <> ?",
-                (status, _now(), node_id, status),
+                (status, now(), node_id, status),
             )
 
     def remove_node(self, node_id: int) -> None:
@@ -356,7 +275,7 @@ class SimulatedGrid:
         with self._transaction() as conn:
             node = self._node(conn, node_id)
             _require_up(node, "deploy anything")
-            invalid = _invalid(size)
+            invalid = validation_error(size)
             if invalid:
                 # The Go deployer validates before it creates a contract: no deployment id is spent.
                 raise DeploymentFailed(f"deployment is invalid: {invalid}")
@@ -380,7 +299,7 @@ class SimulatedGrid:
     # --- ZOS's placement -------------------------------------------------------------
 
     def _place(
-        self, conn: sqlite3.Connection, node: _Node, size: SliceSize, *, name: str, deployment_id: int
+        self, conn: sqlite3.Connection, node: SimNode, size: SliceSize, *, name: str, deployment_id: int
     ) -> VmDeployed | DeploymentFailed:
         machine = ZosMachine(node, self._vms(conn, node.node_id))
         vm, refusal = machine.place(size, name=name, deployment_id=deployment_id)
@@ -485,7 +404,7 @@ class SimulatedGrid:
                 conn.execute("ROLLBACK")
                 raise
 
-    def _node(self, conn: sqlite3.Connection, node_id: int) -> _Node:
+    def _node(self, conn: sqlite3.Connection, node_id: int) -> SimNode:
         node_id = _positive(node_id, "node id")
         row = conn.execute("SELECT * FROM sim_node WHERE node_id = ?", (node_id,)).fetchone()
         if row is None:
@@ -525,7 +444,7 @@ class SimulatedGrid:
         conn.execute("UPDATE sim_counter SET value = value + 1 WHERE name = 'deployment'")
         return conn.execute("SELECT value FROM sim_counter WHERE name = 'deployment'").fetchone()[0]
 
-    def _capacity(self, node: _Node, vms: Sequence[SimVm]) -> NodeCapacity:
+    def _capacity(self, node: SimNode, vms: Sequence[SimVm]) -> NodeCapacity:
         return NodeCapacity(
             node_id=node.node_id,
             farm_id=node.farm_id,
@@ -543,236 +462,22 @@ class SimulatedGrid:
             country=node.country,
             city=node.city,
             # An up node reports in continuously; a down one was last heard when it went down.
-            updated_at=_now() if node.status == "up" else node.status_changed_at,
+            updated_at=now() if node.status == "up" else node.status_changed_at,
             # A node reports its pools' sizes, not their device order.
             pools_sru=tuple(sorted(node.pools, reverse=True)),
         )
 
 
-# --- ZOS's arithmetic ------------------------------------------------------------------
-
-
-def _actual_mru(node: _Node, vms: Sequence[SimVm]) -> int:
-    """Memory really in use on the host; the hidden per-VM overhead shows up only here."""
-    return min(node.mru, sum(vm.mru + node.per_vm_overhead_mru for vm in vms) + node.reserve_mru)
-
-
-def _usable_mru(node: _Node, vms: Sequence[SimVm]) -> int:
-    accounted = sum(vm.mru for vm in vms) + node.reserve_mru
-    # ZOS computes this in uint64; used never exceeds total here, the clamp only guards a shrunk node.
-    return max(node.mru - max(accounted, _actual_mru(node, vms)), 0)
-
-
-class ZosMachine:
-    """One ZOS node in memory: its VMs and storaged's pools, deploying and releasing as ZOS does.
-
-    SimulatedGrid places every VM through it; the traffic simulation drives thousands of them
-    without a database. Reading it gives only what a real node tells (`reading()`: the
-    accounted use); the memory really in use shows in a memory refusal alone.
-    """
-
-    def __init__(self, node: _Node, vms: Sequence[SimVm] = ()) -> None:
-        self.node = node
-        self.vms = list(vms)
-        self.storaged = _Storaged(node, self.vms)
-
-    @classmethod
-    def boot(
-        cls,
-        node_id: int,
-        *,
-        cru: int,
-        mru: int,
-        sru: int,
-        pools: Sequence[int] | None = None,
-        per_vm_overhead_mru: int = 0,
-        status: str = "up",
-    ) -> ZosMachine:
-        sizes = _pools(pools, sru)
-        node = _Node(
-            node_id=node_id,
-            farm_id=1,
-            farm_name="",
-            twin_id=node_id + 1000,
-            status=status,
-            dedicated=False,
-            cru=cru,
-            mru=mru,
-            sru=sru,
-            pools=tuple(sizes),
-            per_vm_overhead_mru=per_vm_overhead_mru,
-            country="",
-            city="",
-            status_changed_at=0,
-            cache_pool=sizes.index(max(sizes)),
-        )
-        return cls(node)
-
-    def copy(self) -> ZosMachine:
-        twin = ZosMachine.__new__(ZosMachine)
-        twin.node, twin.vms = self.node, list(self.vms)
-        twin.storaged = self.storaged.copy()
-        return twin
-
-    def place(self, size: SliceSize, *, name: str, deployment_id: int) -> tuple[SimVm | None, DeploymentFailed | None]:
-        """Deploy one VM: (the VM, None) or (None, the refusal in ZOS's words)."""
-        node, storaged = self.node, self.storaged
-        # When memory and the data disk are both short, both workloads fail; the error the
-        # deployer and the client surface is the VM's own (the Rust client's "vm deployment
-        # entered error state" is about the zmachine), so memory is reported first.
-        usable = _usable_mru(node, self.vms)
-        if size.mru > usable:
-            return None, _refused(
-                name,
-                deployment_id,
-                "failed to satisfy required capacity: "
-                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
-            )
-        data_pool = None
-        if size.sru:
-            data_pool = storaged.allocate(size.sru, vdisk=True)
-            if data_pool is None:
-                return None, _refused(
-                    f"{name}disk",
-                    deployment_id,
-                    f"failed to find a candidate to host vdisk of size '{size.sru}': {NO_SPACE}",
-                )
-        rootfs = max(size.rootfs, zos_rootfs(size.cru, size.mru))
-        rootfs_pool = storaged.allocate(rootfs, vdisk=False)
-        if rootfs_pool is None:
-            if data_pool is not None:
-                storaged.allocated[data_pool] -= size.sru  # the failed deployment's disk is removed
-            return None, _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
-        vm = SimVm(
-            workload_id=f"{node.twin_id}-{deployment_id}-{name}",
-            name=name,
-            cru=size.cru,
-            mru=size.mru,
-            sru=size.sru,
-            rootfs=rootfs,
-            deployment_id=deployment_id,
-            data_pool=data_pool,
-            rootfs_pool=rootfs_pool,
-            created_at=_now(),
-        )
-        self.vms.append(vm)
-        return vm, None
-
-    def release(self, workload_id: str) -> None:
-        """Cancel a VM: its memory and disks are free again (its pools stay mounted)."""
-        for i, vm in enumerate(self.vms):
-            if vm.workload_id == workload_id:
-                del self.vms[i]
-                if vm.data_pool is not None:
-                    self.storaged.allocated[vm.data_pool] -= vm.sru
-                self.storaged.allocated[vm.rootfs_pool] -= vm.rootfs
-                return
-        raise WorkloadNotFound(f"workload {workload_id} is not deployed on node {self.node.grid_id}")
-
-    def reading(self) -> tuple[Resources, Resources]:
-        """(total, used) as the Grid Proxy and the node's statistics report them: the accounted use."""
-        node, vms = self.node, self.vms
-        return (
-            Resources(cru=node.cru, mru=node.mru, sru=node.sru),
-            Resources(
-                cru=sum(vm.cru for vm in vms),
-                mru=sum(vm.mru for vm in vms) + node.reserve_mru,
-                sru=sum(vm.disk for vm in vms) + ZOS_CACHE_SRU,
-            ),
-        )
-
-
-class _Storaged:
-    """storaged's view of one node's SSD pools while it places a VM's disks.
-
-    Allocation is counted in full for every disk (`used + size <= size`), the zos-cache
-    included. Mounted pools and pools holding a vdisks volume persist in the node's row.
-    """
-
-    def __init__(self, node: _Node, vms: Sequence[SimVm]) -> None:
-        self.sizes = list(node.pools)
-        self.allocated = [0] * len(self.sizes)
-        self.allocated[node.cache_pool] += ZOS_CACHE_SRU
-        for vm in vms:
-            if vm.data_pool is not None:
-                self.allocated[vm.data_pool] += vm.sru
-            self.allocated[vm.rootfs_pool] += vm.rootfs
-        self.mounted = set(node.mounted) | {node.cache_pool}
-        self.mounted |= {vm.rootfs_pool for vm in vms} | {vm.data_pool for vm in vms if vm.data_pool is not None}
-        self.vdisk_pools = set(node.vdisk_pools) | {vm.data_pool for vm in vms if vm.data_pool is not None}
-
-    def _holds(self, pool: int, size: int) -> bool:
-        return self.allocated[pool] + size <= self.sizes[pool]
-
-    def _candidates(self, size: int) -> list[int]:
-        # findCandidates: mounted pools that hold it, most room left first; else the first
-        # unmounted pool in device order that holds it (mounted for the purpose).
-        mounted = [p for p in range(len(self.sizes)) if p in self.mounted and self._holds(p, size)]
-        if mounted:
-            return sorted(mounted, key=lambda p: self.sizes[p] - self.allocated[p] - size, reverse=True)
-        for pool in range(len(self.sizes)):
-            if pool not in self.mounted and self._holds(pool, size):
-                return [pool]
-        return []
-
-    def allocate(self, size: int, *, vdisk: bool) -> int | None:
-        candidates = self._candidates(size)
-        if not candidates:
-            return None
-        pool = candidates[0]
-        if vdisk:
-            # vDiskFindCandidate: the first candidate that already has a vdisks volume.
-            pool = next((p for p in candidates if p in self.vdisk_pools), pool)
-            self.vdisk_pools.add(pool)
-        self.mounted.add(pool)
-        self.allocated[pool] += size
-        return pool
-
-    def copy(self) -> _Storaged:
-        twin = _Storaged.__new__(_Storaged)
-        twin.sizes, twin.allocated = self.sizes, list(self.allocated)
-        twin.mounted, twin.vdisk_pools = set(self.mounted), set(self.vdisk_pools)
-        return twin
-
-    def free(self) -> list[int]:
-        return [size - used for size, used in zip(self.sizes, self.allocated, strict=True)]
-
-
-def zos_rootfs(cru: int, mru: int) -> int:
-    """zmachine.go MinRootSize: cu = cpu * memory / 8 GiB in whole units; 500 MiB when it is 0, else 2 GiB."""
-    return 500 * MiB if cru * mru // (8 * GiB) == 0 else 2 * GiB
-
-
-ZOS_MIN_MRU = 250 * MiB  # zmachine.go: "mem capacity can't be less that 250M"
-
-
-def _invalid(size: SliceSize) -> str:
-    """ZOS's zmachine validation (pkg/gridtypes/zos/zmachine.go), its own words and typos."""
-    if size.cru == 0:
-        return "cpu capcity can't be 0"
-    if size.mru < ZOS_MIN_MRU:
-        return "mem capacity can't be less that 250M"
-    minimum = zos_rootfs(size.cru, size.mru)
-    if size.rootfs != 0 and size.rootfs < minimum:
-        return f"disk size can't be less that {minimum}. Set to 0 for minimum"
-    return ""
-
-
-def _refused(workload: str, deployment_id: int, reason: str) -> DeploymentFailed:
-    # The Go deployer's wrapping (tfgrid-sdk-go deployer.Wait); classify() unwraps it.
-    return DeploymentFailed(f"workload {workload} within deployment {deployment_id} failed with error: {reason}")
-
-
-def _require_up(node: _Node, doing: str) -> None:
+def _require_up(node: SimNode, doing: str) -> None:
     if node.status != "up":
-        raise NodeOffline(f"node {node.node_id} is {node.status}: it cannot {doing} until it is up again")
+        raise NodeAway(f"node {node.node_id} is {node.status}: it cannot {doing} until it is up again")
 
 
 # --- input checks ----------------------------------------------------------------------
 
 
-def _node_from_row(row: sqlite3.Row) -> _Node:
-    return _Node(
+def _node_from_row(row: sqlite3.Row) -> SimNode:
+    return SimNode(
         node_id=row["node_id"],
         farm_id=row["farm_id"],
         farm_name=row["farm_name"],
@@ -811,24 +516,6 @@ def _bounded(value: object, what: str, *, low: int, high: int, unit: str = "byte
     return value
 
 
-def _pools(pools: Sequence[int] | None, sru: int) -> list[int]:
-    if pools is None:
-        return [sru]
-    sizes = list(pools)
-    if not sizes:
-        raise ValueError("pools must list at least one SSD pool size")
-    for size in sizes:
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ValueError(f"every pool size must be a whole number of bytes above zero (got {size!r})")
-    if sum(sizes) > sru:
-        raise ValueError(
-            f"the pools add up to {format_size(sum(sizes))}, more than the node's SSD total of {format_size(sru)}"
-        )
-    if max(sizes) < ZOS_CACHE_SRU:
-        raise ValueError(f"the largest pool is {format_size(max(sizes))}; it must hold the 20 GiB zos-cache")
-    return sizes
-
-
 def _status(status: object) -> str:
     if status not in NODE_STATUSES:
         raise ValueError(f"status {status!r} is not one of {', '.join(NODE_STATUSES)}")
@@ -843,8 +530,4 @@ def _text(value: object, what: str, limit: int) -> str:
     return value.strip()
 
 
-def _now() -> int:
-    return int(time.time())
-
-
-__all__ = ["NodeAlreadyOnGrid", "SimVm", "SimulatedGrid", "ZOS_CACHE_SRU", "ZosMachine", "zos_reserve_mru"]
+__all__ = ["NodeAlreadyOnGrid", "SimulatedGrid"]

@@ -1,0 +1,157 @@
+"""The capacity model: how many fixed-size VM slices a ZOS node can really host.
+
+Pure arithmetic with no Django import; integer bytes throughout (1024-based GiB, as
+ZOS and the Grid Proxy count). Everything else in the product asks this package, through
+the names below (`from dashboard import capacity; capacity.carve(...)`). The rules and
+their sources are in docs/domain.md (ZOS accounting). The package imports nothing of ours
+outside itself; its parts, each importing only those listed before it:
+
+- `sizes`: the byte units, parse_size / format_size, `Resources`, the model's errors;
+- `placement`: where ZOS's storaged puts each disk, in every device order of the pools;
+- `words`: every sentence the model says (verdicts, carve notes, a node that is away);
+- `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
+- `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
+- `carve`: the slices a node can host (`carve`, `carve_memoised`);
+- `precheck`: what fits on a live node now (`fits`, `placeable_count`, `precheck`), away nodes.
+
+The functions `carve` and `precheck` share their modules' names: here the names are the
+functions, so import from those modules as `from dashboard.capacity.carve import ...`.
+"""
+
+from dashboard.capacity.carve import Carve, SliceSize, carve, carve_memoised, deployable_slices
+from dashboard.capacity.carve import _carve_memo as _carve_memo  # its cache, counted by a test
+from dashboard.capacity.lessons import (
+    NOTHING_OBSERVED,
+    Lesson,
+    Observed,
+    hidden_use_per_vm,
+    observed_after,
+    observed_now,
+    refusal_lesson,
+    vms_by_memory,
+)
+from dashboard.capacity.placement import (
+    PoolState,
+    device_orders,
+    largest_pool_room,
+    place_disk,
+    place_vm_disks,
+    pools_after,
+    pools_at_boot,
+    vms_placed_in_every_order,
+)
+from dashboard.capacity.policy import (
+    ARITHMETICS,
+    DEFAULT_PROFILE,
+    MIN_VM_MRU,
+    PROFILES,
+    ROOTFS_LARGE,
+    ROOTFS_RULES,
+    ROOTFS_SMALL,
+    Policy,
+    PolicyError,
+    profile,
+    vm_disks,
+    with_overrides,
+    zos_rootfs,
+)
+from dashboard.capacity.precheck import (
+    AWAY_STATUSES,
+    NOTHING_KNOWN,
+    PHANTOM_REASONS,
+    AwayVerdict,
+    LiveNode,
+    Precheck,
+    Shortfall,
+    SliceVerdict,
+    Verdict,
+    fits,
+    live_node,
+    node_is_away,
+    placeable_count,
+    precheck,
+)
+from dashboard.capacity.sizes import (
+    CapacityError,
+    GiB,
+    KiB,
+    MiB,
+    Resources,
+    SizeError,
+    TiB,
+    format_size,
+    gib,
+    parse_size,
+)
+from dashboard.capacity.words import RESOURCE_WORDS, away_badge, away_sentence
+
+__all__ = [
+    # sizes
+    "KiB",
+    "MiB",
+    "GiB",
+    "TiB",
+    "CapacityError",
+    "SizeError",
+    "parse_size",
+    "format_size",
+    "gib",
+    "Resources",
+    # placement
+    "PoolState",
+    "pools_at_boot",
+    "place_disk",
+    "place_vm_disks",
+    "device_orders",
+    "pools_after",
+    "vms_placed_in_every_order",
+    "largest_pool_room",
+    # words
+    "RESOURCE_WORDS",
+    "away_sentence",
+    "away_badge",
+    # policy
+    "ROOTFS_SMALL",
+    "ROOTFS_LARGE",
+    "MIN_VM_MRU",
+    "PolicyError",
+    "ROOTFS_RULES",
+    "ARITHMETICS",
+    "Policy",
+    "zos_rootfs",
+    "vm_disks",
+    "PROFILES",
+    "DEFAULT_PROFILE",
+    "profile",
+    "with_overrides",
+    # lessons
+    "Observed",
+    "NOTHING_OBSERVED",
+    "hidden_use_per_vm",
+    "Lesson",
+    "refusal_lesson",
+    "observed_after",
+    "observed_now",
+    "vms_by_memory",
+    # carve
+    "SliceSize",
+    "Carve",
+    "carve",
+    "carve_memoised",
+    "deployable_slices",
+    # precheck
+    "Shortfall",
+    "Verdict",
+    "LiveNode",
+    "NOTHING_KNOWN",
+    "live_node",
+    "AWAY_STATUSES",
+    "node_is_away",
+    "AwayVerdict",
+    "fits",
+    "placeable_count",
+    "PHANTOM_REASONS",
+    "SliceVerdict",
+    "Precheck",
+    "precheck",
+]

@@ -1,0 +1,249 @@
+"""The carve: how many slices of a policy's size a node can host at once, and their disk.
+
+The node's reserve and the occupied slices' real charge come off first; the new slices are
+then counted by memory (ZOS's memory check, with what refusals taught: `lessons`) and by disk,
+and, when the node's SSD pools are known, must deploy in full under storaged's placement in
+every device order of the pools (`placement`). The legacy bootstrap_nodes carve is kept
+exactly, for comparison (`Policy.arithmetic == "whole-gib"`). The rules and their sources are
+in docs/domain.md (ZOS accounting); what a carve says in words comes from `words`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed, vms_by_memory
+from dashboard.capacity.placement import vms_placed_in_every_order
+from dashboard.capacity.policy import Policy, vm_disks
+from dashboard.capacity.sizes import CapacityError, GiB, Resources
+from dashboard.capacity.words import (
+    LEGACY_CARVE_NOTE,
+    OVERCOMMITTED_NOTE,
+    hidden_memory_note,
+    not_one_slice_note,
+    refused_disk_note,
+)
+
+
+@dataclass(frozen=True)
+class SliceSize:
+    cru: int
+    mru: int
+    sru: int  # the data disk; the rootfs comes on top
+    rootfs: int = 0
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(cru=self.cru, mru=self.mru, sru=self.sru)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Carve:
+    policy: str
+    slices: int  # total slices the node holds: occupied plus new
+    new_slices: int  # free slices to create
+    occupied: int
+    slice: SliceSize
+    limited_by: str  # "mru", "sru", or "none" (nothing to carve into at all)
+    reserve: Resources
+    unallocated: Resources
+    # Occupied slices alone need more than the node has: keep them, add nothing.
+    overcommitted: bool = False
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict:
+        data = asdict(self)
+        data["notes"] = list(self.notes)
+        return data
+
+
+def carve(
+    total: Resources,
+    policy: Policy,
+    *,
+    occupied: Sequence[Resources] = (),
+    pools: Sequence[int] | None = None,
+    observed: Observed = NOTHING_OBSERVED,
+) -> Carve:
+    """Carve a node into slices of `policy.slice_mru`, counting occupied slices first.
+
+    `occupied` holds the sizes (cru, mru, data sru) of slices that are rented or deployed;
+    they stay as they are and their real charge comes off the node before new slices
+    are counted. `pools` are the node's SSD pool sizes when known: the new slices must then
+    deploy in full under ZOS's placement in every device order of the pools. `observed` is
+    what the node's refusals taught: hidden memory per VM, a bound on its largest free pool.
+    """
+    if total.mru < 0 or total.sru < 0 or total.cru < 0:
+        raise CapacityError("node capacity must not be negative")
+    if policy.arithmetic == "whole-gib":
+        return _carve_whole_gib(total, policy, occupied)
+
+    reserve = policy.reserve(total)
+    occupied_charge = Resources.total_of(policy.vm_charge(o.cru, o.mru, o.sru) for o in occupied)
+    budget = total - reserve - occupied_charge
+    rootfs = policy.rootfs_size(policy.slice_cru, policy.slice_mru)
+    per_vm_mru = policy.slice_mru + policy.overhead_mru_per_vm
+    per_vm_extra = rootfs + policy.overhead_sru_per_vm
+    per_vm_min_sru = policy.min_slice_sru + per_vm_extra
+    hidden = observed.hidden_mru_per_vm
+    sru_budget = budget.sru
+    if observed.pool_room_below is not None:
+        # A disk this size was refused with the accounting's room: assume what is left lies in
+        # one pool smaller than it, so every new disk must fit there.
+        sru_budget = min(sru_budget, observed.pool_room_below - 1)
+
+    by_mru = vms_by_memory(budget.mru, per_vm_mru, hidden_per_vm=hidden, running=len(occupied))
+    by_sru = max(sru_budget, 0) // per_vm_min_sru if per_vm_min_sru else by_mru
+    occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
+    if pools and per_vm_min_sru:
+        by_sru = min(
+            by_sru,
+            vms_placed_in_every_order(
+                pools,
+                reserve.sru,
+                occupied_disks,
+                (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
+                limit=min(by_mru, by_sru),
+            ),
+        )
+    count = min(by_mru, by_sru)
+    limited_by = "mru" if by_mru <= by_sru else "sru"
+
+    notes = []
+    overcommitted = budget.mru < 0 or budget.sru < 0
+    if overcommitted:
+        notes.append(OVERCOMMITTED_NOTE)
+        count = 0
+    data_sru = 0
+    if count > 0:
+        data_sru = _round_down(max(sru_budget, 0) // count - per_vm_extra, policy.sru_step)
+        if pools:
+            data_sru = _largest_deployable_disk(pools, reserve.sru, occupied_disks, count, data_sru, rootfs, policy)
+            if len(pools) > 1 and occupied:
+                # On a busy node with several pools, where ZOS put each disk depends on the order of
+                # past deploys and releases, which no reading tells. A disk no larger than the ones
+                # already there fits the hole any release leaves, so new ones are not made larger.
+                data_sru = max(min(data_sru, _round_down(min(o.sru for o in occupied), policy.sru_step)), 0)
+    elif not overcommitted and not occupied:
+        notes.append(not_one_slice_note(limited_by))
+    if hidden:
+        notes.append(hidden_memory_note(hidden))
+    if observed.pool_room_below is not None:
+        notes.append(refused_disk_note(observed.pool_room_below))
+
+    slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=data_sru, rootfs=rootfs)
+    used_by_new = policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
+    unallocated = total - reserve - occupied_charge - used_by_new
+    unallocated = Resources(
+        cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
+    )
+    return Carve(
+        policy=policy.name,
+        slices=len(occupied) + count,
+        new_slices=count,
+        occupied=len(occupied),
+        slice=slice_size,
+        limited_by=limited_by if (count or not occupied) else "mru" if budget.mru < per_vm_mru else "sru",
+        reserve=reserve,
+        unallocated=unallocated,
+        overcommitted=overcommitted,
+        notes=tuple(notes),
+    )
+
+
+@lru_cache(maxsize=8192)
+def _carve_memo(
+    total: Resources, policy: Policy, occupied: tuple[Resources, ...], pools: tuple[int, ...] | None, observed: Observed
+) -> Carve:
+    return carve(total, policy, occupied=occupied, pools=pools, observed=observed)
+
+
+def carve_memoised(
+    total: Resources,
+    policy: Policy,
+    *,
+    occupied: Sequence[Resources] = (),
+    pools: Sequence[int] | None = None,
+    observed: Observed = NOTHING_OBSERVED,
+) -> Carve:
+    """carve, remembered: a fleet has many nodes of the same size and the carve is pure.
+
+    Policies and resources are frozen values, so a changed policy is a different key. A carve
+    with pools tries every device order, so this is what re-register plans and the stored
+    figures use: the plan's carve is the one the figures find again.
+    """
+    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None, observed)
+
+
+def _carve_whole_gib(total: Resources, policy: Policy, occupied: Sequence[Resources]) -> Carve:
+    """The legacy bootstrap_nodes carve: usable = total_GiB - 1; count = usable // 4; disk = total_GiB // count."""
+    total_mru_gib = total.mru // GiB
+    total_sru_gib = total.sru // GiB
+    reserve_gib = policy.reserve_mru_floor // GiB
+    slice_gib = policy.slice_mru // GiB
+    count_all = max(total_mru_gib - reserve_gib, 0) // slice_gib if slice_gib else 0
+    count = max(count_all - len(occupied), 0)
+    disk_gib = total_sru_gib // count_all if count_all else 0
+    slice_size = SliceSize(cru=policy.slice_cru, mru=slice_gib * GiB, sru=disk_gib * GiB, rootfs=0)
+    reserve = Resources(mru=reserve_gib * GiB)
+    allocated = slice_size.resources.times(count_all)
+    unallocated = total - reserve - allocated
+    return Carve(
+        policy=policy.name,
+        slices=len(occupied) + count,
+        new_slices=count,
+        occupied=len(occupied),
+        slice=slice_size,
+        limited_by="mru",
+        reserve=reserve,
+        unallocated=Resources(
+            cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
+        ),
+        notes=(LEGACY_CARVE_NOTE,),
+    )
+
+
+def _round_down(value: int, step: int) -> int:
+    return max(value, 0) // step * step
+
+
+def _largest_deployable_disk(
+    pools: Sequence[int],
+    cache: int,
+    occupied: Sequence[tuple[int, int]],
+    count: int,
+    start: int,
+    rootfs: int,
+    policy: Policy,
+) -> int:
+    """The largest data disk (a multiple of sru_step, at least min_slice_sru) such that `count`
+    VMs deploy one after another in every device order of the pools."""
+
+    def deploys(data: int) -> bool:
+        disks = (data + policy.overhead_sru_per_vm, rootfs)
+        return vms_placed_in_every_order(pools, cache, occupied, disks, limit=count) >= count
+
+    hi = max(start, policy.min_slice_sru)
+    if deploys(hi):
+        return hi
+    lo = policy.min_slice_sru  # deploys: the count was taken at this size
+    while hi - lo > policy.sru_step:
+        mid = _round_down((lo + hi) // 2, policy.sru_step)
+        if mid <= lo:
+            break
+        if deploys(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def deployable_slices(
+    total: Resources, policy: Policy, *, pools: Sequence[int] | None = None, observed: Observed = NOTHING_OBSERVED
+) -> int:
+    return carve(total, policy, pools=pools, observed=observed).slices

@@ -1,0 +1,122 @@
+"""What ZOS's refusals teach about a node, and ZOS's memory check that they are read against.
+
+The node's statistics tell only the accounted use, workloads plus the reserve (zosbase
+pkg/primitives/statistics.go, GetCounters). ZOS's deploy-time check (the same file) refuses a
+VM whose memory exceeds total - max(accounted + reserve, memory really in use), so the memory
+really in use shows in one place only: a refusal's "out of usable Y bytes". A disk no pool
+could hold shows in a disk refusal where the accounting had room (docs/domain.md "What the
+node's statistics really say"). `Observed` is what is kept of those lessons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from dashboard.capacity.sizes import CapacityError, Resources
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What ZOS's own refusals taught about one node (the evidence is kept beside the node).
+
+    `hidden_mru_per_vm`: memory each running VM really uses beyond its size, seen only in a
+    memory refusal's `usable` figure. `pool_room_below`: a disk of this size was refused where
+    the accounting had room, so no pool had that much room then (valid until something is freed).
+    """
+
+    hidden_mru_per_vm: int = 0
+    pool_room_below: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.hidden_mru_per_vm < 0:
+            raise CapacityError("hidden memory per VM must not be negative")
+        if self.pool_room_below is not None and self.pool_room_below < 1:
+            raise CapacityError("a refused disk size must be above zero")
+
+    @property
+    def anything(self) -> bool:
+        return bool(self.hidden_mru_per_vm) or self.pool_room_below is not None
+
+
+NOTHING_OBSERVED = Observed()
+
+
+def hidden_use_per_vm(*, total_mru: int, usable_mru: int, accounted_mru: int, running: int) -> int:
+    """The hidden memory per running VM that a memory refusal reveals (0 when it reveals none).
+
+    ZOS refuses with "... out of usable Y bytes", Y = total - max(accounted, really used); so
+    total - Y above the accounted use (workloads + reserve) is memory the host really used,
+    spread over the VMs running then. Rounded up: the precheck must never say yes wrongly.
+    """
+    hidden = (total_mru - usable_mru) - accounted_mru
+    if hidden <= 0 or running <= 0:
+        return 0
+    return -(-hidden // running)
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What one ZOS refusal teaches: hidden memory per running VM, or a disk no pool could hold."""
+
+    kind: str  # "memory" or "disk"
+    hidden_mru_per_vm: int = 0
+    disk_size: int | None = None
+    used_sru: int | None = None  # SSD in use when the disk was refused: the bound holds while no less is used
+
+
+def refusal_lesson(
+    *,
+    cause: str,
+    needed: int | None,
+    usable: int | None,
+    total: Resources,
+    used: Resources,
+    vm_count: int,
+    data_disk: int,
+    rootfs: int,
+) -> Lesson | None:
+    """What a refusal teaches, from its cause ("memory" or "disk"), ZOS's figures and the accounted
+    reading taken just before; None when the accounting alone explains it."""
+    if cause == "memory" and usable is not None:
+        hidden = hidden_use_per_vm(
+            total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=max(vm_count, 1)
+        )
+        return Lesson("memory", hidden_mru_per_vm=hidden) if hidden > 0 else None
+    if cause == "disk":
+        if data_disk + rootfs > total.sru - used.sru:
+            return None  # the accounting had no room either: nothing about the pools
+        # "failed to find a candidate to host vdisk of size N" names the disk; a rootfs refusal does not.
+        return Lesson("disk", disk_size=max(needed or rootfs, 1), used_sru=used.sru)
+    return None
+
+
+def observed_after(observed: Observed, lesson: Lesson) -> Observed:
+    """The node's lessons with one more: the largest hidden use seen, the latest disk bound."""
+    if lesson.kind == "memory":
+        return replace(observed, hidden_mru_per_vm=max(observed.hidden_mru_per_vm, lesson.hidden_mru_per_vm))
+    return replace(observed, pool_room_below=lesson.disk_size)
+
+
+def observed_now(
+    *, hidden_mru_per_vm: int, pool_room_below: int | None, bound_used_sru: int | None, used_sru: int | None
+) -> Observed:
+    """What still holds of a node's lessons: a refused disk size bounds the pools only while
+    nothing has been freed since (the used SSD is at least what it was at the refusal)."""
+    if pool_room_below is not None and None not in (bound_used_sru, used_sru) and used_sru < bound_used_sru:
+        pool_room_below = None
+    return Observed(hidden_mru_per_vm=hidden_mru_per_vm, pool_room_below=pool_room_below)
+
+
+def vms_by_memory(free_mru: int, per_vm_mru: int, *, hidden_per_vm: int = 0, running: int = 0) -> int:
+    """How many more VMs of `per_vm_mru` ZOS accepts one after another with `free_mru` unaccounted.
+
+    ZOS refuses a VM when its memory exceeds total - max(accounted, really used); really used
+    includes `hidden_per_vm` for each VM already running, but not for the VM being checked.
+    So VM k (0-based) needs per_vm + (running + k) * hidden + k * per_vm <= free.
+    """
+    if per_vm_mru <= 0:
+        return 0
+    room = free_mru - running * hidden_per_vm
+    if room < per_vm_mru:
+        return 0
+    return (room + hidden_per_vm) // (per_vm_mru + hidden_per_vm)

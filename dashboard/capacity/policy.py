@@ -1,0 +1,142 @@
+"""The capacity model's parameters: `Policy`, the named profiles, and ZOS's rootfs rule.
+
+A policy makes every part of a VM's charge explicit, so it can be calibrated against what
+nodes report: the node's memory reserve, max(10% of total, 2 GiB) (zos
+cmds/modules/provisiond/main.go, getNodeReserved); the SSD kept for zos-cache (the Grid
+Proxy counts a fixed 20 GiB); per-VM overheads (none in current ZOS: zos ADR 0002); the
+minimum root filesystem (zos pkg/gridtypes/zos/zmachine.go). The profiles are the carves the
+product compares: ZOS's accounting, the legacy bootstrap_nodes formula, the first flat guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from dashboard.capacity.sizes import CapacityError, GiB, MiB, Resources, format_size
+
+# ZOS zmachine rules (pkg/gridtypes/zos/zmachine.go).
+ROOTFS_SMALL = 500 * MiB
+ROOTFS_LARGE = 2 * GiB
+MIN_VM_MRU = 250 * MiB
+
+
+class PolicyError(CapacityError):
+    pass
+
+
+ROOTFS_RULES = ("zos", "none")
+ARITHMETICS = ("bytes", "whole-gib")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The capacity model's parameters. Every part is explicit so it can be calibrated."""
+
+    name: str = "zos"
+    slice_mru: int = 4 * GiB
+    slice_cru: int = 1
+    # Node memory reserve: max(percent of total memory, floor) (zos provisiond getNodeReserved).
+    reserve_mru_percent: int = 10
+    reserve_mru_floor: int = 2 * GiB
+    # SSD the node keeps for zos-cache; the Grid Proxy counts a fixed 20 GiB.
+    reserve_sru: int = 20 * GiB
+    overhead_mru_per_vm: int = 0
+    overhead_sru_per_vm: int = 0
+    rootfs: str = "zos"
+    min_slice_sru: int = 10 * GiB
+    # Data disks are rounded down to this, so catalogs read as whole GiB.
+    sru_step: int = GiB
+    # "whole-gib" reproduces the legacy carve, which truncated sizes to whole GiB first.
+    arithmetic: str = "bytes"
+    version: int = 1
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.slice_mru < MIN_VM_MRU:
+            problems.append(f"slice memory {format_size(self.slice_mru)} is below ZOS's minimum of 250 MiB")
+        if self.slice_cru < 1:
+            problems.append("vCPUs per slice must be at least 1")
+        if not 0 <= self.reserve_mru_percent <= 90:
+            problems.append("memory reserve percent must be between 0 and 90")
+        for name in ("reserve_mru_floor", "reserve_sru", "overhead_mru_per_vm", "overhead_sru_per_vm", "min_slice_sru"):
+            if getattr(self, name) < 0:
+                problems.append(f"{name} must not be negative")
+        if self.sru_step < 1:
+            problems.append("sru_step must be at least 1 byte")
+        if self.rootfs not in ROOTFS_RULES:
+            problems.append(f"rootfs rule must be one of {', '.join(ROOTFS_RULES)}")
+        if self.arithmetic not in ARITHMETICS:
+            problems.append(f"arithmetic must be one of {', '.join(ARITHMETICS)}")
+        if problems:
+            raise PolicyError(f"policy {self.name!r}: " + "; ".join(problems))
+
+    def reserve(self, total: Resources) -> Resources:
+        """What the node keeps for itself, by this policy's reckoning."""
+        mru = max(total.mru * self.reserve_mru_percent // 100, self.reserve_mru_floor)
+        return Resources(mru=mru, sru=self.reserve_sru)
+
+    def rootfs_size(self, cru: int, mru: int) -> int:
+        if self.rootfs == "none":
+            return 0
+        return zos_rootfs(cru, mru)
+
+    def vm_charge(self, cru: int, mru: int, sru: int) -> Resources:
+        """What one VM with this data disk costs the node under this policy."""
+        return Resources(
+            cru=cru,
+            mru=mru + self.overhead_mru_per_vm,
+            sru=sru + self.rootfs_size(cru, mru) + self.overhead_sru_per_vm,
+        )
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def zos_rootfs(cru: int, mru: int) -> int:
+    """ZOS's minimum root filesystem: 500 MiB when cu = cpu * mem_GiB // 8 is 0, else 2 GiB."""
+    cu = cru * mru // (8 * GiB)
+    return ROOTFS_SMALL if cu == 0 else ROOTFS_LARGE
+
+
+def vm_disks(policy: Policy, cru: int, mru: int, sru: int) -> tuple[int, int]:
+    """The (data disk, rootfs) a VM of this size allocates in the pools, by this policy's reckoning."""
+    return sru + policy.overhead_sru_per_vm, policy.rootfs_size(cru, mru)
+
+
+PROFILES: dict[str, Policy] = {
+    "zos": Policy(name="zos"),
+    # The original bootstrap_nodes formula, exactly: 1 GiB reserved, 100% of the disk,
+    # whole-GiB integer arithmetic.
+    "legacy": Policy(
+        name="legacy",
+        reserve_mru_percent=0,
+        reserve_mru_floor=GiB,
+        reserve_sru=0,
+        rootfs="none",
+        min_slice_sru=0,
+        arithmetic="whole-gib",
+    ),
+    # The issue's first guess: legacy reserve plus a flat +3 GiB / +20 GiB per VM.
+    "flat-overhead": Policy(
+        name="flat-overhead",
+        reserve_mru_percent=0,
+        reserve_mru_floor=GiB,
+        reserve_sru=0,
+        overhead_mru_per_vm=3 * GiB,
+        overhead_sru_per_vm=20 * GiB,
+        rootfs="none",
+    ),
+}
+DEFAULT_PROFILE = "zos"
+
+
+def profile(name: str) -> Policy:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise PolicyError(f"unknown policy {name!r}; choose one of: {', '.join(PROFILES)}") from None
+
+
+def with_overrides(policy: Policy, **changes) -> Policy:
+    """A copy of `policy` with some parameters changed (validated like any policy)."""
+    return replace(policy, **changes)

@@ -1,0 +1,303 @@
+"""The precheck: which free slices can really be placed on a live node now, and why not.
+
+`used` is the Grid Proxy's accounted use (the node's reserve inside); hidden memory use is not
+in it and comes from what refusals taught (`lessons`); with the pools known, a slice's disks
+must place in every device order (`placement`). Slices are placed one after another, each
+counted before the next is tried, so the verdicts say what would happen if every free slice
+were rented now; the ones that do not fit are phantom. CPU is not checked: ZOS over-provisions
+cores. A node that is away (down or on standby) places nothing (the one place that rule lives).
+What a verdict says in words comes from `words`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dashboard.capacity.carve import SliceSize
+from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed
+from dashboard.capacity.placement import copy_pools, device_orders, place_vm_disks, pools_after
+from dashboard.capacity.policy import MIN_VM_MRU, Policy, vm_disks
+from dashboard.capacity.sizes import Resources
+from dashboard.capacity.words import away_verdict_words, fits_words, misfit_words, shortfall_words
+
+# --- fitting one slice onto a live node -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    resource: str
+    needed: int
+    available: int
+
+    @property
+    def shortfall(self) -> int:
+        return self.needed - self.available
+
+    @property
+    def words(self) -> str:
+        return shortfall_words(self.resource, self.needed, self.available)
+
+    def as_dict(self) -> dict:
+        return {
+            "resource": self.resource,
+            "needed": self.needed,
+            "available": self.available,
+            "shortfall": self.shortfall,
+            "words": self.words,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    fits: bool
+    needed: Resources
+    available: Resources
+    shortfalls: tuple[Shortfall, ...] = ()
+
+    @property
+    def words(self) -> str:
+        if self.fits:
+            return fits_words(self.needed, self.available)
+        return misfit_words(s.words for s in self.shortfalls)
+
+    def as_dict(self) -> dict:
+        return {
+            "fits": self.fits,
+            "needed": self.needed.as_dict(),
+            "available": self.available.as_dict(),
+            "shortfalls": [s.as_dict() for s in self.shortfalls],
+            "words": self.words,
+        }
+
+
+@dataclass(frozen=True)
+class LiveNode:
+    """What the precheck knows of a node beyond the proxy's totals: its pools, the VMs it holds
+    (their (data, rootfs) disks, in the order they were deployed) and what refusals taught."""
+
+    pools: tuple[int, ...] | None = None
+    occupied_disks: tuple[tuple[int, int], ...] = ()
+    running: int = 0  # VMs running now: each may use hidden memory
+    observed: Observed = NOTHING_OBSERVED
+
+
+NOTHING_KNOWN = LiveNode()
+
+
+def live_node(
+    *, policy: Policy, pools: Sequence[int] | None, occupied: Sequence[Resources], observed: Observed = NOTHING_OBSERVED
+) -> LiveNode:
+    """The LiveNode of a node holding `occupied` VMs (in the order they were deployed)."""
+    return LiveNode(
+        pools=tuple(pools) if pools else None,
+        occupied_disks=tuple(vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied),
+        running=len(occupied),
+        observed=observed,
+    )
+
+
+class _Placement:
+    """The live node as slices are placed on it one after another: accounting, hidden memory,
+    the refused-disk bound and, when the pools are known, every device order's pools."""
+
+    def __init__(self, total: Resources, used: Resources, policy: Policy, live: LiveNode):
+        self.total, self.used, self.policy, self.live = total, used, policy, live
+        self.running = live.running
+        self.new_disks = 0
+        self.orders = (
+            [pools_after(order, policy.reserve_sru, live.occupied_disks) for order in device_orders(live.pools)]
+            if live.pools
+            else None
+        )
+
+    def verdict(self, size: SliceSize | Resources) -> Verdict:
+        policy, hidden = self.policy, self.live.observed.hidden_mru_per_vm
+        need = policy.vm_charge(size.cru, size.mru, size.sru)
+        available = Resources(
+            cru=self.total.cru - self.used.cru,
+            mru=self.total.mru - self.used.mru - self.running * hidden,
+            sru=self.total.sru - self.used.sru,
+        )
+        shortfalls = []
+        if size.mru < MIN_VM_MRU:
+            shortfalls.append(Shortfall("mru", MIN_VM_MRU, size.mru))
+        for resource in ("mru", "sru"):
+            if getattr(need, resource) > getattr(available, resource):
+                shortfalls.append(Shortfall(resource, getattr(need, resource), getattr(available, resource)))
+        data, rootfs = vm_disks(policy, size.cru, size.mru, size.sru)
+        if not shortfalls:
+            bound = self.live.observed.pool_room_below
+            if bound is not None and self.new_disks + data + rootfs >= bound:
+                shortfalls.append(Shortfall("pool", self.new_disks + data + rootfs, bound - 1))
+            elif self.orders is not None:
+                trials = [copy_pools(state) for state in self.orders]
+                if any(place_vm_disks(trial, data, rootfs) for trial in trials):
+                    room = min(max((p.room for p in state), default=0) for state in self.orders)
+                    shortfalls.append(Shortfall("pool", data, room))
+                else:
+                    self._trials = trials
+        return Verdict(fits=not shortfalls, needed=need, available=available, shortfalls=tuple(shortfalls))
+
+    def take(self, verdict: Verdict, size: SliceSize | Resources) -> None:
+        """Count a slice that fits as placed, so the next one sees it."""
+        self.used = self.used + verdict.needed
+        self.running += 1
+        self.new_disks += sum(vm_disks(self.policy, size.cru, size.mru, size.sru))
+        if self.orders is not None:
+            self.orders = self._trials
+
+
+# The grid reports a node down (gone) or standby (switched off by its farm's power manager, woken
+# when needed): either way it places nothing until it is up. The one place this rule lives.
+AWAY_STATUSES = ("down", "standby")
+
+
+def node_is_away(status: str) -> bool:
+    """The node places nothing now, whatever its numbers: it is down or on standby."""
+    return status in AWAY_STATUSES
+
+
+@dataclass(frozen=True)
+class AwayVerdict(Verdict):
+    """A slice cannot be placed on a node that is down or on standby; the numbers are what it would need."""
+
+    status: str = "down"
+
+    @property
+    def words(self) -> str:
+        return away_verdict_words(self.status)
+
+
+def fits(
+    slice_size: SliceSize | Resources,
+    total: Resources,
+    used: Resources,
+    policy: Policy,
+    *,
+    live: LiveNode = NOTHING_KNOWN,
+    status: str = "up",
+) -> Verdict:
+    """Can one more slice be placed on a node with this live total and used capacity?
+
+    `used` is as the Grid Proxy reports it: the node's own reserve is already inside, hidden
+    memory use is not (ZOS tells it only in refusals; `live.observed` has what was learnt).
+    With the pools known, the slice's disks must place in every device order.
+    CPU is not checked: ZOS over-provisions cores. A node that is away (`status`) fits nothing.
+    """
+    verdict = _Placement(total, used, policy, live).verdict(slice_size)
+    if node_is_away(status):
+        return AwayVerdict(fits=False, needed=verdict.needed, available=verdict.available, status=status)
+    return verdict
+
+
+def placeable_count(
+    slice_size: SliceSize | Resources,
+    total: Resources,
+    used: Resources,
+    policy: Policy,
+    *,
+    live: LiveNode = NOTHING_KNOWN,
+    limit: int = 10_000,
+) -> int:
+    """How many more slices of this size fit on the live node, one after another."""
+    placement = _Placement(total, used, policy, live)
+    count = 0
+    while count < limit:
+        verdict = placement.verdict(slice_size)
+        if not verdict.fits:
+            break
+        placement.take(verdict, slice_size)
+        count += 1
+    return count
+
+
+# --- precheck: which free slices can really be placed now --------------------------------
+
+PHANTOM_REASONS = {
+    "down": "node down",
+    "standby": "node on standby (can be woken)",
+    "memory": "memory",
+    "disk": "disk (total)",
+    "pool": "disk (no pool holds it)",
+}
+
+
+@dataclass(frozen=True)
+class SliceVerdict:
+    index: int
+    verdict: Verdict
+
+    @property
+    def phantom(self) -> bool:
+        return not self.verdict.fits
+
+    @property
+    def reason(self) -> str:
+        """Why it is phantom, one of PHANTOM_REASONS ("" when it fits)."""
+        if self.verdict.fits:
+            return ""
+        if isinstance(self.verdict, AwayVerdict):
+            return self.verdict.status
+        resource = self.verdict.shortfalls[0].resource if self.verdict.shortfalls else "mru"
+        return {"mru": "memory", "sru": "disk", "pool": "pool"}.get(resource, "memory")
+
+
+@dataclass(frozen=True)
+class Precheck:
+    free_slices: int
+    placeable_now: int
+    phantom_slices: tuple[int, ...]  # slice indices
+    verdicts: tuple[SliceVerdict, ...]
+
+    @property
+    def phantom_by_reason(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for v in self.verdicts:
+            if v.phantom:
+                counts[v.reason] = counts.get(v.reason, 0) + 1
+        return counts
+
+    def as_dict(self) -> dict:
+        return {
+            "free_slices": self.free_slices,
+            "placeable_now": self.placeable_now,
+            "phantom_slices": list(self.phantom_slices),
+            "phantom_by_reason": self.phantom_by_reason,
+            "verdicts": [{"slice": v.index, "reason": v.reason, **v.verdict.as_dict()} for v in self.verdicts],
+        }
+
+
+def precheck(
+    free: Sequence[tuple[int, SliceSize | Resources]],
+    total: Resources,
+    used: Resources,
+    policy: Policy,
+    *,
+    live: LiveNode = NOTHING_KNOWN,
+    status: str = "up",
+) -> Precheck:
+    """Place the free slices one after another (by index) on the live node.
+
+    Each slice that fits is counted against the node before the next is tried, so the
+    verdicts say what would happen if every free slice were rented now. The ones that do
+    not fit are phantom: the catalog offers them, ZOS would refuse them. On a node that is
+    away (`status` down or standby) every free slice is phantom, for that reason.
+    """
+    verdicts = []
+    placement = _Placement(total, used, policy, live)
+    away = node_is_away(status)
+    for index, size in sorted(free, key=lambda item: item[0]):
+        verdict = placement.verdict(size)
+        if away:
+            verdict = AwayVerdict(fits=False, needed=verdict.needed, available=verdict.available, status=status)
+        elif verdict.fits:
+            placement.take(verdict, size)
+        verdicts.append(SliceVerdict(index=index, verdict=verdict))
+    phantom = tuple(v.index for v in verdicts if v.phantom)
+    return Precheck(
+        free_slices=len(verdicts),
+        placeable_now=len(verdicts) - len(phantom),
+        phantom_slices=phantom,
+        verdicts=tuple(verdicts),
+    )

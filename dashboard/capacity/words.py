@@ -1,0 +1,83 @@
+"""What the capacity model says in English: its resources' names, verdicts, carve notes, away nodes.
+
+The sentences only; the figures in them are computed elsewhere in the package and handed in.
+A sentence changed here changes the pages, the CLI, the API and the stored job results alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dashboard.capacity.sizes import Resources, format_size
+
+RESOURCE_WORDS = {"cru": "CPU", "mru": "memory", "sru": "SSD disk", "hru": "HDD disk", "pool": "room in one SSD pool"}
+
+
+# --- a verdict: does one slice fit --------------------------------------------------------
+
+
+def shortfall_words(resource: str, needed: int, available: int) -> str:
+    """One resource a slice is short of: what it needs, what there is, by how much."""
+    return (
+        f"{RESOURCE_WORDS[resource]}: needs {format_size(needed)}, "
+        f"{format_size(max(available, 0))} available, short by {format_size(needed - available)}"
+    )
+
+
+def fits_words(needed: Resources, available: Resources) -> str:
+    return (
+        f"fits: needs {format_size(needed.mru)} memory and {format_size(needed.sru)} disk; "
+        f"{format_size(available.mru)} and {format_size(available.sru)} available"
+    )
+
+
+def misfit_words(shortfalls: Iterable[str]) -> str:
+    """A slice that does not fit, from its shortfalls' words."""
+    return "does not fit: " + "; ".join(shortfalls)
+
+
+def away_verdict_words(status: str) -> str:
+    """One slice on a node that is away (down or on standby)."""
+    return f"does not fit: the node is {status}; nothing can be placed until it is up again"
+
+
+# --- what a carve notes ---------------------------------------------------------------------
+
+LEGACY_CARVE_NOTE = "legacy carve: ignores the ZOS reserve and the rootfs; not every slice can be deployed"
+OVERCOMMITTED_NOTE = (
+    "the rented and deployed slices already need more than the node can host; they are kept and no free slice is added"
+)
+
+
+def not_one_slice_note(limited_by: str) -> str:
+    return f"the node cannot hold even one slice: short of {RESOURCE_WORDS[limited_by]}"
+
+
+def hidden_memory_note(hidden_mru_per_vm: int) -> str:
+    return f"counts {format_size(hidden_mru_per_vm)} of hidden memory per running VM, learnt from ZOS's refusals"
+
+
+def refused_disk_note(disk_size: int) -> str:
+    return f"no pool had room for a {format_size(disk_size)} disk when ZOS last refused one"
+
+
+# --- a node that is away ----------------------------------------------------------------------
+
+
+def away_sentence(status: str, *, free_slices: int, node_id: int | None = None) -> str:
+    """What a precheck says of a node that is away, in ONE line (not one verdict per slice)."""
+    node = f"node {node_id}" if node_id is not None else "the node"
+    if free_slices == 1:
+        slices = "its one free slice cannot"
+    else:
+        slices = f"none of its {free_slices} free slices can"
+    if status == "standby":
+        return f"{node} is on standby (switched off by its farm's power manager): {slices} be placed until it is woken"
+    return f"{node} is {status}: {slices} be placed until it is up again"
+
+
+def away_badge(status: str) -> str:
+    """The short form for a job's state badge: the precheck ran, but the node is not fine."""
+    if status == "standby":
+        return "node on standby: nothing placeable until woken"
+    return f"node {status}: nothing placeable until it is up"

@@ -1,0 +1,281 @@
+"""The Grid Proxy's answers read into capacity types: GET /nodes, /nodes/{id}, /nodes/{id}/statistics.
+
+The parsers are strict: the capacity numbers decide what we sell, so a figure that is
+missing, null, of the wrong type, negative or absurd stops that node instead of being
+read as zero. Fields the product does not need are ignored; optional ones get a safe
+default. Every refusal is a MalformedPayload naming the node and the field. Pure: no I/O.
+The shapes are in docs/domain.md ("The Grid Proxy API") and docs/gridproxy/.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from typing import Any
+
+from dashboard.capacity import GiB, Resources, format_size
+from dashboard.grid.types import (
+    MAX_NODE_CRU,
+    MAX_NODE_HRU,
+    MAX_NODE_MRU,
+    MAX_NODE_SRU,
+    NODE_STATUSES,
+    MalformedPayload,
+    NodeCapacity,
+    NodeStatistics,
+)
+
+# How far `used` may exceed `total` before the record is broken rather than merely
+# over-provisioned. Legitimate excess exists: the proxy lets SSD be over-provisioned
+# twice (SSDOverProvisionFactor = 2 in tfgrid-sdk-go grid-proxy), CPU cores are
+# over-provisioned without limit, the 2 GiB memory reserve floor exceeds a tiny node's
+# memory, and contracts stay on a node whose hardware shrank (a failed DIMM or disk).
+# Four times the total plus the fixed reserve covers all of those; beyond it the
+# figure cannot describe the machine and would only make every slice look phantom.
+USED_OVER_TOTAL_FACTOR = 4
+USED_FLOOR = {"mru": 2 * GiB, "sru": 20 * GiB, "hru": 0}
+# Cores are over-provisioned freely, so used.cru only gets an absolute bound.
+MAX_USED_CRU = 16 * MAX_NODE_CRU
+
+_LIMITS = {"cru": MAX_NODE_CRU, "mru": MAX_NODE_MRU, "sru": MAX_NODE_SRU, "hru": MAX_NODE_HRU}
+_KINDS = {
+    "cru": "a non-negative core count",
+    "mru": "a non-negative byte count",
+    "sru": "a non-negative byte count",
+    "hru": "a non-negative byte count",
+}
+_TEXT_LIMITS = {"farmName": 128, "country": 64, "city": 64}
+TEXT_REFUSE_AFTER = 1024
+
+
+# --- strict field readers ----------------------------------------------------------------
+
+
+def describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _whole_number(value: Any, *, where: str, path: str, kind: str) -> int:
+    """An int from JSON: ints, or floats with no fraction; never bools or strings."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MalformedPayload(f"{where}: {path} is {describe(value)}, must be {kind}")
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            raise MalformedPayload(f"{where}: {path} is {value!r}, must be {kind} (a whole number)")
+        value = int(value)
+    return value
+
+
+def _amount(block: dict, key: str, *, where: str, path: str, required: bool, limit: int) -> int:
+    kind = _KINDS[key]
+    full = f"{path}.{key}"
+    if key not in block:
+        if required:
+            raise MalformedPayload(f"{where}: {full} is missing")
+        return 0
+    value = block[key]
+    if value is None:
+        raise MalformedPayload(f"{where}: {full} is null, must be {kind}")
+    number = _whole_number(value, where=where, path=full, kind=kind)
+    if number < 0:
+        raise MalformedPayload(f"{where}: {full} is {number}, must be {kind}")
+    if number > limit:
+        shown = f"{number}" if key == "cru" else f"{format_size(number)} ({number} bytes)"
+        bound = f"{limit}" if key == "cru" else format_size(limit)
+        raise MalformedPayload(f"{where}: {full} is {shown}, more than any single node has (limit {bound})")
+    return number
+
+
+def _resources(container: dict, key: str, *, where: str, prefix: str = "", used: bool = False) -> Resources:
+    path = f"{prefix}{key}"
+    if key not in container:
+        raise MalformedPayload(f"{where}: {path} is missing")
+    block = container[key]
+    if not isinstance(block, dict):
+        raise MalformedPayload(f"{where}: {path} is {describe(block)}, must be an object with cru, mru and sru")
+    limits = dict(_LIMITS, cru=MAX_USED_CRU) if used else _LIMITS
+    return Resources(
+        cru=_amount(block, "cru", where=where, path=path, required=True, limit=limits["cru"]),
+        mru=_amount(block, "mru", where=where, path=path, required=True, limit=limits["mru"]),
+        sru=_amount(block, "sru", where=where, path=path, required=True, limit=limits["sru"]),
+        # HDD is optional: most nodes have none and some answers leave it out.
+        hru=_amount(block, "hru", where=where, path=path, required=False, limit=limits["hru"]),
+    )
+
+
+def _check_used(total: Resources, used: Resources, *, where: str, path: str) -> None:
+    for key, floor in USED_FLOOR.items():
+        have, use = getattr(total, key), getattr(used, key)
+        bound = USED_OVER_TOTAL_FACTOR * have + floor
+        if use > bound:
+            raise MalformedPayload(
+                f"{where}: {path}.{key} is {format_size(use)} but the node has only {format_size(have)}; "
+                f"more than {USED_OVER_TOTAL_FACTOR}x the total plus the node reserve is a broken record, "
+                "not over-provisioning"
+            )
+
+
+def _identifier(payload: dict, key: str, *, where: str, required: bool) -> int | None:
+    """A grid id (node, farm, twin): ids start at 1; 0 is Go's zero value for 'none'."""
+    value = payload.get(key)
+    if value is None:
+        if required:
+            raise MalformedPayload(
+                f"{where}: {key} is {'null' if key in payload else 'missing'}, must be a positive id"
+            )
+        return None
+    number = _whole_number(value, where=where, path=key, kind="a positive id")
+    if number < 0 or number > 2**32 - 1:
+        raise MalformedPayload(f"{where}: {key} is {number}, must be a positive id")
+    if number == 0:
+        if required:
+            raise MalformedPayload(f"{where}: {key} is 0, must be a positive id")
+        return None
+    return number
+
+
+def _text(payload: dict, key: str, *, where: str) -> str:
+    value = payload.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise MalformedPayload(f"{where}: {key} is {describe(value)}, must be text")
+    # A little over the column is cut; far over it is not a name but a broken or hostile answer.
+    if len(value) > TEXT_REFUSE_AFTER:
+        raise MalformedPayload(
+            f"{where}: {key} is {len(value):,} characters long; no name is longer than {TEXT_REFUSE_AFTER:,}, refusing it"
+        )
+    position, what = _unstorable(value)
+    if what:
+        # PostgreSQL refuses a NUL in text and UTF-8 cannot encode a lone surrogate: refused here,
+        # with the field's name, instead of as a traceback from the write.
+        raise MalformedPayload(f"{where}: {key} contains {what} at character {position + 1}; refusing it")
+    # Stored in bounded columns; a runaway name must not fail the write later.
+    return " ".join(value.split())[: _TEXT_LIMITS.get(key, 128)]
+
+
+def _unstorable(text: str) -> tuple[int, str]:
+    """The first character no column should hold (NUL, a lone surrogate, a control character)."""
+    for position, char in enumerate(text):
+        if char in "\t\n\r":
+            continue  # whitespace, folded into spaces by the caller
+        code = ord(char)
+        if code == 0:
+            return position, "a NUL character (U+0000)"
+        if 0xD800 <= code <= 0xDFFF:
+            return position, f"a lone surrogate (U+{code:04X})"
+        if unicodedata.category(char) == "Cc":
+            return position, f"a control character (U+{code:04X})"
+    return -1, ""
+
+
+def _flag(payload: dict, key: str, *, where: str) -> bool:
+    value = payload.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise MalformedPayload(f"{where}: {key} is {describe(value)}, must be true or false")
+    return value
+
+
+def _status(payload: dict, *, where: str) -> str:
+    if "status" not in payload or payload["status"] is None:
+        state = "missing" if "status" not in payload else "null"
+        raise MalformedPayload(f"{where}: status is {state}, must be one of {', '.join(NODE_STATUSES)}")
+    value = payload["status"]
+    if not isinstance(value, str) or value.strip().lower() not in NODE_STATUSES:
+        raise MalformedPayload(f"{where}: status is {describe(value)}, must be one of {', '.join(NODE_STATUSES)}")
+    return value.strip().lower()
+
+
+def _timestamp(payload: dict, key: str, *, where: str) -> int | None:
+    value = payload.get(key)
+    if value is None:
+        return None
+    number = _whole_number(value, where=where, path=key, kind="a unix timestamp")
+    return number if number > 0 else None
+
+
+# --- pure parsers ------------------------------------------------------------------------
+
+
+def parse_node(payload: Any) -> NodeCapacity:
+    """One node from GET /nodes/{id} (nested `capacity`) or one entry of GET /nodes (flat)."""
+    if not isinstance(payload, dict):
+        raise MalformedPayload(f"node payload is {describe(payload)}, must be a JSON object")
+    node_id = _identifier(payload, "nodeId", where="node payload", required=True)
+    where = f"node {node_id}"
+    if "capacity" in payload:
+        capacity = payload["capacity"]
+        if not isinstance(capacity, dict):
+            raise MalformedPayload(f"{where}: capacity is {describe(capacity)}, must be an object")
+        total = _resources(capacity, "total_resources", where=where, prefix="capacity.")
+        used = _resources(capacity, "used_resources", where=where, prefix="capacity.", used=True)
+        used_path = "capacity.used_resources"
+    elif "total_resources" in payload or "used_resources" in payload:
+        total = _resources(payload, "total_resources", where=where)
+        used = _resources(payload, "used_resources", where=where, used=True)
+        used_path = "used_resources"
+    else:
+        raise MalformedPayload(
+            f"{where}: has neither capacity.total_resources (GET /nodes/{{id}}) nor total_resources (GET /nodes)"
+        )
+    _check_used(total, used, where=where, path=used_path)
+    return NodeCapacity(
+        node_id=node_id,
+        farm_id=_identifier(payload, "farmId", where=where, required=True),
+        farm_name=_text(payload, "farmName", where=where),
+        twin_id=_identifier(payload, "twinId", where=where, required=False),
+        status=_status(payload, where=where),
+        dedicated=_flag(payload, "dedicated", where=where),
+        rented_by_twin_id=_identifier(payload, "rentedByTwinId", where=where, required=False),
+        total=total,
+        used=used,
+        country=_text(payload, "country", where=where),
+        city=_text(payload, "city", where=where),
+        updated_at=_timestamp(payload, "updatedAt", where=where),
+    )
+
+
+def parse_statistics(payload: Any, *, node_id: int | None = None) -> NodeStatistics:
+    """GET /nodes/{id}/statistics: the node's own view (system = its reserve)."""
+    where = f"node {node_id} statistics" if node_id is not None else "statistics"
+    if not isinstance(payload, dict):
+        raise MalformedPayload(f"{where}: payload is {describe(payload)}, must be a JSON object")
+    total = _resources(payload, "total", where=where)
+    used = _resources(payload, "used", where=where, used=True)
+    system = _resources(payload, "system", where=where)
+    _check_used(total, used, where=where, path="used")
+    users = payload.get("users")
+    if users is None:
+        users = {}
+    if not isinstance(users, dict):
+        raise MalformedPayload(f"{where}: users is {describe(users)}, must be an object")
+    counts = {}
+    for key in ("deployments", "workloads"):
+        value = users.get(key)
+        if value is None:
+            counts[key] = 0
+            continue
+        number = _whole_number(value, where=where, path=f"users.{key}", kind="a non-negative count")
+        if number < 0:
+            raise MalformedPayload(f"{where}: users.{key} is {number}, must be a non-negative count")
+        counts[key] = number
+    return NodeStatistics(system=system, total=total, used=used, **counts)
+
+
+__all__ = ["describe", "parse_node", "parse_statistics"]

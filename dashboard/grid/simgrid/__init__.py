@@ -1,0 +1,37 @@
+"""The simulated ZOS grid: ZOS played on its own, the reference the product is tested against.
+
+`make run` and the tests deploy on it (GRID_BACKEND=simulator; `manage.py simgrid` runs it).
+Nothing here asks dashboard.capacity for a decision: it takes sizes and types only, and
+writes every rule of ZOS (reserve, memory check, storaged's placement, rootfs, validation)
+on its own, so the suite can check the capacity model against it as against a real node.
+The sources are in docs/domain.md.
+
+What it tells is what a real node tells: the statistics' and the proxy's `used` are the
+accounted use (workloads + reserve); memory really in use shows only in a memory refusal's
+`usable` figure. Pool sizes are reported largest first: the device order is not told.
+The reported `used` follows the Grid Proxy: used_mru = sum VM memory + reserve,
+used_sru = sum VM (data + rootfs) + 20 GiB; `system` in the statistics is the reserve.
+
+Its parts:
+- `records.py`: a node and its VMs as kept, the reserves ZOS keeps for itself;
+- `storaged.py`: storaged's placement of each disk in the node's SSD pools;
+- `machine.py`: `ZosMachine`, one node deploying and releasing VMs as ZOS does;
+- `store.py`: `SimulatedGrid`, the fleet in one SQLite file behind the Grid interface;
+- `http.py`: the same behind the Grid Proxy's own HTTP paths (`serve_simulator`).
+"""
+
+from dashboard.grid.simgrid.http import SimulatorServer, serve_simulator
+from dashboard.grid.simgrid.machine import ZosMachine
+from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimVm, zos_reserve_mru
+from dashboard.grid.simgrid.store import NodeAlreadyOnGrid, SimulatedGrid
+
+__all__ = [
+    "NodeAlreadyOnGrid",
+    "SimVm",
+    "SimulatedGrid",
+    "SimulatorServer",
+    "ZOS_CACHE_SRU",
+    "ZosMachine",
+    "serve_simulator",
+    "zos_reserve_mru",
+]

@@ -1,0 +1,186 @@
+"""One simulated ZOS node deploying and releasing VMs: ZOS's validation, memory check and disks.
+
+- A deployment is one VM: a data disk (zmount, named `<name>disk` as grid-client names
+  disks) and the zmachine. ZOS installs zmounts before zmachines (provisiond's
+  WithStartupOrder(ZMountType, ...) and engine.installDeployment), and the zmachine's
+  memory check runs before its rootfs volume is created. So the order of refusals is:
+  validation (synchronous, before any contract), data disk, memory, rootfs.
+- Deploy-time memory check (zos pkg/primitives/statistics.go):
+  used = max(sum of workload memory + reserve, memory actually in use);
+  usable = total - used; refused when the VM's memory > usable. "Actually in use" is
+  the workloads' memory plus a hidden per-VM overhead (`per_vm_overhead_mru`, zero
+  by default as in current ZOS) plus the reserve, capped at the node's memory.
+- Disks are placed by storaged (storaged.py): data disk first, then the rootfs
+  (max(requested, zos_rootfs(cpu, memory))).
+- CPU is not checked (ZOS over-provisions cores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+# Sizes and types only: every decision below is ZOS's rule written here on its own.
+from dashboard.capacity import GiB, MiB, Resources, SliceSize
+from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, now
+from dashboard.grid.simgrid.storaged import Storaged
+from dashboard.grid.types import DeploymentFailed, WorkloadNotFound
+
+NO_SPACE = "not enough space left in pools of this type ssd"
+
+
+# --- ZOS's arithmetic ------------------------------------------------------------------
+
+
+def _actual_mru(node: SimNode, vms: Sequence[SimVm]) -> int:
+    """Memory really in use on the host; the hidden per-VM overhead shows up only here."""
+    return min(node.mru, sum(vm.mru + node.per_vm_overhead_mru for vm in vms) + node.reserve_mru)
+
+
+def _usable_mru(node: SimNode, vms: Sequence[SimVm]) -> int:
+    accounted = sum(vm.mru for vm in vms) + node.reserve_mru
+    # ZOS computes this in uint64; used never exceeds total here, the clamp only guards a shrunk node.
+    return max(node.mru - max(accounted, _actual_mru(node, vms)), 0)
+
+
+class ZosMachine:
+    """One ZOS node in memory: its VMs and storaged's pools, deploying and releasing as ZOS does.
+
+    SimulatedGrid places every VM through it; the traffic simulation drives thousands of them
+    without a database. Reading it gives only what a real node tells (`reading()`: the
+    accounted use); the memory really in use shows in a memory refusal alone.
+    """
+
+    def __init__(self, node: SimNode, vms: Sequence[SimVm] = ()) -> None:
+        self.node = node
+        self.vms = list(vms)
+        self.storaged = Storaged(node, self.vms)
+
+    @classmethod
+    def boot(
+        cls,
+        node_id: int,
+        *,
+        cru: int,
+        mru: int,
+        sru: int,
+        pools: Sequence[int] | None = None,
+        per_vm_overhead_mru: int = 0,
+        status: str = "up",
+    ) -> ZosMachine:
+        sizes = checked_pools(pools, sru)
+        node = SimNode(
+            node_id=node_id,
+            farm_id=1,
+            farm_name="",
+            twin_id=node_id + 1000,
+            status=status,
+            dedicated=False,
+            cru=cru,
+            mru=mru,
+            sru=sru,
+            pools=tuple(sizes),
+            per_vm_overhead_mru=per_vm_overhead_mru,
+            country="",
+            city="",
+            status_changed_at=0,
+            cache_pool=sizes.index(max(sizes)),
+        )
+        return cls(node)
+
+    def copy(self) -> ZosMachine:
+        twin = ZosMachine.__new__(ZosMachine)
+        twin.node, twin.vms = self.node, list(self.vms)
+        twin.storaged = self.storaged.copy()
+        return twin
+
+    def place(self, size: SliceSize, *, name: str, deployment_id: int) -> tuple[SimVm | None, DeploymentFailed | None]:
+        """Deploy one VM: (the VM, None) or (None, the refusal in ZOS's words)."""
+        node, storaged = self.node, self.storaged
+        # When memory and the data disk are both short, both workloads fail; the error the
+        # deployer and the client surface is the VM's own (the Rust client's "vm deployment
+        # entered error state" is about the zmachine), so memory is reported first.
+        usable = _usable_mru(node, self.vms)
+        if size.mru > usable:
+            return None, _refused(
+                name,
+                deployment_id,
+                "failed to satisfy required capacity: "
+                f"cannot fulfil required memory size {size.mru} bytes out of usable {usable} bytes",
+            )
+        data_pool = None
+        if size.sru:
+            data_pool = storaged.allocate(size.sru, vdisk=True)
+            if data_pool is None:
+                return None, _refused(
+                    f"{name}disk",
+                    deployment_id,
+                    f"failed to find a candidate to host vdisk of size '{size.sru}': {NO_SPACE}",
+                )
+        rootfs = max(size.rootfs, zos_rootfs(size.cru, size.mru))
+        rootfs_pool = storaged.allocate(rootfs, vdisk=False)
+        if rootfs_pool is None:
+            if data_pool is not None:
+                storaged.allocated[data_pool] -= size.sru  # the failed deployment's disk is removed
+            return None, _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
+        vm = SimVm(
+            workload_id=f"{node.twin_id}-{deployment_id}-{name}",
+            name=name,
+            cru=size.cru,
+            mru=size.mru,
+            sru=size.sru,
+            rootfs=rootfs,
+            deployment_id=deployment_id,
+            data_pool=data_pool,
+            rootfs_pool=rootfs_pool,
+            created_at=now(),
+        )
+        self.vms.append(vm)
+        return vm, None
+
+    def release(self, workload_id: str) -> None:
+        """Cancel a VM: its memory and disks are free again (its pools stay mounted)."""
+        for i, vm in enumerate(self.vms):
+            if vm.workload_id == workload_id:
+                del self.vms[i]
+                if vm.data_pool is not None:
+                    self.storaged.allocated[vm.data_pool] -= vm.sru
+                self.storaged.allocated[vm.rootfs_pool] -= vm.rootfs
+                return
+        raise WorkloadNotFound(f"workload {workload_id} is not deployed on node {self.node.node_id}")
+
+    def reading(self) -> tuple[Resources, Resources]:
+        """(total, used) as the Grid Proxy and the node's statistics report them: the accounted use."""
+        node, vms = self.node, self.vms
+        return (
+            Resources(cru=node.cru, mru=node.mru, sru=node.sru),
+            Resources(
+                cru=sum(vm.cru for vm in vms),
+                mru=sum(vm.mru for vm in vms) + node.reserve_mru,
+                sru=sum(vm.disk for vm in vms) + ZOS_CACHE_SRU,
+            ),
+        )
+
+
+def zos_rootfs(cru: int, mru: int) -> int:
+    """zmachine.go MinRootSize: cu = cpu * memory / 8 GiB in whole units; 500 MiB when it is 0, else 2 GiB."""
+    return 500 * MiB if cru * mru // (8 * GiB) == 0 else 2 * GiB
+
+
+ZOS_MIN_MRU = 250 * MiB  # zmachine.go: "mem capacity can't be less that 250M"
+
+
+def validation_error(size: SliceSize) -> str:
+    """ZOS's zmachine validation (pkg/gridtypes/zos/zmachine.go), its own words and typos; "" when valid."""
+    if size.cru == 0:
+        return "cpu capcity can't be 0"
+    if size.mru < ZOS_MIN_MRU:
+        return "mem capacity can't be less that 250M"
+    minimum = zos_rootfs(size.cru, size.mru)
+    if size.rootfs != 0 and size.rootfs < minimum:
+        return f"disk size can't be less that {minimum}. Set to 0 for minimum"
+    return ""
+
+
+def _refused(workload: str, deployment_id: int, reason: str) -> DeploymentFailed:
+    # The Go deployer's wrapping (tfgrid-sdk-go deployer.Wait); classify() unwraps it.
+    return DeploymentFailed(f"workload {workload} within deployment {deployment_id} failed with error: {reason}")

@@ -1,0 +1,95 @@
+"""What the simulated grid keeps of a node and its VMs, and the reserves ZOS keeps for itself.
+
+- Node memory reserve: max(total // 10, 2 GiB) (zos provisiond getNodeReserved,
+  `available.MRU*10/100`, integer division).
+- zos-cache: 20 GiB of SSD (the figure the Grid Proxy assumes) in the pool with the most
+  space, the first of equals in device order; the other pools start unmounted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+# Sizes only: every rule of the simulated grid is ZOS's, written here on its own.
+from dashboard.capacity import GiB, format_size
+
+ZOS_CACHE_SRU = 20 * GiB
+RESERVE_MRU_FLOOR = 2 * GiB
+
+
+def zos_reserve_mru(total_mru: int) -> int:
+    """Memory ZOS keeps for itself: max(10% of total, 2 GiB), integer arithmetic as in ZOS."""
+    return max(total_mru * 10 // 100, RESERVE_MRU_FLOOR)
+
+
+@dataclass(frozen=True)
+class SimVm:
+    workload_id: str
+    name: str
+    cru: int
+    mru: int
+    sru: int  # the data disk
+    rootfs: int
+    deployment_id: int = 0
+    data_pool: int | None = None  # index into the node's pools; None when there is no data disk
+    rootfs_pool: int = 0
+    created_at: int = 0
+
+    @property
+    def disk(self) -> int:
+        return self.sru + self.rootfs
+
+
+@dataclass(frozen=True)
+class SimNode:
+    """A node as the simulated grid keeps it: one row of sim_node."""
+
+    node_id: int
+    farm_id: int
+    farm_name: str
+    twin_id: int
+    status: str
+    dedicated: bool
+    cru: int
+    mru: int
+    sru: int
+    pools: tuple[int, ...]
+    per_vm_overhead_mru: int
+    country: str
+    city: str
+    status_changed_at: int
+    # storaged's state: which pools are mounted and which hold a vdisks volume (both stay
+    # so until a reboot, which the simulator does not model), and where zos-cache went.
+    cache_pool: int = 0
+    mounted: frozenset[int] = frozenset()
+    vdisk_pools: frozenset[int] = frozenset()
+
+    @property
+    def reserve_mru(self) -> int:
+        return zos_reserve_mru(self.mru)
+
+
+def checked_pools(pools: Sequence[int] | None, sru: int) -> list[int]:
+    """The SSD pool sizes of a node being added or booted (one pool of its whole SSD by default)."""
+    if pools is None:
+        return [sru]
+    sizes = list(pools)
+    if not sizes:
+        raise ValueError("pools must list at least one SSD pool size")
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError(f"every pool size must be a whole number of bytes above zero (got {size!r})")
+    if sum(sizes) > sru:
+        raise ValueError(
+            f"the pools add up to {format_size(sum(sizes))}, more than the node's SSD total of {format_size(sru)}"
+        )
+    if max(sizes) < ZOS_CACHE_SRU:
+        raise ValueError(f"the largest pool is {format_size(max(sizes))}; it must hold the 20 GiB zos-cache")
+    return sizes
+
+
+def now() -> int:
+    """The simulated grid's clock: unix time in whole seconds."""
+    return int(time.time())
