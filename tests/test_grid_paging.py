@@ -42,7 +42,7 @@ def grid(tmp_path):
 def test_the_client_asks_for_farms_ids_and_status(canned):
     canned.answer("/nodes", [n for n in sample("nodes-page.json") if n["farmId"] == 7])
     GridProxyClient(canned.url, retries=0).nodes(farm_ids=[7, 8], node_ids=[1774, 11], status="up", size=10)
-    assert canned.queries == ["farm_ids=7%2C8&node_ids=1774%2C11&status=up&page=1&size=10"]
+    assert canned.queries == ["farm_ids=7%2C8&node_ids=1774%2C11&status=up&page=1&size=10&ret_count=true"]
 
 
 def test_the_client_skips_a_node_it_did_not_ask_for(canned):
@@ -161,3 +161,38 @@ def test_against_a_real_proxy_that_ignores_page_the_read_ends(canned):
         for read in farm_pages(GridProxyClient(canned.url, retries=0), farm_ids=[7], size=len(entries)):
             got.extend(n.node_id for n in read.nodes)
     assert (len(got), canned.hits["/nodes"]) == (len(entries), 2)
+
+
+def test_the_client_reads_the_count_the_proxy_announces(grid):
+    page = grid.nodes(farm_ids=[1], page=1, size=2)
+    assert (len(page.nodes), page.count) == (2, 5)
+
+
+def test_a_farm_read_stops_at_the_count_without_asking_for_a_short_page(tmp_path):
+    sim = SimulatedGrid(tmp_path / "simgrid.sqlite3")
+    for node_id in range(1, 7):
+        sim.add_node(node_id, cru=4, mru=16 * GiB, sru=500 * GiB, farm_id=1)
+    server = serve_simulator(sim)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = GridProxyClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0)
+        pages = list(farm_pages(client, farm_ids=[1], size=3))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [len(p.nodes) for p in pages] == [3, 3]  # 6 announced, 6 read: no third request
+
+
+def test_a_proxy_that_invents_nodes_past_its_own_count_is_stopped_there(canned):
+    from tests.gridproxy_canned import Answer
+
+    def invent(query):
+        page = int(query["page"])
+        return [dict(sample("nodes-page.json")[0], nodeId=page * 100 + n, farmId=7) for n in range(4)]
+
+    canned.answer("/nodes", Answer(body=invent, headers={"count": "6"}))
+    got = []
+    with pytest.raises(ReadFailed, match="past the 6 the proxy announced"):
+        for read in farm_pages(GridProxyClient(canned.url, retries=0), farm_ids=[7], size=4):
+            got.extend(n.node_id for n in read.nodes)
+    assert (got, canned.hits["/nodes"]) == ([100, 101, 102, 103], 2)
