@@ -37,17 +37,27 @@ def test_the_migration_repairs_doubled_and_freed_slices_then_refuses_a_second_li
         for n, (slice_, name) in enumerate([(held, "A"), (held, "third"), (freed, "B")]):
             row = Deployment.objects.create(slice=slice_, slice_index=slice_.index, marketplace_id=name, **size)
             Deployment.objects.filter(pk=row.pk).update(started_at=t0 + dt.timedelta(hours=n))
+        # Finding 2: a failure reported "at" year 1, +01:00, stored as a BC date no page could read.
+        bc = Deployment.objects.create(slice=freed, slice_index=1, marketplace_id="bc", **{**size, "state": "failed"})
+        year_one = dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=1)))
+        Deployment.objects.filter(pk=bc.pk).update(started_at=year_one, finished_at=year_one)
         capsys.readouterr()
 
         new = migrate(AFTER)
         printed = capsys.readouterr().out
         Deployment, Slice, AuditEvent = (new.get_model("dashboard", n) for n in ("Deployment", "Slice", "AuditEvent"))
         states = dict(Deployment.objects.values_list("marketplace_id", "state"))
-        assert states == {"A": "deleted", "third": "deployed", "B": "deployed"}
+        assert states == {"A": "deleted", "third": "deployed", "B": "deployed", "bc": "failed"}
+        assert Deployment.objects.get(marketplace_id="bc").started_at.year >= 2026  # readable, dated when received
         assert Deployment.objects.get(marketplace_id="A").finished_at == t0 + dt.timedelta(hours=1)
         assert Slice.objects.get(index=1).state == "deployed"
-        assert sorted(AuditEvent.objects.values_list("action", flat=True)) == ["deployment.repaired", "slice.repaired"]
+        assert sorted(AuditEvent.objects.values_list("action", flat=True)) == [
+            "deployment.repaired",
+            "deployment.repaired",
+            "slice.repaired",
+        ]
         assert "1 deployment record(s) marked released" in printed and "figures_refresh" in printed
+        assert "1 dated outside the calendar" in printed
         with pytest.raises(IntegrityError), transaction.atomic():
             Deployment.objects.create(
                 node_id=node.pk,

@@ -6,12 +6,55 @@
 #   released at the moment it was deployed (the slice cannot have held both);
 # - a slice that a live record holds but the catalog says is free is marked deployed again (offering
 #   it would sell a slice a VM runs on). Those nodes' stored figures are then out of date:
-#   `manage.py figures_refresh` stores them (the output says so when it happened).
+#   `manage.py figures_refresh` stores them (the output says so when it happened);
+# - a record dated outside the calendar once in UTC (a report "at" year 1 with a +01:00 offset was
+#   stored as a BC date, and every page listing it failed; finding 2) is dated when the report was
+#   received (its audit event), the time it claimed kept in the repair's audit event.
 from django.db import migrations, models
 from django.db.models import Count, Q
 
 
+def off_calendar_times_repair(apps, schema_editor):
+    """Records whose times PostgreSQL holds but Python cannot read (before year 1 or after 9999 in UTC)."""
+    if schema_editor.connection.vendor != "postgresql":
+        return 0
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH broken AS (
+                SELECT d.id, d.node_id, d.started_at::text AS claimed,
+                       COALESCE(
+                           (SELECT max(a.at) FROM dashboard_auditevent a
+                             WHERE a.action LIKE %s AND a.detail->>'deployment' = d.id::text),
+                           now()) AS received
+                  FROM dashboard_deployment d
+                 WHERE d.started_at < '0001-01-01 00:00:00+00' OR d.started_at > '9999-12-31 23:59:59+00'
+                    OR d.finished_at < '0001-01-01 00:00:00+00' OR d.finished_at > '9999-12-31 23:59:59+00'
+            )
+            UPDATE dashboard_deployment d SET started_at = b.received, finished_at = b.received
+              FROM broken b WHERE d.id = b.id
+            RETURNING d.id, d.node_id, b.claimed
+            """,
+            ["deployment.%"],
+        )
+        repaired = cursor.fetchall()
+    AuditEvent = apps.get_model("dashboard", "AuditEvent")
+    for pk, node_pk, claimed in repaired:
+        AuditEvent.objects.create(
+            source="migrate",
+            action="deployment.repaired",
+            node_id=node_pk,
+            message=(
+                f"migration 0017: deployment {pk} was dated {claimed}, outside the calendar in UTC; "
+                "dated when its report was received"
+            ),
+            detail={"deployment": pk, "claimed": claimed},
+        )
+    return len(repaired)
+
+
 def live_deployments_repair(apps, schema_editor):
+    off_calendar = off_calendar_times_repair(apps, schema_editor)
     Deployment = apps.get_model("dashboard", "Deployment")
     Slice = apps.get_model("dashboard", "Slice")
     AuditEvent = apps.get_model("dashboard", "AuditEvent")
@@ -59,10 +102,11 @@ def live_deployments_repair(apps, schema_editor):
             ),
             detail={"slice": slice_.pk, "deployment": holder.pk},
         )
-    if superseded or freed_wrongly:
+    if superseded or freed_wrongly or off_calendar:
         nodes = sorted({s.node.grid_id for s in freed_wrongly})
         print(
             f"\n  0017: {superseded} deployment record(s) marked released (a newer one held the slice), "
+            f"{off_calendar} dated outside the calendar re-dated when received, "
             f"{len(freed_wrongly)} slice(s) marked deployed again"
             + (f" on node(s) {', '.join(map(str, nodes))}: run `manage.py figures_refresh`" if nodes else "")
             + "; each is in the audit trail (action deployment.repaired / slice.repaired)"
