@@ -138,7 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         if path.rstrip("/") == "/nodes":
             body, count = self._nodes(query)
-            if _last(query, "ret_count") == "true":
+            if _last(query, "ret_count") == "true" and count is not None:  # a grid that does not count says nothing
                 self._headers["count"] = str(count)
             return 200, body
         match = _STATISTICS_RE.match(path)
@@ -149,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, _node_json(self.grid.node(_node_id(match.group(1))), nested=True)
         return 404, {"error": "not found"}
 
-    def _nodes(self, query: dict[str, list[str]]) -> tuple[list[dict], int]:
+    def _nodes(self, query: dict[str, list[str]]) -> tuple[list[dict], int | None]:
         page = _uint(query, "page", default=1)
         size = _uint(query, "size", default=50)
         farm_ids, node_ids = _uint_list(query, "farm_ids"), _uint_list(query, "node_ids")
@@ -159,7 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
         if page == 0 or size == 0:
             return [], 0
         read = self.grid.nodes(page=page, size=size, farm_ids=farm_ids, node_ids=node_ids, status=status)
-        return [_node_json(node, nested=False) for node in read.nodes], read.count or 0
+        return [_node_json(node, nested=False) for node in read.nodes], read.count
 
     def _statistics(self, node_id: int) -> tuple[int, Any]:
         node = self.grid.node(node_id)
