@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib.auth import logout
 from django.contrib.auth.signals import user_logged_in
 from django.dispatch import receiver
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.utils.cache import add_never_cache_headers
 from django.views.defaults import page_not_found, server_error
 
@@ -119,3 +119,45 @@ class ProductErrorPages:
         # Kept so the page can still say what was not found ("node 99 is not registered").
         if isinstance(exception, Http404):
             request._not_found = exception
+
+
+API_PREFIX = "/api/"
+_API_WORDS = {
+    400: "the request could not be read; see /api/v1/docs for what each operation takes",
+    403: "forbidden",
+    404: "there is no such API operation; the operations are listed at /api/v1/docs",
+    405: "this path does not take that method",
+    413: "the request body is too large (DATA_UPLOAD_MAX_MEMORY_SIZE)",
+    500: "the dashboard failed to answer; nothing was written. The error is logged",
+}
+# Headers of the answer that say what to do next: kept on the JSON one.
+_API_KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")
+
+
+class ApiErrorShape:
+    """Every error under /api/ is {"detail", "field"} JSON, whoever made it.
+
+    The API's own views already answer so (api/main.py); this is for the answers Django makes
+    around them: an unknown path (404), a method a path does not take (405), a request Django
+    itself refused (400). Outermost but for security, so it sees every inner layer's answer.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if (
+            not request.path.startswith(API_PREFIX)
+            or response.status_code < 400
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
+            return response
+        detail = _API_WORDS.get(response.status_code, response.reason_phrase.lower())
+        if response.status_code == 405 and response.get("Allow"):
+            detail += f": it takes {response['Allow']}"
+        shaped = JsonResponse({"detail": detail, "field": None}, status=response.status_code)
+        for name in _API_KEPT_HEADERS:
+            if response.has_header(name):
+                shaped[name] = response[name]
+        return shaped

@@ -16,6 +16,10 @@ from dashboard import capacity, job_kinds
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
 from dashboard.job_results import JobResult
 
+# The largest value an IntegerField (PositiveIntegerField included) holds in PostgreSQL: every
+# whole number that comes in and is stored, or compared with a stored one, is bounded by it first.
+INTEGER_MAX = 2**31 - 1
+
 
 def reading_max_age() -> timedelta:
     return timedelta(minutes=settings.READING_MAX_AGE_MINUTES)
@@ -345,6 +349,11 @@ class Deployment(models.Model):
             models.CheckConstraint(condition=Q(mru__gte=0) & Q(sru__gte=0), name="deployment_sizes_not_negative"),
             models.UniqueConstraint(
                 fields=["marketplace_id"], condition=~Q(marketplace_id=""), name="one_deployment_per_marketplace_id"
+            ),
+            # A slice holds one VM: at most one live deployment per node and slice number (numbers are
+            # never reused, so a retired slice keeps its own). dashboard.outcome_rules relies on it.
+            models.UniqueConstraint(
+                fields=["node", "slice_index"], condition=Q(state="deployed"), name="one_live_deployment_per_slice"
             ),
         ]
         # /metrics counts failures by cause and state on every scrape: read from this index alone.

@@ -52,6 +52,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outermost but for security: it stores the grid requests after every inner layer is done.
     "dashboard.middleware.GridRequestsStore",
+    # Next: every error under /api/ leaves as {"detail", "field"} JSON, whichever layer made it.
+    "dashboard.middleware.ApiErrorShape",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -178,6 +180,13 @@ ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
 READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)
 # Nodes per GET /nodes page when reading farms (the proxy caps it; 1000 is the client's own limit).
 GRID_PAGE_SIZE = env_int("GRID_PAGE_SIZE", 100, minimum=1)
+# A paged read of the grid (a farm's nodes) stops after this many pages, whatever the proxy sends
+# (one that ignores `page` or invents nodes would otherwise be read for ever), and an onboarding
+# registers at most ONBOARD_MAX_NEW_NODES new nodes unless an admin confirms more (page or CLI).
+GRID_MAX_PAGES = env_int("GRID_MAX_PAGES", 100, minimum=1)
+ONBOARD_MAX_NEW_NODES = env_int("ONBOARD_MAX_NEW_NODES", 500, minimum=1)
+# A reported outcome's `at` may lie at most this many days back (and 5 minutes ahead: clocks differ).
+REPORT_MAX_AGE_DAYS = env_int("REPORT_MAX_AGE_DAYS", 30, minimum=1)
 # A bulk re-register's plan made from a reading older than this many seconds is read again before
 # it is applied (a batch whose page was read before a long run of one-by-one reads, say).
 BULK_READING_MAX_AGE = env_int("BULK_READING_MAX_AGE", 300, minimum=1)

@@ -2,7 +2,9 @@
 
 The public Grid Proxy is off this machine, so this is where the client meets real
 sockets, real time-outs and real status codes. Routes answer a list of responses in
-turn (the last one repeats), so "500, 500, then 200" is one line in a test.
+turn (the last one repeats), so "500, 500, then 200" is one line in a test. An answer whose body
+is a function is asked for the body with the request's query (a dict of its parameters): a
+proxy that ignores `page`, or one that invents new nodes on every page, is a few lines.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 SAMPLES = Path(__file__).resolve().parent / "data" / "gridproxy"
 
@@ -28,7 +30,7 @@ def sample(name: str) -> Any:
 @dataclass
 class Answer:
     status: int = 200
-    body: Any = None  # dict/list -> JSON, str/bytes -> sent as is
+    body: Any = None  # dict/list -> JSON, str/bytes -> sent as is; a function of the query -> one of those
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     # Seconds between the body's bytes: a server that drips its answer (never idle long enough
@@ -42,6 +44,7 @@ class CannedProxy:
     routes: dict[str, list[Answer]] = field(default_factory=dict)
     hits: Counter = field(default_factory=Counter)
     queries: list[str] = field(default_factory=list)
+    authorizations: list[str] = field(default_factory=list)  # each request's Authorization header ("" if none)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, path: str, *answers: Answer | Any) -> None:
@@ -61,10 +64,13 @@ def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             parts = urlsplit(self.path)
             canned.queries.append(parts.query)
+            canned.authorizations.append(self.headers.get("Authorization", ""))
             answer = canned.next_answer(parts.path) or Answer(404, {"error": "not found"})
             if answer.delay:
                 time.sleep(answer.delay)
             body = answer.body
+            if callable(body):
+                body = body(dict(parse_qsl(parts.query)))
             if isinstance(body, (dict, list)):
                 body = json.dumps(body)
             if isinstance(body, str):

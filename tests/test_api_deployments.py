@@ -1,7 +1,10 @@
 """/api/v1/deployments: the failed ones (GET) and the outcomes the marketplace reports (POST)."""
 
+import datetime as dt
+
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.models import AuditEvent, Deployment, Node, Slice
 from tests.factories import sim_node_1774
@@ -12,12 +15,15 @@ MEMORY_ERROR = (
     "workload s1774_6 within deployment 7 failed with error: failed to satisfy required capacity: "
     "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
 )
-AT = "2026-05-01T12:00:00Z"
+NOW = timezone.now().replace(microsecond=0)
+AT = (NOW - dt.timedelta(hours=1)).isoformat()
 
 
 @pytest.fixture
 def node_1774(sim_node):
-    return sim_node_1774(sim_node)
+    node = sim_node_1774(sim_node)
+    Slice.objects.filter(node=node).update(created_at=NOW - dt.timedelta(days=1))  # older than the reports
+    return node
 
 
 @pytest.fixture

@@ -103,16 +103,16 @@ def test_it_refuses_a_node_registered_twice():
     [
         (["1774", "--cru", "8", "--mru", "31GiB", "--farm-id", "1"], r"missing --sru"),
         (["1774", "--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB"], "give --farm-id for a node given by hand"),
-        (["abc", *NODE_1774], "node id: 'abc' is not a whole number of 1 or more"),
-        (["0", *NODE_1774], "node id: '0' is not a whole number of 1 or more"),
-        (["1774", *NODE_1774[:-2], "--farm-id=-1"], "--farm-id: '-1' is not a whole number of 0 or more"),
+        (["abc", *NODE_1774], "node id: 'abc' is not a whole number from 1 to 2147483647"),
+        (["0", *NODE_1774], "node id: '0' is not a whole number from 1 to 2147483647"),
+        (["1774", *NODE_1774[:-2], "--farm-id=-1"], "--farm-id: '-1' is not a whole number from 0 to 2147483647"),
         (["1774", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB", "--farm-id", "1"], "decimal unit"),
         (["1774", *NODE_1774, "--policy", "zoz"], "unknown policy 'zoz'"),
         (
             ["1774", *NODE_1774, "--pools", "10GiB", "900GiB"],
             "the first pool is 10 GiB; it must hold the 20 GiB zos-cache",
         ),
-        (["1774", *NODE_1774, "--twin-id", "x"], "--twin-id: 'x' is not a whole number of 0 or more"),
+        (["1774", *NODE_1774, "--twin-id", "x"], "--twin-id: 'x' is not a whole number from 0 to 2147483647"),
     ],
 )
 def test_it_refuses_bad_input_with_one_clear_error_and_writes_nothing(args, message):

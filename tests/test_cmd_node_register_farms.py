@@ -65,9 +65,19 @@ def test_the_single_node_form_keeps_the_report_time(two_farms):
         (("--farm-id", "4242", "--cru", "8"), "farms are read from the grid"),
         (("--farm-id", "4242", "--policy", "nope"), "unknown policy"),
         (("--farm-id", "4242", "--status", "unknown"), "status must be one of"),
-        (("1", "--dry-run"), "--dry-run: only when adding farms"),
+        (("1", "--dry-run"), "--dry-run and --max-new-nodes: only when adding farms"),
     ],
 )
 def test_it_refuses_what_it_cannot_do(two_farms, args, message):
     with pytest.raises(CommandError, match=message):
         register(*args)
+
+
+@pytest.mark.django_db
+def test_past_the_new_node_limit_it_stops_and_says_how_to_confirm(two_farms, settings):
+    settings.ONBOARD_MAX_NEW_NODES = 2
+    with pytest.raises(CommandError, match=r"past the 2 allowed .*--max-new-nodes N"):
+        register("--farm-id", "4242", "--farm-id", "4243")
+    assert Node.objects.count() == 2
+    register("--farm-id", "4242", "--farm-id", "4243", "--max-new-nodes", "4")
+    assert Node.objects.count() == 4

@@ -42,7 +42,7 @@ def grid(tmp_path):
 def test_the_client_asks_for_farms_ids_and_status(canned):
     canned.answer("/nodes", [n for n in sample("nodes-page.json") if n["farmId"] == 7])
     GridProxyClient(canned.url, retries=0).nodes(farm_ids=[7, 8], node_ids=[1774, 11], status="up", size=10)
-    assert canned.queries == ["farm_ids=7%2C8&node_ids=1774%2C11&status=up&page=1&size=10"]
+    assert canned.queries == ["farm_ids=7%2C8&node_ids=1774%2C11&status=up&page=1&size=10&ret_count=true"]
 
 
 def test_the_client_skips_a_node_it_did_not_ask_for(canned):
@@ -70,3 +70,129 @@ def test_a_page_that_fails_names_itself(tmp_path):
     client = GridProxyClient("http://127.0.0.1:9", retries=0, deadline=2)
     with pytest.raises(ReadFailed, match=r"^page 1 of farm 4242: "):
         next(farm_pages(client, farm_ids=[4242]))
+
+
+# --- a paged read has an end (issue 22, finding 4) ----------------------------------------------
+
+
+class PagedGrid:
+    """A grid whose GET /nodes is `pages(page, size) -> (node ids, count or None)`; counts its requests."""
+
+    def __init__(self, pages):
+        self.pages, self.asked = pages, []
+
+    def nodes(self, *, farm_ids, status=None, page=1, size=50):
+        from dashboard.capacity import Resources
+        from dashboard.grid.types import NodeCapacity, NodePage
+
+        self.asked.append(page)
+        ids, count = self.pages(page, size)
+        total = Resources(cru=4, mru=16 * GiB, sru=500 * GiB)
+        nodes = tuple(
+            NodeCapacity(
+                node_id=i,
+                farm_id=farm_ids[0],
+                farm_name="f",
+                twin_id=None,
+                status="up",
+                dedicated=False,
+                rented_by_twin_id=None,
+                total=total,
+                used=Resources(cru=0, mru=2 * GiB, sru=20 * GiB),
+            )
+            for i in ids
+        )
+        return NodePage(nodes=nodes, page=page, size=size, count=count)
+
+
+def read_all(grid, **options):
+    """(node ids yielded, the ReadStopped line or None)."""
+    from dashboard.grid.paging import ReadStopped
+
+    got = []
+    try:
+        for read in farm_pages(grid, farm_ids=[1], size=5, **options):
+            got.extend(n.node_id for n in read.nodes)
+    except ReadStopped as stopped:
+        return got, str(stopped)
+    return got, None
+
+
+def test_a_page_that_repeats_the_last_one_stops_the_read_and_is_not_yielded():
+    grid = PagedGrid(lambda page, size: (range(1, 6), None))  # ignores `page`
+    got, stopped = read_all(grid)
+    assert (got, grid.asked) == ([1, 2, 3, 4, 5], [1, 2])
+    assert stopped.startswith("page 2 of farm 1: it brought no node not already read")
+
+
+def test_a_page_that_repeats_some_nodes_yields_only_the_new_ones():
+    grid = PagedGrid(lambda page, size: ([1, 2, 3, 4, 5] if page == 1 else [4, 5, 6], None))
+    assert read_all(grid) == ([1, 2, 3, 4, 5, 6], None)
+
+
+def test_invented_nodes_stop_at_the_page_ceiling():
+    grid = PagedGrid(lambda page, size: (range(page * 100, page * 100 + size), None))
+    got, stopped = read_all(grid, max_pages=3)
+    assert (len(got), grid.asked) == (15, [1, 2, 3])
+    assert stopped.startswith("page 4 of farm 1: not read: 3 full pages") and "GRID_MAX_PAGES" in stopped
+
+
+def test_a_read_stops_at_the_announced_count_without_asking_for_a_short_page():
+    grid = PagedGrid(lambda page, size: (range(page * 100, page * 100 + size), 10))
+    assert read_all(grid) == ([*range(100, 105), *range(200, 205)], None)
+    assert grid.asked == [1, 2]
+
+
+def test_a_page_past_the_announced_count_is_refused_whole():
+    grid = PagedGrid(lambda page, size: (range(page * 100, page * 100 + size), 8))
+    got, stopped = read_all(grid)
+    assert got == [100, 101, 102, 103, 104]
+    assert (
+        stopped
+        == "page 2 of farm 1: it would bring the read to 10 node(s), past the 8 the proxy announced; nothing of it kept"
+    )
+
+
+def test_against_a_real_proxy_that_ignores_page_the_read_ends(canned):
+    entries = sample("nodes-page.json")
+    canned.answer("/nodes", [dict(e, farmId=7) for e in entries])
+    got = []
+    with pytest.raises(ReadFailed, match="brought no node not already read"):
+        for read in farm_pages(GridProxyClient(canned.url, retries=0), farm_ids=[7], size=len(entries)):
+            got.extend(n.node_id for n in read.nodes)
+    assert (len(got), canned.hits["/nodes"]) == (len(entries), 2)
+
+
+def test_the_client_reads_the_count_the_proxy_announces(grid):
+    page = grid.nodes(farm_ids=[1], page=1, size=2)
+    assert (len(page.nodes), page.count) == (2, 5)
+
+
+def test_a_farm_read_stops_at_the_count_without_asking_for_a_short_page(tmp_path):
+    sim = SimulatedGrid(tmp_path / "simgrid.sqlite3")
+    for node_id in range(1, 7):
+        sim.add_node(node_id, cru=4, mru=16 * GiB, sru=500 * GiB, farm_id=1)
+    server = serve_simulator(sim)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = GridProxyClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0)
+        pages = list(farm_pages(client, farm_ids=[1], size=3))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [len(p.nodes) for p in pages] == [3, 3]  # 6 announced, 6 read: no third request
+
+
+def test_a_proxy_that_invents_nodes_past_its_own_count_is_stopped_there(canned):
+    from tests.gridproxy_canned import Answer
+
+    def invent(query):
+        page = int(query["page"])
+        return [dict(sample("nodes-page.json")[0], nodeId=page * 100 + n, farmId=7) for n in range(4)]
+
+    canned.answer("/nodes", Answer(body=invent, headers={"count": "6"}))
+    got = []
+    with pytest.raises(ReadFailed, match="past the 6 the proxy announced"):
+        for read in farm_pages(GridProxyClient(canned.url, retries=0), farm_ids=[7], size=4):
+            got.extend(n.node_id for n in read.nodes)
+    assert (got, canned.hits["/nodes"]) == ([100, 101, 102, 103], 2)

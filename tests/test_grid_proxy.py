@@ -288,7 +288,7 @@ def test_it_asks_for_the_farm_page_and_size(proxy):
 
     page = client_for(proxy).nodes(farm_id=7, page=2, size=10)
 
-    assert proxy.queries == ["farm_ids=7&page=2&size=10"]
+    assert proxy.queries == ["farm_ids=7&page=2&size=10&ret_count=true"]
     assert (len(page.nodes), page.page, page.size) == (2, 2, 10)
 
 

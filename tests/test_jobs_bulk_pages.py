@@ -144,3 +144,60 @@ def test_it_asks_for_no_more_nodes_a_page_than_the_proxy_serves(legacy_fleet, co
     job = bulk(grid)
     assert grid.pages == [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10]] and grid.single == []
     assert job.result["reregistered"] == 10
+
+
+# --- a policy edit committed during the run (issue 22, finding 6) ---------------------------------
+
+
+class EditingGrid(CountingGrid):
+    """The grid, and an admin who saves a policy edit while the n-th page is being read."""
+
+    def __init__(self, grid, *, on_page: int, edit):
+        super().__init__(grid)
+        self.on_page, self.edit = on_page, edit
+
+    def nodes(self, **kwargs):
+        if len(self.pages) + 1 == self.on_page:
+            self.edit()
+        return super().nodes(**kwargs)
+
+
+@pytest.fixture
+def fleet_default():
+    from dashboard import capacity
+    from dashboard.models import Policy
+    from dashboard.services.policy import policy_create
+
+    return policy_create(
+        name="fleet", scope="fleet", parameters=Policy.parameters_from(capacity.PROFILES["zos"]), source="command"
+    )
+
+
+def smaller_slices(policy):
+    from dashboard.capacity import GiB
+    from dashboard.services.policy import policy_update
+
+    return lambda: policy_update(policy=policy, parameters={"slice_mru": 2 * GiB}, source="command")
+
+
+@pytest.mark.django_db
+def test_nodes_planned_before_a_policy_edit_are_planned_again_with_it(legacy_fleet, fleet_default):
+    legacy_fleet(6)
+    grid = EditingGrid(legacy_fleet.grid, on_page=1, edit=smaller_slices(fleet_default))
+    job = bulk(grid)
+    assert job.state == Job.State.SUCCEEDED
+    assert set(Node.objects.values_list("carved_policy_version", flat=True)) == {2}
+    assert not Node.objects.filter(stale=True).exists()
+    assert any("6 node(s) planned again" in note and "fleet v1 -> fleet v2" in note for note in job.outcome.notes)
+
+
+@pytest.mark.django_db
+def test_nodes_written_before_a_policy_edit_are_said_to_be_stale_again(legacy_fleet, fleet_default):
+    legacy_fleet(6)  # six batches of one node
+    grid = EditingGrid(legacy_fleet.grid, on_page=3, edit=smaller_slices(fleet_default))
+    job = bulk(grid, limits=BulkLimits(chunk=1, progress_steps=6))
+    versions = list(Node.objects.order_by("grid_id").values_list("carved_policy_version", flat=True))
+    assert versions == [1, 1, 2, 2, 2, 2]
+    assert Node.objects.filter(stale=True).count() == 2
+    notes = " ".join(job.outcome.notes)
+    assert "1 node(s) planned again" in notes and "2 node(s) re-registered by this run are stale again" in notes

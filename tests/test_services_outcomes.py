@@ -3,6 +3,7 @@
 import datetime as dt
 
 import pytest
+from django.utils import timezone
 
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Deployment, Job, Slice
@@ -11,13 +12,19 @@ from dashboard.services.outcomes import OutcomeError, deployment_outcome_record
 from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
-AT = dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)
+AT = timezone.now().replace(microsecond=0) - dt.timedelta(hours=1)
 MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
+
+
+def slices_made_earlier(node):
+    """Reports are dated an hour ago; a report dated before its slice existed is refused."""
+    Slice.objects.filter(node=node).update(created_at=AT - dt.timedelta(days=1))
+    return node
 
 
 @pytest.fixture
 def node_1774(sim_node):
-    return sim_node_1774(sim_node)
+    return slices_made_earlier(sim_node_1774(sim_node))
 
 
 def record(**fields):
@@ -45,7 +52,9 @@ def test_it_keeps_the_last_reading_beside_a_failure(node_1774):
 
 def test_it_hands_a_failure_to_the_learning_hook_once(node_1774, monkeypatch):
     seen = []
-    monkeypatch.setattr(outcomes, "outcome_failed_learn", lambda deployment, diagnosis: seen.append(diagnosis.cause))
+    monkeypatch.setattr(
+        outcomes.record, "outcome_failed_learn", lambda deployment, diagnosis: seen.append(diagnosis.cause)
+    )
     record(), record()
     assert seen == ["memory"]
 
@@ -54,7 +63,7 @@ def test_it_writes_nothing_when_learning_fails(node_1774, monkeypatch):
     def broken(deployment, diagnosis):
         raise RuntimeError("observation store down")
 
-    monkeypatch.setattr(outcomes, "outcome_failed_learn", broken)
+    monkeypatch.setattr(outcomes.record, "outcome_failed_learn", broken)
     with pytest.raises(RuntimeError):
         record()
     assert (Deployment.objects.count(), AuditEvent.objects.filter(action__startswith="deployment.").count()) == (0, 0)
@@ -81,9 +90,14 @@ def test_it_queues_nothing_for_a_repeat(node_1774, django_capture_on_commit_call
     assert callbacks == []
 
 
-def test_it_frees_a_slice_released_without_an_earlier_report(node_1774):
-    Slice.objects.filter(node=node_1774, index=3).update(state="deployed")
-    record(outcome="released", slice_index=3, error="")
+def test_a_slice_deployed_with_no_record_is_handed_over_by_its_deploy_then_released(node_1774):
+    Slice.objects.filter(node=node_1774, index=3).update(state="deployed")  # a legacy catalog, no record of who
+    with pytest.raises(outcomes.OutcomeConflict) as unknown:
+        record(outcome="released", slice_index=3, error="")
+    assert unknown.value.field == "marketplace_id" and "no record of 'c-1'" in str(unknown.value)
+    assert record(outcome="deployed", slice_index=3, error="").move == "take"
+    assert Slice.objects.get(node=node_1774, index=3).state == "deployed"
+    record(outcome="released", slice_index=3, error="", at=AT + dt.timedelta(minutes=1))
     assert Slice.objects.get(node=node_1774, index=3).state == "free"
 
 
@@ -93,7 +107,7 @@ def test_it_records_one_deployment_when_the_same_report_races(sim_node):
 
     from django.db import connection
 
-    sim_node_1774(sim_node)
+    slices_made_earlier(sim_node_1774(sim_node))
     start = threading.Barrier(4)
     created = []
 
@@ -117,7 +131,7 @@ def test_a_reported_memory_refusal_teaches_the_node_and_changes_its_precheck(sim
     from dashboard.services.deploy import slice_deploy
     from dashboard.services.precheck import precheck_run
 
-    node = sim_node_1774(sim_node, policy_name=None)  # zos: 6 slices
+    node = slices_made_earlier(sim_node_1774(sim_node, policy_name=None))  # zos: 6 slices
     for index in range(3):
         slice_deploy(node=node, slice_index=index)
     node.refresh_from_db()

@@ -1,4 +1,5 @@
-"""The API tokens page: admins make (shown once) and revoke tokens; nobody else gets in."""
+"""The API tokens page: admins make tokens for themselves (shown once) and revoke tokens; a superuser
+makes them for anyone; nobody else gets in."""
 
 import pytest
 from django.urls import reverse
@@ -11,8 +12,15 @@ URL = reverse("api-tokens")
 
 
 @pytest.fixture
-def holder(role_user):
-    return role_user("support", username="reader")
+def holder(admins_client, django_user_model):
+    """The signed-in admin: a token is made for oneself."""
+    return django_user_model.objects.get(username="ada")
+
+
+@pytest.fixture
+def root_client(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("root", password="not-a-real-password-1774"))
+    return client
 
 
 def _make(client, holder, **fields):
@@ -34,10 +42,25 @@ def test_it_audits_who_made_it(admins_client, holder):
     assert (event.actor.username, event.source) == ("ada", "web")
 
 
-def test_it_refuses_a_scope_beyond_the_holders_rights(admins_client, holder):
-    response = _make(admins_client, holder, scopes=["read", "act"])
+def test_it_refuses_a_scope_beyond_the_holders_rights(root_client, role_user):
+    response = _make(root_client, role_user("support", username="reader"), scopes=["read", "act"])
     assert response.status_code == 400
     assert b"may not hold the act scope" in response.content
+
+
+def test_an_admin_makes_tokens_for_themselves_only(admins_client, role_user, django_user_model):
+    root = django_user_model.objects.create_superuser("root", password="not-a-real-password-1774")
+    for someone in (root, role_user("support", username="reader")):
+        response = _make(admins_client, someone)
+        assert response.status_code == 400
+        assert not ApiToken.objects.exists()
+    assert list(response.context["form"].fields["user"].queryset.values_list("username", flat=True)) == ["ada"]
+
+
+def test_a_superuser_makes_a_token_for_anyone(root_client, role_user):
+    reader = role_user("support", username="reader")
+    assert _make(root_client, reader).status_code == 200
+    assert ApiToken.objects.get().user == reader
 
 
 def test_it_revokes(admins_client, holder):

@@ -132,3 +132,31 @@ def test_only_admins_see_the_link(admins_client):
 @pytest.mark.django_db
 def test_support_does_not_see_the_link(support_client):
     assert b'href="/nodes/add/"' not in support_client.get("/").content
+
+
+@pytest.mark.django_db
+def test_a_preview_past_the_limit_asks_the_admin_to_confirm_the_number(admins_client, farm, settings):
+    settings.ONBOARD_MAX_NEW_NODES = 2
+    admins_client.post("/nodes/add/", {**FARM, "action": "preview"})
+    page = admins_client.get(f"/nodes/add/{run(Job.objects.get().pk).pk}/").content.decode()
+    assert 'id="confirm-new-nodes"' in page and 'name="max_new_nodes" value="3" required' in page
+    assert "ONBOARD_MAX_NEW_NODES" in page
+
+
+@pytest.mark.django_db
+def test_without_the_confirmation_a_run_stops_at_the_limit(admins_client, farm, settings):
+    settings.ONBOARD_MAX_NEW_NODES = 2
+    settings.GRID_PAGE_SIZE = 2
+    admins_client.post("/nodes/add/", {**FARM, "action": "register"})
+    job = run(Job.objects.get().pk)
+    assert (job.state, Node.objects.count()) == (Job.State.FAILED, 2)
+    assert "past the 2 allowed (ONBOARD_MAX_NEW_NODES=2)" in job.error
+
+
+@pytest.mark.django_db
+def test_the_confirmed_number_is_what_the_run_may_register(admins_client, farm, settings):
+    settings.ONBOARD_MAX_NEW_NODES = 2
+    admins_client.post("/nodes/add/", {**FARM, "action": "register", "max_new_nodes": "3"})
+    job = run(Job.objects.get().pk)
+    assert job.parameters["max_new_nodes"] == 3
+    assert (job.state, Node.objects.count()) == (Job.State.SUCCEEDED, 3)

@@ -1,6 +1,6 @@
 """`make reliability`: the long reliability runs, one after the other, with the machine's load recorded.
 
-    .venv/bin/python bench/reliability/run.py [--quick] [--only kill,fuzz,faults,load,api,deploy,schema,drip,nogroup]
+    .venv/bin/python bench/reliability/run.py [--quick] [--only kill,fuzz,faults,load,api,deploy,schema,drip,nogroup,fields]
 
 1. kill   bench/reliability/kill_loop.py --kills 100   SIGKILLs during re-registers, then every invariant
 2. fuzz   bench/reliability/fuzz.py --cases 10000      parsers, pages and forms: no 500, no change
@@ -9,13 +9,16 @@
 5. api    bench/reliability/api_load.py --clients 50 --seconds 60   the same server, 50 API clients with
           their own bearer tokens (fleet, nodes, one node, precheck): errors, requests/s, p50/p99
 6. deploy manage.py check --deploy --fail-level WARNING with production settings
-7. schema tests/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=250   schemathesis over the API's
-          OpenAPI schema, valid and invalid inputs: no server error, every answer as documented
+7. schema tests/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=500   schemathesis over the API's
+          OpenAPI schema, every operation, valid and invalid inputs: no server error, every answer as documented
 8. drip   bench/reliability/drip.py --rounds 5   a Grid Proxy dripping a byte a second: node_register
           fails within GRID_DEADLINE in one line, a web re-register fails on its step deadline
           (not "worker lost"), no second job
 9. nogroup bench/reliability/nogroup.py   a signed-in user in no group asks gunicorn for every page,
           the CSV and the API: refusals only, no data, no 5xx
+10. fields tests/test_api_fuzz_fields.py and tests/test_integrity_findings.py   every field of every API
+          operation fed NUL, surrogates, bidi controls, 10 MB, year 1 / 9999 at +-14:00, 2**64: no 5xx, no
+          row written on a refusal; and issue 22's findings (reports, times, hostile proxies) as reported
 
 It first waits (up to --max-wait s) for the 1-minute load average to fall below --max-load, and
 again (up to 10 minutes) before each later stage: the machine has 2 cores and other work, or the
@@ -44,7 +47,7 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 PYTHON = BASE_DIR / ".venv" / "bin" / "python"
 RESULTS = BASE_DIR / "bench" / "reliability" / "results"
 DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/slicedash_rel"
-STAGES = ("kill", "fuzz", "faults", "load", "api", "deploy", "schema", "drip", "nogroup")
+STAGES = ("kill", "fuzz", "faults", "load", "api", "deploy", "schema", "drip", "nogroup", "fields")
 
 
 def git(*args: str) -> str:
@@ -125,6 +128,22 @@ def stage_schema(*, examples: int, env: dict, timeout: float) -> dict:
     return {**result, **{k: v for k, v in figures.items() if k != "wall_s"}}
 
 
+def stage_fields(*, env: dict, timeout: float) -> dict:
+    """The API's fields fuzzed from its schema, and issue 22's findings; figures through API_FUZZ_REPORT."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        path = Path(out.name)
+    try:
+        result = stage_pytest(
+            ["tests/test_api_fuzz_fields.py", "tests/test_integrity_findings.py", "tests/test_api_writes.py"],
+            timeout=timeout,
+            env={**env, "API_FUZZ_REPORT": str(path)},
+        )
+        figures = json.loads(path.read_text()) if path.stat().st_size else {}
+    finally:
+        path.unlink(missing_ok=True)
+    return {**result, **figures}
+
+
 def stage_deploy_check(*, env: dict) -> dict:
     production = {
         **env,
@@ -177,7 +196,7 @@ def main(argv=None) -> int:
         "stages": {},
     }
     kills, cases, clients, seconds, examples, drips = (
-        (10, 500, 10, 10, 10, 1) if args.quick else (100, 10000, 50, 60, 250, 5)
+        (10, 500, 10, 10, 10, 1) if args.quick else (100, 10000, 50, 60, 500, 5)
     )
     for n, stage in enumerate(stages):
         if n and not args.quick:
@@ -224,6 +243,8 @@ def main(argv=None) -> int:
             )
         elif stage == "nogroup":
             result = stage_json([str(PYTHON), "bench/reliability/nogroup.py"], env=env, timeout=600)
+        elif stage == "fields":
+            result = stage_fields(env=env, timeout=1800)
         else:
             began = time.monotonic()
             result = {**stage_deploy_check(env=env), "wall_s": round(time.monotonic() - began, 1)}

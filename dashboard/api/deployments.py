@@ -10,7 +10,9 @@ from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import READ, REPORT
 from dashboard.api.errors import BadInput
+from dashboard.api.inputs import Counting, Whole
 from dashboard.api.schemas import DeploymentReportIn, DeploymentReportOut, DeploymentsPageOut, ErrorOut
+from dashboard.api.writes import api_write
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import deployment_words, failed_deployments
 from dashboard.services.outcomes import deployment_outcome_record
@@ -20,12 +22,12 @@ router = Router(tags=["deployments"])
 
 class DeploymentsFilter(Schema):
     outcome: Literal["failed"] = Field("failed", description="failed: failed by ZOS or refused by our precheck")
-    node_id: int | None = Field(None, ge=0)
-    farm_id: int | None = Field(None, ge=0)
+    node_id: Whole | None = None
+    farm_id: Whole | None = None
     cause: Deployment.Cause | None = None
     since: dt.date | None = None
     until: dt.date | None = Field(None, description="includes that whole day (UTC)")
-    page: int = Field(1, ge=1)
+    page: Counting = 1
     per_page: int = Field(50, ge=1, le=500)
 
 
@@ -97,19 +99,29 @@ def deployments(request, filters: Query[DeploymentsFilter]):
 def deployment_report(request, body: DeploymentReportIn):
     """201 when this marketplace id is new; 200 when it was reported before (a repeat changes
     nothing; `released` after `deployed` moves the same record on); 409 when the report
-    contradicts the record (another node or slice, or e.g. `deployed` after `failed`)."""
-    recorded = deployment_outcome_record(
-        node_id=body.node_id,
-        slice_index=body.slice_index,
-        marketplace_id=body.marketplace_id,
-        outcome=body.outcome,
-        error=body.error,
-        at=body.at,
-        workload_id=body.workload_id,
-        by=request.auth.user,
-        source="api",
-    )
-    deployment = Deployment.objects.select_related("node").get(pk=recorded.deployment.pk)
-    return Status(
-        201 if recorded.created else 200, {"created": recorded.created, "deployment": deployment_out(deployment)}
-    )
+    contradicts the record (another node or slice, a slice another id holds, a release for an id
+    never seen, an impossible move, or a time before the move it would follow), naming the live
+    deployment or the move. A failure older than the slice's last move is recorded as history
+    (effect "history") without changing the slice. Nothing is written on a 4xx."""
+    with api_write("deployments.report", request):
+        recorded = deployment_outcome_record(
+            node_id=body.node_id,
+            slice_index=body.slice_index,
+            marketplace_id=body.marketplace_id,
+            outcome=body.outcome,
+            error=body.error,
+            at=body.at,
+            workload_id=body.workload_id,
+            by=request.auth.user,
+            source="api",
+        )
+        deployment = Deployment.objects.select_related("node").get(pk=recorded.deployment.pk)
+        answer = DeploymentReportOut.model_validate(
+            {
+                "created": recorded.created,
+                "effect": str(recorded.move),
+                "words": recorded.words,
+                "deployment": deployment_out(deployment),
+            }
+        )
+    return Status(201 if recorded.created else 200, answer)

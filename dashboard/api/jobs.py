@@ -6,6 +6,7 @@ from django.core.paginator import Paginator
 from ninja import Field, Query, Router, Schema
 
 from dashboard.api.auth import READ
+from dashboard.api.inputs import Counting, Whole
 from dashboard.api.schemas import ErrorOut, JobsPageOut
 from dashboard.models import Job
 from dashboard.selectors.jobs import jobs_list
@@ -16,8 +17,8 @@ router = Router(tags=["jobs"])
 class JobsFilter(Schema):
     state: Job.State | None = None
     kind: Job.Kind | None = None
-    node_id: int | None = Field(None, ge=0)
-    page: int = Field(1, ge=1)
+    node_id: Whole | None = None
+    page: Counting = 1
     per_page: int = Field(50, ge=1, le=500)
 
 

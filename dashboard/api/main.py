@@ -1,20 +1,30 @@
 """The NinjaAPI of /api/v1/: its routers, its throttle, and every error as {"detail", "field"}.
 
 Bad input is a 400 naming the field (django-ninja's own 422 for a schema error included): the
-marketplace's programs read one status for "fix your request".
+marketplace's programs read one status for "fix your request". A body over
+DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 in the same shape, and anything unforeseen a 500 in it too
+(logged with its traceback); what the request wrote is rolled back first (api/writes.py). Answers
+made outside the API's views (an unknown path, a method a path does not take) get the same shape
+from dashboard.middleware.ApiErrorShape.
 """
 
 from __future__ import annotations
 
+import logging
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, AuthorizationError, Throttled, ValidationError
+from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Throttled, ValidationError
 
 from dashboard.api import deployments, explain, jobs, nodes, placement, policies
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.services.jobs import JobError
 from dashboard.services.outcomes import OutcomeConflict, OutcomeError
+
+log = logging.getLogger(__name__)
 
 api = NinjaAPI(
     title="Slice catalog dashboard API",
@@ -93,3 +103,28 @@ def _forbidden(request, exc: AuthorizationError):
 @api.exception_handler(Throttled)
 def _throttled(request, exc: Throttled):
     return _error(request, 429, "too many requests for this token; wait for Retry-After seconds (API_THROTTLE_RATE)")
+
+
+@api.exception_handler(HttpError)
+def _http_error(request, exc: HttpError):
+    # django-ninja's own refusals, e.g. a body that is not JSON: 400 "Cannot parse request body".
+    if exc.status_code == 400:
+        return _error(request, 400, f"the request body could not be read as JSON: {exc.message}", "body")
+    return _error(request, exc.status_code, str(exc.message))
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request, exc: RequestDataTooBig):
+    return _error(
+        request,
+        413,
+        f"the request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes this API takes "
+        "(DATA_UPLOAD_MAX_MEMORY_SIZE); nothing was read or written",
+    )
+
+
+@api.exception_handler(Exception)
+def _server_error(request, exc: Exception):
+    # The request's writes are rolled back already (api_write); the traceback is for the logs only.
+    log.error("Internal Server Error: %s %s", request.method, request.path, exc_info=exc)
+    return _error(request, 500, "the dashboard failed to answer; nothing was written. The error is logged")

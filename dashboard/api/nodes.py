@@ -7,10 +7,11 @@ from typing import Literal
 
 from django.http import Http404
 from django.utils import timezone
-from ninja import Field, Query, Router, Schema, Status
+from ninja import Field, Path, Query, Router, Schema, Status
 
 from dashboard.api.auth import ACT, PRECHECK, READ
 from dashboard.api.errors import BadInput, GridTrouble
+from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
 from dashboard.api.jobs import job_out
 from dashboard.api.schemas import (
     ErrorOut,
@@ -22,6 +23,7 @@ from dashboard.api.schemas import (
     PrecheckOut,
     ReregisterIn,
 )
+from dashboard.api.writes import api_write
 from dashboard.grid.types import GridError
 from dashboard.models import Job, Node
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
@@ -34,8 +36,12 @@ router = Router(tags=["fleet"])
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 
+def node_id_path():
+    return Path(..., ge=0, le=INTEGER_MAX, description="the grid's node id")
+
+
 class NodesFilter(Schema):
-    farm_id: int | None = Field(None, ge=0)
+    farm_id: Whole | None = None
     status: Node.Status | None = None
     stale: bool | None = None
     tier: Literal["now", "after-wake", "blocked"] | None = Field(
@@ -43,13 +49,13 @@ class NodesFilter(Schema):
         description="nodes whose deployable slices are usable now (up), after wake (standby), or blocked (down, unknown)",
     )
     has_phantoms: bool | None = None
-    search: str | None = Field(
+    search: Line | None = Field(
         None,
         max_length=128,
         description="a farm name (contains, any case); digits also match a node id by its leading digits, or a farm id",
     )
-    sort: str = Field("node_id", description=f"one of {', '.join(SORT_KEYS)}; prefix - for descending")
-    page: int = Field(1, ge=1)
+    sort: Line = Field("node_id", max_length=32, description=f"one of {', '.join(SORT_KEYS)}; prefix - for descending")
+    page: Counting = 1
     per_page: int = Field(50, ge=1, le=500)
 
 
@@ -92,7 +98,7 @@ def nodes(request, filters: Query[NodesFilter]):
     response={200: NodeDetailOut, **ERRORS},
     summary="One node: catalog, figures, reading ages",
 )
-def node(request, node_id: int):
+def node(request, node_id: int = node_id_path()):
     try:
         detail = node_detail(node_id=node_id, job_limit=0)
     except Node.DoesNotExist:
@@ -171,7 +177,7 @@ def node(request, node_id: int):
     response={200: PrecheckOut, 503: ErrorOut, **ERRORS},
     summary="Read the node's live capacity now and say which free slices can be placed",
 )
-def precheck(request, node_id: int, body: PrecheckIn | None = None):
+def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = None):
     """A fresh read from the grid, bounded by the grid client's time-outs and retries
     (GRID_CONNECT_TIMEOUT, GRID_READ_TIMEOUT, GRID_RETRIES). Stores the reading and the
     placeable/phantom figures, as the node page's precheck does; never touches the catalog.
@@ -184,15 +190,19 @@ def precheck(request, node_id: int, body: PrecheckIn | None = None):
             f"node {node_id} has no free slice {asked}; ask about a free slice, or leave slice_index out",
             field="slice_index",
         )
-    try:
-        if body is not None and body.max_age_seconds is not None:
-            report = precheck_answer(node=target, max_age=timedelta(seconds=body.max_age_seconds))
-        else:
-            report = precheck_run(node=target)
-    except GridError as exc:
-        raise GridTrouble(exc) from None
-    answer = report.as_dict()
-    answer["slice"] = next((v for v in answer["verdicts"] if v["slice"] == asked), None) if asked is not None else None
+    with api_write("nodes.precheck", request):
+        try:
+            if body is not None and body.max_age_seconds is not None:
+                report = precheck_answer(node=target, max_age=timedelta(seconds=body.max_age_seconds))
+            else:
+                report = precheck_run(node=target)
+        except GridError as exc:
+            raise GridTrouble(exc) from None
+        answer = report.as_dict()
+        answer["slice"] = (
+            next((v for v in answer["verdicts"] if v["slice"] == asked), None) if asked is not None else None
+        )
+        answer = PrecheckOut.model_validate(answer)
     return answer
 
 
@@ -202,17 +212,19 @@ def precheck(request, node_id: int, body: PrecheckIn | None = None):
     response={200: JobStartedOut, 202: JobStartedOut, **ERRORS},
     summary="Start a re-register job (202), or get the node's active job (200)",
 )
-def reregister(request, node_id: int, body: ReregisterIn | None = None):
+def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None = None):
     target = _node_or_404(node_id)
-    requested = job_request(
-        kind=Job.Kind.REREGISTER,
-        node=target,
-        by=request.auth.user,
-        token=request.auth,
-        source=Job.Source.API,
-        dry_run=bool(body and body.dry_run),
-    )
-    return Status(202 if requested.created else 200, {"created": requested.created, "job": job_out(requested.job)})
+    with api_write("nodes.reregister", request):
+        requested = job_request(
+            kind=Job.Kind.REREGISTER,
+            node=target,
+            by=request.auth.user,
+            token=request.auth,
+            source=Job.Source.API,
+            dry_run=bool(body and body.dry_run),
+        )
+        answer = JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
+    return Status(202 if requested.created else 200, answer)
 
 
 def _node_or_404(node_id: int) -> Node:

@@ -11,7 +11,8 @@ from typing import Literal
 
 from ninja import Field, Schema
 
-from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT
+from dashboard.api.inputs import Line, ReportTime, Text, Whole
+from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
 class ErrorOut(Schema):
@@ -239,31 +240,39 @@ class DeploymentsPageOut(Schema):
 
 
 class DeploymentReportIn(Schema):
-    node_id: int = Field(ge=0, description="the grid's node id")
-    slice_index: int = Field(ge=0, description="the slice's index in the node's catalog")
-    marketplace_id: str = Field(
+    node_id: Whole = Field(description="the grid's node id")
+    slice_index: Whole = Field(description="the slice's index in the node's catalog")
+    marketplace_id: Line = Field(
         min_length=1,
         max_length=MARKETPLACE_ID_MAX,
         description="the marketplace's deployment or contract id; reports are idempotent on it",
     )
     outcome: Literal["deployed", "failed", "released"]
-    error: str = Field("", max_length=MAX_ERROR_TEXT, description="ZOS's raw error text, for a failure")
-    at: datetime = Field(description="when it happened, with its UTC offset")
-    workload_id: str = Field("", max_length=64, description="the grid workload, when known")
+    error: Text = Field("", max_length=MAX_ERROR_TEXT, description="ZOS's raw error text, for a failure")
+    at: ReportTime = Field(
+        description="when it happened, with its UTC offset; at most REPORT_MAX_AGE_DAYS (30) days back and 5 minutes "
+        "ahead of the dashboard's clock; stored in UTC"
+    )
+    workload_id: Line = Field("", max_length=WORKLOAD_ID_MAX, description="the grid workload, when known")
 
 
 class DeploymentReportOut(Schema):
     created: bool = Field(
         description="false: this marketplace id was reported before (a repeat, or deployed -> released)"
     )
+    effect: Literal["take", "release", "record", "history", "repeat"] = Field(
+        description="take: the slice is deployed by this id; release: it is free again; record: a failure recorded, "
+        "the slice unchanged; history: a failure older than the slice's last move, recorded without changing "
+        "anything; repeat: already recorded, nothing written"
+    )
+    words: str = Field(description="what was done and why, in words")
     deployment: DeploymentOut
 
 
 class PrecheckIn(Schema):
-    slice_index: int | None = Field(None, ge=0, description="ask about this slice only; all free slices otherwise")
-    max_age_seconds: int | None = Field(
+    slice_index: Whole | None = Field(None, description="ask about this slice only; all free slices otherwise")
+    max_age_seconds: Whole | None = Field(
         None,
-        ge=0,
         description="answer from the stored reading when it is at most this old (never past READING_MAX_AGE_MINUTES: "
         "an older one is read again first, within PRECHECK_REREAD_DEADLINE); leave out for a fresh read",
     )
@@ -315,7 +324,7 @@ class PolicyOut(Schema):
 
 
 class ExplainIn(Schema):
-    error: str = Field(min_length=1, max_length=MAX_ERROR_TEXT, description="a ZOS error message, as logged")
+    error: Text = Field(min_length=1, max_length=MAX_ERROR_TEXT, description="a ZOS error message, as logged")
 
 
 class DiagnosisOut(Schema):

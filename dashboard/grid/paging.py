@@ -5,6 +5,14 @@ A farm of 500 nodes read node by node is 500 requests (a minute or more from out
 so a caller can commit what it has before asking for the next one and its memory does not
 grow with the fleet. A page that cannot be read raises the grid's own error: the caller
 decides how far it got and what to say.
+
+A paged read has an end whatever the proxy sends. It stops at a short page (the last one), and
+also, raising ReadStopped with one line saying why:
+- when a page adds no node not already read (a proxy that ignores `page` sends page 1 again);
+- when a page would take the read past the count the proxy announced (`count`, with ret_count);
+- at `max_pages` (GRID_MAX_PAGES), when the proxy keeps sending full pages of new nodes.
+The page that trips a stop is not yielded, so nothing of it is committed; the pages before it were
+yielded (and committed by the caller) as usual. Reads by id are bounded by the ids asked for.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound
 
 # The Grid Proxy client refuses bigger pages (its answer would not fit its body limit).
 MAX_PAGE_SIZE = 1000
+# A farm read stops after this many pages unless the caller says otherwise (settings.GRID_MAX_PAGES).
+DEFAULT_MAX_PAGES = 100
 
 
 class ReadFailed(GridError):
@@ -25,6 +35,19 @@ class ReadFailed(GridError):
         super().__init__(f"{what}: {error or type(error).__name__}")
         self.what = what
         self.cause = error.cause
+
+
+class ReadStopped(ReadFailed):
+    """The pages did not end as pages end (a repeated page, more nodes than announced, the page ceiling).
+
+    The message is one line naming the page and why; the pages before it were read and yielded.
+    """
+
+    cause = "grid-unavailable"
+
+    def __init__(self, what: str, why: str):
+        GridError.__init__(self, f"{what}: {why}")
+        self.what = what
 
 
 def _read(what: str, read):
@@ -48,17 +71,51 @@ class PageRead:
 
 
 def farm_pages(
-    grid: Grid, *, farm_ids: Sequence[int], status: str | None = None, size: int = 100
+    grid: Grid,
+    *,
+    farm_ids: Sequence[int],
+    status: str | None = None,
+    size: int = 100,
+    max_pages: int = DEFAULT_MAX_PAGES,
 ) -> Iterator[PageRead]:
-    """Every node of these farms, a page at a time, until a short page (the last one)."""
+    """Every node of these farms, a page at a time, until a short page (the last one); see the module doc.
+
+    Each page yielded holds only nodes not yielded before. Raises ReadStopped (nothing of that page
+    yielded) when a page brings nothing new, passes the announced count, or would be past `max_pages`.
+    """
     size = _page_size(size)
     farms = ", ".join(str(f) for f in farm_ids)
+    of = f"farm{'s' if len(farm_ids) > 1 else ''} {farms}"
+    seen: set[str] = set()  # node ids, and the labels of malformed entries, read so far
+    read_nodes = 0
     page = 1
     while True:
-        what = f"page {page} of farm{'s' if len(farm_ids) > 1 else ''} {farms}"
+        what = f"page {page} of {of}"
+        if page > max_pages:
+            raise ReadStopped(
+                what,
+                f"not read: {max_pages} full pages of {size} were read (GRID_MAX_PAGES) and the proxy was still "
+                f"sending more; {read_nodes} node(s) read before it, nothing past the ceiling",
+            )
         read = _read(what, lambda page=page: grid.nodes(farm_ids=list(farm_ids), status=status, page=page, size=size))
-        yield PageRead(what=what, nodes=read.nodes, skipped=read.skipped)
-        if read.entries < size:
+        keys = {str(n.node_id) for n in read.nodes} | {label for label, _reason in read.skipped}
+        if read.entries and not keys - seen:
+            raise ReadStopped(
+                what,
+                f"it brought no node not already read (the proxy sent a page it had sent: does it ignore `page`?); "
+                f"stopped after {read_nodes} node(s)",
+            )
+        fresh = tuple(n for n in read.nodes if str(n.node_id) not in seen)
+        if read.count is not None and read_nodes + len(fresh) > read.count:
+            raise ReadStopped(
+                what,
+                f"it would bring the read to {read_nodes + len(fresh)} node(s), past the {read.count} the proxy "
+                f"announced; nothing of it kept",
+            )
+        seen |= keys
+        read_nodes += len(fresh)
+        yield PageRead(what=what, nodes=fresh, skipped=read.skipped)
+        if read.entries < size or (read.count is not None and read_nodes >= read.count):
             return
         page += 1
 
@@ -125,4 +182,13 @@ def _page_size(size: int) -> int:
     return max(1, min(int(size), MAX_PAGE_SIZE))
 
 
-__all__ = ["MAX_PAGE_SIZE", "PageRead", "ReadFailed", "farm_pages", "id_pages", "ids_page"]
+__all__ = [
+    "DEFAULT_MAX_PAGES",
+    "MAX_PAGE_SIZE",
+    "PageRead",
+    "ReadFailed",
+    "ReadStopped",
+    "farm_pages",
+    "id_pages",
+    "ids_page",
+]

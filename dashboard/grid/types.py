@@ -61,6 +61,9 @@ class NodePage:
     size: int
     # Nodes the page held that were malformed: (node id or position, reason). Never fatal for the page.
     skipped: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # How many nodes match the query in all, when the backend says (the Grid Proxy's `count` header
+    # with ret_count=true); None when it does not. A paged read never reads past it.
+    count: int | None = None
 
     @property
     def entries(self) -> int:

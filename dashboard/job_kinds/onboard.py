@@ -18,6 +18,8 @@ class OnboardParameters(JobParameters):
     node_ids: list[int] = Field(default_factory=list)
     status: str | None = None  # only nodes the grid reports with this status
     policy: str | None = None  # for new nodes; default: each node's effective policy
+    # More new nodes than ONBOARD_MAX_NEW_NODES, confirmed by an admin (services.onboarding checks the bound).
+    max_new_nodes: int | None = None
 
     REFUSAL: ClassVar[str] = "adding nodes from the grid takes farm ids or node ids as parameters"
 

@@ -94,13 +94,16 @@ def observations_learn(
 ) -> Observation | None:
     """Keep what `refusal` teaches about `node` and apply it to the node's figures at once.
 
-    Returns the new Observation, or None when the refusal teaches nothing.
+    `at` is when ZOS refused (default: now): the observation is dated by it and ages from it, so an
+    old refusal reported late teaches only what is still young enough to count. Returns the new
+    Observation, or None when the refusal teaches nothing.
     """
+    at = at or timezone.now()
     if refusal.cause == Deployment.Cause.MEMORY and refusal.usable_bytes is not None:
         # Any memory refusal is a reading of what the host really used (hidden use or none):
-        # calibration fits these.
+        # calibration fits these. Dated by the refusal, like its observation.
         zos = capacity.PROFILES["zos"]
-        CapacitySample.objects.create(
+        sample = CapacitySample.objects.create(
             node=node,
             source="refusal",
             vm_count=refusal.vm_count,
@@ -111,10 +114,10 @@ def observations_learn(
             used_mru=max(refusal.total.mru - refusal.usable_bytes, 0),
             used_sru=max(refusal.used.sru, 0),
         )
+        CapacitySample.objects.filter(pk=sample.pk).update(at=at)  # `at` is auto_now_add
     lesson = refusal_lesson(refusal)
     if lesson is None:
         return None
-    at = at or timezone.now()
     with transaction.atomic():
         nodes_lock([node.pk])
         observation = Observation.objects.create(

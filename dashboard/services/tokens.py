@@ -82,12 +82,22 @@ def api_token_create(
     """Make a token for `user`; the result carries the secret, the only time it exists in clear.
 
     TokenError (nothing written) when the name is empty or taken by another live token of the
-    user, a scope is unknown or beyond the user's own permissions, or the expiry is out of range.
+    user, a scope is unknown or beyond the user's own permissions, the expiry is out of range, or
+    `by` makes it for someone else without being a superuser: a token is made for oneself (its
+    jobs and reports then read "asked by" the one who made it), or by a superuser for anyone. The
+    command line (`by` None) is the operator's shell, which may already do anything.
     """
     name = (name or "").strip()
     if not name or len(name) > ApiToken._meta.get_field("name").max_length:
         raise TokenError("a token needs a name of 1 to 80 characters, e.g. the program that will use it", field="name")
     chosen = scopes_parse(scopes)
+    maker = by if getattr(by, "pk", None) else None
+    if maker is not None and maker.pk != user.pk and not maker.is_superuser:
+        raise TokenError(
+            f"{maker.get_username()} may make tokens for themselves only, not for {user.get_username()}: whatever "
+            f"a token does is done in its user's name. A superuser can make one for someone else",
+            field="user",
+        )
     if not user.is_active:
         raise TokenError(f"{user.get_username()} is not an active user; tokens are for active users only", field="user")
     refused = [scope for scope in chosen if not user.has_perm(SCOPE_PERMISSIONS[scope])]

@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import capacity
+from dashboard.grid.text import char_escape, char_name, text_escaped_parts
 
 register = template.Library()
 
@@ -19,6 +20,24 @@ def size(value) -> str:
     if value is None or value == "":
         return "—"
     return capacity.format_size(int(value))
+
+
+@register.filter
+def visible(value) -> str:
+    """Text someone else wrote (a reported ZOS error, a job's error), HTML-escaped, with every bidi
+    control, control and invisible character shown as its escape in a marked span: U+202E would
+    otherwise turn the rest of the line round on the page ("gnp.exe" read as "exe.png")."""
+    if value is None:
+        return ""
+    pieces = []
+    for piece, hidden in text_escaped_parts(str(value)):
+        if hidden:
+            pieces.append(
+                f'<span class="hidden-char" title="{escape(char_name(piece))}">{escape(char_escape(piece))}</span>'
+            )
+        else:
+            pieces.append(escape(piece, quote=False))
+    return mark_safe("".join(pieces))  # noqa: S308 (every piece is escaped above)
 
 
 @register.filter

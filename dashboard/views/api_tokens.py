@@ -13,19 +13,28 @@ from dashboard.services.tokens import MAX_EXPIRES_DAYS, TokenError, api_token_cr
 
 
 class TokenForm(forms.Form):
-    user = forms.ModelChoiceField(queryset=get_user_model().objects.filter(is_active=True).order_by("username"))
+    user = forms.ModelChoiceField(queryset=get_user_model().objects.none())
     name = forms.CharField(max_length=80, help_text="e.g. the program that will use it: marketplace, prometheus")
     scopes = forms.MultipleChoiceField(choices=ApiToken.Scope.choices, widget=forms.CheckboxSelectMultiple)
     expires_days = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_EXPIRES_DAYS, label="Expires after (days)", help_text="empty: never"
     )
 
+    def __init__(self, *args, maker, **kwargs):
+        super().__init__(*args, **kwargs)
+        # A token is made for oneself, or by a superuser for anyone (services.tokens refuses the rest too).
+        users = get_user_model().objects.filter(is_active=True).order_by("username")
+        self.fields["user"].queryset = users if maker.is_superuser else users.filter(pk=maker.pk)
+        self.fields["user"].initial = maker.pk
+        if not maker.is_superuser:
+            self.fields["user"].help_text = "tokens are made for yourself; a superuser can make one for someone else"
+
 
 @login_required
 @permission_required("dashboard.manage_apitoken", raise_exception=True)
 @require_http_methods(["GET", "POST"])
 def token_list(request):
-    form = TokenForm(request.POST or None)
+    form = TokenForm(request.POST or None, maker=request.user)
     issued = None
     status = 200
     if request.method == "POST":
@@ -39,7 +48,7 @@ def token_list(request):
                     by=request.user,
                     source="web",
                 )
-                form = TokenForm()
+                form = TokenForm(maker=request.user)
             except TokenError as exc:
                 form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         if issued is None:

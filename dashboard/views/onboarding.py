@@ -7,6 +7,7 @@ page follows the job live and, once the preview is in, offers to register exactl
 import re
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
@@ -16,7 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.grid.types import NODE_STATUSES
-from dashboard.models import Job, Policy
+from dashboard.models import INTEGER_MAX, Job, Policy
 from dashboard.selectors.onboarding import onboard_jobs_recent, onboard_new_nodes
 from dashboard.services.jobs import JobError, job_request
 from dashboard.services.onboarding import OnboardError, OnboardRequest
@@ -40,6 +41,8 @@ class OnboardForm(forms.Form):
     )
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *((s, s) for s in NODE_STATUSES)])
     policy = forms.ChoiceField(required=False, label="Policy for new nodes")
+    # Set by the preview's confirmation: the admin registers this many new nodes, past ONBOARD_MAX_NEW_NODES.
+    max_new_nodes = forms.IntegerField(required=False, min_value=1, max_value=INTEGER_MAX, widget=forms.HiddenInput)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -62,6 +65,7 @@ class OnboardForm(forms.Form):
                 node_ids=data["node_ids"],
                 status=data["status"] or None,
                 policy=data["policy"] or None,
+                max_new_nodes=data.get("max_new_nodes"),
             )
         except OnboardError as exc:
             raise forms.ValidationError(f"{str(exc)[:1].upper()}{str(exc)[1:]}.") from None
@@ -127,6 +131,11 @@ def onboard_job(request, job_id: int):
         "form": OnboardForm(initial=_initial(asked)),
         # The nodes it registered, as they are now, with the age of their readings.
         "new_nodes": onboard_new_nodes([n["node_id"] for n in result.new_nodes]) if result and not job.dry_run else [],
+        # A preview past the limit asks the admin to confirm the number before registering.
+        "new_nodes_limit": settings.ONBOARD_MAX_NEW_NODES,
+        "confirm_new_nodes": bool(
+            job.dry_run and result and result.registered > max(settings.ONBOARD_MAX_NEW_NODES, asked.max_new_nodes or 0)
+        ),
     }
     template = "dashboard/onboard_job.html#onboard-card" if request.htmx else "dashboard/onboard_job.html"
     return render(request, template, context)
@@ -138,4 +147,5 @@ def _initial(asked: OnboardRequest) -> dict:
         "node_ids": " ".join(map(str, asked.node_ids)),
         "status": asked.status or "",
         "policy": asked.policy or "",
+        "max_new_nodes": asked.max_new_nodes,
     }

@@ -1,6 +1,9 @@
 """The marketplace reports a ZOS memory refusal through the API; support staff see it explained."""
 
+from datetime import timedelta
+
 import requests
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
@@ -15,14 +18,17 @@ MEMORY_ERROR = (
 def test_it_shows_a_reported_memory_refusal_classified_on_the_failed_deployments_page(
     browser_page, live_server, sim_node, role_user, api_token
 ):
-    sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    from dashboard.models import Slice
+
+    node = sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    Slice.objects.filter(node=node).update(created_at=timezone.now() - timedelta(days=1))  # before the report
     report = {
         "node_id": 1774,
         "slice_index": 6,
         "marketplace_id": "contract-81723",
         "outcome": "failed",
         "error": MEMORY_ERROR,
-        "at": "2026-05-01T12:00:00Z",
+        "at": (timezone.now() - timedelta(minutes=5)).isoformat(),
     }
     answer = requests.post(
         f"{live_server.url}/api/v1/deployments",

@@ -41,6 +41,7 @@ from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
+import requests.auth
 from urllib3.exceptions import (
     ConnectTimeoutError,
     MaxRetryError,
@@ -55,6 +56,7 @@ from dashboard.grid import telemetry
 from dashboard.grid.deadline import Deadline, current_step_deadline
 from dashboard.grid.proxy.parse import describe, parse_node, parse_statistics
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
+from dashboard.grid.text import text_printable, url_credentials_split, url_redacted
 from dashboard.grid.types import (
     NODE_STATUSES,
     DeployNotSupported,
@@ -118,11 +120,15 @@ class GridProxyClient:
         max_body_bytes: int = MAX_BODY_BYTES,
         deadline: float = DEFAULT_DEADLINE_SECONDS,
     ) -> None:
-        parts = urlsplit(str(base_url))
+        # A user:password in GRID_PROXY_URL becomes the session's basic auth and leaves the URL here,
+        # so no message built from a URL (errors, job results, logs, the API's 503) can carry it.
+        clean, credentials = url_credentials_split(str(base_url))
+        shown = url_redacted(str(base_url))
+        parts = urlsplit(clean)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"Grid Proxy URL {base_url!r} must be an http:// or https:// URL with a host")
+            raise ValueError(f"Grid Proxy URL {shown!r} must be an http:// or https:// URL with a host")
         if parts.query or parts.fragment:
-            raise ValueError(f"Grid Proxy URL {base_url!r} must not carry a query or fragment")
+            raise ValueError(f"Grid Proxy URL {shown!r} must not carry a query or fragment")
         if not connect_timeout > 0 or not read_timeout > 0:
             raise ValueError("Grid Proxy time-outs must be more than zero seconds")
         if not deadline > 0:
@@ -131,7 +137,7 @@ class GridProxyClient:
             raise ValueError(f"Grid Proxy retries must be a whole number, zero or more (got {retries!r})")
         if backoff < 0:
             raise ValueError("Grid Proxy back-off must not be negative")
-        self.base_url = str(base_url).rstrip("/")
+        self.base_url = clean.rstrip("/")
         self._origin = (parts.scheme, parts.netloc.lower())
         self.connect_timeout = float(connect_timeout)
         self.read_timeout = float(read_timeout)
@@ -140,6 +146,8 @@ class GridProxyClient:
         self.max_body_bytes = max_body_bytes
         self.deadline = float(deadline)
         self._session = _new_session()
+        if credentials is not None:
+            self._session.auth = requests.auth.HTTPBasicAuth(*credentials)
 
     def __repr__(self) -> str:
         return f"GridProxyClient({self.base_url!r}, retries={self.retries}, deadline={self.deadline:g})"
@@ -193,8 +201,11 @@ class GridProxyClient:
             params["status"] = status
         # No sort_by: the proxy lists nodes by node id already, and the query keeps the shape it always had.
         # Offset paging can still miss a node added between two pages; a second run reads it.
-        params.update({"page": page, "size": size})
-        payload, url = self._get_json("/nodes", params=params, node_id=None)
+        # ret_count: the `count` header says how many nodes match in all, so a paged read knows its end
+        # (grid.paging stops at it, whatever the pages bring).
+        params.update({"page": page, "size": size, "ret_count": "true"})
+        answer: dict[str, Any] = {}
+        payload, url = self._get_json("/nodes", params=params, node_id=None, answer=answer)
         if not isinstance(payload, list):
             raise MalformedPayload(f"the node list from {url} is {describe(payload)}, must be a JSON array")
         nodes: list[NodeCapacity] = []
@@ -221,7 +232,9 @@ class GridProxyClient:
                 continue
             seen.add(node.node_id)
             nodes.append(node)
-        return NodePage(nodes=tuple(nodes), page=page, size=size, skipped=tuple(skipped))
+        return NodePage(
+            nodes=tuple(nodes), page=page, size=size, skipped=tuple(skipped), count=_count(answer.get("headers"))
+        )
 
     def statistics(self, node_id: int) -> NodeStatistics:
         node_id = _node_id_argument(node_id)
@@ -243,11 +256,15 @@ class GridProxyClient:
         node_id: int | None,
         params: dict[str, Any] | None = None,
         statistics: bool = False,
+        answer: dict[str, Any] | None = None,
     ) -> tuple[Any, str]:
-        """One request with its retries, recorded for /metrics (endpoint, outcome, duration)."""
+        """One request with its retries, recorded for /metrics (endpoint, outcome, duration).
+
+        `answer`, when given, receives the answer's "headers" (e.g. the `count` of ret_count=true).
+        """
         started, outcome = time.monotonic(), telemetry.OK
         try:
-            return self._get_json_retrying(path, node_id=node_id, params=params, statistics=statistics)
+            return self._get_json_retrying(path, node_id=node_id, params=params, statistics=statistics, answer=answer)
         except GridError as exc:
             outcome = _OUTCOMES.get(type(exc), "refused")
             raise
@@ -261,6 +278,7 @@ class GridProxyClient:
         node_id: int | None,
         params: dict[str, Any] | None = None,
         statistics: bool = False,
+        answer: dict[str, Any] | None = None,
     ) -> tuple[Any, str]:
         url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
         # One budget for the whole request: every try, every back-off, every byte of the answer.
@@ -271,7 +289,7 @@ class GridProxyClient:
             while True:
                 tries += 1
                 try:
-                    status, reason, body, url = self._fetch(url, deadline=deadline)
+                    status, reason, body, url, headers = self._fetch(url, deadline=deadline)
                 except requests.exceptions.RequestException as exc:
                     if watchdog.fired or deadline.passed():
                         raise GridUnavailable(_deadline_words(deadline, url)) from None
@@ -285,6 +303,8 @@ class GridProxyClient:
                 break
 
         if status == 200:
+            if answer is not None:
+                answer["headers"] = headers
             return _decode(body, url, node_id=node_id), url
         message = _error_message(body)
         if status == 404 and node_id is not None:
@@ -306,8 +326,8 @@ class GridProxyClient:
             )
         raise GridError(f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else ""))
 
-    def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str]:
-        """One try: status, reason, body and the URL that answered (a same-host redirect is followed)."""
+    def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
+        """One try: status, reason, body, the URL that answered (a same-host redirect is followed), headers."""
         for _hop in range(MAX_REDIRECTS + 1):
             left = deadline.remaining()
             if left <= 0:
@@ -324,7 +344,7 @@ class GridProxyClient:
                     url = self._redirect_target(url, response.headers.get("Location", ""), response.status_code)
                     continue
                 body = self._read_body(response, url, deadline)
-                return response.status_code, _short(response.reason or ""), body, url
+                return response.status_code, _short(response.reason or ""), body, url, response.headers
         raise GridError(
             f"the grid proxy at {_host(url)} redirected {url} more than {MAX_REDIRECTS} times; not followed further"
         )
@@ -410,6 +430,19 @@ def _new_session() -> requests.Session:
     return session
 
 
+# A `count` header above this is not a count of nodes (the whole grid has a few thousand): ignored.
+MAX_ANNOUNCED_COUNT = 10_000_000
+
+
+def _count(headers) -> int | None:
+    """The `count` header of a ret_count=true answer, or None when absent or not a sane whole number."""
+    raw = (headers or {}).get("count", "")
+    raw = raw.strip() if isinstance(raw, str) else ""
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_ANNOUNCED_COUNT:
+        return None
+    return int(raw)
+
+
 def _deadline_words(deadline: Deadline, url: str) -> str:
     return f"the grid proxy did not finish answering {deadline.words()} ({url})"
 
@@ -470,14 +503,8 @@ def _entry_label(item: Any, position: int) -> str:
 
 
 def _short(value: Any, limit: int = 300) -> str:
-    """One printable line: the grid's words end up in job rows and on a terminal."""
-    text = " ".join(str(value).split()).translate(_UNPRINTABLE)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# NUL, the other control characters and lone surrogates become U+FFFD: PostgreSQL refuses a NUL in
-# text, UTF-8 cannot encode a surrogate, and an escape sequence must not reach a terminal.
-_UNPRINTABLE = {code: "\ufffd" for code in [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0xD800, 0xE000)]}
+    """One printable line: the grid's words end up in job rows and on a terminal (grid.text's rule)."""
+    return text_printable(value, limit)
 
 
 def _plural(n: int, one: str, many: str) -> str:

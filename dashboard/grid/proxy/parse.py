@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import math
-import unicodedata
 from typing import Any
 
 from dashboard.capacity import GiB, Resources, format_size
+from dashboard.grid.text import text_problem
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_HRU,
@@ -159,28 +159,13 @@ def _text(payload: dict, key: str, *, where: str) -> str:
         raise MalformedPayload(
             f"{where}: {key} is {len(value):,} characters long; no name is longer than {TEXT_REFUSE_AFTER:,}, refusing it"
         )
-    position, what = _unstorable(value)
-    if what:
+    problem = text_problem(value)
+    if problem:
         # PostgreSQL refuses a NUL in text and UTF-8 cannot encode a lone surrogate: refused here,
-        # with the field's name, instead of as a traceback from the write.
-        raise MalformedPayload(f"{where}: {key} contains {what} at character {position + 1}; refusing it")
+        # with the field's name, instead of as a traceback from the write (grid.text: the API's rule too).
+        raise MalformedPayload(f"{where}: {key} contains {problem}; refusing it")
     # Stored in bounded columns; a runaway name must not fail the write later.
     return " ".join(value.split())[: _TEXT_LIMITS.get(key, 128)]
-
-
-def _unstorable(text: str) -> tuple[int, str]:
-    """The first character no column should hold (NUL, a lone surrogate, a control character)."""
-    for position, char in enumerate(text):
-        if char in "\t\n\r":
-            continue  # whitespace, folded into spaces by the caller
-        code = ord(char)
-        if code == 0:
-            return position, "a NUL character (U+0000)"
-        if 0xD800 <= code <= 0xDFFF:
-            return position, f"a lone surrogate (U+{code:04X})"
-        if unicodedata.category(char) == "Cc":
-            return position, f"a control character (U+{code:04X})"
-    return -1, ""
 
 
 def _flag(payload: dict, key: str, *, where: str) -> bool:

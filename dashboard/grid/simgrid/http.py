@@ -3,7 +3,7 @@
 So the real GridProxyClient can be pointed at the simulator (GRID_BACKEND=gridproxy,
 GRID_PROXY_URL=http://127.0.0.1:8081) and exercised end to end without the internet.
 
-    GET /nodes?farm_ids=1,2&node_ids=..&status=up&page=1&size=50   flat total_resources / used_resources
+    GET /nodes?farm_ids=1,2&node_ids=..&status=up&page=1&size=50[&ret_count=true]   flat total_resources / used_resources (and a `count` header)
     GET /nodes/{id}                          nested capacity.total_resources / used_resources
     GET /nodes/{id}/statistics               system / total / used / users
 
@@ -119,6 +119,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.latency:
             time.sleep(self.latency)
         parts = urlsplit(self.path)
+        self._headers: dict[str, str] = {}
         try:
             status, body = self._route(parts.path, parse_qs(parts.query, keep_blank_values=True))
         except _BadRequest as exc:
@@ -136,7 +137,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _route(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         if path.rstrip("/") == "/nodes":
-            return 200, self._nodes(query)
+            body, count = self._nodes(query)
+            if _last(query, "ret_count") == "true" and count is not None:  # a grid that does not count says nothing
+                self._headers["count"] = str(count)
+            return 200, body
         match = _STATISTICS_RE.match(path)
         if match:
             return self._statistics(_node_id(match.group(1)))
@@ -145,7 +149,7 @@ class _Handler(BaseHTTPRequestHandler):
             return 200, _node_json(self.grid.node(_node_id(match.group(1))), nested=True)
         return 404, {"error": "not found"}
 
-    def _nodes(self, query: dict[str, list[str]]) -> list[dict]:
+    def _nodes(self, query: dict[str, list[str]]) -> tuple[list[dict], int | None]:
         page = _uint(query, "page", default=1)
         size = _uint(query, "size", default=50)
         farm_ids, node_ids = _uint_list(query, "farm_ids"), _uint_list(query, "node_ids")
@@ -153,9 +157,9 @@ class _Handler(BaseHTTPRequestHandler):
         if status is not None and status not in NODE_STATUSES:
             raise _BadRequest(f"invalid status {status!r}")
         if page == 0 or size == 0:
-            return []
-        nodes = self.grid.nodes(page=page, size=size, farm_ids=farm_ids, node_ids=node_ids, status=status).nodes
-        return [_node_json(node, nested=False) for node in nodes]
+            return [], 0
+        read = self.grid.nodes(page=page, size=size, farm_ids=farm_ids, node_ids=node_ids, status=status)
+        return [_node_json(node, nested=False) for node in read.nodes], read.count
 
     def _statistics(self, node_id: int) -> tuple[int, Any]:
         node = self.grid.node(node_id)
@@ -187,6 +191,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in getattr(self, "_headers", {}).items():
+            self.send_header(name, value)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)

@@ -240,7 +240,11 @@ class SimulatedGrid:
             ).fetchall()
             nodes = [_node_from_row(row) for row in rows]
             vms = self._vms_by_node(conn, [n.node_id for n in nodes])
-            return NodePage(nodes=tuple(self._capacity(n, vms.get(n.node_id, [])) for n in nodes), page=page, size=size)
+            # What the proxy's `count` header says with ret_count=true: every node the query matches.
+            (count,) = conn.execute(f"SELECT COUNT(*) FROM sim_node {where}", params).fetchone()
+            return NodePage(
+                nodes=tuple(self._capacity(n, vms.get(n.node_id, [])) for n in nodes), page=page, size=size, count=count
+            )
 
     def statistics(self, node_id: int) -> NodeStatistics:
         with self._transaction(write=False) as conn:

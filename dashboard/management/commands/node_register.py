@@ -5,7 +5,8 @@
 
     manage.py node_register 1774 [--policy NAME] [--by USERNAME] [--json]
 
-    manage.py node_register --farm-id 4242 [--farm-id ...] [--status up] [--policy NAME] [--dry-run] [--json]
+    manage.py node_register --farm-id 4242 [--farm-id ...] [--status up] [--policy NAME] [--dry-run]
+                            [--max-new-nodes N] [--json]
 
 Without the capacity flags the node is read from the configured grid (GRID_BACKEND): its
 total, farm, status, dedication, SSD pools (the simulator knows them, the Grid Proxy does
@@ -13,7 +14,9 @@ not) and live used capacity.
 
 With --farm-id and no node id, whole farms are added from the grid (services.onboarding):
 read a page at a time, new nodes registered, known ones refreshed, one commit per page.
-Run it again after a failure to finish the rest: nothing is carved twice.
+Run it again after a failure to finish the rest: nothing is carved twice. A run registers at most
+ONBOARD_MAX_NEW_NODES new nodes; past it, it stops before the page that would pass it (nothing of
+that page written): see how many with --dry-run, then confirm that number with --max-new-nodes N.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from dashboard.management.commands.carve import (
     capacity_flags_given,
     capacity_from_flags,
 )
-from dashboard.models import Node
+from dashboard.models import INTEGER_MAX, Node
 from dashboard.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register, node_register_from_grid
 
@@ -82,14 +85,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dry-run", action="store_true", help="with farms: say what would be registered, change nothing"
         )
+        parser.add_argument(
+            "--max-new-nodes",
+            dest="max_new_nodes",
+            metavar="N",
+            help="with farms: register up to N new nodes, past ONBOARD_MAX_NEW_NODES (the number a --dry-run gave)",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
         if options["node_id"] is None:
             return self._farms(options)
-        if options["dry_run"]:
+        if options["dry_run"] or options["max_new_nodes"]:
             raise CommandError(
-                "--dry-run: only when adding farms (--farm-id without a node id)", returncode=USAGE_ERROR
+                "--dry-run and --max-new-nodes: only when adding farms (--farm-id without a node id)",
+                returncode=USAGE_ERROR,
             )
         if options["farm_id"] and len(options["farm_id"]) > 1:
             raise CommandError("one --farm-id for a node given by hand", returncode=USAGE_ERROR)
@@ -147,6 +157,11 @@ class Command(BaseCommand):
                 status=options["status"],
                 policy=options["policy"],
                 dry_run=options["dry_run"],
+                max_new_nodes=(
+                    _whole(options["max_new_nodes"], what="--max-new-nodes", minimum=1)
+                    if options["max_new_nodes"]
+                    else None
+                ),
             )
         except OnboardError as exc:
             raise CommandError(str(exc), returncode=USAGE_ERROR) from None
@@ -216,8 +231,10 @@ def _facts_from_flags(options: dict) -> NodeFacts:
 
 def _whole(text: str, *, what: str, minimum: int) -> int:
     raw = str(text).strip()
-    if not raw.isdigit() or int(raw) < minimum:
-        raise CommandError(f"{what}: {text!r} is not a whole number of {minimum} or more", returncode=USAGE_ERROR)
+    if not raw.isascii() or not raw.isdigit() or not minimum <= int(raw) <= INTEGER_MAX:
+        raise CommandError(
+            f"{what}: {text!r} is not a whole number from {minimum} to {INTEGER_MAX}", returncode=USAGE_ERROR
+        )
     return int(raw)
 
 

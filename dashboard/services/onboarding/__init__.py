@@ -14,12 +14,13 @@ Modules: `request` (what was asked, what a run did), `apply` (one page, one tran
 """
 
 from dashboard.job_results import OnboardResult
-from dashboard.services.onboarding.apply import page_apply
+from dashboard.services.onboarding.apply import OnboardLimit, page_apply
 from dashboard.services.onboarding.request import OnboardError, OnboardRequest, OnboardStopped
 from dashboard.services.onboarding.run import grid_onboard, onboard_job
 
 __all__ = [
     "OnboardError",
+    "OnboardLimit",
     "OnboardRequest",
     "OnboardResult",
     "OnboardStopped",

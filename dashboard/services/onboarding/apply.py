@@ -32,6 +32,10 @@ COMPARED = (
 )
 
 
+class OnboardLimit(Exception):
+    """This page would take the new nodes past the onboarding's limit; nothing of it was written."""
+
+
 def page_apply(
     nodes: Sequence[NodeCapacity],
     *,
@@ -41,13 +45,24 @@ def page_apply(
     source: str = "command",
     origin: str = "",
 ) -> None:
-    """Register this page's new nodes and refresh its known ones, all or nothing."""
+    """Register this page's new nodes and refresh its known ones, all or nothing.
+
+    OnboardLimit (nothing of the page written) when its new nodes would take the run past
+    request.new_nodes_limit(); a dry run counts past it (the preview says how many, to confirm).
+    """
     if not nodes:
         return
     now = timezone.now()
     with transaction.atomic():
         known = dict(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", "pk"))
         new = [n for n in nodes if n.node_id not in known]
+        limit = request.new_nodes_limit()
+        if not request.dry_run and result.registered + len(new) > limit:
+            raise OnboardLimit(
+                f"its {len(new)} new node(s) would take this run to {result.registered + len(new)}, past the "
+                f"{limit} allowed ({request.limit_words()}); nothing of it was registered. Preview the onboarding "
+                f"and confirm the number of new nodes (the page, or node_register --max-new-nodes N)"
+            )
         if request.dry_run:
             _preview_new(new, request=request, result=result)
         else:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from dashboard import capacity
 from dashboard.grid.types import NODE_STATUSES
 from dashboard.job_results import OnboardResult
+from dashboard.models import INTEGER_MAX
 from dashboard.selectors.policy_book import policy_named
 
 
@@ -21,6 +24,8 @@ class OnboardRequest:
     status: str | None = None  # only nodes the grid reports with this status
     policy: str | None = None  # for new nodes; default: each node's effective policy
     dry_run: bool = False
+    # How many new nodes an admin confirmed this run may register, past ONBOARD_MAX_NEW_NODES.
+    max_new_nodes: int | None = None
 
     def __post_init__(self) -> None:
         if not self.farm_ids and not self.node_ids:
@@ -29,6 +34,14 @@ class OnboardRequest:
             for value in ids:
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise OnboardError(f"{what} {value!r} is not a whole number above zero")
+        if self.max_new_nodes is not None and (
+            isinstance(self.max_new_nodes, bool)
+            or not isinstance(self.max_new_nodes, int)
+            or not 1 <= self.max_new_nodes <= INTEGER_MAX
+        ):
+            raise OnboardError(
+                f"the confirmed number of new nodes must be 1 to {INTEGER_MAX}, not {self.max_new_nodes!r}"
+            )
         if self.status is not None and self.status not in NODE_STATUSES:
             raise OnboardError(f"status must be one of {', '.join(NODE_STATUSES)}, not {self.status!r}")
         if self.policy:
@@ -37,13 +50,25 @@ class OnboardRequest:
             except capacity.PolicyError as exc:
                 raise OnboardError(str(exc)) from None
 
+    def new_nodes_limit(self) -> int:
+        """How many new nodes this run may register: ONBOARD_MAX_NEW_NODES, or more if an admin confirmed it."""
+        return max(settings.ONBOARD_MAX_NEW_NODES, self.max_new_nodes or 0)
+
+    def limit_words(self) -> str:
+        if self.max_new_nodes and self.max_new_nodes > settings.ONBOARD_MAX_NEW_NODES:
+            return f"the {self.max_new_nodes} an admin confirmed"
+        return f"ONBOARD_MAX_NEW_NODES={settings.ONBOARD_MAX_NEW_NODES}"
+
     def as_parameters(self) -> dict:
-        return {
+        parameters = {
             "farm_ids": list(self.farm_ids),
             "node_ids": list(self.node_ids),
             "status": self.status,
             "policy": self.policy,
         }
+        if self.max_new_nodes is not None:
+            parameters["max_new_nodes"] = self.max_new_nodes
+        return parameters
 
     @classmethod
     def from_parameters(cls, parameters: dict, *, dry_run: bool) -> OnboardRequest:
@@ -53,6 +78,7 @@ class OnboardRequest:
             status=parameters.get("status"),
             policy=parameters.get("policy") or None,
             dry_run=dry_run,
+            max_new_nodes=parameters.get("max_new_nodes"),
         )
 
     def words(self) -> str:

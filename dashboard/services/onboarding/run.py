@@ -14,7 +14,7 @@ from dashboard.grid.types import Grid, GridError
 from dashboard.job_results import LISTED, OnboardResult
 from dashboard.models import AuditEvent
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
-from dashboard.services.onboarding.apply import page_apply
+from dashboard.services.onboarding.apply import OnboardLimit, page_apply
 from dashboard.services.onboarding.request import OnboardError, OnboardRequest, OnboardStopped
 
 Progress = Callable[[OnboardResult, str], None]
@@ -32,7 +32,10 @@ def grid_onboard(
 ) -> OnboardResult:
     """Read the farms and ids of `request` page by page and register or refresh what they hold.
 
-    Raises OnboardStopped when a read fails; what was read before it is committed (not in a dry run).
+    Raises OnboardStopped when a read fails or stops (grid.paging: a repeated page, more nodes than
+    the proxy announced, GRID_MAX_PAGES), or when a page would take the new nodes past the limit
+    (request.new_nodes_limit(): ONBOARD_MAX_NEW_NODES, or the number an admin confirmed); what was
+    read before it is committed (not in a dry run), nothing of the page that stopped it.
     """
     result = OnboardResult(dry_run=request.dry_run)
     seen: set[int] = set()
@@ -54,7 +57,12 @@ def grid_onboard(
             break
         fresh = tuple(n for n in read.nodes if n.node_id not in seen)
         seen.update(n.node_id for n in fresh)
-        page_apply(fresh, request=request, result=result, by=by, source=source, origin=origin)
+        try:
+            page_apply(fresh, request=request, result=result, by=by, source=source, origin=origin)
+        except OnboardLimit as exc:
+            result.stopped = f"{read.what}: {exc}"
+            _audit_run(result, request=request, by=by, source=source, origin=origin)
+            raise OnboardStopped(result) from exc
         _count_read(result, read)
         if progress is not None:
             progress(result, read.what)
@@ -67,7 +75,10 @@ def _reads(request: OnboardRequest, grid: Grid) -> Iterator[PageRead]:
     size = settings.GRID_PAGE_SIZE
     seen: set[int] = set()
     if request.farm_ids:
-        for read in farm_pages(grid, farm_ids=request.farm_ids, status=request.status, size=size):
+        pages = farm_pages(
+            grid, farm_ids=request.farm_ids, status=request.status, size=size, max_pages=settings.GRID_MAX_PAGES
+        )
+        for read in pages:
             seen.update(n.node_id for n in read.nodes)
             yield read
     rest = [n for n in request.node_ids if n not in seen]

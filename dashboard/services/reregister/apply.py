@@ -13,14 +13,16 @@ import time
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Q
 
+from dashboard import capacity
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, GridUnavailable, MalformedPayload, NodeCapacity
 from dashboard.job_results import BulkNode, ReregisterResult
-from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
+from dashboard.models import AuditEvent, Deployment, Job, Node, Policy, Slice
 from dashboard.rows import rows_update
-from dashboard.selectors.policy_book import policy_for_node
+from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
 from dashboard.services.figures import figures_refresh
 from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
@@ -40,6 +42,10 @@ SLICE_ORDER = ("index",)
 class CatalogChanged(JobError):
     def __init__(self, message: str = CATALOG_CHANGED):
         super().__init__(message)
+
+
+def policy_change_words(before: capacity.Policy, now: capacity.Policy) -> str:
+    return f"{before.name} v{before.version} -> {now.name} v{now.version}"
 
 
 def node_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> ReregisterResult:
@@ -112,7 +118,14 @@ def reregister_apply(
     result = plan.result(dry_run=dry_run)
     with transaction.atomic():
         if not dry_run:
-            if catalogs_lock_and_check([plan]):
+            policy_moved: dict[int, capacity.Policy] = {}
+            if catalogs_lock_and_check([plan], policy_moved=policy_moved):
+                if plan.node.pk in policy_moved:
+                    raise CatalogChanged(
+                        f"the policy of node {plan.node.grid_id} changed while re-registering "
+                        f"({policy_change_words(plan.policy, policy_moved[plan.node.pk])}); nothing was written, "
+                        "try again"
+                    )
                 raise CatalogChanged()
             catalogs_write([plan])
             job_test_pause("swapped")
@@ -124,14 +137,25 @@ def reregister_apply(
     return result
 
 
-def catalogs_lock_and_check(plans: list[ReregisterPlan]) -> set[int]:
-    """Lock the plans' nodes and every slice of them; the pks of the nodes that moved since their plan.
+def catalogs_lock_and_check(
+    plans: list[ReregisterPlan], *, policy_moved: dict[int, capacity.Policy] | None = None
+) -> set[int]:
+    """Lock the plans' policies, nodes and every slice of them; the pks of the nodes that moved since their plan.
 
-    A node moved when its catalog_generation or its slice rows are not what its plan read, or
-    when a slice the plan removes has a deploy in flight now. Three queries for any number of
-    plans; call it inside the transaction that writes the others.
+    A node moved when the policy in force on it is not the name and version its plan carved with
+    (an edit committed meanwhile: those nodes and their policy now go in `policy_moved`), when its
+    catalog_generation or its slice rows are not what its plan read, or when a slice the plan
+    removes has a deploy in flight now. A fixed number of queries for any number of plans; call it
+    inside the transaction that writes the others.
+
+    The policy rows in force are locked first (as policy_update locks its row before the nodes'
+    figures): an edit either committed before this check, and is seen, or waits for this commit
+    and then finds these nodes carved by the old version, stale, as they are.
     """
     pks = [plan.node.pk for plan in plans]
+    moved_policy = _policies_lock_and_check(plans)
+    if policy_moved is not None:
+        policy_moved.update(moved_policy)
     generations = dict(
         Node.objects.select_for_update().filter(pk__in=pks).order_by("pk").values_list("pk", "catalog_generation")
     )
@@ -146,9 +170,27 @@ def catalogs_lock_and_check(plans: list[ReregisterPlan]) -> set[int]:
     return {
         plan.node.pk
         for plan in plans
-        if generations.get(plan.node.pk) != plan.generation
+        if plan.node.pk in moved_policy
+        or generations.get(plan.node.pk) != plan.generation
         or current[plan.node.pk] != plan.snapshot
         or in_flight.get(plan.node.pk, set()) & {s.pk for s in plan.removed}
+    }
+
+
+def _policies_lock_and_check(plans: list[ReregisterPlan]) -> dict[int, capacity.Policy]:
+    """Lock the policy rows that can be in force on the plans' nodes; node pk -> policy now, where it moved."""
+    nodes = [plan.node for plan in plans]
+    rows = Policy.objects.select_for_update(no_key=True).filter(
+        Q(scope=Policy.Scope.FLEET)
+        | Q(scope=Policy.Scope.FARM, farm_id__in={n.farm_id for n in nodes})
+        | Q(scope=Policy.Scope.NODE, node_id__in=[n.pk for n in nodes])
+    )
+    list(rows.order_by("pk").values_list("pk", flat=True))
+    now = policies_for_nodes(nodes)
+    return {
+        plan.node.pk: now[plan.node.pk]
+        for plan in plans
+        if (now[plan.node.pk].name, now[plan.node.pk].version) != (plan.policy.name, plan.policy.version)
     }
 
 

@@ -21,9 +21,9 @@ from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.paging import MAX_PAGE_SIZE, ReadFailed, ids_page
 from dashboard.grid.types import Grid, GridError, GridUnavailable, NodeCapacity
-from dashboard.job_results import BulkNode, BulkResult, Failure, Figures, FleetFigures
+from dashboard.job_results import BulkNode, BulkResult
 from dashboard.models import AuditEvent, Job, Node, Slice
-from dashboard.selectors.policy_book import policies_for_nodes
+from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
 from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, JobLost, job_beating, job_progress, job_succeed
 from dashboard.services.reregister.apply import (
@@ -33,11 +33,13 @@ from dashboard.services.reregister.apply import (
     catalogs_write,
     node_capacity_read,
     node_event,
+    policy_change_words,
     reregister_apply,
 )
+from dashboard.services.reregister.bulk_result import bulk_count_failure, bulk_count_node, bulk_result_new, bulk_words
 from dashboard.services.reregister.bulk_seams import BULK_GRID_DOWN_AFTER, NO_HOOKS, BulkHooks, BulkLimits
 from dashboard.services.reregister.plan import ReregisterPlan, reregister_plan
-from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_node_pks
+from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_again_count, stale_node_pks
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,12 @@ def bulk_reregister(
     result = run.result
     if total == 0:
         result.notes.append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
-    _bulk_words(result, job=job, total=total)
+    elif not job.dry_run and (again := stale_again_count(handled=stale, failed=result.failed)):
+        result.notes.append(
+            f"{again} node(s) re-registered by this run are stale again: a policy changed after their batch was "
+            "written; run the bulk re-register again for them"
+        )
+    bulk_words(result, job=job, total=total)
     with transaction.atomic():
         job_succeed(job=job, result=result)
     return result
@@ -118,7 +125,7 @@ class _BulkRun:
     ):
         self.job, self.grid, self.total, self.stop_on = job, grid, total, stop_on
         self.limits, self.hooks = limits, hooks
-        self.result = _bulk_result_new(job=job, total=total)
+        self.result = bulk_result_new(job=job, total=total)
         self.done = 0
         self.unreachable_in_a_row = 0
         self.beat_at = time.monotonic()
@@ -174,14 +181,14 @@ class _BulkRun:
         for node in nodes:
             outcome = outcomes.get(node.pk)
             if isinstance(outcome, BulkNode):
-                _bulk_count_node(self.result, outcome, sample=self.limits.sample)
+                bulk_count_node(self.result, outcome, sample=self.limits.sample)
             elif outcome is not None:
-                _bulk_count_failure(self.result, node_id=node.grid_id, error=outcome, kept=self.limits.failures_kept)
+                bulk_count_failure(self.result, node_id=node.grid_id, error=outcome, kept=self.limits.failures_kept)
         self.done += len(outcomes)
         if stop is not None:
             handled, error, exc = stop
             self.result.notes.append(f"stopped after {handled} of {self.total} nodes")
-            _bulk_words(self.result, job=self.job, total=self.total)
+            bulk_words(self.result, job=self.job, total=self.total)
             raise JobError(
                 f"the grid is unreachable: {self.unreachable_in_a_row} nodes in a row could not be read "
                 f"(last: {error}); stopped after {handled} of {self.total} nodes, "
@@ -241,12 +248,14 @@ class _BulkRun:
     def _apply(self, plans: list[ReregisterPlan], *, failed: int) -> dict[int, BulkNode | str]:
         """The batch in one transaction, then the nodes it left out one at a time; node pk -> outcome."""
         done = self.done + failed
+        policy_moved: dict[int, capacity.Policy] = {}
         try:
             summaries, left_out = _bulk_apply(
                 job=self.job,
                 plans=plans,
                 progress=lambda applied: self._progress(done + applied, failed=failed),
                 hooks=self.hooks,
+                policy_moved=policy_moved,
             )
         except self.stop_on:
             raise
@@ -259,6 +268,7 @@ class _BulkRun:
             )
             summaries, left_out = {}, plans
         self.beat_at = time.monotonic()
+        self._policy_moved_note(plans, policy_moved)
         outcomes: dict[int, BulkNode | str] = dict(summaries)
         done += len(summaries)
         for plan in left_out:
@@ -279,6 +289,23 @@ class _BulkRun:
             except Exception as exc:
                 outcomes[plan.node.pk] = self._failure_words(plan.node, exc)
         return outcomes
+
+    def _policy_moved_note(self, plans: list[ReregisterPlan], policy_moved: dict[int, capacity.Policy]) -> None:
+        """Say (once per batch) which nodes a policy edit made stale after they were planned: planned again."""
+        if not policy_moved:
+            return
+        changes = sorted(
+            {
+                policy_change_words(plan.policy, policy_moved[plan.node.pk])
+                for plan in plans
+                if plan.node.pk in policy_moved
+            }
+        )
+        shown = ", ".join(str(plan.node.grid_id) for plan in plans if plan.node.pk in policy_moved)
+        self.result.notes.append(
+            f"{len(policy_moved)} node(s) planned again with the policy in force at apply time: it changed during "
+            f"the run ({'; '.join(changes)}): node(s) {shown}"
+        )
 
     def _progress(self, done: int, *, failed: int) -> dict:
         failed += self.result.failed
@@ -302,74 +329,26 @@ class _BulkRun:
         return f"internal error: {type(exc).__name__}: {exc}"
 
 
-def _bulk_result_new(*, job: Job, total: int) -> BulkResult:
-    # The handled nodes' figures summed before and after start at zero (a node's may be unknown).
-    zero = Figures(slices=0, free=0, deployable=0, placeable=0, phantom=0)
-    return BulkResult(
-        dry_run=job.dry_run, farm_id=job.farm_id, stale=total, fleet=FleetFigures(before=zero, after=zero.model_copy())
-    )
-
-
-def _bulk_count_node(result: BulkResult, summary: BulkNode, *, sample: int) -> None:
-    """Add one handled node to the counts; its summary is kept only while the sample has room."""
-    result.seen += 1
-    result.slices.removed += summary.removed
-    result.slices.added += summary.added
-    result.slices.kept += summary.kept
-    for total, node in ((result.fleet.before, summary.before), (result.fleet.after, summary.after)):
-        for figure in Figures.model_fields:
-            setattr(total, figure, (getattr(total, figure) or 0) + (getattr(node, figure) or 0))
-    if not summary.changed:
-        result.unchanged += 1
-        return
-    result.reregistered += 1
-    result.nodes_total += 1
-    if len(result.nodes) < sample:
-        result.nodes.append(summary)
-    else:
-        result.nodes_truncated = True
-
-
-def _bulk_count_failure(result: BulkResult, *, node_id: int, error: str, kept: int) -> None:
-    result.seen += 1
-    result.failed += 1
-    if len(result.failures) < kept:
-        result.failures.append(Failure(node_id=node_id, error=error))
-    else:
-        result.failures_more += 1
-
-
-def _bulk_words(result: BulkResult, *, job: Job, total: int) -> None:
-    verb = "would re-register" if job.dry_run else "re-registered"
-    result.reads = (
-        f"read from the grid in {result.pages} page(s)"
-        + (f" ({result.pages_failed} failed)" if result.pages_failed else "")
-        + f" and {result.read_alone} node(s) on their own"
-        + (
-            f"; {result.reread} plan(s) read again, their reading past {settings.BULK_READING_MAX_AGE} s"
-            if result.reread
-            else ""
-        )
-    )
-    result.words = (
-        f"{verb} {result.reregistered} of {total} stale node(s); {result.unchanged} already up to date; "
-        f"{result.failed} failed"
-    )
-
-
 def _bulk_apply(
-    *, job: Job, plans: list[ReregisterPlan], progress: Callable[[int], dict], hooks: BulkHooks
+    *,
+    job: Job,
+    plans: list[ReregisterPlan],
+    progress: Callable[[int], dict],
+    hooks: BulkHooks,
+    policy_moved: dict[int, capacity.Policy],
 ) -> tuple[dict[int, BulkNode], list[ReregisterPlan]]:
     """Apply the plans in ONE transaction; (node pk -> summary of each applied, the plans left out).
 
-    A plan whose node moved since it was made is left out, its node untouched. The job's progress
+    A plan whose node moved since it was made is left out, its node untouched; one whose policy in
+    force changed meanwhile also goes in `policy_moved` (node pk -> its policy now), to be planned
+    again with it and said in the result. The job's progress
     (`progress(number applied)`, job_progress's step and done) and heartbeat are written in the
     same transaction: a run that no longer owns the job (JobLost) writes nothing. A fixed number
     of statements whatever the number of plans.
     """
     results = {plan.node.pk: plan.result(dry_run=job.dry_run) for plan in plans}
     with transaction.atomic():
-        moved = catalogs_lock_and_check(plans) if plans and not job.dry_run else set()
+        moved = catalogs_lock_and_check(plans, policy_moved=policy_moved) if plans and not job.dry_run else set()
         applied = [plan for plan in plans if plan.node.pk not in moved]
         if applied and not job.dry_run:
             if hooks.writing:
@@ -391,8 +370,9 @@ def _bulk_apply(
 def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict, hooks: BulkHooks) -> BulkNode:
     """A node its batch left out (it moved meanwhile, or the batch failed): planned again on its own.
 
-    The same capacity read (read again when past BULK_READING_MAX_AGE) and policy, the node's rows
-    as they are now; a node that moves again before this commits fails with CATALOG_CHANGED.
+    The same capacity read (read again when past BULK_READING_MAX_AGE), the policy in force now and
+    the node's rows as they are now; a node that moves again before this commits fails with
+    CATALOG_CHANGED.
     """
     node = plan.node
     node.refresh_from_db()
@@ -406,7 +386,7 @@ def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict, hooks: BulkHook
     plan = reregister_plan(
         node=node,
         slices=fresh,
-        policy=plan.policy,
+        policy=policy_for_node(node),  # the policy in force now: an edit since the batch's plan counts
         seen=seen,
         read_at=read_at,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),

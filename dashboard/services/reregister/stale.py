@@ -59,3 +59,17 @@ def slices_by_node(node_pks: list[int]) -> dict[int, list[Slice]]:
     for s in Slice.objects.filter(node_id__in=node_pks).order_by("node_id", "index"):
         by_node.setdefault(s.node_id, []).append(s)
     return by_node
+
+
+def stale_again_count(*, handled: list[int], failed: int) -> int:
+    """Of the nodes a bulk run handled, how many it wrote that are stale again at its end.
+
+    A policy edit committed after a batch (it waits for the batch's commit) finds that batch's nodes
+    carved by the old version: stale again (its figures say so: the edit rewrote them). The run's
+    failed nodes are stale still, not again. Read from the stored figures.
+    """
+    still = sum(
+        Node.objects.filter(pk__in=handled[start : start + STALE_SCAN_CHUNK], stale=True).count()
+        for start in range(0, len(handled), STALE_SCAN_CHUNK)
+    )
+    return max(still - failed, 0)

@@ -1,0 +1,56 @@
+"""The API's door for values: text, times and whole numbers that the code and the database can hold.
+
+Each is a pydantic type used by the schemas (so a refusal is a 400 naming the field, before any
+view runs) and described in the OpenAPI schema where JSON Schema can say it:
+
+- `Text` / `Line`: no NUL, lone surrogate or control character (dashboard.grid.text, the rule the
+  grid's parser keeps too); a `Line` (an id) has no tab or newline either.
+- `ReportTime`: a date and time with its UTC offset, within REPORT_MAX_AGE_DAYS back and
+  CLOCK_SKEW ahead of now, returned in UTC (so nothing with a local offset is ever written, and a
+  moment past the calendar's ends once in UTC, year 1 at +01:00, never reaches the database).
+- `Whole` and its bounds: what a PostgreSQL integer column holds (models.INTEGER_MAX).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from django.utils import timezone
+from pydantic import AfterValidator, Field
+
+from dashboard.grid.text import text_problem
+from dashboard.models import INTEGER_MAX
+from dashboard.outcome_rules import moment_problem
+from dashboard.services.outcomes import CLOCK_SKEW, report_max_age
+
+
+def _text_checked(value: str, *, lines: bool) -> str:
+    problem = text_problem(value, allow_whitespace=lines)
+    if problem:
+        raise ValueError(f"contains {problem}; send the text without it")
+    return value
+
+
+def _paragraphs(value: str) -> str:
+    return _text_checked(value, lines=True)
+
+
+def _line(value: str) -> str:
+    return _text_checked(value, lines=False)
+
+
+def _moment(value: datetime) -> datetime:
+    problem = moment_problem(value, now=timezone.now(), past=report_max_age(), future=CLOCK_SKEW)
+    if problem:
+        raise ValueError(f"{value.isoformat()} cannot be taken: {problem}")
+    return value.astimezone(UTC)
+
+
+Text = Annotated[str, AfterValidator(_paragraphs)]
+Line = Annotated[str, AfterValidator(_line)]
+ReportTime = Annotated[datetime, AfterValidator(_moment)]
+Whole = Annotated[int, Field(ge=0, le=INTEGER_MAX)]
+Counting = Annotated[int, Field(ge=1, le=INTEGER_MAX)]
+
+__all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Text", "Whole"]

@@ -1,0 +1,110 @@
+"""A transaction never spans a write and a 500: each API write path, failed after its write, writes nothing.
+
+The failure is injected through the seam the API offers (dashboard.api.writes.api_write_done, sent
+inside the call's transaction after its writes and its answer), never by patching the code.
+"""
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from dashboard.api.writes import WRITE_OPERATIONS, api_write_done
+from dashboard.capacity import GiB
+from dashboard.models import AuditEvent, Deployment, Job, Node, Observation, Slice
+
+pytestmark = pytest.mark.django_db
+MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
+
+
+@pytest.fixture
+def node_1774(sim_node):
+    node = sim_node(1774, policy_name="legacy", cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    Slice.objects.filter(node=node).update(created_at=timezone.now() - dt.timedelta(days=1))
+    return node
+
+
+@pytest.fixture
+def failing_after(request):
+    """failing_after(operation): the next call of that operation fails just before its commit."""
+    seen = []
+
+    def arm(operation: str):
+        def fail(sender, **kwargs):
+            seen.append(sender)
+            if sender == operation:  # the sender is the operation's name (compared by value: it is a str)
+                raise RuntimeError(f"injected failure after the writes of {sender}")
+
+        api_write_done.connect(fail, weak=False, dispatch_uid="test-failing-after")
+        request.addfinalizer(lambda: api_write_done.disconnect(dispatch_uid="test-failing-after"))
+        return seen
+
+    return arm
+
+
+def rows() -> dict:
+    """Everything a write path could leave behind."""
+    return {
+        "deployments": list(Deployment.objects.values_list("pk", "state")),
+        "slices": list(Slice.objects.order_by("pk").values_list("pk", "state")),
+        "audit": AuditEvent.objects.count(),
+        "jobs": Job.objects.count(),
+        "observations": Observation.objects.count(),
+        "readings": list(Node.objects.values_list("seen_at", "prechecked_at", "used_mru", "placeable_now")),
+    }
+
+
+def assert_a_500_in_the_api_shape(response):
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("application/json")
+    assert set(response.json()) == {"detail", "field"} and "nothing was written" in response.json()["detail"]
+
+
+CALLS = {
+    "deployments.report": (
+        "report",
+        "/api/v1/deployments",
+        lambda: {
+            "node_id": 1774,
+            "slice_index": 6,
+            "marketplace_id": "c-1",
+            "outcome": "failed",
+            "error": MEMORY_ERROR,
+            "at": (timezone.now() - dt.timedelta(minutes=1)).isoformat(),
+        },
+    ),
+    "nodes.precheck": ("precheck", "/api/v1/nodes/1774/precheck", lambda: {}),
+    "nodes.reregister": ("act", "/api/v1/nodes/1774/reregister", lambda: {}),
+}
+
+
+def test_every_write_operation_is_covered_here():
+    assert set(CALLS) == set(WRITE_OPERATIONS)
+
+
+@pytest.mark.parametrize("operation", sorted(CALLS))
+def test_a_failure_after_the_write_rolls_back_everything_the_call_wrote(
+    operation, node_1774, api_call, api_token, failing_after, django_capture_on_commit_callbacks
+):
+    scope, path, body = CALLS[operation]
+    token = api_token(scope, role="admins")
+    # Give the node a reading that the precheck would overwrite, and a deployed slice the report could touch.
+    Node.objects.filter(pk=node_1774.pk).update(used_mru=3 * GiB, seen_at=timezone.now() - dt.timedelta(hours=1))
+    before = rows()
+    seen = failing_after(operation)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = api_call("post", path, token, json=body())
+    assert seen == [operation]  # the failure did come after the writes
+    assert_a_500_in_the_api_shape(response)
+    assert rows() == before
+    assert callbacks == []  # nothing queued for after a commit that never happened
+
+
+@pytest.mark.parametrize("operation", sorted(CALLS))
+def test_without_the_failure_the_same_call_writes(operation, node_1774, api_call, api_token):
+    scope, path, body = CALLS[operation]
+    Node.objects.filter(pk=node_1774.pk).update(used_mru=3 * GiB, seen_at=timezone.now() - dt.timedelta(hours=1))
+    before = rows()
+    response = api_call("post", path, api_token(scope, role="admins"), json=body())
+    assert response.status_code in (200, 201, 202)
+    assert rows() != before
