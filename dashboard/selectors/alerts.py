@@ -14,7 +14,7 @@ from django.db.models import Count, Max, Min, Q
 
 from dashboard.alerts import rules
 from dashboard.models import Alert, Deployment, Job, Node, Policy
-from dashboard.selectors.deployments import FAILED_STATES
+from dashboard.selectors.deployments import ZOS_FAILED_STATES
 
 
 def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
@@ -70,7 +70,7 @@ def job_activity() -> rules.JobActivity:
 def _failures(*, since: datetime) -> list[rules.FailureCount]:
     counts: dict[str, int] = {}
     for row in (
-        Deployment.objects.filter(state__in=FAILED_STATES, started_at__gte=since)
+        Deployment.objects.filter(state__in=ZOS_FAILED_STATES, started_at__gte=since)
         .order_by()
         .values("cause")
         .annotate(n=Count("pk"))
