@@ -13,8 +13,7 @@ the one cost that grew with the fleet. FarmTotals is derived data, like an index
 
 So a read costs one row a farm plus the nodes of the farms that changed since the last read. The fleet
 map's cells are kept in the same rows, stamped with the `computed_at` they were made from
-(selectors.fleet_map). Elsewhere
-than PostgreSQL (the embedded SQLite demo, a few nodes) the same figures are summed at read time.
+(selectors.fleet_map).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from __future__ import annotations
 from dataclasses import astuple, dataclass, fields
 from datetime import datetime
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Count, F, Min, Q, Sum
 
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
@@ -90,8 +89,6 @@ AGGREGATES = dict(
 
 def farm_totals(*, farm_id: int | None = None) -> list[FarmSums]:
     """Every farm's sums by farm id (or one farm's), true as of this read."""
-    if connection.vendor != "postgresql":
-        return _summed(Node.objects.all() if farm_id is None else Node.objects.filter(farm_id=farm_id))
     changed_farms_recompute()
     rows = FarmTotals.objects.order_by("farm_id").filter(nodes__gt=0)
     if farm_id is not None:
@@ -102,8 +99,6 @@ def farm_totals(*, farm_id: int | None = None) -> list[FarmSums]:
 
 def fleet_totals() -> FarmSums:
     """The whole fleet's sums (farm_id 0), added up in the database: one row, however many farms."""
-    if connection.vendor != "postgresql":
-        return FarmSums.total(farm_totals())
     changed_farms_recompute()
     sums = FarmTotals.objects.aggregate(**{name: Sum(name) for name in _COUNTED}, oldest=Min("oldest_reading_at"))
     oldest = sums.pop("oldest")

@@ -3,13 +3,13 @@
 Every figure is a column of the node's row, kept by services.figures. A farm's cells are rendered by one
 function (`farm_cells`) from its nodes' values, in one of two ways:
 
-- kept (PostgreSQL, the whole map or one farm): each farm's cells are stored in its FarmTotals row,
+- kept (the whole map or one farm): each farm's cells are stored in its FarmTotals row,
   stamped with the `computed_at` of the totals they were made from and the render key of the code that
   made them. The totals are brought up to date first (selectors.farm_totals: any write to a farm's
   nodes gives it a new `computed_at`), so cells whose stamp or key differs are stale: their rows are
   locked in farm order and the cells rendered again from the nodes, all such farms in one query, read
   after the locks. A page then costs one row a farm, not one row a node.
-- live (any other filter, or another database): one query of plain values over the matching nodes.
+- live (any other filter): one query of plain values over the matching nodes.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def fleet_map(
 ) -> FleetMap:
     """The nodes the filters keep (as selectors.fleet.fleet_nodes takes them), by farm id then node id."""
     others = dict(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    if connection.vendor == "postgresql" and keeps_whole_farms(**others):
+    if keeps_whole_farms(**others):
         farms = _kept_farms(farm_id=farm_id)
     else:
         farms = _live_farms(fleet_nodes(farm_id=farm_id, **others))
