@@ -149,6 +149,12 @@ JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
     "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
+    # The farm totals of farms written outside the services (by hand, a raw UPDATE): the services
+    # refresh them on commit already (services.farm_totals); until then readers sum such a farm live.
+    "refresh-farm-totals": {
+        "task": "dashboard.farm_totals_refresh",
+        "schedule": env_float("FARM_TOTALS_EVERY", 60.0, minimum=1.0),
+    },
     # Capacity over time: a snapshot of the fleet's, farms' and nodes' figures, then the thinning.
     "snapshot-figures": {
         "task": "dashboard.figures_snapshot",
@@ -270,6 +276,12 @@ if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r} must be a redis:// URL (or unset for per-process memory)")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "default"},
+    # The fleet map's rendered cells, one entry a farm and state (selectors.fleet_map); each process its own.
+    "fleet-map": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "fleet-map",
+        "OPTIONS": {"MAX_ENTRIES": 20_000},
+    },
     "api-throttle": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "slicedash"}
         if CACHE_URL

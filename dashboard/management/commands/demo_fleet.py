@@ -33,6 +33,7 @@ from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import GridError
 from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
+from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh
 from dashboard.services.precheck import precheck_run
 from dashboard.services.registration import node_register_from_grid
@@ -243,6 +244,7 @@ def _demo_remove(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
     AuditEvent.objects.filter(node__grid_id__in=ids).delete()
     Deployment.objects.filter(node__grid_id__in=ids).delete()  # protected: they go before their nodes
     Node.objects.filter(grid_id__in=ids).delete()
+    farm_totals_refresh_on_commit()
     on_grid = set(grid.node_ids())
     for node_id in ids:
         if node_id in on_grid:
