@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench-test install migrate demo worker bench reliability screenshots check lint format clean simulate
+.PHONY: run test bench-test install migrate demo demo-reset worker bench reliability screenshots check lint format clean simulate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ migrate: install
 
 demo: migrate
 	$(WITH_DB) $(BIN)/python manage.py demo_fleet
+
+# The demo is built once per database and kept across restarts; this builds it anew, on purpose
+# (the demo's nodes and what was done to them are removed; other nodes are left alone).
+demo-reset: migrate
+	$(WITH_DB) $(BIN)/python manage.py demo_fleet --reset
 
 # The embedded database, migrate, the demo (built once per database), then web and worker (with the
 # reaper's beat) side by side; Ctrl-C stops all three within 10 s (scripts/run.py says how, and stops

@@ -38,11 +38,11 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 WARM_SECONDS = 7.0  # SIGTERM -> SIGQUIT
 COLD_SECONDS = 1.5  # SIGQUIT -> SIGKILL of the worker's process group
 WEB_SECONDS = 5.0  # SIGINT -> SIGKILL of the web server (it stops at once; this is in parallel)
-# Before web and worker: the schema, the demo fleet (built once per database), the console's words.
+# Before web and worker: the schema, then the demo fleet (built once per database, kept across
+# restarts) with the logins and a tour of its special nodes.
 PREPARE = (
     ["manage.py", "migrate", "--no-input"],
-    ["manage.py", "demo_fleet"],
-    ["manage.py", "demo_fleet", "--print-logins"],
+    ["manage.py", "demo_fleet", "--tour"],
 )
 
 
