@@ -7,8 +7,8 @@ server must outlive `manage.py migrate` and be stopped by scripts/run.py after w
 pg_ctl is driven directly.
 
 - It listens on a unix socket in its data folder only (no TCP port): two checkouts never collide.
-- It runs in a process group of its own, so the terminal's Ctrl-C reaches scripts/run.py, which stops
-  it after the worker has finished with it (PostgreSQL takes SIGINT as "fast shutdown").
+- It runs in a session of its own (pg_ctl's setsid), so the terminal's Ctrl-C reaches scripts/run.py,
+  which stops it after the worker has finished with it (PostgreSQL takes SIGINT as "fast shutdown").
 - As root (PostgreSQL refuses to run as root) it runs as the system user RUN_AS, created when missing,
   as the wheel's own layer does.
 - A run killed outright leaves its postmaster.pid behind, and maybe the server itself: a server still
@@ -227,7 +227,7 @@ class EmbeddedDb:
         try:
             done = subprocess.run(
                 command,
-                # Its own process group: the terminal's Ctrl-C must not reach the server (see above).
+                # Its own process group too: the terminal's Ctrl-C must not reach pg_ctl or initdb midway.
                 process_group=0,
                 user=user.pw_uid if user else None,
                 group=user.pw_gid if user else None,
