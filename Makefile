@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench-test install migrate demo worker bench reliability screenshots check lint format clean simulate
+.PHONY: run test bench-test install migrate demo demo-reset worker bench reliability screenshots check lint format clean simulate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,21 +19,30 @@ $(STAMP): requirements.txt | $(BIN)/python
 
 install: $(STAMP)
 
+# Without DATABASE_URL, a command on the embedded PostgreSQL (var/postgres): started for it when it
+# is not running, and stopped after it (dashboard/embedded_db.py).
+WITH_DB := $(BIN)/python -m dashboard.embedded_db with --
+
 migrate: install
-	$(BIN)/python manage.py migrate --no-input
+	$(WITH_DB) $(BIN)/python manage.py migrate --no-input
 
 demo: migrate
-	$(BIN)/python manage.py demo_fleet
+	$(WITH_DB) $(BIN)/python manage.py demo_fleet
 
-# Web and worker (with the reaper's beat) side by side; Ctrl-C stops both within 10 s
-# (scripts/run.py says how, and stops a worker an earlier run left behind).
-run: demo
-	@$(BIN)/python manage.py demo_fleet --print-logins
+# The demo is built once per database and kept across restarts; this builds it anew, on purpose
+# (the demo's nodes and what was done to them are removed; other nodes are left alone).
+demo-reset: migrate
+	$(WITH_DB) $(BIN)/python manage.py demo_fleet --reset
+
+# The embedded database, migrate, the demo (built once per database), then web and worker (with the
+# reaper's beat) side by side; Ctrl-C stops all three within 10 s (scripts/run.py says how, and stops
+# a worker an earlier run left behind).
+run: install
 	@$(BIN)/python scripts/run.py --host $(HOST) --port $(PORT)
 
 # One worker on the configured broker (CELERY_BROKER_URL), as `make run` starts.
 worker: install
-	$(BIN)/celery -A dashboard worker --beat --loglevel=INFO --schedule=var/celerybeat-schedule
+	$(WITH_DB) $(BIN)/celery -A dashboard worker --beat --loglevel=INFO --schedule=var/celerybeat-schedule
 
 # Two pytest-xdist workers (a module's or a class's tests stay on one worker, so the fixtures they
 # share are built once); `make check XDIST=` runs in one process.

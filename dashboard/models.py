@@ -785,8 +785,9 @@ class FarmTotals(models.Model):
     """Each farm's figures summed over its nodes, kept so the fleet's totals cost one row a farm to read.
 
     Derived data, like an index: a PostgreSQL trigger marks a farm changed (FarmTotalsChanged) in the
-    same transaction as any write to its nodes, and selectors.farm_totals brings the marked farms up
-    to date before it answers. Never written by hand.
+    same transaction as any write to its nodes; services.farm_totals sums the marked farms again after
+    the writes that changed them (on commit) and on the beat, and selectors.farm_totals reads a farm
+    still marked live from its nodes. Never written by hand.
     """
 
     farm_id = models.PositiveIntegerField(primary_key=True)
@@ -809,14 +810,6 @@ class FarmTotals(models.Model):
     deployable_blocked = models.BigIntegerField(default=0)
     oldest_reading_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
-    # The farm on the fleet map (selectors.fleet_map): its cells' HTML in node order, its nodes by cell
-    # state, the farm name shown. They hold true while `map_cells_of` is `computed_at` (no node changed
-    # since) and `map_render_key` is the running code's (the same markup, words and node URL).
-    map_cells = models.TextField(blank=True, default="")
-    map_counts = models.JSONField(default=dict)
-    map_farm_name = models.CharField(max_length=128, blank=True, default="")
-    map_cells_of = models.DateTimeField(null=True, blank=True)
-    map_render_key = models.CharField(max_length=16, blank=True, default="")
 
     def __str__(self) -> str:
         return f"farm {self.farm_id} totals"

@@ -1,13 +1,11 @@
 """Writing one set of columns on many rows of a table in one statement (the bulk writers and the farm totals use it).
 
-On PostgreSQL an UPDATE from one array per column (`unnest`): bulk_update writes a CASE per column
-with an arm per row, and building it took ~2.5 ms a node in Python (100 nodes a re-register batch),
-most of a batch's time. Elsewhere (the embedded SQLite demo: a few rows at a time) one UPDATE a row.
+An UPDATE from one array per column (`unnest`): bulk_update writes a CASE per column with an arm per
+row, and building it took ~2.5 ms a node in Python (100 nodes a re-register batch), most of a batch's time.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from django.db import connection
@@ -32,15 +30,6 @@ def rows_update(
         return
     now = timezone.now()
     names = [name for name, _type in columns]
-    if connection.vendor != "postgresql":
-        for row in rows:
-            fields = dict(zip(names[1:], row[1:], strict=True))
-            for name in json_kept_if_null:
-                value = fields.pop(name)
-                if value is not None:
-                    fields[name] = json.loads(value)
-            model.objects.filter(pk=row[0]).update(**fields, **dict.fromkeys(stamped, now))
-        return
     quote = connection.ops.quote_name
     assignments = [f"{quote(n)} = u.{quote(n)}" for n in names[1:] if n not in json_kept_if_null]
     assignments.extend(f"{quote(n)} = COALESCE(u.{quote(n)}::jsonb, t.{quote(n)})" for n in json_kept_if_null)

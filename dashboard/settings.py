@@ -1,6 +1,6 @@
 """One settings file, read from the environment.
 
-With no environment at all it runs the embedded default: SQLite (WAL) and Celery's
+With no environment at all it runs the embedded default: a private PostgreSQL and Celery's
 filesystem transport under ./var, on the simulated grid. Production sets DATABASE_URL,
 CELERY_BROKER_URL, SECRET_KEY, ALLOWED_HOSTS and DEBUG=false (see README "Configuration").
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from dashboard.embedded_db import EmbeddedDb
 from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -100,20 +101,10 @@ if DATABASE_URL:
     except ValueError as exc:
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from None
 else:
+    # The embedded default: a private PostgreSQL under VAR_DIR/postgres, on a unix socket, that
+    # scripts/run.py (`make run`) and `python -m dashboard.embedded_db` start (dashboard.embedded_db).
     VAR_DIR.mkdir(parents=True, exist_ok=True)
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "dashboard.sqlite3",
-            # Web and worker write at once: WAL plus IMMEDIATE transactions avoid
-            # "database is locked" on lock upgrades (Django 5.1+).
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
-    }
+    DATABASES = {"default": EmbeddedDb.of(VAR_DIR).settings()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Celery ---------------------------------------------------------------------------
@@ -158,6 +149,12 @@ JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
     "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
+    # The farm totals of farms written outside the services (by hand, a raw UPDATE): the services
+    # refresh them on commit already (services.farm_totals); until then readers sum such a farm live.
+    "refresh-farm-totals": {
+        "task": "dashboard.farm_totals_refresh",
+        "schedule": env_float("FARM_TOTALS_EVERY", 60.0, minimum=1.0),
+    },
     # Capacity over time: a snapshot of the fleet's, farms' and nodes' figures, then the thinning.
     "snapshot-figures": {
         "task": "dashboard.figures_snapshot",
@@ -279,6 +276,12 @@ if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r} must be a redis:// URL (or unset for per-process memory)")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "default"},
+    # The fleet map's rendered cells, one entry a farm and state (selectors.fleet_map); each process its own.
+    "fleet-map": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "fleet-map",
+        "OPTIONS": {"MAX_ENTRIES": 20_000},
+    },
     "api-throttle": (
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL, "KEY_PREFIX": "slicedash"}
         if CACHE_URL

@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, job_reaper, jobs, snapshots
+from dashboard.services import alerts, farm_totals, job_reaper, jobs, snapshots
 from dashboard.services.grid_requests import grid_requests_store
 from dashboard.services.job_run import job_execute
 
@@ -106,3 +106,9 @@ def alerts_evaluate() -> dict:
 def figures_snapshot() -> int:
     """A snapshot of the fleet's, farms' and nodes' figures, then the thinning (beat: every SNAPSHOT_EVERY s)."""
     return snapshots.snapshot_take_and_thin(trigger="beat").pk
+
+
+@shared_task(name="dashboard.farm_totals_refresh", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
+def farm_totals_refresh() -> int:
+    """The farms written since their last refresh summed again (services.farm_totals)."""
+    return len(farm_totals.farm_totals_refresh())

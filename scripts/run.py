@@ -1,6 +1,10 @@
-"""`make run`'s last step: the web server and one worker (with the reaper's beat) side by side.
+"""`make run`: the embedded database, migrate and the demo, then the web server and one worker
+(with the reaper's beat) side by side.
 
     .venv/bin/python scripts/run.py [--host 127.0.0.1] [--port 8000]
+
+Without DATABASE_URL the private PostgreSQL under VAR_DIR/postgres (dashboard.embedded_db) starts
+first (a server a killed run left running is adopted) and is stopped last, after web and worker.
 
 Ctrl-C (SIGINT, sent by the terminal to the whole foreground process group), SIGTERM or SIGHUP stops both:
 the web server gets SIGINT (runserver exits quietly), the worker gets one SIGTERM (Celery's warm
@@ -34,6 +38,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 WARM_SECONDS = 7.0  # SIGTERM -> SIGQUIT
 COLD_SECONDS = 1.5  # SIGQUIT -> SIGKILL of the worker's process group
 WEB_SECONDS = 5.0  # SIGINT -> SIGKILL of the web server (it stops at once; this is in parallel)
+# Before web and worker: the schema, then the demo fleet (built once per database, kept across
+# restarts) with the logins and a tour of its special nodes.
+PREPARE = (
+    ["manage.py", "migrate", "--no-input"],
+    ["manage.py", "demo_fleet", "--tour"],
+)
 
 
 STOP_REQUESTED = []
@@ -118,11 +128,52 @@ def stop(web: subprocess.Popen, worker: subprocess.Popen) -> None:
         web.wait()
 
 
+def database_start():
+    """The embedded database when no DATABASE_URL is set (None otherwise), started or adopted."""
+    if os.environ.get("DATABASE_URL"):
+        return None
+    sys.path.insert(0, str(BASE_DIR))
+    from dashboard.embedded_db import EmbeddedDb
+
+    db = EmbeddedDb.of(os.environ.get("VAR_DIR") or BASE_DIR / "var")
+    started = time.monotonic()
+    db.start()
+    print(f"Database: private PostgreSQL in {db.pgdata} (ready in {time.monotonic() - started:.1f} s)", flush=True)
+    return db
+
+
+def prepare() -> bool:
+    """The steps before web and worker, each in the foreground (Ctrl-C stops it too); False on a failure or Ctrl-C."""
+    for step in PREPARE:
+        if STOP_REQUESTED:
+            return False
+        done = subprocess.run([sys.executable, *step], cwd=BASE_DIR, stdin=subprocess.DEVNULL)
+        if done.returncode != 0:
+            if not STOP_REQUESTED:
+                print(f"`{' '.join(step)}` failed (exit status {done.returncode}).", file=sys.stderr, flush=True)
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", default=os.environ.get("PORT", "8000"))
     args = parser.parse_args(argv)
+    # SIGHUP too: a closed terminal reaches only its foreground process group, not the children's.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop)
+    db = None
+    try:
+        db = database_start()
+        return serve(args)
+    finally:
+        if db is not None:
+            db.stop()
+            print("Database stopped.", flush=True)
+
+
+def serve(args: argparse.Namespace) -> int:
 
     var_dir = Path(os.environ.get("VAR_DIR") or BASE_DIR / "var").resolve()
     var_dir.mkdir(parents=True, exist_ok=True)
@@ -130,12 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     logfile = var_dir / "worker.log"
     bin_dir = Path(sys.executable).parent
 
-    # SIGHUP too: a closed terminal reaches only its foreground process group, not the children's.
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _stop)
     leftover_worker_stop(pidfile)
-    if STOP_REQUESTED:
-        return 0
+    if not prepare():
+        return 0 if STOP_REQUESTED else 1
     worker = subprocess.Popen(
         [
             str(bin_dir / "celery"),

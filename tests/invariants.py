@@ -18,11 +18,10 @@ from dashboard.models import AuditEvent, Deployment, Job, Node, Policy, Slice
 
 @contextmanager
 def one_moment():
-    """Reads inside see one committed state of the database, even while a worker commits (PostgreSQL)."""
+    """Reads inside see one committed state of the database, even while a worker commits."""
     with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         yield
 
 

@@ -4,6 +4,7 @@ Imports inside functions count too: they are how a cycle hides. See README "Wher
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,53 @@ def test_no_module_is_over_600_lines_but_the_models():
             continue
         lines = len(path.read_text().splitlines())
         assert lines <= NOT_YET_CUT.get(where, MODULE_MAX_LINES), f"{where} has {lines} lines; cut it by concern"
+
+
+# What a selector may not do: a write or a lock through the ORM, or SQL text that writes or locks.
+WRITING_CALLS = {
+    "save",
+    "delete",
+    "_raw_delete",
+    "create",
+    "bulk_create",
+    "bulk_update",
+    "get_or_create",
+    "update_or_create",
+    "select_for_update",
+}
+WRITING_SQL = re.compile(
+    r"\b(UPDATE|INSERT\s+INTO|DELETE\s+FROM|FOR\s+(NO\s+KEY\s+)?UPDATE|FOR\s+SHARE|LOCK\s+TABLE|TRUNCATE)\b"
+)
+
+
+def writes_in(source: str) -> list[str]:
+    """Each write or lock in this source, as `line: what`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            # QuerySet.update takes the fields as keywords; dict.update (a read's own dicts) a mapping.
+            if name in WRITING_CALLS or (name == "update" and (node.keywords or not node.args)):
+                found.append(f"{node.lineno}: .{name}()")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and WRITING_SQL.search(node.value):
+            found.append(f"{node.lineno}: SQL {WRITING_SQL.search(node.value).group(0)!r}")
+    return sorted(found, key=lambda line: int(line.split(":")[0]))
+
+
+def test_the_scan_for_writes_finds_each_kind():
+    source = """
+Node.objects.filter(pk=1).update(status="down")
+node.save()
+FarmTotals.objects.select_for_update().filter(farm_id=1)
+marks._raw_delete(db)
+cursor.execute(f"UPDATE {table} SET x = 1")
+cursor.execute("SELECT 1 FOR UPDATE")
+plain = {}
+plain.update(other)
+"""
+    assert [line.split(": ")[0] for line in writes_in(source)] == ["2", "3", "4", "5", "6", "7"]
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "selectors").glob("*.py")), ids=lambda p: p.name)
+def test_no_selector_writes_or_locks(path):
+    assert writes_in(path.read_text()) == [], f"{path.relative_to(ROOT)} writes (selectors only read)"

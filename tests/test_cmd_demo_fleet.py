@@ -1,6 +1,7 @@
 import json
 import stat
 from io import StringIO
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,7 +13,7 @@ from django.test import RequestFactory, override_settings
 from dashboard.capacity import GiB
 from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.management.commands.demo_fleet import FLEET_SIZE
-from dashboard.models import CapacitySample, Deployment, Node, Policy, Slice
+from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Policy, Slice
 from dashboard.services.calibration import fleet_calibration
 from tests.conftest import rolled_back_after
 
@@ -177,6 +178,16 @@ class TestOneDemoFleet:
         _demo()
         assert state() == before
 
+    def test_its_tour_names_each_special_node_with_a_command_that_exists(self, shared_demo):
+        from dashboard.management.commands.demo_fleet import TOUR
+
+        out = _demo("--tour")
+        commands = {p.stem for p in (Path(__file__).parent.parent / "dashboard/management/commands").glob("*.py")}
+        for spec, _shows, command in TOUR:
+            assert f"manage.py {command}" in out and Node.objects.filter(grid_id=spec.node_id).exists()
+            assert command.split()[0] in commands and str(spec.node_id) in command
+        assert out.index("Login: admin") < out.index("Tour:")
+
     def test_it_reuses_the_passwords_on_later_runs(self, shared_demo):
         first = shared_demo.logins.read_text()
         _demo()
@@ -189,10 +200,27 @@ class TestOneDemoFleet:
 
 # Two full builds of the demo of its own: `make test` runs it.
 @pytest.mark.slow
-def test_it_rebuilds_a_demo_whose_simulator_was_lost(demo, simgrid_path):
-    simgrid_path.unlink()
-    _demo()
-    assert len(SimulatedGrid(simgrid_path).vms(1774)) == 1
+def test_it_keeps_what_the_operator_did_across_runs_and_rebuilds_only_when_reset(demo, simgrid_path):
+    from dashboard.management.commands.demo_fleet import demo_nodes
+    from dashboard.services.registration import node_register_from_grid
+
+    grid = SimulatedGrid(simgrid_path)
+    spare = next(n.node_id for n in demo_nodes() if not n.registered)
+    node_register_from_grid(live=grid.node(spare), source="command")
+    Slice.objects.filter(node__grid_id=1774, state="free").update(state="rented")
+    events = AuditEvent.objects.count()
+    grid.remove_node(3021)  # a node the operator took off the simulated grid
+
+    again = _demo()
+    assert "kept as you left it" in again and "make demo-reset" in again
+    assert Node.objects.filter(grid_id=spare).exists()
+    assert not Slice.objects.filter(node__grid_id=1774, state="free").exists()
+    assert AuditEvent.objects.count() >= events  # the audit trail kept (the prechecks add to it)
+
+    rebuilt = _demo("--reset")
+    assert "demo fleet rebuilt" in rebuilt
+    assert not Node.objects.filter(grid_id=spare).exists()
+    assert len(SimulatedGrid(simgrid_path).vms(1774)) == 1 and 3021 in SimulatedGrid(simgrid_path).node_ids()
     assert Deployment.objects.filter(node__grid_id=1774, state="deployed").count() == 1
 
 

@@ -1,5 +1,5 @@
-"""The embedded default that `make run` gives a newcomer: SQLite (WAL), the filesystem broker, the
-simulated grid, a real worker. Run from nothing in subprocesses, the way `make run` runs it."""
+"""The embedded default that `make run` gives a newcomer: its private PostgreSQL, the filesystem broker,
+the simulated grid, a real worker. Run from nothing in subprocesses, the way `make run` runs it."""
 
 import json
 import os
@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from dashboard.embedded_db import EmbeddedDb
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -56,8 +58,17 @@ print(json.dumps({"state": job.state, "slices": job.node.slices.count(), "error"
 """
 
 
-def test_it_serves_the_demo_and_runs_a_reregister_on_sqlite_and_the_filesystem_broker(tmp_path):
+def test_it_serves_the_demo_and_runs_a_reregister_on_its_own_postgresql_and_the_filesystem_broker(tmp_path):
     env = embedded_env(tmp_path)
+    db = EmbeddedDb.of(tmp_path / "var")
+    db.start()
+    try:
+        served_and_reregistered(env)
+    finally:
+        db.stop()
+
+
+def served_and_reregistered(env: dict) -> None:
     run([sys.executable, "manage.py", "migrate", "--no-input"], env)
     run([sys.executable, "manage.py", "demo_fleet"], env)
 

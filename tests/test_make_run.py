@@ -5,6 +5,7 @@ session from a bare environment, then does what a terminal does on Ctrl-C: SIGIN
 foreground process group.
 """
 
+import json
 import os
 import signal
 import socket
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from dashboard.embedded_db import EmbeddedDb
 from scripts.run import leftover_worker_stop
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -57,30 +59,36 @@ def page_answers(url: str) -> bool:
         return False
 
 
-@pytest.fixture
-def make_run(tmp_path):
-    """Start `make run` on a free port, from a bare environment (the embedded default under tmp_path)."""
-    port = free_port()
-    env = {
+def bare_env(tmp_path) -> dict:
+    """A bare environment: the embedded default under tmp_path."""
+    return {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "VAR_DIR": str(tmp_path / "var"),
         "LANG": "C.UTF-8",
     }
-    output = tmp_path / "make-run.log"
+
+
+def make_run_start(tmp_path, name: str = "make-run.log") -> subprocess.Popen:
+    """Start `make run` on a free port, from a bare environment, in a session of its own."""
+    port = free_port()
+    output = tmp_path / name
     with output.open("w") as out:
         # -o: the shared virtualenv is already installed; never reinstall it from a test.
         process = subprocess.Popen(
             ["make", "--no-print-directory", "-o", ".venv/.installed", "run", f"PORT={port}", "HOST=127.0.0.1"],
             cwd=BASE_DIR,
-            env=env,
+            env=bare_env(tmp_path),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
     process.port, process.output, process.var_dir = port, output, tmp_path / "var"
-    yield process
+    return process
+
+
+def make_run_end(process: subprocess.Popen) -> None:
     for line in session_processes(process.pid):  # never leave anything behind, whatever happened
         try:
             os.kill(int(line.split()[0]), signal.SIGKILL)
@@ -89,24 +97,45 @@ def make_run(tmp_path):
     process.wait(10)
 
 
+def serving_wait(process: subprocess.Popen, seconds: float = 180) -> None:
+    url = f"http://127.0.0.1:{process.port}/"
+    deadline = time.monotonic() + seconds
+    while not (page_answers(url) and (process.var_dir / "worker.pid").exists()):
+        assert process.poll() is None, process.output.read_text()
+        assert time.monotonic() < deadline, f"no page at {url}: {process.output.read_text()}"
+        time.sleep(0.2)
+
+
+def ctrl_c(process: subprocess.Popen, seconds: float = 10) -> list[str]:
+    """What the terminal does on Ctrl-C; the session's processes still running `seconds` later."""
+    os.killpg(process.pid, signal.SIGINT)
+    stopped = time.monotonic() + seconds
+    while session_processes(process.pid) and time.monotonic() < stopped:
+        time.sleep(0.1)
+    return session_processes(process.pid)
+
+
+@pytest.fixture
+def make_run(tmp_path):
+    """Start `make run` on a free port, from a bare environment (the embedded default under tmp_path)."""
+    process = make_run_start(tmp_path)
+    yield process
+    make_run_end(process)
+
+
 @pytest.mark.slow
 def test_it_stops_web_and_worker_within_ten_seconds_on_ctrl_c(make_run):
     url = f"http://127.0.0.1:{make_run.port}/"
-    deadline = time.monotonic() + 180
-    while not (page_answers(url) and (make_run.var_dir / "worker.pid").exists()):
-        assert make_run.poll() is None, make_run.output.read_text()
-        assert time.monotonic() < deadline, f"no page at {url}: {make_run.output.read_text()}"
-        time.sleep(0.5)
+    serving_wait(make_run)
     time.sleep(2)  # the worker connects to its broker and starts its beat
     assert len(session_processes(make_run.pid)) >= 4, session_processes(make_run.pid)
+    database = EmbeddedDb.of(make_run.var_dir)
+    assert database.is_running()
 
-    os.killpg(make_run.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-    stopped = time.monotonic() + 10
-    while session_processes(make_run.pid) and time.monotonic() < stopped:
-        time.sleep(0.1)
-
-    left = session_processes(make_run.pid)
+    left = ctrl_c(make_run)
     assert left == [], f"still running 10 s after Ctrl-C: {left}"
+    # pg_ctl starts the server in a session of its own (so the terminal's Ctrl-C never reaches it).
+    assert not database.is_running() and database.postmaster_pid() is None
     assert not page_answers(url)
     logs = make_run.output.read_text() + (make_run.var_dir / "worker.log").read_text()
     assert [word for word in ALARMING if word in logs] == [], logs
@@ -138,3 +167,60 @@ def test_it_leaves_a_process_alone_that_only_reused_the_pid(tmp_path):
     finally:
         stranger.kill()
         stranger.wait(5)
+
+
+KEPT = """
+import json, django, os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+django.setup()
+from dashboard.models import Job, Node
+print(json.dumps({"registered": Node.objects.filter(grid_id=2117).exists(),
+                  "reregistered": Job.objects.filter(node__grid_id=2601, kind="reregister", state="succeeded").exists()}))
+"""
+
+
+def _manage(tmp_path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args], cwd=BASE_DIR, env=bare_env(tmp_path), capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.slow
+def test_a_second_run_keeps_the_trial_and_starts_within_fifteen_seconds_and_demo_reset_rebuilds(tmp_path):
+    first = make_run_start(tmp_path)
+    try:
+        serving_wait(first)
+        assert "Tour:" in first.output.read_text()
+        # What the console suggests, and a re-register through the running worker.
+        registered = _manage(tmp_path, "manage.py", "node_register", "2117")
+        assert registered.returncode == 0, registered.stdout + registered.stderr
+        reregistered = _manage(tmp_path, "manage.py", "node_reregister", "2601", "--wait")
+        assert reregistered.returncode == 0, reregistered.stdout + reregistered.stderr
+        assert ctrl_c(first) == []
+    finally:
+        make_run_end(first)
+
+    second = make_run_start(tmp_path, "make-run-2.log")
+    try:
+        started = time.monotonic()
+        serving_wait(second, seconds=60)
+        # Wall clock, in a slow test: the database kept, nothing rebuilt.
+        assert time.monotonic() - started < 15, second.output.read_text()
+        assert "kept as you left it" in second.output.read_text()
+        kept = _manage(tmp_path, "-c", KEPT)
+        assert json.loads(kept.stdout.splitlines()[-1]) == {"registered": True, "reregistered": True}, kept.stderr
+        assert ctrl_c(second) == []
+    finally:
+        make_run_end(second)
+
+    reset = subprocess.run(
+        ["make", "--no-print-directory", "-o", ".venv/.installed", "demo-reset"],
+        cwd=BASE_DIR,
+        env=bare_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert reset.returncode == 0 and "demo fleet rebuilt" in reset.stdout, reset.stdout + reset.stderr
+    after = _manage(tmp_path, "-m", "dashboard.embedded_db", "with", "--", sys.executable, "-c", KEPT)
+    assert json.loads(after.stdout.splitlines()[-1]) == {"registered": False, "reregistered": False}, after.stderr

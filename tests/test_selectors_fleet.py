@@ -8,6 +8,7 @@ from dashboard.capacity import GiB, Resources
 from dashboard.models import Node, Policy, Slice
 from dashboard.selectors.fleet import fleet_overview, fleet_page, fleet_rows
 from dashboard.services import registration
+from dashboard.services.farm_totals import farm_totals_refresh
 from dashboard.services.figures import figures_compute, figures_refresh_all
 from dashboard.services.registration import node_register
 from tests.conftest import rolled_back_after
@@ -257,7 +258,7 @@ def count(fleet_built_once, db):
 
 class TestAFleetOfAnySize:
     def test_it_reads_the_whole_fleet_in_three_queries_whatever_its_size(self, count, django_assert_num_queries):
-        fleet_overview()  # the first read after the fleet was built sums its farms (selectors.farm_totals)
+        farm_totals_refresh()  # as the services do on commit (services.farm_totals)
         # The farms marked changed (none), the kept farm totals, the rows.
         with django_assert_num_queries(3):
             overview = fleet_overview(sort="-gap")

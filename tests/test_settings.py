@@ -143,20 +143,11 @@ def settings_in(env: dict, *names: str) -> dict:
     return json.loads(done.stdout)
 
 
-def test_it_runs_on_sqlite_in_wal_mode_with_immediate_transactions_by_default(tmp_path):
+def test_it_runs_on_the_private_postgresql_under_var_dir_by_default(tmp_path):
     database = settings_in(clean_env(tmp_path), "DATABASES")["DATABASES"]["default"]
-    assert (database["ENGINE"], database["NAME"]) == (
-        "django.db.backends.sqlite3",
-        str(tmp_path / "var" / "dashboard.sqlite3"),
-    )
-    assert database["OPTIONS"]["transaction_mode"] == "IMMEDIATE"
-    assert "PRAGMA journal_mode=WAL" in database["OPTIONS"]["init_command"]
-
-
-def test_it_really_opens_the_embedded_database_in_wal_mode(tmp_path):
-    code = "from django.db import connection; c = connection.cursor(); c.execute('PRAGMA journal_mode'); print(c.fetchone()[0])"
-    done = python(code, clean_env(tmp_path))
-    assert (done.returncode, done.stdout.strip()) == (0, "wal"), done.stderr
+    assert (database["ENGINE"], database["NAME"]) == ("django.db.backends.postgresql", "slicedash")
+    # Its unix socket in its data folder: no TCP port to collide with another checkout's.
+    assert database["HOST"] == str(tmp_path / "var" / "postgres")
 
 
 def test_it_uses_celerys_filesystem_broker_with_folders_under_var_dir_by_default(tmp_path):

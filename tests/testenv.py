@@ -16,6 +16,9 @@ run and renewed by every run, so a checkout keeps its db from run to run. A clai
 round, so a path that is absent may still be a suite running now. Without Redis (or with every db
 claimed) the hash's choice is used as it is.
 
+Where nothing answers on 127.0.0.1:5432 and DATABASE_URL is not set, the database is the checkout's
+own embedded PostgreSQL (var/postgres, dashboard.embedded_db), started for the run if it is not running.
+
 The session header prints what this run uses, and either variable set in the environment wins, e.g.
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine CELERY_BROKER_URL=redis://127.0.0.1:6379/3 make test
 
@@ -90,8 +93,34 @@ if WORKER:  # derive again what the controller derived; keep what the person set
     for _name in _derived & {"CELERY_BROKER_URL", "VAR_DIR"}:
         del os.environ[_name]
 
-# pytest-django adds "test_" to this name, and "_gwN" in an xdist worker.
-os.environ.setdefault("DATABASE_URL", f"postgres://postgres@127.0.0.1:5432/{DATABASE_NAME}")
+
+def postgresql_answers(host: str = "127.0.0.1", port: int = 5432) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+def embedded_database_url() -> str:
+    """The checkout's own embedded PostgreSQL (var/postgres, as `make run` uses), started for this run
+    and stopped when the run ends if this run started it."""
+    import atexit
+
+    from dashboard.embedded_db import EmbeddedDb
+
+    db = EmbeddedDb.of(CHECKOUT / "var")
+    if db.start(database="postgres"):
+        atexit.register(db.stop)
+    return db.url(DATABASE_NAME)
+
+
+# pytest-django adds "test_" to this name, and "_gwN" in an xdist worker. Without a PostgreSQL on
+# 127.0.0.1:5432 the checkout's embedded one serves (xdist's workers inherit the controller's URL).
+if "DATABASE_URL" not in os.environ:
+    os.environ["DATABASE_URL"] = (
+        f"postgres://postgres@127.0.0.1:5432/{DATABASE_NAME}" if postgresql_answers() else embedded_database_url()
+    )
 if "CELERY_BROKER_URL" not in os.environ:
     os.environ["CELERY_BROKER_URL"] = (
         f"redis://127.0.0.1:6379/{redis_db_claim(CHECKOUT, REDIS_DB_FIRST, worker=WORKER)}"

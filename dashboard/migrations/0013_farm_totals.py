@@ -2,8 +2,7 @@
 
 from django.db import migrations, models
 
-# PostgreSQL only (the embedded SQLite demo sums its few nodes at read time): after any statement that
-# inserts, updates or deletes nodes, mark their farms changed, in the same transaction.
+# After any statement that inserts, updates or deletes nodes, mark their farms changed, in the same transaction.
 TRIGGERS = """
 CREATE FUNCTION dashboard_node_farms_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -34,15 +33,13 @@ DROP FUNCTION IF EXISTS dashboard_node_farms_changed();
 
 
 def triggers_create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(TRIGGERS)
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(TRIGGERS)
 
 
 def triggers_drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(UNTRIGGERS)
+    with schema_editor.connection.cursor() as cursor:
+        cursor.execute(UNTRIGGERS)
 
 
 class Migration(migrations.Migration):

@@ -16,8 +16,6 @@ from django.db.models import Count, Q
 
 def off_calendar_times_repair(apps, schema_editor):
     """Records whose times PostgreSQL holds but Python cannot read (before year 1 or after 9999 in UTC)."""
-    if schema_editor.connection.vendor != "postgresql":
-        return 0
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(
             """

@@ -3,33 +3,29 @@
 Every figure is a column of the node's row, kept by services.figures. A farm's cells are rendered by one
 function (`farm_cells`) from its nodes' values, in one of two ways:
 
-- kept (PostgreSQL, the whole map or one farm): each farm's cells are stored in its FarmTotals row,
-  stamped with the `computed_at` of the totals they were made from and the render key of the code that
-  made them. The totals are brought up to date first (selectors.farm_totals: any write to a farm's
-  nodes gives it a new `computed_at`), so cells whose stamp or key differs are stale: their rows are
-  locked in farm order and the cells rendered again from the nodes, all such farms in one query, read
-  after the locks. A page then costs one row a farm, not one row a node.
-- live (any other filter, or another database): one query of plain values over the matching nodes.
+- kept (the whole map or one farm): a farm's rendered cells are kept in Django's cache (the
+  "fleet-map" alias), keyed on the farm and the `computed_at` of its FarmTotals row: any write to a
+  farm's nodes marks it changed, and its next refresh (services.farm_totals) gives it a new
+  `computed_at`, so a key names one state of the farm's nodes. A farm marked changed and not refreshed
+  yet is rendered live, and not kept. A page then costs one row a farm, not one row a node.
+- live (any other filter): one query of plain values over the matching nodes.
+
+Nothing here writes to the database: the cache is the only thing a read fills.
 """
 
 from __future__ import annotations
 
-import hashlib
-import inspect
-import json
 from dataclasses import dataclass
-from functools import cache
 from html import escape
 from itertools import groupby
 from operator import itemgetter
 
-from django.db import connection, transaction
-from django.db.models import Case, F, Q, TextField, Value, When
+from django.core.cache import caches
 from django.urls import reverse
 
 from dashboard.capacity import PHANTOM_REASONS
 from dashboard.models import FarmTotals, Node
-from dashboard.selectors.farm_totals import changed_farms_recompute
+from dashboard.selectors.farm_totals import farms_behind
 from dashboard.selectors.fleet import fleet_nodes, keeps_whole_farms
 
 # What a cell can say, worst first; a node shows the first that holds. The words are the legend's.
@@ -46,6 +42,9 @@ STATES = {
     "most": "half or more placeable",
 }
 _BLOCKING_REASONS = ("memory", "disk", "pool")
+# The cache alias the rendered cells are kept in (settings.CACHES), and for how long an unread farm's stay.
+CACHE = "fleet-map"
+CACHE_SECONDS = 24 * 3600
 
 _FIELDS = (
     "grid_id",
@@ -115,7 +114,7 @@ def fleet_map(
 ) -> FleetMap:
     """The nodes the filters keep (as selectors.fleet.fleet_nodes takes them), by farm id then node id."""
     others = dict(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    if connection.vendor == "postgresql" and keeps_whole_farms(**others):
+    if keeps_whole_farms(**others):
         farms = _kept_farms(farm_id=farm_id)
     else:
         farms = _live_farms(fleet_nodes(farm_id=farm_id, **others))
@@ -150,24 +149,6 @@ def node_href() -> tuple[str, str]:
     return before, after
 
 
-def render_key(href: tuple[str, str]) -> str:
-    """A short hash of everything in code that kept cells depend on: the rules and markup (their source),
-    the node URL, the states' and phantom reasons' words. Cells stored under another key are made again."""
-    made_of = [_rules_source(), list(href), list(STATES.items()), list(PHANTOM_REASONS.items())]
-    return hashlib.sha256(json.dumps(made_of).encode()).hexdigest()[:16]
-
-
-@cache
-def _rules_source() -> str:
-    def made_of(f) -> str:
-        try:
-            return inspect.getsource(f)
-        except (OSError, TypeError):  # deployed without its source: the compiled code tells a change too
-            return f.__code__.co_code.hex() + repr(f.__code__.co_consts)
-
-    return "".join(made_of(f) for f in (cell_state, cell_label, farm_cells)) + repr(_BLOCKING_REASONS)
-
-
 def _live_farms(nodes) -> list[FarmGroup]:
     href = node_href()
     rows = nodes.order_by("farm_id", "grid_id").values_list(*_FIELDS)
@@ -175,82 +156,35 @@ def _live_farms(nodes) -> list[FarmGroup]:
 
 
 def _kept_farms(*, farm_id: int | None) -> list[FarmGroup]:
-    changed_farms_recompute()
-    href = node_href()
-    key = render_key(href)
-    rows = FarmTotals.objects.filter(nodes__gt=0)
+    behind = farms_behind(farm_id=farm_id)
+    rows = FarmTotals.objects.filter(nodes__gt=0).exclude(farm_id__in=behind)
     if farm_id is not None:
         rows = rows.filter(farm_id=farm_id)
-    kept = {farm: cells for farm, cells in _kept_cells(rows, key)}
-    stale = [farm for farm, cells in kept.items() if cells is None]
-    if stale:
-        kept.update(_cells_remake(stale, href=href, key=key))
+    keys = {farm: _cache_key(farm, stamp) for farm, stamp in rows.values_list("farm_id", "computed_at")}
+    store = caches[CACHE]
+    found = store.get_many(list(keys.values()))
+    cells = {farm: found[key] for farm, key in keys.items() if key in found}
+    to_make = sorted({*behind, *(farm for farm in keys if farm not in cells)})
+    if to_make:
+        made = _cells_made(to_make)
+        cells.update(made)
+        # Kept only under a refreshed farm's key: a farm behind has no key that names its state yet.
+        store.set_many({keys[farm]: made[farm] for farm in made if farm in keys}, timeout=CACHE_SECONDS)
     # A farm emptied since its totals were read has no cell left to show.
-    return [_group(farm, cells) for farm, cells in kept.items() if cells.counts]
+    return [_group(farm, cells[farm]) for farm in sorted(cells) if cells[farm].counts]
 
 
-def _kept_cells(rows, key: str, *also: str) -> list[tuple]:
-    """(farm id, *also, its kept cells or None when they are stale) for each row, in farm order."""
-    fresh = Q(map_cells_of=F("computed_at"), map_render_key=key)
-    rows = rows.annotate(
-        fresh_cells=Case(When(fresh, then=F("map_cells")), default=Value(None), output_field=TextField())
-    )
-    return [
-        (farm, *others, None if html is None else FarmCells(farm_name=name, counts=counts, html=html))
-        for farm, *others, name, counts, html in rows.order_by("farm_id").values_list(
-            "farm_id", *also, "map_farm_name", "map_counts", "fresh_cells"
-        )
-    ]
+def _cache_key(farm_id: int, computed_at) -> str:
+    return f"fleet-map:{farm_id}:{computed_at.isoformat() if computed_at else '-'}"
 
 
-def _cells_remake(farms: list[int], *, href: tuple[str, str], key: str) -> dict[int, FarmCells]:
-    """The farms' cells made again from their nodes and kept, stamped with the totals they agree with."""
-    with transaction.atomic():
-        # The rows first, locked in farm order, as the totals' readers lock them; under the lock each
-        # row's computed_at is the last committed, and another map reader may have made its cells meanwhile.
-        locked = _kept_cells(FarmTotals.objects.select_for_update().filter(farm_id__in=farms), key, "computed_at")
-        made = {farm: cells for farm, _stamp, cells in locked if cells is not None}
-        stamps = {farm: stamp for farm, stamp, cells in locked if cells is None}
-        if not stamps:
-            return made
-        # ...then the nodes, in a statement that starts after the locks: it sees every change committed
-        # before them, so every change the totals of `computed_at` hold. A change committed later marks
-        # its farm, and the totals reader that clears that mark waits for these locks, then gives the
-        # farm a new computed_at: these cells are stale from then on, never taken for fresh.
-        nodes = Node.objects.filter(farm_id__in=stamps).order_by("farm_id", "grid_id").values_list(*_FIELDS)
-        rendered = {farm: farm_cells(rows, href) for farm, rows in groupby(nodes, key=itemgetter(1))}
-        empty = FarmCells(farm_name="", counts={}, html="")
-        for farm in stamps:
-            made[farm] = rendered.get(farm, empty)
-        _cells_store(made, stamps, key)
-    return made
-
-
-def _cells_store(made: dict[int, FarmCells], stamps: dict, key: str) -> None:
-    # One statement, its rows as one JSON document: bulk_update builds a CASE branch a farm and a field
-    # (about a second of Python at 200 farms), and psycopg quotes a text array's quotes one by one.
-    rows = [
-        {
-            "farm_id": farm,
-            "cells": made[farm].html,
-            "counts": made[farm].counts,
-            "farm_name": made[farm].farm_name,
-            "cells_of": stamp.isoformat(),
-        }
-        for farm, stamp in stamps.items()
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            UPDATE {FarmTotals._meta.db_table} AS kept
-            SET map_cells = made.cells, map_counts = made.counts, map_farm_name = made.farm_name,
-                map_cells_of = made.cells_of, map_render_key = %s
-            FROM json_to_recordset(%s::json)
-                AS made (farm_id integer, cells text, counts jsonb, farm_name text, cells_of timestamptz)
-            WHERE kept.farm_id = made.farm_id
-            """,
-            [key, json.dumps(rows)],
-        )
+def _cells_made(farms: list[int]) -> dict[int, FarmCells]:
+    """These farms' cells made from their nodes now (a farm with no node left: no cell)."""
+    href = node_href()
+    nodes = Node.objects.filter(farm_id__in=farms).order_by("farm_id", "grid_id").values_list(*_FIELDS)
+    made = {farm: farm_cells(rows, href) for farm, rows in groupby(nodes, key=itemgetter(1))}
+    empty = FarmCells(farm_name="", counts={}, html="")
+    return {farm: made.get(farm, empty) for farm in farms}
 
 
 def _group(farm_id: int, cells: FarmCells) -> FarmGroup:

@@ -19,11 +19,6 @@ class _ResultBrief(Func):
     template = "(%(expressions)s - ARRAY[" + ", ".join(f"'{key}'" for key in _LIST_DROPS) + "]::text[])"
     output_field = JSONField()
 
-    def as_sqlite(self, compiler, connection, **extra_context):
-        # The embedded demo's SQLite: the same result through JSON1's json_remove.
-        paths = ", ".join(f"'$.{key}'" for key in _LIST_DROPS)
-        return self.as_sql(compiler, connection, template=f"json_remove(%(expressions)s, {paths})", **extra_context)
-
 
 def jobs_list(*, state: str | None = None, kind: str | None = None, node_id: int | None = None) -> QuerySet[Job]:
     """All jobs, newest first, with who asked and which node (joined, not one query per row).

@@ -4,9 +4,8 @@ No grid read: every node is judged on its last reading (used_*, seen_at, status)
 the VMs its catalog holds and what ZOS's refusals taught, by capacity.fits, the judgement the
 precheck makes of that same reading.
 
-Two ways to the same answer. Judging every node in Python (`every_node=True`, and the embedded
-SQLite demo) is the reference: three queries (the policies, the nodes as values, the occupied
-slices of the nodes with known pools) and a verdict for each node. On PostgreSQL the database makes
+Two ways to the same answer. Judging every node in Python (`every_node=True`) is the reference: three queries (the policies, the nodes as values, the occupied
+slices of the nodes with known pools) and a verdict for each node. The database makes
 the first cut (selectors.placement_sql: status, reading, memory, disk and a refused disk's lesson
 are column arithmetic), and Python judges only what needs capacity's pool model, one node of each
 group of nodes alike, and the best nodes' candidates: four queries, and a Python cost that does not
@@ -22,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from dashboard import capacity
@@ -140,14 +138,14 @@ def placement_for(
     """How many registered nodes could host a VM of this size now, what blocks the others, and
     the best ones to try: most memory left after it, then most disk, then the freshest reading.
 
-    On PostgreSQL the database makes the first cut (selectors.placement_sql) and Python judges only
-    what needs capacity's pool model; `every_node` (and any other database) judges every node in
+    The database makes the first cut (selectors.placement_sql) and Python judges only
+    what needs capacity's pool model; `every_node` judges every node in
     Python and keeps each node's verdict in the answer: the reference the first cut is tested against.
     """
     size = capacity.SliceSize(cru=cru, mru=mru, sru=sru)
     policies = _policies()
     cutoff = (now or timezone.now()) - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
-    if every_node or connection.vendor != "postgresql":
+    if every_node:
         return _placement_judged(size, policies, cutoff, best)
     return _placement_counted(size, policies, cutoff, best)
 

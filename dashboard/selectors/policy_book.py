@@ -16,8 +16,7 @@ from dashboard import capacity
 from dashboard.catalog_rules import stale_reason
 from dashboard.models import Node, Policy, Slice
 
-# Beyond this many nodes, loading every policy row is cheaper than a long IN list
-# (and SQLite caps the number of query parameters).
+# Beyond this many nodes, loading every policy row is cheaper than a long IN list.
 POLICY_IN_LIST_LIMIT = 500
 
 

@@ -25,6 +25,7 @@ from dashboard import capacity
 from dashboard.catalog_rules import catalog_stale, stale_reason
 from dashboard.models import Node, Slice
 from dashboard.selectors.policy_book import policy_book
+from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 
 # The Node columns this module owns, in NodeFigures' order.
 FIGURE_FIELDS = (
@@ -83,6 +84,8 @@ def figures_refresh(node_pks: Iterable[int], *, locked: bool = False) -> int:
             if not locked:
                 nodes_lock(batch)
             changed += _store(Node.objects.filter(pk__in=batch))
+        # Every service that changes a node calls this in its transaction: the farm totals follow on commit.
+        farm_totals_refresh_on_commit()
     return changed
 
 
@@ -116,9 +119,8 @@ def _store(nodes: QuerySet[Node]) -> int:
         # One parametrised UPDATE per node, pipelined by executemany: bulk_update's CASE WHEN
         # statements took 11.6 s for 10,000 nodes (mostly building them), this 1.5 s.
         table = connection.ops.quote_name(Node._meta.db_table)
-        cast = "::jsonb" if connection.vendor == "postgresql" else ""
         columns = ", ".join(
-            f"{connection.ops.quote_name(name)} = %s{cast if name == 'phantom_reasons' else ''}"
+            f"{connection.ops.quote_name(name)} = %s{'::jsonb' if name == 'phantom_reasons' else ''}"
             for name in FIGURE_FIELDS
         )
         with connection.cursor() as cursor:

@@ -25,6 +25,7 @@ from django.utils import timezone
 from dashboard.grid.types import NodeCapacity
 from dashboard.models import Node
 from dashboard.rows import rows_update
+from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ def readings_store(readings: Sequence[LiveReading]) -> None:
     for the same nodes (placeable and phantom follow the reading).
     """
     rows_update(Node, _COLUMNS, [_row(r) for r in readings], stamped=("updated_at",), json_kept_if_null=("pools_sru",))
+    # Every reading writer comes through here: the farm totals follow on commit, whoever called.
+    farm_totals_refresh_on_commit()
 
 
 def reported_at_of(live: NodeCapacity) -> datetime | None:

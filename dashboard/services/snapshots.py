@@ -39,9 +39,7 @@ PHANTOM_REASONS = ("down", "standby", "memory", "disk", "pool")
 
 
 def _reason_sql(reason: str) -> str:
-    if connection.vendor == "postgresql":
-        return f"COALESCE((n.phantom_reasons ->> '{reason}')::integer, 0)"
-    return f"COALESCE(CAST(json_extract(n.phantom_reasons, '$.{reason}') AS INTEGER), 0)"
+    return f"COALESCE((n.phantom_reasons ->> '{reason}')::integer, 0)"
 
 
 def snapshot_take(*, trigger: str = "beat", now: datetime | None = None) -> FiguresSnapshot:

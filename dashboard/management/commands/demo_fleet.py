@@ -1,9 +1,11 @@
-"""manage.py demo_fleet [--print-logins] [--force]: a demo fleet on the simulated grid, for `make run`.
+"""manage.py demo_fleet [--tour] [--reset] [--print-logins] [--force]: a demo fleet on the simulated grid, for `make run`.
 
-Idempotent: a second run finds the demo complete and only refreshes the prechecks and the
-logins. A demo left incomplete (a run interrupted, the simulator file or the database
-replaced) is rebuilt: its own nodes are removed from both and built again. Nodes that are not
-the demo's are never touched.
+Built once per database: the build is one transaction and leaves an audit event (DEMO_BUILT), and
+every later run keeps the demo as the operator left it (a node registered, a farm onboarded, a
+re-register, a deployment, the audit trail) and only refreshes the prechecks and the logins.
+`--reset` (`make demo-reset`) removes the demo's own nodes from the database and the simulated grid
+and builds them again, on purpose. Nodes that are not the demo's are never touched. `--tour`
+(`make run`) ends with the logins and a short tour of the special nodes, a command to try on each.
 
 The failed deployments are real: they are produced by deploying through slice_deploy (without
 the precheck) on the simulator, so their raw errors are what the simulated ZOS said.
@@ -34,6 +36,7 @@ from dashboard.grid.types import GridError
 from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
+from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh
 from dashboard.services.precheck import precheck_run
 from dashboard.services.registration import node_register_from_grid
@@ -103,6 +106,8 @@ MULTI_POOL_NODE = DemoNode(2456, 58, cru=16, mru=62 * GiB, sru=1397 * GiB, pools
 OVERSIZED_NODE = DemoNode(2601, 317, cru=8, mru=16 * GiB, sru=int(931.5 * GiB), policy="legacy")
 # Switched off by the farm's power manager: its free slices could be placed once it is woken.
 STANDBY_NODE = DemoNode(2733, 902, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="standby")
+# The audit event that says this database has its demo: a restart keeps it from then on.
+DEMO_BUILT = "demo.built"
 SPECIAL = (
     NODE_1774,
     TWO_POOL_NODE,
@@ -112,6 +117,28 @@ SPECIAL = (
     MULTI_POOL_NODE,
     OVERSIZED_NODE,
     STANDBY_NODE,
+)
+# What `make run` names for a newcomer: the special node, what it shows, a command to try on it.
+TOUR = (
+    (
+        NODE_1774,
+        "a legacy 7-slice catalog (stale) holding one VM; the 7th slice is refused for memory",
+        "precheck 1774",
+    ),
+    (
+        OVERHEAD_NODE,
+        "hidden memory use: each VM costs 1 GiB more than its size, which calibration finds",
+        "calibrate 2877",
+    ),
+    (TWO_POOL_NODE, "two 465 GiB SSDs the catalog does not know: the last disk fits in neither pool", "precheck 2310"),
+    (MULTI_POOL_NODE, "three SSDs known to the catalog: the carve holds in every device order", "precheck 2456"),
+    (
+        OVERSIZED_NODE,
+        "3 -> 3 slices, yet its legacy disks are too big for the SSD",
+        "node_reregister 2601 --dry-run --wait",
+    ),
+    (STANDBY_NODE, "on standby: its free slices wait on a wake, not a repair", "precheck 2733"),
+    (DOWN_NODE, "down: nothing is placeable on it until it is back", "precheck 3021"),
 )
 # Nodes on the simulated grid. More than a page of the fleet table (50), so a newcomer sees paging.
 # The ids are drawn by one seeded sample whose first draws do not depend on its length, so growing
@@ -163,10 +190,16 @@ class Command(ProductCommand):
     def add_arguments(self, parser):
         parser.add_argument("--print-logins", action="store_true", help="only print the demo logins")
         parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="remove the demo's nodes (and what was done to them) and build the demo again",
+        )
+        parser.add_argument("--tour", action="store_true", help="end with the logins and a tour of the special nodes")
+        parser.add_argument(
             "--force", action="store_true", help="run even with DEBUG off (never on a production database)"
         )
 
-    def handle(self, *args, print_logins, force, **options):
+    def handle(self, *args, print_logins, force, reset=False, tour=False, **options):
         if not settings.DEBUG and not force:
             raise CommandError(
                 "DEBUG is off: refusing to create demo nodes and demo logins, which must never reach production "
@@ -185,16 +218,28 @@ class Command(ProductCommand):
         grid = SimulatedGrid(settings.SIMGRID_PATH)
         nodes = demo_nodes()
         try:
-            if _demo_complete(grid, nodes):
-                self.stdout.write(f"demo fleet already in place: {len(nodes)} nodes on the simulated grid")
+            if _demo_built() and not reset:
+                self.stdout.write(
+                    f"demo fleet kept as you left it: {len(nodes)} nodes on the simulated grid "
+                    "(make demo-reset builds it anew, and forgets what was done to it)"
+                )
+                missing = sorted({n.node_id for n in nodes} - set(grid.node_ids()))
+                if missing:
+                    self.stdout.write(f"  not on the simulated grid any more: {len(missing)} of its nodes")
+                registered = set(Node.objects.values_list("grid_id", flat=True))
+                self.stdout.write(unregistered_words([replace(n, registered=n.node_id in registered) for n in nodes]))
             else:
                 with transaction.atomic():
                     _demo_remove(grid, nodes)
                     _demo_build(grid, nodes)
+                    AuditEvent.objects.create(
+                        source="command", action=DEMO_BUILT, message=f"demo fleet built: {len(nodes)} nodes"
+                    )
                 self.stdout.write(
-                    f"demo fleet built: {len(nodes)} nodes on the simulated grid at {settings.SIMGRID_PATH}"
+                    f"demo fleet {'rebuilt' if reset else 'built'}: {len(nodes)} nodes on the simulated grid "
+                    f"at {settings.SIMGRID_PATH}"
                 )
-            self.stdout.write(unregistered_words(nodes))
+                self.stdout.write(unregistered_words(nodes))
             checked = _demo_precheck(grid, nodes)
             # The first point of capacity over time; the beat adds one every SNAPSHOT_EVERY seconds.
             snapshot_take(trigger="demo")
@@ -202,6 +247,9 @@ class Command(ProductCommand):
             raise CommandError(f"simulated grid: {exc}") from None
         _demo_users(logins_path)
         self.stdout.write(f"prechecked {checked} nodes; logins in {logins_path} ({time.monotonic() - started:.1f}s)")
+        if tour:
+            self._print_logins(logins_path)
+            self.stdout.write(tour_words())
 
     def _print_logins(self, path: Path) -> None:
         passwords = _read_logins(path)
@@ -228,15 +276,20 @@ def unregistered_words(nodes: list[DemoNode]) -> str:
     )
 
 
-def _demo_complete(grid: SimulatedGrid, nodes: list[DemoNode]) -> bool:
-    on_grid = set(grid.node_ids())
-    registered = set(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", flat=True))
-    wanted_registered = {n.node_id for n in nodes if n.registered}
-    if not {n.node_id for n in nodes} <= on_grid or registered != wanted_registered:
-        return False
-    # The one VM on 1774 is the demo's centrepiece; its catalog must agree with the grid.
-    deployed = Slice.objects.filter(node__grid_id=NODE_1774.node_id, state=Slice.State.DEPLOYED).count()
-    return deployed == 1 and len(grid.vms(NODE_1774.node_id)) == 1
+def tour_words() -> str:
+    """The special nodes, what each shows and a command to try on it, for the console."""
+    lines = ["Tour: the demo's special nodes (their pages: /nodes/ID/), a command to try on each:"]
+    for spec, shows, command in TOUR:
+        lines.append(f"  {spec.node_id:>5}  {shows}")
+        lines.append(f"         .venv/bin/python manage.py {command}")
+    return "\n".join(lines)
+
+
+def _demo_built() -> bool:
+    """This database has its demo: built once (or by a version before the mark, node 1774 registered)."""
+    return (
+        AuditEvent.objects.filter(action=DEMO_BUILT).exists() or Node.objects.filter(grid_id=NODE_1774.node_id).exists()
+    )
 
 
 def _demo_remove(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
@@ -244,6 +297,7 @@ def _demo_remove(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
     AuditEvent.objects.filter(node__grid_id__in=ids).delete()
     Deployment.objects.filter(node__grid_id__in=ids).delete()  # protected: they go before their nodes
     Node.objects.filter(grid_id__in=ids).delete()
+    farm_totals_refresh_on_commit()
     on_grid = set(grid.node_ids())
     for node_id in ids:
         if node_id in on_grid:
@@ -332,9 +386,13 @@ def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
 
 def _demo_precheck(grid: SimulatedGrid, nodes: list[DemoNode]) -> int:
     # Down and standby nodes too: the overview then shows their free slices as phantom, as it should.
+    # The demo's nodes registered now, as the operator left them (one removed from the grid is skipped).
     checked = 0
-    for node in Node.objects.filter(grid_id__in=[n.node_id for n in nodes if n.registered]):
-        precheck_run(node=node, grid=grid)
+    for node in Node.objects.filter(grid_id__in=[n.node_id for n in nodes]):
+        try:
+            precheck_run(node=node, grid=grid)
+        except GridError:
+            continue
         checked += 1
     return checked
 

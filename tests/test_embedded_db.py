@@ -1,0 +1,88 @@
+"""The embedded default's private PostgreSQL (dashboard.embedded_db): where it lives, that it really
+starts, answers and stops, and that what a run killed outright leaves behind does not stop the next."""
+
+import os
+import signal
+import subprocess
+import time
+from urllib.parse import unquote
+
+import dj_database_url
+import psycopg
+import pytest
+
+from dashboard.embedded_db import EmbeddedDb
+
+
+def test_it_keeps_its_data_and_socket_under_var_dir(tmp_path):
+    db = EmbeddedDb.of(tmp_path / "var")
+    assert db.pgdata == tmp_path / "var" / "postgres"
+    assert db.socket_dir == db.pgdata
+
+
+def test_its_url_names_the_socket_folder_as_django_reads_it(tmp_path):
+    db = EmbeddedDb.of(tmp_path / "var")
+    parsed = dj_database_url.parse(db.url("slicedash_x"))
+    assert (unquote(parsed["HOST"]), parsed["NAME"], parsed["USER"]) == (str(db.pgdata), "slicedash_x", "postgres")
+
+
+def test_a_folder_too_deep_for_a_unix_socket_gets_a_short_one(tmp_path):
+    db = EmbeddedDb(tmp_path / ("d" * 120) / "postgres")
+    assert len(str(db.socket_dir / ".s.PGSQL.5432")) <= 107
+    assert db.socket_dir != EmbeddedDb(tmp_path / ("e" * 120) / "postgres").socket_dir
+
+
+def test_a_stale_pid_file_is_not_a_running_server(tmp_path):
+    db = EmbeddedDb.of(tmp_path)
+    db.pgdata.mkdir()
+    # Our own pid: alive, but not a postgres of this folder.
+    (db.pgdata / "postmaster.pid").write_text(f"{os.getpid()}\n{db.pgdata}\n")
+    assert (db.postmaster_pid(), db.is_running()) == (os.getpid(), False)
+
+
+def _version(db: EmbeddedDb) -> str:
+    with psycopg.connect(host=str(db.socket_dir), user="postgres", dbname="slicedash", connect_timeout=5) as conn:
+        return conn.execute("SHOW server_version").fetchone()[0]
+
+
+@pytest.mark.slow
+def test_it_starts_answers_keeps_its_data_and_stops(tmp_path):
+    db = EmbeddedDb.of(tmp_path / "var")
+    try:
+        assert db.start() is True
+        assert _version(db).startswith("18")
+        with psycopg.connect(host=str(db.socket_dir), user="postgres", dbname="slicedash", autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)")
+        assert db.start() is False  # already running: adopted, not started twice
+        db.stop()
+        assert not db.is_running() and db.postmaster_pid() is None
+        started = time.monotonic()
+        assert db.start() is True
+        # Wall clock, in a slow test: a second start (no initdb) is what `make run` waits for.
+        assert time.monotonic() - started < 10
+        with psycopg.connect(host=str(db.socket_dir), user="postgres", dbname="slicedash") as conn:
+            assert conn.execute("SELECT n FROM kept").fetchone() == (7,)
+    finally:
+        db.stop()
+    assert not db.is_running()
+
+
+@pytest.mark.slow
+def test_it_starts_again_after_its_server_was_killed_and_its_pid_reused(tmp_path):
+    db = EmbeddedDb.of(tmp_path / "var")
+    stand_in = subprocess.Popen(["sleep", "60"])
+    try:
+        db.start()
+        os.kill(db.postmaster_pid(), signal.SIGKILL)
+        time.sleep(0.2)
+        # The killed server's pid file now names a live process of another program.
+        pid_file = db.pgdata / "postmaster.pid"
+        pid_file.write_text("\n".join([str(stand_in.pid), *pid_file.read_text().split("\n")[1:]]))
+        assert not db.is_running()
+        assert db.start() is True
+        assert _version(db).startswith("18")
+        assert stand_in.poll() is None  # the process that only reused the pid is left alone
+    finally:
+        db.stop()
+        stand_in.kill()
+    assert not db.is_running()
