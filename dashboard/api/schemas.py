@@ -38,6 +38,12 @@ class FleetTotalsOut(Schema):
     failed: int
     placeable_now: int = Field(description="free slices that fit the last live reading, over the prechecked nodes")
     phantom: int = Field(description="free slices that do not fit the last live reading, over the prechecked nodes")
+    phantom_on_up_nodes: int = Field(
+        0, description="the phantom slices on nodes that are up: offered, refused now, and fixable by a re-register"
+    )
+    phantom_waiting: int = Field(
+        0, description="the phantom slices on nodes on standby or down: they wait on a wake or a repair"
+    )
     stale: int = Field(description="nodes whose catalog differs from what their policy carves now")
     unprechecked: int = Field(description="nodes never prechecked: placeable and phantom unknown")
     deployable_now: int = Field(0, description="deployable slices on nodes that are up")

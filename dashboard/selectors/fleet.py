@@ -109,6 +109,10 @@ class FleetTotals:
     failed: int = 0
     placeable_now: int = 0  # over the prechecked nodes
     phantom: int = 0  # over the prechecked nodes
+    # The one split of `phantom` every page, the API, /metrics and the alerts use: on nodes that are
+    # up it is something to fix (a re-register, a precheck); on nodes on standby or down it waits on a
+    # wake or a repair, which no catalog change fixes.
+    phantom_on_up_nodes: int = 0
     stale: int = 0
     unprechecked: int = 0
     # `deployable` split by node status (TIERS): up, standby, down or unknown.
@@ -119,6 +123,11 @@ class FleetTotals:
     @property
     def gap(self) -> int:
         return self.nominal - self.deployable
+
+    @property
+    def phantom_waiting(self) -> int:
+        """Phantom slices on nodes that are not up: they wait on a wake (standby) or a repair (down)."""
+        return self.phantom - self.phantom_on_up_nodes
 
 
 @dataclass(frozen=True)
@@ -313,6 +322,7 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
             failed=t.failed,
             placeable_now=t.placeable,
             phantom=t.phantom,
+            phantom_on_up_nodes=t.phantom_on_up_nodes,
             stale=t.stale,
             unprechecked=t.unprechecked,
             deployable_now=t.deployable_now,
@@ -330,6 +340,7 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
         total_failed=Sum("slices_failed"),
         total_placeable_now=Sum("placeable_now"),
         total_phantom=Sum("phantom_slices"),
+        total_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status="up")),
         total_stale=Count("pk", filter=Q(stale=True)),
         total_unprechecked=Count("pk", filter=Q(placeable_now__isnull=True)),
         # The same aggregate, no query more: deployable by what the node's status allows today.
