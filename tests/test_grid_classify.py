@@ -131,6 +131,20 @@ def test_down_and_missing_nodes_mean_the_node_was_offline(raw):
     assert classify(raw).cause == "node-offline"
 
 
+@pytest.mark.parametrize(
+    ("raw", "said", "not_said"),
+    [
+        ("node 3001 is standby: it cannot deploy anything until it is up again", "once it is woken", "is down"),
+        ("cannot fetch statistics from node 3001 with status: standby", "on standby", "is down"),
+        ("cannot fetch statistics from node 3001 with status: down", "once it is up again", "standby"),
+        ("node 1774 is not on the grid (404 from http://x/nodes/1774)", "no longer on the grid", "standby"),
+    ],
+)
+def test_the_words_match_the_state_the_refusal_names(raw, said, not_said):
+    words = classify(raw).words
+    assert said in words and not_said not in words
+
+
 @pytest.mark.parametrize("raw", ["", "   ", None, b"\xff\xfe garbage", 12345, "\x00\x00", "lorem ipsum dolor", "[]{}"])
 def test_empty_and_garbage_input_is_unknown_and_never_raises(raw):
     diagnosis = classify(raw)

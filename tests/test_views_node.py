@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard import capacity
-from dashboard.models import Job, Slice
+from dashboard.models import Job, Node, Slice
 from dashboard.services.deploy import slice_deploy
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim
@@ -182,6 +182,18 @@ def test_it_shows_the_new_catalog_once_the_reregister_has_run(admins_client, nod
     catalog = admins_client.get(reverse("node-catalog", args=[1774]), **HTMX)
     assert "catalog-changed" in progress["HX-Trigger"]
     assert catalog.content.count(b"data-slice=") == 6
+
+
+@pytest.mark.django_db
+def test_the_catalog_region_brings_the_headers_reading_age_along_out_of_band(support_client, node_1774):
+    # Issue 25: after a precheck or re-register the catalog changed but the header still said the old age.
+    from django.utils import timezone
+
+    Node.objects.filter(pk=node_1774.pk).update(seen_at=timezone.now())
+    region = support_client.get(reverse("node-catalog", args=[1774]), **HTMX).content.decode()
+    assert '<span id="reading-age" hx-swap-oob="true">read <time' in region and "just now" in region
+    page = support_client.get(reverse("node", args=[1774])).content.decode()
+    assert page.count('id="reading-age"') == 1 and "hx-swap-oob" not in page
 
 
 def _count_queries(client, url) -> int:

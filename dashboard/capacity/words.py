@@ -38,6 +38,8 @@ def misfit_words(shortfalls: Iterable[str]) -> str:
 
 def away_verdict_words(status: str) -> str:
     """One slice on a node that is away (down or on standby)."""
+    if status == "standby":
+        return "does not fit: the node is on standby; nothing can be placed until it is woken"
     return f"does not fit: the node is {status}; nothing can be placed until it is up again"
 
 

@@ -125,13 +125,7 @@ def classify(raw: object) -> Diagnosis:
             **found,
         )
     if _AWAY.search(reason):
-        return Diagnosis(
-            cause="node-offline",
-            reason=reason,
-            words="The node is down, on standby or no longer on the grid, so ZOS could not take the VM; "
-            "check the node's status on its page and deploy again once it is up (or pick another node).",
-            **found,
-        )
+        return Diagnosis(cause="node-offline", reason=reason, words=_away_words(reason), **found)
     if _UNAVAILABLE.search(reason):
         return Diagnosis(
             cause="grid-unavailable",
@@ -221,6 +215,31 @@ def _memory_words(needed: int | None, usable: int | None) -> str:
     return (
         "ZOS refused the VM for memory (it did not say how much was usable); run the precheck and re-register the "
         "node to drop phantom slices."
+    )
+
+
+_STANDBY = re.compile(r"\bstandby\b", re.IGNORECASE)
+_GONE = re.compile(r"\bis not on the (?:simulated )?grid\b|\bnode not found\b", re.IGNORECASE)
+_DOWN = re.compile(r"\b(?:down|offline|unreachable|not reachable)\b", re.IGNORECASE)
+
+
+def _away_words(reason: str) -> str:
+    """Words that match the node's state as the refusal names it: a standby node is woken, not repaired."""
+    if _STANDBY.search(reason):
+        return (
+            "The node is on standby (switched off by its farm's power manager), so ZOS could not take the VM; "
+            "it can take it once it is woken: deploy again then, or pick a node that is up."
+        )
+    if _GONE.search(reason):
+        return "The node is no longer on the grid, so ZOS could not take the VM; pick another node."
+    if _DOWN.search(reason):
+        return (
+            "The node is down, so ZOS could not take the VM; deploy again once it is up again "
+            "(check the node's status on its page), or pick another node."
+        )
+    return (
+        "The node is down, on standby or no longer on the grid, so ZOS could not take the VM; "
+        "check the node's status on its page and deploy again once it is up (or pick another node)."
     )
 
 

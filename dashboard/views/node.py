@@ -39,7 +39,9 @@ def catalog(request, node_id: int):
     """The catalog region alone; the page refreshes it on the `catalog-changed` event."""
     if not request.htmx:
         return redirect("node", node_id=node_id)
-    return render(request, "dashboard/node.html#catalog", {"detail": _detail_or_404(node_id)})
+    # The header's reading age goes along out of band: the job that changed the catalog read the node.
+    context = {"detail": _detail_or_404(node_id), "oob_reading_age": True}
+    return render(request, "dashboard/node.html#catalog", context)
 
 
 @login_required
