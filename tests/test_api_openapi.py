@@ -47,3 +47,9 @@ def test_it_serves_the_docs_from_its_own_static_files(client):
     response = client.get("/api/v1/docs")
     assert response.status_code == 200
     assert b"/static/ninja/swagger-ui-bundle.js" in response.content
+
+
+@pytest.mark.django_db
+def test_the_api_docs_link_back_to_the_dashboard_and_the_tokens_page(client):
+    info = client.get("/api/v1/openapi.json").json()["info"]["description"]
+    assert "[← Back to the dashboard](/)" in info and "(/api-tokens/)" in info

@@ -33,7 +33,8 @@ api = NinjaAPI(
         "Read the fleet's slice catalogs and their figures, ask for a live precheck, start a re-register, "
         "report deployment outcomes, and have ZOS errors explained. Every call needs "
         "`Authorization: Bearer <token>` with the scope the operation names (read, precheck, report, act); "
-        "tokens are made by admins (`manage.py api_token create`, or /api-tokens/). Sizes are bytes."
+        "tokens are made by admins (`manage.py api_token create`, or [the API tokens page](/api-tokens/)). "
+        "Sizes are bytes.\n\n[← Back to the dashboard](/)"
     ),
     urls_namespace="api-v1",
     throttle=[TokenRateThrottle()],
