@@ -208,6 +208,18 @@ GRID_BACKOFF = env_float("GRID_BACKOFF", 0.5, minimum=0.0)
 # and one job step that reads the grid (a re-register's read with its whole-read retries).
 GRID_DEADLINE = env_float("GRID_DEADLINE", 30.0, minimum=0.1)
 GRID_STEP_DEADLINE = env_float("GRID_STEP_DEADLINE", 90.0, minimum=0.1)
+# A statistics read goes through the relay to the node itself, and the proxy gives it 30 s.
+GRID_STATISTICS_DEADLINE = env_float("GRID_STATISTICS_DEADLINE", 30.0, minimum=0.1)
+# One request budget for every process (grid/budget.py): at most this many Grid Proxy requests in
+# any 1 s window (the proxy allows 20 per client IP), of which background work (the watch, bulk
+# jobs) leaves GRID_RATE_RESERVE to interactive requests (prechecks, a page's click).
+GRID_RATE_LIMIT = env_int("GRID_RATE_LIMIT", 15, minimum=1)
+GRID_RATE_RESERVE = env_int("GRID_RATE_RESERVE", 3, minimum=0)
+if GRID_RATE_RESERVE >= GRID_RATE_LIMIT:
+    raise ImproperlyConfigured(
+        f"GRID_RATE_RESERVE ({GRID_RATE_RESERVE}) must be less than GRID_RATE_LIMIT ({GRID_RATE_LIMIT}): "
+        "background work would have no request left"
+    )
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
 
 # --- Auth and security ----------------------------------------------------------------
