@@ -382,6 +382,7 @@ class Job(models.Model):
         COMMAND = "command", "Command"
         ADMIN = "admin", "Admin"
         API = "api", "API"
+        BEAT = "beat", "Beat"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")

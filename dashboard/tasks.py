@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, job_reaper, jobs, snapshots
+from dashboard.services import alerts, job_reaper, jobs, snapshots, watch
 from dashboard.services.grid_requests import grid_requests_store
 from dashboard.services.job_run import job_execute
 
@@ -106,3 +106,9 @@ def alerts_evaluate() -> dict:
 def figures_snapshot() -> int:
     """A snapshot of the fleet's, farms' and nodes' figures, then the thinning (beat: every SNAPSHOT_EVERY s)."""
     return snapshots.snapshot_take_and_thin(trigger="beat").pk
+
+
+@shared_task(name="dashboard.fleet_watch", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
+def fleet_watch() -> int:
+    """Ask for a fleet watch (beat: every FLEET_WATCH_EVERY s); one still running makes this one a skipped job."""
+    return watch.fleet_watch_request(source="beat").pk

@@ -109,6 +109,13 @@ class MalformedPayload(GridError):
     cause = "grid-unavailable"
 
 
+class QueryRefused(GridError):
+    """The grid refused the query itself (HTTP 400): a proxy older than a parameter we sent (`node_ids`
+    exists only since v0.15.6, and an unknown parameter is a 400, not ignored)."""
+
+    cause = "grid-unavailable"
+
+
 class DeployNotSupported(GridError):
     """The backend is read-only (the public Grid Proxy cannot deploy)."""
 
@@ -168,6 +175,7 @@ __all__ = [
     "NodeOffline",
     "NodePage",
     "NodeStatistics",
+    "QueryRefused",
     "VmDeployed",
     "WorkloadNotFound",
     "MAX_NODE_CRU",

@@ -75,13 +75,48 @@ _COLUMNS = (
 )
 
 
-def readings_store(readings: Sequence[LiveReading]) -> None:
+# What a reading is compared on ("changed"): the status and the capacity the node reports.
+COMPARED = (
+    "status",
+    "total_cru",
+    "total_mru",
+    "total_sru",
+    "total_hru",
+    "used_cru",
+    "used_mru",
+    "used_sru",
+    "used_hru",
+)
+
+
+@dataclass(frozen=True)
+class ReadingsStored:
+    """What a store did: how many nodes reported another status or capacity than stored, and the events made."""
+
+    changed: int = 0
+    events: int = 0
+
+
+def readings_store(readings: Sequence[LiveReading]) -> ReadingsStored:
     """Write each node's reading columns, in one statement for any number of nodes.
 
     Call it inside the transaction that holds the nodes' locks, then services.figures.figures_refresh
     for the same nodes (placeable and phantom follow the reading).
     """
+    if not readings:
+        return ReadingsStored()
+    before = {
+        row[0]: row[1:]
+        for row in Node.objects.filter(pk__in=[r.node_pk for r in readings]).values_list("pk", *COMPARED)
+    }
+    changed = sum(1 for r in readings if before.get(r.node_pk) != _compared(r))
     rows_update(Node, _COLUMNS, [_row(r) for r in readings], stamped=("updated_at",), json_kept_if_null=("pools_sru",))
+    return ReadingsStored(changed=changed)
+
+
+def _compared(reading: LiveReading) -> tuple:
+    total, used = reading.live.total, reading.live.used
+    return (reading.status, total.cru, total.mru, total.sru, total.hru, used.cru, used.mru, used.sru, used.hru)
 
 
 def reported_at_of(live: NodeCapacity) -> datetime | None:

@@ -72,6 +72,7 @@ from dashboard.grid.types import (
     NodeNotFound,
     NodePage,
     NodeStatistics,
+    QueryRefused,
     VmDeployed,
 )
 
@@ -357,6 +358,8 @@ class GridProxyClient:
                 f"the grid proxy answered {status} {reason} for {url} after {tries} {_plural(tries, 'try', 'tries')}"
                 + (f": {message}" if message else "")
             )
+        if status == 400:
+            raise QueryRefused(f"the grid proxy refused {url} with 400 {reason}" + (f": {message}" if message else ""))
         raise GridError(f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else ""))
 
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
