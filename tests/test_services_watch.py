@@ -5,9 +5,10 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard import node_events
 from dashboard.capacity import GiB
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.models import Job, Node
+from dashboard.models import Deployment, Job, Node, NodeEvent
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim
 from dashboard.services.onboarding import OnboardRequest, grid_onboard
@@ -162,3 +163,65 @@ def test_manage_fleet_watch_here_runs_it_and_says_what_it_read(configured):
 def test_manage_fleet_watch_refuses_here_with_wait(configured):
     with pytest.raises(CommandError, match="one of --here and --wait"):
         call_command("fleet_watch", "--here", "--wait")
+
+
+# --- the events the readings show -------------------------------------------------------------
+
+
+def events_of(grid_id: int) -> list[str]:
+    return list(NodeEvent.objects.filter(node__grid_id=grid_id).order_by("pk").values_list("kind", flat=True))
+
+
+def test_each_change_the_watch_reads_is_a_node_event(registered):
+    registered.change(2, status="down")
+    registered.change(3, status="standby", power={"state": "Down", "target": "Down"})
+    registered.change(4, uptime=60)
+    registered.change(5, used_resources={"mru": 11 * GiB})
+    registered.change(6, total_resources={"sru": 2 * int(931.5 * GiB)})
+    registered.change(7, healthy=False)
+
+    result = fleet_watch(grid=client(registered), page_size=4)
+
+    assert events_of(2) == [node_events.WENT_DOWN]
+    assert events_of(3) == [node_events.STANDBY]
+    assert events_of(4) == [node_events.REBOOTED]
+    assert events_of(5) == [node_events.USED_MOVED]
+    assert events_of(6) == [node_events.TOTAL_CHANGED]
+    assert events_of(7) == [node_events.UNHEALTHY]
+    assert events_of(1) == [] and result.events == 6
+
+
+def test_a_wake_asked_that_did_not_happen_then_did(registered):
+    registered.change(3, status="standby", power={"state": "Down", "target": "Down"})
+    fleet_watch(grid=client(registered))
+    registered.change(3, power={"target": "Up"})
+    fleet_watch(grid=client(registered))
+    registered.change(3, status="up", power={"state": "Up"})
+    fleet_watch(grid=client(registered))
+
+    assert events_of(3) == [node_events.STANDBY, node_events.WAKE_NOT_WOKEN, node_events.WOKEN]
+
+
+def test_used_capacity_that_moved_with_an_outcome_reported_is_no_event(registered):
+    node = Node.objects.get(grid_id=5)
+    Deployment.objects.create(node=node, slice_index=0, cru=1, mru=4 * GiB, sru=150 * GiB, state="deployed")
+    registered.change(5, used_resources={"mru": 7 * GiB})
+
+    fleet_watch(grid=client(registered))
+
+    assert events_of(5) == []
+
+
+def test_subscribers_hear_of_their_kind_once_the_page_commits(registered, django_capture_on_commit_callbacks):
+    heard = []
+    listener = heard.extend
+    node_events.node_events_subscribe(node_events.USED_MOVED, listener)
+    try:
+        registered.change(5, used_resources={"mru": 11 * GiB})
+        registered.change(2, status="down")
+        with django_capture_on_commit_callbacks(execute=True):
+            fleet_watch(grid=client(registered))
+    finally:
+        node_events.node_events_unsubscribe(node_events.USED_MOVED, listener)
+
+    assert [(e.node.grid_id, e.kind) for e in heard] == [(5, node_events.USED_MOVED)]
