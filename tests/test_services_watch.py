@@ -1,5 +1,6 @@
 """The fleet watch (services.watch): every registered node read again in pages, each page one transaction."""
 
+import re
 from io import StringIO
 
 import pytest
@@ -225,3 +226,54 @@ def test_subscribers_hear_of_their_kind_once_the_page_commits(registered, django
         node_events.node_events_unsubscribe(node_events.USED_MOVED, listener)
 
     assert [(e.node.grid_id, e.kind) for e in heard] == [(5, node_events.USED_MOVED)]
+
+
+# --- the node page's timeline -----------------------------------------------------------------
+
+
+def test_the_node_timeline_shows_the_events_uptime_health_and_power(registered, support_client):
+    registered.change(3, status="standby", power={"state": "Down", "target": "Up"}, healthy=False)
+    fleet_watch(grid=client(registered))
+
+    whole = support_client.get("/nodes/3/events/")
+    part = support_client.get("/nodes/3/events/", headers={"HX-Request": "true"})
+
+    page = part.content.decode()
+    assert whole.status_code == part.status_code == 200
+    assert "<html" not in page and 'id="node-events"' in page
+    assert "Went to standby" in page and "Wake asked, not woken" in page and "Unhealthy" in page
+    assert "wake asked, not woken</span>" in page
+    assert re.search(r'id="uptime-percent">\d+\.\d %', page)
+
+
+def test_the_node_page_loads_the_timeline(registered, support_client):
+    page = support_client.get("/nodes/3/").content.decode()
+    assert 'hx-get="/nodes/3/events/"' in page and 'href="/nodes/3/events/"' in page
+
+
+def test_a_user_in_no_group_may_not_read_the_timeline(registered, nogroup_client):
+    assert nogroup_client.get("/nodes/3/events/").status_code == 403
+
+
+def test_the_timeline_only_answers_get(registered, support_client):
+    assert support_client.post("/nodes/3/events/").status_code == 405
+
+
+def test_the_api_gives_the_uptime_and_the_grid_condition(registered, api_call, api_token):
+    registered.change(3, status="standby", power={"state": "Down", "target": "Up"}, healthy=False)
+    fleet_watch(grid=client(registered))
+    token = api_token("read")
+
+    row = next(n for n in api_call("get", "/api/v1/nodes", token).json()["nodes"] if n["node_id"] == 3)
+    detail = api_call("get", "/api/v1/nodes/3", token).json()["grid_condition"]
+
+    assert 0 <= row["uptime_percent_30d"] <= 100
+    assert detail["wake_pending"] is True and detail["healthy"] is False
+    assert (detail["power_state"], detail["power_target"], detail["uptime_seconds"]) == ("down", "up", 86_400)
+    assert detail["no_contracts"] is True
+
+
+def test_the_fleet_table_has_an_uptime_column(registered, support_client):
+    fleet_watch(grid=client(registered))
+    page = support_client.get("/").content.decode()
+    assert "Up 30 d" in page and page.count('class="num uptime"') == 10
