@@ -186,6 +186,23 @@ ALERT_FAILED_WINDOW = env_int("ALERT_FAILED_WINDOW", 900, minimum=60)
 # 90 s: with the heartbeat timeout, the banner shows within about 2 minutes of the worker stopping.
 ALERT_QUEUED_WITHOUT_WORKER = env_int("ALERT_QUEUED_WITHOUT_WORKER", 90, minimum=30)
 ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
+# The node alerts (from the events the readings show): a node down this long, a wake asked for
+# and not done this long, a hardware change this recent, free slices gone within this many days.
+ALERT_NODE_DOWN_AFTER = env_int("ALERT_NODE_DOWN_AFTER", 1800, minimum=60)
+ALERT_WAKE_AFTER = env_int("ALERT_WAKE_AFTER", 600, minimum=60)
+ALERT_HARDWARE_CHANGED_FOR = env_int("ALERT_HARDWARE_CHANGED_FOR", 86400, minimum=60)
+ALERT_RUN_OUT_DAYS = env_float("ALERT_RUN_OUT_DAYS", 14.0, minimum=0.0)
+# Per-farm routes, beside ALERT_URLS: "FARM_ID=apprise-url" items, comma-separated; a farm's owner
+# hears about that farm's alerts (node down, wake, hardware, running out) as well as ALERT_URLS.
+ALERT_FARM_URLS: dict[int, list[str]] = {}
+for _route in env_list("ALERT_FARM_URLS", []):
+    _farm, _sep, _url = _route.partition("=")
+    if not _sep or not _farm.strip().isdigit() or "://" not in _url:
+        raise ImproperlyConfigured(
+            "ALERT_FARM_URLS items must be FARM_ID=apprise-url (e.g. 4242=json://hooks.example.com/farm); "
+            f"one is {_route.split('://', 1)[0]!r}..."
+        )
+    ALERT_FARM_URLS.setdefault(int(_farm.strip()), []).append(_url.strip())
 # Past this a node's capacity reading is too old to judge by: its figures show "uncertain".
 READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)
 # Nodes per GET /nodes page when reading farms (the proxy caps it; 1000 is the client's own limit).

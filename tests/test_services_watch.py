@@ -1,19 +1,23 @@
 """The fleet watch (services.watch): every registered node read again in pages, each page one transaction."""
 
 import re
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from dashboard import node_events
 from dashboard.capacity import GiB
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.models import Deployment, Job, Node, NodeEvent
+from dashboard.services.alerts import alerts_evaluate
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim
 from dashboard.services.onboarding import OnboardRequest, grid_onboard
 from dashboard.services.watch import fleet_watch, fleet_watch_request
+from tests.alert_receiver import AlertReceiver
 from tests.gridproxy_fleet import FleetProxy, fleet_node, start_fleet_proxy
 
 pytestmark = pytest.mark.django_db
@@ -277,3 +281,38 @@ def test_the_fleet_table_has_an_uptime_column(registered, support_client):
     fleet_watch(grid=client(registered))
     page = support_client.get("/").content.decode()
     assert "Up 30 d" in page and page.count('class="num uptime"') == 10
+
+
+# --- the alerts the events make ---------------------------------------------------------------
+
+
+def test_a_node_down_past_the_limit_and_a_wake_not_done_alert_their_farm_and_its_route(registered, settings):
+    farm_receiver, everyone = AlertReceiver(), AlertReceiver()
+    settings.ALERT_URLS = [everyone.url]
+    settings.ALERT_FARM_URLS = {4243: [farm_receiver.url]}
+    try:
+        registered.change(9, status="down")
+        registered.change(3, status="standby", power={"state": "Down", "target": "Up"})
+        fleet_watch(grid=client(registered))
+        later = timezone.now() + timedelta(hours=1)
+
+        evaluation = alerts_evaluate(now=later)
+    finally:
+        farm_receiver.close()
+        everyone.close()
+
+    fired = {(a.rule, a.subject) for a in evaluation.fired}
+    assert {("node-down", "farm 4243"), ("wake-not-woken", "farm 4242")} <= fired
+    assert [m["title"] for m in farm_receiver.messages] == ["[firing] Nodes down: farm 4243"]
+    assert len(everyone.messages) >= 2  # the global route hears every farm's
+
+
+def test_a_hardware_change_alerts_until_the_node_is_re_read_a_day_later(registered):
+    registered.change(6, total_resources={"sru": 2 * int(931.5 * GiB)})
+    fleet_watch(grid=client(registered))
+
+    soon = {(a.rule, a.subject) for a in alerts_evaluate(now=timezone.now() + timedelta(hours=1), deliver=False).fired}
+    much_later = alerts_evaluate(now=timezone.now() + timedelta(days=2), deliver=False)
+
+    assert ("hardware-changed", "farm 4242") in soon
+    assert ("hardware-changed", "farm 4242") in {(a.rule, a.subject) for a in much_later.resolved}
