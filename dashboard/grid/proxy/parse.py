@@ -27,10 +27,12 @@ from dashboard.grid.types import (
 )
 
 # How far `used` may exceed `total` before the record is broken rather than merely
-# over-provisioned. Legitimate excess exists: the proxy lets SSD be over-provisioned
-# twice (SSDOverProvisionFactor = 2 in tfgrid-sdk-go grid-proxy), CPU cores are
-# over-provisioned without limit, the 2 GiB memory reserve floor exceeds a tiny node's
-# memory, and contracts stay on a node whose hardware shrank (a failed DIMM or disk).
+# over-provisioned. SSD is NOT over-provisioned: ZOS places every disk in a pool that holds it
+# in full (its own SSDOverProvisionFactor is 1, zos pkg/storage), and the proxy only reports
+# used = the contracts' disks + 20 GiB (the SSDOverProvisionFactor = 2 that grid-proxy declares is
+# read by nothing). Legitimate excess still exists: CPU cores are over-provisioned without limit,
+# the 2 GiB memory reserve floor exceeds a tiny node's memory, the fixed 20 GiB SSD reserve a
+# tiny disk, and contracts stay on a node whose hardware shrank (a failed DIMM or disk).
 # Four times the total plus the fixed reserve covers all of those; beyond it the
 # figure cannot describe the machine and would only make every slice look phantom.
 USED_OVER_TOTAL_FACTOR = 4
