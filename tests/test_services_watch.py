@@ -316,3 +316,15 @@ def test_a_hardware_change_alerts_until_the_node_is_re_read_a_day_later(register
 
     assert ("hardware-changed", "farm 4242") in soon
     assert ("hardware-changed", "farm 4242") in {(a.rule, a.subject) for a in much_later.resolved}
+
+
+def test_the_watch_reads_the_simulated_grid_of_the_embedded_default(sim_node):
+    for node_id in range(1, 6):
+        sim_node(node_id, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+    sim_node.grid.set_status(3, "down")
+
+    result = fleet_watch(grid=sim_node.grid, page_size=2)
+
+    assert (result.read, result.pages, result.missed_total) == (5, 3, 0)
+    assert Node.objects.get(grid_id=3).status == "down"
+    assert events_of(3) == [node_events.WENT_DOWN]

@@ -18,8 +18,12 @@ page's nodes' problem, not the run's: they are listed with the grid's words and 
 
 from __future__ import annotations
 
+import contextvars
 import logging
+import queue
+import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
@@ -48,15 +52,26 @@ Progress = Callable[[WatchResult, str], None]
 class _Run:
     """One run's result and the nodes it has accounted for (read, or missed with a reason)."""
 
-    def __init__(self, known: dict[int, int]) -> None:
-        self.known = known
-        self.result = WatchResult(nodes=len(known))
+    def __init__(self, rows: list[tuple[int, int, int]]) -> None:
+        self.known = {grid_id: pk for grid_id, pk, _farm in rows}
+        self.farms = {grid_id: farm for grid_id, _pk, farm in rows}
+        self.result = WatchResult(nodes=len(self.known))
         self.accounted: set[int] = set()
 
     def miss(self, node_id: int, why: str) -> None:
         if node_id in self.known and node_id not in self.accounted:
             self.accounted.add(node_id)
             self.result.miss(node_id, why)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the reader hands the writer: a page read (or the nodes a failed read left out), and a note."""
+
+    page: PageRead
+    note: str = ""
+    by_farm: bool = False
+    failed: bool = False  # a request that failed: its nodes are in page.left_out
 
 
 def fleet_watch(
@@ -68,28 +83,34 @@ def fleet_watch(
 ) -> WatchResult:
     """Read every registered node once and write what the grid says; the run's result.
 
+    The next page is read while this one is written (one page ahead, in a thread of its own that
+    touches no database), so a run takes about the network's time, not the network's plus ours.
     A node the grid did not answer for keeps its last reading (and its age says so); it is listed
     in the result with the grid's words.
     """
     size = max(1, min(page_size or settings.GRID_PAGE_SIZE, 1000))
-    run = _Run(dict(Node.objects.values_list("grid_id", "pk")))
+    run = _Run(list(Node.objects.values_list("grid_id", "pk", "farm_id")))
     result = run.result
-    for read in _reads(grid, run, size=size):
-        nodes = [n for n in read.nodes if n.node_id in run.known and n.node_id not in run.accounted]
+    for read in _read_ahead(_reads(grid, sorted(run.known), run.farms, size=size)):
+        page = read.page
+        if read.note:
+            result.notes.append(read.note)
+        result.by_farm = result.by_farm or read.by_farm
+        nodes = [n for n in page.nodes if n.node_id in run.known and n.node_id not in run.accounted]
         result.pages += 1
-        result.requests += read.requests
+        result.requests += page.requests
         if nodes:
             stored = watch_page_store(nodes, known=run.known, read_at=now())
             result.read += len(nodes)
             result.changed += stored.changed
             result.events += stored.events
             run.accounted.update(n.node_id for n in nodes)
-        for node_id in read.not_found:
+        for node_id in page.not_found:
             run.miss(node_id, "the grid does not know this node any more (404)")
-        for node_id, why in read.left_out:
+        for node_id, why in page.left_out:
             run.miss(node_id, why)
         if progress is not None:
-            progress(result, read.what)
+            progress(result, page.what)
     for node_id in sorted(set(run.known) - run.accounted):
         run.miss(node_id, "the grid's pages did not list it")
     oldest = Node.objects.aggregate(oldest=Min("seen_at"))["oldest"]
@@ -107,9 +128,52 @@ def watch_page_store(nodes: list[NodeCapacity], *, known: dict[int, int], read_a
     return stored
 
 
-def _reads(grid: Grid, run: _Run, *, size: int) -> Iterator[PageRead]:
+_DONE = object()
+READ_AHEAD = 2  # pages read before the writer takes them: enough to keep the network busy
+
+
+def _read_ahead(reads: Iterator[_Read]) -> Iterator[_Read]:
+    """The reads, made in a thread of their own up to READ_AHEAD pages ahead of the caller.
+
+    The thread runs in a copy of the caller's context (the request budget's priority, a step
+    deadline) and touches no database. An error it meets is raised here, in the caller.
+    """
+    ahead: queue.Queue = queue.Queue(maxsize=READ_AHEAD)
+    stop = threading.Event()
+
+    def read_all() -> None:
+        try:
+            for read in reads:
+                while not stop.is_set():
+                    try:
+                        ahead.put(read, timeout=0.2)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ahead.put(_DONE)
+        except BaseException as exc:  # handed to the caller, who raises it
+            ahead.put(exc)
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(read_all,), name="fleet-watch-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def _reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int) -> Iterator[_Read]:
     """The registered nodes by id pages; by farm pages from the first page the proxy refuses node_ids."""
-    ids = sorted(run.known)
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
         try:
@@ -117,26 +181,30 @@ def _reads(grid: Grid, run: _Run, *, size: int) -> Iterator[PageRead]:
                 read = ids_page(grid, node_ids=chunk)
         except ReadFailed as exc:
             if isinstance(exc.__cause__, QueryRefused):
-                run.result.by_farm = True
-                run.result.notes.append(f"the grid proxy refused node_ids ({exc}); the nodes were read by farm pages")
-                yield from _farm_reads(grid, ids[start:], size=size, run=run)
+                yield from _farm_reads(
+                    grid,
+                    ids[start:],
+                    farms,
+                    size=size,
+                    note=f"the grid proxy refused node_ids ({exc}); the nodes were read by farm pages",
+                )
                 return
-            for node_id in chunk:
-                run.miss(node_id, str(exc))
-            run.result.pages += 1
-            run.result.requests += 1
+            yield _Read(PageRead(what=exc.what, nodes=(), left_out=tuple((n, str(exc)) for n in chunk)), failed=True)
             continue
-        yield read
+        yield _Read(read)
         got = {node.node_id for node in read.nodes}
         lacked = [n for n in chunk if n not in got]
         if lacked:
-            yield _one_by_one(grid, lacked)
+            yield _Read(_one_by_one(grid, lacked))
 
 
-def _farm_reads(grid: Grid, ids: list[int], *, size: int, run: _Run) -> Iterator[PageRead]:
-    farms = sorted(set(Node.objects.filter(grid_id__in=ids).values_list("farm_id", flat=True)))
-    for start in range(0, len(farms), FARMS_PER_READ):
-        group = farms[start : start + FARMS_PER_READ]
+def _farm_reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int, note: str) -> Iterator[_Read]:
+    by_farm: dict[int, list[int]] = {}
+    for node_id in ids:
+        by_farm.setdefault(farms[node_id], []).append(node_id)
+    groups = sorted(by_farm)
+    for start in range(0, len(groups), FARMS_PER_READ):
+        group = groups[start : start + FARMS_PER_READ]
         pages = farm_pages(grid, farm_ids=group, size=size, max_pages=settings.GRID_MAX_PAGES)
         try:
             while True:
@@ -144,12 +212,15 @@ def _farm_reads(grid: Grid, ids: list[int], *, size: int, run: _Run) -> Iterator
                     read = next(pages, None)
                 if read is None:
                     break
-                yield read
+                yield _Read(read, note=note, by_farm=True)
+                note = ""
         except ReadFailed as exc:
             # The rest of these farms' nodes keep their readings; the run says which and why.
-            run.result.notes.append(str(exc))
-            for node_id in Node.objects.filter(farm_id__in=group, grid_id__in=ids).values_list("grid_id", flat=True):
-                run.miss(node_id, str(exc))
+            left = tuple((n, str(exc)) for farm in group for n in by_farm[farm])
+            yield _Read(
+                PageRead(what=exc.what, nodes=(), left_out=left), note=note or str(exc), by_farm=True, failed=True
+            )
+            note = ""
 
 
 def _one_by_one(grid: Grid, node_ids: list[int]) -> PageRead:
