@@ -9,7 +9,7 @@ worker's CPU time per node (from /proc, user + system, during the job) and its p
 
 Run inside `make bench` (after the other cases, on the seeded fleet), or alone:
 
-    .venv/bin/python -m bench.watch [--nodes 10000]
+    .venv/bin/python -m bench.watch [--nodes 10000] [--onboard]
 """
 
 from __future__ import annotations
@@ -106,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=10_000, help="registered nodes to watch (default 10,000)")
     parser.add_argument("--runs", type=int, default=2, help="watch runs (default 2)")
+    parser.add_argument(
+        "--onboard", action="store_true", help="also onboard 2,000 nodes in 4 farms (bench/onboard.py), after the watch"
+    )
     args = parser.parse_args(argv)
 
     from bench.env import BenchSetupError, bench_env, database_drop, database_recreate, django_setup
@@ -131,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
         specs = seed.fleet_specs(args.nodes)
         workloads, _ = seed.simulator_seed(SimulatedGrid(env.simgrid_path), specs)
         seed.database_seed(specs, workloads)
-        figures = watch_measure(env, workers, log=lambda m: print(m, file=sys.stderr), runs=args.runs)
+        say = lambda m: print(m, file=sys.stderr)  # noqa: E731
+        figures = {"watch": watch_measure(env, workers, log=say, runs=args.runs)}
+        if args.onboard:
+            from bench.onboard import onboard_measure
+
+            figures["onboard"] = onboard_measure(env, workers, log=say)
     finally:
         for worker in workers:
             worker.stop()

@@ -13,7 +13,7 @@ Kinds (the stored values, never renamed):
 - unhealthy: the proxy's `healthy` went false;
 - rebooted: `uptime` went back (the node restarted between the readings);
 - total-changed: the total capacity moved (a disk added or gone, memory changed): the catalog was
-  carved on the old total and is stale until it is re-registered;
+  carved on the old total; one that no longer fits the new total is stale (services.figures says why);
 - used-moved: the used capacity moved and no outcome was reported for the node since the last
   reading (a VM deployed or released behind the catalog's back, or a release never reported).
 
@@ -123,8 +123,8 @@ def reading_changes(before: Reading | None, after: Reading, *, outcome_reported:
         changes.append(
             Change(
                 kind=TOTAL_CHANGED,
-                words=f"Total capacity changed ({moved}): the catalog was carved on the old total and is stale "
-                "until the node is re-registered",
+                words=f"Total capacity changed ({moved}): the catalog was carved on the old total; its figures "
+                "now rest on the new one, and a catalog that no longer fits it is stale (re-register the node)",
                 detail={"total_before": list(before.total), "total_after": list(after.total)},
             )
         )

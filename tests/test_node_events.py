@@ -81,7 +81,7 @@ def test_uptime_going_back_is_a_reboot_and_unknown_uptime_is_not():
 def test_a_new_disk_is_a_total_change_that_says_the_catalog_is_stale():
     (change,) = reading_changes(reading(), reading(total=(8, 31 * GIB, 1862 * GIB, 0)))
     assert change.kind == ev.TOTAL_CHANGED
-    assert "SSD 931.0 GiB -> 1862.0 GiB" in change.words and "stale" in change.words
+    assert "SSD 931.0 GiB -> 1862.0 GiB" in change.words and "carved on the old total" in change.words
 
 
 def test_used_memory_moving_with_no_outcome_reported_is_an_event_and_with_one_it_is_not():
