@@ -18,10 +18,7 @@ page's nodes' problem, not the run's: they are listed with the grid's words and 
 
 from __future__ import annotations
 
-import contextvars
 import logging
-import queue
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,7 +30,7 @@ from django.utils import timezone
 
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page
+from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, pages_ahead
 from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, QueryRefused
 from dashboard.job_results import WatchResult
 from dashboard.models import Job, Node
@@ -45,6 +42,7 @@ log = logging.getLogger(__name__)
 
 # Farms per farm-pages read when the proxy refuses node_ids (the query stays short).
 FARMS_PER_READ = 20
+READ_AHEAD = 2  # pages read before the writer takes them: enough to keep the network busy
 
 Progress = Callable[[WatchResult, str], None]
 
@@ -91,7 +89,7 @@ def fleet_watch(
     size = max(1, min(page_size or settings.GRID_PAGE_SIZE, 1000))
     run = _Run(list(Node.objects.values_list("grid_id", "pk", "farm_id")))
     result = run.result
-    for read in _read_ahead(_reads(grid, sorted(run.known), run.farms, size=size)):
+    for read in pages_ahead(_reads(grid, sorted(run.known), run.farms, size=size), depth=READ_AHEAD):
         page = read.page
         if read.note:
             result.notes.append(read.note)
@@ -126,50 +124,6 @@ def watch_page_store(nodes: list[NodeCapacity], *, known: dict[int, int], read_a
         stored = readings_store([LiveReading(known[n.node_id], n, read_at) for n in nodes])
         figures_refresh(pks, locked=True)
     return stored
-
-
-_DONE = object()
-READ_AHEAD = 2  # pages read before the writer takes them: enough to keep the network busy
-
-
-def _read_ahead(reads: Iterator[_Read]) -> Iterator[_Read]:
-    """The reads, made in a thread of their own up to READ_AHEAD pages ahead of the caller.
-
-    The thread runs in a copy of the caller's context (the request budget's priority, a step
-    deadline) and touches no database. An error it meets is raised here, in the caller.
-    """
-    ahead: queue.Queue = queue.Queue(maxsize=READ_AHEAD)
-    stop = threading.Event()
-
-    def read_all() -> None:
-        try:
-            for read in reads:
-                while not stop.is_set():
-                    try:
-                        ahead.put(read, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
-                if stop.is_set():
-                    return
-            ahead.put(_DONE)
-        except BaseException as exc:  # handed to the caller, who raises it
-            ahead.put(exc)
-
-    context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(read_all,), name="fleet-watch-reader", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = ahead.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def _reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int) -> Iterator[_Read]:
