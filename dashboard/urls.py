@@ -27,6 +27,7 @@ urlpatterns = [
     path("nodes/add/<int:job_id>/", onboarding.onboard_job, name="onboard-job"),
     path("nodes/<int:node_id>/", node.detail, name="node"),
     path("nodes/<int:node_id>/catalog/", node.catalog, name="node-catalog"),
+    path("nodes/<int:node_id>/events/", node.events, name="node-events"),
     path("nodes/<int:node_id>/reregister/", node.reregister, name="node-reregister"),
     path("nodes/<int:node_id>/preview/", node.preview, name="node-preview"),
     path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
