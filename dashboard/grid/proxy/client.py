@@ -54,17 +54,21 @@ from urllib3.util.retry import Retry
 from dashboard.capacity import MiB, SliceSize, format_size
 from dashboard.grid import telemetry
 from dashboard.grid.deadline import Deadline, current_step_deadline
-from dashboard.grid.proxy.parse import describe, parse_node, parse_statistics
+from dashboard.grid.paging import pages_bounded
+from dashboard.grid.proxy.parse import describe, parse_contract, parse_node, parse_statistics
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
 from dashboard.grid.text import text_printable, url_credentials_split, url_redacted
 from dashboard.grid.types import (
+    LIVE_CONTRACT_STATES,
     NODE_STATUSES,
+    Contract,
     DeployNotSupported,
     GridError,
     GridUnavailable,
     MalformedPayload,
     NodeAway,
     NodeCapacity,
+    NodeContracts,
     NodeNotFound,
     NodePage,
     NodeStatistics,
@@ -119,6 +123,8 @@ class GridProxyClient:
         backoff: float = 0.5,
         max_body_bytes: int = MAX_BODY_BYTES,
         deadline: float = DEFAULT_DEADLINE_SECONDS,
+        contracts_page_size: int = 100,
+        max_pages: int = 100,
     ) -> None:
         # A user:password in GRID_PROXY_URL becomes the session's basic auth and leaves the URL here,
         # so no message built from a URL (errors, job results, logs, the API's 503) can carry it.
@@ -145,6 +151,8 @@ class GridProxyClient:
         self.backoff = float(backoff)
         self.max_body_bytes = max_body_bytes
         self.deadline = float(deadline)
+        self.contracts_page_size = max(1, min(int(contracts_page_size), MAX_PAGE_SIZE))
+        self.max_pages = max(1, int(max_pages))
         self._session = _new_session()
         if credentials is not None:
             self._session.auth = requests.auth.HTTPBasicAuth(*credentials)
@@ -240,6 +248,39 @@ class GridProxyClient:
         node_id = _node_id_argument(node_id)
         payload, url = self._get_json(f"/nodes/{node_id}/statistics", node_id=node_id, statistics=True)
         return _parsed(lambda p: parse_statistics(p, node_id=node_id), payload, url)
+
+    def contracts(self, node_id: int) -> NodeContracts:
+        """GET /contracts?node_id=N&state=Created,GracePeriod, every page (grid.paging.pages_bounded).
+
+        Each page is one request under this client's deadline (and the job step's); a page that
+        cannot be read, or one entry that cannot be trusted, fails the whole node's read.
+        """
+        node_id = _node_id_argument(node_id)
+
+        def fetch(page: int, size: int) -> tuple[list[Contract], int | None]:
+            params = {
+                "node_id": node_id,
+                "state": ",".join(LIVE_CONTRACT_STATES),
+                "page": page,
+                "size": size,
+                "ret_count": "true",
+            }
+            answer: dict[str, Any] = {}
+            payload, url = self._get_json("/contracts", params=params, node_id=None, answer=answer)
+            if not isinstance(payload, list):
+                raise MalformedPayload(f"the contract list from {url} is {describe(payload)}, must be a JSON array")
+            return [_parsed(lambda p: parse_contract(p, node_id=node_id), item, url) for item in payload], _count(
+                answer.get("headers")
+            )
+
+        contracts, pages = pages_bounded(
+            fetch,
+            key=lambda c: c.contract_id,
+            what=f"node {node_id}'s contracts",
+            size=self.contracts_page_size,
+            max_pages=self.max_pages,
+        )
+        return NodeContracts(node_id=node_id, contracts=tuple(contracts), requests=pages)
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
         raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)
