@@ -106,3 +106,12 @@ def alerts_evaluate() -> dict:
 def figures_snapshot() -> int:
     """A snapshot of the fleet's, farms' and nodes' figures, then the thinning (beat: every SNAPSHOT_EVERY s)."""
     return snapshots.snapshot_take_and_thin(trigger="beat").pk
+
+
+@shared_task(name="dashboard.catalog_audit", ignore_result=True, soft_time_limit=60, time_limit=90, expires=3600)
+def catalog_audit() -> int | None:
+    """Queue the scheduled slice audit (beat: every CATALOG_AUDIT_EVERY s); it runs as a job like the others."""
+    from dashboard.services.audit import catalog_audit_scheduled
+
+    job = catalog_audit_scheduled()
+    return job.pk if job is not None else None

@@ -1,0 +1,36 @@
+"""The slice audit: every node's catalog against its live contracts and the outcomes reported
+(services.audit); a dry run lists, a fix frees orphan slices and counts foreign VMs."""
+
+from typing import ClassVar
+
+from dashboard.job_kinds.declaration import JobKind, JobParameters
+from dashboard.job_results import CatalogAuditResult
+
+
+class CatalogAuditParameters(JobParameters):
+    # The dry run a fix follows: only what that dry run listed (and is found again) is fixed.
+    dry_run_job: int | None = None
+
+    REFUSAL: ClassVar[str] = "a slice audit takes the dry run it fixes (dry_run_job), or nothing"
+
+
+def audit_target(job, asked: CatalogAuditParameters | None) -> str:
+    return "the whole fleet"
+
+
+KIND = JobKind(
+    value="catalog-audit",
+    member="CATALOG_AUDIT",
+    label="Slice audit",
+    words="slice audit",
+    result=CatalogAuditResult,
+    runner="dashboard.services.audit:catalog_audit_run",
+    template="dashboard/job_kinds/catalog_audit.html",
+    target="fleet",
+    describe=audit_target,
+    parameters=CatalogAuditParameters,
+    takes="a slice audit covers the whole fleet; it takes no node or farm",
+    one_at_a_time="one_active_catalog_audit_job",
+    progress_label="Nodes checked",
+    when_lost="what it had fixed is kept, each fix in the audit trail; run it again",
+)
