@@ -58,7 +58,8 @@ def audit_page(request):
         ]
     fixable = [r for r in rows if r.fixable and not r.fixed]
     can_fix = (
-        result is not None
+        request.user.has_perm("dashboard.fix_catalog")
+        and result is not None
         and result.dry_run
         and bool(fixable)
         and latest.active is None
