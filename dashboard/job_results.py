@@ -285,6 +285,48 @@ class OnboardResult(JobResult):
         return text
 
 
+class WatchResult(JobResult):
+    """What one fleet watch read: every registered node, a page at a time (services.watch)."""
+
+    skipped: str = ""  # not run: why (the previous watch was still running)
+    nodes: int = 0  # registered nodes when it started
+    read: int = 0  # nodes whose reading was written
+    changed: int = 0  # of those, how many reported another status or capacity than stored
+    events: int = 0  # node events the readings made (services.node_events)
+    pages: int = 0
+    requests: int = 0
+    by_farm: bool = False  # the proxy refused `node_ids` (older than v0.15.6): read by farm pages
+    missed: list[list[Any]] = []  # [node_id, why]: nodes the grid did not answer for (the first LISTED)
+    missed_total: int = 0
+    oldest_reading_at: str | None = None  # after the run, the oldest reading of any registered node
+
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"missed"}
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"missed"})
+
+    def stored(self) -> dict[str, Any]:
+        return {**super().stored(), "words": self.words()}
+
+    def miss(self, node_id: int, why: str) -> None:
+        self.missed_total += 1
+        if len(self.missed) < LISTED:
+            self.missed.append([node_id, why])
+
+    def sentence(self) -> str:
+        return self.words()
+
+    def words(self) -> str:
+        if self.skipped:
+            return f"skipped: {self.skipped}"
+        text = (
+            f"read {self.read} of {self.nodes} node(s) in {self.pages} page(s), {self.requests} request(s)"
+            f"{' by farm (the grid proxy refused node_ids)' if self.by_farm else ''}; "
+            f"{self.changed} changed, {self.events} event(s)"
+        )
+        if self.missed_total:
+            text += f"; the grid did not answer for {self.missed_total} node(s)"
+        return text
+
+
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
 

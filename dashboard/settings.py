@@ -155,9 +155,19 @@ JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
 JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
 # A job whose worker died this many times is given up rather than retried again.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
+# Seconds between fleet watches (every registered node read again, a page at a time); 0 turns it off.
+FLEET_WATCH_EVERY = env_int("FLEET_WATCH_EVERY", 300, minimum=0)
+if 0 < FLEET_WATCH_EVERY < 10:
+    raise ImproperlyConfigured(f"FLEET_WATCH_EVERY must be 0 (off) or 10 seconds or more, not {FLEET_WATCH_EVERY}")
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
     "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
+    # The fleet watch (services.watch): every registered node read again, unless FLEET_WATCH_EVERY is 0.
+    **(
+        {"fleet-watch": {"task": "dashboard.fleet_watch", "schedule": float(FLEET_WATCH_EVERY)}}
+        if FLEET_WATCH_EVERY
+        else {}
+    ),
     # Capacity over time: a snapshot of the fleet's, farms' and nodes' figures, then the thinning.
     "snapshot-figures": {
         "task": "dashboard.figures_snapshot",
@@ -218,6 +228,18 @@ GRID_BACKOFF = env_float("GRID_BACKOFF", 0.5, minimum=0.0)
 # and one job step that reads the grid (a re-register's read with its whole-read retries).
 GRID_DEADLINE = env_float("GRID_DEADLINE", 30.0, minimum=0.1)
 GRID_STEP_DEADLINE = env_float("GRID_STEP_DEADLINE", 90.0, minimum=0.1)
+# A statistics read goes through the relay to the node itself, and the proxy gives it 30 s.
+GRID_STATISTICS_DEADLINE = env_float("GRID_STATISTICS_DEADLINE", 30.0, minimum=0.1)
+# One request budget for every process (grid/budget.py): at most this many Grid Proxy requests in
+# any 1 s window (the proxy allows 20 per client IP), of which background work (the watch, bulk
+# jobs) leaves GRID_RATE_RESERVE to interactive requests (prechecks, a page's click).
+GRID_RATE_LIMIT = env_int("GRID_RATE_LIMIT", 15, minimum=1)
+GRID_RATE_RESERVE = env_int("GRID_RATE_RESERVE", 3, minimum=0)
+if GRID_RATE_RESERVE >= GRID_RATE_LIMIT:
+    raise ImproperlyConfigured(
+        f"GRID_RATE_RESERVE ({GRID_RATE_RESERVE}) must be less than GRID_RATE_LIMIT ({GRID_RATE_LIMIT}): "
+        "background work would have no request left"
+    )
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
 
 # --- Auth and security ----------------------------------------------------------------

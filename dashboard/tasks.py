@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, job_reaper, jobs, snapshots
+from dashboard.services import alerts, job_reaper, jobs, snapshots, watch
 from dashboard.services.grid_requests import grid_requests_store
 from dashboard.services.job_run import job_execute
 
@@ -115,3 +115,9 @@ def catalog_audit() -> int | None:
 
     job = catalog_audit_scheduled()
     return job.pk if job is not None else None
+
+
+@shared_task(name="dashboard.fleet_watch", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
+def fleet_watch() -> int:
+    """Ask for a fleet watch (beat: every FLEET_WATCH_EVERY s); one still running makes this one a skipped job."""
+    return watch.fleet_watch_request(source="beat").pk

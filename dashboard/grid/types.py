@@ -23,6 +23,8 @@ class NodeCapacity:
     farm_name: str
     twin_id: int | None
     status: str  # up, down or standby
+    # The proxy's `dedicated`: true for a node in a dedicated farm, but ALSO for any node with no
+    # contracts, a rented one, or one with an extra fee. It does not mean "a dedicated node".
     dedicated: bool
     rented_by_twin_id: int | None
     total: Resources
@@ -32,6 +34,13 @@ class NodeCapacity:
     updated_at: int | None = None
     # SSD pool sizes; only the simulator knows them, the Grid Proxy does not report them.
     pools_sru: tuple[int, ...] | None = None
+    # The proxy's health verdict; None when the answer does not say.
+    healthy: bool | None = None
+    # The farm's power manager (farmerbot): the node's power state and the state it was asked to
+    # take, "up" or "down" ("" when not reported). Target up with state down: a wake asked for.
+    power_state: str = ""
+    power_target: str = ""
+    uptime: int | None = None  # seconds since the node booted, as it last reported; back to small on a reboot
 
     def as_dict(self) -> dict:
         return {
@@ -154,6 +163,13 @@ class MalformedPayload(GridError):
     cause = "grid-unavailable"
 
 
+class QueryRefused(GridError):
+    """The grid refused the query itself (HTTP 400): a proxy older than a parameter we sent (`node_ids`
+    exists only since v0.15.6, and an unknown parameter is a 400, not ignored)."""
+
+    cause = "grid-unavailable"
+
+
 class DeployNotSupported(GridError):
     """The backend is read-only (the public Grid Proxy cannot deploy)."""
 
@@ -221,6 +237,7 @@ __all__ = [
     "NodeOffline",
     "NodePage",
     "NodeStatistics",
+    "QueryRefused",
     "VmDeployed",
     "WorkloadNotFound",
     "MAX_NODE_CRU",

@@ -31,6 +31,8 @@ KIND = JobKind(
     parameters=CatalogAuditParameters,
     takes="a slice audit covers the whole fleet; it takes no node or farm",
     one_at_a_time="one_active_catalog_audit_job",
+    # Its reads are background work: the request budget keeps GRID_RATE_RESERVE of each second for clicks.
+    background=True,
     progress_label="Nodes checked",
     when_lost="what it had fixed is kept, each fix in the audit trail; run it again",
 )

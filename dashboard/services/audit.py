@@ -284,7 +284,7 @@ def catalog_audit_scheduled() -> Job | None:
     """The beat's nightly audit (CATALOG_AUDIT_EVERY): a dry run, or a fix with CATALOG_AUDIT_AUTOFIX."""
     try:
         return job_request(
-            kind=Job.Kind.CATALOG_AUDIT, source=Job.Source.COMMAND, dry_run=not settings.CATALOG_AUDIT_AUTOFIX
+            kind=Job.Kind.CATALOG_AUDIT, source=Job.Source.BEAT, dry_run=not settings.CATALOG_AUDIT_AUTOFIX
         ).job
     except JobError as exc:
         log.warning("the scheduled slice audit was not queued: %s", exc)

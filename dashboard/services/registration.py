@@ -69,6 +69,10 @@ def node_register(
     origin: str = "",
     country: str = "",
     city: str = "",
+    healthy: bool | None = None,
+    power_state: str = "",
+    power_target: str = "",
+    uptime: int | None = None,
 ) -> Node:
     """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog.
 
@@ -115,6 +119,10 @@ def node_register(
                 used_hru=used.hru if used else None,
                 seen_at=seen_at,
                 reported_at=reported_at,
+                healthy=healthy,
+                power_state=power_state,
+                power_target=power_target,
+                uptime=uptime,
                 carved_policy_name=policy.name,
                 carved_policy_version=policy.version,
                 carved_slice_sru=carve.slice.sru,
@@ -231,4 +239,8 @@ def node_register_from_grid(
         origin=origin,
         country=live.country,
         city=live.city,
+        healthy=live.healthy,
+        power_state=live.power_state,
+        power_target=live.power_target,
+        uptime=live.uptime,
     )

@@ -179,6 +179,50 @@ def _flag(payload: dict, key: str, *, where: str) -> bool:
     return value
 
 
+def _optional_flag(payload: dict, key: str, *, where: str) -> bool | None:
+    """A flag whose absence means "not said" (None), not false."""
+    if payload.get(key) is None:
+        return None
+    return _flag(payload, key, where=where)
+
+
+# What farmerbot reports for a node's power (tfchain's PowerState and PowerTarget: Up or Down).
+POWER_STATES = ("up", "down")
+
+
+def _power(payload: dict, key: str, *, where: str) -> str:
+    """power.state or power.target, lower-cased: "up", "down", or "" when the answer does not say.
+
+    An older proxy has no `power` at all, and a node whose farm runs no power manager reports
+    empty strings: both are "not said". Anything else is a broken answer, refused by name.
+    """
+    power = payload.get("power")
+    if power is None:
+        return ""
+    if not isinstance(power, dict):
+        raise MalformedPayload(f"{where}: power is {describe(power)}, must be an object with state and target")
+    value = power.get(key)
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str) or value.strip().lower() not in POWER_STATES:
+        raise MalformedPayload(f"{where}: power.{key} is {describe(value)}, must be Up or Down")
+    return value.strip().lower()
+
+
+# A node that has run longer than this has not been running since: a broken counter.
+MAX_UPTIME_SECONDS = 20 * 365 * 86400
+
+
+def _uptime(payload: dict, *, where: str) -> int | None:
+    value = payload.get("uptime")
+    if value is None:
+        return None
+    number = _whole_number(value, where=where, path="uptime", kind="a number of seconds")
+    if number < 0 or number > MAX_UPTIME_SECONDS:
+        raise MalformedPayload(f"{where}: uptime is {number} s, must be 0 to {MAX_UPTIME_SECONDS} s (20 years)")
+    return number
+
+
 def _status(payload: dict, *, where: str) -> str:
     if "status" not in payload or payload["status"] is None:
         state = "missing" if "status" not in payload else "null"
@@ -235,6 +279,10 @@ def parse_node(payload: Any) -> NodeCapacity:
         country=_text(payload, "country", where=where),
         city=_text(payload, "city", where=where),
         updated_at=_timestamp(payload, "updatedAt", where=where),
+        healthy=_optional_flag(payload, "healthy", where=where),
+        power_state=_power(payload, "state", where=where),
+        power_target=_power(payload, "target", where=where),
+        uptime=_uptime(payload, where=where),
     )
 
 
@@ -320,6 +368,13 @@ def parse_contract(payload: Any, *, node_id: int, states: tuple[str, ...] = LIVE
     )
 
 
+def parse_contracts(payload: Any, *, node_id: int) -> list[Contract]:
+    """A page of GET /contracts: a JSON array of contracts of this node, each read by parse_contract."""
+    if not isinstance(payload, list):
+        raise MalformedPayload(f"node {node_id}'s contract list is {describe(payload)}, must be a JSON array")
+    return [parse_contract(item, node_id=node_id) for item in payload]
+
+
 def _deployment_data(value: Any, *, where: str) -> tuple[str, str]:
     """(type, name) from a node contract's deployment_data; ("", "") when it says nothing readable.
 
@@ -351,4 +406,4 @@ def _deployment_data(value: Any, *, where: str) -> tuple[str, str]:
     return found[0].lower(), found[1]
 
 
-__all__ = ["describe", "parse_contract", "parse_node", "parse_statistics"]
+__all__ = ["describe", "parse_contract", "parse_contracts", "parse_node", "parse_statistics"]
