@@ -182,6 +182,8 @@ CATALOG_AUDIT_EVERY = env_float("CATALOG_AUDIT_EVERY", 86400.0, minimum=0.0)
 CATALOG_AUDIT_RATE = env_float("CATALOG_AUDIT_RATE", 5.0, minimum=0.1)
 CATALOG_AUDIT_DEADLINE = env_float("CATALOG_AUDIT_DEADLINE", 1800.0, minimum=1.0)
 CATALOG_AUDIT_AUTOFIX = env_bool("CATALOG_AUDIT_AUTOFIX", False)
+# A node whose used capacity moved with no outcome reported (a node event the watch sees) is audited then.
+CATALOG_AUDIT_ON_USED_MOVED = env_bool("CATALOG_AUDIT_ON_USED_MOVED", True)
 if CATALOG_AUDIT_EVERY > 0:
     CELERY_BEAT_SCHEDULE["catalog-audit"] = {"task": "dashboard.catalog_audit", "schedule": CATALOG_AUDIT_EVERY}
 

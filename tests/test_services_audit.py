@@ -178,3 +178,75 @@ def test_the_command_exits_4_when_a_node_is_not_checked(planted, gridproxy_down)
         call_command("catalog_audit", "--json")
 
     assert failed.value.returncode == 4
+
+
+# --- the audit of a node whose used capacity moved (node events, "used-moved") ----------------------
+
+
+def _moved(grid_id: int):
+    from django.utils import timezone
+
+    from dashboard.models import NodeEvent
+
+    return NodeEvent.objects.create(
+        node=Node.objects.get(grid_id=grid_id), kind="used-moved", at=timezone.now(), words="used moved"
+    )
+
+
+def _run(job, grid):
+    from dashboard.services.audit import catalog_audit_run
+    from dashboard.services.jobs import job_claim
+
+    return catalog_audit_run(job=job_claim(job_id=job.pk), grid=grid, pace=FAST)
+
+
+def test_the_audit_listens_for_used_capacity_that_moved():
+    from dashboard import node_events
+    from dashboard.services.audit import audit_on_used_moved
+
+    assert audit_on_used_moved in node_events.subscribers(node_events.USED_MOVED)
+
+
+def test_a_used_moved_event_audits_its_node_and_finds_what_moved(planted):
+    from dashboard.services.audit import audit_on_used_moved
+
+    job = audit_on_used_moved([_moved(1774)])
+    result = _run(job, planted["grid"])
+
+    assert (job.asked.node_ids, result.nodes, sorted(f.kind for f in result.findings)) == (
+        [1774],
+        1,
+        ["foreign", "orphan"],
+    )
+
+
+def test_a_node_audit_keeps_the_other_nodes_findings(planted):
+    from dashboard.services.audit import audit_on_used_moved
+
+    planted["grid"].deploy_vm(11, OUTSIDE, name="on11")
+    _audit(planted["grid"])  # the fleet: node 11's foreign VM, node 1774's orphan and foreign VM
+    result = _run(audit_on_used_moved([_moved(1774)]), planted["grid"])
+
+    assert sorted((f.node_id, f.kind) for f in result.findings) == [
+        (11, "foreign"),
+        (1774, "foreign"),
+        (1774, "orphan"),
+    ]
+
+
+def test_events_while_an_audit_is_queued_widen_it(planted):
+    from dashboard.services.audit import audit_on_used_moved
+
+    first = audit_on_used_moved([_moved(11)])
+    again = audit_on_used_moved([_moved(1774)])
+
+    again.refresh_from_db()
+    assert (again.pk, again.parameters["node_ids"]) == (first.pk, [11, 1774])
+
+
+def test_no_audit_on_used_moved_when_turned_off(planted, settings):
+    from dashboard.services.audit import audit_on_used_moved
+
+    settings.CATALOG_AUDIT_ON_USED_MOVED = False
+
+    assert (audit_on_used_moved([_moved(1774)]), Job.objects.filter(kind=Job.Kind.CATALOG_AUDIT).count()) == (None, 0)

@@ -10,11 +10,16 @@ from dashboard.job_results import CatalogAuditResult
 class CatalogAuditParameters(JobParameters):
     # The dry run a fix follows: only what that dry run listed (and is found again) is fixed.
     dry_run_job: int | None = None
+    # The nodes to audit (grid ids); empty: the whole fleet. A node event ("used-moved") asks for its nodes.
+    node_ids: list[int] = []
 
     REFUSAL: ClassVar[str] = "a slice audit takes the dry run it fixes (dry_run_job), or nothing"
 
 
 def audit_target(job, asked: CatalogAuditParameters | None) -> str:
+    if asked is not None and asked.node_ids:
+        shown = ", ".join(str(n) for n in asked.node_ids[:5]) + (" …" if len(asked.node_ids) > 5 else "")
+        return f"node{'s' if len(asked.node_ids) > 1 else ''} {shown}"
     return "the whole fleet"
 
 

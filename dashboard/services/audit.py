@@ -22,18 +22,20 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from dashboard import node_events
 from dashboard.audit_rules import Finding, FindingKind, contract_of
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import Deadline
 from dashboard.job_results import AuditFindingItem, CatalogAuditResult
-from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
+from dashboard.models import AuditEvent, Deployment, Job, Node, NodeEvent, Slice
 from dashboard.outcome_rules import Holder, Move, Record, Report, outcome_move, report_order
-from dashboard.selectors.audit import AuditRead, Pace, audit_first_seen, catalog_audit_read
+from dashboard.selectors.audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
@@ -69,6 +71,7 @@ def catalog_audit_run(*, job: Job, stop_on=(), grid=None, pace: Pace | None = No
             grid=grid,
             deadline=Deadline.within(settings.CATALOG_AUDIT_DEADLINE),
             pace=pace or Pace(rate=settings.CATALOG_AUDIT_RATE),
+            node_ids=asked.node_ids or None,
             on_node=on_node,
         )
     fixed = Fixed()
@@ -83,9 +86,23 @@ def catalog_audit_run(*, job: Job, stop_on=(), grid=None, pace: Pace | None = No
         ]
     result = audit_result(read, first_seen=first_seen, now=timezone.now(), dry_run=job.dry_run, fixed=fixed)
     result.fix_of = asked.dry_run_job
+    if asked.node_ids:
+        _carry_the_rest(result, scope=set(asked.node_ids))
     with transaction.atomic():
         job_succeed(job=job, result=result)
+        transaction.on_commit(partial(_moved_meanwhile, job.started_at))
     return result
+
+
+def _carry_the_rest(result: CatalogAuditResult, *, scope: set[int]) -> None:
+    """An audit of some nodes keeps the newest audit's findings for the others, so the page and /metrics
+    still tell the whole fleet (those findings as that audit saw them, with their first sighting)."""
+    previous = audit_latest().result
+    carried = [f for f in (previous.findings if previous is not None else []) if f.node_id not in scope]
+    result.findings = [*result.findings, *carried]
+    result.counts = {kind: sum(1 for f in result.findings if f.kind == kind) for kind in result.counts}
+    shown = ", ".join(str(n) for n in sorted(scope)[:5]) + (" …" if len(scope) > 5 else "")
+    result.words += f" (node{'s' if len(scope) > 1 else ''} {shown}; the other nodes as the audit before found them)"
 
 
 def audit_result(
@@ -280,6 +297,54 @@ def catalog_audit_here(*, fix: bool, grid=None, pace: Pace | None = None) -> Job
     return Job.objects.get(pk=job.pk)
 
 
+def audit_on_used_moved(events) -> Job | None:
+    """node_events' "used-moved" subscriber: audit those nodes now (a dry run, or a fix with
+    CATALOG_AUDIT_AUTOFIX), so an orphan or a foreign VM is found within a watch interval.
+
+    Called after the readings committed. While an audit is active, its nodes widen a queued one; a
+    running one looks, when it ends, for such events since it started (`_moved_meanwhile`).
+    """
+    if not settings.CATALOG_AUDIT_ON_USED_MOVED:
+        return None
+    grid_ids = sorted(set(Node.objects.filter(pk__in={e.node_id for e in events}).values_list("grid_id", flat=True)))
+    return _audit_nodes(grid_ids) if grid_ids else None
+
+
+def _audit_nodes(grid_ids: list[int]) -> Job | None:
+    try:
+        requested = job_request(
+            kind=Job.Kind.CATALOG_AUDIT,
+            source=Job.Source.BEAT,
+            dry_run=not settings.CATALOG_AUDIT_AUTOFIX,
+            parameters={"node_ids": grid_ids},
+        )
+    except JobError as exc:
+        log.warning("no slice audit of nodes %s after their used capacity moved: %s", grid_ids, exc)
+        return None
+    active = requested.job
+    scoped = (active.parameters or {}).get("node_ids")
+    if not requested.created and active.state == Job.State.QUEUED and scoped:
+        # Conditional: only while it is still queued (a worker that took it meanwhile reads what it had).
+        widened = sorted(set(scoped) | set(grid_ids))
+        Job.objects.filter(pk=active.pk, state=Job.State.QUEUED).update(
+            parameters={**active.parameters, "node_ids": widened}
+        )
+    return active
+
+
+def _moved_meanwhile(started_at: datetime | None) -> None:
+    """After an audit ends: nodes whose used capacity moved while it ran are audited again (their
+    events' request found this one running, and it may have read them before they moved)."""
+    if started_at is None or not settings.CATALOG_AUDIT_ON_USED_MOVED:
+        return
+    moved = NodeEvent.objects.filter(kind=node_events.USED_MOVED, at__gte=started_at).values_list(
+        "node__grid_id", flat=True
+    )
+    grid_ids = sorted(set(moved))
+    if grid_ids:
+        _audit_nodes(grid_ids)
+
+
 def catalog_audit_scheduled() -> Job | None:
     """The beat's nightly audit (CATALOG_AUDIT_EVERY): a dry run, or a fix with CATALOG_AUDIT_AUTOFIX."""
     try:
@@ -291,4 +356,10 @@ def catalog_audit_scheduled() -> Job | None:
         return None
 
 
-__all__ = ["catalog_audit_fix", "catalog_audit_here", "catalog_audit_run", "catalog_audit_scheduled"]
+__all__ = [
+    "audit_on_used_moved",
+    "catalog_audit_fix",
+    "catalog_audit_here",
+    "catalog_audit_run",
+    "catalog_audit_scheduled",
+]
