@@ -250,3 +250,21 @@ def test_no_audit_on_used_moved_when_turned_off(planted, settings):
     settings.CATALOG_AUDIT_ON_USED_MOVED = False
 
     assert (audit_on_used_moved([_moved(1774)]), Job.objects.filter(kind=Job.Kind.CATALOG_AUDIT).count()) == (None, 0)
+
+
+def test_an_event_while_an_audit_runs_gets_a_follow_up_audit(
+    planted, role_user, broker_purged, django_capture_on_commit_callbacks
+):
+    from dashboard.services.jobs import job_request
+
+    asked = job_request(kind=Job.Kind.CATALOG_AUDIT, by=role_user("admins"), dry_run=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        from dashboard.services.audit import catalog_audit_run
+        from dashboard.services.jobs import job_claim
+
+        job = job_claim(job_id=asked.job.pk)
+        _moved(1774)  # the watch saw it after the audit started
+        catalog_audit_run(job=job, grid=planted["grid"], pace=FAST)
+
+    follow_up = Job.objects.filter(kind=Job.Kind.CATALOG_AUDIT).exclude(pk=job.pk).get()
+    assert (follow_up.parameters["node_ids"], follow_up.dry_run) == ([1774], True)

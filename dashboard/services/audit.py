@@ -69,7 +69,7 @@ def catalog_audit_run(*, job: Job, stop_on=(), grid=None, pace: Pace | None = No
     with job_beating(job=job):
         read = catalog_audit_read(
             grid=grid,
-            deadline=Deadline.within(settings.CATALOG_AUDIT_DEADLINE),
+            deadline=Deadline.within(audit_deadline()),
             pace=pace or Pace(rate=settings.CATALOG_AUDIT_RATE),
             node_ids=asked.node_ids or None,
             on_node=on_node,
@@ -103,6 +103,12 @@ def _carry_the_rest(result: CatalogAuditResult, *, scope: set[int]) -> None:
     result.counts = {kind: sum(1 for f in result.findings if f.kind == kind) for kind in result.counts}
     shown = ", ".join(str(n) for n in sorted(scope)[:5]) + (" …" if len(scope) > 5 else "")
     result.words += f" (node{'s' if len(scope) > 1 else ''} {shown}; the other nodes as the audit before found them)"
+
+
+def audit_deadline() -> float:
+    """CATALOG_AUDIT_DEADLINE, but ending a minute before the task's soft time limit: an audit cut off
+    there would keep nothing it read, one that ends lists the nodes it did not reach as not checked."""
+    return max(min(settings.CATALOG_AUDIT_DEADLINE, settings.CELERY_TASK_SOFT_TIME_LIMIT - 60), 1.0)
 
 
 def audit_result(
