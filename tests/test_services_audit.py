@@ -268,3 +268,11 @@ def test_an_event_while_an_audit_runs_gets_a_follow_up_audit(
 
     follow_up = Job.objects.filter(kind=Job.Kind.CATALOG_AUDIT).exclude(pk=job.pk).get()
     assert (follow_up.parameters["node_ids"], follow_up.dry_run) == ([1774], True)
+
+
+def test_a_fix_whose_worker_died_keeps_what_it_fixed(planted):
+    from dashboard.job_kinds.catalog_audit import audit_kept_when_lost
+
+    job = catalog_audit_here(fix=True, grid=planted["grid"], pace=FAST)
+
+    assert sorted(audit_kept_when_lost(job).fixed) == sorted(job.outcome.fixed)

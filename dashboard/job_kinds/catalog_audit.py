@@ -23,6 +23,22 @@ def audit_target(job, asked: CatalogAuditParameters | None) -> str:
     return "the whole fleet"
 
 
+def audit_kept_when_lost(job) -> CatalogAuditResult | None:
+    """What a fix whose worker died had done: each fix has its audit event, written with it."""
+    fixed = list(
+        job.audit_events.filter(action__in=("audit.orphan-freed", "audit.foreign-counted"))
+        .order_by("pk")
+        .values_list("detail__finding", flat=True)
+    )
+    if not fixed:
+        return None
+    return CatalogAuditResult(
+        dry_run=False,
+        fixed=[key for key in fixed if isinstance(key, str)],
+        words=f"fixed {len(fixed)} finding(s) before the worker died (each in the audit trail); run it again",
+    )
+
+
 KIND = JobKind(
     value="catalog-audit",
     member="CATALOG_AUDIT",
@@ -40,4 +56,5 @@ KIND = JobKind(
     background=True,
     progress_label="Nodes checked",
     when_lost="what it had fixed is kept, each fix in the audit trail; run it again",
+    kept_when_lost=audit_kept_when_lost,
 )
