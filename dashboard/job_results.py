@@ -329,3 +329,40 @@ class WatchResult(JobResult):
 
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
+
+
+class AuditFindingItem(_Part):
+    """One disagreement the slice audit found (dashboard.audit_rules.Finding, stored)."""
+
+    key: str
+    kind: str  # orphan, foreign, count, not-checked
+    node_id: int
+    words: str = ""
+    slice_index: int | None = None
+    contract_id: int | None = None
+    workload_id: str = ""
+    since: str | None = None  # ISO time the disagreement can be dated from, when known
+    first_seen: str | None = None  # the first audit that saw it (ISO)
+    fixable: bool = False
+
+
+class CatalogAuditResult(JobResult):
+    """What a slice audit found and, with the fix, what it changed (services.audit)."""
+
+    dry_run: bool = True
+    nodes: int = 0
+    checked: int = 0
+    requests: int = 0
+    counts: dict[str, int] = {}  # findings by kind (not-checked included)
+    findings: list[AuditFindingItem] = []
+    fixed: list[str] = []  # keys of the findings the fix changed
+    not_fixed: list[list[str]] = []  # [key, why]
+    fix_of: int | None = None  # the dry run a fix followed
+    words: str = ""
+
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"findings", "not_fixed"}
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"findings", "fixed", "not_fixed"})
+
+    @property
+    def disagreements(self) -> int:
+        return sum(n for kind, n in self.counts.items() if kind != "not-checked")

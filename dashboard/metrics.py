@@ -72,7 +72,7 @@ class FarmsCollector:
 
 
 class FiguresCollector:
-    """/metrics: four queries whatever the fleet size (see selectors.metrics.metrics_snapshot)."""
+    """/metrics: six queries whatever the fleet size (see selectors.metrics.metrics_snapshot)."""
 
     def describe(self):
         return []
@@ -118,6 +118,22 @@ class FiguresCollector:
         for row in snapshot.failures:
             failed.add_metric([row.cause, row.state], row.deployments)
         yield failed
+
+        if snapshot.audit is not None:
+            found = GaugeMetricFamily(
+                "slicedash_audit_findings",
+                "What the newest slice audit found, by kind: orphan (slice taken, VM gone), foreign (VM unknown to "
+                "the catalog), count (counts that disagree), not-checked (the grid did not answer)",
+                labels=["kind"],
+            )
+            for kind, n in sorted(snapshot.audit.findings.items()):
+                found.add_metric([kind], n)
+            yield found
+            yield GaugeMetricFamily(
+                "slicedash_audit_age_seconds",
+                "Age of the newest finished slice audit",
+                value=_age(now, snapshot.audit.finished_at),
+            )
 
         grid = HistogramMetricFamily(
             "slicedash_grid_request_duration_seconds",

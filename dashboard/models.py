@@ -206,6 +206,7 @@ class Node(models.Model):
             ("bulk_reregister", "Can re-register all stale nodes"),
             ("deploy_slice", "Can deploy a slice"),
             ("onboard_nodes", "Can add nodes from the grid"),
+            ("fix_catalog", "Can fix the catalog from the slice audit"),
         ]
         constraints = [
             models.CheckConstraint(

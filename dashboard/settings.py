@@ -171,6 +171,20 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0),
     },
 }
+# The slice audit (services.audit): every node's catalog against its live contracts. Nightly by
+# default (0 turns it off); at most CATALOG_AUDIT_RATE contract requests a second (the proxy allows
+# 20 a second per client IP, shared by every process), all within CATALOG_AUDIT_DEADLINE seconds,
+# and within the task's soft time limit less a minute (a job killed by it would keep nothing it read):
+# 10 a second for 540 s reads 5,400 nodes; past that, nodes are "not checked" (raise both limits);
+# with CATALOG_AUDIT_AUTOFIX the scheduled run fixes what it finds instead of only listing it.
+CATALOG_AUDIT_EVERY = env_float("CATALOG_AUDIT_EVERY", 86400.0, minimum=0.0)
+CATALOG_AUDIT_RATE = env_float("CATALOG_AUDIT_RATE", 10.0, minimum=0.1)
+CATALOG_AUDIT_DEADLINE = env_float("CATALOG_AUDIT_DEADLINE", 540.0, minimum=1.0)
+CATALOG_AUDIT_AUTOFIX = env_bool("CATALOG_AUDIT_AUTOFIX", False)
+# A node whose used capacity moved with no outcome reported (a node event the watch sees) is audited then.
+CATALOG_AUDIT_ON_USED_MOVED = env_bool("CATALOG_AUDIT_ON_USED_MOVED", True)
+if CATALOG_AUDIT_EVERY > 0:
+    CELERY_BEAT_SCHEDULE["catalog-audit"] = {"task": "dashboard.catalog_audit", "schedule": CATALOG_AUDIT_EVERY}
 
 # --- Alerts (dashboard.alerts) --------------------------------------------------------
 # Comma-separated apprise URLs (mailtos://, json://, tgram://, ...); none: no delivery, the banner still shows.

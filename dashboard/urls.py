@@ -7,6 +7,7 @@ from dashboard.auth import LoginForm
 from dashboard.views import (
     alerts,
     api_tokens,
+    audit,
     deployments,
     favicon,
     fleet,
@@ -34,6 +35,9 @@ urlpatterns = [
     path("nodes/<int:node_id>/observations/clear/", node.observations_clear_view, name="node-observations-clear"),
     path("deployments/failed/", deployments.failed, name="deployments-failed"),
     path("placement/", placement.placement, name="placement"),
+    path("audit/", audit.audit_page, name="audit"),
+    path("audit/run/", audit.audit_run, name="audit-run"),
+    path("audit/fix/", audit.audit_fix, name="audit-fix"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/progress/", jobs.job_progress, name="job-progress"),

@@ -21,6 +21,8 @@ def get_grid() -> Grid:
             retries=settings.GRID_RETRIES,
             backoff=settings.GRID_BACKOFF,
             deadline=settings.GRID_DEADLINE,
+            contracts_page_size=settings.GRID_PAGE_SIZE,
+            max_pages=settings.GRID_MAX_PAGES,
             statistics_deadline=settings.GRID_STATISTICS_DEADLINE,
             budget=budget_from_settings(),
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextvars
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -241,6 +241,53 @@ def pages_ahead(reads: Iterator[T], *, depth: int = 2, step_seconds: float | Non
         thread.join(timeout=5)
 
 
+def pages_bounded(
+    fetch: Callable[[int, int], tuple[Sequence[T], int | None]],
+    *,
+    key: Callable[[T], Hashable],
+    what: str,
+    size: int = 100,
+    max_pages: int = DEFAULT_MAX_PAGES,
+) -> tuple[list[T], int]:
+    """Every item of a paged list, with the ends of farm_pages: (items, pages asked for).
+
+    `fetch(page, size)` returns a page's items and the count the server announced (None if it did
+    not). Stops at a short page or at the count; ReadStopped, and nothing returned, when a page
+    brings no new item, would pass the announced count, or would be past `max_pages`. A caller
+    that must have all or nothing (the audit: a contract left out looks like a VM gone) gets that.
+    """
+    size = _page_size(size)
+    items: list[T] = []
+    seen: set[Hashable] = set()
+    page = 1
+    while True:
+        where = f"page {page} of {what}"
+        if page > max_pages:
+            raise ReadStopped(
+                where,
+                f"not read: {max_pages} full pages of {size} were read (GRID_MAX_PAGES) and the proxy was still "
+                f"sending more; nothing of it kept",
+            )
+        got, count = fetch(page, size)
+        keys = [key(item) for item in got]
+        fresh = [item for item, k in zip(got, keys, strict=True) if k not in seen]
+        if got and not fresh:
+            raise ReadStopped(
+                where, "it brought nothing not already read (the proxy sent a page it had sent: does it ignore `page`?)"
+            )
+        if len(set(keys)) != len(keys):
+            raise ReadStopped(where, "it lists the same entry twice; nothing of it kept")
+        if count is not None and len(items) + len(fresh) > count:
+            raise ReadStopped(
+                where, f"it would bring the read to {len(items) + len(fresh)}, past the {count} the proxy announced"
+            )
+        items.extend(fresh)
+        seen.update(keys)
+        if len(got) < size or (count is not None and len(items) >= count):
+            return items, page
+        page += 1
+
+
 def _page_size(size: int) -> int:
     return max(1, min(int(size), MAX_PAGE_SIZE))
 
@@ -255,4 +302,5 @@ __all__ = [
     "id_pages",
     "ids_page",
     "pages_ahead",
+    "pages_bounded",
 ]

@@ -80,6 +80,51 @@ class NodePage:
         return len(self.nodes) + len(self.skipped)
 
 
+# Contract states that hold capacity on a node: the proxy counts these in `used` (docs/domain.md).
+LIVE_CONTRACT_STATES = ("Created", "GracePeriod")
+# Node contracts whose deployment holds no slice-sized capacity: a VM's network, a gateway's name.
+NO_CAPACITY_DEPLOYMENTS = ("network", "gateway-name-proxy", "gateway-fqdn-proxy")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One live contract on a node, from GET /contracts?node_id=N&state=Created,GracePeriod.
+
+    `type` is the proxy's: "node" (a deployment on the node), "rent" (the whole node rented) or
+    "name". A node contract's `deployment_type` and `name` come from its deployment_data
+    ({"type": "vm", "name": ...}); "" when it carries none.
+    """
+
+    contract_id: int
+    twin_id: int
+    node_id: int
+    state: str
+    type: str
+    created_at: int | None = None
+    deployment_type: str = ""
+    name: str = ""
+
+    @property
+    def holds_capacity(self) -> bool:
+        """A deployment that takes memory and disk on the node (a VM, a k8s worker, a zdb, or one whose
+        kind is not said): the ones the catalog's slices must account for."""
+        return self.type == "node" and self.deployment_type not in NO_CAPACITY_DEPLOYMENTS
+
+    @property
+    def workload_id(self) -> str:
+        """ZOS's id of the deployment's workload, "<twin>-<contract>-<name>" ("" without a name)."""
+        return f"{self.twin_id}-{self.contract_id}-{self.name}" if self.name else ""
+
+
+@dataclass(frozen=True)
+class NodeContracts:
+    """Every live contract of one node, read in full (a partial read raises instead)."""
+
+    node_id: int
+    contracts: tuple[Contract, ...]
+    requests: int = 1  # pages asked for
+
+
 @dataclass(frozen=True)
 class VmDeployed:
     workload_id: str
@@ -165,13 +210,21 @@ class Grid(Protocol):
 
     def statistics(self, node_id: int) -> NodeStatistics: ...
 
+    def contracts(self, node_id: int) -> NodeContracts:
+        """The node's live contracts (Created or GracePeriod), all pages of them, or a GridError:
+        never a part of them, since a contract left out would make a running VM look gone."""
+        ...
+
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed: ...
 
     def delete_vm(self, node_id: int, workload_id: str) -> None: ...
 
 
 __all__ = [
+    "LIVE_CONTRACT_STATES",
     "NODE_STATUSES",
+    "Contract",
+    "NodeContracts",
     "DeployNotSupported",
     "DeploymentFailed",
     "Grid",

@@ -58,17 +58,21 @@ from dashboard.capacity import MiB, SliceSize, format_size
 from dashboard.grid import telemetry
 from dashboard.grid.budget import RequestBudget
 from dashboard.grid.deadline import Deadline, current_step_deadline
-from dashboard.grid.proxy.parse import describe, parse_node, parse_statistics
+from dashboard.grid.paging import pages_bounded
+from dashboard.grid.proxy.parse import describe, parse_contracts, parse_node, parse_statistics
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
 from dashboard.grid.text import text_printable, url_credentials_split, url_redacted
 from dashboard.grid.types import (
+    LIVE_CONTRACT_STATES,
     NODE_STATUSES,
+    Contract,
     DeployNotSupported,
     GridError,
     GridUnavailable,
     MalformedPayload,
     NodeAway,
     NodeCapacity,
+    NodeContracts,
     NodeNotFound,
     NodePage,
     NodeStatistics,
@@ -128,6 +132,8 @@ class GridProxyClient:
         backoff: float = 0.5,
         max_body_bytes: int = MAX_BODY_BYTES,
         deadline: float = DEFAULT_DEADLINE_SECONDS,
+        contracts_page_size: int = 100,
+        max_pages: int = 100,
         statistics_deadline: float | None = None,
         budget: RequestBudget | None = None,
     ) -> None:
@@ -156,6 +162,8 @@ class GridProxyClient:
         self.backoff = float(backoff)
         self.max_body_bytes = max_body_bytes
         self.deadline = float(deadline)
+        self.contracts_page_size = max(1, min(int(contracts_page_size), MAX_PAGE_SIZE))
+        self.max_pages = max(1, int(max_pages))
         self.statistics_deadline = float(statistics_deadline if statistics_deadline is not None else deadline)
         # None: no budget (a client made by hand, a test); get_grid() always gives the deployment's.
         self.budget = budget
@@ -254,6 +262,25 @@ class GridProxyClient:
         node_id = _node_id_argument(node_id)
         payload, url = self._get_json(f"/nodes/{node_id}/statistics", node_id=node_id, statistics=True)
         return _parsed(lambda p: parse_statistics(p, node_id=node_id), payload, url)
+
+    def contracts(self, node_id: int) -> NodeContracts:
+        """GET /contracts?node_id=N&state=Created,GracePeriod, every page (grid.paging.pages_bounded), each
+        page one request under the deadlines; a page or an entry that cannot be trusted fails the node's read."""
+        node_id = _node_id_argument(node_id)
+
+        def fetch(page: int, size: int) -> tuple[list[Contract], int | None]:
+            params = {"node_id": node_id, "state": ",".join(LIVE_CONTRACT_STATES), "page": page, "size": size}
+            answer: dict[str, Any] = {}
+            payload, url = self._get_json(
+                "/contracts", params={**params, "ret_count": "true"}, node_id=None, answer=answer
+            )
+            return _parsed(lambda p: parse_contracts(p, node_id=node_id), payload, url), _count(answer.get("headers"))
+
+        what = f"node {node_id}'s contracts"
+        found, pages = pages_bounded(
+            fetch, key=lambda c: c.contract_id, what=what, size=self.contracts_page_size, max_pages=self.max_pages
+        )
+        return NodeContracts(node_id=node_id, contracts=tuple(found), requests=pages)
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
         raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)

@@ -16,11 +16,13 @@ from typing import Any
 from dashboard.capacity import GiB, Resources, format_size
 from dashboard.grid.text import text_problem
 from dashboard.grid.types import (
+    LIVE_CONTRACT_STATES,
     MAX_NODE_CRU,
     MAX_NODE_HRU,
     MAX_NODE_MRU,
     MAX_NODE_SRU,
     NODE_STATUSES,
+    Contract,
     MalformedPayload,
     NodeCapacity,
     NodeStatistics,
@@ -313,4 +315,97 @@ def parse_statistics(payload: Any, *, node_id: int | None = None) -> NodeStatist
     return NodeStatistics(system=system, total=total, used=used, **counts)
 
 
-__all__ = ["describe", "parse_node", "parse_statistics"]
+CONTRACT_TYPES = ("node", "rent", "name")
+# deployment_data is the deployer's JSON text ({"version": 0, "type": "vm", "name": ..., "projectName": ...});
+# a few KiB at most. Far beyond it is not a deployment's description.
+DEPLOYMENT_DATA_MAX = 64 * 1024
+_NAME_MAX = 128
+
+
+def parse_contract(payload: Any, *, node_id: int, states: tuple[str, ...] = LIVE_CONTRACT_STATES) -> Contract:
+    """One entry of GET /contracts?node_id=N&state=...; MalformedPayload naming the contract and the field.
+
+    Strict like the node parser: a contract that cannot be read would make its VM look gone (an
+    orphan that is not one), so the caller gives up on the node rather than skip the entry.
+    """
+    if not isinstance(payload, dict):
+        raise MalformedPayload(f"node {node_id}'s contract list: an entry is {describe(payload)}, must be an object")
+    contract_id = _identifier(payload, "contract_id", where=f"node {node_id}'s contract", required=True)
+    where = f"node {node_id}'s contract {contract_id}"
+    twin_id = _identifier(payload, "twin_id", where=where, required=True)
+    state = payload.get("state")
+    if not isinstance(state, str) or state.lower() not in {s.lower() for s in states}:
+        raise MalformedPayload(f"{where}: state is {describe(state)}, asked for {' or '.join(states)} only")
+    kind = payload.get("type")
+    if kind not in CONTRACT_TYPES:
+        raise MalformedPayload(f"{where}: type is {describe(kind)}, must be one of {', '.join(CONTRACT_TYPES)}")
+    created_at = _timestamp(payload, "created_at", where=where)
+    details = payload.get("details")
+    if details is None:
+        details = {}
+    if not isinstance(details, dict):
+        raise MalformedPayload(f"{where}: details is {describe(details)}, must be an object")
+    if kind in ("node", "rent"):
+        on = _identifier(details, "nodeId", where=where, required=True)
+        if on != node_id:
+            raise MalformedPayload(
+                f"{where}: details.nodeId is {on}, but the contracts of node {node_id} were asked for"
+            )
+    elif kind == "name":
+        raise MalformedPayload(
+            f"{where}: a name contract is on no node, but the contracts of node {node_id} were asked for"
+        )
+    deployment_type, name = (
+        _deployment_data(details.get("deployment_data"), where=where) if kind == "node" else ("", "")
+    )
+    return Contract(
+        contract_id=contract_id,
+        twin_id=twin_id,
+        node_id=node_id,
+        state=state,
+        type=kind,
+        created_at=created_at,
+        deployment_type=deployment_type,
+        name=name,
+    )
+
+
+def parse_contracts(payload: Any, *, node_id: int) -> list[Contract]:
+    """A page of GET /contracts: a JSON array of contracts of this node, each read by parse_contract."""
+    if not isinstance(payload, list):
+        raise MalformedPayload(f"node {node_id}'s contract list is {describe(payload)}, must be a JSON array")
+    return [parse_contract(item, node_id=node_id) for item in payload]
+
+
+def _deployment_data(value: Any, *, where: str) -> tuple[str, str]:
+    """(type, name) from a node contract's deployment_data; ("", "") when it says nothing readable.
+
+    The deployer writes it and ZOS never reads it, so it is a hint, not a record: text that is not
+    JSON (older deployers) means "kind not said", and such a contract counts as holding capacity.
+    """
+    if value is None or value == "":
+        return "", ""
+    if not isinstance(value, str):
+        raise MalformedPayload(f"{where}: details.deployment_data is {describe(value)}, must be text")
+    if len(value) > DEPLOYMENT_DATA_MAX:
+        raise MalformedPayload(
+            f"{where}: details.deployment_data is {len(value):,} characters long, more than {DEPLOYMENT_DATA_MAX:,}; "
+            "refusing it"
+        )
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return "", ""
+    if not isinstance(data, dict):
+        return "", ""
+    found = []
+    for key in ("type", "name"):
+        text = data.get(key)
+        if not isinstance(text, str) or text_problem(text) or len(text) > _NAME_MAX:
+            found.append("")
+            continue
+        found.append(text.strip())
+    return found[0].lower(), found[1]
+
+
+__all__ = ["describe", "parse_contract", "parse_contracts", "parse_node", "parse_statistics"]

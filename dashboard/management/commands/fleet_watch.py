@@ -11,25 +11,31 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.job_kinds import job_describe
+from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand
 from dashboard.models import Job
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_wait
 from dashboard.services.watch import fleet_watch_request
 
-JOB_FAILED = 1
-COULD_NOT_RUN = 2
+JOB_FAILED = EXIT_REFUSED
+COULD_NOT_RUN = EXIT_USAGE
 STILL_RUNNING = 3
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Read every registered node from the grid again (the fleet watch). Queued for the worker by default; "
-        "--here runs it in this process, --wait follows the queued job. Exit status: 0 queued, skipped or "
-        "succeeded; 1 failed; 2 bad arguments; 3 --wait timed out."
+        "--here runs it in this process, --wait follows the queued job."
     )
+    exit_statuses = {
+        0: "queued, skipped or succeeded",
+        EXIT_REFUSED: "the watch failed",
+        EXIT_USAGE: "the command line is wrong (nothing was done)",
+        3: "--wait gave up; the job keeps running",
+    }
 
     def add_arguments(self, parser):
         parser.add_argument("--here", action="store_true", help="run the watch in this process, now")
