@@ -150,7 +150,7 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     import redis
     from django.core.management import call_command
 
-    from bench import api, bulk, onboard, pages, precheck, seed
+    from bench import api, bulk, onboard, pages, precheck, seed, watch
     from bench.procs import Worker
     from bench.report import machine_facts
     from dashboard.grid.simgrid import SimulatedGrid
@@ -234,6 +234,12 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     up = [s.node_id for s in specs[largest // 2 :] if s.status == "up"][:clicks]
     figures["click_to_result"] = {"nodes": largest, **bulk.clicks_measure(node_ids=up, worker=worker)}
     worker.stop()
+
+    # The fleet watch over the whole seeded fleet, from the simulator's HTTP face 100 ms away.
+    log(f"fleet watch of {largest:,} nodes from a loopback Grid Proxy, {watch.LATENCY_MS} ms a request, one worker")
+    reseed(largest)
+    figures["watch"] = watch.watch_measure(env, workers, log=log)
+    log(f"watch: {figures['watch']}")
 
     # Last, so its 2,000 extra nodes touch no other figure.
     log(

@@ -9,3 +9,10 @@ class DashboardConfig(AppConfig):
     def ready(self) -> None:
         # Connects the login signal that starts a session's clocks (dashboard.middleware.SessionExpiry).
         from dashboard import middleware  # noqa: F401
+
+        # The slice audit checks a node whose used capacity moved with no outcome reported (an orphan
+        # or a foreign VM), so it is found within a watch interval, not at the next nightly audit.
+        from dashboard.node_events import USED_MOVED, node_events_subscribe
+        from dashboard.services.audit import audit_on_used_moved
+
+        node_events_subscribe(USED_MOVED, audit_on_used_moved)

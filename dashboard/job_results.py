@@ -285,5 +285,84 @@ class OnboardResult(JobResult):
         return text
 
 
+class WatchResult(JobResult):
+    """What one fleet watch read: every registered node, a page at a time (services.watch)."""
+
+    skipped: str = ""  # not run: why (the previous watch was still running)
+    nodes: int = 0  # registered nodes when it started
+    read: int = 0  # nodes whose reading was written
+    changed: int = 0  # of those, how many reported another status or capacity than stored
+    events: int = 0  # node events the readings made (services.node_events)
+    pages: int = 0
+    requests: int = 0
+    by_farm: bool = False  # the proxy refused `node_ids` (older than v0.15.6): read by farm pages
+    missed: list[list[Any]] = []  # [node_id, why]: nodes the grid did not answer for (the first LISTED)
+    missed_total: int = 0
+    oldest_reading_at: str | None = None  # after the run, the oldest reading of any registered node
+
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"missed"}
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"missed"})
+
+    def stored(self) -> dict[str, Any]:
+        return {**super().stored(), "words": self.words()}
+
+    def miss(self, node_id: int, why: str) -> None:
+        self.missed_total += 1
+        if len(self.missed) < LISTED:
+            self.missed.append([node_id, why])
+
+    def sentence(self) -> str:
+        return self.words()
+
+    def words(self) -> str:
+        if self.skipped:
+            return f"skipped: {self.skipped}"
+        text = (
+            f"read {self.read} of {self.nodes} node(s) in {self.pages} page(s), {self.requests} request(s)"
+            f"{' by farm (the grid proxy refused node_ids)' if self.by_farm else ''}; "
+            f"{self.changed} changed, {self.events} event(s)"
+        )
+        if self.missed_total:
+            text += f"; the grid did not answer for {self.missed_total} node(s)"
+        return text
+
+
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
+
+
+class AuditFindingItem(_Part):
+    """One disagreement the slice audit found (dashboard.audit_rules.Finding, stored)."""
+
+    key: str
+    kind: str  # orphan, foreign, count, not-checked
+    node_id: int
+    words: str = ""
+    slice_index: int | None = None
+    contract_id: int | None = None
+    workload_id: str = ""
+    since: str | None = None  # ISO time the disagreement can be dated from, when known
+    first_seen: str | None = None  # the first audit that saw it (ISO)
+    fixable: bool = False
+
+
+class CatalogAuditResult(JobResult):
+    """What a slice audit found and, with the fix, what it changed (services.audit)."""
+
+    dry_run: bool = True
+    nodes: int = 0
+    checked: int = 0
+    requests: int = 0
+    counts: dict[str, int] = {}  # findings by kind (not-checked included)
+    findings: list[AuditFindingItem] = []
+    fixed: list[str] = []  # keys of the findings the fix changed
+    not_fixed: list[list[str]] = []  # [key, why]
+    fix_of: int | None = None  # the dry run a fix followed
+    words: str = ""
+
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"findings", "not_fixed"}
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"findings", "fixed", "not_fixed"})
+
+    @property
+    def disagreements(self) -> int:
+        return sum(n for kind, n in self.counts.items() if kind != "not-checked")

@@ -5,7 +5,9 @@ nothing, and the numbers are the ones the pages show. Two registries, two paths:
 
 - `/metrics` (`registry`): slicedash_fleet_* for the whole fleet, slicedash_jobs*,
   slicedash_deployments_failed_total, slicedash_worker_heartbeat_age_seconds and the Grid Proxy
-  requests (slicedash_grid_request_duration_seconds, by endpoint and outcome). Its size and cost do
+  requests (slicedash_grid_request_duration_seconds, by endpoint and outcome), the waits for the
+  shared request budget (slicedash_grid_budget_wait_seconds) and the 429s (slicedash_grid_rate_limited).
+  Its size and cost do
   not depend on the fleet: scrape it often, alert on it.
 - `/metrics/farms` (`farms_registry`): slicedash_farm_* per farm (label `farm`), 12 series a farm,
   so its answer grows with the number of farms: scrape it less often (README, "Metrics").
@@ -19,6 +21,8 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from dashboard.grid.budget import BUDGET_ENDPOINT
+from dashboard.grid.proxy.client import RATE_LIMITED
 from dashboard.models import Job
 from dashboard.selectors.farm_totals import FarmSums
 from dashboard.selectors.metrics import farms_figures, metrics_snapshot
@@ -68,7 +72,7 @@ class FarmsCollector:
 
 
 class FiguresCollector:
-    """/metrics: four queries whatever the fleet size (see selectors.metrics.metrics_snapshot)."""
+    """/metrics: six queries whatever the fleet size (see selectors.metrics.metrics_snapshot)."""
 
     def describe(self):
         return []
@@ -115,15 +119,49 @@ class FiguresCollector:
             failed.add_metric([row.cause, row.state], row.deployments)
         yield failed
 
+        if snapshot.audit is not None:
+            found = GaugeMetricFamily(
+                "slicedash_audit_findings",
+                "What the newest slice audit found, by kind: orphan (slice taken, VM gone), foreign (VM unknown to "
+                "the catalog), count (counts that disagree), not-checked (the grid did not answer)",
+                labels=["kind"],
+            )
+            for kind, n in sorted(snapshot.audit.findings.items()):
+                found.add_metric([kind], n)
+            yield found
+            yield GaugeMetricFamily(
+                "slicedash_audit_age_seconds",
+                "Age of the newest finished slice audit",
+                value=_age(now, snapshot.audit.finished_at),
+            )
+
         grid = HistogramMetricFamily(
             "slicedash_grid_request_duration_seconds",
             "Grid Proxy requests (retries included) by endpoint and outcome (ok, unavailable, not_found, offline, "
-            "malformed, refused), from every web process and worker",
+            "malformed, refused; rate_limited: a try answered 429), from every web process and worker",
             labels=["endpoint", "outcome"],
         )
+        budget = HistogramMetricFamily(
+            "slicedash_grid_budget_wait_seconds",
+            "Time Grid Proxy requests waited for the shared request budget (GRID_RATE_LIMIT), by priority "
+            "(interactive, background); only requests that waited are counted",
+            labels=["priority"],
+        )
+        limited = CounterMetricFamily(
+            "slicedash_grid_rate_limited",
+            "Tries the Grid Proxy refused for rate (429), waited for and retried, by endpoint",
+            labels=["endpoint"],
+        )
         for row in snapshot.grid_requests:
+            if row.endpoint == BUDGET_ENDPOINT:
+                budget.add_metric([row.outcome], buckets=row.buckets, sum_value=row.seconds)
+                continue
             grid.add_metric([row.endpoint, row.outcome], buckets=row.buckets, sum_value=row.seconds)
+            if row.outcome == RATE_LIMITED:
+                limited.add_metric([row.endpoint], row.requests)
         yield grid
+        yield budget
+        yield limited
 
 
 def _age(now: datetime, at: datetime) -> float:

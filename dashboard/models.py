@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard import capacity, job_kinds
+from dashboard import capacity, job_kinds, node_events
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
 from dashboard.job_results import JobResult
 
@@ -123,8 +123,21 @@ class Node(models.Model):
     farm_name = models.CharField(max_length=128, blank=True)
     twin_id = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.UNKNOWN, db_index=True)
-    dedicated = models.BooleanField(default=False)
+    # The proxy's `dedicated`, kept as it says it: true for ANY node with no contracts (or rented, or
+    # with an extra fee), not only for dedicated farms, so it is never shown as "a dedicated node".
+    dedicated = models.BooleanField(
+        default=False,
+        verbose_name="proxy's dedicated flag",
+        help_text="The Grid Proxy's `dedicated`: true for any node without contracts, not only dedicated farms",
+    )
     rented_by_twin_id = models.PositiveIntegerField(null=True, blank=True)
+    # What the last reading said besides capacity: the proxy's health verdict, the farm's power
+    # manager (state, and the state it was asked to take: target up with state down is a wake asked
+    # for), and the seconds since the node booted (back to small on a reboot). Blank/None: not said.
+    healthy = models.BooleanField(null=True, blank=True)
+    power_state = models.CharField(max_length=8, blank=True)
+    power_target = models.CharField(max_length=8, blank=True)
+    uptime = models.BigIntegerField(null=True, blank=True, help_text="Seconds since the node booted (last reading)")
     country = models.CharField(max_length=64, blank=True)
     city = models.CharField(max_length=64, blank=True)
 
@@ -193,6 +206,7 @@ class Node(models.Model):
             ("bulk_reregister", "Can re-register all stale nodes"),
             ("deploy_slice", "Can deploy a slice"),
             ("onboard_nodes", "Can add nodes from the grid"),
+            ("fix_catalog", "Can fix the catalog from the slice audit"),
         ]
         constraints = [
             models.CheckConstraint(
@@ -302,6 +316,37 @@ class Slice(models.Model):
         return self.state in self.OCCUPIED_STATES
 
 
+class NodeEvent(models.Model):
+    """A change one reading of a node showed against the one before (dashboard.node_events says which).
+
+    Written by services.readings, the one writer of a node's reading, in the same transaction; never
+    edited. The node page's timeline, the uptime (selectors.uptime) and the node alerts read them.
+    """
+
+    Kind = models.TextChoices(
+        "Kind", [(k.upper().replace("-", "_"), (k, label)) for k, label in node_events.KINDS.items()]
+    )
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    at = models.DateTimeField(help_text="When the reading that showed it was taken")
+    words = models.CharField(max_length=300)
+    # For status changes (uptime is counted from them); blank for the others.
+    status_before = models.CharField(max_length=8, blank=True)
+    status_after = models.CharField(max_length=8, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        indexes = [
+            models.Index(fields=["node", "-at"], name="node_event_timeline"),
+            models.Index(fields=["kind", "-at"], name="node_event_by_kind"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node} {self.kind} at {self.at:%Y-%m-%d %H:%M}"
+
+
 class Deployment(models.Model):
     """One attempt to deploy a slice's VM, kept with the grid's own reason when it failed."""
 
@@ -382,6 +427,7 @@ class Job(models.Model):
         COMMAND = "command", "Command"
         ADMIN = "admin", "Admin"
         API = "api", "API"
+        BEAT = "beat", "Beat"
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
     node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs")

@@ -146,6 +146,10 @@ JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
 JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
 # A job whose worker died this many times is given up rather than retried again.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
+# Seconds between fleet watches (every registered node read again, a page at a time); 0 turns it off.
+FLEET_WATCH_EVERY = env_int("FLEET_WATCH_EVERY", 300, minimum=0)
+if 0 < FLEET_WATCH_EVERY < 10:
+    raise ImproperlyConfigured(f"FLEET_WATCH_EVERY must be 0 (off) or 10 seconds or more, not {FLEET_WATCH_EVERY}")
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
     "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
@@ -155,12 +159,32 @@ CELERY_BEAT_SCHEDULE = {
         "task": "dashboard.farm_totals_refresh",
         "schedule": env_float("FARM_TOTALS_EVERY", 60.0, minimum=1.0),
     },
+    # The fleet watch (services.watch): every registered node read again, unless FLEET_WATCH_EVERY is 0.
+    **(
+        {"fleet-watch": {"task": "dashboard.fleet_watch", "schedule": float(FLEET_WATCH_EVERY)}}
+        if FLEET_WATCH_EVERY
+        else {}
+    ),
     # Capacity over time: a snapshot of the fleet's, farms' and nodes' figures, then the thinning.
     "snapshot-figures": {
         "task": "dashboard.figures_snapshot",
         "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0),
     },
 }
+# The slice audit (services.audit): every node's catalog against its live contracts. Nightly by
+# default (0 turns it off); at most CATALOG_AUDIT_RATE contract requests a second (the proxy allows
+# 20 a second per client IP, shared by every process), all within CATALOG_AUDIT_DEADLINE seconds,
+# and within the task's soft time limit less a minute (a job killed by it would keep nothing it read):
+# 10 a second for 540 s reads 5,400 nodes; past that, nodes are "not checked" (raise both limits);
+# with CATALOG_AUDIT_AUTOFIX the scheduled run fixes what it finds instead of only listing it.
+CATALOG_AUDIT_EVERY = env_float("CATALOG_AUDIT_EVERY", 86400.0, minimum=0.0)
+CATALOG_AUDIT_RATE = env_float("CATALOG_AUDIT_RATE", 10.0, minimum=0.1)
+CATALOG_AUDIT_DEADLINE = env_float("CATALOG_AUDIT_DEADLINE", 540.0, minimum=1.0)
+CATALOG_AUDIT_AUTOFIX = env_bool("CATALOG_AUDIT_AUTOFIX", False)
+# A node whose used capacity moved with no outcome reported (a node event the watch sees) is audited then.
+CATALOG_AUDIT_ON_USED_MOVED = env_bool("CATALOG_AUDIT_ON_USED_MOVED", True)
+if CATALOG_AUDIT_EVERY > 0:
+    CELERY_BEAT_SCHEDULE["catalog-audit"] = {"task": "dashboard.catalog_audit", "schedule": CATALOG_AUDIT_EVERY}
 
 # --- Alerts (dashboard.alerts) --------------------------------------------------------
 # Comma-separated apprise URLs (mailtos://, json://, tgram://, ...); none: no delivery, the banner still shows.
@@ -173,6 +197,23 @@ ALERT_FAILED_WINDOW = env_int("ALERT_FAILED_WINDOW", 900, minimum=60)
 # 90 s: with the heartbeat timeout, the banner shows within about 2 minutes of the worker stopping.
 ALERT_QUEUED_WITHOUT_WORKER = env_int("ALERT_QUEUED_WITHOUT_WORKER", 90, minimum=30)
 ALERT_READING_MAX_AGE = env_int("ALERT_READING_MAX_AGE", 86400, minimum=60)
+# The node alerts (from the events the readings show): a node down this long, a wake asked for
+# and not done this long, a hardware change this recent, free slices gone within this many days.
+ALERT_NODE_DOWN_AFTER = env_int("ALERT_NODE_DOWN_AFTER", 1800, minimum=60)
+ALERT_WAKE_AFTER = env_int("ALERT_WAKE_AFTER", 600, minimum=60)
+ALERT_HARDWARE_CHANGED_FOR = env_int("ALERT_HARDWARE_CHANGED_FOR", 86400, minimum=60)
+ALERT_RUN_OUT_DAYS = env_float("ALERT_RUN_OUT_DAYS", 14.0, minimum=0.0)
+# Per-farm routes, beside ALERT_URLS: "FARM_ID=apprise-url" items, comma-separated; a farm's owner
+# hears about that farm's alerts (node down, wake, hardware, running out) as well as ALERT_URLS.
+ALERT_FARM_URLS: dict[int, list[str]] = {}
+for _route in env_list("ALERT_FARM_URLS", []):
+    _farm, _sep, _url = _route.partition("=")
+    if not _sep or not _farm.strip().isdigit() or "://" not in _url:
+        raise ImproperlyConfigured(
+            "ALERT_FARM_URLS items must be FARM_ID=apprise-url (e.g. 4242=json://hooks.example.com/farm); "
+            f"one is {_route.split('://', 1)[0]!r}..."
+        )
+    ALERT_FARM_URLS.setdefault(int(_farm.strip()), []).append(_url.strip())
 # Past this a node's capacity reading is too old to judge by: its figures show "uncertain".
 READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)
 # Nodes per GET /nodes page when reading farms (the proxy caps it; 1000 is the client's own limit).
@@ -205,6 +246,18 @@ GRID_BACKOFF = env_float("GRID_BACKOFF", 0.5, minimum=0.0)
 # and one job step that reads the grid (a re-register's read with its whole-read retries).
 GRID_DEADLINE = env_float("GRID_DEADLINE", 30.0, minimum=0.1)
 GRID_STEP_DEADLINE = env_float("GRID_STEP_DEADLINE", 90.0, minimum=0.1)
+# A statistics read goes through the relay to the node itself, and the proxy gives it 30 s.
+GRID_STATISTICS_DEADLINE = env_float("GRID_STATISTICS_DEADLINE", 30.0, minimum=0.1)
+# One request budget for every process (grid/budget.py): at most this many Grid Proxy requests in
+# any 1 s window (the proxy allows 20 per client IP), of which background work (the watch, bulk
+# jobs) leaves GRID_RATE_RESERVE to interactive requests (prechecks, a page's click).
+GRID_RATE_LIMIT = env_int("GRID_RATE_LIMIT", 15, minimum=1)
+GRID_RATE_RESERVE = env_int("GRID_RATE_RESERVE", 3, minimum=0)
+if GRID_RATE_RESERVE >= GRID_RATE_LIMIT:
+    raise ImproperlyConfigured(
+        f"GRID_RATE_RESERVE ({GRID_RATE_RESERVE}) must be less than GRID_RATE_LIMIT ({GRID_RATE_LIMIT}): "
+        "background work would have no request left"
+    )
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
 
 # --- Auth and security ----------------------------------------------------------------

@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, farm_totals, job_reaper, jobs, snapshots
+from dashboard.services import alerts, farm_totals, job_reaper, jobs, snapshots, watch
 from dashboard.services.grid_requests import grid_requests_store
 from dashboard.services.job_run import job_execute
 
@@ -112,3 +112,18 @@ def figures_snapshot() -> int:
 def farm_totals_refresh() -> int:
     """The farms written since their last refresh summed again (services.farm_totals)."""
     return len(farm_totals.farm_totals_refresh())
+
+
+@shared_task(name="dashboard.catalog_audit", ignore_result=True, soft_time_limit=60, time_limit=90, expires=3600)
+def catalog_audit() -> int | None:
+    """Queue the scheduled slice audit (beat: every CATALOG_AUDIT_EVERY s); it runs as a job like the others."""
+    from dashboard.services.audit import catalog_audit_scheduled
+
+    job = catalog_audit_scheduled()
+    return job.pk if job is not None else None
+
+
+@shared_task(name="dashboard.fleet_watch", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
+def fleet_watch() -> int:
+    """Ask for a fleet watch (beat: every FLEET_WATCH_EVERY s); one still running makes this one a skipped job."""
+    return watch.fleet_watch_request(source="beat").pk

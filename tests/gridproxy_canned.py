@@ -45,6 +45,7 @@ class CannedProxy:
     hits: Counter = field(default_factory=Counter)
     queries: list[str] = field(default_factory=list)
     authorizations: list[str] = field(default_factory=list)  # each request's Authorization header ("" if none)
+    arrivals: list[float] = field(default_factory=list)  # time.monotonic() of each request's arrival
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, path: str, *answers: Answer | Any) -> None:
@@ -63,6 +64,7 @@ def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             parts = urlsplit(self.path)
+            canned.arrivals.append(time.monotonic())
             canned.queries.append(parts.query)
             canned.authorizations.append(self.headers.get("Authorization", ""))
             answer = canned.next_answer(parts.path) or Answer(404, {"error": "not found"})

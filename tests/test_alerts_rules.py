@@ -148,9 +148,70 @@ def test_it_fires_for_readings_older_than_the_limit(nodes, expected):
 def test_every_rule_has_a_title_and_all_are_evaluated():
     figures = Figures(
         now=NOW,
-        nodes=[node(reasons={"memory": 1}, stale=True, stale_since=ago(days=2), seen_at=ago(days=2))],
+        nodes=[
+            node(reasons={"memory": 1}, stale=True, stale_since=ago(days=2), seen_at=ago(days=2)),
+            NodeReading(2, 1, "down", down_since=ago(hours=2), total_changed_at=ago(hours=1)),
+            NodeReading(3, 1, "standby", wake_asked_since=ago(hours=1)),
+        ],
         jobs=JobActivity(oldest_queued_at=ago(hours=1), queued=1),
         failures=[rules.FailureCount("disk", 5)],
+        trends=[rules.SlicesTrend("fleet", free_now=20, per_day=-4.0, days_left=5.0)],
     )
     found = rules.conditions(figures, LIMITS)
     assert sorted(c.rule for c in found) == sorted(rules.RULES) and set(rules.TITLES) == set(rules.RULES)
+
+
+# --- the node rules, from the events the readings showed ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("down_since", "fires"),
+    [(ago(minutes=31), True), (ago(minutes=29), False), (None, False)],
+)
+def test_a_node_down_past_the_limit_alerts_its_farm(down_since, fires):
+    found = rules.nodes_down(Figures(now=NOW, nodes=[NodeReading(7, 42, "down", down_since=down_since)]), LIMITS)
+    assert [(c.subject, c.summary) for c in found] == (
+        [("farm 42", "Farm 42: 1 node down for over 30 min")] if fires else []
+    )
+
+
+def test_a_standby_node_is_not_down():
+    found = rules.nodes_down(Figures(now=NOW, nodes=[NodeReading(7, 42, "standby", down_since=ago(days=1))]), LIMITS)
+    assert found == []
+
+
+@pytest.mark.parametrize(("asked", "fires"), [(ago(minutes=11), True), (ago(minutes=9), False), (None, False)])
+def test_a_wake_that_did_not_happen_past_the_limit_alerts(asked, fires):
+    found = rules.wakes_not_happened(
+        Figures(now=NOW, nodes=[NodeReading(7, 42, "standby", wake_asked_since=asked)]), LIMITS
+    )
+    assert len(found) == (1 if fires else 0)
+    if fires:
+        assert "node 7" in found[0].detail and found[0].subject == "farm 42"
+
+
+@pytest.mark.parametrize(("changed", "fires"), [(ago(hours=23), True), (ago(hours=25), False), (None, False)])
+def test_a_recent_hardware_change_alerts_until_the_window_passes(changed, fires):
+    found = rules.hardware_changed(Figures(now=NOW, nodes=[NodeReading(7, 42, "up", total_changed_at=changed)]), LIMITS)
+    assert len(found) == (1 if fires else 0)
+
+
+@pytest.mark.parametrize(
+    ("trend", "expected"),
+    [
+        (
+            rules.SlicesTrend("fleet", 50, -5.0, 10.0),
+            "The fleet: free deployable slices falling by 5.0 a day; none left in about 10 days",
+        ),
+        (
+            rules.SlicesTrend("farm 42", 0, -2.0, 0.0),
+            "Farm 42: free deployable slices falling by 2.0 a day; none are left now",
+        ),
+        (rules.SlicesTrend("fleet", 500, -5.0, 100.0), None),
+        (rules.SlicesTrend("fleet", 500, 3.0, None), None),
+        (rules.SlicesTrend("fleet", 500, None, None), None),
+    ],
+)
+def test_free_slices_running_out_within_the_limit_alert(trend, expected):
+    found = rules.slices_running_out(Figures(now=NOW, trends=[trend]), LIMITS)
+    assert (found[0].summary if found else None) == expected

@@ -196,3 +196,34 @@ def test_a_proxy_that_invents_nodes_past_its_own_count_is_stopped_there(canned):
         for read in farm_pages(GridProxyClient(canned.url, retries=0), farm_ids=[7], size=4):
             got.extend(n.node_id for n in read.nodes)
     assert (got, canned.hits["/nodes"]) == ([100, 101, 102, 103], 2)
+
+
+# --- reading ahead of the caller ---------------------------------------------------------------
+
+
+def test_pages_ahead_gives_the_same_reads_in_order_and_raises_where_the_read_failed():
+    from dashboard.grid.paging import pages_ahead
+    from dashboard.grid.types import GridUnavailable
+
+    def reads():
+        yield 1
+        yield 2
+        raise GridUnavailable("page 3: the proxy answered 503")
+
+    got = []
+    with pytest.raises(GridUnavailable, match="page 3"):
+        for item in pages_ahead(reads()):
+            got.append(item)
+    assert got == [1, 2]
+
+
+def test_pages_ahead_reads_in_the_callers_context():
+    from dashboard.grid.budget import background, current_priority
+    from dashboard.grid.paging import pages_ahead
+
+    def priorities():
+        yield current_priority()
+
+    with background():
+        assert list(pages_ahead(priorities())) == ["background"]
+    assert list(pages_ahead(priorities())) == ["interactive"]

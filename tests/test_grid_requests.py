@@ -5,6 +5,7 @@ from django.db import DatabaseError
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.grid import telemetry
+from dashboard.grid.budget import MemoryWindow, RequestBudget
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.types import GridUnavailable, NodeNotFound
 from dashboard.models import GridRequestTally
@@ -132,3 +133,29 @@ def test_a_celery_task_stores_its_tally_when_it_ends():
     telemetry.record(endpoint="/nodes", outcome="ok", seconds=1.5)
     task_postrun.send(sender=None, task_id="t", task=None, args=(), kwargs={}, retval=None, state="SUCCESS")
     assert GridRequestTally.objects.get(endpoint="/nodes").bucket == "2.5"
+
+
+@pytest.mark.django_db
+def test_429s_and_budget_waits_are_scraped_beside_the_requests(proxy, client, settings):
+    settings.METRICS_TOKEN = TOKEN
+    proxy.answer(
+        "/nodes/1774", Answer(429, {"error": "slow down"}, headers={"Retry-After": "0"}), sample("node-1774.json")
+    )
+    budget = RequestBudget(window=MemoryWindow(), limit=1, reserve=0)
+    grid = GridProxyClient(proxy.url, retries=0, budget=budget)
+    grid.node(1774)  # one 429 (waited and retried), then the answer; the retry waited for the budget
+    grid_requests_store()
+
+    text = client.get("/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).content.decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
+
+    assert samples[("slicedash_grid_rate_limited_total", (("endpoint", "/nodes/{id}"),))] == 1
+    assert samples[("slicedash_grid_budget_wait_seconds_count", (("priority", "interactive"),))] == 1
+    assert (
+        samples[("slicedash_grid_request_duration_seconds_count", (("endpoint", "/nodes/{id}"), ("outcome", "ok")))]
+        == 1
+    )

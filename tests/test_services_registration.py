@@ -397,3 +397,34 @@ def test_it_tells_stale_without_words_as_the_reason_does(carved, free, stale_exp
         carve=_ZOS_CARVE,
     )
     assert catalog_stale(**args) == bool(stale_reason(**args)) == stale_expected
+
+
+# --- a page of nodes at once (the onboarding's path) ------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_page_registered_together_is_what_one_by_one_registers(sim_node):
+    from dataclasses import replace
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from dashboard.services.registration import node_register_from_grid, nodes_register_from_grid
+
+    for node_id in (1, 2, 3):
+        sim_node(node_id, register=False, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
+    grid = sim_node.grid
+    now = timezone.now()
+    alone = node_register_from_grid(live=grid.node(1), read_at=now)
+    broken = replace(grid.node(3), total=replace(grid.node(3).total, cru=0))
+    with transaction.atomic():
+        (together,), refused = nodes_register_from_grid(lives=[grid.node(2), broken], read_at=now)
+
+    kept = ("grid_id", "id", "twin_id", "registered_at", "updated_at")
+    a, b = (Node.objects.filter(pk=n.pk).values().get() for n in (alone, together))
+    assert {k: v for k, v in a.items() if k not in kept} == {k: v for k, v in b.items() if k not in kept}
+    assert [tuple(s) for s in alone.slices.values_list("index", "cru", "mru", "sru", "state")] == [
+        tuple(s) for s in together.slices.values_list("index", "cru", "mru", "sru", "state")
+    ]
+    assert AuditEvent.objects.filter(node=together, action="node registered").count() == 1
+    assert refused == [(3, "not registered: node 3: 0 CPU cores is not a node (1 to 4096)")]

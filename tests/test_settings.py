@@ -259,3 +259,32 @@ def test_it_reads_the_session_lifetimes_and_the_grid_budgets_from_the_environmen
 def test_it_refuses_a_bad_session_or_deadline_setting_naming_it(tmp_path, variables, message):
     done = python("pass", clean_env(tmp_path, **variables))
     assert done.returncode != 0 and "ImproperlyConfigured: " + message in done.stderr
+
+
+def test_the_beat_asks_for_a_fleet_watch_every_300_s_by_default_and_never_with_0(tmp_path):
+    default = settings_in(clean_env(tmp_path), "CELERY_BEAT_SCHEDULE")["CELERY_BEAT_SCHEDULE"]
+    off = settings_in(clean_env(tmp_path, FLEET_WATCH_EVERY="0"), "CELERY_BEAT_SCHEDULE")["CELERY_BEAT_SCHEDULE"]
+
+    assert default["fleet-watch"] == {"task": "dashboard.fleet_watch", "schedule": 300.0}
+    assert "fleet-watch" not in off
+
+
+@pytest.mark.parametrize(
+    ("variables", "named"),
+    [
+        ({"GRID_RATE_LIMIT": "3", "GRID_RATE_RESERVE": "3"}, "GRID_RATE_RESERVE"),
+        ({"FLEET_WATCH_EVERY": "5"}, "FLEET_WATCH_EVERY"),
+    ],
+)
+def test_it_refuses_a_budget_or_watch_setting_that_cannot_work(tmp_path, variables, named):
+    done = python("pass", clean_env(tmp_path, **variables))
+    assert done.returncode != 0 and named in done.stderr
+
+
+def test_it_reads_per_farm_alert_routes_and_refuses_a_malformed_one(tmp_path):
+    routes = "4242=json://hooks.example.com/a,4242=tgram://BOT/CHAT,7=json://x.example.com/b"
+    found = settings_in(clean_env(tmp_path, ALERT_FARM_URLS=routes), "ALERT_FARM_URLS")["ALERT_FARM_URLS"]
+    bad = python("pass", clean_env(tmp_path, ALERT_FARM_URLS="farm4242=json://secret@x"))
+
+    assert found == {"4242": ["json://hooks.example.com/a", "tgram://BOT/CHAT"], "7": ["json://x.example.com/b"]}
+    assert bad.returncode != 0 and "ALERT_FARM_URLS" in bad.stderr and "secret" not in bad.stderr

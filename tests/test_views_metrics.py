@@ -94,7 +94,25 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
     farm_totals_refresh()
     steady_large, large = counted()
     assert (after_change_small, steady_small) == (after_change_large, steady_large)
-    assert steady_large <= 5
+    # Five, and one for the newest slice audit's counts (one row).
+    assert steady_large <= 6
     assert len(small.splitlines()) == len(large.splitlines())
     farms_queries, farms = counted("/metrics/farms")
     assert b'farm="3"' in farms and farms_queries <= 2
+
+
+def test_it_reports_the_newest_audit_findings_by_kind(client, metrics_on, sim_node):
+    from dashboard.capacity import GiB, SliceSize
+    from dashboard.selectors.audit import Pace
+    from dashboard.services.audit import catalog_audit_here
+
+    sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+    sim_node.grid.deploy_vm(1774, SliceSize(cru=1, mru=2 * GiB, sru=50 * GiB), name="outside")
+    catalog_audit_here(fix=False, grid=sim_node.grid, pace=Pace(rate=1000.0, sleep=lambda _s: None))
+
+    samples = _samples(_scrape(client))
+
+    assert {kind: samples[("slicedash_audit_findings", (("kind", kind),))] for kind in ("foreign", "orphan")} == {
+        "foreign": 1.0,
+        "orphan": 0.0,
+    }

@@ -17,6 +17,10 @@ STALE = "stale-catalogs"
 FAILURES = "failed-deployments"
 NO_WORKER = "no-worker"
 OLD_READINGS = "old-readings"
+NODE_DOWN = "node-down"
+WAKE_NOT_WOKEN = "wake-not-woken"
+HARDWARE_CHANGED = "hardware-changed"
+RUNNING_OUT = "slices-running-out"
 
 # Phantom reasons that say the node itself cannot place what it offers (capacity.PHANTOM_REASONS);
 # down and standby are the node being away, told by its status, not a catalog to fix.
@@ -36,6 +40,21 @@ class NodeReading:
     # Since when the catalog has differed from the effective policy, at the latest (see selectors.alerts).
     stale_since: datetime | None = None
     seen_at: datetime | None = None  # the last capacity reading; None: never read
+    # From the node's events (selectors.alerts): since when it is down, since when a wake asked for
+    # has not happened (None: no wake pending), and when its total capacity last changed.
+    down_since: datetime | None = None
+    wake_asked_since: datetime | None = None
+    total_changed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SlicesTrend:
+    """Free deployable slices of the fleet (subject "fleet") or one farm ("farm 4242"), on the snapshots' trend."""
+
+    subject: str
+    free_now: int
+    per_day: float | None  # None: not enough history
+    days_left: float | None  # None: not falling (or no trend)
 
 
 @dataclass(frozen=True)
@@ -61,6 +80,10 @@ class Limits:
     queued_without_worker_after: timedelta = timedelta(seconds=90)
     heartbeat_timeout: timedelta = timedelta(seconds=120)
     reading_max_age: timedelta = timedelta(hours=24)
+    node_down_after: timedelta = timedelta(minutes=30)
+    wake_after: timedelta = timedelta(minutes=10)
+    hardware_changed_for: timedelta = timedelta(hours=24)
+    run_out_days: float = 14.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +92,7 @@ class Figures:
     nodes: Sequence[NodeReading] = ()
     jobs: JobActivity = JobActivity()
     failures: Sequence[FailureCount] = ()
+    trends: Sequence[SlicesTrend] = ()
 
 
 @dataclass(frozen=True)
@@ -204,12 +228,104 @@ def old_readings(figures: Figures, limits: Limits) -> list[Condition]:
     ]
 
 
+def _per_farm(nodes: Sequence[NodeReading]) -> dict[int, list[NodeReading]]:
+    by_farm: dict[int, list[NodeReading]] = {}
+    for node in nodes:
+        by_farm.setdefault(node.farm_id, []).append(node)
+    return dict(sorted(by_farm.items()))
+
+
+def nodes_down(figures: Figures, limits: Limits) -> list[Condition]:
+    """Per farm: nodes down for longer than the limit (standby is the power manager's, not a fault)."""
+    cutoff = figures.now - limits.node_down_after
+    down = [n for n in figures.nodes if n.status == "down" and n.down_since is not None and n.down_since <= cutoff]
+    conditions = []
+    for farm_id, nodes in _per_farm(down).items():
+        nodes.sort(key=lambda n: (n.down_since, n.node_id))
+        named = ", ".join(f"node {n.node_id} (since {_when(n.down_since)})" for n in nodes[:NAMED_NODES])
+        conditions.append(
+            Condition(
+                rule=NODE_DOWN,
+                subject=f"farm {farm_id}",
+                summary=f"Farm {farm_id}: {_count(len(nodes), 'node')} down for over {_duration(limits.node_down_after)}",
+                detail=f"Down: {named}{_more(nodes)}. Their slices cannot be deployed; check the machines, "
+                "their power and their network.",
+            )
+        )
+    return conditions
+
+
+def wakes_not_happened(figures: Figures, limits: Limits) -> list[Condition]:
+    """Per farm: the power manager asked nodes up (power target up) and they are still off past the limit."""
+    cutoff = figures.now - limits.wake_after
+    stuck = [n for n in figures.nodes if n.wake_asked_since is not None and n.wake_asked_since <= cutoff]
+    conditions = []
+    for farm_id, nodes in _per_farm(stuck).items():
+        nodes.sort(key=lambda n: (n.wake_asked_since, n.node_id))
+        named = ", ".join(f"node {n.node_id} (asked {_when(n.wake_asked_since)})" for n in nodes[:NAMED_NODES])
+        conditions.append(
+            Condition(
+                rule=WAKE_NOT_WOKEN,
+                subject=f"farm {farm_id}",
+                summary=f"Farm {farm_id}: {_count(len(nodes), 'node')} asked to wake {'has' if len(nodes) == 1 else 'have'} "
+                f"not woken in {_duration(limits.wake_after)}",
+                detail=f"Power target up, state still down: {named}{_more(nodes)}. Their after-wake slices are not "
+                "coming; check the farm's power manager (farmerbot) and the machines' wake-on-LAN.",
+            )
+        )
+    return conditions
+
+
+def hardware_changed(figures: Figures, limits: Limits) -> list[Condition]:
+    """Per farm: nodes whose total capacity changed recently; their catalogs were carved on the old total."""
+    since = figures.now - limits.hardware_changed_for
+    changed = [n for n in figures.nodes if n.total_changed_at is not None and n.total_changed_at >= since]
+    conditions = []
+    for farm_id, nodes in _per_farm(changed).items():
+        nodes.sort(key=lambda n: (n.total_changed_at, n.node_id))
+        named = ", ".join(f"node {n.node_id} ({_when(n.total_changed_at)})" for n in nodes[:NAMED_NODES])
+        conditions.append(
+            Condition(
+                rule=HARDWARE_CHANGED,
+                subject=f"farm {farm_id}",
+                summary=f"Farm {farm_id}: the hardware of {_count(len(nodes), 'node')} changed",
+                detail=f"Total capacity changed: {named}{_more(nodes)}. Their catalogs were carved on the old total: "
+                "re-register them (the node page says what changed).",
+            )
+        )
+    return conditions
+
+
+def slices_running_out(figures: Figures, limits: Limits) -> list[Condition]:
+    """Fleet and per farm: free deployable slices that run out within the limit on the current trend."""
+    conditions = []
+    for trend in sorted(figures.trends, key=lambda t: (t.subject != "fleet", t.subject)):
+        if trend.days_left is None or trend.per_day is None or trend.days_left > limits.run_out_days:
+            continue
+        where = "The fleet" if trend.subject == "fleet" else trend.subject.capitalize()
+        left = "none are left now" if trend.days_left <= 0 else f"none left in about {trend.days_left:.0f} days"
+        conditions.append(
+            Condition(
+                rule=RUNNING_OUT,
+                subject=trend.subject,
+                summary=f"{where}: free deployable slices falling by {-trend.per_day:.1f} a day; {left}",
+                detail=f"{trend.free_now} free deployable slices now, on a least-squares line through the last 14 days "
+                f"of snapshots (limit {limits.run_out_days:g} days). Add nodes, or re-register stale ones.",
+            )
+        )
+    return conditions
+
+
 RULES = {
     PHANTOM: phantom_slices,
     STALE: stale_catalogs,
     FAILURES: failed_deployments,
     NO_WORKER: no_worker,
     OLD_READINGS: old_readings,
+    NODE_DOWN: nodes_down,
+    WAKE_NOT_WOKEN: wakes_not_happened,
+    HARDWARE_CHANGED: hardware_changed,
+    RUNNING_OUT: slices_running_out,
 }
 TITLES = {
     PHANTOM: "Phantom slices on up nodes",
@@ -217,13 +333,27 @@ TITLES = {
     FAILURES: "Failed deployments",
     NO_WORKER: "No worker is running",
     OLD_READINGS: "Old capacity readings",
+    NODE_DOWN: "Nodes down",
+    WAKE_NOT_WOKEN: "A wake that did not happen",
+    HARDWARE_CHANGED: "Hardware changed",
+    RUNNING_OUT: "Free slices running out",
 }
 
 
 # Worst first, for the strip and the alerts page: what stops every job, then what refuses the
-# marketplace's deploys, then what offers slices ZOS would refuse, then what is merely out of date.
-# A rule not listed here sorts after these.
-WORST_FIRST = (NO_WORKER, FAILURES, PHANTOM, OLD_READINGS, STALE)
+# marketplace's deploys, then nodes lost or changed, then what offers slices ZOS would refuse, then
+# what runs out or is merely out of date. A rule not listed here sorts after these.
+WORST_FIRST = (
+    NO_WORKER,
+    FAILURES,
+    NODE_DOWN,
+    WAKE_NOT_WOKEN,
+    HARDWARE_CHANGED,
+    PHANTOM,
+    RUNNING_OUT,
+    OLD_READINGS,
+    STALE,
+)
 
 
 def severity_rank(rule: str) -> int:

@@ -28,6 +28,7 @@ from dashboard.grid.types import GridError
 from dashboard.models import Job, Node
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
+from dashboard.selectors.uptime import uptime_percent
 from dashboard.services.jobs import job_request
 from dashboard.services.precheck import precheck_answer, precheck_run
 
@@ -88,8 +89,24 @@ def nodes(request, filters: Query[NodesFilter]):
         "pages": shown.page.paginator.num_pages,
         "per_page": filters.per_page,
         "totals": shown.totals,
-        "nodes": shown.rows,
+        "nodes": _with_uptime(shown.rows),
     }
+
+
+class _RowWithUptime:
+    """A fleet row as the API gives it: the row's own fields, and its uptime over 30 days."""
+
+    def __init__(self, row, uptime: float | None) -> None:
+        self._row, self.uptime_percent_30d = row, uptime
+
+    def __getattr__(self, name):
+        return getattr(self._row, name)
+
+
+def _with_uptime(rows) -> list[_RowWithUptime]:
+    rows = list(rows)
+    shares = uptime_percent([row.pk for row in rows], now=timezone.now())
+    return [_RowWithUptime(row, shares.get(row.pk)) for row in rows]
 
 
 @router.get(
@@ -152,6 +169,15 @@ def node(request, node_id: int = node_id_path()):
         "active_job": job_out(detail.active_job) if detail.active_job else None,
         "failed_deployments": detail.failed_deployments,
         "turned_away_deployments": detail.turned_away_deployments,
+        "grid_condition": {
+            "healthy": n.healthy,
+            "power_state": n.power_state,
+            "power_target": n.power_target,
+            "wake_pending": n.power_target == "up" and n.power_state == "down" and n.status != "up",
+            "uptime_seconds": n.uptime,
+            "uptime_percent_30d": uptime_percent([n.pk], now=now)[n.pk],
+            "no_contracts": n.dedicated,
+        },
         "lessons": {
             "hidden_mru_per_vm": n.hidden_mru_per_vm,
             "pool_room_below": n.observed.pool_room_below,

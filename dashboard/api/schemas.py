@@ -76,6 +76,9 @@ class NodeRowOut(Schema):
     stale_reason: str
     seen_at: datetime | None = Field(description="when the grid was last read for this node")
     policy: str = Field(description='the effective policy, "name vN"')
+    uptime_percent_30d: float | None = Field(
+        default=None, description="share of the last 30 days the node was up, from its readings; null: never read"
+    )
 
 
 class NodesPageOut(Schema):
@@ -188,6 +191,20 @@ class JobOut(Schema):
     finished_at: datetime | None
 
 
+class GridConditionOut(Schema):
+    healthy: bool | None = Field(description="the Grid Proxy's health verdict; null: not said")
+    power_state: str = Field(description='the farm power manager\'s view: "up", "down", "" (not reported)')
+    power_target: str = Field(
+        description='the state it was asked to take; target "up" with state "down": a wake asked for'
+    )
+    wake_pending: bool = Field(description="a wake was asked for and the node is not up yet")
+    uptime_seconds: int | None = Field(description="seconds since the node booted, as of the last reading")
+    uptime_percent_30d: float | None = Field(description="share of the last 30 days the node was up; null: never read")
+    no_contracts: bool = Field(
+        description="the proxy's `dedicated`: true for any node without contracts (or rented), not only dedicated farms"
+    )
+
+
 class NodeDetailOut(Schema):
     node_id: int
     farm_id: int
@@ -208,6 +225,7 @@ class NodeDetailOut(Schema):
         description="deployments the precheck turned away before the grid (nothing was sent)"
     )
     lessons: LessonsOut = Field(description="what ZOS's refusals taught about this node")
+    grid_condition: GridConditionOut | None = None
 
 
 class JobsPageOut(Schema):

@@ -11,6 +11,7 @@ from dashboard.grid.types import Grid
 
 def get_grid() -> Grid:
     if settings.GRID_BACKEND == "gridproxy":
+        from dashboard.grid.budget import budget_from_settings
         from dashboard.grid.proxy import GridProxyClient
 
         return GridProxyClient(
@@ -20,6 +21,10 @@ def get_grid() -> Grid:
             retries=settings.GRID_RETRIES,
             backoff=settings.GRID_BACKOFF,
             deadline=settings.GRID_DEADLINE,
+            contracts_page_size=settings.GRID_PAGE_SIZE,
+            max_pages=settings.GRID_MAX_PAGES,
+            statistics_deadline=settings.GRID_STATISTICS_DEADLINE,
+            budget=budget_from_settings(),
         )
     from dashboard.grid.simgrid import SimulatedGrid
 

@@ -17,10 +17,17 @@ yielded (and committed by the caller) as usual. Reads by id are bounded by the i
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import contextvars
+import queue
+import threading
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
+from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound
+
+T = TypeVar("T")
 
 # The Grid Proxy client refuses bigger pages (its answer would not fit its body limit).
 MAX_PAGE_SIZE = 1000
@@ -178,6 +185,109 @@ def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageR
     )
 
 
+_DONE = object()
+
+
+def pages_ahead(reads: Iterator[T], *, depth: int = 2, step_seconds: float | None = None) -> Iterator[T]:
+    """The same reads, made in a thread of their own up to `depth` reads ahead of the caller.
+
+    A caller that writes each page while the next one is on the wire takes about the network's
+    time instead of the network's plus its own. The thread runs in a copy of the caller's context
+    (the request budget's priority, an outer step deadline), each read inside its own step deadline
+    of `step_seconds` when given; it must touch no database (the caller's connection and
+    transaction are not its). An error a read raises is raised here, at the same point of the
+    sequence; a caller that stops early stops the thread.
+    """
+    ahead: queue.Queue = queue.Queue(maxsize=max(depth, 1))
+    stop = threading.Event()
+
+    def hand(item) -> bool:
+        while not stop.is_set():
+            try:
+                ahead.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read_all() -> None:
+        iterator = iter(reads)
+        while not stop.is_set():
+            try:
+                if step_seconds is not None:
+                    with grid_step_deadline(step_seconds):
+                        item = next(iterator, _DONE)
+                else:
+                    item = next(iterator, _DONE)
+            except BaseException as exc:  # handed to the caller, who raises it
+                hand(exc)
+                return
+            if not hand(item) or item is _DONE:
+                return
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(read_all,), name="grid-pages-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def pages_bounded(
+    fetch: Callable[[int, int], tuple[Sequence[T], int | None]],
+    *,
+    key: Callable[[T], Hashable],
+    what: str,
+    size: int = 100,
+    max_pages: int = DEFAULT_MAX_PAGES,
+) -> tuple[list[T], int]:
+    """Every item of a paged list, with the ends of farm_pages: (items, pages asked for).
+
+    `fetch(page, size)` returns a page's items and the count the server announced (None if it did
+    not). Stops at a short page or at the count; ReadStopped, and nothing returned, when a page
+    brings no new item, would pass the announced count, or would be past `max_pages`. A caller
+    that must have all or nothing (the audit: a contract left out looks like a VM gone) gets that.
+    """
+    size = _page_size(size)
+    items: list[T] = []
+    seen: set[Hashable] = set()
+    page = 1
+    while True:
+        where = f"page {page} of {what}"
+        if page > max_pages:
+            raise ReadStopped(
+                where,
+                f"not read: {max_pages} full pages of {size} were read (GRID_MAX_PAGES) and the proxy was still "
+                f"sending more; nothing of it kept",
+            )
+        got, count = fetch(page, size)
+        keys = [key(item) for item in got]
+        fresh = [item for item, k in zip(got, keys, strict=True) if k not in seen]
+        if got and not fresh:
+            raise ReadStopped(
+                where, "it brought nothing not already read (the proxy sent a page it had sent: does it ignore `page`?)"
+            )
+        if len(set(keys)) != len(keys):
+            raise ReadStopped(where, "it lists the same entry twice; nothing of it kept")
+        if count is not None and len(items) + len(fresh) > count:
+            raise ReadStopped(
+                where, f"it would bring the read to {len(items) + len(fresh)}, past the {count} the proxy announced"
+            )
+        items.extend(fresh)
+        seen.update(keys)
+        if len(got) < size or (count is not None and len(items) >= count):
+            return items, page
+        page += 1
+
+
 def _page_size(size: int) -> int:
     return max(1, min(int(size), MAX_PAGE_SIZE))
 
@@ -191,4 +301,6 @@ __all__ = [
     "farm_pages",
     "id_pages",
     "ids_page",
+    "pages_ahead",
+    "pages_bounded",
 ]

@@ -77,4 +77,4 @@ def endpoint_of(path: str) -> str:
     return label if label in KNOWN_ENDPOINTS else "other"
 
 
-KNOWN_ENDPOINTS = ("/nodes", "/nodes/{id}", "/nodes/{id}/statistics", "/farms", "/stats")
+KNOWN_ENDPOINTS = ("/nodes", "/nodes/{id}", "/nodes/{id}/statistics", "/contracts", "/farms", "/stats")

@@ -23,6 +23,8 @@ class NodeCapacity:
     farm_name: str
     twin_id: int | None
     status: str  # up, down or standby
+    # The proxy's `dedicated`: true for a node in a dedicated farm, but ALSO for any node with no
+    # contracts, a rented one, or one with an extra fee. It does not mean "a dedicated node".
     dedicated: bool
     rented_by_twin_id: int | None
     total: Resources
@@ -32,6 +34,13 @@ class NodeCapacity:
     updated_at: int | None = None
     # SSD pool sizes; only the simulator knows them, the Grid Proxy does not report them.
     pools_sru: tuple[int, ...] | None = None
+    # The proxy's health verdict; None when the answer does not say.
+    healthy: bool | None = None
+    # The farm's power manager (farmerbot): the node's power state and the state it was asked to
+    # take, "up" or "down" ("" when not reported). Target up with state down: a wake asked for.
+    power_state: str = ""
+    power_target: str = ""
+    uptime: int | None = None  # seconds since the node booted, as it last reported; back to small on a reboot
 
     def as_dict(self) -> dict:
         return {
@@ -71,6 +80,51 @@ class NodePage:
         return len(self.nodes) + len(self.skipped)
 
 
+# Contract states that hold capacity on a node: the proxy counts these in `used` (docs/domain.md).
+LIVE_CONTRACT_STATES = ("Created", "GracePeriod")
+# Node contracts whose deployment holds no slice-sized capacity: a VM's network, a gateway's name.
+NO_CAPACITY_DEPLOYMENTS = ("network", "gateway-name-proxy", "gateway-fqdn-proxy")
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One live contract on a node, from GET /contracts?node_id=N&state=Created,GracePeriod.
+
+    `type` is the proxy's: "node" (a deployment on the node), "rent" (the whole node rented) or
+    "name". A node contract's `deployment_type` and `name` come from its deployment_data
+    ({"type": "vm", "name": ...}); "" when it carries none.
+    """
+
+    contract_id: int
+    twin_id: int
+    node_id: int
+    state: str
+    type: str
+    created_at: int | None = None
+    deployment_type: str = ""
+    name: str = ""
+
+    @property
+    def holds_capacity(self) -> bool:
+        """A deployment that takes memory and disk on the node (a VM, a k8s worker, a zdb, or one whose
+        kind is not said): the ones the catalog's slices must account for."""
+        return self.type == "node" and self.deployment_type not in NO_CAPACITY_DEPLOYMENTS
+
+    @property
+    def workload_id(self) -> str:
+        """ZOS's id of the deployment's workload, "<twin>-<contract>-<name>" ("" without a name)."""
+        return f"{self.twin_id}-{self.contract_id}-{self.name}" if self.name else ""
+
+
+@dataclass(frozen=True)
+class NodeContracts:
+    """Every live contract of one node, read in full (a partial read raises instead)."""
+
+    node_id: int
+    contracts: tuple[Contract, ...]
+    requests: int = 1  # pages asked for
+
+
 @dataclass(frozen=True)
 class VmDeployed:
     workload_id: str
@@ -105,6 +159,13 @@ class GridUnavailable(GridError):
 
 class MalformedPayload(GridError):
     """The grid answered, but not in the shape we can trust; the message names the field."""
+
+    cause = "grid-unavailable"
+
+
+class QueryRefused(GridError):
+    """The grid refused the query itself (HTTP 400): a proxy older than a parameter we sent (`node_ids`
+    exists only since v0.15.6, and an unknown parameter is a 400, not ignored)."""
 
     cause = "grid-unavailable"
 
@@ -149,13 +210,21 @@ class Grid(Protocol):
 
     def statistics(self, node_id: int) -> NodeStatistics: ...
 
+    def contracts(self, node_id: int) -> NodeContracts:
+        """The node's live contracts (Created or GracePeriod), all pages of them, or a GridError:
+        never a part of them, since a contract left out would make a running VM look gone."""
+        ...
+
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed: ...
 
     def delete_vm(self, node_id: int, workload_id: str) -> None: ...
 
 
 __all__ = [
+    "LIVE_CONTRACT_STATES",
     "NODE_STATUSES",
+    "Contract",
+    "NodeContracts",
     "DeployNotSupported",
     "DeploymentFailed",
     "Grid",
@@ -168,6 +237,7 @@ __all__ = [
     "NodeOffline",
     "NodePage",
     "NodeStatistics",
+    "QueryRefused",
     "VmDeployed",
     "WorkloadNotFound",
     "MAX_NODE_CRU",

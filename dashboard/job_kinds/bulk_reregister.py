@@ -53,4 +53,5 @@ KIND = JobKind(
     counts_failures=True,
     when_lost="",
     kept_when_lost=bulk_kept_when_lost,
+    background=True,
 )

@@ -84,6 +84,8 @@ class JobKind:
     # kept as the failed job's result by the reaper; None: nothing worth keeping.
     kept_when_lost: Callable[[Any], JobResult | None] | None = None
     member: str = ""  # Job.Kind's member name; the value upper-cased by default
+    # Background work (many grid reads nobody waits on): it leaves GRID_RATE_RESERVE to interactive requests.
+    background: bool = False
     _runner: list = field(default_factory=list, repr=False, compare=False)
 
     @property

@@ -48,4 +48,5 @@ KIND = JobKind(
     one_at_a_time="one_active_onboard_job",
     progress_label="Nodes read",
     when_lost="the pages read before it are committed; run it again to finish the rest",
+    background=True,
 )

@@ -1,31 +1,66 @@
 """What the alert rules read (stored figures into plain rows) and what the banner shows.
 
-alert_figures costs five queries whatever the fleet size: only the nodes some rule could fire
-for are read (phantom on an up node, stale, or an old reading), the policies (a handful of rows),
-the jobs twice and the recent failures grouped by cause.
+alert_figures costs seven queries whatever the fleet size: only the nodes some rule could fire
+for are read (phantom on an up node, stale, an old reading, down, a wake pending, a recent change
+of hardware, with the times of their latest events), the policies (a handful of rows), the jobs
+twice, the recent failures grouped by cause, and the snapshots the run-out trend reads (two).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import Count, Max, Min, Q
+from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Min, OuterRef, Q, Subquery
 
+from dashboard import node_events
 from dashboard.alerts import rules
-from dashboard.models import Alert, Deployment, Job, Node, Policy
+from dashboard.models import Alert, Deployment, FiguresSnapshot, Job, Node, NodeEvent, Policy, SnapshotFigures
 from dashboard.selectors.deployments import ZOS_FAILED_STATES
+from dashboard.selectors.history import TREND_DAYS, trend_of
+
+
+def _latest_event(kind: str):
+    return Subquery(NodeEvent.objects.filter(node=OuterRef("pk"), kind=kind).order_by("-at").values("at")[:1])
 
 
 def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
     reading_cutoff = now - limits.reading_max_age
+    wake_pending = Q(power_target="up", power_state="down") & ~Q(status=Node.Status.UP)
+    hardware_since = now - limits.hardware_changed_for
     rows = (
         Node.objects.filter(
-            Q(status=Node.Status.UP, phantom_slices__gt=0) | Q(stale=True) | Q(seen_at__lt=reading_cutoff)
+            Q(status=Node.Status.UP, phantom_slices__gt=0)
+            | Q(stale=True)
+            | Q(seen_at__lt=reading_cutoff)
+            | Q(status=Node.Status.DOWN)
+            | wake_pending
+            | Q(
+                pk__in=NodeEvent.objects.filter(kind=node_events.TOTAL_CHANGED, at__gte=hardware_since).values(
+                    "node_id"
+                )
+            )
         )
         .order_by()
+        .annotate(
+            down_at=_latest_event(node_events.WENT_DOWN),
+            wake_at=_latest_event(node_events.WAKE_NOT_WOKEN),
+            total_changed_at=_latest_event(node_events.TOTAL_CHANGED),
+            is_waking=ExpressionWrapper(wake_pending, output_field=BooleanField()),
+        )
         .values_list(
-            "grid_id", "farm_id", "status", "phantom_reasons", "stale", "registered_at", "effective_policy", "seen_at"
+            "grid_id",
+            "farm_id",
+            "status",
+            "phantom_reasons",
+            "stale",
+            "registered_at",
+            "effective_policy",
+            "seen_at",
+            "down_at",
+            "wake_at",
+            "total_changed_at",
+            "is_waking",
         )
     )
     policy_changed = dict(Policy.objects.values_list("name", "updated_at"))
@@ -38,12 +73,68 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
             stale=stale,
             stale_since=_stale_since(registered_at, effective, policy_changed) if stale else None,
             seen_at=seen_at,
+            # Down with no event: down since it was registered (as far as anything here knows).
+            down_since=(down_at or registered_at) if status == Node.Status.DOWN else None,
+            wake_asked_since=(wake_at or seen_at) if waking else None,
+            total_changed_at=changed_at,
         )
-        for node_id, farm_id, status, reasons, stale, registered_at, effective, seen_at in rows
+        for (
+            node_id,
+            farm_id,
+            status,
+            reasons,
+            stale,
+            registered_at,
+            effective,
+            seen_at,
+            down_at,
+            wake_at,
+            changed_at,
+            waking,
+        ) in rows
     ]
     return rules.Figures(
-        now=now, nodes=nodes, jobs=job_activity(), failures=_failures(since=now - limits.failed_window)
+        now=now,
+        nodes=nodes,
+        jobs=job_activity(),
+        failures=_failures(since=now - limits.failed_window),
+        trends=slices_trends(now=now),
     )
+
+
+# The run-out rule's trend reads one snapshot every this often (and the latest): a least-squares
+# line over 14 days needs no more, and the beat evaluates every minute.
+TREND_SAMPLE_EVERY = timedelta(hours=6)
+
+
+def slices_trends(*, now: datetime, days: int = TREND_DAYS) -> list[rules.SlicesTrend]:
+    """The fleet's and each farm's free deployable slices on their 14-day trend (two queries)."""
+    snapshots = list(
+        FiguresSnapshot.objects.filter(at__gte=now - timedelta(days=days), at__lte=now)
+        .order_by("at")
+        .values_list("pk", "at")
+    )
+    chosen: dict[int, datetime] = {}
+    last_kept = None
+    for pk, at in snapshots:
+        if last_kept is None or at - last_kept >= TREND_SAMPLE_EVERY:
+            chosen[pk], last_kept = at, at
+    if snapshots:
+        chosen[snapshots[-1][0]] = snapshots[-1][1]
+    series: dict[str, list[tuple[datetime, int]]] = {}
+    for scope, subject, snapshot_pk, free in SnapshotFigures.objects.filter(
+        snapshot_id__in=list(chosen), scope__in=[SnapshotFigures.Scope.FLEET, SnapshotFigures.Scope.FARM]
+    ).values_list("scope", "subject", "snapshot_id", "free_deployable"):
+        name = "fleet" if scope == SnapshotFigures.Scope.FLEET else f"farm {subject}"
+        series.setdefault(name, []).append((chosen[snapshot_pk], free))
+    trends = []
+    for name, points in sorted(series.items()):
+        points.sort()
+        trend = trend_of([t for t, _v in points], [v for _t, v in points], days=days)
+        trends.append(
+            rules.SlicesTrend(subject=name, free_now=points[-1][1], per_day=trend.per_day, days_left=trend.days_left)
+        )
+    return trends
 
 
 def job_activity() -> rules.JobActivity:

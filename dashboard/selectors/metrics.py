@@ -2,7 +2,7 @@
 
 /metrics: a fixed number of queries whatever the fleet size (the fleet's figures from the kept farm
 totals, one row a farm; jobs grouped by kind and state; failures grouped by cause; the grid request
-tally). /metrics/farms: the farm totals themselves.
+tally; the newest slice audit's counts). /metrics/farms: the farm totals themselves.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from datetime import datetime
 
 from django.db.models import Count, Max, Min
 
+from dashboard.audit_rules import FindingKind
 from dashboard.grid.telemetry import BUCKETS, INF
 from dashboard.models import Deployment, GridRequestTally, Job
 from dashboard.selectors.deployments import FAILED_STATES
@@ -49,11 +50,20 @@ class GridRequestFigures:
 
 
 @dataclass(frozen=True)
+class AuditFigures:
+    """What the newest finished slice audit found, by kind (orphan, foreign, count, not-checked)."""
+
+    finished_at: datetime
+    findings: dict[str, int]
+
+
+@dataclass(frozen=True)
 class MetricsSnapshot:
     fleet: FarmSums  # farm_id 0: the whole fleet
     jobs: list[JobFigures] = field(default_factory=list)
     failures: list[FailureFigures] = field(default_factory=list)
     grid_requests: list[GridRequestFigures] = field(default_factory=list)
+    audit: AuditFigures | None = None  # the newest finished slice audit, if any
 
     @property
     def freshest_heartbeat_at(self) -> datetime | None:
@@ -82,14 +92,33 @@ def metrics_snapshot() -> MetricsSnapshot:
         .annotate(n=Count("pk"))
         .order_by("cause", "state")
     )
+    # One row, its counts only (the findings list grows with the fleet and stays in the database).
+    audit = (
+        Job.objects.filter(kind=Job.Kind.CATALOG_AUDIT, state=Job.State.SUCCEEDED)
+        .order_by("-finished_at", "-pk")
+        .values("finished_at", "result__counts")
+        .first()
+    )
     return MetricsSnapshot(
         fleet=fleet,
+        audit=_audit(audit),
         jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
         failures=_failures(failures),
         grid_requests=_grid_requests(
             GridRequestTally.objects.values_list("endpoint", "outcome", "bucket", "count", "seconds")
         ),
     )
+
+
+def _audit(row) -> AuditFigures | None:
+    if row is None or row["finished_at"] is None:
+        return None
+    counts = row["result__counts"] if isinstance(row["result__counts"], dict) else {}
+    findings = {kind.value: 0 for kind in FindingKind}
+    findings.update(
+        {k: v for k, v in counts.items() if k in findings and isinstance(v, int) and not isinstance(v, bool)}
+    )
+    return AuditFigures(finished_at=row["finished_at"], findings=findings)
 
 
 def _grid_requests(rows) -> list[GridRequestFigures]:

@@ -46,7 +46,21 @@ def alert_limits() -> rules.Limits:
         queued_without_worker_after=timedelta(seconds=settings.ALERT_QUEUED_WITHOUT_WORKER),
         heartbeat_timeout=timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT),
         reading_max_age=timedelta(seconds=settings.ALERT_READING_MAX_AGE),
+        node_down_after=timedelta(seconds=settings.ALERT_NODE_DOWN_AFTER),
+        wake_after=timedelta(seconds=settings.ALERT_WAKE_AFTER),
+        hardware_changed_for=timedelta(seconds=settings.ALERT_HARDWARE_CHANGED_FOR),
+        run_out_days=settings.ALERT_RUN_OUT_DAYS,
     )
+
+
+def alert_urls(subject: str) -> list[str]:
+    """Where an alert about `subject` goes: every ALERT_URLS, and for "farm N" also ALERT_FARM_URLS' routes of farm N."""
+    urls = list(settings.ALERT_URLS)
+    if subject.startswith("farm "):
+        farm = subject.removeprefix("farm ")
+        if farm.isdigit():
+            urls.extend(u for u in settings.ALERT_FARM_URLS.get(int(farm), []) if u not in urls)
+    return urls
 
 
 def alerts_evaluate(*, now: datetime | None = None, deliver: bool = True) -> Evaluation:
@@ -118,7 +132,6 @@ def alerts_record(*, conditions: list[rules.Condition], now: datetime) -> Evalua
 def alerts_deliver(*, now: datetime | None = None) -> tuple[int, int]:
     """Tell every state change not told yet; returns (delivered, not delivered)."""
     now = now or timezone.now()
-    urls = settings.ALERT_URLS
     delivered = undelivered = 0
     for row in Alert.objects.exclude(notified_state=F("state")).order_by("since", "pk"):
         told_before = row.notified_state
@@ -127,6 +140,7 @@ def alerts_deliver(*, now: datetime | None = None) -> tuple[int, int]:
             # It fired and resolved between two deliveries: nobody was told it started.
             claim.update(notified_state=row.state)
             continue
+        urls = alert_urls(row.subject)
         if not urls:
             continue
         if not claim.update(notified_state=row.state, last_notified_at=now):

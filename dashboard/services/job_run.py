@@ -7,10 +7,12 @@ kind is named by its declaration (dashboard.job_kinds: `runner`), resolved on fi
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 
 from django.db import connection
 
 from dashboard import capacity
+from dashboard.grid.budget import background
 from dashboard.grid.types import GridError
 from dashboard.job_kinds import ParametersUnreadable, kind_of
 from dashboard.models import Job
@@ -31,7 +33,9 @@ def job_execute(*, job: Job, reraise: tuple[type[BaseException], ...] = (), **op
         declared = kind_of(job.kind)
         if declared is None:
             raise JobError(f"unknown job kind {job.kind!r}")
-        declared.run(job=job, stop_on=reraise, **options)
+        # Background kinds (the watch, bulk jobs) leave the request budget's reserve to interactive work.
+        with background() if declared.background else nullcontext():
+            declared.run(job=job, stop_on=reraise, **options)
     except reraise:
         raise
     except JobLost as exc:

@@ -69,6 +69,10 @@ def node_register(
     origin: str = "",
     country: str = "",
     city: str = "",
+    healthy: bool | None = None,
+    power_state: str = "",
+    power_target: str = "",
+    uptime: int | None = None,
 ) -> Node:
     """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog.
 
@@ -95,33 +99,28 @@ def node_register(
         seen_at = timezone.now()  # a live reading is from now unless told otherwise
     try:
         with transaction.atomic():
-            node = Node.objects.create(
-                grid_id=node_id,
+            node = _node_new(
+                node_id=node_id,
+                total=total,
                 farm_id=farm_id,
                 farm_name=farm_name,
-                country=country,
-                city=city,
                 twin_id=twin_id,
                 status=status,
                 dedicated=dedicated,
-                total_cru=total.cru,
-                total_mru=total.mru,
-                total_sru=total.sru,
-                total_hru=total.hru,
-                pools_sru=pools,
-                used_cru=used.cru if used else None,
-                used_mru=used.mru if used else None,
-                used_sru=used.sru if used else None,
-                used_hru=used.hru if used else None,
+                pools=pools,
+                used=used,
                 seen_at=seen_at,
                 reported_at=reported_at,
-                carved_policy_name=policy.name,
-                carved_policy_version=policy.version,
-                carved_slice_sru=carve.slice.sru,
-                carved_deployable=carve.slices,
-                catalog_generation=1,
-                slice_index_next=carve.new_slices,
+                country=country,
+                city=city,
+                healthy=healthy,
+                power_state=power_state,
+                power_target=power_target,
+                uptime=uptime,
+                policy=policy,
+                carve=carve,
             )
+            node.save(force_insert=True)
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
             figures_refresh([node.pk])
             AuditEvent.objects.create(
@@ -144,6 +143,62 @@ def node_register(
             raise NodeAlreadyRegistered(node_id) from None
         raise
     return node
+
+
+def _node_new(
+    *,
+    node_id: int,
+    total: capacity.Resources,
+    farm_id: int,
+    farm_name: str,
+    twin_id: int | None,
+    status: str,
+    dedicated: bool,
+    pools: list[int] | None,
+    used: capacity.Resources | None,
+    seen_at: datetime | None,
+    reported_at: datetime | None,
+    country: str,
+    city: str,
+    healthy: bool | None,
+    power_state: str,
+    power_target: str,
+    uptime: int | None,
+    policy: capacity.Policy,
+    carve: capacity.Carve,
+) -> Node:
+    """The new node's row, unsaved: one place for what a registration stores (one node or a page)."""
+    return Node(
+        grid_id=node_id,
+        farm_id=farm_id,
+        farm_name=farm_name,
+        country=country,
+        city=city,
+        twin_id=twin_id,
+        status=status,
+        dedicated=dedicated,
+        total_cru=total.cru,
+        total_mru=total.mru,
+        total_sru=total.sru,
+        total_hru=total.hru,
+        pools_sru=pools,
+        used_cru=used.cru if used else None,
+        used_mru=used.mru if used else None,
+        used_sru=used.sru if used else None,
+        used_hru=used.hru if used else None,
+        seen_at=seen_at,
+        reported_at=reported_at,
+        healthy=healthy,
+        power_state=power_state,
+        power_target=power_target,
+        uptime=uptime,
+        carved_policy_name=policy.name,
+        carved_policy_version=policy.version,
+        carved_slice_sru=carve.slice.sru,
+        carved_deployable=carve.slices,
+        catalog_generation=1,
+        slice_index_next=carve.new_slices,
+    )
 
 
 def _registered_words(node_id: int, policy: capacity.Policy, carve: capacity.Carve) -> str:
@@ -231,4 +286,110 @@ def node_register_from_grid(
         origin=origin,
         country=live.country,
         city=live.city,
+        healthy=live.healthy,
+        power_state=live.power_state,
+        power_target=live.power_target,
+        uptime=live.uptime,
     )
+
+
+def nodes_register_from_grid(
+    *,
+    lives: Sequence[NodeCapacity],
+    read_at: datetime,
+    policy_name: str | None = None,
+    by=None,
+    source: str = "command",
+    origin: str = "",
+) -> tuple[list[Node], list[tuple[int, str]]]:
+    """Register a page of nodes the grid just described, in a few statements whatever its size:
+    (the nodes registered, [(node id, why not)] for the others).
+
+    The same checks, carve, rows and audit as node_register_from_grid, node by node, but written
+    together: the nodes, then every slice, then their figures, then their audit events. Call it
+    inside the caller's transaction (a page is all or nothing). A node registered meanwhile by
+    someone else makes the insert fail: the caller gets NodeAlreadyRegistered's IntegrityError
+    and falls back to one by one (which says which).
+    """
+    named = policy_named(policy_name) if policy_name else None
+    book = policy_book(node_pks=[], farm_ids={live.farm_id for live in lives}) if named is None else None
+    planned: list[tuple[NodeCapacity, capacity.Policy, capacity.Carve]] = []
+    refused: list[tuple[int, str]] = []
+    for live in lives:
+        pools = list(live.pools_sru) if live.pools_sru else None
+        try:
+            _check_registration(
+                node_id=live.node_id,
+                total=live.total,
+                farm_id=live.farm_id,
+                twin_id=live.twin_id,
+                status=live.status,
+                pools=pools,
+            )
+            policy = named or book.for_farm(live.farm_id)
+            if pools and pools[0] < policy.reserve_sru:
+                raise CatalogError(
+                    f"node {live.node_id}: the first pool is {capacity.format_size(pools[0])}; it must hold the "
+                    f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
+                )
+            carve = capacity.carve_memoised(live.total, policy, pools=live.pools_sru)
+        except (CatalogError, capacity.CapacityError) as exc:
+            refused.append((live.node_id, f"not registered: {exc}"))
+            continue
+        planned.append((live, policy, carve))
+    if not planned:
+        return [], refused
+    nodes = Node.objects.bulk_create(
+        [
+            _node_new(
+                node_id=live.node_id,
+                total=live.total,
+                farm_id=live.farm_id,
+                farm_name=live.farm_name,
+                twin_id=live.twin_id,
+                status=live.status,
+                dedicated=live.dedicated,
+                pools=list(live.pools_sru) if live.pools_sru else None,
+                used=live.used,
+                seen_at=read_at,
+                reported_at=reported_at_of(live),
+                country=live.country,
+                city=live.city,
+                healthy=live.healthy,
+                power_state=live.power_state,
+                power_target=live.power_target,
+                uptime=live.uptime,
+                policy=policy,
+                carve=carve,
+            )
+            for live, policy, carve in planned
+        ]
+    )
+    Slice.objects.bulk_create(
+        [
+            row
+            for node, (_live, _policy, carve) in zip(nodes, planned, strict=True)
+            for row in catalog_slices(node=node, carve=carve, start_index=0, generation=1)
+        ]
+    )
+    figures_refresh([node.pk for node in nodes], locked=True)
+    AuditEvent.objects.bulk_create(
+        [
+            AuditEvent(
+                actor=by,
+                source=source,
+                action="node registered",
+                node=node,
+                message=_registered_words(live.node_id, policy, carve),
+                detail={
+                    "origin": origin,
+                    "policy": {"name": policy.name, "version": policy.version},
+                    "total": live.total.as_dict(),
+                    "pools": list(live.pools_sru) if live.pools_sru else None,
+                    "carve": carve.as_dict(),
+                },
+            )
+            for node, (live, policy, carve) in zip(nodes, planned, strict=True)
+        ]
+    )
+    return nodes, refused

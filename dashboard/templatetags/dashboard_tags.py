@@ -131,3 +131,24 @@ def map_farms(farms) -> str:
             for farm in farms
         )
     )
+
+
+@register.filter
+def seconds_words(value) -> str:
+    """'45 s', '12 min', '5.2 h', '14.0 days' from a number of seconds (a node's uptime)."""
+    if value is None or value == "":
+        return "—"
+    seconds = max(int(value), 0)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+@register.filter
+def of(mapping, key):
+    """mapping[key] in a template ({{ uptime|of:row.pk }}); None when absent."""
+    return (mapping or {}).get(key)

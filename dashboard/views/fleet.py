@@ -18,6 +18,8 @@ from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.fleet_map import fleet_map
 from dashboard.selectors.history import capacity_history
 from dashboard.selectors.jobs import bulk_active_job
+from dashboard.selectors.uptime import uptime_percent
+from dashboard.selectors.watch import watch_status
 from dashboard.services.jobs import job_request
 
 NODES_PER_PAGE = 50
@@ -193,6 +195,9 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "filtered": form.is_valid() and form.is_filtered,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
         "history": _history(form),
+        "watch": watch_status(),
+        # The page's rows only: two queries whatever the fleet (selectors.uptime).
+        "uptime": uptime_percent([row.pk for row in page], now=timezone.now()) if fleet is not None else {},
         "history_title": "The farm's capacity"
         if form.is_valid() and form.cleaned_data.get("farm") is not None
         else "The fleet's capacity",

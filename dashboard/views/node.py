@@ -11,6 +11,7 @@ from django.views.decorators.vary import vary_on_headers
 from dashboard.models import Job, Node, SnapshotFigures
 from dashboard.selectors.history import capacity_history
 from dashboard.selectors.node import NodeDetail, node_detail
+from dashboard.selectors.node_events import node_timeline
 from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
 from dashboard.services.observations import observations_clear
@@ -29,6 +30,18 @@ def detail(request, node_id: int):
     history = capacity_history(scope=SnapshotFigures.Scope.NODE, subject=detail.node.grid_id, now=timezone.now())
     context = {"section": "fleet", "detail": detail, "calibration": calibration, "history": history}
     return render(request, "dashboard/node.html", context)
+
+
+@login_required
+@require_GET
+@permission_required(NODE_READ, raise_exception=True)
+@vary_on_headers("HX-Request")
+def events(request, node_id: int):
+    """The node's timeline (what its readings showed changing) and its uptime; the page loads it by htmx."""
+    node = get_object_or_404(Node, grid_id=node_id)
+    timeline = node_timeline(node=node, now=timezone.now())
+    template = "dashboard/node_events.html#node-events" if request.htmx else "dashboard/node_events.html"
+    return render(request, template, {"section": "fleet", "timeline": timeline, "node": node})
 
 
 @login_required

@@ -5,11 +5,12 @@ message a person can act on; callers never see a `requests` or JSON error.
 
 Every request goes one way, `GridProxyClient._get_json`: it records the request for
 /metrics, and inside it `_get_json_retrying` holds the budget, the retries and the
-watchdog, and `_fetch` makes one try. A limit on every request (a rate, a budget) belongs
-there, once.
+watchdog, and `_fetch` makes one try. Each try first asks the deployment's request budget
+(grid/budget.py, GRID_RATE_LIMIT shared by every process), inside the request's deadline.
 
 Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try
-and back-off and every byte of the answer. A socket time-out bounds one read only, so a
+and back-off and every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through
+the relay to the node, and the proxy gives it 30 s). A socket time-out bounds one read only, so a
 server dripping a byte a second would otherwise hold a worker for ever; a watchdog shuts
 the socket when the budget is spent (proxy/watchdog.py). A job step's budget
 (grid/deadline.py) caps it too.
@@ -19,9 +20,11 @@ refused, naming that host.
 
 What is retried, and why (our own loop, inside the budget, GET only):
 - connect errors, read time-outs and connections broken mid-answer: transient by nature;
-- 500/502/503/504 and 429 (the proxy has a rate limiter): transient on the proxy or
-  its load balancer. `Retry-After` is ignored on purpose: an uncapped header would
-  park a worker for as long as the server asks; our own back-off is bounded instead.
+- 500/502/503/504: transient on the proxy or its load balancer, with our own bounded back-off;
+- 429 (the proxy's rate limiter: 20 requests a second per client IP): waited for as its
+  `Retry-After` asks, capped by what is left of the request's deadline (a wait that would pass it
+  ends the request at once, saying so), and counted for /metrics (outcome `rate_limited`). It is
+  not a failure of the proxy, so it does not use up GRID_RETRIES; the deadline bounds it.
 - statistics are the exception for 500: the proxy answers 500 both when the node is
   down/standby (permanent) and when its relay call to the node failed (it has already
   waited for the node), so repeating it only multiplies the wait. 502/503/504 are
@@ -53,21 +56,27 @@ from urllib3.util.retry import Retry
 
 from dashboard.capacity import MiB, SliceSize, format_size
 from dashboard.grid import telemetry
+from dashboard.grid.budget import RequestBudget
 from dashboard.grid.deadline import Deadline, current_step_deadline
-from dashboard.grid.proxy.parse import describe, parse_node, parse_statistics
+from dashboard.grid.paging import pages_bounded
+from dashboard.grid.proxy.parse import describe, parse_contracts, parse_node, parse_statistics
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
 from dashboard.grid.text import text_printable, url_credentials_split, url_redacted
 from dashboard.grid.types import (
+    LIVE_CONTRACT_STATES,
     NODE_STATUSES,
+    Contract,
     DeployNotSupported,
     GridError,
     GridUnavailable,
     MalformedPayload,
     NodeAway,
     NodeCapacity,
+    NodeContracts,
     NodeNotFound,
     NodePage,
     NodeStatistics,
+    QueryRefused,
     VmDeployed,
 )
 
@@ -83,6 +92,10 @@ _OUTCOMES: dict[type[GridError], str] = {
 }
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+# The outcome label of a try the proxy refused for rate (429), counted apart from the request's own.
+RATE_LIMITED = "rate_limited"
+# A Retry-After above this is not waited for as asked (the request's deadline caps it anyway).
+RETRY_AFTER_MAX_SECONDS = 60.0
 STATISTICS_RETRY_STATUSES = RETRY_STATUSES - {500}
 # A page of 1000 nodes is about 2 MiB of JSON; anything far beyond is not an answer we want in memory.
 MAX_BODY_BYTES = 32 * MiB
@@ -119,6 +132,10 @@ class GridProxyClient:
         backoff: float = 0.5,
         max_body_bytes: int = MAX_BODY_BYTES,
         deadline: float = DEFAULT_DEADLINE_SECONDS,
+        contracts_page_size: int = 100,
+        max_pages: int = 100,
+        statistics_deadline: float | None = None,
+        budget: RequestBudget | None = None,
     ) -> None:
         # A user:password in GRID_PROXY_URL becomes the session's basic auth and leaves the URL here,
         # so no message built from a URL (errors, job results, logs, the API's 503) can carry it.
@@ -131,7 +148,7 @@ class GridProxyClient:
             raise ValueError(f"Grid Proxy URL {shown!r} must not carry a query or fragment")
         if not connect_timeout > 0 or not read_timeout > 0:
             raise ValueError("Grid Proxy time-outs must be more than zero seconds")
-        if not deadline > 0:
+        if not deadline > 0 or (statistics_deadline is not None and not statistics_deadline > 0):
             raise ValueError("the Grid Proxy deadline must be more than zero seconds")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"Grid Proxy retries must be a whole number, zero or more (got {retries!r})")
@@ -145,6 +162,11 @@ class GridProxyClient:
         self.backoff = float(backoff)
         self.max_body_bytes = max_body_bytes
         self.deadline = float(deadline)
+        self.contracts_page_size = max(1, min(int(contracts_page_size), MAX_PAGE_SIZE))
+        self.max_pages = max(1, int(max_pages))
+        self.statistics_deadline = float(statistics_deadline if statistics_deadline is not None else deadline)
+        # None: no budget (a client made by hand, a test); get_grid() always gives the deployment's.
+        self.budget = budget
         self._session = _new_session()
         if credentials is not None:
             self._session.auth = requests.auth.HTTPBasicAuth(*credentials)
@@ -241,6 +263,25 @@ class GridProxyClient:
         payload, url = self._get_json(f"/nodes/{node_id}/statistics", node_id=node_id, statistics=True)
         return _parsed(lambda p: parse_statistics(p, node_id=node_id), payload, url)
 
+    def contracts(self, node_id: int) -> NodeContracts:
+        """GET /contracts?node_id=N&state=Created,GracePeriod, every page (grid.paging.pages_bounded), each
+        page one request under the deadlines; a page or an entry that cannot be trusted fails the node's read."""
+        node_id = _node_id_argument(node_id)
+
+        def fetch(page: int, size: int) -> tuple[list[Contract], int | None]:
+            params = {"node_id": node_id, "state": ",".join(LIVE_CONTRACT_STATES), "page": page, "size": size}
+            answer: dict[str, Any] = {}
+            payload, url = self._get_json(
+                "/contracts", params={**params, "ret_count": "true"}, node_id=None, answer=answer
+            )
+            return _parsed(lambda p: parse_contracts(p, node_id=node_id), payload, url), _count(answer.get("headers"))
+
+        what = f"node {node_id}'s contracts"
+        found, pages = pages_bounded(
+            fetch, key=lambda c: c.contract_id, what=what, size=self.contracts_page_size, max_pages=self.max_pages
+        )
+        return NodeContracts(node_id=node_id, contracts=tuple(found), requests=pages)
+
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
         raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)
 
@@ -282,13 +323,18 @@ class GridProxyClient:
     ) -> tuple[Any, str]:
         url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
         # One budget for the whole request: every try, every back-off, every byte of the answer.
-        deadline = Deadline.within(self.deadline).earliest(current_step_deadline())
+        deadline = Deadline.within(self.statistics_deadline if statistics else self.deadline).earliest(
+            current_step_deadline()
+        )
         retry_statuses = STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES
         with Watchdog(deadline) as watchdog:
             tries = 0
             while True:
                 tries += 1
+                if self.budget is not None:
+                    self.budget.take(deadline, what=f"GET {url}")
                 try:
+                    tried = time.monotonic()
                     status, reason, body, url, headers = self._fetch(url, deadline=deadline)
                 except requests.exceptions.RequestException as exc:
                     if watchdog.fired or deadline.passed():
@@ -296,6 +342,21 @@ class GridProxyClient:
                     if tries > self.retries or isinstance(exc, requests.exceptions.SSLError):
                         raise GridUnavailable(self._transport_words(exc, url, tries)) from exc
                     self._before_retry(url, tries, deadline, why=self._transport_words(exc, url, tries, short=True))
+                    continue
+                if status == 429:
+                    telemetry.record(
+                        endpoint=telemetry.endpoint_of(path), outcome=RATE_LIMITED, seconds=time.monotonic() - tried
+                    )
+                    wait = _retry_after(headers, default=self.backoff)
+                    if wait >= deadline.remaining():
+                        raise GridUnavailable(
+                            f"the grid proxy refused {url} for rate (429: too many requests from this address) and "
+                            f"asked to wait {wait:g} s, past the request's deadline ({deadline.seconds:g} s); "
+                            "lower GRID_RATE_LIMIT if other programs share this address"
+                        )
+                    tries -= 1  # not a failure of the proxy: the deadline bounds these, not GRID_RETRIES
+                    log.debug("grid proxy: %s answered 429; waiting %.2f s as it asks", url, wait)
+                    time.sleep(wait)
                     continue
                 if status in retry_statuses and tries <= self.retries and deadline.remaining() > 0:
                     self._before_retry(url, tries, deadline, why=f"answered {status} {reason}")
@@ -324,6 +385,8 @@ class GridProxyClient:
                 f"the grid proxy answered {status} {reason} for {url} after {tries} {_plural(tries, 'try', 'tries')}"
                 + (f": {message}" if message else "")
             )
+        if status == 400:
+            raise QueryRefused(f"the grid proxy refused {url} with 400 {reason}" + (f": {message}" if message else ""))
         raise GridError(f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else ""))
 
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
@@ -441,6 +504,19 @@ def _count(headers) -> int | None:
     if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_ANNOUNCED_COUNT:
         return None
     return int(raw)
+
+
+def _retry_after(headers, *, default: float) -> float:
+    """Seconds a 429's Retry-After asks for (delta-seconds; an HTTP date or garbage: `default`), bounded."""
+    raw = (headers or {}).get("Retry-After", "")
+    raw = raw.strip() if isinstance(raw, str) else ""
+    try:
+        seconds = float(raw) if raw else default
+    except ValueError:
+        seconds = default
+    if not seconds >= 0:  # NaN, negative
+        seconds = default
+    return min(seconds, RETRY_AFTER_MAX_SECONDS)
 
 
 def _deadline_words(deadline: Deadline, url: str) -> str:

@@ -16,21 +16,25 @@ from typing import Any
 from dashboard.capacity import GiB, Resources, format_size
 from dashboard.grid.text import text_problem
 from dashboard.grid.types import (
+    LIVE_CONTRACT_STATES,
     MAX_NODE_CRU,
     MAX_NODE_HRU,
     MAX_NODE_MRU,
     MAX_NODE_SRU,
     NODE_STATUSES,
+    Contract,
     MalformedPayload,
     NodeCapacity,
     NodeStatistics,
 )
 
 # How far `used` may exceed `total` before the record is broken rather than merely
-# over-provisioned. Legitimate excess exists: the proxy lets SSD be over-provisioned
-# twice (SSDOverProvisionFactor = 2 in tfgrid-sdk-go grid-proxy), CPU cores are
-# over-provisioned without limit, the 2 GiB memory reserve floor exceeds a tiny node's
-# memory, and contracts stay on a node whose hardware shrank (a failed DIMM or disk).
+# over-provisioned. SSD is NOT over-provisioned: ZOS places every disk in a pool that holds it
+# in full (its own SSDOverProvisionFactor is 1, zos pkg/storage), and the proxy only reports
+# used = the contracts' disks + 20 GiB (the SSDOverProvisionFactor = 2 that grid-proxy declares is
+# read by nothing). Legitimate excess still exists: CPU cores are over-provisioned without limit,
+# the 2 GiB memory reserve floor exceeds a tiny node's memory, the fixed 20 GiB SSD reserve a
+# tiny disk, and contracts stay on a node whose hardware shrank (a failed DIMM or disk).
 # Four times the total plus the fixed reserve covers all of those; beyond it the
 # figure cannot describe the machine and would only make every slice look phantom.
 USED_OVER_TOTAL_FACTOR = 4
@@ -177,6 +181,50 @@ def _flag(payload: dict, key: str, *, where: str) -> bool:
     return value
 
 
+def _optional_flag(payload: dict, key: str, *, where: str) -> bool | None:
+    """A flag whose absence means "not said" (None), not false."""
+    if payload.get(key) is None:
+        return None
+    return _flag(payload, key, where=where)
+
+
+# What farmerbot reports for a node's power (tfchain's PowerState and PowerTarget: Up or Down).
+POWER_STATES = ("up", "down")
+
+
+def _power(payload: dict, key: str, *, where: str) -> str:
+    """power.state or power.target, lower-cased: "up", "down", or "" when the answer does not say.
+
+    An older proxy has no `power` at all, and a node whose farm runs no power manager reports
+    empty strings: both are "not said". Anything else is a broken answer, refused by name.
+    """
+    power = payload.get("power")
+    if power is None:
+        return ""
+    if not isinstance(power, dict):
+        raise MalformedPayload(f"{where}: power is {describe(power)}, must be an object with state and target")
+    value = power.get(key)
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str) or value.strip().lower() not in POWER_STATES:
+        raise MalformedPayload(f"{where}: power.{key} is {describe(value)}, must be Up or Down")
+    return value.strip().lower()
+
+
+# A node that has run longer than this has not been running since: a broken counter.
+MAX_UPTIME_SECONDS = 20 * 365 * 86400
+
+
+def _uptime(payload: dict, *, where: str) -> int | None:
+    value = payload.get("uptime")
+    if value is None:
+        return None
+    number = _whole_number(value, where=where, path="uptime", kind="a number of seconds")
+    if number < 0 or number > MAX_UPTIME_SECONDS:
+        raise MalformedPayload(f"{where}: uptime is {number} s, must be 0 to {MAX_UPTIME_SECONDS} s (20 years)")
+    return number
+
+
 def _status(payload: dict, *, where: str) -> str:
     if "status" not in payload or payload["status"] is None:
         state = "missing" if "status" not in payload else "null"
@@ -233,6 +281,10 @@ def parse_node(payload: Any) -> NodeCapacity:
         country=_text(payload, "country", where=where),
         city=_text(payload, "city", where=where),
         updated_at=_timestamp(payload, "updatedAt", where=where),
+        healthy=_optional_flag(payload, "healthy", where=where),
+        power_state=_power(payload, "state", where=where),
+        power_target=_power(payload, "target", where=where),
+        uptime=_uptime(payload, where=where),
     )
 
 
@@ -263,4 +315,97 @@ def parse_statistics(payload: Any, *, node_id: int | None = None) -> NodeStatist
     return NodeStatistics(system=system, total=total, used=used, **counts)
 
 
-__all__ = ["describe", "parse_node", "parse_statistics"]
+CONTRACT_TYPES = ("node", "rent", "name")
+# deployment_data is the deployer's JSON text ({"version": 0, "type": "vm", "name": ..., "projectName": ...});
+# a few KiB at most. Far beyond it is not a deployment's description.
+DEPLOYMENT_DATA_MAX = 64 * 1024
+_NAME_MAX = 128
+
+
+def parse_contract(payload: Any, *, node_id: int, states: tuple[str, ...] = LIVE_CONTRACT_STATES) -> Contract:
+    """One entry of GET /contracts?node_id=N&state=...; MalformedPayload naming the contract and the field.
+
+    Strict like the node parser: a contract that cannot be read would make its VM look gone (an
+    orphan that is not one), so the caller gives up on the node rather than skip the entry.
+    """
+    if not isinstance(payload, dict):
+        raise MalformedPayload(f"node {node_id}'s contract list: an entry is {describe(payload)}, must be an object")
+    contract_id = _identifier(payload, "contract_id", where=f"node {node_id}'s contract", required=True)
+    where = f"node {node_id}'s contract {contract_id}"
+    twin_id = _identifier(payload, "twin_id", where=where, required=True)
+    state = payload.get("state")
+    if not isinstance(state, str) or state.lower() not in {s.lower() for s in states}:
+        raise MalformedPayload(f"{where}: state is {describe(state)}, asked for {' or '.join(states)} only")
+    kind = payload.get("type")
+    if kind not in CONTRACT_TYPES:
+        raise MalformedPayload(f"{where}: type is {describe(kind)}, must be one of {', '.join(CONTRACT_TYPES)}")
+    created_at = _timestamp(payload, "created_at", where=where)
+    details = payload.get("details")
+    if details is None:
+        details = {}
+    if not isinstance(details, dict):
+        raise MalformedPayload(f"{where}: details is {describe(details)}, must be an object")
+    if kind in ("node", "rent"):
+        on = _identifier(details, "nodeId", where=where, required=True)
+        if on != node_id:
+            raise MalformedPayload(
+                f"{where}: details.nodeId is {on}, but the contracts of node {node_id} were asked for"
+            )
+    elif kind == "name":
+        raise MalformedPayload(
+            f"{where}: a name contract is on no node, but the contracts of node {node_id} were asked for"
+        )
+    deployment_type, name = (
+        _deployment_data(details.get("deployment_data"), where=where) if kind == "node" else ("", "")
+    )
+    return Contract(
+        contract_id=contract_id,
+        twin_id=twin_id,
+        node_id=node_id,
+        state=state,
+        type=kind,
+        created_at=created_at,
+        deployment_type=deployment_type,
+        name=name,
+    )
+
+
+def parse_contracts(payload: Any, *, node_id: int) -> list[Contract]:
+    """A page of GET /contracts: a JSON array of contracts of this node, each read by parse_contract."""
+    if not isinstance(payload, list):
+        raise MalformedPayload(f"node {node_id}'s contract list is {describe(payload)}, must be a JSON array")
+    return [parse_contract(item, node_id=node_id) for item in payload]
+
+
+def _deployment_data(value: Any, *, where: str) -> tuple[str, str]:
+    """(type, name) from a node contract's deployment_data; ("", "") when it says nothing readable.
+
+    The deployer writes it and ZOS never reads it, so it is a hint, not a record: text that is not
+    JSON (older deployers) means "kind not said", and such a contract counts as holding capacity.
+    """
+    if value is None or value == "":
+        return "", ""
+    if not isinstance(value, str):
+        raise MalformedPayload(f"{where}: details.deployment_data is {describe(value)}, must be text")
+    if len(value) > DEPLOYMENT_DATA_MAX:
+        raise MalformedPayload(
+            f"{where}: details.deployment_data is {len(value):,} characters long, more than {DEPLOYMENT_DATA_MAX:,}; "
+            "refusing it"
+        )
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return "", ""
+    if not isinstance(data, dict):
+        return "", ""
+    found = []
+    for key in ("type", "name"):
+        text = data.get(key)
+        if not isinstance(text, str) or text_problem(text) or len(text) > _NAME_MAX:
+            found.append("")
+            continue
+        found.append(text.strip())
+    return found[0].lower(), found[1]
+
+
+__all__ = ["describe", "parse_contract", "parse_contracts", "parse_node", "parse_statistics"]

@@ -6,6 +6,7 @@ GRID_PROXY_URL=http://127.0.0.1:8081) and exercised end to end without the inter
     GET /nodes?farm_ids=1,2&node_ids=..&status=up&page=1&size=50[&ret_count=true]   flat total_resources / used_resources (and a `count` header)
     GET /nodes/{id}                          nested capacity.total_resources / used_resources
     GET /nodes/{id}/statistics               system / total / used / users
+    GET /contracts?node_id=N&state=Created,GracePeriod&page=1&size=50[&ret_count=true]   types.Contract, by contract id
 
 Errors answer as the proxy does (tfgrid-sdk-go grid-proxy, mw.AsHandlerFunc): a JSON
 body {"error": "..."}; 404 {"error": "node not found"} for an unknown node; and for
@@ -141,6 +142,11 @@ class _Handler(BaseHTTPRequestHandler):
             if _last(query, "ret_count") == "true" and count is not None:  # a grid that does not count says nothing
                 self._headers["count"] = str(count)
             return 200, body
+        if path.rstrip("/") == "/contracts":
+            body, count = self._contracts(query)
+            if _last(query, "ret_count") == "true":
+                self._headers["count"] = str(count)
+            return 200, body
         match = _STATISTICS_RE.match(path)
         if match:
             return self._statistics(_node_id(match.group(1)))
@@ -160,6 +166,30 @@ class _Handler(BaseHTTPRequestHandler):
             return [], 0
         read = self.grid.nodes(page=page, size=size, farm_ids=farm_ids, node_ids=node_ids, status=status)
         return [_node_json(node, nested=False) for node in read.nodes], read.count
+
+    def _contracts(self, query: dict[str, list[str]]) -> tuple[list[dict], int]:
+        """GET /contracts as grid-proxy's listContracts answers it (types.Contract), for node_id and state.
+
+        Like the proxy (gorilla/schema), a parameter it does not know is a 400, not ignored; the
+        other filters it knows are accepted and only node_id, state and type are applied here.
+        """
+        unknown = sorted(set(query) - _CONTRACT_PARAMS)
+        if unknown:
+            raise _BadRequest(f'failed to decode params: schema: invalid path "{unknown[0]}"')
+        page = _uint(query, "page", default=1)
+        size = _uint(query, "size", default=50)
+        node_id = _uint(query, "node_id", default=0)
+        states = {s.lower() for s in _last(query, "state").split(",") if s}
+        kind = _last(query, "type")
+        if not node_id or page == 0 or size == 0:
+            return [], 0
+        found = [
+            c
+            for c in self.grid.contracts(node_id).contracts
+            if (not states or c.state.lower() in states) and (not kind or c.type == kind)
+        ]
+        chosen = found[(page - 1) * size : page * size]
+        return [_contract_json(c) for c in chosen], len(found)
 
     def _statistics(self, node_id: int) -> tuple[int, Any]:
         node = self.grid.node(node_id)
@@ -254,6 +284,53 @@ def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
         }
     )
     return data
+
+
+def _contract_json(contract) -> dict[str, Any]:
+    """types.Contract with NodeContractDetails (or RentContractDetails), as listContracts sends it."""
+    details: dict[str, Any] = {"nodeId": contract.node_id, "farm_name": "", "farm_id": 0}
+    if contract.type == "node":
+        data = {"version": 0, "type": contract.deployment_type, "name": contract.name, "projectName": contract.name}
+        details.update(
+            {
+                "deployment_data": json.dumps(data, separators=(",", ":")),
+                "deployment_hash": f"{contract.contract_id:032x}",
+                "number_of_public_ips": 0,
+            }
+        )
+    return {
+        "contract_id": contract.contract_id,
+        "twin_id": contract.twin_id,
+        "state": contract.state,
+        "created_at": contract.created_at or 0,
+        "type": contract.type,
+        "details": details,
+    }
+
+
+# ContractFilter's and Limit's schema keys (tfgrid-sdk-go grid-proxy pkg/types): all the proxy decodes.
+_CONTRACT_PARAMS = frozenset(
+    {
+        "contract_id",
+        "twin_id",
+        "node_id",
+        "type",
+        "state",
+        "name",
+        "number_of_public_ips",
+        "deployment_data",
+        "deployment_hash",
+        "farm_name",
+        "farm_id",
+        "size",
+        "page",
+        "ret_count",
+        "randomize",
+        "sort_by",
+        "sort_order",
+        "balance",
+    }
+)
 
 
 # --- query parsing, with the proxy's words -----------------------------------------------

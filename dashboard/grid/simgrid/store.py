@@ -30,10 +30,12 @@ from dashboard.grid.types import (
     MAX_NODE_MRU,
     MAX_NODE_SRU,
     NODE_STATUSES,
+    Contract,
     DeploymentFailed,
     GridUnavailable,
     NodeAway,
     NodeCapacity,
+    NodeContracts,
     NodeNotFound,
     NodePage,
     NodeStatistics,
@@ -264,6 +266,34 @@ class SimulatedGrid:
             deployments=len(vms),
             # network + zmachine, and the zmount when the VM has a data disk
             workloads=sum(3 if vm.sru else 2 for vm in vms),
+        )
+
+    def contracts(self, node_id: int) -> NodeContracts:
+        """The node's live contracts as the proxy lists them: one node contract per VM, by contract id.
+
+        Whoever deployed it (the dashboard, the marketplace, anyone outside the catalog), and whatever
+        the node's status: contracts are the chain's, not the node's. An unknown node has none (the
+        proxy answers an empty list, not 404).
+        """
+        node_id = _positive(node_id, "node id")
+        with self._transaction(write=False) as conn:
+            vms = self._vms(conn, node_id)
+        return NodeContracts(
+            node_id=node_id,
+            contracts=tuple(
+                Contract(
+                    contract_id=vm.deployment_id,
+                    # The twin that deployed it, as in its workload id ("<twin>-<contract>-<name>").
+                    twin_id=int(vm.workload_id.split("-", 1)[0]),
+                    node_id=node_id,
+                    state="Created",
+                    type="node",
+                    created_at=vm.created_at or None,
+                    deployment_type="vm",
+                    name=vm.name,
+                )
+                for vm in sorted(vms, key=lambda vm: vm.deployment_id)
+            ),
         )
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard import capacity
@@ -16,7 +16,12 @@ from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.onboarding.request import OnboardRequest
 from dashboard.services.readings import LiveReading, readings_store
-from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register_from_grid
+from dashboard.services.registration import (
+    CatalogError,
+    NodeAlreadyRegistered,
+    node_register_from_grid,
+    nodes_register_from_grid,
+)
 
 # What a known node's reading is compared on ("changed"): the capacity and the status it reports.
 COMPARED = (
@@ -65,12 +70,29 @@ def page_apply(
             )
         if request.dry_run:
             _preview_new(new, request=request, result=result)
-        else:
-            for live in new:
-                _register(live, request=request, result=result, by=by, source=source, origin=origin, now=now)
+        elif new:
+            _register_page(new, request=request, result=result, by=by, source=source, origin=origin, now=now)
         reread = [n for n in nodes if n.node_id in known]
         if reread:
             _refresh(reread, known, result=result, now=now, write=not request.dry_run)
+
+
+def _register_page(new: Sequence[NodeCapacity], *, request, result: OnboardResult, by, source, origin, now) -> None:
+    """The page's new nodes registered together (a few statements); one by one if someone registered one meanwhile."""
+    try:
+        with transaction.atomic():
+            nodes, refused = nodes_register_from_grid(
+                lives=new, read_at=now, policy_name=request.policy, by=by, source=source, origin=origin
+            )
+    except IntegrityError:
+        for live in new:
+            _register(live, request=request, result=result, by=by, source=source, origin=origin, now=now)
+        return
+    lives = {live.node_id: live for live in new}
+    for node in nodes:
+        _count_new(result, lives[node.grid_id], deployable=node.carved_deployable, policy=node.carved_policy_name)
+    for node_id, why in refused:
+        result.leave_out(node_id, why)
 
 
 def _register(live: NodeCapacity, *, request, result: OnboardResult, by, source, origin, now: datetime) -> None:

@@ -8,8 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from dashboard.grid import get_grid
-from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, id_pages
+from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, id_pages, pages_ahead
 from dashboard.grid.types import Grid, GridError
 from dashboard.job_results import LISTED, OnboardResult
 from dashboard.models import AuditEvent
@@ -39,12 +38,13 @@ def grid_onboard(
     """
     result = OnboardResult(dry_run=request.dry_run)
     seen: set[int] = set()
-    reads = reads if reads is not None else _reads(request, grid)
+    # The next page is read while this one is written (grid.paging.pages_ahead: no database there),
+    # each read within its own GRID_STEP_DEADLINE.
+    reads = pages_ahead(reads if reads is not None else _reads(request, grid), step_seconds=settings.GRID_STEP_DEADLINE)
     while True:
         what = _next_read_words(result, request)
         try:
-            with grid_step_deadline(settings.GRID_STEP_DEADLINE):
-                read = next(reads, None)
+            read = next(reads, None)
         except ReadFailed as exc:
             result.stopped = str(exc)  # names the page, e.g. "page 3 of farm 4242: ..."
             _audit_run(result, request=request, by=by, source=source, origin=origin)

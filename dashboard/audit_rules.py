@@ -1,0 +1,188 @@
+"""The slice audit's rules, pure: one node's catalog, outcomes and live contracts matched.
+
+Three stories tell what occupies a node: the catalog (slices marked rented or deployed), the
+outcomes reported (a live deployment record, which names its VM's workload id when it was
+given: "<twin>-<contract>-<name>", ZOS's own form) and the grid (the node's live contracts that
+hold capacity). `node_match` lines them up and says where they part:
+
+- an **orphan**: a taken slice whose record names a contract that is no longer live: its VM is
+  gone (the marketplace did not report the release). Fixable: the record is released and the
+  slice freed, as a release report would (dashboard.outcome_rules).
+- a **foreign** VM: a live contract no taken slice accounts for. When every taken slice is named,
+  each unnamed contract is one; when some taken slices name no contract, the slices and the
+  contracts left are matched by count, and only the excess of contracts is foreign (the newest
+  ones: a VM the catalog has not heard of is most likely the latest). Fixable: a free slice is
+  counted as occupied by it, so "free" and "placeable now" are true again.
+- **counts** that disagree: more taken slices naming no contract than contracts left (some of
+  those slices hold nothing, but which ones is not known: freeing the wrong one would free a
+  running VM's slice, so this is listed, not fixed), or more live records than taken slices.
+
+Nothing here imports Django; tests/test_audit_rules.py checks the cases one by one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class FindingKind(StrEnum):
+    ORPHAN = "orphan"
+    FOREIGN = "foreign"
+    COUNT = "count"
+    NOT_CHECKED = "not-checked"
+
+
+# ZOS's workload id: "<twin>-<contract>-<name>" (gridtypes.WorkloadID).
+_WORKLOAD_ID = re.compile(r"^(\d{1,10})-(\d{1,20})-(.+)$")
+
+
+def contract_of(workload_id: str) -> int | None:
+    """The contract id a ZOS workload id names, or None when it is not in ZOS's form."""
+    match = _WORKLOAD_ID.match(workload_id or "")
+    return int(match.group(2)) if match else None
+
+
+@dataclass(frozen=True)
+class TakenSlice:
+    """A slice the catalog marks rented or deployed, with what its live record says."""
+
+    index: int
+    state: str
+    taken_since: datetime | None = None
+    contract_id: int | None = None  # from its live record's workload id; None: no record names one
+
+
+@dataclass(frozen=True)
+class GridVm:
+    """A live contract on the node that holds capacity (grid.types.Contract.holds_capacity)."""
+
+    contract_id: int
+    workload_id: str = ""
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: FindingKind
+    node_id: int
+    words: str
+    slice_index: int | None = None
+    contract_id: int | None = None
+    workload_id: str = ""
+    since: datetime | None = None  # when the disagreement can be dated from (a VM's contract, a slice taken)
+    fixable: bool = False
+
+    @property
+    def key(self) -> str:
+        """Stable across audits, so a finding seen again keeps its first sighting."""
+        if self.kind == FindingKind.ORPHAN:
+            return f"orphan:{self.node_id}:{self.slice_index}:{self.contract_id}"
+        if self.kind == FindingKind.FOREIGN:
+            return f"foreign:{self.node_id}:{self.contract_id}"
+        return f"{self.kind}:{self.node_id}"
+
+
+@dataclass(frozen=True)
+class NodeMatch:
+    node_id: int
+    taken: int
+    records: int
+    vms: int
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+
+def node_match(
+    *, node_id: int, taken: Sequence[TakenSlice], records: int, vms: Sequence[GridVm], free_slices: int
+) -> NodeMatch:
+    """One node's three stories matched; see the module doc. `records` counts its live deployment
+    records, `free_slices` the catalog's free slices (what a foreign VM can be counted against)."""
+    live = {vm.contract_id: vm for vm in vms}
+    findings: list[Finding] = []
+    claimed: set[int] = set()
+    unnamed: list[TakenSlice] = []
+    for slice_ in sorted(taken, key=lambda s: s.index):
+        if slice_.contract_id is None:
+            unnamed.append(slice_)
+        elif slice_.contract_id in live and slice_.contract_id not in claimed:
+            claimed.add(slice_.contract_id)
+        else:
+            findings.append(
+                Finding(
+                    kind=FindingKind.ORPHAN,
+                    node_id=node_id,
+                    slice_index=slice_.index,
+                    contract_id=slice_.contract_id,
+                    since=slice_.taken_since,
+                    fixable=True,
+                    words=(
+                        f"slice {slice_.index} of node {node_id} is marked {slice_.state} by contract "
+                        f"{slice_.contract_id}, which is not live on the grid: its VM is gone"
+                    ),
+                )
+            )
+    left = sorted((vm for vm in vms if vm.contract_id not in claimed), key=_newest_first)
+    excess = len(left) - len(unnamed)
+    if excess > 0:
+        by_count = bool(unnamed)
+        for position, vm in enumerate(left[:excess]):
+            counted = position < free_slices
+            findings.append(
+                Finding(
+                    kind=FindingKind.FOREIGN,
+                    node_id=node_id,
+                    contract_id=vm.contract_id,
+                    workload_id=vm.workload_id,
+                    since=vm.created_at,
+                    fixable=counted,
+                    words=(
+                        f"contract {vm.contract_id} on node {node_id}"
+                        + (f" ({vm.workload_id})" if vm.workload_id else "")
+                        + (
+                            f" is one of {len(left)} live VMs for {len(unnamed)} taken slice(s) that name none"
+                            if by_count
+                            else " is a VM the catalog does not know"
+                        )
+                        + ("" if counted else "; no free slice is left to count it against")
+                    ),
+                )
+            )
+    elif excess < 0:
+        findings.append(
+            Finding(
+                kind=FindingKind.COUNT,
+                node_id=node_id,
+                words=(
+                    f"node {node_id} has {len(unnamed)} taken slice(s) naming no VM but only {len(left)} live VM(s) "
+                    f"left for them: {-excess} of them hold nothing, and which ones is not known (report their "
+                    "releases, or their workload ids)"
+                ),
+            )
+        )
+    if records > len(taken):
+        findings.append(
+            Finding(
+                kind=FindingKind.COUNT,
+                node_id=node_id,
+                words=(
+                    f"node {node_id} has {records} live deployment record(s) for {len(taken)} taken slice(s): the "
+                    "outcomes reported and the catalog disagree"
+                ),
+            )
+        )
+    return NodeMatch(node_id=node_id, taken=len(taken), records=records, vms=len(vms), findings=tuple(findings))
+
+
+def _newest_first(vm: GridVm):
+    # Newest first; a VM with no creation time counts as the oldest; then by contract id, newest first.
+    return (-(vm.created_at.timestamp() if vm.created_at else 0), -vm.contract_id)
+
+
+__all__ = ["Finding", "FindingKind", "GridVm", "NodeMatch", "TakenSlice", "contract_of", "node_match"]

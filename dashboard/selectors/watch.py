@@ -1,0 +1,53 @@
+"""What the fleet page says about the watch: the oldest reading, the last run, and the nodes the grid did not answer for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Count, Min, Q
+
+from dashboard.job_results import WatchResult
+from dashboard.models import Job, Node
+
+# Nodes the fleet page names; the rest are on the watch job's page.
+MISSED_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class WatchStatus:
+    every: int  # FLEET_WATCH_EVERY seconds; 0: off
+    oldest_reading_at: datetime | None
+    never_read: int
+    last: Job | None  # the last watch that ran to the end (not a skipped one)
+    result: WatchResult | None
+    missed: list[list] = field(default_factory=list)
+
+    @property
+    def behind(self) -> bool:
+        """With the watch on, no reading should be older than two intervals (the grid's misses aside)."""
+        if not self.every or self.oldest_reading_at is None or self.last is None or self.last.finished_at is None:
+            return False
+        return (self.last.finished_at - self.oldest_reading_at).total_seconds() > 2 * self.every
+
+
+def watch_status() -> WatchStatus:
+    """Two queries: the oldest reading (and the nodes never read), and the last finished watch."""
+    readings = Node.objects.aggregate(oldest=Min("seen_at"), never_read=Count("pk", filter=Q(seen_at__isnull=True)))
+    last = (
+        Job.objects.filter(kind=Job.Kind.FLEET_WATCH, state__in=[Job.State.SUCCEEDED, Job.State.FAILED])
+        .exclude(step="skipped")
+        .order_by("-finished_at")
+        .first()
+    )
+    result = last.outcome if last is not None else None
+    missed = list(result.missed[:MISSED_SHOWN]) if isinstance(result, WatchResult) else []
+    return WatchStatus(
+        every=settings.FLEET_WATCH_EVERY,
+        oldest_reading_at=readings["oldest"],
+        never_read=readings["never_read"],
+        last=last,
+        result=result if isinstance(result, WatchResult) else None,
+        missed=missed,
+    )
