@@ -97,8 +97,14 @@ def test_every_navigation_link_and_log_out_is_on_screen_at_phone_width(phone, de
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_fleet_table_scrolls_in_its_own_box_at_phone_width(phone, demo_fleet):
+def test_the_fleet_table_shows_node_status_deployable_and_phantom_first_and_the_rest_behind_a_tap(phone, demo_fleet):
     log_in(phone, "support", demo_fleet["support"])
+    headers = phone.locator("#fleet-table thead th")
+    visible = [headers.nth(i).inner_text().strip() for i in range(headers.count()) if headers.nth(i).is_visible()]
+    assert [h.split()[0] for h in visible] == ["Node", "Status", "Nominal", "Phantom"], visible
+    phone.get_by_role("button", name="All columns").click()
+    expect(phone.locator("#fleet-table thead th", has_text="Reading age")).to_be_visible()
+    expect(phone.get_by_role("button", name="Fewer columns")).to_have_attribute("aria-pressed", "true")
     wrap = phone.locator(".table-wrap").first
     expect(wrap).to_be_visible()
     sizes = wrap.evaluate("el => [el.scrollWidth, el.clientWidth]")
