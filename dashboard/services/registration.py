@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from dashboard import capacity
@@ -365,7 +365,7 @@ def nodes_register_from_grid(
             for live, policy, carve in planned
         ]
     )
-    Slice.objects.bulk_create(
+    _slices_insert(
         [
             row
             for node, (_live, _policy, carve) in zip(nodes, planned, strict=True)
@@ -393,3 +393,36 @@ def nodes_register_from_grid(
         ]
     )
     return nodes, refused
+
+
+_SLICE_COLUMNS = (
+    ("node_id", "bigint"),
+    ("index", "integer"),
+    ("cru", "integer"),
+    ("mru", "bigint"),
+    ("sru", "bigint"),
+    ("state", "text"),
+    ("generation", "integer"),
+)
+
+
+def _slices_insert(slices: list[Slice]) -> None:
+    """New free slices in one statement: a page's ~700 rows through bulk_create spent most of their
+    time in Django preparing each value; on PostgreSQL one INSERT ... SELECT FROM unnest(arrays)."""
+    if not slices:
+        return
+    if connection.vendor != "postgresql":
+        Slice.objects.bulk_create(slices)
+        return
+    quote = connection.ops.quote_name
+    names = [name for name, _type in _SLICE_COLUMNS]
+    arrays = ", ".join(f"%s::{column_type}[]" for _name, column_type in _SLICE_COLUMNS)
+    now = timezone.now()
+    columns = [[getattr(s, name) for s in slices] for name in names]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {quote(Slice._meta.db_table)} "
+            f"({', '.join(quote(n) for n in names)}, created_at, updated_at) "
+            f"SELECT u.*, %s, %s FROM unnest({arrays}) AS u",
+            [now, now, *columns],
+        )
