@@ -409,7 +409,8 @@ def test_a_page_registered_together_is_what_one_by_one_registers(sim_node):
     from django.db import transaction
     from django.utils import timezone
 
-    from dashboard.services.registration import node_register_from_grid, nodes_register_from_grid
+    from dashboard.services.registration import node_register_from_grid
+    from dashboard.services.registration_page import nodes_register_from_grid
 
     for node_id in (1, 2, 3):
         sim_node(node_id, register=False, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)

@@ -328,3 +328,12 @@ def test_the_watch_reads_the_simulated_grid_of_the_embedded_default(sim_node):
     assert (result.read, result.pages, result.missed_total) == (5, 3, 0)
     assert Node.objects.get(grid_id=3).status == "down"
     assert events_of(3) == [node_events.WENT_DOWN]
+
+
+def test_the_fleet_page_says_so_when_readings_fall_two_intervals_behind(configured, support_client):
+    run_watch_job()
+    Node.objects.filter(grid_id=4).update(seen_at=timezone.now() - timedelta(hours=2))
+
+    page = support_client.get("/").content.decode()
+
+    assert "older than two watch intervals" in page

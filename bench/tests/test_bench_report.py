@@ -206,3 +206,25 @@ def test_it_shows_the_maps_first_read_after_every_node_changed_beside_it_without
     )
     assert "| 120.0 ms, 3 q (first read 2500.0 ms, 19 q) |" in results_markdown(figures)
     assert _target(figures["targets"], "the fleet map")["met"] is True
+
+
+def _watch(walls: list[float]) -> dict:
+    return {
+        "nodes": 10_000,
+        "latency_ms": 100,
+        "page_size": 100,
+        "floor_s": 10.0,
+        "target_s": 20.0,
+        "runs": [{"wall_s": w} for w in walls],
+        "cpu_ms_per_node": 0.3,
+        "met": all(w <= 20.0 for w in walls),
+        "worker_memory_mib": {"peak_rss_mib": 115.8},
+    }
+
+
+@pytest.mark.parametrize(("walls", "met"), [([12.9, 13.1], True), ([19.9, 22.9], False)])
+def test_the_fleet_watch_is_judged_against_twice_its_floor_with_every_run_shown(walls, met):
+    (found,) = [t for t in targets({**_figures(50.0, 25.0), "watch": _watch(walls)}) if "fleet watch" in t["target"]]
+    assert found["met"] is met
+    assert "≤ 20 s" in found["target"] and "2 × its floor of 10 s" in found["target"]
+    assert ", ".join(str(w) for w in walls) in found["figure"]
