@@ -108,7 +108,7 @@ class FiguresCollector:
 
         failed = CounterMetricFamily(
             "slicedash_deployments_failed",
-            "Deployments failed by ZOS or refused by the precheck, by cause",
+            "Deployments by cause: state=failed ZOS refused them (or the grid failed), state=refused the precheck turned them away before the grid",
             labels=["cause", "state"],
         )
         for row in snapshot.failures:

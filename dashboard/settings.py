@@ -313,6 +313,16 @@ USE_TZ = True
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        "forbidden_on_one_line": {"()": "dashboard.log_filters.ForbiddenOnOneLine"},
+        "no_hostname_noise": {"()": "dashboard.log_filters.NoHostnameNoise"},
+    },
     "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        # Filters sit on the loggers (not the handler) so that records reach every handler already
+        # shaped: pytest's caplog included.
+        "django.request": {"filters": ["forbidden_on_one_line"]},
+        "kombu.connection": {"filters": ["no_hostname_noise"]},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }

@@ -47,6 +47,7 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("alerts/", alerts.alert_list, name="alerts"),
     path("alerts/<int:alert_id>/acknowledge/", alerts.acknowledge, name="alert-acknowledge"),
     path("api-tokens/", api_tokens.token_list, name="api-tokens"),
     path("api-tokens/<int:token_id>/revoke/", api_tokens.token_revoke, name="api-token-revoke"),

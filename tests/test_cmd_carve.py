@@ -9,7 +9,9 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from dashboard import capacity
 from dashboard.capacity import GiB, MiB
+from dashboard.models import Policy
 
 NODE_1774 = ["--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB"]
 # Nothing listens on port 1: any attempt to reach the database fails at once.
@@ -98,12 +100,14 @@ def test_it_notes_a_node_too_small_for_one_slice():
     [
         (["--cru", "8", "--mru", "31GB", "--sru", "931.5GiB"], "--mru: '31GB' uses a decimal unit"),
         (["--cru", "8", "--mru", "31GiB", "--sru=-1GiB"], "--sru: '-1GiB' is negative"),
+        # A negative value after a space reaches the command too (argparse took it for an option).
+        (["--cru", "8", "--mru", "-31GiB", "--sru", "1GiB"], "--mru: '-31GiB' is negative"),
+        (["--cru", "-8", "--mru", "31GiB", "--sru", "1GiB"], "--cru: '-8' is not a number of CPU cores"),
         (["--cru", "8", "--mru", "0", "--sru", "1GiB"], "--mru: must be more than zero"),
         (["--cru", "8", "--mru", "nan", "--sru", "1GiB"], "--mru: 'nan' is not a size"),
         (["--cru", "8", "--mru", "31GiB", "--sru", "5000TiB"], "--sru: 5000 TiB is absurd"),
         (["--cru", "0", "--mru", "31GiB", "--sru", "1GiB"], "--cru: '0' is not a number of CPU cores"),
         (["--cru", "eight", "--mru", "31GiB", "--sru", "1GiB"], "--cru: 'eight' is not a number of CPU cores"),
-        ([*NODE_1774, "--policy", "zoz"], "unknown policy 'zoz'; choose one of: zos, legacy, flat-overhead"),
         ([*NODE_1774, "--pools", "500GiB", "500GiB"], "--pools add up to 1000 GiB, more than --sru 931.5 GiB"),
         ([*NODE_1774, "--pools", "0GiB"], "--pools: must be more than zero"),
         (["--cru", "8", "--mru", "31GiB"], r"give --cru, --mru and --sru \(missing --sru\)"),
@@ -136,6 +140,39 @@ def test_it_exits_non_zero_with_one_line_and_no_traceback_on_a_bad_size():
 
 
 def test_it_exits_non_zero_with_one_line_on_a_bad_policy():
+    # run() has no database: the words say that the saved policies could not be looked at.
     done = run(*NODE_1774, "--policy", "zoz")
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr.strip() == "CommandError: unknown policy 'zoz'; choose one of: zos, legacy, flat-overhead"
+    assert done.stderr.strip() == (
+        "CommandError: unknown policy 'zoz': it is no profile (zos, legacy, flat-overhead) and the saved "
+        "policies could not be read (is the database up?)"
+    )
+
+
+@pytest.mark.django_db
+def test_it_names_the_profiles_and_the_saved_policies_for_an_unknown_one():
+    Policy.objects.create(
+        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
+    )
+    with pytest.raises(
+        CommandError, match="unknown policy 'zoz'; choose one of: zos, legacy, flat-overhead, fleet-default"
+    ):
+        carve(*NODE_1774, "--policy", "zoz")
+
+
+@pytest.mark.django_db
+def test_it_carves_with_the_policy_in_force_by_its_name():
+    params = Policy.parameters_from(capacity.with_overrides(capacity.PROFILES["zos"], slice_mru=8 * capacity.GiB))
+    Policy.objects.create(name="fleet-default", scope=Policy.Scope.FLEET, **params)
+    data = json.loads(carve(*NODE_1774, "--policy", "fleet-default", "--json"))
+    assert (data["policy"], data["slice"]["mru"]) == ("fleet-default", 8 * capacity.GiB)
+
+
+@pytest.mark.parametrize(
+    ("size", "short"),
+    [(["--mru", "31GiB", "--sru", "0"], "20 GiB of SSD"), (["--mru", "1MiB", "--sru", "1TiB"], "2 GiB of memory")],
+)
+def test_a_what_if_below_zos_reserve_says_so_not_that_rented_slices_need_more(size, short):
+    text = carve("--cru", "8", *size)
+    assert f"the node is smaller than what ZOS keeps for itself ({short}" in text
+    assert "rented and deployed" not in text

@@ -44,7 +44,8 @@ def test_it_queues_a_reregister_job_from_the_command_line(legacy_node_1774):
 
 @pytest.mark.django_db
 def test_it_audits_the_request_as_coming_from_the_command_line(legacy_node_1774):
-    command(1774, "--dry-run")
+    # A dry run waits for its plan; no worker runs here, so it gives up at once (and says so, exit 3).
+    assert refused(1774, "--dry-run", "--timeout", "0.1").returncode == 3
     event = AuditEvent.objects.get(action="job.requested")
     assert (event.source, event.actor, "dry run" in event.message) == ("command", None, True)
 
@@ -198,3 +199,23 @@ def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet):
     timer.join()
     assert "  node 1 failed: " in out and "node 2 failed" not in out
     assert "  and 2 more failed node(s), not listed" in out
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dry_run_without_wait_waits_for_its_plan_and_prints_it(legacy_node_1774):
+    # Issue 25: "--dry-run" without "--wait" printed only "queued: job #7". This test is the worker.
+    def work():
+        try:
+            while not (job := Job.objects.filter(state=Job.State.QUEUED).first()):
+                threading.Event().wait(0.05)
+            job_execute(job=job_claim(job_id=job.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    out = command(1774, "--dry-run", "--timeout", 30)
+    worker.join()
+    assert out.startswith("queued: job #")
+    assert "would be:" in out and "removed (" in out and "dry run" in out
+    assert legacy_node_1774.slices.count() == 7  # nothing changed

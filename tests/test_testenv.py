@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.conftest import browser_skips
-from tests.testenv import CHECKOUT, CLAIM_KEY, REDIS_DBS, checkout_names, claim_owner, redis_db_claim
+from tests.testenv import CHECKOUT, CLAIM_KEY, CLAIM_TTL, REDIS_DBS, checkout_names, claim_owner, redis_db_claim
 
 
 @pytest.fixture
@@ -79,12 +79,28 @@ def test_it_keeps_a_checkouts_redis_db_from_run_to_run(tmp_path, scratch_redis):
     assert redis_db_claim(other, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[1]
 
 
-def test_it_takes_over_the_db_of_a_checkout_that_was_deleted(tmp_path, scratch_redis):
-    gone = tmp_path / "gone"
-    redis.Redis(port=scratch_redis, db=REDIS_DBS[0]).set(CLAIM_KEY, str(gone))
+def test_a_claim_whose_checkout_this_machine_cannot_see_is_kept_until_its_time_runs_out(tmp_path, scratch_redis):
+    # CI's checkout (/check/...) lives in a filesystem this session cannot see, on the same Redis.
+    elsewhere = tmp_path / "not-here"
+    client = redis.Redis(port=scratch_redis, db=REDIS_DBS[0])
+    client.set(CLAIM_KEY, claim_owner(elsewhere, "gw1"))
     mine = tmp_path / "mine"
     mine.mkdir()
+    assert redis_db_claim(mine, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[1]
+    assert client.get(CLAIM_KEY).decode() == claim_owner(elsewhere, "gw1")
+    assert 0 < client.ttl(CLAIM_KEY) <= CLAIM_TTL  # a claim from before claims lapsed got its time
+    client.delete(CLAIM_KEY)  # its time ran out
     assert redis_db_claim(mine, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[0]
+
+
+def test_each_run_renews_its_claim(tmp_path, scratch_redis):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    client = redis.Redis(port=scratch_redis, db=REDIS_DBS[0])
+    assert redis_db_claim(mine, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[0]
+    client.expire(CLAIM_KEY, 5)
+    assert redis_db_claim(mine, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[0]
+    assert client.ttl(CLAIM_KEY) > 5
 
 
 def test_it_falls_back_to_the_hashs_choice_without_redis(tmp_path):
@@ -117,14 +133,6 @@ def test_a_workers_db_stays_its_own_from_run_to_run(tmp_path, scratch_redis):
     first = redis_db_claim(checkout, REDIS_DBS[0], worker="gw1", port=scratch_redis)
     assert redis_db_claim(checkout, REDIS_DBS[0], worker="gw1", port=scratch_redis) == first
     assert redis.Redis(port=scratch_redis, db=first).get(CLAIM_KEY).decode() == claim_owner(checkout, "gw1")
-
-
-def test_a_workers_claim_lapses_with_its_checkout(tmp_path, scratch_redis):
-    gone = tmp_path / "gone"
-    redis.Redis(port=scratch_redis, db=REDIS_DBS[0]).set(CLAIM_KEY, claim_owner(gone, "gw1"))
-    mine = tmp_path / "mine"
-    mine.mkdir()
-    assert redis_db_claim(mine, REDIS_DBS[0], port=scratch_redis) == REDIS_DBS[0]
 
 
 def test_workers_without_redis_still_take_distinct_dbs(tmp_path):

@@ -1,4 +1,5 @@
-"""The alerts banner on every page and an admin's acknowledgement (POST, permission, CSRF, audited)."""
+"""The alerts strip on every page, the alerts page, and an admin's acknowledgement (POST, permission, CSRF,
+audited)."""
 
 from datetime import timedelta
 
@@ -13,6 +14,7 @@ from dashboard.services.alerts import alerts_record
 
 pytestmark = pytest.mark.django_db
 PAGE = reverse("jobs")
+ALERTS = reverse("alerts")
 
 
 @pytest.fixture
@@ -34,13 +36,32 @@ def test_it_shows_a_firing_alert_on_every_page(admins_client, firing):
     assert b"Farm 1 offers 3 phantom slices" in response.content
 
 
-def test_it_offers_admins_the_acknowledge_button(admins_client, firing):
-    assert ack_url(firing).encode() in admins_client.get(PAGE).content
+def test_the_alerts_page_offers_admins_the_acknowledge_button_and_the_strip_does_not(admins_client, firing):
+    assert ack_url(firing).encode() in admins_client.get(ALERTS).content
+    strip = admins_client.get(PAGE).content
+    assert ack_url(firing).encode() not in strip and ALERTS.encode() in strip
 
 
 def test_it_shows_support_the_alert_without_the_button(support_client, firing):
-    content = support_client.get(PAGE).content
-    assert b"Farm 1 offers 3 phantom slices" in content and ack_url(firing).encode() not in content
+    content = support_client.get(ALERTS).content
+    assert b"Farm 1 offers 3 phantom slices" in content and b"node 1774 (3)" in content
+    assert ack_url(firing).encode() not in content
+
+
+def test_the_alerts_page_needs_the_permission(nogroup_client, firing):
+    assert nogroup_client.get(ALERTS).status_code == 403
+
+
+def test_the_strip_counts_them_and_shows_the_worst_first(admins_client):
+    now = timezone.now()
+    stale = rules.Condition(rules.STALE, "fleet", "2 nodes have had a stale catalog for over 1 day", "")
+    failures = rules.Condition(rules.FAILURES, "memory", "7 deployments failed for memory in the last 15 min", "")
+    alerts_record(conditions=[stale], now=now - timedelta(minutes=5))
+    alerts_record(conditions=[stale, failures], now=now)
+    content = admins_client.get(PAGE).content.decode()
+    assert "2 alerts" in content and "and 1 more" in content
+    worst = content.index('class="alert-worst"')
+    assert content.index("7 deployments failed", worst) < content.index("stale catalog", worst)
 
 
 def test_it_shows_no_alert_to_a_user_who_may_not_view_them(client, django_user_model, firing):
@@ -71,10 +92,17 @@ def test_an_admin_acknowledges_and_it_is_audited(admins_client, firing):
     assert AuditEvent.objects.get(action="alert.acknowledged").actor.username == "ada"
 
 
-def test_the_banner_says_who_acknowledged(admins_client, firing):
+def test_an_acknowledged_alert_leaves_the_strip_and_the_page_says_who(admins_client, firing):
     admins_client.post(ack_url(firing))
-    content = admins_client.get(PAGE).content
+    assert b"Farm 1 offers" not in admins_client.get(PAGE).content
+    content = admins_client.get(ALERTS).content
     assert b"Acknowledged by ada" in content and ack_url(firing).encode() not in content
+
+
+def test_the_alerts_page_lists_the_resolved_ones(support_client, firing):
+    alerts_record(conditions=[], now=timezone.now())
+    content = support_client.get(ALERTS).content.decode()
+    assert "Nothing is firing." in content and "Recently resolved" in content and "farm 1" in content
 
 
 def test_it_does_not_redirect_to_another_host(admins_client, firing):

@@ -189,3 +189,26 @@ def test_it_previews_a_larger_fleet_with_as_many_queries_as_a_small_one(admins_c
         _count_queries(admins_client, "post", url, data),
         _count_queries(admins_client, "get", reverse("policy")),
     ) == few
+
+
+@pytest.mark.django_db
+def test_a_preview_of_the_saved_values_says_so_and_offers_nothing_to_save(admins_client, fleet):
+    # Issue 25: it said "saving changes nothing" beside "89 would go stale" and a "Save as v2" button.
+    policy = Policy.objects.get()
+    response = admins_client.post(reverse("policy-edit", args=[policy.pk]), form_data(policy, preview="1"))
+    preview = response.context["preview"]
+    assert response.context["unchanged"] and not preview.would_go_stale
+    assert preview.stale_after == preview.stale_now
+    page = response.content.decode()
+    assert "nothing to save" in page
+    assert 'name="save"' not in page and "Save as v2" not in page and "Try this change" not in page
+    assert 'name="preview"' in page  # change a value and preview again
+
+
+@pytest.mark.django_db
+def test_a_preview_of_a_change_still_offers_the_save(admins_client, fleet):
+    policy = Policy.objects.get()
+    response = admins_client.post(
+        reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_mru="8GiB", preview="1")
+    )
+    assert not response.context["unchanged"] and "Save as v2" in response.content.decode()

@@ -10,8 +10,11 @@ machine can run `make test` at once without destroying each other's data:
 Redis has only 16 databases, so a hash alone would give two clones the same one far too often.
 n is the first of REDIS_DBS, starting from the one the hash picks, that is not claimed by another
 checkout: a claim is the key CLAIM_KEY in that db holding the checkout's path, written on the first
-run and kept, so a checkout keeps its db from run to run. A claim whose checkout no longer exists on
-disk is taken over. Without Redis (or with every db claimed) the hash's choice is used as it is.
+run and renewed by every run, so a checkout keeps its db from run to run. A claim lapses only by time
+(CLAIM_TTL after its last run), never because its path is missing here: CI runs its checkout
+(/check/...) on this machine's Redis from a filesystem this session cannot see, and the other way
+round, so a path that is absent may still be a suite running now. Without Redis (or with every db
+claimed) the hash's choice is used as it is.
 
 Where nothing answers on 127.0.0.1:5432 and DATABASE_URL is not set, the database is the checkout's
 own embedded PostgreSQL (var/postgres, dashboard.embedded_db), started for the run if it is not running.
@@ -37,6 +40,9 @@ CHECKOUT = Path(__file__).resolve().parent.parent
 # db 0 is the usual application db (README), 6 is `make bench`'s, 7 `make reliability`'s.
 REDIS_DBS = tuple(n for n in range(1, 16) if n not in (6, 7))
 CLAIM_KEY = "slicedash:test-suite-checkout"
+# Longer than any suite run (make test: about 15 minutes here), short enough that a deleted clone's
+# db comes back the same day.
+CLAIM_TTL = 6 * 3600
 # The variables this module set itself (not the person running the suite): an xdist worker derives them again.
 DERIVED_MARK = "SLICEDASH_TESTENV_DERIVED"
 
@@ -64,13 +70,14 @@ def redis_db_claim(checkout: Path, first: int, *, worker: str = "", host: str = 
         start = REDIS_DBS.index(first)
         for n in REDIS_DBS[start:] + REDIS_DBS[:start]:
             client = redis.Redis(host=host, port=port, db=n, socket_timeout=2, socket_connect_timeout=2)
-            if client.set(CLAIM_KEY, me, nx=True):
+            if client.set(CLAIM_KEY, me, nx=True, ex=CLAIM_TTL):
                 return n
-            owner = (client.get(CLAIM_KEY) or b"").decode()
-            # A worker's claim belongs to its checkout: it lapses when the checkout is gone.
-            if owner == me or not Path(owner.partition("#")[0]).is_dir():
-                client.set(CLAIM_KEY, me)
+            if (client.get(CLAIM_KEY) or b"").decode() == me:
+                client.expire(CLAIM_KEY, CLAIM_TTL)
                 return n
+            # Another checkout's: kept until its time runs out (a claim from before claims had
+            # one gets it now).
+            client.expire(CLAIM_KEY, CLAIM_TTL, nx=True)
     except Exception:  # Redis down or missing: the broker tests will say so themselves.
         pass
     # Without Redis, workers still take distinct dbs (gw0 the hash's choice, gw1 the next, ...).

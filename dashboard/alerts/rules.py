@@ -220,6 +220,16 @@ TITLES = {
 }
 
 
+# Worst first, for the strip and the alerts page: what stops every job, then what refuses the
+# marketplace's deploys, then what offers slices ZOS would refuse, then what is merely out of date.
+# A rule not listed here sorts after these.
+WORST_FIRST = (NO_WORKER, FAILURES, PHANTOM, OLD_READINGS, STALE)
+
+
+def severity_rank(rule: str) -> int:
+    return WORST_FIRST.index(rule) if rule in WORST_FIRST else len(WORST_FIRST)
+
+
 def conditions(figures: Figures, limits: Limits) -> list[Condition]:
     """Every condition that holds now, rule by rule."""
     return [c for rule in RULES.values() for c in rule(figures, limits)]

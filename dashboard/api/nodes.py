@@ -151,6 +151,7 @@ def node(request, node_id: int = node_id_path()):
         "verdicts": list(detail.verdicts) if detail.verdicts is not None else None,
         "active_job": job_out(detail.active_job) if detail.active_job else None,
         "failed_deployments": detail.failed_deployments,
+        "turned_away_deployments": detail.turned_away_deployments,
         "lessons": {
             "hidden_mru_per_vm": n.hidden_mru_per_vm,
             "pool_room_below": n.observed.pool_room_below,

@@ -197,7 +197,10 @@ class NodeDetailOut(Schema):
         description="free slices against the last reading; null if never read"
     )
     active_job: JobOut | None
-    failed_deployments: int
+    failed_deployments: int = Field(description="deployments of this node ZOS refused or the grid failed")
+    turned_away_deployments: int = Field(
+        description="deployments the precheck turned away before the grid (nothing was sent)"
+    )
     lessons: LessonsOut = Field(description="what ZOS's refusals taught about this node")
 
 

@@ -21,6 +21,7 @@ from dashboard.capacity.sizes import CapacityError, GiB, Resources
 from dashboard.capacity.words import (
     LEGACY_CARVE_NOTE,
     OVERCOMMITTED_NOTE,
+    below_reserve_note,
     hidden_memory_note,
     not_one_slice_note,
     refused_disk_note,
@@ -117,7 +118,9 @@ def carve(
     notes = []
     overcommitted = budget.mru < 0 or budget.sru < 0
     if overcommitted:
-        notes.append(OVERCOMMITTED_NOTE)
+        # With nothing rented or deployed, a negative budget means the node is below ZOS's reserve.
+        kept = {what: getattr(reserve, what) for what in ("mru", "sru") if getattr(budget, what) < 0}
+        notes.append(OVERCOMMITTED_NOTE if occupied else below_reserve_note(kept))
         count = 0
     data_sru = 0
     if count > 0:

@@ -49,6 +49,13 @@ OVERCOMMITTED_NOTE = (
 )
 
 
+def below_reserve_note(kept: dict[str, int]) -> str:
+    """A node, with nothing on it, smaller than what ZOS keeps for itself (`kept`: the reserve of each
+    resource the node falls short of): no slice at all."""
+    what = " and ".join(f"{format_size(n)} of {RESOURCE_WORDS[r]}" for r, n in kept.items())
+    return f"the node is smaller than what ZOS keeps for itself ({what}): no slice fits"
+
+
 def not_one_slice_note(limited_by: str) -> str:
     return f"the node cannot hold even one slice: short of {RESOURCE_WORDS[limited_by]}"
 

@@ -14,7 +14,7 @@ from django.db.models import Count, Max, Min, Q
 
 from dashboard.alerts import rules
 from dashboard.models import Alert, Deployment, Job, Node, Policy
-from dashboard.selectors.deployments import FAILED_STATES
+from dashboard.selectors.deployments import ZOS_FAILED_STATES
 
 
 def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
@@ -70,7 +70,7 @@ def job_activity() -> rules.JobActivity:
 def _failures(*, since: datetime) -> list[rules.FailureCount]:
     counts: dict[str, int] = {}
     for row in (
-        Deployment.objects.filter(state__in=FAILED_STATES, started_at__gte=since)
+        Deployment.objects.filter(state__in=ZOS_FAILED_STATES, started_at__gte=since)
         .order_by()
         .values("cause")
         .annotate(n=Count("pk"))
@@ -94,6 +94,7 @@ class BannerAlert:
     """A firing alert as the banner shows it; `pk` is None for the live "no worker" condition."""
 
     pk: int | None
+    rule: str
     title: str
     summary: str
     detail: str
@@ -102,8 +103,8 @@ class BannerAlert:
     acknowledged_at: datetime | None
 
 
-def alerts_banner(*, now: datetime, limits: rules.Limits) -> list[BannerAlert]:
-    """The firing alerts, newest first, and "no worker is running" judged now.
+def alerts_firing(*, now: datetime, limits: rules.Limits) -> list[BannerAlert]:
+    """The firing alerts, worst first (then newest), and "no worker is running" judged now.
 
     The worker rule is judged again here because the beat that records alerts often runs inside
     the worker (`celery worker --beat`): when the worker is gone, nothing records that it is.
@@ -111,6 +112,7 @@ def alerts_banner(*, now: datetime, limits: rules.Limits) -> list[BannerAlert]:
     firing = [
         BannerAlert(
             a.pk,
+            a.rule,
             a.title,
             a.summary,
             a.detail,
@@ -122,9 +124,32 @@ def alerts_banner(*, now: datetime, limits: rules.Limits) -> list[BannerAlert]:
         .select_related("acknowledged_by")
         .order_by("-since", "pk")
     ]
-    if not any(a.title == rules.TITLES[rules.NO_WORKER] for a in firing):
+    if not any(a.rule == rules.NO_WORKER for a in firing):
         for condition in rules.no_worker(rules.Figures(now=now, jobs=job_activity()), limits):
-            firing.insert(
-                0, BannerAlert(None, rules.TITLES[condition.rule], condition.summary, condition.detail, now, "", None)
+            firing.append(
+                BannerAlert(
+                    None,
+                    condition.rule,
+                    rules.TITLES[condition.rule],
+                    condition.summary,
+                    condition.detail,
+                    now,
+                    "",
+                    None,
+                )
             )
-    return firing
+    # sorted() is stable: within a rule, the newest stays first.
+    return sorted(firing, key=lambda a: rules.severity_rank(a.rule))
+
+
+def alerts_banner(*, now: datetime, limits: rules.Limits) -> list[BannerAlert]:
+    """What the strip on every page shows: the firing alerts nobody has acknowledged, worst first.
+    An acknowledged alert leaves the strip and stays on the alerts page until it resolves."""
+    return [a for a in alerts_firing(now=now, limits=limits) if a.acknowledged_at is None]
+
+
+def alerts_resolved(*, limit: int = 20) -> list[Alert]:
+    """The most recently resolved alerts, for the alerts page's history."""
+    return list(
+        Alert.objects.filter(state=Alert.State.RESOLVED).select_related("acknowledged_by").order_by("-since")[:limit]
+    )

@@ -12,8 +12,13 @@ from dashboard import capacity
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment, Job, Node
 
-# A refusal by our own precheck is a failed attempt too: support staff get asked about both.
-FAILED_STATES = (Deployment.State.FAILED, Deployment.State.REFUSED)
+# Two stories, counted apart everywhere (node page, API, alerts, metrics): a deployment ZOS refused
+# (or the grid failed) is a failed deployment; one our precheck stopped was turned away before the
+# grid (nothing was sent, nothing went wrong on a node). Support's failed-deployments page lists
+# both, because support gets asked about both, and says which each one is.
+ZOS_FAILED_STATES = (Deployment.State.FAILED,)
+TURNED_AWAY_STATES = (Deployment.State.REFUSED,)
+FAILED_STATES = ZOS_FAILED_STATES + TURNED_AWAY_STATES
 
 
 def failed_deployments(

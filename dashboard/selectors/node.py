@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import OuterRef, Subquery
+from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from dashboard import capacity
@@ -99,7 +99,8 @@ class NodeDetail:
     verdicts: tuple[SliceVerdictLine, ...] | None  # None when the node's capacity was never read
     jobs: tuple[Job, ...]
     active_job: Job | None
-    failed_deployments: int
+    failed_deployments: int  # ZOS refused them (or the grid failed them)
+    turned_away_deployments: int = 0  # our precheck stopped them: nothing was sent to the grid
     observations: tuple[Observation, ...] = ()  # the live ones, newest first
     reconciliation: Reconciliation | None = None  # catalog, grid and lessons side by side
 
@@ -170,6 +171,12 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     """Everything the node page shows; Node.DoesNotExist when the node is not registered."""
     node = Node.objects.get(grid_id=node_id)
     policy = policy_for_node(node)
+    counts = dict(
+        Deployment.objects.filter(node=node, state__in=(Deployment.State.FAILED, Deployment.State.REFUSED))
+        .order_by()
+        .values_list("state")
+        .annotate(n=Count("pk"))
+    )
     last_deployment = Deployment.objects.filter(slice=OuterRef("pk")).order_by("-started_at", "-pk")
     slices = list(
         Slice.objects.filter(node=node)
@@ -235,7 +242,8 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         verdicts=verdict_lines,
         jobs=tuple(node_jobs(node=node, limit=job_limit)),
         active_job=node_active_job(node=node),
-        failed_deployments=Deployment.objects.filter(node=node, state__in=("failed", "refused")).count(),
+        failed_deployments=counts.get(Deployment.State.FAILED, 0),
+        turned_away_deployments=counts.get(Deployment.State.REFUSED, 0),
         observations=observations,
         reconciliation=node_reconcile(
             node=node, policy=policy, occupied=occupied, observations=observations, now=timezone.now()

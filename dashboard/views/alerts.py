@@ -1,14 +1,15 @@
-"""Alerts in the pages: the banner on every page (for users who may view alerts) and an admin's acknowledgement."""
+"""Alerts in the pages: the strip on every page (for users who may view alerts), the alerts page with the
+details and the acknowledge buttons, and an admin's acknowledgement."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.models import Alert
-from dashboard.selectors.alerts import alerts_banner
+from dashboard.selectors.alerts import alerts_banner, alerts_firing, alerts_resolved
 from dashboard.services.alerts import AlertError, alert_acknowledge, alert_limits
 
 
@@ -27,6 +28,17 @@ def banner(request) -> dict:
         return alerts_banner(now=timezone.now(), limits=alert_limits())
 
     return {"alert_banner": firing}
+
+
+@login_required
+@permission_required("dashboard.view_alert", raise_exception=True)
+@require_GET
+def alert_list(request):
+    """Every firing alert, worst first, with its details (and, for admins, its acknowledge button);
+    then the recently resolved ones."""
+    firing = alerts_firing(now=timezone.now(), limits=alert_limits())
+    context = {"section": "alerts", "firing": firing, "resolved": alerts_resolved()}
+    return render(request, "dashboard/alerts.html", context)
 
 
 @login_required

@@ -167,13 +167,14 @@ def policy_edit(request, policy_id: int):
             messages.info(request, f"Nothing changed: {saved.name} stays at v{saved.version}.")
         return redirect("policy")
     # Any other POST (or one whose values differ from what was previewed) shows the preview first.
-    candidate = capacity.with_overrides(form.cleaned_data["candidate"], version=row.version + 1)
+    changes = _changes(row, parameters)
+    # Unchanged values keep the version: saving them changes nothing, so nothing would go stale, and
+    # the page offers no save (a bumped version made every catalog look stale-to-be, issue 25).
+    version = row.version + 1 if changes else row.version
+    candidate = capacity.with_overrides(form.cleaned_data["candidate"], version=version)
     preview = policy_preview(candidate=candidate, scope=row.scope, farm_id=row.farm_id, node=row.node)
-    return render(
-        request,
-        "dashboard/policy_edit.html",
-        {**context, "form": form, "preview": preview, "preview_token": token, "changes": _changes(row, parameters)},
-    )
+    context |= {"form": form, "preview": preview, "preview_token": token, "changes": changes, "unchanged": not changes}
+    return render(request, "dashboard/policy_edit.html", context)
 
 
 @login_required

@@ -23,6 +23,7 @@ def _pages(role: str) -> list[str]:
         "/deployments/failed/",
         "/placement/?cru=1&mru=4GiB&sru=50GiB",
         "/policy/",
+        "/alerts/",
     ]
     if job is not None:
         pages.append(f"/jobs/{job.pk}/")
@@ -49,6 +50,19 @@ def test_it_finds_no_serious_or_critical_violation_on_any_main_page(browser_page
         job_request(kind=Job.Kind.PRECHECK, node=Node.objects.order_by("grid_id").first(), source="command")
     # The failed deployments page must have rows for axe to check (the demo makes real failures).
     assert Deployment.objects.filter(state=Deployment.State.FAILED).exists()
+    # Firing alerts, so that the strip on every page and the alerts page's buttons are checked too.
+    from django.utils import timezone
+
+    from dashboard.alerts import rules
+    from dashboard.services.alerts import alerts_record
+
+    alerts_record(
+        conditions=[
+            rules.Condition(rules.FAILURES, "memory", "7 deployments failed for memory in the last 15 min", "See ..."),
+            rules.Condition(rules.STALE, "fleet", "2 nodes have had a stale catalog for over 1 day", "Re-register."),
+        ],
+        now=timezone.now(),
+    )
     page = browser_page
     log_in(page, role, demo_fleet[role])
     found = {}

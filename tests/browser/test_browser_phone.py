@@ -25,8 +25,9 @@ PAGES = (
     "/placement/?cru=1&mru=4GiB&sru=151GiB",
     "/nodes/add/",
     "/api-tokens/",
+    "/alerts/",
 )
-NAV_LINKS = ("Fleet", "Failed deployments", "Jobs", "Policy", "Admin")
+NAV_LINKS = ("Fleet", "Failed deployments", "Jobs", "Policy", "Alerts", "API tokens", "Admin")
 
 # The elements that stick out past the viewport, to say which one made the page too wide.
 WIDER_THAN_VIEWPORT = """() => {

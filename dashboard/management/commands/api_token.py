@@ -3,19 +3,19 @@ manage.py api_token list [--user USERNAME] [--all]
 manage.py api_token revoke (TOKEN_ID | PREFIX)
 
 `create` prints the token once, on stdout alone (so `TOKEN=$(manage.py api_token create ...)` works);
-nothing can show it again. Exit status: 0 done, 1 refused (the message says why).
+nothing can show it again. Exit statuses: dashboard/management/cli.py (listed by --help).
 """
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.management.cli import ProductCommand, usage_error
 from dashboard.models import ApiToken
 from dashboard.services.tokens import TokenError, api_token_create, api_token_revoke
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = "Make, list and revoke API tokens (Authorization: Bearer <token> on /api/v1/)."
 
     def add_arguments(self, parser):
@@ -39,12 +39,12 @@ class Command(BaseCommand):
     def _create(self, *, username, scope, name, expires_days, **options):
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
-            raise CommandError(f"no user named {username!r}")
+            raise usage_error(f"no user named {username!r}")
         name = name or f"cli-{timezone.now():%Y%m%d-%H%M%S}"
         try:
             issued = api_token_create(user=user, name=name, scopes=scope, expires_days=expires_days, source="command")
         except TokenError as exc:
-            raise CommandError(f"{exc.field}: {exc}") from None
+            raise usage_error(f"{exc.field}: {exc}") from None
         self.stderr.write(
             f"made {issued.token.prefix}… {issued.token.name!r} for {username} (scope {', '.join(issued.token.scopes)}); "
             "copy the token below now, it will not be shown again"
@@ -83,9 +83,9 @@ class Command(BaseCommand):
             list(matches.filter(pk=int(token))) if token.isdigit() else list(matches.filter(prefix=token.rstrip("…")))
         )
         if not found:
-            raise CommandError(f"no token {token!r}; see manage.py api_token list --all")
+            raise usage_error(f"no token {token!r}; see manage.py api_token list --all")
         if len(found) > 1:
-            raise CommandError(f"{token!r} names {len(found)} tokens; revoke by id")
+            raise usage_error(f"{token!r} names {len(found)} tokens; revoke by id")
         target = found[0]
         if api_token_revoke(token=target, source="command"):
             self.stdout.write(f"revoked {target.prefix}… {target.name!r} of {target.user.get_username()}")

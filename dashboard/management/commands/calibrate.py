@@ -2,13 +2,12 @@
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
-
+from dashboard.management.cli import ProductCommand, grid_id, not_registered
 from dashboard.models import Node
 from dashboard.services.calibration import fleet_calibration, node_calibration
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Fit each node's capacity samples (taken after every deploy) to used = reserve + VMs + count x overhead, "
         "and flag nodes that really use more than their policy assumes. With NODE_ID, that node only. "
@@ -16,14 +15,14 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("node_id", type=int, nargs="?", help="the grid's node id (default: the whole fleet)")
+        parser.add_argument("node_id", type=grid_id, nargs="?", help="the grid's node id (default: the whole fleet)")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the result as JSON")
 
     def handle(self, *args, node_id, as_json, **options):
         if node_id is not None:
             node = Node.objects.filter(grid_id=node_id).first()
             if node is None:
-                raise CommandError(f"node {node_id} is not registered")
+                raise not_registered(node_id)
             result = node_calibration(node)
             self.stdout.write(json.dumps(result.as_dict(), indent=2) if as_json else result.words)
             return

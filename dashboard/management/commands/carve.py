@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard import capacity
+from dashboard.management.cli import EXIT_USAGE, ProductCommand, usage_error
 
 # Bad input is a usage error, as argparse's own.
-USAGE_ERROR = 2
+USAGE_ERROR = EXIT_USAGE
 
 
 def add_capacity_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +56,27 @@ def capacity_from_flags(options: dict) -> tuple[capacity.Resources, list[int] | 
             returncode=USAGE_ERROR,
         )
     return capacity.Resources(cru=cru, mru=mru, sru=sru), pools
+
+
+def policy_named(name: str) -> capacity.Policy:
+    """A built-in profile, else the policy saved under that name (the policy in force, an override)."""
+    if name in capacity.PROFILES:
+        return capacity.PROFILES[name]
+    from django.db import DatabaseError
+
+    from dashboard.models import Policy
+
+    try:
+        row = Policy.objects.filter(name=name).first()
+        saved = list(Policy.objects.order_by("name").values_list("name", flat=True))
+    except DatabaseError:
+        raise usage_error(
+            f"unknown policy {name!r}: it is no profile ({', '.join(capacity.PROFILES)}) and the saved "
+            "policies could not be read (is the database up?)"
+        ) from None
+    if row is None:
+        raise usage_error(f"unknown policy {name!r}; choose one of: {', '.join([*capacity.PROFILES, *saved])}")
+    return row.to_capacity()
 
 
 def _cores(text: str) -> int:
@@ -121,22 +143,27 @@ def carve_as_table(
     return "\n".join(lines)
 
 
-class Command(BaseCommand):
-    help = "What if: carve a node of this size with a policy profile. Reads and writes no database."
+class Command(ProductCommand):
+    help = (
+        "What if: carve a node of this size with a policy profile, or with a policy saved on the Policy page "
+        "(read from the database only then). Writes nothing."
+    )
     # A what-if must work with the database down; system checks are not needed for it.
     requires_system_checks: list = []
 
     def add_arguments(self, parser):
         add_capacity_arguments(parser)
         parser.add_argument(
-            "--policy", default=capacity.DEFAULT_PROFILE, help=f"one of: {', '.join(capacity.PROFILES)} (default zos)"
+            "--policy",
+            default=capacity.DEFAULT_PROFILE,
+            help=f"a profile ({', '.join(capacity.PROFILES)}; default zos) or a saved policy's name, e.g. fleet-default",
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
         total, pools = capacity_from_flags(options)
+        policy = policy_named(options["policy"])
         try:
-            policy = capacity.profile(options["policy"])
             result = capacity.carve(total, policy, pools=pools)
         except capacity.CapacityError as exc:
             raise CommandError(str(exc), returncode=USAGE_ERROR) from None

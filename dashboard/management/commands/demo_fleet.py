@@ -27,12 +27,13 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import Group, User
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from dashboard.capacity import PROFILES, GiB
 from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import GridError
+from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
@@ -177,7 +178,7 @@ def demo_nodes() -> list[DemoNode]:
     return nodes
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Build (once) a demo fleet of about ninety nodes on the simulated grid and register most of them: node 1774 "
         "with its legacy 7-slice catalog and one VM, stale and current catalogs, rented slices, failed "

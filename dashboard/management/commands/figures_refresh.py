@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import astuple
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from dashboard.management.cli import ProductCommand
 from dashboard.models import Node
 from dashboard.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh_all
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = "Recompute the slice counts, deployable slices and stale verdict stored on every node."
 
     def add_arguments(self, parser):

@@ -27,11 +27,12 @@ import socket
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard import capacity
 from dashboard.grid import get_grid
 from dashboard.grid.types import GridError, NodeCapacity
+from dashboard.management.cli import ProductCommand
 from dashboard.management.commands.carve import (
     USAGE_ERROR,
     add_capacity_arguments,
@@ -56,7 +57,7 @@ class NodeFacts:
     dedicated: bool = False
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Register a node and carve its slice catalog with its effective policy (or --policy). "
         "Without --cru/--mru/--sru the node is read from the configured grid."

@@ -11,33 +11,41 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.capacity import format_size
 from dashboard.job_kinds import job_describe
 from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
+from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered, refused
 from dashboard.models import Job, Node
 from dashboard.services.jobs import JobError, job_request, job_wait
 
-JOB_FAILED = 1
-COULD_NOT_RUN = 2
+JOB_FAILED = EXIT_REFUSED
+COULD_NOT_RUN = EXIT_USAGE
 STILL_RUNNING = 3
 POLL_EVERY = 0.5
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Re-carve a node's slice catalog with its effective policy (rented and deployed slices are kept as they "
         "are), or with --stale every node whose catalog is stale. Runs as a job on the Celery worker; --wait "
-        "follows it and prints the result. Exit status: 0 queued, already active or succeeded; 1 the job failed; "
-        "2 nothing was queued; 3 --wait timed out (the job keeps running)."
+        "follows it and prints the result; --dry-run always waits for its plan and prints it."
     )
+    exit_statuses = {
+        0: "queued, already active or succeeded",
+        EXIT_REFUSED: "the job failed, or could not be queued",
+        EXIT_USAGE: "the command line is wrong (unknown node, clashing flags); nothing was queued",
+        3: "--wait gave up; the job keeps running",
+    }
 
     def add_arguments(self, parser):
-        parser.add_argument("node_id", type=int, nargs="?", help="the grid's node id")
+        parser.add_argument("node_id", type=grid_id, nargs="?", help="the grid's node id")
         parser.add_argument("--stale", action="store_true", help="re-register every node whose catalog is stale")
         parser.add_argument("--farm-id", type=int, help="with --stale: only this farm's nodes")
-        parser.add_argument("--dry-run", action="store_true", help="compute and record the change; change nothing")
+        parser.add_argument(
+            "--dry-run", action="store_true", help="compute and print the change (waiting for it); change nothing"
+        )
         parser.add_argument("--wait", action="store_true", help="follow the job until it ends and print its result")
         parser.add_argument(
             "--timeout",
@@ -66,15 +74,14 @@ class Command(BaseCommand):
             else:
                 node = Node.objects.filter(grid_id=node_id).first()
                 if node is None:
-                    raise CommandError(
-                        f"node {node_id} is not registered; run manage.py node_register {node_id}",
-                        returncode=COULD_NOT_RUN,
-                    )
+                    raise not_registered(node_id)
                 request = job_request(kind=Job.Kind.REREGISTER, node=node, source=Job.Source.COMMAND, dry_run=dry_run)
         except JobError as exc:
-            raise CommandError(str(exc), returncode=COULD_NOT_RUN) from None
+            raise refused(str(exc)) from None
 
         job = request.job
+        # A dry run is asked for its plan: printing only "queued" would leave the person to look it up.
+        wait = wait or dry_run
         if not as_json:
             if request.created:
                 self.stdout.write(f"queued: job #{job.pk} ({job_describe(job, numbered=False)})")

@@ -7,28 +7,31 @@ Celery worker (audited, on the Jobs page, like the node page's Precheck button).
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.capacity import format_size
 from dashboard.grid.types import GridError
 from dashboard.job_kinds import job_describe
 from dashboard.job_results import PrecheckResult
+from dashboard.management.cli import EXIT_REFUSED, ProductCommand, grid_id, not_registered, refused, usage_error
 from dashboard.models import Job, Node
 from dashboard.services.jobs import JobError, job_request, job_wait
 from dashboard.services.precheck import PrecheckReport, precheck_run
 
-JOB_FAILED = 1
+JOB_FAILED = EXIT_REFUSED
 STILL_RUNNING = 3
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Read a node's live capacity from the grid and say, for each free slice, whether it can be placed now "
         "(with the numbers). Stores the node's used capacity and placeable/phantom counts; never changes the catalog."
     )
 
+    exit_statuses = ProductCommand.exit_statuses | {3: "--wait gave up; the job keeps running"}
+
     def add_arguments(self, parser):
-        parser.add_argument("node_id", type=int, help="the grid's node id")
+        parser.add_argument("node_id", type=grid_id, help="the grid's node id")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the report as JSON")
         parser.add_argument(
             "--job", action="store_true", help="run it as a job on the worker (audited, on the Jobs page)"
@@ -44,23 +47,23 @@ class Command(BaseCommand):
 
     def handle(self, *args, node_id, as_json, job, wait, timeout, **options):
         if wait and not job:
-            raise CommandError("--wait only goes with --job (without --job the check runs here and now)")
+            raise usage_error("--wait only goes with --job (without --job the check runs here and now)")
         if not timeout > 0:
-            raise CommandError(f"--timeout must be more than 0 seconds, not {timeout}")
+            raise usage_error(f"--timeout must be more than 0 seconds, not {timeout}")
         node = node_or_error(node_id)
         if job:
             return self._as_job(node, wait=wait, timeout=timeout, as_json=as_json)
         try:
             report = precheck_run(node=node)
         except GridError as exc:
-            raise CommandError(f"grid: {exc} (nothing was recorded)") from None
+            raise refused(f"grid: {exc} (nothing was recorded)") from None
         self.stdout.write(json.dumps(report.as_dict(), indent=2) if as_json else report_text(report))
 
     def _as_job(self, node: Node, *, wait: bool, timeout: float, as_json: bool) -> None:
         try:
             request = job_request(kind=Job.Kind.PRECHECK, node=node, source=Job.Source.COMMAND)
         except JobError as exc:
-            raise CommandError(str(exc)) from None
+            raise refused(str(exc)) from None
         queued = request.job
         if not as_json:
             verb = "queued" if request.created else "already running"
@@ -113,7 +116,7 @@ def job_report_text(job: Job) -> str:
 def node_or_error(node_id: int) -> Node:
     node = Node.objects.filter(grid_id=node_id).first()
     if node is None:
-        raise CommandError(f"node {node_id} is not registered; run manage.py node_register {node_id}")
+        raise not_registered(node_id)
     return node
 
 

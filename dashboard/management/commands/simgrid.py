@@ -14,14 +14,15 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.capacity import SizeError, format_size, parse_size
 from dashboard.grid.simgrid import ZOS_CACHE_SRU, SimulatedGrid, serve_simulator
 from dashboard.grid.types import NODE_STATUSES, GridError
+from dashboard.management.cli import ProductCommand, refused, usage_error
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Run the simulated ZOS grid the dashboard uses with GRID_BACKEND=simulator: add nodes, list them, "
         "change a node's status, reset it, or serve it on the Grid Proxy's HTTP paths."
@@ -70,8 +71,10 @@ class Command(BaseCommand):
         grid = SimulatedGrid(settings.SIMGRID_PATH)
         try:
             getattr(self, "_" + action.replace("-", "_"))(grid, **options)
-        except (ValueError, GridError) as exc:
-            raise CommandError(str(exc)) from None
+        except ValueError as exc:
+            raise usage_error(str(exc)) from None
+        except GridError as exc:
+            raise refused(str(exc)) from None
 
     def _add_node(self, grid: SimulatedGrid, *, node_id, cru, mru, sru, pools, per_vm_overhead_mru, **options) -> None:
         total_sru = _size(sru, "--sru")
@@ -158,7 +161,7 @@ def _size(text: str, what: str) -> int:
     try:
         return parse_size(text, what=what)
     except SizeError as exc:
-        raise CommandError(str(exc)) from None
+        raise usage_error(str(exc)) from None
 
 
 def _node_dict(grid: SimulatedGrid, node) -> dict:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from django.core.management.base import BaseCommand, CommandError
-
+from dashboard.management.cli import ProductCommand, usage_error
 from dashboard.traffic import HOURS, POLICY_NAMES, Simulation, simulate
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = "Simulate a month of marketplace traffic against each capacity policy and compare refusals and utilisation."
 
     def add_arguments(self, parser):
@@ -33,9 +32,9 @@ class Command(BaseCommand):
     def handle(self, *args, nodes, events, seed, policies, json: bool, write, chart, **options):
         names = tuple(p.strip() for p in policies.split(",") if p.strip())
         if nodes < 1 or nodes > 100_000:
-            raise CommandError("--nodes must be between 1 and 100,000")
+            raise usage_error("--nodes must be between 1 and 100,000")
         if events < 0 or events > 10_000_000:
-            raise CommandError("--events must be between 0 and 10,000,000")
+            raise usage_error("--events must be between 0 and 10,000,000")
         try:
             result = simulate(
                 nodes=nodes,
@@ -45,7 +44,7 @@ class Command(BaseCommand):
                 progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
             )
         except ValueError as exc:
-            raise CommandError(str(exc)) from None
+            raise usage_error(str(exc)) from None
         if json:
             self.stdout.write(_dumps(result.as_dict()))
         else:

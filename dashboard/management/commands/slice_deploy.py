@@ -2,30 +2,32 @@
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from dashboard.grid.types import GridError
+from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered
 from dashboard.models import Deployment, Node
 from dashboard.selectors.deployments import deployment_words
 from dashboard.services.deploy import DeployError, slice_deploy, slices_deploy_all_free
 
-# Exit codes: 0 every slice deployed, 1 some slice refused or failed (each is recorded),
-# 2 nothing could be attempted (unknown node, slice not free, grid unreachable, bad arguments).
-SOME_NOT_DEPLOYED = 1
-COULD_NOT_RUN = 2
+SOME_NOT_DEPLOYED = EXIT_REFUSED
 
 
-class Command(BaseCommand):
+class Command(ProductCommand):
     help = (
         "Deploy a node's free slice (or all of them, in index order) on the grid, recording every attempt. "
         "The precheck reads live capacity first and refuses a slice that cannot fit; --no-precheck sends it "
-        "to the grid anyway (ZOS then says why it fails). "
-        "Exit status: 0 all deployed; 1 some slice was refused or failed (recorded, see the output); "
-        "2 nothing could be attempted (unknown node, slice not free, grid unreachable, bad arguments)."
+        "to the grid anyway (ZOS then says why it fails)."
     )
+    exit_statuses = {
+        0: "every slice deployed",
+        EXIT_REFUSED: "some slice was refused or failed (each recorded, see the output), or none could be "
+        "attempted (slice not free, grid unreachable)",
+        EXIT_USAGE: "the command line is wrong (unknown node, bad arguments); nothing was attempted",
+    }
 
     def add_arguments(self, parser):
-        parser.add_argument("node_id", type=int, help="the grid's node id")
+        parser.add_argument("node_id", type=grid_id, help="the grid's node id")
         which = parser.add_mutually_exclusive_group(required=True)
         which.add_argument("--slice", type=int, dest="slice_index", metavar="INDEX", help="the slice's index")
         which.add_argument("--all-free", action="store_true", help="every free slice, in index order")
@@ -35,9 +37,7 @@ class Command(BaseCommand):
     def handle(self, *args, node_id, slice_index, all_free, no_precheck, as_json, **options):
         node = Node.objects.filter(grid_id=node_id).first()
         if node is None:
-            raise CommandError(
-                f"node {node_id} is not registered; run manage.py node_register {node_id}", returncode=COULD_NOT_RUN
-            )
+            raise not_registered(node_id)
         done: list[Deployment] = []
 
         def record(deployment: Deployment) -> None:
@@ -54,7 +54,7 @@ class Command(BaseCommand):
         except (DeployError, GridError) as exc:
             if as_json and done:
                 self.stdout.write(json.dumps(_outcome(done) | {"error": str(exc)}, indent=2))
-            raise CommandError(_error_words(exc, done), returncode=COULD_NOT_RUN) from None
+            raise CommandError(_error_words(exc, done), returncode=EXIT_REFUSED) from None
         self._finish(node, done, as_json)
 
     def _print_one(self, deployment: Deployment) -> None:
