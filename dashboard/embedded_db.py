@@ -263,6 +263,17 @@ def _processes_in(folder: Path) -> list[int]:
     return found
 
 
+def _call_through_ctrl_c(command: list[str]) -> int:
+    """Run the command to its end: the terminal's Ctrl-C reaches it too, and the database is stopped
+    only once it has finished with it (a worker's warm shutdown still writes)."""
+    child = subprocess.Popen(command)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def default() -> EmbeddedDb:
     """The server of this checkout's VAR_DIR (as the settings read it)."""
     base = Path(__file__).resolve().parent.parent
@@ -280,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("DATABASE_URL"):
         # A database of one's own is configured: nothing to start.
         if args.action == "with":
-            return subprocess.call(command)
+            return _call_through_ctrl_c(command)
         print("DATABASE_URL is set: the embedded database is not used.")
         return 0
     db = default()
@@ -296,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{'started' if started else 'already running'}: {db.pgdata}")
             return 0
         try:
-            return subprocess.call(command)
+            return _call_through_ctrl_c(command)
         finally:
             if started:
                 db.stop()

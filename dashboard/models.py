@@ -194,6 +194,16 @@ class Node(models.Model):
     stale = models.BooleanField(default=False)
     stale_reason = models.TextField(blank=True)
     effective_policy = models.CharField(max_length=80, blank=True, help_text='"name vN" of the effective policy')
+    # What the placement answer's first cut compares (selectors.placement), worked out by capacity on the
+    # last reading: the memory and SSD one more VM can be charged (capacity.room_now; None without a
+    # reading), and which nodes only the pool model can judge: "" when the pools cannot refuse what
+    # memory and SSD allow (capacity.pools_decide), else a key shared by the nodes whose pools judge
+    # alike (pools, policy, the refused-disk bound in force, the occupied slices in order). NOT_WORKED_OUT
+    # before its figures were computed with these columns (then judged in Python).
+    NOT_WORKED_OUT = "?"
+    room_mru = models.BigIntegerField(null=True, blank=True)
+    room_sru = models.BigIntegerField(null=True, blank=True)
+    pools_shape = models.CharField(max_length=16, blank=True, default=NOT_WORKED_OUT)
 
     registered_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

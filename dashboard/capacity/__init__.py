@@ -69,7 +69,9 @@ from dashboard.capacity.precheck import (
     live_node,
     node_is_away,
     placeable_count,
+    pools_decide,
     precheck,
+    room_now,
 )
 from dashboard.capacity.sizes import (
     CapacityError,
@@ -149,6 +151,8 @@ __all__ = [
     "node_is_away",
     "AwayVerdict",
     "fits",
+    "pools_decide",
+    "room_now",
     "placeable_count",
     "PHANTOM_REASONS",
     "SliceVerdict",

@@ -97,6 +97,22 @@ def live_node(
     )
 
 
+def room_now(total: Resources, used: Resources, *, running: int, observed: Observed = NOTHING_OBSERVED) -> Resources:
+    """What one more VM can be charged on this reading: the cores and SSD not accounted, and the memory
+    not accounted less the hidden use of each VM running (ZOS counts what is really used)."""
+    return Resources(
+        cru=total.cru - used.cru,
+        mru=total.mru - used.mru - running * observed.hidden_mru_per_vm,
+        sru=total.sru - used.sru,
+    )
+
+
+def pools_decide(live: LiveNode) -> bool:
+    """Whether the SSD pools (known, or bounded by a refused disk still in force) can refuse a VM that
+    memory and the SSD total allow: then only the pool model can say."""
+    return live.pools is not None or live.observed.pool_room_below is not None
+
+
 class _Placement:
     """The live node as slices are placed on it one after another: accounting, hidden memory,
     the refused-disk bound and, when the pools are known, every device order's pools."""
@@ -112,13 +128,9 @@ class _Placement:
         )
 
     def verdict(self, size: SliceSize | Resources) -> Verdict:
-        policy, hidden = self.policy, self.live.observed.hidden_mru_per_vm
+        policy = self.policy
         need = policy.vm_charge(size.cru, size.mru, size.sru)
-        available = Resources(
-            cru=self.total.cru - self.used.cru,
-            mru=self.total.mru - self.used.mru - self.running * hidden,
-            sru=self.total.sru - self.used.sru,
-        )
+        available = room_now(self.total, self.used, running=self.running, observed=self.live.observed)
         shortfalls = []
         if size.mru < MIN_VM_MRU:
             shortfalls.append(Shortfall("mru", MIN_VM_MRU, size.mru))

@@ -4,12 +4,13 @@ No grid read: every node is judged on its last reading (used_*, seen_at, status)
 the VMs its catalog holds and what ZOS's refusals taught, by capacity.fits, the judgement the
 precheck makes of that same reading.
 
-Two ways to the same answer. Judging every node in Python (`every_node=True`) is the reference: three queries (the policies, the nodes as values, the occupied
-slices of the nodes with known pools) and a verdict for each node. The database makes
-the first cut (selectors.placement_sql: status, reading, memory, disk and a refused disk's lesson
-are column arithmetic), and Python judges only what needs capacity's pool model, one node of each
-group of nodes alike, and the best nodes' candidates: four queries, and a Python cost that does not
-grow with the fleet. tests/test_selectors_placement.py checks the two give the same answer.
+Two ways to the same answer. Judging every node in Python (`every_node=True`) is the reference:
+three queries (the policies, the nodes as values, the occupied slices of the nodes with known pools)
+and a verdict for each node. The database makes the first cut (selectors.placement_cut: status,
+reading, and the memory and SSD room capacity stored on each node, compared with the charge of one VM),
+and Python judges only what needs capacity's pool model, one node of each group of nodes alike, and the
+best nodes' candidates: a Python cost that does not grow with the fleet.
+tests/test_selectors_placement.py checks the two give the same answer.
 
 A reading older than settings.ALERT_READING_MAX_AGE is not trusted: such a node counts as
 blocked by its age, whatever its numbers say (the alert calls the same readings old).
@@ -25,7 +26,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import Node, Policy, Slice
-from dashboard.selectors import placement_sql
+from dashboard.selectors import placement_cut
 
 # Why a node cannot host the slice now, in the order they are judged (the first one that holds).
 BLOCKS = {
@@ -138,7 +139,7 @@ def placement_for(
     """How many registered nodes could host a VM of this size now, what blocks the others, and
     the best ones to try: most memory left after it, then most disk, then the freshest reading.
 
-    The database makes the first cut (selectors.placement_sql) and Python judges only
+    The database makes the first cut (selectors.placement_cut) and Python judges only
     what needs capacity's pool model; `every_node` judges every node in
     Python and keeps each node's verdict in the answer: the reference the first cut is tested against.
     """
@@ -173,7 +174,7 @@ def _placement_judged(size: capacity.SliceSize, policies: dict, cutoff: datetime
     )
 
 
-_TO_JUDGE = (placement_sql.POOLS_TO_JUDGE, placement_sql.JUDGE_ALONE)
+_TO_JUDGE = (placement_cut.POOLS_TO_JUDGE, placement_cut.JUDGE_ALONE)
 
 
 def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
@@ -181,19 +182,13 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
     pools decide (and any node whose policy version is no longer in force), and the best nodes'
     candidates in order until enough of them fit."""
     charges = [
-        placement_sql.PolicyCharge(
-            name,
-            f"{policy.name} v{policy.version}",
-            need.mru,
-            need.sru,
-            sum(capacity.vm_disks(policy, size.cru, size.mru, size.sru)),
-        )
-        for name, policy in policies.items()
+        placement_cut.PolicyCharge(f"{policy.name} v{policy.version}", need.mru, need.sru)
+        for policy in policies.values()
         for need in (policy.vm_charge(size.cru, size.mru, size.sru),)
     ]
     cut = {"cutoff": cutoff, "below_min_mru": size.mru < capacity.MIN_VM_MRU}
     page = max(2 * best, CANDIDATES_PAGE)
-    counts, pks = placement_sql.first_cut(charges, **cut, limit=page if best else 0)
+    counts, pks = placement_cut.first_cut(charges, **cut, limit=page if best else 0)
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
     rows, occupied = _rows_of([*samples, *pks])
     judged: dict[tuple, capacity.Verdict] = {}
@@ -206,7 +201,7 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
         if block in _TO_JUDGE:
             verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged)
             block = verdict.blocked_by
-            if count.block == placement_sql.JUDGE_ALONE and verdict.fits:
+            if count.block == placement_cut.JUDGE_ALONE and verdict.fits:
                 alone.append(verdict)
         if block:
             blocked[block] += count.nodes
@@ -221,7 +216,7 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
         if len(pks) < page or len(hosts) >= best:
             break
         # Whole groups of candidates whose pools refuse the size: look further down the order.
-        pks = placement_sql.candidates(charges, **cut, limit=page, offset=offset)
+        pks = placement_cut.candidates(charges, **cut, limit=page, offset=offset)
         more_rows, more_occupied = _rows_of(pks)
         rows.update(more_rows)
         occupied.update(more_occupied)

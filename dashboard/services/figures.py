@@ -13,6 +13,7 @@ how they were carved, free slices) share one carve and one stale verdict.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
@@ -37,6 +38,9 @@ FIGURE_FIELDS = (
     "stale",
     "stale_reason",
     "effective_policy",
+    "room_mru",
+    "room_sru",
+    "pools_shape",
     "placeable_now",
     "phantom_slices",
     "phantom_reasons",
@@ -58,6 +62,10 @@ class NodeFigures:
     stale: bool
     stale_reason: str  # "" when current
     effective_policy: str  # "name vN"
+    # For the placement answer's first cut (Node's comment): None without a reading.
+    room_mru: int | None
+    room_sru: int | None
+    pools_shape: str  # Node.NOT_WORKED_OUT without a reading
     # The free slices placed one after another (by index) on the node's last reading, under its
     # policy, pools and lessons: the same precheck as precheck_run, so a policy change or a
     # lesson moves them at once. Kept as stored while the node has no reading (None if never read).
@@ -229,6 +237,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
             )
         # Without a reading there is nothing to place slices on: what is stored stays.
         placeable, phantom, reasons = stored[-3], stored[-2], stored[-1]
+        room_mru, room_sru, pools_shape = None, None, Node.NOT_WORKED_OUT
         if used_mru is not None and used_sru is not None:
             free_in_order, occupied_key = slice_order.get(pk, ((), ()))
             check_key = (key, free_in_order, status, used_cru, used_mru, used_sru, used_hru)
@@ -245,6 +254,11 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     observed=observed,
                 )
             placeable, phantom, reasons = check
+            total = capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru)
+            used = capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0)
+            room = capacity.room_now(total, used, running=rented + deployed, observed=observed)
+            room_mru, room_sru = room.mru, room.sru
+            pools_shape = _pools_shape(pools_text, shape.policy, observed, slice_order.get(pk, ((), ()))[1])
         figures = NodeFigures(
             free,
             rented,
@@ -254,12 +268,26 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
             shape.stale,
             shape.reason,
             shape.policy,
+            room_mru,
+            room_sru,
+            pools_shape,
             placeable,
             phantom,
             reasons,
         )
         computed[pk] = (figures, tuple(stored))
     return computed
+
+
+def _pools_shape(pools_text: str | None, effective: str, observed: capacity.Observed, occupied: tuple) -> str:
+    """ "" when the pools cannot refuse what memory and SSD allow; else a short key that nodes whose
+    pools judge any VM alike share: the pools, the policy, the refused-disk bound in force and the
+    occupied slices' sizes in order (where ZOS placed their disks)."""
+    pools = json.loads(pools_text) if pools_text else None
+    if not capacity.pools_decide(capacity.LiveNode(pools=tuple(pools) if pools else None, observed=observed)):
+        return ""
+    made_of = json.dumps([pools, effective, observed.pool_room_below, occupied])
+    return hashlib.sha1(made_of.encode()).hexdigest()[:16]
 
 
 def _placeable(
