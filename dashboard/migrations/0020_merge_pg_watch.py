@@ -4,11 +4,9 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0019_pg_map_cells_in_the_cache'),
-        ('dashboard', '0019_watch_fleet_watch_node_events'),
+        ("dashboard", "0019_pg_map_cells_in_the_cache"),
+        ("dashboard", "0019_watch_fleet_watch_node_events"),
     ]
 
-    operations = [
-    ]
+    operations = []

@@ -4,11 +4,9 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0020_audit_catalog_audit'),
-        ('dashboard', '0020_merge_pg_watch'),
+        ("dashboard", "0020_audit_catalog_audit"),
+        ("dashboard", "0020_merge_pg_watch"),
     ]
 
-    operations = [
-    ]
+    operations = []
