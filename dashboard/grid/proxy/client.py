@@ -59,6 +59,7 @@ from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
 from dashboard.grid.text import text_printable, url_credentials_split, url_redacted
 from dashboard.grid.types import (
     NODE_STATUSES,
+    POOLS_NOT_AVAILABLE,
     DeployNotSupported,
     GridError,
     GridUnavailable,
@@ -68,6 +69,8 @@ from dashboard.grid.types import (
     NodeNotFound,
     NodePage,
     NodeStatistics,
+    PoolMetrics,
+    PoolsNotAvailable,
     VmDeployed,
 )
 
@@ -240,6 +243,10 @@ class GridProxyClient:
         node_id = _node_id_argument(node_id)
         payload, url = self._get_json(f"/nodes/{node_id}/statistics", node_id=node_id, statistics=True)
         return _parsed(lambda p: parse_statistics(p, node_id=node_id), payload, url)
+
+    def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
+        # The proxy has no such path: the pools are the node's to tell, over RMB.
+        raise PoolsNotAvailable(POOLS_NOT_AVAILABLE)
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
         raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)
