@@ -178,7 +178,10 @@ def test_it_answers_storage_pools_as_a_zos_node_in_device_order_with_what_each_h
     pools = grid.storage_pools(7)
 
     # zos-cache (20 GiB) and the VM (100 GiB and a 500 MiB rootfs) sit in the larger pool; the other is not mounted, so ZOS says 0 used.
-    assert [(p.type, p.size, p.used) for p in pools] == [("ssd", 400 * GiB, 0), ("ssd", 530 * GiB, 120 * GiB + 500 * MiB)]
+    assert [(p.type, p.size, p.used) for p in pools] == [
+        ("ssd", 400 * GiB, 0),
+        ("ssd", 530 * GiB, 120 * GiB + 500 * MiB),
+    ]
     assert len({p.name for p in pools}) == 2
 
 
