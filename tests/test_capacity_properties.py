@@ -104,13 +104,13 @@ def every_order(total_mru: int, pools: list[int] | None, sru: int, **kwargs) -> 
 
 @st.composite
 def sane_nodes(draw):
-    """Memory 4-512 GiB, SSD 120 GiB-8 TiB; a third with 2-4 pools of near-equal size, some others
-    with 1-4 pools of any size."""
+    """Memory 4-512 GiB, SSD 120 GiB-8 TiB; a third with one SSD, a third with 2-4 pools of near-equal
+    size, the others with 1-4 pools of any size. The pools are given to the carve (reported)."""
     cru = draw(st.integers(1, 128))
     mru = draw(st.integers(4 * GIB, 512 * GIB))
     sru = draw(st.integers(120 * GIB, 8 * TIB))
-    kind = draw(st.sampled_from(["unknown", "near-equal", "any"]))
-    pools = None
+    kind = draw(st.sampled_from(["one", "near-equal", "any"]))
+    pools = [sru]
     if kind == "near-equal":
         count = draw(st.integers(2, 4))
         base = sru // count
@@ -122,7 +122,7 @@ def sane_nodes(draw):
         extra = [b - a for a, b in zip([0, *cuts], [*cuts, rest], strict=True)]
         pools = [extra[0] + 30 * GIB] + [e + 10 * GIB for e in extra[1:]]
         pools = draw(st.permutations(pools))
-    sru = sum(pools) if pools else sru
+    sru = sum(pools)
     return capacity.Resources(cru=cru, mru=mru, sru=sru), pools
 
 

@@ -34,11 +34,18 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.django_db
 def test_it_registers_a_node_given_by_hand():
-    text = register("1774", *NODE_1774)
+    text = register("1774", *NODE_1774, "--pools", "931.5GiB")
     assert (
         text.strip() == "registered node 1774 (farm 1) with policy zos v1: 6 slice(s) of 1 vCPU / 4 GiB / 151 GiB disk"
     )
     assert Node.objects.get(grid_id=1774).slices.count() == 6
+
+
+@pytest.mark.django_db
+def test_it_sizes_the_disks_for_unknown_pools_when_none_are_given():
+    text = register("1774", *NODE_1774)
+    # 1 TB may be four 250 GB SSDs: six disks in four 230.5 GiB pools.
+    assert text.strip().endswith("6 slice(s) of 1 vCPU / 4 GiB / 115 GiB disk")
 
 
 @pytest.mark.django_db
