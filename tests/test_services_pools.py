@@ -19,7 +19,10 @@ TWO_SSDS = dict(cru=8, mru=31 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB]
 
 def zos_answer(*sizes, used=()):
     used = list(used) + [0] * (len(sizes) - len(used))
-    return [{"name": f"pool-{i}", "type": "ssd", "size": s, "used": u} for i, (s, u) in enumerate(zip(sizes, used))]
+    return [
+        {"name": f"pool-{i}", "type": "ssd", "size": s, "used": u}
+        for i, (s, u) in enumerate(zip(sizes, used, strict=True))
+    ]
 
 
 def reregister(node):
