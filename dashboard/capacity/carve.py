@@ -121,6 +121,15 @@ def carve(
                     limit=min(by_mru, by_sru),
                 ),
             )
+    if (
+        not pools
+        and observed.pool_room_below is not None
+        and not layouts_agree(total.sru, reserve.sru, occupied_disks, observed)
+    ):
+        # A disk refusal no plausible layout explains: the drives are outside the set, and where the
+        # room left lies is unknown; no new disk is offered until something is freed (a smaller one
+        # could be refused again, and every refusal after the first is one too many).
+        by_sru = 0
     count = min(by_mru, by_sru)
     limited_by = "mru" if by_mru <= by_sru else "sru"
 
@@ -188,6 +197,15 @@ def pool_layouts(
     if observed.pool_room_below is not None:
         layouts = narrowed(layouts, cache=cache, occupied=occupied, refused=observed.pool_room_below) or layouts
     return layouts
+
+
+def layouts_agree(total_sru: int, cache: int, occupied: Sequence[tuple[int, int]], observed: Observed) -> bool:
+    """Some plausible layout explains the node's last disk refusal (or there was none)."""
+    if observed.pool_room_below is None:
+        return True
+    return bool(
+        narrowed(plausible_layouts(total_sru), cache=cache, occupied=occupied, refused=observed.pool_room_below)
+    )
 
 
 @lru_cache(maxsize=8192)
