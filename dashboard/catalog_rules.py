@@ -4,6 +4,9 @@ Imports nothing of ours but `capacity`; the stored figures (services.figures), t
 the node page, re-register's plan and the traffic simulation all ask these, so a catalog is
 stale, or a free slice kept, for one reason everywhere.
 
+A catalog carved while the pools were unknown is sized for every plausible layout (capacity.layouts);
+once the pools are reported it is stale, so a re-register gives the larger disks back.
+
 The tolerance: a deploy changes the rounding of what is left on a node, so a re-carve may offer
 a slightly larger disk than the node was carved with. A free slice still of the carved size, no
 larger than what the policy carves now, under the same policy, is current; otherwise every deploy
@@ -35,6 +38,7 @@ def stale_reason(
     policy: capacity.Policy,
     free: Sequence[tuple[int, int, int]],
     carve: capacity.Carve,
+    carved_pools_known: bool = True,
 ) -> str:
     """Why a catalog is stale, in words ("" when it is not); pure, for callers holding plain rows.
 
@@ -54,6 +58,12 @@ def stale_reason(
 
     if len(free) != carve.new_slices:
         reasons.append(f"{len(free)} free slice(s) where the policy carves {carve.new_slices}")
+    if pools_now_known(free, carve=carve, carved_pools_known=carved_pools_known):
+        reasons.append(
+            "carved for unknown pools; the pools are reported now: the policy carves "
+            f"{capacity.format_size(carve.slice.sru)} disks where the catalog has "
+            f"{capacity.format_size(min(size[2] for size in free))}"
+        )
     wrong = free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=same_policy)
     if wrong:
         shown = ", ".join(size_words(capacity.SliceSize(*size)) for size in wrong[:3])
@@ -69,13 +79,28 @@ def catalog_stale(
     policy: capacity.Policy,
     free: Sequence[tuple[int, int, int]],
     carve: capacity.Carve,
+    carved_pools_known: bool = True,
 ) -> bool:
     """stale_reason(...) != "", without writing the words: a fleet page needs the words of 50 nodes only."""
     if carved_policy_name != policy.name or carved_policy_version != policy.version:
         return True
     if len(free) != carve.new_slices:
         return True
+    if pools_now_known(free, carve=carve, carved_pools_known=carved_pools_known):
+        return True
     return bool(free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=True))
+
+
+def pools_now_known(free: Sequence[tuple[int, int, int]], *, carve: capacity.Carve, carved_pools_known: bool) -> bool:
+    """Carved for unknown pools, and the pools known now give free slices larger disks: the catalog
+    gives up disk it need not (the tolerance of slice_is_current does not hide this)."""
+    return (
+        not carved_pools_known
+        and carve.pools_known
+        and bool(free)
+        and carve.new_slices > 0
+        and min(size[2] for size in free) < carve.slice.sru
+    )
 
 
 def free_not_current(

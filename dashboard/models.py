@@ -146,7 +146,14 @@ class Node(models.Model):
     total_sru = models.BigIntegerField()
     total_hru = models.BigIntegerField(default=0)
     # SSD pool sizes when known (the Grid Proxy does not report them); ZOS places a disk in one pool.
+    # Written with the latest PoolReport (services.pools), which keeps who reported them, when, from where.
     pools_sru = models.JSONField(null=True, blank=True)
+    # What each pool held as ZOS reported it (same order as pools_sru), used as it is by the precheck.
+    pools_used = models.JSONField(null=True, blank=True)
+    pools_reported_at = models.DateTimeField(null=True, blank=True)
+    pools_source = models.CharField(
+        max_length=16, blank=True, help_text="Where the pools came from (PoolReport.Source)"
+    )
 
     # The live used capacity last read from the grid (reserve included, as the proxy reports it).
     used_cru = models.PositiveIntegerField(null=True, blank=True)
@@ -179,6 +186,9 @@ class Node(models.Model):
     carved_policy_version = models.PositiveIntegerField(default=1)
     carved_slice_sru = models.BigIntegerField(default=0)
     carved_deployable = models.PositiveIntegerField(default=0)
+    # Carved with the pools known; a catalog carved without them is sized for every plausible layout,
+    # and is stale once the pools are reported (the larger disks come back with a re-register).
+    carved_pools_known = models.BooleanField(default=False)
     catalog_generation = models.PositiveIntegerField(default=1)
     # Slice numbers are never reused: a re-carve numbers its new slices from here, so a failure row
     # (Deployment.slice_index) names the same slice forever, shown as retired once it is gone.
@@ -284,6 +294,30 @@ class Node(models.Model):
         if self.used_mru is None or self.used_sru is None:
             return None
         return capacity.Resources(cru=self.used_cru or 0, mru=self.used_mru, sru=self.used_sru, hru=self.used_hru or 0)
+
+
+class PoolReport(models.Model):
+    """One report of a node's storage pools, in ZOS's `zos.storage.pools` shape, kept as it came."""
+
+    class Source(models.TextChoices):
+        API = "api", "API token (a deployer that reads them over RMB)"
+        OPERATOR = "operator", "An operator (node page or node_register)"
+        ZOS = "zos", "The node itself (asked by a reading)"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="pool_reports")
+    pools = models.JSONField(help_text='[{"name", "type", "size", "used"}], bytes, as reported')
+    source = models.CharField(max_length=16, choices=Source.choices)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    origin = models.CharField(max_length=255, blank=True, help_text="The address or host it came from")
+    reported_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-reported_at", "-pk"]
+        indexes = [models.Index(fields=["node", "-reported_at"])]
+
+    def __str__(self) -> str:
+        return f"pools of {self.node} from {self.source} at {self.reported_at:%Y-%m-%d %H:%M}"
 
 
 class Slice(models.Model):

@@ -33,6 +33,7 @@ urlpatterns = [
     path("nodes/<int:node_id>/preview/", node.preview, name="node-preview"),
     path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
     path("nodes/<int:node_id>/observations/clear/", node.observations_clear_view, name="node-observations-clear"),
+    path("nodes/<int:node_id>/pools/", node.pools_report_view, name="node-pools"),
     path("deployments/failed/", deployments.failed, name="deployments-failed"),
     path("placement/", placement.placement, name="placement"),
     path("audit/", audit.audit_page, name="audit"),

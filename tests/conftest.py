@@ -18,7 +18,8 @@ def simgrid_path(tmp_path, settings):
 def sim_node(simgrid_path):
     """Add a node to this test's simulated grid and register it from what the grid reports.
 
-    sim_node(node_id, cru=.., mru=.., sru=.., policy_name=None, register=True, **add_node options) -> Node | None
+    sim_node(node_id, cru=.., mru=.., sru=.., policy_name=None, register=True, hide_pools=False, **add_node options)
+    -> Node | None
     """
     from dataclasses import replace
 
@@ -27,12 +28,14 @@ def sim_node(simgrid_path):
 
     grid = SimulatedGrid(simgrid_path)
 
-    def add(node_id, *, policy_name=None, register=True, **options):
+    def add(node_id, *, policy_name=None, register=True, hide_pools=False, **options):
         grid.add_node(node_id, **options)
         if not register:
             return None
-        # The pools only when the test gives them: as from the Grid Proxy, which does not report them.
-        live = replace(grid.node(node_id), pools_sru=tuple(options["pools"]) if options.get("pools") else None)
+        # The pools as reported (zos.storage.pools): the test's, or one SSD of the whole total. A test of
+        # a node whose pools nobody reported passes hide_pools=True (the Grid Proxy's face alone).
+        pools = None if hide_pools else tuple(options.get("pools") or [options["sru"]])
+        live = replace(grid.node(node_id), pools_sru=pools)
         return node_register_from_grid(live=live, policy_name=policy_name)
 
     add.grid = grid
@@ -131,8 +134,9 @@ def support_client(client, role_user):
 def legacy_node_1774(simgrid_path):
     """Node 1774 as the marketplace has it: the legacy 7-slice catalog, slice 0's VM deployed on the grid.
 
-    8 cores, 31 GiB, 931.5 GiB on the simulated grid; registered with policy "legacy" (7 slices
-    of 4 GiB / 133 GiB); slice 0 deployed through the simulator's deploy_vm and marked deployed.
+    8 cores, 31 GiB, 931.5 GiB on the simulated grid, its one SSD reported; registered with policy
+    "legacy" (7 slices of 4 GiB / 133 GiB); slice 0 deployed through the simulator's deploy_vm and
+    marked deployed.
     """
     from dataclasses import replace
 
@@ -140,11 +144,11 @@ def legacy_node_1774(simgrid_path):
     from dashboard.models import Slice
     from dashboard.services.figures import figures_refresh
     from dashboard.services.registration import node_register_from_grid
-    from tests.factories import node_1774
+    from tests.factories import TOTAL_1774, node_1774
 
     grid = SimulatedGrid(simgrid_path)
     grid.add_node(1774, **node_1774(farm_id=1, farm_name="farm one"))
-    node = node_register_from_grid(live=replace(grid.node(1774), pools_sru=None), policy_name="legacy")
+    node = node_register_from_grid(live=replace(grid.node(1774), pools_sru=(TOTAL_1774.sru,)), policy_name="legacy")
     first = node.slices.get(index=0)
     grid.deploy_vm(1774, first.size, name="vm1774s0")
     Slice.objects.filter(pk=first.pk).update(state=Slice.State.DEPLOYED)

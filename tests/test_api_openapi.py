@@ -16,6 +16,7 @@ ENDPOINTS = {
     ("post", "/api/v1/deployments"),
     ("get", "/api/v1/policies"),
     ("post", "/api/v1/explain"),
+    ("put", "/api/v1/nodes/{node_id}/pools"),
 }
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard.api.writes import WRITE_OPERATIONS, api_write_done
 from dashboard.capacity import GiB
-from dashboard.models import AuditEvent, Deployment, Job, Node, Observation, Slice
+from dashboard.models import AuditEvent, Deployment, Job, Node, Observation, PoolReport, Slice
 
 pytestmark = pytest.mark.django_db
 MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
@@ -51,6 +51,7 @@ def rows() -> dict:
         "jobs": Job.objects.count(),
         "observations": Observation.objects.count(),
         "readings": list(Node.objects.values_list("seen_at", "prechecked_at", "used_mru", "placeable_now")),
+        "pools": (PoolReport.objects.count(), list(Node.objects.values_list("pools_sru", "pools_source"))),
     }
 
 
@@ -75,7 +76,19 @@ CALLS = {
     ),
     "nodes.precheck": ("precheck", "/api/v1/nodes/1774/precheck", lambda: {}),
     "nodes.reregister": ("act", "/api/v1/nodes/1774/reregister", lambda: {}),
+    # Two SSDs where the node was registered with one: a change the call writes.
+    "nodes.pools": (
+        "report",
+        "/api/v1/nodes/1774/pools",
+        lambda: {
+            "pools": [
+                {"name": "a", "type": "ssd", "size": int(465.75 * GiB), "used": 20 * GiB},
+                {"name": "b", "type": "ssd", "size": int(465.75 * GiB), "used": 0},
+            ]
+        },
+    ),
 }
+METHODS = {"nodes.pools": "put"}  # the others are POSTs
 
 
 def test_every_write_operation_is_covered_here():
@@ -93,7 +106,7 @@ def test_a_failure_after_the_write_rolls_back_everything_the_call_wrote(
     before = rows()
     seen = failing_after(operation)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        response = api_call("post", path, token, json=body())
+        response = api_call(METHODS.get(operation, "post"), path, token, json=body())
     assert seen == [operation]  # the failure did come after the writes
     assert_a_500_in_the_api_shape(response)
     assert rows() == before
@@ -105,6 +118,6 @@ def test_without_the_failure_the_same_call_writes(operation, node_1774, api_call
     scope, path, body = CALLS[operation]
     Node.objects.filter(pk=node_1774.pk).update(used_mru=3 * GiB, seen_at=timezone.now() - dt.timedelta(hours=1))
     before = rows()
-    response = api_call("post", path, api_token(scope, role="admins"), json=body())
+    response = api_call(METHODS.get(operation, "post"), path, api_token(scope, role="admins"), json=body())
     assert response.status_code in (200, 201, 202)
     assert rows() != before

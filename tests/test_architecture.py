@@ -18,7 +18,7 @@ MODULE_MAX_LINES = 600
 # What is stored stays in one module, and models.py is that module.
 LONG_MODULES = {"dashboard/models.py"}
 # Over the limit, owned by other work now, and held where they stand until they are cut.
-NOT_YET_CUT = {"dashboard/traffic.py": 610}
+NOT_YET_CUT: dict[str, int] = {}
 
 
 def _module_name(path: Path) -> str:

@@ -27,6 +27,10 @@ from dashboard.capacity import (
 from tests.factories import TOTAL_1774
 
 NODE_1774 = TOTAL_1774  # 31 GiB and 931.5 GiB, in bytes: 33285996544 and 1000190509056
+# Its one SSD, reported (zos.storage.pools): the table of docs/domain.md. Without a report the
+# carve and the precheck must hold under every plausible layout (the "pools hidden" section).
+ONE_SSD = (NODE_1774.sru,)
+ONE_SSD_LIVE = capacity.LiveNode(pools=ONE_SSD)
 ZOS = capacity.PROFILES["zos"]
 LEGACY = capacity.PROFILES["legacy"]
 FLAT = capacity.PROFILES["flat-overhead"]
@@ -44,43 +48,43 @@ def proxy_used(total: Resources, vms: list[SliceSize]) -> Resources:
 
 
 def test_it_carves_node_1774_into_six_slices_under_zos():
-    result = carve(NODE_1774, ZOS)
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD)
     assert (result.slices, result.limited_by) == (6, "mru")
     assert result.slice.mru == 4 * GiB
 
 
 def test_it_gives_node_1774_zos_slices_a_data_disk_of_at_least_150_gib_plus_a_small_rootfs():
-    result = carve(NODE_1774, ZOS)
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD)
     assert result.slice.sru >= 150 * GiB
     assert result.slice.rootfs == 500 * MiB
 
 
 def test_it_keeps_the_zos_reserve_on_node_1774():
     # max(10% of 31 GiB, 2 GiB) = 3.1 GiB, and the proxy's 20 GiB of SSD for zos-cache.
-    assert carve(NODE_1774, ZOS).reserve == Resources(mru=3328599654, sru=20 * GiB)
+    assert carve(NODE_1774, ZOS, pools=ONE_SSD).reserve == Resources(mru=3328599654, sru=20 * GiB)
 
 
 def test_it_leaves_less_than_one_slice_of_memory_unallocated_on_node_1774():
-    unallocated = carve(NODE_1774, ZOS).unallocated
+    unallocated = carve(NODE_1774, ZOS, pools=ONE_SSD).unallocated
     assert 0 <= unallocated.mru < 4 * GiB
 
 
 def test_it_reproduces_the_legacy_carve_of_node_1774_exactly():
-    result = carve(NODE_1774, LEGACY)
+    result = carve(NODE_1774, LEGACY, pools=ONE_SSD)
     assert (result.slices, result.slice.mru, result.slice.sru) == (7, 4 * GiB, 133 * GiB)
 
 
 def test_it_says_the_legacy_carve_cannot_all_be_deployed():
-    assert "not every slice can be deployed" in carve(NODE_1774, LEGACY).notes[0]
+    assert "not every slice can be deployed" in carve(NODE_1774, LEGACY, pools=ONE_SSD).notes[0]
 
 
 def test_it_carves_node_1774_into_four_slices_under_the_flat_overhead_guess():
-    result = carve(NODE_1774, FLAT)
+    result = carve(NODE_1774, FLAT, pools=ONE_SSD)
     assert (result.slices, result.slice.mru) == (4, 4 * GiB)
 
 
 def test_it_counts_node_1774_deployable_slices_per_policy():
-    assert [capacity.deployable_slices(NODE_1774, p) for p in (ZOS, LEGACY, FLAT)] == [6, 7, 4]
+    assert [capacity.deployable_slices(NODE_1774, p, pools=ONE_SSD) for p in (ZOS, LEGACY, FLAT)] == [6, 7, 4]
 
 
 def test_it_refuses_the_seventh_legacy_slice_on_memory_and_disk_when_six_are_deployed():
@@ -323,14 +327,15 @@ def test_it_gives_a_verdict_as_a_plain_dict():
 
 def test_it_counts_five_more_legacy_slices_on_node_1774_with_one_deployed():
     used = proxy_used(NODE_1774, [LEGACY_SLICE])
-    assert placeable_count(LEGACY_SLICE, NODE_1774, used, ZOS) == 5
+    assert placeable_count(LEGACY_SLICE, NODE_1774, used, ZOS, live=ONE_SSD_LIVE) == 5
 
 
 def test_it_counts_what_fits_by_the_scarcer_resource():
-    total = Resources(cru=4, mru=64 * GiB, sru=100 * GiB)
+    total = Resources(cru=4, mru=64 * GiB, sru=120 * GiB)
     size = SliceSize(cru=1, mru=4 * GiB, sru=20 * GiB)
-    # memory: 64 / 4 = 16; disk: 100 / 20.49 = 4.
-    assert placeable_count(size, total, Resources(), ZOS) == 4
+    # memory: 64 / 4 = 16; disk: (120 - 20 for zos-cache) / 20.49 = 4.
+    used = Resources(sru=20 * GiB)
+    assert placeable_count(size, total, used, ZOS, live=capacity.LiveNode(pools=(total.sru,))) == 4
 
 
 def test_it_counts_nothing_on_an_overfull_node():
@@ -354,91 +359,91 @@ def legacy_catalog_with_one_deployed():
 
 def test_it_finds_five_placeable_slices_of_six_free_on_node_1774():
     free, used = legacy_catalog_with_one_deployed()
-    result = precheck(free, NODE_1774, used, ZOS)
+    result = precheck(free, NODE_1774, used, ZOS, live=ONE_SSD_LIVE)
     assert (result.free_slices, result.placeable_now) == (6, 5)
 
 
 def test_it_names_the_last_free_slice_of_node_1774_as_phantom():
     free, used = legacy_catalog_with_one_deployed()
-    assert precheck(free, NODE_1774, used, ZOS).phantom_slices == (6,)
+    assert precheck(free, NODE_1774, used, ZOS, live=ONE_SSD_LIVE).phantom_slices == (6,)
 
 
 def test_it_says_the_phantom_slice_is_short_of_memory_and_disk():
     free, used = legacy_catalog_with_one_deployed()
-    last = precheck(free, NODE_1774, used, ZOS).verdicts[-1]
+    last = precheck(free, NODE_1774, used, ZOS, live=ONE_SSD_LIVE).verdicts[-1]
     assert last.phantom and [s.resource for s in last.verdict.shortfalls] == ["mru", "sru"]
 
 
 def test_it_places_free_slices_in_index_order_whatever_order_they_come_in():
     free, used = legacy_catalog_with_one_deployed()
-    result = precheck(list(reversed(free)), NODE_1774, used, ZOS)
+    result = precheck(list(reversed(free)), NODE_1774, used, ZOS, live=ONE_SSD_LIVE)
     assert [v.index for v in result.verdicts] == [1, 2, 3, 4, 5, 6]
     assert result.phantom_slices == (6,)
 
 
 def test_it_finds_no_phantom_in_a_zos_catalog():
-    result = carve(NODE_1774, ZOS)
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD)
     free = [(i, result.slice) for i in range(result.slices)]
-    checked = precheck(free, NODE_1774, proxy_used(NODE_1774, []), ZOS)
+    checked = precheck(free, NODE_1774, proxy_used(NODE_1774, []), ZOS, live=ONE_SSD_LIVE)
     assert (checked.placeable_now, checked.phantom_slices) == (6, ())
 
 
 def test_it_gives_a_precheck_as_a_plain_dict():
     free, used = legacy_catalog_with_one_deployed()
-    data = precheck(free, NODE_1774, used, ZOS).as_dict()
+    data = precheck(free, NODE_1774, used, ZOS, live=ONE_SSD_LIVE).as_dict()
     assert (data["free_slices"], data["placeable_now"], data["phantom_slices"]) == (6, 5, [6])
     assert data["verdicts"][-1]["slice"] == 6
 
 
 def test_it_prechecks_an_empty_catalog():
-    assert precheck([], NODE_1774, Resources(), ZOS).as_dict()["verdicts"] == []
+    assert precheck([], NODE_1774, Resources(), ZOS, live=ONE_SSD_LIVE).as_dict()["verdicts"] == []
 
 
 # --- carve with occupied slices --------------------------------------------------------
 
 
 def test_it_re_carves_node_1774_around_one_deployed_legacy_slice_to_six_in_all():
-    result = carve(NODE_1774, ZOS, occupied=[LEGACY_SLICE.resources])
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD, occupied=[LEGACY_SLICE.resources])
     assert (result.slices, result.new_slices, result.occupied) == (6, 5, 1)
 
 
 def test_it_re_carves_node_1774_with_new_slices_that_all_deploy_beside_the_old_one():
-    result = carve(NODE_1774, ZOS, occupied=[LEGACY_SLICE.resources])
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD, occupied=[LEGACY_SLICE.resources])
     used = proxy_used(NODE_1774, [LEGACY_SLICE] + [result.slice] * (result.new_slices - 1))
     assert fits(result.slice, NODE_1774, used, ZOS).fits
 
 
 def test_it_keeps_occupied_slices_that_already_overcommit_the_node_and_adds_none():
     # All 7 legacy slices rented: 28 GiB of VMs where ZOS lets 27.9 GiB be used.
-    result = carve(NODE_1774, ZOS, occupied=[LEGACY_SLICE.resources] * 7)
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD, occupied=[LEGACY_SLICE.resources] * 7)
     assert (result.overcommitted, result.slices, result.new_slices) == (True, 7, 0)
 
 
 def test_it_says_why_an_overcommitted_node_gets_no_new_slice():
-    result = carve(NODE_1774, ZOS, occupied=[LEGACY_SLICE.resources] * 7)
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD, occupied=[LEGACY_SLICE.resources] * 7)
     assert "already need more than the node can host" in result.notes[0]
     assert "they are kept" in result.notes[0]
 
 
 def test_it_counts_a_node_full_of_occupied_slices_as_full_not_overcommitted():
-    six = carve(NODE_1774, ZOS)
-    result = carve(NODE_1774, ZOS, occupied=[six.slice.resources] * 6)
+    six = carve(NODE_1774, ZOS, pools=ONE_SSD)
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD, occupied=[six.slice.resources] * 6)
     assert (result.overcommitted, result.slices, result.new_slices, result.notes) == (False, 6, 0, ())
 
 
 def test_it_keeps_the_legacy_count_with_occupied_slices():
-    result = carve(NODE_1774, LEGACY, occupied=[LEGACY_SLICE.resources])
+    result = carve(NODE_1774, LEGACY, pools=ONE_SSD, occupied=[LEGACY_SLICE.resources])
     assert (result.slices, result.new_slices) == (7, 6)
 
 
 def test_it_says_when_a_node_cannot_hold_one_slice():
-    result = carve(Resources(cru=2, mru=5 * GiB, sru=500 * GiB), ZOS)
+    result = carve(Resources(cru=2, mru=5 * GiB, sru=500 * GiB), ZOS, pools=[500 * GiB])
     assert (result.slices, result.limited_by) == (0, "mru")
     assert result.notes == ("the node cannot hold even one slice: short of memory",)
 
 
 def test_it_carves_by_disk_when_disk_is_scarcer():
-    result = carve(Resources(cru=16, mru=128 * GiB, sru=100 * GiB), ZOS)
+    result = carve(Resources(cru=16, mru=128 * GiB, sru=100 * GiB), ZOS, pools=[100 * GiB])
     # (100 - 20) GiB / (10 GiB + 500 MiB) = 7 slices of at least 10 GiB.
     assert (result.slices, result.limited_by) == (7, "sru")
     assert result.slice.sru >= 10 * GiB
@@ -450,7 +455,7 @@ def test_it_refuses_a_negative_node():
 
 
 def test_it_gives_a_carve_as_a_plain_dict():
-    data = carve(NODE_1774, ZOS).as_dict()
+    data = carve(NODE_1774, ZOS, pools=ONE_SSD).as_dict()
     assert data["slice"]["mru"] == 4 * GiB and data["notes"] == []
 
 
@@ -465,8 +470,51 @@ def test_it_keeps_a_data_disk_inside_one_pool():
     assert result.slices == 1 and result.slice.sru <= NODE_1774.sru // 2
 
 
-def test_it_gives_the_same_carve_with_one_pool_as_without_pools():
-    assert carve(NODE_1774, ZOS, pools=[NODE_1774.sru]) == carve(NODE_1774, ZOS)
+def test_it_gives_one_reported_pool_the_disks_of_the_ssd_total():
+    known = carve(NODE_1774, ZOS, pools=ONE_SSD)
+    assert (known.slices, known.slice.sru >= 150 * GiB, known.pools_known, known.disk_given_up) == (6, True, True, 0)
+
+
+# --- pools hidden: every plausible layout of the SSD total ---------------------------------
+
+
+def test_it_counts_the_plausible_layouts_of_a_1_tb_total():
+    # 1 x 1000 GB, 2 x 500 GB, 4 x 250 GB (8 x 128 GB is 2.4% off); each pool 1% below its share.
+    share = [NODE_1774.sru // k for k in (1, 2, 4)]
+    assert capacity.plausible_layouts(NODE_1774.sru) == tuple(
+        (s - s // 100,) * k for s, k in zip(share, (1, 2, 4), strict=True)
+    )
+
+
+def test_it_splits_a_total_no_standard_drive_makes_into_1_to_8_equal_pools():
+    total = 1300 * GiB  # 1,395.9 GB: no k x S within 2% (3 x 480 GB is 3.2% off)
+    assert [len(layout) for layout in capacity.plausible_layouts(total)] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_it_carves_node_1774_without_pools_into_as_many_slices_with_smaller_disks():
+    known, blind = carve(NODE_1774, ZOS, pools=ONE_SSD), carve(NODE_1774, ZOS)
+    assert (blind.slices, blind.pools_known) == (known.slices, False)
+    # Six disks must also fit four 230.5 GiB pools, one holding zos-cache: 115 GiB each (the third
+    # disk fills the second pool, its rootfs goes back to the first).
+    assert blind.slice.sru == 115 * GiB
+    assert blind.disk_given_up == 6 * (known.slice.sru - blind.slice.sru)
+    assert "sized to deploy under each of 3 plausible pool layouts" in blind.notes[-1]
+
+
+def test_it_counts_fewer_legacy_slices_placeable_without_pools_than_with_one_reported_ssd():
+    free, used = legacy_catalog_with_one_deployed()
+    # Reported as one SSD, five of the six fit; four 230.5 GiB pools hold one 133 GiB disk each,
+    # the deployed one's among them: three more.
+    deployed = capacity.LiveNode(occupied_disks=((133 * GiB, 500 * MiB),), running=1)
+    assert precheck(free, NODE_1774, used, ZOS, live=ONE_SSD_LIVE).placeable_now == 5
+    assert precheck(free, NODE_1774, used, ZOS, live=deployed).placeable_now == 3
+
+
+def test_it_narrows_the_layouts_by_a_disk_refusal():
+    # A 240 GiB disk refused on an empty 1 TB node: only four 250 GB pools leave no room for it.
+    observed = capacity.Observed(pool_room_below=240 * GiB)
+    layouts = capacity.pool_layouts(NODE_1774.sru, None, cache=20 * GiB, observed=observed)
+    assert [len(layout) for layout in layouts] == [4]
 
 
 def test_it_counts_a_rootfs_that_lands_in_another_pool():

@@ -15,6 +15,9 @@ an independent reading of the rules, not against itself.
   candidate. The device order is not reported, so every order is tried.
 - rootfs: cu = cpu * memory / 8 GiB, in bytes; 500 MiB when cu is 0, else 2 GiB
   (pkg/gridtypes/zos/zmachine.go MinRootSize).
+
+Each check runs twice: with the pools given to the carve (reported), and with them hidden (as the
+Grid Proxy hides them: the carve sees the SSD total alone), still checked on the real pools.
 """
 
 from __future__ import annotations
@@ -104,13 +107,13 @@ def every_order(total_mru: int, pools: list[int] | None, sru: int, **kwargs) -> 
 
 @st.composite
 def sane_nodes(draw):
-    """Memory 4-512 GiB, SSD 120 GiB-8 TiB; a third with 2-4 pools of near-equal size, some others
-    with 1-4 pools of any size."""
+    """Memory 4-512 GiB, SSD 120 GiB-8 TiB; a third with one SSD, a third with 2-4 pools of near-equal
+    size, the others with 1-4 pools of any size. The pools are given to the carve (reported)."""
     cru = draw(st.integers(1, 128))
     mru = draw(st.integers(4 * GIB, 512 * GIB))
     sru = draw(st.integers(120 * GIB, 8 * TIB))
-    kind = draw(st.sampled_from(["unknown", "near-equal", "any"]))
-    pools = None
+    kind = draw(st.sampled_from(["one", "near-equal", "any"]))
+    pools = [sru]
     if kind == "near-equal":
         count = draw(st.integers(2, 4))
         base = sru // count
@@ -122,7 +125,7 @@ def sane_nodes(draw):
         extra = [b - a for a, b in zip([0, *cuts], [*cuts, rest], strict=True)]
         pools = [extra[0] + 30 * GIB] + [e + 10 * GIB for e in extra[1:]]
         pools = draw(st.permutations(pools))
-    sru = sum(pools) if pools else sru
+    sru = sum(pools)
     return capacity.Resources(cru=cru, mru=mru, sru=sru), pools
 
 
@@ -265,3 +268,86 @@ def test_it_formats_sizes_within_half_a_percent(n):
     # to 0.01 of a unit that n holds at least once is at most 0.5%, and parsing back rounds down
     # to a whole byte (1111 B reads "1.08 KiB", which parses to 1105 B).
     assert abs(capacity.parse_size(capacity.format_size(n).replace(" ", "")) - n) <= n * 0.005 + 1
+
+
+# --- the same checks with the pools hidden from the carve (as the Grid Proxy hides them) ---------
+
+# Drive sizes as sold, in decimal GB: the tests' own list (the carve's is dashboard.capacity.layouts').
+DRIVES_GB = (120, 240, 256, 480, 500, 512, 960, 1000, 1024, 1920, 2000, 3840, 4000, 7680)
+
+
+@st.composite
+def hidden_nodes(draw):
+    """1 to 8 identical SSDs of a size as sold, each up to 1% under it (models differ); the carve is
+    told only their total."""
+    cru = draw(st.integers(1, 128))
+    mru = draw(st.integers(4 * GIB, 512 * GIB))
+    drives = draw(st.integers(1, 8))
+    nominal = draw(st.sampled_from(DRIVES_GB)) * 1000**3
+    size = nominal - nominal * draw(st.integers(0, 9)) // 1000
+    pools = [size] * drives
+    return capacity.Resources(cru=cru, mru=mru, sru=sum(pools)), pools
+
+
+@SETTINGS
+@given(hidden_nodes())
+def test_a_carve_without_pools_deploys_in_full_on_the_real_pools_in_every_device_order(node):
+    total, pools = node
+    result = capacity.carve(total, ZOS)
+    assert not result.pools_known
+    for zos in every_order(total.mru, pools, total.sru):
+        assert deploy_all(zos, result.slice, result.new_slices) == [None] * result.new_slices, zos.size
+
+
+@SETTINGS
+@given(hidden_nodes(), st.sampled_from([0, 256 * MIB, GIB]))
+def test_a_carve_without_pools_offers_what_memory_zos_allows(node, hidden):
+    total, pools = node
+    result = capacity.carve(total, ZOS, observed=capacity.Observed(hidden_mru_per_vm=hidden))
+    for zos in every_order(total.mru, pools, total.sru, hidden_per_vm=hidden):
+        assert deploy_all(zos, result.slice, result.new_slices) == [None] * result.new_slices
+    if result.limited_by == "mru":
+        assert result.slices >= 0.97 * most_slices_by_memory(total.mru, hidden)
+
+
+@SETTINGS
+@given(hidden_nodes(), st.data())
+def test_without_pools_placeable_now_is_what_really_deploys_on_a_busy_node(node, data):
+    total, pools = node
+    result = capacity.carve(total, ZOS)
+    deployed = data.draw(st.integers(0, result.new_slices), label="deployed")
+    live = capacity.LiveNode(occupied_disks=((result.slice.sru, result.slice.rootfs),) * deployed, running=deployed)
+    used = capacity.Resources(
+        mru=max(total.mru // 10, 2 * GIB) + deployed * result.slice.mru,
+        sru=20 * GIB + deployed * (result.slice.sru + result.slice.rootfs),
+    )
+    free = [(i, result.slice) for i in range(deployed, result.new_slices)]
+    placeable = capacity.precheck(free, total, used, ZOS, live=live).placeable_now
+    assert placeable == len(free)
+    for zos in every_order(total.mru, pools, total.sru):
+        deploy_all(zos, result.slice, deployed)
+        assert deploy_all(zos, result.slice, len(free)).count(None) == placeable
+
+
+@SETTINGS
+@given(hidden_nodes(), st.integers(1, 12), st.integers(10 * GIB, 2 * TIB))
+def test_without_pools_placeable_now_never_says_more_than_zos_takes_of_an_over_sized_catalog(node, count, disk):
+    total, pools = node
+    size = capacity.SliceSize(cru=1, mru=ZOS.slice_mru, sru=disk)
+    used = capacity.Resources(mru=max(total.mru // 10, 2 * GIB), sru=20 * GIB)
+    placeable = capacity.precheck([(i, size) for i in range(count)], total, used, ZOS).placeable_now
+    worst = min(deploy_all(zos, size, count).count(None) for zos in every_order(total.mru, pools, total.sru))
+    assert placeable <= worst
+
+
+@SETTINGS
+@given(hidden_nodes(), st.data())
+def test_without_pools_a_re_carve_around_deployed_slices_still_deploys(node, data):
+    total, pools = node
+    first = capacity.carve(total, ZOS)
+    deployed = data.draw(st.integers(0, first.new_slices), label="deployed")
+    for zos in every_order(total.mru, pools, total.sru):
+        assert deploy_all(zos, first.slice, deployed) == [None] * deployed
+        again = capacity.carve(total, ZOS, occupied=[first.slice.resources] * deployed)
+        assert not again.overcommitted and again.slices >= first.slices
+        assert deploy_all(zos, again.slice, again.new_slices) == [None] * again.new_slices

@@ -14,6 +14,7 @@ from dashboard.capacity import GiB, MiB
 from dashboard.models import Policy
 
 NODE_1774 = ["--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB"]
+ONE_SSD = ["--pools", "931.5GiB"]  # its one SSD, as zos.storage.pools reports it
 # Nothing listens on port 1: any attempt to reach the database fails at once.
 NO_DATABASE = "postgres://nobody@127.0.0.1:1/nowhere"
 
@@ -46,13 +47,13 @@ def test_it_carves_node_1774_into_six_slices_by_default():
 
 
 def test_it_prints_the_slice_size_in_bytes():
-    size = carve_json(*NODE_1774)["slice"]
+    size = carve_json(*NODE_1774, *ONE_SSD)["slice"]
     assert (size["cru"], size["mru"], size["rootfs"]) == (1, 4 * GiB, 500 * MiB)
     assert size["sru"] >= 150 * GiB
 
 
 def test_it_prints_the_reserve_unallocated_and_notes():
-    result = carve_json(*NODE_1774)
+    result = carve_json(*NODE_1774, *ONE_SSD)
     assert (result["reserve"]["mru"], result["reserve"]["sru"]) == (3328599654, 20 * GiB)
     assert result["unallocated"]["mru"] == 4187593114 and result["notes"] == []
 
@@ -83,8 +84,16 @@ def test_it_reads_comma_separated_pools():
     assert carve_json(*NODE_1774, "--pools", "465.75GiB,465.75GiB")["pools"] == [int(465.75 * GiB)] * 2
 
 
+def test_it_sizes_the_disks_for_unknown_pools_without_pools_and_says_what_that_gives_up():
+    known, hidden = carve_json(*NODE_1774, *ONE_SSD), carve_json(*NODE_1774)
+    assert (hidden["slices"], hidden["pools_known"]) == (known["slices"], False)
+    assert hidden["slice"]["sru"] < known["slice"]["sru"]
+    assert hidden["disk_given_up"] == 6 * (known["slice"]["sru"] - hidden["slice"]["sru"])
+    assert "the SSD pools are not reported" in carve(*NODE_1774)
+
+
 def test_it_prints_a_short_table_in_gib():
-    text = carve(*NODE_1774)
+    text = carve(*NODE_1774, *ONE_SSD)
     assert "slices:  6, limited by memory" in text
     assert "each:    1 vCPU, 4 GiB memory, 151 GiB disk + 500 MiB rootfs" in text
     assert re.search(r"\nreserve +3\.1 +20\n", text)

@@ -34,11 +34,18 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.django_db
 def test_it_registers_a_node_given_by_hand():
-    text = register("1774", *NODE_1774)
+    text = register("1774", *NODE_1774, "--pools", "931.5GiB")
     assert (
         text.strip() == "registered node 1774 (farm 1) with policy zos v1: 6 slice(s) of 1 vCPU / 4 GiB / 151 GiB disk"
     )
     assert Node.objects.get(grid_id=1774).slices.count() == 6
+
+
+@pytest.mark.django_db
+def test_it_sizes_the_disks_for_unknown_pools_when_none_are_given():
+    text = register("1774", *NODE_1774)
+    # 1 TB may be four 250 GB SSDs: six disks in four 230.5 GiB pools.
+    assert text.strip().endswith("6 slice(s) of 1 vCPU / 4 GiB / 115 GiB disk")
 
 
 @pytest.mark.django_db
@@ -131,3 +138,23 @@ def test_it_checks_its_input_before_reaching_the_database():
     done = run("1774", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB", "--farm-id", "1")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("CommandError: --mru: '31GB' uses a decimal unit")
+
+
+@pytest.mark.django_db
+def test_it_reports_the_pools_of_a_registered_node_as_an_operator():
+    register("1774", *NODE_1774)  # carved for unknown pools
+    text = register("1774", "--pools", "465.75GiB", "465.75GiB")
+    node = Node.objects.get(grid_id=1774)
+    assert "SSD pools 465.75 GiB + 465.75 GiB reported; its catalog is stale" in text
+    assert (node.pools_sru, node.pools_source, node.pool_reports.get().source) == (
+        [int(465.75 * GiB)] * 2,
+        "operator",
+        "operator",
+    )
+
+
+@pytest.mark.django_db
+def test_it_refuses_pools_of_a_registered_node_that_do_not_add_up():
+    register("1774", *NODE_1774)
+    with pytest.raises(CommandError, match="add up to 800 GiB"):
+        register("1774", "--pools", "400GiB", "400GiB")

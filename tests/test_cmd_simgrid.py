@@ -65,8 +65,8 @@ def test_it_adds_a_node_with_pools_status_and_hidden_overhead(simgrid_path):
         "standby",
     )
 
-    node = SimulatedGrid(simgrid_path).node(7)
-    assert (node.pools_sru, node.status) == ((465 * GiB, 465 * GiB), "standby")
+    grid = SimulatedGrid(simgrid_path)
+    assert (grid.pool_sizes(7), grid.node(7).status) == ((465 * GiB, 465 * GiB), "standby")
 
 
 def test_it_refuses_a_decimal_size_and_adds_nothing(simgrid_path):

@@ -8,7 +8,7 @@ import requests
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
-from dashboard.grid.types import NodeNotFound, NodeOffline
+from dashboard.grid.types import NodeNotFound, NodeOffline, PoolsNotAvailable
 from tests.gridproxy_canned import sample
 
 ZOS_SLICE = SliceSize(cru=1, mru=4 * GiB, sru=151 * GiB)
@@ -44,6 +44,14 @@ def test_the_client_reads_a_simulated_node_as_the_simulator_sees_it(grid, client
     node = client.node(1774)
 
     assert (node.total, node.used, node.farm_name) == (grid.node(1774).total, grid.node(1774).used, "mitana")
+
+
+def test_the_proxy_face_tells_no_pools_and_the_client_says_where_they_come_from(grid, client):
+    assert client.node(1774).pools_sru is None
+    assert grid.storage_pools(1774)  # the node itself knows them
+
+    with pytest.raises(PoolsNotAvailable, match="not available through the Grid Proxy; ZOS answers them over RMB"):
+        client.storage_pools(1774)
 
 
 def test_the_client_reads_a_farm_page(client):

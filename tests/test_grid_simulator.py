@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 
 from dashboard.capacity import PROFILES, GiB, MiB, Resources, SliceSize, carve
 from dashboard.grid.simgrid import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
-from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline, WorkloadNotFound
+from dashboard.grid.types import (
+    DeploymentFailed,
+    GridUnavailable,
+    NodeAway,
+    NodeNotFound,
+    NodeOffline,
+    WorkloadNotFound,
+)
 from tests.factories import TOTAL_1774
 
 NODE_1774 = {"cru": TOTAL_1774.cru, "mru": TOTAL_1774.mru, "sru": TOTAL_1774.sru}
@@ -157,10 +164,32 @@ def test_a_data_disk_prefers_a_pool_that_already_holds_vdisks(grid):
     assert [vm.data_pool for vm in grid.vms(7)][-1] == 1
 
 
-def test_it_reports_pool_sizes_but_not_their_device_order(grid):
+def test_its_proxy_face_tells_no_pools_as_the_grid_proxy_tells_none(grid):
     grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[400 * GiB, 530 * GiB])
 
-    assert grid.node(7).pools_sru == (530 * GiB, 400 * GiB)
+    assert grid.node(7).pools_sru is None
+    assert grid.nodes(node_ids=[7]).nodes[0].pools_sru is None
+
+
+def test_it_answers_storage_pools_as_a_zos_node_in_device_order_with_what_each_holds(grid):
+    grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, pools=[400 * GiB, 530 * GiB])
+    grid.deploy_vm(7, SliceSize(cru=1, mru=4 * GiB, sru=100 * GiB), name="a")
+
+    pools = grid.storage_pools(7)
+
+    # zos-cache (20 GiB) and the VM (100 GiB and a 500 MiB rootfs) sit in the larger pool; the other is not mounted, so ZOS says 0 used.
+    assert [(p.type, p.size, p.used) for p in pools] == [
+        ("ssd", 400 * GiB, 0),
+        ("ssd", 530 * GiB, 120 * GiB + 500 * MiB),
+    ]
+    assert len({p.name for p in pools}) == 2
+
+
+def test_a_node_that_is_away_does_not_answer_for_its_pools(grid):
+    grid.add_node(7, cru=8, mru=64 * GiB, sru=930 * GiB, status="standby")
+
+    with pytest.raises(NodeAway, match="storage pools"):
+        grid.storage_pools(7)
 
 
 def test_a_release_frees_exactly_what_the_deploy_took(grid):

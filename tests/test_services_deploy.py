@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from dashboard.capacity import GiB, MiB, zos_rootfs
 from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
-from dashboard.models import AuditEvent, CapacitySample, Deployment, Slice
+from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Slice
 from dashboard.selectors.deployments import deployment_words
 from dashboard.services.deploy import (
     SliceBusy,
@@ -98,12 +98,21 @@ def test_it_records_the_grid_workload_and_marks_the_slice_deployed(sim_node):
 
 
 def test_it_records_disk_when_no_single_pool_holds_the_disk(sim_node):
-    # Registered from the Grid Proxy, which does not report pools: the carve cannot know about them.
+    # A catalog carved on the SSD total alone (as before the carve knew pools may be hidden), the pools unknown.
     sim_node.grid.add_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB])
-    node = node_register(node_id=2310, total=sim_node.grid.node(2310).total, farm_id=1)
+    node = node_register(node_id=2310, total=sim_node.grid.node(2310).total, farm_id=1, pools=[930 * GiB])
+    Node.objects.filter(pk=node.pk).update(pools_sru=None)
     done = slices_deploy_all_free(node=node)
     assert [(d.state, d.cause) for d in done] == [("deployed", "")] * 5 + [("failed", "disk")]
     assert "not enough space left in pools of this type ssd" in done[-1].raw_error
+
+
+def test_every_slice_deploys_on_two_ssds_nobody_reported_once_carved_for_unknown_pools(sim_node):
+    # The same node registered from the Grid Proxy's face alone: carved for every plausible layout.
+    sim_node.grid.add_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB])
+    node = node_register(node_id=2310, total=sim_node.grid.node(2310).total, farm_id=1)
+    done = slices_deploy_all_free(node=node)
+    assert [(d.state, d.cause) for d in done] == [("deployed", "")] * 6
 
 
 def test_it_records_node_offline_when_the_grid_refuses_a_down_node(sim_node):

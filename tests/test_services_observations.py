@@ -73,8 +73,12 @@ def test_a_disk_refusal_on_a_node_whose_pools_are_unknown_bounds_the_pools(sim_n
     # Two 465 GiB SSDs the catalog does not know: the sixth 151 GiB disk fits neither.
     sim_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB], register=False)
     live = sim_node.grid.node(2310)
-    # Registered as from the Grid Proxy, which reports no pools.
-    node = node_register(node_id=2310, total=live.total, farm_id=live.farm_id, status=live.status, used=live.used)
+    # Its catalog carved on the SSD total alone, as before the carve knew pools may be hidden (a
+    # catalog kept from then), and its pools still unknown.
+    node = node_register(
+        node_id=2310, total=live.total, farm_id=live.farm_id, status=live.status, used=live.used, pools=[930 * GiB]
+    )
+    Node.objects.filter(pk=node.pk).update(pools_sru=None)
     done = slices_deploy_all_free(node=node)
     assert [d.cause for d in refused_by_zos(done)] == ["disk"]
     node = Node.objects.get(pk=node.pk)

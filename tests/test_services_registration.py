@@ -17,6 +17,8 @@ LEGACY_SIZE = Resources(cru=1, mru=4 * GiB, sru=133 * GiB)
 
 def register(node_id=1774, **options):
     options.setdefault("total", NODE_1774)
+    # Its SSD as reported (zos.storage.pools): one pool of the whole total, unless told otherwise.
+    options.setdefault("pools", [options["total"].sru])
     options.setdefault("farm_id", 1)
     return node_register(node_id=node_id, **options)
 
@@ -325,7 +327,7 @@ def test_it_keeps_a_catalog_current_when_deployments_only_round_the_leftover_dis
     node = register()
     node.slices.filter(index__lt=4).update(state=Slice.State.DEPLOYED)
     policy = policy_for_node(node)
-    recarved = capacity.carve(NODE_1774, policy, occupied=occupied_of(node))
+    recarved = capacity.carve(NODE_1774, policy, occupied=occupied_of(node), pools=node.pools)
     # With four 151 GiB slices deployed, a re-carve would offer 152 GiB: not a reason to re-carve.
     assert recarved.slice.sru == 152 * GiB
     assert stale(node) == (False, "")
@@ -336,7 +338,7 @@ def test_it_finds_a_catalog_re_carved_around_a_legacy_slice_current():
     node.slices.filter(index=0).update(state=Slice.State.DEPLOYED)
     node.slices.filter(index__gt=0).delete()
     policy = policy_for_node(node)
-    carve = capacity.carve(NODE_1774, policy, occupied=[LEGACY_SIZE])
+    carve = capacity.carve(NODE_1774, policy, occupied=[LEGACY_SIZE], pools=node.pools)
     Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=1, generation=2))
     Node.objects.filter(pk=node.pk).update(carved_policy_name="zos", carved_slice_sru=carve.slice.sru)
     assert stale(node) == (False, "")
@@ -346,7 +348,7 @@ def test_it_checks_staleness_without_a_query_when_given_free_slices_and_carve(dj
     node = register()
     policy = policy_for_node(node)
     free = [s.size for s in node.slices.all()]
-    carve = carve_memoised(node.total, policy)
+    carve = carve_memoised(node.total, policy, pools=node.pools)
     with django_assert_num_queries(0):
         assert catalog_is_stale(node, policy, occupied=[], free=free, carve=carve) == (False, "")
 

@@ -18,12 +18,45 @@ def month():
     return simulate(nodes=60, events=600, seed=7)
 
 
+@pytest.fixture(scope="module")
+def month_pools_reported():
+    return simulate(nodes=60, events=600, seed=7, policies=["zos-learning"], pools_reported=1.0)
+
+
 def test_it_sends_no_refused_slice_twice_to_a_node_under_the_shipped_policy(month):
+    # The pools hidden, as from the Grid Proxy: the default.
     shipped = month.policies["zos-learning"]
     assert shipped.refused_after_first == 0
     assert shipped.refused == shipped.nodes_refused  # one each, the one that teaches
-    assert shipped.refused_without_hidden_use == 0  # and only where the node hides memory use
+    # No disk refusal where the drives fit the plausible set; outside it, the first one teaches.
+    assert shipped.disk_refused["in_plausible_set"] == 0
+    disk_refused = shipped.refused_by_cause.get("disk", 0)
+    assert disk_refused == shipped.disk_refused["outside_plausible_set"]
+    assert shipped.refused_without_hidden_use == disk_refused  # memory refusals only where use is hidden
+
+
+def test_with_the_pools_reported_the_shipped_policy_refuses_only_where_memory_use_is_hidden(month_pools_reported):
+    shipped = month_pools_reported.policies["zos-learning"]
+    assert month_pools_reported.mix["pools_reported"] == 60
+    assert (shipped.refused_after_first, shipped.refused_without_hidden_use) == (0, 0)
     assert set(shipped.refused_by_cause) <= {"memory"}
+    assert shipped.utilisation >= 0.95
+
+
+def test_it_counts_refusals_on_nodes_of_several_ssds_by_cause(month):
+    legacy = month.policies["legacy"]
+    several = legacy.refused_on_several_pools_by_cause
+    assert several and sum(several.values()) <= legacy.refused
+    assert sum(legacy.disk_refused.values()) == legacy.refused_by_cause.get("disk", 0)
+
+
+def test_the_same_seed_draws_the_same_fleet_and_events_at_every_share_reported():
+    hidden = simulate(nodes=20, events=50, seed=3, policies=["legacy"])
+    reported = simulate(nodes=20, events=50, seed=3, policies=["legacy"], pools_reported=1.0)
+    # legacy ignores pools: with the same fleet and events, the same month (told apart only by what
+    # the dashboard knew of the pools of the nodes it was refused on).
+    same = {"seconds": 0, "disk_refused": None}
+    assert hidden.policies["legacy"].as_dict() | same == reported.policies["legacy"].as_dict() | same
 
 
 def test_it_puts_what_zos_allows_to_use_under_the_shipped_policy(month):
@@ -75,8 +108,11 @@ def test_the_command_prints_the_figures_as_json():
         "refused_after_first",
         "utilisation",
         "phantom_slice_hours",
+        "refused_on_several_pools_by_cause",
+        "disk_refused",
     } <= set(figures)
     assert 0 <= figures["utilisation"] <= 1
+    assert set(figures["disk_refused"]) == {"in_plausible_set", "outside_plausible_set", "pools_reported"}
 
 
 def test_the_command_writes_the_report_and_its_chart(tmp_path):

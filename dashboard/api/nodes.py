@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal
 
 from django.http import Http404
 from django.utils import timezone
 from ninja import Field, Path, Query, Router, Schema, Status
 
-from dashboard.api.auth import ACT, PRECHECK, READ
+from dashboard.api.auth import ACT, PRECHECK, READ, REPORT
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
 from dashboard.api.jobs import job_out
@@ -30,6 +30,7 @@ from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
 from dashboard.selectors.uptime import uptime_percent
 from dashboard.services.jobs import job_request
+from dashboard.services.pools import PoolsError, pools_report
 from dashboard.services.precheck import precheck_answer, precheck_run
 
 router = Router(tags=["fleet"])
@@ -252,6 +253,69 @@ def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None
         )
         answer = JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
     return Status(202 if requested.created else 200, answer)
+
+
+class PoolIn(Schema):
+    """One entry of ZOS's `zos.storage.pools` answer, as the node sends it over RMB (bytes)."""
+
+    name: Line = Field(..., min_length=1, max_length=128)
+    type: Literal["ssd", "hdd"]
+    size: int = Field(..., ge=0, le=2**50)
+    used: int = Field(..., ge=0, le=2**50)
+
+
+class PoolsIn(Schema):
+    pools: list[PoolIn] = Field(..., min_length=1, max_length=64, description="zos.storage.pools, as it answered")
+
+
+class PoolsOut(Schema):
+    node_id: int
+    pools: list[dict] = Field(description="the report as kept: name, type, size, used")
+    pools_sru: list[int] = Field(description="the node's SSD pool sizes now, the carve's and the precheck's")
+    source: str
+    reported_at: datetime
+    stale: bool = Field(description="the catalog is stale now (a catalog carved for unknown pools is, once reported)")
+    stale_reason: str
+
+
+@router.put(
+    "/nodes/{node_id}/pools",
+    auth=REPORT,
+    response={200: PoolsOut, **ERRORS},
+    summary="Report the node's storage pools, as ZOS answers zos.storage.pools over RMB",
+)
+def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):
+    """The Grid Proxy never reports a node's pools; a deployer that speaks RMB reads them from the node
+    and reports them here. Kept with the token, the time and the caller's address; the node's carve
+    and precheck use them at once, and a catalog carved for unknown pools becomes stale (a
+    re-register gives the larger disks back). 400, and nothing written, when the SSD pools do not add
+    up to the SSD total the grid reports (within 0.5%), with the numbers."""
+    target = _node_or_404(node_id)
+    with api_write("nodes.pools", request):
+        try:
+            report = pools_report(
+                node=target,
+                pools=[p.model_dump() for p in body.pools],
+                source="api",
+                by=request.auth.user,
+                token=request.auth,
+                origin=request.META.get("REMOTE_ADDR", ""),
+            )
+        except PoolsError as exc:
+            raise BadInput(str(exc), field="pools") from None
+        target.refresh_from_db()
+        answer = PoolsOut.model_validate(
+            {
+                "node_id": target.grid_id,
+                "pools": report.pools,
+                "pools_sru": target.pools_sru,
+                "source": report.source,
+                "reported_at": report.reported_at,
+                "stale": target.stale,
+                "stale_reason": target.stale_reason,
+            }
+        )
+    return answer
 
 
 def _node_or_404(node_id: int) -> Node:

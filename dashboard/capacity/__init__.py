@@ -8,6 +8,7 @@ outside itself; its parts, each importing only those listed before it:
 
 - `sizes`: the byte units, parse_size / format_size, `Resources`, the model's errors;
 - `placement`: where ZOS's storaged puts each disk, in every device order of the pools;
+- `layouts`: the plausible pool layouts of an SSD total nobody reported the pools of;
 - `words`: every sentence the model says (verdicts, carve notes, a node that is away);
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
@@ -18,8 +19,17 @@ The functions `carve` and `precheck` share their modules' names: here the names 
 functions, so import from those modules as `from dashboard.capacity.carve import ...`.
 """
 
-from dashboard.capacity.carve import Carve, SliceSize, carve, carve_memoised, deployable_slices
+from dashboard.capacity.carve import Carve, SliceSize, carve, carve_memoised, deployable_slices, pool_layouts
 from dashboard.capacity.carve import _carve_memo as _carve_memo  # its cache, counted by a test
+from dashboard.capacity.layouts import (
+    MAX_DRIVES,
+    MODEL_TOLERANCE_PERCENT,
+    POOL_OVERHEAD_PERMILLE,
+    STANDARD_SSD_GB,
+    in_plausible_set,
+    narrowed,
+    plausible_layouts,
+)
 from dashboard.capacity.lessons import (
     NOTHING_OBSERVED,
     Lesson,
@@ -108,6 +118,14 @@ __all__ = [
     "pools_after",
     "vms_placed_in_every_order",
     "largest_pool_room",
+    # layouts
+    "STANDARD_SSD_GB",
+    "MAX_DRIVES",
+    "MODEL_TOLERANCE_PERCENT",
+    "POOL_OVERHEAD_PERMILLE",
+    "plausible_layouts",
+    "in_plausible_set",
+    "narrowed",
     # words
     "RESOURCE_WORDS",
     "away_sentence",
@@ -141,6 +159,7 @@ __all__ = [
     "carve",
     "carve_memoised",
     "deployable_slices",
+    "pool_layouts",
     # precheck
     "Shortfall",
     "Verdict",

@@ -2,8 +2,9 @@
 
 The node's reserve and the occupied slices' real charge come off first; the new slices are
 then counted by memory (ZOS's memory check, with what refusals taught: `lessons`) and by disk,
-and, when the node's SSD pools are known, must deploy in full under storaged's placement in
-every device order of the pools (`placement`). The legacy bootstrap_nodes carve is kept
+and must deploy in full under storaged's placement in every device order of the node's SSD
+pools (`placement`): the reported pools, or when nobody reported them every plausible layout of
+the SSD total (`layouts`), so a catalog never offers what ZOS will not take. The legacy bootstrap_nodes carve is kept
 exactly, for comparison (`Policy.arithmetic == "whole-gib"`). The rules and their sources are
 in docs/domain.md (ZOS accounting); what a carve says in words comes from `words`.
 """
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 
+from dashboard.capacity.layouts import narrowed, plausible_layouts
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed, vms_by_memory
 from dashboard.capacity.placement import vms_placed_in_every_order
 from dashboard.capacity.policy import Policy, vm_disks
@@ -25,6 +27,7 @@ from dashboard.capacity.words import (
     hidden_memory_note,
     not_one_slice_note,
     refused_disk_note,
+    unknown_pools_note,
 )
 
 
@@ -56,6 +59,10 @@ class Carve:
     # Occupied slices alone need more than the node has: keep them, add nothing.
     overcommitted: bool = False
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Carved without a pool report: sized for every plausible layout (capacity.layouts), giving up
+    # `disk_given_up` bytes of data disk (over the new slices) against a carve on the total alone.
+    pools_known: bool = True
+    disk_given_up: int = 0
 
     def as_dict(self) -> dict:
         data = asdict(self)
@@ -76,7 +83,8 @@ def carve(
     `occupied` holds the sizes (cru, mru, data sru) of slices that are rented or deployed;
     they stay as they are and their real charge comes off the node before new slices
     are counted. `pools` are the node's SSD pool sizes when known: the new slices must then
-    deploy in full under ZOS's placement in every device order of the pools. `observed` is
+    deploy in full under ZOS's placement in every device order of the pools; when they are not
+    known (None), under every plausible layout of the SSD total (`pool_layouts`). `observed` is
     what the node's refusals taught: hidden memory per VM, a bound on its largest free pool.
     """
     if total.mru < 0 or total.sru < 0 or total.cru < 0:
@@ -101,17 +109,28 @@ def carve(
     by_mru = vms_by_memory(budget.mru, per_vm_mru, hidden_per_vm=hidden, running=len(occupied))
     by_sru = max(sru_budget, 0) // per_vm_min_sru if per_vm_min_sru else by_mru
     occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
-    if pools and per_vm_min_sru:
-        by_sru = min(
-            by_sru,
-            vms_placed_in_every_order(
-                pools,
-                reserve.sru,
-                occupied_disks,
-                (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
-                limit=min(by_mru, by_sru),
-            ),
-        )
+    layouts = pool_layouts(total.sru, pools, cache=reserve.sru, occupied=occupied_disks, observed=observed)
+    if per_vm_min_sru:
+        for layout in layouts:
+            by_sru = min(
+                by_sru,
+                vms_placed_in_every_order(
+                    layout,
+                    reserve.sru,
+                    occupied_disks,
+                    (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
+                    limit=min(by_mru, by_sru),
+                ),
+            )
+    if (
+        not pools
+        and observed.pool_room_below is not None
+        and not layouts_agree(total.sru, reserve.sru, occupied_disks, observed)
+    ):
+        # A disk refusal no plausible layout explains: the drives are outside the set, and where the
+        # room left lies is unknown; no new disk is offered until something is freed (a smaller one
+        # could be refused again, and every refusal after the first is one too many).
+        by_sru = 0
     count = min(by_mru, by_sru)
     limited_by = "mru" if by_mru <= by_sru else "sru"
 
@@ -122,22 +141,25 @@ def carve(
         kept = {what: getattr(reserve, what) for what in ("mru", "sru") if getattr(budget, what) < 0}
         notes.append(OVERCOMMITTED_NOTE if occupied else below_reserve_note(kept))
         count = 0
-    data_sru = 0
+    data_sru = given_up = 0
     if count > 0:
-        data_sru = _round_down(max(sru_budget, 0) // count - per_vm_extra, policy.sru_step)
-        if pools:
-            data_sru = _largest_deployable_disk(pools, reserve.sru, occupied_disks, count, data_sru, rootfs, policy)
-            if len(pools) > 1 and occupied:
+        on_total = data_sru = _round_down(max(sru_budget, 0) // count - per_vm_extra, policy.sru_step)
+        if layouts:
+            data_sru = _largest_deployable_disk(layouts, reserve.sru, occupied_disks, count, data_sru, rootfs, policy)
+            if max(len(layout) for layout in layouts) > 1 and occupied:
                 # On a busy node with several pools, where ZOS put each disk depends on the order of
                 # past deploys and releases, which no reading tells. A disk no larger than the ones
                 # already there fits the hole any release leaves, so new ones are not made larger.
                 data_sru = max(min(data_sru, _round_down(min(o.sru for o in occupied), policy.sru_step)), 0)
+        given_up = max(on_total - data_sru, 0) * count if not pools else 0
     elif not overcommitted and not occupied:
         notes.append(not_one_slice_note(limited_by))
     if hidden:
         notes.append(hidden_memory_note(hidden))
     if observed.pool_room_below is not None:
         notes.append(refused_disk_note(observed.pool_room_below))
+    if not pools and layouts:
+        notes.append(unknown_pools_note(len(layouts), given_up))
 
     slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=data_sru, rootfs=rootfs)
     used_by_new = policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
@@ -156,6 +178,36 @@ def carve(
         unallocated=unallocated,
         overcommitted=overcommitted,
         notes=tuple(notes),
+        pools_known=bool(pools),
+        disk_given_up=given_up,
+    )
+
+
+def pool_layouts(
+    total_sru: int,
+    pools: Sequence[int] | None,
+    *,
+    cache: int,
+    occupied: Sequence[tuple[int, int]] = (),
+    observed: Observed = NOTHING_OBSERVED,
+) -> tuple[tuple[int, ...], ...]:
+    """The pool layouts a verdict must hold in: the reported pools, or every plausible layout of
+    the SSD total that the node's last disk refusal leaves possible (all of them when it leaves none:
+    the node is outside the plausible set, and the refused size itself bounds the disks)."""
+    if pools:
+        return (tuple(pools),)
+    layouts = plausible_layouts(total_sru)
+    if observed.pool_room_below is not None:
+        layouts = narrowed(layouts, cache=cache, occupied=occupied, refused=observed.pool_room_below) or layouts
+    return layouts
+
+
+def layouts_agree(total_sru: int, cache: int, occupied: Sequence[tuple[int, int]], observed: Observed) -> bool:
+    """Some plausible layout explains the node's last disk refusal (or there was none)."""
+    if observed.pool_room_below is None:
+        return True
+    return bool(
+        narrowed(plausible_layouts(total_sru), cache=cache, occupied=occupied, refused=observed.pool_room_below)
     )
 
 
@@ -216,7 +268,7 @@ def _round_down(value: int, step: int) -> int:
 
 
 def _largest_deployable_disk(
-    pools: Sequence[int],
+    layouts: Sequence[Sequence[int]],
     cache: int,
     occupied: Sequence[tuple[int, int]],
     count: int,
@@ -225,11 +277,14 @@ def _largest_deployable_disk(
     policy: Policy,
 ) -> int:
     """The largest data disk (a multiple of sru_step, at least min_slice_sru) such that `count`
-    VMs deploy one after another in every device order of the pools."""
+    VMs deploy one after another in every device order of every layout's pools."""
 
     def deploys(data: int) -> bool:
         disks = (data + policy.overhead_sru_per_vm, rootfs)
-        return vms_placed_in_every_order(pools, cache, occupied, disks, limit=count) >= count
+        return all(vms_placed_in_every_order(pools, cache, occupied, disks, limit=count) >= count for pools in by_pools)
+
+    # The layouts of most pools refuse first: a failing size is found after one trial, not eight.
+    by_pools = sorted(layouts, key=len, reverse=True)
 
     hi = max(start, policy.min_slice_sru)
     if deploys(hi):

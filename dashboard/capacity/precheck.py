@@ -1,8 +1,9 @@
 """The precheck: which free slices can really be placed on a live node now, and why not.
 
 `used` is the Grid Proxy's accounted use (the node's reserve inside); hidden memory use is not
-in it and comes from what refusals taught (`lessons`); with the pools known, a slice's disks
-must place in every device order (`placement`). Slices are placed one after another, each
+in it and comes from what refusals taught (`lessons`); a slice's disks must place in every
+device order (`placement`) of the reported pools, or, when none were reported, of every
+plausible layout of the SSD total (`layouts`), as the carve counts them. Slices are placed one after another, each
 counted before the next is tried, so the verdicts say what would happen if every free slice
 were rented now; the ones that do not fit are phantom. CPU is not checked: ZOS over-provisions
 cores. A node that is away (down or on standby) places nothing (the one place that rule lives).
@@ -14,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dashboard.capacity.carve import SliceSize
+from dashboard.capacity.carve import SliceSize, pool_layouts
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed
-from dashboard.capacity.placement import copy_pools, device_orders, place_vm_disks, pools_after
+from dashboard.capacity.placement import PoolState, copy_pools, device_orders, place_vm_disks, pools_after
 from dashboard.capacity.policy import MIN_VM_MRU, Policy, vm_disks
 from dashboard.capacity.sizes import Resources
 from dashboard.capacity.words import away_verdict_words, fits_words, misfit_words, shortfall_words
@@ -80,13 +81,32 @@ class LiveNode:
     occupied_disks: tuple[tuple[int, int], ...] = ()
     running: int = 0  # VMs running now: each may use hidden memory
     observed: Observed = NOTHING_OBSERVED
+    # What each pool holds, as ZOS reported it with the pools (same order): taken as it is
+    # instead of replaying the occupied disks, whose placement depends on a history no reading tells.
+    pools_used: tuple[int, ...] | None = None
+
+    def pool_states(self, total_sru: int, cache: int) -> list[list[PoolState]]:
+        """The pools of every device order of every layout the verdicts must hold in."""
+        if self.pools and self.pools_used and len(self.pools_used) == len(self.pools):
+            report = tuple(zip(self.pools, self.pools_used, strict=True))
+            # A pool ZOS reports anything in is mounted; which ones hold vdisks it does not say.
+            return [
+                [PoolState(size, used, mounted=used > 0) for size, used in order] for order in device_orders(report)
+            ]
+        layouts = pool_layouts(total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed)
+        return [pools_after(order, cache, self.occupied_disks) for layout in layouts for order in device_orders(layout)]
 
 
 NOTHING_KNOWN = LiveNode()
 
 
 def live_node(
-    *, policy: Policy, pools: Sequence[int] | None, occupied: Sequence[Resources], observed: Observed = NOTHING_OBSERVED
+    *,
+    policy: Policy,
+    pools: Sequence[int] | None,
+    occupied: Sequence[Resources],
+    observed: Observed = NOTHING_OBSERVED,
+    pools_used: Sequence[int] | None = None,
 ) -> LiveNode:
     """The LiveNode of a node holding `occupied` VMs (in the order they were deployed)."""
     return LiveNode(
@@ -94,6 +114,7 @@ def live_node(
         occupied_disks=tuple(vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied),
         running=len(occupied),
         observed=observed,
+        pools_used=tuple(pools_used) if pools and pools_used else None,
     )
 
 
@@ -115,17 +136,13 @@ def pools_decide(live: LiveNode) -> bool:
 
 class _Placement:
     """The live node as slices are placed on it one after another: accounting, hidden memory,
-    the refused-disk bound and, when the pools are known, every device order's pools."""
+    the refused-disk bound and every device order's pools (reported, or of each plausible layout)."""
 
     def __init__(self, total: Resources, used: Resources, policy: Policy, live: LiveNode):
         self.total, self.used, self.policy, self.live = total, used, policy, live
         self.running = live.running
         self.new_disks = 0
-        self.orders = (
-            [pools_after(order, policy.reserve_sru, live.occupied_disks) for order in device_orders(live.pools)]
-            if live.pools
-            else None
-        )
+        self.orders: list[list[PoolState]] | None = live.pool_states(total.sru, policy.reserve_sru) or None
 
     def verdict(self, size: SliceSize | Resources) -> Verdict:
         policy = self.policy

@@ -70,6 +70,19 @@ def refused_disk_note(disk_size: int) -> str:
     return f"no pool had room for a {format_size(disk_size)} disk when ZOS last refused one"
 
 
+def unknown_pools_note(layouts: int, given_up: int) -> str:
+    """The carve sized the disks for pools nobody reported (capacity.layouts)."""
+    cost = (
+        f"; that gives up {format_size(given_up)} of disk against a carve on the SSD total alone"
+        if given_up > 0
+        else ""
+    )
+    return (
+        f"the SSD pools are not reported: the disks are sized to deploy under each of {layouts} plausible "
+        f"pool layouts of the SSD total{cost}; a pool report gives the larger disks back"
+    )
+
+
 # --- a node that is away ----------------------------------------------------------------------
 
 

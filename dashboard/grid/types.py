@@ -32,7 +32,8 @@ class NodeCapacity:
     country: str = ""
     city: str = ""
     updated_at: int | None = None
-    # SSD pool sizes; only the simulator knows them, the Grid Proxy does not report them.
+    # SSD pool sizes, when the reader learnt them from the node itself (storage_pools); the
+    # Grid Proxy never reports them, and neither does the simulated grid's proxy face.
     pools_sru: tuple[int, ...] | None = None
     # The proxy's health verdict; None when the answer does not say.
     healthy: bool | None = None
@@ -61,6 +62,22 @@ class NodeStatistics:
     used: Resources
     deployments: int
     workloads: int
+
+
+@dataclass(frozen=True)
+class PoolMetrics:
+    """One storage pool as ZOS reports it over RMB (`zos.storage.pools`, zosbase pkg.PoolMetrics):
+    `{"name", "type", "size", "used"}`. ZOS lists its SSD pools then its HDD pools, each set in
+    its device order; `size` is the device's size and `used` what the pool's filesystem holds
+    (0 for a pool that is not mounted), both in bytes (zosbase pkg/storage Metrics, poolUsage)."""
+
+    name: str
+    type: str  # "ssd" or "hdd"
+    size: int
+    used: int
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "type": self.type, "size": self.size, "used": self.used}
 
 
 @dataclass(frozen=True)
@@ -176,6 +193,18 @@ class DeployNotSupported(GridError):
     cause = "unknown"
 
 
+class PoolsNotAvailable(GridError):
+    """The backend cannot tell a node's storage pools (the public Grid Proxy never reports them)."""
+
+    cause = "unknown"
+
+
+POOLS_NOT_AVAILABLE = (
+    "pools are not available through the Grid Proxy; ZOS answers them over RMB (zos.storage.pools): "
+    "report them with PUT /api/v1/nodes/{id}/pools or node_register --pools"
+)
+
+
 class DeploymentFailed(GridError):
     """ZOS refused the workload; `raw` is ZOS's own message (classify it for a cause)."""
 
@@ -215,6 +244,10 @@ class Grid(Protocol):
         never a part of them, since a contract left out would make a running VM look gone."""
         ...
 
+    def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
+        """The node's own pool report (`zos.storage.pools`); PoolsNotAvailable where the backend cannot ask."""
+        ...
+
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed: ...
 
     def delete_vm(self, node_id: int, workload_id: str) -> None: ...
@@ -238,6 +271,9 @@ __all__ = [
     "NodePage",
     "NodeStatistics",
     "QueryRefused",
+    "POOLS_NOT_AVAILABLE",
+    "PoolMetrics",
+    "PoolsNotAvailable",
     "VmDeployed",
     "WorkloadNotFound",
     "MAX_NODE_CRU",

@@ -13,7 +13,7 @@ from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Deployment, Job, Node, Observation, Slice
+from dashboard.models import Deployment, Job, Node, Observation, PoolReport, Slice
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
@@ -107,6 +107,12 @@ class NodeDetail:
     @property
     def pools_known(self) -> bool:
         return self.node.pools is not None
+
+    @property
+    def pools_source_words(self) -> str:
+        """Who reported the pools: the node itself, an operator, a token; "registration" for older rows."""
+        source = self.node.pools_source
+        return PoolReport.Source(source).label if source in PoolReport.Source.values else "the registration"
 
     @property
     def phantom_reasons(self) -> list[tuple[str, int]]:

@@ -294,7 +294,11 @@ def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
         )
     else:
         # Without pools the disks already placed do not matter, only how many VMs run (hidden memory each).
-        live = capacity.LiveNode(running=values["slices_rented"] + values["slices_deployed"], observed=observed)
+        # Judged on the SSD total as one pool, as the database's first cut judges them (placement_sql);
+        # the node's own figures (placeable now) count every plausible layout (capacity.layouts).
+        live = capacity.LiveNode(
+            pools=(total.sru,), running=values["slices_rented"] + values["slices_deployed"], observed=observed
+        )
     return total, used, policy, live
 
 

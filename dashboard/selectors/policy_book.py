@@ -113,6 +113,7 @@ def catalog_is_stale(
         carved_policy_name=node.carved_policy_name,
         carved_policy_version=node.carved_policy_version,
         carved_slice_sru=node.carved_slice_sru,
+        carved_pools_known=node.carved_pools_known,
         policy=policy,
         free=[(s.cru, s.mru, s.sru) for s in free],
         carve=carve,

@@ -156,6 +156,8 @@ _NODE_VALUES = (
     "total_sru",
     "total_hru",
     "pools_text",
+    "pools_used",
+    "carved_pools_known",
     "carved_policy_name",
     "carved_policy_version",
     "carved_slice_sru",
@@ -194,6 +196,8 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
         sru,
         hru,
         pools_text,
+        pools_used,
+        carved_pools_known,
         carved_name,
         carved_version,
         carved_sru,
@@ -214,7 +218,20 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
         observed = capacity.observed_now(
             hidden_mru_per_vm=hidden, pool_room_below=bound, bound_used_sru=bound_used, used_sru=used_sru
         )
-        key = (cru, mru, sru, hru, pools_text, id(policy), carved_name, carved_version, carved_sru, slice_key, observed)
+        key = (
+            cru,
+            mru,
+            sru,
+            hru,
+            pools_text,
+            id(policy),
+            carved_name,
+            carved_version,
+            carved_sru,
+            carved_pools_known,
+            slice_key,
+            observed,
+        )
         shape = shapes.get(key)
         if shape is None:
             free_key, occupied_key = slice_key
@@ -232,6 +249,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     "carved_policy_name": carved_name,
                     "carved_policy_version": carved_version,
                     "carved_slice_sru": carved_sru,
+                    "carved_pools_known": carved_pools_known,
                     "free": [size for size, n in free_key for _ in range(n)],
                 },
             )
@@ -240,7 +258,8 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
         room_mru, room_sru, pools_shape = None, None, Node.NOT_WORKED_OUT
         if used_mru is not None and used_sru is not None:
             free_in_order, occupied_key = slice_order.get(pk, ((), ()))
-            check_key = (key, free_in_order, status, used_cru, used_mru, used_sru, used_hru)
+            pools_used = pools_used_agreeing(pools_used, used_sru)
+            check_key = (key, free_in_order, status, used_cru, used_mru, used_sru, used_hru, pools_used)
             check = checks.get(check_key)
             if check is None:
                 check = checks[check_key] = _placeable(
@@ -252,6 +271,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     used=capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0),
                     pools=json.loads(pools_text) if pools_text else None,
                     observed=observed,
+                    pools_used=pools_used,
                 )
             placeable, phantom, reasons = check
             total = capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru)
@@ -300,15 +320,26 @@ def _placeable(
     used: capacity.Resources,
     pools: list[int] | None,
     observed: capacity.Observed,
+    pools_used: tuple[int, ...] | None = None,
 ) -> tuple[int, int, dict]:
     """(placeable now, phantom, phantom by reason) of the free sizes, in order, on this reading."""
     sizes = [capacity.SliceSize(*size) for size in free]
     if not sizes:
         return 0, 0, {}
     occupied_sizes = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied]
-    live = capacity.live_node(policy=policy, pools=pools, occupied=occupied_sizes, observed=observed)
+    live = capacity.live_node(
+        policy=policy, pools=pools, occupied=occupied_sizes, observed=observed, pools_used=pools_used
+    )
     check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, status=status)
     return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason
+
+
+def pools_used_agreeing(pools_used, used_sru: int | None) -> tuple[int, ...] | None:
+    """What ZOS said each pool holds, when it adds up to the SSD use of the node's reading: then it is
+    taken as it is; otherwise (something was deployed or freed since) the occupied disks are replayed."""
+    if not pools_used or used_sru is None or sum(pools_used) != used_sru:
+        return None
+    return tuple(pools_used)
 
 
 def _slices_grouped(nodes: QuerySet[Node]) -> dict[int, tuple]:

@@ -3,7 +3,7 @@ force against a candidate (job kind "simulate", dashboard.job_kinds.policy_trial
 
 The policy page's "Try this change on a month of traffic" runs this as a job. The nodes are the ones
 the candidate would govern (its scope, as the preview counts them); each becomes a NodeSpec for
-dashboard.traffic: its total memory and SSD, its SSD pools when known (else one pool), its cores,
+dashboard.traffic: its total memory and SSD, its SSD pools when known (else one pool, hidden), its cores,
 and the hidden memory per VM its refusals taught (Node.hidden_mru_per_vm) as what ZOS really uses.
 Both policies run as the shipped product (precheck, learning, the daily re-register of stale
 nodes) over the same events, so the only difference between the two columns is the policy.
@@ -80,6 +80,9 @@ def node_spec(node: Node) -> NodeSpec | None:
         sru=node.total_sru,
         pools=pools,
         hidden_mru=node.hidden_mru_per_vm,
+        # Known pools are told to the replayed dashboard; unknown ones stay unknown (one pool is the
+        # simulated truth then, and the carve is made for every plausible layout, as in production).
+        pools_reported=node.pools is not None,
     )
 
 

@@ -20,8 +20,9 @@ from dashboard.grid.types import Grid, NodeCapacity
 from dashboard.job_results import PrecheckResult
 from dashboard.models import Job, Node, Slice, reading_max_age
 from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.figures import figures_refresh, nodes_lock, pools_used_agreeing
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
+from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store
 
 
@@ -85,6 +86,9 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     """
     grid = grid or get_grid()
     live = grid.node(node.grid_id)
+    # Where the node itself can be asked (the simulated grid; never the Grid Proxy), its pools too.
+    if pools_read_from_node(node=node, grid=grid) is not None:
+        node.refresh_from_db()
     policy = policy_for_node(node)
     result = precheck_store(node=node, reading=LiveReading.of(node, live), policy=policy)
     return PrecheckReport(
@@ -182,4 +186,10 @@ def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None
         bound_used_sru=node.pool_room_below_used_sru,
         used_sru=used_sru,
     )
-    return capacity.live_node(policy=policy, pools=node.pools, occupied=occupied, observed=observed)
+    return capacity.live_node(
+        policy=policy,
+        pools=node.pools,
+        occupied=occupied,
+        observed=observed,
+        pools_used=pools_used_agreeing(node.pools_used, used_sru),
+    )

@@ -9,6 +9,7 @@ whichever door it came in by.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -17,10 +18,11 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.catalog_rules import size_words
-from dashboard.grid.types import NodeCapacity
-from dashboard.models import AuditEvent, Node, Slice
+from dashboard.grid.types import GridError, NodeCapacity
+from dashboard.models import AuditEvent, Node, PoolReport, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
+from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
 from dashboard.services.readings import reported_at_of
 
 # Anything above this is a typo, not a node (parse_size draws the same line).
@@ -196,6 +198,7 @@ def _node_new(
         carved_policy_version=policy.version,
         carved_slice_sru=carve.slice.sru,
         carved_deployable=carve.slices,
+        carved_pools_known=carve.pools_known,
         catalog_generation=1,
         slice_index_next=carve.new_slices,
     )
@@ -262,13 +265,23 @@ def node_register_from_grid(
     by=None,
     source: str = "command",
     origin: str = "",
+    grid=None,
 ) -> Node:
     """Register the node the grid just described (`live`, read at `read_at`, default now).
 
     Every fact the grid states goes onto the node: its farm, twin, status, dedication, location,
-    total, SSD pools (when the backend knows them) and live used capacity as its first reading.
+    total and live used capacity as its first reading. The SSD pools: those `live` carries, or,
+    given the `grid`, the node's own answer where it can be asked (the simulated grid; never the
+    Grid Proxy), kept as a pool report; without them the catalog is carved for unknown pools.
     """
-    return node_register(
+    answer = pools_of_node(grid, live.node_id) if grid is not None and not live.pools_sru else None
+    if answer:
+        ssd = tuple(p.size for p in answer if p.type == "ssd")
+        if ssd and abs(sum(ssd) - live.total.sru) * 1000 <= POOLS_TOLERANCE_PERMILLE * max(live.total.sru, 1):
+            live = replace(live, pools_sru=ssd)
+        else:
+            answer = None
+    node = node_register(
         node_id=live.node_id,
         total=live.total,
         farm_id=live.farm_id,
@@ -291,3 +304,15 @@ def node_register_from_grid(
         power_target=live.power_target,
         uptime=live.uptime,
     )
+    if answer:
+        pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
+        node.refresh_from_db()
+    return node
+
+
+def pools_of_node(grid, node_id: int):
+    """The node's own `zos.storage.pools` answer, or None where the backend cannot ask (the Grid Proxy)."""
+    try:
+        return grid.storage_pools(node_id)
+    except GridError:
+        return None

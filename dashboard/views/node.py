@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from dashboard import capacity
 from dashboard.models import Job, Node, SnapshotFigures
 from dashboard.selectors.history import capacity_history
 from dashboard.selectors.node import NodeDetail, node_detail
@@ -15,6 +16,7 @@ from dashboard.selectors.node_events import node_timeline
 from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
 from dashboard.services.observations import observations_clear
+from dashboard.services.pools import PoolsError, pools_report
 
 # The page shows the node, its catalog and its jobs.
 NODE_READ = ["dashboard.view_node", "dashboard.view_slice", "dashboard.view_job"]
@@ -86,6 +88,26 @@ def observations_clear_view(request, node_id: int):
     node = get_object_or_404(Node, grid_id=node_id)
     cleared = observations_clear(node=node, by=request.user, source="web")
     messages.success(request, f"Cleared {cleared} observation{'s' if cleared != 1 else ''} of node {node_id}.")
+    return redirect("node", node_id=node_id)
+
+
+@login_required
+@require_POST
+@permission_required("dashboard.reregister_node", raise_exception=True)
+def pools_report_view(request, node_id: int):
+    """An operator's report of the node's SSD pool sizes (kept with who, when, from where)."""
+    node = get_object_or_404(Node, grid_id=node_id)
+    text = request.POST.get("sizes", "")
+    try:
+        sizes = [capacity.parse_size(part, what="pool size") for part in text.replace(",", " ").split()]
+        entries = [{"name": f"operator-{i}", "type": "ssd", "size": size, "used": 0} for i, size in enumerate(sizes)]
+        pools_report(
+            node=node, pools=entries, source="operator", by=request.user, origin=request.META.get("REMOTE_ADDR", "")
+        )
+    except (PoolsError, capacity.CapacityError) as exc:
+        messages.error(request, f"Pools not reported: {exc}")
+    else:
+        messages.success(request, f"Reported the SSD pools of node {node_id}; its figures are recomputed.")
     return redirect("node", node_id=node_id)
 
 

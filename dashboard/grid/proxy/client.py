@@ -65,6 +65,7 @@ from dashboard.grid.text import text_printable, url_credentials_split, url_redac
 from dashboard.grid.types import (
     LIVE_CONTRACT_STATES,
     NODE_STATUSES,
+    POOLS_NOT_AVAILABLE,
     Contract,
     DeployNotSupported,
     GridError,
@@ -76,6 +77,8 @@ from dashboard.grid.types import (
     NodeNotFound,
     NodePage,
     NodeStatistics,
+    PoolMetrics,
+    PoolsNotAvailable,
     QueryRefused,
     VmDeployed,
 )
@@ -281,6 +284,10 @@ class GridProxyClient:
             fetch, key=lambda c: c.contract_id, what=what, size=self.contracts_page_size, max_pages=self.max_pages
         )
         return NodeContracts(node_id=node_id, contracts=tuple(found), requests=pages)
+
+    def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
+        # The proxy has no such path: the pools are the node's to tell, over RMB.
+        raise PoolsNotAvailable(POOLS_NOT_AVAILABLE)
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
         raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)

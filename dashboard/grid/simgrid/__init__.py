@@ -8,7 +8,8 @@ The sources are in docs/domain.md.
 
 What it tells is what a real node tells: the statistics' and the proxy's `used` are the
 accounted use (workloads + reserve); memory really in use shows only in a memory refusal's
-`usable` figure. Pool sizes are reported largest first: the device order is not told.
+`usable` figure. The Grid Proxy's face (readings, pages, the HTTP server) tells no pools, as the
+real proxy tells none; `storage_pools` answers as a ZOS node answers `zos.storage.pools` over RMB.
 The reported `used` follows the Grid Proxy: used_mru = sum VM memory + reserve,
 used_sru = sum VM (data + rootfs) + 20 GiB; `system` in the statistics is the reserve.
 

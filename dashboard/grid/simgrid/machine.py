@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dashboard.capacity import GiB, MiB, Resources, SliceSize
 from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, now
 from dashboard.grid.simgrid.storaged import Storaged
-from dashboard.grid.types import DeploymentFailed, WorkloadNotFound
+from dashboard.grid.types import DeploymentFailed, PoolMetrics, WorkloadNotFound
 
 NO_SPACE = "not enough space left in pools of this type ssd"
 
@@ -148,6 +148,20 @@ class ZosMachine:
                 return
         raise WorkloadNotFound(f"workload {workload_id} is not deployed on node {self.node.node_id}")
 
+    def storage_pools(self) -> tuple[PoolMetrics, ...]:
+        """What the node answers to `zos.storage.pools`: its SSD pools in device order, each with
+        its size and what is allocated in it, 0 for a pool not mounted (zosbase Metrics, poolUsage)."""
+        storaged, node = self.storaged, self.node
+        return tuple(
+            PoolMetrics(
+                name=pool_label(node.node_id, index),
+                type="ssd",
+                size=size,
+                used=storaged.allocated[index] if index in storaged.mounted else 0,
+            )
+            for index, size in enumerate(storaged.sizes)
+        )
+
     def reading(self) -> tuple[Resources, Resources]:
         """(total, used) as the Grid Proxy and the node's statistics report them: the accounted use."""
         node, vms = self.node, self.vms
@@ -159,6 +173,11 @@ class ZosMachine:
                 sru=sum(vm.disk for vm in vms) + ZOS_CACHE_SRU,
             ),
         )
+
+
+def pool_label(node_id: int, index: int) -> str:
+    """A pool's name: ZOS names a pool by its filesystem's label, a uuid; a stable one here."""
+    return f"{node_id:08x}-0000-4000-8000-{index:012x}"
 
 
 def zos_rootfs(cru: int, mru: int) -> int:

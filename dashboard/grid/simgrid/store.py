@@ -39,6 +39,7 @@ from dashboard.grid.types import (
     NodeNotFound,
     NodePage,
     NodeStatistics,
+    PoolMetrics,
     VmDeployed,
     WorkloadNotFound,
 )
@@ -199,6 +200,11 @@ class SimulatedGrid:
         with self._transaction(write=False) as conn:
             return [row[0] for row in conn.execute("SELECT node_id FROM sim_node ORDER BY node_id")]
 
+    def pool_sizes(self, node_id: int) -> tuple[int, ...]:
+        """The node's SSD pool sizes in device order, as the simulator's administrator set them."""
+        with self._transaction(write=False) as conn:
+            return self._node(conn, node_id).pools
+
     def vms(self, node_id: int) -> list[SimVm]:
         with self._transaction(write=False) as conn:
             self._node(conn, node_id)
@@ -295,6 +301,13 @@ class SimulatedGrid:
                 for vm in sorted(vms, key=lambda vm: vm.deployment_id)
             ),
         )
+
+    def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
+        """The node's answer to `zos.storage.pools` (over RMB on a real grid, so only an up node answers)."""
+        with self._transaction(write=False) as conn:
+            node = self._node(conn, node_id)
+            _require_up(node, "answer for its storage pools")
+            return ZosMachine(node, self._vms(conn, node.node_id)).storage_pools()
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
         """Deploy one VM the way ZOS would, or raise DeploymentFailed with ZOS's own words."""
@@ -497,8 +510,7 @@ class SimulatedGrid:
             city=node.city,
             # An up node reports in continuously; a down one was last heard when it went down.
             updated_at=now() if node.status == "up" else node.status_changed_at,
-            # A node reports its pools' sizes, not their device order.
-            pools_sru=tuple(sorted(node.pools, reverse=True)),
+            # The Grid Proxy's face tells no pools: the node tells them itself (storage_pools).
         )
 
 

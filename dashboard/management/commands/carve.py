@@ -46,7 +46,7 @@ def capacity_from_flags(options: dict) -> tuple[capacity.Resources, list[int] | 
     try:
         cru = _cores(options["cru"])
         mru = capacity.parse_size(options["mru"], what="--mru", allow_zero=False)
-        pools = _pools(options.get("pools"))
+        pools = pools_from_flag(options.get("pools"))
         sru = capacity.parse_size(options["sru"], what="--sru") if options.get("sru") is not None else sum(pools)
     except capacity.CapacityError as exc:
         raise CommandError(str(exc), returncode=USAGE_ERROR) from None
@@ -86,7 +86,8 @@ def _cores(text: str) -> int:
     return int(raw)
 
 
-def _pools(values: list[str] | None) -> list[int] | None:
+def pools_from_flag(values: list[str] | None) -> list[int] | None:
+    """--pools as sizes in bytes (space or comma separated); SizeError names the bad one."""
     if not values:
         return None
     items = [item for value in values for item in value.split(",") if item.strip()]

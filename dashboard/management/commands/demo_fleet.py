@@ -91,8 +91,8 @@ class DemoNode:
 
 
 NODE_1774 = DemoNode(1774, 4242, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), dedicated=True, policy="legacy")
-# Two 465 GiB SSDs the catalog does not know about: the sixth 151 GiB disk fits in neither pool,
-# though the node as a whole has room for it.
+# Two 465 GiB SSDs nobody reported: carved for every plausible layout of its 930 GiB, every slice
+# deploys (carved on the total alone, the sixth 151 GiB disk would fit in neither pool).
 TWO_POOL_NODE = DemoNode(2310, 58, cru=8, mru=31 * GiB, sru=930 * GiB, pools=(465 * GiB, 465 * GiB), pools_known=False)
 DOWN_NODE = DemoNode(3021, 317, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="down")
 # Each VM really costs 1 GiB more than its size: only calibration can see it.
@@ -328,8 +328,9 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
         if not spec.registered:
             continue
         live = grid.node(spec.node_id)
-        # Some demo nodes are registered as from the Grid Proxy, which does not report pools.
-        pools = tuple(spec.pools) if spec.pools and spec.pools_known else None
+        # Most demo nodes' pools are reported (one SSD of the whole total unless told); some are
+        # registered as from the Grid Proxy alone, which reports none.
+        pools = tuple(spec.pools or (spec.sru,)) if spec.pools_known else None
         registered[spec.node_id] = node_register_from_grid(
             live=replace(live, pools_sru=pools), policy_name=spec.policy, source="command"
         )
@@ -369,11 +370,17 @@ def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
         if deployment.state == Deployment.State.DEPLOYED:
             deployment_delete(deployment=deployment, grid=grid, source="command")
 
-    # The precheck passes each slice (it cannot see pools or real usage); ZOS refuses the last ones.
+    # The precheck passes each slice; ZOS refuses the last ones of the node with hidden memory use.
     for spec in (TWO_POOL_NODE, OVERHEAD_NODE):
         slices_deploy_all_free(node=registered[spec.node_id], grid=grid, source="command")
 
     slice_deploy(node=registered[DOWN_NODE.node_id], slice_index=0, precheck=False, grid=grid, source="command")
+
+    # The legacy catalog of disks too big, sent past the precheck: ZOS refuses the third on disk.
+    for index in range(3):
+        slice_deploy(
+            node=registered[OVERSIZED_NODE.node_id], slice_index=index, precheck=False, grid=grid, source="command"
+        )
 
     for index in range(3):  # a clean series for calibration to compare with
         slice_deploy(node=registered[SAMPLED_NODE.node_id], slice_index=index, grid=grid, source="command")

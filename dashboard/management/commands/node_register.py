@@ -5,11 +5,14 @@
 
     manage.py node_register 1774 [--policy NAME] [--by USERNAME] [--json]
 
+    manage.py node_register 1774 --pools 465.75GiB 465.75GiB [--by USERNAME]
+        (a registered node: an operator's report of its SSD pools, kept as services.pools keeps them)
+
     manage.py node_register --farm-id 4242 [--farm-id ...] [--status up] [--policy NAME] [--dry-run]
                             [--max-new-nodes N] [--json]
 
 Without the capacity flags the node is read from the configured grid (GRID_BACKEND): its
-total, farm, status, dedication, SSD pools (the simulator knows them, the Grid Proxy does
+total, farm, status, dedication, SSD pools (the simulated node answers them, the Grid Proxy does
 not) and live used capacity.
 
 With --farm-id and no node id, whole farms are added from the grid (services.onboarding):
@@ -38,9 +41,11 @@ from dashboard.management.commands.carve import (
     add_capacity_arguments,
     capacity_flags_given,
     capacity_from_flags,
+    pools_from_flag,
 )
 from dashboard.models import INTEGER_MAX, Node
 from dashboard.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
+from dashboard.services.pools import PoolsError, pools_report, pools_words
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register, node_register_from_grid
 
 
@@ -108,6 +113,11 @@ class Command(ProductCommand):
         node_id = _whole(options["node_id"], what="node id", minimum=1)
         by = _user(options["by"]) if options["by"] else None
         origin = f"{getpass.getuser()}@{socket.gethostname()}"
+        pools_alone = options.get("pools") and not any(options.get(f) for f in ("cru", "mru", "sru"))
+        known = Node.objects.filter(grid_id=node_id).first() if pools_alone else None
+        if known is not None:
+            self._report_pools(known, options, by=by, origin=origin)
+            return
         try:
             if capacity_flags_given(options):
                 facts = _facts_from_flags(options)
@@ -128,6 +138,7 @@ class Command(ProductCommand):
             else:
                 node = node_register_from_grid(
                     live=_read_from_grid(node_id, options),
+                    grid=get_grid(),
                     policy_name=options["policy"],
                     by=by,
                     source="command",
@@ -142,6 +153,21 @@ class Command(ProductCommand):
             self.stdout.write(json.dumps(summary, sort_keys=True))
         else:
             self.stdout.write(_words(summary))
+
+    def _report_pools(self, node: Node, options: dict, *, by, origin: str) -> None:
+        """A registered node and --pools alone: an operator's report of its SSD pools (zos.storage.pools sizes)."""
+        try:
+            sizes = pools_from_flag(options["pools"]) or []
+        except capacity.CapacityError as exc:
+            raise CommandError(str(exc), returncode=USAGE_ERROR) from None
+        entries = [{"name": f"operator-{i}", "type": "ssd", "size": size, "used": 0} for i, size in enumerate(sizes)]
+        try:
+            pools_report(node=node, pools=entries, source="operator", by=by, origin=origin)
+        except PoolsError as exc:
+            raise CommandError(str(exc), returncode=USAGE_ERROR) from None
+        node.refresh_from_db()
+        words = "stale: re-register it for the larger disks" if node.stale else "current"
+        self.stdout.write(f"node {node.grid_id}: SSD pools {pools_words(sizes)} reported; its catalog is {words}")
 
     def _farms(self, options: dict) -> None:
         if not options["farm_id"]:

@@ -94,7 +94,7 @@ class Command(ProductCommand):
             city=options["city"],
             replace=options["replace"],
         )
-        pool_words = ", ".join(format_size(p) for p in node.pools_sru or ())
+        pool_words = ", ".join(format_size(p) for p in grid.pool_sizes(node.node_id))
         self.stdout.write(
             f"node {node.node_id} on the simulated grid: {node.total.cru} cores, {format_size(node.total.mru)} memory, "
             f"{format_size(node.total.sru)} SSD (pools {pool_words}), farm {node.farm_id}, {node.status}"
@@ -173,7 +173,7 @@ def _node_dict(grid: SimulatedGrid, node) -> dict:
         "status": node.status,
         "total": node.total.as_dict(),
         "used": node.used.as_dict(),
-        "pools_sru": list(node.pools_sru or ()),
+        "pools_sru": list(grid.pool_sizes(node.node_id)),
         "zos_cache_sru": ZOS_CACHE_SRU,
         "vms": [
             {

@@ -1,9 +1,10 @@
 """manage.py simulate_traffic [--nodes 1000] [--events 10000] [--seed 7] [--policies ...] [--json]
-                               [--write SIMULATION.md] [--chart docs/simulation.png]
+                               [--pools-reported 0] [--write SIMULATION.md] [--chart docs/simulation.png]
 
 A month of marketplace traffic on simulated ZOS nodes, replayed against each policy with the
-dashboard's own decisions in the loop (dashboard/traffic.py says what is modelled and how each
-figure is measured). Prints a table (or JSON); --write also writes the Markdown report and its chart.
+dashboard's own decisions in the loop (dashboard/traffic/ says what is modelled and how each
+figure is measured). The nodes' pools are hidden from the dashboard, as from the Grid Proxy, but
+for --pools-reported of them (a share, 0 to 1), as the marketplace's deployer can report them. Prints a table (or JSON); --write also writes the Markdown report and its chart.
 """
 
 from __future__ import annotations
@@ -25,11 +26,17 @@ class Command(ProductCommand):
         parser.add_argument(
             "--policies", default=",".join(POLICY_NAMES), help=f"comma-separated, from {', '.join(POLICY_NAMES)}"
         )
+        parser.add_argument(
+            "--pools-reported",
+            type=float,
+            default=0.0,
+            help="share of nodes whose SSD pools the dashboard is told (0 to 1; default 0, as from the Grid Proxy)",
+        )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument("--write", default="", help="also write the Markdown report here (e.g. SIMULATION.md)")
         parser.add_argument("--chart", default="", help="and its chart, a PNG (e.g. docs/simulation.png)")
 
-    def handle(self, *args, nodes, events, seed, policies, json: bool, write, chart, **options):
+    def handle(self, *args, nodes, events, seed, policies, json: bool, write, chart, pools_reported, **options):
         names = tuple(p.strip() for p in policies.split(",") if p.strip())
         if nodes < 1 or nodes > 100_000:
             raise usage_error("--nodes must be between 1 and 100,000")
@@ -41,6 +48,7 @@ class Command(ProductCommand):
                 events=events,
                 seed=seed,
                 policies=names,
+                pools_reported=pools_reported,
                 progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
             )
         except ValueError as exc:
@@ -63,7 +71,9 @@ def _dumps(data: dict) -> str:
 def table(result: Simulation) -> str:
     head = (
         f"{result.nodes} nodes ({result.mix['hidden_use']} with hidden per-VM memory use, "
-        f"{result.mix['several_pools']} with several SSD pools), {result.events} events over {HOURS // 24} days, "
+        f"{result.mix['several_pools']} with several SSD pools, {result.mix['several_pools_in_plausible_set']} of them "
+        f"in the plausible set; pools reported for {result.mix['pools_reported']}), "
+        f"{result.events} events over {HOURS // 24} days, "
         f"seed {result.seed}; {result.seconds:.0f} s, peak memory {result.peak_memory_mib:.0f} MiB"
     )
     lines = [
@@ -80,16 +90,33 @@ def table(result: Simulation) -> str:
             f"{f.refused_without_hidden_use:,} | {causes} | "
             f"{f.utilisation:.3f} | {f.phantom_slice_hours:,.0f} | {f.unserved:,} |"
         )
+    lines += [
+        "",
+        "Refusals on nodes of several SSDs, and disk refusals by what the dashboard knew of the pools:",
+        "",
+        "| policy | on several SSDs, by cause | disk, pools hidden, drives in the plausible set "
+        "| disk, pools hidden, outside it | disk, pools reported |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, f in result.policies.items():
+        causes = ", ".join(f"{k} {v}" for k, v in f.refused_on_several_pools_by_cause.items()) or "none"
+        disk = f.disk_refused
+        lines.append(
+            f"| {name} | {causes} | {disk['in_plausible_set']:,} | {disk['outside_plausible_set']:,} "
+            f"| {disk['pools_reported']:,} |"
+        )
     return "\n".join(lines)
 
 
 def report(result: Simulation, *, chart: str) -> str:
     picture = f"\n![Refusals and utilisation per day, by policy]({chart})\n" if chart else ""
     command = f"python manage.py simulate_traffic --nodes {result.nodes} --events {result.events} --seed {result.seed}"
+    if result.mix["pools_reported"]:
+        command += f" --pools-reported {result.mix['pools_reported'] / result.nodes:g}"
     return f"""# A month of marketplace traffic, simulated
 
 Repeat with `make simulate` (or `{command} --write SIMULATION.md --chart docs/simulation.png`).
-What is modelled and how each figure is measured: `dashboard/traffic.py`.
+What is modelled and how each figure is measured: `dashboard/traffic/`.
 
 {table(result)}
 {picture}
@@ -105,6 +132,12 @@ What is modelled and how each figure is measured: `dashboard/traffic.py`.
 - **phantom slice-hours**: free catalog slices that ZOS would refuse now (or that sit on a node in standby),
   times the hours they were offered.
 - **unserved**: requests for which no node offered a slice the marketplace could use (the fleet was full).
+- **pools**: the Grid Proxy never reports a node's SSD pools, so here the dashboard is not told them
+  (unless `--pools-reported`): the zos policies carve for every plausible layout of the SSD total
+  (capacity/layouts.py: 1 to 8 identical drives of a standard size, each pool 1% under its share).
+  A node whose drives fit that set (**in the plausible set**) must see no disk refusal; a node of
+  near-equal drives a little smaller than their share is outside it, and its first disk refusal
+  teaches a bound.
 
 The policies: `legacy` is the seed's carve (1 GiB reserve, 100% of the disk) with no precheck;
 `flat-overhead` its proposed fix (+3 GiB, +20 GiB per VM); `zos` ZOS's accounting and disk placement in
@@ -113,7 +146,7 @@ teach, used by the precheck at once and by the daily bulk re-register of stale n
 
 The fleet: memory of {", ".join(str(m) for m in result.mix["memory_gib"])} GiB, SSD of
 {", ".join(str(s) for s in result.mix["ssd_gib"])} GiB; a fifth of the nodes with hidden per-VM memory use
-(256 MiB to 1.5 GiB), a third with 2-4 SSD pools of near-equal size in an unknown device order. Events:
+(256 MiB to 1.5 GiB), a third with 2-4 SSD pools of near-equal size (within 2%) in an unknown device order. Events:
 deploy requests (each VM lives a random time, {result.mix["mean_lifetime_days"]:.0f} days on average),
 nodes switched to standby when idle and woken again.
 """

@@ -26,6 +26,7 @@ from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
 from dashboard.services.figures import figures_refresh
 from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
+from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.reregister.plan import SLICE_KEY, ReregisterPlan, reregister_plan
 from dashboard.services.reregister.stale import deploying_slices
@@ -64,6 +65,9 @@ def node_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     # Three steps the page can draw as a bar: read the grid, carve, save.
     job_progress(job=job, step=f"reading node {node.grid_id}'s live capacity from the grid", done=0, total=3)
     seen = node_capacity_read(grid=grid, node_id=node.grid_id, job=job, announce=False)
+    # Where the node itself can be asked (the simulated grid), its pools come with the reading.
+    if not job.dry_run and pools_read_from_node(node=node, grid=grid) is not None:
+        node.refresh_from_db()
     job_progress(job=job, step=f"carving node {node.grid_id}'s catalog", done=1)
     slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
     plan = reregister_plan(
@@ -231,6 +235,7 @@ _CARVE_COLUMNS = (
     ("carved_policy_version", "bigint"),
     ("carved_slice_sru", "bigint"),
     ("carved_deployable", "bigint"),
+    ("carved_pools_known", "boolean"),
     ("catalog_generation", "bigint"),
     ("slice_index_next", "bigint"),
 )
@@ -244,6 +249,7 @@ def _carve_record(plan: ReregisterPlan, *, generation: int) -> tuple:
         plan.policy.version,
         plan.carved_slice_sru,
         plan.carve.slices,
+        plan.carve.pools_known,
         generation,
         plan.slice_index_next,
     )

@@ -55,11 +55,18 @@ class ReregisterPlan:
     @property
     def changes_metadata(self) -> bool:
         n = self.node
-        return (n.carved_policy_name, n.carved_policy_version, n.carved_slice_sru, n.carved_deployable) != (
+        return (
+            n.carved_policy_name,
+            n.carved_policy_version,
+            n.carved_slice_sru,
+            n.carved_deployable,
+            n.carved_pools_known,
+        ) != (
             self.policy.name,
             self.policy.version,
             self.carved_slice_sru,
             self.carve.slices,
+            self.carve.pools_known,
         )
 
     def result(self, *, dry_run: bool) -> ReregisterResult:
@@ -134,6 +141,8 @@ def reregister_plan(
     facts = capacity.live_node(policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed)
 
     same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
+    # Carved for unknown pools and the pools known now: the free slices' smaller disks are not kept.
+    same_policy = same_policy and (node.carved_pools_known or not carve.pools_known)
     kept_free = [
         s
         for s in replaceable

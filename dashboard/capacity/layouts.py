@@ -1,0 +1,96 @@
+"""The plausible SSD pool layouts of a node whose pools nobody reported.
+
+The Grid Proxy reports a node's SSD total (`sru`), never its pools; ZOS places each disk in one
+pool (docs/domain.md "Who knows the pools"). A catalog carved on the total alone is, on a node of
+several SSDs, often one ZOS cannot deploy in full. So without a report the carve and the precheck
+ask for a catalog that deploys under *every* plausible layout of the total, in every device order:
+
+- the total as k identical drives of one standard size S (k = 1 to 8, S from `STANDARD_SSD_GB`,
+  decimal gigabytes as drives are sold), when k * S lies within `MODEL_TOLERANCE` of the total:
+  drive models of one nominal size differ a little, and the total is what ZOS measured;
+- when no standard size fits, every equal split of the total into k = 1 to 8 pools;
+- each pool `POOL_OVERHEAD` smaller than its share of the total: the room a filesystem takes,
+  and the margin that keeps drives a little smaller than their nominal size inside the set.
+
+Nodes of unequal drives (a 256 GB and a 1 TB) are outside the set; their first disk refusal
+teaches a bound (`lessons`), and `narrowed` keeps the layouts that bound leaves possible.
+Pure integers in and out; remembered, since a fleet has few distinct totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+from dashboard.capacity.placement import largest_pool_room
+
+# Common SSD capacities in decimal GB (SATA, NVMe and U.2 drives of the last decade).
+STANDARD_SSD_GB = (
+    120,
+    128,
+    240,
+    250,
+    256,
+    400,
+    480,
+    500,
+    512,
+    800,
+    960,
+    1000,
+    1024,
+    1600,
+    1920,
+    2000,
+    2048,
+    3200,
+    3840,
+    4000,
+    4096,
+    6400,
+    7680,
+    8000,
+    15360,
+    16000,
+)
+GB = 1000**3
+MAX_DRIVES = 8
+MODEL_TOLERANCE_PERCENT = 2  # k * S within 2% of the total counts as k drives of S
+POOL_OVERHEAD_PERMILLE = 10  # each pool 1% below its share of the total
+
+
+def _pool(share: int) -> int:
+    return share - share * POOL_OVERHEAD_PERMILLE // 1000
+
+
+@lru_cache(maxsize=4096)
+def plausible_layouts(total_sru: int) -> tuple[tuple[int, ...], ...]:
+    """The pool layouts (sizes in bytes, each layout of identical pools) the total may hide."""
+    if total_sru <= 0:
+        return ()
+    standard = []
+    for drives in range(1, MAX_DRIVES + 1):
+        for size_gb in STANDARD_SSD_GB:
+            nominal = drives * size_gb * GB
+            if abs(nominal - total_sru) * 100 <= MODEL_TOLERANCE_PERCENT * total_sru:
+                standard.append(drives)
+                break  # one size per drive count: the pools are the total's share either way
+    counts = standard or list(range(1, MAX_DRIVES + 1))
+    return tuple((_pool(total_sru // drives),) * drives for drives in counts)
+
+
+def in_plausible_set(pools: Sequence[int], total_sru: int) -> bool:
+    """The real pools are covered by a plausible layout: as many pools, each at least its size."""
+    return any(
+        len(layout) == len(pools) and all(p >= q for p, q in zip(sorted(pools), layout, strict=True))
+        for layout in plausible_layouts(total_sru)
+    )
+
+
+def narrowed(
+    layouts: Sequence[tuple[int, ...]], *, cache: int, occupied: Sequence[tuple[int, int]], refused: int
+) -> tuple[tuple[int, ...], ...]:
+    """The layouts in which a disk of `refused` bytes, refused while `occupied` was placed, could not
+    have been placed either (no pool had the room, in the worst device order): ZOS's refusal rules
+    the others out. Empty when none agrees: the node is outside the plausible set."""
+    return tuple(layout for layout in layouts if largest_pool_room(layout, cache, occupied) < refused)

@@ -1,0 +1,155 @@
+"""A node's storage pools, reported by those who can read them: `pools_report`, the one writer.
+
+The Grid Proxy never reports pools; the node answers them over RMB (`zos.storage.pools`: name,
+type, size, used per pool, docs/domain.md "Who knows the pools"). They come from three places,
+each kept as a PoolReport with who, when and from where:
+- `api`: the marketplace's deployer, which speaks RMB, through PUT /api/v1/nodes/{id}/pools;
+- `operator`: an admin's form on the node page, or `node_register --pools`;
+- `zos`: the node itself, asked by a reading on a backend that can ask it (the simulated grid).
+
+A report whose SSD pools do not add up to the SSD total the grid reports (sru) is refused with the
+numbers: ZOS's SSD total is the sum of its SSD pools' device sizes, so a report that differs by
+more than POOLS_TOLERANCE_PERMILLE is about another node, or mistyped. The node's pools then are
+the report's SSD pools; its figures are refreshed at once, so a catalog carved without pools
+becomes stale (catalog_rules) and a re-register gives the larger disks back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.grid.types import GridError, PoolMetrics, PoolsNotAvailable
+from dashboard.models import AuditEvent, Node, PoolReport
+from dashboard.services.figures import figures_refresh
+
+# 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain.
+POOLS_TOLERANCE_PERMILLE = 5
+POOL_TYPES = ("ssd", "hdd")
+MAX_POOLS = 64
+
+
+class PoolsError(ValueError):
+    """A pool report that cannot be taken; the message says what and by how much. Nothing is written."""
+
+
+def pools_parsed(entries: Sequence[Mapping | PoolMetrics]) -> tuple[PoolMetrics, ...]:
+    """ZOS's `zos.storage.pools` answer (dicts or PoolMetrics) as PoolMetrics; PoolsError names the entry."""
+    if not isinstance(entries, Sequence) or isinstance(entries, str | bytes) or not entries:
+        raise PoolsError("pools must be a list of {name, type, size, used}, as zos.storage.pools answers")
+    if len(entries) > MAX_POOLS:
+        raise PoolsError(f"{len(entries)} pools: a node has at most {MAX_POOLS}")
+    parsed = []
+    for i, entry in enumerate(entries):
+        item = entry.as_dict() if isinstance(entry, PoolMetrics) else entry
+        if not isinstance(item, Mapping):
+            raise PoolsError(f"pool {i}: {item!r} is not an object with name, type, size, used")
+        name, kind, size, used = (item.get(k) for k in ("name", "type", "size", "used"))
+        if not isinstance(name, str) or not 0 < len(name) <= 128:
+            raise PoolsError(f"pool {i}: name must be text of 1 to 128 characters")
+        if kind not in POOL_TYPES:
+            raise PoolsError(f"pool {i} ({name}): type {kind!r} is not ssd or hdd")
+        for what, value in (("size", size), ("used", used)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= capacity.TiB * 1024:
+                raise PoolsError(f"pool {i} ({name}): {what} must be a whole number of bytes (got {value!r})")
+        if kind == "ssd" and size <= 0:
+            raise PoolsError(f"pool {i} ({name}): an SSD pool's size must be above zero")
+        if used > size:
+            raise PoolsError(
+                f"pool {i} ({name}): {capacity.format_size(used)} used of {capacity.format_size(size)}: more than it holds"
+            )
+        parsed.append(PoolMetrics(name=name, type=kind, size=size, used=used))
+    if len({p.name for p in parsed}) != len(parsed):
+        raise PoolsError("two pools have the same name")
+    return tuple(parsed)
+
+
+def pools_check_total(pools: Sequence[PoolMetrics], *, node: Node) -> tuple[PoolMetrics, ...]:
+    """The report's SSD pools, when their sizes add up to the node's SSD total (sru) within the tolerance."""
+    ssd = tuple(p for p in pools if p.type == "ssd")
+    if not ssd:
+        raise PoolsError(f"node {node.grid_id}: the report has no SSD pool; ZOS places every VM disk in one")
+    reported, total = sum(p.size for p in ssd), node.total_sru
+    if abs(reported - total) * 1000 > POOLS_TOLERANCE_PERMILLE * total:
+        off = f"{abs(reported - total) / total:.1%}" if total else "all"
+        raise PoolsError(
+            f"node {node.grid_id}: the SSD pools add up to {capacity.format_size(reported)} ({reported} bytes), "
+            f"the grid's SSD total is {capacity.format_size(total)} ({total} bytes): {off} off, "
+            f"more than the {POOLS_TOLERANCE_PERMILLE / 10:g}% allowed; is this the node's own report?"
+        )
+    if max(p.size for p in ssd) < capacity.GiB * 20:
+        raise PoolsError(f"node {node.grid_id}: no SSD pool holds the 20 GiB zos-cache ZOS keeps")
+    return ssd
+
+
+def pools_report(
+    *,
+    node: Node,
+    pools: Sequence[Mapping | PoolMetrics],
+    source: str,
+    by=None,
+    token=None,
+    origin: str = "",
+    at: datetime | None = None,
+) -> PoolReport:
+    """Keep one pool report and make its SSD pools the node's; the figures follow in the same transaction."""
+    if source not in PoolReport.Source.values:
+        raise PoolsError(f"source {source!r} is not one of {', '.join(PoolReport.Source.values)}")
+    parsed = pools_parsed(pools)
+    at = at or timezone.now()
+    with transaction.atomic():
+        locked = Node.objects.select_for_update().get(pk=node.pk)
+        ssd = pools_check_total(parsed, node=locked)
+        latest = locked.pool_reports.first()
+        if source == PoolReport.Source.ZOS and latest is not None and latest.pools == [p.as_dict() for p in parsed]:
+            # The node says what it said last time: one row per change, the age moves on.
+            Node.objects.filter(pk=locked.pk).update(pools_reported_at=at, pools_source=source)
+            return latest
+        report = PoolReport.objects.create(
+            node=locked,
+            pools=[p.as_dict() for p in parsed],
+            source=source,
+            by=by,
+            token=token,
+            origin=origin[:255],
+            reported_at=at,
+        )
+        changed = [p.size for p in ssd] != (locked.pools_sru or [])
+        Node.objects.filter(pk=locked.pk).update(
+            pools_sru=[p.size for p in ssd],
+            pools_used=[p.used for p in ssd],
+            pools_reported_at=at,
+            pools_source=source,
+        )
+        if changed and source != PoolReport.Source.ZOS:
+            AuditEvent.objects.create(
+                actor=by,
+                source="api" if source == PoolReport.Source.API else "web" if by else "command",
+                action="pools reported",
+                node=locked,
+                message=f"node {locked.grid_id}: SSD pools {pools_words(p.size for p in ssd)} ({source})",
+                detail={"origin": origin, "pools": report.pools},
+            )
+        figures_refresh([locked.pk], locked=True)
+    return report
+
+
+def pools_read_from_node(*, node: Node, grid) -> PoolReport | None:
+    """Ask the node itself (`zos.storage.pools`) where the backend can: the simulated grid answers as
+    a ZOS node; the Grid Proxy cannot (None, nothing written). A node away or a refused answer: None."""
+    try:
+        answer = grid.storage_pools(node.grid_id)
+    except (PoolsNotAvailable, GridError, AttributeError):
+        return None
+    try:
+        return pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
+    except PoolsError:
+        return None  # the node and its proxy reading disagree: kept as it was, the carve stays prudent
+
+
+def pools_words(sizes) -> str:
+    return " + ".join(capacity.format_size(size) for size in sizes)

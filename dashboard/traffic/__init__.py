@@ -1,0 +1,84 @@
+"""A month of marketplace traffic on simulated ZOS nodes, with the dashboard's decisions in the loop.
+
+One fleet (a stated mix: a fifth of the nodes with hidden per-VM memory use, a third with 2-4 SSD
+pools of near-equal size in an unknown device order, the pools hidden from the dashboard unless
+`pools_reported` says otherwise, as from the Grid Proxy; some standby churn) and one event stream
+(deploy requests, each with the lifetime its VM will have; nodes going to standby and waking) are
+replayed against each policy:
+
+- `legacy`: the seed's carve (1 GiB reserve, 100% of the disk), no precheck, no learning;
+- `flat-overhead`: the seed's proposed fix (+3 GiB, +20 GiB per VM), no precheck;
+- `zos`: ZOS's accounting and disk placement, the precheck before every deploy, no learning;
+- `zos-learning`: the product as shipped: `zos` plus what refusals teach (hidden memory per VM,
+  full pools), used by the precheck at once and by the daily bulk re-register of stale nodes.
+
+ZOS is played by `grid.simgrid.ZosMachine` (its own implementation of ZOS's rules: memory check
+with the hidden use, storaged's placement); the dashboard's side is its own code: `capacity.carve`,
+`capacity.precheck`/`fits` with the node's pools, VMs and lessons, `grid.classify` and
+`capacity.refusal_lesson`, and the stale rule of the bulk re-register. The database plumbing around
+them (rows, jobs, audit) is left out so that a month of a thousand nodes runs in minutes; the suite
+tests that plumbing on its own.
+
+The marketplace asks the dashboard which nodes have placeable slices (where the policy has a
+precheck; otherwise any free slice), fills the fullest node first, and after a refusal stops sending
+to that node until one of its VMs is released.
+
+Figures, per policy: deploys sent to ZOS, refusals by cause, refusals per 1,000 deploys, refusals
+after the first one on each node, utilisation and phantom slice-hours:
+- utilisation: on nodes the marketplace can put nothing more on (full by the dashboard's word, or
+  turned away after a refusal), the memory of the VMs running there over the memory ZOS would allow
+  (the most 4 GiB slices with minimal disks ZOS accepts at once on the empty node), weighted by the
+  time each node stays full; 1.0 means every full node holds all that ZOS would let it hold;
+- phantom slice-hours: free catalog slices that ZOS would refuse if deployed now, times hours.
+
+
+Its parts: `policies` (the four policies and their reactions), `fleet` (the nodes, ZOS booted on
+each, the events), `run` (one policy's month, event by event), `figures` (`simulate` and its figures).
+"""
+
+from dashboard.traffic.figures import TICK_EVERY, PolicyFigures, Simulation, simulate
+from dashboard.traffic.fleet import (
+    HIDDEN_CHOICES,
+    HOURS,
+    MEAN_LIFETIME_HOURS,
+    MEMORY_CHOICES_GIB,
+    SSD_CHOICES_GIB,
+    Event,
+    NodeSpec,
+    allowed_mru,
+    event_stream,
+    fleet_mix,
+    in_plausible_set,
+    pools_reported_for,
+)
+from dashboard.traffic.policies import MODES, POLICY_NAMES, Contender, Mode, contender
+from dashboard.traffic.run import MAX_ATTEMPTS, RE_REGISTER_EVERY_HOURS, Run, SimNode, Slot
+
+__all__ = [
+    "HIDDEN_CHOICES",
+    "HOURS",
+    "MAX_ATTEMPTS",
+    "MEAN_LIFETIME_HOURS",
+    "MEMORY_CHOICES_GIB",
+    "MODES",
+    "POLICY_NAMES",
+    "RE_REGISTER_EVERY_HOURS",
+    "SSD_CHOICES_GIB",
+    "TICK_EVERY",
+    "Contender",
+    "Event",
+    "Mode",
+    "NodeSpec",
+    "PolicyFigures",
+    "Run",
+    "SimNode",
+    "Simulation",
+    "Slot",
+    "allowed_mru",
+    "contender",
+    "event_stream",
+    "fleet_mix",
+    "in_plausible_set",
+    "pools_reported_for",
+    "simulate",
+]

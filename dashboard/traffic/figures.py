@@ -1,0 +1,201 @@
+"""The month replayed against each policy, and its figures side by side (`simulate`).
+
+Figures, per policy: deploys sent to ZOS, refusals by cause (and on the nodes of several SSDs, by
+cause and by whether their drives fit the prudent carve's plausible set), refusals per 1,000
+deploys, refusals after the first one on each node, utilisation and phantom slice-hours:
+- utilisation: on nodes the marketplace can put nothing more on (full by the dashboard's word, or
+  turned away after a refusal), the memory of the VMs running there over the memory ZOS would allow
+  (the most 4 GiB slices with minimal disks ZOS accepts at once on the empty node), weighted by the
+  time each node stays full; 1.0 means every full node holds all that ZOS would let it hold;
+- phantom slice-hours: free catalog slices that ZOS would refuse if deployed now, times hours.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dashboard.capacity import GiB
+from dashboard.traffic.fleet import (
+    HOURS,
+    MEAN_LIFETIME_HOURS,
+    MEMORY_CHOICES_GIB,
+    SSD_CHOICES_GIB,
+    NodeSpec,
+    allowed_mru,
+    event_stream,
+    fleet_mix,
+    in_plausible_set,
+    pools_reported_for,
+)
+from dashboard.traffic.policies import POLICY_NAMES, Contender, contender
+from dashboard.traffic.run import RE_REGISTER_EVERY_HOURS, Run
+
+TICK_EVERY = 250  # events between two calls of simulate's `tick`
+
+
+@dataclass(frozen=True)
+class PolicyFigures:
+    name: str
+    requests: int
+    deploys: int
+    refused: int
+    refused_by_cause: dict[str, int]
+    refused_per_1000: float
+    refused_after_first: int
+    nodes_refused: int
+    refused_without_hidden_use: int  # refusals on nodes whose memory use is all accounted
+    refused_on_several_pools_by_cause: dict[str, int]
+    # Disk refusals by what the dashboard knew of the node's pools: reported, or hidden and the
+    # drives inside the prudent carve's plausible set (the shipped policy must have none), or outside it.
+    disk_refused: dict[str, int]
+    precheck_stops: int
+    unserved: int
+    utilisation: float
+    phantom_slice_hours: float
+    seconds: float
+    daily: list[dict]
+
+    def as_dict(self) -> dict:
+        return {
+            "requests": self.requests,
+            "deploys": self.deploys,
+            "refused": self.refused,
+            "refused_by_cause": self.refused_by_cause,
+            "refused_per_1000": self.refused_per_1000,
+            "refused_after_first": self.refused_after_first,
+            "nodes_refused": self.nodes_refused,
+            "refused_without_hidden_use": self.refused_without_hidden_use,
+            "refused_on_several_pools_by_cause": self.refused_on_several_pools_by_cause,
+            "disk_refused": self.disk_refused,
+            "precheck_stops": self.precheck_stops,
+            "unserved": self.unserved,
+            "utilisation": self.utilisation,
+            "phantom_slice_hours": self.phantom_slice_hours,
+            "seconds": self.seconds,
+        }
+
+
+@dataclass(frozen=True)
+class Simulation:
+    nodes: int
+    events: int
+    seed: int
+    mix: dict
+    policies: dict[str, PolicyFigures]
+    seconds: float
+    peak_memory_mib: float
+
+    def as_dict(self) -> dict:
+        return {
+            "nodes": self.nodes,
+            "events": self.events,
+            "seed": self.seed,
+            "hours": HOURS,
+            "mix": self.mix,
+            "policies": {name: figures.as_dict() for name, figures in self.policies.items()},
+            "seconds": self.seconds,
+            "peak_memory_mib": self.peak_memory_mib,
+        }
+
+
+def simulate(
+    *,
+    nodes: int | None = None,
+    events: int,
+    seed: int,
+    policies: Sequence[str | Contender] = POLICY_NAMES,
+    progress=None,
+    fleet: Sequence[NodeSpec] | None = None,
+    tick: Callable[[str, int, int], None] | None = None,
+    pools_reported: float = 0.0,
+) -> Simulation:
+    """Replay one fleet and one event stream against each policy; the figures side by side.
+
+    The fleet is the stated mix of `nodes` nodes, or the caller's `fleet` (the seed then draws only
+    the events). A policy is a built-in name or a Contender. `progress(figures)` is called as each
+    policy finishes; `tick(name, events_done, events)` every TICK_EVERY events, for a heartbeat.
+    `pools_reported` is the share of the stated mix's nodes whose pools the dashboard is told (as the
+    marketplace's deployer can report them); the others' stay hidden, as from the Grid Proxy. A
+    caller's fleet says it node by node (NodeSpec.pools_reported).
+    """
+    contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
+    names = [c.name for c in contenders]
+    if len(set(names)) != len(names):
+        raise ValueError(f"each policy needs its own name; got {', '.join(names)}")
+    if fleet is not None:
+        if not fleet:
+            raise ValueError("the fleet needs at least one node")
+        if len({spec.node_id for spec in fleet}) != len(fleet):
+            raise ValueError("each node of the fleet needs its own node_id")
+        nodes = len(fleet)
+    if nodes is None or nodes < 1 or events < 0:
+        raise ValueError("nodes must be at least 1 and events zero or more")
+    started = time.perf_counter()
+    rng = random.Random(seed)
+    specs = pools_reported_for(fleet_mix(nodes, rng), pools_reported, seed) if fleet is None else list(fleet)
+    stream = event_stream(events, rng)
+    allowed = {spec.node_id: allowed_mru(spec) for spec in specs}
+    results = {}
+    for entrant in contenders:
+        name = entrant.name
+        run_started = time.perf_counter()
+        run = Run(entrant, specs, allowed)
+        next_reregister = RE_REGISTER_EVERY_HOURS
+        for done, event in enumerate(stream):
+            if tick is not None and done % TICK_EVERY == 0:
+                tick(name, done, len(stream))
+            while next_reregister <= event.at:
+                run.release_until(next_reregister)
+                run.reregister_stale(next_reregister)
+                next_reregister += RE_REGISTER_EVERY_HOURS
+            run.release_until(event.at)
+            if event.kind == "deploy":
+                run.deploy(event)
+            else:
+                run.status(event)
+        run.release_until(HOURS)
+        run.finish()
+        refused = sum(run.refused_by_cause.values())
+        results[name] = PolicyFigures(
+            name=name,
+            requests=run.requests,
+            deploys=run.deploys,
+            refused=refused,
+            refused_by_cause=dict(sorted(run.refused_by_cause.items())),
+            refused_per_1000=round(1000 * refused / run.deploys, 2) if run.deploys else 0.0,
+            refused_after_first=sum(max(n.refusals - 1, 0) for n in run.nodes),
+            nodes_refused=sum(1 for n in run.nodes if n.refusals),
+            refused_without_hidden_use=sum(n.refusals for n in run.nodes if not n.spec.hidden_mru),
+            refused_on_several_pools_by_cause=dict(sorted(run.several_pools_by_cause.items())),
+            disk_refused=dict(run.disk_refused),
+            precheck_stops=run.precheck_stops,
+            unserved=run.unserved,
+            utilisation=round(run.util_num / run.util_den, 4) if run.util_den else 0.0,
+            phantom_slice_hours=round(run.phantom_hours, 1),
+            seconds=round(time.perf_counter() - run_started, 2),
+            daily=run.daily,
+        )
+        if progress is not None:
+            progress(results[name])
+    return Simulation(
+        nodes=nodes,
+        events=events,
+        seed=seed,
+        mix={
+            "hidden_use": sum(1 for s in specs if s.hidden_mru),
+            "several_pools": sum(1 for s in specs if len(s.pools) > 1),
+            "several_pools_in_plausible_set": sum(1 for s in specs if len(s.pools) > 1 and in_plausible_set(s)),
+            "pools_reported": sum(1 for s in specs if s.pools_reported),
+            "memory_gib": sorted(set(MEMORY_CHOICES_GIB)) if fleet is None else sorted({s.mru // GiB for s in specs}),
+            "ssd_gib": list(SSD_CHOICES_GIB) if fleet is None else sorted({s.sru // GiB for s in specs}),
+            "standby_share_of_events": 0.08,
+            "mean_lifetime_days": MEAN_LIFETIME_HOURS / 24,
+        },
+        policies=results,
+        seconds=round(time.perf_counter() - started, 2),
+        peak_memory_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    )

@@ -1,0 +1,114 @@
+"""The fleet and the month's events: a stated mix of nodes, ZOS booted on each, and the event stream.
+
+A fifth of the nodes with hidden per-VM memory use, a third with 2-4 SSD pools of near-equal size in
+an unknown device order; `pools_reported` of them (a share, default none) have their pools reported
+to the dashboard, as the marketplace's deployer can over RMB; the others' pools the dashboard
+never sees, as with the Grid Proxy alone. Events: deploy requests (92%), each with the lifetime its
+VM will have, and nodes going to standby (4%) and waking (4%).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+from dashboard import capacity
+from dashboard.capacity import GiB, MiB, SliceSize
+from dashboard.grid.simgrid import ZosMachine
+
+HOURS = 30 * 24  # a month
+MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the month
+MEMORY_CHOICES_GIB = (8, 16, 16, 32, 32, 64)
+SSD_CHOICES_GIB = (240, 480, 960, 1920)
+HIDDEN_CHOICES = (256 * MiB, 512 * MiB, GiB, 1536 * MiB)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    node_id: int
+    cru: int
+    mru: int
+    sru: int
+    pools: tuple[int, ...]  # in device order (the dashboard sees them largest first, when reported)
+    hidden_mru: int  # memory each running VM really uses beyond its size
+    # Reported to the dashboard (zos.storage.pools through the marketplace's deployer); else unknown to
+    # it, as with the Grid Proxy alone, and the catalog is carved for every plausible layout.
+    pools_reported: bool = False
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float  # hours since the start
+    kind: str  # deploy, standby, wake
+    pick: float  # the marketplace's tie-break among equally full nodes, or which node changes status
+    lifetime: float = 0.0  # hours the VM of a deploy request will live
+
+
+def fleet_mix(nodes: int, rng: random.Random) -> list[NodeSpec]:
+    """A fifth of the nodes with hidden per-VM use, a third with 2-4 near-equal SSD pools."""
+    specs = []
+    for i in range(nodes):
+        mru = rng.choice(MEMORY_CHOICES_GIB) * GiB
+        sru = rng.choice(SSD_CHOICES_GIB) * GiB
+        pools: tuple[int, ...] = (sru,)
+        if rng.random() < 1 / 3:
+            count = rng.randint(2, 4)
+            base = sru // count
+            sizes = [base + rng.randint(-base // 50, base // 50) for _ in range(count)]
+            pools = tuple(sizes)
+            sru = sum(sizes)
+        hidden = rng.choice(HIDDEN_CHOICES) if rng.random() < 0.2 else 0
+        specs.append(
+            NodeSpec(node_id=1 + i, cru=max(mru // (2 * GiB), 4), mru=mru, sru=sru, pools=pools, hidden_mru=hidden)
+        )
+    return specs
+
+
+def event_stream(events: int, rng: random.Random) -> list[Event]:
+    """Deploy requests (92%), standby (4%) and wake-ups (4%), spread over the month."""
+    stream = []
+    for _ in range(events):
+        at = rng.uniform(0, HOURS)
+        roll = rng.random()
+        if roll < 0.92:
+            stream.append(Event(at, "deploy", rng.random(), rng.expovariate(1 / MEAN_LIFETIME_HOURS)))
+        else:
+            stream.append(Event(at, "standby" if roll < 0.96 else "wake", rng.random()))
+    return sorted(stream, key=lambda e: e.at)
+
+
+# --- one node, as ZOS and as the dashboard see it ------------------------------------------
+
+
+def boot(spec: NodeSpec) -> ZosMachine:
+    return ZosMachine.boot(
+        spec.node_id, cru=spec.cru, mru=spec.mru, sru=spec.sru, pools=spec.pools, per_vm_overhead_mru=spec.hidden_mru
+    )
+
+
+def allowed_mru(spec: NodeSpec) -> int:
+    """The memory ZOS would let the empty node hold at once in 4 GiB slices with 10 GiB disks."""
+    machine = boot(spec)
+    size = SliceSize(cru=1, mru=4 * GiB, sru=10 * GiB)
+    count = 0
+    while True:
+        vm, _refusal = machine.place(size, name=f"a{count}", deployment_id=count + 1)
+        if vm is None:
+            return count * size.mru
+        count += 1
+
+
+def pools_reported_for(specs: list[NodeSpec], share: float, seed: int) -> list[NodeSpec]:
+    """The fleet with `share` of its nodes' pools reported, drawn apart from the fleet and the events
+    (another random stream) so that the same seed gives the same nodes and events at every share."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"the share of nodes whose pools are reported must be between 0 and 1 (got {share})")
+    order = list(range(len(specs)))
+    random.Random(f"pools-reported-{seed}").shuffle(order)
+    reported = set(order[: round(share * len(specs))])
+    return [replace(spec, pools_reported=i in reported) for i, spec in enumerate(specs)]
+
+
+def in_plausible_set(spec: NodeSpec) -> bool:
+    """The node's drives are covered by the prudent carve's plausible layouts (capacity.layouts)."""
+    return capacity.in_plausible_set(spec.pools, spec.sru)

@@ -1,0 +1,62 @@
+"""The node page's pools: where they came from and how old, what unknown pools cost, the admins' form."""
+
+import pytest
+from django.urls import reverse
+
+from dashboard.capacity import GiB
+from dashboard.models import Node, PoolReport
+
+pytestmark = pytest.mark.django_db
+TWO_SSDS = dict(cru=8, mru=31 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB])
+
+
+@pytest.fixture
+def blind_2310(sim_node):
+    """Two SSDs nobody reported: registered from the proxy's face alone."""
+    return sim_node(2310, hide_pools=True, **TWO_SSDS)
+
+
+def test_it_says_the_disks_are_sized_for_unknown_pools_and_what_that_gives_up(support_client, blind_2310):
+    text = support_client.get(reverse("node", args=[2310])).content.decode()
+    assert "sized to deploy under every plausible layout of the 930 GiB SSD total" in text
+    assert "which gives up" in text and "of disk against a carve on the total alone" in text
+
+
+def test_it_says_where_reported_pools_came_from_and_how_old_they_are(support_client, sim_node):
+    sim_node(2310, **TWO_SSDS)
+    from dashboard.services.pools import pools_report
+
+    node = Node.objects.get(grid_id=2310)
+    entries = [{"name": n, "type": "ssd", "size": 465 * GiB, "used": 0} for n in "ab"]
+    pools_report(node=node, pools=entries, source="api")
+    text = support_client.get(reverse("node", args=[2310])).content.decode()
+    assert "reported by API token (a deployer that reads them over RMB), just now" in text
+
+
+def test_an_admin_reports_the_pools_and_the_catalog_turns_stale(admins_client, blind_2310):
+    response = admins_client.post(reverse("node-pools", args=[2310]), {"sizes": "465GiB, 465GiB"})
+    assert response.status_code == 302
+    node = Node.objects.get(grid_id=2310)
+    report = node.pool_reports.get()
+    assert (report.source, report.by.username, node.pools_sru, node.stale) == (
+        "operator",
+        "ada",
+        [465 * GiB, 465 * GiB],
+        True,
+    )
+
+
+def test_the_form_says_why_pools_that_do_not_add_up_are_refused(admins_client, blind_2310):
+    response = admins_client.post(reverse("node-pools", args=[2310]), {"sizes": "400GiB"}, follow=True)
+    assert "Pools not reported" in response.content.decode() and "930 GiB" in response.content.decode()
+    assert PoolReport.objects.count() == 0
+
+
+def test_support_staff_see_no_form_and_are_refused(support_client, blind_2310):
+    assert "Report pools" not in support_client.get(reverse("node", args=[2310])).content.decode()
+    assert support_client.post(reverse("node-pools", args=[2310]), {"sizes": "465GiB 465GiB"}).status_code == 403
+    assert PoolReport.objects.count() == 0
+
+
+def test_it_refuses_a_get_on_the_form(admins_client, blind_2310):
+    assert admins_client.get(reverse("node-pools", args=[2310])).status_code == 405
