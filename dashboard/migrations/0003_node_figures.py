@@ -14,49 +14,50 @@ def figures_fill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0002_roles"),
+        ('dashboard', '0002_roles'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="node",
-            name="deployable",
-            field=models.PositiveIntegerField(default=0, help_text="Slices the effective policy carves now"),
+            model_name='node',
+            name='deployable',
+            field=models.PositiveIntegerField(default=0, help_text='Slices the effective policy carves now'),
         ),
         migrations.AddField(
-            model_name="node",
-            name="effective_policy",
+            model_name='node',
+            name='effective_policy',
             field=models.CharField(blank=True, help_text='"name vN" of the effective policy', max_length=80),
         ),
         migrations.AddField(
-            model_name="node",
-            name="slices_deployed",
+            model_name='node',
+            name='slices_deployed',
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name="node",
-            name="slices_failed",
+            model_name='node',
+            name='slices_failed',
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name="node",
-            name="slices_free",
+            model_name='node',
+            name='slices_free',
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name="node",
-            name="slices_rented",
+            model_name='node',
+            name='slices_rented',
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name="node",
-            name="stale",
+            model_name='node',
+            name='stale',
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name="node",
-            name="stale_reason",
+            model_name='node',
+            name='stale_reason',
             field=models.TextField(blank=True),
         ),
         migrations.RunPython(figures_fill, migrations.RunPython.noop),

@@ -6,89 +6,56 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0003_node_figures"),
+        ('dashboard', '0003_node_figures'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="node",
-            name="hidden_mru_per_vm",
+            model_name='node',
+            name='hidden_mru_per_vm',
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name="node",
-            name="phantom_reasons",
+            model_name='node',
+            name='phantom_reasons',
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AddField(
-            model_name="node",
-            name="pool_room_below",
+            model_name='node',
+            name='pool_room_below',
             field=models.BigIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="node",
-            name="pool_room_below_used_sru",
+            model_name='node',
+            name='pool_room_below_used_sru',
             field=models.BigIntegerField(blank=True, null=True),
         ),
         migrations.CreateModel(
-            name="Observation",
+            name='Observation',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[("memory", "Hidden memory use"), ("disk", "No pool holds the disk")], max_length=8
-                    ),
-                ),
-                ("seen_at", models.DateTimeField(db_index=True)),
-                ("source", models.CharField(default="deploy", max_length=16)),
-                ("raw_error", models.TextField()),
-                ("vm_count", models.PositiveIntegerField(help_text="VMs running on the node when ZOS refused")),
-                ("total_mru", models.BigIntegerField(blank=True, null=True)),
-                (
-                    "accounted_mru",
-                    models.BigIntegerField(blank=True, help_text="Workloads + reserve, as reported", null=True),
-                ),
-                (
-                    "usable_mru",
-                    models.BigIntegerField(blank=True, help_text="ZOS's usable figure in the refusal", null=True),
-                ),
-                ("hidden_mru_per_vm", models.BigIntegerField(default=0)),
-                ("disk_size", models.BigIntegerField(blank=True, help_text="The disk no pool had room for", null=True)),
-                ("used_sru", models.BigIntegerField(blank=True, help_text="SSD in use when it was refused", null=True)),
-                ("cleared_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "cleared_by",
-                    models.ForeignKey(
-                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
-                    ),
-                ),
-                (
-                    "deployment",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="observations",
-                        to="dashboard.deployment",
-                    ),
-                ),
-                (
-                    "node",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, related_name="observations", to="dashboard.node"
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(choices=[('memory', 'Hidden memory use'), ('disk', 'No pool holds the disk')], max_length=8)),
+                ('seen_at', models.DateTimeField(db_index=True)),
+                ('source', models.CharField(default='deploy', max_length=16)),
+                ('raw_error', models.TextField()),
+                ('vm_count', models.PositiveIntegerField(help_text='VMs running on the node when ZOS refused')),
+                ('total_mru', models.BigIntegerField(blank=True, null=True)),
+                ('accounted_mru', models.BigIntegerField(blank=True, help_text='Workloads + reserve, as reported', null=True)),
+                ('usable_mru', models.BigIntegerField(blank=True, help_text="ZOS's usable figure in the refusal", null=True)),
+                ('hidden_mru_per_vm', models.BigIntegerField(default=0)),
+                ('disk_size', models.BigIntegerField(blank=True, help_text='The disk no pool had room for', null=True)),
+                ('used_sru', models.BigIntegerField(blank=True, help_text='SSD in use when it was refused', null=True)),
+                ('cleared_at', models.DateTimeField(blank=True, null=True)),
+                ('cleared_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ('deployment', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='observations', to='dashboard.deployment')),
+                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='observations', to='dashboard.node')),
             ],
             options={
-                "ordering": ["node", "-seen_at"],
-                "constraints": [
-                    models.CheckConstraint(
-                        condition=models.Q(("hidden_mru_per_vm__gte", 0)), name="observation_hidden_not_negative"
-                    )
-                ],
+                'ordering': ['node', '-seen_at'],
+                'constraints': [models.CheckConstraint(condition=models.Q(('hidden_mru_per_vm__gte', 0)), name='observation_hidden_not_negative')],
             },
         ),
     ]

@@ -20,9 +20,7 @@ def roles_grant(apps, schema_editor):
     for name, codenames in (("support", SUPPORT_PERMISSIONS), ("admins", ADMIN_PERMISSIONS)):
         group = Group.objects.filter(name=name).first()
         if group is not None:
-            group.permissions.add(
-                *Permission.objects.filter(content_type__app_label="dashboard", codename__in=codenames)
-            )
+            group.permissions.add(*Permission.objects.filter(content_type__app_label="dashboard", codename__in=codenames))
 
 
 def roles_revoke(apps, schema_editor):
@@ -34,51 +32,33 @@ def roles_revoke(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0005_api_tokens"),
+        ('dashboard', '0005_api_tokens'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="Alert",
+            name='Alert',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("rule", models.CharField(max_length=40)),
-                ("subject", models.CharField(max_length=80)),
-                (
-                    "state",
-                    models.CharField(
-                        choices=[("firing", "Firing"), ("resolved", "Resolved")],
-                        db_index=True,
-                        default="firing",
-                        max_length=8,
-                    ),
-                ),
-                ("since", models.DateTimeField(help_text="When the current state began")),
-                ("summary", models.CharField(max_length=300)),
-                ("detail", models.TextField(blank=True)),
-                ("evaluated_at", models.DateTimeField()),
-                ("notified_state", models.CharField(blank=True, default="", max_length=8)),
-                ("last_notified_at", models.DateTimeField(blank=True, null=True)),
-                ("acknowledged_at", models.DateTimeField(blank=True, null=True)),
-                (
-                    "acknowledged_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('rule', models.CharField(max_length=40)),
+                ('subject', models.CharField(max_length=80)),
+                ('state', models.CharField(choices=[('firing', 'Firing'), ('resolved', 'Resolved')], db_index=True, default='firing', max_length=8)),
+                ('since', models.DateTimeField(help_text='When the current state began')),
+                ('summary', models.CharField(max_length=300)),
+                ('detail', models.TextField(blank=True)),
+                ('evaluated_at', models.DateTimeField()),
+                ('notified_state', models.CharField(blank=True, default='', max_length=8)),
+                ('last_notified_at', models.DateTimeField(blank=True, null=True)),
+                ('acknowledged_at', models.DateTimeField(blank=True, null=True)),
+                ('acknowledged_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["-since"],
-                "permissions": [("acknowledge_alert", "Can acknowledge an alert")],
-                "constraints": [
-                    models.UniqueConstraint(fields=("rule", "subject"), name="one_alert_per_rule_and_subject")
-                ],
+                'ordering': ['-since'],
+                'permissions': [('acknowledge_alert', 'Can acknowledge an alert')],
+                'constraints': [models.UniqueConstraint(fields=('rule', 'subject'), name='one_alert_per_rule_and_subject')],
             },
         ),
         migrations.RunPython(roles_grant, roles_revoke),

@@ -5,36 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0006_alerts"),
+        ('dashboard', '0006_alerts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="job",
-            name="parameters",
+            model_name='job',
+            name='parameters',
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.AlterField(
-            model_name="job",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("reregister", "Re-register"),
-                    ("precheck", "Precheck"),
-                    ("bulk-reregister", "Bulk re-register"),
-                    ("simulate", "Simulated month"),
-                ],
-                max_length=16,
-            ),
+            model_name='job',
+            name='kind',
+            field=models.CharField(choices=[('reregister', 'Re-register'), ('precheck', 'Precheck'), ('bulk-reregister', 'Bulk re-register'), ('simulate', 'Simulated month')], max_length=16),
         ),
         migrations.AddConstraint(
-            model_name="job",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("kind", "simulate"), ("state__in", ["queued", "running"])),
-                fields=("kind",),
-                name="one_active_simulate_job",
-            ),
+            model_name='job',
+            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'simulate'), ('state__in', ['queued', 'running'])), fields=('kind',), name='one_active_simulate_job'),
         ),
     ]

@@ -4,30 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0008_harden_permissions"),
+        ('dashboard', '0008_harden_permissions'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="GridRequestTally",
+            name='GridRequestTally',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("endpoint", models.CharField(max_length=40)),
-                ("outcome", models.CharField(max_length=16)),
-                (
-                    "bucket",
-                    models.CharField(help_text="Upper bound in seconds of the duration bucket, or +Inf", max_length=8),
-                ),
-                ("count", models.BigIntegerField(default=0)),
-                ("seconds", models.FloatField(default=0.0, help_text="Total duration of these requests")),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('endpoint', models.CharField(max_length=40)),
+                ('outcome', models.CharField(max_length=16)),
+                ('bucket', models.CharField(help_text='Upper bound in seconds of the duration bucket, or +Inf', max_length=8)),
+                ('count', models.BigIntegerField(default=0)),
+                ('seconds', models.FloatField(default=0.0, help_text='Total duration of these requests')),
             ],
             options={
-                "constraints": [
-                    models.UniqueConstraint(
-                        fields=("endpoint", "outcome", "bucket"), name="one_tally_per_endpoint_outcome_bucket"
-                    )
-                ],
+                'constraints': [models.UniqueConstraint(fields=('endpoint', 'outcome', 'bucket'), name='one_tally_per_endpoint_outcome_bucket')],
             },
         ),
     ]

@@ -23,8 +23,9 @@ roles_grant = grant_onboarding
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0009_grid_requests"),
+        ('dashboard', '0009_grid_requests'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
@@ -32,46 +33,22 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AlterModelOptions(
-            name="node",
-            options={
-                "ordering": ["node_id"],
-                "permissions": [
-                    ("reregister_node", "Can re-register a node (re-carve its catalog)"),
-                    ("precheck_node", "Can run a capacity precheck"),
-                    ("bulk_reregister", "Can re-register all stale nodes"),
-                    ("deploy_slice", "Can deploy a slice"),
-                    ("onboard_nodes", "Can add nodes from the grid"),
-                ],
-            },
+            name='node',
+            options={'ordering': ['node_id'], 'permissions': [('reregister_node', 'Can re-register a node (re-carve its catalog)'), ('precheck_node', 'Can run a capacity precheck'), ('bulk_reregister', 'Can re-register all stale nodes'), ('deploy_slice', 'Can deploy a slice'), ('onboard_nodes', 'Can add nodes from the grid')]},
         ),
         migrations.AddField(
-            model_name="node",
-            name="reported_at",
-            field=models.DateTimeField(
-                blank=True, help_text="The node's last report (the proxy's updatedAt)", null=True
-            ),
+            model_name='node',
+            name='reported_at',
+            field=models.DateTimeField(blank=True, help_text="The node's last report (the proxy's updatedAt)", null=True),
         ),
         migrations.AlterField(
-            model_name="job",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("reregister", "Re-register"),
-                    ("precheck", "Precheck"),
-                    ("bulk-reregister", "Bulk re-register"),
-                    ("simulate", "Simulated month"),
-                    ("onboard", "Add nodes from the grid"),
-                ],
-                max_length=16,
-            ),
+            model_name='job',
+            name='kind',
+            field=models.CharField(choices=[('reregister', 'Re-register'), ('precheck', 'Precheck'), ('bulk-reregister', 'Bulk re-register'), ('simulate', 'Simulated month'), ('onboard', 'Add nodes from the grid')], max_length=16),
         ),
         migrations.AddConstraint(
-            model_name="job",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("kind", "onboard"), ("state__in", ["queued", "running"])),
-                fields=("kind",),
-                name="one_active_onboard_job",
-            ),
+            model_name='job',
+            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'onboard'), ('state__in', ['queued', 'running'])), fields=('kind',), name='one_active_onboard_job'),
         ),
         migrations.RunPython(grant_onboarding, migrations.RunPython.noop),
     ]

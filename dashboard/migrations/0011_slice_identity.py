@@ -12,9 +12,7 @@ def numbers_used(apps, schema_editor):
     Deployment = apps.get_model("dashboard", "Deployment")
 
     def highest(model, field):
-        rows = (
-            model.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(top=Max(field)).values("top")
-        )
+        rows = model.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(top=Max(field)).values("top")
         return Coalesce(Subquery(rows, output_field=IntegerField()), Value(-1))
 
     Node.objects.update(slice_index_next=Greatest(highest(Slice, "index"), highest(Deployment, "slice_index")) + 1)

@@ -5,64 +5,55 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0011_slice_identity"),
+        ('dashboard', '0011_slice_identity'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="FiguresSnapshot",
+            name='FiguresSnapshot',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("at", models.DateTimeField(db_index=True)),
-                ("trigger", models.CharField(help_text='"beat", or the job that finished ("job 12")', max_length=40)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('at', models.DateTimeField(db_index=True)),
+                ('trigger', models.CharField(help_text='"beat", or the job that finished ("job 12")', max_length=40)),
             ],
             options={
-                "ordering": ["at"],
+                'ordering': ['at'],
             },
         ),
         migrations.AddField(
-            model_name="job",
-            name="progress_failed",
+            model_name='job',
+            name='progress_failed',
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name="job",
-            name="steps",
+            model_name='job',
+            name='steps',
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.CreateModel(
-            name="SnapshotFigures",
+            name='SnapshotFigures',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "scope",
-                    models.CharField(choices=[("fleet", "Fleet"), ("farm", "Farm"), ("node", "Node")], max_length=5),
-                ),
-                ("subject", models.BigIntegerField()),
-                ("nodes", models.PositiveIntegerField(default=0)),
-                ("nominal", models.PositiveIntegerField(default=0)),
-                ("deployable", models.PositiveIntegerField(default=0)),
-                ("free_deployable", models.PositiveIntegerField(default=0)),
-                ("free", models.PositiveIntegerField(default=0)),
-                ("placeable", models.PositiveIntegerField(default=0)),
-                ("phantom", models.PositiveIntegerField(default=0)),
-                ("phantom_down", models.PositiveIntegerField(default=0)),
-                ("phantom_standby", models.PositiveIntegerField(default=0)),
-                ("phantom_memory", models.PositiveIntegerField(default=0)),
-                ("phantom_disk", models.PositiveIntegerField(default=0)),
-                ("phantom_pool", models.PositiveIntegerField(default=0)),
-                (
-                    "snapshot",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="figures",
-                        to="dashboard.figuressnapshot",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('scope', models.CharField(choices=[('fleet', 'Fleet'), ('farm', 'Farm'), ('node', 'Node')], max_length=5)),
+                ('subject', models.BigIntegerField()),
+                ('nodes', models.PositiveIntegerField(default=0)),
+                ('nominal', models.PositiveIntegerField(default=0)),
+                ('deployable', models.PositiveIntegerField(default=0)),
+                ('free_deployable', models.PositiveIntegerField(default=0)),
+                ('free', models.PositiveIntegerField(default=0)),
+                ('placeable', models.PositiveIntegerField(default=0)),
+                ('phantom', models.PositiveIntegerField(default=0)),
+                ('phantom_down', models.PositiveIntegerField(default=0)),
+                ('phantom_standby', models.PositiveIntegerField(default=0)),
+                ('phantom_memory', models.PositiveIntegerField(default=0)),
+                ('phantom_disk', models.PositiveIntegerField(default=0)),
+                ('phantom_pool', models.PositiveIntegerField(default=0)),
+                ('snapshot', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='figures', to='dashboard.figuressnapshot')),
             ],
             options={
-                "indexes": [models.Index(fields=["scope", "subject", "snapshot"], name="snapshot_series")],
+                'indexes': [models.Index(fields=['scope', 'subject', 'snapshot'], name='snapshot_series')],
             },
         ),
     ]

@@ -43,41 +43,42 @@ def triggers_drop(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0012_figures_snapshots_job_steps"),
+        ('dashboard', '0012_figures_snapshots_job_steps'),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="FarmTotals",
+            name='FarmTotals',
             fields=[
-                ("farm_id", models.PositiveIntegerField(primary_key=True, serialize=False)),
-                ("nodes", models.BigIntegerField(default=0)),
-                ("nodes_up", models.BigIntegerField(default=0)),
-                ("nominal", models.BigIntegerField(default=0)),
-                ("deployable", models.BigIntegerField(default=0)),
-                ("free", models.BigIntegerField(default=0)),
-                ("rented", models.BigIntegerField(default=0)),
-                ("deployed", models.BigIntegerField(default=0)),
-                ("failed", models.BigIntegerField(default=0)),
-                ("placeable", models.BigIntegerField(default=0)),
-                ("phantom", models.BigIntegerField(default=0)),
-                ("phantom_on_up_nodes", models.BigIntegerField(default=0)),
-                ("stale", models.BigIntegerField(default=0)),
-                ("unprechecked", models.BigIntegerField(default=0)),
-                ("never_read", models.BigIntegerField(default=0)),
-                ("deployable_now", models.BigIntegerField(default=0)),
-                ("deployable_after_wake", models.BigIntegerField(default=0)),
-                ("deployable_blocked", models.BigIntegerField(default=0)),
-                ("oldest_reading_at", models.DateTimeField(blank=True, null=True)),
-                ("computed_at", models.DateTimeField(blank=True, null=True)),
+                ('farm_id', models.PositiveIntegerField(primary_key=True, serialize=False)),
+                ('nodes', models.BigIntegerField(default=0)),
+                ('nodes_up', models.BigIntegerField(default=0)),
+                ('nominal', models.BigIntegerField(default=0)),
+                ('deployable', models.BigIntegerField(default=0)),
+                ('free', models.BigIntegerField(default=0)),
+                ('rented', models.BigIntegerField(default=0)),
+                ('deployed', models.BigIntegerField(default=0)),
+                ('failed', models.BigIntegerField(default=0)),
+                ('placeable', models.BigIntegerField(default=0)),
+                ('phantom', models.BigIntegerField(default=0)),
+                ('phantom_on_up_nodes', models.BigIntegerField(default=0)),
+                ('stale', models.BigIntegerField(default=0)),
+                ('unprechecked', models.BigIntegerField(default=0)),
+                ('never_read', models.BigIntegerField(default=0)),
+                ('deployable_now', models.BigIntegerField(default=0)),
+                ('deployable_after_wake', models.BigIntegerField(default=0)),
+                ('deployable_blocked', models.BigIntegerField(default=0)),
+                ('oldest_reading_at', models.DateTimeField(blank=True, null=True)),
+                ('computed_at', models.DateTimeField(blank=True, null=True)),
             ],
         ),
         migrations.CreateModel(
-            name="FarmTotalsChanged",
+            name='FarmTotalsChanged',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("farm_id", models.PositiveIntegerField(db_index=True)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('farm_id', models.PositiveIntegerField(db_index=True)),
             ],
         ),
         migrations.RunPython(triggers_create, triggers_drop),

@@ -5,14 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0013_farm_totals"),
+        ('dashboard', '0013_farm_totals'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name="deployment",
-            index=models.Index(fields=["state", "cause"], name="deployment_state_cause"),
+            model_name='deployment',
+            index=models.Index(fields=['state', 'cause'], name='deployment_state_cause'),
         ),
     ]

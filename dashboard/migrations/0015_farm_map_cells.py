@@ -4,34 +4,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0014_deployment_state_cause"),
+        ('dashboard', '0014_deployment_state_cause'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="farmtotals",
-            name="map_cells",
-            field=models.TextField(blank=True, default=""),
+            model_name='farmtotals',
+            name='map_cells',
+            field=models.TextField(blank=True, default=''),
         ),
         migrations.AddField(
-            model_name="farmtotals",
-            name="map_cells_of",
+            model_name='farmtotals',
+            name='map_cells_of',
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="farmtotals",
-            name="map_counts",
+            model_name='farmtotals',
+            name='map_counts',
             field=models.JSONField(default=dict),
         ),
         migrations.AddField(
-            model_name="farmtotals",
-            name="map_farm_name",
-            field=models.CharField(blank=True, default="", max_length=128),
+            model_name='farmtotals',
+            name='map_farm_name',
+            field=models.CharField(blank=True, default='', max_length=128),
         ),
         migrations.AddField(
-            model_name="farmtotals",
-            name="map_render_key",
-            field=models.CharField(blank=True, default="", max_length=16),
+            model_name='farmtotals',
+            name='map_render_key',
+            field=models.CharField(blank=True, default='', max_length=16),
         ),
     ]

@@ -7,34 +7,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0016_node_grid_id"),
+        ('dashboard', '0016_node_grid_id'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="job",
-            name="requested_token",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="jobs",
-                to="dashboard.apitoken",
-            ),
+            model_name='job',
+            name='requested_token',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='jobs', to='dashboard.apitoken'),
         ),
         migrations.AlterField(
-            model_name="job",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("onboard", "Add nodes from the grid"),
-                    ("bulk-reregister", "Bulk re-register"),
-                    ("simulate", "Policy trial"),
-                    ("precheck", "Precheck"),
-                    ("reregister", "Re-register"),
-                ],
-                max_length=16,
-            ),
+            model_name='job',
+            name='kind',
+            field=models.CharField(choices=[('onboard', 'Add nodes from the grid'), ('bulk-reregister', 'Bulk re-register'), ('simulate', 'Policy trial'), ('precheck', 'Precheck'), ('reregister', 'Re-register')], max_length=16),
         ),
     ]

@@ -4,29 +4,30 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0018_integrity_one_live_deployment"),
+        ('dashboard', '0018_integrity_one_live_deployment'),
     ]
 
     operations = [
         migrations.RemoveField(
-            model_name="farmtotals",
-            name="map_cells",
+            model_name='farmtotals',
+            name='map_cells',
         ),
         migrations.RemoveField(
-            model_name="farmtotals",
-            name="map_cells_of",
+            model_name='farmtotals',
+            name='map_cells_of',
         ),
         migrations.RemoveField(
-            model_name="farmtotals",
-            name="map_counts",
+            model_name='farmtotals',
+            name='map_counts',
         ),
         migrations.RemoveField(
-            model_name="farmtotals",
-            name="map_farm_name",
+            model_name='farmtotals',
+            name='map_farm_name',
         ),
         migrations.RemoveField(
-            model_name="farmtotals",
-            name="map_render_key",
+            model_name='farmtotals',
+            name='map_render_key',
         ),
     ]

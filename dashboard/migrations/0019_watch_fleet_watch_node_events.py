@@ -6,119 +6,78 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0018_integrity_one_live_deployment"),
+        ('dashboard', '0018_integrity_one_live_deployment'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="NodeEvent",
+            name='NodeEvent',
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                (
-                    "kind",
-                    models.CharField(
-                        choices=[
-                            ("went-down", "Went down"),
-                            ("standby", "Went to standby"),
-                            ("woken", "Woken"),
-                            ("back-up", "Back up"),
-                            ("wake-not-woken", "Wake asked, not woken"),
-                            ("unhealthy", "Unhealthy"),
-                            ("rebooted", "Rebooted"),
-                            ("total-changed", "Total capacity changed"),
-                            ("used-moved", "Used capacity moved, no outcome reported"),
-                        ],
-                        max_length=16,
-                    ),
-                ),
-                ("at", models.DateTimeField(help_text="When the reading that showed it was taken")),
-                ("words", models.CharField(max_length=300)),
-                ("status_before", models.CharField(blank=True, max_length=8)),
-                ("status_after", models.CharField(blank=True, max_length=8)),
-                ("detail", models.JSONField(blank=True, default=dict)),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('kind', models.CharField(choices=[('went-down', 'Went down'), ('standby', 'Went to standby'), ('woken', 'Woken'), ('back-up', 'Back up'), ('wake-not-woken', 'Wake asked, not woken'), ('unhealthy', 'Unhealthy'), ('rebooted', 'Rebooted'), ('total-changed', 'Total capacity changed'), ('used-moved', 'Used capacity moved, no outcome reported')], max_length=16)),
+                ('at', models.DateTimeField(help_text='When the reading that showed it was taken')),
+                ('words', models.CharField(max_length=300)),
+                ('status_before', models.CharField(blank=True, max_length=8)),
+                ('status_after', models.CharField(blank=True, max_length=8)),
+                ('detail', models.JSONField(blank=True, default=dict)),
             ],
             options={
-                "ordering": ["-at", "-pk"],
+                'ordering': ['-at', '-pk'],
             },
         ),
         migrations.AddField(
-            model_name="node",
-            name="healthy",
+            model_name='node',
+            name='healthy',
             field=models.BooleanField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name="node",
-            name="power_state",
+            model_name='node',
+            name='power_state',
             field=models.CharField(blank=True, max_length=8),
         ),
         migrations.AddField(
-            model_name="node",
-            name="power_target",
+            model_name='node',
+            name='power_target',
             field=models.CharField(blank=True, max_length=8),
         ),
         migrations.AddField(
-            model_name="node",
-            name="uptime",
-            field=models.BigIntegerField(
-                blank=True, help_text="Seconds since the node booted (last reading)", null=True
-            ),
+            model_name='node',
+            name='uptime',
+            field=models.BigIntegerField(blank=True, help_text='Seconds since the node booted (last reading)', null=True),
         ),
         migrations.AlterField(
-            model_name="job",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("onboard", "Add nodes from the grid"),
-                    ("bulk-reregister", "Bulk re-register"),
-                    ("fleet-watch", "Fleet watch"),
-                    ("simulate", "Policy trial"),
-                    ("precheck", "Precheck"),
-                    ("reregister", "Re-register"),
-                ],
-                max_length=16,
-            ),
+            model_name='job',
+            name='kind',
+            field=models.CharField(choices=[('onboard', 'Add nodes from the grid'), ('bulk-reregister', 'Bulk re-register'), ('fleet-watch', 'Fleet watch'), ('simulate', 'Policy trial'), ('precheck', 'Precheck'), ('reregister', 'Re-register')], max_length=16),
         ),
         migrations.AlterField(
-            model_name="job",
-            name="source",
-            field=models.CharField(
-                choices=[("web", "Web"), ("command", "Command"), ("admin", "Admin"), ("api", "API"), ("beat", "Beat")],
-                default="web",
-                max_length=8,
-            ),
+            model_name='job',
+            name='source',
+            field=models.CharField(choices=[('web', 'Web'), ('command', 'Command'), ('admin', 'Admin'), ('api', 'API'), ('beat', 'Beat')], default='web', max_length=8),
         ),
         migrations.AlterField(
-            model_name="node",
-            name="dedicated",
-            field=models.BooleanField(
-                default=False,
-                help_text="The Grid Proxy's `dedicated`: true for any node without contracts, not only dedicated farms",
-                verbose_name="proxy's dedicated flag",
-            ),
+            model_name='node',
+            name='dedicated',
+            field=models.BooleanField(default=False, help_text="The Grid Proxy's `dedicated`: true for any node without contracts, not only dedicated farms", verbose_name="proxy's dedicated flag"),
         ),
         migrations.AddConstraint(
-            model_name="job",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("kind", "fleet-watch"), ("state__in", ["queued", "running"])),
-                fields=("kind",),
-                name="one_active_fleet_watch_job",
-            ),
+            model_name='job',
+            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'fleet-watch'), ('state__in', ['queued', 'running'])), fields=('kind',), name='one_active_fleet_watch_job'),
         ),
         migrations.AddField(
-            model_name="nodeevent",
-            name="node",
-            field=models.ForeignKey(
-                on_delete=django.db.models.deletion.CASCADE, related_name="events", to="dashboard.node"
-            ),
+            model_name='nodeevent',
+            name='node',
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='dashboard.node'),
         ),
         migrations.AddIndex(
-            model_name="nodeevent",
-            index=models.Index(fields=["node", "-at"], name="node_event_timeline"),
+            model_name='nodeevent',
+            index=models.Index(fields=['node', '-at'], name='node_event_timeline'),
         ),
         migrations.AddIndex(
-            model_name="nodeevent",
-            index=models.Index(fields=["kind", "-at"], name="node_event_by_kind"),
+            model_name='nodeevent',
+            index=models.Index(fields=['kind', '-at'], name='node_event_by_kind'),
         ),
     ]

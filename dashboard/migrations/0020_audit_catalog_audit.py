@@ -22,50 +22,27 @@ def grant_catalog_fix(apps, schema_editor):
 roles_grant = grant_catalog_fix
 
 
+
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("dashboard", "0019_watch_fleet_watch_node_events"),
+        ('dashboard', '0019_watch_fleet_watch_node_events'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name="node",
-            options={
-                "ordering": ["grid_id"],
-                "permissions": [
-                    ("reregister_node", "Can re-register a node (re-carve its catalog)"),
-                    ("precheck_node", "Can run a capacity precheck"),
-                    ("bulk_reregister", "Can re-register all stale nodes"),
-                    ("deploy_slice", "Can deploy a slice"),
-                    ("onboard_nodes", "Can add nodes from the grid"),
-                    ("fix_catalog", "Can fix the catalog from the slice audit"),
-                ],
-            },
+            name='node',
+            options={'ordering': ['grid_id'], 'permissions': [('reregister_node', 'Can re-register a node (re-carve its catalog)'), ('precheck_node', 'Can run a capacity precheck'), ('bulk_reregister', 'Can re-register all stale nodes'), ('deploy_slice', 'Can deploy a slice'), ('onboard_nodes', 'Can add nodes from the grid'), ('fix_catalog', 'Can fix the catalog from the slice audit')]},
         ),
         migrations.AlterField(
-            model_name="job",
-            name="kind",
-            field=models.CharField(
-                choices=[
-                    ("onboard", "Add nodes from the grid"),
-                    ("bulk-reregister", "Bulk re-register"),
-                    ("fleet-watch", "Fleet watch"),
-                    ("simulate", "Policy trial"),
-                    ("precheck", "Precheck"),
-                    ("reregister", "Re-register"),
-                    ("catalog-audit", "Slice audit"),
-                ],
-                max_length=16,
-            ),
+            model_name='job',
+            name='kind',
+            field=models.CharField(choices=[('onboard', 'Add nodes from the grid'), ('bulk-reregister', 'Bulk re-register'), ('fleet-watch', 'Fleet watch'), ('simulate', 'Policy trial'), ('precheck', 'Precheck'), ('reregister', 'Re-register'), ('catalog-audit', 'Slice audit')], max_length=16),
         ),
         migrations.AddConstraint(
-            model_name="job",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("kind", "catalog-audit"), ("state__in", ["queued", "running"])),
-                fields=("kind",),
-                name="one_active_catalog_audit_job",
-            ),
+            model_name='job',
+            constraint=models.UniqueConstraint(condition=models.Q(('kind', 'catalog-audit'), ('state__in', ['queued', 'running'])), fields=('kind',), name='one_active_catalog_audit_job'),
         ),
         migrations.RunPython(grant_catalog_fix, migrations.RunPython.noop),
     ]
