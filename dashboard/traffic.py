@@ -39,7 +39,7 @@ import random
 import resource
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, Resources, SliceSize
@@ -179,8 +179,8 @@ class SimNode:
     def reported_pools(self) -> tuple[int, ...]:
         return tuple(sorted(self.spec.pools, reverse=True))
 
-    def deployed_mru(self) -> int:
-        return sum(s.size.mru for s in self.slots if not s.free)
+    def deployed_mru(self) -> int:  # what runs on ZOS (a slice marked taken may have lost its VM: traffic_drift)
+        return sum(vm.mru for vm in self.machine.vms)
 
     def free_slots(self) -> list[Slot]:
         return [s for s in self.slots if s.free]
@@ -477,23 +477,12 @@ class PolicyFigures:
     phantom_slice_hours: float
     seconds: float
     daily: list[dict]
+    drift: dict = field(default_factory=dict)  # catalog_truth and the drift's counts, with simulate(drift=...)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict:  # the figures in the order of the fields, the drift's (if any) merged in
         return {
-            "requests": self.requests,
-            "deploys": self.deploys,
-            "refused": self.refused,
-            "refused_by_cause": self.refused_by_cause,
-            "refused_per_1000": self.refused_per_1000,
-            "refused_after_first": self.refused_after_first,
-            "nodes_refused": self.nodes_refused,
-            "refused_without_hidden_use": self.refused_without_hidden_use,
-            "precheck_stops": self.precheck_stops,
-            "unserved": self.unserved,
-            "utilisation": self.utilisation,
-            "phantom_slice_hours": self.phantom_slice_hours,
-            "seconds": self.seconds,
-        }
+            f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "daily", "drift")
+        } | self.drift
 
 
 @dataclass(frozen=True)
@@ -528,12 +517,14 @@ def simulate(
     progress=None,
     fleet: Sequence[NodeSpec] | None = None,
     tick: Callable[[str, int, int], None] | None = None,
+    drift=None,
 ) -> Simulation:
     """Replay one fleet and one event stream against each policy; the figures side by side.
 
     The fleet is the stated mix of `nodes` nodes, or the caller's `fleet` (the seed then draws only
     the events). A policy is a built-in name or a Contender. `progress(figures)` is called as each
-    policy finishes; `tick(name, events_done, events)` every TICK_EVERY events, for a heartbeat.
+    policy finishes; `tick(name, events_done, events)` every TICK_EVERY events, for a heartbeat;
+    `drift` (a traffic_drift.Drift) adds what the grid does behind the catalog's back, and catalog_truth.
     """
     contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
     names = [c.name for c in contenders]
@@ -550,13 +541,13 @@ def simulate(
     started = time.perf_counter()
     rng = random.Random(seed)
     specs = fleet_mix(nodes, rng) if fleet is None else list(fleet)
-    stream = event_stream(events, rng)
+    stream = event_stream(events, rng) if drift is None else drift.stream(event_stream(events, rng), rng)
     allowed = {spec.node_id: allowed_mru(spec) for spec in specs}
     results = {}
     for entrant in contenders:
         name = entrant.name
         run_started = time.perf_counter()
-        run = Run(entrant, specs, allowed)
+        run = Run(entrant, specs, allowed) if drift is None else drift.run(entrant, specs, allowed)
         next_reregister = RE_REGISTER_EVERY_HOURS
         for done, event in enumerate(stream):
             if tick is not None and done % TICK_EVERY == 0:
@@ -589,6 +580,7 @@ def simulate(
             phantom_slice_hours=round(run.phantom_hours, 1),
             seconds=round(time.perf_counter() - run_started, 2),
             daily=run.daily,
+            drift={} if drift is None else run.drift_figures(),
         )
         if progress is not None:
             progress(results[name])
@@ -603,7 +595,8 @@ def simulate(
             "ssd_gib": list(SSD_CHOICES_GIB) if fleet is None else sorted({s.sru // GiB for s in specs}),
             "standby_share_of_events": 0.08,
             "mean_lifetime_days": MEAN_LIFETIME_HOURS / 24,
-        },
+        }
+        | ({} if drift is None else {"drift": drift.as_dict()}),
         policies=results,
         seconds=round(time.perf_counter() - started, 2),
         peak_memory_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
