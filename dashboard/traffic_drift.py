@@ -175,7 +175,8 @@ class DriftRun(Run):
     def _account(self, node: SimNode, now: float) -> None:
         span, why = now - node.changed_at, self.untrue_now.get(node.spec.node_id, "")
         if span > 0 and why:
-            why = f"{why}_hidden_use" if node.spec.hidden_mru else why
+            if node.spec.hidden_mru:  # the catalog cannot know that use before a refusal tells it
+                why = f"{why}_hidden_use" + ("_learned" if node.observed.hidden_mru_per_vm else "")
             self.untrue_hours[why] = self.untrue_hours.get(why, 0.0) + span
         super()._account(node, now)
 
