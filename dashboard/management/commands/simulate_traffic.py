@@ -120,7 +120,7 @@ def truth_table(result: Simulation, unwatched: Simulation | None = None) -> str:
         f"deploys foreign, outages at {drift['down_share_of_events']:.0%} of events, new disks at "
         f"{drift['disk_share_of_events']:.1%}.",
         "",
-        "| policy | " + " | ".join(columns) + " | node-hours not true, by why |",
+        "| policy | " + " | ".join(columns) + f" | node-hours not true {watch}, by why |",
         "|---|" + "---:|" * len(columns) + "---|",
     ]
     for name, f in result.policies.items():
@@ -139,7 +139,8 @@ def report(result: Simulation, *, chart: str, unwatched: Simulation | None = Non
     return f"""# A month of marketplace traffic, simulated
 
 Repeat with `make simulate` (or `{command} --write SIMULATION.md --chart docs/simulation.png`).
-What is modelled and how each figure is measured: `dashboard/traffic.py`.
+What is modelled and how each figure is measured: `dashboard/traffic.py`; what drifts behind the catalog's
+back and how the watch and audit answer it: `dashboard/traffic_drift.py`.
 
 {table(result)}{truth_table(result, unwatched)}
 {picture}
