@@ -16,7 +16,7 @@ import random
 import resource
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dashboard.capacity import GiB
 from dashboard.traffic.fleet import (
@@ -58,6 +58,7 @@ class PolicyFigures:
     phantom_slice_hours: float
     seconds: float
     daily: list[dict]
+    drift: dict = field(default_factory=dict)  # catalog_truth and the drift's counts, with simulate(drift=...)
 
     def as_dict(self) -> dict:
         return {
@@ -76,7 +77,7 @@ class PolicyFigures:
             "utilisation": self.utilisation,
             "phantom_slice_hours": self.phantom_slice_hours,
             "seconds": self.seconds,
-        }
+        } | self.drift
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,7 @@ def simulate(
     fleet: Sequence[NodeSpec] | None = None,
     tick: Callable[[str, int, int], None] | None = None,
     pools_reported: float = 0.0,
+    drift=None,
 ) -> Simulation:
     """Replay one fleet and one event stream against each policy; the figures side by side.
 
@@ -120,7 +122,8 @@ def simulate(
     policy finishes; `tick(name, events_done, events)` every TICK_EVERY events, for a heartbeat.
     `pools_reported` is the share of the stated mix's nodes whose pools the dashboard is told (as the
     marketplace's deployer can report them); the others' stay hidden, as from the Grid Proxy. A
-    caller's fleet says it node by node (NodeSpec.pools_reported).
+    caller's fleet says it node by node (NodeSpec.pools_reported). `drift` (a traffic_drift.Drift)
+    adds what the grid does behind the catalog's back, and catalog_truth.
     """
     contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
     names = [c.name for c in contenders]
@@ -137,13 +140,13 @@ def simulate(
     started = time.perf_counter()
     rng = random.Random(seed)
     specs = pools_reported_for(fleet_mix(nodes, rng), pools_reported, seed) if fleet is None else list(fleet)
-    stream = event_stream(events, rng)
+    stream = event_stream(events, rng) if drift is None else drift.stream(event_stream(events, rng), rng)
     allowed = {spec.node_id: allowed_mru(spec) for spec in specs}
     results = {}
     for entrant in contenders:
         name = entrant.name
         run_started = time.perf_counter()
-        run = Run(entrant, specs, allowed)
+        run = Run(entrant, specs, allowed) if drift is None else drift.run(entrant, specs, allowed)
         next_reregister = RE_REGISTER_EVERY_HOURS
         for done, event in enumerate(stream):
             if tick is not None and done % TICK_EVERY == 0:
@@ -178,6 +181,7 @@ def simulate(
             phantom_slice_hours=round(run.phantom_hours, 1),
             seconds=round(time.perf_counter() - run_started, 2),
             daily=run.daily,
+            drift={} if drift is None else run.drift_figures(),
         )
         if progress is not None:
             progress(results[name])
@@ -194,7 +198,8 @@ def simulate(
             "ssd_gib": list(SSD_CHOICES_GIB) if fleet is None else sorted({s.sru // GiB for s in specs}),
             "standby_share_of_events": 0.08,
             "mean_lifetime_days": MEAN_LIFETIME_HOURS / 24,
-        },
+        }
+        | ({} if drift is None else {"drift": drift.as_dict()}),
         policies=results,
         seconds=round(time.perf_counter() - started, 2),
         peak_memory_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

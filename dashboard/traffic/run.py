@@ -63,8 +63,8 @@ class SimNode:
         """What the dashboard knows of the pools: reported (largest first) or nothing, as from the proxy."""
         return tuple(sorted(self.spec.pools, reverse=True)) if self.spec.pools_reported else None
 
-    def deployed_mru(self) -> int:
-        return sum(s.size.mru for s in self.slots if not s.free)
+    def deployed_mru(self) -> int:  # what runs on ZOS (a slice marked taken may have lost its VM: traffic_drift)
+        return sum(vm.mru for vm in self.machine.vms)
 
     def free_slots(self) -> list[Slot]:
         return [s for s in self.slots if s.free]

@@ -1,19 +1,25 @@
 """manage.py simulate_traffic [--nodes 1000] [--events 10000] [--seed 7] [--policies ...] [--json]
-                               [--pools-reported 0] [--write SIMULATION.md] [--chart docs/simulation.png]
+                               [--pools-reported 0] [--unreported-releases 0.05] [--foreign-deploys 0.02]
+                               [--no-watch] [--write SIMULATION.md] [--chart docs/simulation.png]
 
 A month of marketplace traffic on simulated ZOS nodes, replayed against each policy with the
 dashboard's own decisions in the loop (dashboard/traffic/ says what is modelled and how each
 figure is measured). The nodes' pools are hidden from the dashboard, as from the Grid Proxy, but
-for --pools-reported of them (a share, 0 to 1), as the marketplace's deployer can report them. Prints a table (or JSON); --write also writes the Markdown report and its chart.
+for --pools-reported of them (a share, 0 to 1), as the marketplace's deployer can report them; what
+the grid does behind the catalog's back and the product's fleet watch and slice audit come from
+dashboard/traffic_drift.py (--no-watch turns both off). Prints a table (or JSON); --write also writes
+the Markdown report and its chart, with catalog_truth with and without the watch (two runs).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from dashboard.management.cli import ProductCommand, usage_error
 from dashboard.traffic import HOURS, POLICY_NAMES, Simulation, simulate
+from dashboard.traffic_drift import Drift
 
 
 class Command(ProductCommand):
@@ -33,16 +39,27 @@ class Command(ProductCommand):
             help="share of nodes whose SSD pools the dashboard is told (0 to 1; default 0, as from the Grid Proxy)",
         )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+        parser.add_argument(
+            "--unreported-releases", type=float, default=0.05, help="share of releases the marketplace never reports"
+        )
+        parser.add_argument(
+            "--foreign-deploys", type=float, default=0.02, help="share of deploys that land outside the catalog"
+        )
+        parser.add_argument("--no-watch", action="store_true", help="without the fleet watch and the slice audit")
         parser.add_argument("--write", default="", help="also write the Markdown report here (e.g. SIMULATION.md)")
         parser.add_argument("--chart", default="", help="and its chart, a PNG (e.g. docs/simulation.png)")
 
-    def handle(self, *args, nodes, events, seed, policies, json: bool, write, chart, pools_reported, **options):
+    def handle(
+        self, *args, nodes, events, seed, policies, json: bool, write, chart, pools_reported, no_watch: bool, **options
+    ):
         names = tuple(p.strip() for p in policies.split(",") if p.strip())
         if nodes < 1 or nodes > 100_000:
             raise usage_error("--nodes must be between 1 and 100,000")
         if events < 0 or events > 10_000_000:
             raise usage_error("--events must be between 0 and 10,000,000")
+        unreported, foreign = options["unreported_releases"], options["foreign_deploys"]
         try:
+            drift = Drift(unreported_releases=unreported, foreign_deploys=foreign, watch=not no_watch, seed=seed)
             result = simulate(
                 nodes=nodes,
                 events=events,
@@ -50,17 +67,29 @@ class Command(ProductCommand):
                 policies=names,
                 pools_reported=pools_reported,
                 progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
+                drift=drift,
             )
+            unwatched = None
+            if write and drift.watch:  # the report sets the figure beside what it falls to without the watch
+                self.stderr.write("again without the watch and the audit")
+                unwatched = simulate(
+                    nodes=nodes,
+                    events=events,
+                    seed=seed,
+                    policies=names,
+                    pools_reported=pools_reported,
+                    drift=replace(drift, watch=False),
+                )
         except ValueError as exc:
             raise usage_error(str(exc)) from None
         if json:
             self.stdout.write(_dumps(result.as_dict()))
         else:
-            self.stdout.write(table(result))
+            self.stdout.write(table(result) + truth_table(result))
         if chart:
             chart_write(result, Path(chart))
         if write:
-            Path(write).write_text(report(result, chart=chart))
+            Path(write).write_text(report(result, chart=chart, unwatched=unwatched))
             self.stderr.write(f"wrote {write}" + (f" and {chart}" if chart else ""))
 
 
@@ -108,7 +137,36 @@ def table(result: Simulation) -> str:
     return "\n".join(lines)
 
 
-def report(result: Simulation, *, chart: str) -> str:
+def truth_table(result: Simulation, unwatched: Simulation | None = None) -> str:
+    """catalog_truth per policy (with the watch as run, and without it when `unwatched` is given)."""
+    drift = result.mix.get("drift")
+    if drift is None:
+        return ""
+    watch = "with the watch and audit" if drift["watch"] else "without the watch and audit"
+    columns = [f"catalog_truth, {watch}", "where no use is hidden"]
+    if unwatched is not None:
+        columns += ["catalog_truth, without them", "where no use is hidden, without them"]
+    lines = [
+        "",
+        "",
+        f"Drift: {drift['unreported_releases']:.0%} of releases unreported, {drift['foreign_deploys']:.0%} of "
+        f"deploys foreign, outages at {drift['down_share_of_events']:.0%} of events, new disks at "
+        f"{drift['disk_share_of_events']:.1%}.",
+        "",
+        "| policy | " + " | ".join(columns) + f" | node-hours not true {watch}, by why |",
+        "|---|" + "---:|" * len(columns) + "---|",
+    ]
+    for name, f in result.policies.items():
+        cells = [f.drift["catalog_truth"], f.drift["catalog_truth_where_no_use_is_hidden"]]
+        if unwatched is not None:
+            other = unwatched.policies[name].drift
+            cells += [other["catalog_truth"], other["catalog_truth_where_no_use_is_hidden"]]
+        why = ", ".join(f"{k} {v:,.1f}" for k, v in f.drift["catalog_untrue_node_hours"].items()) or "none"
+        lines.append(f"| {name} | " + " | ".join(f"{c:.4f}" for c in cells) + f" | {why} |")
+    return "\n".join(lines)
+
+
+def report(result: Simulation, *, chart: str, unwatched: Simulation | None = None) -> str:
     picture = f"\n![Refusals and utilisation per day, by policy]({chart})\n" if chart else ""
     command = f"python manage.py simulate_traffic --nodes {result.nodes} --events {result.events} --seed {result.seed}"
     if result.mix["pools_reported"]:
@@ -116,9 +174,10 @@ def report(result: Simulation, *, chart: str) -> str:
     return f"""# A month of marketplace traffic, simulated
 
 Repeat with `make simulate` (or `{command} --write SIMULATION.md --chart docs/simulation.png`).
-What is modelled and how each figure is measured: `dashboard/traffic/`.
+What is modelled and how each figure is measured: `dashboard/traffic/`; what drifts behind the catalog's
+back and how the watch and audit answer it: `dashboard/traffic_drift.py`.
 
-{table(result)}
+{table(result)}{truth_table(result, unwatched)}
 {picture}
 ## Reading it
 - **deploys**: VMs sent to ZOS; **refused**: ZOS said no (memory, or no pool with room for a disk).
@@ -138,6 +197,12 @@ What is modelled and how each figure is measured: `dashboard/traffic/`.
   A node whose drives fit that set (**in the plausible set**) must see no disk refusal; a node of
   near-equal drives a little smaller than their share is outside it, and its first disk refusal
   teaches a bound.
+- **catalog_truth**: the share of node-hours in which the node's catalog was true: its status known, no
+  slice marked taken whose VM is gone (an orphan), and its free slices, deployed now one after another
+  against ZOS's real state, all deploy (no phantom). **where no use is hidden**: the same on the nodes
+  whose memory use ZOS's statistics show in full; on the others the catalog cannot be true before the
+  first refusal tells the hidden use (`phantom_hidden_use`), whatever watches it. What drifts and what the
+  fleet watch and the slice audit do about it: `dashboard/traffic_drift.py`; `--no-watch` turns both off.
 
 The policies: `legacy` is the seed's carve (1 GiB reserve, 100% of the disk) with no precheck;
 `flat-overhead` its proposed fix (+3 GiB, +20 GiB per VM); `zos` ZOS's accounting and disk placement in
