@@ -80,7 +80,7 @@ def test_it_calls_every_free_slice_phantom_on_a_down_node(sim_node):
 def test_it_says_the_node_is_offline_in_each_verdict(sim_node):
     node = sim_node(1774, status="standby", **NODE_1774)
     verdict = precheck_run(node=node).as_dict()["verdicts"][0]
-    assert "the node is standby" in verdict["words"]
+    assert "the node is on standby" in verdict["words"] and "until it is woken" in verdict["words"]
 
 
 def test_it_says_when_there_is_no_free_slice(sim_node):
