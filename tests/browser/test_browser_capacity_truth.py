@@ -1,6 +1,6 @@
 """Every figure a page shows for a node is what ZOS then does, on one node of each kind.
 
-On the demo fleet: hidden per-VM memory use (2877), two pools the catalog does not know (2310),
+On the demo fleet: hidden per-VM memory use (2877), two pools unknown at registration (2310),
 three known pools with half the catalog deployed (2456), a legacy catalog with the right count
 but disks too big (2601), standby (2733), and the legacy node 1774. For each, the node card, its
 precheck panel, its catalog table, its fleet row and a Preview job's "before" figures must agree;
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 KINDS = {
     2877: "hidden per-VM memory use",
-    2310: "two pools the catalog does not know",
+    2310: "two pools unknown at registration, told by the node since",
     2456: "three known pools, half deployed",
     2601: "disks too big for a right count",
     2733: "standby",
@@ -101,10 +101,12 @@ def test_the_node_page_shows_what_refusals_taught_and_an_admin_can_clear_it(brow
 
 
 @pytest.mark.django_db(transaction=True)
-def test_it_says_when_the_pools_are_unknown(browser_page, demo_fleet):
+def test_it_says_where_the_pools_came_from_and_what_unknown_pools_cost(browser_page, demo_fleet):
     page = browser_page
+    # Registered from the proxy's face alone and carved for unknown pools (every slice of it deployed
+    # since); the demo's precheck then asked the simulated node, which told them.
     log_in(page, "support", demo_fleet["support"], then="/nodes/2310/")
-    expect(page.locator("#pools")).to_contain_text("unknown")
+    expect(page.locator("#pools-source")).to_contain_text("reported by The node itself")
     page.goto("/nodes/2456/")
     expect(page.locator("#pools")).to_contain_text("device order unknown")
     expect(page.get_by_role("button", name="Clear these observations")).to_have_count(0)
