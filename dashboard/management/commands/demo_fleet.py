@@ -130,7 +130,12 @@ TOUR = (
         "hidden memory use: each VM costs 1 GiB more than its size, which calibration finds",
         "calibrate 2877",
     ),
-    (TWO_POOL_NODE, "two 465 GiB SSDs the catalog does not know: the last disk fits in neither pool", "precheck 2310"),
+    (
+        TWO_POOL_NODE,
+        "two 465 GiB SSDs the Grid Proxy does not report: carved for every plausible layout, all 6 slices deploy; "
+        "its precheck then asked the node for its pools",
+        "precheck 2310",
+    ),
     (MULTI_POOL_NODE, "three SSDs known to the catalog: the carve holds in every device order", "precheck 2456"),
     (
         OVERSIZED_NODE,
