@@ -175,7 +175,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
 django.setup()
 from dashboard.models import Job, Node
 print(json.dumps({"registered": Node.objects.filter(grid_id=2117).exists(),
+                  "onboarded": Node.objects.filter(grid_id=4247).exists(),
                   "reregistered": Job.objects.filter(node__grid_id=2601, kind="reregister", state="succeeded").exists()}))
+"""
+# The farm of node 4247, one the demo leaves on the grid unregistered: onboarding that farm registers it.
+FARM_OF_4247 = """
+import django, os
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+django.setup()
+from django.conf import settings
+from dashboard.grid.simgrid import SimulatedGrid
+print(SimulatedGrid(settings.SIMGRID_PATH).node(4247).farm_id)
 """
 
 
@@ -196,6 +206,11 @@ def test_a_second_run_keeps_the_trial_and_starts_within_fifteen_seconds_and_demo
         assert registered.returncode == 0, registered.stdout + registered.stderr
         reregistered = _manage(tmp_path, "manage.py", "node_reregister", "2601", "--wait")
         assert reregistered.returncode == 0, reregistered.stdout + reregistered.stderr
+        # And an onboarding of a farm from the grid.
+        farm = _manage(tmp_path, "-c", FARM_OF_4247)
+        assert farm.returncode == 0, farm.stderr
+        onboarded = _manage(tmp_path, "manage.py", "node_register", "--farm-id", farm.stdout.split()[-1])
+        assert onboarded.returncode == 0, onboarded.stdout + onboarded.stderr
         assert ctrl_c(first) == []
     finally:
         make_run_end(first)
@@ -208,7 +223,11 @@ def test_a_second_run_keeps_the_trial_and_starts_within_fifteen_seconds_and_demo
         assert time.monotonic() - started < 15, second.output.read_text()
         assert "kept as you left it" in second.output.read_text()
         kept = _manage(tmp_path, "-c", KEPT)
-        assert json.loads(kept.stdout.splitlines()[-1]) == {"registered": True, "reregistered": True}, kept.stderr
+        assert json.loads(kept.stdout.splitlines()[-1]) == {
+            "registered": True,
+            "onboarded": True,
+            "reregistered": True,
+        }, kept.stderr
         assert ctrl_c(second) == []
     finally:
         make_run_end(second)
@@ -223,4 +242,8 @@ def test_a_second_run_keeps_the_trial_and_starts_within_fifteen_seconds_and_demo
     )
     assert reset.returncode == 0 and "demo fleet rebuilt" in reset.stdout, reset.stdout + reset.stderr
     after = _manage(tmp_path, "-m", "dashboard.embedded_db", "with", "--", sys.executable, "-c", KEPT)
-    assert json.loads(after.stdout.splitlines()[-1]) == {"registered": False, "reregistered": False}, after.stderr
+    assert json.loads(after.stdout.splitlines()[-1]) == {
+        "registered": False,
+        "onboarded": False,
+        "reregistered": False,
+    }, after.stderr
