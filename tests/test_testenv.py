@@ -158,4 +158,8 @@ def test_an_xdist_worker_runs_on_a_database_and_broker_of_its_own():
     if "CELERY_BROKER_URL" in os.environ.get("SLICEDASH_TESTENV_DERIVED", "").split(","):
         db = int(os.environ["CELERY_BROKER_URL"].rsplit("/", 1)[1])
         owner = redis.Redis(db=db).get(CLAIM_KEY)
+        if owner is not None and owner.decode() != claim_owner(CHECKOUT, worker):
+            claims = [redis.Redis(db=n).get(CLAIM_KEY) for n in REDIS_DBS]
+            if all(claims):  # testenv's documented fallback: the hash's choice, shared
+                pytest.skip(f"every Redis db of {REDIS_DBS} is claimed by another checkout on this machine")
         assert owner is not None and owner.decode() == claim_owner(CHECKOUT, worker)
