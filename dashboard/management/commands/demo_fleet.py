@@ -2,7 +2,8 @@
 
 Built once per database: the build is one transaction and leaves an audit event (DEMO_BUILT), and
 every later run keeps the demo as the operator left it (a node registered, a farm onboarded, a
-re-register, a deployment, the audit trail) and only refreshes the prechecks and the logins.
+re-register, a deployment, the audit trail) and only prechecks again the nodes whose reading is older
+than KEPT_READINGS_FRESH, and refreshes the logins.
 `--reset` (`make demo-reset`) removes the demo's own nodes from the database and the simulated grid
 and builds them again, on purpose. Nodes that are not the demo's are never touched. `--tour`
 (`make run`) ends with the logins and a short tour of the special nodes, a command to try on each.
