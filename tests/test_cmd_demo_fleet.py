@@ -1,5 +1,6 @@
 import json
 import stat
+from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
@@ -9,6 +10,7 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import RequestFactory, override_settings
+from django.utils import timezone
 
 from dashboard.capacity import GiB
 from dashboard.grid.simgrid import SimulatedGrid
@@ -210,8 +212,13 @@ def test_it_keeps_what_the_operator_did_across_runs_and_rebuilds_only_when_reset
     Slice.objects.filter(node__grid_id=1774, state="free").update(state="rented")
     events = AuditEvent.objects.count()
     grid.remove_node(3021)  # a node the operator took off the simulated grid
+    aged = timezone.now() - timedelta(hours=1)
+    Node.objects.filter(grid_id=2733).update(seen_at=aged)
+    fresh = Node.objects.get(grid_id=2456).seen_at
 
     again = _demo()
+    # Only what aged since the last run is read again (a quick restart reads nothing).
+    assert Node.objects.get(grid_id=2733).seen_at > aged and Node.objects.get(grid_id=2456).seen_at == fresh
     assert "kept as you left it" in again and "make demo-reset" in again
     assert Node.objects.filter(grid_id=spare).exists()
     assert not Slice.objects.filter(node__grid_id=1774, state="free").exists()

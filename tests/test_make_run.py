@@ -95,6 +95,8 @@ def make_run_end(process: subprocess.Popen) -> None:
         except ProcessLookupError:
             pass
     process.wait(10)
+    # The database runs in a session of its own (pg_ctl's setsid): a failed test stops it here.
+    EmbeddedDb.of(process.var_dir).stop()
 
 
 def serving_wait(process: subprocess.Popen, seconds: float = 180) -> None:
