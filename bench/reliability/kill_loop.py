@@ -271,8 +271,16 @@ def seed_fleet(*, grid, nodes: int, rng: random.Random, first_node_id: int = 500
         mru = rng.choice([16, 24, 31, 32, 48, 64]) * GiB
         sru = rng.choice([465, 500, 931, 1000, 1863]) * GiB
         live = grid.add_node(node_id, cru=rng.choice([4, 8, 16]), mru=mru, sru=sru, farm_id=1 + n % 3)
+        # One SSD, and said so (as its pool report would): the loop kills workers, it does not test the
+        # prudent carve of a node whose pools nobody reported.
         node = node_register(
-            node_id=node_id, total=live.total, farm_id=live.farm_id, status="up", used=live.used, policy_name="legacy"
+            node_id=node_id,
+            total=live.total,
+            farm_id=live.farm_id,
+            status="up",
+            used=live.used,
+            policy_name="legacy",
+            pools=(live.total.sru,),
         )
         if n % 3 == 0:
             deployment = slice_deploy(node=node, slice_index=0, grid=grid, source="command")
