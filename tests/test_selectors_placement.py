@@ -127,15 +127,16 @@ def test_the_best_nodes_have_the_most_memory_left_and_each_says_how_many_more_it
 def test_it_answers_in_a_fixed_number_of_queries_whatever_the_fleet_size(
     varied_fleet, sim_node, django_assert_num_queries
 ):
-    # The policies, the counts, the best nodes' candidates, their rows and their occupied slices;
-    # judging every node: the policies, the nodes, the occupied slices of the nodes with pools.
-    with django_assert_num_queries(5):
+    # The policies, the counts, the groups' samples (rows, occupied slices), the best nodes' candidates
+    # (found once the groups that refuse the size are known), their rows and their occupied slices;
+    # judging every node: the policies, the nodes, the occupied slices.
+    with django_assert_num_queries(7):
         placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
     with django_assert_num_queries(3):
         placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
     for node_id in range(5000, 5012):
         sim_node(node_id, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=7, pools=[465 * GiB, 465 * GiB])
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(7):
         answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
     assert answer.nodes == Node.objects.count()
     with django_assert_num_queries(3):
@@ -266,3 +267,24 @@ def test_the_best_nodes_are_looked_for_past_candidates_whose_pools_refuse(sim_no
     assert (answer.blocked["pool"], answer.can_host) == (5, 3)
     assert len(answer.best) == 2 and {v.node_id for v in answer.best} < {7100, 7101, 7102}
     _assert_cut_agrees(1, 2 * GiB, 300 * GiB, best=2)
+
+
+@pytest.mark.django_db
+def test_a_node_whose_pools_nobody_reported_is_judged_under_every_plausible_layout(simgrid_path):
+    """Issue 26: no page says more than ZOS will take. 931.5 GiB may be one 1 TB drive, two 500 GB or four
+    250 GB (pools of 922, 461 or 230.5 GiB, zos-cache in one of them): a 600 GiB disk fits the total but
+    not every layout, so placement, like the node's own precheck, must not offer the node for it; a
+    200 GiB disk fits every layout."""
+    from dashboard.services.registration import node_register
+
+    total = capacity.Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+    used = capacity.Resources(cru=0, mru=3 * GiB, sru=21 * GiB)
+    node = node_register(node_id=7001, total=total, farm_id=5, status="up", used=used, pools=None)
+    assert node.pools_sru is None
+    figures_refresh_all()
+    for sru, fits in ((600 * GiB, False), (200 * GiB, True)):
+        size = (1, 4 * GiB, sru)
+        assert _precheck_verdict(Node.objects.get(pk=node.pk), size).fits is fits
+        judged = placement_for(cru=1, mru=4 * GiB, sru=sru, every_node=True)
+        cut = placement_for(cru=1, mru=4 * GiB, sru=sru)
+        assert (judged.can_host, cut.can_host) == (int(fits), int(fits)), sru

@@ -153,7 +153,7 @@ def placement_for(
 
 def _placement_judged(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
     rows = list(Node.objects.order_by("grid_id").values_list(*_NODE_FIELDS))
-    occupied = _occupied_of_pool_nodes()
+    occupied = _occupied_of()
     judged: dict[tuple, capacity.Verdict] = {}  # many nodes share a size, a reading and a policy
     verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged) for row in rows)
 
@@ -188,14 +188,15 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
     ]
     cut = {"cutoff": cutoff, "below_min_mru": size.mru < capacity.MIN_VM_MRU}
     page = max(2 * best, CANDIDATES_PAGE)
-    counts, pks = placement_cut.first_cut(charges, **cut, limit=page if best else 0)
+    counts = placement_cut.first_cut(charges, **cut)
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
-    rows, occupied = _rows_of([*samples, *pks])
+    rows, occupied = _rows_of(samples, always=True)
     judged: dict[tuple, capacity.Verdict] = {}
 
     blocked = dict.fromkeys(BLOCKS, 0)
     can_host = 0
     alone: list[NodeVerdict] = []  # judged alone and fitting: among the best by their own room
+    refused_shapes: list[str] = []  # groups whose pools refuse the size: no candidate of theirs can host it
     for count in counts:
         block = count.block
         if block in _TO_JUDGE:
@@ -203,10 +204,18 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
             block = verdict.blocked_by
             if count.block == placement_cut.JUDGE_ALONE and verdict.fits:
                 alone.append(verdict)
+            if count.block == placement_cut.POOLS_TO_JUDGE and not verdict.fits:
+                refused_shapes.append(count.group)
         if block:
             blocked[block] += count.nodes
         else:
             can_host += count.nodes
+
+    cut["refused_shapes"] = tuple(refused_shapes)
+    pks = placement_cut.candidates(charges, **cut, limit=page if best else 0, offset=0)
+    more_rows, more_occupied = _rows_of(pks, always=True)
+    rows.update(more_rows)
+    occupied.update(more_occupied)
 
     hosts: list[NodeVerdict] = []
     offset = 0
@@ -237,12 +246,13 @@ def _best_first(v: NodeVerdict) -> tuple:
     return (-v.room_mru, -v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id)
 
 
-def _rows_of(pks: list[int]) -> tuple[dict[int, tuple], dict[int, list[capacity.Resources]]]:
-    """These nodes' rows (pk -> values of _NODE_FIELDS) and the occupied slices of those with pools."""
-    if not pks:
+def _rows_of(pks: list[int], *, always: bool = False) -> tuple[dict[int, tuple], dict[int, list[capacity.Resources]]]:
+    """These nodes' rows (pk -> values of _NODE_FIELDS) and their occupied slices. `always` reads even
+    for no pk, so that the answer's number of queries does not depend on what the fleet holds."""
+    if not pks and not always:
         return {}, {}
     rows = {row[0]: row for row in Node.objects.filter(pk__in=set(pks)).values_list(*_NODE_FIELDS)}
-    return rows, _occupied_of_pool_nodes(list(rows))
+    return rows, _occupied_of(list(rows))
 
 
 def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict) -> NodeVerdict:
@@ -287,18 +297,11 @@ def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
         bound_used_sru=values["pool_room_below_used_sru"],
         used_sru=values["used_sru"],
     )
-    pools = values["pools_sru"] or None
-    if pools:
-        live = capacity.live_node(
-            policy=policy, pools=pools, occupied=occupied.get(values["pk"], ()), observed=observed
-        )
-    else:
-        # Without pools the disks already placed do not matter, only how many VMs run (hidden memory each).
-        # Judged on the SSD total as one pool, as the database's first cut judges them (placement_sql);
-        # the node's own figures (placeable now) count every plausible layout (capacity.layouts).
-        live = capacity.LiveNode(
-            pools=(total.sru,), running=values["slices_rented"] + values["slices_deployed"], observed=observed
-        )
+    # Known pools, or unknown ones: then every plausible layout of the SSD total (capacity.layouts), with
+    # the disks already placed in it, as the node's own figures (placeable now) count them.
+    live = capacity.live_node(
+        policy=policy, pools=values["pools_sru"] or None, occupied=occupied.get(values["pk"], ()), observed=observed
+    )
     return total, used, policy, live
 
 
@@ -322,11 +325,11 @@ def _policy_of(effective: str, policies: dict[str, capacity.Policy]) -> capacity
     return policies.get(name) or policies[capacity.DEFAULT_PROFILE]
 
 
-def _occupied_of_pool_nodes(pks: list[int] | None = None) -> dict[int, list[capacity.Resources]]:
-    """Node pk -> its rented and deployed slices' sizes in slice order, for the nodes with known pools
-    (of these nodes)."""
+def _occupied_of(pks: list[int] | None = None) -> dict[int, list[capacity.Resources]]:
+    """Node pk -> its rented and deployed slices' sizes in slice order (of these nodes): where their disks
+    lie decides where the next one goes, in the reported pools or in each plausible layout."""
     occupied: dict[int, list[capacity.Resources]] = {}
-    slices = Slice.objects.filter(node__pools_sru__isnull=False, state__in=Slice.OCCUPIED_STATES)
+    slices = Slice.objects.filter(state__in=Slice.OCCUPIED_STATES)
     rows = (
         (slices if pks is None else slices.filter(node__in=pks))
         .order_by("node_id", "index")

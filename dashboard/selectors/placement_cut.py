@@ -49,6 +49,7 @@ class BlockCount:
     block: str  # a key of placement.BLOCKS, "" (fits), POOLS_TO_JUDGE or JUDGE_ALONE
     nodes: int
     sample_pk: int  # for POOLS_TO_JUDGE: one node of the group, judged for all of it; for JUDGE_ALONE, the node
+    group: str = ""  # for POOLS_TO_JUDGE: the group's pools_shape
 
 
 def _blocked(charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool) -> QuerySet[Node]:
@@ -79,11 +80,8 @@ def _best_order(nodes: QuerySet[Node], charges: list[PolicyCharge]) -> QuerySet[
     )
 
 
-def first_cut(
-    charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool, limit: int
-) -> tuple[list[BlockCount], list[int]]:
-    """Nodes by block (the nodes whose pools decide, in groups that share their pools_shape), and the
-    first `limit` candidates for the best nodes (see candidates)."""
+def first_cut(charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool) -> list[BlockCount]:
+    """Nodes by block (the nodes whose pools decide, in groups that share their pools_shape)."""
     blocked = _blocked(charges, cutoff=cutoff, below_min_mru=below_min_mru)
     group = Case(
         When(block=POOLS_TO_JUDGE, then=F("pools_shape")),
@@ -92,17 +90,27 @@ def first_cut(
         output_field=CharField(),
     )
     rows = blocked.annotate(group=group).values("block", "group").annotate(nodes=Count("pk"), sample=Min("pk"))
-    counts = [BlockCount(block=r["block"], nodes=r["nodes"], sample_pk=r["sample"]) for r in rows]
-    return counts, candidates(charges, cutoff=cutoff, below_min_mru=below_min_mru, limit=limit, offset=0)
+    counts = [BlockCount(block=r["block"], nodes=r["nodes"], sample_pk=r["sample"], group=r["group"]) for r in rows]
+    return counts
 
 
 def candidates(
-    charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool, limit: int, offset: int
+    charges: list[PolicyCharge],
+    *,
+    cutoff: datetime,
+    below_min_mru: bool,
+    limit: int,
+    offset: int,
+    refused_shapes: tuple[str, ...] = (),
 ) -> list[int]:
     """Node pks that may host the size (their pools still to judge), in the best nodes' order. Not the
-    nodes to judge alone (their room is not known here)."""
+    nodes to judge alone (their room is not known here), nor those of a group whose pools were judged
+    to refuse the size (`refused_shapes`): the best nodes are then found in one page, not by paging
+    through every node a group refuses."""
     if not limit:
         return []
     blocked = _blocked(charges, cutoff=cutoff, below_min_mru=below_min_mru).filter(block__in=("", POOLS_TO_JUDGE))
+    if refused_shapes:
+        blocked = blocked.exclude(pools_shape__in=refused_shapes)
     ordered = _best_order(blocked, charges)
     return list(ordered.values_list("pk", flat=True)[offset : offset + limit])

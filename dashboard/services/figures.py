@@ -278,7 +278,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
             used = capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0)
             room = capacity.room_now(total, used, running=rented + deployed, observed=observed)
             room_mru, room_sru = room.mru, room.sru
-            pools_shape = _pools_shape(pools_text, shape.policy, observed, slice_order.get(pk, ((), ()))[1])
+            pools_shape = _pools_shape(pools_text, shape.policy, observed, slice_order.get(pk, ((), ()))[1], sru)
         figures = NodeFigures(
             free,
             rented,
@@ -299,14 +299,17 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
     return computed
 
 
-def _pools_shape(pools_text: str | None, effective: str, observed: capacity.Observed, occupied: tuple) -> str:
+def _pools_shape(
+    pools_text: str | None, effective: str, observed: capacity.Observed, occupied: tuple, total_sru: int
+) -> str:
     """ "" when the pools cannot refuse what memory and SSD allow; else a short key that nodes whose
     pools judge any VM alike share: the pools, the policy, the refused-disk bound in force and the
     occupied slices' sizes in order (where ZOS placed their disks)."""
     pools = json.loads(pools_text) if pools_text else None
     if not capacity.pools_decide(capacity.LiveNode(pools=tuple(pools) if pools else None, observed=observed)):
         return ""
-    made_of = json.dumps([pools, effective, observed.pool_room_below, occupied])
+    # Unknown pools are the plausible layouts of the SSD total: nodes of one total judge alike.
+    made_of = json.dumps([pools if pools else ["unknown", total_sru], effective, observed.pool_room_below, occupied])
     return hashlib.sha1(made_of.encode()).hexdigest()[:16]
 
 
