@@ -44,8 +44,8 @@ def test_it_registers_a_node_given_by_hand():
 @pytest.mark.django_db
 def test_it_sizes_the_disks_for_unknown_pools_when_none_are_given():
     text = register("1774", *NODE_1774)
-    # 1 TB may be four 250 GB SSDs: six disks in four 230.5 GiB pools.
-    assert text.strip().endswith("6 slice(s) of 1 vCPU / 4 GiB / 115 GiB disk")
+    # 1 TB may be four 250 GB SSDs: six disks in four 228.2 GiB pools.
+    assert text.strip().endswith("6 slice(s) of 1 vCPU / 4 GiB / 113 GiB disk")
 
 
 @pytest.mark.django_db

@@ -271,8 +271,8 @@ def test_the_best_nodes_are_looked_for_past_candidates_whose_pools_refuse(sim_no
 
 @pytest.mark.django_db
 def test_a_node_whose_pools_nobody_reported_is_judged_under_every_plausible_layout(simgrid_path):
-    """Issue 26: no page says more than ZOS will take. 931.5 GiB may be one 1 TB drive, two 500 GB or four
-    250 GB (pools of 922, 461 or 230.5 GiB, zos-cache in one of them): a 600 GiB disk fits the total but
+    """Issue 26: no page says more than ZOS will take. 931.5 GiB may be one 1 TB drive, two 500 GB, three
+    or four 250 GB (pools of 912.9, 456.4, 304.3 or 228.2 GiB, zos-cache in one of them): a 600 GiB disk fits the total but
     not every layout, so placement, like the node's own precheck, must not offer the node for it; a
     200 GiB disk fits every layout."""
     from dashboard.services.registration import node_register

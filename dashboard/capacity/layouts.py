@@ -5,12 +5,15 @@ pool (docs/domain.md "Who knows the pools"). A catalog carved on the total alone
 several SSDs, often one ZOS cannot deploy in full. So without a report the carve and the precheck
 ask for a catalog that deploys under *every* plausible layout of the total, in every device order:
 
-- the total as k identical drives of one standard size S (k = 1 to 8, S from `STANDARD_SSD_GB`,
+- the total as 1 to `COMMON_DRIVES` (4) equal drives, always: the drive count is what the total
+  hides, and a total that also fits a standard size says nothing against 3 drives of another;
+- the total as k identical drives of one standard size S (k = 5 to 8, S from `STANDARD_SSD_GB`,
   decimal gigabytes as drives are sold), when k * S lies within `MODEL_TOLERANCE` of the total:
   drive models of one nominal size differ a little, and the total is what ZOS measured;
 - when no standard size fits, every equal split of the total into k = 1 to 8 pools;
-- each pool `POOL_OVERHEAD` smaller than its share of the total: the room a filesystem takes,
-  and the margin that keeps drives a little smaller than their nominal size inside the set.
+- each pool `POOL_OVERHEAD` (2%) smaller than its share of the total: the room a filesystem takes,
+  and the margin that keeps drives within 2% of each other (one a little smaller, another a little
+  larger, as drives of one nominal size are) inside the set.
 
 Nodes of unequal drives (a 256 GB and a 1 TB) are outside the set; their first disk refusal
 teaches a bound (`lessons`), and `narrowed` keeps the layouts that bound leaves possible.
@@ -55,8 +58,12 @@ STANDARD_SSD_GB = (
 )
 GB = 1000**3
 MAX_DRIVES = 8
+# Guessed on every total: one to four SSDs is what most nodes' chassis hold, and the total alone
+# cannot tell three 343 GB drives from one of 1,024 GB (SIMULATION.md: without these, two
+# thirds of the simulated multi-SSD nodes fell outside the set, phantom until their first refusal).
+COMMON_DRIVES = 4
 MODEL_TOLERANCE_PERCENT = 2  # k * S within 2% of the total counts as k drives of S
-POOL_OVERHEAD_PERMILLE = 10  # each pool 1% below its share of the total
+POOL_OVERHEAD_PERMILLE = 20  # each pool 2% below its share of the total
 
 
 def _pool(share: int) -> int:
@@ -75,7 +82,7 @@ def plausible_layouts(total_sru: int) -> tuple[tuple[int, ...], ...]:
             if abs(nominal - total_sru) * 100 <= MODEL_TOLERANCE_PERCENT * total_sru:
                 standard.append(drives)
                 break  # one size per drive count: the pools are the total's share either way
-    counts = standard or list(range(1, MAX_DRIVES + 1))
+    counts = sorted(set(standard) | set(range(1, COMMON_DRIVES + 1))) if standard else range(1, MAX_DRIVES + 1)
     return tuple((_pool(total_sru // drives),) * drives for drives in counts)
 
 

@@ -193,7 +193,7 @@ back and how the watch and audit answer it: `dashboard/traffic_drift.py`.
 - **unserved**: requests for which no node offered a slice the marketplace could use (the fleet was full).
 - **pools**: the Grid Proxy never reports a node's SSD pools, so here the dashboard is not told them
   (unless `--pools-reported`): the zos policies carve for every plausible layout of the SSD total
-  (capacity/layouts.py: 1 to 8 identical drives of a standard size, each pool 1% under its share).
+  (capacity/layouts.py: 1 to 4 equal drives, or up to 8 of a standard size, each pool 2% under its share).
   A node whose drives fit that set (**in the plausible set**) must see no disk refusal; a node of
   near-equal drives a little smaller than their share is outside it, and its first disk refusal
   teaches a bound.
