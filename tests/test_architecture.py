@@ -204,3 +204,20 @@ plain.update(other)
 @pytest.mark.parametrize("path", sorted((PACKAGE / "selectors").glob("*.py")), ids=lambda p: p.name)
 def test_no_selector_writes_or_locks(path):
     assert writes_in(path.read_text()) == [], f"{path.relative_to(ROOT)} writes (selectors only read)"
+
+
+# One database everywhere (PostgreSQL, embedded or not): no branch on the vendor, no SQLite path.
+# The simulated grid's own store plays the outside world and may keep its SQLite file.
+VENDOR_BRANCH = re.compile(r"connection\.vendor|\bsqlite3?\b", re.IGNORECASE)
+
+
+def test_the_product_has_one_database_path():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(ROOT)
+        if "migrations" in path.parts or "simgrid" in path.parts:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if VENDOR_BRANCH.search(line) and not line.lstrip().startswith("SIMGRID_PATH"):
+                found.append(f"{where}:{number}: {line.strip()}")
+    assert found == [], "a second database path:\n" + "\n".join(found)
