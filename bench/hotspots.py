@@ -1,7 +1,8 @@
-"""Where the time goes: cProfile of the overview page or of the bulk re-register, in-process.
+"""Where the time goes: cProfile of the overview page, the bulk re-register or the onboarding's writes, in-process.
 
     .venv/bin/python bench/hotspots.py overview --nodes 10000
     .venv/bin/python bench/hotspots.py bulk --nodes 1000
+    .venv/bin/python bench/hotspots.py onboard --nodes 2000
 
 Same database, seeding and settings as `make bench` (its own database, dropped afterwards).
 Prints the timing, the queries by kind and the top functions by cumulative and own time.
@@ -110,6 +111,58 @@ def profile_bulk(nodes: int, top: int, env, *, cprofile: bool = True) -> None:
         _print(profiler, top)
 
 
+def profile_onboard(nodes: int, top: int, *, cprofile: bool = True) -> None:
+    """The onboarding's database side without the network: pages of 100 new nodes (bench.onboard's
+    shapes) through page_apply, each page its own transaction, as the job writes them."""
+    from django.db import connection
+
+    from bench.onboard import FARMS, FIRST_NODE_ID
+    from dashboard.capacity import GiB, Resources
+    from dashboard.grid.types import NodeCapacity
+    from dashboard.job_results import OnboardResult
+    from dashboard.services.onboarding.apply import page_apply
+    from dashboard.services.onboarding.request import OnboardRequest
+
+    shapes = ((8, 31 * GiB, int(931.5 * GiB)), (16, 62 * GiB, 2 * int(931.5 * GiB)), (4, 15 * GiB, 476 * GiB))
+    lives = []
+    for i in range(nodes):
+        cru, mru, sru = shapes[i % len(shapes)]
+        farm = FARMS[i % len(FARMS)]
+        lives.append(
+            NodeCapacity(
+                node_id=FIRST_NODE_ID + i,
+                farm_id=farm,
+                farm_name=f"bench farm {farm}",
+                twin_id=10_000 + i,
+                status="up",
+                dedicated=False,
+                rented_by_twin_id=None,
+                total=Resources(cru=cru, mru=mru, sru=sru, hru=0),
+                used=Resources(cru=0, mru=max(mru // 10, 2 * GiB), sru=20 * GiB, hru=0),
+            )
+        )
+    request = OnboardRequest(farm_ids=tuple(FARMS), max_new_nodes=nodes)
+    result = OnboardResult()
+    profiler = cProfile.Profile()
+    queries = QueryKinds()
+    with connection.execute_wrapper(queries):
+        started = time.perf_counter()
+        if cprofile:
+            profiler.enable()
+        for start in range(0, nodes, 100):
+            page_apply(lives[start : start + 100], request=request, result=result)
+        profiler.disable()
+        elapsed = time.perf_counter() - started
+    sql = sum(queries.seconds.values())
+    print(
+        f"onboarding's writes for {nodes:,} new nodes in-process{' (under cProfile)' if cprofile else ''}: "
+        f"{elapsed:.2f} s, {elapsed * 1000 / nodes:.2f} ms/node, of which SQL statements {sql * 1000 / nodes:.2f} "
+        f"ms/node; {queries.total / nodes:.2f} statements/node: {queries}"
+    )
+    if cprofile:
+        _print(profiler, top)
+
+
 def _print(profiler: cProfile.Profile, top: int) -> None:
     stats = pstats.Stats(profiler, stream=sys.stdout)
     stats.sort_stats("cumulative").print_stats(top)
@@ -118,11 +171,11 @@ def _print(profiler: cProfile.Profile, top: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="bench/hotspots.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("overview", "bulk"))
+    parser.add_argument("what", choices=("overview", "bulk", "onboard"))
     parser.add_argument("--nodes", type=int, default=None, help="fleet size (overview 10000, bulk 1000)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument(
-        "--no-cprofile", action="store_true", help="bulk: time and queries only, without cProfile's overhead"
+        "--no-cprofile", action="store_true", help="bulk, onboard: time and queries only, without cProfile's overhead"
     )
     args = parser.parse_args()
     nodes = args.nodes or (10000 if args.what == "overview" else 1000)
@@ -136,6 +189,8 @@ def main() -> int:
         call_command("migrate", verbosity=0)
         if args.what == "overview":
             profile_overview(nodes, args.top)
+        elif args.what == "onboard":
+            profile_onboard(nodes, args.top, cprofile=not args.no_cprofile)
         else:
             profile_bulk(nodes, args.top, env, cprofile=not args.no_cprofile)
     finally:
