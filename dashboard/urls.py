@@ -17,6 +17,7 @@ from dashboard.views import (
     onboarding,
     placement,
     policy,
+    waves,
 )
 
 urlpatterns = [
@@ -42,6 +43,9 @@ urlpatterns = [
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/progress/", jobs.job_progress, name="job-progress"),
+    path("jobs/<int:job_id>/waves/<str:action>/", waves.waves_action, name="job-waves"),
+    path("jobs/<int:job_id>/rollback/", waves.job_rollback, name="job-rollback"),
+    path("jobs/<int:job_id>/rollback/<int:node_id>/", waves.node_rollback_view, name="job-node-rollback"),
     path("policy/", policy.policy_list, name="policy"),
     path("policy/new/", policy.policy_new, name="policy-new"),
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
