@@ -84,3 +84,20 @@ def test_an_admin_rolls_a_finished_run_back_from_its_page(admins_client, legacy_
     admins_client.post(f"/jobs/{job.pk}/rollback/")
     assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"legacy"}
     assert "2 rolled back" in admins_client.get(f"/jobs/{job.pk}/").content.decode()
+
+
+@pytest.mark.django_db
+def test_the_stale_page_starts_a_run_in_waves(admins_client, legacy_fleet):
+    legacy_fleet(2)
+    page = admins_client.get("/fleet/reregister-stale/").content.decode()
+    assert "Re-register 2 nodes in waves" in page
+    response = admins_client.post("/fleet/reregister-stale/", {"waves": "on", "canary_share": "50", "budget": "0"})
+    wave = WaveRun.objects.get()
+    assert response.status_code == 302 and (wave.canary_share, wave.budget) == (50, 0)
+
+
+@pytest.mark.django_db
+def test_the_stale_page_refuses_a_share_over_100_and_starts_nothing(admins_client, legacy_fleet):
+    legacy_fleet(1)
+    response = admins_client.post("/fleet/reregister-stale/", {"waves": "on", "canary_share": "150"})
+    assert response.status_code == 400 and not Job.objects.exists()
