@@ -17,6 +17,7 @@ from dashboard.views import (
     onboarding,
     placement,
     policy,
+    policy_history,
     waves,
 )
 
@@ -48,6 +49,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/rollback/<int:node_id>/", waves.node_rollback_view, name="job-node-rollback"),
     path("policy/", policy.policy_list, name="policy"),
     path("policy/new/", policy.policy_new, name="policy-new"),
+    path("policy/history/", policy_history.policy_history_page, name="policy-history"),
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
     path("policy/<int:policy_id>/trial/", policy.policy_trial, name="policy-trial"),
     path("policy/new/trial/", policy.policy_new_trial, name="policy-new-trial"),

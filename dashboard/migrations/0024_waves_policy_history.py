@@ -34,7 +34,7 @@ def history_begin(apps, schema_editor):
             farm_id=row.farm_id,
             parameters={p: getattr(row, p) for p in PARAMETERS},
             action="recorded",
-            source="migration",
+            source="migrate",
             at=row.updated_at,
         )
         for row in Policy.objects.all()

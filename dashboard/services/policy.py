@@ -10,6 +10,8 @@ from django.db import IntegrityError, transaction
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, Node, Policy, PolicyVersion
+from dashboard.selectors.policy_history import SIZE_PARAMETERS
+from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
 from dashboard.services.figures import figures_refresh
 
 
@@ -67,7 +69,7 @@ def policy_update(
             by=by,
             source=source,
         )
-        _version_record(
+        policy_version_record(
             locked,
             action=PolicyVersion.Action.REVERTED if reverted_from is not None else PolicyVersion.Action.CHANGED,
             by=by,
@@ -121,7 +123,7 @@ def policy_create(
                 by=by,
                 source=source,
             )
-            _version_record(row, action=PolicyVersion.Action.CREATED, by=by, source=source)
+            policy_version_record(row, action=PolicyVersion.Action.CREATED, by=by, source=source)
     except IntegrityError:
         raise PolicyConflict(_taken_words(name=name, scope=scope, farm_id=farm_id, node=node)) from None
     return row
@@ -143,8 +145,11 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
         figures_refresh(node_pks)
 
 
-def _version_record(policy: Policy, *, action: str, by, source: str, reverted_from: int | None = None) -> None:
-    """The policy's history entry for the version it has now (dashboard.models.PolicyVersion)."""
+def policy_version_record(
+    policy: Policy, *, action: str, by=None, source: str = "web", reverted_from: int | None = None
+) -> None:
+    """The policy's history entry for the version it has now (dashboard.models.PolicyVersion); every write
+    of a policy calls it in its own transaction."""
     PolicyVersion.objects.create(
         policy=policy,
         policy_name=policy.name,
@@ -189,32 +194,6 @@ def policy_changes_words(changes: dict[str, tuple]) -> str:
         f"{PARAMETER_WORDS.get(p, p)} {_value_words(p, old)} -> {_value_words(p, new)}"
         for p, (old, new) in changes.items()
     )
-
-
-PARAMETER_WORDS = {
-    "slice_mru": "slice memory",
-    "slice_cru": "vCPUs per slice",
-    "reserve_mru_percent": "memory reserve percent",
-    "reserve_mru_floor": "memory reserve floor",
-    "reserve_sru": "disk reserve",
-    "overhead_mru_per_vm": "memory overhead per VM",
-    "overhead_sru_per_vm": "disk overhead per VM",
-    "rootfs": "rootfs rule",
-    "min_slice_sru": "smallest slice disk",
-    "sru_step": "disk step",
-    "arithmetic": "arithmetic",
-}
-SIZE_PARAMETERS = frozenset(
-    {
-        "slice_mru",
-        "reserve_mru_floor",
-        "reserve_sru",
-        "overhead_mru_per_vm",
-        "overhead_sru_per_vm",
-        "min_slice_sru",
-        "sru_step",
-    }
-)
 
 
 def _value_words(parameter: str, value) -> str:
