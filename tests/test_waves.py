@@ -169,3 +169,45 @@ def test_a_run_under_the_approval_threshold_starts_at_once(legacy_fleet, setting
     with django_capture_on_commit_callbacks() as sent:
         job = bulk_request().job
     assert len(sent) == 1 and not WaveRun.objects.filter(job=job).exists()
+
+
+@pytest.mark.django_db
+def test_refusals_on_the_runs_recarved_nodes_spend_its_budget_and_pause_it(legacy_fleet, role_user):
+    from dashboard.models import Deployment
+
+    nodes = legacy_fleet(4)
+    admin = role_user("admins")
+    job = bulk_request(parameters={"canary_share": 0, "batch_size": 2, "budget": 0}, by=admin).job
+
+    def refused_after_the_first_batch(done):
+        if done == 2:  # a buyer's deploy on a node this run re-carved is refused by ZOS
+            Deployment.objects.create(
+                node=nodes[0], slice_index=0, cru=1, mru=4 * 2**30, sru=10 * 2**30, state="failed", cause="memory"
+            )
+
+    seen = []
+
+    def admin_stops(wave):
+        seen.append((wave.state, wave.refusals, wave.failures))
+        wave_run_stop(wave=wave, by=admin)
+
+    job = run(
+        legacy_fleet.grid,
+        job,
+        limits=BulkLimits(chunk=2),
+        hooks=BulkHooks(batch_done=refused_after_the_first_batch, paused=admin_stops),
+    )
+    assert seen == [(WaveRun.State.PAUSED, 1, 0)]
+    assert "1 refusal(s) and 0 failure(s) since it started, over its budget of 0" in job.wave_run.paused_reason
+    assert set(Node.objects.filter(carved_policy_name="zos").values_list("grid_id", flat=True)) == {1, 2}
+
+
+@pytest.mark.django_db
+def test_a_paused_run_nobody_resumes_stops_itself_after_the_pause_limit(legacy_fleet, settings):
+    settings.WAVES_PAUSE_LIMIT = 0  # past at once: the first look while paused ends it
+    legacy_fleet(4)
+    legacy_fleet.grid.remove_node(1)
+    job = bulk_request(parameters={"canary_share": 0, "batch_size": 2, "budget": 0}).job
+    job = run(legacy_fleet.grid, job, limits=BulkLimits(chunk=2), hooks=BulkHooks(paused=lambda wave: None))
+    assert job.wave_run.state == WaveRun.State.STOPPED and "stopped itself" in job.wave_run.paused_reason
+    assert Node.objects.filter(carved_policy_name="zos").count() == 1  # node 2 only; 3 and 4 untouched

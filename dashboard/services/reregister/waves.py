@@ -149,12 +149,13 @@ def waves_between(
     failed: int,
     finished: bool,
     failures: int,
-    sleep: Callable[[float], None] = time.sleep,
+    paused: Callable[[WaveRun], None] | None = None,
 ) -> bool:
     """After a batch of wave `number` was committed: count, pause past the budget, wait; False: stop now.
 
     `done` and `failed` are this wave's nodes so far, `finished` whether the wave is over, and
-    `failures` the run's failed nodes so far. `sleep` is the seam a test may pass.
+    `failures` the run's failed nodes so far. `paused` (BulkHooks.paused) is called in place of each
+    wait while paused: the seam a test's admin acts through.
     """
     entry = wave.waves[number]
     entry.update(done=done, failed=failed, state="done" if finished else "running")
@@ -178,11 +179,11 @@ def waves_between(
             AuditEvent.objects.create(
                 source=job.source, action="waves.paused", job=job, message=f"job #{job.pk} {reason}"
             )
-        return _paused_wait(job=job, wave=wave, reason=reason, sleep=sleep)
+        return _paused_wait(job=job, wave=wave, reason=reason, paused=paused)
     return True
 
 
-def _paused_wait(*, job: Job, wave: WaveRun, reason: str, sleep: Callable[[float], None]) -> bool:
+def _paused_wait(*, job: Job, wave: WaveRun, reason: str, paused: Callable[[WaveRun], None] | None) -> bool:
     """Wait while paused, beating the heartbeat; True when resumed, False when stopped (or past the limit)."""
     step = f"paused after {sum(w['done'] for w in wave.waves)} nodes: {reason}"
     waited_from = time.monotonic()
@@ -203,7 +204,10 @@ def _paused_wait(*, job: Job, wave: WaveRun, reason: str, sleep: Callable[[float
                 )
             return False
         job_progress(job=job, step=step)
-        sleep(PAUSED_POLL)
+        if paused is not None:
+            paused(wave)
+        else:
+            time.sleep(PAUSED_POLL)
 
 
 def waves_run(run, stale: list[int]) -> bool:
@@ -232,6 +236,7 @@ def waves_run(run, stale: list[int]) -> bool:
                 failed=run.result.failed - failed_before,
                 finished=done == len(pks),
                 failures=run.result.failed,
+                paused=run.hooks.paused,
             )
             if not go_on:
                 return True
