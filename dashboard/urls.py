@@ -44,7 +44,10 @@ urlpatterns = [
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/progress/", jobs.job_progress, name="job-progress"),
-    path("jobs/<int:job_id>/waves/<str:action>/", waves.waves_action, name="job-waves"),
+    *(
+        path(f"jobs/<int:job_id>/waves/{action}/", waves.waves_action, {"action": action}, name=f"job-waves-{action}")
+        for action in waves.ACTIONS
+    ),
     path("jobs/<int:job_id>/rollback/", waves.job_rollback, name="job-rollback"),
     path("jobs/<int:job_id>/rollback/<int:node_id>/", waves.node_rollback_view, name="job-node-rollback"),
     path("policy/", policy.policy_list, name="policy"),

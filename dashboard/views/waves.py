@@ -19,18 +19,21 @@ from dashboard.services.reregister.rollback import node_rollback, run_rollback
 from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
 STEER = ["dashboard.view_job", "dashboard.bulk_reregister"]
+# Each action's service and what the page says once it is done (one URL each: /jobs/<id>/waves/<action>/).
+ACTIONS = {
+    "approve": (wave_run_approve, "Approved"),
+    "resume": (wave_run_resume, "Resumed"),
+    "stop": (wave_run_stop, "Stopping after the batch in hand"),
+}
 
 
 @login_required
 @require_POST
 @permission_required(STEER, raise_exception=True)
 def waves_action(request, job_id: int, action: str):
-    actions = {"approve": wave_run_approve, "resume": wave_run_resume, "stop": wave_run_stop}
-    if action not in actions:
-        raise Http404(f"no such action: {action}")
     wave = get_object_or_404(WaveRun, job_id=job_id)
-    done = {"approve": "Approved", "resume": "Resumed", "stop": "Stopping after the batch in hand"}[action]
-    return _after(request, job_id, lambda: actions[action](wave=wave, by=request.user, source="web"), done)
+    act, done = ACTIONS[action]
+    return _after(request, job_id, lambda: act(wave=wave, by=request.user, source="web"), done)
 
 
 @login_required

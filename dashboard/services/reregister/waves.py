@@ -159,9 +159,13 @@ def waves_between(
     """
     entry = wave.waves[number]
     entry.update(done=done, failed=failed, state="done" if finished else "running")
-    refusals = Deployment.objects.filter(
-        node__catalog_generations__job=job, started_at__gte=job.started_at, state__in=REFUSED_STATES
-    ).count()
+    refusals = (
+        Deployment.objects.filter(
+            node__catalog_generations__job=job, started_at__gte=job.started_at, state__in=REFUSED_STATES
+        )
+        .distinct()
+        .count()
+    )
     WaveRun.objects.filter(pk=wave.pk).update(waves=wave.waves, refusals=refusals, failures=failures)
     wave.refresh_from_db()
     if wave.state == WaveRun.State.STOPPING:
@@ -214,6 +218,8 @@ def waves_run(run, stale: list[int]) -> bool:
     """A bulk run (services.reregister.bulk's _BulkRun) in waves: each wave in batches of at most BULK_CHUNK, the
     budget and the admin's Stop looked at after every committed batch; True when it stopped early."""
     wave = wave_run_of(run.job)
+    if wave.state in (WaveRun.State.STOPPING, WaveRun.State.STOPPED):
+        return True  # stopped before a worker died and the run was taken over: nothing more to do
     farm_of = (
         dict(Node.objects.filter(pk__in=stale).values_list("pk", "farm_id")) if wave.canary_farm is not None else {}
     )
