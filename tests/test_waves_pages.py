@@ -90,7 +90,7 @@ def test_an_admin_rolls_a_finished_run_back_from_its_page(admins_client, legacy_
 def test_the_stale_page_starts_a_run_in_waves(admins_client, legacy_fleet):
     legacy_fleet(2)
     page = admins_client.get("/fleet/reregister-stale/").content.decode()
-    assert "Re-register 2 nodes in waves" in page
+    assert "Re-register in waves (2 nodes)" in page
     response = admins_client.post("/fleet/reregister-stale/", {"waves": "on", "canary_share": "50", "budget": "0"})
     wave = WaveRun.objects.get()
     assert response.status_code == 302 and (wave.canary_share, wave.budget) == (50, 0)

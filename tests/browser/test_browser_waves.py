@@ -23,7 +23,7 @@ def test_the_wave_runs_page_pauses_and_resumes_live(
     page.get_by_label("Canary share (%)").fill("0")
     page.get_by_label("Batch size").fill("3")
     page.get_by_label("Budget").fill("0")
-    page.get_by_role("button", name="Re-register 9 nodes in waves").click()
+    page.get_by_role("button", name="Re-register in waves (9 nodes)").click()
 
     waves = page.locator("section.waves")
     assert waves.get_attribute("data-wave-state") == "running"  # so only its polling can show the pause
