@@ -101,3 +101,28 @@ def test_the_stale_page_refuses_a_share_over_100_and_starts_nothing(admins_clien
     legacy_fleet(1)
     response = admins_client.post("/fleet/reregister-stale/", {"waves": "on", "canary_share": "150"})
     assert response.status_code == 400 and not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_api_shows_a_runs_waves_and_what_was_rolled_back(api_token, api_call, legacy_fleet):
+    from dashboard.services.reregister.rollback import run_rollback
+
+    legacy_fleet(3)
+    job = bulk_request(parameters={"canary_share": 0, "batch_size": 2}).job
+    job_execute(job=job_claim(job_id=job.pk), grid=legacy_fleet.grid)
+    run_rollback(job=job)
+    token = api_token("read")
+    response = api_call("get", f"/api/v1/jobs/{job.pk}/waves", token=token)
+    body = response.json()
+    assert response.status_code == 200, body
+    assert [(w["label"], w["nodes"], w["state"]) for w in body["waves"]] == [
+        ("batch 1", 2, "done"),
+        ("batch 2", 1, "done"),
+    ]
+    assert (body["state"], body["kept"], body["rolled_back"], body["rolled_back_nodes"]) == ("done", 3, 3, [1, 2, 3])
+
+
+@pytest.mark.django_db
+def test_the_api_says_404_for_a_job_with_no_waves(api_token, api_call):
+    response = api_call("get", "/api/v1/jobs/999/waves", token=api_token("read"))
+    assert response.status_code == 404 and "not a re-register" in response.json()["detail"]
