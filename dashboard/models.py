@@ -912,3 +912,132 @@ class FarmTotalsChanged(models.Model):
 
     def __str__(self) -> str:
         return f"farm {self.farm_id} changed"
+
+
+class WaveRun(models.Model):
+    """A bulk re-register's state between its batches: its waves, its budget, paused, stopped, approved.
+
+    One per bulk job that runs in waves or waits for a second admin (services.reregister.waves). The
+    job's row keeps its life (queued, running, finished); this keeps what an admin steers: the run
+    pauses itself when the refusals and failures since it started (or since it was last resumed)
+    pass its budget, and an admin resumes or stops it; Stop ends it after the batch in hand.
+    """
+
+    class State(models.TextChoices):
+        AWAITING_APPROVAL = "awaiting", "Waiting for a second admin's approval"
+        RUNNING = "running", "Running"
+        PAUSED = "paused", "Paused"
+        STOPPING = "stopping", "Stopping after the batch in hand"
+        STOPPED = "stopped", "Stopped"
+        DONE = "done", "Done"
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="wave_run")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.RUNNING)
+    canary_farm = models.PositiveIntegerField(null=True, blank=True)
+    canary_share = models.PositiveSmallIntegerField(null=True, blank=True, help_text="Percent of the stale nodes")
+    batch_size = models.PositiveIntegerField(default=100)
+    budget = models.PositiveIntegerField(default=3, help_text="Refusals and failures allowed before it pauses")
+    # Refusals and failures counted when it was last resumed: the budget counts again from there.
+    spent_at_resume = models.PositiveIntegerField(default=0)
+    refusals = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0)
+    stale_at_request = models.PositiveIntegerField(default=0)
+    # [{"label": "canary: farm 3", "nodes": 12, "done": 12, "failed": 0, "state": "done"}], in order.
+    waves = models.JSONField(default=list, blank=True)
+    paused_reason = models.CharField(max_length=300, blank=True)
+    paused_at = models.DateTimeField(null=True, blank=True)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    stopped_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # What a rollback of the run did: {"at": iso, "by": name, "rolled_back": [ids], "blocked": {id: why}}.
+    rollback = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    HELD_STATES = (State.AWAITING_APPROVAL,)
+
+    def __str__(self) -> str:
+        return f"waves of job {self.job_id} ({self.state})"
+
+    @property
+    def spent(self) -> int:
+        """Refusals and failures since it started."""
+        return self.refusals + self.failures
+
+    @property
+    def budget_left(self) -> int:
+        return max(self.budget - (self.spent - self.spent_at_resume), 0)
+
+
+class CatalogGeneration(models.Model):
+    """A node's catalog as it was before a re-register wrote a new one, kept so an admin can roll it back.
+
+    Written in the same transaction as the new catalog (services.reregister.bulk). A rollback
+    (services.reregister.rollback) puts the free slices back as they were while none of the node's
+    slices changed hands since; occupied slices are never touched.
+    """
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="catalog_generations")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="catalog_generations")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # The node's carve columns before: carved_policy_name, carved_policy_version, carved_slice_sru,
+    # carved_deployable, carved_pools_known, catalog_generation.
+    before = models.JSONField(default=dict)
+    # Every slice before: [{"index", "cru", "mru", "sru", "state"}]; and what the re-register removed.
+    slices_before = models.JSONField(default=list)
+    removed = models.JSONField(default=list)
+    added_indices = models.JSONField(default=list)
+    # {index: state} of every slice right after the re-register: a rollback needs the same now.
+    slices_after = models.JSONField(default=dict)
+    generation_after = models.PositiveIntegerField()
+    rolled_back_at = models.DateTimeField(null=True, blank=True)
+    rolled_back_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-at"]
+        indexes = [models.Index(fields=["job", "node"], name="catalog_generation_job_node")]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id}'s catalog before job {self.job_id}"
+
+
+class PolicyVersion(models.Model):
+    """Every version of every policy, as it was saved: who, when, from where, and its parameters.
+
+    Written by services.policy with each create, change and revert, in the same transaction. The
+    migration that made this table recorded each policy's state at that time as its first entry.
+    """
+
+    class Action(models.TextChoices):
+        CREATED = "created", "Created"
+        CHANGED = "changed", "Changed"
+        REVERTED = "reverted", "Reverted"
+        RECORDED = "recorded", "Recorded when the history began"
+
+    policy = models.ForeignKey(Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="versions")
+    policy_name = models.CharField(max_length=64, db_index=True)
+    version = models.PositiveIntegerField()
+    scope = models.CharField(max_length=8, choices=Policy.Scope.choices)
+    farm_id = models.PositiveIntegerField(null=True, blank=True)
+    parameters = models.JSONField(default=dict)
+    action = models.CharField(max_length=10, choices=Action.choices)
+    reverted_from = models.PositiveIntegerField(null=True, blank=True)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    source = models.CharField(max_length=8, default="web")
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["policy_name", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["policy", "version"], condition=Q(policy__isnull=False), name="one_entry_per_policy_version"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy_name} v{self.version}"

@@ -228,6 +228,16 @@ REPORT_MAX_AGE_DAYS = env_int("REPORT_MAX_AGE_DAYS", 30, minimum=1)
 # A bulk re-register's plan made from a reading older than this many seconds is read again before
 # it is applied (a batch whose page was read before a long run of one-by-one reads, say).
 BULK_READING_MAX_AGE = env_int("BULK_READING_MAX_AGE", 300, minimum=1)
+# Waves (a bulk re-register asked with waves; services.reregister.waves): the canary's share of the
+# stale nodes when no canary farm is named (percent, 0: no canary), the batch size after it, the
+# refusals and failures allowed before the run pauses itself, and how long a paused run holds its
+# worker waiting for an admin before it stops itself (after the batch in hand, nothing half-written).
+WAVES_CANARY_SHARE = env_int("WAVES_CANARY_SHARE", 10, minimum=0)
+WAVES_BATCH = env_int("WAVES_BATCH", 100, minimum=1)
+WAVES_BUDGET = env_int("WAVES_BUDGET", 3, minimum=0)
+WAVES_PAUSE_LIMIT = env_int("WAVES_PAUSE_LIMIT", 300, minimum=1)
+# A bulk re-register over this many stale nodes waits for a second admin's approval (0: never).
+BULK_APPROVAL_OVER = env_int("BULK_APPROVAL_OVER", 0, minimum=0)
 # A precheck that may answer from the stored reading re-reads one older than READING_MAX_AGE_MINUTES,
 # within this many seconds in all (else it says the grid did not answer in time).
 PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0.1)

@@ -17,6 +17,8 @@ from dashboard.views import (
     onboarding,
     placement,
     policy,
+    policy_history,
+    waves,
 )
 
 urlpatterns = [
@@ -42,8 +44,15 @@ urlpatterns = [
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_page, name="job"),
     path("jobs/<int:job_id>/progress/", jobs.job_progress, name="job-progress"),
+    *(
+        path(f"jobs/<int:job_id>/waves/{action}/", waves.waves_action, {"action": action}, name=f"job-waves-{action}")
+        for action in waves.ACTIONS
+    ),
+    path("jobs/<int:job_id>/rollback/", waves.job_rollback, name="job-rollback"),
+    path("jobs/<int:job_id>/rollback/<int:node_id>/", waves.node_rollback_view, name="job-node-rollback"),
     path("policy/", policy.policy_list, name="policy"),
     path("policy/new/", policy.policy_new, name="policy-new"),
+    path("policy/history/", policy_history.policy_history_page, name="policy-history"),
     path("policy/<int:policy_id>/edit/", policy.policy_edit, name="policy-edit"),
     path("policy/<int:policy_id>/trial/", policy.policy_trial, name="policy-trial"),
     path("policy/new/trial/", policy.policy_new_trial, name="policy-new-trial"),

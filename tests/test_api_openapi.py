@@ -12,6 +12,7 @@ ENDPOINTS = {
     ("post", "/api/v1/nodes/{node_id}/precheck"),
     ("post", "/api/v1/nodes/{node_id}/reregister"),
     ("get", "/api/v1/jobs"),
+    ("get", "/api/v1/jobs/{job_id}/waves"),
     ("get", "/api/v1/deployments"),
     ("post", "/api/v1/deployments"),
     ("get", "/api/v1/policies"),

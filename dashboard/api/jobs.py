@@ -1,15 +1,17 @@
-"""GET /api/v1/jobs: the jobs list, as the Jobs page reads it."""
+"""GET /api/v1/jobs: the jobs list, as the Jobs page reads it; GET /api/v1/jobs/{id}/waves: a re-register's waves."""
 
 from __future__ import annotations
 
 from django.core.paginator import Paginator
+from django.http import Http404
 from ninja import Field, Query, Router, Schema
 
 from dashboard.api.auth import READ
 from dashboard.api.inputs import Counting, Whole
-from dashboard.api.schemas import ErrorOut, JobsPageOut
+from dashboard.api.schemas import ErrorOut, JobsPageOut, WavesOut
 from dashboard.models import Job
 from dashboard.selectors.jobs import jobs_list
+from dashboard.selectors.waves import waves_view
 
 router = Router(tags=["jobs"])
 
@@ -59,4 +61,34 @@ def jobs(request, filters: Query[JobsFilter]):
         "pages": shown.paginator.num_pages,
         "per_page": filters.per_page,
         "jobs": [job_out(job) for job in shown],
+    }
+
+
+@router.get(
+    "/jobs/{job_id}/waves",
+    auth=READ,
+    response={200: WavesOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    summary="A re-register's waves, budget and kept catalogs (what its job page shows)",
+)
+def job_waves(request, job_id: Whole):
+    job = Job.objects.filter(pk=job_id).first()
+    shown = waves_view(job) if job is not None else None
+    if shown is None:
+        raise Http404(f"job {job_id} is not a re-register with waves or kept catalogs")
+    run = shown.run
+    return {
+        "job_id": job.pk,
+        "job_state": job.state,
+        "state": run.state if run else None,
+        "paused_reason": run.paused_reason if run else "",
+        "budget": run.budget if run else None,
+        "refusals": run.refusals if run else 0,
+        "failures": run.failures if run else 0,
+        "budget_left": run.budget_left if run else None,
+        "approved_by": run.approved_by.get_username() if run and run.approved_by_id else None,
+        "waves": run.waves if run else [],
+        "kept": shown.generations,
+        "rolled_back": shown.rolled_back_total,
+        "rolled_back_nodes": shown.rolled_back,
+        "blocked": {int(gid): why for gid, why in shown.blocked.items()},
     }

@@ -191,6 +191,33 @@ class JobOut(Schema):
     finished_at: datetime | None
 
 
+class WaveOut(Schema):
+    label: str = Field(description='"canary: farm 3", "canary: 10% of the stale nodes", "batch 2"')
+    nodes: int
+    done: int
+    failed: int
+    state: str = Field(description="pending, running or done")
+
+
+class WavesOut(Schema):
+    job_id: int
+    job_state: str
+    state: str | None = Field(description="awaiting, running, paused, stopping, stopped, done; null: not in waves")
+    paused_reason: str
+    budget: int | None = Field(
+        description="refusals and failures allowed before it pauses (counted again from a resume)"
+    )
+    refusals: int = Field(description="deployments failed or refused on its re-carved nodes since it started")
+    failures: int = Field(description="nodes it could not re-register")
+    budget_left: int | None
+    approved_by: str | None
+    waves: list[WaveOut]
+    kept: int = Field(description="nodes whose previous catalog this job kept (to roll back)")
+    rolled_back: int
+    rolled_back_nodes: list[int] = Field(description="the first 50 rolled back, by node id")
+    blocked: dict[int, str] = Field(description="the last run rollback's blocked nodes: node id -> why")
+
+
 class GridConditionOut(Schema):
     healthy: bool | None = Field(description="the Grid Proxy's health verdict; null: not said")
     power_state: str = Field(description='the farm power manager\'s view: "up", "down", "" (not reported)')

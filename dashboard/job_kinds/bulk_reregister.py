@@ -1,12 +1,38 @@
 """Bulk re-register: every stale node's catalog (or one farm's), a batch per transaction
 (services.reregister.bulk)."""
 
-from dashboard.job_kinds.declaration import JobKind
+from pydantic import Field
+
+from dashboard.job_kinds.declaration import JobKind, JobParameters
 from dashboard.job_results import BulkResult
 
 
-def bulk_target(job, _asked) -> str:
-    return f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
+class BulkParameters(JobParameters):
+    """Waves (services.reregister.waves): a canary first (a farm, or a share of the stale nodes), then
+    batches; the run pauses itself past its budget of refusals and failures. Any of them asks for waves;
+    what is not given comes from the WAVES_* settings."""
+
+    REFUSAL = (
+        "a bulk re-register takes waves (true or false), canary_farm (a farm id), canary_share (0-100 percent), "
+        "batch_size (1-10000 nodes) and budget (0 or more refusals and failures)"
+    )
+
+    waves: bool = False
+    canary_farm: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    canary_share: int | None = Field(default=None, ge=0, le=100)
+    batch_size: int | None = Field(default=None, ge=1, le=10000)
+    budget: int | None = Field(default=None, ge=0, le=1_000_000)
+
+    @property
+    def in_waves(self) -> bool:
+        return self.waves or any(
+            value is not None for value in (self.canary_farm, self.canary_share, self.batch_size, self.budget)
+        )
+
+
+def bulk_target(job, asked) -> str:
+    target = f"farm {job.farm_id}'s stale nodes" if job.farm_id is not None else "all stale nodes"
+    return f"{target}, in waves" if asked is not None and getattr(asked, "in_waves", False) else target
 
 
 def bulk_kept_when_lost(job) -> BulkResult:
@@ -42,6 +68,7 @@ KIND = JobKind(
     label="Bulk re-register",
     words="bulk re-register",
     result=BulkResult,
+    parameters=BulkParameters,
     runner="dashboard.services.reregister:bulk_reregister",
     template="dashboard/job_kinds/bulk_reregister.html",
     target="fleet",

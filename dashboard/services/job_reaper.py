@@ -14,7 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.job_kinds import kind_of
-from dashboard.models import Job
+from dashboard.models import Job, WaveRun
 from dashboard.services.jobs import (
     DEFAULT_QUEUED_TIMEOUT,
     DEFAULT_RESEND_AFTER,
@@ -24,6 +24,8 @@ from dashboard.services.jobs import (
 )
 
 log = logging.getLogger(__name__)
+
+WAITING_APPROVAL = WaveRun.State.AWAITING_APPROVAL
 
 
 def jobs_reap(now: datetime | None = None) -> int:
@@ -63,9 +65,13 @@ def jobs_reap(now: datetime | None = None) -> int:
             reaped += 1
     queued_timeout = getattr(settings, "JOB_QUEUED_TIMEOUT", DEFAULT_QUEUED_TIMEOUT)
     resend_after = getattr(settings, "JOB_RESEND_AFTER", DEFAULT_RESEND_AFTER)
-    for job in Job.objects.filter(
-        state=Job.State.QUEUED, created_at__lt=now - timedelta(seconds=queued_timeout)
-    ).select_related("node", "requested_by"):
+    for job in (
+        Job.objects.filter(state=Job.State.QUEUED, created_at__lt=now - timedelta(seconds=queued_timeout))
+        # A bulk run waiting for a second admin is not a lost one; once approved, it is queued from then.
+        .exclude(wave_run__state=WAITING_APPROVAL)
+        .exclude(wave_run__approved_at__gte=now - timedelta(seconds=queued_timeout))
+        .select_related("node", "requested_by")
+    ):
         error = (
             f"never started: queued at {job.created_at:%Y-%m-%d %H:%M:%S} UTC and no worker took it within "
             f"{queued_timeout} s, though its message was re-sent every {resend_after} s; "
@@ -92,6 +98,7 @@ def _jobs_resend(*, now: datetime, after: int) -> int:
     for job in (
         Job.objects.filter(state=Job.State.QUEUED)
         .filter(Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, created_at__lt=cutoff))
+        .exclude(wave_run__state=WAITING_APPROVAL)  # its message is sent by the approval
         .only("pk", "heartbeat_at")
     ):
         still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)

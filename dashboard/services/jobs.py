@@ -90,6 +90,7 @@ def job_request(
     source: str = "web",
     dry_run: bool = False,
     parameters: dict | None = None,
+    enqueue: bool = True,
 ) -> JobRequest:
     """Queue a job, or return the one already active for the same node (or the active bulk job).
 
@@ -97,7 +98,8 @@ def job_request(
     its typed parameters (stored as that model gives them), a dry run. `token` is the API token
     that asked, when one did: it is kept on the job beside its holder (`by`, who must be its user).
     One transaction inserts the Job and its audit event; the Celery message is sent on commit
-    with the job id as its task id. Bad input raises JobError and writes nothing.
+    with the job id as its task id (not with enqueue=False: a run that waits for an approval is sent
+    by it, services.reregister.waves). Bad input raises JobError and writes nothing.
     """
     problem = job_request_problem(kind=kind, by=by, token=token, source=source)
     declared = kind_of(kind)
@@ -144,7 +146,8 @@ def job_request(
                 message=f"{job_describe(job)} requested by {requester}",
                 detail=requester_detail,
             )
-            transaction.on_commit(partial(job_enqueue, job.pk))
+            if enqueue:
+                transaction.on_commit(partial(job_enqueue, job.pk))
             return JobRequest(job=job, created=True)
     raise JobError("could not queue the job: another job for the same target kept appearing and finishing; try again")
 
@@ -221,15 +224,20 @@ def job_claim(*, job_id: int, now: datetime | None = None) -> Job | None:
         Q(state=Job.State.RUNNING) & (Q(heartbeat_at__lt=heartbeat_cutoff(now)) | Q(heartbeat_at__isnull=True))
     )
     max_attempts = getattr(settings, "JOB_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)
-    claimed = Job.objects.filter(claimable, pk=job_id, attempts__lt=max_attempts).update(
-        state=Job.State.RUNNING,
-        attempts=F("attempts") + 1,
-        started_at=Coalesce("started_at", Value(now)),
-        heartbeat_at=now,
-        step="starting",
-        progress_done=0,
-        progress_failed=0,
-        error="",
+    # A bulk run waiting for a second admin's approval is not claimable (services.reregister.waves).
+    claimed = (
+        Job.objects.filter(claimable, pk=job_id, attempts__lt=max_attempts)
+        .exclude(wave_run__state="awaiting")
+        .update(
+            state=Job.State.RUNNING,
+            attempts=F("attempts") + 1,
+            started_at=Coalesce("started_at", Value(now)),
+            heartbeat_at=now,
+            step="starting",
+            progress_done=0,
+            progress_failed=0,
+            error="",
+        )
     )
     if claimed:
         return Job.objects.select_related("node", "requested_by").get(pk=job_id)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from dashboard import capacity
-from dashboard.models import AuditEvent, Node, Policy
+from dashboard.models import AuditEvent, Node, Policy, PolicyVersion
+from dashboard.selectors.policy_history import SIZE_PARAMETERS
+from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
 from dashboard.services.figures import figures_refresh
 
 
@@ -18,12 +20,19 @@ class PolicyConflict(capacity.PolicyError):
 
 
 def policy_update(
-    *, policy: Policy, parameters: dict, expected_version: int | None = None, by=None, source: str = "web"
+    *,
+    policy: Policy,
+    parameters: dict,
+    expected_version: int | None = None,
+    by=None,
+    source: str = "web",
+    reverted_from: int | None = None,
 ) -> tuple[Policy, bool]:
     """Apply new parameters; returns (policy, changed). No change means no new version and no event.
 
     `expected_version` refuses to overwrite a change someone else saved after the preview was made.
-    Bad parameters raise capacity.PolicyError and write nothing.
+    `reverted_from`: the new version is an old one's parameters (the policy history's revert), said
+    in its history entry and audit event. Bad parameters raise capacity.PolicyError and write nothing.
     """
     unknown = set(parameters) - set(Policy.PARAMETERS)
     if unknown:
@@ -46,13 +55,26 @@ def policy_update(
         locked.version += 1
         locked.save()
         figures_refresh(policy_node_pks(locked))
+        reverted = f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
         _audit(
             locked,
-            action="policy.changed",
-            message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}: {policy_changes_words(changes)}",
-            detail={"version": locked.version, "changes": {name: [old, new] for name, (old, new) in changes.items()}},
+            action="policy.reverted" if reverted_from is not None else "policy.changed",
+            message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}{reverted}: "
+            f"{policy_changes_words(changes)}",
+            detail={
+                "version": locked.version,
+                "changes": {name: [old, new] for name, (old, new) in changes.items()},
+                "reverted_from": reverted_from,
+            },
             by=by,
             source=source,
+        )
+        policy_version_record(
+            locked,
+            action=PolicyVersion.Action.REVERTED if reverted_from is not None else PolicyVersion.Action.CHANGED,
+            by=by,
+            source=source,
+            reverted_from=reverted_from,
         )
     return locked, True
 
@@ -101,6 +123,7 @@ def policy_create(
                 by=by,
                 source=source,
             )
+            policy_version_record(row, action=PolicyVersion.Action.CREATED, by=by, source=source)
     except IntegrityError:
         raise PolicyConflict(_taken_words(name=name, scope=scope, farm_id=farm_id, node=node)) from None
     return row
@@ -120,6 +143,25 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
         )
         policy.delete()
         figures_refresh(node_pks)
+
+
+def policy_version_record(
+    policy: Policy, *, action: str, by=None, source: str = "web", reverted_from: int | None = None
+) -> None:
+    """The policy's history entry for the version it has now (dashboard.models.PolicyVersion); every write
+    of a policy calls it in its own transaction."""
+    PolicyVersion.objects.create(
+        policy=policy,
+        policy_name=policy.name,
+        version=policy.version,
+        scope=policy.scope,
+        farm_id=policy.farm_id,
+        parameters={p: getattr(policy, p) for p in Policy.PARAMETERS},
+        action=action,
+        reverted_from=reverted_from,
+        by=by if getattr(by, "pk", None) is not None else None,
+        source=source,
+    )
 
 
 def _audit(policy: Policy, *, action: str, message: str, detail: dict, by, source: str) -> None:
@@ -152,32 +194,6 @@ def policy_changes_words(changes: dict[str, tuple]) -> str:
         f"{PARAMETER_WORDS.get(p, p)} {_value_words(p, old)} -> {_value_words(p, new)}"
         for p, (old, new) in changes.items()
     )
-
-
-PARAMETER_WORDS = {
-    "slice_mru": "slice memory",
-    "slice_cru": "vCPUs per slice",
-    "reserve_mru_percent": "memory reserve percent",
-    "reserve_mru_floor": "memory reserve floor",
-    "reserve_sru": "disk reserve",
-    "overhead_mru_per_vm": "memory overhead per VM",
-    "overhead_sru_per_vm": "disk overhead per VM",
-    "rootfs": "rootfs rule",
-    "min_slice_sru": "smallest slice disk",
-    "sru_step": "disk step",
-    "arithmetic": "arithmetic",
-}
-SIZE_PARAMETERS = frozenset(
-    {
-        "slice_mru",
-        "reserve_mru_floor",
-        "reserve_sru",
-        "overhead_mru_per_vm",
-        "overhead_sru_per_vm",
-        "min_slice_sru",
-        "sru_step",
-    }
-)
 
 
 def _value_words(parameter: str, value) -> str:

@@ -3,6 +3,7 @@
 import csv
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
@@ -20,7 +21,8 @@ from dashboard.selectors.history import capacity_history
 from dashboard.selectors.jobs import bulk_active_job
 from dashboard.selectors.uptime import uptime_percent
 from dashboard.selectors.watch import watch_status
-from dashboard.services.jobs import job_request
+from dashboard.services.jobs import JobError
+from dashboard.services.reregister.waves import bulk_request
 
 NODES_PER_PAGE = 50
 STALE_LISTED = 200
@@ -160,17 +162,45 @@ def export_csv(request):
 @permission_required(["dashboard.view_node", "dashboard.bulk_reregister"], raise_exception=True)
 def reregister_stale(request):
     """GET: how many nodes it would touch. POST: start the bulk job (or show the one running)."""
+    waves = WavesForm(request.POST if request.method == "POST" and "waves" in request.POST else None)
+    if request.method == "POST" and waves.is_bound and not waves.is_valid():
+        return _stale_page(request, waves, status=400)
     if request.method == "POST":
-        requested = job_request(kind=Job.Kind.BULK_REREGISTER, by=request.user, source="web")
+        try:
+            requested = bulk_request(by=request.user, source="web", parameters=waves.parameters())
+        except JobError as exc:
+            messages.error(request, f"Could not start the re-register: {exc}")
+            return redirect("fleet-reregister-stale")
         if requested.created:
             requested.job.refresh_from_db()  # a broker that is down has already failed it (see node._job_start)
         if requested.created and requested.job.state == Job.State.FAILED:
             messages.error(request, f"Could not start {requested.job}: {requested.job.error}")
+        elif requested.created and requested.job.step.startswith("waiting for a second admin"):
+            messages.warning(request, f"{requested.job} is {requested.job.step}; it starts once approved.")
         elif requested.created:
             messages.success(request, f"Started {requested.job}.")
         else:
             messages.warning(request, f"Already running: {requested.job} has not finished, so no new job was started.")
         return redirect("job", job_id=requested.job.pk)
+    return _stale_page(request, waves)
+
+
+class WavesForm(forms.Form):
+    """A bulk re-register in waves (services.reregister.waves); what is left empty comes from the settings."""
+
+    waves = forms.BooleanField(initial=True, widget=forms.HiddenInput)
+    canary_farm = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False, label="Canary farm")
+    canary_share = forms.IntegerField(min_value=0, max_value=100, required=False, label="Canary share (%)")
+    batch_size = forms.IntegerField(min_value=1, max_value=10000, required=False, label="Batch size")
+    budget = forms.IntegerField(min_value=0, max_value=1_000_000, required=False, label="Budget")
+
+    def parameters(self) -> dict | None:
+        if not self.is_bound:
+            return None
+        return {key: value for key, value in self.cleaned_data.items() if value is not None}
+
+
+def _stale_page(request, waves: WavesForm, *, status: int = 200):
     # The totals of every stale node, and the first of them by id: a list of 10,000 links helps nobody.
     stale = fleet_page(stale=True, per_page=STALE_LISTED)
     return render(
@@ -181,7 +211,15 @@ def reregister_stale(request):
             "stale": stale,
             "unlisted": stale.count - len(stale.rows),
             "active_job": bulk_active_job(),
+            "waves_form": waves,
+            "waves_defaults": {
+                "canary_share": settings.WAVES_CANARY_SHARE,
+                "batch_size": settings.WAVES_BATCH,
+                "budget": settings.WAVES_BUDGET,
+                "approval_over": settings.BULK_APPROVAL_OVER,
+            },
         },
+        status=status,
     )
 
 

@@ -11,6 +11,7 @@ from django_htmx.http import trigger_client_event
 
 from dashboard.models import Job
 from dashboard.selectors.jobs import job_detail, jobs_list
+from dashboard.selectors.waves import waves_view
 
 JOBS_PER_PAGE = 50
 
@@ -44,7 +45,7 @@ def job_list(request):
 @permission_required("dashboard.view_job", raise_exception=True)
 def job_page(request, job_id: int):
     job = _job_or_404(job_id)
-    return render(request, "dashboard/job.html", {"section": "jobs", "job": job})
+    return render(request, "dashboard/job.html", {"section": "jobs", "job": job, "waves": waves_view(job)})
 
 
 @login_required
@@ -54,7 +55,7 @@ def job_page(request, job_id: int):
 def job_progress(request, job_id: int):
     """The job card alone. While the job is active the card polls itself; the finished card does not."""
     job = _job_or_404(job_id)
-    response = render(request, "dashboard/job.html#job-card", {"job": job})
+    response = render(request, "dashboard/job.html#job-card", {"job": job, "waves": waves_view(job)})
     if request.htmx and not job.is_active and job.node_id is not None:
         # The node page's catalog listens for this and refreshes itself; polling has just stopped,
         # so it fires once per job.

@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard import capacity
-from dashboard.models import Job, Node, Policy
+from dashboard.models import Job, Node, Policy, PolicyVersion
 from dashboard.selectors.policy import policies_in_force, policy_for_edit, policy_preview
 from dashboard.services.jobs import job_request
 from dashboard.services.policy import SIZE_PARAMETERS, policy_create, policy_update
@@ -139,7 +139,9 @@ def policy_edit(request, policy_id: int):
         row = policy_for_edit(policy_id=policy_id)
     except Policy.DoesNotExist:
         raise Http404(f"There is no policy #{policy_id}.") from None
-    context = {"section": "policy", "row": row}
+    # A revert from the policy history: the old version's values, previewed like any edit, then saved as new.
+    revert_from = _revert_from(request.POST.get("revert_from"), row) if request.method == "POST" else None
+    context = {"section": "policy", "row": row, "revert_from": revert_from}
     if request.method == "GET":
         form = PolicyForm(initial=PolicyForm.initial_from(row), name=row.name)
         return render(request, "dashboard/policy_edit.html", {**context, "form": form})
@@ -152,7 +154,12 @@ def policy_edit(request, policy_id: int):
     if "save" in request.POST and request.POST.get("preview_token") == token:
         try:
             saved, changed = policy_update(
-                policy=row, parameters=parameters, expected_version=row.version, by=request.user, source="web"
+                policy=row,
+                parameters=parameters,
+                expected_version=row.version,
+                by=request.user,
+                source="web",
+                reverted_from=revert_from,
             )
         except capacity.PolicyError as exc:
             form.add_error(None, str(exc))
@@ -276,6 +283,15 @@ def _trial_start(request, *, candidate: capacity.Policy, **scope):
             request, "A policy trial is already running (one at a time): here it is. Start yours when it ends."
         )
     return redirect("job", requested.job.pk)
+
+
+def _revert_from(value, row: Policy) -> int | None:
+    """The history version a revert names, when it is one of this policy's; else None (a plain edit)."""
+    try:
+        version = int(value)
+    except (TypeError, ValueError):
+        return None
+    return version if PolicyVersion.objects.filter(policy=row, version=version).exists() else None
 
 
 def _preview_token(pk: int, version: int, parameters: dict) -> str:

@@ -38,10 +38,11 @@ from dashboard.capacity import PROFILES, GiB
 from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import GridError
 from dashboard.management.cli import ProductCommand
-from dashboard.models import AuditEvent, Deployment, Node, Policy, Slice
+from dashboard.models import AuditEvent, Deployment, Node, Policy, PolicyVersion, Slice
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh
+from dashboard.services.policy import policy_version_record
 from dashboard.services.precheck import precheck_run
 from dashboard.services.registration import node_register_from_grid
 from dashboard.services.snapshots import snapshot_take
@@ -360,10 +361,11 @@ def _fleet_policy() -> None:
     if Policy.objects.filter(scope=Policy.Scope.FLEET).exclude(name="fleet-default").exists():
         return  # someone chose their own fleet default; the demo does not replace it
     with transaction.atomic():
-        _row, created = Policy.objects.get_or_create(
+        row, created = Policy.objects.get_or_create(
             name="fleet-default", defaults={"scope": Policy.Scope.FLEET, **Policy.parameters_from(PROFILES["zos"])}
         )
         if created:
+            policy_version_record(row, action=PolicyVersion.Action.CREATED, source="command")
             figures_refresh(Node.objects.values_list("pk", flat=True))  # nodes registered before it
 
 

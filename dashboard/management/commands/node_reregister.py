@@ -1,5 +1,7 @@
 """manage.py node_reregister NODE_ID [--dry-run] [--wait] [--timeout S] [--json]
 manage.py node_reregister --stale [--farm-id N] [--dry-run] [--wait] [--timeout S] [--json]
+    [--waves] [--canary-farm F | --canary-share PCT] [--batch-size N] [--budget N]
+manage.py node_reregister --job J (--approve | --resume | --stop | --rollback [--rollback-node NODE_ID])
 
 Queues the same job as the Re-register button (source "command"), so the worker does the work
 and the audit trail shows who asked. Exit status: 0 queued / already active / succeeded;
@@ -17,8 +19,10 @@ from dashboard.capacity import format_size
 from dashboard.job_kinds import job_describe
 from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered, refused
-from dashboard.models import Job, Node
+from dashboard.models import CatalogGeneration, Job, Node, WaveRun
 from dashboard.services.jobs import JobError, job_request, job_wait
+from dashboard.services.reregister.rollback import node_rollback, run_rollback
+from dashboard.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
 
 JOB_FAILED = EXIT_REFUSED
 COULD_NOT_RUN = EXIT_USAGE
@@ -55,8 +59,39 @@ class Command(ProductCommand):
             help="with --wait: give up after S seconds (default 600)",
         )
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the outcome as JSON")
+        waves = parser.add_argument_group("waves (with --stale; any of them asks for waves)")
+        waves.add_argument("--waves", action="store_true", help="run in waves with the WAVES_* settings' defaults")
+        waves.add_argument("--canary-farm", type=int, metavar="F", help="the canary is this farm's stale nodes")
+        waves.add_argument(
+            "--canary-share", type=int, metavar="PCT", help="the canary is PCT%% of the stale nodes (0: no canary)"
+        )
+        waves.add_argument("--batch-size", type=int, metavar="N", help="N nodes a batch after the canary")
+        waves.add_argument(
+            "--budget", type=int, metavar="N", help="pause when refusals and failures since it started pass N"
+        )
+        steer = parser.add_argument_group("steering a run in waves, or rolling a job back")
+        steer.add_argument("--job", type=int, metavar="J", help="the bulk (or single) re-register job to act on")
+        for flag, words in (
+            ("--approve", "approve it (a second admin's approval is a signed-in admin's; the command line cannot)"),
+            ("--resume", "resume it when paused"),
+            ("--stop", "stop it after the batch in hand"),
+            ("--rollback", "roll back every node it re-registered (or --rollback-node's) while nothing changed hands"),
+        ):
+            steer.add_argument(flag, action="store_true", help=words)
+        steer.add_argument("--rollback-node", type=grid_id, metavar="NODE_ID", help="with --rollback: only this node")
 
     def handle(self, *args, node_id, stale, farm_id, dry_run, wait, timeout, as_json, **options):
+        if options["job"] is not None:
+            return self._steer(options, as_json=as_json)
+        waves = {
+            key: options[key]
+            for key in ("canary_farm", "canary_share", "batch_size", "budget")
+            if options[key] is not None
+        } | ({"waves": True} if options["waves"] else {})
+        if waves and not stale:
+            raise CommandError("the waves flags only go with --stale", returncode=COULD_NOT_RUN)
+        if options["canary_farm"] is not None and options["canary_share"] is not None:
+            raise CommandError("give --canary-farm or --canary-share, not both", returncode=COULD_NOT_RUN)
         if stale == (node_id is not None):
             raise CommandError("give either a NODE_ID or --stale", returncode=COULD_NOT_RUN)
         if farm_id is not None and not stale:
@@ -68,8 +103,8 @@ class Command(ProductCommand):
 
         try:
             if stale:
-                request = job_request(
-                    kind=Job.Kind.BULK_REREGISTER, farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run
+                request = bulk_request(
+                    farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run, parameters=waves or None
                 )
             else:
                 node = Node.objects.filter(grid_id=node_id).first()
@@ -110,6 +145,34 @@ class Command(ProductCommand):
         if job.state == Job.State.FAILED:
             raise CommandError(f"job #{job.pk} failed: {job.error}", returncode=JOB_FAILED)
 
+    def _steer(self, options, *, as_json: bool) -> None:
+        """--job J with one action: the same services as the job page's buttons, audited as the command line."""
+        actions = [name for name in ("approve", "resume", "stop", "rollback") if options[name]]
+        if len(actions) != 1:
+            raise CommandError(
+                "--job takes exactly one of --approve, --resume, --stop, --rollback", returncode=COULD_NOT_RUN
+            )
+        job = Job.objects.filter(pk=options["job"]).first()
+        if job is None:
+            raise CommandError(f"there is no job #{options['job']}", returncode=COULD_NOT_RUN)
+        action = actions[0]
+        try:
+            if action == "rollback":
+                said = _rollback(job, node_id=options["rollback_node"])
+            else:
+                wave = WaveRun.objects.filter(job=job).first()
+                if wave is None:
+                    raise JobError(f"job #{job.pk} does not run in waves")
+                if action == "approve":
+                    raise JobError("a second admin approves a run on its job page (the command line is nobody)")
+                {"resume": wave_run_resume, "stop": wave_run_stop}[action](wave=wave, by=None, source="command")
+                said = {"resume": "resumed", "stop": "stopping after the batch in hand"}[action]
+        except JobError as exc:
+            raise refused(str(exc)) from None
+        self.stdout.write(
+            json.dumps({"job": job.pk, "action": action, "said": said}) if as_json else f"job #{job.pk}: {said}"
+        )
+
     def _follow(self, job: Job, *, timeout: float, as_json: bool) -> Job:
         def show(row: Job) -> None:
             if not as_json and row.step:
@@ -120,6 +183,24 @@ class Command(ProductCommand):
             return job_wait(job_id=job.pk, timeout=timeout, poll=POLL_EVERY, on_step=show)
         except KeyboardInterrupt:
             raise CommandError(f"stopped waiting; job #{job.pk} keeps running", returncode=STILL_RUNNING) from None
+
+
+def _rollback(job: Job, *, node_id: int | None) -> str:
+    if node_id is None:
+        summary = run_rollback(job=job, by=None, source="command")
+        blocked = "".join(f"\n  {why}" for why in summary["blocked"].values())
+        return f"{len(summary['rolled_back'])} node(s) rolled back, {len(summary['blocked'])} blocked{blocked}"
+    generation = (
+        CatalogGeneration.objects.filter(job=job, node__grid_id=node_id, rolled_back_at__isnull=True)
+        .order_by("-pk")
+        .first()
+    )
+    if generation is None:
+        raise JobError(f"job #{job.pk} kept no catalog of node {node_id} to roll back (or it was rolled back)")
+    if job.is_active:
+        raise JobError(f"job #{job.pk} is still {job.state}: stop it first, then roll its nodes back")
+    done = node_rollback(generation=generation, by=None, source="command")
+    return f"node {node_id} rolled back: {done['removed']} slice(s) removed, {done['restored']} put back, {done['kept']} occupied kept"
 
 
 def _outcome(job: Job, *, created: bool, status: str | None = None) -> dict:

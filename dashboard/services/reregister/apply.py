@@ -29,6 +29,7 @@ from dashboard.services.jobs import JobError, job_beating, job_progress, job_suc
 from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.reregister.plan import SLICE_KEY, ReregisterPlan, reregister_plan
+from dashboard.services.reregister.rollback import generations_record
 from dashboard.services.reregister.stale import deploying_slices
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ def reregister_apply(
                     )
                 raise CatalogChanged()
             catalogs_write([plan])
+            generations_record(job=job, plans=[plan])
             job_test_pause("swapped")
         if finish:
             job_succeed(job=job, result=result)

@@ -39,7 +39,9 @@ from dashboard.services.reregister.apply import (
 from dashboard.services.reregister.bulk_result import bulk_count_failure, bulk_count_node, bulk_result_new, bulk_words
 from dashboard.services.reregister.bulk_seams import BULK_GRID_DOWN_AFTER, NO_HOOKS, BulkHooks, BulkLimits
 from dashboard.services.reregister.plan import ReregisterPlan, reregister_plan
+from dashboard.services.reregister.rollback import generations_record
 from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_again_count, stale_node_pks
+from dashboard.services.reregister.waves import wave_run_of, waves_finished, waves_run
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +83,13 @@ def bulk_reregister(
     total = run.total = run.result.stale = len(stale)
     run.progress(step=f"{total} stale catalog(s) to re-register", done=0, total=total)
 
-    size = _bulk_batch_size(total, limits)
-    for start in range(0, total, size):
-        run.batch(stale[start : start + size])
-        if hooks.batch_done:
-            hooks.batch_done(run.done)
+    stopped = waves_run(run, stale) if (wave := wave_run_of(job)) is not None else False
+    if wave is None:
+        size = _bulk_batch_size(total, limits)
+        for start in range(0, total, size):
+            run.batch(stale[start : start + size])
+            if hooks.batch_done:
+                hooks.batch_done(run.done)
     result = run.result
     if total == 0:
         result.notes.append("no stale catalog" + (f" in farm {job.farm_id}" if job.farm_id is not None else ""))
@@ -96,6 +100,8 @@ def bulk_reregister(
         )
     bulk_words(result, job=job, total=total)
     with transaction.atomic():
+        if wave is not None and (note := waves_finished(job=job, stopped=stopped)):
+            result.notes.append(note)
         job_succeed(job=job, result=result)
     return result
 
@@ -354,6 +360,7 @@ def _bulk_apply(
             if hooks.writing:
                 hooks.writing(applied)
             catalogs_write(applied)
+            generations_record(job=job, plans=applied)
         fields = progress(len(applied))
         if hooks.progressed:
             hooks.progressed(fields)

@@ -49,13 +49,17 @@ class BulkHooks:
     - writing(plans): inside a batch's transaction, before its catalogs are written (raising there
       fails the batch: it is applied again one node at a time);
     - progressed(fields): each progress the run writes (job_progress's step, done, total, failed);
-    - batch_done(done): after a batch is committed, with the number of nodes handled so far.
+    - batch_done(done): after a batch is committed, with the number of nodes handled so far;
+    - paused(wave): while a run in waves is paused, in place of each wait (the WaveRun).
     """
 
     planned: Callable[[Node], None] | None = None
     writing: Callable[[list[ReregisterPlan]], None] | None = None
     progressed: Callable[[dict], None] | None = None
     batch_done: Callable[[int], None] | None = None
+    # A run in waves, paused (services.reregister.waves): called instead of the wait between two looks at
+    # its WaveRun; a test's admin resumes or stops it there.
+    paused: Callable[[object], None] | None = None
 
 
 NO_HOOKS = BulkHooks()

@@ -1,0 +1,25 @@
+"""The policy history: every version of every policy (support reads it); admins revert to one, previewed first."""
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from dashboard.selectors.policy_history import policy_history
+from dashboard.views.policy import size_text
+
+
+@login_required
+@require_GET
+@permission_required("dashboard.view_policy", raise_exception=True)
+def policy_history_page(request):
+    history = policy_history()
+    # A revert posts the old version's values to the edit page, which previews them before any save.
+    for policy in history:
+        for line in policy.lines:
+            line.form_values = {
+                key: size_text(value)
+                if isinstance(value, int) and key not in ("slice_cru", "reserve_mru_percent")
+                else value
+                for key, value in line.entry.parameters.items()
+            }
+    return render(request, "dashboard/policy_history.html", {"section": "policy", "history": history})

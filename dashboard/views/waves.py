@@ -1,0 +1,95 @@
+"""An admin steers a re-register in waves from its job page: approve, resume, stop, roll back a node or the run.
+
+Each action is a POST with the bulk re-register permission and CSRF; htmx gets the job card back
+(with the refusal in words, as a 200 fragment htmx swaps), a plain form post is redirected to the
+job's page with a message. Every action is audited by its service.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from dashboard.models import CatalogGeneration, Job, WaveRun
+from dashboard.selectors.jobs import job_detail
+from dashboard.selectors.waves import waves_view
+from dashboard.services.jobs import JobError
+from dashboard.services.reregister.rollback import node_rollback, run_rollback
+from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
+
+STEER = ["dashboard.view_job", "dashboard.bulk_reregister"]
+# Each action's service and what the page says once it is done (one URL each: /jobs/<id>/waves/<action>/).
+ACTIONS = {
+    "approve": (wave_run_approve, "Approved"),
+    "resume": (wave_run_resume, "Resumed"),
+    "stop": (wave_run_stop, "Stopping after the batch in hand"),
+}
+
+
+@login_required
+@require_POST
+@permission_required(STEER, raise_exception=True)
+def waves_action(request, job_id: int, action: str):
+    wave = get_object_or_404(WaveRun, job_id=job_id)
+    act, done = ACTIONS[action]
+    return _after(request, job_id, lambda: act(wave=wave, by=request.user, source="web"), done)
+
+
+@login_required
+@require_POST
+@permission_required(STEER, raise_exception=True)
+def job_rollback(request, job_id: int):
+    job = _job(job_id)
+
+    def roll_back():
+        summary = run_rollback(job=job, by=request.user, source="web")
+        return f"{len(summary['rolled_back'])} node(s) rolled back, {len(summary['blocked'])} blocked"
+
+    return _after(request, job_id, roll_back, "")
+
+
+@login_required
+@require_POST
+@permission_required(STEER, raise_exception=True)
+def node_rollback_view(request, job_id: int, node_id: int):
+    job = _job(job_id)
+    generation = (
+        CatalogGeneration.objects.filter(job=job, node__grid_id=node_id, rolled_back_at__isnull=True)
+        .order_by("-pk")
+        .first()
+    )
+
+    def roll_back():
+        if generation is None:
+            raise JobError(f"job #{job_id} kept no catalog of node {node_id} to roll back (or it was rolled back)")
+        if job.is_active:
+            raise JobError(f"job #{job_id} is still {job.state}: stop it first, then roll its nodes back")
+        node_rollback(generation=generation, by=request.user, source="web")
+        return f"Node {node_id} rolled back to its catalog before job #{job_id}"
+
+    return _after(request, job_id, roll_back, "")
+
+
+def _after(request, job_id: int, act, done: str):
+    error = said = ""
+    try:
+        said = act() or done
+    except JobError as exc:
+        error = str(exc)
+    job = _job(job_id)
+    if request.htmx:
+        context = {"job": job, "waves": waves_view(job), "waves_error": error, "waves_done": said}
+        return render(request, "dashboard/job.html#job-card", context)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, said)
+    return redirect("job", job_id=job_id)
+
+
+def _job(job_id: int) -> Job:
+    try:
+        return job_detail(job_id=job_id)
+    except Job.DoesNotExist:
+        raise Http404(f"There is no job #{job_id}.") from None

@@ -1,0 +1,213 @@
+"""Re-registers in waves: the order, Stop between batches, each node's previous generation and its rollback,
+and the second admin's approval (services.reregister.waves and .rollback)."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from dashboard.models import AuditEvent, CatalogGeneration, Job, Node, Slice, WaveRun
+from dashboard.services.job_reaper import jobs_reap
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim
+from dashboard.services.reregister import BulkHooks, BulkLimits
+from dashboard.services.reregister.rollback import RollbackRefused, node_rollback, run_rollback
+from dashboard.services.reregister.waves import (
+    WaveRefused,
+    bulk_request,
+    wave_order,
+    wave_run_approve,
+    wave_run_stop,
+)
+
+
+def test_it_puts_the_canary_farm_first_then_batches():
+    farm_of = {1: 1, 2: 2, 3: 1, 4: 2, 5: 1}
+    waves = wave_order([1, 2, 3, 4, 5], farm_of, canary_farm=2, canary_share=50, batch_size=2)
+    assert waves == [("canary: farm 2", [2, 4]), ("batch 1", [1, 3]), ("batch 2", [5])]
+
+
+def test_it_takes_a_share_of_the_stale_nodes_evenly_as_the_canary():
+    waves = wave_order(list(range(10)), {}, canary_farm=None, canary_share=20, batch_size=5)
+    assert waves[0] == ("canary: 20% of the stale nodes", [0, 5])
+    assert [pks for _label, pks in waves[1:]] == [[1, 2, 3, 4, 6], [7, 8, 9]]
+
+
+def test_it_has_no_canary_at_zero_percent_nor_for_a_farm_with_no_stale_node():
+    assert wave_order([1, 2], {1: 1, 2: 1}, canary_farm=None, canary_share=0, batch_size=5) == [("batch 1", [1, 2])]
+    assert wave_order([1, 2], {1: 1, 2: 1}, canary_farm=9, canary_share=0, batch_size=5) == [("batch 1", [1, 2])]
+
+
+def run(grid, job: Job, **seams) -> Job:
+    """The job run in this process on the test's simulated grid, through the run's own seams."""
+    job_execute(job=job_claim(job_id=job.pk), grid=grid, **seams)
+    job.refresh_from_db()
+    return job
+
+
+def legacy_sizes(node: Node) -> list[tuple[int, int]]:
+    return [(s.mru, s.sru) for s in node.slices.order_by("index")]
+
+
+@pytest.mark.django_db
+def test_a_run_in_waves_takes_the_canary_first_and_keeps_each_nodes_previous_generation(legacy_fleet):
+    legacy_fleet(6, farm_id=1)
+    legacy_fleet(3, first=100, farm_id=2)
+    job = bulk_request(parameters={"canary_farm": 2, "batch_size": 4, "budget": 5}).job
+    job = run(legacy_fleet.grid, job)
+    wave = job.wave_run
+    assert [(w["label"], w["nodes"], w["done"]) for w in wave.waves] == [
+        ("canary: farm 2", 3, 3),
+        ("batch 1", 4, 4),
+        ("batch 2", 2, 2),
+    ]
+    assert (job.state, job.result["reregistered"], wave.state) == (Job.State.SUCCEEDED, 9, WaveRun.State.DONE)
+    generation = CatalogGeneration.objects.get(job=job, node__grid_id=100)
+    assert generation.before["carved_policy_name"] == "legacy" and len(generation.slices_before) == 3
+
+
+@pytest.mark.django_db
+def test_stop_ends_the_run_after_the_batch_in_hand_and_leaves_the_rest_untouched(legacy_fleet, role_user):
+    nodes = legacy_fleet(9)
+    before = {n.grid_id: legacy_sizes(n) for n in nodes}
+    admin = role_user("admins")
+    job = bulk_request(parameters={"canary_share": 0, "batch_size": 3}, by=admin).job
+
+    def stop_after_first(done):
+        if done == 3:
+            wave_run_stop(wave=WaveRun.objects.get(job=job), by=admin)
+
+    job = run(legacy_fleet.grid, job, limits=BulkLimits(chunk=3), hooks=BulkHooks(batch_done=stop_after_first))
+    carved = dict(Node.objects.values_list("grid_id", "carved_policy_name"))
+    assert [gid for gid, name in sorted(carved.items()) if name == "zos"] == [1, 2, 3]
+    # The nodes not reached are exactly as they were: every slice of the old carve, none of the new.
+    assert all(legacy_sizes(Node.objects.get(grid_id=gid)) == before[gid] for gid in range(4, 10))
+    assert job.wave_run.state == WaveRun.State.STOPPED and job.state == Job.State.SUCCEEDED
+    assert any("stopped by" in note and "6 node(s) not reached" in note for note in job.result["notes"])
+    assert AuditEvent.objects.filter(action="waves.stopped", actor=admin, job=job).exists()
+
+
+def occupy(node: Node, index: int, state: str = "rented") -> Slice:
+    Slice.objects.filter(node=node, index=index).update(state=state, rented_by_twin_id=7)
+    return Slice.objects.get(node=node, index=index)
+
+
+@pytest.mark.django_db
+def test_a_node_rolls_back_to_its_old_catalog_keeping_its_occupied_slice(legacy_fleet, role_user):
+    (node,) = legacy_fleet(1)
+    rented = occupy(node, 0)
+    old = legacy_sizes(node)
+    job = run(legacy_fleet.grid, bulk_request(parameters={"waves": True}).job)
+    assert legacy_sizes(node) != old
+    admin = role_user("admins")
+    done = node_rollback(generation=CatalogGeneration.objects.get(job=job, node=node), by=admin)
+    node.refresh_from_db()
+    assert legacy_sizes(node) == old and node.carved_policy_name == "legacy" and node.stale
+    assert Slice.objects.get(pk=rented.pk).state == "rented"  # the same row, untouched
+    assert done["kept"] == 1
+    assert AuditEvent.objects.filter(action="job.node-rolled-back", node=node, actor=admin).exists()
+
+
+@pytest.mark.django_db
+def test_a_slice_rented_since_the_reregister_blocks_the_rollback_said_plainly(legacy_fleet):
+    (node,) = legacy_fleet(1)
+    job = run(legacy_fleet.grid, bulk_request(parameters={"waves": True}).job)
+    after = legacy_sizes(node)
+    occupy(node, node.slices.order_by("index").last().index)
+    with pytest.raises(RollbackRefused, match=r"since the re-register slice \d+ was rented \(free -> rented\)"):
+        node_rollback(generation=CatalogGeneration.objects.get(job=job, node=node))
+    assert legacy_sizes(node) == after  # nothing written
+
+
+@pytest.mark.django_db
+def test_a_run_rolls_back_every_node_but_the_one_whose_slice_changed_hands(legacy_fleet):
+    nodes = legacy_fleet(3)
+    kept = occupy(nodes[0], 1, state="deployed")
+    old = {n.grid_id: legacy_sizes(n) for n in nodes}
+    job = run(legacy_fleet.grid, bulk_request(parameters={"batch_size": 2}).job)
+    occupy(nodes[2], nodes[2].slices.order_by("index").last().index)
+    summary = run_rollback(job=job)
+    assert summary["rolled_back"] == [1, 2] and list(summary["blocked"]) == ["3"]
+    assert [legacy_sizes(n) == old[n.grid_id] for n in nodes] == [True, True, False]
+    assert Slice.objects.get(pk=kept.pk).state == "deployed"
+    assert WaveRun.objects.get(job=job).rollback["rolled_back"] == [1, 2]
+
+
+@pytest.mark.django_db
+def test_a_run_over_the_approval_threshold_waits_for_a_second_admin(
+    legacy_fleet, role_user, settings, django_capture_on_commit_callbacks
+):
+    legacy_fleet(4)
+    settings.BULK_APPROVAL_OVER = 3
+    asker, second = role_user("admins", username="ada"), role_user("admins", username="bob")
+    with django_capture_on_commit_callbacks() as sent:
+        job = bulk_request(by=asker).job
+    assert sent == [] and job.wave_run.state == WaveRun.State.AWAITING_APPROVAL
+    assert job_claim(job_id=job.pk) is None  # a stray message cannot start it
+    with pytest.raises(WaveRefused, match="not the one who asked"):
+        wave_run_approve(wave=job.wave_run, by=asker)
+    with django_capture_on_commit_callbacks() as sent:
+        wave_run_approve(wave=job.wave_run, by=second)
+    assert len(sent) == 1 and WaveRun.objects.get(job=job).approved_by == second
+    assert AuditEvent.objects.filter(action="waves.approved", actor=second, job=job).exists()
+
+
+@pytest.mark.django_db
+def test_the_reaper_leaves_a_run_waiting_for_approval_queued(legacy_fleet, settings):
+    legacy_fleet(2)
+    settings.BULK_APPROVAL_OVER = 1
+    job = bulk_request().job
+    jobs_reap(now=timezone.now() + timedelta(seconds=settings.JOB_QUEUED_TIMEOUT + 60))
+    job.refresh_from_db()
+    assert job.state == Job.State.QUEUED
+
+
+@pytest.mark.django_db
+def test_a_run_under_the_approval_threshold_starts_at_once(legacy_fleet, settings, django_capture_on_commit_callbacks):
+    legacy_fleet(2)
+    settings.BULK_APPROVAL_OVER = 2
+    with django_capture_on_commit_callbacks() as sent:
+        job = bulk_request().job
+    assert len(sent) == 1 and not WaveRun.objects.filter(job=job).exists()
+
+
+@pytest.mark.django_db
+def test_refusals_on_the_runs_recarved_nodes_spend_its_budget_and_pause_it(legacy_fleet, role_user):
+    from dashboard.models import Deployment
+
+    nodes = legacy_fleet(4)
+    admin = role_user("admins")
+    job = bulk_request(parameters={"canary_share": 0, "batch_size": 2, "budget": 0}, by=admin).job
+
+    def refused_after_the_first_batch(done):
+        if done == 2:  # a buyer's deploy on a node this run re-carved is refused by ZOS
+            Deployment.objects.create(
+                node=nodes[0], slice_index=0, cru=1, mru=4 * 2**30, sru=10 * 2**30, state="failed", cause="memory"
+            )
+
+    seen = []
+
+    def admin_stops(wave):
+        seen.append((wave.state, wave.refusals, wave.failures))
+        wave_run_stop(wave=wave, by=admin)
+
+    job = run(
+        legacy_fleet.grid,
+        job,
+        limits=BulkLimits(chunk=2),
+        hooks=BulkHooks(batch_done=refused_after_the_first_batch, paused=admin_stops),
+    )
+    assert seen == [(WaveRun.State.PAUSED, 1, 0)]
+    assert "1 refusal(s) and 0 failure(s) since it started, over its budget of 0" in job.wave_run.paused_reason
+    assert set(Node.objects.filter(carved_policy_name="zos").values_list("grid_id", flat=True)) == {1, 2}
+
+
+@pytest.mark.django_db
+def test_a_paused_run_nobody_resumes_stops_itself_after_the_pause_limit(legacy_fleet, settings):
+    settings.WAVES_PAUSE_LIMIT = 0  # past at once: the first look while paused ends it
+    legacy_fleet(4)
+    legacy_fleet.grid.remove_node(1)
+    job = bulk_request(parameters={"canary_share": 0, "batch_size": 2, "budget": 0}).job
+    job = run(legacy_fleet.grid, job, limits=BulkLimits(chunk=2), hooks=BulkHooks(paused=lambda wave: None))
+    assert job.wave_run.state == WaveRun.State.STOPPED and "stopped itself" in job.wave_run.paused_reason
+    assert Node.objects.filter(carved_policy_name="zos").count() == 1  # node 2 only; 3 and 4 untouched
