@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from dashboard import capacity, job_kinds, node_events
@@ -214,6 +214,11 @@ class Node(models.Model):
     room_mru = models.BigIntegerField(null=True, blank=True)
     room_sru = models.BigIntegerField(null=True, blank=True)
     pools_shape = models.CharField(max_length=16, blank=True, default=NOT_WORKED_OUT)
+    # The withhold window in force (NodeWithhold), copied here by services.withholds when a window is
+    # made, released, or opens or ends by itself (the beat's withhold edges), so every figure reads the
+    # node row: "" when nothing withholds the node; until None: until released.
+    withheld_reason = models.CharField(max_length=160, blank=True, default="")
+    withheld_until = models.DateTimeField(null=True, blank=True)
 
     registered_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -294,6 +299,55 @@ class Node(models.Model):
         if self.used_mru is None or self.used_sru is None:
             return None
         return capacity.Resources(cru=self.used_cru or 0, mru=self.used_mru, sru=self.used_sru, hru=self.used_hru or 0)
+
+
+class NodeWithhold(models.Model):
+    """A window in which a node's free slices are off offer, with its reason: a maintenance an operator
+    asked for (manual) or a quarantine the failures of unknown cause started (services.withholds).
+
+    Open while starts_at <= now < ends_at (ends_at None: until released) and not released. Rented and
+    deployed slices are untouched. Never deleted: a release stamps released_at/by.
+    """
+
+    class Source(models.TextChoices):
+        MANUAL = "manual", "Maintenance"
+        QUARANTINE = "quarantine", "Quarantine"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="withholds")
+    reason = models.CharField(max_length=160)
+    starts_at = models.DateTimeField(db_index=True)
+    ends_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="None: until released")
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.MANUAL)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_via = models.CharField(max_length=8, default="web", help_text="web, api, command or auto")
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # A quarantine: the failed deployments that caused it, and which repeat it is (1: the first, 6 h).
+    failures = models.JSONField(default=list, blank=True, help_text="Deployment ids behind a quarantine")
+    repeat = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-starts_at", "-pk"]
+        permissions = [("withhold_node", "Can withhold a node (maintenance) and lift a quarantine")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")), name="withhold_ends_after_start"
+            ),
+            models.CheckConstraint(condition=~Q(reason=""), name="withhold_has_reason"),
+        ]
+        indexes = [models.Index(fields=["node", "released_at"], name="withhold_node_released")]
+
+    def __str__(self) -> str:
+        return f"{self.get_source_display().lower()} of {self.node}: {self.reason}"
+
+    def is_open(self, now: datetime) -> bool:
+        """In force at `now`: the one rule for "does this window withhold its node now"."""
+        return self.released_at is None and self.starts_at <= now and (self.ends_at is None or self.ends_at > now)
 
 
 class PoolReport(models.Model):

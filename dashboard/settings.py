@@ -171,6 +171,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0),
     },
 }
+# Withhold windows (services.withholds) open and end by themselves: the beat copies the window in force
+# onto each node whose window opened or ended since (and refreshes its figures) every this many seconds.
+CELERY_BEAT_SCHEDULE["withhold-edges"] = {
+    "task": "dashboard.withhold_edges",
+    "schedule": env_float("WITHHOLD_EDGES_EVERY", 60.0, minimum=1.0),
+}
+# Quarantine: QUARANTINE_AFTER_FAILURES failures of cause unknown or validation on one node within
+# QUARANTINE_WINDOW seconds withhold it automatically for QUARANTINE_FIRST_HOURS, doubling with each
+# repeat (a quarantine of the node in the 30 days before) up to QUARANTINE_MAX_HOURS. 0 failures: off.
+QUARANTINE_AFTER_FAILURES = env_int("QUARANTINE_AFTER_FAILURES", 3, minimum=0)
+QUARANTINE_WINDOW = env_int("QUARANTINE_WINDOW", 3600, minimum=60)
+QUARANTINE_FIRST_HOURS = env_int("QUARANTINE_FIRST_HOURS", 6, minimum=1)
+QUARANTINE_MAX_HOURS = env_int("QUARANTINE_MAX_HOURS", 96, minimum=1)
+if QUARANTINE_MAX_HOURS < QUARANTINE_FIRST_HOURS:
+    raise ImproperlyConfigured(
+        f"QUARANTINE_MAX_HOURS ({QUARANTINE_MAX_HOURS}) must be at least QUARANTINE_FIRST_HOURS ({QUARANTINE_FIRST_HOURS})"
+    )
 # The slice audit (services.audit): every node's catalog against its live contracts. Nightly by
 # default (0 turns it off); at most CATALOG_AUDIT_RATE contract requests a second (the proxy allows
 # 20 a second per client IP, shared by every process), all within CATALOG_AUDIT_DEADLINE seconds,

@@ -52,6 +52,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.withholds import quarantine_consider
 
 log = logging.getLogger(__name__)
 
@@ -337,6 +338,7 @@ def _finish_failed(
     with transaction.atomic():
         deployment.save(update_fields=["state", "raw_error", "cause", "needed_bytes", "usable_bytes", "finished_at"])
         _audit(deployment, message=deployment_words(deployment), by=by, source=source)
+        quarantine_consider(node=deployment.node)
     return deployment
 
 
