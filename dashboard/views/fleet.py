@@ -21,6 +21,7 @@ from dashboard.selectors.jobs import bulk_active_job
 from dashboard.selectors.uptime import uptime_percent
 from dashboard.selectors.watch import watch_status
 from dashboard.services.jobs import job_request
+from dashboard.views.withholds import WithholdForm
 
 NODES_PER_PAGE = 50
 STALE_LISTED = 200
@@ -198,6 +199,9 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "watch": watch_status(),
         # The page's rows only: two queries whatever the fleet (selectors.uptime).
         "uptime": uptime_percent([row.pk for row in page], now=timezone.now()) if fleet is not None else {},
+        # The farm page (the table filtered to one farm) offers to withhold the farm.
+        "farm": form.cleaned_data.get("farm") if form.is_valid() else None,
+        "withhold_form": WithholdForm(auto_id="farm-id_%s"),
         "history_title": "The farm's capacity"
         if form.is_valid() and form.cleaned_data.get("farm") is not None
         else "The fleet's capacity",
