@@ -219,6 +219,11 @@ class Node(models.Model):
     # node row: "" when nothing withholds the node; until None: until released.
     withheld_reason = models.CharField(max_length=160, blank=True, default="")
     withheld_until = models.DateTimeField(null=True, blank=True)
+    # Why the node offers nothing now, whatever its numbers (capacity.closures: "down", "standby", ...;
+    # "" open), with the closure's detail; decided by dashboard.closure_facts from this row and the
+    # settings, stored by the figures writer so the placement cut and the pages read a column.
+    closure = models.CharField(max_length=32, blank=True, default="", db_index=True)
+    closure_detail = models.CharField(max_length=200, blank=True, default="")
 
     registered_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -261,6 +266,11 @@ class Node(models.Model):
     def away(self) -> bool:
         """A down or standby node can place nothing, whatever its numbers say (capacity.node_is_away)."""
         return capacity.node_is_away(self.status)
+
+    @property
+    def closed(self) -> capacity.Closure | None:
+        """Why the node offers nothing, as the figures writer stored it (None: open)."""
+        return capacity.stored_closure(self.closure, self.closure_detail)
 
     def reading_age(self, now: datetime) -> timedelta | None:
         """How long ago the product read this node's capacity; None when never read."""
@@ -917,6 +927,8 @@ class SnapshotFigures(models.Model):
     phantom_memory = models.PositiveIntegerField(default=0)
     phantom_disk = models.PositiveIntegerField(default=0)
     phantom_pool = models.PositiveIntegerField(default=0)
+    # Phantom because the node was closed, for any reason of capacity.CLOSURE_REASONS (down and standby too).
+    phantom_closed = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [models.Index(fields=["scope", "subject", "snapshot"], name="snapshot_series")]

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from dashboard.capacity import SHORTFALL_REASONS
+
 PHANTOM = "phantom-slices"
 STALE = "stale-catalogs"
 FAILURES = "failed-deployments"
@@ -23,8 +25,8 @@ HARDWARE_CHANGED = "hardware-changed"
 RUNNING_OUT = "slices-running-out"
 
 # Phantom reasons that say the node itself cannot place what it offers (capacity.PHANTOM_REASONS);
-# down and standby are the node being away, told by its status, not a catalog to fix.
-REASONS_ON_UP_NODES = ("memory", "disk", "pool")
+# a closed node (capacity.closures: down, standby, ...) is told by its closure, not a catalog to fix.
+REASONS_ON_UP_NODES = tuple(SHORTFALL_REASONS)
 UP = "up"
 # How many nodes a message names before it says "and N more".
 NAMED_NODES = 10

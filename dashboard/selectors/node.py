@@ -13,6 +13,7 @@ from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.closure_facts import closure_of
 from dashboard.models import Deployment, Job, Node, Observation, PoolReport, Slice
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
@@ -152,11 +153,15 @@ class NodeDetail:
         return self.nominal - self.deployable
 
     @property
+    def closure(self) -> capacity.Closure | None:
+        """Why the node offers nothing now (capacity.closures), decided from its row and the settings."""
+        return closure_of(self.node)
+
+    @property
     def away_words(self) -> str:
-        """A node down or on standby places nothing: one line for the page, not a verdict per slice."""
-        if not capacity.node_is_away(self.node.status):
-            return ""
-        return capacity.away_sentence(self.node.status, free_slices=self.free)
+        """A closed node (down, on standby, ...) places nothing: one line for the page, not a verdict per slice."""
+        closed = self.closure
+        return closed.sentence(free_slices=self.free) if closed else ""
 
     @property
     def room(self) -> int:
@@ -207,7 +212,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     if used is not None:
         live = capacity.live_node(policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed)
         check = capacity.precheck(
-            [(s.index, s.size) for s in free], node.total, used, policy, live=live, status=node.status
+            [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)
         )
         verdict_lines = tuple(
             SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts

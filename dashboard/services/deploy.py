@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import Resources, SliceSize
+from dashboard.closure_facts import closure_of
 from dashboard.grid import get_grid
 from dashboard.grid.classify import classify
 from dashboard.grid.types import (
@@ -271,7 +272,9 @@ def _check_attemptable(node: Node, slice_: Slice) -> None:
 def _deploy_verdict(
     slice_: Slice, live: NodeCapacity, policy: capacity.Policy, facts: capacity.LiveNode
 ) -> capacity.Verdict:
-    return capacity.fits(slice_.size, live.total, live.used, policy, live=facts, status=live.status)
+    return capacity.fits(
+        slice_.size, live.total, live.used, policy, live=facts, closure=closure_of(slice_.node, live=live)
+    )
 
 
 def refusal_learn(
@@ -297,7 +300,7 @@ def _capacity_seen(live: NodeCapacity, verdict: capacity.Verdict | None) -> dict
 
 
 def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[str, int | None, int | None]:
-    if isinstance(verdict, capacity.AwayVerdict):
+    if isinstance(verdict, capacity.ClosedVerdict):
         return Deployment.Cause.NODE_AWAY, None, None
     if deployment.mru < capacity.MIN_VM_MRU:
         return Deployment.Cause.VALIDATION, capacity.MIN_VM_MRU, deployment.mru

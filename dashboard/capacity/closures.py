@@ -1,0 +1,147 @@
+"""Node closures: the node offers nothing now, for one node-level reason, whatever its numbers say.
+
+A closure is not a shortfall of one slice (memory, disk, pool: `precheck`): it closes the whole node.
+Each reason is ONE entry of `CLOSURE_REASONS`, in the order they are judged (the first that holds
+wins): its key (stored in `Node.closure` and in every phantom-reason count), its short label (the
+phantom reason's words), what the node "is" in a sentence (with the closure's detail), what would
+open it again, and the pure function that decides it from `ClosureFacts`.
+
+Every page, total, map, CSV, API answer, metric, alert and placement answer reads phantom reasons
+through `capacity.PHANTOM_REASONS` (these keys first, then the shortfalls), so a new entry here
+shows everywhere with no other edit. Its inputs: a field of `ClosureFacts` (default "open"), filled
+by `dashboard.closure_facts` from the node row and the settings (the one place that builds them).
+
+Adding a reason: (1) a field on `ClosureFacts` for what decides it (if the ones there do not
+suffice), (2) its filling in `dashboard/closure_facts.py` (`CLOSURE_FIELDS` names the Node columns
+read), (3) one `ClosureReason` entry below with its `decide`. Nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+# The grid reports a node down (gone) or standby (switched off by its farm's power manager, woken
+# when needed): either way it places nothing until it is up.
+AWAY_STATUSES = ("down", "standby")
+
+
+@dataclass(frozen=True)
+class ClosureFacts:
+    """What decides whether a node is closed, handed in: the node's row and the settings, as plain values."""
+
+    status: str = "up"
+
+
+@dataclass(frozen=True)
+class ClosureReason:
+    key: str
+    label: str  # the phantom reason's words: "node down"
+    what: str  # "is {detail}" part of a sentence about the node: "is down"
+    until: str  # what opens it again: "until it is up again"
+    decide: Callable[[ClosureFacts], str | None]  # the detail ("" for none) when closed, None when open
+    badge: str = ""  # the job badge's short form; default "<label>: nothing placeable <until>"
+
+
+def _status_is(status: str) -> Callable[[ClosureFacts], str | None]:
+    return lambda facts: "" if facts.status == status else None
+
+
+# In the order they are judged: the first that holds is the node's closure.
+CLOSURE_REASONS: dict[str, ClosureReason] = {
+    r.key: r
+    for r in (
+        ClosureReason(
+            key="down",
+            label="node down",
+            what="is down",
+            until="until it is up again",
+            decide=_status_is("down"),
+            badge="node down: nothing placeable until it is up",
+        ),
+        ClosureReason(
+            key="standby",
+            label="node on standby (can be woken)",
+            what="is on standby (switched off by its farm's power manager)",
+            until="until it is woken",
+            decide=_status_is("standby"),
+            badge="node on standby: nothing placeable until woken",
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Closure:
+    """Why a node offers nothing: a key of CLOSURE_REASONS and its detail ("42": the renting twin)."""
+
+    key: str
+    detail: str = ""
+
+    @property
+    def reason(self) -> ClosureReason:
+        found = CLOSURE_REASONS.get(self.key)
+        if found is None:  # a key stored by a version that knew it: said plainly, never an error
+            return ClosureReason(self.key, self.key, f"is closed ({self.key})", "until it is opened", lambda _f: None)
+        return found
+
+    @property
+    def label(self) -> str:
+        """The short words, with the detail: "node down", "rented by another twin (twin 42)"."""
+        return self.reason.label
+
+    @property
+    def what(self) -> str:
+        return self.reason.what.format(detail=self.detail)
+
+    @property
+    def verdict_words(self) -> str:
+        """One slice on a closed node."""
+        return f"does not fit: the node {self.what}; nothing can be placed {self.reason.until}"
+
+    def sentence(self, *, free_slices: int, node_id: int | None = None) -> str:
+        """What a precheck says of a closed node, in ONE line (not one verdict per slice)."""
+        node = f"node {node_id}" if node_id is not None else "the node"
+        slices = "its one free slice cannot" if free_slices == 1 else f"none of its {free_slices} free slices can"
+        return f"{node} {self.what}: {slices} be placed {self.reason.until}"
+
+    @property
+    def badge(self) -> str:
+        return self.reason.badge or f"{self.reason.label}: nothing placeable {self.reason.until}"
+
+    def as_dict(self) -> dict:
+        return {"key": self.key, "detail": self.detail, "label": self.label, "words": self.what}
+
+
+def node_closure(facts: ClosureFacts) -> Closure | None:
+    """The node's closure (the first reason that holds), None when it is open."""
+    for reason in CLOSURE_REASONS.values():
+        detail = reason.decide(facts)
+        if detail is not None:
+            return Closure(reason.key, detail)
+    return None
+
+
+def status_closure(status: str) -> Closure | None:
+    """The closure the status alone decides (down, standby): for callers that know only a status."""
+    return node_closure(ClosureFacts(status=status))
+
+
+def stored_closure(key: str, detail: str = "") -> Closure | None:
+    """The closure stored on a row (Node.closure, a job's result), None when blank."""
+    return Closure(key, detail) if key else None
+
+
+def node_is_away(status: str) -> bool:
+    """The node places nothing now, whatever its numbers: it is down or on standby."""
+    return status in AWAY_STATUSES
+
+
+def away_sentence(status: str, *, free_slices: int, node_id: int | None = None) -> str:
+    """What a precheck says of a node whose status closes it, in ONE line (not one verdict per slice)."""
+    return (status_closure(status) or Closure(status)).sentence(free_slices=free_slices, node_id=node_id)
+
+
+def away_badge(status: str) -> str:
+    """The short form for a job's state badge: the precheck ran, but the node is not fine."""
+    return (status_closure(status) or Closure(status)).badge

@@ -1,0 +1,37 @@
+"""The one place a node's closure is decided: its row and the settings, handed to capacity.closures.
+
+`capacity.node_closure` is pure; this module fills its `ClosureFacts` from a node (a model instance
+or a values() row holding `CLOSURE_FIELDS`) and from the settings. The figures writer
+(services.figures) stores the answer on the node (`Node.closure`, `closure_detail`); the live
+precheck, the deploy and the re-register plan ask here with the status they have just read.
+
+A new closure reason that needs another input: add the Node column to CLOSURE_FIELDS and fill the
+new ClosureFacts field in `closure_facts` (see capacity/closures.py for the rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dashboard import capacity
+
+# The Node columns the closure is decided from (services.figures reads them with the figures' own).
+CLOSURE_FIELDS = ("status",)
+
+
+def closure_facts(values: Mapping[str, Any], *, live: Any = None) -> capacity.ClosureFacts:
+    """The facts of one node row (`values` holds CLOSURE_FIELDS). `live`: a reading just taken
+    (grid.types.NodeCapacity); its fields of the same names are fresher than the row's."""
+    row = {name: getattr(live, name, values[name]) if live is not None else values[name] for name in CLOSURE_FIELDS}
+    return capacity.ClosureFacts(status=row["status"])
+
+
+def closure_of_values(values: Mapping[str, Any], *, live: Any = None) -> capacity.Closure | None:
+    """The closure of a node row given as values (CLOSURE_FIELDS)."""
+    return capacity.node_closure(closure_facts(values, live=live))
+
+
+def closure_of(node: Any, *, live: Any = None) -> capacity.Closure | None:
+    """The closure of a Node now (its row and the settings; `live`: a reading just taken of it)."""
+    return closure_of_values({name: getattr(node, name) for name in CLOSURE_FIELDS}, live=live)
