@@ -12,19 +12,29 @@ new ClosureFacts field in `closure_facts` (see capacity/closures.py for the rest
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from dashboard import capacity
 
 # The Node columns the closure is decided from (services.figures reads them with the figures' own).
-CLOSURE_FIELDS = ("status",)
+CLOSURE_FIELDS = ("status", "withheld_reason", "withheld_until")
 
 
 def closure_facts(values: Mapping[str, Any], *, live: Any = None) -> capacity.ClosureFacts:
     """The facts of one node row (`values` holds CLOSURE_FIELDS). `live`: a reading just taken
     (grid.types.NodeCapacity); its fields of the same names are fresher than the row's."""
     row = {name: getattr(live, name, values[name]) if live is not None else values[name] for name in CLOSURE_FIELDS}
-    return capacity.ClosureFacts(status=row["status"])
+    return capacity.ClosureFacts(
+        status=row["status"], withheld=withheld_detail(row["withheld_reason"], row["withheld_until"])
+    )
+
+
+def withheld_detail(reason: str, until: datetime | None) -> str:
+    """The withheld closure's detail: "disk swap, until 2026-12-01 18:00 UTC" ("" when not withheld)."""
+    if not reason:
+        return ""
+    return f"{reason}, until {until.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if until else f"{reason}, until released"
 
 
 def closure_of_values(values: Mapping[str, Any], *, live: Any = None) -> capacity.Closure | None:

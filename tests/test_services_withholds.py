@@ -212,3 +212,76 @@ def test_quarantine_off_with_zero_failures(reported, settings):
     for i in range(3):
         report_failure(i)
     assert not NodeWithhold.objects.exists()
+
+
+# --- alerts muted, figures and precheck say why ------------------------------------------
+
+
+def alert_nodes(now):
+    from dashboard.alerts import rules
+    from dashboard.selectors.alerts import alert_figures
+
+    return alert_figures(now=now, limits=rules.Limits())
+
+
+def test_a_withheld_node_s_alerts_are_muted(node):
+    Node.objects.filter(pk=node.pk).update(status="down")
+    assert [n.node_id for n in alert_nodes(timezone.now()).nodes] == [1774]
+    node_withhold(nodes=[node], reason="disk swap")
+    assert alert_nodes(timezone.now()).nodes == []
+
+
+def test_a_withheld_node_s_failures_are_muted(reported):
+    for i in range(2):
+        report_failure(i)
+    assert sum(f.deployments for f in alert_nodes(timezone.now()).failures) == 2
+    node_withhold(nodes=[reported], reason="disk swap")
+    assert alert_nodes(timezone.now()).failures == []
+
+
+def test_every_free_slice_is_phantom_for_the_withheld_reason(node):
+    node_withhold(nodes=[node], reason="disk swap", ends_at=dt.datetime(2030, 1, 1, 18, tzinfo=dt.UTC))
+    held = row(node)
+    assert (held.placeable_now, held.phantom_reasons, held.closure) == (0, {"withheld": held.slices_free}, "withheld")
+    assert held.closure_detail == "disk swap, until 2030-01-01 18:00 UTC"
+
+
+def test_the_figures_follow_a_window_that_opens_and_ends_by_itself(node):
+    before = (row(node).placeable_now, row(node).phantom_reasons)
+    starts, ends = NOW + dt.timedelta(hours=1), NOW + dt.timedelta(hours=2)
+    node_withhold(nodes=[node], reason="disk swap", starts_at=starts, ends_at=ends, now=NOW)
+    assert (row(node).placeable_now, row(node).phantom_reasons) == before
+    withhold_edges(now=starts)
+    assert (row(node).placeable_now, row(node).phantom_reasons) == (0, {"withheld": row(node).slices_free})
+    withhold_edges(now=ends)
+    assert (row(node).placeable_now, row(node).phantom_reasons) == before
+
+
+def test_the_precheck_says_the_node_is_withheld_and_why(node):
+    from dashboard.selectors.node import node_detail
+
+    node_withhold(nodes=[node], reason="disk swap")
+    detail = node_detail(node_id=1774)
+    assert "is withheld (disk swap, until released)" in detail.closure.sentence(free_slices=7, node_id=1774)
+
+
+def test_the_dashboard_s_own_deploy_is_refused_on_a_withheld_node(node):
+    from dashboard.services.deploy import slice_deploy
+
+    node_withhold(nodes=[node], reason="disk swap")
+    deployment = slice_deploy(node=row(node), slice_index=1, grid=None, source="command")
+    assert (deployment.state, Slice.objects.get(node=node, index=1).state) == ("refused", "free")
+
+
+@pytest.mark.parametrize("every_node", [False, True])
+def test_placement_says_the_node_is_refused_because_it_is_withheld(node, every_node):
+    from dashboard.capacity import GiB
+    from dashboard.selectors.placement import placement_for
+
+    size = dict(cru=1, mru=4 * GiB, sru=100 * GiB)
+    assert placement_for(**size, every_node=every_node).can_host == 1
+    node_withhold(nodes=[node], reason="disk swap")
+    answer = placement_for(**size, every_node=every_node)
+    assert (answer.can_host, answer.blocked["withheld"]) == (0, 1)
+    if every_node:
+        assert "is withheld (disk swap, until released)" in answer.verdicts[0].words

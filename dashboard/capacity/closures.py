@@ -31,6 +31,9 @@ class ClosureFacts:
     """What decides whether a node is closed, handed in: the node's row and the settings, as plain values."""
 
     status: str = "up"
+    # An operator's maintenance or a quarantine holds the node's free slices off offer: "disk swap, until
+    # 2026-12-01 18:00 UTC" (Node.withheld_reason and withheld_until, kept by services.withholds); "": none.
+    withheld: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,15 @@ def _status_is(status: str) -> Callable[[ClosureFacts], str | None]:
 CLOSURE_REASONS: dict[str, ClosureReason] = {
     r.key: r
     for r in (
+        # First: whatever else the node is, an operator took it off offer, and says why and until when.
+        ClosureReason(
+            key="withheld",
+            label="withheld (maintenance or quarantine)",
+            what="is withheld ({detail})",
+            until="until its window ends or an admin releases it",
+            decide=lambda facts: facts.withheld or None,
+            badge="withheld: nothing placeable until its window ends or is released",
+        ),
         ClosureReason(
             key="down",
             label="node down",

@@ -41,6 +41,8 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
                 )
             )
         )
+        # A withheld node's alerts are muted (maintenance or quarantine: its operator knows).
+        .filter(withheld_reason="")
         .order_by()
         .annotate(
             down_at=_latest_event(node_events.WENT_DOWN),
@@ -162,6 +164,7 @@ def _failures(*, since: datetime) -> list[rules.FailureCount]:
     counts: dict[str, int] = {}
     for row in (
         Deployment.objects.filter(state__in=ZOS_FAILED_STATES, started_at__gte=since)
+        .exclude(node__withheld_reason__gt="")  # muted with the node's other alerts
         .order_by()
         .values("cause")
         .annotate(n=Count("pk"))
