@@ -1,6 +1,7 @@
 """services.withholds: maintenance windows made, released, opened and ended by themselves; quarantine."""
 
 import datetime as dt
+import time
 
 import pytest
 from django.utils import timezone
@@ -285,3 +286,26 @@ def test_placement_says_the_node_is_refused_because_it_is_withheld(node, every_n
     assert (answer.can_host, answer.blocked["withheld"]) == (0, 1)
     if every_node:
         assert "is withheld (disk swap, until released)" in answer.verdicts[0].words
+
+
+def test_the_beat_schedules_the_withhold_edges_task(settings):
+    from dashboard.tasks import withhold_edges as task
+
+    assert settings.CELERY_BEAT_SCHEDULE["withhold-edges"]["task"] == task.name
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_running_the_beat_s_task_opens_a_window_whose_start_came(sim_node, live_worker):
+    """The window was made to start a moment ago with no write since: the task the beat sends opens it."""
+    from dashboard.tasks import withhold_edges as task
+
+    node = sim_node_1774(sim_node)
+    now = timezone.now()
+    node_withhold(nodes=[node], reason="disk swap", starts_at=now + dt.timedelta(milliseconds=50), now=now)
+    assert row(node).withheld_reason == ""
+    task.delay()  # its result is not kept (ignore_result): the row says when it ran
+    deadline = time.monotonic() + 30
+    while row(node).withheld_reason == "" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (row(node).withheld_reason, row(node).closure) == ("disk swap", "withheld")
