@@ -123,3 +123,22 @@ def test_an_admin_withholds_a_whole_farm_from_its_page(admins_client, sim_node):
 
 def test_support_sees_no_farm_form(support_client, node):
     assert 'id="farm-withhold"' not in support_client.get(reverse("fleet") + "?farm=4242").content.decode()
+
+
+def test_the_csv_counts_the_withheld_slices(support_client, node):
+    node_withhold(nodes=[node], reason="disk swap")
+    lines = support_client.get(reverse("fleet-export")).content.decode().splitlines()
+    header, row = lines[0].split(","), lines[1].split(",")
+    assert int(row[header.index("phantom_withheld")]) == Node.objects.get(pk=node.pk).slices_free
+
+
+def test_the_api_s_node_says_it_is_withheld_and_why(api_call, api_token, node):
+    node_withhold(nodes=[node], reason="disk swap")
+    body = api_call("get", "/api/v1/nodes/1774", api_token("read", role="support")).json()
+    figures = body["figures"]
+    assert (figures["placeable_now"], figures["phantom_by_reason"], figures["closure"]) == (
+        0,
+        {"withheld": Node.objects.get(pk=node.pk).slices_free},
+        "withheld",
+    )
+    assert "is withheld (disk swap, until released)" in figures["closure_words"]
