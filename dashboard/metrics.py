@@ -90,6 +90,20 @@ class FiguresCollector:
                 value=_age(now, fleet.oldest_reading_at),
             )
 
+        closed_nodes = GaugeMetricFamily(
+            "slicedash_nodes_closed",
+            "Nodes that offer nothing now, by reason (withheld: maintenance or quarantine; down; standby; ...)",
+            labels=["reason"],
+        )
+        closed_free = GaugeMetricFamily(
+            "slicedash_slices_closed", "Free slices on those nodes (all phantom), by reason", labels=["reason"]
+        )
+        for reason, (nodes, free) in snapshot.closed.items():
+            closed_nodes.add_metric([reason], nodes)
+            closed_free.add_metric([reason], free)
+        yield closed_nodes
+        yield closed_free
+
         jobs = GaugeMetricFamily("slicedash_jobs", "Jobs by kind and state", labels=["kind", "state"])
         oldest = GaugeMetricFamily(
             "slicedash_jobs_oldest_age_seconds",

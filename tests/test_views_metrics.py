@@ -94,8 +94,8 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
     farm_totals_refresh()
     steady_large, large = counted()
     assert (after_change_small, steady_small) == (after_change_large, steady_large)
-    # Five, and one for the newest slice audit's counts (one row).
-    assert steady_large <= 6
+    # Five, one for the newest slice audit's counts (one row), one for the closed nodes by reason.
+    assert steady_large <= 7
     assert len(small.splitlines()) == len(large.splitlines())
     farms_queries, farms = counted("/metrics/farms")
     assert b'farm="3"' in farms and farms_queries <= 2
@@ -116,3 +116,14 @@ def test_it_reports_the_newest_audit_findings_by_kind(client, metrics_on, sim_no
         "foreign": 1.0,
         "orphan": 0.0,
     }
+
+
+def test_it_counts_withheld_nodes_and_their_free_slices(client, metrics_on, legacy_fleet):
+    from dashboard.services.withholds import node_withhold
+
+    nodes = legacy_fleet(3)
+    node_withhold(nodes=nodes[:2], reason="disk swap")
+    samples = _samples(_scrape(client))
+    free = sum(n.slices_free for n in Node.objects.filter(pk__in=[n.pk for n in nodes[:2]]))
+    assert samples[("slicedash_nodes_closed", (("reason", "withheld"),))] == 2
+    assert samples[("slicedash_slices_closed", (("reason", "withheld"),))] == free

@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Max, Min, Sum
 
 from dashboard.audit_rules import FindingKind
+from dashboard.capacity import CLOSURE_REASONS
 from dashboard.grid.telemetry import BUCKETS, INF
-from dashboard.models import Deployment, GridRequestTally, Job
+from dashboard.models import Deployment, GridRequestTally, Job, Node
 from dashboard.selectors.deployments import FAILED_STATES
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 
@@ -64,6 +65,8 @@ class MetricsSnapshot:
     failures: list[FailureFigures] = field(default_factory=list)
     grid_requests: list[GridRequestFigures] = field(default_factory=list)
     audit: AuditFigures | None = None  # the newest finished slice audit, if any
+    # Closed nodes and their free slices by closure reason (capacity.CLOSURE_REASONS: withheld, down, ...).
+    closed: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def freshest_heartbeat_at(self) -> datetime | None:
@@ -99,8 +102,12 @@ def metrics_snapshot() -> MetricsSnapshot:
         .values("finished_at", "result__counts")
         .first()
     )
+    closed = dict.fromkeys(CLOSURE_REASONS, (0, 0))
+    rows = Node.objects.exclude(closure="").order_by().values_list("closure").annotate(Count("pk"), Sum("slices_free"))
+    closed.update({key: (nodes, free or 0) for key, nodes, free in rows})
     return MetricsSnapshot(
         fleet=fleet,
+        closed=closed,
         audit=_audit(audit),
         jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
         failures=_failures(failures),
