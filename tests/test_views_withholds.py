@@ -142,3 +142,10 @@ def test_the_api_s_node_says_it_is_withheld_and_why(api_call, api_token, node):
         "withheld",
     )
     assert "is withheld (disk swap, until released)" in figures["closure_words"]
+
+
+def test_no_release_is_offered_once_every_window_is_over(admins_client, node):
+    node_withhold(nodes=[node], reason="disk swap")
+    admins_client.post(reverse("node-withhold-release", args=[1774]))
+    text = admins_client.get(reverse("node", args=[1774])).content.decode()
+    assert 'id="withhold-release"' not in text and "released" in text and 'id="withhold-form"' in text

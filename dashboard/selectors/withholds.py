@@ -61,6 +61,7 @@ class WindowRow:
     window: NodeWithhold
     open: bool
     failures: tuple[Deployment, ...]  # a quarantine's failures, oldest first
+    current: bool = False  # open or to come (what a release ends)
 
 
 def node_windows(*, node: Node, now: datetime, recent: int = 5) -> list[WindowRow]:
@@ -76,6 +77,7 @@ def node_windows(*, node: Node, now: datetime, recent: int = 5) -> list[WindowRo
             window=w,
             open=w.is_open(now),
             failures=tuple(sorted((failures[pk] for pk in w.failures if pk in failures), key=lambda d: d.started_at)),
+            current=i < len(current),
         )
-        for w in (*current, *past)
+        for i, w in enumerate((*current, *past))
     ]
