@@ -6,7 +6,8 @@ of the fleet is withheld (BENCHMARKS.md, "Withheld nodes"), and what the beat's 
 Server time and queries as bench/pages.py measures them (the pages taken in turn, median of 15 after 2
 warm-up requests). The withheld nodes are every 100th node, one maintenance window each (one
 `node_withhold` call, as a farm's form makes them); the edges are timed at rest (nothing opens or ends),
-and at an edge where all those windows end at once (their nodes' rows and figures follow).
+and at an edge where all those windows end at once (their nodes' rows and figures follow); the pages are
+measured a third time once the windows ended (the fleet of the first measure again: the machine's drift).
 """
 
 import json
@@ -75,11 +76,14 @@ def main(repo: Path, size: int, repeat: int = 15) -> dict:
         started = time.perf_counter()
         ended = withhold_edges(now=now + timedelta(hours=2))
         edge_s = time.perf_counter() - started
+        # The windows ended: the same fleet as `before`, measured again (what the machine's drift adds).
+        ended_again = measure()
         return {
             "nodes": size,
             "withheld": withheld,
             "before": before,
             "after": after,
+            "after_the_windows_ended": ended_again,
             "node_withhold_ms": round(withhold_s * 1000, 1),
             "edges_at_rest_ms": round(statistics.median(at_rest) * 1000, 1),
             "edge_ms": round(edge_s * 1000, 1),
