@@ -235,7 +235,7 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
         Node.objects.filter(pk=node.pk).update(**changes)
         figures_refresh([node.pk])  # as services.observations does after a lesson
     # Two nodes in maintenance (after the draws, so the fleet above stays the one it was).
-    node_withhold(nodes=Node.objects.filter(grid_id__in=(6003, 6007)), reason="disk swap")
+    node_withhold(nodes=Node.objects.filter(grid_id__in=(6005, 6006)), reason="disk swap")
     seen = dict.fromkeys(BLOCKS, 0)
     for cru, mru, sru in [
         (1, 2 * GiB, 50 * GiB),
