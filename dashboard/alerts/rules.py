@@ -180,6 +180,11 @@ _FAILURE_ADVICE = {
     "node-offline": "the nodes went down or to standby after they were offered.",
     "grid-unavailable": "the grid could not be reached: check the Grid Proxy.",
     "validation": "the deployment request itself was refused: check what the marketplace sends.",
+    "node-closed": "the chain refused contracts on nodes not available to the marketplace (rented by another twin, "
+    "dedicated with no rent contract of ours, or on standby): check MARKETPLACE_TWIN_ID and the nodes' rent.",
+    "not-authorized": "the chain says the marketplace's twin does not own those contracts: check the signing account.",
+    "contract-grace": "the contracts (or the rent contract) are in grace: the marketplace's twin must be funded.",
+    "chain-capacity": "the chain's own count says the nodes are full: precheck them.",
 }
 
 
