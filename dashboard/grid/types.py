@@ -253,6 +253,11 @@ class Grid(Protocol):
         never a part of them, since a contract left out would make a running VM look gone."""
         ...
 
+    def rent_contract(self, node_id: int) -> Contract | None:
+        """The node's live rent contract (GET /contracts?node_id=N&type=rent&state=Created,GracePeriod),
+        None when it has none: one request, for its state (a node page does not say it)."""
+        ...
+
     def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
         """The node's own pool report (`zos.storage.pools`); PoolsNotAvailable where the backend cannot ask."""
         ...

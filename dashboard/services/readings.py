@@ -23,12 +23,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import node_events
-from dashboard.grid.types import NodeCapacity
+from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.models import Deployment, Node, NodeEvent
 from dashboard.rows import rows_update
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
@@ -263,6 +264,20 @@ def _tell(callback, kind: str, events: list[NodeEvent]) -> None:
 
 # The Node columns that say the chain's rent of the node, as a reading has them (same names on NodeCapacity).
 RENT_FIELDS = ("rented_by_twin_id", "rent_contract_id", "rent_state", "in_dedicated_farm", "extra_fee")
+
+
+def rent_state_read(grid, live: NodeCapacity) -> NodeCapacity:
+    """The reading with its rent contract's state, read (one request) when the marketplace rents the node:
+    a node page does not say it (GET /contracts does), and our rent in grace darkens the catalog. A grid
+    error leaves it unread (the stored state is kept while the contract is the same one)."""
+    if not live.rent_contract_id or live.rented_by_twin_id not in settings.MARKETPLACE_TWIN_ID:
+        return live
+    try:
+        contract = grid.rent_contract(live.node_id)
+    except GridError as exc:
+        log.warning("node %s: its rent contract's state was not read: %s", live.node_id, exc)
+        return live
+    return replace(live, rent_state=contract.state if contract is not None else "")
 
 
 def rent_of(live: NodeCapacity) -> dict:

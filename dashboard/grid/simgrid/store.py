@@ -319,6 +319,9 @@ class SimulatedGrid(chain.ChainAdmin):
             ),
         )
 
+    def rent_contract(self, node_id: int) -> Contract | None:
+        return next((c for c in self.contracts(node_id).contracts if c.type == "rent"), None)
+
     def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
         """The node's answer to `zos.storage.pools` (over RMB on a real grid, so only an up node answers)."""
         with self._transaction(write=False) as conn:
