@@ -157,3 +157,11 @@ def test_the_fleet_page_names_the_marketplace_twins_when_set(sim_node, marketpla
 def test_a_failed_deployment_counts_in_its_cause(rented_by_other, sim_node):
     slices_deploy_all_free(node=rented_by_other, grid=sim_node.grid, precheck=False)
     assert Deployment.objects.filter(cause="node-closed").count() == 6
+
+
+def test_metrics_count_the_phantom_slices_by_reason(rented_by_other, client, settings):
+    settings.METRICS_TOKEN = "m" * 32
+    text = client.get("/metrics", headers={"Authorization": "Bearer " + "m" * 32}).content.decode()
+    assert 'slicedash_fleet_slices_phantom_by_reason{reason="rented"} 6.0' in text
+    assert 'slicedash_fleet_slices_phantom_by_reason{reason="memory"} 0.0' in text
+    assert "slicedash_fleet_slices_phantom_on_up_nodes 0.0" in text  # a closed node is no catalog to fix
