@@ -15,18 +15,37 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
+
 from dashboard import capacity
 
 # The Node columns the closure is decided from (services.figures reads them with the figures' own).
-CLOSURE_FIELDS = ("status", "withheld_reason", "withheld_until")
+CLOSURE_FIELDS = (
+    "status",
+    "withheld_reason",
+    "withheld_until",
+    "rented_by_twin_id",
+    "rent_contract_id",
+    "rent_state",
+    "in_dedicated_farm",
+    "extra_fee",
+)
 
 
 def closure_facts(values: Mapping[str, Any], *, live: Any = None) -> capacity.ClosureFacts:
     """The facts of one node row (`values` holds CLOSURE_FIELDS). `live`: a reading just taken
     (grid.types.NodeCapacity); its fields of the same names are fresher than the row's."""
     row = {name: getattr(live, name, values[name]) if live is not None else values[name] for name in CLOSURE_FIELDS}
+    if live is not None and not row["rent_state"] and row["rent_contract_id"] == values["rent_contract_id"]:
+        row["rent_state"] = values["rent_state"]  # a node page does not say it: kept while the contract is the same
     return capacity.ClosureFacts(
-        status=row["status"], withheld=withheld_detail(row["withheld_reason"], row["withheld_until"])
+        status=row["status"],
+        withheld=withheld_detail(row["withheld_reason"], row["withheld_until"]),
+        marketplace_twins=frozenset(settings.MARKETPLACE_TWIN_ID),
+        rented_by_twin_id=row["rented_by_twin_id"],
+        rent_contract_id=row["rent_contract_id"],
+        rent_state=row["rent_state"] or "",
+        dedicated_by_chain=bool(row["in_dedicated_farm"]) or (row["extra_fee"] or 0) > 0,
     )
 
 

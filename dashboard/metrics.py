@@ -90,19 +90,15 @@ class FiguresCollector:
                 value=_age(now, fleet.oldest_reading_at),
             )
 
-        closed_nodes = GaugeMetricFamily(
-            "slicedash_nodes_closed",
-            "Nodes that offer nothing now, by reason (withheld: maintenance or quarantine; down; standby; ...)",
+        by_reason = GaugeMetricFamily(
+            "slicedash_fleet_slices_phantom_by_reason",
+            "Phantom slices by reason (capacity.PHANTOM_REASONS: the node's closure, e.g. down, standby, rented, "
+            "needs-rent, rent-grace; or the shortfall: memory, disk, pool), whole fleet",
             labels=["reason"],
         )
-        closed_free = GaugeMetricFamily(
-            "slicedash_slices_closed", "Free slices on those nodes (all phantom), by reason", labels=["reason"]
-        )
-        for reason, (nodes, free) in snapshot.closed.items():
-            closed_nodes.add_metric([reason], nodes)
-            closed_free.add_metric([reason], free)
-        yield closed_nodes
-        yield closed_free
+        for reason, slices in snapshot.phantom_by_reason.items():
+            by_reason.add_metric([reason], slices)
+        yield by_reason
 
         jobs = GaugeMetricFamily("slicedash_jobs", "Jobs by kind and state", labels=["kind", "state"])
         oldest = GaugeMetricFamily(

@@ -131,6 +131,13 @@ class Node(models.Model):
         help_text="The Grid Proxy's `dedicated`: true for any node without contracts, not only dedicated farms",
     )
     rented_by_twin_id = models.PositiveIntegerField(null=True, blank=True)
+    # The rent contract on the whole node (proxy's rentContractId) and its state when read ("Created",
+    # "GracePeriod"; "" unknown or none), and what makes the chain keep the node for a renter: the
+    # farm is dedicated (inDedicatedFarm) or the node has an extra fee (capacity.closures decides).
+    rent_contract_id = models.PositiveBigIntegerField(null=True, blank=True)
+    rent_state = models.CharField(max_length=16, blank=True, default="")
+    in_dedicated_farm = models.BooleanField(default=False, help_text="The farm is dedicated (the chain's flag)")
+    extra_fee = models.PositiveBigIntegerField(default=0, help_text="A dedicated node's extra fee (the chain's)")
     # What the last reading said besides capacity: the proxy's health verdict, the farm's power
     # manager (state, and the state it was asked to take: target up with state down is a wake asked
     # for), and the seconds since the node booted (back to small on a reboot). Blank/None: not said.
@@ -472,6 +479,11 @@ class Deployment(models.Model):
         VALIDATION = "validation", "Validation"
         NODE_AWAY = "node-offline", "Node offline"  # the stored value and label kept
         GRID_UNAVAILABLE = "grid-unavailable", "Grid unavailable"
+        # The chain refused the contract (grid.classify): ZOS never saw the VM.
+        NODE_CLOSED = "node-closed", "Node not available to us (chain)"
+        NOT_AUTHORIZED = "not-authorized", "Twin not authorized (chain)"
+        CONTRACT_GRACE = "contract-grace", "Contract in grace (chain)"
+        CHAIN_CAPACITY = "chain-capacity", "Not enough resources (chain)"
         UNKNOWN = "unknown", "Unknown"
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="deployments")

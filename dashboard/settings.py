@@ -13,7 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.embedded_db import EmbeddedDb
-from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from dashboard.env import env_bool, env_choice, env_float, env_ids, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -253,6 +253,10 @@ PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0
 RECONCILE_TOLERANCE_PERCENT = env_int("RECONCILE_TOLERANCE_PERCENT", 5, minimum=0)
 
 # --- The grid -------------------------------------------------------------------------
+# The twin id(s) the marketplace deploys with (docs/configuration.md). Set, a node rented by another
+# twin, or one the chain keeps for a renter (dedicated farm, extra fee) with no rent contract of ours,
+# offers nothing (capacity.closures). Unset: rent contracts are not judged (the fleet page says so).
+MARKETPLACE_TWIN_ID = env_ids("MARKETPLACE_TWIN_ID")
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))
 GRID_PROXY_URL = env_str("GRID_PROXY_URL", "https://gridproxy.grid.tf")
 GRID_CONNECT_TIMEOUT = env_float("GRID_CONNECT_TIMEOUT", 3.05, minimum=0.01)

@@ -26,6 +26,7 @@ from dashboard.capacity.carve import _carve_memo as _carve_memo  # its cache, co
 from dashboard.capacity.closures import (
     AWAY_STATUSES,
     CLOSURE_REASONS,
+    GRACE_PERIOD,
     Closure,
     ClosureFacts,
     ClosureReason,
@@ -145,6 +146,7 @@ __all__ = [
     "AWAY_STATUSES",
     "node_is_away",
     "CLOSURE_REASONS",
+    "GRACE_PERIOD",
     "Closure",
     "ClosureFacts",
     "ClosureReason",

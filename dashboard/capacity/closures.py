@@ -34,6 +34,13 @@ class ClosureFacts:
     # An operator's maintenance or a quarantine holds the node's free slices off offer: "disk swap, until
     # 2026-12-01 18:00 UTC" (Node.withheld_reason and withheld_until, kept by services.withholds); "": none.
     withheld: str = ""
+    # The twin ids the marketplace deploys with (MARKETPLACE_TWIN_ID); empty: rent is not judged at all.
+    marketplace_twins: frozenset[int] = frozenset()
+    rented_by_twin_id: int | None = None  # the twin holding the rent contract on the node; None: not rented
+    rent_contract_id: int | None = None
+    rent_state: str = ""  # the rent contract's state when read: "Created", "GracePeriod", "" (not read)
+    # The chain keeps the node for a renter (tfchain _create_node_contract: a dedicated farm, or an extra fee).
+    dedicated_by_chain: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,31 @@ class ClosureReason:
 def _status_is(status: str) -> Callable[[ClosureFacts], str | None]:
     return lambda facts: "" if facts.status == status else None
 
+
+def _rented_by_another(facts: ClosureFacts) -> str | None:
+    """tfchain refuses a node contract on a rented node from any twin but the renter (NodeNotAvailableToDeploy)."""
+    if not facts.marketplace_twins or facts.rented_by_twin_id is None:
+        return None
+    return None if facts.rented_by_twin_id in facts.marketplace_twins else str(facts.rented_by_twin_id)
+
+
+def _needs_our_rent(facts: ClosureFacts) -> str | None:
+    """tfchain refuses a node contract on a dedicated node nobody rents (NodeNotAvailableToDeploy)."""
+    if not facts.marketplace_twins or not facts.dedicated_by_chain or facts.rented_by_twin_id is not None:
+        return None
+    return ""
+
+
+def _our_rent_in_grace(facts: ClosureFacts) -> str | None:
+    """Our rent contract went to grace (the twin cannot pay): the node's contracts go to grace with it,
+    and the chain refuses to update a contract in grace (CannotUpdateContractInGraceState)."""
+    if not facts.marketplace_twins or facts.rented_by_twin_id not in facts.marketplace_twins:
+        return None
+    return str(facts.rent_contract_id or "") if facts.rent_state == GRACE_PERIOD else None
+
+
+# The chain's state of a contract its twin cannot pay (tfchain types::ContractState::GracePeriod).
+GRACE_PERIOD = "GracePeriod"
 
 # In the order they are judged: the first that holds is the node's closure.
 CLOSURE_REASONS: dict[str, ClosureReason] = {
@@ -78,6 +110,27 @@ CLOSURE_REASONS: dict[str, ClosureReason] = {
             until="until it is woken",
             decide=_status_is("standby"),
             badge="node on standby: nothing placeable until woken",
+        ),
+        ClosureReason(
+            key="rented",
+            label="rented by another twin",
+            what="is rented by twin {detail}, not by the marketplace",
+            until="while that twin's rent contract lasts (the chain takes contracts on it only from the renter)",
+            decide=_rented_by_another,
+        ),
+        ClosureReason(
+            key="needs-rent",
+            label="needs our rent contract",
+            what="is kept by the chain for a renter (dedicated farm or extra fee) and the marketplace does not rent it",
+            until="until the marketplace holds a rent contract on it",
+            decide=_needs_our_rent,
+        ),
+        ClosureReason(
+            key="rent-grace",
+            label="our rent contract in grace",
+            what="is rented by the marketplace under rent contract {detail}, which is in its grace period (unpaid)",
+            until="until the rent contract is paid and back in Created",
+            decide=_our_rent_in_grace,
         ),
     )
 }

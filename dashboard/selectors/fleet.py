@@ -88,6 +88,10 @@ class NodeRow:
     closure_detail: str = ""
 
     @property
+    def phantom_by_reason(self) -> dict:
+        return self.phantom_reasons
+
+    @property
     def closed(self):
         """The stored closure (capacity.Closure) or None."""
         return capacity.stored_closure(self.closure, self.closure_detail)

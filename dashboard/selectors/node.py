@@ -158,6 +158,19 @@ class NodeDetail:
         return closure_of(self.node)
 
     @property
+    def rent_words(self) -> str:
+        """Who rents the node, when anyone does: the marketplace (with its rent contract) or another twin."""
+        node = self.node
+        if node.rented_by_twin_id is None:
+            return ""
+        contract = f" under rent contract {node.rent_contract_id}" if node.rent_contract_id else ""
+        state = " (in its grace period: unpaid)" if node.rent_state == capacity.GRACE_PERIOD else ""
+        if node.rented_by_twin_id in settings.MARKETPLACE_TWIN_ID:
+            return f"Rented by the marketplace (twin {node.rented_by_twin_id}){contract}{state}."
+        judged = "" if settings.MARKETPLACE_TWIN_ID else " (MARKETPLACE_TWIN_ID is not set: rent is not judged)"
+        return f"Rented by twin {node.rented_by_twin_id}{contract}{state}{judged}."
+
+    @property
     def away_words(self) -> str:
         """A closed node (down, on standby, ...) places nothing: one line for the page, not a verdict per slice."""
         closed = self.closure

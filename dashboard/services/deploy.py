@@ -301,7 +301,9 @@ def _capacity_seen(live: NodeCapacity, verdict: capacity.Verdict | None) -> dict
 
 def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[str, int | None, int | None]:
     if isinstance(verdict, capacity.ClosedVerdict):
-        return Deployment.Cause.NODE_AWAY, None, None
+        if capacity.node_is_away(verdict.closure.key):
+            return Deployment.Cause.NODE_AWAY, None, None
+        return Deployment.Cause.NODE_CLOSED, None, None  # rented by another twin, needs our rent, ...
     if deployment.mru < capacity.MIN_VM_MRU:
         return Deployment.Cause.VALIDATION, capacity.MIN_VM_MRU, deployment.mru
     first = verdict.shortfalls[0]

@@ -24,7 +24,7 @@ from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock, pools_used_agreeing
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.pools import pools_read_from_node
-from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.readings import LiveReading, readings_store, rent_state_read
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     propagates and nothing is written.
     """
     grid = grid or get_grid()
-    live = grid.node(node.grid_id)
+    live = rent_state_read(grid, grid.node(node.grid_id))  # our rent contract's state: one more request
     # Where the node itself can be asked (the simulated grid; never the Grid Proxy), its pools too.
     if pools_read_from_node(node=node, grid=grid) is not None:
         node.refresh_from_db()

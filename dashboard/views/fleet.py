@@ -3,6 +3,7 @@
 import csv
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
@@ -196,6 +197,8 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
         "history": _history(form),
         "watch": watch_status(),
+        # Whether rent contracts are judged (capacity.closures): the page says so either way.
+        "marketplace_twins": settings.MARKETPLACE_TWIN_ID,
         # The page's rows only: two queries whatever the fleet (selectors.uptime).
         "uptime": uptime_percent([row.pk for row in page], now=timezone.now()) if fleet is not None else {},
         # The farm page (the table filtered to one farm) offers to withhold the farm.
