@@ -301,8 +301,9 @@ def test_a_worker_running_the_beat_s_task_opens_a_window_whose_start_came(sim_no
     from dashboard.tasks import withhold_edges as task
 
     node = sim_node_1774(sim_node)
-    now = timezone.now()
-    node_withhold(nodes=[node], reason="disk swap", starts_at=now + dt.timedelta(milliseconds=50), now=now)
+    # Made "two seconds ago" to start one second ago: the write saw it to come, nothing wrote since.
+    made = timezone.now() - dt.timedelta(seconds=2)
+    node_withhold(nodes=[node], reason="disk swap", starts_at=made + dt.timedelta(seconds=1), now=made)
     assert row(node).withheld_reason == ""
     task.delay()  # its result is not kept (ignore_result): the row says when it ran
     deadline = time.monotonic() + 30

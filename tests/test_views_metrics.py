@@ -118,11 +118,12 @@ def test_it_reports_the_newest_audit_findings_by_kind(client, metrics_on, sim_no
     }
 
 
-def test_it_counts_the_withheld_nodes_free_slices_as_phantom_by_reason(client, metrics_on, legacy_fleet):
+def test_it_counts_the_withheld_nodes_free_slices_as_phantom_by_reason(client, metrics_on, sim_node):
     from dashboard.services.withholds import node_withhold
+    from tests.factories import node_1774, sim_node_1774
 
-    nodes = legacy_fleet(3)
+    nodes = [sim_node_1774(sim_node), sim_node(1775, **node_1774()), sim_node(1776, **node_1774())]
     node_withhold(nodes=nodes[:2], reason="disk swap")
     samples = _samples(_scrape(client))
-    free = sum(n.slices_free for n in Node.objects.filter(pk__in=[n.pk for n in nodes[:2]]))
+    free = sum(Node.objects.filter(pk__in=[n.pk for n in nodes[:2]]).values_list("slices_free", flat=True))
     assert samples[("slicedash_fleet_slices_phantom_by_reason", (("reason", "withheld"),))] == free > 0
