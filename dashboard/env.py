@@ -67,3 +67,17 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
+
+
+def env_ids(name: str) -> tuple[int, ...]:
+    """A comma list of grid ids (twins, nodes): each a whole number from 1 to 2**32 - 1; empty when unset."""
+    ids = []
+    for item in env_list(name, []):
+        try:
+            value = int(item)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not a whole number (a comma list of ids)") from None
+        if not 1 <= value <= 2**32 - 1:
+            raise ImproperlyConfigured(f"{name}: {value} is not a grid id (1 to 4294967295)")
+        ids.append(value)
+    return tuple(dict.fromkeys(ids))

@@ -166,7 +166,9 @@ class VerdictLine(_Part):
 class PrecheckResult(JobResult):
     node_id: int | None = None
     status: str = ""
-    cause: str = ""  # "node-offline": down or on standby, said in one line (away_words), not per slice
+    cause: str = ""  # "node-offline": closed (down, standby, ...), said in one line (away_words), not per slice
+    closure: str = ""  # capacity.closures key ("" open; results stored before closures: from status)
+    closure_detail: str = ""
     policy: PolicyRef = PolicyRef()
     checked_at: str = ""
     read_now: bool = True  # False: answered from the stored reading (it was young enough)
@@ -180,19 +182,24 @@ class PrecheckResult(JobResult):
     words: str = ""
 
     @property
+    def closed(self) -> capacity.Closure | None:
+        """Why the node offered nothing (capacity.closures); a result older than closures: its status."""
+        return capacity.stored_closure(self.closure, self.closure_detail) or capacity.status_closure(self.status)
+
+    @property
     def away(self) -> bool:
-        """The node was down or on standby: nothing is placeable, whatever each slice's numbers."""
-        return capacity.node_is_away(self.status)
+        """The node was closed (down, on standby, ...): nothing is placeable, whatever each slice's numbers."""
+        return self.closed is not None
 
     @property
     def away_words(self) -> str:
-        return (
-            capacity.away_sentence(self.status, free_slices=self.free_slices, node_id=self.node_id) if self.away else ""
-        )
+        closed = self.closed
+        return closed.sentence(free_slices=self.free_slices, node_id=self.node_id) if closed else ""
 
     @property
     def away_badge(self) -> str:
-        return capacity.away_badge(self.status) if self.away else ""
+        closed = self.closed
+        return closed.badge if closed else ""
 
 
 class PolicyTrialResult(JobResult):

@@ -90,6 +90,16 @@ class FiguresCollector:
                 value=_age(now, fleet.oldest_reading_at),
             )
 
+        by_reason = GaugeMetricFamily(
+            "slicedash_fleet_slices_phantom_by_reason",
+            "Phantom slices by reason (capacity.PHANTOM_REASONS: the node's closure, e.g. down, standby, rented, "
+            "needs-rent, rent-grace; or the shortfall: memory, disk, pool), whole fleet",
+            labels=["reason"],
+        )
+        for reason, slices in snapshot.phantom_by_reason.items():
+            by_reason.add_metric([reason], slices)
+        yield by_reason
+
         jobs = GaugeMetricFamily("slicedash_jobs", "Jobs by kind and state", labels=["kind", "state"])
         oldest = GaugeMetricFamily(
             "slicedash_jobs_oldest_age_seconds",

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from dashboard import capacity, job_kinds, node_events
@@ -131,6 +131,13 @@ class Node(models.Model):
         help_text="The Grid Proxy's `dedicated`: true for any node without contracts, not only dedicated farms",
     )
     rented_by_twin_id = models.PositiveIntegerField(null=True, blank=True)
+    # The rent contract on the whole node (proxy's rentContractId) and its state when read ("Created",
+    # "GracePeriod"; "" unknown or none), and what makes the chain keep the node for a renter: the
+    # farm is dedicated (inDedicatedFarm) or the node has an extra fee (capacity.closures decides).
+    rent_contract_id = models.PositiveBigIntegerField(null=True, blank=True)
+    rent_state = models.CharField(max_length=16, blank=True, default="")
+    in_dedicated_farm = models.BooleanField(default=False, help_text="The farm is dedicated (the chain's flag)")
+    extra_fee = models.PositiveBigIntegerField(default=0, help_text="A dedicated node's extra fee (the chain's)")
     # What the last reading said besides capacity: the proxy's health verdict, the farm's power
     # manager (state, and the state it was asked to take: target up with state down is a wake asked
     # for), and the seconds since the node booted (back to small on a reboot). Blank/None: not said.
@@ -214,6 +221,16 @@ class Node(models.Model):
     room_mru = models.BigIntegerField(null=True, blank=True)
     room_sru = models.BigIntegerField(null=True, blank=True)
     pools_shape = models.CharField(max_length=16, blank=True, default=NOT_WORKED_OUT)
+    # The withhold window in force (NodeWithhold), copied here by services.withholds when a window is
+    # made, released, or opens or ends by itself (the beat's withhold edges), so every figure reads the
+    # node row: "" when nothing withholds the node; until None: until released.
+    withheld_reason = models.CharField(max_length=160, blank=True, default="")
+    withheld_until = models.DateTimeField(null=True, blank=True)
+    # Why the node offers nothing now, whatever its numbers (capacity.closures: "down", "standby", ...;
+    # "" open), with the closure's detail; decided by dashboard.closure_facts from this row and the
+    # settings, stored by the figures writer so the placement cut and the pages read a column.
+    closure = models.CharField(max_length=32, blank=True, default="", db_index=True)
+    closure_detail = models.CharField(max_length=200, blank=True, default="")
 
     registered_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -257,6 +274,11 @@ class Node(models.Model):
         """A down or standby node can place nothing, whatever its numbers say (capacity.node_is_away)."""
         return capacity.node_is_away(self.status)
 
+    @property
+    def closed(self) -> capacity.Closure | None:
+        """Why the node offers nothing, as the figures writer stored it (None: open)."""
+        return capacity.stored_closure(self.closure, self.closure_detail)
+
     def reading_age(self, now: datetime) -> timedelta | None:
         """How long ago the product read this node's capacity; None when never read."""
         return None if self.seen_at is None else max(now - self.seen_at, timedelta(0))
@@ -294,6 +316,55 @@ class Node(models.Model):
         if self.used_mru is None or self.used_sru is None:
             return None
         return capacity.Resources(cru=self.used_cru or 0, mru=self.used_mru, sru=self.used_sru, hru=self.used_hru or 0)
+
+
+class NodeWithhold(models.Model):
+    """A window in which a node's free slices are off offer, with its reason: a maintenance an operator
+    asked for (manual) or a quarantine the failures of unknown cause started (services.withholds).
+
+    Open while starts_at <= now < ends_at (ends_at None: until released) and not released. Rented and
+    deployed slices are untouched. Never deleted: a release stamps released_at/by.
+    """
+
+    class Source(models.TextChoices):
+        MANUAL = "manual", "Maintenance"
+        QUARANTINE = "quarantine", "Quarantine"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="withholds")
+    reason = models.CharField(max_length=160)
+    starts_at = models.DateTimeField(db_index=True)
+    ends_at = models.DateTimeField(null=True, blank=True, db_index=True, help_text="None: until released")
+    source = models.CharField(max_length=12, choices=Source.choices, default=Source.MANUAL)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_via = models.CharField(max_length=8, default="web", help_text="web, api, command or auto")
+    created_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+    released_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # A quarantine: the failed deployments that caused it, and which repeat it is (1: the first, 6 h).
+    failures = models.JSONField(default=list, blank=True, help_text="Deployment ids behind a quarantine")
+    repeat = models.PositiveSmallIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-starts_at", "-pk"]
+        permissions = [("withhold_node", "Can withhold a node (maintenance) and lift a quarantine")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(ends_at__isnull=True) | Q(ends_at__gt=F("starts_at")), name="withhold_ends_after_start"
+            ),
+            models.CheckConstraint(condition=~Q(reason=""), name="withhold_has_reason"),
+        ]
+        indexes = [models.Index(fields=["node", "released_at"], name="withhold_node_released")]
+
+    def __str__(self) -> str:
+        return f"{self.get_source_display().lower()} of {self.node}: {self.reason}"
+
+    def is_open(self, now: datetime) -> bool:
+        """In force at `now`: the one rule for "does this window withhold its node now"."""
+        return self.released_at is None and self.starts_at <= now and (self.ends_at is None or self.ends_at > now)
 
 
 class PoolReport(models.Model):
@@ -408,6 +479,11 @@ class Deployment(models.Model):
         VALIDATION = "validation", "Validation"
         NODE_AWAY = "node-offline", "Node offline"  # the stored value and label kept
         GRID_UNAVAILABLE = "grid-unavailable", "Grid unavailable"
+        # The chain refused the contract (grid.classify): ZOS never saw the VM.
+        NODE_CLOSED = "node-closed", "Node not available to us (chain)"
+        NOT_AUTHORIZED = "not-authorized", "Twin not authorized (chain)"
+        CONTRACT_GRACE = "contract-grace", "Contract in grace (chain)"
+        CHAIN_CAPACITY = "chain-capacity", "Not enough resources (chain)"
         UNKNOWN = "unknown", "Unknown"
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="deployments")
@@ -863,6 +939,8 @@ class SnapshotFigures(models.Model):
     phantom_memory = models.PositiveIntegerField(default=0)
     phantom_disk = models.PositiveIntegerField(default=0)
     phantom_pool = models.PositiveIntegerField(default=0)
+    # Phantom because the node was closed, for any reason of capacity.CLOSURE_REASONS (down and standby too).
+    phantom_closed = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [models.Index(fields=["scope", "subject", "snapshot"], name="snapshot_series")]

@@ -15,7 +15,11 @@ Kinds (the stored values, never renamed):
 - total-changed: the total capacity moved (a disk added or gone, memory changed): the catalog was
   carved on the old total; one that no longer fits the new total is stale (services.figures says why);
 - used-moved: the used capacity moved and no outcome was reported for the node since the last
-  reading (a VM deployed or released behind the catalog's back, or a release never reported).
+  reading (a VM deployed or released behind the catalog's back, or a release never reported);
+- rent-grace: the node's rent contract went to its grace period (its twin could not pay: the node's
+  contracts go to grace with it); rent-paid: back from grace to Created;
+- rent-ended: the rent contract is gone (cancelled, or its grace ran out); rented: a rent contract appeared.
+  Whether the renter is the marketplace is the alert's to judge (alerts.rules, MARKETPLACE_TWIN_ID).
 
 Subscribers (`node_events_subscribe(kind, callback)`) are told after the writing transaction
 commits, with the stored events of that kind: the audit subscribes to "used-moved".
@@ -35,6 +39,10 @@ UNHEALTHY = "unhealthy"
 REBOOTED = "rebooted"
 TOTAL_CHANGED = "total-changed"
 USED_MOVED = "used-moved"
+RENT_GRACE = "rent-grace"
+RENT_PAID = "rent-paid"
+RENT_ENDED = "rent-ended"
+RENTED = "rented"
 
 KINDS = {
     WENT_DOWN: "Went down",
@@ -46,7 +54,13 @@ KINDS = {
     REBOOTED: "Rebooted",
     TOTAL_CHANGED: "Total capacity changed",
     USED_MOVED: "Used capacity moved, no outcome reported",
+    RENT_GRACE: "Rent contract in grace",
+    RENT_PAID: "Rent contract paid again",
+    RENT_ENDED: "Rent contract ended",
+    RENTED: "Rented",
 }
+RENT_KINDS = (RENT_GRACE, RENT_PAID, RENT_ENDED, RENTED)
+GRACE_PERIOD = "GracePeriod"
 # Status changes: what uptime is counted from (selectors.uptime).
 STATUS_KINDS = (WENT_DOWN, STANDBY, WOKEN, BACK_UP)
 
@@ -64,6 +78,9 @@ class Reading:
     power_state: str = ""  # "up" / "down" / "" (not reported)
     power_target: str = ""
     uptime: int | None = None
+    rented_by_twin_id: int | None = None
+    rent_contract_id: int | None = None
+    rent_state: str = ""  # "Created", "GracePeriod", "" (not read)
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,7 @@ def reading_changes(before: Reading | None, after: Reading, *, outcome_reported:
                 detail={"total_before": list(before.total), "total_after": list(after.total)},
             )
         )
+    changes.extend(_rent_changes(before, after))
     if (
         not outcome_reported
         and before.used is not None
@@ -145,6 +163,47 @@ def reading_changes(before: Reading | None, after: Reading, *, outcome_reported:
             )
         )
     return changes
+
+
+def _rent_changes(before: Reading, after: Reading) -> list[Change]:
+    """The rent contract appeared, ended, went to grace or was paid again between the readings."""
+    old, new = before.rent_contract_id, after.rent_contract_id
+    detail = {
+        "rent_contract_id": new or old,
+        "twin_id": after.rented_by_twin_id or before.rented_by_twin_id,
+        "state_before": before.rent_state,
+        "state_after": after.rent_state,
+    }
+    if old and old != new:
+        ended = Change(
+            kind=RENT_ENDED,
+            words=f"Rent contract {old} of twin {before.rented_by_twin_id} ended: the node is no longer rented by it"[
+                :300
+            ],
+            detail={**detail, "rent_contract_id": old, "twin_id": before.rented_by_twin_id},
+        )
+        if not new:
+            return [ended]
+        return [
+            ended,
+            Change(kind=RENTED, words=f"Rented by twin {after.rented_by_twin_id} (rent contract {new})", detail=detail),
+        ]
+    if new and not old:
+        return [
+            Change(kind=RENTED, words=f"Rented by twin {after.rented_by_twin_id} (rent contract {new})", detail=detail)
+        ]
+    if new and after.rent_state == GRACE_PERIOD and before.rent_state != GRACE_PERIOD:
+        return [
+            Change(
+                kind=RENT_GRACE,
+                words=f"Rent contract {new} of twin {after.rented_by_twin_id} went to its grace period (unpaid): "
+                "the node's contracts are in grace with it and its catalog is dark",
+                detail=detail,
+            )
+        ]
+    if new and before.rent_state == GRACE_PERIOD and after.rent_state and after.rent_state != GRACE_PERIOD:
+        return [Change(kind=RENT_PAID, words=f"Rent contract {new} is paid again ({after.rent_state})", detail=detail)]
+    return []
 
 
 def _status_kind(before: str, after: str) -> str:

@@ -13,7 +13,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.embedded_db import EmbeddedDb
-from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from dashboard.env import env_bool, env_choice, env_float, env_ids, env_int, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -171,6 +171,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0),
     },
 }
+# Withhold windows (services.withholds) open and end by themselves: the beat copies the window in force
+# onto each node whose window opened or ended since (and refreshes its figures) every this many seconds.
+CELERY_BEAT_SCHEDULE["withhold-edges"] = {
+    "task": "dashboard.withhold_edges",
+    "schedule": env_float("WITHHOLD_EDGES_EVERY", 60.0, minimum=1.0),
+}
+# Quarantine: QUARANTINE_AFTER_FAILURES failures of cause unknown or validation on one node within
+# QUARANTINE_WINDOW seconds withhold it automatically for QUARANTINE_FIRST_HOURS, doubling with each
+# repeat (a quarantine of the node in the 30 days before) up to QUARANTINE_MAX_HOURS. 0 failures: off.
+QUARANTINE_AFTER_FAILURES = env_int("QUARANTINE_AFTER_FAILURES", 3, minimum=0)
+QUARANTINE_WINDOW = env_int("QUARANTINE_WINDOW", 3600, minimum=60)
+QUARANTINE_FIRST_HOURS = env_int("QUARANTINE_FIRST_HOURS", 6, minimum=1)
+QUARANTINE_MAX_HOURS = env_int("QUARANTINE_MAX_HOURS", 96, minimum=1)
+if QUARANTINE_MAX_HOURS < QUARANTINE_FIRST_HOURS:
+    raise ImproperlyConfigured(
+        f"QUARANTINE_MAX_HOURS ({QUARANTINE_MAX_HOURS}) must be at least QUARANTINE_FIRST_HOURS ({QUARANTINE_FIRST_HOURS})"
+    )
 # The slice audit (services.audit): every node's catalog against its live contracts. Nightly by
 # default (0 turns it off); at most CATALOG_AUDIT_RATE contract requests a second (the proxy allows
 # 20 a second per client IP, shared by every process), all within CATALOG_AUDIT_DEADLINE seconds,
@@ -246,6 +263,10 @@ PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0
 RECONCILE_TOLERANCE_PERCENT = env_int("RECONCILE_TOLERANCE_PERCENT", 5, minimum=0)
 
 # --- The grid -------------------------------------------------------------------------
+# The twin id(s) the marketplace deploys with (docs/configuration.md). Set, a node rented by another
+# twin, or one the chain keeps for a renter (dedicated farm, extra fee) with no rent contract of ours,
+# offers nothing (capacity.closures). Unset: rent contracts are not judged (the fleet page says so).
+MARKETPLACE_TWIN_ID = env_ids("MARKETPLACE_TWIN_ID")
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))
 GRID_PROXY_URL = env_str("GRID_PROXY_URL", "https://gridproxy.grid.tf")
 GRID_CONNECT_TIMEOUT = env_float("GRID_CONNECT_TIMEOUT", 3.05, minimum=0.01)

@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, farm_totals, job_reaper, jobs, snapshots, watch
+from dashboard.services import alerts, farm_totals, job_reaper, jobs, snapshots, watch, withholds
 from dashboard.services.grid_requests import grid_requests_store
 from dashboard.services.job_run import job_execute
 
@@ -127,3 +127,10 @@ def catalog_audit() -> int | None:
 def fleet_watch() -> int:
     """Ask for a fleet watch (beat: every FLEET_WATCH_EVERY s); one still running makes this one a skipped job."""
     return watch.fleet_watch_request(source="beat").pk
+
+
+@shared_task(name="dashboard.withhold_edges", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
+def withhold_edges() -> int:
+    """Nodes whose withhold window opened or ended by itself since the last run: their rows and figures
+    follow (beat: every WITHHOLD_EDGES_EVERY s)."""
+    return len(withholds.withhold_edges())

@@ -19,6 +19,7 @@ from dashboard.views import (
     policy,
     policy_history,
     waves,
+    withholds,
 )
 
 urlpatterns = [
@@ -36,6 +37,10 @@ urlpatterns = [
     path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
     path("nodes/<int:node_id>/observations/clear/", node.observations_clear_view, name="node-observations-clear"),
     path("nodes/<int:node_id>/pools/", node.pools_report_view, name="node-pools"),
+    path("nodes/<int:node_id>/withhold/", withholds.withhold, name="node-withhold"),
+    path("nodes/<int:node_id>/withhold/panel/", withholds.panel, name="node-withhold-panel"),
+    path("nodes/<int:node_id>/withhold/release/", withholds.release, name="node-withhold-release"),
+    path("farms/<int:farm_id>/withhold/", withholds.farm_withhold, name="farm-withhold"),
     path("deployments/failed/", deployments.failed, name="deployments-failed"),
     path("placement/", placement.placement, name="placement"),
     path("audit/", audit.audit_page, name="audit"),

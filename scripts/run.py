@@ -160,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", default=os.environ.get("PORT", "8000"))
     args = parser.parse_args(argv)
+    # The demo's marketplace twin (demo_fleet DEMO_MARKETPLACE_TWIN): rent contracts are judged for it,
+    # and the simulated chain signs with it. Set MARKETPLACE_TWIN_ID (empty: not judged) to choose.
+    os.environ.setdefault("MARKETPLACE_TWIN_ID", "7")
     # SIGHUP too: a closed terminal reaches only its foreground process group, not the children's.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)

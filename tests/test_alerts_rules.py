@@ -152,6 +152,7 @@ def test_every_rule_has_a_title_and_all_are_evaluated():
             node(reasons={"memory": 1}, stale=True, stale_since=ago(days=2), seen_at=ago(days=2)),
             NodeReading(2, 1, "down", down_since=ago(hours=2), total_changed_at=ago(hours=1)),
             NodeReading(3, 1, "standby", wake_asked_since=ago(hours=1)),
+            NodeReading(4, 1, "up", closure="rent-grace", closure_detail="90311"),
         ],
         jobs=JobActivity(oldest_queued_at=ago(hours=1), queued=1),
         failures=[rules.FailureCount("disk", 5)],
@@ -215,3 +216,18 @@ def test_a_recent_hardware_change_alerts_until_the_window_passes(changed, fires)
 def test_free_slices_running_out_within_the_limit_alert(trend, expected):
     found = rules.slices_running_out(Figures(now=NOW, trends=[trend]), LIMITS)
     assert (found[0].summary if found else None) == expected
+
+
+def test_rent_dark_names_our_rent_in_grace_and_ended_rents_on_dedicated_nodes():
+    figures = Figures(
+        now=NOW,
+        nodes=[
+            NodeReading(4, 1, "up", closure="rent-grace", closure_detail="90311"),
+            NodeReading(5, 1, "up", closure="needs-rent", rent_ended_at=ago(hours=1)),
+            NodeReading(6, 1, "up", closure="needs-rent"),  # never rented by us: not dark, just not ours
+            NodeReading(7, 2, "up", closure="rented", closure_detail="42"),
+        ],
+    )
+    (found,) = rules.rent_dark(figures, LIMITS)
+    assert (found.subject, found.summary) == ("farm 1", "Farm 1: 2 nodes dark with the marketplace's rent contract")
+    assert "node 4 (rent contract 90311 in grace)" in found.detail and "node 5 (rent ended" in found.detail

@@ -18,6 +18,9 @@ ENDPOINTS = {
     ("get", "/api/v1/policies"),
     ("post", "/api/v1/explain"),
     ("put", "/api/v1/nodes/{node_id}/pools"),
+    ("get", "/api/v1/nodes/{node_id}/withhold"),
+    ("post", "/api/v1/nodes/{node_id}/withhold"),
+    ("delete", "/api/v1/nodes/{node_id}/withhold"),
 }
 
 

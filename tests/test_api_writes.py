@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from dashboard.api.writes import WRITE_OPERATIONS, api_write_done
 from dashboard.capacity import GiB
-from dashboard.models import AuditEvent, Deployment, Job, Node, Observation, PoolReport, Slice
+from dashboard.models import AuditEvent, Deployment, Job, Node, NodeWithhold, Observation, PoolReport, Slice
+from dashboard.services.withholds import node_withhold
 
 pytestmark = pytest.mark.django_db
 MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
@@ -52,6 +53,10 @@ def rows() -> dict:
         "observations": Observation.objects.count(),
         "readings": list(Node.objects.values_list("seen_at", "prechecked_at", "used_mru", "placeable_now")),
         "pools": (PoolReport.objects.count(), list(Node.objects.values_list("pools_sru", "pools_source"))),
+        "withholds": (
+            list(NodeWithhold.objects.values_list("pk", "released_at")),
+            list(Node.objects.values_list("withheld_reason", "phantom_reasons")),
+        ),
     }
 
 
@@ -87,8 +92,12 @@ CALLS = {
             ]
         },
     ),
+    "nodes.withhold": ("act", "/api/v1/nodes/1774/withhold", lambda: {"reason": "disk swap"}),
+    "nodes.withhold-release": ("act", "/api/v1/nodes/1774/withhold", lambda: None),
 }
-METHODS = {"nodes.pools": "put"}  # the others are POSTs
+METHODS = {"nodes.pools": "put", "nodes.withhold-release": "delete"}  # the others are POSTs
+# What must be there before the call (a window to release).
+SETUP = {"nodes.withhold-release": lambda: node_withhold(nodes=Node.objects.all(), reason="disk swap")}
 
 
 def test_every_write_operation_is_covered_here():
@@ -103,6 +112,7 @@ def test_a_failure_after_the_write_rolls_back_everything_the_call_wrote(
     token = api_token(scope, role="admins")
     # Give the node a reading that the precheck would overwrite, and a deployed slice the report could touch.
     Node.objects.filter(pk=node_1774.pk).update(used_mru=3 * GiB, seen_at=timezone.now() - dt.timedelta(hours=1))
+    SETUP.get(operation, lambda: None)()
     before = rows()
     seen = failing_after(operation)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -117,6 +127,7 @@ def test_a_failure_after_the_write_rolls_back_everything_the_call_wrote(
 def test_without_the_failure_the_same_call_writes(operation, node_1774, api_call, api_token):
     scope, path, body = CALLS[operation]
     Node.objects.filter(pk=node_1774.pk).update(used_mru=3 * GiB, seen_at=timezone.now() - dt.timedelta(hours=1))
+    SETUP.get(operation, lambda: None)()
     before = rows()
     response = api_call(METHODS.get(operation, "post"), path, api_token(scope, role="admins"), json=body())
     assert response.status_code in (200, 201, 202)

@@ -130,6 +130,21 @@ class TestOneDemoFleet:
         assert min(sizes) == 4 * GiB and max(sizes) == 256 * GiB
         assert any(p and len(p) == 2 for p in Node.objects.values_list("pools_sru", flat=True))
 
+    def test_the_marketplace_rents_1774_in_its_dedicated_farm_and_another_twin_rents_3150(self, shared_demo):
+        rents = dict(Node.objects.filter(grid_id__in=(1774, 3150)).values_list("grid_id", "rented_by_twin_id"))
+        assert rents == {1774: 7, 3150: 4711}
+        assert Node.objects.get(grid_id=1774).in_dedicated_farm and Node.objects.get(grid_id=1774).rent_contract_id
+
+    def test_with_the_marketplace_twin_set_the_rented_nodes_are_judged(self, shared_demo, settings):
+        from dashboard.services.figures import figures_refresh_all
+
+        settings.MARKETPLACE_TWIN_ID = (7,)
+        figures_refresh_all()
+        closures = dict(Node.objects.exclude(closure__in=("", "down", "standby")).values_list("grid_id", "closure"))
+        assert closures.get(3150) == "rented" and 1774 not in closures
+        assert list(closures.values()).count("needs-rent") == 1  # the dedicated farm's one node nobody rents
+        assert Node.objects.filter(grid_id=1774, placeable_now=5).exists()
+
     def test_it_rents_a_few_slices(self, shared_demo):
         assert 2 <= Slice.objects.filter(state="rented").count() <= FLEET_SIZE // 2
 

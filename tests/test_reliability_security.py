@@ -78,6 +78,7 @@ def world(sim_node):
         "policy_id": policy.pk,
         "token_id": token.pk,
         "alert_id": alert.pk,
+        "farm_id": node.farm_id,
     }
 
 

@@ -49,6 +49,8 @@ def test_it_stores_the_figures_of_a_registered_node(sim_node):
         "stale_reason": "carved with policy legacy v1; its policy is zos v1; 7 free slice(s) where the policy carves 6; "
         "free slices of 1 vCPU / 4 GiB / 133 GiB where the policy carves 1 vCPU / 4 GiB / 151 GiB",
         "effective_policy": "zos v1",
+        "closure": "",  # up, and nothing else closes it
+        "closure_detail": "",
         # Registered with the grid's reading: 6 of the 7 legacy slices fit, the 7th is short of memory.
         "placeable_now": 6,
         "phantom_slices": 1,

@@ -94,8 +94,8 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
     farm_totals_refresh()
     steady_large, large = counted()
     assert (after_change_small, steady_small) == (after_change_large, steady_large)
-    # Five, and one for the newest slice audit's counts (one row).
-    assert steady_large <= 6
+    # Five, one for the newest slice audit's counts (one row) and one for the phantom slices by reason.
+    assert steady_large <= 7
     assert len(small.splitlines()) == len(large.splitlines())
     farms_queries, farms = counted("/metrics/farms")
     assert b'farm="3"' in farms and farms_queries <= 2
@@ -116,3 +116,14 @@ def test_it_reports_the_newest_audit_findings_by_kind(client, metrics_on, sim_no
         "foreign": 1.0,
         "orphan": 0.0,
     }
+
+
+def test_it_counts_the_withheld_nodes_free_slices_as_phantom_by_reason(client, metrics_on, sim_node):
+    from dashboard.services.withholds import node_withhold
+    from tests.factories import node_1774, sim_node_1774
+
+    nodes = [sim_node_1774(sim_node), sim_node(1775, **node_1774()), sim_node(1776, **node_1774())]
+    node_withhold(nodes=nodes[:2], reason="disk swap")
+    samples = _samples(_scrape(client))
+    free = sum(Node.objects.filter(pk__in=[n.pk for n in nodes[:2]]).values_list("slices_free", flat=True))
+    assert samples[("slicedash_fleet_slices_phantom_by_reason", (("reason", "withheld"),))] == free > 0

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from dashboard.capacity import SHORTFALL_REASONS
+
 PHANTOM = "phantom-slices"
 STALE = "stale-catalogs"
 FAILURES = "failed-deployments"
@@ -21,10 +23,11 @@ NODE_DOWN = "node-down"
 WAKE_NOT_WOKEN = "wake-not-woken"
 HARDWARE_CHANGED = "hardware-changed"
 RUNNING_OUT = "slices-running-out"
+RENT_DARK = "rent-dark"
 
 # Phantom reasons that say the node itself cannot place what it offers (capacity.PHANTOM_REASONS);
-# down and standby are the node being away, told by its status, not a catalog to fix.
-REASONS_ON_UP_NODES = ("memory", "disk", "pool")
+# a closed node (capacity.closures: down, standby, ...) is told by its closure, not a catalog to fix.
+REASONS_ON_UP_NODES = tuple(SHORTFALL_REASONS)
 UP = "up"
 # How many nodes a message names before it says "and N more".
 NAMED_NODES = 10
@@ -45,6 +48,11 @@ class NodeReading:
     down_since: datetime | None = None
     wake_asked_since: datetime | None = None
     total_changed_at: datetime | None = None
+    # Why the node offers nothing (capacity.closures key, as stored) and when a rent contract on it last
+    # ended (its node event): our rent in grace, or ended on a node the chain keeps for a renter, darkens it.
+    closure: str = ""
+    closure_detail: str = ""
+    rent_ended_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -178,6 +186,11 @@ _FAILURE_ADVICE = {
     "node-offline": "the nodes went down or to standby after they were offered.",
     "grid-unavailable": "the grid could not be reached: check the Grid Proxy.",
     "validation": "the deployment request itself was refused: check what the marketplace sends.",
+    "node-closed": "the chain refused contracts on nodes not available to the marketplace (rented by another twin, "
+    "dedicated with no rent contract of ours, or on standby): check MARKETPLACE_TWIN_ID and the nodes' rent.",
+    "not-authorized": "the chain says the marketplace's twin does not own those contracts: check the signing account.",
+    "contract-grace": "the contracts (or the rent contract) are in grace: the marketplace's twin must be funded.",
+    "chain-capacity": "the chain's own count says the nodes are full: precheck them.",
 }
 
 
@@ -316,6 +329,34 @@ def slices_running_out(figures: Figures, limits: Limits) -> list[Condition]:
     return conditions
 
 
+def rent_dark(figures: Figures, limits: Limits) -> list[Condition]:
+    """Per farm: nodes whose catalog went dark with the marketplace's rent contract: in its grace period
+    (unpaid), or ended on a node the chain keeps for a renter (it now needs our rent contract again)."""
+    del limits
+    dark = [
+        n
+        for n in figures.nodes
+        if n.closure == "rent-grace" or (n.closure == "needs-rent" and n.rent_ended_at is not None)
+    ]
+    conditions = []
+    for farm_id, nodes in _per_farm(dark).items():
+        nodes.sort(key=lambda n: n.node_id)
+        named = ", ".join(
+            f"node {n.node_id} ({'rent contract ' + n.closure_detail + ' in grace' if n.closure == 'rent-grace' else 'rent ended ' + _when(n.rent_ended_at)})"
+            for n in nodes[:NAMED_NODES]
+        )
+        conditions.append(
+            Condition(
+                rule=RENT_DARK,
+                subject=f"farm {farm_id}",
+                summary=f"Farm {farm_id}: {_count(len(nodes), 'node')} dark with the marketplace's rent contract",
+                detail=f"{named}{_more(nodes)}. Their catalogs offer nothing: fund the marketplace's twin (a rent "
+                "contract in grace moves its node's contracts to grace) or rent the nodes again.",
+            )
+        )
+    return conditions
+
+
 RULES = {
     PHANTOM: phantom_slices,
     STALE: stale_catalogs,
@@ -326,6 +367,7 @@ RULES = {
     WAKE_NOT_WOKEN: wakes_not_happened,
     HARDWARE_CHANGED: hardware_changed,
     RUNNING_OUT: slices_running_out,
+    RENT_DARK: rent_dark,
 }
 TITLES = {
     PHANTOM: "Phantom slices on up nodes",
@@ -337,6 +379,7 @@ TITLES = {
     WAKE_NOT_WOKEN: "A wake that did not happen",
     HARDWARE_CHANGED: "Hardware changed",
     RUNNING_OUT: "Free slices running out",
+    RENT_DARK: "Dark with our rent contract",
 }
 
 
@@ -347,6 +390,7 @@ WORST_FIRST = (
     NO_WORKER,
     FAILURES,
     NODE_DOWN,
+    RENT_DARK,
     WAKE_NOT_WOKEN,
     HARDWARE_CHANGED,
     PHANTOM,

@@ -18,7 +18,7 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Throttled, ValidationError
 
-from dashboard.api import deployments, explain, jobs, nodes, placement, policies
+from dashboard.api import deployments, explain, jobs, nodes, placement, policies, withholds
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.services.jobs import JobError
@@ -40,7 +40,7 @@ api = NinjaAPI(
     throttle=[TokenRateThrottle()],
 )
 
-for module in (nodes, placement, jobs, deployments, policies, explain):
+for module in (nodes, placement, jobs, deployments, policies, explain, withholds):
     api.add_router("/", module.router)
 
 

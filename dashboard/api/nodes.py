@@ -140,6 +140,8 @@ def node(request, node_id: int = node_id_path()):
             "placeable_now": detail.placeable_now,
             "phantom": detail.phantom,
             "phantom_by_reason": n.phantom_reasons or {},
+            "closure": detail.closure.key if detail.closure else "",
+            "closure_words": detail.away_words,
             "stale": detail.stale,
             "stale_reason": detail.stale_reason,
         },

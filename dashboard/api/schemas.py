@@ -72,6 +72,13 @@ class NodeRowOut(Schema):
     failed: int
     placeable_now: int | None = Field(description="null: never prechecked")
     phantom: int | None = Field(description="null: never prechecked")
+    phantom_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="phantom slices by reason (closures first, then memory, disk, pool)"
+    )
+    closure: str = Field(
+        "", description='why the node offers nothing now: "down", "standby", ... (docs/zos.md); "" when it is open'
+    )
+    closure_detail: str = Field("", description="the closure's detail (the renting twin, ...)")
     stale: bool
     stale_reason: str
     seen_at: datetime | None = Field(description="when the grid was last read for this node")
@@ -119,7 +126,11 @@ class NodeFiguresOut(Schema):
     occupied: int = Field(description="rented or deployed slices")
     placeable_now: int | None
     phantom: int | None
-    phantom_by_reason: dict[str, int] = Field(description="phantom slices by reason: down, standby, memory, disk, pool")
+    phantom_by_reason: dict[str, int] = Field(
+        description="phantom slices by reason: the node's closure (down, standby, ...) or memory, disk, pool"
+    )
+    closure: str = Field("", description='why the node offers nothing now ("down", "standby", ...); "" open')
+    closure_words: str = Field("", description="the closure in a sentence, for people")
     stale: bool
     stale_reason: str
 

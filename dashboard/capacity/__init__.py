@@ -9,11 +9,13 @@ outside itself; its parts, each importing only those listed before it:
 - `sizes`: the byte units, parse_size / format_size, `Resources`, the model's errors;
 - `placement`: where ZOS's storaged puts each disk, in every device order of the pools;
 - `layouts`: the plausible pool layouts of an SSD total nobody reported the pools of;
+- `closures`: a node that offers nothing for a node-level reason (down, standby, ...): `CLOSURE_REASONS`,
+  `node_closure(ClosureFacts)`; each reason one entry there (dashboard/closure_facts.py fills the facts);
 - `words`: every sentence the model says (verdicts, carve notes, a node that is away);
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
 - `carve`: the slices a node can host (`carve`, `carve_memoised`);
-- `precheck`: what fits on a live node now (`fits`, `placeable_count`, `precheck`), away nodes.
+- `precheck`: what fits on a live node now (`fits`, `placeable_count`, `precheck`), closed nodes.
 
 The functions `carve` and `precheck` share their modules' names: here the names are the
 functions, so import from those modules as `from dashboard.capacity.carve import ...`.
@@ -21,6 +23,20 @@ functions, so import from those modules as `from dashboard.capacity.carve import
 
 from dashboard.capacity.carve import Carve, SliceSize, carve, carve_memoised, deployable_slices, pool_layouts
 from dashboard.capacity.carve import _carve_memo as _carve_memo  # its cache, counted by a test
+from dashboard.capacity.closures import (
+    AWAY_STATUSES,
+    CLOSURE_REASONS,
+    GRACE_PERIOD,
+    Closure,
+    ClosureFacts,
+    ClosureReason,
+    away_badge,
+    away_sentence,
+    node_closure,
+    node_is_away,
+    status_closure,
+    stored_closure,
+)
 from dashboard.capacity.layouts import (
     MAX_DRIVES,
     MODEL_TOLERANCE_PERCENT,
@@ -66,10 +82,11 @@ from dashboard.capacity.policy import (
     zos_rootfs,
 )
 from dashboard.capacity.precheck import (
-    AWAY_STATUSES,
     NOTHING_KNOWN,
     PHANTOM_REASONS,
+    SHORTFALL_REASONS,
     AwayVerdict,
+    ClosedVerdict,
     LiveNode,
     Precheck,
     Shortfall,
@@ -77,7 +94,6 @@ from dashboard.capacity.precheck import (
     Verdict,
     fits,
     live_node,
-    node_is_away,
     placeable_count,
     pools_decide,
     precheck,
@@ -95,7 +111,7 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
-from dashboard.capacity.words import RESOURCE_WORDS, away_badge, away_sentence
+from dashboard.capacity.words import RESOURCE_WORDS
 
 __all__ = [
     # sizes
@@ -126,10 +142,21 @@ __all__ = [
     "plausible_layouts",
     "in_plausible_set",
     "narrowed",
-    # words
-    "RESOURCE_WORDS",
+    # closures
+    "AWAY_STATUSES",
+    "node_is_away",
+    "CLOSURE_REASONS",
+    "GRACE_PERIOD",
+    "Closure",
+    "ClosureFacts",
+    "ClosureReason",
+    "node_closure",
+    "status_closure",
+    "stored_closure",
     "away_sentence",
     "away_badge",
+    # words
+    "RESOURCE_WORDS",
     # policy
     "ROOTFS_SMALL",
     "ROOTFS_LARGE",
@@ -166,14 +193,14 @@ __all__ = [
     "LiveNode",
     "NOTHING_KNOWN",
     "live_node",
-    "AWAY_STATUSES",
-    "node_is_away",
     "AwayVerdict",
+    "ClosedVerdict",
     "fits",
     "pools_decide",
     "room_now",
     "placeable_count",
     "PHANTOM_REASONS",
+    "SHORTFALL_REASONS",
     "SliceVerdict",
     "Precheck",
     "precheck",

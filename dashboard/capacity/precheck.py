@@ -6,7 +6,7 @@ device order (`placement`) of the reported pools, or, when none were reported, o
 plausible layout of the SSD total (`layouts`), as the carve counts them. Slices are placed one after another, each
 counted before the next is tried, so the verdicts say what would happen if every free slice
 were rented now; the ones that do not fit are phantom. CPU is not checked: ZOS over-provisions
-cores. A node that is away (down or on standby) places nothing (the one place that rule lives).
+cores. A closed node (`closures`: down, on standby, ...) places nothing.
 What a verdict says in words comes from `words`.
 """
 
@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dashboard.capacity.carve import SliceSize, pool_layouts
+from dashboard.capacity.closures import CLOSURE_REASONS, Closure, status_closure
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed
 from dashboard.capacity.placement import PoolState, copy_pools, device_orders, place_vm_disks, pools_after
 from dashboard.capacity.policy import MIN_VM_MRU, Policy, vm_disks
 from dashboard.capacity.sizes import Resources
-from dashboard.capacity.words import away_verdict_words, fits_words, misfit_words, shortfall_words
+from dashboard.capacity.words import fits_words, misfit_words, shortfall_words
 
 # --- fitting one slice onto a live node -------------------------------------------------
 
@@ -181,25 +182,29 @@ class _Placement:
             self.orders = self._trials
 
 
-# The grid reports a node down (gone) or standby (switched off by its farm's power manager, woken
-# when needed): either way it places nothing until it is up. The one place this rule lives.
-AWAY_STATUSES = ("down", "standby")
-
-
-def node_is_away(status: str) -> bool:
-    """The node places nothing now, whatever its numbers: it is down or on standby."""
-    return status in AWAY_STATUSES
-
-
 @dataclass(frozen=True)
-class AwayVerdict(Verdict):
-    """A slice cannot be placed on a node that is down or on standby; the numbers are what it would need."""
+class ClosedVerdict(Verdict):
+    """A slice cannot be placed on a closed node (`closures`: down, on standby, ...); the numbers are
+    what it would need."""
 
-    status: str = "down"
+    closure: Closure = Closure("down")
+
+    @property
+    def status(self) -> str:
+        """The closure's key (for a node that is away, its status)."""
+        return self.closure.key
 
     @property
     def words(self) -> str:
-        return away_verdict_words(self.status)
+        return self.closure.verdict_words
+
+
+AwayVerdict = ClosedVerdict  # its name when only down and standby closed a node
+
+
+def _closure_of(status: str, closure: Closure | None) -> Closure | None:
+    """The closure the caller decided (`closure_facts`), or, without one, the one its status alone decides."""
+    return closure if closure is not None else status_closure(status)
 
 
 def fits(
@@ -210,17 +215,20 @@ def fits(
     *,
     live: LiveNode = NOTHING_KNOWN,
     status: str = "up",
+    closure: Closure | None = None,
 ) -> Verdict:
     """Can one more slice be placed on a node with this live total and used capacity?
 
     `used` is as the Grid Proxy reports it: the node's own reserve is already inside, hidden
     memory use is not (ZOS tells it only in refusals; `live.observed` has what was learnt).
     With the pools known, the slice's disks must place in every device order.
-    CPU is not checked: ZOS over-provisions cores. A node that is away (`status`) fits nothing.
+    CPU is not checked: ZOS over-provisions cores. A closed node (`closure`, or without one a
+    `status` that is away) fits nothing.
     """
     verdict = _Placement(total, used, policy, live).verdict(slice_size)
-    if node_is_away(status):
-        return AwayVerdict(fits=False, needed=verdict.needed, available=verdict.available, status=status)
+    closed = _closure_of(status, closure)
+    if closed is not None:
+        return ClosedVerdict(fits=False, needed=verdict.needed, available=verdict.available, closure=closed)
     return verdict
 
 
@@ -247,13 +255,15 @@ def placeable_count(
 
 # --- precheck: which free slices can really be placed now --------------------------------
 
-PHANTOM_REASONS = {
-    "down": "node down",
-    "standby": "node on standby (can be woken)",
+# Why one slice does not fit an open node (its first shortfall).
+SHORTFALL_REASONS = {
     "memory": "memory",
     "disk": "disk (total)",
     "pool": "disk (no pool holds it)",
 }
+# Every phantom reason, key -> words: a node's closures first (closures.CLOSURE_REASONS), then the
+# shortfalls. Pages, totals, CSV, API, metrics and alerts read this, so a new closure shows everywhere.
+PHANTOM_REASONS = {**{key: r.label for key, r in CLOSURE_REASONS.items()}, **SHORTFALL_REASONS}
 
 
 @dataclass(frozen=True)
@@ -270,8 +280,8 @@ class SliceVerdict:
         """Why it is phantom, one of PHANTOM_REASONS ("" when it fits)."""
         if self.verdict.fits:
             return ""
-        if isinstance(self.verdict, AwayVerdict):
-            return self.verdict.status
+        if isinstance(self.verdict, ClosedVerdict):
+            return self.verdict.closure.key
         resource = self.verdict.shortfalls[0].resource if self.verdict.shortfalls else "mru"
         return {"mru": "memory", "sru": "disk", "pool": "pool"}.get(resource, "memory")
 
@@ -309,21 +319,23 @@ def precheck(
     *,
     live: LiveNode = NOTHING_KNOWN,
     status: str = "up",
+    closure: Closure | None = None,
 ) -> Precheck:
     """Place the free slices one after another (by index) on the live node.
 
     Each slice that fits is counted against the node before the next is tried, so the
     verdicts say what would happen if every free slice were rented now. The ones that do
-    not fit are phantom: the catalog offers them, ZOS would refuse them. On a node that is
-    away (`status` down or standby) every free slice is phantom, for that reason.
+    not fit are phantom: the catalog offers them, ZOS would refuse them. On a closed node
+    (`closure`, decided by dashboard.closure_facts; without one, a `status` down or standby)
+    every free slice is phantom, for that reason.
     """
     verdicts = []
     placement = _Placement(total, used, policy, live)
-    away = node_is_away(status)
+    closed = _closure_of(status, closure)
     for index, size in sorted(free, key=lambda item: item[0]):
         verdict = placement.verdict(size)
-        if away:
-            verdict = AwayVerdict(fits=False, needed=verdict.needed, available=verdict.available, status=status)
+        if closed is not None:
+            verdict = ClosedVerdict(fits=False, needed=verdict.needed, available=verdict.available, closure=closed)
         elif verdict.fits:
             placement.take(verdict, size)
         verdicts.append(SliceVerdict(index=index, verdict=verdict))

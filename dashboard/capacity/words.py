@@ -1,4 +1,5 @@
-"""What the capacity model says in English: its resources' names, verdicts, carve notes, away nodes.
+"""What the capacity model says in English: its resources' names, verdicts, carve notes (a closed node's
+words are its closure's: capacity.closures).
 
 The sentences only; the figures in them are computed elsewhere in the package and handed in.
 A sentence changed here changes the pages, the CLI, the API and the stored job results alike.
@@ -34,13 +35,6 @@ def fits_words(needed: Resources, available: Resources) -> str:
 def misfit_words(shortfalls: Iterable[str]) -> str:
     """A slice that does not fit, from its shortfalls' words."""
     return "does not fit: " + "; ".join(shortfalls)
-
-
-def away_verdict_words(status: str) -> str:
-    """One slice on a node that is away (down or on standby)."""
-    if status == "standby":
-        return "does not fit: the node is on standby; nothing can be placed until it is woken"
-    return f"does not fit: the node is {status}; nothing can be placed until it is up again"
 
 
 # --- what a carve notes ---------------------------------------------------------------------
@@ -81,25 +75,3 @@ def unknown_pools_note(layouts: int, given_up: int) -> str:
         f"the SSD pools are not reported: the disks are sized to deploy under each of {layouts} plausible "
         f"pool layouts of the SSD total{cost}; a pool report gives the larger disks back"
     )
-
-
-# --- a node that is away ----------------------------------------------------------------------
-
-
-def away_sentence(status: str, *, free_slices: int, node_id: int | None = None) -> str:
-    """What a precheck says of a node that is away, in ONE line (not one verdict per slice)."""
-    node = f"node {node_id}" if node_id is not None else "the node"
-    if free_slices == 1:
-        slices = "its one free slice cannot"
-    else:
-        slices = f"none of its {free_slices} free slices can"
-    if status == "standby":
-        return f"{node} is on standby (switched off by its farm's power manager): {slices} be placed until it is woken"
-    return f"{node} is {status}: {slices} be placed until it is up again"
-
-
-def away_badge(status: str) -> str:
-    """The short form for a job's state badge: the precheck ran, but the node is not fine."""
-    if status == "standby":
-        return "node on standby: nothing placeable until woken"
-    return f"node {status}: nothing placeable until it is up"

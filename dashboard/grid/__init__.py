@@ -28,4 +28,6 @@ def get_grid() -> Grid:
         )
     from dashboard.grid.simgrid import SimulatedGrid
 
-    return SimulatedGrid(settings.SIMGRID_PATH)
+    # The simulated chain asks who signs a contract: the marketplace's (first) twin, when one is set.
+    twins = settings.MARKETPLACE_TWIN_ID
+    return SimulatedGrid(settings.SIMGRID_PATH, deployer_twin=twins[0] if twins else None)

@@ -13,6 +13,18 @@ The strings recognised are ZOS's own (see docs/domain.md), typos included:
 - validation: mem capacity can't be less that 250M
            disk size can't be less that <N>. Set to 0 for minimum
            cpu capcity can't be 0
+
+Before ZOS sees a VM, TFChain decides whether its contract may be created (tfchain
+pallet-smart-contract, grid_contract.rs); the Go client (tfchain-client-go, checkForError) returns the
+module error's bare name, which the Go deployer wraps as `failed to create contract on node <N>:
+failed to create contract: <Name>`; polkadot.js names it `smartContractModule.<Name>`:
+- node-closed:  NodeNotAvailableToDeploy (the node is on standby or switched to it, rented by another
+                twin, or dedicated (farm flag or extra fee) with no rent contract of the deploying twin)
+- not-authorized: TwinNotAuthorized, TwinNotAuthorizedToUpdateContract, TwinNotAuthorizedToCancelContract
+- contract-grace: CannotUpdateContractInGraceState; ContractNotInCreatedState (named by clients; no
+                tfchain release raises it)
+- chain-capacity: NotEnoughResourcesOnNode (raised only by the chain's capacity planning, reverted in
+                tfchain #554; still in its error list)
 """
 
 from __future__ import annotations
@@ -22,7 +34,18 @@ from dataclasses import asdict, dataclass
 
 from dashboard.capacity import GiB
 
-CAUSES = ("memory", "disk", "validation", "node-offline", "grid-unavailable", "unknown")
+CAUSES = (
+    "memory",
+    "disk",
+    "validation",
+    "node-offline",
+    "grid-unavailable",
+    "node-closed",
+    "not-authorized",
+    "contract-grace",
+    "chain-capacity",
+    "unknown",
+)
 # The model stores the numbers in BigIntegerField; anything larger is not a real byte count.
 _MAX_BYTES = 2**63 - 1
 # Plenty for any real error chain; keeps a pasted log from costing anything.
@@ -39,6 +62,7 @@ class Diagnosis:
     workload: str | None = None  # the workload the Go deployer named
     deployment_id: int | None = None
     detail: str = ""  # for an engineer: which tool dropped what, where to read more ("" when the words say it all)
+    chain_error: str = ""  # the TFChain module error's name, when the chain refused the contract
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -92,6 +116,10 @@ def classify(raw: object) -> Diagnosis:
         )
     workload, deployment_id, reason = _unwrap(text)
     found = dict(workload=workload, deployment_id=deployment_id)
+
+    chain = _CHAIN.search(reason)
+    if chain:  # the chain refused the contract: ZOS never saw the VM
+        return _chain_diagnosis(chain, reason, found)
 
     memory = _MEMORY.search(reason)
     if memory:
@@ -154,6 +182,74 @@ def classify(raw: object) -> Diagnosis:
         "read the raw error and the node's logs.",
         **found,
     )
+
+
+# --- the chain's refusals ------------------------------------------------------------------------
+
+_CHAIN = re.compile(
+    r"(?:\bsmartContractModule\.)?\b(?P<name>NodeNotAvailableToDeploy|TwinNotAuthorized(?:ToUpdateContract|ToCancelContract)?"
+    r"|ContractNotInCreatedState|CannotUpdateContractInGraceState|NotEnoughResourcesOnNode)\b"
+)
+_CHAIN_NODE = re.compile(r"contract on node (?P<node>\d+)", re.IGNORECASE)
+_CHAIN_CAUSES = {
+    "NodeNotAvailableToDeploy": "node-closed",
+    "TwinNotAuthorized": "not-authorized",
+    "TwinNotAuthorizedToUpdateContract": "not-authorized",
+    "TwinNotAuthorizedToCancelContract": "not-authorized",
+    "ContractNotInCreatedState": "contract-grace",
+    "CannotUpdateContractInGraceState": "contract-grace",
+    "NotEnoughResourcesOnNode": "chain-capacity",
+}
+
+
+def _chain_diagnosis(match: re.Match, reason: str, found: dict) -> Diagnosis:
+    name = match.group("name")
+    node = _CHAIN_NODE.search(reason)
+    where = f"node {node.group('node')}" if node else "the node"
+    cause = _CHAIN_CAUSES[name]
+    words, detail = _CHAIN_WORDS[cause]
+    return Diagnosis(
+        cause=cause,
+        reason=name,
+        words=words.format(where=where),
+        detail=f"TFChain refused the contract with {name}. " + detail,
+        chain_error=name,
+        **found,
+    )
+
+
+_CHAIN_WORDS = {
+    "node-closed": (
+        "The chain refused to create the VM's contract: {where} is not available to the marketplace. "
+        "Either it is on standby (or being switched off), or another twin rents it, or it is kept for a renter "
+        "(a dedicated farm or an extra fee) and the marketplace holds no rent contract on it. The node page says "
+        "which; pick another node, or rent this one first. ZOS never saw the VM and nothing is to be cleaned up.",
+        "tfchain pallet-smart-contract _create_node_contract raises NodeNotAvailableToDeploy for a node whose power "
+        "is down or switched down, a rented node when the deploying twin is not the renter, and a dedicated node "
+        "(farm dedicated or extra fee) with no rent contract. Check MARKETPLACE_TWIN_ID and the node's rent contract.",
+    ),
+    "not-authorized": (
+        "The chain refused: the twin the marketplace signs with does not own that contract, so it may not change "
+        "or cancel it. The contract belongs to someone else (or the marketplace signed with the wrong account); "
+        "ask an engineer to check which twin owns it.",
+        "TwinNotAuthorizedToUpdateContract / TwinNotAuthorizedToCancelContract are raised when the signing account "
+        "is not the contract's twin; TwinNotAuthorized by service contracts. Compare the signer with MARKETPLACE_TWIN_ID.",
+    ),
+    "contract-grace": (
+        "The chain refused: the contract is in its grace period (its twin's balance could not pay it), and a "
+        "contract in grace cannot be changed. On {where} the marketplace's VMs stay stopped until the account is "
+        "funded again; tell the marketplace's operators to top up the twin, then retry.",
+        "CannotUpdateContractInGraceState is raised by _update_node_contract for a contract in GracePeriod; a rent "
+        "contract in grace puts the node's contracts in grace too. ContractNotInCreatedState is a client's name for "
+        "the same state; no tfchain release raises it.",
+    ),
+    "chain-capacity": (
+        "The chain refused: by its own records {where} does not have the capacity the contract asks for. The "
+        "node's figures on the grid are full; run the precheck and pick another node.",
+        "NotEnoughResourcesOnNode was raised by the chain's capacity planning (tfchain, reverted in #554); a chain "
+        "that raises it keeps its own count of the node's resources.",
+    ),
+}
 
 
 def _as_text(raw: object) -> str:

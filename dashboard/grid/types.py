@@ -42,6 +42,15 @@ class NodeCapacity:
     power_state: str = ""
     power_target: str = ""
     uptime: int | None = None  # seconds since the node booted, as it last reported; back to small on a reboot
+    # The chain's rent of the whole node (the proxy's rentContractId, kept until the contract is deleted,
+    # so in grace too), and what makes the chain keep a node for a renter (tfchain pallet-smart-contract
+    # _create_node_contract: the farm is dedicated, or the node has an extra fee).
+    rent_contract_id: int | None = None
+    in_dedicated_farm: bool = False  # the proxy's inDedicatedFarm: the farm's own dedicated flag
+    extra_fee: int = 0  # the proxy's extraFee: a dedicated node's extra fee (> 0: only a renter deploys)
+    # The rent contract's state when it was read (GET /contracts?node_id=N&type=rent): "Created",
+    # "GracePeriod", or "" (not read, or no rent contract).
+    rent_state: str = ""
 
     def as_dict(self) -> dict:
         return {
@@ -242,6 +251,11 @@ class Grid(Protocol):
     def contracts(self, node_id: int) -> NodeContracts:
         """The node's live contracts (Created or GracePeriod), all pages of them, or a GridError:
         never a part of them, since a contract left out would make a running VM look gone."""
+        ...
+
+    def rent_contract(self, node_id: int) -> Contract | None:
+        """The node's live rent contract (GET /contracts?node_id=N&type=rent&state=Created,GracePeriod),
+        None when it has none: one request, for its state (a node page does not say it)."""
         ...
 
     def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:

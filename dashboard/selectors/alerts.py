@@ -2,7 +2,7 @@
 
 alert_figures costs seven queries whatever the fleet size: only the nodes some rule could fire
 for are read (phantom on an up node, stale, an old reading, down, a wake pending, a recent change
-of hardware, with the times of their latest events), the policies (a handful of rows), the jobs
+of hardware, dark with our rent contract, with the times of their latest events), the policies (a handful of rows), the jobs
 twice, the recent failures grouped by cause, and the snapshots the run-out trend reads (two).
 """
 
@@ -35,17 +35,21 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
             | Q(seen_at__lt=reading_cutoff)
             | Q(status=Node.Status.DOWN)
             | wake_pending
+            | Q(closure__in=("rent-grace", "needs-rent"))
             | Q(
                 pk__in=NodeEvent.objects.filter(kind=node_events.TOTAL_CHANGED, at__gte=hardware_since).values(
                     "node_id"
                 )
             )
         )
+        # A withheld node's alerts are muted (maintenance or quarantine: its operator knows).
+        .filter(withheld_reason="")
         .order_by()
         .annotate(
             down_at=_latest_event(node_events.WENT_DOWN),
             wake_at=_latest_event(node_events.WAKE_NOT_WOKEN),
             total_changed_at=_latest_event(node_events.TOTAL_CHANGED),
+            rent_ended_at=_latest_event(node_events.RENT_ENDED),
             is_waking=ExpressionWrapper(wake_pending, output_field=BooleanField()),
         )
         .values_list(
@@ -61,6 +65,9 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
             "wake_at",
             "total_changed_at",
             "is_waking",
+            "closure",
+            "closure_detail",
+            "rent_ended_at",
         )
     )
     policy_changed = dict(Policy.objects.values_list("name", "updated_at"))
@@ -77,6 +84,9 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
             down_since=(down_at or registered_at) if status == Node.Status.DOWN else None,
             wake_asked_since=(wake_at or seen_at) if waking else None,
             total_changed_at=changed_at,
+            closure=closure,
+            closure_detail=closure_detail,
+            rent_ended_at=rent_ended_at,
         )
         for (
             node_id,
@@ -91,6 +101,9 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
             wake_at,
             changed_at,
             waking,
+            closure,
+            closure_detail,
+            rent_ended_at,
         ) in rows
     ]
     return rules.Figures(
@@ -162,6 +175,7 @@ def _failures(*, since: datetime) -> list[rules.FailureCount]:
     counts: dict[str, int] = {}
     for row in (
         Deployment.objects.filter(state__in=ZOS_FAILED_STATES, started_at__gte=since)
+        .exclude(node__withheld_reason__gt="")  # muted with the node's other alerts
         .order_by()
         .values("cause")
         .annotate(n=Count("pk"))

@@ -15,6 +15,7 @@ from django.db.models import CharField, Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
+from dashboard import capacity
 from dashboard.models import Node, reading_is_uncertain
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 
@@ -57,6 +58,8 @@ _ROW_FIELDS = (
     "effective_policy",
     "phantom_reasons",
     "reported_at",
+    "closure",
+    "closure_detail",
 )
 
 
@@ -81,6 +84,25 @@ class NodeRow:
     policy: str = ""  # "name vN" of the effective policy
     phantom_reasons: dict = field(default_factory=dict)  # capacity.PHANTOM_REASONS key -> count
     reported_at: datetime | None = None  # the node's last report to the grid, as of that reading
+    closure: str = ""  # why the node offers nothing (capacity.closures key, as stored); "" open
+    closure_detail: str = ""
+
+    @property
+    def phantom_by_reason(self) -> dict:
+        return self.phantom_reasons
+
+    @property
+    def closed(self):
+        """The stored closure (capacity.Closure) or None."""
+        return capacity.stored_closure(self.closure, self.closure_detail)
+
+    @property
+    def closure_words(self) -> str:
+        """The closure's short words for a table cell ("node down", "rented by another twin: 42")."""
+        closed = self.closed
+        if closed is None:
+            return ""
+        return f"{closed.label}: {closed.detail}" if closed.detail else closed.label
 
     @property
     def uncertain(self) -> bool:
@@ -340,7 +362,7 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
         total_failed=Sum("slices_failed"),
         total_placeable_now=Sum("placeable_now"),
         total_phantom=Sum("phantom_slices"),
-        total_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status="up")),
+        total_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status="up", closure="")),
         total_stale=Count("pk", filter=Q(stale=True)),
         total_unprechecked=Count("pk", filter=Q(placeable_now__isnull=True)),
         # The same aggregate, no query more: deployable by what the node's status allows today.
@@ -371,6 +393,8 @@ def _node_row(values: tuple) -> NodeRow:
         policy,
         phantom_reasons,
         reported_at,
+        closure,
+        closure_detail,
     ) = values
     return NodeRow(
         node_id=node_id,
@@ -392,4 +416,6 @@ def _node_row(values: tuple) -> NodeRow:
         policy=policy,
         phantom_reasons=phantom_reasons or {},
         reported_at=reported_at,
+        closure=closure,
+        closure_detail=closure_detail,
     )

@@ -30,6 +30,7 @@ from dashboard.selectors.fleet import fleet_nodes, keeps_whole_farms
 
 # What a cell can say, worst first; a node shows the first that holds. The words are the legend's.
 STATES = {
+    "withheld": "withheld (maintenance or quarantine)",
     "down": "down",
     "standby": "on standby (can be woken)",
     "memory": "offers slices memory refuses",
@@ -60,6 +61,8 @@ _FIELDS = (
     "phantom_slices",
     "phantom_reasons",
     "stale",
+    "closure",
+    "closure_detail",
 )
 
 
@@ -191,7 +194,11 @@ def _group(farm_id: int, cells: FarmCells) -> FarmGroup:
     return FarmGroup(farm_id=farm_id, farm_name=cells.farm_name, counts=cells.counts, cells_html=cells.html)
 
 
-def cell_state(status, free, rented, deployed, failed, deployable, placeable, phantom, reasons, stale) -> str:
+def cell_state(
+    status, free, rented, deployed, failed, deployable, placeable, phantom, reasons, stale, closure="", detail=""
+) -> str:
+    if closure in STATES:  # a closure the map has a colour for (withheld, down, standby)
+        return closure
     if status in ("down", "standby"):
         return status
     reasons = reasons or {}
@@ -209,7 +216,21 @@ def cell_state(status, free, rented, deployed, failed, deployable, placeable, ph
 
 
 def cell_label(
-    node_id, farm_id, state, status, free, rented, deployed, failed, deployable, placeable, phantom, reasons, stale
+    node_id,
+    farm_id,
+    state,
+    status,
+    free,
+    rented,
+    deployed,
+    failed,
+    deployable,
+    placeable,
+    phantom,
+    reasons,
+    stale,
+    closure="",
+    detail="",
 ) -> str:
     nominal = free + rented + deployed + failed
     parts = [f"Node {node_id}, farm {farm_id}, {status}", f"{nominal} → {deployable} slices", f"{free} free"]
@@ -224,4 +245,6 @@ def cell_label(
             parts.append(f"{phantom} phantom" + (f" ({why})" if why else ""))
     if stale:
         parts.append("stale catalog")
+    if closure == "withheld":
+        parts.append(f"withheld: {detail}")
     return ": ".join([parts[0], "; ".join(parts[1:])]) + f" — {STATES[state]}"

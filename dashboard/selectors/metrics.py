@@ -2,7 +2,8 @@
 
 /metrics: a fixed number of queries whatever the fleet size (the fleet's figures from the kept farm
 totals, one row a farm; jobs grouped by kind and state; failures grouped by cause; the grid request
-tally; the newest slice audit's counts). /metrics/farms: the farm totals themselves.
+tally; the newest slice audit's counts; the phantom slices by reason, one aggregate over the nodes'
+stored figures). /metrics/farms: the farm totals themselves.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Max, Min
+from django.db.models import Count, IntegerField, Max, Min, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 
+from dashboard import capacity
 from dashboard.audit_rules import FindingKind
 from dashboard.grid.telemetry import BUCKETS, INF
-from dashboard.models import Deployment, GridRequestTally, Job
+from dashboard.models import Deployment, GridRequestTally, Job, Node
 from dashboard.selectors.deployments import FAILED_STATES
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 
@@ -64,6 +68,7 @@ class MetricsSnapshot:
     failures: list[FailureFigures] = field(default_factory=list)
     grid_requests: list[GridRequestFigures] = field(default_factory=list)
     audit: AuditFigures | None = None  # the newest finished slice audit, if any
+    phantom_by_reason: dict[str, int] = field(default_factory=dict)  # capacity.PHANTOM_REASONS key -> slices
 
     @property
     def freshest_heartbeat_at(self) -> datetime | None:
@@ -75,6 +80,17 @@ class MetricsSnapshot:
 def farms_figures() -> list[FarmSums]:
     """The figures of every farm, from the kept farm totals (selectors.farm_totals): one row a farm."""
     return farm_totals()
+
+
+def phantom_by_reason() -> dict[str, int]:
+    """The fleet's phantom slices by reason (every key of capacity.PHANTOM_REASONS, closures first): one query."""
+    sums = Node.objects.aggregate(
+        **{
+            f"r{i}": Coalesce(Sum(Cast(KT(f"phantom_reasons__{reason}"), IntegerField())), 0)
+            for i, reason in enumerate(capacity.PHANTOM_REASONS)
+        }
+    )
+    return {reason: int(sums[f"r{i}"]) for i, reason in enumerate(capacity.PHANTOM_REASONS)}
 
 
 def metrics_snapshot() -> MetricsSnapshot:
@@ -104,6 +120,7 @@ def metrics_snapshot() -> MetricsSnapshot:
         audit=_audit(audit),
         jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
         failures=_failures(failures),
+        phantom_by_reason=phantom_by_reason(),
         grid_requests=_grid_requests(
             GridRequestTally.objects.values_list("endpoint", "outcome", "bucket", "count", "seconds")
         ),

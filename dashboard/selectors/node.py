@@ -13,6 +13,7 @@ from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.closure_facts import closure_of
 from dashboard.models import Deployment, Job, Node, Observation, PoolReport, Slice
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
@@ -152,11 +153,28 @@ class NodeDetail:
         return self.nominal - self.deployable
 
     @property
-    def away_words(self) -> str:
-        """A node down or on standby places nothing: one line for the page, not a verdict per slice."""
-        if not capacity.node_is_away(self.node.status):
+    def closure(self) -> capacity.Closure | None:
+        """Why the node offers nothing now (capacity.closures), decided from its row and the settings."""
+        return closure_of(self.node)
+
+    @property
+    def rent_words(self) -> str:
+        """Who rents the node, when anyone does: the marketplace (with its rent contract) or another twin."""
+        node = self.node
+        if node.rented_by_twin_id is None:
             return ""
-        return capacity.away_sentence(self.node.status, free_slices=self.free)
+        contract = f" under rent contract {node.rent_contract_id}" if node.rent_contract_id else ""
+        state = " (in its grace period: unpaid)" if node.rent_state == capacity.GRACE_PERIOD else ""
+        if node.rented_by_twin_id in settings.MARKETPLACE_TWIN_ID:
+            return f"Rented by the marketplace (twin {node.rented_by_twin_id}){contract}{state}."
+        judged = "" if settings.MARKETPLACE_TWIN_ID else " (MARKETPLACE_TWIN_ID is not set: rent is not judged)"
+        return f"Rented by twin {node.rented_by_twin_id}{contract}{state}{judged}."
+
+    @property
+    def away_words(self) -> str:
+        """A closed node (down, on standby, ...) places nothing: one line for the page, not a verdict per slice."""
+        closed = self.closure
+        return closed.sentence(free_slices=self.free) if closed else ""
 
     @property
     def room(self) -> int:
@@ -207,7 +225,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     if used is not None:
         live = capacity.live_node(policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed)
         check = capacity.precheck(
-            [(s.index, s.size) for s in free], node.total, used, policy, live=live, status=node.status
+            [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)
         )
         verdict_lines = tuple(
             SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts

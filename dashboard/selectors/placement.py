@@ -25,13 +25,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node, Policy, Slice
 from dashboard.selectors import placement_cut
 
 # Why a node cannot host the slice now, in the order they are judged (the first one that holds).
+# A closed node first (capacity.closures: down, standby, ...; a new closure reason is a block with no edit).
 BLOCKS = {
-    "down": "node down",
-    "standby": "node on standby (can be woken)",
+    **{key: reason.label for key, reason in capacity.CLOSURE_REASONS.items()},
     "unread": "never read from the grid",
     "old": "reading too old",
     "memory": "memory",
@@ -52,6 +53,7 @@ _NODE_FIELDS = (
     "farm_id",
     "farm_name",
     "status",
+    *(name for name in CLOSURE_FIELDS if name != "status"),
     "effective_policy",
     "seen_at",
     "total_cru",
@@ -81,8 +83,9 @@ class NodeVerdict:
     status: str
     seen_at: datetime | None
     blocked_by: str
-    verdict: capacity.Verdict | None  # None: no reading, or the node is away
+    verdict: capacity.Verdict | None  # None: no reading, or the node is closed
     could_take: int | None = None  # how many of the size, one after another (the best nodes only)
+    closure_detail: str = ""  # the closure's detail when blocked_by is a closure
 
     @property
     def fits(self) -> bool:
@@ -100,8 +103,9 @@ class NodeVerdict:
 
     @property
     def words(self) -> str:
-        if self.blocked_by in ("down", "standby"):
-            return f"cannot be placed: the node is {self.status} on the grid"
+        closed = capacity.CLOSURE_REASONS.get(self.blocked_by)
+        if closed is not None:
+            return f"cannot be placed: the node {capacity.Closure(closed.key, self.closure_detail).what}"
         if self.blocked_by == "unread":
             return "cannot be judged: the node's capacity was never read from the grid"
         if self.blocked_by == "old" and self.verdict is not None:
@@ -258,8 +262,9 @@ def _rows_of(pks: list[int], *, always: bool = False) -> tuple[dict[int, tuple],
 def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict) -> NodeVerdict:
     values = dict(zip(_NODE_FIELDS, row, strict=True))
     blocked_by, verdict = "", None
-    if values["status"] in ("down", "standby"):
-        blocked_by = values["status"]
+    closed = closure_of_values(values)
+    if closed is not None:
+        blocked_by = closed.key
     elif values["used_mru"] is None or values["used_sru"] is None:
         blocked_by = "unread"
     else:
@@ -279,6 +284,7 @@ def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict)
         seen_at=values["seen_at"],
         blocked_by=blocked_by,
         verdict=verdict,
+        closure_detail=closed.detail if closed else "",
     )
 
 

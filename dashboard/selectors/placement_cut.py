@@ -6,7 +6,8 @@ node, from its last reading, what capacity says one more VM can be charged (`roo
 capacity.room_now) and whether only the pool model can judge it (`pools_shape`: capacity.pools_decide,
 with a key shared by the nodes whose pools judge alike). So here the database only compares:
 
-- away, never read, reading too old: the node's status and reading columns;
+- closed (down, standby, ...: capacity.closures), never read, reading too old: the node's closure as
+  the figures writer stored it, and its reading columns;
 - memory, disk: what one VM of the size is charged under the node's policy (worked out in Python for
   each policy) against the room stored, memory first, as capacity's verdict names its shortfalls;
 - the rest fits, unless its pools decide: those come back grouped by their `pools_shape`, and Python
@@ -26,7 +27,6 @@ from datetime import datetime
 from django.db.models import Case, CharField, Count, F, Min, Q, QuerySet, Value, When
 from django.db.models.functions import Cast
 
-from dashboard.capacity import AWAY_STATUSES
 from dashboard.models import Node
 
 # The block a node's row says, before its pools are looked at: "" fits, "pools" must be judged (one
@@ -55,7 +55,7 @@ class BlockCount:
 def _blocked(charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool) -> QuerySet[Node]:
     versions = [c.effective for c in charges]
     whens = [
-        When(status__in=AWAY_STATUSES, then=F("status")),
+        When(~Q(closure=""), then=F("closure")),
         When(Q(used_mru__isnull=True) | Q(used_sru__isnull=True), then=Value("unread")),
         When(Q(seen_at__isnull=True) | Q(seen_at__lt=cutoff), then=Value("old")),
         When(

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import Resources, SliceSize
+from dashboard.closure_facts import closure_of
 from dashboard.grid import get_grid
 from dashboard.grid.classify import classify
 from dashboard.grid.types import (
@@ -52,6 +53,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.withholds import quarantine_consider
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +272,9 @@ def _check_attemptable(node: Node, slice_: Slice) -> None:
 def _deploy_verdict(
     slice_: Slice, live: NodeCapacity, policy: capacity.Policy, facts: capacity.LiveNode
 ) -> capacity.Verdict:
-    return capacity.fits(slice_.size, live.total, live.used, policy, live=facts, status=live.status)
+    return capacity.fits(
+        slice_.size, live.total, live.used, policy, live=facts, closure=closure_of(slice_.node, live=live)
+    )
 
 
 def refusal_learn(
@@ -296,8 +300,10 @@ def _capacity_seen(live: NodeCapacity, verdict: capacity.Verdict | None) -> dict
 
 
 def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[str, int | None, int | None]:
-    if isinstance(verdict, capacity.AwayVerdict):
-        return Deployment.Cause.NODE_AWAY, None, None
+    if isinstance(verdict, capacity.ClosedVerdict):
+        if capacity.node_is_away(verdict.closure.key):
+            return Deployment.Cause.NODE_AWAY, None, None
+        return Deployment.Cause.NODE_CLOSED, None, None  # rented by another twin, needs our rent, ...
     if deployment.mru < capacity.MIN_VM_MRU:
         return Deployment.Cause.VALIDATION, capacity.MIN_VM_MRU, deployment.mru
     first = verdict.shortfalls[0]
@@ -337,6 +343,7 @@ def _finish_failed(
     with transaction.atomic():
         deployment.save(update_fields=["state", "raw_error", "cause", "needed_bytes", "usable_bytes", "finished_at"])
         _audit(deployment, message=deployment_words(deployment), by=by, source=source)
+        quarantine_consider(node=deployment.node)
     return deployment
 
 

@@ -24,6 +24,7 @@ from django.db.models.functions import Cast
 
 from dashboard import capacity
 from dashboard.catalog_rules import catalog_stale, stale_reason
+from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node, Slice
 from dashboard.selectors.policy_book import policy_book
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
@@ -38,6 +39,8 @@ FIGURE_FIELDS = (
     "stale",
     "stale_reason",
     "effective_policy",
+    "closure",
+    "closure_detail",
     "room_mru",
     "room_sru",
     "pools_shape",
@@ -62,6 +65,9 @@ class NodeFigures:
     stale: bool
     stale_reason: str  # "" when current
     effective_policy: str  # "name vN"
+    # Why the node offers nothing now (capacity.closures; "" open), decided by dashboard.closure_facts.
+    closure: str
+    closure_detail: str
     # For the placement answer's first cut (Node's comment): None without a reading.
     room_mru: int | None
     room_sru: int | None
@@ -164,11 +170,11 @@ _NODE_VALUES = (
     "hidden_mru_per_vm",
     "pool_room_below",
     "pool_room_below_used_sru",
-    "status",
     "used_cru",
     "used_mru",
     "used_sru",
     "used_hru",
+    *CLOSURE_FIELDS,
     *FIGURE_FIELDS,
 )
 
@@ -204,13 +210,14 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
         hidden,
         bound,
         bound_used,
-        status,
         used_cru,
         used_mru,
         used_sru,
         used_hru,
-        *stored,
+        *rest,
     ) in node_values:
+        stored = rest[len(CLOSURE_FIELDS) :]
+        closed = closure_of_values(dict(zip(CLOSURE_FIELDS, rest[: len(CLOSURE_FIELDS)], strict=True)))
         free, rented, deployed, failed, slice_key, _free_order = slices.get(pk, nothing)
         policy = by_node.get(pk) or by_farm.get(farm_id) or fleet_policy  # as PolicyBook.for_node
         # The book hands out one object per policy for this call, so its id stands for it
@@ -259,12 +266,12 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
         if used_mru is not None and used_sru is not None:
             free_in_order, occupied_key = slice_order.get(pk, ((), ()))
             pools_used = pools_used_agreeing(pools_used, used_sru)
-            check_key = (key, free_in_order, status, used_cru, used_mru, used_sru, used_hru, pools_used)
+            check_key = (key, free_in_order, closed, used_cru, used_mru, used_sru, used_hru, pools_used)
             check = checks.get(check_key)
             if check is None:
                 check = checks[check_key] = _placeable(
                     policy=policy,
-                    status=status,
+                    closure=closed,
                     free=free_in_order,
                     occupied=occupied_key,
                     total=capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
@@ -288,6 +295,8 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
             shape.stale,
             shape.reason,
             shape.policy,
+            closed.key if closed else "",
+            closed.detail[:200] if closed else "",
             room_mru,
             room_sru,
             pools_shape,
@@ -316,7 +325,7 @@ def _pools_shape(
 def _placeable(
     *,
     policy: capacity.Policy,
-    status: str,
+    closure: capacity.Closure | None,
     free: tuple,
     occupied: tuple,
     total: capacity.Resources,
@@ -333,7 +342,7 @@ def _placeable(
     live = capacity.live_node(
         policy=policy, pools=pools, occupied=occupied_sizes, observed=observed, pools_used=pools_used
     )
-    check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, status=status)
+    check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, closure=closure)
     return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason
 
 

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.closure_facts import closure_of
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, NodeCapacity
@@ -23,7 +24,7 @@ from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock, pools_used_agreeing
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.pools import pools_read_from_node
-from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.readings import LiveReading, readings_store, rent_state_read
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class PrecheckReport:
     policy: capacity.Policy
     checked_at: datetime  # when the reading it answers from was taken
     read_now: bool = True  # False: answered from the stored reading, young enough for the caller
+    closure: capacity.Closure | None = None  # why the node offers nothing (capacity.closures); None: open
 
     @property
     def reading_age_seconds(self) -> float:
@@ -41,7 +43,8 @@ class PrecheckReport:
 
     @property
     def away(self) -> bool:
-        return capacity.node_is_away(self.capacity.status)
+        """The node is closed (down, on standby, ...: capacity.closures): said in one line."""
+        return self.closure is not None
 
     @property
     def cause(self) -> str:
@@ -52,8 +55,8 @@ class PrecheckReport:
         p = self.precheck
         if not p.free_slices:
             return f"node {self.node_id} ({self.capacity.status}) has no free slice to place"
-        if self.away:
-            return capacity.away_sentence(self.capacity.status, free_slices=p.free_slices, node_id=self.node_id)
+        if self.closure is not None:
+            return self.closure.sentence(free_slices=p.free_slices, node_id=self.node_id)
         if not p.phantom_slices:
             return f"node {self.node_id}: all {p.free_slices} free slices can be placed now"
         phantom = ", ".join(str(i) for i in p.phantom_slices)
@@ -67,6 +70,8 @@ class PrecheckReport:
             "node_id": self.node_id,
             "status": self.capacity.status,
             "cause": self.cause,
+            "closure": self.closure.key if self.closure else "",
+            "closure_detail": self.closure.detail if self.closure else "",
             "policy": {"name": self.policy.name, "version": self.policy.version},
             "checked_at": self.checked_at.isoformat(),
             "read_now": self.read_now,
@@ -85,14 +90,19 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     propagates and nothing is written.
     """
     grid = grid or get_grid()
-    live = grid.node(node.grid_id)
+    live = rent_state_read(grid, grid.node(node.grid_id))  # our rent contract's state: one more request
     # Where the node itself can be asked (the simulated grid; never the Grid Proxy), its pools too.
     if pools_read_from_node(node=node, grid=grid) is not None:
         node.refresh_from_db()
     policy = policy_for_node(node)
     result = precheck_store(node=node, reading=LiveReading.of(node, live), policy=policy)
     return PrecheckReport(
-        node_id=node.grid_id, capacity=live, precheck=result, policy=policy, checked_at=node.prechecked_at
+        node_id=node.grid_id,
+        capacity=live,
+        precheck=result,
+        policy=policy,
+        checked_at=node.prechecked_at,
+        closure=node.closed,  # as the figures writer stored it from this reading
     )
 
 
@@ -143,11 +153,18 @@ def precheck_answer(*, node: Node, max_age: timedelta, grid: Grid | None = None)
             pools_sru=node.pools,
         )
         free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
+        closed = closure_of(node)
         result = capacity.precheck(
-            free, live.total, used, policy, live=node_live_facts(node, policy, used_sru=used.sru), status=node.status
+            free, live.total, used, policy, live=node_live_facts(node, policy, used_sru=used.sru), closure=closed
         )
         return PrecheckReport(
-            node_id=node.grid_id, capacity=live, precheck=result, policy=policy, checked_at=read_at, read_now=False
+            node_id=node.grid_id,
+            capacity=live,
+            precheck=result,
+            policy=policy,
+            checked_at=read_at,
+            read_now=False,
+            closure=closed,
         )
     with grid_step_deadline(settings.PRECHECK_REREAD_DEADLINE):
         return precheck_run(node=node, grid=grid)
@@ -167,7 +184,7 @@ def precheck_store(*, node: Node, reading: LiveReading, policy: capacity.Policy)
         live.used,
         policy,
         live=node_live_facts(node, policy, used_sru=live.used.sru),
-        status=live.status,
+        closure=closure_of(node, live=live),
     )
     with transaction.atomic():
         nodes_lock([node.pk])

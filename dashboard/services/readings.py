@@ -5,7 +5,7 @@ Who owns which Node columns (one writer each, so two code paths never store two 
 - identity (grid_id, farm_id): services.registration, when the node is created (a farm change on
   the grid is not followed: the farm decides the policy, and moving a catalog is an admin's call);
 - the reading (status, total_*, used_*, pools_sru, country, city, farm_name, twin_id, dedicated,
-  rented_by_twin_id, healthy, power_state, power_target, uptime, seen_at, prechecked_at,
+  rented_by_twin_id, rent_contract_id, rent_state, in_dedicated_farm, extra_fee, healthy, power_state, power_target, uptime, seen_at, prechecked_at,
   reported_at): here, `readings_store`, called by the precheck, a deploy, a re-register, the grid
   onboarding and the fleet watch; it also writes the node events (NodeEvent) the readings show;
 - how the catalog was carved (carved_*, catalog_generation): registration and re-register's apply;
@@ -19,16 +19,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import node_events
-from dashboard.grid.types import NodeCapacity
+from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.models import Deployment, Node, NodeEvent
 from dashboard.rows import rows_update
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
@@ -77,6 +78,10 @@ _COLUMNS = (
     ("twin_id", "bigint"),
     ("dedicated", "boolean"),
     ("rented_by_twin_id", "bigint"),
+    ("rent_contract_id", "bigint"),
+    ("rent_state", "text"),
+    ("in_dedicated_farm", "boolean"),
+    ("extra_fee", "bigint"),
     ("healthy", "boolean"),
     ("power_state", "text"),
     ("power_target", "text"),
@@ -101,7 +106,17 @@ COMPARED = (
     "used_hru",
 )
 # What the events compare besides (dashboard.node_events), and when the last reading was taken.
-_BEFORE = (*COMPARED, "healthy", "power_state", "power_target", "uptime", "seen_at")
+_BEFORE = (
+    *COMPARED,
+    "healthy",
+    "power_state",
+    "power_target",
+    "uptime",
+    "rented_by_twin_id",
+    "rent_contract_id",
+    "rent_state",
+    "seen_at",
+)
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,7 @@ def readings_store(readings: Sequence[LiveReading]) -> ReadingsStored:
         return ReadingsStored()
     rows = Node.objects.filter(pk__in=[r.node_pk for r in readings]).values_list("pk", *_BEFORE)
     before = {row[0]: dict(zip(_BEFORE, row[1:], strict=True)) for row in rows}
+    readings = [_rent_state_kept(r, before.get(r.node_pk)) for r in readings]
     changed = sum(1 for r in readings if r.node_pk in before and _compared_stored(before[r.node_pk]) != _compared(r))
     events = _events(readings, before)
     rows_update(Node, _COLUMNS, [_row(r) for r in readings], stamped=("updated_at",), json_kept_if_null=("pools_sru",))
@@ -133,6 +149,17 @@ def readings_store(readings: Sequence[LiveReading]) -> ReadingsStored:
     # Every reading writer comes through here: the farm totals follow on commit, whoever called.
     farm_totals_refresh_on_commit()
     return ReadingsStored(changed=changed, events=len(events))
+
+
+def _rent_state_kept(reading: LiveReading, stored: dict | None) -> LiveReading:
+    """A node page does not say the rent contract's state (only GET /contracts does): a reading that
+    did not read it keeps the stored state while the rent contract is the same one."""
+    live = reading.live
+    if live.rent_state or not live.rent_contract_id or stored is None:
+        return reading
+    if stored["rent_contract_id"] != live.rent_contract_id or not stored["rent_state"]:
+        return reading
+    return replace(reading, live=replace(live, rent_state=stored["rent_state"]))
 
 
 def _compared(reading: LiveReading) -> tuple:
@@ -197,6 +224,9 @@ def _stored_reading(stored: dict) -> node_events.Reading:
         power_state=stored["power_state"],
         power_target=stored["power_target"],
         uptime=stored["uptime"],
+        rented_by_twin_id=stored["rented_by_twin_id"],
+        rent_contract_id=stored["rent_contract_id"],
+        rent_state=stored["rent_state"],
     )
 
 
@@ -210,6 +240,9 @@ def _live_reading(reading: LiveReading) -> node_events.Reading:
         power_state=live.power_state,
         power_target=live.power_target,
         uptime=live.uptime,
+        rented_by_twin_id=live.rented_by_twin_id,
+        rent_contract_id=live.rent_contract_id,
+        rent_state=live.rent_state,
     )
 
 
@@ -227,6 +260,29 @@ def _tell(callback, kind: str, events: list[NodeEvent]) -> None:
         callback(events)
     except Exception:  # a subscriber's failure is its own: the readings are committed
         log.exception("a subscriber to %s node events failed", kind)
+
+
+# The Node columns that say the chain's rent of the node, as a reading has them (same names on NodeCapacity).
+RENT_FIELDS = ("rented_by_twin_id", "rent_contract_id", "rent_state", "in_dedicated_farm", "extra_fee")
+
+
+def rent_state_read(grid, live: NodeCapacity) -> NodeCapacity:
+    """The reading with its rent contract's state, read (one request) when the marketplace rents the node:
+    a node page does not say it (GET /contracts does), and our rent in grace darkens the catalog. A grid
+    error leaves it unread (the stored state is kept while the contract is the same one)."""
+    if not live.rent_contract_id or live.rented_by_twin_id not in settings.MARKETPLACE_TWIN_ID:
+        return live
+    try:
+        contract = grid.rent_contract(live.node_id)
+    except GridError as exc:
+        log.warning("node %s: its rent contract's state was not read: %s", live.node_id, exc)
+        return live
+    return replace(live, rent_state=contract.state if contract is not None else "")
+
+
+def rent_of(live: NodeCapacity) -> dict:
+    """The rent columns of a reading, for a row made from it (a registration)."""
+    return {name: getattr(live, name) for name in RENT_FIELDS}
 
 
 def reported_at_of(live: NodeCapacity) -> datetime | None:
@@ -258,6 +314,10 @@ def _row(reading: LiveReading) -> tuple:
         live.twin_id,
         live.dedicated,
         live.rented_by_twin_id,
+        live.rent_contract_id,
+        live.rent_state,
+        live.in_dedicated_farm,
+        live.extra_fee,
         live.healthy,
         live.power_state,
         live.power_target,

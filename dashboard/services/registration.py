@@ -23,7 +23,7 @@ from dashboard.models import AuditEvent, Node, PoolReport, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
-from dashboard.services.readings import reported_at_of
+from dashboard.services.readings import rent_of, reported_at_of
 
 # Anything above this is a typo, not a node (parse_size draws the same line).
 MAX_NODE_BYTES = 1024 * capacity.TiB
@@ -75,6 +75,7 @@ def node_register(
     power_state: str = "",
     power_target: str = "",
     uptime: int | None = None,
+    rent: dict | None = None,
 ) -> Node:
     """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog.
 
@@ -121,6 +122,7 @@ def node_register(
                 uptime=uptime,
                 policy=policy,
                 carve=carve,
+                rent=rent,
             )
             node.save(force_insert=True)
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
@@ -168,9 +170,12 @@ def _node_new(
     uptime: int | None,
     policy: capacity.Policy,
     carve: capacity.Carve,
+    rent: dict | None = None,
 ) -> Node:
-    """The new node's row, unsaved: one place for what a registration stores (one node or a page)."""
+    """The new node's row, unsaved: one place for what a registration stores (one node or a page).
+    `rent`: the chain's rent columns as read (readings.rent_of)."""
     return Node(
+        **(rent or {}),
         grid_id=node_id,
         farm_id=farm_id,
         farm_name=farm_name,
@@ -303,6 +308,7 @@ def node_register_from_grid(
         power_state=live.power_state,
         power_target=live.power_target,
         uptime=live.uptime,
+        rent=rent_of(live),
     )
     if answer:
         pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))

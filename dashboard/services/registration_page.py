@@ -18,7 +18,7 @@ from dashboard.grid.types import NodeCapacity
 from dashboard.models import AuditEvent, Node, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
-from dashboard.services.readings import reported_at_of
+from dashboard.services.readings import rent_of, reported_at_of
 
 # One place for what a registration checks and stores, shared with the one-by-one path.
 from dashboard.services.registration import (
@@ -98,6 +98,7 @@ def nodes_register_from_grid(
                 uptime=live.uptime,
                 policy=policy,
                 carve=carve,
+                rent=rent_of(live),
             )
             for live, policy, carve in planned
         ]

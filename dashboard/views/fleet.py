@@ -23,6 +23,7 @@ from dashboard.selectors.uptime import uptime_percent
 from dashboard.selectors.watch import watch_status
 from dashboard.services.jobs import JobError
 from dashboard.services.reregister.waves import bulk_request
+from dashboard.views.withholds import WithholdForm
 
 NODES_PER_PAGE = 50
 STALE_LISTED = 200
@@ -51,11 +52,10 @@ CSV_COLUMNS = (
     "failed",
     "placeable_now",
     "phantom",
-    "phantom_down",
-    "phantom_standby",
-    "phantom_memory",
-    "phantom_disk",
-    "phantom_pool",
+    # One column per phantom reason (capacity.PHANTOM_REASONS: closures first, then shortfalls).
+    *(f"phantom_{reason}" for reason in capacity.PHANTOM_REASONS),
+    "closure",
+    "closure_detail",
     "stale",
     "stale_reason",
     "seen_at",
@@ -234,8 +234,13 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
         "history": _history(form),
         "watch": watch_status(),
+        # Whether rent contracts are judged (capacity.closures): the page says so either way.
+        "marketplace_twins": settings.MARKETPLACE_TWIN_ID,
         # The page's rows only: two queries whatever the fleet (selectors.uptime).
         "uptime": uptime_percent([row.pk for row in page], now=timezone.now()) if fleet is not None else {},
+        # The farm page (the table filtered to one farm) offers to withhold the farm.
+        "farm": form.cleaned_data.get("farm") if form.is_valid() else None,
+        "withhold_form": WithholdForm(auto_id="farm-id_%s"),
         "history_title": "The farm's capacity"
         if form.is_valid() and form.cleaned_data.get("farm") is not None
         else "The fleet's capacity",

@@ -13,10 +13,12 @@ from dashboard.models import Job, Node, SnapshotFigures
 from dashboard.selectors.history import capacity_history
 from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.selectors.node_events import node_timeline
+from dashboard.selectors.withholds import node_windows
 from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
 from dashboard.services.observations import observations_clear
 from dashboard.services.pools import PoolsError, pools_report
+from dashboard.views.withholds import WithholdForm
 
 # The page shows the node, its catalog and its jobs.
 NODE_READ = ["dashboard.view_node", "dashboard.view_slice", "dashboard.view_job"]
@@ -30,7 +32,16 @@ def detail(request, node_id: int):
     # Calibration fits what refusals showed (at one or more VM counts) against the policy in force.
     calibration = node_calibration(detail.node) if detail.observations else None
     history = capacity_history(scope=SnapshotFigures.Scope.NODE, subject=detail.node.grid_id, now=timezone.now())
-    context = {"section": "fleet", "detail": detail, "calibration": calibration, "history": history}
+    context = {
+        "section": "fleet",
+        "detail": detail,
+        "calibration": calibration,
+        "history": history,
+        # The withhold panel (views.withholds renders it alone for htmx).
+        "windows": node_windows(node=detail.node, now=timezone.now()),
+        "withhold_form": WithholdForm(),
+        "now": timezone.now(),
+    }
     return render(request, "dashboard/node.html", context)
 
 

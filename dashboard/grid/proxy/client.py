@@ -8,15 +8,13 @@ Every request goes one way, `GridProxyClient._get_json`: it records the request 
 watchdog, and `_fetch` makes one try. Each try first asks the deployment's request budget
 (grid/budget.py, GRID_RATE_LIMIT shared by every process), inside the request's deadline.
 
-Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try
-and back-off and every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through
-the relay to the node, and the proxy gives it 30 s). A socket time-out bounds one read only, so a
-server dripping a byte a second would otherwise hold a worker for ever; a watchdog shuts
-the socket when the budget is spent (proxy/watchdog.py). A job step's budget
-(grid/deadline.py) caps it too.
+Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try and back-off
+and every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through the
+relay to the node, and the proxy gives it 30 s). A socket time-out bounds one read only, so a server
+dripping a byte a second would otherwise hold a worker for ever; a watchdog shuts the socket when the
+budget is spent (proxy/watchdog.py). A job step's budget (grid/deadline.py) caps it too.
 
-Redirects are followed only to the configured scheme and host; one to anywhere else is
-refused, naming that host.
+Redirects are followed only to the configured scheme and host; one to anywhere else is refused, naming that host.
 
 What is retried, and why (our own loop, inside the budget, GET only):
 - connect errors, read time-outs and connections broken mid-answer: transient by nature;
@@ -30,7 +28,7 @@ What is retried, and why (our own loop, inside the budget, GET only):
   waited for the node), so repeating it only multiplies the wait. 502/503/504 are
   still retried there.
 
-The answers are read by the strict parsers of proxy/parse.py.
+The answers are read by the strict parsers of proxy/parse.py (a node's rent contract: proxy/rent.py).
 """
 
 from __future__ import annotations
@@ -60,6 +58,7 @@ from dashboard.grid.budget import RequestBudget
 from dashboard.grid.deadline import Deadline, current_step_deadline
 from dashboard.grid.paging import pages_bounded
 from dashboard.grid.proxy.parse import describe, parse_contracts, parse_node, parse_statistics
+from dashboard.grid.proxy.rent import rent_contract_read
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
 from dashboard.grid.text import text_printable, url_credentials_split, url_redacted
 from dashboard.grid.types import (
@@ -284,6 +283,10 @@ class GridProxyClient:
             fetch, key=lambda c: c.contract_id, what=what, size=self.contracts_page_size, max_pages=self.max_pages
         )
         return NodeContracts(node_id=node_id, contracts=tuple(found), requests=pages)
+
+    def rent_contract(self, node_id: int) -> Contract | None:
+        """GET /contracts?node_id=N&type=rent&state=Created,GracePeriod: one request (grid.proxy.rent)."""
+        return rent_contract_read(self._get_json, _node_id_argument(node_id), parsed=_parsed)
 
     def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
         # The proxy has no such path: the pools are the node's to tell, over RMB.

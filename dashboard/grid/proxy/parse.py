@@ -225,6 +225,16 @@ def _uptime(payload: dict, *, where: str) -> int | None:
     return number
 
 
+def _extra_fee(payload: dict, *, where: str) -> int:
+    value = payload.get("extraFee")
+    if value is None:
+        return 0
+    number = _whole_number(value, where=where, path="extraFee", kind="a whole number")
+    if number < 0 or number > 2**63 - 1:
+        raise MalformedPayload(f"{where}: extraFee is {number}, must be 0 or more")
+    return number
+
+
 def _status(payload: dict, *, where: str) -> str:
     if "status" not in payload or payload["status"] is None:
         state = "missing" if "status" not in payload else "null"
@@ -285,6 +295,9 @@ def parse_node(payload: Any) -> NodeCapacity:
         power_state=_power(payload, "state", where=where),
         power_target=_power(payload, "target", where=where),
         uptime=_uptime(payload, where=where),
+        rent_contract_id=_identifier(payload, "rentContractId", where=where, required=False),
+        in_dedicated_farm=_flag(payload, "inDedicatedFarm", where=where),
+        extra_fee=_extra_fee(payload, where=where),
     )
 
 

@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,3 +95,25 @@ def checked_pools(pools: Sequence[int] | None, sru: int) -> list[int]:
 def now() -> int:
     """The simulated grid's clock: unix time in whole seconds."""
     return int(time.time())
+
+
+def node_from_row(row: sqlite3.Row) -> SimNode:
+    return SimNode(
+        node_id=row["node_id"],
+        farm_id=row["farm_id"],
+        farm_name=row["farm_name"],
+        twin_id=row["twin_id"],
+        status=row["status"],
+        dedicated=bool(row["dedicated"]),
+        cru=row["cru"],
+        mru=row["mru"],
+        sru=row["sru"],
+        pools=tuple(json.loads(row["pools"])),
+        per_vm_overhead_mru=row["per_vm_overhead_mru"],
+        country=row["country"],
+        city=row["city"],
+        status_changed_at=row["status_changed_at"],
+        cache_pool=row["cache_pool"],
+        mounted=frozenset(json.loads(row["mounted"])),
+        vdisk_pools=frozenset(json.loads(row["vdisk_pools"])),
+    )

@@ -23,8 +23,9 @@ from pathlib import Path
 
 # Sizes and types only: the decisions are ZosMachine's.
 from dashboard.capacity import Resources, SliceSize, format_size
+from dashboard.grid.simgrid import chain
 from dashboard.grid.simgrid.machine import ZosMachine, validation_error
-from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, now
+from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_MRU,
@@ -44,7 +45,7 @@ from dashboard.grid.types import (
     WorkloadNotFound,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the chain's rent contracts and dedicated farms (chain.py)
 # Workload names end up in workload ids ("<twin>-<deployment>-<name>"), stored in 64 characters.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
@@ -92,14 +93,18 @@ CREATE TABLE IF NOT EXISTS sim_counter (name TEXT PRIMARY KEY, value INTEGER NOT
 """
 
 
-class SimulatedGrid:
-    """The Grid interface over a simulated ZOS fleet; `can_deploy` is True."""
+class SimulatedGrid(chain.ChainAdmin):
+    """The Grid interface over a simulated ZOS fleet; `can_deploy` is True. It deploys as `deployer_twin`
+    (the marketplace's twin, MARKETPLACE_TWIN_ID's first) when the chain asks who signs (chain.py)."""
 
     name = "simulator"
     can_deploy = True
 
-    def __init__(self, path: str | PathLike[str], *, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self, path: str | PathLike[str], *, busy_timeout: float = 30.0, deployer_twin: int | None = None
+    ) -> None:
         self.path = Path(path)
+        self.deployer_twin = deployer_twin
         self.busy_timeout = busy_timeout
         self._schema_lock = threading.Lock()
 
@@ -174,7 +179,7 @@ class SimulatedGrid:
                     json.dumps([cache]),
                 ),
             )
-            return self._capacity(self._node(conn, node_id), [])
+            return self._capacity(self._node(conn, node_id), [], conn)
 
     def set_status(self, node_id: int, status: str) -> None:
         status = _status(status)
@@ -216,7 +221,7 @@ class SimulatedGrid:
         """The node as the Grid Proxy would report it; down/standby is returned, not raised."""
         with self._transaction(write=False) as conn:
             node = self._node(conn, node_id)
-            return self._capacity(node, self._vms(conn, node.node_id))
+            return self._capacity(node, self._vms(conn, node.node_id), conn)
 
     def nodes(
         self,
@@ -246,12 +251,19 @@ class SimulatedGrid:
             rows = conn.execute(
                 f"SELECT * FROM sim_node {where} ORDER BY node_id LIMIT ? OFFSET ?", (*params, size, (page - 1) * size)
             ).fetchall()
-            nodes = [_node_from_row(row) for row in rows]
+            nodes = [node_from_row(row) for row in rows]
             vms = self._vms_by_node(conn, [n.node_id for n in nodes])
+            rents, dedicated = chain.rents(conn, [n.node_id for n in nodes]), chain.dedicated_farms(conn)
             # What the proxy's `count` header says with ret_count=true: every node the query matches.
             (count,) = conn.execute(f"SELECT COUNT(*) FROM sim_node {where}", params).fetchone()
             return NodePage(
-                nodes=tuple(self._capacity(n, vms.get(n.node_id, [])) for n in nodes), page=page, size=size, count=count
+                nodes=tuple(
+                    self._capacity(n, vms.get(n.node_id, []), rent=rents.get(n.node_id), dedicated=dedicated)
+                    for n in nodes
+                ),
+                page=page,
+                size=size,
+                count=count,
             )
 
     def statistics(self, node_id: int) -> NodeStatistics:
@@ -284,9 +296,14 @@ class SimulatedGrid:
         node_id = _positive(node_id, "node id")
         with self._transaction(write=False) as conn:
             vms = self._vms(conn, node_id)
+            rent = chain.rents(conn, [node_id]).get(node_id)
+        rented = (
+            (Contract(rent.contract_id, rent.twin_id, node_id, rent.state, "rent", rent.created_at),) if rent else ()
+        )
         return NodeContracts(
             node_id=node_id,
-            contracts=tuple(
+            contracts=rented
+            + tuple(
                 Contract(
                     contract_id=vm.deployment_id,
                     # The twin that deployed it, as in its workload id ("<twin>-<contract>-<name>").
@@ -301,6 +318,9 @@ class SimulatedGrid:
                 for vm in sorted(vms, key=lambda vm: vm.deployment_id)
             ),
         )
+
+    def rent_contract(self, node_id: int) -> Contract | None:
+        return next((c for c in self.contracts(node_id).contracts if c.type == "rent"), None)
 
     def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
         """The node's answer to `zos.storage.pools` (over RMB on a real grid, so only an up node answers)."""
@@ -326,6 +346,11 @@ class SimulatedGrid:
             if invalid:
                 # The Go deployer validates before it creates a contract: no deployment id is spent.
                 raise DeploymentFailed(f"deployment is invalid: {invalid}")
+            refused = chain.refusal(
+                node, chain.rents(conn, [node_id]).get(node_id), chain.dedicated_farms(conn), self.deployer_twin
+            )
+            if refused:  # the chain refused the contract: no contract id is spent, ZOS never sees the VM
+                raise DeploymentFailed(refused)
             deployment_id = self._next_deployment_id(conn)
             outcome = self._place(conn, node, size, name=name, deployment_id=deployment_id)
         # Outside the transaction: a refused deploy still spends its contract id, as on the chain.
@@ -443,7 +468,7 @@ class SimulatedGrid:
                         "vdisk_pools TEXT NOT NULL DEFAULT '[]'",
                     ):
                         conn.execute(f"ALTER TABLE sim_node ADD COLUMN {column}")
-                for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                for statement in filter(None, (s.strip() for s in (_SCHEMA + ";" + chain.SCHEMA).split(";"))):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
@@ -456,7 +481,7 @@ class SimulatedGrid:
         row = conn.execute("SELECT * FROM sim_node WHERE node_id = ?", (node_id,)).fetchone()
         if row is None:
             raise NodeNotFound(f"node {node_id} is not on the simulated grid ({self.path})")
-        return _node_from_row(row)
+        return node_from_row(row)
 
     def _vms(self, conn: sqlite3.Connection, node_id: int) -> list[SimVm]:
         return self._vms_by_node(conn, [node_id]).get(node_id, [])
@@ -491,15 +516,25 @@ class SimulatedGrid:
         conn.execute("UPDATE sim_counter SET value = value + 1 WHERE name = 'deployment'")
         return conn.execute("SELECT value FROM sim_counter WHERE name = 'deployment'").fetchone()[0]
 
-    def _capacity(self, node: SimNode, vms: Sequence[SimVm]) -> NodeCapacity:
+    def _capacity(
+        self,
+        node: SimNode,
+        vms: Sequence[SimVm],
+        conn: sqlite3.Connection | None = None,
+        *,
+        rent: chain.Rent | None = None,
+        dedicated: set[int] | None = None,
+    ) -> NodeCapacity:
+        if conn is not None:
+            rent, dedicated = chain.rents(conn, [node.node_id]).get(node.node_id), chain.dedicated_farms(conn)
         return NodeCapacity(
+            **chain.capacity_fields(node, rent, dedicated or set()),
             node_id=node.node_id,
             farm_id=node.farm_id,
             farm_name=node.farm_name,
             twin_id=node.twin_id,
             status=node.status,
             dedicated=node.dedicated,
-            rented_by_twin_id=None,
             total=Resources(cru=node.cru, mru=node.mru, sru=node.sru),
             used=Resources(
                 cru=sum(vm.cru for vm in vms),
@@ -520,28 +555,6 @@ def _require_up(node: SimNode, doing: str) -> None:
 
 
 # --- input checks ----------------------------------------------------------------------
-
-
-def _node_from_row(row: sqlite3.Row) -> SimNode:
-    return SimNode(
-        node_id=row["node_id"],
-        farm_id=row["farm_id"],
-        farm_name=row["farm_name"],
-        twin_id=row["twin_id"],
-        status=row["status"],
-        dedicated=bool(row["dedicated"]),
-        cru=row["cru"],
-        mru=row["mru"],
-        sru=row["sru"],
-        pools=tuple(json.loads(row["pools"])),
-        per_vm_overhead_mru=row["per_vm_overhead_mru"],
-        country=row["country"],
-        city=row["city"],
-        status_changed_at=row["status_changed_at"],
-        cache_pool=row["cache_pool"],
-        mounted=frozenset(json.loads(row["mounted"])),
-        vdisk_pools=frozenset(json.loads(row["vdisk_pools"])),
-    )
 
 
 def _positive(value: object, what: str) -> int:

@@ -93,9 +93,21 @@ class DemoNode:
     rented: tuple[int, ...] = ()  # slice indices rented out in the catalog
     # Registered as if from the Grid Proxy, which does not report SSD pools.
     pools_known: bool = True
+    # The twin holding a rent contract on the whole node (the chain's); BY_MARKETPLACE: the marketplace's.
+    rented_by: int | None = None
 
 
-NODE_1774 = DemoNode(1774, 4242, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), dedicated=True, policy="legacy")
+BY_MARKETPLACE = 0  # DemoNode.rented_by: whichever twin the marketplace deploys with (demo_marketplace_twin)
+# The twin the demo's marketplace deploys with, unless MARKETPLACE_TWIN_ID names one (`make run` sets it to this).
+DEMO_MARKETPLACE_TWIN = 7
+# Farm 4242 is dedicated on the chain: its nodes take contracts only under a rent contract. The marketplace
+# rents 1774 (and the farm's other nodes but one, which then needs our rent contract).
+DEDICATED_FARM = 4242
+NODE_1774 = DemoNode(
+    1774, 4242, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), dedicated=True, policy="legacy", rented_by=BY_MARKETPLACE
+)
+# Rented by someone else's twin: with MARKETPLACE_TWIN_ID set it offers nothing, and the chain refuses us.
+RENTED_NODE = DemoNode(3150, 1210, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), dedicated=True, rented_by=4711)
 # Two 465 GiB SSDs nobody reported: carved for every plausible layout of its 930 GiB, every slice
 # deploys (carved on the total alone, the sixth 151 GiB disk would fit in neither pool).
 TWO_POOL_NODE = DemoNode(2310, 58, cru=8, mru=31 * GiB, sru=930 * GiB, pools=(465 * GiB, 465 * GiB), pools_known=False)
@@ -124,12 +136,14 @@ SPECIAL = (
     MULTI_POOL_NODE,
     OVERSIZED_NODE,
     STANDBY_NODE,
+    RENTED_NODE,
 )
 # What `make run` names for a newcomer: the special node, what it shows, a command to try on it.
 TOUR = (
     (
         NODE_1774,
-        "a legacy 7-slice catalog (stale) holding one VM; the 7th slice is refused for memory",
+        "a legacy 7-slice catalog (stale) holding one VM; the 7th slice is refused for memory; its farm is "
+        "dedicated and the marketplace rents it (the node page shows the rent contract)",
         "precheck 1774",
     ),
     (
@@ -151,6 +165,11 @@ TOUR = (
     ),
     (STANDBY_NODE, "on standby: its free slices wait on a wake, not a repair", "precheck 2733"),
     (DOWN_NODE, "down: nothing is placeable on it until it is back", "precheck 3021"),
+    (
+        RENTED_NODE,
+        "rented by twin 4711: offers nothing to the marketplace (MARKETPLACE_TWIN_ID), the chain refuses it",
+        "precheck 3150",
+    ),
 )
 # Nodes on the simulated grid. More than a page of the fleet table (50), so a newcomer sees paging.
 # The ids are drawn by one seeded sample whose first draws do not depend on its length, so growing
@@ -227,7 +246,7 @@ class Command(ProductCommand):
                 "run it with GRID_BACKEND=simulator"
             )
         started = time.monotonic()
-        grid = SimulatedGrid(settings.SIMGRID_PATH)
+        grid = SimulatedGrid(settings.SIMGRID_PATH, deployer_twin=demo_marketplace_twin())
         nodes = demo_nodes()
         try:
             kept = _demo_built() and not reset
@@ -318,8 +337,17 @@ def _demo_remove(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             grid.remove_node(node_id)
 
 
+def demo_marketplace_twin() -> int:
+    """The twin the demo's marketplace rents and deploys with: MARKETPLACE_TWIN_ID's first, or the demo's."""
+    return settings.MARKETPLACE_TWIN_ID[0] if settings.MARKETPLACE_TWIN_ID else DEMO_MARKETPLACE_TWIN
+
+
 def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
     _fleet_policy()
+    grid.farm_dedicated(DEDICATED_FARM)
+    ours = demo_marketplace_twin()
+    # The dedicated farm's other nodes are rented by the marketplace too, but its first one: it needs our rent.
+    unrented = next(n.node_id for n in nodes if n.farm_id == DEDICATED_FARM and n not in SPECIAL)
     for spec in nodes:
         farm_name, country, city = FARMS[spec.farm_id]
         grid.add_node(
@@ -337,6 +365,10 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             country=country,
             city=city,
         )
+        if spec.rented_by is not None and spec.rented_by > 0:
+            grid.rent(spec.node_id, spec.rented_by)
+        elif spec.rented_by is not None or (spec.farm_id == DEDICATED_FARM and spec.node_id != unrented):
+            grid.rent(spec.node_id, ours)  # rented_by=BY_MARKETPLACE: by the marketplace, whichever twin that is
     registered = {}
     for spec in nodes:
         if not spec.registered:

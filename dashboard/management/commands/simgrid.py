@@ -2,6 +2,10 @@
 
 simgrid add-node NODE_ID --cru 8 --mru 31GiB --sru 931.5GiB [--farm-id N] [--farm-name X]
                  [--pools 465GiB,465GiB] [--per-vm-overhead-mru SIZE] [--status up|down|standby] [--replace]
+                 [--rented-by TWIN] [--farm-dedicated]
+simgrid rent NODE_ID TWIN [--grace]     a rent contract of TWIN on the node (--grace: in its grace period)
+simgrid rent-end NODE_ID                the node's rent contract cancelled
+simgrid farm FARM_ID --dedicated|--shared   the farm's dedicated flag (the chain's)
 simgrid list [--json]
 simgrid status NODE_ID up|down|standby
 simgrid remove-node NODE_ID
@@ -50,6 +54,22 @@ class Command(ProductCommand):
         add.add_argument("--country", default="")
         add.add_argument("--city", default="")
         add.add_argument("--replace", action="store_true", help="overwrite an existing node (its VMs are dropped)")
+        add.add_argument("--rented-by", type=int, default=None, metavar="TWIN", help="a rent contract of this twin")
+        add.add_argument(
+            "--farm-dedicated", action="store_true", help="its farm is dedicated: contracts only under a rent contract"
+        )
+
+        rent = actions.add_parser("rent", help="give a node a rent contract (the chain's)")
+        rent.add_argument("node_id", type=int, metavar="NODE_ID")
+        rent.add_argument("twin_id", type=int, metavar="TWIN")
+        rent.add_argument("--grace", action="store_true", help="the rent contract is in its grace period (unpaid)")
+        rent_end = actions.add_parser("rent-end", help="cancel a node's rent contract")
+        rent_end.add_argument("node_id", type=int, metavar="NODE_ID")
+        farm = actions.add_parser("farm", help="set a farm's dedicated flag (the chain's)")
+        farm.add_argument("farm_id", type=int, metavar="FARM_ID")
+        flag = farm.add_mutually_exclusive_group(required=True)
+        flag.add_argument("--dedicated", dest="dedicated", action="store_true")
+        flag.add_argument("--shared", dest="dedicated", action="store_false")
 
         listing = actions.add_parser("list", help="list the simulated nodes and what they carry")
         listing.add_argument("--json", action="store_true", dest="as_json")
@@ -94,6 +114,10 @@ class Command(ProductCommand):
             city=options["city"],
             replace=options["replace"],
         )
+        if options["farm_dedicated"]:
+            grid.farm_dedicated(node.farm_id, True)
+        if options["rented_by"] is not None:
+            grid.rent(node.node_id, options["rented_by"])
         pool_words = ", ".join(format_size(p) for p in grid.pool_sizes(node.node_id))
         self.stdout.write(
             f"node {node.node_id} on the simulated grid: {node.total.cru} cores, {format_size(node.total.mru)} memory, "
@@ -124,6 +148,20 @@ class Command(ProductCommand):
                 f"{format_size(n.used.mru) + ' / ' + format_size(n.total.mru):>24}  "
                 f"{format_size(n.used.sru) + ' / ' + format_size(n.total.sru):>26}  {len(grid.vms(n.node_id))}"
             )
+
+    def _rent(self, grid: SimulatedGrid, *, node_id, twin_id, grace, **options) -> None:
+        contract_id = grid.rent(node_id, twin_id, state="GracePeriod" if grace else "Created")
+        self.stdout.write(
+            f"node {node_id} is rented by twin {twin_id} (rent contract {contract_id}{', in grace' if grace else ''})"
+        )
+
+    def _rent_end(self, grid: SimulatedGrid, *, node_id, **options) -> None:
+        grid.rent_end(node_id)
+        self.stdout.write(f"node {node_id} has no rent contract")
+
+    def _farm(self, grid: SimulatedGrid, *, farm_id, dedicated, **options) -> None:
+        grid.farm_dedicated(farm_id, dedicated)
+        self.stdout.write(f"farm {farm_id} is {'dedicated' if dedicated else 'shared'}")
 
     def _status(self, grid: SimulatedGrid, *, node_id, state, **options) -> None:
         grid.set_status(node_id, state)

@@ -22,6 +22,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
+from dashboard.services.withholds import quarantine_consider
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +275,8 @@ def outcome_failed_record(deployment: Deployment, *, raw: str) -> Diagnosis:
     deployment.usable_bytes = diagnosis.usable_bytes
     deployment.save(update_fields=["state", "raw_error", "cause", "needed_bytes", "usable_bytes"])
     outcome_failed_learn(deployment, diagnosis)
+    # A failure nobody can explain counts towards a quarantine; a memory or disk refusal taught a lesson above.
+    quarantine_consider(node=deployment.node)
     return diagnosis
 
 

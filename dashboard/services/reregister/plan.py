@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.catalog_rules import slice_is_current
+from dashboard.closure_facts import closure_of
 from dashboard.grid.types import NodeCapacity
 from dashboard.job_results import ReregisterResult
 from dashboard.models import Node, Slice
@@ -168,13 +169,14 @@ def reregister_plan(
             )
         )
 
-    # On a node that is away (down, standby) the precheck says every slice is phantom, for that reason.
+    # On a closed node (down, standby, ...: capacity.closures) every slice is phantom, for that reason.
+    closed = closure_of(node, live=seen)
     before_check = capacity.precheck(
-        [(s.index, s.size) for s in free], seen.total, seen.used, policy, live=facts, status=seen.status
+        [(s.index, s.size) for s in free], seen.total, seen.used, policy, live=facts, closure=closed
     )
     after_free = sorted(kept_free + added, key=lambda s: s.index)
     after_check = capacity.precheck(
-        [(s.index, s.size) for s in after_free], seen.total, seen.used, policy, live=facts, status=seen.status
+        [(s.index, s.size) for s in after_free], seen.total, seen.used, policy, live=facts, closure=closed
     )
     before = {
         "slices": len(slices),
@@ -208,8 +210,8 @@ def reregister_plan(
             f"the {len(occupied)} rented/deployed slice(s) alone exceed what node {node.grid_id} can host "
             f"under policy {policy.name}; they are kept and no free slice is offered"
         )
-    if capacity.node_is_away(seen.status):
-        notes.append(f"node {node.grid_id} is {seen.status} on the grid: nothing can be placed on it until it is up")
+    if closed is not None:
+        notes.append(f"node {node.grid_id} {closed.what}: nothing can be placed on it {closed.reason.until}")
     elif phantom_after:
         notes.append(
             f"{phantom_after} of the new free slices cannot be placed now: the node's live usage is higher "
