@@ -92,6 +92,7 @@ def test_the_simulated_chain_refuses_a_deploy_there_in_its_words_and_the_failure
     assert "another twin rents it" in deployment_words(failed)
     page = admins_client.get(reverse("deployments-failed")).content.decode()
     assert "NodeNotAvailableToDeploy" in page and "another twin rents it" in page
+    assert "chain: node not available to us" in page
 
 
 def test_our_precheck_refuses_it_before_the_grid_naming_the_renter(rented_by_other, sim_node):
@@ -165,3 +166,26 @@ def test_metrics_count_the_phantom_slices_by_reason(rented_by_other, client, set
     assert 'slicedash_fleet_slices_phantom_by_reason{reason="rented"} 6.0' in text
     assert 'slicedash_fleet_slices_phantom_by_reason{reason="memory"} 0.0' in text
     assert "slicedash_fleet_slices_phantom_on_up_nodes 0.0" in text  # a closed node is no catalog to fix
+
+
+def test_the_precheck_says_the_closure_and_its_cause(rented_by_other, sim_node):
+    from dashboard.services.precheck import precheck_run
+
+    report = precheck_run(node=rented_by_other, grid=sim_node.grid).as_dict()
+    assert (report["cause"], report["closure"], report["closure_detail"], report["placeable_now"]) == (
+        "node-closed",
+        "rented",
+        "42",
+        0,
+    )
+    assert report["words"].startswith("node 1774 is rented by twin 42, not by the marketplace: none of its 6")
+
+
+def test_without_a_signing_twin_the_simulated_chain_plays_no_rent(sim_node, settings):
+    settings.MARKETPLACE_TWIN_ID = ()
+    sim_node.grid.add_node(1774, **node_1774())
+    sim_node.grid.rent(1774, OTHER)
+    from dashboard.services.registration import node_register_from_grid
+
+    node = node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
+    assert [d.state for d in slices_deploy_all_free(node=node, grid=sim_node.grid)] == ["deployed"] * 6

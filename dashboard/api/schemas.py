@@ -42,7 +42,9 @@ class FleetTotalsOut(Schema):
         0, description="the phantom slices on nodes that are up: offered, refused now, and fixable by a re-register"
     )
     phantom_waiting: int = Field(
-        0, description="the phantom slices on nodes on standby or down: they wait on a wake or a repair"
+        0,
+        description="the phantom slices on nodes on standby, down or closed (rented by another twin, ...): "
+        "they wait on a wake, a repair or the rent",
     )
     stale: int = Field(description="nodes whose catalog differs from what their policy carves now")
     unprechecked: int = Field(description="nodes never prechecked: placeable and phantom unknown")
@@ -284,7 +286,10 @@ class DeploymentOut(Schema):
     mru: int
     sru: int
     state: str = Field(description="deploying, deployed, failed, refused (by our precheck) or deleted (released)")
-    cause: str = Field(description="memory, disk, validation, node-offline, grid-unavailable, unknown; empty if none")
+    cause: str = Field(
+        description="memory, disk, validation, node-offline, grid-unavailable, the chain's node-closed, not-authorized, "
+        "contract-grace, chain-capacity, or unknown; empty if none"
+    )
     raw_error: str = Field(description="ZOS's own message, as reported")
     needed_bytes: int | None
     usable_bytes: int | None
@@ -354,7 +359,11 @@ class PrecheckVerdictOut(Schema):
 class PrecheckOut(Schema):
     node_id: int
     status: str
-    cause: str = Field(description='"node-offline" when the node is down or on standby')
+    cause: str = Field(
+        description='"node-offline" when the node is down or on standby, "node-closed" when another closure holds (rented by another twin, ...)'
+    )
+    closure: str = Field("", description='why the node offered nothing (capacity.closures key); "" when open')
+    closure_detail: str = Field("", description="the closure's detail (the renting twin, the rent contract, ...)")
     policy: PolicyRefOut
     checked_at: datetime = Field(description="when the reading the answer rests on was taken")
     read_now: bool = Field(True, description="false: answered from the stored reading, reading_age_seconds old")

@@ -48,7 +48,10 @@ class PrecheckReport:
 
     @property
     def cause(self) -> str:
-        return "node-offline" if self.away else ""
+        """node-offline (down, standby), node-closed (rented by another twin, ...), "" when open."""
+        if self.closure is None:
+            return ""
+        return "node-offline" if capacity.node_is_away(self.closure.key) else "node-closed"
 
     @property
     def words(self) -> str:

@@ -11,6 +11,9 @@ grace with it (billing.rs handle_grace_rent_contract) but does not stop a new on
 simulated grid reports the state (GET /contracts) and refuses nothing for it; the product closes the
 node itself ("rent-grace", capacity.closures).
 
+A simulated grid told no signing twin (`deployer_twin` None: MARKETPLACE_TWIN_ID unset) does not play the
+chain's rent check, so an unset MARKETPLACE_TWIN_ID keeps today's behaviour end to end.
+
 `ChainAdmin` is the simulated grid's administration of these (mixed into SimulatedGrid).
 """
 
@@ -67,6 +70,8 @@ def capacity_fields(node: SimNode, rent: Rent | None, dedicated: set[int]) -> di
 
 def refusal(node: SimNode, rent: Rent | None, dedicated: set[int], deployer_twin: int | None) -> str | None:
     """The chain's refusal of a node contract from `deployer_twin` on this node, in its words; None: allowed."""
+    if deployer_twin is None:
+        return None  # told no signing twin (MARKETPLACE_TWIN_ID unset): the chain's rent is not played, as before
     wrapped = f"failed to create contract on node {node.node_id}: failed to create contract: "
     if rent is not None:
         return wrapped + "NodeNotAvailableToDeploy" if rent.twin_id != deployer_twin else None
