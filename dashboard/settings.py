@@ -228,6 +228,9 @@ REPORT_MAX_AGE_DAYS = env_int("REPORT_MAX_AGE_DAYS", 30, minimum=1)
 # A bulk re-register's plan made from a reading older than this many seconds is read again before
 # it is applied (a batch whose page was read before a long run of one-by-one reads, say).
 BULK_READING_MAX_AGE = env_int("BULK_READING_MAX_AGE", 300, minimum=1)
+# The longest a buyer may hold one free slice (POST /api/v1/holds ttl_seconds), seconds. The grid's
+# farmerbot claims what it found for 30 minutes; so does the default.
+HOLD_MAX_TTL = env_int("HOLD_MAX_TTL", 1800, minimum=1)
 # A precheck that may answer from the stored reading re-reads one older than READING_MAX_AGE_MINUTES,
 # within this many seconds in all (else it says the grid did not answer in time).
 PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0.1)

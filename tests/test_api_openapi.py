@@ -17,6 +17,9 @@ ENDPOINTS = {
     ("get", "/api/v1/policies"),
     ("post", "/api/v1/explain"),
     ("put", "/api/v1/nodes/{node_id}/pools"),
+    ("post", "/api/v1/holds"),
+    ("get", "/api/v1/holds"),
+    ("delete", "/api/v1/holds/{hold_id}"),
 }
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard.api.writes import WRITE_OPERATIONS, api_write_done
 from dashboard.capacity import GiB
-from dashboard.models import AuditEvent, Deployment, Job, Node, Observation, PoolReport, Slice
+from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Observation, PoolReport, Slice
 
 pytestmark = pytest.mark.django_db
 MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"
@@ -52,6 +52,7 @@ def rows() -> dict:
         "observations": Observation.objects.count(),
         "readings": list(Node.objects.values_list("seen_at", "prechecked_at", "used_mru", "placeable_now")),
         "pools": (PoolReport.objects.count(), list(Node.objects.values_list("pools_sru", "pools_source"))),
+        "holds": Hold.objects.count(),
     }
 
 
@@ -86,6 +87,11 @@ CALLS = {
                 {"name": "b", "type": "ssd", "size": int(465.75 * GiB), "used": 0},
             ]
         },
+    ),
+    "holds.create": (
+        "report",
+        "/api/v1/holds",
+        lambda: {"node_id": 1774, "slice_index": 5, "ttl_seconds": 60, "marketplace_id": "c-1"},
     ),
 }
 METHODS = {"nodes.pools": "put"}  # the others are POSTs

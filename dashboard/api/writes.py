@@ -27,7 +27,7 @@ from django.dispatch import Signal
 api_write_done = Signal()
 
 # The operations that write, by the name each passes to api_write (tests read it to cover them all).
-WRITE_OPERATIONS = ("deployments.report", "nodes.precheck", "nodes.reregister", "nodes.pools")
+WRITE_OPERATIONS = ("deployments.report", "nodes.precheck", "nodes.reregister", "nodes.pools", "holds.create")
 
 
 @contextmanager
