@@ -194,3 +194,67 @@ def test_twenty_buyers_at_once_one_201_nineteen_409(sim_node, api_token):
     assert sorted(statuses) == [201] + [409] * 19
     assert Hold.objects.count() == 1
     assert Slice.objects.get(node__grid_id=1774, index=5).state == "free"  # held, not taken
+
+
+def report(api_call, token, **fields):
+    at = (timezone.now() - dt.timedelta(seconds=5)).isoformat()
+    sent = {"node_id": 1774, "slice_index": 5, "marketplace_id": "contract-1", "outcome": "deployed", "at": at}
+    return api_call("post", "/api/v1/deployments", token, json={**sent, **fields})
+
+
+@pytest.fixture
+def old_slices(node_1774):
+    Slice.objects.filter(node=node_1774).update(created_at=timezone.now() - dt.timedelta(days=1))
+    return node_1774
+
+
+@pytest.mark.django_db
+def test_a_deployed_report_of_the_same_id_turns_the_hold_into_the_deployment(old_slices, api_call, api_token):
+    token = api_token("report")
+    api_call("post", URL, token, json=body())
+    response = report(api_call, token)
+    assert response.status_code == 201
+    assert Slice.objects.get(node=old_slices, index=5).state == "deployed"
+    assert list(Hold.objects.values_list("end", flat=True)) == ["deployed"]
+
+
+@pytest.mark.django_db
+def test_a_deployed_report_of_another_id_on_a_held_slice_is_a_409_naming_the_hold(old_slices, api_call, api_token):
+    token = api_token("report")
+    hold_id = api_call("post", URL, token, json=body()).json()["id"]
+    response = report(api_call, token, marketplace_id="intruder")
+    assert response.status_code == 409
+    assert f"hold #{hold_id}" in response.json()["detail"] and "'contract-1'" in response.json()["detail"]
+    assert Slice.objects.get(node=old_slices, index=5).state == "free"
+    assert list(Hold.objects.values_list("end", flat=True)) == [""]
+
+
+@pytest.mark.django_db
+def test_the_node_page_shows_the_hold_with_the_buyer_and_expiry_to_support(node_1774, client, role_user):
+    hold = hold_create(node_id=1774, slice_index=5, ttl_seconds=600, marketplace_id="contract-9", source="command")
+    client.force_login(role_user("support", password=None))
+    page = client.get("/nodes/1774/").content.decode()
+    assert 'data-held-by="contract-9"' in page
+    assert f"until {hold.expires_at:%Y-%m-%d %H:%M:%S} UTC" in page
+    assert 'data-free="6" data-held="1"' in page  # 7 legacy slices: 6 on offer
+
+
+@pytest.mark.django_db
+def test_the_node_api_counts_a_held_slice_apart_until_it_expires(node_1774, api_call, api_token):
+    made = timezone.now() - dt.timedelta(seconds=30)
+    hold_create(node_id=1774, slice_index=5, ttl_seconds=600, marketplace_id="a", source="command", now=made)
+    hold_create(node_id=1774, slice_index=4, ttl_seconds=10, marketplace_id="b", source="command", now=made)
+    figures = api_call("get", "/api/v1/nodes/1774", api_token("read")).json()["figures"]
+    assert (figures["free"], figures["held"]) == (6, 1)
+
+
+@pytest.mark.django_db
+def test_the_precheck_refuses_a_slice_held_for_another_buyer(node_1774, api_call, api_token):
+    hold_create(node_id=1774, slice_index=5, ttl_seconds=600, marketplace_id="first", source="command")
+    token = api_token("precheck")
+    other = api_call("post", "/api/v1/nodes/1774/precheck", token, json={"slice_index": 5, "marketplace_id": "second"})
+    anonymous = api_call("post", "/api/v1/nodes/1774/precheck", token, json={"slice_index": 5})
+    holder = api_call("post", "/api/v1/nodes/1774/precheck", token, json={"slice_index": 5, "marketplace_id": "first"})
+    assert (other.status_code, anonymous.status_code, holder.status_code) == (409, 409, 200)
+    assert "'first'" in other.json()["detail"]
+    assert holder.json()["held_slices"][0]["marketplace_id"] == "first"

@@ -115,7 +115,8 @@ class NodeFiguresOut(Schema):
     nominal: int
     deployable: int
     gap: int
-    free: int
+    free: int = Field(description="free slices on offer (those a buyer holds are counted in held, not here)")
+    held: int = Field(0, description="free slices held for a buyer until their hold ends (POST /api/v1/holds)")
     occupied: int = Field(description="rented or deployed slices")
     placeable_now: int | None
     phantom: int | None
@@ -298,6 +299,9 @@ class DeploymentReportOut(Schema):
 
 class PrecheckIn(Schema):
     slice_index: Whole | None = Field(None, description="ask about this slice only; all free slices otherwise")
+    marketplace_id: str | None = Field(
+        None, max_length=128, description="the buyer asking: a slice held for another buyer is refused (409)"
+    )
     max_age_seconds: Whole | None = Field(
         None,
         description="answer from the stored reading when it is at most this old (never past READING_MAX_AGE_MINUTES: "
@@ -311,6 +315,13 @@ class PrecheckVerdictOut(Schema):
     needed: ResourcesOut
     available: ResourcesOut
     words: str
+
+
+class HeldSliceOut(Schema):
+    slice: int
+    hold_id: int
+    marketplace_id: str
+    expires_at: datetime
 
 
 class PrecheckOut(Schema):
@@ -329,6 +340,9 @@ class PrecheckOut(Schema):
     verdicts: list[PrecheckVerdictOut]
     words: str
     slice: PrecheckVerdictOut | None = Field(None, description="the asked slice's verdict, when one was asked")
+    held_slices: list[HeldSliceOut] = Field(
+        default_factory=list, description="free slices off offer now: held for a buyer until their expiry"
+    )
 
 
 class ReregisterIn(Schema):
