@@ -383,6 +383,17 @@ class PlacementIn(Schema):
     mru: int = Field(ge=250 * 1024**2, le=1024**5, description="memory, bytes (ZOS refuses less than 250 MiB)")
     sru: int = Field(ge=0, le=1024**5, description="data disk, bytes (the root filesystem comes on top)")
     best: int = Field(10, ge=0, le=100, description="how many of the best nodes to list")
+    exclude_nodes: str | None = Field(None, max_length=12000, description="node ids never to offer, e.g. 1774,2310")
+    exclude_farms: str | None = Field(None, max_length=12000, description="farm ids never to offer, e.g. 4242")
+    per_node: int | None = Field(None, description="at most this many slices of the size on one node (1 to 10000)")
+    per_farm: int | None = Field(
+        None, description="at most this many slices of the size in one farm, over the best nodes (1 to 10000)"
+    )
+    strategy: str = Field(
+        "spread",
+        description="spread: most room left first; pack: nodes already running VMs first, the tightest fit first "
+        "(so a farm's idle nodes can stay asleep)",
+    )
 
 
 class PlacementNodeOut(Schema):
@@ -396,6 +407,7 @@ class PlacementNodeOut(Schema):
     room_mru: int = Field(description="memory left after the slice, bytes")
     room_sru: int = Field(description="SSD left after the slice (node total; a pool may hold less), bytes")
     could_take: int | None = Field(description="slices of this size it could take one after another (up to 100)")
+    take: int | None = Field(None, description="the slices offered there: could_take within per_node and per_farm")
     words: str = Field(description="the precheck's verdict on the node's last reading, in words")
 
 
@@ -406,10 +418,18 @@ class PlacementOut(Schema):
         description="nodes whose last reading places it now; with the blocked counts it adds up to nodes"
     )
     blocked: dict[str, int] = Field(
-        description="nodes that cannot host it, by the first block that holds: down, standby, unread (never read), "
-        "old (reading older than reading_max_age_seconds), memory, disk (total), pool (no pool holds it)"
+        description="nodes that cannot host it, by the first block that holds: node_excluded, farm_excluded (the asked "
+        "exclusions), down, standby, unread (never read), old (reading older than reading_max_age_seconds), memory, "
+        "disk (total), pool (no pool holds it), held (it would fit but for the live holds on it)"
     )
     reading_max_age_seconds: int
+    strategy: str = "spread"
+    limited: dict[str, int] = Field(
+        default_factory=dict,
+        description="per_node: best nodes offered fewer slices than they could take; per_farm: nodes left out of "
+        "the best because their farm had its share",
+    )
+    held_nodes: int = Field(0, description="nodes with live holds, judged with the held VMs counted as running")
     best: list[PlacementNodeOut] = Field(
         description="most memory left after it first, then most disk, then the freshest reading"
     )

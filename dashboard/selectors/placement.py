@@ -18,18 +18,21 @@ blocked by its age, whatever its numbers say (the alert calls the same readings 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Node, Policy, Slice
+from dashboard.models import Hold, Node, Policy, Slice
 from dashboard.selectors import placement_cut
 
-# Why a node cannot host the slice now, in the order they are judged (the first one that holds).
+# Why a node cannot host the slice now, in the order they are judged (the first one that holds). The
+# first two are the asker's rules; "held" is a node that would host it but for the live holds on it.
 BLOCKS = {
+    "node_excluded": "node excluded (exclude_nodes)",
+    "farm_excluded": "farm excluded (exclude_farms)",
     "down": "node down",
     "standby": "node on standby (can be woken)",
     "unread": "never read from the grid",
@@ -37,7 +40,78 @@ BLOCKS = {
     "memory": "memory",
     "disk": "disk (total)",
     "pool": "disk (no pool holds it)",
+    "held": "room held for buyers (live holds)",
 }
+# The best nodes' order: spread (most room left first) or pack (busy nodes first, the tightest fit
+# first), so a farm's idle nodes can stay asleep.
+STRATEGIES = ("spread", "pack")
+# What the per_node / per_farm limits did to the best nodes.
+LIMITS = {
+    "per_node": "best nodes offered fewer slices than they could take (per_node)",
+    "per_farm": "nodes left out of the best because their farm had its share (per_farm)",
+}
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The asker's placement rules (a buyer's cluster spread over nodes or farms)."""
+
+    exclude_nodes: frozenset[int] = frozenset()  # grid node ids
+    exclude_farms: frozenset[int] = frozenset()
+    per_node: int | None = None  # at most this many slices of the size on one node
+    per_farm: int | None = None  # at most this many slices of the size in one farm, over the best nodes
+    strategy: str = "spread"
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        for name in ("per_node", "per_farm"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, not {value}")
+
+
+NO_RULES = Rules()
+# Ids in one exclude list, at most (a typo'd paste is not a rule).
+EXCLUDE_MAX = 1000
+
+
+class RulesError(ValueError):
+    """Placement rules that cannot be taken; `field` names the input at fault."""
+
+    def __init__(self, message: str, *, field: str):
+        super().__init__(message)
+        self.field = field
+
+
+def ids_parsed(text: str | None, *, field: str) -> frozenset[int]:
+    """ "1774, 2310" -> {1774, 2310}: the page's and the API's comma lists of node or farm ids."""
+    parts = [p.strip() for p in (text or "").replace(" ", ",").split(",") if p.strip()]
+    if len(parts) > EXCLUDE_MAX:
+        raise RulesError(f"{field} lists {len(parts)} ids; at most {EXCLUDE_MAX}", field=field)
+    bad = [p for p in parts if not p.isascii() or not p.isdigit() or len(p) > 10]
+    if bad:
+        raise RulesError(f"{field} must be whole ids separated by commas; {bad[0]!r} is not one", field=field)
+    return frozenset(int(p) for p in parts)
+
+
+def rules_parsed(*, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None) -> Rules:
+    """The rules as a page or the API sends them; RulesError names the input at fault."""
+    for name, value in (("per_node", per_node), ("per_farm", per_farm)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000):
+            raise RulesError(f"{name} must be a whole number from 1 to 10000, not {value!r}", field=name)
+    strategy = strategy or "spread"
+    if strategy not in STRATEGIES:
+        raise RulesError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", field="strategy")
+    return Rules(
+        exclude_nodes=ids_parsed(exclude_nodes, field="exclude_nodes"),
+        exclude_farms=ids_parsed(exclude_farms, field="exclude_farms"),
+        per_node=per_node,
+        per_farm=per_farm,
+        strategy=strategy,
+    )
+
+
 # capacity.Shortfall.resource -> the block it is.
 _SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool"}
 BEST_SHOWN = 10
@@ -83,6 +157,8 @@ class NodeVerdict:
     blocked_by: str
     verdict: capacity.Verdict | None  # None: no reading, or the node is away
     could_take: int | None = None  # how many of the size, one after another (the best nodes only)
+    vms: int = 0  # rented and deployed slices: pack fills the busy nodes first
+    take: int | None = None  # the slices this answer offers there: could_take within per_node / per_farm
 
     @property
     def fits(self) -> bool:
@@ -118,6 +194,9 @@ class Placement:
     best: tuple[NodeVerdict, ...]
     reading_max_age: int  # seconds
     verdicts: tuple[NodeVerdict, ...] = field(default=(), repr=False)  # every node, by node id
+    rules: Rules = NO_RULES
+    limited: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LIMITS, 0))
+    held_nodes: int = 0  # nodes with live holds, judged with them
 
     @property
     def blocked_total(self) -> int:
@@ -129,12 +208,23 @@ class Placement:
         return tuple((key, BLOCKS[key], count) for key, count in self.blocked.items())
 
     @property
+    def limited_rows(self) -> tuple[tuple[str, str, int], ...]:
+        return tuple((key, LIMITS[key], count) for key, count in self.limited.items())
+
+    @property
     def reading_max_age_delta(self) -> timedelta:
         return timedelta(seconds=self.reading_max_age)
 
 
 def placement_for(
-    *, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: datetime | None = None, every_node: bool = False
+    *,
+    cru: int,
+    mru: int,
+    sru: int,
+    best: int = BEST_SHOWN,
+    now: datetime | None = None,
+    every_node: bool = False,
+    rules: Rules = NO_RULES,
 ) -> Placement:
     """How many registered nodes could host a VM of this size now, what blocks the others, and
     the best ones to try: most memory left after it, then most disk, then the freshest reading.
@@ -145,39 +235,50 @@ def placement_for(
     """
     size = capacity.SliceSize(cru=cru, mru=mru, sru=sru)
     policies = _policies()
-    cutoff = (now or timezone.now()) - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
+    # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
+    held = _held_of(now)
     if every_node:
-        return _placement_judged(size, policies, cutoff, best)
-    return _placement_counted(size, policies, cutoff, best)
+        return _placement_judged(size, policies, cutoff, best, rules, held)
+    return _placement_counted(size, policies, cutoff, best, rules, held)
 
 
-def _placement_judged(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
+def _placement_judged(
+    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict
+) -> Placement:
     rows = list(Node.objects.order_by("grid_id").values_list(*_NODE_FIELDS))
     occupied = _occupied_of()
     judged: dict[tuple, capacity.Verdict] = {}  # many nodes share a size, a reading and a policy
-    verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged) for row in rows)
+    verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged, rules, held) for row in rows)
 
     by_node_id = {row[1]: row for row in rows}
     blocked = dict.fromkeys(BLOCKS, 0)
     for v in verdicts:
         if v.blocked_by:
             blocked[v.blocked_by] += 1
-    hosts = sorted((v for v in verdicts if v.fits), key=_best_first)
+    hosts = sorted((v for v in verdicts if v.fits), key=_order_of(rules))
+    shown, limited = _limited(hosts, size, by_node_id, policies, occupied, held, rules, best)
     return Placement(
         size=size,
         nodes=len(verdicts),
         can_host=len(verdicts) - sum(blocked.values()),
         blocked=blocked,
-        best=tuple(_with_could_take(v, size, by_node_id, policies, occupied) for v in hosts[:best]),
+        best=shown,
         reading_max_age=settings.ALERT_READING_MAX_AGE,
         verdicts=verdicts,
+        rules=rules,
+        limited=limited,
+        held_nodes=len(held),
     )
 
 
 _TO_JUDGE = (placement_cut.POOLS_TO_JUDGE, placement_cut.JUDGE_ALONE)
 
 
-def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
+def _placement_counted(
+    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict
+) -> Placement:
     """The same answer with the database's first cut: Python judges one node of each group whose
     pools decide (and any node whose policy version is no longer in force), and the best nodes'
     candidates in order until enough of them fit."""
@@ -186,7 +287,13 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
         for policy in policies.values()
         for need in (policy.vm_charge(size.cru, size.mru, size.sru),)
     ]
-    cut = {"cutoff": cutoff, "below_min_mru": size.mru < capacity.MIN_VM_MRU}
+    cut = {
+        "cutoff": cutoff,
+        "below_min_mru": size.mru < capacity.MIN_VM_MRU,
+        "exclude_nodes": tuple(sorted(rules.exclude_nodes)),
+        "exclude_farms": tuple(sorted(rules.exclude_farms)),
+        "judge_alone": tuple(sorted(held)),  # nodes with live holds: their stored room does not count them
+    }
     page = max(2 * best, CANDIDATES_PAGE)
     counts = placement_cut.first_cut(charges, **cut)
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
@@ -200,7 +307,7 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
     for count in counts:
         block = count.block
         if block in _TO_JUDGE:
-            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged)
+            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged, rules, held)
             block = verdict.blocked_by
             if count.block == placement_cut.JUDGE_ALONE and verdict.fits:
                 alone.append(verdict)
@@ -212,6 +319,7 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
             can_host += count.nodes
 
     cut["refused_shapes"] = tuple(refused_shapes)
+    cut["pack"] = rules.strategy == "pack"
     pks = placement_cut.candidates(charges, **cut, limit=page if best else 0, offset=0)
     more_rows, more_occupied = _rows_of(pks, always=True)
     rows.update(more_rows)
@@ -219,31 +327,80 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
 
     hosts: list[NodeVerdict] = []
     offset = 0
-    while pks and len(hosts) < best:
-        hosts += [v for v in (_judge(rows[pk], size, policies, occupied, cutoff, judged) for pk in pks) if v.fits]
+    while pks and _shown_at_most(hosts, rules) < best:
+        hosts += [
+            v for v in (_judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held) for pk in pks) if v.fits
+        ]
         offset += page
-        if len(pks) < page or len(hosts) >= best:
+        if len(pks) < page or _shown_at_most(hosts, rules) >= best:
             break
         # Whole groups of candidates whose pools refuse the size: look further down the order.
         pks = placement_cut.candidates(charges, **cut, limit=page, offset=offset)
         more_rows, more_occupied = _rows_of(pks)
         rows.update(more_rows)
         occupied.update(more_occupied)
-    hosts = sorted([*hosts[:best], *alone], key=_best_first)
+    hosts = sorted([*(hosts if rules.per_farm else hosts[:best]), *alone], key=_order_of(rules))
     by_node_id = {row[1]: row for row in rows.values()}
+    shown, limited = _limited(hosts, size, by_node_id, policies, occupied, held, rules, best)
     return Placement(
         size=size,
         nodes=can_host + sum(blocked.values()),
         can_host=can_host,
         blocked=blocked,
-        best=tuple(_with_could_take(v, size, by_node_id, policies, occupied) for v in hosts[:best]),
+        best=shown,
         reading_max_age=settings.ALERT_READING_MAX_AGE,
+        rules=rules,
+        limited=limited,
+        held_nodes=len(held),
     )
 
 
 def _best_first(v: NodeVerdict) -> tuple:
     """The best nodes' order: most memory left after the slice, then most disk, then the freshest reading."""
     return (-v.room_mru, -v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id)
+
+
+def _packed_first(v: NodeVerdict) -> tuple:
+    """pack: nodes already running VMs first, then the least memory left after the slice, then the least
+    disk, then the freshest reading (placement_cut orders the candidates the same way)."""
+    return (v.vms == 0, v.room_mru, v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id)
+
+
+def _order_of(rules: Rules):
+    return _packed_first if rules.strategy == "pack" else _best_first
+
+
+def _shown_at_most(hosts: list[NodeVerdict], rules: Rules) -> int:
+    """How many of these hosts per_farm lets into the best at most (each takes one slice at least)."""
+    if rules.per_farm is None:
+        return len(hosts)
+    farms: dict[int, int] = {}
+    for v in hosts:
+        farms[v.farm_id] = farms.get(v.farm_id, 0) + 1
+    return sum(min(n, rules.per_farm) for n in farms.values())
+
+
+def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, best: int):
+    """The best nodes in order, each with the slices it could take and those the rules let it take."""
+    shown: list[NodeVerdict] = []
+    limited = dict.fromkeys(LIMITS, 0)
+    taken_in: dict[int, int] = {}
+    for v in hosts:
+        if len(shown) >= best:
+            break
+        if rules.per_farm is not None and taken_in.get(v.farm_id, 0) >= rules.per_farm:
+            limited["per_farm"] += 1
+            continue
+        v = _with_could_take(v, size, by_node_id, policies, occupied, held)
+        take = v.could_take
+        if rules.per_node is not None and take > rules.per_node:
+            take = rules.per_node
+            limited["per_node"] += 1
+        if rules.per_farm is not None:
+            take = min(take, rules.per_farm - taken_in.get(v.farm_id, 0))
+            taken_in[v.farm_id] = taken_in.get(v.farm_id, 0) + take
+        shown.append(replace(v, take=take))
+    return tuple(shown), limited
 
 
 def _rows_of(pks: list[int], *, always: bool = False) -> tuple[dict[int, tuple], dict[int, list[capacity.Resources]]]:
@@ -255,10 +412,17 @@ def _rows_of(pks: list[int], *, always: bool = False) -> tuple[dict[int, tuple],
     return rows, _occupied_of(list(rows))
 
 
-def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict) -> NodeVerdict:
+def _judge(
+    row: tuple, size, policies, occupied, cutoff: datetime, judged: dict, rules: Rules, held: dict
+) -> NodeVerdict:
     values = dict(zip(_NODE_FIELDS, row, strict=True))
     blocked_by, verdict = "", None
-    if values["status"] in ("down", "standby"):
+    holds = held.get(values["pk"], ())
+    if values["grid_id"] in rules.exclude_nodes:
+        blocked_by = "node_excluded"
+    elif values["farm_id"] in rules.exclude_farms:
+        blocked_by = "farm_excluded"
+    elif values["status"] in ("down", "standby"):
         blocked_by = values["status"]
     elif values["used_mru"] is None or values["used_sru"] is None:
         blocked_by = "unread"
@@ -271,6 +435,12 @@ def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict)
             blocked_by = "old"
         elif not verdict.fits:
             blocked_by = _SHORTFALL_BLOCK.get(verdict.shortfalls[0].resource, "memory")
+        elif holds:
+            # It would host the slice on its own; with the held VMs counted as if running, may it still?
+            total, used, policy, live = _fit_args(values, policies, occupied, holds)
+            verdict = capacity.fits(size, total, used, policy, live=live)
+            if not verdict.fits:
+                blocked_by = "held"
     return NodeVerdict(
         node_id=values["grid_id"],
         farm_id=values["farm_id"],
@@ -279,16 +449,20 @@ def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict)
         seen_at=values["seen_at"],
         blocked_by=blocked_by,
         verdict=verdict,
+        vms=values["slices_rented"] + values["slices_deployed"],
     )
 
 
-def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
+def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
     """(total, used, policy, LiveNode) for capacity.fits, as the precheck builds them for this reading."""
     total = capacity.Resources(
         cru=values["total_cru"], mru=values["total_mru"], sru=values["total_sru"], hru=values["total_hru"]
     )
     used = capacity.Resources(
-        cru=values["used_cru"] or 0, mru=values["used_mru"], sru=values["used_sru"], hru=values["used_hru"] or 0
+        cru=(values["used_cru"] or 0) + sum(size.cru for size, _ in holds),
+        mru=values["used_mru"] + sum(charge.mru for _, charge in holds),
+        sru=values["used_sru"] + sum(charge.sru for _, charge in holds),
+        hru=values["used_hru"] or 0,
     )
     policy = _policy_of(values["effective_policy"], policies)
     observed = capacity.observed_now(
@@ -299,15 +473,20 @@ def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
     )
     # Known pools, or unknown ones: then every plausible layout of the SSD total (capacity.layouts), with
     # the disks already placed in it, as the node's own figures (placeable now) count them.
+    # A held slice is counted as the VM it will be: charged on the reading, its disks placed after the others.
+    held_sizes = [size for size, _ in holds]
     live = capacity.live_node(
-        policy=policy, pools=values["pools_sru"] or None, occupied=occupied.get(values["pk"], ()), observed=observed
+        policy=policy,
+        pools=values["pools_sru"] or None,
+        occupied=[*occupied.get(values["pk"], ()), *held_sizes],
+        observed=observed,
     )
     return total, used, policy, live
 
 
-def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied) -> NodeVerdict:
+def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied, held) -> NodeVerdict:
     values = dict(zip(_NODE_FIELDS, by_node_id[v.node_id], strict=True))
-    total, used, policy, live = _fit_args(values, policies, occupied)
+    total, used, policy, live = _fit_args(values, policies, occupied, held.get(values["pk"], ()))
     could = capacity.placeable_count(size, total, used, policy, live=live, limit=COULD_TAKE_LIMIT)
     return NodeVerdict(**{**v.__dict__, "could_take": could})
 
@@ -323,6 +502,20 @@ def _policy_of(effective: str, policies: dict[str, capacity.Policy]) -> capacity
     # Node.effective_policy is "name vN", written with the node's figures; the name finds the row.
     name = effective.rsplit(" v", 1)[0] if effective else ""
     return policies.get(name) or policies[capacity.DEFAULT_PROFILE]
+
+
+def _held_of(now: datetime) -> dict[int, list[tuple[capacity.Resources, capacity.Resources]]]:
+    """Node pk -> its live holds as (the held slice's size, what it will be charged), in slice order."""
+    held: dict[int, list[tuple[capacity.Resources, capacity.Resources]]] = {}
+    rows = (
+        Hold.objects.live(now)
+        .order_by("node_id", "slice_index")
+        .values_list("node_id", "slice__cru", "slice__mru", "slice__sru", "charge_mru", "charge_sru")
+    )
+    for node_pk, cru, mru, sru, charge_mru, charge_sru in rows:
+        size = capacity.Resources(cru=cru, mru=mru, sru=sru)
+        held.setdefault(node_pk, []).append((size, capacity.Resources(cru=cru, mru=charge_mru, sru=charge_sru)))
+    return held
 
 
 def _occupied_of(pks: list[int] | None = None) -> dict[int, list[capacity.Resources]]:
