@@ -32,7 +32,8 @@ class FleetTotalsOut(Schema):
     nominal: int = Field(description="slices in the stored catalogs")
     deployable: int = Field(description="slices the policies in force carve")
     gap: int = Field(description="nominal - deployable; above 0, catalogs offer more than the nodes hold")
-    free: int
+    free: int = Field(description="free slices on offer (those held for a buyer are in held)")
+    held: int = Field(0, description="free slices held for a buyer now (live holds)")
     rented: int
     deployed: int
     failed: int
@@ -66,7 +67,8 @@ class NodeRowOut(Schema):
         description='when its deployable slices can be used: "now" (up), "after-wake" (standby), "blocked" (down, unknown)'
     )
     gap: int
-    free: int
+    free: int = Field(description="free slices on offer (those held for a buyer are in held)")
+    held: int = Field(0, description="free slices held for a buyer now (live holds)")
     rented: int
     deployed: int
     failed: int

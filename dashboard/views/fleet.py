@@ -44,6 +44,7 @@ CSV_COLUMNS = (
     "deployable",
     "gap",
     "free",
+    "held",
     "rented",
     "deployed",
     "failed",
