@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from dashboard.capacity import GiB
 from dashboard.models import Node, Slice
-from dashboard.selectors.placement import NO_RULES, Rules, placement_for
+from dashboard.selectors.placement import placement_for
+from dashboard.selectors.placement_rules import NO_RULES, Rules
 from dashboard.services.deploy import slice_deploy
 from dashboard.services.holds import hold_create
 

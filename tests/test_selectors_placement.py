@@ -290,3 +290,45 @@ def test_a_node_whose_pools_nobody_reported_is_judged_under_every_plausible_layo
         judged = placement_for(cru=1, mru=4 * GiB, sru=sru, every_node=True)
         cut = placement_for(cru=1, mru=4 * GiB, sru=sru)
         assert (judged.can_host, cut.can_host) == (int(fits), int(fits)), sru
+
+
+@pytest.mark.django_db
+def test_the_first_cut_agrees_with_live_holds_and_the_askers_rules(varied_fleet):
+    from dashboard.models import Slice
+    from dashboard.selectors.placement_rules import Rules
+    from dashboard.services.holds import hold_create
+
+    # Holds on nodes of every kind: one slice, most of a node, an expired one (free again at `now`).
+    now = timezone.now()
+    for grid_id, count in ((1774, 1), (2310, 4), (2456, 2), (2457, 1), (2877, 2), (4000, 1), (4001, 3), (2733, 1)):
+        free = Slice.objects.filter(node__grid_id=grid_id, state="free").order_by("index")[:count]
+        for s in free:
+            hold_create(node_id=grid_id, slice_index=s.index, ttl_seconds=600, marketplace_id=f"m-{s.pk}", now=now)
+    gone = Slice.objects.filter(node__grid_id=4002, state="free").first()
+    hold_create(
+        node_id=4002, slice_index=gone.index, ttl_seconds=60, marketplace_id="gone", now=now - timedelta(hours=1)
+    )
+    seen_held = 0
+    for rules in (
+        Rules(),
+        Rules(strategy="pack"),
+        Rules(per_farm=1, per_node=2),
+        Rules(exclude_farms=frozenset({58}), strategy="pack", per_farm=2),
+    ):
+        for cru, mru, sru in SIZES.values():
+            for best in (1, 3, 10):
+                asked = dict(cru=cru, mru=mru, sru=sru, best=best, rules=rules, now=now)
+                judged = placement_for(**asked, every_node=True)
+                answer = placement_for(**asked)
+                assert answer.blocked == judged.blocked, (
+                    rules,
+                    cru,
+                    mru,
+                    sru,
+                    best,
+                    {v.node_id: v.blocked_by for v in judged.verdicts},
+                )
+                assert _answer_of(answer) == _answer_of(judged), (rules, cru, mru, sru, best)
+                assert answer.limited == judged.limited
+                seen_held += answer.blocked["held"]
+    assert seen_held  # some node was blocked by its holds alone

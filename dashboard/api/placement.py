@@ -7,7 +7,8 @@ from ninja import Query, Router
 from dashboard.api.auth import READ
 from dashboard.api.errors import BadInput
 from dashboard.api.schemas import ErrorOut, PlacementIn, PlacementOut
-from dashboard.selectors.placement import RulesError, placement_for, rules_parsed
+from dashboard.selectors.placement import placement_for
+from dashboard.selectors.placement_rules import RulesError, rules_parsed
 
 router = Router(tags=["fleet"])
 

@@ -17,13 +17,14 @@ from django.db.models import Count, QuerySet
 from dashboard.models import Hold, Node, Slice
 
 
-def _live(now: datetime) -> QuerySet[Hold]:
+def live_holds(now: datetime) -> QuerySet[Hold]:
+    """The holds every reader takes off what is on offer: live at `now`, on a slice still free."""
     return Hold.objects.live(now).filter(slice__state=Slice.State.FREE)
 
 
 def held_by_node(*, now: datetime, node_pks: Iterable[int] | None = None) -> dict[int, int]:
     """Node pk -> free slices held at `now` (of these nodes, or of every node); one query."""
-    holds = _live(now)
+    holds = live_holds(now)
     if node_pks is not None:
         holds = holds.filter(node_id__in=list(node_pks))
     return dict(holds.order_by().values_list("node_id").annotate(n=Count("pk")))
@@ -31,7 +32,7 @@ def held_by_node(*, now: datetime, node_pks: Iterable[int] | None = None) -> dic
 
 def held_by_farm(*, now: datetime, farm_id: int | None = None) -> dict[int, int]:
     """Farm id -> free slices held at `now`; one query."""
-    holds = _live(now)
+    holds = live_holds(now)
     if farm_id is not None:
         holds = holds.filter(node__farm_id=farm_id)
     return dict(holds.order_by().values_list("node__farm_id").annotate(n=Count("pk")))
@@ -39,7 +40,7 @@ def held_by_farm(*, now: datetime, farm_id: int | None = None) -> dict[int, int]
 
 def held_among(*, now: datetime, nodes: QuerySet[Node] | None = None) -> int:
     """Free slices held at `now` on these nodes (every node when None); one query."""
-    holds = _live(now)
+    holds = live_holds(now)
     if nodes is not None:
         holds = holds.filter(node__in=nodes.order_by().values("pk"))
     return holds.count()

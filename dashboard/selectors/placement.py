@@ -22,11 +22,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Hold, Node, Policy, Slice
+from dashboard.models import Node, Policy, Slice
 from dashboard.selectors import placement_cut
+from dashboard.selectors.holds import live_holds
+from dashboard.selectors.placement_rules import LIMITS, NO_RULES, Rules
 
 # Why a node cannot host the slice now, in the order they are judged (the first one that holds). The
 # first two are the asker's rules; "held" is a node that would host it but for the live holds on it.
@@ -42,76 +45,6 @@ BLOCKS = {
     "pool": "disk (no pool holds it)",
     "held": "room held for buyers (live holds)",
 }
-# The best nodes' order: spread (most room left first) or pack (busy nodes first, the tightest fit
-# first), so a farm's idle nodes can stay asleep.
-STRATEGIES = ("spread", "pack")
-# What the per_node / per_farm limits did to the best nodes.
-LIMITS = {
-    "per_node": "best nodes offered fewer slices than they could take (per_node)",
-    "per_farm": "nodes left out of the best because their farm had its share (per_farm)",
-}
-
-
-@dataclass(frozen=True)
-class Rules:
-    """The asker's placement rules (a buyer's cluster spread over nodes or farms)."""
-
-    exclude_nodes: frozenset[int] = frozenset()  # grid node ids
-    exclude_farms: frozenset[int] = frozenset()
-    per_node: int | None = None  # at most this many slices of the size on one node
-    per_farm: int | None = None  # at most this many slices of the size in one farm, over the best nodes
-    strategy: str = "spread"
-
-    def __post_init__(self):
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
-        for name in ("per_node", "per_farm"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be at least 1, not {value}")
-
-
-NO_RULES = Rules()
-# Ids in one exclude list, at most (a typo'd paste is not a rule).
-EXCLUDE_MAX = 1000
-
-
-class RulesError(ValueError):
-    """Placement rules that cannot be taken; `field` names the input at fault."""
-
-    def __init__(self, message: str, *, field: str):
-        super().__init__(message)
-        self.field = field
-
-
-def ids_parsed(text: str | None, *, field: str) -> frozenset[int]:
-    """ "1774, 2310" -> {1774, 2310}: the page's and the API's comma lists of node or farm ids."""
-    parts = [p.strip() for p in (text or "").replace(" ", ",").split(",") if p.strip()]
-    if len(parts) > EXCLUDE_MAX:
-        raise RulesError(f"{field} lists {len(parts)} ids; at most {EXCLUDE_MAX}", field=field)
-    bad = [p for p in parts if not p.isascii() or not p.isdigit() or len(p) > 10]
-    if bad:
-        raise RulesError(f"{field} must be whole ids separated by commas; {bad[0]!r} is not one", field=field)
-    return frozenset(int(p) for p in parts)
-
-
-def rules_parsed(*, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None) -> Rules:
-    """The rules as a page or the API sends them; RulesError names the input at fault."""
-    for name, value in (("per_node", per_node), ("per_farm", per_farm)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000):
-            raise RulesError(f"{name} must be a whole number from 1 to 10000, not {value!r}", field=name)
-    strategy = strategy or "spread"
-    if strategy not in STRATEGIES:
-        raise RulesError(f"strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}", field="strategy")
-    return Rules(
-        exclude_nodes=ids_parsed(exclude_nodes, field="exclude_nodes"),
-        exclude_farms=ids_parsed(exclude_farms, field="exclude_farms"),
-        per_node=per_node,
-        per_farm=per_farm,
-        strategy=strategy,
-    )
-
-
 # capacity.Shortfall.resource -> the block it is.
 _SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool"}
 BEST_SHOWN = 10
@@ -142,6 +75,9 @@ _NODE_FIELDS = (
     "hidden_mru_per_vm",
     "pool_room_below",
     "pool_room_below_used_sru",
+    "room_mru",
+    "room_sru",
+    "pools_shape",
 )
 
 
@@ -241,7 +177,7 @@ def placement_for(
     held = _held_of(now)
     if every_node:
         return _placement_judged(size, policies, cutoff, best, rules, held)
-    return _placement_counted(size, policies, cutoff, best, rules, held)
+    return _placement_counted(size, policies, cutoff, best, rules, held, now)
 
 
 def _placement_judged(
@@ -277,7 +213,7 @@ _TO_JUDGE = (placement_cut.POOLS_TO_JUDGE, placement_cut.JUDGE_ALONE)
 
 
 def _placement_counted(
-    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict
+    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict, now: datetime
 ) -> Placement:
     """The same answer with the database's first cut: Python judges one node of each group whose
     pools decide (and any node whose policy version is no longer in force), and the best nodes'
@@ -292,20 +228,48 @@ def _placement_counted(
         "below_min_mru": size.mru < capacity.MIN_VM_MRU,
         "exclude_nodes": tuple(sorted(rules.exclude_nodes)),
         "exclude_farms": tuple(sorted(rules.exclude_farms)),
-        "judge_alone": tuple(sorted(held)),  # nodes with live holds: their stored room does not count them
+        # The nodes with live holds, whose stored room does not count them: set apart, judged below.
+        "holds": live_holds(now) if held else None,
     }
     page = max(2 * best, CANDIDATES_PAGE)
     counts = placement_cut.first_cut(charges, **cut)
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
     rows, occupied = _rows_of(samples, always=True)
+    if held:  # two queries, with the holds as a subquery: no list of a thousand ids to send
+        held_nodes = Node.objects.filter(Exists(cut["holds"].filter(node=OuterRef("pk"))))
+        held_rows = {row[0]: row for row in held_nodes.values_list(*_NODE_FIELDS)}
+        rows.update(held_rows)
+        occupied.update(_occupied_of(nodes=held_nodes))
     judged: dict[tuple, capacity.Verdict] = {}
 
     blocked = dict.fromkeys(BLOCKS, 0)
     can_host = 0
     alone: list[NodeVerdict] = []  # judged alone and fitting: among the best by their own room
     refused_shapes: list[str] = []  # groups whose pools refuse the size: no candidate of theirs can host it
+    held_blocks, held_hosts = _held_judged(
+        sorted(held_rows) if held else [],
+        rows,
+        size,
+        policies,
+        occupied,
+        cutoff,
+        judged,
+        rules,
+        held,
+        charges,
+        cut,
+        best,
+    )
+    for block, nodes in held_blocks.items():
+        if block:
+            blocked[block] += nodes
+        else:
+            can_host += nodes
+    alone += held_hosts
     for count in counts:
         block = count.block
+        if block == placement_cut.HELD_APART:
+            continue
         if block in _TO_JUDGE:
             verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged, rules, held)
             block = verdict.blocked_by
@@ -353,6 +317,99 @@ def _placement_counted(
         limited=limited,
         held_nodes=len(held),
     )
+
+
+def _held_judged(pks, rows, size, policies, occupied, cutoff, judged, rules: Rules, held, charges, cut, best):
+    """The nodes with live holds the first cut set apart: each one's block, as the first cut would give it
+    with the held VMs charged (the stored room less their charges and hidden memory), with its pools
+    judged on one node of each group alike (pools_shape and the held slices); and the best of those that
+    fit, judged in full for the answer. A Python cost of arithmetic for each held node, and of
+    capacity's judgement for one node a group and the few best: the stored room makes the rest exact.
+
+    Returns ({block: nodes} with "" for the nodes that fit, [NodeVerdict] of the best that fit)."""
+    need = {c.effective: c for c in charges}
+    blocks: dict[str, int] = {}
+    fitting: list[tuple[tuple, int]] = []  # (order key, pk): judged in full only if among the best
+    judged_hosts: list[NodeVerdict] = []
+    group_verdict: dict[tuple, NodeVerdict] = {}
+    pack = rules.strategy == "pack"
+    for pk in pks:
+        values = dict(zip(_NODE_FIELDS, rows[pk], strict=True))
+        c = need.get(values["effective_policy"])
+        early = _early_block(values, rules, cutoff)
+        if early:
+            blocks[early] = blocks.get(early, 0) + 1
+            continue
+        if c is None or values["room_mru"] is None or values["pools_shape"] == Node.NOT_WORKED_OUT:
+            v = _judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held)
+            blocks[v.blocked_by] = blocks.get(v.blocked_by, 0) + 1
+            if v.fits:
+                judged_hosts.append(v)
+            continue
+        holds = held[pk]
+        held_mru = sum(charge.mru for _, charge in holds) + len(holds) * values["hidden_mru_per_vm"]
+        held_sru = sum(charge.sru for _, charge in holds)
+        left_mru = values["room_mru"] - held_mru - c.need_mru
+        left_sru = values["room_sru"] - held_sru - c.need_sru
+        shape = values["pools_shape"]
+        if cut["below_min_mru"] or values["room_mru"] < c.need_mru:
+            block = "memory"
+        elif values["room_sru"] < c.need_sru:
+            block = "disk"
+        elif shape and _group_block(
+            group_verdict, (shape,), rows[pk], size, policies, occupied, cutoff, judged, rules, {}
+        ):
+            block = "pool"  # its pools refuse the size with no hold at all, as the first cut's group says
+        elif left_mru < 0 or left_sru < 0:
+            block = "held"
+        elif shape:
+            group = (shape, tuple(size_ for size_, _ in holds))
+            block = _group_block(group_verdict, group, rows[pk], size, policies, occupied, cutoff, judged, rules, held)
+        else:
+            block = ""
+        blocks[block] = blocks.get(block, 0) + 1
+        if not block:
+            seen = -values["seen_at"].timestamp() if values["seen_at"] else 0
+            vms = values["slices_rented"] + values["slices_deployed"]
+            key = (
+                (vms == 0, left_mru, left_sru, seen, values["grid_id"])
+                if pack
+                else (-left_mru, -left_sru, seen, values["grid_id"])
+            )
+            fitting.append((key, pk))
+    # Only the best of them are judged in full (their room, words and verdict), in the answer's order.
+    shown, farms = 0, {}
+    for _key, pk in sorted(fitting):
+        if shown >= best:
+            break
+        v = _judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held)
+        judged_hosts.append(v)
+        if rules.per_farm is None or farms.get(v.farm_id, 0) < rules.per_farm:
+            farms[v.farm_id] = farms.get(v.farm_id, 0) + 1
+            shown += 1
+    return blocks, judged_hosts
+
+
+def _early_block(values: dict, rules: Rules, cutoff: datetime) -> str:
+    """The blocks _judge gives before capacity is asked (the first cut's first whens): "" when none holds."""
+    if values["grid_id"] in rules.exclude_nodes:
+        return "node_excluded"
+    if values["farm_id"] in rules.exclude_farms:
+        return "farm_excluded"
+    if values["status"] in ("down", "standby"):
+        return values["status"]
+    if values["used_mru"] is None or values["used_sru"] is None:
+        return "unread"
+    if values["seen_at"] is None or values["seen_at"] < cutoff:
+        return "old"
+    return ""
+
+
+def _group_block(verdicts: dict, group: tuple, row, size, policies, occupied, cutoff, judged, rules, held) -> str:
+    """The block of a group of nodes whose pools judge alike, judged on the first of them met."""
+    if group not in verdicts:
+        verdicts[group] = _judge(row, size, policies, occupied, cutoff, judged, rules, held).blocked_by
+    return verdicts[group]
 
 
 def _best_first(v: NodeVerdict) -> tuple:
@@ -508,7 +565,7 @@ def _held_of(now: datetime) -> dict[int, list[tuple[capacity.Resources, capacity
     """Node pk -> its live holds as (the held slice's size, what it will be charged), in slice order."""
     held: dict[int, list[tuple[capacity.Resources, capacity.Resources]]] = {}
     rows = (
-        Hold.objects.live(now)
+        live_holds(now)
         .order_by("node_id", "slice_index")
         .values_list("node_id", "slice__cru", "slice__mru", "slice__sru", "charge_mru", "charge_sru")
     )
@@ -518,13 +575,14 @@ def _held_of(now: datetime) -> dict[int, list[tuple[capacity.Resources, capacity
     return held
 
 
-def _occupied_of(pks: list[int] | None = None) -> dict[int, list[capacity.Resources]]:
+def _occupied_of(pks: list[int] | None = None, *, nodes=None) -> dict[int, list[capacity.Resources]]:
     """Node pk -> its rented and deployed slices' sizes in slice order (of these nodes): where their disks
     lie decides where the next one goes, in the reported pools or in each plausible layout."""
     occupied: dict[int, list[capacity.Resources]] = {}
     slices = Slice.objects.filter(state__in=Slice.OCCUPIED_STATES)
     rows = (
         (slices if pks is None else slices.filter(node__in=pks))
+        .filter(**({"node__in": nodes.values("pk")} if nodes is not None else {}))
         .order_by("node_id", "index")
         .values_list("node_id", "cru", "mru", "sru")
     )

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Case, CharField, Count, F, Min, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, Exists, F, Min, OuterRef, Q, QuerySet, Value, When
 from django.db.models.functions import Cast
 
 from dashboard.capacity import AWAY_STATUSES
@@ -33,6 +33,8 @@ from dashboard.models import Node
 # node of each group that shares its pools_shape), "judge" must be judged alone.
 POOLS_TO_JUDGE = "pools"
 JUDGE_ALONE = "judge"
+# Nodes with live holds, whose stored room does not count them: selectors.placement charges the holds.
+HELD_APART = "holds"
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,15 @@ def _blocked(
     below_min_mru: bool,
     exclude_nodes: tuple[int, ...] = (),
     exclude_farms: tuple[int, ...] = (),
-    judge_alone: tuple[int, ...] = (),
+    holds: QuerySet | None = None,
 ) -> QuerySet[Node]:
-    """`exclude_nodes` (grid ids) and `exclude_farms` are the asker's rules, first; `judge_alone` (pks)
-    the nodes with live holds, whose stored room does not count them: Python judges them with their holds."""
+    """`holds` (the live holds, a queryset of Hold) sets apart the nodes they are on, before anything:
+    their stored room does not count them, and placement judges them all itself (one count row here, in
+    a subquery, with no list of ids). `exclude_nodes` (grid ids) and `exclude_farms` are the asker's rules."""
     versions = [c.effective for c in charges]
     whens = []
+    if holds is not None:
+        whens.append(When(Exists(holds.filter(node=OuterRef("pk"))), then=Value(HELD_APART)))
     if exclude_nodes:
         whens.append(When(grid_id__in=exclude_nodes, then=Value("node_excluded")))
     if exclude_farms:
@@ -74,8 +79,6 @@ def _blocked(
         When(Q(used_mru__isnull=True) | Q(used_sru__isnull=True), then=Value("unread")),
         When(Q(seen_at__isnull=True) | Q(seen_at__lt=cutoff), then=Value("old")),
     ]
-    if judge_alone:
-        whens.append(When(pk__in=judge_alone, then=Value(JUDGE_ALONE)))
     whens += [
         When(
             ~Q(effective_policy__in=versions) | Q(room_mru__isnull=True) | Q(pools_shape=Node.NOT_WORKED_OUT),

@@ -6,7 +6,8 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from dashboard import capacity
-from dashboard.selectors.placement import STRATEGIES, RulesError, placement_for, rules_parsed
+from dashboard.selectors.placement import placement_for
+from dashboard.selectors.placement_rules import STRATEGIES, RulesError, rules_parsed
 
 # Anything above this is a typo, not a VM (parse_size draws the same line for a node).
 MAX_VM_BYTES = 1024 * capacity.TiB
