@@ -8,7 +8,7 @@ from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import READ, REPORT
-from dashboard.api.inputs import Whole
+from dashboard.api.inputs import Line, Whole
 from dashboard.api.schemas import ErrorOut
 from dashboard.api.writes import api_write
 from dashboard.models import Hold
@@ -39,7 +39,7 @@ class HoldOut(Schema):
 
 class HoldsFilter(Schema):
     node_id: Whole | None = None
-    marketplace_id: str | None = Field(None, max_length=128)
+    marketplace_id: Line | None = Field(None, max_length=128)
 
 
 def hold_out(hold: Hold, now: datetime) -> dict:

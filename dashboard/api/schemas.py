@@ -301,7 +301,7 @@ class DeploymentReportOut(Schema):
 
 class PrecheckIn(Schema):
     slice_index: Whole | None = Field(None, description="ask about this slice only; all free slices otherwise")
-    marketplace_id: str | None = Field(
+    marketplace_id: Line | None = Field(
         None, max_length=128, description="the buyer asking: a slice held for another buyer is refused (409)"
     )
     max_age_seconds: Whole | None = Field(
