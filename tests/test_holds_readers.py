@@ -80,3 +80,21 @@ def test_a_released_hold_is_free_at_once(held_1774, api_call, api_token):
     hold = Hold.objects.get(marketplace_id="live")
     api_call("delete", f"/api/v1/holds/{hold.pk}", api_token("report"))
     assert (fleet_page().totals.free, fleet_page().totals.held) == (7, 0)
+
+
+def test_the_map_cell_leaves_the_held_slice_out_of_free(held_1774, support_client):
+    farm_totals_refresh()
+    first = support_client.get("/map/").content.decode()
+    assert "6 free" in first and "1 held for a buyer" in first
+
+
+def test_the_map_shows_the_slice_free_again_once_the_hold_is_released(held_1774, support_client):
+    # A release writes no node, so the farm's kept cells would still say held: a farm with holds is never kept.
+    from dashboard.models import Hold
+    from dashboard.services.holds import hold_release
+
+    farm_totals_refresh()
+    support_client.get("/map/")
+    hold_release(hold_id=Hold.objects.get(marketplace_id="live").pk, source="command")
+    again = support_client.get("/map/").content.decode()
+    assert "7 free" in again and "held for a buyer" not in again

@@ -38,6 +38,16 @@ def held_by_farm(*, now: datetime, farm_id: int | None = None) -> dict[int, int]
     return dict(holds.order_by().values_list("node__farm_id").annotate(n=Count("pk")))
 
 
+def held_by_grid_id(*, now: datetime, farm_ids: Iterable[int] | None = None, nodes=None) -> dict[int, int]:
+    """The grid's node id -> free slices held at `now`, of these farms or nodes (the map's rows); one query."""
+    holds = live_holds(now)
+    if farm_ids is not None:
+        holds = holds.filter(node__farm_id__in=list(farm_ids))
+    if nodes is not None:
+        holds = holds.filter(node__in=nodes.order_by().values("pk"))
+    return dict(holds.order_by().values_list("node__grid_id").annotate(n=Count("pk")))
+
+
 def held_among(*, now: datetime, nodes: QuerySet[Node] | None = None) -> int:
     """Free slices held at `now` on these nodes (every node when None); one query."""
     holds = live_holds(now)
