@@ -20,6 +20,7 @@ PAGES = {
     "placement_big": ("/placement/?cru=1&mru=4GiB&sru=400GiB", b"Where can a slice go?"),
     "placement_pack_per_farm": ("/placement/?cru=1&mru=4GiB&sru=50GiB&strategy=pack&per_farm=2", b"Where can"),
     "overview": ("/", None),
+    "map": ("/map/", None),
 }
 HOLDS = 1000
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from dashboard import capacity
@@ -236,7 +235,7 @@ def _placement_counted(
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
     rows, occupied = _rows_of(samples, always=True)
     if held:  # two queries, with the holds as a subquery: no list of a thousand ids to send
-        held_nodes = Node.objects.filter(Exists(cut["holds"].filter(node=OuterRef("pk"))))
+        held_nodes = Node.objects.filter(pk__in=cut["holds"].order_by().values("node_id"))
         held_rows = {row[0]: row for row in held_nodes.values_list(*_NODE_FIELDS)}
         rows.update(held_rows)
         occupied.update(_occupied_of(nodes=held_nodes))

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Case, CharField, Count, Exists, F, Min, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, F, Min, Q, QuerySet, Value, When
 from django.db.models.functions import Cast
 
 from dashboard.capacity import AWAY_STATUSES
@@ -64,12 +64,13 @@ def _blocked(
     holds: QuerySet | None = None,
 ) -> QuerySet[Node]:
     """`holds` (the live holds, a queryset of Hold) sets apart the nodes they are on, before anything:
-    their stored room does not count them, and placement judges them all itself (one count row here, in
-    a subquery, with no list of ids). `exclude_nodes` (grid ids) and `exclude_farms` are the asker's rules."""
+    their stored room does not count them, and placement judges them all itself (one count row here, the
+    holds a subquery, with no list of ids). `exclude_nodes` (grid ids) and `exclude_farms` are the asker's rules."""
     versions = [c.effective for c in charges]
     whens = []
     if holds is not None:
-        whens.append(When(Exists(holds.filter(node=OuterRef("pk"))), then=Value(HELD_APART)))
+        # IN (subquery), not a correlated EXISTS: PostgreSQL hashes the held nodes once for every row.
+        whens.append(When(pk__in=holds.order_by().values("node_id"), then=Value(HELD_APART)))
     if exclude_nodes:
         whens.append(When(grid_id__in=exclude_nodes, then=Value("node_excluded")))
     if exclude_farms:
