@@ -3,9 +3,9 @@
     BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/slicedash_bench_holds .venv/bin/python bench/placement_holds.py . 10000
 
 The same seeded fleet is measured twice, the page's server time and queries: first as seeded, then
-after 1,000 holds on free slices of 1,000 nodes picked at random (seeded), each for an hour, made
-through hold_create as the API makes them. Also the overview `/` (its totals and rows read the holds)
-and the API's placement with rules (pack, per_farm).
+after 1,000 holds on free slices of 1,000 nodes picked at random (seeded), each for half an hour, made
+through hold_create as the API makes them. Also placement with rules (pack, per_farm), the overview `/`
+(its totals and rows read the holds) and the map (a farm with a hold is rendered live, not kept).
 """
 
 import json
