@@ -380,9 +380,11 @@ class Hold(models.Model):
         RELEASED = "released", "Released"
         DEPLOYED = "deployed", "Turned into its deployment"
         EXPIRED = "expired", "Expired"
+        RETIRED = "retired", "Its slice was re-carved away"
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="holds")
-    slice = models.ForeignKey(Slice, on_delete=models.CASCADE, related_name="holds")
+    # A re-register that carves the slice away ends the hold ("retired") and keeps it, without its slice.
+    slice = models.ForeignKey(Slice, null=True, blank=True, on_delete=models.SET_NULL, related_name="holds")
     slice_index = models.PositiveIntegerField()
     marketplace_id = models.CharField(max_length=128)
     # What the held VM will be charged on the node (its policy's vm_charge when the hold was made):
