@@ -216,6 +216,7 @@ def test_a_deployed_report_of_the_same_id_turns_the_hold_into_the_deployment(old
     assert response.status_code == 201
     assert Slice.objects.get(node=old_slices, index=5).state == "deployed"
     assert list(Hold.objects.values_list("end", flat=True)) == ["deployed"]
+    assert AuditEvent.objects.get(action="hold.deployed").detail["marketplace_id"] == "contract-1"
 
 
 @pytest.mark.django_db

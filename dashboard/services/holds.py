@@ -168,13 +168,25 @@ def hold_release(*, hold_id: int, by=None, token=None, source: str = "api", now:
     return hold
 
 
-def hold_turned_deployed(*, node: Node, slice_index: int, marketplace_id: str, now: datetime) -> Hold | None:
+def hold_turned_deployed(
+    *, node: Node, slice_index: int, marketplace_id: str, now: datetime, by=None, source: str = "api"
+) -> Hold | None:
     """The live hold of this slice for this id ends as its deployment (called by services.outcomes,
     inside its transaction with the node and slice locked). None when there is none."""
     hold = Hold.objects.live(now).filter(node=node, slice_index=slice_index, marketplace_id=marketplace_id).first()
     if hold is None:
         return None
-    Hold.objects.filter(pk=hold.pk).update(ended_at=now, end=Hold.End.DEPLOYED)
+    hold.ended_at, hold.end = now, Hold.End.DEPLOYED
+    hold.save(update_fields=["ended_at", "end"])
+    where = f"slice {slice_index} of node {node.grid_id}"
+    _audit(
+        hold,
+        "hold.deployed",
+        f"hold of {where} for {marketplace_id!r} became its deployment",
+        by=by,
+        source=source,
+        token=None,
+    )
     return hold
 
 

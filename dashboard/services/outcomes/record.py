@@ -217,7 +217,9 @@ def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, work
     if taken and target.holder == Holder.NOBODY:
         Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.DEPLOYED, updated_at=timezone.now())
     if taken:  # the buyer's hold, if any, has become this deployment
-        hold_turned_deployed(node=node, slice_index=slice_.index, marketplace_id=marketplace_id, now=timezone.now())
+        hold_turned_deployed(
+            node=node, slice_index=slice_.index, marketplace_id=marketplace_id, now=timezone.now(), by=by, source=source
+        )
     deployment = Deployment.objects.create(
         node=node,
         slice=slice_,
