@@ -431,6 +431,73 @@ class Slice(models.Model):
         return self.state in self.OCCUPIED_STATES
 
 
+class HoldQuerySet(models.QuerySet):
+    def live(self, now: datetime) -> "HoldQuerySet":
+        """Holds in force at `now`: not ended, not expired. The one definition every reader applies (an
+        expired hold is free at once, with no worker to end it; hold_create ends it lazily)."""
+        return self.filter(ended_at__isnull=True, expires_at__gt=now)
+
+
+class Hold(models.Model):
+    """One free slice kept for one buyer (a marketplace id) until `expires_at`: off offer to everyone else.
+
+    A hold changes what is on offer, not what is true: the slice stays free in the catalog and the
+    stored figures do not count it; every reader takes the live holds (`Hold.objects.live(now)`) off
+    what it shows, in one query (docs/architecture.md says why). At most one open hold per slice is a
+    partial unique index; hold_create ends an expired one under the node's and slice's locks first.
+    """
+
+    class End(models.TextChoices):
+        RELEASED = "released", "Released"
+        DEPLOYED = "deployed", "Turned into its deployment"
+        EXPIRED = "expired", "Expired"
+        RETIRED = "retired", "Its slice was re-carved away"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="holds")
+    # A re-register that carves the slice away ends the hold ("retired") and keeps it, without its slice.
+    slice = models.ForeignKey(Slice, null=True, blank=True, on_delete=models.SET_NULL, related_name="holds")
+    slice_index = models.PositiveIntegerField()
+    marketplace_id = models.CharField(max_length=128)
+    # What the held VM will be charged on the node (its policy's vm_charge when the hold was made):
+    # placement takes it off the node's room, since the grid's reading does not count it yet.
+    charge_mru = models.BigIntegerField()
+    charge_sru = models.BigIntegerField()
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end = models.CharField(max_length=10, choices=End.choices, blank=True, default="")
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    objects = HoldQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["expires_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["slice"], condition=Q(ended_at__isnull=True), name="one_open_hold_per_slice"
+            ),
+            models.CheckConstraint(condition=Q(expires_at__gt=F("created_at")), name="hold_expires_after_made"),
+            models.CheckConstraint(
+                condition=(Q(ended_at__isnull=True) & Q(end="")) | (Q(ended_at__isnull=False) & ~Q(end="")),
+                name="hold_end_with_its_time",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["expires_at"], condition=Q(ended_at__isnull=True), name="hold_open_expiry"),
+            models.Index(fields=["node", "expires_at"], condition=Q(ended_at__isnull=True), name="hold_open_node"),
+        ]
+
+    def __str__(self) -> str:
+        return f"hold of {self.node} slice {self.slice_index} for {self.marketplace_id!r}"
+
+    def state_at(self, now: datetime) -> str:
+        """live, expired, released or deployed."""
+        if self.end:
+            return self.end
+        return "live" if self.expires_at > now else self.End.EXPIRED
+
+
 class NodeEvent(models.Model):
     """A change one reading of a node showed against the one before (dashboard.node_events says which).
 

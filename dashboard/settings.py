@@ -255,6 +255,9 @@ WAVES_BUDGET = env_int("WAVES_BUDGET", 3, minimum=0)
 WAVES_PAUSE_LIMIT = env_int("WAVES_PAUSE_LIMIT", 300, minimum=1)
 # A bulk re-register over this many stale nodes waits for a second admin's approval (0: never).
 BULK_APPROVAL_OVER = env_int("BULK_APPROVAL_OVER", 0, minimum=0)
+# The longest a buyer may hold one free slice (POST /api/v1/holds ttl_seconds), seconds. The grid's
+# farmerbot claims what it found for 30 minutes; so does the default.
+HOLD_MAX_TTL = env_int("HOLD_MAX_TTL", 1800, minimum=1)
 # A precheck that may answer from the stored reading re-reads one older than READING_MAX_AGE_MINUTES,
 # within this many seconds in all (else it says the grid did not answer in time).
 PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0.1)

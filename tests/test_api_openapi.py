@@ -21,6 +21,9 @@ ENDPOINTS = {
     ("get", "/api/v1/nodes/{node_id}/withhold"),
     ("post", "/api/v1/nodes/{node_id}/withhold"),
     ("delete", "/api/v1/nodes/{node_id}/withhold"),
+    ("post", "/api/v1/holds"),
+    ("get", "/api/v1/holds"),
+    ("delete", "/api/v1/holds/{hold_id}"),
 }
 
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from dashboard.api.writes import WRITE_OPERATIONS, api_write_done
 from dashboard.capacity import GiB
-from dashboard.models import AuditEvent, Deployment, Job, Node, NodeWithhold, Observation, PoolReport, Slice
+from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, NodeWithhold, Observation, PoolReport, Slice
 from dashboard.services.withholds import node_withhold
 
 pytestmark = pytest.mark.django_db
@@ -57,6 +57,7 @@ def rows() -> dict:
             list(NodeWithhold.objects.values_list("pk", "released_at")),
             list(Node.objects.values_list("withheld_reason", "phantom_reasons")),
         ),
+        "holds": Hold.objects.count(),
     }
 
 
@@ -94,6 +95,11 @@ CALLS = {
     ),
     "nodes.withhold": ("act", "/api/v1/nodes/1774/withhold", lambda: {"reason": "disk swap"}),
     "nodes.withhold-release": ("act", "/api/v1/nodes/1774/withhold", lambda: None),
+    "holds.create": (
+        "report",
+        "/api/v1/holds",
+        lambda: {"node_id": 1774, "slice_index": 5, "ttl_seconds": 60, "marketplace_id": "c-1"},
+    ),
 }
 METHODS = {"nodes.pools": "put", "nodes.withhold-release": "delete"}  # the others are POSTs
 # What must be there before the call (a window to release).

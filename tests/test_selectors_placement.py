@@ -130,17 +130,17 @@ def test_it_answers_in_a_fixed_number_of_queries_whatever_the_fleet_size(
 ):
     # The policies, the counts, the groups' samples (rows, occupied slices), the best nodes' candidates
     # (found once the groups that refuse the size are known), their rows and their occupied slices;
-    # judging every node: the policies, the nodes, the occupied slices.
-    with django_assert_num_queries(7):
+    # judging every node: the policies, the nodes, the occupied slices. Both read the live holds once.
+    with django_assert_num_queries(8):
         placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):
         placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
     for node_id in range(5000, 5012):
         sim_node(node_id, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=7, pools=[465 * GiB, 465 * GiB])
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
     assert answer.nodes == Node.objects.count()
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):
         placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
     # Twelve alike nodes are one group, judged once for all: the answer is still every node's.
     _assert_cut_agrees(1, 4 * GiB, 151 * GiB)
@@ -259,8 +259,10 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
         _assert_cut_agrees(cru, mru, sru, best=1)
         for block, nodes in placement_for(cru=cru, mru=mru, sru=sru).blocked.items():
             seen[block] += nodes
-    # The fleet is varied enough to say something: every block but "never read" was met.
-    assert all(seen[block] for block in BLOCKS if block != "unread"), str(seen)
+    # The fleet is varied enough to say something: every block but "never read" was met (the asker's
+    # rules and the holds are tested on their own, tests/test_placement_rules.py).
+    rule_blocks = ("unread", "node_excluded", "farm_excluded", "held")
+    assert all(seen[block] for block in BLOCKS if block not in rule_blocks), seen
     # Candidates read two at a time: the pages after a page whose pools all refuse are read too.
     monkeypatch.setattr("dashboard.selectors.placement.CANDIDATES_PAGE", 1)
     for best in (1, 2, 3, 5):
@@ -301,3 +303,45 @@ def test_a_node_whose_pools_nobody_reported_is_judged_under_every_plausible_layo
         judged = placement_for(cru=1, mru=4 * GiB, sru=sru, every_node=True)
         cut = placement_for(cru=1, mru=4 * GiB, sru=sru)
         assert (judged.can_host, cut.can_host) == (int(fits), int(fits)), sru
+
+
+@pytest.mark.django_db
+def test_the_first_cut_agrees_with_live_holds_and_the_askers_rules(varied_fleet):
+    from dashboard.models import Slice
+    from dashboard.selectors.placement_rules import Rules
+    from dashboard.services.holds import hold_create
+
+    # Holds on nodes of every kind: one slice, most of a node, an expired one (free again at `now`).
+    now = timezone.now()
+    for grid_id, count in ((1774, 1), (2310, 4), (2456, 2), (2457, 1), (2877, 2), (4000, 1), (4001, 3), (2733, 1)):
+        free = Slice.objects.filter(node__grid_id=grid_id, state="free").order_by("index")[:count]
+        for s in free:
+            hold_create(node_id=grid_id, slice_index=s.index, ttl_seconds=600, marketplace_id=f"m-{s.pk}", now=now)
+    gone = Slice.objects.filter(node__grid_id=4002, state="free").first()
+    hold_create(
+        node_id=4002, slice_index=gone.index, ttl_seconds=60, marketplace_id="gone", now=now - timedelta(hours=1)
+    )
+    seen_held = 0
+    for rules in (
+        Rules(),
+        Rules(strategy="pack"),
+        Rules(per_farm=1, per_node=2),
+        Rules(exclude_farms=frozenset({58}), strategy="pack", per_farm=2),
+    ):
+        for cru, mru, sru in SIZES.values():
+            for best in (1, 3, 10):
+                asked = dict(cru=cru, mru=mru, sru=sru, best=best, rules=rules, now=now)
+                judged = placement_for(**asked, every_node=True)
+                answer = placement_for(**asked)
+                assert answer.blocked == judged.blocked, (
+                    rules,
+                    cru,
+                    mru,
+                    sru,
+                    best,
+                    {v.node_id: v.blocked_by for v in judged.verdicts},
+                )
+                assert _answer_of(answer) == _answer_of(judged), (rules, cru, mru, sru, best)
+                assert answer.limited == judged.limited
+                seen_held += answer.blocked["held"]
+    assert seen_held  # some node was blocked by its holds alone

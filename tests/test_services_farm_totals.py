@@ -27,7 +27,7 @@ def summed_now() -> list[FarmSums]:
 
 def kept_rows() -> list[FarmSums]:
     """What FarmTotals holds, as FarmSums (farms with nodes only)."""
-    names = [f for f in FarmSums.__dataclass_fields__]
+    names = [f for f in FarmSums.__dataclass_fields__ if f != "held"]  # holds are read live, never kept
     rows = FarmTotals.objects.filter(nodes__gt=0).order_by("farm_id").values_list(*names)
     return [FarmSums(**dict(zip(names, row, strict=True))) for row in rows]
 
@@ -36,7 +36,7 @@ def test_the_tiers_are_the_fleet_pages():
     from dashboard.selectors import farm_totals as totals
 
     assert (totals.NOW, totals.AFTER_WAKE, totals.BLOCKED) == (TIERS["now"], TIERS["after-wake"], TIERS["blocked"])
-    assert set(AGGREGATES) == {f for f in FarmSums.__dataclass_fields__ if f != "farm_id"}
+    assert set(AGGREGATES) == {f for f in FarmSums.__dataclass_fields__ if f not in ("farm_id", "held")}
 
 
 @pytest.fixture

@@ -18,9 +18,10 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Throttled, ValidationError
 
-from dashboard.api import deployments, explain, jobs, nodes, placement, policies, withholds
+from dashboard.api import deployments, explain, holds, jobs, nodes, placement, policies, withholds
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble
+from dashboard.services.holds import HoldConflict, HoldError, HoldNotFound
 from dashboard.services.jobs import JobError
 from dashboard.services.outcomes import OutcomeConflict, OutcomeError
 
@@ -40,7 +41,7 @@ api = NinjaAPI(
     throttle=[TokenRateThrottle()],
 )
 
-for module in (nodes, placement, jobs, deployments, policies, explain, withholds):
+for module in (nodes, placement, holds, jobs, deployments, policies, explain, withholds):
     api.add_router("/", module.router)
 
 
@@ -70,6 +71,12 @@ def _bad_input(request, exc: BadInput):
 @api.exception_handler(OutcomeError)
 def _outcome_refused(request, exc: OutcomeError):
     return _error(request, 409 if isinstance(exc, OutcomeConflict) else 400, str(exc), exc.field)
+
+
+@api.exception_handler(HoldError)
+def _hold_refused(request, exc: HoldError):
+    status = 409 if isinstance(exc, HoldConflict) else 404 if isinstance(exc, HoldNotFound) else 400
+    return _error(request, status, str(exc), exc.field)
 
 
 @api.exception_handler(JobError)

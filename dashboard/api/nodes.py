@@ -25,10 +25,11 @@ from dashboard.api.schemas import (
 )
 from dashboard.api.writes import api_write
 from dashboard.grid.types import GridError
-from dashboard.models import Job, Node
+from dashboard.models import Hold, Job, Node
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
 from dashboard.selectors.uptime import uptime_percent
+from dashboard.services.holds import HoldConflict, hold_words
 from dashboard.services.jobs import job_request
 from dashboard.services.pools import PoolsError, pools_report
 from dashboard.services.precheck import precheck_answer, precheck_run
@@ -135,7 +136,8 @@ def node(request, node_id: int = node_id_path()):
             "nominal": detail.nominal,
             "deployable": detail.deployable,
             "gap": detail.gap,
-            "free": detail.free,
+            "free": detail.offered,
+            "held": detail.held,
             "occupied": detail.occupied,
             "placeable_now": detail.placeable_now,
             "phantom": detail.phantom,
@@ -220,6 +222,13 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
             f"node {node_id} has no free slice {asked}; ask about a free slice, or leave slice_index out",
             field="slice_index",
         )
+    holds = list(Hold.objects.live(timezone.now()).filter(node=target).select_related("node"))
+    buyer = (body.marketplace_id or "").strip() if body else ""
+    refused = next((h for h in holds if h.slice_index == asked and h.marketplace_id != buyer), None)
+    if refused is not None:
+        raise HoldConflict(
+            f"slice {asked} of node {node_id} is off offer: {hold_words(refused, timezone.now())}", field="slice_index"
+        )
     with api_write("nodes.precheck", request):
         try:
             if body is not None and body.max_age_seconds is not None:
@@ -232,6 +241,10 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
         answer["slice"] = (
             next((v for v in answer["verdicts"] if v["slice"] == asked), None) if asked is not None else None
         )
+        answer["held_slices"] = [
+            {"slice": h.slice_index, "hold_id": h.pk, "marketplace_id": h.marketplace_id, "expires_at": h.expires_at}
+            for h in holds
+        ]
         answer = PrecheckOut.model_validate(answer)
     return answer
 

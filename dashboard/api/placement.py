@@ -5,8 +5,10 @@ from __future__ import annotations
 from ninja import Query, Router
 
 from dashboard.api.auth import READ
+from dashboard.api.errors import BadInput
 from dashboard.api.schemas import ErrorOut, PlacementIn, PlacementOut
 from dashboard.selectors.placement import placement_for
+from dashboard.selectors.placement_rules import RulesError, rules_parsed
 
 router = Router(tags=["fleet"])
 
@@ -18,12 +20,27 @@ router = Router(tags=["fleet"])
     summary="Where a slice of this size can go now (no grid read)",
 )
 def placement(request, size: Query[PlacementIn]):
-    answer = placement_for(cru=size.cru, mru=size.mru, sru=size.sru, best=size.best)
+    """With the asker's rules: exclusions, per_node and per_farm limits, and the strategy; the answer
+    counts the nodes each exclusion blocked and what each limit held back (`limited`)."""
+    try:
+        rules = rules_parsed(
+            exclude_nodes=size.exclude_nodes,
+            exclude_farms=size.exclude_farms,
+            per_node=size.per_node,
+            per_farm=size.per_farm,
+            strategy=size.strategy,
+        )
+    except RulesError as exc:
+        raise BadInput(str(exc), field=exc.field) from None
+    answer = placement_for(cru=size.cru, mru=size.mru, sru=size.sru, best=size.best, rules=rules)
     return {
         "size": {"cru": size.cru, "mru": size.mru, "sru": size.sru},
         "nodes": answer.nodes,
         "can_host": answer.can_host,
         "blocked": answer.blocked,
         "reading_max_age_seconds": answer.reading_max_age,
+        "strategy": rules.strategy,
+        "limited": answer.limited,
+        "held_nodes": answer.held_nodes,
         "best": answer.best,
     }

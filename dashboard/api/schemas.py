@@ -32,7 +32,8 @@ class FleetTotalsOut(Schema):
     nominal: int = Field(description="slices in the stored catalogs")
     deployable: int = Field(description="slices the policies in force carve")
     gap: int = Field(description="nominal - deployable; above 0, catalogs offer more than the nodes hold")
-    free: int
+    free: int = Field(description="free slices on offer (those held for a buyer are in held)")
+    held: int = Field(0, description="free slices held for a buyer now (live holds)")
     rented: int
     deployed: int
     failed: int
@@ -68,7 +69,8 @@ class NodeRowOut(Schema):
         description='when its deployable slices can be used: "now" (up), "after-wake" (standby), "blocked" (down, unknown)'
     )
     gap: int
-    free: int
+    free: int = Field(description="free slices on offer (those held for a buyer are in held)")
+    held: int = Field(0, description="free slices held for a buyer now (live holds)")
     rented: int
     deployed: int
     failed: int
@@ -124,7 +126,8 @@ class NodeFiguresOut(Schema):
     nominal: int
     deployable: int
     gap: int
-    free: int
+    free: int = Field(description="free slices on offer (those a buyer holds are counted in held, not here)")
+    held: int = Field(0, description="free slices held for a buyer until their hold ends (POST /api/v1/holds)")
     occupied: int = Field(description="rented or deployed slices")
     placeable_now: int | None
     phantom: int | None
@@ -341,6 +344,9 @@ class DeploymentReportOut(Schema):
 
 class PrecheckIn(Schema):
     slice_index: Whole | None = Field(None, description="ask about this slice only; all free slices otherwise")
+    marketplace_id: Line | None = Field(
+        None, max_length=128, description="the buyer asking: a slice held for another buyer is refused (409)"
+    )
     max_age_seconds: Whole | None = Field(
         None,
         description="answer from the stored reading when it is at most this old (never past READING_MAX_AGE_MINUTES: "
@@ -354,6 +360,13 @@ class PrecheckVerdictOut(Schema):
     needed: ResourcesOut
     available: ResourcesOut
     words: str
+
+
+class HeldSliceOut(Schema):
+    slice: int
+    hold_id: int
+    marketplace_id: str
+    expires_at: datetime
 
 
 class PrecheckOut(Schema):
@@ -376,6 +389,9 @@ class PrecheckOut(Schema):
     verdicts: list[PrecheckVerdictOut]
     words: str
     slice: PrecheckVerdictOut | None = Field(None, description="the asked slice's verdict, when one was asked")
+    held_slices: list[HeldSliceOut] = Field(
+        default_factory=list, description="free slices off offer now: held for a buyer until their expiry"
+    )
 
 
 class ReregisterIn(Schema):
@@ -416,6 +432,17 @@ class PlacementIn(Schema):
     mru: int = Field(ge=250 * 1024**2, le=1024**5, description="memory, bytes (ZOS refuses less than 250 MiB)")
     sru: int = Field(ge=0, le=1024**5, description="data disk, bytes (the root filesystem comes on top)")
     best: int = Field(10, ge=0, le=100, description="how many of the best nodes to list")
+    exclude_nodes: str | None = Field(None, max_length=12000, description="node ids never to offer, e.g. 1774,2310")
+    exclude_farms: str | None = Field(None, max_length=12000, description="farm ids never to offer, e.g. 4242")
+    per_node: int | None = Field(None, description="at most this many slices of the size on one node (1 to 10000)")
+    per_farm: int | None = Field(
+        None, description="at most this many slices of the size in one farm, over the best nodes (1 to 10000)"
+    )
+    strategy: str = Field(
+        "spread",
+        description="spread: most room left first; pack: nodes already running VMs first, the tightest fit first "
+        "(so a farm's idle nodes can stay asleep)",
+    )
 
 
 class PlacementNodeOut(Schema):
@@ -429,6 +456,7 @@ class PlacementNodeOut(Schema):
     room_mru: int = Field(description="memory left after the slice, bytes")
     room_sru: int = Field(description="SSD left after the slice (node total; a pool may hold less), bytes")
     could_take: int | None = Field(description="slices of this size it could take one after another (up to 100)")
+    take: int | None = Field(None, description="the slices offered there: could_take within per_node and per_farm")
     words: str = Field(description="the precheck's verdict on the node's last reading, in words")
 
 
@@ -439,10 +467,18 @@ class PlacementOut(Schema):
         description="nodes whose last reading places it now; with the blocked counts it adds up to nodes"
     )
     blocked: dict[str, int] = Field(
-        description="nodes that cannot host it, by the first block that holds: down, standby, unread (never read), "
-        "old (reading older than reading_max_age_seconds), memory, disk (total), pool (no pool holds it)"
+        description="nodes that cannot host it, by the first block that holds: node_excluded, farm_excluded (the asked "
+        "exclusions), down, standby, unread (never read), old (reading older than reading_max_age_seconds), memory, "
+        "disk (total), pool (no pool holds it), held (it would fit but for the live holds on it)"
     )
     reading_max_age_seconds: int
+    strategy: str = "spread"
+    limited: dict[str, int] = Field(
+        default_factory=dict,
+        description="per_node: best nodes offered fewer slices than they could take; per_farm: nodes left out of "
+        "the best because their farm had its share",
+    )
+    held_nodes: int = Field(0, description="nodes with live holds, judged with the held VMs counted as running")
     best: list[PlacementNodeOut] = Field(
         description="most memory left after it first, then most disk, then the freshest reading"
     )

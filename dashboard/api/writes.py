@@ -34,6 +34,7 @@ WRITE_OPERATIONS = (
     "nodes.pools",
     "nodes.withhold",
     "nodes.withhold-release",
+    "holds.create",
 )
 
 

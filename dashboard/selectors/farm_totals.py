@@ -11,12 +11,14 @@ So a read costs one row a farm plus the nodes of the farms written since the las
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
 from django.db.models import Count, F, Min, Q, Sum
+from django.utils import timezone
 
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
+from dashboard.selectors.holds import held_among, held_by_farm
 
 # The tiers of selectors.fleet: deployable by what a node's status allows today.
 NOW, AFTER_WAKE, BLOCKED = ("up",), ("standby",), ("down", "unknown")
@@ -43,17 +45,21 @@ class FarmSums:
     deployable_after_wake: int = 0
     deployable_blocked: int = 0
     oldest_reading_at: datetime | None = None
+    # Free slices held for a buyer now (live holds): read at each read, never kept; `free` is then the
+    # free slices on offer, those held left out (selectors.holds).
+    held: int = 0
 
     @classmethod
     def total(cls, farms: list[FarmSums]) -> FarmSums:
         """The farms added up (farm_id 0; the oldest reading is the oldest of all)."""
         sums = {f.name: sum(getattr(farm, f.name) for farm in farms) for f in fields(cls) if f.name not in _NOT_SUMMED}
+        sums["held"] = sum(farm.held for farm in farms)
         readings = [farm.oldest_reading_at for farm in farms if farm.oldest_reading_at is not None]
         return cls(farm_id=0, oldest_reading_at=min(readings, default=None), **sums)
 
 
 _NOT_SUMMED = ("farm_id", "oldest_reading_at")
-COUNTED = [f.name for f in fields(FarmSums) if f.name not in _NOT_SUMMED]
+COUNTED = [f.name for f in fields(FarmSums) if f.name not in (*_NOT_SUMMED, "held")]
 
 # Every FarmSums figure as an aggregate over one farm's Node rows.
 AGGREGATES = dict(
@@ -93,7 +99,12 @@ def farm_totals(*, farm_id: int | None = None) -> list[FarmSums]:
     names = ["farm_id", *COUNTED, "oldest_reading_at"]
     kept = [FarmSums(**dict(zip(names, values, strict=True))) for values in rows.values_list(*names)]
     live = summed(Node.objects.filter(farm_id__in=behind)) if behind else []
-    return sorted([*kept, *live], key=lambda s: s.farm_id)
+    held = held_by_farm(now=timezone.now(), farm_id=farm_id)
+    return sorted([_offered(s, held.get(s.farm_id, 0)) for s in (*kept, *live)], key=lambda s: s.farm_id)
+
+
+def _offered(sums: FarmSums, held: int) -> FarmSums:
+    return replace(sums, free=max(sums.free - held, 0), held=held) if held else sums
 
 
 def fleet_totals() -> FarmSums:
@@ -104,9 +115,10 @@ def fleet_totals() -> FarmSums:
     )
     oldest = sums.pop("oldest")
     kept = FarmSums(farm_id=0, oldest_reading_at=oldest, **{k: int(v or 0) for k, v in sums.items()})
+    held = held_among(now=timezone.now())
     if not behind:
-        return kept
-    return FarmSums.total([kept, *summed(Node.objects.filter(farm_id__in=behind))])
+        return _offered(kept, held)
+    return _offered(FarmSums.total([kept, *summed(Node.objects.filter(farm_id__in=behind))]), held)
 
 
 def summed(nodes) -> list[FarmSums]:

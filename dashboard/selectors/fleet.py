@@ -7,7 +7,7 @@ whatever the fleet size; filters and sorts are SQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.core.paginator import Page, Paginator
@@ -18,6 +18,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.models import Node, reading_is_uncertain
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
+from dashboard.selectors.holds import held_among, held_by_node
 
 # Sort keys; "-" in front sorts descending. "seen" is short for "seen_at". A missing value
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
@@ -104,6 +105,8 @@ class NodeRow:
             return ""
         return f"{closed.label}: {closed.detail}" if closed.detail else closed.label
 
+    held: int = 0  # free slices held for a buyer now; `free` leaves them out (selectors.holds)
+
     @property
     def uncertain(self) -> bool:
         """Its figures rest on no reading or one past READING_MAX_AGE_MINUTES: neither phantom nor fine."""
@@ -141,6 +144,7 @@ class FleetTotals:
     deployable_now: int = 0
     deployable_after_wake: int = 0
     deployable_blocked: int = 0
+    held: int = 0  # free slices held for a buyer now; `free` leaves them out
 
     @property
     def gap(self) -> int:
@@ -192,9 +196,10 @@ def fleet_overview(
     Totals are over the rows returned. ValueError for an unknown sort key or status.
     """
     nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    rows = [_node_row(values) for values in _ordered(nodes, sort).values_list(*_ROW_FIELDS)]
     whole = keeps_whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    return FleetOverview(rows=rows, totals=_totals(nodes, whole_farms=whole, farm_id=farm_id))
+    totals = _totals(nodes, whole_farms=whole, farm_id=farm_id)
+    rows = [_node_row(values) for values in _ordered(nodes, sort).values_list(*_ROW_FIELDS)]
+    return FleetOverview(rows=_offered(rows) if totals.held else rows, totals=totals)
 
 
 def fleet_page(
@@ -222,13 +227,25 @@ def fleet_page(
     paginator.count = totals.nodes  # the totals counted them already
     shown = paginator.get_page(page)
     shown.object_list = [_node_row(values) for values in shown.object_list]
+    if totals.held:  # no live hold among these nodes: no query for the rows' holds
+        shown.object_list = _offered(shown.object_list)
     return FleetPage(page=shown, totals=totals)
 
 
 def fleet_rows(*, node_pks) -> dict[int, NodeRow]:
     """The same figures for chosen nodes (node pk -> row), e.g. one admin page; one query."""
-    rows = (_node_row(values) for values in Node.objects.filter(pk__in=list(node_pks)).values_list(*_ROW_FIELDS))
-    return {row.pk: row for row in rows}
+    rows = [_node_row(values) for values in Node.objects.filter(pk__in=list(node_pks)).values_list(*_ROW_FIELDS)]
+    return {row.pk: row for row in _offered(rows)}
+
+
+def _offered(rows: list[NodeRow]) -> list[NodeRow]:
+    """The rows with their live holds taken off the free slices on offer: one query for all of them."""
+    held = held_by_node(now=timezone.now(), node_pks=[row.pk for row in rows]) if rows else {}
+    if not held:
+        return rows
+    return [
+        replace(row, free=max(row.free - held[row.pk], 0), held=held[row.pk]) if row.pk in held else row for row in rows
+    ]
 
 
 def fleet_nodes(
@@ -350,6 +367,7 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
             deployable_now=t.deployable_now,
             deployable_after_wake=t.deployable_after_wake,
             deployable_blocked=t.deployable_blocked,
+            held=t.held,
         )
     # Aggregate names must not be the columns' own names, hence the prefix.
     figures = nodes.aggregate(
@@ -370,7 +388,9 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
         total_deployable_after_wake=Sum("deployable", filter=Q(status__in=TIERS["after-wake"])),
         total_deployable_blocked=Sum("deployable", filter=Q(status__in=TIERS["blocked"])),
     )
-    return FleetTotals(**{name.removeprefix("total_"): int(value or 0) for name, value in figures.items()})
+    totals = FleetTotals(**{name.removeprefix("total_"): int(value or 0) for name, value in figures.items()})
+    held = held_among(now=timezone.now(), nodes=nodes)
+    return replace(totals, free=max(totals.free - held, 0), held=held) if held else totals
 
 
 def _node_row(values: tuple) -> NodeRow:

@@ -10,6 +10,9 @@ function (`farm_cells`) from its nodes' values, in one of two ways:
   yet is rendered live, and not kept. A page then costs one row a farm, not one row a node.
 - live (any other filter): one query of plain values over the matching nodes.
 
+A farm with a live hold (selectors.holds) is rendered live and never kept: a hold ends by itself, so no
+key could name the farm's state. Its held slices are not free in its cells (one query for the holds).
+
 Nothing here writes to the database: the cache is the only thing a read fills.
 """
 
@@ -22,11 +25,13 @@ from operator import itemgetter
 
 from django.core.cache import caches
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.capacity import PHANTOM_REASONS
 from dashboard.models import FarmTotals, Node
 from dashboard.selectors.farm_totals import farms_behind
 from dashboard.selectors.fleet import fleet_nodes, keeps_whole_farms
+from dashboard.selectors.holds import held_by_farm, held_by_grid_id
 
 # What a cell can say, worst first; a node shows the first that holds. The words are the legend's.
 STATES = {
@@ -128,16 +133,21 @@ def fleet_map(
     return FleetMap(farms=farms, nodes=sum(counts.values()), counts=counts)
 
 
-def farm_cells(rows, href: tuple[str, str]) -> FarmCells:
-    """One farm's cells from its nodes' values (`_FIELDS`, in node order); `href` is `node_href()`.
+def farm_cells(rows, href: tuple[str, str], held: dict[int, int] | None = None) -> FarmCells:
+    """One farm's cells from its nodes' values (`_FIELDS`, in node order); `href` is `node_href()`;
+    `held`, grid node id -> free slices held for a buyer now (off offer: neither free nor placeable).
     The one place the cells' markup is written, for both ways of reading the map."""
     before, after = href
     farm_name, counts, links = "", {}, []
     for node_id, farm_id, name, *figures in rows:
         farm_name = farm_name or name
+        n = (held or {}).get(node_id, 0)
+        if n:  # status, free, ..., placeable: the held slices taken off what is on offer
+            figures[1] = max(figures[1] - n, 0)
+            figures[6] = None if figures[6] is None else max(figures[6] - n, 0)
         state = cell_state(*figures)
         counts[state] = counts.get(state, 0) + 1
-        label = escape(cell_label(node_id, farm_id, state, *figures))
+        label = escape(cell_label(node_id, farm_id, state, *figures) + (f"; {n} held for a buyer" if n else ""))
         links.append(
             f'<a class="cell s-{state}" href="{before}{node_id}{after}" data-node="{node_id}" '
             f'data-state="{state}" aria-label="{label}"></a>'
@@ -155,11 +165,15 @@ def node_href() -> tuple[str, str]:
 def _live_farms(nodes) -> list[FarmGroup]:
     href = node_href()
     rows = nodes.order_by("farm_id", "grid_id").values_list(*_FIELDS)
-    return [_group(farm_id, farm_cells(farm, href)) for farm_id, farm in groupby(rows, key=itemgetter(1))]
+    held = held_by_grid_id(now=timezone.now(), nodes=nodes)
+    return [_group(farm_id, farm_cells(farm, href, held)) for farm_id, farm in groupby(rows, key=itemgetter(1))]
 
 
 def _kept_farms(*, farm_id: int | None) -> list[FarmGroup]:
-    behind = farms_behind(farm_id=farm_id)
+    now = timezone.now()
+    # A farm with a live hold is made live, as a farm behind is: its cells change when a hold ends.
+    held_farms = set(held_by_farm(now=now, farm_id=farm_id))
+    behind = farms_behind(farm_id=farm_id) | held_farms
     rows = FarmTotals.objects.filter(nodes__gt=0).exclude(farm_id__in=behind)
     if farm_id is not None:
         rows = rows.filter(farm_id=farm_id)
@@ -169,7 +183,7 @@ def _kept_farms(*, farm_id: int | None) -> list[FarmGroup]:
     cells = {farm: found[key] for farm, key in keys.items() if key in found}
     to_make = sorted({*behind, *(farm for farm in keys if farm not in cells)})
     if to_make:
-        made = _cells_made(to_make)
+        made = _cells_made(to_make, now=now, held_farms=held_farms)
         cells.update(made)
         # Kept only under a refreshed farm's key: a farm behind has no key that names its state yet.
         store.set_many({keys[farm]: made[farm] for farm in made if farm in keys}, timeout=CACHE_SECONDS)
@@ -181,11 +195,13 @@ def _cache_key(farm_id: int, computed_at) -> str:
     return f"fleet-map:{farm_id}:{computed_at.isoformat() if computed_at else '-'}"
 
 
-def _cells_made(farms: list[int]) -> dict[int, FarmCells]:
+def _cells_made(farms: list[int], *, now, held_farms: set[int]) -> dict[int, FarmCells]:
     """These farms' cells made from their nodes now (a farm with no node left: no cell)."""
     href = node_href()
     nodes = Node.objects.filter(farm_id__in=farms).order_by("farm_id", "grid_id").values_list(*_FIELDS)
-    made = {farm: farm_cells(rows, href) for farm, rows in groupby(nodes, key=itemgetter(1))}
+    with_holds = held_farms.intersection(farms)
+    held = held_by_grid_id(now=now, farm_ids=with_holds) if with_holds else {}
+    made = {farm: farm_cells(rows, href, held) for farm, rows in groupby(nodes, key=itemgetter(1))}
     empty = FarmCells(farm_name="", counts={}, html="")
     return {farm: made.get(farm, empty) for farm in farms}
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.closure_facts import closure_of
-from dashboard.models import Deployment, Job, Node, Observation, PoolReport, Slice
+from dashboard.models import Deployment, Hold, Job, Node, Observation, PoolReport, Slice
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
@@ -75,6 +75,7 @@ class CatalogSlice:
     last_deployment_cause: str | None
     # None when the node was never read; else whether the last reading leaves room for it.
     fits_now: bool | None
+    hold: Hold | None = None  # the live hold keeping this free slice for one buyer
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,16 @@ class NodeDetail:
     turned_away_deployments: int = 0  # our precheck stopped them: nothing was sent to the grid
     observations: tuple[Observation, ...] = ()  # the live ones, newest first
     reconciliation: Reconciliation | None = None  # catalog, grid and lessons side by side
+    holds: tuple[Hold, ...] = ()  # the live holds of its free slices (off offer until they end)
+
+    @property
+    def held(self) -> int:
+        return len(self.holds)
+
+    @property
+    def offered(self) -> int:
+        """Free slices on offer: the free ones no buyer holds."""
+        return self.free - self.held
 
     @property
     def pools_known(self) -> bool:
@@ -233,6 +244,8 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     if verdict_lines is not None:
         fits_by_index = {v.index: v.fits for v in verdict_lines}
 
+    holds = tuple(Hold.objects.live(timezone.now()).filter(node=node).order_by("slice_index"))
+    hold_of = {h.slice_index: h for h in holds}
     catalog = tuple(
         CatalogSlice(
             slice=s,
@@ -240,6 +253,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
             last_deployment_state=s.last_deployment_state,
             last_deployment_cause=s.last_deployment_cause or None,
             fits_now=fits_by_index.get(s.index) if s.state == Slice.State.FREE and used is not None else None,
+            hold=hold_of.get(s.index),
         )
         for s in slices
     )
@@ -272,6 +286,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         reconciliation=node_reconcile(
             node=node, policy=policy, occupied=occupied, observations=observations, now=timezone.now()
         ),
+        holds=holds,
     )
 
 

@@ -18,7 +18,7 @@ blocked by its age, whatever its numbers say (the alert calls the same readings 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -28,16 +28,23 @@ from dashboard import capacity
 from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node, Policy, Slice
 from dashboard.selectors import placement_cut
+from dashboard.selectors.holds import live_holds
+from dashboard.selectors.placement_rules import LIMITS, NO_RULES, Rules
 
-# Why a node cannot host the slice now, in the order they are judged (the first one that holds).
-# A closed node first (capacity.closures: down, standby, ...; a new closure reason is a block with no edit).
+# Why a node cannot host the slice now, in the order they are judged (the first one that holds). The
+# first two are the asker's rules; then a closed node (capacity.closures: down, standby, withheld,
+# rented, ...; a new closure reason is a block with no edit); "held" is a node that would host it but
+# for the live holds on it.
 BLOCKS = {
+    "node_excluded": "node excluded (exclude_nodes)",
+    "farm_excluded": "farm excluded (exclude_farms)",
     **{key: reason.label for key, reason in capacity.CLOSURE_REASONS.items()},
     "unread": "never read from the grid",
     "old": "reading too old",
     "memory": "memory",
     "disk": "disk (total)",
     "pool": "disk (no pool holds it)",
+    "held": "room held for buyers (live holds)",
 }
 # capacity.Shortfall.resource -> the block it is.
 _SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool"}
@@ -70,6 +77,9 @@ _NODE_FIELDS = (
     "hidden_mru_per_vm",
     "pool_room_below",
     "pool_room_below_used_sru",
+    "room_mru",
+    "room_sru",
+    "pools_shape",
 )
 
 
@@ -86,6 +96,8 @@ class NodeVerdict:
     verdict: capacity.Verdict | None  # None: no reading, or the node is closed
     could_take: int | None = None  # how many of the size, one after another (the best nodes only)
     closure_detail: str = ""  # the closure's detail when blocked_by is a closure
+    vms: int = 0  # rented and deployed slices: pack fills the busy nodes first
+    take: int | None = None  # the slices this answer offers there: could_take within per_node / per_farm
 
     @property
     def fits(self) -> bool:
@@ -122,6 +134,9 @@ class Placement:
     best: tuple[NodeVerdict, ...]
     reading_max_age: int  # seconds
     verdicts: tuple[NodeVerdict, ...] = field(default=(), repr=False)  # every node, by node id
+    rules: Rules = NO_RULES
+    limited: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LIMITS, 0))
+    held_nodes: int = 0  # nodes with live holds, judged with them
 
     @property
     def blocked_total(self) -> int:
@@ -133,12 +148,23 @@ class Placement:
         return tuple((key, BLOCKS[key], count) for key, count in self.blocked.items())
 
     @property
+    def limited_rows(self) -> tuple[tuple[str, str, int], ...]:
+        return tuple((key, LIMITS[key], count) for key, count in self.limited.items())
+
+    @property
     def reading_max_age_delta(self) -> timedelta:
         return timedelta(seconds=self.reading_max_age)
 
 
 def placement_for(
-    *, cru: int, mru: int, sru: int, best: int = BEST_SHOWN, now: datetime | None = None, every_node: bool = False
+    *,
+    cru: int,
+    mru: int,
+    sru: int,
+    best: int = BEST_SHOWN,
+    now: datetime | None = None,
+    every_node: bool = False,
+    rules: Rules = NO_RULES,
 ) -> Placement:
     """How many registered nodes could host a VM of this size now, what blocks the others, and
     the best ones to try: most memory left after it, then most disk, then the freshest reading.
@@ -149,39 +175,50 @@ def placement_for(
     """
     size = capacity.SliceSize(cru=cru, mru=mru, sru=sru)
     policies = _policies()
-    cutoff = (now or timezone.now()) - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
+    # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
+    held = _held_of(now)
     if every_node:
-        return _placement_judged(size, policies, cutoff, best)
-    return _placement_counted(size, policies, cutoff, best)
+        return _placement_judged(size, policies, cutoff, best, rules, held)
+    return _placement_counted(size, policies, cutoff, best, rules, held, now)
 
 
-def _placement_judged(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
+def _placement_judged(
+    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict
+) -> Placement:
     rows = list(Node.objects.order_by("grid_id").values_list(*_NODE_FIELDS))
     occupied = _occupied_of()
     judged: dict[tuple, capacity.Verdict] = {}  # many nodes share a size, a reading and a policy
-    verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged) for row in rows)
+    verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged, rules, held) for row in rows)
 
     by_node_id = {row[1]: row for row in rows}
     blocked = dict.fromkeys(BLOCKS, 0)
     for v in verdicts:
         if v.blocked_by:
             blocked[v.blocked_by] += 1
-    hosts = sorted((v for v in verdicts if v.fits), key=_best_first)
+    hosts = sorted((v for v in verdicts if v.fits), key=_order_of(rules))
+    shown, limited = _limited(hosts, size, by_node_id, policies, occupied, held, rules, best)
     return Placement(
         size=size,
         nodes=len(verdicts),
         can_host=len(verdicts) - sum(blocked.values()),
         blocked=blocked,
-        best=tuple(_with_could_take(v, size, by_node_id, policies, occupied) for v in hosts[:best]),
+        best=shown,
         reading_max_age=settings.ALERT_READING_MAX_AGE,
         verdicts=verdicts,
+        rules=rules,
+        limited=limited,
+        held_nodes=len(held),
     )
 
 
 _TO_JUDGE = (placement_cut.POOLS_TO_JUDGE, placement_cut.JUDGE_ALONE)
 
 
-def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int) -> Placement:
+def _placement_counted(
+    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict, now: datetime
+) -> Placement:
     """The same answer with the database's first cut: Python judges one node of each group whose
     pools decide (and any node whose policy version is no longer in force), and the best nodes'
     candidates in order until enough of them fit."""
@@ -190,21 +227,55 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
         for policy in policies.values()
         for need in (policy.vm_charge(size.cru, size.mru, size.sru),)
     ]
-    cut = {"cutoff": cutoff, "below_min_mru": size.mru < capacity.MIN_VM_MRU}
+    cut = {
+        "cutoff": cutoff,
+        "below_min_mru": size.mru < capacity.MIN_VM_MRU,
+        "exclude_nodes": tuple(sorted(rules.exclude_nodes)),
+        "exclude_farms": tuple(sorted(rules.exclude_farms)),
+        # The nodes with live holds, whose stored room does not count them: set apart, judged below.
+        "holds": live_holds(now) if held else None,
+    }
     page = max(2 * best, CANDIDATES_PAGE)
     counts = placement_cut.first_cut(charges, **cut)
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
     rows, occupied = _rows_of(samples, always=True)
+    if held:  # two queries, with the holds as a subquery: no list of a thousand ids to send
+        held_nodes = Node.objects.filter(pk__in=cut["holds"].order_by().values("node_id"))
+        held_rows = {row[0]: row for row in held_nodes.values_list(*_NODE_FIELDS)}
+        rows.update(held_rows)
+        occupied.update(_occupied_of(nodes=held_nodes))
     judged: dict[tuple, capacity.Verdict] = {}
 
     blocked = dict.fromkeys(BLOCKS, 0)
     can_host = 0
     alone: list[NodeVerdict] = []  # judged alone and fitting: among the best by their own room
     refused_shapes: list[str] = []  # groups whose pools refuse the size: no candidate of theirs can host it
+    held_blocks, held_hosts = _held_judged(
+        sorted(held_rows) if held else [],
+        rows,
+        size,
+        policies,
+        occupied,
+        cutoff,
+        judged,
+        rules,
+        held,
+        charges,
+        cut,
+        best,
+    )
+    for block, nodes in held_blocks.items():
+        if block:
+            blocked[block] += nodes
+        else:
+            can_host += nodes
+    alone += held_hosts
     for count in counts:
         block = count.block
+        if block == placement_cut.HELD_APART:
+            continue
         if block in _TO_JUDGE:
-            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged)
+            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged, rules, held)
             block = verdict.blocked_by
             if count.block == placement_cut.JUDGE_ALONE and verdict.fits:
                 alone.append(verdict)
@@ -216,6 +287,7 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
             can_host += count.nodes
 
     cut["refused_shapes"] = tuple(refused_shapes)
+    cut["pack"] = rules.strategy == "pack"
     pks = placement_cut.candidates(charges, **cut, limit=page if best else 0, offset=0)
     more_rows, more_occupied = _rows_of(pks, always=True)
     rows.update(more_rows)
@@ -223,31 +295,173 @@ def _placement_counted(size: capacity.SliceSize, policies: dict, cutoff: datetim
 
     hosts: list[NodeVerdict] = []
     offset = 0
-    while pks and len(hosts) < best:
-        hosts += [v for v in (_judge(rows[pk], size, policies, occupied, cutoff, judged) for pk in pks) if v.fits]
+    while pks and _shown_at_most(hosts, rules) < best:
+        hosts += [
+            v for v in (_judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held) for pk in pks) if v.fits
+        ]
         offset += page
-        if len(pks) < page or len(hosts) >= best:
+        if len(pks) < page or _shown_at_most(hosts, rules) >= best:
             break
         # Whole groups of candidates whose pools refuse the size: look further down the order.
         pks = placement_cut.candidates(charges, **cut, limit=page, offset=offset)
         more_rows, more_occupied = _rows_of(pks)
         rows.update(more_rows)
         occupied.update(more_occupied)
-    hosts = sorted([*hosts[:best], *alone], key=_best_first)
+    hosts = sorted([*(hosts if rules.per_farm else hosts[:best]), *alone], key=_order_of(rules))
     by_node_id = {row[1]: row for row in rows.values()}
+    shown, limited = _limited(hosts, size, by_node_id, policies, occupied, held, rules, best)
     return Placement(
         size=size,
         nodes=can_host + sum(blocked.values()),
         can_host=can_host,
         blocked=blocked,
-        best=tuple(_with_could_take(v, size, by_node_id, policies, occupied) for v in hosts[:best]),
+        best=shown,
         reading_max_age=settings.ALERT_READING_MAX_AGE,
+        rules=rules,
+        limited=limited,
+        held_nodes=len(held),
     )
+
+
+def _held_judged(pks, rows, size, policies, occupied, cutoff, judged, rules: Rules, held, charges, cut, best):
+    """The nodes with live holds the first cut set apart: each one's block, as the first cut would give it
+    with the held VMs charged (the stored room less their charges and hidden memory), with its pools
+    judged on one node of each group alike (pools_shape and the held slices); and the best of those that
+    fit, judged in full for the answer. A Python cost of arithmetic for each held node, and of
+    capacity's judgement for one node a group and the few best: the stored room makes the rest exact.
+
+    Returns ({block: nodes} with "" for the nodes that fit, [NodeVerdict] of the best that fit)."""
+    need = {c.effective: c for c in charges}
+    blocks: dict[str, int] = {}
+    fitting: list[tuple[tuple, int]] = []  # (order key, pk): judged in full only if among the best
+    judged_hosts: list[NodeVerdict] = []
+    group_verdict: dict[tuple, NodeVerdict] = {}
+    pack = rules.strategy == "pack"
+    for pk in pks:
+        values = dict(zip(_NODE_FIELDS, rows[pk], strict=True))
+        c = need.get(values["effective_policy"])
+        early = _early_block(values, rules, cutoff)
+        if early:
+            blocks[early] = blocks.get(early, 0) + 1
+            continue
+        if c is None or values["room_mru"] is None or values["pools_shape"] == Node.NOT_WORKED_OUT:
+            v = _judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held)
+            blocks[v.blocked_by] = blocks.get(v.blocked_by, 0) + 1
+            if v.fits:
+                judged_hosts.append(v)
+            continue
+        holds = held[pk]
+        held_mru = sum(charge.mru for _, charge in holds) + len(holds) * values["hidden_mru_per_vm"]
+        held_sru = sum(charge.sru for _, charge in holds)
+        left_mru = values["room_mru"] - held_mru - c.need_mru
+        left_sru = values["room_sru"] - held_sru - c.need_sru
+        shape = values["pools_shape"]
+        if cut["below_min_mru"] or values["room_mru"] < c.need_mru:
+            block = "memory"
+        elif values["room_sru"] < c.need_sru:
+            block = "disk"
+        elif shape and _group_block(
+            group_verdict, (shape,), rows[pk], size, policies, occupied, cutoff, judged, rules, {}
+        ):
+            block = "pool"  # its pools refuse the size with no hold at all, as the first cut's group says
+        elif left_mru < 0 or left_sru < 0:
+            block = "held"
+        elif shape:
+            group = (shape, tuple(size_ for size_, _ in holds))
+            block = _group_block(group_verdict, group, rows[pk], size, policies, occupied, cutoff, judged, rules, held)
+        else:
+            block = ""
+        blocks[block] = blocks.get(block, 0) + 1
+        if not block:
+            seen = -values["seen_at"].timestamp() if values["seen_at"] else 0
+            vms = values["slices_rented"] + values["slices_deployed"]
+            key = (
+                (vms == 0, left_mru, left_sru, seen, values["grid_id"])
+                if pack
+                else (-left_mru, -left_sru, seen, values["grid_id"])
+            )
+            fitting.append((key, pk))
+    # Only the best of them are judged in full (their room, words and verdict), in the answer's order.
+    shown, farms = 0, {}
+    for _key, pk in sorted(fitting):
+        if shown >= best:
+            break
+        v = _judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held)
+        judged_hosts.append(v)
+        if rules.per_farm is None or farms.get(v.farm_id, 0) < rules.per_farm:
+            farms[v.farm_id] = farms.get(v.farm_id, 0) + 1
+            shown += 1
+    return blocks, judged_hosts
+
+
+def _early_block(values: dict, rules: Rules, cutoff: datetime) -> str:
+    """The blocks _judge gives before capacity is asked (the first cut's first whens): "" when none holds."""
+    if values["grid_id"] in rules.exclude_nodes:
+        return "node_excluded"
+    if values["farm_id"] in rules.exclude_farms:
+        return "farm_excluded"
+    if values["status"] in ("down", "standby"):
+        return values["status"]
+    if values["used_mru"] is None or values["used_sru"] is None:
+        return "unread"
+    if values["seen_at"] is None or values["seen_at"] < cutoff:
+        return "old"
+    return ""
+
+
+def _group_block(verdicts: dict, group: tuple, row, size, policies, occupied, cutoff, judged, rules, held) -> str:
+    """The block of a group of nodes whose pools judge alike, judged on the first of them met."""
+    if group not in verdicts:
+        verdicts[group] = _judge(row, size, policies, occupied, cutoff, judged, rules, held).blocked_by
+    return verdicts[group]
 
 
 def _best_first(v: NodeVerdict) -> tuple:
     """The best nodes' order: most memory left after the slice, then most disk, then the freshest reading."""
     return (-v.room_mru, -v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id)
+
+
+def _packed_first(v: NodeVerdict) -> tuple:
+    """pack: nodes already running VMs first, then the least memory left after the slice, then the least
+    disk, then the freshest reading (placement_cut orders the candidates the same way)."""
+    return (v.vms == 0, v.room_mru, v.room_sru, -v.seen_at.timestamp() if v.seen_at else 0, v.node_id)
+
+
+def _order_of(rules: Rules):
+    return _packed_first if rules.strategy == "pack" else _best_first
+
+
+def _shown_at_most(hosts: list[NodeVerdict], rules: Rules) -> int:
+    """How many of these hosts per_farm lets into the best at most (each takes one slice at least)."""
+    if rules.per_farm is None:
+        return len(hosts)
+    farms: dict[int, int] = {}
+    for v in hosts:
+        farms[v.farm_id] = farms.get(v.farm_id, 0) + 1
+    return sum(min(n, rules.per_farm) for n in farms.values())
+
+
+def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, best: int):
+    """The best nodes in order, each with the slices it could take and those the rules let it take."""
+    shown: list[NodeVerdict] = []
+    limited = dict.fromkeys(LIMITS, 0)
+    taken_in: dict[int, int] = {}
+    for v in hosts:
+        if len(shown) >= best:
+            break
+        if rules.per_farm is not None and taken_in.get(v.farm_id, 0) >= rules.per_farm:
+            limited["per_farm"] += 1
+            continue
+        v = _with_could_take(v, size, by_node_id, policies, occupied, held)
+        take = v.could_take
+        if rules.per_node is not None and take > rules.per_node:
+            take = rules.per_node
+            limited["per_node"] += 1
+        if rules.per_farm is not None:
+            take = min(take, rules.per_farm - taken_in.get(v.farm_id, 0))
+            taken_in[v.farm_id] = taken_in.get(v.farm_id, 0) + take
+        shown.append(replace(v, take=take))
+    return tuple(shown), limited
 
 
 def _rows_of(pks: list[int], *, always: bool = False) -> tuple[dict[int, tuple], dict[int, list[capacity.Resources]]]:
@@ -259,11 +473,18 @@ def _rows_of(pks: list[int], *, always: bool = False) -> tuple[dict[int, tuple],
     return rows, _occupied_of(list(rows))
 
 
-def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict) -> NodeVerdict:
+def _judge(
+    row: tuple, size, policies, occupied, cutoff: datetime, judged: dict, rules: Rules, held: dict
+) -> NodeVerdict:
     values = dict(zip(_NODE_FIELDS, row, strict=True))
     blocked_by, verdict = "", None
+    holds = held.get(values["pk"], ())
     closed = closure_of_values(values)
-    if closed is not None:
+    if values["grid_id"] in rules.exclude_nodes:
+        blocked_by = "node_excluded"
+    elif values["farm_id"] in rules.exclude_farms:
+        blocked_by = "farm_excluded"
+    elif closed is not None:
         blocked_by = closed.key
     elif values["used_mru"] is None or values["used_sru"] is None:
         blocked_by = "unread"
@@ -276,6 +497,12 @@ def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict)
             blocked_by = "old"
         elif not verdict.fits:
             blocked_by = _SHORTFALL_BLOCK.get(verdict.shortfalls[0].resource, "memory")
+        elif holds:
+            # It would host the slice on its own; with the held VMs counted as if running, may it still?
+            total, used, policy, live = _fit_args(values, policies, occupied, holds)
+            verdict = capacity.fits(size, total, used, policy, live=live)
+            if not verdict.fits:
+                blocked_by = "held"
     return NodeVerdict(
         node_id=values["grid_id"],
         farm_id=values["farm_id"],
@@ -284,17 +511,21 @@ def _judge(row: tuple, size, policies, occupied, cutoff: datetime, judged: dict)
         seen_at=values["seen_at"],
         blocked_by=blocked_by,
         verdict=verdict,
-        closure_detail=closed.detail if closed else "",
+        closure_detail=closed.detail if closed is not None and blocked_by == closed.key else "",
+        vms=values["slices_rented"] + values["slices_deployed"],
     )
 
 
-def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
+def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
     """(total, used, policy, LiveNode) for capacity.fits, as the precheck builds them for this reading."""
     total = capacity.Resources(
         cru=values["total_cru"], mru=values["total_mru"], sru=values["total_sru"], hru=values["total_hru"]
     )
     used = capacity.Resources(
-        cru=values["used_cru"] or 0, mru=values["used_mru"], sru=values["used_sru"], hru=values["used_hru"] or 0
+        cru=(values["used_cru"] or 0) + sum(size.cru for size, _ in holds),
+        mru=values["used_mru"] + sum(charge.mru for _, charge in holds),
+        sru=values["used_sru"] + sum(charge.sru for _, charge in holds),
+        hru=values["used_hru"] or 0,
     )
     policy = _policy_of(values["effective_policy"], policies)
     observed = capacity.observed_now(
@@ -305,15 +536,20 @@ def _fit_args(values: dict, policies: dict, occupied: dict) -> tuple:
     )
     # Known pools, or unknown ones: then every plausible layout of the SSD total (capacity.layouts), with
     # the disks already placed in it, as the node's own figures (placeable now) count them.
+    # A held slice is counted as the VM it will be: charged on the reading, its disks placed after the others.
+    held_sizes = [size for size, _ in holds]
     live = capacity.live_node(
-        policy=policy, pools=values["pools_sru"] or None, occupied=occupied.get(values["pk"], ()), observed=observed
+        policy=policy,
+        pools=values["pools_sru"] or None,
+        occupied=[*occupied.get(values["pk"], ()), *held_sizes],
+        observed=observed,
     )
     return total, used, policy, live
 
 
-def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied) -> NodeVerdict:
+def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied, held) -> NodeVerdict:
     values = dict(zip(_NODE_FIELDS, by_node_id[v.node_id], strict=True))
-    total, used, policy, live = _fit_args(values, policies, occupied)
+    total, used, policy, live = _fit_args(values, policies, occupied, held.get(values["pk"], ()))
     could = capacity.placeable_count(size, total, used, policy, live=live, limit=COULD_TAKE_LIMIT)
     return NodeVerdict(**{**v.__dict__, "could_take": could})
 
@@ -331,13 +567,28 @@ def _policy_of(effective: str, policies: dict[str, capacity.Policy]) -> capacity
     return policies.get(name) or policies[capacity.DEFAULT_PROFILE]
 
 
-def _occupied_of(pks: list[int] | None = None) -> dict[int, list[capacity.Resources]]:
+def _held_of(now: datetime) -> dict[int, list[tuple[capacity.Resources, capacity.Resources]]]:
+    """Node pk -> its live holds as (the held slice's size, what it will be charged), in slice order."""
+    held: dict[int, list[tuple[capacity.Resources, capacity.Resources]]] = {}
+    rows = (
+        live_holds(now)
+        .order_by("node_id", "slice_index")
+        .values_list("node_id", "slice__cru", "slice__mru", "slice__sru", "charge_mru", "charge_sru")
+    )
+    for node_pk, cru, mru, sru, charge_mru, charge_sru in rows:
+        size = capacity.Resources(cru=cru, mru=mru, sru=sru)
+        held.setdefault(node_pk, []).append((size, capacity.Resources(cru=cru, mru=charge_mru, sru=charge_sru)))
+    return held
+
+
+def _occupied_of(pks: list[int] | None = None, *, nodes=None) -> dict[int, list[capacity.Resources]]:
     """Node pk -> its rented and deployed slices' sizes in slice order (of these nodes): where their disks
     lie decides where the next one goes, in the reported pools or in each plausible layout."""
     occupied: dict[int, list[capacity.Resources]] = {}
     slices = Slice.objects.filter(state__in=Slice.OCCUPIED_STATES)
     rows = (
         (slices if pks is None else slices.filter(node__in=pks))
+        .filter(**({"node__in": nodes.values("pk")} if nodes is not None else {}))
         .order_by("node_id", "index")
         .values_list("node_id", "cru", "mru", "sru")
     )

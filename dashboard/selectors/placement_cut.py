@@ -33,6 +33,8 @@ from dashboard.models import Node
 # node of each group that shares its pools_shape), "judge" must be judged alone.
 POOLS_TO_JUDGE = "pools"
 JUDGE_ALONE = "judge"
+# Nodes with live holds, whose stored room does not count them: selectors.placement charges the holds.
+HELD_APART = "holds"
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,33 @@ class BlockCount:
     group: str = ""  # for POOLS_TO_JUDGE: the group's pools_shape
 
 
-def _blocked(charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool) -> QuerySet[Node]:
+def _blocked(
+    charges: list[PolicyCharge],
+    *,
+    cutoff: datetime,
+    below_min_mru: bool,
+    exclude_nodes: tuple[int, ...] = (),
+    exclude_farms: tuple[int, ...] = (),
+    holds: QuerySet | None = None,
+) -> QuerySet[Node]:
+    """`holds` (the live holds, a queryset of Hold) sets apart the nodes they are on, before anything:
+    their stored room does not count them, and placement judges them all itself (one count row here, the
+    holds a subquery, with no list of ids). `exclude_nodes` (grid ids) and `exclude_farms` are the asker's rules."""
     versions = [c.effective for c in charges]
-    whens = [
+    whens = []
+    if holds is not None:
+        # IN (subquery), not a correlated EXISTS: PostgreSQL hashes the held nodes once for every row.
+        whens.append(When(pk__in=holds.order_by().values("node_id"), then=Value(HELD_APART)))
+    if exclude_nodes:
+        whens.append(When(grid_id__in=exclude_nodes, then=Value("node_excluded")))
+    if exclude_farms:
+        whens.append(When(farm_id__in=exclude_farms, then=Value("farm_excluded")))
+    whens += [
         When(~Q(closure=""), then=F("closure")),
         When(Q(used_mru__isnull=True) | Q(used_sru__isnull=True), then=Value("unread")),
         When(Q(seen_at__isnull=True) | Q(seen_at__lt=cutoff), then=Value("old")),
+    ]
+    whens += [
         When(
             ~Q(effective_policy__in=versions) | Q(room_mru__isnull=True) | Q(pools_shape=Node.NOT_WORKED_OUT),
             then=Value(JUDGE_ALONE),
@@ -71,18 +94,24 @@ def _blocked(charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bo
     return Node.objects.order_by().annotate(block=Case(*whens, default=Value(""), output_field=CharField()))
 
 
-def _best_order(nodes: QuerySet[Node], charges: list[PolicyCharge]) -> QuerySet[Node]:
-    """Most memory left after the slice, then most disk, then the freshest reading: the best nodes' order."""
+def _best_order(nodes: QuerySet[Node], charges: list[PolicyCharge], *, pack: bool = False) -> QuerySet[Node]:
+    """Most memory left after the slice, then most disk, then the freshest reading: the best nodes' order.
+    `pack`: nodes running VMs first, then the least memory left, then the least disk (placement._packed_first)."""
     left_mru = Case(*(When(effective_policy=c.effective, then=F("room_mru") - c.need_mru) for c in charges))
     left_sru = Case(*(When(effective_policy=c.effective, then=F("room_sru") - c.need_sru) for c in charges))
-    return nodes.annotate(left_mru=left_mru, left_sru=left_sru).order_by(
-        F("left_mru").desc(), F("left_sru").desc(), F("seen_at").desc(nulls_last=True), "grid_id"
-    )
+    nodes = nodes.annotate(left_mru=left_mru, left_sru=left_sru)
+    if pack:
+        idle = Case(When(Q(slices_rented=0) & Q(slices_deployed=0), then=Value(1)), default=Value(0))
+        return nodes.annotate(idle=idle).order_by(
+            "idle", F("left_mru").asc(), F("left_sru").asc(), F("seen_at").desc(nulls_last=True), "grid_id"
+        )
+    return nodes.order_by(F("left_mru").desc(), F("left_sru").desc(), F("seen_at").desc(nulls_last=True), "grid_id")
 
 
-def first_cut(charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool) -> list[BlockCount]:
-    """Nodes by block (the nodes whose pools decide, in groups that share their pools_shape)."""
-    blocked = _blocked(charges, cutoff=cutoff, below_min_mru=below_min_mru)
+def first_cut(charges: list[PolicyCharge], *, cutoff: datetime, below_min_mru: bool, **rules) -> list[BlockCount]:
+    """Nodes by block (the nodes whose pools decide, in groups that share their pools_shape); `rules`
+    as _blocked takes them."""
+    blocked = _blocked(charges, cutoff=cutoff, below_min_mru=below_min_mru, **rules)
     group = Case(
         When(block=POOLS_TO_JUDGE, then=F("pools_shape")),
         When(block=JUDGE_ALONE, then=Cast("pk", CharField())),
@@ -102,6 +131,8 @@ def candidates(
     limit: int,
     offset: int,
     refused_shapes: tuple[str, ...] = (),
+    pack: bool = False,
+    **rules,
 ) -> list[int]:
     """Node pks that may host the size (their pools still to judge), in the best nodes' order. Not the
     nodes to judge alone (their room is not known here), nor those of a group whose pools were judged
@@ -109,8 +140,9 @@ def candidates(
     through every node a group refuses."""
     if not limit:
         return []
-    blocked = _blocked(charges, cutoff=cutoff, below_min_mru=below_min_mru).filter(block__in=("", POOLS_TO_JUDGE))
+    blocked = _blocked(charges, cutoff=cutoff, below_min_mru=below_min_mru, **rules)
+    blocked = blocked.filter(block__in=("", POOLS_TO_JUDGE))
     if refused_shapes:
         blocked = blocked.exclude(pools_shape__in=refused_shapes)
-    ordered = _best_order(blocked, charges)
+    ordered = _best_order(blocked, charges, pack=pack)
     return list(ordered.values_list("pk", flat=True)[offset : offset + limit])

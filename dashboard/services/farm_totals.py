@@ -15,7 +15,6 @@ read live until the next refresh sums it again.
 from __future__ import annotations
 
 import logging
-from dataclasses import astuple
 
 from django.db import transaction
 
@@ -42,13 +41,18 @@ def farm_totals_refresh() -> list[int]:
         rows_update(
             FarmTotals,
             [("farm_id", "integer"), *((name, "bigint") for name in COUNTED), ("oldest_reading_at", "timestamptz")],
-            [astuple(sums.get(f, FarmSums(farm_id=f))) for f in farms],
+            [_kept(sums.get(f, FarmSums(farm_id=f))) for f in farms],
             stamped=["computed_at"],
         )
         # Exactly the marks read: their changes were committed before they were read, so the sums above
         # hold them. A mark with a smaller id may belong to a change committed only now: it stays.
         FarmTotalsChanged.objects.filter(pk__in=[pk for pk, _farm in marks]).delete()
     return farms
+
+
+def _kept(sums: FarmSums) -> tuple:
+    """The columns FarmTotals keeps, in rows_update's order (not `held`: holds end by themselves)."""
+    return (sums.farm_id, *(getattr(sums, name) for name in COUNTED), sums.oldest_reading_at)
 
 
 def _refresh_committed() -> None:

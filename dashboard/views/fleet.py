@@ -47,6 +47,7 @@ CSV_COLUMNS = (
     "deployable",
     "gap",
     "free",
+    "held",
     "rented",
     "deployed",
     "failed",

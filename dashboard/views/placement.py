@@ -7,6 +7,7 @@ from django.views.decorators.http import require_GET
 
 from dashboard import capacity
 from dashboard.selectors.placement import placement_for
+from dashboard.selectors.placement_rules import STRATEGIES, RulesError, rules_parsed
 
 # Anything above this is a typo, not a VM (parse_size draws the same line for a node).
 MAX_VM_BYTES = 1024 * capacity.TiB
@@ -40,6 +41,38 @@ class SliceSizeForm(forms.Form):
     )
     sru = SizeField(minimum=0, label="Data disk", widget=forms.TextInput(attrs={"placeholder": "e.g. 151GiB"}))
     failed_on = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
+    # The asker's rules (selectors.placement.Rules): what never to offer, and how to spread a cluster.
+    exclude_nodes = forms.CharField(
+        required=False,
+        max_length=12000,
+        label="Exclude nodes",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. 1774, 2310"}),
+    )
+    exclude_farms = forms.CharField(
+        required=False,
+        max_length=12000,
+        label="Exclude farms",
+        widget=forms.TextInput(attrs={"placeholder": "e.g. 4242"}),
+    )
+    per_node = forms.IntegerField(min_value=1, max_value=10_000, required=False, label="At most per node")
+    per_farm = forms.IntegerField(min_value=1, max_value=10_000, required=False, label="At most per farm")
+    strategy = forms.ChoiceField(
+        choices=[(s, s) for s in STRATEGIES], required=False, initial="spread", label="Strategy"
+    )
+
+    def clean(self):
+        data = super().clean()
+        try:
+            data["rules"] = rules_parsed(
+                exclude_nodes=data.get("exclude_nodes"),
+                exclude_farms=data.get("exclude_farms"),
+                per_node=data.get("per_node"),
+                per_farm=data.get("per_farm"),
+                strategy=data.get("strategy"),
+            )
+        except RulesError as exc:
+            self.add_error(exc.field, str(exc))
+        return data
 
 
 @login_required
@@ -50,7 +83,7 @@ def placement(request):
     answer = None
     if form.is_bound and form.is_valid():
         data = form.cleaned_data
-        answer = placement_for(cru=data["cru"], mru=data["mru"], sru=data["sru"])
+        answer = placement_for(cru=data["cru"], mru=data["mru"], sru=data["sru"], rules=data["rules"])
         # Shown again as people write sizes, when that is exact (a failed deployment's link gives bytes).
         form = SliceSizeForm({**form.data.dict(), "mru": _written(data["mru"]), "sru": _written(data["sru"])})
         form.is_valid()

@@ -16,9 +16,10 @@ from django.db.models import Max
 from django.utils import timezone
 
 from dashboard.grid.classify import Diagnosis, classify
-from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
+from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
 from dashboard.outcome_rules import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.holds import hold_turned_deployed, hold_words
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
@@ -115,7 +116,7 @@ def _record(node: Node, *, slice_index, marketplace_id, report, error, at, workl
                 f"{existing.node.grid_id}, not slice {slice_index} of node {node.grid_id}",
                 field="marketplace_id",
             )
-        target = _slice_read(node, slice_index, existing)
+        target = _slice_read(node, slice_index, existing, marketplace_id=marketplace_id)
         if target.row is None and existing is None:
             indices = list(node.slices.order_by("index").values_list("index", flat=True))
             listed = ", ".join(map(str, indices)) or "none"
@@ -166,8 +167,11 @@ def _record(node: Node, *, slice_index, marketplace_id, report, error, at, workl
         )
 
 
-def _slice_read(node: Node, slice_index: int, existing: Deployment | None) -> _Slice:
-    """The slice row (locked), who holds it and its last move; the node is locked already."""
+def _slice_read(node: Node, slice_index: int, existing: Deployment | None, *, marketplace_id: str) -> _Slice:
+    """The slice row (locked), who holds it and its last move; the node is locked already.
+
+    A live hold of the slice for another marketplace id holds it as another id's deployment would:
+    the rules refuse that id's deploy, naming the hold (services.holds)."""
     row = Slice.objects.select_for_update().filter(node=node, index=slice_index).first()
     live = Deployment.objects.filter(node=node, slice_index=slice_index, state=Deployment.State.DEPLOYED).first()
     if live is not None:
@@ -186,6 +190,11 @@ def _slice_read(node: Node, slice_index: int, existing: Deployment | None) -> _S
     )
     if own is not None:
         return _Slice(row, Holder.OTHER, f"the dashboard's own deploy #{own.pk} (started {when(own.started_at)})", None)
+    now = timezone.now()
+    held = Hold.objects.live(now).filter(node=node, slice_index=slice_index).exclude(marketplace_id=marketplace_id)
+    hold = held.select_related("node").first()
+    if hold is not None and (existing is None or existing.state != Deployment.State.DEPLOYED):
+        return _Slice(row, Holder.OTHER, hold_words(hold, now), None)
     if row is not None and row.state == Slice.State.DEPLOYED:
         return _Slice(row, Holder.UNNAMED, "nobody named: the catalog says deployed, with no deployment record", None)
     released = Deployment.objects.filter(node=node, slice_index=slice_index, state=Deployment.State.DELETED).aggregate(
@@ -208,6 +217,10 @@ def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, work
     taken = move == Move.TAKE
     if taken and target.holder == Holder.NOBODY:
         Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.DEPLOYED, updated_at=timezone.now())
+    if taken:  # the buyer's hold, if any, has become this deployment
+        hold_turned_deployed(
+            node=node, slice_index=slice_.index, marketplace_id=marketplace_id, now=timezone.now(), by=by, source=source
+        )
     deployment = Deployment.objects.create(
         node=node,
         slice=slice_,

@@ -29,6 +29,11 @@ def refusal_words(
     last_move: datetime | None,
 ) -> str:
     where = f"slice {slice_index} of node {node.grid_id}"
+    if refusal == Refusal.HELD and holder_words.startswith("hold #"):
+        return (
+            f"{where} is held by {holder_words}; {marketplace_id!r} cannot be {report} on it. Wait for the hold "
+            f"to end (released, or expired), or place {marketplace_id!r} on another slice"
+        )
     if refusal == Refusal.HELD:
         return (
             f"{where} is held by {holder_words}; {marketplace_id!r} cannot be {report} on it. Report that one "

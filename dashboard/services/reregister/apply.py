@@ -14,13 +14,14 @@ import time
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, GridUnavailable, MalformedPayload, NodeCapacity
 from dashboard.job_results import BulkNode, ReregisterResult
-from dashboard.models import AuditEvent, Deployment, Job, Node, Policy, Slice
+from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Policy, Slice
 from dashboard.rows import rows_update
 from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
 from dashboard.services.figures import figures_refresh
@@ -220,6 +221,11 @@ def catalogs_write(plans: list[ReregisterPlan]) -> None:
         # What Slice.delete() does (a failed deploy's record keeps its slice index, not the row), in
         # two statements: the delete collector reads every slice first and deletes them 100 at a time.
         Deployment.objects.filter(slice_id__in=removed).update(slice=None)
+        # A hold on a slice carved away ends with it (the plan removes free slices only; kept as history).
+        Hold.objects.filter(slice_id__in=removed, ended_at__isnull=True).update(
+            ended_at=timezone.now(), end=Hold.End.RETIRED
+        )
+        Hold.objects.filter(slice_id__in=removed).update(slice=None)
         with connection.cursor() as cursor:
             table = connection.ops.quote_name(Slice._meta.db_table)
             cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(removed))})", removed)

@@ -1,0 +1,76 @@
+"""Placement at N nodes with no hold and with 1,000 live holds (BENCHMARKS.md, "Placement with holds").
+
+    BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/slicedash_bench_holds .venv/bin/python bench/placement_holds.py . 10000
+
+The same seeded fleet is measured twice, the page's server time and queries: first as seeded, then
+after 1,000 holds on free slices of 1,000 nodes picked at random (seeded), each for half an hour, made
+through hold_create as the API makes them. Also placement with rules (pack, per_farm), the overview `/`
+(its totals and rows read the holds) and the map (a farm with a hold is rendered live, not kept).
+"""
+
+import json
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+PAGES = {
+    "placement": ("/placement/?cru=1&mru=4GiB&sru=50GiB", b"Where can a slice go?"),
+    "placement_big": ("/placement/?cru=1&mru=4GiB&sru=400GiB", b"Where can a slice go?"),
+    "placement_pack_per_farm": ("/placement/?cru=1&mru=4GiB&sru=50GiB&strategy=pack&per_farm=2", b"Where can"),
+    "overview": ("/", None),
+    "map": ("/map/", None),
+}
+HOLDS = 1000
+
+
+def main(repo: Path, size: int) -> dict:
+    sys.path.insert(0, str(repo))
+    from bench.env import bench_env, database_drop, database_recreate, django_setup
+
+    work = Path(tempfile.mkdtemp(prefix="placement-holds-"))
+    env = bench_env(work)
+    database_recreate(env)
+    try:
+        django_setup(env)
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        from bench import pages, seed
+        from dashboard.grid.simgrid import SimulatedGrid
+        from dashboard.models import Hold, Slice
+        from dashboard.services.holds import hold_create
+
+        specs = seed.fleet_specs(size)
+        workloads, _ = seed.simulator_seed(SimulatedGrid(env.simgrid_path), specs)
+        seed.database_seed(specs, workloads)
+        call_command("figures_refresh", verbosity=0)
+        client = pages.admin_client()
+        out = {"no holds": pages.pages_interleaved(client, PAGES, repeat=15)}
+        free = list(
+            Slice.objects.filter(state="free").order_by("node_id", "index").values_list("node__grid_id", "index")
+        )
+        first_of = {}
+        for node_id, index in free:
+            first_of.setdefault(node_id, index)
+        chosen = random.Random(24).sample(sorted(first_of), min(HOLDS, len(first_of)))
+        for n, node_id in enumerate(chosen):
+            hold_create(
+                node_id=node_id,
+                slice_index=first_of[node_id],
+                ttl_seconds=1800,
+                marketplace_id=f"bench-{n}",
+                source="command",
+            )
+        assert Hold.objects.count() == len(chosen)
+        out[f"{len(chosen)} live holds"] = pages.pages_interleaved(client, PAGES, repeat=15)
+        keep = ("median_ms", "min_ms", "queries")
+        return {case: {name: {k: f[k] for k in keep} for name, f in figures.items()} for case, figures in out.items()}
+    finally:
+        database_drop(env)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(Path(sys.argv[1]).resolve(), int(sys.argv[2]) if len(sys.argv) > 2 else 10000), indent=1))

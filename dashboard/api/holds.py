@@ -1,0 +1,101 @@
+"""/api/v1/holds: a buyer holds one free slice for a while (POST), lets it go (DELETE), and lists them (GET)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema, Status
+
+from dashboard.api.auth import READ, REPORT
+from dashboard.api.inputs import Line, Whole
+from dashboard.api.schemas import ErrorOut
+from dashboard.api.writes import api_write
+from dashboard.models import Hold
+from dashboard.services.holds import hold_create, hold_release
+
+router = Router(tags=["holds"])
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut}
+
+
+class HoldIn(Schema):
+    node_id: int = Field(description="the grid's node id")
+    slice_index: int = Field(description="the free slice to hold")
+    ttl_seconds: int = Field(description="how long to hold it, 1 to HOLD_MAX_TTL seconds")
+    marketplace_id: str = Field(description="the buyer's deployment or contract id its `deployed` report will carry")
+
+
+class HoldOut(Schema):
+    id: int
+    node_id: int
+    farm_id: int
+    slice_index: int
+    marketplace_id: str
+    state: str = Field(description="live, expired, released or deployed (a deployed report of its id took it)")
+    created_at: datetime
+    expires_at: datetime
+    ended_at: datetime | None
+
+
+class HoldsFilter(Schema):
+    node_id: Whole | None = None
+    marketplace_id: Line | None = Field(None, max_length=128)
+
+
+def hold_out(hold: Hold, now: datetime) -> dict:
+    return {
+        "id": hold.pk,
+        "node_id": hold.node.grid_id,
+        "farm_id": hold.node.farm_id,
+        "slice_index": hold.slice_index,
+        "marketplace_id": hold.marketplace_id,
+        "state": hold.state_at(now),
+        "created_at": hold.created_at,
+        "expires_at": hold.expires_at,
+        "ended_at": hold.ended_at,
+    }
+
+
+@router.post(
+    "/holds",
+    auth=REPORT,
+    response={201: HoldOut, 409: ErrorOut, **ERRORS},
+    summary="Hold one free slice for one buyer until it expires, is released or is deployed",
+)
+def holds_create(request, body: HoldIn):
+    """201 with the hold; 409 when the slice is rented, deployed or held already (the answer names the
+    hold and its expiry). Of many asking for one slice at once exactly one gets it. Until the hold
+    ends the slice is off offer on every page, total, the placement answer, the precheck and /metrics."""
+    with api_write("holds.create", request):
+        hold = hold_create(
+            node_id=body.node_id,
+            slice_index=body.slice_index,
+            ttl_seconds=body.ttl_seconds,
+            marketplace_id=body.marketplace_id,
+            by=request.auth.user,
+            token=request.auth,
+        )
+        answer = HoldOut.model_validate(hold_out(hold, timezone.now()))
+    return Status(201, answer)
+
+
+@router.delete(
+    "/holds/{hold_id}",
+    auth=REPORT,
+    response={200: HoldOut, 404: ErrorOut, 409: ErrorOut, **ERRORS},
+    summary="Release a live hold: the slice is on offer again at once",
+)
+def holds_release(request, hold_id: int):
+    hold = hold_release(hold_id=hold_id, by=request.auth.user, token=request.auth)
+    return hold_out(hold, timezone.now())
+
+
+@router.get("/holds", auth=READ, response={200: list[HoldOut], **ERRORS}, summary="The live holds")
+def holds_list(request, filters: Query[HoldsFilter]):
+    now = timezone.now()
+    holds = Hold.objects.live(now).select_related("node").order_by("expires_at", "pk")
+    if filters.node_id is not None:
+        holds = holds.filter(node__grid_id=filters.node_id)
+    if filters.marketplace_id:
+        holds = holds.filter(marketplace_id=filters.marketplace_id)
+    return [hold_out(h, now) for h in holds[:1000]]

@@ -1,0 +1,100 @@
+"""A held slice is not free on any page, total, export or metric; an expired one is free at once, no worker."""
+
+import csv
+import datetime as dt
+import io
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from dashboard.models import FarmTotals, FarmTotalsChanged
+from dashboard.selectors.fleet import fleet_page
+from dashboard.services.farm_totals import farm_totals_refresh
+from dashboard.services.holds import hold_create
+from tests.factories import sim_node_1774
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def held_1774(sim_node):
+    """Node 1774 (7 free legacy slices) with one live hold (slice 5) and one expired an hour ago (slice 4)."""
+    node = sim_node_1774(sim_node)
+    hold_create(node_id=1774, slice_index=5, ttl_seconds=600, marketplace_id="live", source="command")
+    hold_create(
+        node_id=1774,
+        slice_index=4,
+        ttl_seconds=60,
+        marketplace_id="expired",
+        source="command",
+        now=timezone.now() - dt.timedelta(hours=1),
+    )
+    return node
+
+
+def test_the_fleet_rows_and_totals_leave_the_live_hold_out(held_1774):
+    page = fleet_page()
+    row = page.rows[0]
+    assert (row.free, row.held) == (6, 1)
+    assert (page.totals.free, page.totals.held) == (6, 1)
+
+
+def test_filtered_totals_leave_it_out_too(held_1774):
+    totals = fleet_page(search="mitana").totals
+    assert (totals.free, totals.held) == (6, 1)
+
+
+def test_the_kept_farm_totals_are_untouched_and_the_reader_takes_the_hold_off(held_1774):
+    farm_totals_refresh()  # kept: counts the held slice as free (a hold is not kept; it ends by itself)
+    assert not FarmTotalsChanged.objects.exists()
+    assert FarmTotals.objects.get(farm_id=4242).free == 7
+    assert fleet_page(per_page=1).totals.free == 6
+
+
+def test_the_fleet_api_says_free_and_held(held_1774, api_call, api_token):
+    totals = api_call("get", "/api/v1/fleet", api_token("read")).json()
+    assert (totals["free"], totals["held"]) == (6, 1)
+
+
+def test_the_fleet_page_shows_the_held_slices(held_1774, support_client):
+    page = support_client.get("/").content.decode()
+    assert 'data-held="1"' in page
+
+
+def test_the_csv_export_counts_the_hold_apart(held_1774, admins_client):
+    rows = list(csv.DictReader(io.StringIO(admins_client.get("/", {"format": "csv"}).content.decode())))
+    assert (rows[0]["free"], rows[0]["held"]) == ("6", "1")
+
+
+def test_metrics_say_free_on_offer_and_held(held_1774, client, settings):
+    settings.METRICS_TOKEN = "metrics-token-for-the-tests-1774"
+    response = client.get("/metrics", headers={"Authorization": "Bearer metrics-token-for-the-tests-1774"})
+    samples = {s.name: s.value for f in text_string_to_metric_families(response.content.decode()) for s in f.samples}
+    assert (samples["slicedash_fleet_slices_free"], samples["slicedash_fleet_slices_held"]) == (6, 1)
+
+
+def test_a_released_hold_is_free_at_once(held_1774, api_call, api_token):
+    from dashboard.models import Hold
+
+    hold = Hold.objects.get(marketplace_id="live")
+    api_call("delete", f"/api/v1/holds/{hold.pk}", api_token("report"))
+    assert (fleet_page().totals.free, fleet_page().totals.held) == (7, 0)
+
+
+def test_the_map_cell_leaves_the_held_slice_out_of_free(held_1774, support_client):
+    farm_totals_refresh()
+    first = support_client.get("/map/").content.decode()
+    assert "6 free" in first and "1 held for a buyer" in first
+
+
+def test_the_map_shows_the_slice_free_again_once_the_hold_is_released(held_1774, support_client):
+    # A release writes no node, so the farm's kept cells would still say held: a farm with holds is never kept.
+    from dashboard.models import Hold
+    from dashboard.services.holds import hold_release
+
+    farm_totals_refresh()
+    support_client.get("/map/")
+    hold_release(hold_id=Hold.objects.get(marketplace_id="live").pk, source="command")
+    again = support_client.get("/map/").content.decode()
+    assert "7 free" in again and "held for a buyer" not in again
