@@ -42,7 +42,7 @@ def three_farms(legacy_fleet, sim_node):
 
 def test_it_keeps_the_live_map_byte_for_byte_under_each_farms_state(three_farms):
     stamp = FarmTotals.objects.get(farm_id=3).computed_at
-    kept = caches[CACHE].get(f"fleet-map:3:{stamp.isoformat()}")
+    kept = caches[CACHE].get(f"fleet-map:3:{stamp.isoformat()}:-")
     assert kept.farm_name == 'mitana <&> "quoted"' and 'data-node="4242"' in kept.html
 
 

@@ -89,7 +89,8 @@ def test_the_map_cell_leaves_the_held_slice_out_of_free(held_1774, support_clien
 
 
 def test_the_map_shows_the_slice_free_again_once_the_hold_is_released(held_1774, support_client):
-    # A release writes no node, so the farm's kept cells would still say held: a farm with holds is never kept.
+    # A release writes no node, so the farm's kept cells would still say held: they are kept under the
+    # farm's live holds too, and the release gives the farm a new key.
     from dashboard.models import Hold
     from dashboard.services.holds import hold_release
 
@@ -97,4 +98,49 @@ def test_the_map_shows_the_slice_free_again_once_the_hold_is_released(held_1774,
     support_client.get("/map/")
     hold_release(hold_id=Hold.objects.get(marketplace_id="live").pk, source="command")
     again = support_client.get("/map/").content.decode()
+    assert "7 free" in again and "held for a buyer" not in again
+
+
+def _figures(row) -> tuple:
+    return (row.free, row.placeable_now, row.phantom, row.held)
+
+
+def test_a_held_slice_is_neither_placeable_nor_phantom_and_the_figures_still_add_up(held_1774, support_client):
+    """Issue 24: held is not free anywhere. 1774's legacy catalog: 7 free, the 7th refused for memory (6
+    placeable, 1 phantom, as ZOS's arithmetic says: tests/test_capacity.py). One live hold on a placeable
+    slice: 6 on offer, 5 placeable, still 1 phantom, on the row, the totals, the farm's and the node page."""
+    page = fleet_page()
+    assert _figures(page.rows[0]) == (6, 5, 1, 1)
+    totals = page.totals
+    assert (totals.free, totals.placeable_now, totals.phantom, totals.held) == (6, 5, 1, 1)
+    assert totals.free == totals.placeable_now + totals.phantom
+    farm_totals_refresh()
+    farm = fleet_page(per_page=1).totals  # read from the kept farm totals
+    assert (farm.free, farm.placeable_now, farm.phantom) == (6, 5, 1)
+    node_page = support_client.get("/nodes/1774/").content.decode()
+    assert 'data-free="6"' in node_page and 'data-placeable="5"' in node_page and 'data-phantom="1"' in node_page
+
+
+def test_the_held_slice_is_placeable_again_the_moment_its_hold_ends(held_1774):
+    later = timezone.now() + dt.timedelta(minutes=11)  # the live hold's 600 s are over
+    from unittest import mock
+
+    with mock.patch("django.utils.timezone.now", return_value=later):
+        row = fleet_page().rows[0]
+    assert _figures(row) == (7, 6, 1, 0)
+
+
+def test_the_map_keeps_a_held_farm_and_shows_the_slice_free_once_the_hold_ends_by_time(held_1774, support_client):
+    from unittest import mock
+
+    from django.core.cache import caches
+
+    from dashboard.selectors.fleet_map import CACHE
+
+    farm_totals_refresh()
+    support_client.get("/map/")
+    assert any("fleet-map:4242:" in key for key in caches[CACHE]._cache), "a held farm's cells are kept"
+    later = timezone.now() + dt.timedelta(minutes=11)
+    with mock.patch("django.utils.timezone.now", return_value=later):
+        again = support_client.get("/map/").content.decode()
     assert "7 free" in again and "held for a buyer" not in again

@@ -11,14 +11,14 @@ So a read costs one row a farm plus the nodes of the farms written since the las
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from django.db.models import Count, F, Min, Q, Sum
 from django.utils import timezone
 
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
-from dashboard.selectors.holds import held_among, held_by_farm
+from dashboard.selectors.holds import Held, held_among, held_by_farm
 
 # The tiers of selectors.fleet: deployable by what a node's status allows today.
 NOW, AFTER_WAKE, BLOCKED = ("up",), ("standby",), ("down", "unknown")
@@ -100,11 +100,11 @@ def farm_totals(*, farm_id: int | None = None) -> list[FarmSums]:
     kept = [FarmSums(**dict(zip(names, values, strict=True))) for values in rows.values_list(*names)]
     live = summed(Node.objects.filter(farm_id__in=behind)) if behind else []
     held = held_by_farm(now=timezone.now(), farm_id=farm_id)
-    return sorted([_offered(s, held.get(s.farm_id, 0)) for s in (*kept, *live)], key=lambda s: s.farm_id)
+    return sorted([_offered(s, held.get(s.farm_id, Held())) for s in (*kept, *live)], key=lambda s: s.farm_id)
 
 
-def _offered(sums: FarmSums, held: int) -> FarmSums:
-    return replace(sums, free=max(sums.free - held, 0), held=held) if held else sums
+def _offered(sums: FarmSums, held: Held) -> FarmSums:
+    return held.offered(sums, up="phantom_on_up_nodes")
 
 
 def fleet_totals() -> FarmSums:

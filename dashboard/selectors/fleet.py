@@ -7,7 +7,7 @@ whatever the fleet size; filters and sorts are SQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.paginator import Page, Paginator
@@ -243,9 +243,7 @@ def _offered(rows: list[NodeRow]) -> list[NodeRow]:
     held = held_by_node(now=timezone.now(), node_pks=[row.pk for row in rows]) if rows else {}
     if not held:
         return rows
-    return [
-        replace(row, free=max(row.free - held[row.pk], 0), held=held[row.pk]) if row.pk in held else row for row in rows
-    ]
+    return [held[row.pk].offered(row, placeable="placeable_now") if row.pk in held else row for row in rows]
 
 
 def fleet_nodes(
@@ -390,7 +388,7 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
     )
     totals = FleetTotals(**{name.removeprefix("total_"): int(value or 0) for name, value in figures.items()})
     held = held_among(now=timezone.now(), nodes=nodes)
-    return replace(totals, free=max(totals.free - held, 0), held=held) if held else totals
+    return held.offered(totals, placeable="placeable_now", up="phantom_on_up_nodes")
 
 
 def _node_row(values: tuple) -> NodeRow:

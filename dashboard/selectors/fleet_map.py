@@ -18,6 +18,7 @@ Nothing here writes to the database: the cache is the only thing a read fills.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from html import escape
 from itertools import groupby
@@ -31,7 +32,7 @@ from dashboard.capacity import PHANTOM_REASONS
 from dashboard.models import FarmTotals, Node
 from dashboard.selectors.farm_totals import farms_behind
 from dashboard.selectors.fleet import fleet_nodes, keeps_whole_farms
-from dashboard.selectors.holds import held_by_farm, held_by_grid_id
+from dashboard.selectors.holds import held_by_grid_id, holds_signature
 
 # What a cell can say, worst first; a node shows the first that holds. The words are the legend's.
 STATES = {
@@ -171,13 +172,18 @@ def _live_farms(nodes) -> list[FarmGroup]:
 
 def _kept_farms(*, farm_id: int | None) -> list[FarmGroup]:
     now = timezone.now()
-    # A farm with a live hold is made live, as a farm behind is: its cells change when a hold ends.
-    held_farms = set(held_by_farm(now=now, farm_id=farm_id))
-    behind = farms_behind(farm_id=farm_id) | held_farms
+    # A farm's cells change when one of its holds is made, released or ends by time, with no write:
+    # its kept cells are keyed on its live holds too (their ids), so a hold's end is a new key.
+    signatures = holds_signature(now=now, farm_ids=None if farm_id is None else [farm_id])
+    held_farms = set(signatures)
+    behind = farms_behind(farm_id=farm_id)
     rows = FarmTotals.objects.filter(nodes__gt=0).exclude(farm_id__in=behind)
     if farm_id is not None:
         rows = rows.filter(farm_id=farm_id)
-    keys = {farm: _cache_key(farm, stamp) for farm, stamp in rows.values_list("farm_id", "computed_at")}
+    keys = {
+        farm: _cache_key(farm, stamp, signatures.get(farm, ""))
+        for farm, stamp in rows.values_list("farm_id", "computed_at")
+    }
     store = caches[CACHE]
     found = store.get_many(list(keys.values()))
     cells = {farm: found[key] for farm, key in keys.items() if key in found}
@@ -191,8 +197,10 @@ def _kept_farms(*, farm_id: int | None) -> list[FarmGroup]:
     return [_group(farm, cells[farm]) for farm in sorted(cells) if cells[farm].counts]
 
 
-def _cache_key(farm_id: int, computed_at) -> str:
-    return f"fleet-map:{farm_id}:{computed_at.isoformat() if computed_at else '-'}"
+def _cache_key(farm_id: int, computed_at, holds: str = "") -> str:
+    # The live holds' ids can be many: hashed, so the key stays short (memcached's limit is 250).
+    held = hashlib.sha256(holds.encode()).hexdigest()[:16] if holds else "-"
+    return f"fleet-map:{farm_id}:{computed_at.isoformat() if computed_at else '-'}:{held}"
 
 
 def _cells_made(farms: list[int], *, now, held_farms: set[int]) -> dict[int, FarmCells]:

@@ -15,6 +15,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.closure_facts import closure_of
 from dashboard.models import Deployment, Hold, Job, Node, Observation, PoolReport, Slice
+from dashboard.selectors.holds import Held
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
@@ -194,12 +195,25 @@ class NodeDetail:
     # The figures stored by the last precheck (or re-register, or deploy), as the fleet page shows
     # them: the two pages must not disagree. The verdicts above are worked out per slice.
     @property
+    def _held(self) -> Held:
+        node = self.node
+        return Held.on_node(
+            self.held,
+            placeable=node.placeable_now,
+            phantom=node.phantom_slices,
+            up_and_open=node.status == "up" and not node.closure,
+        )
+
+    @property
     def phantom(self) -> int | None:
-        return self.node.phantom_slices
+        """Of the free slices on offer (a held one is a buyer's VM to be: neither placeable nor phantom)."""
+        phantom = self.node.phantom_slices
+        return None if phantom is None else max(phantom - self._held.phantom, 0)
 
     @property
     def placeable_now(self) -> int | None:
-        return self.node.placeable_now
+        placeable = self.node.placeable_now
+        return None if placeable is None else max(placeable - self._held.placeable, 0)
 
 
 def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
