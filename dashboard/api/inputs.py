@@ -8,12 +8,14 @@ view runs) and described in the OpenAPI schema where JSON Schema can say it:
 - `ReportTime`: a date and time with its UTC offset, within REPORT_MAX_AGE_DAYS back and
   CLOCK_SKEW ahead of now, returned in UTC (so nothing with a local offset is ever written, and a
   moment past the calendar's ends once in UTC, year 1 at +01:00, never reaches the database).
+- `WindowTime`: the same door for a maintenance window's edges, which lie ahead: within
+  REPORT_MAX_AGE_DAYS back and `WINDOW_AHEAD` (a year and a day) ahead, returned in UTC.
 - `Whole` and its bounds: what a PostgreSQL integer column holds (models.INTEGER_MAX).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from django.utils import timezone
@@ -47,10 +49,22 @@ def _moment(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
+# How far ahead a maintenance window may be planned: a year and a day (a yearly swap, planned early).
+WINDOW_AHEAD = timedelta(days=366)
+
+
+def _window_moment(value: datetime) -> datetime:
+    problem = moment_problem(value, now=timezone.now(), past=report_max_age(), future=WINDOW_AHEAD)
+    if problem:
+        raise ValueError(f"{value.isoformat()} cannot be taken: {problem}")
+    return value.astimezone(UTC)
+
+
 Text = Annotated[str, AfterValidator(_paragraphs)]
 Line = Annotated[str, AfterValidator(_line)]
 ReportTime = Annotated[datetime, AfterValidator(_moment)]
+WindowTime = Annotated[datetime, AfterValidator(_window_moment)]
 Whole = Annotated[int, Field(ge=0, le=INTEGER_MAX)]
 Counting = Annotated[int, Field(ge=1, le=INTEGER_MAX)]
 
-__all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Text", "Whole"]
+__all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Text", "Whole", "WindowTime"]

@@ -14,7 +14,7 @@ from ninja.errors import HttpError
 
 from dashboard.api.auth import ACT, READ
 from dashboard.api.errors import BadInput
-from dashboard.api.inputs import Line
+from dashboard.api.inputs import Line, WindowTime
 from dashboard.api.schemas import ErrorOut
 from dashboard.api.writes import api_write
 from dashboard.models import Node, NodeWithhold
@@ -28,8 +28,12 @@ PERMISSION = "dashboard.withhold_node"
 
 class WithholdIn(Schema):
     reason: Line = Field(..., min_length=1, max_length=REASON_MAX, description="why, shown beside the node everywhere")
-    starts_at: datetime | None = Field(None, description="ISO 8601 with a zone; default now (later: ahead of time)")
-    ends_at: datetime | None = Field(None, description="ISO 8601 with a zone; default: until released")
+    starts_at: WindowTime | None = Field(
+        None, description="ISO 8601 with a zone, up to a year and a day ahead; default now (later: ahead of time)"
+    )
+    ends_at: WindowTime | None = Field(
+        None, description="ISO 8601 with a zone, up to a year and a day ahead; default: until released"
+    )
 
 
 class WindowOut(Schema):
