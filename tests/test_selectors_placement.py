@@ -321,6 +321,11 @@ def test_the_first_cut_agrees_with_live_holds_and_the_askers_rules(varied_fleet)
     hold_create(
         node_id=4002, slice_index=gone.index, ttl_seconds=60, marketplace_id="gone", now=now - timedelta(hours=1)
     )
+    # A held node closed since (maintenance): blocked for its closure on both paths, never among the best.
+    from dashboard.models import Node
+    from dashboard.services.withholds import node_withhold
+
+    node_withhold(nodes=[Node.objects.get(grid_id=4001)], reason="disk swap", via="command", now=now)
     seen_held = 0
     for rules in (
         Rules(),

@@ -400,8 +400,9 @@ def _early_block(values: dict, rules: Rules, cutoff: datetime) -> str:
         return "node_excluded"
     if values["farm_id"] in rules.exclude_farms:
         return "farm_excluded"
-    if values["status"] in ("down", "standby"):
-        return values["status"]
+    closed = closure_of_values(values)
+    if closed is not None:  # down, standby, withheld, rented, ...: as _judge and the first cut say
+        return closed.key
     if values["used_mru"] is None or values["used_sru"] is None:
         return "unread"
     if values["seen_at"] is None or values["seen_at"] < cutoff:
