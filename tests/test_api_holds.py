@@ -275,3 +275,18 @@ def test_a_reregister_that_carves_a_held_slice_away_ends_the_hold_and_keeps_it(l
     assert job.state == Job.State.SUCCEEDED
     assert (hold.end, hold.slice_id, hold.slice_index) == ("retired", None, 6)
     assert not Hold.objects.live(timezone.now()).exists()
+
+
+def test_a_slice_of_a_closed_node_cannot_be_held(api_call, api_token, sim_node):
+    """A withheld node offers nothing: a hold there is a 409 saying why, and nothing is written."""
+    from dashboard.models import Hold, Node
+    from dashboard.services.withholds import node_withhold
+    from tests.factories import sim_node_1774
+
+    sim_node_1774(sim_node)
+    node_withhold(nodes=[Node.objects.get(grid_id=1774)], reason="disk swap", via="command")
+    body = {"node_id": 1774, "slice_index": 5, "ttl_seconds": 60, "marketplace_id": "c-9"}
+    answer = api_call("post", "/api/v1/holds", api_token("report"), json=body)
+    assert answer.status_code == 409, answer.content
+    assert "withheld" in answer.json()["detail"] and "disk swap" in answer.json()["detail"]
+    assert not Hold.objects.exists()

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard.closure_facts import closure_of
 from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX, AuditEvent, Hold, Node, Slice
 from dashboard.selectors.policy_book import policy_for_node
@@ -103,6 +104,12 @@ def hold_create(
             raise HoldError(f"node {node_id} has no slice {slice_index} (its slices: {listed})", field="slice_index")
         # The time is read under the lock: a hold that just expired is seen expired by the one who waited.
         now = now or timezone.now()
+        # A closed node offers nothing (withheld, rented by another twin, down ...): nothing to hold there.
+        closed = closure_of(Node.objects.get(pk=node.pk))
+        if closed is not None:
+            raise HoldConflict(
+                f"node {node_id} {closed.what}: none of its slices can be held {closed.reason.until}", field="node_id"
+            )
         if row.state != Slice.State.FREE:
             raise HoldConflict(
                 f"slice {slice_index} of node {node_id} is {row.state}, not free: it cannot be held",
