@@ -105,8 +105,9 @@ def hold_create(
         # The time is read under the lock: a hold that just expired is seen expired by the one who waited.
         now = now or timezone.now()
         # A closed node offers nothing (withheld, rented by another twin, down ...): nothing to hold there.
+        # On standby is the one exception: a buyer may hold a slice while the farm's power manager wakes it.
         closed = closure_of(Node.objects.get(pk=node.pk))
-        if closed is not None:
+        if closed is not None and closed.key != "standby":
             raise HoldConflict(
                 f"node {node_id} {closed.what}: none of its slices can be held {closed.reason.until}", field="node_id"
             )
