@@ -5,7 +5,7 @@
 The same seeded fleet is measured twice, the page's server time and queries: first as seeded, then
 after 1,000 holds on free slices of 1,000 nodes picked at random (seeded), each for half an hour, made
 through hold_create as the API makes them. Also placement with rules (pack, per_farm), the overview `/`
-(its totals and rows read the holds) and the map (a farm with a hold is rendered live, not kept).
+(its totals and rows read the holds) and the map (a farm's kept cells keyed on its live holds too).
 """
 
 import json
@@ -49,7 +49,10 @@ def main(repo: Path, size: int) -> dict:
         client = pages.admin_client()
         out = {"no holds": pages.pages_interleaved(client, PAGES, repeat=15)}
         free = list(
-            Slice.objects.filter(state="free").order_by("node_id", "index").values_list("node__grid_id", "index")
+            # A closed node (down, rented by another twin ...) cannot be held; one on standby can.
+            Slice.objects.filter(state="free", node__closure__in=("", "standby"))
+            .order_by("node_id", "index")
+            .values_list("node__grid_id", "index")
         )
         first_of = {}
         for node_id, index in free:
