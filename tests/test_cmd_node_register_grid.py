@@ -161,7 +161,9 @@ def test_it_refuses_a_redirect_to_another_host_naming_it(gridproxy_serving):
     assert not Node.objects.exists()
 
 
-def register_from_a_dripping_proxy(gridproxy_serving, settings) -> tuple[subprocess.CompletedProcess, str, float]:
+def register_from_a_dripping_proxy(
+    gridproxy_serving, settings, *, deadline: int = 3
+) -> tuple[subprocess.CompletedProcess, str, float]:
     """`manage.py node_register 1774` in a separate process, as an operator runs it (what reaches stderr is
     all there is), against a proxy that drips its answer a byte a second: (the run, the proxy's url, seconds)."""
     from tests.gridproxy_canned import Answer
@@ -171,7 +173,7 @@ def register_from_a_dripping_proxy(gridproxy_serving, settings) -> tuple[subproc
         **os.environ,
         "GRID_BACKEND": "gridproxy",
         "GRID_PROXY_URL": url,
-        "GRID_DEADLINE": "3",
+        "GRID_DEADLINE": str(deadline),
         "GRID_READ_TIMEOUT": "10",
         "GRID_RETRIES": "2",
         "LOG_LEVEL": "INFO",
@@ -191,10 +193,10 @@ def register_from_a_dripping_proxy(gridproxy_serving, settings) -> tuple[subproc
 
 
 def test_it_fails_within_its_budget_in_one_line_when_the_proxy_drips(gridproxy_serving, settings):
-    done, url, _took = register_from_a_dripping_proxy(gridproxy_serving, settings)
+    done, url, _took = register_from_a_dripping_proxy(gridproxy_serving, settings, deadline=1)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"CommandError: grid: the grid proxy did not finish answering within 3 s ({url}/nodes/1774)"
+        f"CommandError: grid: the grid proxy did not finish answering within 1 s ({url}/nodes/1774)"
     ]
 
 
