@@ -221,6 +221,18 @@ class Node(models.Model):
     room_mru = models.BigIntegerField(null=True, blank=True)
     room_sru = models.BigIntegerField(null=True, blank=True)
     pools_shape = models.CharField(max_length=16, blank=True, default=NOT_WORKED_OUT)
+    # The live holds on the node's free slices as the last write of a hold or a slice left them
+    # (services.held_figures): how many, their charges summed (memory with each held VM's hidden use),
+    # a key of their sizes in slice order, and
+    # the first and last of their expiries. A hold ends by time with no write, so placement's first cut
+    # charges them on the stored room while all are live (now < held_first_expiry), forgets them once
+    # all have expired (now >= held_last_expiry), and judges the node alone between the two.
+    held_slices = models.PositiveIntegerField(default=0)
+    held_mru = models.BigIntegerField(default=0)
+    held_sru = models.BigIntegerField(default=0)
+    held_sizes = models.CharField(max_length=16, blank=True, default="")
+    held_first_expiry = models.DateTimeField(null=True, blank=True)
+    held_last_expiry = models.DateTimeField(null=True, blank=True, db_index=True)
     # The withhold window in force (NodeWithhold), copied here by services.withholds when a window is
     # made, released, or opens or ends by itself (the beat's withhold edges), so every figure reads the
     # node row: "" when nothing withholds the node; until None: until released.

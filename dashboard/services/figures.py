@@ -28,6 +28,7 @@ from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node, Slice
 from dashboard.selectors.policy_book import policy_book
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
+from dashboard.services.held_figures import held_store
 
 # The Node columns this module owns, in NodeFigures' order.
 FIGURE_FIELDS = (
@@ -98,6 +99,8 @@ def figures_refresh(node_pks: Iterable[int], *, locked: bool = False) -> int:
             if not locked:
                 nodes_lock(batch)
             changed += _store(Node.objects.filter(pk__in=batch))
+            # A slice rented, deployed or carved away under a hold no longer counts as held.
+            held_store(batch)
         # Every service that changes a node calls this in its transaction: the farm totals follow on commit.
         farm_totals_refresh_on_commit()
     return changed

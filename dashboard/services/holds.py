@@ -24,6 +24,7 @@ from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX, AuditEvent, Hold, Node, Slice
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import nodes_lock
+from dashboard.services.held_figures import held_store
 
 MARKETPLACE_ID_MAX = Hold._meta.get_field("marketplace_id").max_length
 
@@ -136,6 +137,7 @@ def hold_create(
             by=by if getattr(by, "pk", None) else None,
             token=token,
         )
+        held_store([node.pk], now=now)
         _audit(
             hold,
             "hold.made",
@@ -165,6 +167,7 @@ def hold_release(*, hold_id: int, by=None, token=None, source: str = "api", now:
             )
         hold.ended_at, hold.end = now, Hold.End.RELEASED
         hold.save(update_fields=["ended_at", "end"])
+        held_store([hold.node_id], now=now)
         _audit(
             hold,
             "hold.released",
@@ -186,6 +189,7 @@ def hold_turned_deployed(
         return None
     hold.ended_at, hold.end = now, Hold.End.DEPLOYED
     hold.save(update_fields=["ended_at", "end"])
+    held_store([node.pk], now=now)
     where = f"slice {slice_index} of node {node.grid_id}"
     _audit(
         hold,
