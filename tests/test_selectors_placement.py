@@ -130,14 +130,15 @@ def test_it_answers_in_a_fixed_number_of_queries_whatever_the_fleet_size(
 ):
     # The policies, the counts, the groups' samples (rows, occupied slices), the best nodes' candidates
     # (found once the groups that refuse the size are known), their rows and their occupied slices;
-    # judging every node: the policies, the nodes, the occupied slices. Both read the live holds once.
-    with django_assert_num_queries(8):
+    # judging every node: the policies, the nodes, the occupied slices and the live holds (the first cut
+    # reads the samples' and candidates' live holds with their occupied slices).
+    with django_assert_num_queries(7):
         placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
     with django_assert_num_queries(4):
         placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
     for node_id in range(5000, 5012):
         sim_node(node_id, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=7, pools=[465 * GiB, 465 * GiB])
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(7):
         answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
     assert answer.nodes == Node.objects.count()
     with django_assert_num_queries(4):
@@ -162,6 +163,7 @@ def _answer_of(placement) -> dict:
         "nodes": placement.nodes,
         "can_host": placement.can_host,
         "blocked": placement.blocked,
+        "held_nodes": placement.held_nodes,
         "best": [(v.node_id, v.blocked_by, v.verdict, v.could_take, v.seen_at) for v in placement.best],
     }
 
@@ -350,3 +352,52 @@ def test_the_first_cut_agrees_with_live_holds_and_the_askers_rules(varied_fleet)
                 assert answer.limited == judged.limited
                 seen_held += answer.blocked["held"]
     assert seen_held  # some node was blocked by its holds alone
+
+
+@pytest.mark.django_db
+def test_the_first_cut_agrees_while_holds_end_by_time_and_after_a_held_slice_is_deployed(varied_fleet, settings):
+    """The first cut charges the holds summed on each node row (services.held_figures); a hold ends by
+    time with no write. Asked while every hold of a node is live, while some have ended, once all have
+    ended, and after a held slice was deployed by its own buyer, the first cut says what judging every
+    node from the live holds says."""
+    from dashboard.models import Slice
+    from dashboard.services.holds import hold_create
+    from dashboard.services.outcomes.record import deployment_outcome_record
+
+    settings.ALERT_READING_MAX_AGE = 24 * 3600  # the readings stay trusted over the hour asked about
+    now = timezone.now()
+    # Mixed lives on one node (2 and 20 minutes), one life on others; most of a small node held.
+    ttls = {1774: (120, 1200), 2310: (120, 120, 1200, 1200), 2456: (120, 1200), 4000: (1200,), 2877: (600, 600)}
+    for grid_id, lives in ttls.items():
+        free = Slice.objects.filter(node__grid_id=grid_id, state="free").order_by("index")[: len(lives)]
+        for s, ttl in zip(free, lives, strict=True):
+            hold_create(node_id=grid_id, slice_index=s.index, ttl_seconds=ttl, marketplace_id=f"m-{s.pk}", now=now)
+    stored = Node.objects.get(grid_id=2310)
+    assert (stored.held_slices, stored.held_first_expiry, stored.held_last_expiry) == (
+        4,
+        now + timedelta(seconds=120),
+        now + timedelta(seconds=1200),
+    )
+
+    def agree(at):
+        seen = {"held": 0}
+        for cru, mru, sru in SIZES.values():
+            for best in (1, 10):
+                asked = dict(cru=cru, mru=mru, sru=sru, best=best, now=at)
+                judged = placement_for(**asked, every_node=True)
+                assert _answer_of(placement_for(**asked)) == _answer_of(judged), (at - now, cru, mru, sru, best)
+                seen["held"] += judged.blocked["held"]
+        return seen["held"]
+
+    assert agree(now)  # every hold live: some node is blocked by its holds alone
+    agree(now + timedelta(minutes=5))  # the 2-minute holds ended by time, with no write
+    agree(now + timedelta(minutes=30))  # every hold ended
+    assert Node.objects.get(grid_id=2310).held_slices == 4  # nothing was written meanwhile
+
+    # The buyer's own deployed report turns a held slice into its deployment: the node's sums follow.
+    held = Slice.objects.filter(node__grid_id=2877, state="free").order_by("index").first()
+    deployment_outcome_record(
+        node_id=2877, slice_index=held.index, marketplace_id=f"m-{held.pk}", outcome="deployed", at=timezone.now()
+    )
+    assert Node.objects.get(grid_id=2877).held_slices == 1
+    agree(timezone.now())

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from dashboard import capacity
@@ -177,11 +178,10 @@ def placement_for(
     policies = _policies()
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
-    # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
-    held = _held_of(now)
     if every_node:
-        return _placement_judged(size, policies, cutoff, best, rules, held)
-    return _placement_counted(size, policies, cutoff, best, rules, held, now)
+        # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
+        return _placement_judged(size, policies, cutoff, best, rules, _held_of(now))
+    return _placement_counted(size, policies, cutoff, best, rules, now)
 
 
 def _placement_judged(
@@ -213,15 +213,17 @@ def _placement_judged(
     )
 
 
-_TO_JUDGE = (placement_cut.POOLS_TO_JUDGE, placement_cut.JUDGE_ALONE)
+_TO_JUDGE = (placement_cut.POOLS_TO_JUDGE, placement_cut.JUDGE_ALONE, placement_cut.HELD_SHORT)
 
 
 def _placement_counted(
-    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict, now: datetime
+    size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, now: datetime
 ) -> Placement:
     """The same answer with the database's first cut: Python judges one node of each group whose
-    pools decide (and any node whose policy version is no longer in force), and the best nodes'
-    candidates in order until enough of them fit."""
+    pools decide (and any node whose policy version is no longer in force, or whose holds partly ended
+    by time), and the best nodes' candidates in order until enough of them fit. The live holds are
+    read for those nodes only, with their occupied slices (the first cut charges the rest from the
+    sums on each node row)."""
     charges = [
         placement_cut.PolicyCharge(f"{policy.name} v{policy.version}", need.mru, need.sru)
         for policy in policies.values()
@@ -230,68 +232,43 @@ def _placement_counted(
     cut = {
         "cutoff": cutoff,
         "below_min_mru": size.mru < capacity.MIN_VM_MRU,
+        "now": now,
         "exclude_nodes": tuple(sorted(rules.exclude_nodes)),
         "exclude_farms": tuple(sorted(rules.exclude_farms)),
-        # The nodes with live holds, whose stored room does not count them: set apart, judged below.
-        "holds": live_holds(now) if held else None,
     }
     page = max(2 * best, CANDIDATES_PAGE)
     counts = placement_cut.first_cut(charges, **cut)
     samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
-    rows, occupied = _rows_of(samples, always=True)
-    if held:  # two queries, with the holds as a subquery: no list of a thousand ids to send
-        held_nodes = Node.objects.filter(pk__in=cut["holds"].order_by().values("node_id"))
-        held_rows = {row[0]: row for row in held_nodes.values_list(*_NODE_FIELDS)}
-        rows.update(held_rows)
-        occupied.update(_occupied_of(nodes=held_nodes))
+    rows, occupied, held = _rows_of(samples, now, always=True)
     judged: dict[tuple, capacity.Verdict] = {}
 
     blocked = dict.fromkeys(BLOCKS, 0)
     can_host = 0
     alone: list[NodeVerdict] = []  # judged alone and fitting: among the best by their own room
-    refused_shapes: list[str] = []  # groups whose pools refuse the size: no candidate of theirs can host it
-    held_blocks, held_hosts = _held_judged(
-        sorted(held_rows) if held else [],
-        rows,
-        size,
-        policies,
-        occupied,
-        cutoff,
-        judged,
-        rules,
-        held,
-        charges,
-        cut,
-        best,
-    )
-    for block, nodes in held_blocks.items():
-        if block:
-            blocked[block] += nodes
-        else:
-            can_host += nodes
-    alone += held_hosts
+    refused_groups: list[str] = []  # groups whose pools refuse the size: no candidate of theirs can host it
     for count in counts:
         block = count.block
-        if block == placement_cut.HELD_APART:
-            continue
-        if block in _TO_JUDGE:
+        if block == placement_cut.HELD_SHORT:
+            # It fits on its own but not with its holds charged: "held", unless its pools refuse the size anyway.
+            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged, rules, {})
+            block = verdict.blocked_by or "held"
+        elif block in _TO_JUDGE:
             verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged, rules, held)
             block = verdict.blocked_by
             if count.block == placement_cut.JUDGE_ALONE and verdict.fits:
                 alone.append(verdict)
             if count.block == placement_cut.POOLS_TO_JUDGE and not verdict.fits:
-                refused_shapes.append(count.group)
+                refused_groups.append(count.group)
         if block:
             blocked[block] += count.nodes
         else:
             can_host += count.nodes
 
-    cut["refused_shapes"] = tuple(refused_shapes)
+    cut["refused_groups"] = tuple(refused_groups)
     cut["pack"] = rules.strategy == "pack"
     pks = placement_cut.candidates(charges, **cut, limit=page if best else 0, offset=0)
-    more_rows, more_occupied = _rows_of(pks, always=True)
-    rows.update(more_rows)
-    occupied.update(more_occupied)
+    for got, more in zip((rows, occupied, held), _rows_of(pks, now, always=True), strict=True):
+        got.update(more)
 
     hosts: list[NodeVerdict] = []
     offset = 0
@@ -304,9 +281,8 @@ def _placement_counted(
             break
         # Whole groups of candidates whose pools refuse the size: look further down the order.
         pks = placement_cut.candidates(charges, **cut, limit=page, offset=offset)
-        more_rows, more_occupied = _rows_of(pks)
-        rows.update(more_rows)
-        occupied.update(more_occupied)
+        for got, more in zip((rows, occupied, held), _rows_of(pks, now), strict=True):
+            got.update(more)
     hosts = sorted([*(hosts if rules.per_farm else hosts[:best]), *alone], key=_order_of(rules))
     by_node_id = {row[1]: row for row in rows.values()}
     shown, limited = _limited(hosts, size, by_node_id, policies, occupied, held, rules, best)
@@ -319,102 +295,8 @@ def _placement_counted(
         reading_max_age=settings.ALERT_READING_MAX_AGE,
         rules=rules,
         limited=limited,
-        held_nodes=len(held),
+        held_nodes=sum(count.held for count in counts),
     )
-
-
-def _held_judged(pks, rows, size, policies, occupied, cutoff, judged, rules: Rules, held, charges, cut, best):
-    """The nodes with live holds the first cut set apart: each one's block, as the first cut would give it
-    with the held VMs charged (the stored room less their charges and hidden memory), with its pools
-    judged on one node of each group alike (pools_shape and the held slices); and the best of those that
-    fit, judged in full for the answer. A Python cost of arithmetic for each held node, and of
-    capacity's judgement for one node a group and the few best: the stored room makes the rest exact.
-
-    Returns ({block: nodes} with "" for the nodes that fit, [NodeVerdict] of the best that fit)."""
-    need = {c.effective: c for c in charges}
-    blocks: dict[str, int] = {}
-    fitting: list[tuple[tuple, int]] = []  # (order key, pk): judged in full only if among the best
-    judged_hosts: list[NodeVerdict] = []
-    group_verdict: dict[tuple, NodeVerdict] = {}
-    pack = rules.strategy == "pack"
-    for pk in pks:
-        values = dict(zip(_NODE_FIELDS, rows[pk], strict=True))
-        c = need.get(values["effective_policy"])
-        early = _early_block(values, rules, cutoff)
-        if early:
-            blocks[early] = blocks.get(early, 0) + 1
-            continue
-        if c is None or values["room_mru"] is None or values["pools_shape"] == Node.NOT_WORKED_OUT:
-            v = _judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held)
-            blocks[v.blocked_by] = blocks.get(v.blocked_by, 0) + 1
-            if v.fits:
-                judged_hosts.append(v)
-            continue
-        holds = held[pk]
-        held_mru = sum(charge.mru for _, charge in holds) + len(holds) * values["hidden_mru_per_vm"]
-        held_sru = sum(charge.sru for _, charge in holds)
-        left_mru = values["room_mru"] - held_mru - c.need_mru
-        left_sru = values["room_sru"] - held_sru - c.need_sru
-        shape = values["pools_shape"]
-        if cut["below_min_mru"] or values["room_mru"] < c.need_mru:
-            block = "memory"
-        elif values["room_sru"] < c.need_sru:
-            block = "disk"
-        elif shape and _group_block(
-            group_verdict, (shape,), rows[pk], size, policies, occupied, cutoff, judged, rules, {}
-        ):
-            block = "pool"  # its pools refuse the size with no hold at all, as the first cut's group says
-        elif left_mru < 0 or left_sru < 0:
-            block = "held"
-        elif shape:
-            group = (shape, tuple(size_ for size_, _ in holds))
-            block = _group_block(group_verdict, group, rows[pk], size, policies, occupied, cutoff, judged, rules, held)
-        else:
-            block = ""
-        blocks[block] = blocks.get(block, 0) + 1
-        if not block:
-            seen = -values["seen_at"].timestamp() if values["seen_at"] else 0
-            vms = values["slices_rented"] + values["slices_deployed"]
-            key = (
-                (vms == 0, left_mru, left_sru, seen, values["grid_id"])
-                if pack
-                else (-left_mru, -left_sru, seen, values["grid_id"])
-            )
-            fitting.append((key, pk))
-    # Only the best of them are judged in full (their room, words and verdict), in the answer's order.
-    shown, farms = 0, {}
-    for _key, pk in sorted(fitting):
-        if shown >= best:
-            break
-        v = _judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held)
-        judged_hosts.append(v)
-        if rules.per_farm is None or farms.get(v.farm_id, 0) < rules.per_farm:
-            farms[v.farm_id] = farms.get(v.farm_id, 0) + 1
-            shown += 1
-    return blocks, judged_hosts
-
-
-def _early_block(values: dict, rules: Rules, cutoff: datetime) -> str:
-    """The blocks _judge gives before capacity is asked (the first cut's first whens): "" when none holds."""
-    if values["grid_id"] in rules.exclude_nodes:
-        return "node_excluded"
-    if values["farm_id"] in rules.exclude_farms:
-        return "farm_excluded"
-    closed = closure_of_values(values)
-    if closed is not None:  # down, standby, withheld, rented, ...: as _judge and the first cut say
-        return closed.key
-    if values["used_mru"] is None or values["used_sru"] is None:
-        return "unread"
-    if values["seen_at"] is None or values["seen_at"] < cutoff:
-        return "old"
-    return ""
-
-
-def _group_block(verdicts: dict, group: tuple, row, size, policies, occupied, cutoff, judged, rules, held) -> str:
-    """The block of a group of nodes whose pools judge alike, judged on the first of them met."""
-    if group not in verdicts:
-        verdicts[group] = _judge(row, size, policies, occupied, cutoff, judged, rules, held).blocked_by
-    return verdicts[group]
 
 
 def _best_first(v: NodeVerdict) -> tuple:
@@ -465,13 +347,15 @@ def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, be
     return tuple(shown), limited
 
 
-def _rows_of(pks: list[int], *, always: bool = False) -> tuple[dict[int, tuple], dict[int, list[capacity.Resources]]]:
-    """These nodes' rows (pk -> values of _NODE_FIELDS) and their occupied slices. `always` reads even
-    for no pk, so that the answer's number of queries does not depend on what the fleet holds."""
+def _rows_of(pks: list[int], now: datetime, *, always: bool = False) -> tuple[dict, dict, dict]:
+    """These nodes' rows (pk -> values of _NODE_FIELDS), their occupied slices and their live holds at
+    `now` (as _held_of gives them); two queries. `always` reads even for no pk, so that the answer's
+    number of queries does not depend on what the fleet holds."""
     if not pks and not always:
-        return {}, {}
+        return {}, {}, {}
     rows = {row[0]: row for row in Node.objects.filter(pk__in=set(pks)).values_list(*_NODE_FIELDS)}
-    return rows, _occupied_of(list(rows))
+    occupied, held = _occupied_and_held_of(list(rows), now)
+    return rows, occupied, held
 
 
 def _judge(
@@ -580,6 +464,28 @@ def _held_of(now: datetime) -> dict[int, list[tuple[capacity.Resources, capacity
         size = capacity.Resources(cru=cru, mru=mru, sru=sru)
         held.setdefault(node_pk, []).append((size, capacity.Resources(cru=cru, mru=charge_mru, sru=charge_sru)))
     return held
+
+
+def _occupied_and_held_of(pks: list[int], now: datetime) -> tuple[dict, dict]:
+    """_occupied_of and _held_of for these nodes in one query: their slices rented or deployed, and those
+    free under a live hold (joined on that hold alone: at most one open hold a slice), in slice order."""
+    occupied: dict[int, list[capacity.Resources]] = {}
+    held: dict[int, list[tuple[capacity.Resources, capacity.Resources]]] = {}
+    live = FilteredRelation("holds", condition=Q(holds__ended_at__isnull=True, holds__expires_at__gt=now))
+    rows = (
+        Slice.objects.filter(node__in=pks)
+        .annotate(live_hold=live)
+        .filter(Q(state__in=Slice.OCCUPIED_STATES) | Q(state=Slice.State.FREE, live_hold__isnull=False))
+        .order_by("node_id", "index")
+        .values_list("node_id", "state", "cru", "mru", "sru", "live_hold__charge_mru", "live_hold__charge_sru")
+    )
+    for node_pk, state, cru, mru, sru, charge_mru, charge_sru in rows:
+        size = capacity.Resources(cru=cru, mru=mru, sru=sru)
+        if state == Slice.State.FREE:
+            held.setdefault(node_pk, []).append((size, capacity.Resources(cru=cru, mru=charge_mru, sru=charge_sru)))
+        else:
+            occupied.setdefault(node_pk, []).append(size)
+    return occupied, held
 
 
 def _occupied_of(pks: list[int] | None = None, *, nodes=None) -> dict[int, list[capacity.Resources]]:
