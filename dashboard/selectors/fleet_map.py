@@ -173,7 +173,7 @@ def _live_farms(nodes) -> list[FarmGroup]:
 def _kept_farms(*, farm_id: int | None) -> list[FarmGroup]:
     now = timezone.now()
     # A farm's cells change when one of its holds is made, released or ends by time, with no write:
-    # its kept cells are keyed on its live holds too (their ids), so a hold's end is a new key.
+    # its kept cells are keyed on its nodes' held counts at `now` too, so a hold's end is a new key.
     signatures = holds_signature(now=now, farm_ids=None if farm_id is None else [farm_id])
     held_farms = set(signatures)
     behind = farms_behind(farm_id=farm_id)

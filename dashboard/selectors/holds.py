@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, ExpressionWrapper, F, IntegerField, Q, QuerySet, Sum
+from django.db.models.functions import Coalesce, Least
 
 from dashboard.models import Hold, Node, Slice
 
@@ -87,47 +88,104 @@ def _held_by(holds: QuerySet[Hold], key: str) -> dict[int, Held]:
     return found
 
 
+def _summed(nodes: QuerySet[Node], key: str | None, now: datetime) -> dict:
+    """key value (None: one for all) -> Held of these nodes at `now`, from the live holds summed on each
+    node row (services.held_figures) while every one of a node's holds is live: one query over the node
+    rows with a live hold, grouped by `key`, Held.on_node's arithmetic in SQL. The nodes whose holds
+    partly ended by time since the row was written are read from their live holds, one query more."""
+    all_live = Q(held_first_expiry__gt=now)
+    whole = IntegerField()
+    taken = Least(F("held_slices"), Coalesce(F("placeable_now"), 0), output_field=whole)
+    phantom_taken = Least(
+        ExpressionWrapper(F("held_slices") - taken, output_field=whole),
+        Coalesce(F("phantom_slices"), 0),
+        output_field=whole,
+    )
+    sums = {
+        "h_slices": Sum("held_slices", filter=all_live),
+        "h_placeable": Sum(taken, filter=all_live),
+        "h_phantom": Sum(phantom_taken, filter=all_live),
+        "h_up": Sum(phantom_taken, filter=all_live & Q(status="up", closure="")),
+        "h_partly": Count("pk", filter=~all_live),
+    }
+    held_nodes = nodes.order_by().filter(held_last_expiry__gt=now)
+    rows = held_nodes.values(key).annotate(**sums) if key else [held_nodes.aggregate(**sums)]
+    found: dict = {}
+    partly = False
+    for row in rows:
+        held = Held(*(int(row[name] or 0) for name in ("h_slices", "h_placeable", "h_phantom", "h_up")))
+        if held:
+            found[row.get(key)] = held
+        partly = partly or bool(row["h_partly"])
+    if partly:
+        some = held_nodes.filter(~all_live).values("pk")
+        by = {"pk": "node_id", "farm_id": "node__farm_id", None: "node_id"}[key]
+        for value, held in _held_by(live_holds(now).filter(node__in=some), by).items():
+            value = value if key else None
+            found[value] = found.get(value, Held()) + held
+    return found
+
+
 def held_by_node(*, now: datetime, node_pks: Iterable[int] | None = None) -> dict[int, Held]:
-    """Node pk -> its live holds at `now` (of these nodes, or of every node); one query."""
-    holds = live_holds(now)
-    if node_pks is not None:
-        holds = holds.filter(node_id__in=list(node_pks))
-    return _held_by(holds, "node_id")
+    """Node pk -> its live holds at `now` (of these nodes, or of every node); one query (two while a
+    node's holds have partly ended by time)."""
+    nodes = Node.objects.all() if node_pks is None else Node.objects.filter(pk__in=list(node_pks))
+    return _summed(nodes, "pk", now)
 
 
 def held_by_farm(*, now: datetime, farm_id: int | None = None) -> dict[int, Held]:
-    """Farm id -> its live holds at `now`; one query."""
-    holds = live_holds(now)
-    if farm_id is not None:
-        holds = holds.filter(node__farm_id=farm_id)
-    return _held_by(holds, "node__farm_id")
+    """Farm id -> its live holds at `now`; one query (two while a node's holds have partly ended)."""
+    nodes = Node.objects.all() if farm_id is None else Node.objects.filter(farm_id=farm_id)
+    return _summed(nodes, "farm_id", now)
+
+
+def _held_counts(nodes: QuerySet[Node], now: datetime) -> dict[tuple[int, int], int]:
+    """(farm id, grid id) -> free slices held at `now`, of these nodes with a live hold: the counts summed
+    on the node rows while all of a node's holds are live, else its live holds (one query more)."""
+    rows = (
+        nodes.order_by()
+        .filter(held_last_expiry__gt=now)
+        .values_list("farm_id", "grid_id", "held_slices", "held_first_expiry")
+    )
+    counts, partly = {}, []
+    for farm, grid, n, first in rows:
+        if first > now:
+            counts[farm, grid] = n
+        else:
+            partly.append(grid)
+    if partly:
+        live = live_holds(now).filter(node__grid_id__in=partly).order_by()
+        counts.update(
+            {
+                (farm, grid): n
+                for farm, grid, n in live.values_list("node__farm_id", "node__grid_id").annotate(Count("pk"))
+            }
+        )
+    return counts
+
+
+def _nodes_of(*, farm_ids: Iterable[int] | None, nodes: QuerySet[Node] | None) -> QuerySet[Node]:
+    scope = Node.objects.all() if nodes is None else nodes
+    return scope if farm_ids is None else scope.filter(farm_id__in=list(farm_ids))
 
 
 def held_by_grid_id(*, now: datetime, farm_ids: Iterable[int] | None = None, nodes=None) -> dict[int, int]:
     """The grid's node id -> free slices held at `now`, of these farms or nodes (the map's rows); one query."""
-    holds = live_holds(now)
-    if farm_ids is not None:
-        holds = holds.filter(node__farm_id__in=list(farm_ids))
-    if nodes is not None:
-        holds = holds.filter(node__in=nodes.order_by().values("pk"))
-    return dict(holds.order_by().values_list("node__grid_id").annotate(n=Count("pk")))
+    return {grid: n for (_farm, grid), n in _held_counts(_nodes_of(farm_ids=farm_ids, nodes=nodes), now).items()}
 
 
 def holds_signature(*, now: datetime, farm_ids: Iterable[int] | None = None) -> dict[int, str]:
-    """Farm id -> the ids of its live holds, as text: a kept map cell is keyed on it, so a hold made,
-    released or ended by time gives the farm a new key with no write (one query, as many rows as holds)."""
-    holds = live_holds(now)
-    if farm_ids is not None:
-        holds = holds.filter(node__farm_id__in=list(farm_ids))
-    ids: dict[int, list[int]] = {}
-    for farm, pk in holds.order_by("node__farm_id", "pk").values_list("node__farm_id", "pk"):
-        ids.setdefault(farm, []).append(pk)
-    return {farm: ".".join(map(str, pks)) for farm, pks in ids.items()}
+    """Farm id -> its nodes' held counts at `now`, as text ("grid:n" by grid id): a kept map cell is keyed
+    on it, so a hold made, released or ended by time gives the farm a new key with no write, and the key
+    changes exactly when what the cells show of the holds does (one query, two while holds partly ended)."""
+    counts = sorted(_held_counts(_nodes_of(farm_ids=farm_ids, nodes=None), now).items())
+    signatures: dict[int, list[str]] = {}
+    for (farm, grid), n in counts:
+        signatures.setdefault(farm, []).append(f"{grid}:{n}")
+    return {farm: ";".join(entries) for farm, entries in signatures.items()}
 
 
 def held_among(*, now: datetime, nodes: QuerySet[Node] | None = None) -> Held:
-    """The live holds at `now` on these nodes (every node when None); one query."""
-    holds = live_holds(now)
-    if nodes is not None:
-        holds = holds.filter(node__in=nodes.order_by().values("pk"))
-    return sum(_held_by(holds, "node_id").values(), Held())
+    """The live holds at `now` on these nodes (every node when None); one query (two while a node's
+    holds have partly ended by time)."""
+    return _summed(Node.objects.all() if nodes is None else nodes, None, now).get(None, Held())
