@@ -45,11 +45,12 @@ from dashboard.grid.types import (
     NodeCapacity,
     NodeNotFound,
 )
-from dashboard.models import AuditEvent, Deployment, Node, Slice
+from dashboard.models import AuditEvent, Deployment, Hold, Node, Slice
 from dashboard.selectors.deployments import deployment_words
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.calibration import capacity_sample_record
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.holds import hold_words
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
@@ -267,6 +268,11 @@ def _check_attemptable(node: Node, slice_: Slice) -> None:
             f"slice {slice_.index} of node {node.grid_id} is being deployed already "
             f"(deployment {in_flight.pk}, started {in_flight.started_at:%H:%M:%S} UTC)"
         )
+    now = timezone.now()
+    hold = Hold.objects.live(now).filter(slice=slice_).select_related("node").first()
+    if hold is not None:
+        # Held for a buyer: their own deploy will come as a `deployed` report under the hold's id.
+        raise SliceBusy(f"slice {slice_.index} of node {node.grid_id} is held: {hold_words(hold, now)}")
 
 
 def _deploy_verdict(
