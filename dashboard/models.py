@@ -466,7 +466,8 @@ class Hold(models.Model):
         RETIRED = "retired", "Its slice was re-carved away"
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="holds")
-    # A re-register that carves the slice away ends the hold ("retired") and keeps it, without its slice.
+    # A re-register keeps a free slice under a live hold. When it removes a slice with an open hold, the
+    # hold had expired ("expired") or its slice was marked failed ("retired"); it is kept without its slice.
     slice = models.ForeignKey(Slice, null=True, blank=True, on_delete=models.SET_NULL, related_name="holds")
     slice_index = models.PositiveIntegerField()
     marketplace_id = models.CharField(max_length=128)

@@ -261,22 +261,6 @@ def test_the_precheck_refuses_a_slice_held_for_another_buyer(node_1774, api_call
     assert holder.json()["held_slices"][0]["marketplace_id"] == "first"
 
 
-@pytest.mark.django_db
-def test_a_reregister_that_carves_a_held_slice_away_ends_the_hold_and_keeps_it(legacy_node_1774):
-    from dashboard.models import Job
-    from dashboard.services.job_run import job_execute
-    from dashboard.services.jobs import job_claim, job_request
-
-    hold = hold_create(node_id=1774, slice_index=6, ttl_seconds=600, marketplace_id="buyer", source="command")
-    job = job_claim(job_id=job_request(kind=Job.Kind.REREGISTER, node=legacy_node_1774).job.pk)
-    job_execute(job=job)
-    job.refresh_from_db()
-    hold.refresh_from_db()
-    assert job.state == Job.State.SUCCEEDED
-    assert (hold.end, hold.slice_id, hold.slice_index) == ("retired", None, 6)
-    assert not Hold.objects.live(timezone.now()).exists()
-
-
 def test_a_slice_of_a_closed_node_cannot_be_held(api_call, api_token, sim_node):
     """A withheld node offers nothing: a hold there is a 409 saying why, and nothing is written."""
     from dashboard.models import Hold, Node

@@ -76,6 +76,7 @@ class Case:
     added: int
     node_fields: dict | None = None
     deploying: frozenset[int] = frozenset()
+    held: frozenset[int] = frozenset()
 
 
 FREE7 = ["free"] * 7
@@ -127,6 +128,37 @@ CASES = [
         deploying=frozenset({102}),
     ),
     Case(
+        "a free slice under a live hold is kept and counted as occupied",
+        catalog(*FREE7),
+        ZOS,
+        reading(),
+        kept=[5],
+        removed=[0, 1, 2, 3, 4, 6],
+        added=carved(ZOS, [LEGACY_SIZE]).new_slices,
+        held=frozenset({105}),
+    ),
+    Case(
+        "a held slice and one in flight are both kept",
+        catalog("deployed", *FREE7[1:]),
+        ZOS,
+        reading(),
+        kept=[0, 2, 5],
+        removed=[1, 3, 4, 6],
+        added=carved(ZOS, [LEGACY_SIZE] * 3).new_slices,
+        deploying=frozenset({102}),
+        held=frozenset({102, 105}),
+    ),
+    Case(
+        "a hold on a slice no longer free protects nothing (a failed slice is replaced)",
+        catalog("failed", *FREE7[1:]),
+        ZOS,
+        reading(),
+        kept=[],
+        removed=list(range(7)),
+        added=carved(ZOS).new_slices,
+        held=frozenset({100}),
+    ),
+    Case(
         "a catalog already carved by its policy is left alone",
         catalog(*FREE7),
         LEGACY,
@@ -146,6 +178,7 @@ def test_the_plan_keeps_removes_and_adds(case: Case):
         policy=case.policy,
         seen=case.seen,
         deploying=case.deploying,
+        held=case.held,
     )
     assert sorted(s.index for s in plan.kept) == case.kept
     assert sorted(s.index for s in plan.removed) == case.removed
@@ -211,3 +244,28 @@ def test_it_refuses_to_carve_on_a_reading_with_no_memory_or_disk(field):
 
 def replace_slice(s: Slice, **fields) -> Slice:
     return Slice(**({f.attname: getattr(s, f.attname) for f in Slice._meta.concrete_fields} | fields))
+
+
+def test_the_plan_says_how_many_held_slices_it_kept_and_counts_them_free_after():
+    plan = reregister_plan(node=node(), slices=catalog(*FREE7), policy=ZOS, seen=reading(), held={103, 105})
+    result = plan.result(dry_run=True)
+    assert any(note.startswith("2 held slices kept (slices 3, 5)") for note in result.notes)
+    # Still free in the catalog (the readers take the live holds off), not placeable in the plan's figures.
+    assert plan.after["free"] == len(plan.added) + 2
+    assert plan.held == frozenset({103, 105})
+
+
+def test_a_held_slice_of_the_carved_size_leaves_a_current_catalog_alone():
+    first = reregister_plan(node=node(), slices=catalog(*FREE7), policy=ZOS, seen=reading())
+    after = [
+        replace_slice(s, pk=200 + i) for i, s in enumerate(sorted(first.kept + first.added, key=lambda s: s.index))
+    ]
+    carved_node = node(
+        carved_policy_name="zos",
+        carved_policy_version=ZOS.version,
+        carved_slice_sru=first.carved_slice_sru,
+        carved_deployable=first.carve.slices,
+        catalog_generation=4,
+    )
+    second = reregister_plan(node=carved_node, slices=after, policy=ZOS, seen=reading(), held={after[1].pk})
+    assert (second.removed, second.added, second.changes_metadata) == ([], [], False)

@@ -6,7 +6,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, CatalogGeneration, Job, Node, Slice, WaveRun
+from dashboard.models import AuditEvent, CatalogGeneration, Hold, Job, Node, Slice, WaveRun
+from dashboard.services.holds import hold_create, hold_release
 from dashboard.services.job_reaper import jobs_reap
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim
@@ -117,6 +118,32 @@ def test_a_slice_rented_since_the_reregister_blocks_the_rollback_said_plainly(le
     with pytest.raises(RollbackRefused, match=r"since the re-register slice \d+ was rented \(free -> rented\)"):
         node_rollback(generation=CatalogGeneration.objects.get(job=job, node=node))
     assert legacy_sizes(node) == after  # nothing written
+
+
+@pytest.mark.django_db
+def test_an_added_slice_held_since_the_reregister_blocks_the_rollback_said_plainly(legacy_fleet):
+    (node,) = legacy_fleet(1)
+    job = run(legacy_fleet.grid, bulk_request(parameters={"waves": True}).job)
+    after = legacy_sizes(node)
+    added = node.slices.order_by("index").last()
+    held = hold_create(node_id=1, slice_index=added.index, ttl_seconds=600, marketplace_id="buyer", source="command")
+    with pytest.raises(RollbackRefused, match=rf"slice {added.index}, added by the re-register, is held for 'buyer'"):
+        node_rollback(generation=CatalogGeneration.objects.get(job=job, node=node))
+    held.refresh_from_db()
+    assert legacy_sizes(node) == after and held.slice_id == added.pk  # nothing written
+
+
+@pytest.mark.django_db
+def test_a_released_hold_on_an_added_slice_lets_the_rollback_go(legacy_fleet):
+    (node,) = legacy_fleet(1)
+    old = legacy_sizes(node)
+    job = run(legacy_fleet.grid, bulk_request(parameters={"waves": True}).job)
+    added = node.slices.order_by("index").last()
+    held = hold_create(node_id=1, slice_index=added.index, ttl_seconds=600, marketplace_id="buyer", source="command")
+    hold_release(hold_id=held.pk, source="command")
+    node_rollback(generation=CatalogGeneration.objects.get(job=job, node=node))
+    held.refresh_from_db()
+    assert legacy_sizes(node) == old and (held.end, held.slice_id) == (Hold.End.RELEASED, None)
 
 
 @pytest.mark.django_db

@@ -15,6 +15,13 @@ Re-registering a node (`node_reregister`):
   services.deploy.IN_FLIGHT) is about to hold a VM: kept and counted as occupied. The final
   transaction, holding every slice row's lock, re-checks that no slice it deletes has a deploy
   started meanwhile (slice_deploy records its attempt under that same lock).
+- A free slice under a live hold (selectors.holds.live_holds, judged at the plan's `now`) was
+  promised to a buyer until the hold ends, and their `deployed` report will take it: kept as it
+  is and counted as occupied, the same way, and said in a note. An expired or released hold
+  protects nothing. The final transaction re-checks under the same locks that no slice it deletes
+  is held now: a hold made since the plan refuses a single node's swap (CATALOG_CHANGED's kind,
+  naming the slices; the next run keeps them) and sends a bulk node to be planned again on its own;
+  hold_create locks the node's row first, so one asked after the swap finds its slice gone.
 - New slices get indices after the highest kept one.
 - The final transaction checks that the node's catalog_generation and its slice rows are
   exactly what the plan was made from; otherwise it fails with CATALOG_CHANGED and writes nothing.
@@ -34,7 +41,7 @@ The package, by step:
   plans), and the single-node job (`node_reregister`) with its grid read (`node_capacity_read`).
 - `bulk`: the bulk job (`bulk_reregister`), batches of plans applied together; `bulk_seams` its
   limits and hooks (BulkLimits, BulkHooks), what tests and callers pass instead of patching it.
-- `stale`: which nodes are stale, and which slices have a deploy in flight.
+- `stale`: which nodes are stale, and which slices have a deploy in flight or a live hold.
 """
 
 from dashboard.services.reregister.apply import (

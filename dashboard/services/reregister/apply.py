@@ -1,7 +1,8 @@
 """Applying re-register plans: the one short transaction, and the single-node job around it.
 
 The transaction locks the plans' nodes and every slice of them, checks each node is exactly what
-its plan read (catalog generation, slice rows, no deploy started on a slice it removes), then
+its plan read (catalog generation, slice rows, no deploy started and no live hold on a slice it
+removes), then
 writes a fixed number of statements for any number of plans. Pause point "swapped" (for the kill
 tests) is INSIDE it, after the writes.
 """
@@ -13,7 +14,7 @@ import time
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from dashboard import capacity
@@ -31,7 +32,7 @@ from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.reregister.plan import SLICE_KEY, ReregisterPlan, reregister_plan
 from dashboard.services.reregister.rollback import generations_record
-from dashboard.services.reregister.stale import deploying_slices
+from dashboard.services.reregister.stale import deploying_slices, held_slices
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,8 @@ def policy_change_words(before: capacity.Policy, now: capacity.Policy) -> str:
 def node_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> ReregisterResult:
     """Re-carve the job's node with its effective policy; returns (and stores) the result.
 
-    Reads live capacity, marks phantom slices, carves counting rented and deployed slices as
-    occupied, then swaps the free slices and finishes the job in one short transaction.
+    Reads live capacity, marks phantom slices, carves counting rented and deployed slices (and free
+    ones in flight or under a live hold) as occupied, then swaps the free slices and finishes the job in one short transaction.
     With job.dry_run the same result is recorded and no catalog or node row changes. (`stop_on`:
     the runners' protocol, dashboard.job_kinds; one node's run has no step it would stop between.)
     """
@@ -78,6 +79,7 @@ def node_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
         policy=policy_for_node(node),
         seen=seen,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
+        held=held_slices([node.pk], now=timezone.now()).get(node.pk, set()),
     )
     job_test_pause("planned")
     job_progress(job=job, step="saving the new catalog" if not job.dry_run else "recording the preview", done=2)
@@ -125,12 +127,19 @@ def reregister_apply(
     with transaction.atomic():
         if not dry_run:
             policy_moved: dict[int, capacity.Policy] = {}
-            if catalogs_lock_and_check([plan], policy_moved=policy_moved):
+            held_since: dict[int, list[int]] = {}
+            if catalogs_lock_and_check([plan], policy_moved=policy_moved, held_since=held_since):
                 if plan.node.pk in policy_moved:
                     raise CatalogChanged(
                         f"the policy of node {plan.node.grid_id} changed while re-registering "
                         f"({policy_change_words(plan.policy, policy_moved[plan.node.pk])}); nothing was written, "
                         "try again"
+                    )
+                if plan.node.pk in held_since:
+                    raise CatalogChanged(
+                        f"slice(s) {', '.join(map(str, held_since[plan.node.pk]))} of node {plan.node.grid_id} "
+                        "were held for a buyer while re-registering; nothing was written, try again "
+                        "(the next plan keeps them)"
                     )
                 raise CatalogChanged()
             catalogs_write([plan])
@@ -145,14 +154,18 @@ def reregister_apply(
 
 
 def catalogs_lock_and_check(
-    plans: list[ReregisterPlan], *, policy_moved: dict[int, capacity.Policy] | None = None
+    plans: list[ReregisterPlan],
+    *,
+    policy_moved: dict[int, capacity.Policy] | None = None,
+    held_since: dict[int, list[int]] | None = None,
 ) -> set[int]:
     """Lock the plans' policies, nodes and every slice of them; the pks of the nodes that moved since their plan.
 
     A node moved when the policy in force on it is not the name and version its plan carved with
     (an edit committed meanwhile: those nodes and their policy now go in `policy_moved`), when its
     catalog_generation or its slice rows are not what its plan read, or when a slice the plan
-    removes has a deploy in flight now. A fixed number of queries for any number of plans; call it
+    removes has a deploy in flight or a live hold now (those nodes and the removed slices' indices
+    go in `held_since`, for the holds). A fixed number of queries for any number of plans; call it
     inside the transaction that writes the others.
 
     The policy rows in force are locked first (as policy_update locks its row before the nodes'
@@ -174,14 +187,24 @@ def catalogs_lock_and_check(
     # slice of these nodes: a deploy that started since the plan is visible here, and one that
     # starts after our commit finds its slice gone (SliceChanged).
     in_flight = deploying_slices(pks)
-    return {
-        plan.node.pk
-        for plan in plans
-        if plan.node.pk in moved_policy
-        or generations.get(plan.node.pk) != plan.generation
-        or current[plan.node.pk] != plan.snapshot
-        or in_flight.get(plan.node.pk, set()) & {s.pk for s in plan.removed}
-    }
+    # hold_create locks the node's row before it reads the slice: a hold made since the plan is
+    # live here (judged now, under the locks), and one asked after our commit finds its slice gone.
+    held = held_slices(pks, now=timezone.now())
+    moved = set()
+    for plan in plans:
+        removed = {s.pk: s.index for s in plan.removed}
+        held_now = sorted(removed[pk] for pk in held.get(plan.node.pk, set()) & removed.keys())
+        if held_now and held_since is not None:
+            held_since[plan.node.pk] = held_now
+        if (
+            plan.node.pk in moved_policy
+            or generations.get(plan.node.pk) != plan.generation
+            or current[plan.node.pk] != plan.snapshot
+            or in_flight.get(plan.node.pk, set()) & removed.keys()
+            or held_now
+        ):
+            moved.add(plan.node.pk)
+    return moved
 
 
 def _policies_lock_and_check(plans: list[ReregisterPlan]) -> dict[int, capacity.Policy]:
@@ -221,9 +244,15 @@ def catalogs_write(plans: list[ReregisterPlan]) -> None:
         # What Slice.delete() does (a failed deploy's record keeps its slice index, not the row), in
         # two statements: the delete collector reads every slice first and deletes them 100 at a time.
         Deployment.objects.filter(slice_id__in=removed).update(slice=None)
-        # A hold on a slice carved away ends with it (the plan removes free slices only; kept as history).
+        # A live hold on a free slice keeps it (the plan kept it; the check above refused one made since).
+        # An open hold left on a removed slice has expired, with no write: it is ended as such, at its
+        # expiry. One still running on a slice marked failed (no reader counts it) ends with the slice.
+        # Both are kept as history, without their slice.
+        now = timezone.now()
+        expired = Q(expires_at__lte=now)
         Hold.objects.filter(slice_id__in=removed, ended_at__isnull=True).update(
-            ended_at=timezone.now(), end=Hold.End.RETIRED
+            ended_at=Case(When(expired, then=F("expires_at")), default=Value(now)),
+            end=Case(When(expired, then=Value(Hold.End.EXPIRED)), default=Value(Hold.End.RETIRED)),
         )
         Hold.objects.filter(slice_id__in=removed).update(slice=None)
         with connection.cursor() as cursor:

@@ -40,7 +40,13 @@ from dashboard.services.reregister.bulk_result import bulk_count_failure, bulk_c
 from dashboard.services.reregister.bulk_seams import BULK_GRID_DOWN_AFTER, NO_HOOKS, BulkHooks, BulkLimits
 from dashboard.services.reregister.plan import ReregisterPlan, reregister_plan
 from dashboard.services.reregister.rollback import generations_record
-from dashboard.services.reregister.stale import deploying_slices, slices_by_node, stale_again_count, stale_node_pks
+from dashboard.services.reregister.stale import (
+    deploying_slices,
+    held_slices,
+    slices_by_node,
+    stale_again_count,
+    stale_node_pks,
+)
 from dashboard.services.reregister.waves import wave_run_of, waves_finished, waves_run
 
 log = logging.getLogger(__name__)
@@ -148,6 +154,7 @@ class _BulkRun:
         policies = policies_for_nodes(nodes)
         slices = slices_by_node(pks)
         deploying = deploying_slices(pks)
+        held = held_slices(pks, now=timezone.now())
         outcomes: dict[int, BulkNode | str] = {}  # node pk -> its summary, or why it failed
 
         def plan_of(node: Node, reading: tuple[NodeCapacity, datetime]) -> ReregisterPlan | None:
@@ -158,6 +165,7 @@ class _BulkRun:
                     policy=policies[node.pk],
                     seen=reading[0],
                     deploying=deploying.get(node.pk, set()),
+                    held=held.get(node.pk, set()),
                     read_at=reading[1],
                 )
                 if self.hooks.planned:
@@ -397,6 +405,7 @@ def _bulk_one(*, job: Job, plan: ReregisterPlan, progress: dict, hooks: BulkHook
         seen=seen,
         read_at=read_at,
         deploying=deploying_slices([node.pk]).get(node.pk, set()),
+        held=held_slices([node.pk], now=timezone.now()).get(node.pk, set()),
     )
     if hooks.planned:
         hooks.planned(node)

@@ -36,6 +36,7 @@ class ReregisterPlan:
     carve: capacity.Carve
     snapshot: dict[int, tuple]  # slice pk -> (index, cru, mru, sru, state) as the plan read them
     deploying: frozenset[int]  # slice pks with a deploy in flight when the plan was made
+    held: frozenset[int]  # free slice pks under a live hold when the plan was made (kept, like `deploying`)
     occupied: list[Slice]
     kept: list[Slice]
     removed: list[Slice]
@@ -111,6 +112,7 @@ def reregister_plan(
     policy: capacity.Policy,
     seen: NodeCapacity,
     deploying: frozenset[int] | set[int] = frozenset(),
+    held: frozenset[int] | set[int] = frozenset(),
     read_at: datetime | None = None,
 ) -> ReregisterPlan:
     """The diff that re-carving `node` on the capacity `seen` would make; pure apart from building Slice objects.
@@ -118,6 +120,10 @@ def reregister_plan(
     `deploying` holds the pks of free slices whose deploy is in flight (slice_deploy records the
     attempt, then asks the grid, then marks the slice deployed): they are about to hold a VM, so
     they are kept and counted as occupied, like rented and deployed ones.
+
+    `held` holds the pks of free slices under a hold live at the caller's `now` (stale.held_slices):
+    a buyer was promised each until its hold ends, and their `deployed` report will take it, so they
+    are kept as they are and counted as occupied too, never removed or resized.
     """
     if seen.total.mru <= 0 or seen.total.sru <= 0:
         raise JobError(
@@ -126,8 +132,11 @@ def reregister_plan(
         )
     slices = sorted(slices, key=lambda s: s.index)
     in_flight = [s for s in slices if not s.is_occupied and s.pk in deploying]
-    occupied = sorted([s for s in slices if s.is_occupied] + in_flight, key=lambda s: s.index)
-    replaceable = [s for s in slices if not s.is_occupied and s.pk not in deploying]
+    # Only a free slice can be held (selectors.holds.live_holds); one also in flight is said once, deploying.
+    held_kept = [s for s in slices if s.state == Slice.State.FREE and s.pk in held and s.pk not in deploying]
+    protected = {s.pk for s in in_flight + held_kept}
+    occupied = sorted([s for s in slices if s.is_occupied] + in_flight + held_kept, key=lambda s: s.index)
+    replaceable = [s for s in slices if not s.is_occupied and s.pk not in protected]
     free = [s for s in slices if s.state == Slice.State.FREE]
     pools = list(seen.pools_sru) if seen.pools_sru else node.pools_sru
     observed = capacity.observed_now(
@@ -190,7 +199,7 @@ def reregister_plan(
     placeable_after = after_check.placeable_now
     after = {
         "slices": len(kept) + len(added),
-        "free": len(after_free) + len(in_flight),
+        "free": len(after_free) + len(in_flight) + len(held_kept),
         "deployable": carve.slices,
         "placeable": placeable_after,
         "phantom": phantom_after,
@@ -201,6 +210,15 @@ def reregister_plan(
         notes.append(
             f"slice(s) {', '.join(str(s.index) for s in in_flight)} are being deployed right now; "
             "kept as they are and counted as occupied"
+        )
+    if held_kept:
+        one, indices = len(held_kept) == 1, ", ".join(str(s.index) for s in held_kept)
+        notes.append(
+            f"1 held slice kept (slice {indices}): a buyer holds it until its hold ends, so it is kept as it is "
+            "and counted as occupied"
+            if one
+            else f"{len(held_kept)} held slices kept (slices {indices}): a buyer holds each until its hold ends, "
+            "so they are kept as they are and counted as occupied"
         )
     failed = [s for s in replaceable if s.state == Slice.State.FAILED]
     if failed:
@@ -232,6 +250,7 @@ def reregister_plan(
         carve=carve,
         snapshot={s.pk: slice_key(s) for s in slices},
         deploying=frozenset(deploying),
+        held=frozenset(s.pk for s in held_kept),
         occupied=occupied,
         kept=kept,
         removed=removed,

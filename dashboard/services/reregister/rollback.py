@@ -4,17 +4,19 @@
 written: one CatalogGeneration per node with its carve columns and slices before, what was removed
 and added, and every slice's state right after. A rollback (`node_rollback`, or `run_rollback` for
 every node of a job) is allowed while none of the node's slices changed hands since: a slice rented,
-deployed or released since the re-register (or a deploy started on one) blocks that node's rollback,
-said plainly. It removes only the slices the re-register added (free by that check) and puts back
+deployed or released since the re-register (or a deploy started on one, or an added slice under a
+live hold, promised to a buyer) blocks that node's rollback, said plainly. It removes only the slices the re-register added (free by that check) and puts back
 the free slices it removed, at their indices and sizes; occupied slices are never touched.
 """
 
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, CatalogGeneration, Deployment, Job, Node, Slice, WaveRun
+from dashboard.models import AuditEvent, CatalogGeneration, Deployment, Hold, Job, Node, Slice, WaveRun
+from dashboard.selectors.holds import live_holds
 from dashboard.services.figures import figures_refresh
 from dashboard.services.jobs import JobError
 
@@ -87,6 +89,21 @@ def changed_hands(generation: CatalogGeneration, *, node: Node, slices: list[Sli
             f"node {gid} cannot be rolled back: slice {deploy.slice_index} was deployed at "
             f"{deploy.started_at:%Y-%m-%d %H:%M:%S} UTC, after the re-register ({deploy.get_state_display().lower()})"
         )
+    # The rollback deletes the slices the re-register added: one a buyer holds now was promised to them
+    # (the re-register kept the slices held before it, so only an added one can be). Judged now, under
+    # the node's lock, which hold_create takes too: a hold asked after the rollback finds no slice.
+    hold = (
+        live_holds(timezone.now())
+        .filter(node=node, slice_index__in=generation.added_indices)
+        .order_by("slice_index")
+        .first()
+    )
+    if hold is not None:
+        return (
+            f"node {gid} cannot be rolled back: slice {hold.slice_index}, added by the re-register, is held for "
+            f"{hold.marketplace_id!r} until {hold.expires_at:%Y-%m-%d %H:%M:%S} UTC (hold #{hold.pk}); release the "
+            "hold or wait for it to end, then roll back"
+        )
     return None
 
 
@@ -117,6 +134,10 @@ def node_rollback(*, generation: CatalogGeneration, by=None, source: str = "web"
         added = [s.pk for s in slices if s.index in set(generation.added_indices)]
         if added:
             Deployment.objects.filter(slice_id__in=added).update(slice=None)
+            # Only expired holds can be open here (changed_hands refused a live one): ended at their expiry.
+            Hold.objects.filter(slice_id__in=added, ended_at__isnull=True).update(
+                ended_at=F("expires_at"), end=Hold.End.EXPIRED
+            )
             Slice.objects.filter(pk__in=added).delete()
         new_generation = node.catalog_generation + 1
         Slice.objects.bulk_create(

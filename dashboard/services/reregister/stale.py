@@ -1,10 +1,13 @@
-"""Which nodes a bulk re-register takes (the stale ones), and which slices have a deploy in flight."""
+"""Which nodes a bulk re-register takes (the stale ones), and which slices have a deploy in flight or a live hold."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from django.utils import timezone
 
 from dashboard.models import Deployment, Node, Slice
+from dashboard.selectors.holds import live_holds
 from dashboard.services.deploy import IN_FLIGHT
 from dashboard.services.figures import figures_compute
 
@@ -48,6 +51,16 @@ def deploying_slices(node_pks: list[int]) -> dict[int, set[int]]:
         started_at__gte=timezone.now() - IN_FLIGHT,
         slice__isnull=False,
     ).values_list("node_id", "slice_id")
+    by_node: dict[int, set[int]] = {}
+    for node_pk, slice_pk in rows:
+        by_node.setdefault(node_pk, set()).add(slice_pk)
+    return by_node
+
+
+def held_slices(node_pks: list[int], *, now: datetime) -> dict[int, set[int]]:
+    """Node pk -> pks of its free slices under a hold live at `now` (selectors.holds.live_holds: an
+    expired or released hold protects nothing, and none needs a worker to end it first)."""
+    rows = live_holds(now).filter(node_id__in=node_pks).values_list("node_id", "slice_id")
     by_node: dict[int, set[int]] = {}
     for node_pk, slice_pk in rows:
         by_node.setdefault(node_pk, set()).add(slice_pk)
