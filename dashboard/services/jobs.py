@@ -7,7 +7,8 @@ its declaration. This module imports no runner: they build on it.
 The life of a job, and what keeps it honest when a worker dies:
 
 - `job_request` inserts the Job in one transaction. The partial unique constraints (one active
-  job per node, and one active job of each fleet-wide kind whose declaration says one_at_a_time)
+  job per node, one active job of each fleet-wide kind whose declaration says one_at_a_time, and
+  one per value of the parameter a declaration names in one_active_per)
   refuse a second active job even under a race; the loser gets the active job back with created=False.
   The Celery message (task id = job id) is sent only after commit, so a worker never looks for a
   row it cannot see.
@@ -127,7 +128,7 @@ def job_request(
                         step="waiting for a worker",
                     )
             except IntegrityError:
-                active = _active_job(kind=kind, node=node)
+                active = _active_job(kind=kind, node=node, asked=asked)
                 if active is None:
                     continue
                 _audit(
@@ -165,10 +166,13 @@ def job_request_problem(*, kind, by, token, source) -> str | None:
     return None
 
 
-def _active_job(*, kind: str, node: Node | None) -> Job | None:
+def _active_job(*, kind: str, node: Node | None, asked=None) -> Job | None:
     active = Job.objects.filter(state__in=Job.ACTIVE_STATES).select_related("node", "requested_by")
     if node is not None:
         return active.filter(node=node).first()
+    per = kind_of(kind).one_active_per
+    if per:  # one active per value of that parameter: the active one for this value
+        return active.filter(kind=kind, **{f"parameters__{per}": getattr(asked, per)}).first()
     return active.filter(kind=kind).first()
 
 
