@@ -100,6 +100,12 @@ class JobKind:
         """The name of the constraint behind `one_active_per` ("" when the kind has none)."""
         return f"one_active_{self.name.lower()}_per_{self.one_active_per}" if self.one_active_per else ""
 
+    def active_alike(self, asked: JobParameters) -> dict[str, Any]:
+        """The lookup of the active fleet job a request of this kind would collide with (its constraint's)."""
+        if self.one_active_per:
+            return {"kind": self.value, f"parameters__{self.one_active_per}": getattr(asked, self.one_active_per)}
+        return {"kind": self.value}
+
     def run(self, *, job, stop_on: StopOn = (), **options) -> object:
         return self.runner_function()(job=job, stop_on=stop_on, **options)
 
