@@ -81,8 +81,12 @@ def test_no_token_is_a_401_and_a_read_token_a_403(api_call, api_token, legacy_fl
 
 def test_an_act_token_whose_user_may_not_bulk_reregister_is_a_403(api_call, api_token, role_user, legacy_fleet):
     job = paused_run(legacy_fleet)
+    role_user("admins", username="ada")  # the roles and their permissions made again after a transactional test
     user = role_user(None, username="carol")
-    user.user_permissions.add(*Permission.objects.filter(codename__in=("view_node", "reregister_node", "view_job")))
+    granted = Permission.objects.filter(content_type__app_label="dashboard")
+    granted = granted.filter(codename__in=("view_node", "reregister_node", "view_job"))
+    assert granted.count() == 3
+    user.user_permissions.add(*granted)
     for path in ("waves/resume", "rollback", "rollback/1"):
         response = api_call("post", f"/api/v1/jobs/{job.pk}/{path}", api_token("act", user=user))
         assert response.status_code == 403 and "bulk re-register permission" in response.json()["detail"], path
