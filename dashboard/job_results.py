@@ -373,3 +373,17 @@ class CatalogAuditResult(JobResult):
     @property
     def disagreements(self) -> int:
         return sum(n for kind, n in self.counts.items() if kind != "not-checked")
+
+
+class RunRollbackResult(JobResult):
+    """What a rollback of a re-register's run did (services.reregister.rollback): every node it put back,
+    and every node it left as it was with why (a slice changed hands, the catalog changed again ...)."""
+
+    of_job: int | None = None  # the re-register job rolled back
+    nodes: int = 0  # nodes it tried (those whose previous catalog was still kept)
+    rolled_back: list[int] = []  # grid ids
+    blocked: dict[str, str] = {}  # grid id -> why it was left untouched
+    words: str = ""
+
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"rolled_back", "blocked"}
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"rolled_back", "blocked"})

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from dashboard import capacity, job_kinds, node_events
@@ -673,6 +674,16 @@ class Job(models.Model):
                 )
                 for kind in job_kinds.kinds()
                 if kind.one_at_a_time
+            ),
+            # The kinds of which one at a time may be active per value of a parameter (a run's rollback).
+            *(
+                models.UniqueConstraint(
+                    KeyTextTransform(kind.one_active_per, "parameters"),
+                    condition=Q(kind=kind.value, state__in=["queued", "running"]),
+                    name=kind.one_per_constraint,
+                )
+                for kind in job_kinds.kinds()
+                if kind.one_active_per
             ),
         ]
 

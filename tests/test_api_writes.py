@@ -11,7 +11,21 @@ from django.utils import timezone
 
 from dashboard.api.writes import WRITE_OPERATIONS, api_write_done
 from dashboard.capacity import GiB
-from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, NodeWithhold, Observation, PoolReport, Slice
+from dashboard.models import (
+    AuditEvent,
+    Deployment,
+    Hold,
+    Job,
+    Node,
+    NodeWithhold,
+    Observation,
+    PoolReport,
+    Slice,
+    WaveRun,
+)
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim
+from dashboard.services.reregister.waves import bulk_request
 from dashboard.services.withholds import node_withhold
 
 pytestmark = pytest.mark.django_db
@@ -58,6 +72,7 @@ def rows() -> dict:
             list(Node.objects.values_list("withheld_reason", "phantom_reasons")),
         ),
         "holds": Hold.objects.count(),
+        "waves": list(WaveRun.objects.values_list("pk", "state", "spent_at_resume", "rollback")),
     }
 
 
@@ -101,9 +116,31 @@ CALLS = {
         lambda: {"node_id": 1774, "slice_index": 5, "ttl_seconds": 60, "marketplace_id": "c-1"},
     ),
 }
+for _action in ("approve", "resume", "stop"):
+    CALLS[f"jobs.waves-{_action}"] = ("act", "/api/v1/jobs/{job}/waves/" + _action, lambda: None)
+CALLS["jobs.rollback"] = ("act", "/api/v1/jobs/{job}/rollback", lambda: None)
+CALLS["jobs.node-rollback"] = ("act", "/api/v1/jobs/{job}/rollback/1774", lambda: None)
 METHODS = {"nodes.pools": "put", "nodes.withhold-release": "delete"}  # the others are POSTs
-# What must be there before the call (a window to release).
-SETUP = {"nodes.withhold-release": lambda: node_withhold(nodes=Node.objects.all(), reason="disk swap")}
+
+
+def reregistered(wave_state: str | None = None) -> dict:
+    """Node 1774 re-registered by a finished run in waves (its catalog kept); its WaveRun in `wave_state`."""
+    job = bulk_request(parameters={"waves": True}, by=None).job
+    job_execute(job=job_claim(job_id=job.pk))
+    if wave_state is not None:
+        WaveRun.objects.filter(job=job).update(state=wave_state)
+    return {"job": job.pk}
+
+
+# What must be there before the call (a window to release, a run to steer); a dict fills the path.
+SETUP = {
+    "nodes.withhold-release": lambda: node_withhold(nodes=Node.objects.all(), reason="disk swap") and None,
+    "jobs.waves-approve": lambda: reregistered(WaveRun.State.AWAITING_APPROVAL),
+    "jobs.waves-resume": lambda: reregistered(WaveRun.State.PAUSED),
+    "jobs.waves-stop": lambda: reregistered(WaveRun.State.RUNNING),
+    "jobs.rollback": reregistered,
+    "jobs.node-rollback": reregistered,
+}
 
 
 def test_every_write_operation_is_covered_here():
@@ -118,7 +155,7 @@ def test_a_failure_after_the_write_rolls_back_everything_the_call_wrote(
     token = api_token(scope, role="admins")
     # Give the node a reading that the precheck would overwrite, and a deployed slice the report could touch.
     Node.objects.filter(pk=node_1774.pk).update(used_mru=3 * GiB, seen_at=timezone.now() - dt.timedelta(hours=1))
-    SETUP.get(operation, lambda: None)()
+    path = path.format(**(SETUP.get(operation, lambda: None)() or {}))
     before = rows()
     seen = failing_after(operation)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -133,8 +170,8 @@ def test_a_failure_after_the_write_rolls_back_everything_the_call_wrote(
 def test_without_the_failure_the_same_call_writes(operation, node_1774, api_call, api_token):
     scope, path, body = CALLS[operation]
     Node.objects.filter(pk=node_1774.pk).update(used_mru=3 * GiB, seen_at=timezone.now() - dt.timedelta(hours=1))
-    SETUP.get(operation, lambda: None)()
+    path = path.format(**(SETUP.get(operation, lambda: None)() or {}))
     before = rows()
     response = api_call(METHODS.get(operation, "post"), path, api_token(scope, role="admins"), json=body())
-    assert response.status_code in (200, 201, 202)
+    assert response.status_code in (200, 201, 202), response.json()
     assert rows() != before

@@ -62,3 +62,17 @@ def test_it_rolls_a_finished_run_back_from_the_command_line(legacy_fleet):
     assert "node 1 rolled back" in command("--job", job.pk, "--rollback", "--rollback-node", 1)
     assert "1 node(s) rolled back, 0 blocked" in command("--job", job.pk, "--rollback")
     assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"legacy"}
+
+
+@pytest.mark.django_db
+def test_it_refuses_to_roll_a_run_back_beside_that_runs_rollback_job(legacy_fleet):
+    from dashboard.services.reregister.rollback import run_rollback_request
+
+    legacy_fleet(1)
+    command("--stale", "--waves")
+    job = Job.objects.get()
+    job_execute(job=job_claim(job_id=job.pk), grid=legacy_fleet.grid)
+    rollback = run_rollback_request(job=job).job
+    with pytest.raises(CommandError, match=f"is being rolled back by job #{rollback.pk} \\(queued\\); wait for it"):
+        command("--job", job.pk, "--rollback")
+    assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"zos"}

@@ -72,6 +72,13 @@ def test_a_kind_of_which_one_runs_at_a_time_has_its_constraint():
     assert all(kind.target == "fleet" for kind in KINDS if kind.one_at_a_time)  # a node kind has one per node
 
 
+def test_a_kind_of_which_one_runs_per_value_of_a_parameter_has_its_constraint_and_takes_that_parameter():
+    names = {constraint.name for constraint in Job._meta.constraints}
+    per = [kind for kind in KINDS if kind.one_active_per]
+    assert per and {kind.one_per_constraint for kind in per} <= names
+    assert all(kind.one_active_per in kind.parameters.model_fields and kind.target == "fleet" for kind in per)
+
+
 @pytest.mark.django_db
 def test_the_migrations_hold_every_declared_kind():
     out = io.StringIO()

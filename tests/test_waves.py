@@ -10,9 +10,14 @@ from dashboard.models import AuditEvent, CatalogGeneration, Hold, Job, Node, Sli
 from dashboard.services.holds import hold_create, hold_release
 from dashboard.services.job_reaper import jobs_reap
 from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
+from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.reregister import BulkHooks, BulkLimits
-from dashboard.services.reregister.rollback import RollbackRefused, node_rollback, run_rollback
+from dashboard.services.reregister.rollback import (
+    RollbackRefused,
+    node_rollback,
+    run_rollback,
+    run_rollback_request,
+)
 from dashboard.services.reregister.waves import (
     WaveRefused,
     bulk_request,
@@ -238,3 +243,52 @@ def test_a_paused_run_nobody_resumes_stops_itself_after_the_pause_limit(legacy_f
     job = run(legacy_fleet.grid, job, limits=BulkLimits(chunk=2), hooks=BulkHooks(paused=lambda wave: None))
     assert job.wave_run.state == WaveRun.State.STOPPED and "stopped itself" in job.wave_run.paused_reason
     assert Node.objects.filter(carved_policy_name="zos").count() == 1  # node 2 only; 3 and 4 untouched
+
+
+@pytest.mark.django_db
+def test_a_second_run_rollback_while_one_is_queued_returns_it_and_queues_nothing(legacy_fleet, role_user):
+    legacy_fleet(2)
+    job = run(legacy_fleet.grid, bulk_request(parameters={"waves": True}).job)
+    admin = role_user("admins")
+    first = run_rollback_request(job=job, by=admin)
+    second = run_rollback_request(job=job, by=admin)
+    assert (first.created, second.created, second.job.pk) == (True, False, first.job.pk)
+    assert Job.objects.filter(kind=Job.Kind.RUN_ROLLBACK).count() == 1
+
+
+@pytest.mark.django_db
+def test_the_database_refuses_two_active_rollbacks_of_one_run_even_past_the_check(legacy_fleet):
+    legacy_fleet(1)
+    job = run(legacy_fleet.grid, bulk_request(parameters={"waves": True}).job)
+    first = job_request(kind=Job.Kind.RUN_ROLLBACK, parameters={"job_id": job.pk})
+    again = job_request(kind=Job.Kind.RUN_ROLLBACK, parameters={"job_id": job.pk})  # the race's loser
+    other = job_request(kind=Job.Kind.RUN_ROLLBACK, parameters={"job_id": job.pk + 1000})  # another run's: its own
+    assert (again.created, again.job.pk) == (False, first.job.pk) and other.created
+    assert AuditEvent.objects.filter(action="job.already-active", job=first.job).exists()
+
+
+@pytest.mark.django_db
+def test_a_run_rollback_is_refused_while_the_run_is_active_and_when_nothing_is_left(legacy_fleet):
+    legacy_fleet(1)
+    queued = bulk_request(parameters={"waves": True}).job
+    with pytest.raises(RollbackRefused, match="is still queued: stop it first"):
+        run_rollback_request(job=queued)
+    job = run(legacy_fleet.grid, queued)
+    run_rollback(job=job)
+    with pytest.raises(RollbackRefused, match="no re-registered node left to roll back"):
+        run_rollback_request(job=job)
+    assert not Job.objects.filter(kind=Job.Kind.RUN_ROLLBACK).exists()
+
+
+@pytest.mark.django_db
+def test_a_run_rollback_job_keeps_its_result_with_the_blocked_nodes_said_why(legacy_fleet):
+    nodes = legacy_fleet(2)
+    job = run(legacy_fleet.grid, bulk_request(parameters={"waves": True}).job)
+    occupy(nodes[1], nodes[1].slices.order_by("index").last().index)
+    rollback = run_rollback_request(job=job).job
+    job_execute(job=job_claim(job_id=rollback.pk))
+    rollback.refresh_from_db()
+    assert rollback.state == Job.State.SUCCEEDED and rollback.outcome.rolled_back == [1]
+    assert "node 2 cannot be rolled back" in rollback.outcome.blocked["2"]
+    assert rollback.outcome.sentence() == f"1 of 2 node(s) of job #{job.pk} rolled back, 1 left as they were"
+    assert rollback.described == f"rollback of re-register job #{job.pk} (job #{rollback.pk})"

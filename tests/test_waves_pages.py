@@ -81,9 +81,47 @@ def test_an_admin_rolls_a_finished_run_back_from_its_page(admins_client, legacy_
     assert "Roll back the run (2 nodes)" in page and "Roll back node 1" in page
     response = admins_client.post(f"/jobs/{job.pk}/rollback/1/", headers={"HX-Request": "true"})
     assert "Node 1 rolled back" in response.content.decode()
-    admins_client.post(f"/jobs/{job.pk}/rollback/")
+    response = admins_client.post(f"/jobs/{job.pk}/rollback/")
+    rollback = Job.objects.get(kind=Job.Kind.RUN_ROLLBACK)
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{rollback.pk}/"
+    job_execute(job=job_claim(job_id=rollback.pk))
     assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"legacy"}
     assert "2 rolled back" in admins_client.get(f"/jobs/{job.pk}/").content.decode()
+    page = admins_client.get(f"/jobs/{rollback.pk}/").content.decode()
+    assert "1 of 1 node(s) of job" in page and f'href="/jobs/{job.pk}/"' in page
+
+
+@pytest.mark.django_db
+def test_the_run_rollback_button_starts_a_job_and_a_second_click_finds_it(admins_client, legacy_fleet):
+    legacy_fleet(2)
+    job = bulk_request(parameters={"waves": True}).job
+    job_execute(job=job_claim(job_id=job.pk), grid=legacy_fleet.grid)
+    first = admins_client.post(f"/jobs/{job.pk}/rollback/", headers={"HX-Request": "true"})
+    rollback = Job.objects.get(kind=Job.Kind.RUN_ROLLBACK)
+    assert first.status_code == 200 and first["HX-Redirect"] == f"/jobs/{rollback.pk}/"
+    second = admins_client.post(f"/jobs/{job.pk}/rollback/", follow=True)
+    assert "already being rolled back" in second.content.decode()
+    assert Job.objects.filter(kind=Job.Kind.RUN_ROLLBACK).count() == 1
+    page = admins_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'Being rolled back now by <a href="/jobs/{rollback.pk}/">' in page and "Roll back the run" not in page
+    assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {"zos"}  # only the worker rolls back
+
+
+@pytest.mark.django_db
+def test_support_cannot_start_a_run_rollback(support_client, legacy_fleet):
+    legacy_fleet(1)
+    job = bulk_request(parameters={"waves": True}).job
+    job_execute(job=job_claim(job_id=job.pk), grid=legacy_fleet.grid)
+    assert support_client.post(f"/jobs/{job.pk}/rollback/").status_code == 403
+    assert not Job.objects.filter(kind=Job.Kind.RUN_ROLLBACK).exists()
+
+
+@pytest.mark.django_db
+def test_a_run_rollback_of_a_job_still_running_is_refused_on_the_card(admins_client, legacy_fleet):
+    job = paused_run(legacy_fleet)
+    response = admins_client.post(f"/jobs/{job.pk}/rollback/", headers={"HX-Request": "true"})
+    assert "stop it first, then roll it back" in response.content.decode()
+    assert not Job.objects.filter(kind=Job.Kind.RUN_ROLLBACK).exists()
 
 
 @pytest.mark.django_db

@@ -67,3 +67,36 @@ def test_a_run_paused_by_its_budget_is_resumed_stopped_and_rolled_back_keeping_o
     # Every occupied slice is the same row, in the same place, with the same sizes and state.
     assert set(Slice.objects.filter(state="deployed").values_list("pk", "node_id", "index", "mru", "sru")) == occupied
     assert CatalogGeneration.objects.filter(job=job, rolled_back_at__isnull=True).count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_rollback_job_on_a_worker_rolls_back_every_node_but_the_blocked_one_and_keeps_occupied_slices(
+    legacy_fleet, live_worker, job_finished, role_user
+):
+    from dashboard.services.reregister.rollback import run_rollback_request
+
+    nodes = legacy_fleet(6)
+    Slice.objects.filter(node=nodes[0], index=1).update(state="deployed", rented_by_twin_id=9)  # before the run
+    occupied = set(Slice.objects.filter(state="deployed").values_list("pk", "node_id", "index", "mru", "sru"))
+    before = {n.grid_id: sizes(n.grid_id) for n in nodes}
+    admin = role_user("admins", username="ada")
+    job = job_finished(bulk_request(parameters={"canary_share": 0, "batch_size": 4}, by=admin).job, timeout=60)
+    assert job.state == Job.State.SUCCEEDED
+    # Since the run, one of node 4's new slices changed hands: its rollback is blocked, said why.
+    changed = Slice.objects.filter(node=nodes[3]).order_by("index").last()
+    Slice.objects.filter(pk=changed.pk).update(state="rented", rented_by_twin_id=11)
+    after_4 = sizes(4)
+
+    requested = run_rollback_request(job=job, by=admin, source="api")
+    rollback = job_finished(requested.job, timeout=60)
+
+    assert rollback.state == Job.State.SUCCEEDED, rollback.error
+    result = rollback.outcome
+    assert (sorted(result.rolled_back), list(result.blocked)) == ([1, 2, 3, 5, 6], ["4"])
+    assert f"slice {changed.index} was rented (free -> rented)" in result.blocked["4"]
+    assert (rollback.progress_done, rollback.progress_total, rollback.progress_failed) == (6, 6, 1)
+    assert all(sizes(gid) == before[gid] for gid in (1, 2, 3, 5, 6)) and sizes(4) == after_4  # 4 untouched
+    assert set(Slice.objects.filter(state="deployed").values_list("pk", "node_id", "index", "mru", "sru")) == occupied
+    assert wave_of(job).rollback["blocked"] == result.blocked
+    rolled = AuditEvent.objects.filter(action="job.node-rolled-back", job=job)
+    assert rolled.count() == 5 and set(rolled.values_list("actor__username", "source")) == {("ada", "api")}

@@ -1,19 +1,32 @@
-"""GET /api/v1/jobs: the jobs list, as the Jobs page reads it; GET /api/v1/jobs/{id}/waves: a re-register's waves."""
+"""GET /api/v1/jobs: the jobs list, as the Jobs page reads it; /api/v1/jobs/{id}/waves: a re-register's waves,
+read (GET) and steered as on its job page (approve, resume, stop); /api/v1/jobs/{id}/rollback: the run's
+rollback, a job of its own (202), or one node's, done at once.
+
+Steering needs the `act` scope and, as on the page, its user's bulk re-register permission. A refused
+action is a 409 with the service's words; every action is audited by its service with source "api".
+"""
 
 from __future__ import annotations
 
 from django.core.paginator import Paginator
 from django.http import Http404
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
+from ninja.errors import AuthorizationError
 
-from dashboard.api.auth import READ
+from dashboard.api.auth import ACT, READ
 from dashboard.api.inputs import Counting, Whole
-from dashboard.api.schemas import ErrorOut, JobsPageOut, WavesOut
-from dashboard.models import Job
+from dashboard.api.schemas import ErrorOut, JobsPageOut, JobStartedOut, NodeRollbackOut, WavesOut
+from dashboard.api.writes import api_write
+from dashboard.models import CatalogGeneration, Job, WaveRun
 from dashboard.selectors.jobs import jobs_list
 from dashboard.selectors.waves import waves_view
+from dashboard.services.reregister.rollback import RollbackRefused, node_rollback, run_rollback_request
+from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
 router = Router(tags=["jobs"])
+# The page's permissions for steering a run (dashboard.views.waves.STEER), asked of the token's user.
+STEER = ("dashboard.view_job", "dashboard.bulk_reregister")
+STEERING = {200: WavesOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
 
 
 class JobsFilter(Schema):
@@ -71,7 +84,10 @@ def jobs(request, filters: Query[JobsFilter]):
     summary="A re-register's waves, budget and kept catalogs (what its job page shows)",
 )
 def job_waves(request, job_id: Whole):
-    job = Job.objects.filter(pk=job_id).first()
+    return waves_out(Job.objects.filter(pk=job_id).first(), job_id)
+
+
+def waves_out(job: Job | None, job_id: int) -> dict:
     shown = waves_view(job) if job is not None else None
     if shown is None:
         raise Http404(f"job {job_id} is not a re-register with waves or kept catalogs")
@@ -92,3 +108,115 @@ def job_waves(request, job_id: Whole):
         "rolled_back_nodes": shown.rolled_back,
         "blocked": {int(gid): why for gid, why in shown.blocked.items()},
     }
+
+
+# --- steering a run, as its job page does ------------------------------------------------------
+
+
+def _steering(request) -> None:
+    """403 unless the token's user may steer runs on the pages too (the act scope alone is a node's re-register)."""
+    user = request.auth.user
+    if not user.has_perms(STEER):
+        raise AuthorizationError(
+            message=f"steering a re-register's waves or rolling one back needs the bulk re-register permission "
+            f"(dashboard.bulk_reregister) and token {request.auth.prefix}…'s user {user.get_username()} lacks it"
+        )
+
+
+def _job_or_404(job_id: int) -> Job:
+    job = Job.objects.filter(pk=job_id).select_related("node", "requested_by", "requested_token").first()
+    if job is None:
+        raise Http404(f"there is no job #{job_id}")
+    return job
+
+
+def _wave_action(request, job_id: int, operation: str, act) -> dict:
+    _steering(request)
+    job = _job_or_404(job_id)
+    wave = WaveRun.objects.filter(job=job).first()
+    if wave is None:
+        raise Http404(f"job #{job_id} is not a re-register in waves: it has no waves to steer")
+    with api_write(operation, request):
+        act(wave=wave, by=request.auth.user, source=Job.Source.API)
+        answer = WavesOut.model_validate(waves_out(_job_or_404(job_id), job_id))
+    return answer
+
+
+@router.post(
+    "/jobs/{job_id}/waves/approve",
+    auth=ACT,
+    response=STEERING,
+    summary="Approve a run held over BULK_APPROVAL_OVER (a second admin: not the one who asked)",
+)
+def job_waves_approve(request, job_id: Whole):
+    """200 with the waves as they are now (the run is queued for a worker); 409 when it is not waiting for
+    an approval, or the token's user is the one who asked for it."""
+    return _wave_action(request, job_id, "jobs.waves-approve", wave_run_approve)
+
+
+@router.post(
+    "/jobs/{job_id}/waves/resume",
+    auth=ACT,
+    response=STEERING,
+    summary="Resume a paused run: its budget counts again from now",
+)
+def job_waves_resume(request, job_id: Whole):
+    """200 with the waves as they are now; 409 when the run is not paused."""
+    return _wave_action(request, job_id, "jobs.waves-resume", wave_run_resume)
+
+
+@router.post(
+    "/jobs/{job_id}/waves/stop",
+    auth=ACT,
+    response=STEERING,
+    summary="Stop a run after the batch in hand (a run waiting for its approval ends without starting)",
+)
+def job_waves_stop(request, job_id: Whole):
+    """200 with the waves as they are now (state stopping until the batch in hand is committed); 409 when
+    the run is not running, paused or waiting for an approval."""
+    return _wave_action(request, job_id, "jobs.waves-stop", wave_run_stop)
+
+
+@router.post(
+    "/jobs/{job_id}/rollback",
+    auth=ACT,
+    response={202: JobStartedOut, 200: JobStartedOut, **{k: v for k, v in STEERING.items() if k != 200}},
+    summary="Roll the whole run back: a rollback job (202), or the run's active one (200)",
+)
+def job_rollback(request, job_id: Whole):
+    """Every node the re-register changed is put back as it was, one transaction per node, by a worker;
+    a node whose slices changed hands since is left as it is and the rollback job's result says why.
+    Follow the job with GET /api/v1/jobs?kind=run-rollback or the job page. 409 while the re-register
+    itself is active, or when none of its nodes is left to roll back; 404 for a job with no kept catalogs."""
+    _steering(request)
+    job = _job_or_404(job_id)
+    if waves_view(job) is None:
+        raise Http404(f"job #{job_id} is not a re-register with kept catalogs: there is nothing to roll back")
+    with api_write("jobs.rollback", request):
+        requested = run_rollback_request(job=job, by=request.auth.user, token=request.auth, source=Job.Source.API)
+        answer = JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
+    return Status(202 if requested.created else 200, answer)
+
+
+@router.post(
+    "/jobs/{job_id}/rollback/{node_id}",
+    auth=ACT,
+    response={200: NodeRollbackOut, **{k: v for k, v in STEERING.items() if k != 200}},
+    summary="Roll one node of the run back now, while none of its slices changed hands",
+)
+def job_node_rollback(request, job_id: Whole, node_id: Whole):
+    """200 with what was done (slices removed, put back, occupied kept); 409 when anything changed hands
+    since, the node was rolled back already, or the re-register is still active; 404 when the job kept
+    no catalog of that node."""
+    _steering(request)
+    job = _job_or_404(job_id)
+    kept = CatalogGeneration.objects.filter(job=job, node__grid_id=node_id)
+    generation = kept.filter(rolled_back_at__isnull=True).order_by("-pk").first() or kept.order_by("-pk").first()
+    if generation is None:
+        raise Http404(f"job #{job_id} kept no catalog of node {node_id}")
+    if job.is_active:
+        raise RollbackRefused(f"job #{job_id} is still {job.state}: stop it first, then roll its nodes back")
+    with api_write("jobs.node-rollback", request):
+        done = node_rollback(generation=generation, by=request.auth.user, source=Job.Source.API)
+        answer = NodeRollbackOut.model_validate({"job_id": job.pk, **done})
+    return answer

@@ -24,6 +24,8 @@ from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.services.holds import HoldConflict, HoldError, HoldNotFound
 from dashboard.services.jobs import JobError
 from dashboard.services.outcomes import OutcomeConflict, OutcomeError
+from dashboard.services.reregister.rollback import RollbackRefused
+from dashboard.services.reregister.waves import WaveRefused
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,13 @@ def _hold_refused(request, exc: HoldError):
 @api.exception_handler(JobError)
 def _job_refused(request, exc: JobError):
     return _error(request, 400, str(exc))
+
+
+@api.exception_handler(WaveRefused)
+@api.exception_handler(RollbackRefused)
+def _steering_refused(request, exc: JobError):
+    # A run that cannot be steered or rolled back now: the request was right, the run's state says no.
+    return _error(request, 409, str(exc))
 
 
 @api.exception_handler(GridTrouble)

@@ -398,6 +398,14 @@ class ReregisterIn(Schema):
     dry_run: bool = Field(False, description="work out the new catalog without swapping it in")
 
 
+class NodeRollbackOut(Schema):
+    job_id: int = Field(description="the re-register job whose catalog of the node was put back")
+    node_id: int
+    removed: int = Field(description="slices the re-register had added, removed (all free)")
+    restored: int = Field(description="free slices the re-register had removed, put back at their indices and sizes")
+    kept: int = Field(description="occupied slices (rented, deployed) left exactly as they were")
+
+
 class JobStartedOut(Schema):
     created: bool = Field(description="false: a job was already active for this node and is returned instead")
     job: JobOut

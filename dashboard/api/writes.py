@@ -35,6 +35,11 @@ WRITE_OPERATIONS = (
     "nodes.withhold",
     "nodes.withhold-release",
     "holds.create",
+    "jobs.waves-approve",
+    "jobs.waves-resume",
+    "jobs.waves-stop",
+    "jobs.rollback",
+    "jobs.node-rollback",
 )
 
 

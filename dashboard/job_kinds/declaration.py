@@ -75,6 +75,9 @@ class JobKind:
     takes: str = ""
     # Only one such job at a time, fleet-wide: the name of its partial unique constraint.
     one_at_a_time: str = ""
+    # Only one active job per value of this parameter (a rollback: one per run it rolls back); the
+    # models make its partial unique constraint on that key of Job.parameters (`one_per_constraint`).
+    one_active_per: str = ""
     of: str = " of "  # between the words and the target
     progress_label: str = "Done"  # what progress_done counts, on the job page
     counts_failures: bool = False  # progress_failed means something for this kind
@@ -91,6 +94,17 @@ class JobKind:
     @property
     def name(self) -> str:
         return self.member or self.value.upper().replace("-", "_")
+
+    @property
+    def one_per_constraint(self) -> str:
+        """The name of the constraint behind `one_active_per` ("" when the kind has none)."""
+        return f"one_active_{self.name.lower()}_per_{self.one_active_per}" if self.one_active_per else ""
+
+    def active_alike(self, asked: JobParameters) -> dict[str, Any]:
+        """The lookup of the active fleet job a request of this kind would collide with (its constraint's)."""
+        if self.one_active_per:
+            return {"kind": self.value, f"parameters__{self.one_active_per}": getattr(asked, self.one_active_per)}
+        return {"kind": self.value}
 
     def run(self, *, job, stop_on: StopOn = (), **options) -> object:
         return self.runner_function()(job=job, stop_on=stop_on, **options)

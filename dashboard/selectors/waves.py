@@ -18,6 +18,7 @@ class WavesView:
     rolled_back_total: int = 0
     can_roll_back: list[int] = field(default_factory=list)  # grid ids still kept, the first LISTED
     blocked: dict = field(default_factory=dict)  # the last run rollback's blocked nodes: grid id -> why
+    rollback_job: Job | None = None  # the run's latest rollback job (active, or the last one)
 
     @property
     def kept_total(self) -> int:
@@ -25,7 +26,7 @@ class WavesView:
 
 
 def waves_view(job: Job) -> WavesView | None:
-    """The job's waves and kept generations; None for a job that has neither (three queries at most)."""
+    """The job's waves and kept generations; None for a job that has neither (four queries at most)."""
     if job.kind not in (Job.Kind.BULK_REREGISTER, Job.Kind.REREGISTER):
         return None
     run = WaveRun.objects.filter(job=job).select_related("approved_by", "stopped_by").first()
@@ -45,4 +46,9 @@ def waves_view(job: Job) -> WavesView | None:
             .values_list("node__grid_id", flat=True)[:LISTED]
         ),
         blocked=(run.rollback or {}).get("blocked", {}) if run is not None else {},
+        rollback_job=(
+            Job.objects.filter(kind=Job.Kind.RUN_ROLLBACK, parameters__job_id=job.pk).order_by("-pk").first()
+            if total
+            else None
+        ),
     )

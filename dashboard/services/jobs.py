@@ -6,8 +6,8 @@ its declaration. This module imports no runner: they build on it.
 
 The life of a job, and what keeps it honest when a worker dies:
 
-- `job_request` inserts the Job in one transaction. The partial unique constraints (one active
-  job per node, and one active job of each fleet-wide kind whose declaration says one_at_a_time)
+- `job_request` inserts the Job in one transaction. The partial unique constraints (one active job
+  per node, and per fleet-wide kind whose declaration says one_at_a_time or per its one_active_per)
   refuse a second active job even under a race; the loser gets the active job back with created=False.
   The Celery message (task id = job id) is sent only after commit, so a worker never looks for a
   row it cannot see.
@@ -127,7 +127,7 @@ def job_request(
                         step="waiting for a worker",
                     )
             except IntegrityError:
-                active = _active_job(kind=kind, node=node)
+                active = _active_job(kind=kind, node=node, asked=asked)
                 if active is None:
                     continue
                 _audit(
@@ -165,11 +165,11 @@ def job_request_problem(*, kind, by, token, source) -> str | None:
     return None
 
 
-def _active_job(*, kind: str, node: Node | None) -> Job | None:
+def _active_job(*, kind: str, node: Node | None, asked=None) -> Job | None:
     active = Job.objects.filter(state__in=Job.ACTIVE_STATES).select_related("node", "requested_by")
     if node is not None:
         return active.filter(node=node).first()
-    return active.filter(kind=kind).first()
+    return active.filter(**kind_of(kind).active_alike(asked)).first()
 
 
 def job_enqueue(job_id: int) -> None:

@@ -2,20 +2,23 @@
 
 Each action is a POST with the bulk re-register permission and CSRF; htmx gets the job card back
 (with the refusal in words, as a 200 fragment htmx swaps), a plain form post is redirected to the
-job's page with a message. Every action is audited by its service.
+job's page with a message. The whole run's rollback is a job of its own: the browser is sent to its
+page, which follows it live. Every action is audited by its service.
 """
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from dashboard.models import CatalogGeneration, Job, WaveRun
 from dashboard.selectors.jobs import job_detail
 from dashboard.selectors.waves import waves_view
 from dashboard.services.jobs import JobError
-from dashboard.services.reregister.rollback import node_rollback, run_rollback
+from dashboard.services.reregister.rollback import node_rollback, run_rollback_request
 from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
 STEER = ["dashboard.view_job", "dashboard.bulk_reregister"]
@@ -40,13 +43,18 @@ def waves_action(request, job_id: int, action: str):
 @require_POST
 @permission_required(STEER, raise_exception=True)
 def job_rollback(request, job_id: int):
+    """Start the run's rollback as a job and go to its page (live); a second click finds the one running."""
     job = _job(job_id)
-
-    def roll_back():
-        summary = run_rollback(job=job, by=request.user, source="web")
-        return f"{len(summary['rolled_back'])} node(s) rolled back, {len(summary['blocked'])} blocked"
-
-    return _after(request, job_id, roll_back, "")
+    try:
+        requested = run_rollback_request(job=job, by=request.user, source="web")
+    except JobError as exc:
+        return _answer(request, job_id, error=str(exc), said="")
+    if requested.created:
+        messages.success(request, f"Rolling back job #{job_id}'s nodes: this job follows it")
+    else:
+        messages.info(request, f"Job #{job_id} is already being rolled back: this is that rollback's job")
+    url = reverse("job", kwargs={"job_id": requested.job.pk})
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
 @login_required
@@ -77,6 +85,10 @@ def _after(request, job_id: int, act, done: str):
         said = act() or done
     except JobError as exc:
         error = str(exc)
+    return _answer(request, job_id, error=error, said=said)
+
+
+def _answer(request, job_id: int, *, error: str, said: str):
     job = _job(job_id)
     if request.htmx:
         context = {"job": job, "waves": waves_view(job), "waves_error": error, "waves_done": said}

@@ -42,3 +42,31 @@ def test_the_wave_runs_page_pauses_and_resumes_live(
     assert (job.result["reregistered"], job.result["failed"]) == (8, 1)
     assert WaveRun.objects.get(job=job).spent_at_resume == 1
     assert AuditEvent.objects.filter(action="waves.resumed", job=job, actor__username="ada").exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_run_rollback_button_goes_to_the_rollback_jobs_page_which_follows_it_live(
+    browser_page, legacy_fleet, role_user, celery_worker
+):
+    from dashboard.models import Slice
+    from dashboard.services.job_run import job_execute
+    from dashboard.services.jobs import job_claim
+    from dashboard.services.reregister.waves import bulk_request
+
+    nodes = legacy_fleet(3)
+    run = bulk_request(parameters={"waves": True}).job
+    job_execute(job=job_claim(job_id=run.pk), grid=legacy_fleet.grid)
+    Slice.objects.filter(pk=nodes[2].slices.order_by("index").last().pk).update(state="rented", rented_by_twin_id=7)
+    role_user("admins", username="ada", password="not-a-real-password-1774")
+    page = browser_page
+    log_in(page, "ada", "not-a-real-password-1774", then=f"/jobs/{run.pk}/")
+    page.get_by_role("button", name="Roll back the run (3 nodes)").click()
+
+    # htmx sends the browser to the rollback job's page (HX-Redirect); the run's own card is finished already.
+    page.wait_for_url(lambda url: not url.rstrip("/").endswith(f"/jobs/{run.pk}"), timeout=30_000)
+    card = page.locator("article.job")
+    card.and_(page.locator('[data-job-state="succeeded"]')).wait_for(timeout=60_000)
+    rollback = Job.objects.get(kind=Job.Kind.RUN_ROLLBACK)
+    assert page.url.endswith(f"/jobs/{rollback.pk}/")
+    assert "2 of 3 node(s)" in card.inner_text()
+    assert "node 3 cannot be rolled back" in page.locator(".rollback-blocked").inner_text()

@@ -21,7 +21,7 @@ from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered, refused
 from dashboard.models import CatalogGeneration, Job, Node, WaveRun
 from dashboard.services.jobs import JobError, job_request, job_wait
-from dashboard.services.reregister.rollback import node_rollback, run_rollback
+from dashboard.services.reregister.rollback import node_rollback, rollback_job_active, run_rollback
 from dashboard.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
 
 JOB_FAILED = EXIT_REFUSED
@@ -187,6 +187,9 @@ class Command(ProductCommand):
 
 def _rollback(job: Job, *, node_id: int | None) -> str:
     if node_id is None:
+        # The command rolls back in its own process (no request deadline here), but never beside a rollback job.
+        if (active := rollback_job_active(job)) is not None:
+            raise JobError(f"job #{job.pk} is being rolled back by job #{active.pk} ({active.state}); wait for it")
         summary = run_rollback(job=job, by=None, source="command")
         blocked = "".join(f"\n  {why}" for why in summary["blocked"].values())
         return f"{len(summary['rolled_back'])} node(s) rolled back, {len(summary['blocked'])} blocked{blocked}"

@@ -7,18 +7,25 @@ every node of a job) is allowed while none of the node's slices changed hands si
 deployed or released since the re-register (or a deploy started on one, or an added slice under a
 live hold, promised to a buyer) blocks that node's rollback, said plainly. It removes only the slices the re-register added (free by that check) and puts back
 the free slices it removed, at their indices and sizes; occupied slices are never touched.
+
+From the pages and the API the whole run's rollback is a job (`run_rollback_request`, run by a
+worker through `run_rollback_job`), one active per run; a node's rollback stays in the request.
 """
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from dashboard.job_results import RunRollbackResult
 from dashboard.models import AuditEvent, CatalogGeneration, Deployment, Hold, Job, Node, Slice, WaveRun
 from dashboard.selectors.holds import live_holds
 from dashboard.services.figures import figures_refresh
-from dashboard.services.jobs import JobError
+from dashboard.services.jobs import JobError, JobRequest, job_beating, job_progress, job_request, job_succeed
 
 CARVE_COLUMNS = (
     "carved_policy_name",
@@ -169,11 +176,20 @@ def node_rollback(*, generation: CatalogGeneration, by=None, source: str = "web"
     return done
 
 
-def run_rollback(*, job: Job, by=None, source: str = "web") -> dict:
+def run_rollback(
+    *,
+    job: Job,
+    by=None,
+    source: str = "web",
+    on_node: Callable[[int, int, int], None] | None = None,
+    finished: Callable[[dict], None] | None = None,
+) -> dict:
     """Roll back every node the job re-registered, each in its own transaction; the blocked ones are said why.
 
     Refused while the job is active. Returns (and keeps on its WaveRun, when it has one)
-    {"rolled_back": [node ids], "blocked": {node id: why}}.
+    {"rolled_back": [node ids], "blocked": {node id: why}}. `on_node(done, total, blocked)` is called
+    after each node (a rollback job's progress); `finished(summary)` inside the last transaction, with the
+    WaveRun's summary and the audit event (a rollback job's result lands with them, or neither does).
     """
     job.refresh_from_db()
     if job.is_active:
@@ -184,25 +200,98 @@ def run_rollback(*, job: Job, by=None, source: str = "web") -> dict:
     if not generations:
         raise RollbackRefused(f"job #{job.pk} has no re-registered node left to roll back")
     rolled, blocked = [], {}
-    for generation in generations:
+    for done, generation in enumerate(generations, start=1):
         try:
             node_rollback(generation=generation, by=by, source=source)
             rolled.append(generation.node.grid_id)
         except RollbackRefused as exc:
             blocked[str(generation.node.grid_id)] = str(exc)
+        if on_node is not None:
+            on_node(done, len(generations), len(blocked))
     summary = {
         "at": timezone.now().isoformat(),
         "by": by.get_username() if by is not None else "the command line",
         "rolled_back": rolled,
         "blocked": blocked,
     }
-    WaveRun.objects.filter(job=job).update(rollback=summary)
-    AuditEvent.objects.create(
-        actor=by,
-        source=source,
-        action="job.run-rolled-back",
-        job=job,
-        message=f"job #{job.pk} rolled back: {len(rolled)} node(s) rolled back, {len(blocked)} blocked",
-        detail=summary,
-    )
+    with transaction.atomic():
+        WaveRun.objects.filter(job=job).update(rollback=summary)
+        AuditEvent.objects.create(
+            actor=by,
+            source=source,
+            action="job.run-rolled-back",
+            job=job,
+            message=f"job #{job.pk} rolled back: {len(rolled)} node(s) rolled back, {len(blocked)} blocked",
+            detail=summary,
+        )
+        if finished is not None:
+            finished(summary)
     return summary
+
+
+# --- the whole run's rollback as a job (a worker runs it: thousands of nodes outlast a request) -----------
+
+
+def rollback_job_active(job: Job) -> Job | None:
+    """The rollback job of this re-register's run that is queued or running, if one is."""
+    return (
+        Job.objects.filter(kind=Job.Kind.RUN_ROLLBACK, parameters__job_id=job.pk, state__in=Job.ACTIVE_STATES)
+        .select_related("node", "requested_by", "requested_token")
+        .first()
+    )
+
+
+def run_rollback_request(*, job: Job, by=None, token=None, source: str = "web") -> JobRequest:
+    """Ask a worker to roll the job's run back: the new rollback job, or the one already active for this run
+    (created=False; never two at once, the constraint sees to it under a race).
+
+    RollbackRefused (nothing written) while the job itself is active, or when none of its nodes is left
+    to roll back.
+    """
+    job.refresh_from_db()
+    if job.is_active:
+        raise RollbackRefused(f"job #{job.pk} is still {job.state}: stop it first, then roll it back")
+    active = rollback_job_active(job)
+    if active is not None:
+        return JobRequest(job=active, created=False)
+    if not CatalogGeneration.objects.filter(job=job, rolled_back_at__isnull=True).exists():
+        raise RollbackRefused(f"job #{job.pk} has no re-registered node left to roll back")
+    return job_request(kind=Job.Kind.RUN_ROLLBACK, parameters={"job_id": job.pk}, by=by, token=token, source=source)
+
+
+# A rollback job writes its progress at most this often (and after its last node): its heartbeat beats meanwhile.
+PROGRESS_EVERY = 0.5
+
+
+def run_rollback_job(*, job: Job, stop_on=()) -> RunRollbackResult:
+    """The rollback job's runner: run_rollback over the named re-register job, its progress on the job's row.
+
+    A redelivered or re-claimed job simply goes on: the nodes already rolled back are no longer kept,
+    so no node is rolled back twice.
+    """
+    target = Job.objects.filter(pk=job.asked.job_id).first()
+    if target is None:
+        raise JobError(f"there is no job #{job.asked.job_id} to roll back")
+    total = CatalogGeneration.objects.filter(job=target, rolled_back_at__isnull=True).count()
+    job_progress(job=job, step=f"rolling back {total} node(s) of job #{target.pk}", done=0, total=total, failed=0)
+    written = [time.monotonic()]
+
+    def on_node(done: int, of: int, blocked: int) -> None:
+        if done == of or time.monotonic() - written[0] >= PROGRESS_EVERY:
+            job_progress(job=job, step=f"{done} of {of} nodes done", done=done, total=of, failed=blocked)
+            written[0] = time.monotonic()
+
+    result = RunRollbackResult(of_job=target.pk)
+
+    def finished(summary: dict) -> None:
+        result.nodes = len(summary["rolled_back"]) + len(summary["blocked"])
+        result.rolled_back, result.blocked = summary["rolled_back"], summary["blocked"]
+        result.words = (
+            f"{len(result.rolled_back)} of {result.nodes} node(s) of job #{target.pk} rolled back, "
+            f"{len(result.blocked)} left as they were"
+        )
+        job_succeed(job=job, result=result)
+
+    with job_beating(job=job):
+        run_rollback(job=target, by=job.requested_by, source=job.source, on_node=on_node, finished=finished)
+    return result
