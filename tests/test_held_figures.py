@@ -134,3 +134,44 @@ def test_the_readers_sums_agree_with_the_live_holds_while_they_end_by_time(sim_n
         assert held_among(now=at) == sum(by_node.values(), Held()), later
         seen.add(held_among(now=at).slices)
     assert seen == {6, 2, 0}  # all live, some ended by time, none
+
+
+@pytest.mark.django_db(transaction=True)  # the refresh runs when the hold's transaction commits
+def test_a_hold_leaves_no_farm_behind(sim_node):
+    """Storing a node's sums updates its row, which the trigger marks as a farm change: the hold's
+    transaction sums the farm again on commit, so no page reads that farm live until the beat."""
+    from dashboard.models import FarmTotalsChanged
+
+    sim_node_1774(sim_node)
+    from dashboard.services.farm_totals import farm_totals_refresh
+
+    farm_totals_refresh()
+    assert not FarmTotalsChanged.objects.exists()
+    made = hold_create(node_id=1774, slice_index=5, ttl_seconds=600, marketplace_id="a")
+    assert not FarmTotalsChanged.objects.exists()
+    hold_release(hold_id=made.pk)
+    assert not FarmTotalsChanged.objects.exists()
+
+
+def test_the_overview_rows_take_the_holds_off_from_their_sums_or_their_live_holds(sim_node):
+    """A row whose holds are all live takes them off from its own columns; one whose holds partly ended
+    by time is read from its live holds: both as the reference, every live hold read one by one, says."""
+    from dashboard.selectors.fleet import fleet_page
+
+    for grid_id in (1774, 1775):
+        sim_node(grid_id, cru=8, mru=31 * 2**30, sru=int(931.5 * 2**30), farm_id=1, policy_name="legacy")
+    hold_create(node_id=1774, slice_index=0, ttl_seconds=600, marketplace_id="all-live-1")
+    hold_create(node_id=1774, slice_index=1, ttl_seconds=600, marketplace_id="all-live-2")
+    hold_create(node_id=1775, slice_index=0, ttl_seconds=600, marketplace_id="live")
+    hold_create(
+        node_id=1775, slice_index=1, ttl_seconds=60, marketplace_id="ended", now=timezone.now() - dt.timedelta(hours=1)
+    )
+    assert Node.objects.get(grid_id=1775).held_first_expiry < timezone.now()  # partly ended, no write since
+    reference = _held_live(timezone.now(), lambda n: n.grid_id)
+    rows = {row.node_id: row for row in fleet_page().rows}
+    for grid_id, held in reference.items():
+        row = rows[grid_id]
+        stored = Node.objects.get(grid_id=grid_id)
+        assert (row.held, row.free) == (held.slices, stored.slices_free - held.slices), grid_id
+        assert row.placeable_now == stored.placeable_now - held.placeable, grid_id
+    assert {g: h.slices for g, h in reference.items()} == {1774: 2, 1775: 1}

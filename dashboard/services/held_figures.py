@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from dashboard.models import Node
 from dashboard.selectors.holds import live_holds
+from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 
 HELD_FIELDS = ("held_slices", "held_mru", "held_sru", "held_sizes", "held_first_expiry", "held_last_expiry")
 NOTHING_HELD = (0, 0, 0, "", None, None)
@@ -87,4 +88,8 @@ def held_store(node_pks: Iterable[int], *, now: datetime | None = None) -> int:
         if tuple(columns) != wanted:
             Node.objects.filter(pk=pk).update(**dict(zip(HELD_FIELDS, wanted, strict=True)))
             changed += 1
+    if changed:
+        # The node rows' trigger marks their farms changed (migration 0013): summed again on commit, or
+        # every page would read those farms live (and the map draw them) until the beat's refresh.
+        farm_totals_refresh_on_commit()
     return changed
