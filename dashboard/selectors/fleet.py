@@ -18,7 +18,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.models import Node, reading_is_uncertain
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
-from dashboard.selectors.holds import held_among, held_by_node
+from dashboard.selectors.holds import Held, held_among, held_by_node
 
 # Sort keys; "-" in front sorts descending. "seen" is short for "seen_at". A missing value
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
@@ -61,6 +61,10 @@ _ROW_FIELDS = (
     "reported_at",
     "closure",
     "closure_detail",
+    # The live holds summed on the row (services.held_figures): the rows take them off with no query.
+    "held_slices",
+    "held_first_expiry",
+    "held_last_expiry",
 )
 
 
@@ -106,6 +110,8 @@ class NodeRow:
         return f"{closed.label}: {closed.detail}" if closed.detail else closed.label
 
     held: int = 0  # free slices held for a buyer now; `free` leaves them out (selectors.holds)
+    # The row's stored hold sums (slices, first and last expiry), read by _offered at its own now.
+    held_stored: tuple = field(default=(0, None, None), repr=False, compare=False)
 
     @property
     def uncertain(self) -> bool:
@@ -239,8 +245,24 @@ def fleet_rows(*, node_pks) -> dict[int, NodeRow]:
 
 
 def _offered(rows: list[NodeRow]) -> list[NodeRow]:
-    """The rows with their live holds taken off the free slices on offer: one query for all of them."""
-    held = held_by_node(now=timezone.now(), node_pks=[row.pk for row in rows]) if rows else {}
+    """The rows with their live holds taken off the free slices on offer: from the sums each row stores
+    while all its holds are live; a row whose holds partly ended by time is read from its live holds
+    (one query for all of them, none when there is no such row)."""
+    now = timezone.now()
+    held, partly = {}, []
+    for row in rows:
+        slices, first, last = row.held_stored
+        if not slices or last is None or last <= now:
+            continue
+        if first > now:
+            up_and_open = row.status == "up" and not row.closure
+            held[row.pk] = Held.on_node(
+                slices, placeable=row.placeable_now, phantom=row.phantom, up_and_open=up_and_open
+            )
+        else:
+            partly.append(row.pk)
+    if partly:
+        held.update(held_by_node(now=now, node_pks=partly))
     if not held:
         return rows
     return [held[row.pk].offered(row, placeable="placeable_now") if row.pk in held else row for row in rows]
@@ -413,6 +435,7 @@ def _node_row(values: tuple) -> NodeRow:
         reported_at,
         closure,
         closure_detail,
+        *held_stored,
     ) = values
     return NodeRow(
         node_id=node_id,
@@ -436,4 +459,5 @@ def _node_row(values: tuple) -> NodeRow:
         reported_at=reported_at,
         closure=closure,
         closure_detail=closure_detail,
+        held_stored=tuple(held_stored),
     )
