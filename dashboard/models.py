@@ -455,8 +455,9 @@ class Hold(models.Model):
     """One free slice kept for one buyer (a marketplace id) until `expires_at`: off offer to everyone else.
 
     A hold changes what is on offer, not what is true: the slice stays free in the catalog and the
-    stored figures do not count it; every reader takes the live holds (`Hold.objects.live(now)`) off
-    what it shows, in one query (docs/architecture.md says why). At most one open hold per slice is a
+    stored figures do not count it; every reader takes the live holds off what it shows at its own
+    `now`, from the sums on the node row (Node.held_*, services.held_figures) or, for a node whose holds
+    partly ended by time since, from `Hold.objects.live(now)` (docs/architecture.md says why). At most one open hold per slice is a
     partial unique index; hold_create ends an expired one under the node's and slice's locks first.
     """
 

@@ -1,10 +1,12 @@
-"""Live holds as every reader takes them off what is on offer: one query a page, never one a row.
+"""Live holds as every reader takes them off what is on offer: one query a page at most, never one a row.
 
 The stored figures (Node.slices_free, FarmTotals.free, placement's stored room) count a held slice as
 free: a hold changes what is on offer, not what is true, and it ends by itself when `expires_at`
 passes, with no write. So each reader asks here, at its own `now`, how many of the free slices it
-shows are held, and shows them apart (docs/architecture.md, "Holds"). Only holds of slices still free
-count: a slice rented by hand under a hold is counted once, as rented.
+shows are held, and shows them apart (docs/architecture.md, "Holds"): from the sums each node row keeps
+of its live holds with their first and last expiry (services.held_figures), exact while every one of
+them is live, and from the live holds themselves for a node some of whose holds ended by time since.
+Only holds of slices still free count: a slice rented by hand under a hold is counted once, as rented.
 
 A held slice is not placeable either: a node's free slices are of one size and the precheck places
 them one after another, so of h held slices on a node whose stored figures say p placeable, min(h, p)
