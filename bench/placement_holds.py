@@ -1,11 +1,14 @@
-"""Placement at N nodes with no hold and with 1,000 live holds (BENCHMARKS.md, "Placement with holds").
+"""The pages and the API at N nodes as seeded, then with 1% of the fleet withheld and 1,000 live holds
+(BENCHMARKS.md, "Operators' controls at 10,000 nodes"):
 
     BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/slicedash_bench_holds .venv/bin/python bench/placement_holds.py . 10000
 
-The same seeded fleet is measured twice, the page's server time and queries: first as seeded, then
-after 1,000 holds on free slices of 1,000 nodes picked at random (seeded), each for half an hour, made
-through hold_create as the API makes them. Also placement with rules (pack, per_farm), the overview `/`
-(its totals and rows read the holds) and the map (a farm's kept cells keyed on its live holds too).
+The same seeded fleet is measured three times, server time and queries (the pages taken in turn,
+median / min of 15 after 2 warm-ups): as seeded; with every 100th node withheld (one maintenance window
+each, one `node_withhold` call as the farm's form makes them); and with 1,000 holds more, on free slices
+of 1,000 open nodes picked at random (seeded), each for half an hour, made through hold_create as the API
+makes them. Placement with rules (pack, per_farm), the overview `/` (its totals and rows read the holds),
+the map (a farm's kept cells keyed on its held counts), the API's nodes page and placement.
 """
 
 import json
@@ -21,6 +24,10 @@ PAGES = {
     "placement_pack_per_farm": ("/placement/?cru=1&mru=4GiB&sru=50GiB&strategy=pack&per_farm=2", b"Where can"),
     "overview": ("/", None),
     "map": ("/map/", None),
+}
+API = {
+    "api_nodes_page": "/api/v1/nodes?per_page=100",
+    "api_placement": "/api/v1/placement?cru=1&mru=4294967296&sru=53687091200",
 }
 HOLDS = 1000
 
@@ -46,8 +53,22 @@ def main(repo: Path, size: int) -> dict:
         workloads, _ = seed.simulator_seed(SimulatedGrid(env.simgrid_path), specs)
         seed.database_seed(specs, workloads)
         call_command("figures_refresh", verbosity=0)
+        from bench.api import bench_token
+        from dashboard.models import Node
+        from dashboard.services.withholds import node_withhold
+
         client = pages.admin_client()
-        out = {"no holds": pages.pages_interleaved(client, PAGES, repeat=15)}
+        read = bench_token(scope="read", name="bench-read")
+
+        def measure() -> dict:
+            out = pages.pages_interleaved(client, PAGES, repeat=15)
+            for name, url in API.items():
+                out[name] = pages.page_figures(client, url, repeat=15, headers={"Authorization": f"Bearer {read}"})
+            return out
+
+        out = {"as seeded": measure()}
+        node_withhold(nodes=list(Node.objects.order_by("grid_id")[::100]), reason="bench maintenance", via="command")
+        out["1% withheld"] = measure()
         free = list(
             # A closed node (down, rented by another twin ...) cannot be held; one on standby can.
             Slice.objects.filter(state="free", node__closure__in=("", "standby"))
@@ -67,7 +88,16 @@ def main(repo: Path, size: int) -> dict:
                 source="command",
             )
         assert Hold.objects.count() == len(chosen)
-        out[f"{len(chosen)} live holds"] = pages.pages_interleaved(client, PAGES, repeat=15)
+        out[f"1% withheld, {len(chosen)} live holds"] = measure()
+        # Every hold released and every window ended: the fleet as seeded again, what the machine drifted.
+        from dashboard.services.holds import hold_release
+        from dashboard.services.withholds import withhold_release
+
+        for pk in Hold.objects.values_list("pk", flat=True):
+            hold_release(hold_id=pk, source="command")
+        for node in Node.objects.filter(closure="withheld"):
+            withhold_release(node=node, via="command")
+        out["all released"] = measure()
         keep = ("median_ms", "min_ms", "queries")
         return {case: {name: {k: f[k] for k in keep} for name, f in figures.items()} for case, figures in out.items()}
     finally:
