@@ -6,6 +6,7 @@ silently read as a default (a typo'd DEBUG must not become False in production).
 
 import math
 import os
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -81,3 +82,38 @@ def env_ids(name: str) -> tuple[int, ...]:
             raise ImproperlyConfigured(f"{name}: {value} is not a grid id (1 to 4294967295)")
         ids.append(value)
     return tuple(dict.fromkeys(ids))
+
+
+# `make run` keeps what it decides for the demo here (under VAR_DIR), so every process of the embedded
+# default reads the same values: web, worker, beat and a `manage.py` typed in another terminal.
+RUN_SETTINGS_FILE = "run.env"
+
+
+def run_settings_read(path) -> dict[str, str]:
+    """The NAME=value lines of a run settings file (blank lines and # comments skipped); {} when absent."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    values = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise ImproperlyConfigured(f"{path}, line {number}: {line!r} is not NAME=value")
+        values[name.strip()] = value.strip()
+    return values
+
+
+def run_settings_load(path) -> dict[str, str]:
+    """Put the run settings file's values into the environment where the environment has none (it wins).
+
+    Returns the values taken from the file."""
+    taken = {}
+    for name, value in run_settings_read(path).items():
+        if name not in os.environ:
+            os.environ[name] = value
+            taken[name] = value
+    return taken

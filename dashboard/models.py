@@ -991,6 +991,19 @@ class GridRequestTally(models.Model):
         return f"{self.endpoint} {self.outcome} <= {self.bucket}: {self.count}"
 
 
+class FiguresSettings(models.Model):
+    """The settings the stored figures were computed under (one row, services.figures_settings): a
+    process whose figure-deciding settings differ (a `manage.py` without the web's MARKETPLACE_TWIN_ID)
+    refuses to store figures rather than overwrite the others' with figures nobody else would compute."""
+
+    key = models.CharField(max_length=16, primary_key=True, default="fleet")
+    values = models.JSONField(help_text="the figure-deciding settings, by name")
+    stored_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"figures computed under {self.values}"
+
+
 class FiguresSnapshot(models.Model):
     """One moment's capacity figures (taken by the beat every SNAPSHOT_EVERY s and after every job);
     its rows are SnapshotFigures. Thinned by services.snapshots so storage stays bounded."""
@@ -1068,6 +1081,7 @@ class FarmTotals(models.Model):
     deployable_now = models.BigIntegerField(default=0)
     deployable_after_wake = models.BigIntegerField(default=0)
     deployable_blocked = models.BigIntegerField(default=0)
+    deployable_closed = models.BigIntegerField(default=0)
     oldest_reading_at = models.DateTimeField(null=True, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
 

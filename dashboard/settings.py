@@ -13,10 +13,24 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from dashboard.embedded_db import EmbeddedDb
-from dashboard.env import env_bool, env_choice, env_float, env_ids, env_int, env_list, env_str
+from dashboard.env import (
+    RUN_SETTINGS_FILE,
+    env_bool,
+    env_choice,
+    env_float,
+    env_ids,
+    env_int,
+    env_list,
+    env_str,
+    run_settings_load,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
+# The embedded default (no DATABASE_URL): what `make run` decided for the demo (VAR_DIR/run.env, written by
+# scripts/run.py) is read by every process, so `manage.py precheck` judges under the web's settings. The
+# environment wins; production sets the same variables for every process and has no such file.
+RUN_SETTINGS = {} if env_str("DATABASE_URL", "") else run_settings_load(VAR_DIR / RUN_SETTINGS_FILE)
 
 DEBUG = env_bool("DEBUG", True)
 # With DEBUG on, show Django's technical 404/500 pages instead of the product's (dashboard.middleware).

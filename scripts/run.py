@@ -46,7 +46,41 @@ PREPARE = (
 )
 
 
+# What `make run` decides for the demo, for every process: the marketplace twin (demo_fleet's
+# DEMO_MARKETPLACE_TWIN: rent contracts are judged for it and the simulated chain signs with it; an empty
+# value: not judged) and the simulated grid. The environment wins; the values are written to
+# VAR_DIR/run.env, which dashboard.settings reads in the embedded default, so a `manage.py` typed in
+# another terminal stores figures under the web's settings (issue 34: a precheck run without
+# MARKETPLACE_TWIN_ID opened a node rented by another twin on every page).
+RUN_SETTINGS = {"MARKETPLACE_TWIN_ID": "7", "GRID_BACKEND": "simulator"}
+RUN_SETTINGS_FILE = "run.env"  # dashboard.env.RUN_SETTINGS_FILE
+
+
 STOP_REQUESTED = []
+
+
+def _var_dir() -> Path:
+    var_dir = Path(os.environ.get("VAR_DIR") or BASE_DIR / "var").resolve()
+    var_dir.mkdir(parents=True, exist_ok=True)
+    return var_dir
+
+
+def run_settings_keep(var_dir: Path) -> dict[str, str]:
+    """Decide the demo's settings (the environment's value, else the demo's), put them in this process's
+    environment for web and worker, and write them to VAR_DIR/run.env for every other process."""
+    decided = {name: os.environ.get(name, default) for name, default in RUN_SETTINGS.items()}
+    os.environ.update(decided)
+    lines = [f"{name}={value}" for name, value in decided.items()]
+    text = "# Written by `make run` (scripts/run.py) at each start; the environment wins over it.\n"
+    (var_dir / RUN_SETTINGS_FILE).write_text(text + "\n".join(lines) + "\n", encoding="utf-8")
+    return decided
+
+
+def run_settings_words(decided: dict[str, str]) -> str:
+    values = ", ".join(f"{name}={value or '(empty)'}" for name, value in decided.items())
+    if os.environ.get("DATABASE_URL"):
+        return f"Settings: {values} (DATABASE_URL is set: give manage.py the same environment)"
+    return f"Settings: {values} (web, worker, beat and manage.py: {RUN_SETTINGS_FILE} under VAR_DIR)"
 
 
 def _stop(signum, frame):
@@ -160,9 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
     parser.add_argument("--port", default=os.environ.get("PORT", "8000"))
     args = parser.parse_args(argv)
-    # The demo's marketplace twin (demo_fleet DEMO_MARKETPLACE_TWIN): rent contracts are judged for it,
-    # and the simulated chain signs with it. Set MARKETPLACE_TWIN_ID (empty: not judged) to choose.
-    os.environ.setdefault("MARKETPLACE_TWIN_ID", "7")
+    print(run_settings_words(run_settings_keep(_var_dir())), flush=True)
     # SIGHUP too: a closed terminal reaches only its foreground process group, not the children's.
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop)
@@ -177,9 +209,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-
-    var_dir = Path(os.environ.get("VAR_DIR") or BASE_DIR / "var").resolve()
-    var_dir.mkdir(parents=True, exist_ok=True)
+    var_dir = _var_dir()
     pidfile = var_dir / "worker.pid"
     logfile = var_dir / "worker.log"
     bin_dir = Path(sys.executable).parent

@@ -21,6 +21,8 @@ import re
 
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard.services.figures_settings import figures_settings_differ
+
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 
@@ -38,6 +40,20 @@ class ProductCommand(BaseCommand):
         EXIT_REFUSED: "refused or failed",
         EXIT_USAGE: "the command line is wrong (nothing was done)",
     }
+
+    # A command that stores figures here (not through the worker) stores nothing under figure-deciding
+    # settings other than those the stored figures were computed under (services.figures_settings).
+    stores_figures = False
+
+    def figures_stored_here(self, options: dict) -> bool:
+        return self.stores_figures
+
+    def execute(self, *args, **options):
+        if self.figures_stored_here(options):
+            differ = figures_settings_differ()
+            if differ:
+                raise refused(differ)
+        return super().execute(*args, **options)
 
     def create_parser(self, prog_name, subcommand, **kwargs):
         statuses = "\n".join(f"  {code}  {words}" for code, words in sorted(self.exit_statuses.items()))

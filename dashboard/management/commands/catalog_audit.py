@@ -32,6 +32,9 @@ class Command(ProductCommand):
         NOT_CHECKED: f"some node was not checked (this wins over {FOUND})",
     }
 
+    def figures_stored_here(self, options: dict) -> bool:
+        return bool(options.get("fix"))
+
     def add_arguments(self, parser):
         parser.add_argument("--fix", action="store_true", help="free orphan slices and count foreign VMs as occupied")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the result as JSON")

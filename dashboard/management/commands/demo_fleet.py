@@ -41,7 +41,8 @@ from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, PolicyVersion, Slice
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
-from dashboard.services.figures import figures_refresh
+from dashboard.services.figures import figures_refresh, figures_refresh_all
+from dashboard.services.figures_settings import figures_settings_differ, figures_settings_store, figures_settings_words
 from dashboard.services.policy import policy_version_record
 from dashboard.services.precheck import precheck_run
 from dashboard.services.registration import node_register_from_grid
@@ -272,6 +273,15 @@ class Command(ProductCommand):
                     f"at {settings.SIMGRID_PATH}"
                 )
                 self.stdout.write(unregistered_words(nodes))
+            # Kept figures computed under other settings (MARKETPLACE_TWIN_ID changed between runs) are stored
+            # again under this run's, and the run's settings recorded with them (services.figures_settings).
+            differ = figures_settings_differ() if kept else None
+            if differ:
+                figures_refresh_all()
+                self.stdout.write(
+                    f"settings changed since the last run: every node's figures stored again under {figures_settings_words()}"
+                )
+            figures_settings_store()
             # A restart soon after the last run reads only what has aged since: it starts in seconds.
             checked = _demo_precheck(grid, nodes, read_before=timezone.now() - KEPT_READINGS_FRESH if kept else None)
             # The first point of capacity over time; the beat adds one every SNAPSHOT_EVERY seconds.

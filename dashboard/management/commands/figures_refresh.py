@@ -15,6 +15,7 @@ from django.core.management.base import CommandError
 from dashboard.management.cli import ProductCommand
 from dashboard.models import Node
 from dashboard.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh_all
+from dashboard.services.figures_settings import figures_settings_differ, figures_settings_store, figures_settings_words
 
 
 class Command(ProductCommand):
@@ -25,8 +26,13 @@ class Command(ProductCommand):
 
     def handle(self, *args, check: bool, **options):
         if not check:
+            differ = figures_settings_differ()
             changed = figures_refresh_all()
+            # Every node's figures were just stored under this process's settings: they are now the stored ones.
+            figures_settings_store()
             self.stdout.write(f"{changed} of {Node.objects.count()} node(s) had out-of-date figures; now current")
+            if differ:
+                self.stdout.write(f"stored under {figures_settings_words()} (the figures' settings until now differed)")
             return
         stored = {pk: values for pk, *values in Node.objects.values_list("pk", *FIGURE_FIELDS)}
         wrong = _wrong(stored)

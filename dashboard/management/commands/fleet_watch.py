@@ -37,6 +37,9 @@ class Command(ProductCommand):
         3: "--wait gave up; the job keeps running",
     }
 
+    def figures_stored_here(self, options: dict) -> bool:
+        return bool(options.get("here"))
+
     def add_arguments(self, parser):
         parser.add_argument("--here", action="store_true", help="run the watch in this process, now")
         parser.add_argument("--wait", action="store_true", help="follow the queued job until it ends")

@@ -68,6 +68,9 @@ class Command(ProductCommand):
         "Without --cru/--mru/--sru the node is read from the configured grid."
     )
 
+    def figures_stored_here(self, options: dict) -> bool:
+        return not options.get("dry_run")
+
     def add_arguments(self, parser):
         parser.add_argument("node_id", nargs="?", help="the grid's node id (none: add the farms of --farm-id)")
         add_capacity_arguments(parser)

@@ -31,6 +31,8 @@ def _moment(text: str) -> datetime:
 class Command(ProductCommand):
     help = "Withhold a node's (or a farm's) free slices with a reason, from now or later, until a time or released."
 
+    stores_figures = True
+
     def add_arguments(self, parser):
         parser.add_argument("node", nargs="?", type=grid_id, help="the grid's node id")
         parser.add_argument("--farm-id", type=grid_id, help="withhold every registered node of this farm")

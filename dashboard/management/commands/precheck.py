@@ -30,6 +30,9 @@ class Command(ProductCommand):
 
     exit_statuses = ProductCommand.exit_statuses | {3: "--wait gave up; the job keeps running"}
 
+    def figures_stored_here(self, options: dict) -> bool:
+        return not options.get("job")  # a job's figures are the worker's, stored under its settings
+
     def add_arguments(self, parser):
         parser.add_argument("node_id", type=grid_id, help="the grid's node id")
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the report as JSON")

@@ -26,6 +26,8 @@ class Command(ProductCommand):
         EXIT_USAGE: "the command line is wrong (unknown node, bad arguments); nothing was attempted",
     }
 
+    stores_figures = True
+
     def add_arguments(self, parser):
         parser.add_argument("node_id", type=grid_id, help="the grid's node id")
         which = parser.add_mutually_exclusive_group(required=True)
