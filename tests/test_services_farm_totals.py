@@ -13,7 +13,7 @@ from django.db import connection, connections, transaction
 from dashboard.capacity import GiB
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node, Slice
 from dashboard.selectors.farm_totals import AGGREGATES, FarmSums, farm_totals, fleet_totals, summed
-from dashboard.selectors.fleet import TIERS
+from dashboard.selectors.tiers import TIER_FIGURES, TIERS, tier_sums
 from dashboard.services.farm_totals import _refresh_committed, farm_totals_refresh, farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh
 from dashboard.services.readings import LiveReading, readings_store
@@ -35,7 +35,11 @@ def kept_rows() -> list[FarmSums]:
 def test_the_tiers_are_the_fleet_pages():
     from dashboard.selectors import farm_totals as totals
 
-    assert (totals.NOW, totals.AFTER_WAKE, totals.BLOCKED) == (TIERS["now"], TIERS["after-wake"], TIERS["blocked"])
+    # One definition (selectors.tiers): the farm totals sum each tier with the fleet page's own filter.
+    assert {TIER_FIGURES[t]: str(AGGREGATES[TIER_FIGURES[t]]) for t in TIERS} == {
+        name: str(value) for name, value in tier_sums().items()
+    }
+    assert not hasattr(totals, "NOW")
     assert set(AGGREGATES) == {f for f in FarmSums.__dataclass_fields__ if f not in ("farm_id", "held")}
 
 

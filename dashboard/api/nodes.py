@@ -47,9 +47,10 @@ class NodesFilter(Schema):
     farm_id: Whole | None = None
     status: Node.Status | None = None
     stale: bool | None = None
-    tier: Literal["now", "after-wake", "blocked"] | None = Field(
+    tier: Literal["now", "after-wake", "blocked", "closed"] | None = Field(
         None,
-        description="nodes whose deployable slices are usable now (up), after wake (standby), or blocked (down, unknown)",
+        description="nodes whose deployable slices are usable now (up and open), after wake (standby), blocked "
+        "(down, unknown) or closed (withheld, rented by another twin, ...): selectors.tiers",
     )
     has_phantoms: bool | None = None
     search: Line | None = Field(

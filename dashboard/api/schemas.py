@@ -49,12 +49,20 @@ class FleetTotalsOut(Schema):
     )
     stale: int = Field(description="nodes whose catalog differs from what their policy carves now")
     unprechecked: int = Field(description="nodes never prechecked: placeable and phantom unknown")
-    deployable_now: int = Field(0, description="deployable slices on nodes that are up")
+    deployable_now: int = Field(0, description="deployable slices on nodes that are up and open")
     deployable_after_wake: int = Field(
         0, description="deployable slices on nodes on standby (their farm can wake them)"
     )
     deployable_blocked: int = Field(
         0, description="deployable slices on nodes that are down (or whose status is unknown)"
+    )
+    deployable_closed: int = Field(
+        0,
+        description="deployable slices on nodes closed for a reason of their own (withheld, rented by another "
+        "twin, ...); the four tiers add up to deployable",
+    )
+    deployable_closed_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="deployable_closed by closure (capacity.CLOSURE_REASONS keys)"
     )
 
 
@@ -66,7 +74,8 @@ class NodeRowOut(Schema):
     nominal: int
     deployable: int
     tier: str = Field(
-        description='when its deployable slices can be used: "now" (up), "after-wake" (standby), "blocked" (down, unknown)'
+        description='when its deployable slices can be used: "now" (up and open), "after-wake" (standby), '
+        '"blocked" (down, unknown), "closed" (withheld, rented by another twin, ...)'
     )
     gap: int
     free: int = Field(description="free slices on offer (those held for a buyer are in held)")

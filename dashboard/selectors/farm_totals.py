@@ -19,9 +19,7 @@ from django.utils import timezone
 
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
 from dashboard.selectors.holds import Held, held_among, held_by_farm
-
-# The tiers of selectors.fleet: deployable by what a node's status allows today.
-NOW, AFTER_WAKE, BLOCKED = ("up",), ("standby",), ("down", "unknown")
+from dashboard.selectors.tiers import tier_sums
 
 
 @dataclass(frozen=True)
@@ -44,6 +42,7 @@ class FarmSums:
     deployable_now: int = 0
     deployable_after_wake: int = 0
     deployable_blocked: int = 0
+    deployable_closed: int = 0  # the tiers add up to `deployable` (selectors.tiers)
     oldest_reading_at: datetime | None = None
     # Free slices held for a buyer now (live holds): read at each read, never kept; `free` is then the
     # free slices on offer, those held left out (selectors.holds).
@@ -77,9 +76,7 @@ AGGREGATES = dict(
     stale=Count("pk", filter=Q(stale=True)),
     unprechecked=Count("pk", filter=Q(placeable_now__isnull=True)),
     never_read=Count("pk", filter=Q(seen_at__isnull=True)),
-    deployable_now=Sum("deployable", filter=Q(status__in=NOW, closure="")),
-    deployable_after_wake=Sum("deployable", filter=Q(status__in=AFTER_WAKE)),
-    deployable_blocked=Sum("deployable", filter=Q(status__in=BLOCKED)),
+    **tier_sums(),
     oldest_reading_at=Min("seen_at"),
 )
 

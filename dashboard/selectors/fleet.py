@@ -7,7 +7,7 @@ whatever the fleet size; filters and sorts are SQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.core.paginator import Page, Paginator
@@ -19,19 +19,11 @@ from dashboard import capacity
 from dashboard.models import Node, reading_is_uncertain
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 from dashboard.selectors.holds import Held, held_among, held_by_node
+from dashboard.selectors.tiers import TIERS, closed_by_reason, tier_of, tier_q, tier_sums
 
 # Sort keys; "-" in front sorts descending. "seen" is short for "seen_at". A missing value
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
 SORT_KEYS = ("node_id", "farm", "status", "gap", "phantom", "free", "seen_at", "seen", "deployable", "nominal")
-
-# Deployable slices by what the node's status allows today: placed now (up), after the farm's power
-# manager wakes it (standby), or blocked (down, or a status the grid never gave). Tier -> statuses.
-TIERS = {"now": ("up",), "after-wake": ("standby",), "blocked": ("down", "unknown")}
-TIER_WORDS = {"now": "now", "after-wake": "after wake", "blocked": "blocked"}
-
-
-def tier_of(status: str) -> str:
-    return "now" if status == "up" else "after-wake" if status == "standby" else "blocked"
 
 
 # The largest farm id the column holds (a PositiveIntegerField is a 32-bit integer in PostgreSQL).
@@ -125,8 +117,8 @@ class NodeRow:
 
     @property
     def tier(self) -> str:
-        """When its deployable slices can be used: "now", "after-wake" or "blocked" (TIERS)."""
-        return tier_of(self.status)
+        """When its deployable slices can be used: "now", "after-wake", "blocked" or "closed" (selectors.tiers)."""
+        return tier_of(self.status, self.closure)
 
 
 @dataclass(frozen=True)
@@ -146,15 +138,25 @@ class FleetTotals:
     phantom_on_up_nodes: int = 0
     stale: int = 0
     unprechecked: int = 0
-    # `deployable` split by node status (TIERS): up, standby, down or unknown.
+    # `deployable` split into its tiers (selectors.tiers), which add up to it: up and open, standby,
+    # down or unknown, and closed for a reason of its own (withheld, rented away, ...), by reason.
     deployable_now: int = 0
     deployable_after_wake: int = 0
     deployable_blocked: int = 0
+    deployable_closed: int = 0
+    deployable_closed_by_reason: dict = field(default_factory=dict)
     held: int = 0  # free slices held for a buyer now; `free` leaves them out
 
     @property
     def gap(self) -> int:
         return self.nominal - self.deployable
+
+    @property
+    def closed_reasons_words(self) -> str:
+        """'withheld (maintenance or quarantine) 7, rented by another twin 6': the closed tier by reason."""
+        return ", ".join(
+            f"{capacity.CLOSURE_REASONS[key].label} {count}" for key, count in self.deployable_closed_by_reason.items()
+        )
 
     @property
     def phantom_waiting(self) -> int:
@@ -302,7 +304,7 @@ def _filtered(
     if status is not None:
         nodes = nodes.filter(status=status)
     if tier is not None:
-        nodes = nodes.filter(status__in=TIERS[tier])
+        nodes = nodes.filter(tier_q(tier))
     if stale is not None:
         nodes = nodes.filter(stale=stale)
     if has_phantoms is True:
@@ -387,6 +389,8 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
             deployable_now=t.deployable_now,
             deployable_after_wake=t.deployable_after_wake,
             deployable_blocked=t.deployable_blocked,
+            deployable_closed=t.deployable_closed,
+            deployable_closed_by_reason=_closed_by_reason(t.deployable_closed, nodes),
             held=t.held,
         )
     # Aggregate names must not be the columns' own names, hence the prefix.
@@ -403,14 +407,18 @@ def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | 
         total_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status="up", closure="")),
         total_stale=Count("pk", filter=Q(stale=True)),
         total_unprechecked=Count("pk", filter=Q(placeable_now__isnull=True)),
-        # The same aggregate, no query more: deployable by what the node's status allows today.
-        total_deployable_now=Sum("deployable", filter=Q(status__in=TIERS["now"])),
-        total_deployable_after_wake=Sum("deployable", filter=Q(status__in=TIERS["after-wake"])),
-        total_deployable_blocked=Sum("deployable", filter=Q(status__in=TIERS["blocked"])),
+        # The same aggregate, no query more: deployable in its tiers (selectors.tiers).
+        **tier_sums("total_"),
     )
     totals = FleetTotals(**{name.removeprefix("total_"): int(value or 0) for name, value in figures.items()})
+    totals = replace(totals, deployable_closed_by_reason=_closed_by_reason(totals.deployable_closed, nodes))
     held = held_among(now=timezone.now(), nodes=nodes)
     return held.offered(totals, placeable="placeable_now", up="phantom_on_up_nodes")
+
+
+def _closed_by_reason(closed: int, nodes: QuerySet[Node]) -> dict[str, int]:
+    """The closed tier by reason: one query over the closed nodes, none when nothing is closed."""
+    return closed_by_reason(nodes) if closed else {}
 
 
 def _node_row(values: tuple) -> NodeRow:

@@ -62,8 +62,14 @@ CSV_COLUMNS = (
     "seen_at",
     "tier",
 )
-# The tier filter: which nodes' deployable slices (selectors.fleet.TIERS), in the totals' words.
-TIER_CHOICES = [("", "Any"), ("now", "Now (up)"), ("after-wake", "After wake (standby)"), ("blocked", "Blocked (down)")]
+# The tier filter: which nodes' deployable slices (selectors.tiers), in the totals' words.
+TIER_CHOICES = [
+    ("", "Any"),
+    ("now", "Now (up)"),
+    ("after-wake", "After wake (standby)"),
+    ("blocked", "Blocked (down)"),
+    ("closed", "Closed (withheld, rented away, ...)"),
+]
 
 
 class FleetFilterForm(forms.Form):
