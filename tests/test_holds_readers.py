@@ -144,3 +144,18 @@ def test_the_map_keeps_a_held_farm_and_shows_the_slice_free_once_the_hold_ends_b
     with mock.patch("django.utils.timezone.now", return_value=later):
         again = support_client.get("/map/").content.decode()
     assert "7 free" in again and "held for a buyer" not in again
+
+
+def test_finding_4_a_held_slice_reads_held_in_the_nodes_catalog(held_1774, api_call, api_token):
+    catalog = {s["index"]: s for s in api_call("get", "/api/v1/nodes/1774", api_token("read")).json()["catalog"]}
+    held = catalog[5]
+    assert (held["state"], held["fits_now"], held["held_for"]) == ("held", None, "live")
+    assert held["held_until"] is not None
+    # The hold that ended by time is free again, with no worker; a program listing free slices skips 5.
+    assert catalog[4]["state"] == "free" and catalog[4]["held_until"] is None
+    assert sorted(i for i, s in catalog.items() if s["state"] == "free") == [0, 1, 2, 3, 4, 6]
+
+
+def test_finding_4_only_a_token_whose_user_may_act_sees_the_buyer(held_1774, api_call, api_token):
+    catalog = api_call("get", "/api/v1/nodes/1774", api_token("read", role="support")).json()["catalog"]
+    assert [(s["state"], s["held_for"]) for s in catalog if s["index"] == 5] == [("held", None)]

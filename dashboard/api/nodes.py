@@ -25,7 +25,7 @@ from dashboard.api.schemas import (
 )
 from dashboard.api.writes import api_write
 from dashboard.grid.types import GridError
-from dashboard.models import Hold, Job, Node
+from dashboard.models import Hold, Job, Node, Slice
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
 from dashboard.selectors.uptime import uptime_percent
@@ -125,6 +125,8 @@ def node(request, node_id: int = node_id_path()):
         raise Http404(f"node {node_id} is not registered") from None
     n = detail.node
     now = timezone.now()
+    # Who holds a slice is the buyer's business: a token whose user may act (admins) sees it.
+    buyer_shown = request.auth.user.has_perm("dashboard.deploy_slice")
     return {
         "node_id": n.grid_id,
         "farm_id": n.farm_id,
@@ -157,20 +159,7 @@ def node(request, node_id: int = node_id_path()):
             "reported_age_seconds": _age(now, n.reported_at),
             "uncertain": n.reading_uncertain(now),
         },
-        "catalog": [
-            {
-                "index": c.slice.index,
-                "cru": c.slice.cru,
-                "mru": c.slice.mru,
-                "sru": c.slice.sru,
-                "state": c.slice.state,
-                "generation": c.slice.generation,
-                "fits_now": c.fits_now,
-                "last_deployment_state": c.last_deployment_state,
-                "last_deployment_cause": c.last_deployment_cause,
-            }
-            for c in detail.catalog
-        ],
+        "catalog": [_catalog_slice(c, buyer_shown=buyer_shown) for c in detail.catalog],
         "verdicts": list(detail.verdicts) if detail.verdicts is not None else None,
         "active_job": job_out(detail.active_job) if detail.active_job else None,
         "failed_deployments": detail.failed_deployments,
@@ -248,6 +237,25 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
         ]
         answer = PrecheckOut.model_validate(answer)
     return answer
+
+
+def _catalog_slice(c, *, buyer_shown: bool) -> dict:
+    """One slice of the catalog as the API gives it: a free slice under a live hold reads "held" (with its
+    end, and for an admin its buyer), not "free": it is not on offer, so neither does it "fit now"."""
+    held = c.hold is not None and c.slice.state == Slice.State.FREE
+    return {
+        "index": c.slice.index,
+        "cru": c.slice.cru,
+        "mru": c.slice.mru,
+        "sru": c.slice.sru,
+        "state": "held" if held else c.slice.state,
+        "held_until": c.hold.expires_at if held else None,
+        "held_for": c.hold.marketplace_id if held and buyer_shown else None,
+        "generation": c.slice.generation,
+        "fits_now": None if held else c.fits_now,
+        "last_deployment_state": c.last_deployment_state,
+        "last_deployment_cause": c.last_deployment_cause,
+    }
 
 
 @router.post(

@@ -171,9 +171,18 @@ class CatalogSliceOut(Schema):
     cru: int
     mru: int
     sru: int = Field(description="data disk, bytes; the rootfs comes on top")
-    state: str
+    state: str = Field(
+        description='"free" (on offer), "held" (free, kept for one buyer until held_until: not on offer), '
+        '"rented", "deployed" or "failed"'
+    )
+    held_until: datetime | None = Field(None, description="held slices: when the hold ends")
+    held_for: str | None = Field(
+        None, description="held slices: the buyer's marketplace id (to a token whose user may deploy; null otherwise)"
+    )
     generation: int
-    fits_now: bool | None = Field(description="free slices: fits the last live reading; null otherwise or never read")
+    fits_now: bool | None = Field(
+        description="free slices on offer: fits the last live reading; null otherwise (held) or never read"
+    )
     last_deployment_state: str | None
     last_deployment_cause: str | None
 
