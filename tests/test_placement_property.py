@@ -1,0 +1,149 @@
+"""Issue 34, finding 6: placement's fast path (selectors.placement_cut) gives the answer of its Python
+reference (every node judged, `every_node=True`) in every state the fleet reaches, driven by random
+sequences of the writes that change it: register, precheck from the CLI and as the web's job, closures
+(rent by another twin, down, standby), withholds, holds, rent (a deploy) and re-register.
+
+The quick loop runs a few sequences from a fixed seed; `make test` runs many more (slow-marked)."""
+
+import itertools
+import tempfile
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import transaction
+from django.test import override_settings
+from hypothesis import HealthCheck, given, seed
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from dashboard.capacity import GiB
+from dashboard.grid.simgrid import SimulatedGrid
+from dashboard.models import Job, Node, Slice
+from dashboard.selectors.placement import placement_for
+from dashboard.services.deploy import slice_deploy
+from dashboard.services.holds import hold_create
+from dashboard.services.job_run import job_execute
+from dashboard.services.jobs import job_claim, job_request
+from dashboard.services.registration import node_register_from_grid
+from dashboard.services.withholds import node_withhold, withhold_release
+
+pytestmark = pytest.mark.django_db
+OURS, OTHER = 7, 42
+# Sizes that divide the fleet differently: a small VM most nodes take, the usual one, a big disk, big memory.
+SIZES = ((1, 2 * GiB, 50 * GiB), (1, 4 * GiB, 151 * GiB), (2, 8 * GiB, 400 * GiB), (4, 40 * GiB, 100 * GiB))
+# The nodes a sequence may register: (cru, mru, sru, pools or None, farm).
+SHAPES = {
+    1774: (8, 31 * GiB, int(931.5 * GiB), None, 1),
+    2310: (8, 31 * GiB, 930 * GiB, [465 * GiB, 465 * GiB], 2),
+    2456: (16, 62 * GiB, 1397 * GiB, [465 * GiB, 466 * GiB, 466 * GiB], 2),
+    4000: (4, 8 * GiB, 250 * GiB, None, 3),
+    4001: (64, 256 * GiB, 7452 * GiB, [3726 * GiB, 3726 * GiB], 3),
+}
+NODE = st.sampled_from(sorted(SHAPES))
+STEP = st.one_of(
+    st.tuples(st.just("register"), NODE, st.sampled_from(("zos", "legacy"))),
+    st.tuples(st.just("precheck-cli"), NODE),
+    st.tuples(st.just("precheck-web"), NODE),
+    st.tuples(st.just("rent-away"), NODE, st.booleans()),  # rented by another twin, or that rent ended
+    st.tuples(st.just("status"), NODE, st.sampled_from(("up", "down", "standby"))),
+    st.tuples(st.just("withhold"), NODE, st.booleans()),  # withheld, or released
+    st.tuples(st.just("hold"), NODE, st.integers(0, 6)),
+    st.tuples(st.just("deploy"), NODE, st.integers(0, 6)),
+    st.tuples(st.just("reregister"), NODE),
+)
+
+
+def _answer(placement) -> dict:
+    return {
+        "nodes": placement.nodes,
+        "can_host": placement.can_host,
+        "blocked": placement.blocked,
+        "held_nodes": placement.held_nodes,
+        "best": [(v.node_id, v.blocked_by, v.verdict, v.could_take) for v in placement.best],
+    }
+
+
+def _agree(step, sizes) -> None:
+    for cru, mru, sru in sizes:
+        reference = _answer(placement_for(cru=cru, mru=mru, sru=sru, best=5, every_node=True))
+        assert _answer(placement_for(cru=cru, mru=mru, sru=sru, best=5)) == reference, (step, cru, mru, sru)
+
+
+def _free_slice(node: Node, index: int) -> int | None:
+    free = list(node.slices.filter(state=Slice.State.FREE).order_by("index").values_list("index", flat=True))
+    return free[index % len(free)] if free else None
+
+
+def _do(grid: SimulatedGrid, step: tuple, holds: itertools.count) -> None:
+    kind, node_id, *args = step
+    node = Node.objects.filter(grid_id=node_id).first()
+    if kind == "register":
+        if node is None:
+            node_register_from_grid(live=grid.node(node_id), policy_name=args[0])
+        return
+    if node is None:
+        return
+    if kind == "precheck-cli":
+        call_command("precheck", str(node_id), stdout=StringIO(), stderr=StringIO())
+    elif kind == "precheck-web":
+        job_execute(job=job_claim(job_id=job_request(kind=Job.Kind.PRECHECK, node=node, source="web").job.pk))
+    elif kind == "reregister":
+        job_execute(job=job_claim(job_id=job_request(kind=Job.Kind.REREGISTER, node=node, source="web").job.pk))
+    elif kind == "rent-away":
+        if args[0] and grid.rent_contract(node_id) is None:
+            grid.rent(node_id, OTHER)
+        elif not args[0] and grid.rent_contract(node_id) is not None:
+            grid.rent_end(node_id)
+    elif kind == "status":
+        grid.set_status(node_id, args[0])
+    elif kind == "withhold":
+        if args[0] and not node.withheld_reason:
+            node_withhold(nodes=[node], reason="property test", via="command")
+        elif not args[0] and node.withheld_reason:
+            withhold_release(node=node, via="command")
+    elif kind in ("hold", "deploy"):
+        index = _free_slice(node, args[0])
+        if index is None or node.holds.filter(slice_index=index, ended_at__isnull=True).exists():
+            return
+        if kind == "hold":
+            hold_create(
+                node_id=node_id, slice_index=index, ttl_seconds=600, marketplace_id=f"b{next(holds)}", source="command"
+            )
+        else:
+            slice_deploy(node=node, slice_index=index, grid=grid, source="command")
+
+
+def _run(steps: list[tuple], sizes=SIZES) -> None:
+    """One sequence on a fresh simulated grid and, rolled back after it, the database as the test found it."""
+    folder = Path(tempfile.mkdtemp(prefix="placement-prop-"))
+    with override_settings(SIMGRID_PATH=folder / "simgrid.sqlite3", MARKETPLACE_TWIN_ID=(OURS,)), transaction.atomic():
+        grid = SimulatedGrid(folder / "simgrid.sqlite3", deployer_twin=OURS)
+        for node_id, (cru, mru, sru, pools, farm) in SHAPES.items():
+            grid.add_node(node_id, cru=cru, mru=mru, sru=sru, pools=pools, farm_id=farm)
+        holds = itertools.count()
+        for step in steps:
+            _do(grid, step, holds)
+            _agree(step, sizes)
+        transaction.set_rollback(True)
+
+
+QUICK = hypothesis_settings(
+    max_examples=2, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
+
+
+@seed(34)
+@QUICK
+@given(steps=st.lists(STEP, min_size=3, max_size=5))
+def test_finding_6_the_fast_path_agrees_with_its_reference_after_each_step(steps):
+    # Kept cheap for `make check`: two sizes, a few short sequences from a fixed seed.
+    _run([("register", 1774, "legacy"), ("register", 2310, "zos"), *steps], sizes=SIZES[:2])
+
+
+@pytest.mark.slow
+@hypothesis_settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(steps=st.lists(STEP, min_size=4, max_size=16))
+def test_finding_6_the_fast_path_agrees_with_its_reference_over_many_sequences(steps):
+    _run([("register", 1774, "legacy"), *steps])
