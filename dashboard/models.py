@@ -16,21 +16,16 @@ from django.utils import timezone
 from dashboard import capacity, job_kinds, node_events
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
 from dashboard.job_results import JobResult
+from dashboard.reading_age import reading_is_uncertain, reading_uncertain_after
 
 # The largest value an IntegerField (PositiveIntegerField included) holds in PostgreSQL: every
 # whole number that comes in and is stored, or compared with a stored one, is bounded by it first.
 INTEGER_MAX = 2**31 - 1
 
 
-def reading_max_age() -> timedelta:
-    return timedelta(minutes=settings.READING_MAX_AGE_MINUTES)
-
-
-def reading_is_uncertain(seen_at: datetime | None, now: datetime) -> bool:
-    """Figures resting on no reading, or on one older than READING_MAX_AGE_MINUTES, are uncertain:
-    neither phantom nor fine can be said of them. Shared by Node.reading_uncertain and the fleet
-    rows (plain values, no model instance), so the rule is written once."""
-    return seen_at is None or seen_at < now - reading_max_age()
+# A reading's age: the rules live in dashboard.reading_age (named once); these names are its, kept for
+# the many readers of the model module.
+reading_max_age = reading_uncertain_after
 
 
 class Policy(models.Model):

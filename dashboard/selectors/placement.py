@@ -12,8 +12,8 @@ and Python judges only what needs capacity's pool model, one node of each group 
 best nodes' candidates: a Python cost that does not grow with the fleet.
 tests/test_selectors_placement.py checks the two give the same answer.
 
-A reading older than settings.ALERT_READING_MAX_AGE is not trusted: such a node counts as
-blocked by its age, whatever its numbers say (the alert calls the same readings old).
+A reading older than reading_age.reading_untrusted_after() (ALERT_READING_MAX_AGE) is not trusted: such a
+node counts as blocked by its age, whatever its numbers say (the alert calls the same readings old).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node, Policy, Slice
+from dashboard.reading_age import reading_untrusted_after
 from dashboard.selectors import placement_cut
 from dashboard.selectors.holds import live_holds
 from dashboard.selectors.placement_rules import LIMITS, NO_RULES, Rules
@@ -177,7 +177,7 @@ def placement_for(
     size = capacity.SliceSize(cru=cru, mru=mru, sru=sru)
     policies = _policies()
     now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.ALERT_READING_MAX_AGE)
+    cutoff = now - reading_untrusted_after()
     if every_node:
         # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
         return _placement_judged(size, policies, cutoff, best, rules, _held_of(now))
@@ -205,7 +205,7 @@ def _placement_judged(
         can_host=len(verdicts) - sum(blocked.values()),
         blocked=blocked,
         best=shown,
-        reading_max_age=settings.ALERT_READING_MAX_AGE,
+        reading_max_age=int(reading_untrusted_after().total_seconds()),
         verdicts=verdicts,
         rules=rules,
         limited=limited,
@@ -292,7 +292,7 @@ def _placement_counted(
         can_host=can_host,
         blocked=blocked,
         best=shown,
-        reading_max_age=settings.ALERT_READING_MAX_AGE,
+        reading_max_age=int(reading_untrusted_after().total_seconds()),
         rules=rules,
         limited=limited,
         held_nodes=sum(count.held for count in counts),

@@ -22,6 +22,7 @@ from django.utils import timezone
 from dashboard.alerts import rules
 from dashboard.alerts.deliver import alert_send
 from dashboard.models import Alert, AuditEvent
+from dashboard.reading_age import reading_untrusted_after
 from dashboard.selectors.alerts import alert_figures
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def alert_limits() -> rules.Limits:
         failed_window=timedelta(seconds=settings.ALERT_FAILED_WINDOW),
         queued_without_worker_after=timedelta(seconds=settings.ALERT_QUEUED_WITHOUT_WORKER),
         heartbeat_timeout=timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT),
-        reading_max_age=timedelta(seconds=settings.ALERT_READING_MAX_AGE),
+        reading_max_age=reading_untrusted_after(),
         node_down_after=timedelta(seconds=settings.ALERT_NODE_DOWN_AFTER),
         wake_after=timedelta(seconds=settings.ALERT_WAKE_AFTER),
         hardware_changed_for=timedelta(seconds=settings.ALERT_HARDWARE_CHANGED_FOR),

@@ -10,6 +10,7 @@ from django.utils.safestring import mark_safe
 
 from dashboard import capacity
 from dashboard.grid.text import char_escape, char_name, text_escaped_parts
+from dashboard.reading_age import reading_rules_words
 
 register = template.Library()
 
@@ -59,6 +60,12 @@ def cores(value) -> str:
 def reading_max_age_minutes() -> int:
     """READING_MAX_AGE_MINUTES, for the words that explain "uncertain"."""
     return settings.READING_MAX_AGE_MINUTES
+
+
+@register.simple_tag
+def reading_rules() -> str:
+    """The two rules of a reading's age in one sentence (dashboard.reading_age), where either shows."""
+    return reading_rules_words()
 
 
 @register.filter
