@@ -11,6 +11,9 @@ The tolerance: a deploy changes the rounding of what is left on a node, so a re-
 a slightly larger disk than the node was carved with. A free slice still of the carved size, no
 larger than what the policy carves now, under the same policy, is current; otherwise every deploy
 would make its node stale and every re-register would churn the catalog.
+
+A version is its content: a new version of the node's policy stales a catalog only by what it carves
+(count, sizes, pools), so a revert to the values a catalog was carved with leaves it current.
 """
 
 from __future__ import annotations
@@ -53,8 +56,14 @@ def stale_reason(
             f"carved with policy {carved_policy_name} v{carved_policy_version}; "
             f"its policy is {policy.name} v{policy.version}"
         )
-    elif carved_policy_version != policy.version:
-        reasons.append(f"carved with {policy.name} v{carved_policy_version}; the policy is now v{policy.version}")
+    # A version is its content: a new version of the same policy that carves this catalog again (a revert,
+    # a change that does not touch this node) stales nothing; the version is named only beside what differs.
+    version = (
+        f"carved with {policy.name} v{carved_policy_version}; the policy is now v{policy.version}"
+        if carved_policy_name == policy.name and carved_policy_version != policy.version
+        else ""
+    )
+    before = len(reasons)
 
     if len(free) != carve.new_slices:
         reasons.append(f"{len(free)} free slice(s) where the policy carves {carve.new_slices}")
@@ -68,6 +77,8 @@ def stale_reason(
     if wrong:
         shown = ", ".join(size_words(capacity.SliceSize(*size)) for size in wrong[:3])
         reasons.append(f"free slices of {shown} where the policy carves {size_words(carve.slice)}")
+    if version and len(reasons) > before:
+        reasons.insert(before, version)
     return "; ".join(reasons)
 
 
@@ -82,13 +93,15 @@ def catalog_stale(
     carved_pools_known: bool = True,
 ) -> bool:
     """stale_reason(...) != "", without writing the words: a fleet page needs the words of 50 nodes only."""
-    if carved_policy_name != policy.name or carved_policy_version != policy.version:
+    if carved_policy_name != policy.name:
         return True
     if len(free) != carve.new_slices:
         return True
     if pools_now_known(free, carve=carve, carved_pools_known=carved_pools_known):
         return True
-    return bool(free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=True))
+    # Another version of the same policy is stale only by what it carves (stale_reason says why).
+    same_policy = carved_policy_version == policy.version
+    return bool(free_not_current(free, carve=carve, carved_slice_sru=carved_slice_sru, same_policy=same_policy))
 
 
 def pools_now_known(free: Sequence[tuple[int, int, int]], *, carve: capacity.Carve, carved_pools_known: bool) -> bool:

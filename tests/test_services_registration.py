@@ -282,12 +282,21 @@ def test_it_finds_a_legacy_catalog_stale_under_zos():
     )
 
 
-def test_it_finds_a_catalog_stale_when_its_policy_has_a_new_version():
+def test_finding_5_a_new_version_that_carves_the_same_catalog_stales_nothing():
     row = policy_row("fleet")
     node = register()
     row.version = 2
     row.save()
-    assert stale(node) == (True, "carved with fleet v1; the policy is now v2")
+    assert stale(node) == (False, "")
+
+
+def test_it_finds_a_catalog_stale_when_a_new_version_carves_otherwise_and_names_the_version():
+    row = policy_row("fleet")
+    node = register()
+    row.version, row.slice_mru = 2, 8 * GiB
+    row.save()
+    is_stale, reason = stale(node)
+    assert is_stale and reason.startswith("carved with fleet v1; the policy is now v2; ")
 
 
 def test_it_finds_a_catalog_stale_when_a_free_slice_is_missing():
@@ -382,7 +391,10 @@ _ZOS_SIZE = (_ZOS_CARVE.slice.cru, _ZOS_CARVE.slice.mru, _ZOS_CARVE.slice.sru)
     [
         (("zos", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * _ZOS_CARVE.new_slices, False),
         (("legacy", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * _ZOS_CARVE.new_slices, True),
-        (("zos", 2, _ZOS_SIZE[2]), [_ZOS_SIZE] * _ZOS_CARVE.new_slices, True),
+        # Another version carving this very catalog (issue 34, finding 5): current; one whose disks drifted
+        # by a deploy's rounding keeps the tolerance only under the version that carved them.
+        (("zos", 2, _ZOS_SIZE[2]), [_ZOS_SIZE] * _ZOS_CARVE.new_slices, False),
+        (("zos", 2, _ZOS_SIZE[2] - GiB), [(*_ZOS_SIZE[:2], _ZOS_SIZE[2] - GiB)] * _ZOS_CARVE.new_slices, True),
         (("zos", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * (_ZOS_CARVE.new_slices - 1), True),
         (("zos", 1, _ZOS_SIZE[2]), [_ZOS_SIZE] * 5 + [(1, 4 * GiB, 133 * GiB)], True),
         (("zos", 1, _ZOS_SIZE[2] - GiB), [(*_ZOS_SIZE[:2], _ZOS_SIZE[2] - GiB)] * _ZOS_CARVE.new_slices, False),
