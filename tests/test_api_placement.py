@@ -53,7 +53,7 @@ def test_it_refuses_a_session(admins_client):
     ("changes", "field"),
     [
         ({"mru": 100 * MiB}, "mru"),
-        ({"mru": "4GiB"}, "mru"),
+        ({"mru": "4GB"}, "mru"),  # a decimal unit (a size with a 1024-based one is taken: finding 7)
         ({"sru": -1}, "sru"),
         ({"cru": 0}, "cru"),
         ({"best": 1000}, "best"),
@@ -72,3 +72,15 @@ def test_it_refuses_a_request_without_a_size(api_call, api_token):
 
 def test_it_refuses_a_post(api_call, api_token):
     assert api_call("post", URL, api_token("read"), json=USUAL).status_code == 405
+
+
+def test_finding_7_it_takes_sizes_with_units_as_the_page_and_the_cli_do(api_call, api_token, three_nodes):
+    in_bytes = api_call("get", URL, api_token("read"), **USUAL).json()
+    with_units = api_call("get", URL, api_token("read"), cru=1, mru="4GiB", sru="151 GiB").json()
+    assert with_units == in_bytes
+
+
+def test_finding_7_a_decimal_unit_is_a_400_in_the_parsers_words(api_call, api_token, three_nodes):
+    response = api_call("get", URL, api_token("read"), cru=1, mru="4GB", sru="151GiB")
+    assert (response.status_code, response.json()["field"]) == (400, "mru")
+    assert "1024-based" in response.json()["detail"]

@@ -19,6 +19,10 @@ ONE_SSD = ["--pools", "931.5GiB"]  # its one SSD, as zos.storage.pools reports i
 NO_DATABASE = "postgres://nobody@127.0.0.1:1/nowhere"
 
 
+# The what-if reads the fleet's saved policy when no --policy is given (none saved: the zos profile).
+pytestmark = pytest.mark.django_db
+
+
 def carve(*args: str) -> str:
     out = StringIO()
     call_command("carve", *args, stdout=out)
@@ -128,9 +132,12 @@ def test_it_refuses_bad_input_with_one_clear_error(args, message):
         carve(*args)
 
 
-@pytest.mark.django_db
-def test_it_touches_no_database_even_when_it_may(django_assert_num_queries):
+def test_with_a_profile_it_touches_no_database_and_by_default_reads_only_the_fleets_policy(
+    django_assert_num_queries,
+):
     with django_assert_num_queries(0):
+        carve(*NODE_1774, "--policy", "zos", "--json")
+    with django_assert_num_queries(1):
         carve(*NODE_1774, "--json")
 
 
@@ -185,3 +192,10 @@ def test_a_what_if_below_zos_reserve_says_so_not_that_rented_slices_need_more(si
     text = carve("--cru", "8", *size)
     assert f"the node is smaller than what ZOS keeps for itself ({short}" in text
     assert "rented and deployed" not in text
+
+
+def test_finding_7_without_policy_it_carves_with_the_fleets_policy():
+    Policy.objects.create(name="fleet-8g", scope=Policy.Scope.FLEET, slice_mru=8 * GiB)
+    result = carve_json(*NODE_1774)
+    assert (result["policy"], result["slices"]) == ("fleet-8g", 3)
+    assert carve_json(*NODE_1774, "--policy", "zos")["slices"] == 6

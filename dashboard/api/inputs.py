@@ -11,6 +11,8 @@ view runs) and described in the OpenAPI schema where JSON Schema can say it:
 - `WindowTime`: the same door for a maintenance window's edges, which lie ahead: within
   REPORT_MAX_AGE_DAYS back and `WINDOW_AHEAD` (a year and a day) ahead, returned in UTC.
 - `Whole` and its bounds: what a PostgreSQL integer column holds (models.INTEGER_MAX).
+- `Size`: bytes, or a size with its unit ("4GiB", "151 GiB"), read by capacity.parse_size: the one
+  parser of the placement page, the CLI and the API.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from django.utils import timezone
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
+from dashboard import capacity
 from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX
 from dashboard.outcome_rules import moment_problem
@@ -68,3 +71,24 @@ Whole = Annotated[int, Field(ge=0, le=INTEGER_MAX)]
 Counting = Annotated[int, Field(ge=1, le=INTEGER_MAX)]
 
 __all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Text", "Whole", "WindowTime"]
+
+
+def _size(value):
+    if isinstance(value, int | str) and not isinstance(value, bool):
+        try:
+            return capacity.parse_size(value)
+        except capacity.SizeError as exc:
+            raise ValueError(str(exc).removeprefix("size: ")) from None
+    raise ValueError("not a size; send bytes or a size with its unit, e.g. 4GiB")
+
+
+Size = Annotated[
+    int,
+    BeforeValidator(_size),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "description": "bytes, or a size with a 1024-based unit: 4GiB, 151 GiB, 512MiB",
+        }
+    ),
+]

@@ -11,7 +11,7 @@ from typing import Literal
 
 from ninja import Field, Schema
 
-from dashboard.api.inputs import Line, ReportTime, Text, Whole
+from dashboard.api.inputs import Line, ReportTime, Size, Text, Whole
 from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
@@ -455,8 +455,10 @@ class DiagnosisOut(Schema):
 
 class PlacementIn(Schema):
     cru: int = Field(ge=1, le=4096, description="cores")
-    mru: int = Field(ge=250 * 1024**2, le=1024**5, description="memory, bytes (ZOS refuses less than 250 MiB)")
-    sru: int = Field(ge=0, le=1024**5, description="data disk, bytes (the root filesystem comes on top)")
+    mru: Size = Field(
+        ge=250 * 1024**2, le=1024**5, description='memory: bytes or "4GiB" (ZOS refuses less than 250 MiB)'
+    )
+    sru: Size = Field(ge=0, le=1024**5, description='data disk: bytes or "151GiB" (the root filesystem comes on top)')
     best: int = Field(10, ge=0, le=100, description="how many of the best nodes to list")
     exclude_nodes: str | None = Field(None, max_length=12000, description="node ids never to offer, e.g. 1774,2310")
     exclude_farms: str | None = Field(None, max_length=12000, description="farm ids never to offer, e.g. 4242")

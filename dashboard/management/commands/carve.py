@@ -1,7 +1,7 @@
 """manage.py carve: what would this node's catalog be? A what-if that touches no database.
 
     manage.py carve --cru 8 --mru 31GiB --sru 931.5GiB [--pools 465.75GiB 465.75GiB]
-                    [--policy zos|legacy|flat-overhead] [--json]
+                    [--policy zos|legacy|flat-overhead|SAVED] [--json]   (default: the fleet's policy)
 
 The flag parsing here is shared with node_register.
 """
@@ -77,6 +77,20 @@ def policy_named(name: str) -> capacity.Policy:
     if row is None:
         raise usage_error(f"unknown policy {name!r}; choose one of: {', '.join([*capacity.PROFILES, *saved])}")
     return row.to_capacity()
+
+
+def fleet_policy() -> capacity.Policy:
+    """The fleet's policy (the saved fleet default), as node_register would carve with it; the built-in
+    default profile when none is saved or the database cannot be read (a what-if works without it)."""
+    from django.db import DatabaseError
+
+    from dashboard.models import Policy
+
+    try:
+        row = Policy.objects.filter(scope=Policy.Scope.FLEET).first()
+    except DatabaseError:
+        row = None
+    return row.to_capacity() if row is not None else capacity.PROFILES[capacity.DEFAULT_PROFILE]
 
 
 def _cores(text: str) -> int:
@@ -156,14 +170,15 @@ class Command(ProductCommand):
         add_capacity_arguments(parser)
         parser.add_argument(
             "--policy",
-            default=capacity.DEFAULT_PROFILE,
-            help=f"a profile ({', '.join(capacity.PROFILES)}; default zos) or a saved policy's name, e.g. fleet-default",
+            default=None,
+            help=f"a profile ({', '.join(capacity.PROFILES)}) or a saved policy's name, e.g. fleet-default; "
+            "default: the fleet's policy (the built-in zos when none is saved or the database is down)",
         )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
         total, pools = capacity_from_flags(options)
-        policy = policy_named(options["policy"])
+        policy = policy_named(options["policy"]) if options["policy"] is not None else fleet_policy()
         try:
             result = capacity.carve(total, policy, pools=pools)
         except capacity.CapacityError as exc:
