@@ -95,6 +95,7 @@ def node_register(
             f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
         )
     carve = capacity.carve(total, policy, pools=pools)
+    _check_is_a_node(node_id, total, policy, carve)
 
     if Node.objects.filter(grid_id=node_id).exists():
         raise NodeAlreadyRegistered(node_id)
@@ -260,6 +261,20 @@ def _check_registration(
                 f"node {node_id}: the pools add up to {capacity.format_size(sum(sizes))}, "
                 f"more than the node's SSD total of {capacity.format_size(total.sru)}"
             )
+
+
+def _check_is_a_node(node_id: int, total: capacity.Resources, policy: capacity.Policy, carve: capacity.Carve) -> None:
+    """What can never hold a VM is no node to register (issue 34, finding 7): no SSD at all, or memory
+    below one slice and the reserve. One line, saying what is there and what one slice needs."""
+    if total.sru == 0:
+        raise CatalogError(f"node {node_id} has no SSD (sru 0): ZOS places every VM's disks on SSD, so it is no node")
+    reserve = policy.reserve(total)
+    needed = reserve.mru + policy.vm_charge(policy.slice_cru, policy.slice_mru, 0).mru
+    if carve.new_slices == 0 and total.mru < needed:
+        raise CatalogError(
+            f"node {node_id} has {capacity.format_size(total.mru)} of memory, below one slice and the reserve "
+            f"({capacity.format_size(needed)} under policy {policy.name}): it can host no VM"
+        )
 
 
 def node_register_from_grid(
