@@ -292,3 +292,31 @@ def test_a_run_rollback_job_keeps_its_result_with_the_blocked_nodes_said_why(leg
     assert "node 2 cannot be rolled back" in rollback.outcome.blocked["2"]
     assert rollback.outcome.sentence() == f"1 of 2 node(s) of job #{job.pk} rolled back, 1 left as they were"
     assert rollback.described == f"rollback of re-register job #{job.pk} (job #{rollback.pk})"
+
+
+def test_finding_7_one_nodes_rollback_is_one_service_and_every_door_says_the_same(
+    legacy_fleet, admins_client, api_call, api_token
+):
+    from django.core.management import CommandError, call_command
+
+    from dashboard.services.reregister.rollback import RollbackNotKept, RollbackRefused, run_node_rollback
+
+    legacy_fleet(2)
+    job = job_claim(job_id=job_request(kind=Job.Kind.BULK_REREGISTER, source="command").job.pk)
+    job_execute(job=job)
+    job.refresh_from_db()
+    with pytest.raises(RollbackNotKept, match=f"job #{job.pk} kept no catalog of node 77"):
+        run_node_rollback(job=job, node_id=77)
+    assert api_call("post", f"/api/v1/jobs/{job.pk}/rollback/77", api_token("act")).status_code == 404
+    run_node_rollback(job=job, node_id=1, source="command")
+    # The second time: the same refusal, in the same words, from the API, the page and the command.
+    with pytest.raises(RollbackRefused) as refused:
+        run_node_rollback(job=job, node_id=1)
+    said = str(refused.value)
+    assert said.startswith("node 1 was already rolled back at ")
+    again = api_call("post", f"/api/v1/jobs/{job.pk}/rollback/1", api_token("act"))
+    assert (again.status_code, again.json()["detail"]) == (409, said)
+    page = admins_client.post(f"/jobs/{job.pk}/rollback/1/", headers={"HX-Request": "true"}).content.decode()
+    assert said in page
+    with pytest.raises(CommandError, match=said):
+        call_command("node_reregister", "--job", str(job.pk), "--rollback", "--rollback-node", "1")

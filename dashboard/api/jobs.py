@@ -17,10 +17,10 @@ from dashboard.api.auth import ACT, READ
 from dashboard.api.inputs import Counting, Whole
 from dashboard.api.schemas import ErrorOut, JobsPageOut, JobStartedOut, NodeRollbackOut, WavesOut
 from dashboard.api.writes import api_write
-from dashboard.models import CatalogGeneration, Job, WaveRun
+from dashboard.models import Job, WaveRun
 from dashboard.selectors.jobs import jobs_list
 from dashboard.selectors.waves import waves_view
-from dashboard.services.reregister.rollback import RollbackRefused, node_rollback, run_rollback_request
+from dashboard.services.reregister.rollback import RollbackNotKept, run_node_rollback, run_rollback_request
 from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
 router = Router(tags=["jobs"])
@@ -210,13 +210,10 @@ def job_node_rollback(request, job_id: Whole, node_id: Whole):
     no catalog of that node."""
     _steering(request)
     job = _job_or_404(job_id)
-    kept = CatalogGeneration.objects.filter(job=job, node__grid_id=node_id)
-    generation = kept.filter(rolled_back_at__isnull=True).order_by("-pk").first() or kept.order_by("-pk").first()
-    if generation is None:
-        raise Http404(f"job #{job_id} kept no catalog of node {node_id}")
-    if job.is_active:
-        raise RollbackRefused(f"job #{job_id} is still {job.state}: stop it first, then roll its nodes back")
-    with api_write("jobs.node-rollback", request):
-        done = node_rollback(generation=generation, by=request.auth.user, source=Job.Source.API)
-        answer = NodeRollbackOut.model_validate({"job_id": job.pk, **done})
+    try:
+        with api_write("jobs.node-rollback", request):
+            done = run_node_rollback(job=job, node_id=node_id, by=request.auth.user, source=Job.Source.API)
+            answer = NodeRollbackOut.model_validate({"job_id": job.pk, **done})
+    except RollbackNotKept as exc:
+        raise Http404(str(exc)) from None
     return answer

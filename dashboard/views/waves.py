@@ -14,11 +14,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from dashboard.models import CatalogGeneration, Job, WaveRun
+from dashboard.models import Job, WaveRun
 from dashboard.selectors.jobs import job_detail
 from dashboard.selectors.waves import waves_view
 from dashboard.services.jobs import JobError
-from dashboard.services.reregister.rollback import node_rollback, run_rollback_request
+from dashboard.services.reregister.rollback import run_node_rollback, run_rollback_request
 from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
 STEER = ["dashboard.view_job", "dashboard.bulk_reregister"]
@@ -62,18 +62,9 @@ def job_rollback(request, job_id: int):
 @permission_required(STEER, raise_exception=True)
 def node_rollback_view(request, job_id: int, node_id: int):
     job = _job(job_id)
-    generation = (
-        CatalogGeneration.objects.filter(job=job, node__grid_id=node_id, rolled_back_at__isnull=True)
-        .order_by("-pk")
-        .first()
-    )
 
     def roll_back():
-        if generation is None:
-            raise JobError(f"job #{job_id} kept no catalog of node {node_id} to roll back (or it was rolled back)")
-        if job.is_active:
-            raise JobError(f"job #{job_id} is still {job.state}: stop it first, then roll its nodes back")
-        node_rollback(generation=generation, by=request.user, source="web")
+        run_node_rollback(job=job, node_id=node_id, by=request.user, source="web")
         return f"Node {node_id} rolled back to its catalog before job #{job_id}"
 
     return _after(request, job_id, roll_back, "")

@@ -19,9 +19,9 @@ from dashboard.capacity import format_size
 from dashboard.job_kinds import job_describe
 from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered, refused
-from dashboard.models import CatalogGeneration, Job, Node, WaveRun
+from dashboard.models import Job, Node, WaveRun
 from dashboard.services.jobs import JobError, job_request, job_wait
-from dashboard.services.reregister.rollback import node_rollback, rollback_job_active, run_rollback
+from dashboard.services.reregister.rollback import rollback_job_active, run_node_rollback, run_rollback
 from dashboard.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
 
 JOB_FAILED = EXIT_REFUSED
@@ -193,16 +193,7 @@ def _rollback(job: Job, *, node_id: int | None) -> str:
         summary = run_rollback(job=job, by=None, source="command")
         blocked = "".join(f"\n  {why}" for why in summary["blocked"].values())
         return f"{len(summary['rolled_back'])} node(s) rolled back, {len(summary['blocked'])} blocked{blocked}"
-    generation = (
-        CatalogGeneration.objects.filter(job=job, node__grid_id=node_id, rolled_back_at__isnull=True)
-        .order_by("-pk")
-        .first()
-    )
-    if generation is None:
-        raise JobError(f"job #{job.pk} kept no catalog of node {node_id} to roll back (or it was rolled back)")
-    if job.is_active:
-        raise JobError(f"job #{job.pk} is still {job.state}: stop it first, then roll its nodes back")
-    done = node_rollback(generation=generation, by=None, source="command")
+    done = run_node_rollback(job=job, node_id=node_id, by=None, source="command")
     return f"node {node_id} rolled back: {done['removed']} slice(s) removed, {done['restored']} put back, {done['kept']} occupied kept"
 
 

@@ -176,6 +176,26 @@ def node_rollback(*, generation: CatalogGeneration, by=None, source: str = "web"
     return done
 
 
+class RollbackNotKept(JobError):
+    """The job kept no catalog of that node (it did not re-register it)."""
+
+
+def run_node_rollback(*, job: Job, node_id: int, by=None, source: str = "web") -> dict:
+    """Roll one node of a run back: the one way the API, the job page and the command do it.
+
+    RollbackNotKept when the job kept no catalog of the node; RollbackRefused (nothing written) while the
+    run is active, once the node was rolled back, or when anything changed hands since (node_rollback).
+    """
+    kept = CatalogGeneration.objects.filter(job=job, node__grid_id=node_id)
+    # The one still to roll back, else the last one, whose rollback node_rollback refuses saying when it was.
+    generation = kept.filter(rolled_back_at__isnull=True).order_by("-pk").first() or kept.order_by("-pk").first()
+    if generation is None:
+        raise RollbackNotKept(f"job #{job.pk} kept no catalog of node {node_id} to roll back")
+    if job.is_active:
+        raise RollbackRefused(f"job #{job.pk} is still {job.state}: stop it first, then roll its nodes back")
+    return node_rollback(generation=generation, by=by, source=source)
+
+
 def run_rollback(
     *,
     job: Job,
