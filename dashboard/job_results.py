@@ -99,7 +99,9 @@ class ReregisterResult(JobResult):
             kept[item.state or "free"] = kept.get(item.state or "free", 0) + 1
         parts.extend(f"{n} {state} kept" for state, n in sorted(kept.items()))
         change = f"{self.before.slices} → {self.after.slices} slices"
-        words = f"{change}: {', '.join(parts)}" if parts else f"{change}: recorded as carved by {self.policy.name}"
+        if not parts:  # a dry run records nothing: it never says "recorded"
+            return f"{change}: {'would be recorded' if self.dry_run else 'recorded'} as carved by {self.policy.name}"
+        words = f"{change}: {', '.join(parts)}"
         return f"would be {words}" if self.dry_run else words
 
 

@@ -153,9 +153,10 @@ class FleetTotals:
 
     @property
     def closed_reasons_words(self) -> str:
-        """'withheld (maintenance or quarantine) 7, rented by another twin 6': the closed tier by reason."""
+        """'7 withheld (maintenance or quarantine), 6 rented by another twin': the closed tier by reason (the
+        count first, so it never reads as a twin's id)."""
         return ", ".join(
-            f"{capacity.CLOSURE_REASONS[key].label} {count}" for key, count in self.deployable_closed_by_reason.items()
+            f"{count} {capacity.CLOSURE_REASONS[key].label}" for key, count in self.deployable_closed_by_reason.items()
         )
 
     @property

@@ -79,7 +79,8 @@ class ReregisterPlan:
         elif not self.changes_slices:
             notes.insert(
                 0,
-                f"the slices were already right; recorded them as carved by policy {self.policy.name} v{self.policy.version}",
+                f"the slices were already right; {'they would be recorded' if dry_run else 'recorded them'} "
+                f"as carved by policy {self.policy.name} v{self.policy.version}",
             )
         return ReregisterResult.model_validate(
             {
