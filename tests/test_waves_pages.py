@@ -79,6 +79,9 @@ def test_an_admin_rolls_a_finished_run_back_from_its_page(admins_client, legacy_
     job_execute(job=job_claim(job_id=job.pk), grid=legacy_fleet.grid)
     page = admins_client.get(f"/jobs/{job.pk}/").content.decode()
     assert "Roll back the run (2 nodes)" in page and "Roll back node 1" in page
+    # The run's rollback asks first, with its count (issue 34); a node's own rollback is one click.
+    assert f'hx-confirm="Roll back 2 nodes of job #{job.pk} to their catalogs before it?' in page
+    assert "2 nodes&#x27; previous catalogs kept" in page or "2 nodes' previous catalogs kept" in page
     response = admins_client.post(f"/jobs/{job.pk}/rollback/1/", headers={"HX-Request": "true"})
     assert "Node 1 rolled back" in response.content.decode()
     response = admins_client.post(f"/jobs/{job.pk}/rollback/")
