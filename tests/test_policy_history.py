@@ -38,6 +38,7 @@ def test_support_reads_every_version_with_its_diff_and_the_nodes_it_carves(suppo
     assert "slice memory: 4 GiB → <strong>2 GiB</strong>" in page
     v1 = re.search(r'data-version="1">(.*?)</tr>', page, re.S).group(1)
     assert '<td class="num">1</td>' in v1 and "grace" in v1
+    assert "Nodes carved today</th>" in page  # today's count, said so (issue 34)
     assert "Revert to v1" not in page  # support reads; only admins revert
 
 
