@@ -90,9 +90,12 @@ def test_the_simulated_chain_refuses_a_deploy_there_in_its_words_and_the_failure
         "failed to create contract on node 1774: failed to create contract: NodeNotAvailableToDeploy"
     )
     assert "another twin rents it" in deployment_words(failed)
+    # Which of the chain's reasons holds: the failure names the renter (issue 34, the smaller findings).
+    assert f"As last read, node 1774 is rented by twin {OTHER}" in deployment_words(failed)
     page = admins_client.get(reverse("deployments-failed")).content.decode()
     assert "NodeNotAvailableToDeploy" in page and "another twin rents it" in page
     assert "chain: node not available to us" in page
+    assert f"is rented by twin {OTHER}" in page
 
 
 def test_our_precheck_refuses_it_before_the_grid_naming_the_renter(rented_by_other, sim_node):

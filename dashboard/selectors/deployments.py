@@ -118,7 +118,19 @@ def deployment_words(deployment: Deployment) -> str:
     if deployment.cause in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
         fact = diagnosis.words.split("; ", 1)[0]  # what ZOS said, without the generic advice
         return f"{where} failed: {fact}. {deployment_advice(deployment)}"
-    return f"{where} failed: " + diagnosis.words
+    words = f"{where} failed: " + diagnosis.words
+    if deployment.cause == Deployment.Cause.NODE_CLOSED:
+        words += _renter_words(deployment.node)
+    return words
+
+
+def _renter_words(node) -> str:
+    """Which of the chain's reasons holds for the node as last read: who rents it, or what closes it."""
+    if node.rented_by_twin_id:
+        contract = f" (rent contract {node.rent_contract_id})" if node.rent_contract_id else ""
+        return f" As last read, node {node.grid_id} is rented by twin {node.rented_by_twin_id}{contract}."
+    closed = node.closed
+    return f" As last read, node {node.grid_id} {closed.what}." if closed is not None else ""
 
 
 def deployment_advice(deployment: Deployment) -> str:
