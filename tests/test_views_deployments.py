@@ -75,8 +75,9 @@ def test_it_links_to_the_node(support_client, failed_on_1774):
 
 
 @pytest.mark.django_db
-def test_it_refuses_a_post(support_client):
-    assert support_client.post(reverse("deployments-failed")).status_code == 405
+def test_it_refuses_a_put_and_a_post_with_nothing_to_explain(support_client):
+    assert support_client.put(reverse("deployments-failed")).status_code == 405
+    assert support_client.post(reverse("deployments-failed")).status_code == 400
 
 
 @pytest.mark.django_db
@@ -105,14 +106,14 @@ def test_it_answers_a_reversed_date_range_with_one_clear_error(support_client, f
 
 @pytest.mark.django_db
 def test_it_explains_a_pasted_error_message(support_client):
-    response = support_client.get(reverse("deployments-failed"), {"error": MEMORY_ERROR})
+    response = support_client.post(reverse("deployments-failed"), {"error": MEMORY_ERROR})
     assert response.context["diagnosis"].cause == "memory"
     assert b'id="diagnosis"' in response.content
 
 
 @pytest.mark.django_db
 def test_it_refuses_an_empty_error_to_explain(support_client):
-    response = support_client.get(reverse("deployments-failed"), {"error": "   "})
+    response = support_client.post(reverse("deployments-failed"), {"error": "   "})
     assert response.status_code == 400
     assert response.context["diagnosis"] is None
 
@@ -175,3 +176,11 @@ def test_a_stale_nodes_advice_says_what_to_do_and_folds_why_it_is_stale(support_
     words, folded = cell.split("<details", 1)
     assert "an admin should re-register the node" in words and "legacy v1" not in words
     assert "Stale catalog: carved by legacy v1" in folded
+
+
+def test_the_explain_box_posts_so_no_pasted_error_lands_in_a_url(support_client):
+    page = support_client.get(reverse("deployments-failed")).content.decode()
+    assert '<form method="post" action="/deployments/failed/" class="explain">' in page
+    # An error in the query is no longer explained (nor echoed back into a link).
+    response = support_client.get(reverse("deployments-failed"), {"error": MEMORY_ERROR})
+    assert response.context["diagnosis"] is None

@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_http_methods
 
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment
@@ -58,11 +58,13 @@ class FailedRow:
 
 
 @login_required
-@require_GET
+@require_http_methods(["GET", "POST"])
 @permission_required("dashboard.view_deployment", raise_exception=True)
 def failed(request):
+    """The failed deployments (filters in the query) and the Explain box, which posts: a pasted error may
+    hold what must not land in a URL, a browser's history or an access log."""
     form = FailedFilterForm(request.GET)
-    explain_form = ExplainForm(request.GET) if "error" in request.GET else ExplainForm()
+    explain_form = ExplainForm(request.POST) if request.method == "POST" else ExplainForm()
     diagnosis = (
         classify(explain_form.cleaned_data["error"]) if explain_form.is_bound and explain_form.is_valid() else None
     )
