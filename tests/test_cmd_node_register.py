@@ -158,3 +158,18 @@ def test_it_refuses_pools_of_a_registered_node_that_do_not_add_up():
     register("1774", *NODE_1774)
     with pytest.raises(CommandError, match="add up to 800 GiB"):
         register("1774", "--pools", "400GiB", "400GiB")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("size", "said"),
+    [
+        (["--cru", "8", "--mru", "31GiB", "--sru", "0", "--farm-id", "1"], r"node 1774 has no SSD \(sru 0\)"),
+        (["--cru", "8", "--mru", "3GiB", "--sru", "500GiB", "--farm-id", "1"], "below one slice and the reserve"),
+    ],
+)
+def test_finding_7_it_refuses_what_cannot_be_a_node_in_one_line(size, said):
+    with pytest.raises(CommandError, match=said) as refused:
+        register("1774", *size)
+    assert "\n" not in str(refused.value) and refused.value.returncode == 2
+    assert not Node.objects.exists()

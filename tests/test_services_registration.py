@@ -210,6 +210,13 @@ def test_it_says_what_was_carved_in_the_audit_event():
     assert event.detail["carve"]["slices"] == 6
 
 
+def test_it_registers_a_node_too_small_for_a_slice_with_no_slice():
+    # A farm's onboarding keeps such a node, to show it; the operator's node_register refuses it (below).
+    node = register(total=Resources(cru=1, mru=5 * GiB, sru=100 * GiB))
+    assert node.slices.count() == 0
+    assert "no slice fits" in AuditEvent.objects.get(node=node).message
+
+
 def test_it_refuses_a_node_registered_twice_and_changes_nothing():
     register()
     with pytest.raises(NodeAlreadyRegistered, match="node 1774 is already registered; re-register it"):
@@ -441,12 +448,12 @@ def test_a_page_registered_together_is_what_one_by_one_registers(sim_node):
 
 def test_finding_7_it_refuses_a_node_with_no_ssd_in_one_line():
     with pytest.raises(CatalogError, match=r"^node 1774 has no SSD \(sru 0\)") as refused:
-        register(total=Resources(cru=8, mru=31 * GiB, sru=0), pools=None)
+        register(total=Resources(cru=8, mru=31 * GiB, sru=0), pools=None, refuse_no_node=True)
     assert "\n" not in str(refused.value) and not Node.objects.exists()
 
 
 def test_finding_7_it_refuses_a_node_whose_memory_holds_no_slice_and_the_reserve():
     with pytest.raises(CatalogError, match=r"has 5 GiB of memory, below one slice and the reserve \(6 GiB"):
-        register(total=Resources(cru=8, mru=5 * GiB, sru=500 * GiB))
+        register(total=Resources(cru=8, mru=5 * GiB, sru=500 * GiB), refuse_no_node=True)
     assert not Node.objects.exists()
-    register(total=Resources(cru=8, mru=7 * GiB, sru=500 * GiB))  # room for one: a node
+    register(total=Resources(cru=8, mru=7 * GiB, sru=500 * GiB), refuse_no_node=True)  # room for one: a node

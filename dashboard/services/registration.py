@@ -76,8 +76,13 @@ def node_register(
     power_target: str = "",
     uptime: int | None = None,
     rent: dict | None = None,
+    refuse_no_node: bool = False,
 ) -> Node:
     """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog.
+
+    `refuse_no_node` (the operator's `manage.py node_register`): refuse, in one line, what can host no VM
+    at all (no SSD, memory below one slice and the reserve); a farm's onboarding and the demo keep such a
+    node, with its empty catalog, to show it.
 
     One transaction: the node, its slices and an audit event, or nothing. `by` is the user
     (None for the command line); `source` and `origin` (a host or address) say from where.
@@ -95,7 +100,8 @@ def node_register(
             f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
         )
     carve = capacity.carve(total, policy, pools=pools)
-    _check_is_a_node(node_id, total, policy, carve)
+    if refuse_no_node:
+        _check_is_a_node(node_id, total, policy, carve)
 
     if Node.objects.filter(grid_id=node_id).exists():
         raise NodeAlreadyRegistered(node_id)
@@ -286,6 +292,7 @@ def node_register_from_grid(
     source: str = "command",
     origin: str = "",
     grid=None,
+    refuse_no_node: bool = False,
 ) -> Node:
     """Register the node the grid just described (`live`, read at `read_at`, default now).
 
@@ -323,6 +330,7 @@ def node_register_from_grid(
         power_state=live.power_state,
         power_target=live.power_target,
         uptime=live.uptime,
+        refuse_no_node=refuse_no_node,
         rent=rent_of(live),
     )
     if answer:

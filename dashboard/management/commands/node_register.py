@@ -137,6 +137,7 @@ class Command(ProductCommand):
                     by=by,
                     source="command",
                     origin=origin,
+                    refuse_no_node=True,
                 )
             else:
                 node = node_register_from_grid(
@@ -146,6 +147,7 @@ class Command(ProductCommand):
                     by=by,
                     source="command",
                     origin=origin,
+                    refuse_no_node=True,
                 )
         except NodeAlreadyRegistered as exc:
             raise CommandError(str(exc)) from None
