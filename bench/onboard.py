@@ -54,7 +54,7 @@ def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dic
     server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
     url = server.start()
     try:
-        single_ms = _single_read_ms(url)
+        single_ms = _single_read_ms(url, nodes=nodes)
         worker = Worker(env, "onboard", extra_env={"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url})
         workers.append(worker)
         worker.start()
@@ -118,7 +118,7 @@ def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dic
     }
 
 
-def _single_read_ms(url: str) -> float:
+def _single_read_ms(url: str, *, nodes: int) -> float:
     """Median of GET /nodes/{id} through the real client on the same server: the one-by-one cost."""
     from dashboard.grid.proxy import GridProxyClient
 
@@ -126,7 +126,7 @@ def _single_read_ms(url: str) -> float:
     with GridProxyClient(url, retries=0) as client:
         for i in range(SINGLE_READS):
             started = time.perf_counter()
-            client.node(FIRST_NODE_ID + i * 37)
+            client.node(FIRST_NODE_ID + (i * 37) % nodes)
             times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
 
@@ -161,7 +161,7 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
     server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
     url = server.start()
     try:
-        single_ms = _single_read_ms(url)
+        single_ms = _single_read_ms(url, nodes=nodes)
         worker = Worker(env, "bulk-pages", extra_env={"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url})
         workers.append(worker)
         worker.start()
