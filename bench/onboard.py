@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from bench.bulk import job_wait
+from bench.pages import policy_edit
 from bench.procs import SimulatorServer, Worker
 
 NODES = 2000
@@ -148,7 +149,6 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
     from dashboard.models import Deployment, Job, Node, Policy
     from dashboard.selectors.fleet import fleet_overview
     from dashboard.services.jobs import job_request
-    from dashboard.services.policy import policy_update
 
     path = env.work_dir / "onboard-simgrid.sqlite3"
     if not path.exists():
@@ -156,7 +156,7 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
     Deployment.objects.exclude(node__farm_id__in=FARMS).delete()  # a deployment keeps its node (PROTECT)
     deleted = Node.objects.exclude(farm_id__in=FARMS).delete()[1].get("dashboard.Node", 0)
     fleet = Policy.objects.get(scope=Policy.Scope.FLEET)
-    policy_update(policy=fleet, parameters={"slice_mru": 8 * GiB if fleet.slice_mru != 8 * GiB else 4 * GiB})
+    policy_edit(fleet, {"slice_mru": 8 * GiB if fleet.slice_mru != 8 * GiB else 4 * GiB})
     stale_before = fleet_overview().totals.stale
     server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
     url = server.start()
