@@ -201,6 +201,19 @@ def targets(figures: dict) -> list[dict]:
                 "met": onboarding["met"],
             }
         )
+    cli = figures.get("onboard_cli")
+    if cli:
+        found.append(
+            {
+                "target": f"onboarding {cli['nodes']:,} nodes from the command line ≤ 1.5× the worker's time (issue 37)",
+                "figure": (
+                    f"{cli['wall_s']} s ({cli['startup_s']} s of it the process's start-up) vs the worker's "
+                    f"{cli['worker_wall_s']} s: {cli['vs_worker']}×, {cli['requests']} requests"
+                ),
+                "met": cli["met"],
+            }
+        )
+
     watch = figures.get("watch")
     if watch:
         found.append(

@@ -255,6 +255,11 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     onboard_nodes = args.onboard_nodes or onboard.NODES
     figures["onboard"] = onboard.onboard_measure(env, workers, nodes=onboard_nodes, log=log)
     log(f"onboard: {figures['onboard']}")
+    # The same nodes from the command line, beside the worker's first run (every node new in both).
+    figures["onboard_cli"] = onboard.onboard_cli_measure(
+        env, worker_wall_s=figures["onboard"]["wall_s"], nodes=onboard_nodes, log=log
+    )
+    log(f"onboard from the command line: {figures['onboard_cli']}")
     # The same 2,000 nodes, every catalog made stale, re-registered in one bulk job reading pages.
     figures["bulk_pages"] = onboard.bulk_pages_measure(env, workers, nodes=onboard_nodes, log=log)
     log(f"bulk by pages: {figures['bulk_pages']}")

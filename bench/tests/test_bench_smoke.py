@@ -29,6 +29,7 @@ BENCH_PATHS = (
     "click_to_result",
     "watch",
     "onboard",
+    "onboard_cli",
     "bulk_pages",
     "targets",
 )
@@ -66,3 +67,4 @@ def test_it_runs_every_bench_path_at_20_nodes(bench_broker_url, tmp_path):
     assert [path for path in BENCH_PATHS if not figures.get(path)] == []
     assert figures["pages"]["20"]["policy_edit"]["nodes"] == 20
     assert figures["onboard"]["onboarded"] == 40
+    assert figures["onboard_cli"]["registered"] == 40
