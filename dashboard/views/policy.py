@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.models import Job, Node, Policy, PolicyVersion
@@ -126,6 +127,7 @@ class NewPolicyForm(PolicyForm):
 @login_required
 @require_GET
 @permission_required("dashboard.view_policy", raise_exception=True)
+@vary_on_headers("HX-Request")
 def policy_list(request):
     policies = policies_in_force()
     context = {"section": "policy", "policies": policies, "rewrites": [p for p in policies if p.rewrite is not None]}
@@ -172,9 +174,9 @@ def policy_edit(request, policy_id: int):
         if rewrite is not None:
             messages.success(
                 request,
-                f"Saved {saved.name} v{saved.version}. Its {rewrite.progress_total or 'many'} nodes' figures are "
-                f"being rewritten (job #{rewrite.pk}); the fleet pages show the change when it ends, and "
-                "catalogs carved under the old version are stale from then.",
+                f"Saved {saved.name} v{saved.version}. Its nodes' figures are being rewritten (job #{rewrite.pk}, "
+                "progress below); the fleet pages show the change when it ends, and catalogs carved under the "
+                "old version are stale from then.",
             )
         elif changed:
             messages.success(
