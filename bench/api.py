@@ -87,8 +87,8 @@ def precheck_api_measure(*, node_ids: list[int], requests: int, warmup: int = 5)
 
     up = list(
         Node.objects.filter(grid_id__in=node_ids, status=Node.Status.UP)
-        .order_by("node_id")
-        .values_list("node_id", flat=True)
+        .order_by("grid_id")
+        .values_list("grid_id", flat=True)
     )
     if not up:
         raise PageError("no up node to precheck through the API")

@@ -163,6 +163,30 @@ def profile_onboard(nodes: int, top: int, *, cprofile: bool = True) -> None:
         _print(profiler, top)
 
 
+def profile_policy(nodes: int, top: int, *, cprofile: bool = True) -> None:
+    """An edit of the fleet default's slice memory (4 -> 8 GiB and back), as bench/pages.py times it."""
+    from collections import defaultdict
+
+    from django.db import connection
+
+    from bench import pages, seed
+
+    seed.database_seed(seed.fleet_specs(nodes), defaultdict(lambda: "0-0-bench"))
+    pages.policy_edit_measure(repeat=2)  # warm: the policy book, the carve memo
+    profiler = cProfile.Profile()
+    queries = QueryKinds()
+    with connection.execute_wrapper(queries):
+        started = time.perf_counter()
+        if cprofile:
+            profiler.enable()
+        figures = pages.policy_edit_measure(repeat=2)
+        profiler.disable()
+        elapsed = time.perf_counter() - started
+    print(f"2 fleet-default edits at {nodes:,} nodes: {elapsed:.2f} s ({figures}); queries: {queries}")
+    if cprofile:
+        _print(profiler, top)
+
+
 def _print(profiler: cProfile.Profile, top: int) -> None:
     stats = pstats.Stats(profiler, stream=sys.stdout)
     stats.sort_stats("cumulative").print_stats(top)
@@ -171,7 +195,7 @@ def _print(profiler: cProfile.Profile, top: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="bench/hotspots.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("overview", "bulk", "onboard"))
+    parser.add_argument("what", choices=("overview", "bulk", "onboard", "policy"))
     parser.add_argument("--nodes", type=int, default=None, help="fleet size (overview 10000, bulk 1000)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument(
@@ -189,6 +213,8 @@ def main() -> int:
         call_command("migrate", verbosity=0)
         if args.what == "overview":
             profile_overview(nodes, args.top)
+        elif args.what == "policy":
+            profile_policy(nodes, args.top, cprofile=not args.no_cprofile)
         elif args.what == "onboard":
             profile_onboard(nodes, args.top, cprofile=not args.no_cprofile)
         else:

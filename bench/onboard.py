@@ -8,11 +8,13 @@ it is the median of a few such requests, measured on the same server, times the 
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from pathlib import Path
 
 from bench.bulk import job_wait
+from bench.pages import policy_edit
 from bench.procs import SimulatorServer, Worker
 
 NODES = 2000
@@ -54,7 +56,7 @@ def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dic
     server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
     url = server.start()
     try:
-        single_ms = _single_read_ms(url)
+        single_ms = _single_read_ms(url, nodes=nodes)
         worker = Worker(env, "onboard", extra_env={"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url})
         workers.append(worker)
         worker.start()
@@ -118,7 +120,7 @@ def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dic
     }
 
 
-def _single_read_ms(url: str) -> float:
+def _single_read_ms(url: str, *, nodes: int) -> float:
     """Median of GET /nodes/{id} through the real client on the same server: the one-by-one cost."""
     from dashboard.grid.proxy import GridProxyClient
 
@@ -126,9 +128,62 @@ def _single_read_ms(url: str) -> float:
     with GridProxyClient(url, retries=0) as client:
         for i in range(SINGLE_READS):
             started = time.perf_counter()
-            client.node(FIRST_NODE_ID + i * 37)
+            client.node(FIRST_NODE_ID + (i * 37) % nodes)
             times.append((time.perf_counter() - started) * 1000)
     return statistics.median(times)
+
+
+# --- the same onboarding from the command line -------------------------------------------------
+
+
+def onboard_cli_measure(env, *, worker_wall_s: float, nodes: int = NODES, log=print) -> dict:
+    """`manage.py node_register --farm-id ... --max-new-nodes N` in its own process against the same slow
+    proxy, the farms' nodes deleted first so that it registers them all again (issue 37: the CLI took 4x
+    the worker's time). Beside it, a bare `manage.py help node_register`: the process's start-up alone."""
+    import subprocess
+    import sys
+
+    from bench.procs import REPO
+    from dashboard.models import Node
+
+    path = env.work_dir / "onboard-simgrid.sqlite3"
+    if not path.exists():
+        raise RuntimeError("the command-line case runs after the onboarding case, on its grid")
+    deleted = Node.objects.filter(farm_id__in=FARMS).delete()[1].get("dashboard.Node", 0)
+    server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
+    url = server.start()
+    child = env.child_env() | {"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url}
+    farms = [arg for farm in FARMS for arg in ("--farm-id", str(farm))]
+
+    def manage(*args: str) -> tuple[float, subprocess.CompletedProcess]:
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=REPO, env=child, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
+        return time.perf_counter() - started, done
+
+    try:
+        startup_s, _ = manage("help", "node_register")
+        log(f"onboarding {nodes:,} nodes from the command line, {LATENCY_MS} ms a request")
+        wall_s, done = manage("node_register", *farms, "--max-new-nodes", str(nodes), "--json")
+    finally:
+        server.stop()
+    if done.returncode != 0:
+        raise RuntimeError(f"node_register --farm-id exited {done.returncode}: {done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "nodes": nodes,
+        "deleted_first": deleted,
+        "registered": result["registered"],
+        "requests": result["requests"],
+        "wall_s": round(wall_s, 2),
+        "startup_s": round(startup_s, 2),
+        "work_s": round(wall_s - startup_s, 2),
+        "worker_wall_s": worker_wall_s,
+        "vs_worker": round(wall_s / worker_wall_s, 2) if worker_wall_s else None,
+        "target": "≤ 1.5x the worker's wall time",
+        "met": wall_s <= 1.5 * worker_wall_s,
+    }
 
 
 # --- bulk re-register of the same 2,000 nodes, read in pages ---------------------------------
@@ -148,7 +203,6 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
     from dashboard.models import Deployment, Job, Node, Policy
     from dashboard.selectors.fleet import fleet_overview
     from dashboard.services.jobs import job_request
-    from dashboard.services.policy import policy_update
 
     path = env.work_dir / "onboard-simgrid.sqlite3"
     if not path.exists():
@@ -156,12 +210,12 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
     Deployment.objects.exclude(node__farm_id__in=FARMS).delete()  # a deployment keeps its node (PROTECT)
     deleted = Node.objects.exclude(farm_id__in=FARMS).delete()[1].get("dashboard.Node", 0)
     fleet = Policy.objects.get(scope=Policy.Scope.FLEET)
-    policy_update(policy=fleet, parameters={"slice_mru": 8 * GiB if fleet.slice_mru != 8 * GiB else 4 * GiB})
+    policy_edit(fleet, {"slice_mru": 8 * GiB if fleet.slice_mru != 8 * GiB else 4 * GiB})
     stale_before = fleet_overview().totals.stale
     server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
     url = server.start()
     try:
-        single_ms = _single_read_ms(url)
+        single_ms = _single_read_ms(url, nodes=nodes)
         worker = Worker(env, "bulk-pages", extra_env={"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url})
         workers.append(worker)
         worker.start()

@@ -115,11 +115,19 @@ def pages_measure(*, size: int, node_id: int, repeat: int, baselines: bool) -> d
         client,
         {
             "overview": ("/", f"<dd>{size:,}<".encode()),
-            "fleet_map": ("/map/", b'class="cell s-'),
+            "fleet_map": ("/map/", b'class="map-farm"'),
             "placement": (PLACEMENT_URL, b"Where can a slice go?"),
         },
         repeat=repeat,
     )
+    # One farm's cells as a collapsed map loads them when the farm is opened (htmx), and the whole map's size.
+    from dashboard.models import Node
+
+    farm = Node.objects.order_by("farm_id").values_list("farm_id", flat=True).first()
+    figures["fleet_map_farm"] = page_figures(
+        client, f"/map/?farm={farm}", repeat=repeat, headers={"HX-Request": "true"}, expect=b'class="cell s-'
+    )
+    figures["fleet_map"]["kib"] = round(figures["fleet_map"]["bytes"] / 1024, 1)
     figures["node_page"] = page_figures(client, f"/nodes/{node_id}/", repeat=repeat, expect=str(node_id).encode())
     figures["node_page_node_id"] = node_id
     if baselines:
@@ -145,7 +153,7 @@ def map_cold_figures(*, repeat: int) -> dict:
         Node.objects.update(seen_at=F("seen_at"))  # changes nothing, yet marks every farm changed
         with CaptureQueriesContext(connection) as captured:
             started = time.perf_counter()
-            response = _get(client, "/map/", b'class="cell s-', None)
+            response = _get(client, "/map/", b'class="map-farm"', None)
             times.append(time.perf_counter() - started)
         queries.append(len(captured.captured_queries))
     return {
@@ -159,28 +167,55 @@ def map_cold_figures(*, repeat: int) -> dict:
 
 
 def policy_edit_measure(*, repeat: int = 4) -> dict:
-    """An edit of the fleet default through policy_update, which rewrites every node's figures.
+    """An edit of the fleet default through policy_update, then the rewrite of every node's figures.
 
     The price of an overview that reads stored figures: each edit changes the slice memory
-    (4 GiB and 8 GiB in turn, ending where it began) and refreshes every node in the same transaction.
+    (4 GiB and 8 GiB in turn, ending where it began). `median_ms` is the edit as the admin's request
+    pays it; over POLICY_FIGURES_INLINE_NODES nodes that is the policy's save and the job's queueing,
+    and `rewrite_ms` the job's rewrite of every node's figures, run here as a worker runs it.
     """
     from dashboard.capacity import GiB
     from dashboard.models import Node, Policy
-    from dashboard.services.policy import policy_update
 
     fleet = Policy.objects.get(scope=Policy.Scope.FLEET)
     start = fleet.slice_mru
-    times = []
+    times, rewrites = [], []
     for i in range(repeat + repeat % 2):  # an even number of edits puts the slice memory back
         fleet.refresh_from_db()
-        started = time.perf_counter()
-        policy_update(
-            policy=fleet, parameters={"slice_mru": start if i % 2 else (8 * GiB if start != 8 * GiB else 4 * GiB)}
-        )
-        times.append(time.perf_counter() - started)
+        slice_mru = start if i % 2 else (8 * GiB if start != 8 * GiB else 4 * GiB)
+        edit_s, rewrite_s = policy_edit(fleet, {"slice_mru": slice_mru})
+        times.append(edit_s)
+        if rewrite_s is not None:
+            rewrites.append(rewrite_s)
     return {
         "median_ms": round(statistics.median(times) * 1000, 1),
         "max_ms": round(max(times) * 1000, 1),
+        "rewrite_ms": round(statistics.median(rewrites) * 1000, 1) if rewrites else None,
+        "as_job": bool(rewrites),
         "nodes": Node.objects.count(),
         "edits": len(times),
     }
+
+
+def policy_edit(policy, parameters: dict) -> tuple[float, float | None]:
+    """policy_update as the request calls it, then the figures rewrite it queued (if it queued one),
+    claimed and run in this process as a worker would: (edit seconds, rewrite seconds or None)."""
+    from dashboard.models import Job
+    from dashboard.services.job_run import job_execute
+    from dashboard.services.jobs import job_claim
+    from dashboard.services.policy import policy_update
+
+    started = time.perf_counter()
+    policy_update(policy=policy, parameters=parameters)
+    edit_s = time.perf_counter() - started
+    queued = Job.objects.filter(kind=Job.Kind.POLICY_FIGURES, state=Job.State.QUEUED, parameters__policy_id=policy.pk)
+    job = queued.order_by("-pk").first()
+    if job is None:
+        return edit_s, None
+    started = time.perf_counter()
+    job_execute(job=job_claim(job_id=job.pk))
+    rewrite_s = time.perf_counter() - started
+    job.refresh_from_db()
+    if job.state != Job.State.SUCCEEDED:
+        raise PageError(f"the figures rewrite after the policy edit ended {job.state}: {job.error}")
+    return edit_s, rewrite_s

@@ -56,6 +56,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-wait", type=float, default=1800.0, help="seconds to wait for the load (then run anyway)")
     parser.add_argument("--write", dest="write", action="store_true", default=None, help="update BENCHMARKS.md")
     parser.add_argument("--no-write", dest="write", action="store_false", help="leave BENCHMARKS.md alone")
+    parser.add_argument(
+        "--onboard-nodes",
+        type=int,
+        default=None,
+        help="nodes to onboard in the onboarding case (default 2,000; the smoke test runs a few)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the bench database and work folder afterwards")
     args = parser.parse_args(argv)
     try:
@@ -243,13 +249,19 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
 
     # Last, so its 2,000 extra nodes touch no other figure.
     log(
-        f"onboarding {onboard.NODES:,} nodes in {len(onboard.FARMS)} farms from a loopback Grid Proxy, "
+        f"onboarding {args.onboard_nodes or onboard.NODES:,} nodes in {len(onboard.FARMS)} farms from a loopback Grid Proxy, "
         f"{onboard.LATENCY_MS} ms a request, one worker"
     )
-    figures["onboard"] = onboard.onboard_measure(env, workers, log=log)
+    onboard_nodes = args.onboard_nodes or onboard.NODES
+    figures["onboard"] = onboard.onboard_measure(env, workers, nodes=onboard_nodes, log=log)
     log(f"onboard: {figures['onboard']}")
+    # The same nodes from the command line, beside the worker's first run (every node new in both).
+    figures["onboard_cli"] = onboard.onboard_cli_measure(
+        env, worker_wall_s=figures["onboard"]["wall_s"], nodes=onboard_nodes, log=log
+    )
+    log(f"onboard from the command line: {figures['onboard_cli']}")
     # The same 2,000 nodes, every catalog made stale, re-registered in one bulk job reading pages.
-    figures["bulk_pages"] = onboard.bulk_pages_measure(env, workers, log=log)
+    figures["bulk_pages"] = onboard.bulk_pages_measure(env, workers, nodes=onboard_nodes, log=log)
     log(f"bulk by pages: {figures['bulk_pages']}")
     return figures
 

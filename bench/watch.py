@@ -137,9 +137,10 @@ def main(argv: list[str] | None = None) -> int:
         say = lambda m: print(m, file=sys.stderr)  # noqa: E731
         figures = {"watch": watch_measure(env, workers, log=say, runs=args.runs)}
         if args.onboard:
-            from bench.onboard import onboard_measure
+            from bench.onboard import onboard_cli_measure, onboard_measure
 
             figures["onboard"] = onboard_measure(env, workers, log=say)
+            figures["onboard_cli"] = onboard_cli_measure(env, worker_wall_s=figures["onboard"]["wall_s"], log=say)
     finally:
         for worker in workers:
             worker.stop()

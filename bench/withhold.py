@@ -44,7 +44,7 @@ def main(repo: Path, size: int, repeat: int = 15) -> dict:
         read = bench_token(scope="read", name="bench-read")
         urls = {
             "overview": ("/", f"<dd>{size:,}<".encode()),
-            "fleet_map": ("/map/", b'class="cell s-'),
+            "fleet_map": ("/map/", b'class="map-farm"'),
             "placement": (pages.PLACEMENT_URL, b"Where can a slice go?"),
         }
 

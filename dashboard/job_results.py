@@ -294,6 +294,15 @@ class OnboardResult(JobResult):
         return text
 
 
+class PolicyFiguresResult(JobResult):
+    """What a figures rewrite after a policy edit did (services.policy_figures)."""
+
+    policy: str = ""  # "name vN"
+    nodes: int = 0  # nodes it rewrote (those the policy may govern)
+    changed: int = 0  # of those, how many had other figures afterwards
+    words: str = ""
+
+
 class WatchResult(JobResult):
     """What one fleet watch read: every registered node, a page at a time (services.watch)."""
 

@@ -160,6 +160,10 @@ JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
 JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
 # A job whose worker died this many times is given up rather than retried again.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
+# A policy edit over more nodes than this saves at once and leaves their figures to a job (services.policy_figures).
+POLICY_FIGURES_INLINE_NODES = env_int("POLICY_FIGURES_INLINE_NODES", 500, minimum=0)
+# A fleet map of more nodes than this shows each farm's counts, its cells loaded when it is opened.
+MAP_CELLS_INLINE_NODES = env_int("MAP_CELLS_INLINE_NODES", 1000, minimum=0)
 # Seconds between fleet watches (every registered node read again, a page at a time); 0 turns it off.
 FLEET_WATCH_EVERY = env_int("FLEET_WATCH_EVERY", 300, minimum=0)
 if 0 < FLEET_WATCH_EVERY < 10:

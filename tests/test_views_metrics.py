@@ -87,11 +87,13 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
     legacy_fleet(3, farm_id=1)
     after_change_small, _ = counted()
     farm_totals_refresh()
+    counted()  # the first scrape after a refresh sums the phantom reasons once and keeps them (issue 37)
     steady_small, small = counted()
     legacy_fleet(80, first=100, farm_id=2)
     legacy_fleet(40, first=300, farm_id=3)
     after_change_large, _ = counted()
     farm_totals_refresh()
+    counted()
     steady_large, large = counted()
     assert (after_change_small, steady_small) == (after_change_large, steady_large)
     # Five, one for the newest slice audit's counts (one row), one for the phantom slices by reason and

@@ -24,11 +24,12 @@ from html import escape
 from itertools import groupby
 from operator import itemgetter
 
+from django.conf import settings
 from django.core.cache import caches
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.capacity import PHANTOM_REASONS
+from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS
 from dashboard.models import FarmTotals, Node
 from dashboard.selectors.farm_totals import farms_behind
 from dashboard.selectors.fleet import fleet_nodes, keeps_whole_farms
@@ -39,6 +40,8 @@ STATES = {
     "withheld": "withheld (maintenance or quarantine)",
     "down": "down",
     "standby": "on standby (can be woken)",
+    # Any other closure (capacity.closures: rented by another twin, needs our rent, our rent in grace ...).
+    "closed": "closed to us (rented by another twin, needs our rent ...)",
     "memory": "offers slices memory refuses",
     "disk": "offers slices its disk cannot hold",
     "pool": "offers slices no SSD pool holds",
@@ -52,6 +55,8 @@ _BLOCKING_REASONS = ("memory", "disk", "pool")
 # The cache alias the rendered cells are kept in (settings.CACHES), and for how long an unread farm's stay.
 CACHE = "fleet-map"
 CACHE_SECONDS = 24 * 3600
+# Past this many nodes the map shows each farm's counts and loads a farm's cells when it is opened.
+DEFAULT_CELLS_INLINE_NODES = 1000
 
 _FIELDS = (
     "grid_id",
@@ -105,6 +110,9 @@ class FleetMap:
     farms: list[FarmGroup]
     nodes: int
     counts: dict[str, int]  # state -> nodes, over the whole map
+    # Farms shown by their counts only, each farm's cells one click away (issue 37: 2.55 MB of cells at
+    # 10,000 nodes); a map of one farm, or of up to MAP_CELLS_INLINE_NODES nodes, shows every cell.
+    collapsed: bool = False
 
     @property
     def legend(self) -> list[tuple[str, str, int]]:
@@ -131,7 +139,10 @@ def fleet_map(
     for farm in farms:
         for state, n in farm.counts.items():
             counts[state] += n
-    return FleetMap(farms=farms, nodes=sum(counts.values()), counts=counts)
+    nodes = sum(counts.values())
+    inline = getattr(settings, "MAP_CELLS_INLINE_NODES", DEFAULT_CELLS_INLINE_NODES)
+    collapsed = farm_id is None and len(farms) > 1 and nodes > inline
+    return FleetMap(farms=farms, nodes=nodes, counts=counts, collapsed=collapsed)
 
 
 def farm_cells(rows, href: tuple[str, str], held: dict[int, int] | None = None) -> FarmCells:
@@ -221,8 +232,10 @@ def _group(farm_id: int, cells: FarmCells) -> FarmGroup:
 def cell_state(
     status, free, rented, deployed, failed, deployable, placeable, phantom, reasons, stale, closure="", detail=""
 ) -> str:
-    if closure in STATES:  # a closure the map has a colour for (withheld, down, standby)
+    if closure in STATES:  # a closure the map has a colour of its own for (withheld, down, standby)
         return closure
+    if closure:  # every other closure: nothing placeable until it opens (the label says which)
+        return "closed"
     if status in ("down", "standby"):
         return status
     reasons = reasons or {}
@@ -271,4 +284,6 @@ def cell_label(
         parts.append("stale catalog")
     if closure == "withheld":
         parts.append(f"withheld: {detail}")
+    elif state == "closed":
+        parts.append(f"closed: {CLOSURE_REASONS[closure].label if closure in CLOSURE_REASONS else closure}")
     return ": ".join([parts[0], "; ".join(parts[1:])]) + f" — {STATES[state]}"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from django.db.models import Count, QuerySet
 
 from dashboard import capacity
-from dashboard.models import Node, Policy, Slice
+from dashboard.models import Job, Node, Policy, Slice
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policies_for_nodes
 
 SCOPE_ORDER = {Policy.Scope.FLEET: 0, Policy.Scope.FARM: 1, Policy.Scope.NODE: 2}
@@ -22,6 +22,8 @@ class PolicyInForce:
     row: Policy | None  # None: no fleet default row, the built-in profile applies
     policy: capacity.Policy
     nodes: int  # how many nodes it is in force on
+    # The job rewriting its nodes' figures after an edit, while it is active (services.policy_figures).
+    rewrite: Job | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ def policies_in_force() -> list[PolicyInForce]:
     )
     fleet_count = Node.objects.exclude(pk__in=node_override_pks).exclude(farm_id__in=farm_ids).count()
 
+    rewrites = policy_figures_active([p.pk for p in rows])
     result = []
     if not any(p.scope == Policy.Scope.FLEET for p in rows):
         result.append(PolicyInForce(row=None, policy=capacity.profile(capacity.DEFAULT_PROFILE), nodes=fleet_count))
@@ -75,8 +78,33 @@ def policies_in_force() -> list[PolicyInForce]:
             Policy.Scope.FARM: farm_counts.get(p.farm_id, 0),
             Policy.Scope.NODE: 1,
         }[p.scope]
-        result.append(PolicyInForce(row=p, policy=p.to_capacity(), nodes=nodes))
+        result.append(PolicyInForce(row=p, policy=p.to_capacity(), nodes=nodes, rewrite=rewrites.get(p.pk)))
     return result
+
+
+def policy_node_pks(policy: Policy) -> list[int]:
+    """The nodes whose effective policy this row may be, before or after a change to it.
+
+    A farm override covers its farm's nodes and the fleet default every node; nodes with an
+    override of their own are included (refreshing them changes nothing), which keeps this one query.
+    """
+    nodes = Node.objects.all()
+    if policy.scope == Policy.Scope.NODE:
+        nodes = nodes.filter(pk=policy.node_id)
+    elif policy.scope == Policy.Scope.FARM:
+        nodes = nodes.filter(farm_id=policy.farm_id)
+    return list(nodes.values_list("pk", flat=True))
+
+
+def policy_figures_active(policy_pks) -> dict[int, Job]:
+    """Policy pk -> its active figures rewrite (services.policy_figures); one query."""
+    pks = [int(pk) for pk in policy_pks]
+    if not pks:
+        return {}
+    jobs = Job.objects.filter(
+        kind=Job.Kind.POLICY_FIGURES, state__in=Job.ACTIVE_STATES, parameters__policy_id__in=pks
+    ).order_by("pk")
+    return {job.parameters["policy_id"]: job for job in jobs}
 
 
 def policy_nodes(*, scope: str, farm_id: int | None = None, node: Node | None = None) -> QuerySet[Node]:

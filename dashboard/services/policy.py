@@ -10,9 +10,11 @@ from django.db import IntegrityError, transaction
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, Node, Policy, PolicyVersion
+from dashboard.selectors.policy import policy_figures_active, policy_node_pks
 from dashboard.selectors.policy_history import SIZE_PARAMETERS
 from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
 from dashboard.services.figures import figures_refresh
+from dashboard.services.policy_figures import policy_figures_follow
 
 
 class PolicyConflict(capacity.PolicyError):
@@ -33,6 +35,8 @@ def policy_update(
     `expected_version` refuses to overwrite a change someone else saved after the preview was made.
     `reverted_from`: the new version is an old one's parameters (the policy history's revert), said
     in its history entry and audit event. Bad parameters raise capacity.PolicyError and write nothing.
+    The nodes' figures follow in this transaction for a few nodes, else in a job queued on commit
+    (services.policy_figures); an edit while that job is active is refused (PolicyConflict).
     """
     unknown = set(parameters) - set(Policy.PARAMETERS)
     if unknown:
@@ -48,13 +52,20 @@ def policy_update(
         changes = {p: (before[p], value) for p, value in parameters.items() if before[p] != value}
         if not changes:
             return locked, False
+        rewriting = policy_figures_active([locked.pk]).get(locked.pk)
+        if rewriting is not None:
+            raise PolicyConflict(
+                f"the figures of policy {locked.name!r} v{locked.version} are still being rewritten "
+                f"(job #{rewriting.pk}, {rewriting.progress_done:,} of {rewriting.progress_total:,} nodes); "
+                "edit it again when that job ends"
+            )
         # Validates the combination (raises PolicyError) before anything is written.
         capacity.Policy(name=locked.name, version=locked.version + 1, **{**before, **parameters})
         for name, (_old, new) in changes.items():
             setattr(locked, name, new)
         locked.version += 1
         locked.save()
-        figures_refresh(policy_node_pks(locked))
+        policy_figures_follow(locked, policy_node_pks(locked), by=by, source=source)
         reverted = f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
         _audit(
             locked,
@@ -173,20 +184,6 @@ def _audit(policy: Policy, *, action: str, message: str, detail: dict, by, sourc
         message=message,
         detail={"policy": policy.name, "scope": policy.scope, **detail},
     )
-
-
-def policy_node_pks(policy: Policy) -> list[int]:
-    """The nodes whose effective policy this row may be, before or after a change to it.
-
-    A farm override covers its farm's nodes and the fleet default every node; nodes with an
-    override of their own are included (refreshing them changes nothing), which keeps this one query.
-    """
-    nodes = Node.objects.all()
-    if policy.scope == Policy.Scope.NODE:
-        nodes = nodes.filter(pk=policy.node_id)
-    elif policy.scope == Policy.Scope.FARM:
-        nodes = nodes.filter(farm_id=policy.farm_id)
-    return list(nodes.values_list("pk", flat=True))
 
 
 def policy_changes_words(changes: dict[str, tuple]) -> str:

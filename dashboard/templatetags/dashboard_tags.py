@@ -5,12 +5,14 @@ from urllib.parse import urlencode
 
 from django import template
 from django.conf import settings
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import capacity
 from dashboard.grid.text import char_escape, char_name, text_escaped_parts
 from dashboard.reading_age import reading_rules_words
+from dashboard.selectors.fleet_map import STATES
 
 register = template.Library()
 
@@ -123,21 +125,44 @@ def sub_from(value, other) -> int:
     return int(value) - int(other)
 
 
-@register.simple_tag
-def map_farms(farms) -> str:
+@register.simple_tag(takes_context=True)
+def map_farms(context, fleet_map) -> str:
     """The fleet map's farms (selectors.fleet_map.FarmGroup), each a section: its heading, then its cells,
     whose HTML the selector made (or kept). Written here rather than as a template loop: at 200 farms the
-    loop's variables took longer than the rest of the page; this takes about a millisecond."""
-    return mark_safe(
-        "".join(
+    loop's variables took longer than the rest of the page; this takes about a millisecond.
+
+    A collapsed map (selectors.fleet_map.FleetMap.collapsed) gives each farm its counts by state and a
+    link to its cells: htmx swaps them in (the map view answers an htmx request for one farm with its
+    cells alone); without JavaScript the link opens the map of that farm, every cell shown."""
+    collapsed = fleet_map.collapsed
+    params = context["request"].GET.copy() if collapsed else None
+    sections = []
+    for farm in fleet_map.farms:
+        if collapsed:
+            params["farm"] = farm.farm_id
+            href = escape(f"{reverse('fleet-map')}?{urlencode(sorted(params.items()))}")
+            counts = "".join(
+                f'<span class="farm-count" data-state="{state}"><span class="cell-swatch s-{state}" aria-hidden="true">'
+                f"</span>{farm.counts[state]:,}</span>"
+                for state in STATES
+                if farm.counts.get(state)
+            )
+            cells = (
+                f'<div class="map-cells" id="farm-{farm.farm_id}-cells">{counts} '
+                f'<a class="button small farm-open" href="{href}" hx-get="{href}" '
+                f'hx-target="#farm-{farm.farm_id}-cells" hx-swap="innerHTML">Show its {farm.nodes:,} '
+                f"node{'' if farm.nodes == 1 else 's'}</a></div>"
+            )
+        else:
+            cells = f'<div class="map-cells">{farm.cells_html}</div>'
+        sections.append(
             f'\n    <section class="map-farm" aria-labelledby="farm-{farm.farm_id}" data-farm="{farm.farm_id}">\n'
             f'      <h2 id="farm-{farm.farm_id}" class="map-farm-head">Farm {farm.farm_id}'
             + (f' <span class="muted">{escape(farm.farm_name)}</span>' if farm.farm_name else "")
             + f'\n        <span class="small muted">{escape(farm.summary)}</span></h2>\n'
-            f'      <div class="map-cells">{farm.cells_html}</div>\n    </section>\n  '
-            for farm in farms
+            f"      {cells}\n    </section>\n  "
         )
-    )
+    return mark_safe("".join(sections))
 
 
 @register.filter

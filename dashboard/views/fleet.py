@@ -126,6 +126,7 @@ def overview(request):
 @login_required
 @require_GET
 @permission_required("dashboard.view_node", raise_exception=True)
+@vary_on_headers("HX-Request")
 def map_view(request):
     """Every node the table's filters keep as one cell, by farm; the same query string as the table."""
     form = FleetFilterForm(request.GET)
@@ -135,7 +136,10 @@ def map_view(request):
         filters.pop("sort")  # a map has its own order: farm, then node id
         nodes = fleet_map(**filters)
     context = {"section": "fleet", "form": form, "map": nodes, "filtered": form.is_valid() and form.is_filtered}
-    return render(request, "dashboard/fleet_map.html", context, status=200 if nodes is not None else 400)
+    # A collapsed map's farm opened in place (htmx): that farm's cells alone; a plain link gets the whole page.
+    one_farm = nodes is not None and filters["farm_id"] is not None and getattr(request, "htmx", False)
+    template = "dashboard/fleet_map.html#farm-cells" if one_farm else "dashboard/fleet_map.html"
+    return render(request, template, context, status=200 if nodes is not None else 400)
 
 
 @login_required

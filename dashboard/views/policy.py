@@ -9,10 +9,11 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.models import Job, Node, Policy, PolicyVersion
-from dashboard.selectors.policy import policies_in_force, policy_for_edit, policy_preview
+from dashboard.selectors.policy import policies_in_force, policy_figures_active, policy_for_edit, policy_preview
 from dashboard.services.jobs import job_request
 from dashboard.services.policy import SIZE_PARAMETERS, policy_create, policy_update
 from dashboard.services.policy_trial import policy_trial_parameters
@@ -126,8 +127,13 @@ class NewPolicyForm(PolicyForm):
 @login_required
 @require_GET
 @permission_required("dashboard.view_policy", raise_exception=True)
+@vary_on_headers("HX-Request")
 def policy_list(request):
-    return render(request, "dashboard/policy.html", {"section": "policy", "policies": policies_in_force()})
+    policies = policies_in_force()
+    context = {"section": "policy", "policies": policies, "rewrites": [p for p in policies if p.rewrite is not None]}
+    # The rewrites' progress polls itself (htmx) until no rewrite is active.
+    template = "dashboard/policy.html#rewrites" if getattr(request, "htmx", False) else "dashboard/policy.html"
+    return render(request, template, context)
 
 
 @login_required
@@ -164,7 +170,15 @@ def policy_edit(request, policy_id: int):
         except capacity.PolicyError as exc:
             form.add_error(None, str(exc))
             return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=409)
-        if changed:
+        rewrite = policy_figures_active([saved.pk]).get(saved.pk) if changed else None
+        if rewrite is not None:
+            messages.success(
+                request,
+                f"Saved {saved.name} v{saved.version}. Its nodes' figures are being rewritten (job #{rewrite.pk}, "
+                "progress below); the fleet pages show the change when it ends, and catalogs carved under the "
+                "old version are stale from then.",
+            )
+        elif changed:
             messages.success(
                 request,
                 f"Saved {saved.name} v{saved.version}. Catalogs carved under the old version are now stale; "

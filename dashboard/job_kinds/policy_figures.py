@@ -1,0 +1,44 @@
+"""A policy's figures rewritten: every node it may govern, a batch per transaction (services.policy_figures).
+
+An edit of a policy over many nodes (the fleet default) saves the policy in the admin's request and
+hands the rewrite of its nodes' stored figures to a worker, so no request holds a write of every node.
+"""
+
+from typing import ClassVar
+
+from pydantic import Field
+
+from dashboard.job_kinds.declaration import JobKind, JobParameters
+from dashboard.job_results import PolicyFiguresResult
+
+
+class PolicyFiguresParameters(JobParameters):
+    policy_id: int = Field(ge=1, le=2**31 - 1)  # the policy whose nodes' figures are rewritten
+    version: int = Field(ge=1, le=2**31 - 1)  # the version the edit saved
+
+    REFUSAL: ClassVar[str] = "a figures rewrite takes the policy (policy_id) and the version it follows (version)"
+
+
+def policy_figures_target(job, asked: PolicyFiguresParameters | None) -> str:
+    if asked is None:
+        return "a policy that cannot be read"
+    return f"policy #{asked.policy_id} v{asked.version}'s nodes"
+
+
+KIND = JobKind(
+    value="policy-figures",
+    member="POLICY_FIGURES",
+    label="Figures rewrite",
+    words="figures rewrite",
+    result=PolicyFiguresResult,
+    parameters=PolicyFiguresParameters,
+    runner="dashboard.services.policy_figures:policy_figures_run",
+    template="dashboard/job_kinds/policy_figures.html",
+    target="fleet",
+    describe=policy_figures_target,
+    dry_run=False,
+    takes="a figures rewrite follows a policy edit (policy_id, version); it takes no node or farm",
+    one_active_per="policy_id",
+    progress_label="Nodes rewritten",
+    when_lost="the batches written before it are kept; `manage.py figures_refresh` rewrites the rest",
+)
