@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0030_merge_held_sums_run_rollback'),
+        ('dashboard', '0031_figures_settings_closed_tier'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
