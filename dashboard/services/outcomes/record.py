@@ -190,6 +190,11 @@ def _slice_read(node: Node, slice_index: int, existing: Deployment | None, *, ma
     )
     if own is not None:
         return _Slice(row, Holder.OTHER, f"the dashboard's own deploy #{own.pk} (started {when(own.started_at)})", None)
+    if row is not None and row.state == Slice.State.RENTED:
+        # Someone's slice: a report cannot take it (and its release then free it); only an admin's
+        # act gives a rented slice back to the catalog.
+        renter = f"twin {row.rented_by_twin_id}" if row.rented_by_twin_id else "a renter the catalog does not name"
+        return _Slice(row, Holder.OTHER, f"{renter}, who rents it (only an admin can give it back)", None)
     now = timezone.now()
     held = Hold.objects.live(now).filter(node=node, slice_index=slice_index).exclude(marketplace_id=marketplace_id)
     hold = held.select_related("node").first()
