@@ -200,6 +200,9 @@ CATALOG_AUDIT_DEADLINE = env_float("CATALOG_AUDIT_DEADLINE", 540.0, minimum=1.0)
 CATALOG_AUDIT_AUTOFIX = env_bool("CATALOG_AUDIT_AUTOFIX", False)
 # A node whose used capacity moved with no outcome reported (a node event the watch sees) is audited then.
 CATALOG_AUDIT_ON_USED_MOVED = env_bool("CATALOG_AUDIT_ON_USED_MOVED", True)
+# An orphan (a taken slice whose contract the proxy does not list) is freed only once taken longer
+# ago than this: the proxy's indexer lags the chain. Two watch intervals (10 minutes with the watch off).
+CATALOG_AUDIT_ORPHAN_GRACE = env_float("CATALOG_AUDIT_ORPHAN_GRACE", 2.0 * (FLEET_WATCH_EVERY or 300), minimum=0.0)
 if CATALOG_AUDIT_EVERY > 0:
     CELERY_BEAT_SCHEDULE["catalog-audit"] = {"task": "dashboard.catalog_audit", "schedule": CATALOG_AUDIT_EVERY}
 
