@@ -184,6 +184,10 @@ QUARANTINE_AFTER_FAILURES = env_int("QUARANTINE_AFTER_FAILURES", 3, minimum=0)
 QUARANTINE_WINDOW = env_int("QUARANTINE_WINDOW", 3600, minimum=60)
 QUARANTINE_FIRST_HOURS = env_int("QUARANTINE_FIRST_HOURS", 6, minimum=1)
 QUARANTINE_MAX_HOURS = env_int("QUARANTINE_MAX_HOURS", 96, minimum=1)
+# Failures that only one reporting account's word tells (no failure of the dashboard's own, no second
+# account) quarantine at most this many nodes a day for that account: a `report` token alone cannot
+# take the fleet off offer. 0: reports alone never quarantine.
+QUARANTINE_REPORTS_NODES_PER_DAY = env_int("QUARANTINE_REPORTS_NODES_PER_DAY", 3, minimum=0)
 if QUARANTINE_MAX_HOURS < QUARANTINE_FIRST_HOURS:
     raise ImproperlyConfigured(
         f"QUARANTINE_MAX_HOURS ({QUARANTINE_MAX_HOURS}) must be at least QUARANTINE_FIRST_HOURS ({QUARANTINE_FIRST_HOURS})"

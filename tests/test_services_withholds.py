@@ -310,3 +310,28 @@ def test_a_worker_running_the_beat_s_task_opens_a_window_whose_start_came(sim_no
     while row(node).withheld_reason == "" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert (row(node).withheld_reason, row(node).closure) == ("disk swap", "withheld")
+
+
+def test_finding_6_one_accounts_reports_alone_quarantine_a_bounded_number_of_nodes(reported, sim_node, settings):
+    from django.contrib.auth.models import User
+
+    from dashboard.capacity import GiB
+
+    settings.QUARANTINE_REPORTS_NODES_PER_DAY = 1
+    other = sim_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB)
+    Slice.objects.filter(node=other).update(created_at=timezone.now() - dt.timedelta(days=1))
+    marketplace = User.objects.create(username="market")
+    for grid_id in (1774, 2310):
+        for i in range(3):
+            deployment_outcome_record(
+                node_id=grid_id,
+                slice_index=1 + i,
+                marketplace_id=f"r-{grid_id}-{i}",
+                outcome="failed",
+                error=UNKNOWN_ERROR,
+                at=timezone.now(),
+                by=marketplace,
+            )
+    quarantined = list(NodeWithhold.objects.values_list("node__grid_id", "reason"))
+    assert [grid_id for grid_id, _ in quarantined] == [1774]
+    assert "reported by account market" in quarantined[0][1]

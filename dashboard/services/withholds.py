@@ -227,16 +227,25 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
                 started_at__lte=now,
             )
             .order_by("started_at", "pk")
-            .values_list("pk", "cause")
+            .values_list("pk", "cause", "marketplace_id", "requested_by_id", "requested_by__username")
         )
         if len(failures) < k:
             return None
+        # Who says so: the dashboard's own deploys (no marketplace id), or each reporting account.
+        sources = {
+            (None, "the dashboard's own deploys") if not m else (u, f"account {name or 'unnamed'}")
+            for _, _, m, u, name in failures
+        }
+        reporter = next(iter(sources))[0] if len(sources) == 1 and failures[0][2] else None
+        if reporter is not None and _reports_bound_reached(reporter, node=node, now=now):
+            return None
         repeat = len(earlier) + 1
         hours = min(settings.QUARANTINE_FIRST_HOURS * 2 ** (repeat - 1), settings.QUARANTINE_MAX_HOURS)
-        causes = sorted({cause for _, cause in failures})
+        causes = sorted({cause for _, cause, *_ in failures})
         window_words = _duration(settings.QUARANTINE_WINDOW)
         reason = (
-            f"quarantine: {len(failures)} failures of cause {' or '.join(causes)} within {window_words}"
+            f"quarantine: {len(failures)} failures of cause {' or '.join(causes)} within {window_words}, "
+            f"reported by {' and '.join(sorted(words for _, words in sources))}"
             f"{f' (repeat {repeat})' if repeat > 1 else ''}"
         )
         window = NodeWithhold.objects.create(
@@ -246,7 +255,7 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
             ends_at=now + timedelta(hours=hours),
             source=NodeWithhold.Source.QUARANTINE,
             created_via="auto",
-            failures=[pk for pk, _ in failures],
+            failures=[pk for pk, *_ in failures],
             repeat=repeat,
         )
         AuditEvent.objects.create(
@@ -254,10 +263,25 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
             action="node quarantined",
             node=node,
             message=f"node {node.grid_id} quarantined for {hours} h, until {when_words(window.ends_at)}: {reason}",
-            detail=_detail(window),
+            detail={**_detail(window), "reported_by": reporter},
         )
         withhold_sync([node.pk], now=now, locked=True)
     return window
+
+
+def _reports_bound_reached(reporter: int, *, node: Node, now: datetime) -> bool:
+    """Whether one account's reports alone quarantined QUARANTINE_REPORTS_NODES_PER_DAY other nodes today."""
+    bound = settings.QUARANTINE_REPORTS_NODES_PER_DAY
+    others = (
+        AuditEvent.objects.filter(
+            action="node quarantined", detail__reported_by=reporter, at__gte=now - timedelta(days=1)
+        )
+        .exclude(node=node)
+        .values("node")
+        .distinct()
+        .count()
+    )
+    return others >= bound
 
 
 def _detail(window: NodeWithhold) -> dict:
