@@ -10,7 +10,8 @@ view runs) and described in the OpenAPI schema where JSON Schema can say it:
   moment past the calendar's ends once in UTC, year 1 at +01:00, never reaches the database).
 - `WindowTime`: the same door for a maintenance window's edges, which lie ahead: within
   REPORT_MAX_AGE_DAYS back and `WINDOW_AHEAD` (a year and a day) ahead, returned in UTC.
-- `Whole` and its bounds: what a PostgreSQL integer column holds (models.INTEGER_MAX).
+- `Whole` and its bounds: what a PostgreSQL integer column holds (models.INTEGER_MAX); `Strict`, the
+  same in a JSON body, where `true` is not 1.
 """
 
 from __future__ import annotations
@@ -66,5 +67,7 @@ ReportTime = Annotated[datetime, AfterValidator(_moment)]
 WindowTime = Annotated[datetime, AfterValidator(_window_moment)]
 Whole = Annotated[int, Field(ge=0, le=INTEGER_MAX)]
 Counting = Annotated[int, Field(ge=1, le=INTEGER_MAX)]
+# A JSON body's whole number, strictly: `true` is not 1, "5" is not 5 (query strings keep Whole).
+Strict = Annotated[int, Field(strict=True, ge=0, le=INTEGER_MAX)]
 
-__all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Text", "Whole", "WindowTime"]
+__all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Strict", "Text", "Whole", "WindowTime"]
