@@ -401,7 +401,10 @@ class GridProxyClient:
 
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
         """One try: status, reason, body, the URL that answered (a same-host redirect is followed), headers."""
-        for _hop in range(MAX_REDIRECTS + 1):
+        for hop in range(MAX_REDIRECTS + 1):
+            if hop and self.budget is not None:
+                # A redirect is one more request the proxy counts: it asks the budget like the first.
+                self.budget.take(deadline, what=f"GET {url} (redirected)")
             left = deadline.remaining()
             if left <= 0:
                 raise requests.exceptions.Timeout("the deadline passed")
