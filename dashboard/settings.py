@@ -238,6 +238,17 @@ for _route in env_list("ALERT_FARM_URLS", []):
             f"one is {_route.split('://', 1)[0]!r}..."
         )
     ALERT_FARM_URLS.setdefault(int(_farm.strip()), []).append(_url.strip())
+if ALERT_FARM_URLS:
+    # A route apprise cannot use would silently block that farm's alerts: stop here, naming it.
+    import apprise as _apprise
+
+    for _farm, _urls in ALERT_FARM_URLS.items():
+        for _url in _urls:
+            if not _apprise.Apprise().add(_url):
+                raise ImproperlyConfigured(
+                    f"ALERT_FARM_URLS: farm {_farm}'s route {_url.split('://', 1)[0]}://... is not an apprise URL "
+                    "apprise can use (see https://github.com/caronc/apprise/wiki)"
+                )
 # Past this a node's capacity reading is too old to judge by: its figures show "uncertain".
 READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)
 # Nodes per GET /nodes page when reading farms (the proxy caps it; 1000 is the client's own limit).
