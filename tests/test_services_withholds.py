@@ -241,10 +241,10 @@ def test_a_withheld_node_s_failures_are_muted(reported):
 
 
 def test_every_free_slice_is_phantom_for_the_withheld_reason(node):
-    node_withhold(nodes=[node], reason="disk swap", ends_at=dt.datetime(2030, 1, 1, 18, tzinfo=dt.UTC))
+    node_withhold(nodes=[node], reason="disk swap", ends_at=dt.datetime(2027, 6, 1, 18, tzinfo=dt.UTC))
     held = row(node)
     assert (held.placeable_now, held.phantom_reasons, held.closure) == (0, {"withheld": held.slices_free}, "withheld")
-    assert held.closure_detail == "disk swap, until 2030-01-01 18:00 UTC"
+    assert held.closure_detail == "disk swap, until 2027-06-01 18:00 UTC"
 
 
 def test_the_figures_follow_a_window_that_opens_and_ends_by_itself(node):

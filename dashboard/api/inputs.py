@@ -16,7 +16,7 @@ view runs) and described in the OpenAPI schema where JSON Schema can say it:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated
 
 from django.utils import timezone
@@ -26,6 +26,7 @@ from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX
 from dashboard.outcome_rules import moment_problem
 from dashboard.services.outcomes import CLOCK_SKEW, report_max_age
+from dashboard.services.withholds import WINDOW_AHEAD
 
 
 def _text_checked(value: str, *, lines: bool) -> str:
@@ -48,10 +49,6 @@ def _moment(value: datetime) -> datetime:
     if problem:
         raise ValueError(f"{value.isoformat()} cannot be taken: {problem}")
     return value.astimezone(UTC)
-
-
-# How far ahead a maintenance window may be planned: a year and a day (a yearly swap, planned early).
-WINDOW_AHEAD = timedelta(days=366)
 
 
 def _window_moment(value: datetime) -> datetime:
