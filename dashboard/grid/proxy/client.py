@@ -169,6 +169,7 @@ class GridProxyClient:
         self.statistics_deadline = float(statistics_deadline if statistics_deadline is not None else deadline)
         # None: no budget (a client made by hand, a test); get_grid() always gives the deployment's.
         self.budget = budget
+        self.requests_sent = 0  # every HTTP request this client sent (tries and redirects included)
         self._session = _new_session()
         if credentials is not None:
             self._session.auth = requests.auth.HTTPBasicAuth(*credentials)
@@ -279,10 +280,12 @@ class GridProxyClient:
             return _parsed(lambda p: parse_contracts(p, node_id=node_id), payload, url), _count(answer.get("headers"))
 
         what = f"node {node_id}'s contracts"
+        sent = self.requests_sent
         found, pages = pages_bounded(
             fetch, key=lambda c: c.contract_id, what=what, size=self.contracts_page_size, max_pages=self.max_pages
         )
-        return NodeContracts(node_id=node_id, contracts=tuple(found), requests=pages)
+        # What the proxy saw: every try, retry and redirect, not only the pages (the audit's words).
+        return NodeContracts(node_id=node_id, contracts=tuple(found), requests=max(self.requests_sent - sent, pages))
 
     def rent_contract(self, node_id: int) -> Contract | None:
         """GET /contracts?node_id=N&type=rent&state=Created,GracePeriod: one request (grid.proxy.rent)."""
@@ -408,6 +411,7 @@ class GridProxyClient:
             left = deadline.remaining()
             if left <= 0:
                 raise requests.exceptions.Timeout("the deadline passed")
+            self.requests_sent += 1
             with self._session.get(
                 url,
                 timeout=(min(self.connect_timeout, left), min(self.read_timeout, left)),
