@@ -43,13 +43,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
 import requests.auth
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    MaxRetryError,
-    NewConnectionError,
-    ProtocolError,
-    ReadTimeoutError,
-)
+from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from dashboard.capacity import MiB, SliceSize, format_size
@@ -279,12 +273,11 @@ class GridProxyClient:
             )
             return _parsed(lambda p: parse_contracts(p, node_id=node_id), payload, url), _count(answer.get("headers"))
 
-        what = f"node {node_id}'s contracts"
-        sent = self.requests_sent
+        what, sent = f"node {node_id}'s contracts", self.requests_sent
         found, pages = pages_bounded(
             fetch, key=lambda c: c.contract_id, what=what, size=self.contracts_page_size, max_pages=self.max_pages
         )
-        # What the proxy saw: every try, retry and redirect, not only the pages (the audit's words).
+        # requests: what the proxy saw (every try, retry and redirect), not only the pages.
         return NodeContracts(node_id=node_id, contracts=tuple(found), requests=max(self.requests_sent - sent, pages))
 
     def rent_contract(self, node_id: int) -> Contract | None:
@@ -405,8 +398,7 @@ class GridProxyClient:
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
         """One try: status, reason, body, the URL that answered (a same-host redirect is followed), headers."""
         for hop in range(MAX_REDIRECTS + 1):
-            if hop and self.budget is not None:
-                # A redirect is one more request the proxy counts: it asks the budget like the first.
+            if hop and self.budget is not None:  # a redirect is one more request the proxy counts
                 self.budget.take(deadline, what=f"GET {url} (redirected)")
             left = deadline.remaining()
             if left <= 0:
