@@ -152,3 +152,21 @@ def test_finding_1_eight_sizes_over_64_pools_carve_within_seconds():
     started = time.monotonic()
     capacity.carve(total, capacity.PROFILES["zos"], pools=pools)
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.slow
+@pytest.mark.django_db
+def test_finding_1_a_hostile_pool_report_and_the_node_after_it_answer_in_seconds(api_call, api_token, sim_node):
+    """Done when: a report of many pools is answered within 10 s and the node's API after it within 3 s."""
+    pools = [{"name": f"p{i}", "type": "ssd", "size": 1000 * GiB + i % 8, "used": 0} for i in range(64)]
+    pools[0]["used"] = 20 * GiB
+    sim_node(2310, cru=512, mru=4096 * GiB, sru=sum(p["size"] for p in pools), hide_pools=True)
+    started = time.monotonic()
+    response = api_call("put", "/api/v1/nodes/2310/pools", api_token("report"), json={"pools": pools})
+    reported = time.monotonic() - started
+    assert response.status_code == 200, response.content
+    started = time.monotonic()
+    assert api_call("get", "/api/v1/nodes/2310", api_token("read")).status_code == 200
+    read = time.monotonic() - started
+    print(f"pool report {reported:.2f} s, node read {read:.2f} s")
+    assert (reported < 10, read < 3) == (True, True), (reported, read)
