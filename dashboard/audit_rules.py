@@ -6,14 +6,17 @@ given: "<twin>-<contract>-<name>", ZOS's own form) and the grid (the node's live
 hold capacity). `node_match` lines them up and says where they part:
 
 - an **orphan**: a taken slice whose record names a contract that is no longer live: its VM is
-  gone (the marketplace did not report the release). Fixable: the record is released and the
-  slice freed, as a release report would (dashboard.outcome_rules).
+  gone (the marketplace did not report the release). Fixable once taken longer ago than the grace
+  (the proxy indexes new contracts late): the record is released and the slice freed, as a release
+  report would (dashboard.outcome_rules).
 - a **foreign** VM: a live contract no taken slice accounts for. When every taken slice is named,
   each unnamed contract is one; when some taken slices name no contract, the slices and the
   contracts left are matched by count, and only the excess of contracts is foreign (the newest
   ones: a VM the catalog has not heard of is most likely the latest). Fixable: a free slice is
   counted as occupied by it, so "free" and "placeable now" are true again.
-- **counts** that disagree: more taken slices naming no contract than contracts left (some of
+- **counts** that disagree: two slices naming one contract; more deployed slices naming no
+  contract than contracts left (a rented slice naming none need not run a VM, so it only takes up
+  contracts left, never counts short; some of
   those slices hold nothing, but which ones is not known: freeing the wrong one would free a
   running VM's slice, so this is listed, not fixed), or more live records than taken slices.
 
@@ -83,6 +86,8 @@ class Finding:
             return f"orphan:{self.node_id}:{self.slice_index}:{self.contract_id}"
         if self.kind == FindingKind.FOREIGN:
             return f"foreign:{self.node_id}:{self.contract_id}"
+        if self.kind == FindingKind.COUNT and self.contract_id is not None:
+            return f"count:{self.node_id}:{self.contract_id}"
         return f"{self.kind}:{self.node_id}"
 
 
@@ -100,20 +105,45 @@ class NodeMatch:
 
 
 def node_match(
-    *, node_id: int, taken: Sequence[TakenSlice], records: int, vms: Sequence[GridVm], free_slices: int
+    *,
+    node_id: int,
+    taken: Sequence[TakenSlice],
+    records: int,
+    vms: Sequence[GridVm],
+    free_slices: int,
+    fixable_before: datetime | None = None,
 ) -> NodeMatch:
     """One node's three stories matched; see the module doc. `records` counts its live deployment
-    records, `free_slices` the catalog's free slices (what a foreign VM can be counted against)."""
+    records, `free_slices` the catalog's free slices no live hold keeps (what a foreign VM can be
+    counted against). An orphan taken after `fixable_before` is listed, not fixable: the proxy's
+    indexer lags the chain, so a VM deployed a moment ago may not be listed yet."""
     live = {vm.contract_id: vm for vm in vms}
     findings: list[Finding] = []
-    claimed: set[int] = set()
+    claimed: dict[int, int] = {}  # contract -> the slice that claimed it first
     unnamed: list[TakenSlice] = []
+    rented: list[TakenSlice] = []  # rented, naming no VM: the renter may or may not run one yet
     for slice_ in sorted(taken, key=lambda s: s.index):
         if slice_.contract_id is None:
-            unnamed.append(slice_)
-        elif slice_.contract_id in live and slice_.contract_id not in claimed:
-            claimed.add(slice_.contract_id)
+            (rented if slice_.state == "rented" else unnamed).append(slice_)
+        elif slice_.contract_id in claimed:
+            # One VM, two slices: which one holds it is not known, so nothing is freed.
+            findings.append(
+                Finding(
+                    kind=FindingKind.COUNT,
+                    node_id=node_id,
+                    slice_index=slice_.index,
+                    contract_id=slice_.contract_id,
+                    words=(
+                        f"slices {claimed[slice_.contract_id]} and {slice_.index} of node {node_id} both name "
+                        f"contract {slice_.contract_id}: one VM cannot hold two slices; report the release of "
+                        "the one it does not hold"
+                    ),
+                )
+            )
+        elif slice_.contract_id in live:
+            claimed[slice_.contract_id] = slice_.index
         else:
+            young = fixable_before is not None and (slice_.taken_since is None or slice_.taken_since > fixable_before)
             findings.append(
                 Finding(
                     kind=FindingKind.ORPHAN,
@@ -121,17 +151,23 @@ def node_match(
                     slice_index=slice_.index,
                     contract_id=slice_.contract_id,
                     since=slice_.taken_since,
-                    fixable=True,
+                    fixable=not young,
                     words=(
                         f"slice {slice_.index} of node {node_id} is marked {slice_.state} by contract "
                         f"{slice_.contract_id}, which is not live on the grid: its VM is gone"
+                        + (
+                            " (or not indexed yet: taken too recently to free, CATALOG_AUDIT_ORPHAN_GRACE)"
+                            if young
+                            else ""
+                        )
                     ),
                 )
             )
     left = sorted((vm for vm in vms if vm.contract_id not in claimed), key=_newest_first)
-    excess = len(left) - len(unnamed)
+    # A rented slice may account for one of the VMs left, and need not: its renter's business.
+    excess = len(left) - len(unnamed) - len(rented)
     if excess > 0:
-        by_count = bool(unnamed)
+        by_count = bool(unnamed or rented)
         for position, vm in enumerate(left[:excess]):
             counted = position < free_slices
             findings.append(
@@ -146,7 +182,7 @@ def node_match(
                         f"contract {vm.contract_id} on node {node_id}"
                         + (f" ({vm.workload_id})" if vm.workload_id else "")
                         + (
-                            f" is one of {len(left)} live VMs for {len(unnamed)} taken slice(s) that name none"
+                            f" is one of {len(left)} live VMs for {len(unnamed) + len(rented)} taken slice(s) that name none"
                             if by_count
                             else " is a VM the catalog does not know"
                         )
@@ -154,13 +190,14 @@ def node_match(
                     ),
                 )
             )
-    elif excess < 0:
+    elif len(left) < len(unnamed):
+        excess = len(left) - len(unnamed)
         findings.append(
             Finding(
                 kind=FindingKind.COUNT,
                 node_id=node_id,
                 words=(
-                    f"node {node_id} has {len(unnamed)} taken slice(s) naming no VM but only {len(left)} live VM(s) "
+                    f"node {node_id} has {len(unnamed)} deployed slice(s) naming no VM but only {len(left)} live VM(s) "
                     f"left for them: {-excess} of them hold nothing, and which ones is not known (report their "
                     "releases, or their workload ids)"
                 ),

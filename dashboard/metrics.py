@@ -155,7 +155,8 @@ class FiguresCollector:
         budget = HistogramMetricFamily(
             "slicedash_grid_budget_wait_seconds",
             "Time Grid Proxy requests waited for the shared request budget (GRID_RATE_LIMIT), by priority "
-            "(interactive, background); only requests that waited are counted",
+            "(interactive, background); only requests that waited are counted; priority fallback: requests a "
+            "process's own window admitted while the shared store could not answer (the limit is then per process)",
             labels=["priority"],
         )
         limited = CounterMetricFamily(

@@ -944,6 +944,9 @@ class Alert(models.Model):
     # "" until a message was delivered; then the state that message told.
     notified_state = models.CharField(max_length=8, blank=True, default="")
     last_notified_at = models.DateTimeField(null=True, blank=True)
+    # Each route's own delivery: sha256 of its URL (URLs hold secrets) -> the state last told to it,
+    # so one route down is retried alone and the others are not told twice.
+    told_urls = models.JSONField(default=dict, blank=True)
     acknowledged_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -27,6 +27,9 @@ The answer (`outcome_move`) is a `Move` (what to write) or a `Refusal` (why not:
   late `deployed` for an id released since (the record already holds that deploy in its history).
 - `released` for an id never recorded is refused: the dashboard cannot free a slice on the word of
   an id it has never seen hold it; the answer names the live id, if any.
+- A slice the catalog marks rented is held by its renter (`Holder.OTHER`, the words name the twin):
+  a `deployed` report on it is refused, so no `released` can later free it; only an admin's act
+  gives a rented slice back.
 - A slice the catalog says is deployed with no record of who holds it (a legacy catalog) is handed
   over by a `deployed` report of its id (`Move.TAKE`, the slice stays deployed); its `released`
   then frees it. Any other report on it is refused as held.

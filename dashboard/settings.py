@@ -202,6 +202,10 @@ QUARANTINE_AFTER_FAILURES = env_int("QUARANTINE_AFTER_FAILURES", 3, minimum=0)
 QUARANTINE_WINDOW = env_int("QUARANTINE_WINDOW", 3600, minimum=60)
 QUARANTINE_FIRST_HOURS = env_int("QUARANTINE_FIRST_HOURS", 6, minimum=1)
 QUARANTINE_MAX_HOURS = env_int("QUARANTINE_MAX_HOURS", 96, minimum=1)
+# Failures that only one reporting account's word tells (no failure of the dashboard's own, no second
+# account) quarantine at most this many nodes a day for that account: a `report` token alone cannot
+# take the fleet off offer. 0: reports alone never quarantine.
+QUARANTINE_REPORTS_NODES_PER_DAY = env_int("QUARANTINE_REPORTS_NODES_PER_DAY", 3, minimum=0)
 if QUARANTINE_MAX_HOURS < QUARANTINE_FIRST_HOURS:
     raise ImproperlyConfigured(
         f"QUARANTINE_MAX_HOURS ({QUARANTINE_MAX_HOURS}) must be at least QUARANTINE_FIRST_HOURS ({QUARANTINE_FIRST_HOURS})"
@@ -218,6 +222,9 @@ CATALOG_AUDIT_DEADLINE = env_float("CATALOG_AUDIT_DEADLINE", 540.0, minimum=1.0)
 CATALOG_AUDIT_AUTOFIX = env_bool("CATALOG_AUDIT_AUTOFIX", False)
 # A node whose used capacity moved with no outcome reported (a node event the watch sees) is audited then.
 CATALOG_AUDIT_ON_USED_MOVED = env_bool("CATALOG_AUDIT_ON_USED_MOVED", True)
+# An orphan (a taken slice whose contract the proxy does not list) is freed only once taken longer
+# ago than this: the proxy's indexer lags the chain. Two watch intervals (10 minutes with the watch off).
+CATALOG_AUDIT_ORPHAN_GRACE = env_float("CATALOG_AUDIT_ORPHAN_GRACE", 2.0 * (FLEET_WATCH_EVERY or 300), minimum=0.0)
 if CATALOG_AUDIT_EVERY > 0:
     CELERY_BEAT_SCHEDULE["catalog-audit"] = {"task": "dashboard.catalog_audit", "schedule": CATALOG_AUDIT_EVERY}
 
@@ -249,6 +256,17 @@ for _route in env_list("ALERT_FARM_URLS", []):
             f"one is {_route.split('://', 1)[0]!r}..."
         )
     ALERT_FARM_URLS.setdefault(int(_farm.strip()), []).append(_url.strip())
+if ALERT_FARM_URLS:
+    # A route apprise cannot use would silently block that farm's alerts: stop here, naming it.
+    import apprise as _apprise
+
+    for _farm, _urls in ALERT_FARM_URLS.items():
+        for _url in _urls:
+            if not _apprise.Apprise().add(_url):
+                raise ImproperlyConfigured(
+                    f"ALERT_FARM_URLS: farm {_farm}'s route {_url.split('://', 1)[0]}://... is not an apprise URL "
+                    "apprise can use (see https://github.com/caronc/apprise/wiki)"
+                )
 # Past this a node's capacity reading is too old to judge by: its figures show "uncertain".
 READING_MAX_AGE_MINUTES = env_int("READING_MAX_AGE_MINUTES", 60, minimum=1)
 # Nodes per GET /nodes page when reading farms (the proxy caps it; 1000 is the client's own limit).

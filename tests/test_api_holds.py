@@ -76,6 +76,8 @@ def test_a_deployed_slice_cannot_be_held(sim_node, api_call, api_token):
         ({"marketplace_id": "  "}, "marketplace_id"),
         ({"marketplace_id": "a\x00b"}, "marketplace_id"),
         ({"ttl_seconds": "soon"}, "ttl_seconds"),
+        ({"ttl_seconds": True}, "ttl_seconds"),
+        ({"slice_index": False}, "slice_index"),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(node_1774, api_call, api_token, fields, field):
@@ -132,7 +134,8 @@ def test_get_lists_the_live_holds_only(node_1774, api_call, api_token):
         now=now - dt.timedelta(hours=1),
     )
     answer = api_call("get", URL, api_token("read")).json()
-    assert [h["marketplace_id"] for h in answer] == ["live-one"]
+    assert [h["marketplace_id"] for h in answer["holds"]] == ["live-one"]
+    assert (answer["count"], answer["pages"]) == (1, 1)
 
 
 @pytest.mark.django_db
@@ -274,3 +277,24 @@ def test_a_slice_of_a_closed_node_cannot_be_held(api_call, api_token, sim_node):
     assert answer.status_code == 409, answer.content
     assert "withheld" in answer.json()["detail"] and "disk swap" in answer.json()["detail"]
     assert not Hold.objects.exists()
+
+
+@pytest.mark.django_db
+def test_another_users_report_token_cannot_end_a_buyers_hold(node_1774, api_call, api_token, role_user):
+    mine = api_token("report")
+    made = api_call("post", URL, mine, json=body()).json()
+    stranger = api_token("report", user=role_user("admins", username="other-market"))
+    response = api_call("delete", f"{URL}/{made['id']}", stranger)
+    assert response.status_code == 403 and "only that token, or an admin's act token" in response.json()["detail"]
+    assert Hold.objects.get().ended_at is None
+    assert api_call("delete", f"{URL}/{made['id']}", mine).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_holds_list_is_paged_with_a_count_and_never_stops_silently(node_1774, api_call, api_token):
+    for index in range(3):
+        hold_create(node_id=1774, slice_index=index, ttl_seconds=600, marketplace_id=f"b-{index}", source="command")
+    token = api_token("read")
+    first = api_call("get", URL, token, per_page=2).json()
+    second = api_call("get", URL, token, per_page=2, page=2).json()
+    assert (first["count"], first["pages"], len(first["holds"]), len(second["holds"])) == (3, 2, 2, 1)

@@ -74,10 +74,32 @@ def test_past_the_count_the_newest_contracts_are_foreign():
 
 def test_more_unnamed_slices_than_vms_is_a_count_finding_never_fixed():
     match = node_match(
-        node_id=1, taken=[TakenSlice(0, "rented"), TakenSlice(1, "rented")], records=0, vms=[GridVm(5)], free_slices=4
+        node_id=1,
+        taken=[TakenSlice(0, "deployed"), TakenSlice(1, "deployed")],
+        records=0,
+        vms=[GridVm(5)],
+        free_slices=4,
     )
 
     assert _kinds(match) == [(FindingKind.COUNT, None, None, False)]
+
+
+def test_rented_slices_naming_no_vm_need_not_run_one():
+    """Issue 34 item 6: a renter may not have deployed yet; the demo's rented slices audit clean."""
+    taken = [TakenSlice(0, "rented"), TakenSlice(1, "rented")]
+    assert node_match(node_id=1, taken=taken, records=0, vms=[], free_slices=4).clean
+    assert node_match(node_id=1, taken=taken, records=0, vms=[GridVm(5), GridVm(6)], free_slices=4).clean
+    extra = node_match(node_id=1, taken=taken, records=0, vms=[GridVm(5), GridVm(6), GridVm(7)], free_slices=4)
+    assert [f.kind for f in extra.findings] == [FindingKind.FOREIGN]
+
+
+def test_finding_5_an_orphan_taken_within_the_grace_is_listed_not_fixable():
+    taken = [TakenSlice(0, "deployed", taken_since=T1, contract_id=10)]
+    young = node_match(node_id=1, taken=taken, records=1, vms=[], free_slices=4, fixable_before=T0)
+    old = node_match(node_id=1, taken=taken, records=1, vms=[], free_slices=4, fixable_before=T1)
+    assert _kinds(young) == [(FindingKind.ORPHAN, 0, 10, False)]
+    assert "CATALOG_AUDIT_ORPHAN_GRACE" in young.findings[0].words
+    assert _kinds(old) == [(FindingKind.ORPHAN, 0, 10, True)]
 
 
 def test_a_foreign_vm_with_no_free_slice_left_is_listed_not_fixable():
@@ -92,7 +114,7 @@ def test_more_live_records_than_taken_slices_is_a_count_finding():
     assert _kinds(match) == [(FindingKind.COUNT, None, None, False)]
 
 
-def test_two_slices_naming_one_contract_leave_the_second_an_orphan():
+def test_finding_4_a_contract_claimed_by_two_slices_is_a_count_never_an_orphan():
     match = node_match(
         node_id=1,
         taken=[TakenSlice(0, "deployed", contract_id=10), TakenSlice(1, "deployed", contract_id=10)],
@@ -101,7 +123,8 @@ def test_two_slices_naming_one_contract_leave_the_second_an_orphan():
         free_slices=4,
     )
 
-    assert _kinds(match) == [(FindingKind.ORPHAN, 1, 10, True)]
+    assert _kinds(match) == [(FindingKind.COUNT, 1, 10, False)]
+    assert "slices 0 and 1 of node 1 both name contract 10" in match.findings[0].words
 
 
 def test_keys_are_stable_for_the_same_disagreement():

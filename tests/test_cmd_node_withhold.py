@@ -31,18 +31,18 @@ def refused(*args) -> CommandError:
 
 
 def test_it_withholds_a_node_until_a_time(node):
-    out = command(1774, "--reason", "disk swap", "--until", "2030-01-01T18:00Z")
-    assert "node 1774 withheld from" in out and "until 2030-01-01 18:00 UTC: disk swap" in out
+    out = command(1774, "--reason", "disk swap", "--until", "2027-06-01T18:00Z")
+    assert "node 1774 withheld from" in out and "until 2027-06-01 18:00 UTC: disk swap" in out
     held = Node.objects.get(pk=node.pk)
-    assert (held.withheld_reason, held.withheld_until) == ("disk swap", dt.datetime(2030, 1, 1, 18, tzinfo=dt.UTC))
+    assert (held.withheld_reason, held.withheld_until) == ("disk swap", dt.datetime(2027, 6, 1, 18, tzinfo=dt.UTC))
     assert AuditEvent.objects.get(action="node withheld").source == "command"
 
 
 def test_a_future_from_withholds_ahead_of_time(node):
-    command(1774, "--reason", "disk swap", "--from", "2030-01-01T10:00+01:00")
+    command(1774, "--reason", "disk swap", "--from", "2027-06-01T10:00+01:00")
     window = NodeWithhold.objects.get()
     assert (window.starts_at, Node.objects.get(pk=node.pk).withheld_reason) == (
-        dt.datetime(2030, 1, 1, 9, tzinfo=dt.UTC),
+        dt.datetime(2027, 6, 1, 9, tzinfo=dt.UTC),
         "",
     )
 
@@ -77,7 +77,7 @@ def test_release_of_a_node_not_withheld_is_refused(node):
         ((1774, "--release", "--reason", "x"), "--release takes a NODE and nothing else"),
         ((999999, "--reason", "x"), "node 999999 is not registered"),
         (("--farm-id", 9, "--reason", "x"), "farm 9 has no registered node"),
-        ((1774, "--reason", "x", "--from", "2030-01-02T00:00Z", "--until", "2030-01-01T00:00Z"), "before it starts"),
+        ((1774, "--reason", "x", "--from", "2027-06-02T00:00Z", "--until", "2027-06-01T00:00Z"), "before it starts"),
         ((1774, "--reason", "two\nlines"), "on one line"),
     ],
 )

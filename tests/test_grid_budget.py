@@ -179,3 +179,35 @@ def test_several_processes_together_never_pass_the_limit(proxy, store, tmp_path)
     assert _most_in_any_window(proxy.arrivals, 0.8) <= limit
     # 36 reads at 6 a second cannot take less than 5 s, whatever the processes did.
     assert took >= (processes * reads) / limit - 1
+
+
+class _Flaky:
+    """A shared window that cannot answer until told it can: the store down, then back."""
+
+    def __init__(self):
+        self.down, self.asked = True, 0
+
+    def admit(self, *, allowed):
+        self.asked += 1
+        if self.down:
+            raise ConnectionError("store down")
+        return 0.0
+
+
+def test_finding_8_the_fallback_lasts_only_while_the_store_cannot_answer(monkeypatch):
+    from dashboard.grid import budget as budget_module
+
+    store = _Flaky()
+    budget = RequestBudget(window=store, limit=5, reserve=0)
+    telemetry.drain()
+    budget.take(Deadline.within(5.0))
+    assert budget._fallback is not None
+    assert any(key[:2] == (BUDGET_ENDPOINT, "fallback") for key in telemetry.drain().counts)  # /metrics says so
+
+    store.down = False
+    budget.take(Deadline.within(5.0))
+    assert store.asked == 1  # within the retry interval the store is not asked again
+    monkeypatch.setattr(budget_module, "FALLBACK_RETRY_SECONDS", 0.0)
+    budget._fallback_until = 0.0
+    budget.take(Deadline.within(5.0))
+    assert (store.asked, budget._fallback) == (2, None)  # the shared window again: one budget for all

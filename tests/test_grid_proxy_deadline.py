@@ -163,3 +163,23 @@ def test_it_refuses_a_redirect_to_another_scheme_on_the_same_host(proxy):
     message, _ = timed(lambda: client_for(proxy.url).node(1774))
 
     assert "redirecting to https:// on the same host; only http:// is followed" in message
+
+
+def test_finding_8_a_redirect_asks_the_budget_and_is_counted(proxy):
+    from dashboard.grid.budget import MemoryWindow, RequestBudget
+
+    class Counting(MemoryWindow):
+        asked = 0
+
+        def admit(self, *, allowed):
+            Counting.asked += 1
+            return super().admit(allowed=allowed)
+
+    proxy.answer("/nodes/1774", Answer(301, "", headers={"Location": "/v2/nodes/1774"}))
+    proxy.answer("/v2/nodes/1774", sample("node-1774.json"))
+    client = client_for(proxy.url)
+    client.budget = RequestBudget(window=Counting(), limit=15, reserve=0)
+
+    client.node(1774)
+
+    assert (Counting.asked, client.requests_sent) == (2, 2)  # what the proxy saw: two requests

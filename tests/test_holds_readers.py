@@ -78,7 +78,7 @@ def test_a_released_hold_is_free_at_once(held_1774, api_call, api_token):
     from dashboard.models import Hold
 
     hold = Hold.objects.get(marketplace_id="live")
-    api_call("delete", f"/api/v1/holds/{hold.pk}", api_token("report"))
+    api_call("delete", f"/api/v1/holds/{hold.pk}", api_token("report,act"))
     assert (fleet_page().totals.free, fleet_page().totals.held) == (7, 0)
 
 

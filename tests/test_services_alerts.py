@@ -240,3 +240,44 @@ def test_the_beat_runs_the_evaluation_task(settings, alert_receiver):
     assert settings.CELERY_BEAT_SCHEDULE["evaluate-alerts"]["task"] == task.name
     # The condition is gone from the stored figures: the task resolves it and tells nobody (never told).
     assert task() == {"fired": 0, "resolved": 1, "delivered": 0, "undelivered": 0}
+
+
+def test_finding_7_one_farm_route_down_does_not_resend_the_main_channel(settings):
+    main, farm = AlertReceiver(), AlertReceiver()
+    farm.close()  # the farm's route is down
+    try:
+        settings.ALERT_URLS = [main.url]
+        settings.ALERT_FARM_URLS = {1: [farm.url]}
+        record(PHANTOM_FARM_1)
+        for _ in range(3):
+            assert alerts_deliver() == (0, 1)  # the farm's route, retried on its own
+        assert len(main.messages) == 1  # one message an episode on the main channel
+        back = AlertReceiver()
+        try:
+            settings.ALERT_FARM_URLS = {1: [back.url]}
+            assert alerts_deliver() == (1, 0)
+            assert (len(main.messages), len(back.messages)) == (1, 1)
+        finally:
+            back.close()
+    finally:
+        main.close()
+
+
+def test_finding_7_a_farm_route_apprise_cannot_use_stops_start_up_naming_it():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ALERT_FARM_URLS": "4242=file://"}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dashboard.settings'); django.setup()",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and "ALERT_FARM_URLS: farm 4242" in done.stderr

@@ -1,7 +1,10 @@
 """The slice audit against the simulated grid: an orphan and a foreign VM planted, found, and fixed once."""
 
+import datetime as dt
+
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
@@ -26,6 +29,8 @@ def planted(sim_node):
     slice_deploy(node=node, slice_index=0, grid=grid)
     gone = slice_deploy(node=node, slice_index=1, grid=grid)
     grid.delete_vm(1774, gone.grid_workload_id)
+    # Deployed an hour ago: past CATALOG_AUDIT_ORPHAN_GRACE, so its orphan is fixable.
+    Deployment.objects.filter(pk=gone.pk).update(started_at=timezone.now() - dt.timedelta(hours=1))
     foreign = grid.deploy_vm(1774, OUTSIDE, name="outside")
     return {"node": node, "grid": grid, "foreign": foreign, "gone": gone}
 
@@ -276,3 +281,55 @@ def test_a_fix_whose_worker_died_keeps_what_it_fixed(planted):
     job = catalog_audit_here(fix=True, grid=planted["grid"], pace=FAST)
 
     assert sorted(audit_kept_when_lost(job).fixed) == sorted(job.outcome.fixed)
+
+
+def test_finding_5_an_orphan_taken_a_moment_ago_is_not_freed(planted):
+    Deployment.objects.filter(pk=planted["gone"].pk).update(started_at=timezone.now())
+
+    result = _audit(planted["grid"], fix=True)
+
+    orphan = next(f for f in result.findings if f.kind == "orphan")
+    assert not orphan.fixable and "CATALOG_AUDIT_ORPHAN_GRACE" in orphan.words
+    assert Slice.objects.get(node=planted["node"], index=1).state == Slice.State.DEPLOYED
+
+
+def test_finding_3_a_foreign_vm_never_takes_a_held_slice(planted):
+    from dashboard.services.holds import hold_create
+
+    node = planted["node"]
+    free = list(
+        Slice.objects.filter(node=node, state=Slice.State.FREE).order_by("index").values_list("index", flat=True)
+    )
+    for index in free:
+        hold_create(node_id=1774, slice_index=index, marketplace_id=f"buyer-{index}", ttl_seconds=600)
+    Node.objects.filter(pk=node.pk).update(slices_free=len(free))
+
+    result = _audit(planted["grid"], fix=True)
+
+    foreign = next(f for f in result.findings if f.kind == "foreign")
+    assert not foreign.fixable and "no free slice is left" in foreign.words
+    assert Slice.objects.filter(node=node, index__in=free, state=Slice.State.FREE).count() == len(free)
+
+
+def test_finding_4_a_report_of_a_vm_the_audit_counted_moves_its_count(planted):
+    from dashboard.services.outcomes import deployment_outcome_record
+
+    _audit(planted["grid"], fix=True)
+    counted = Deployment.objects.get(state=Deployment.State.DEPLOYED, grid_workload_id=planted["foreign"].workload_id)
+    free = Slice.objects.filter(node=planted["node"], state=Slice.State.FREE).exclude(index=counted.slice_index)
+    reported = free.order_by("-index").first().index
+
+    recorded = deployment_outcome_record(
+        node_id=1774,
+        slice_index=reported,
+        marketplace_id="market-7",
+        outcome="deployed",
+        at=timezone.now(),
+        workload_id=planted["foreign"].workload_id,
+    )
+
+    assert recorded.deployment.slice_index == reported
+    assert Slice.objects.get(node=planted["node"], index=counted.slice_index).state == Slice.State.FREE
+    live = Deployment.objects.filter(state=Deployment.State.DEPLOYED, grid_workload_id=planted["foreign"].workload_id)
+    assert list(live.values_list("slice_index", flat=True)) == [reported]
+    assert [f.kind for f in _audit(planted["grid"]).findings] == []

@@ -241,10 +241,10 @@ def test_a_withheld_node_s_failures_are_muted(reported):
 
 
 def test_every_free_slice_is_phantom_for_the_withheld_reason(node):
-    node_withhold(nodes=[node], reason="disk swap", ends_at=dt.datetime(2030, 1, 1, 18, tzinfo=dt.UTC))
+    node_withhold(nodes=[node], reason="disk swap", ends_at=dt.datetime(2027, 6, 1, 18, tzinfo=dt.UTC))
     held = row(node)
     assert (held.placeable_now, held.phantom_reasons, held.closure) == (0, {"withheld": held.slices_free}, "withheld")
-    assert held.closure_detail == "disk swap, until 2030-01-01 18:00 UTC"
+    assert held.closure_detail == "disk swap, until 2027-06-01 18:00 UTC"
 
 
 def test_the_figures_follow_a_window_that_opens_and_ends_by_itself(node):
@@ -310,3 +310,28 @@ def test_a_worker_running_the_beat_s_task_opens_a_window_whose_start_came(sim_no
     while row(node).withheld_reason == "" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert (row(node).withheld_reason, row(node).closure) == ("disk swap", "withheld")
+
+
+def test_finding_6_one_accounts_reports_alone_quarantine_a_bounded_number_of_nodes(reported, sim_node, settings):
+    from django.contrib.auth.models import User
+
+    from dashboard.capacity import GiB
+
+    settings.QUARANTINE_REPORTS_NODES_PER_DAY = 1
+    other = sim_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB)
+    Slice.objects.filter(node=other).update(created_at=timezone.now() - dt.timedelta(days=1))
+    marketplace = User.objects.create(username="market")
+    for grid_id in (1774, 2310):
+        for i in range(3):
+            deployment_outcome_record(
+                node_id=grid_id,
+                slice_index=1 + i,
+                marketplace_id=f"r-{grid_id}-{i}",
+                outcome="failed",
+                error=UNKNOWN_ERROR,
+                at=timezone.now(),
+                by=marketplace,
+            )
+    quarantined = list(NodeWithhold.objects.values_list("node__grid_id", "reason"))
+    assert [grid_id for grid_id, _ in quarantined] == [1774]
+    assert "reported by account market" in quarantined[0][1]

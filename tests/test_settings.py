@@ -282,9 +282,12 @@ def test_it_refuses_a_budget_or_watch_setting_that_cannot_work(tmp_path, variabl
 
 
 def test_it_reads_per_farm_alert_routes_and_refuses_a_malformed_one(tmp_path):
-    routes = "4242=json://hooks.example.com/a,4242=tgram://BOT/CHAT,7=json://x.example.com/b"
+    routes = "4242=json://hooks.example.com/a,4242=json://hooks.example.com/c,7=json://x.example.com/b"
     found = settings_in(clean_env(tmp_path, ALERT_FARM_URLS=routes), "ALERT_FARM_URLS")["ALERT_FARM_URLS"]
     bad = python("pass", clean_env(tmp_path, ALERT_FARM_URLS="farm4242=json://secret@x"))
 
-    assert found == {"4242": ["json://hooks.example.com/a", "tgram://BOT/CHAT"], "7": ["json://x.example.com/b"]}
+    assert found == {
+        "4242": ["json://hooks.example.com/a", "json://hooks.example.com/c"],
+        "7": ["json://x.example.com/b"],
+    }
     assert bad.returncode != 0 and "ALERT_FARM_URLS" in bad.stderr and "secret" not in bad.stderr

@@ -25,16 +25,19 @@ class Delivery:
     error: str = ""  # one line when not delivered
 
 
-def alert_send(*, urls: Sequence[str], title: str, body: str, firing: bool, deadline: float) -> Delivery:
-    """Send one message to every URL; delivered only when every URL took it within the deadline."""
+def alert_send(
+    *, urls: Sequence[str], title: str, body: str, firing: bool, deadline: float, source: str = "ALERT_URLS"
+) -> Delivery:
+    """Send one message to every URL; delivered only when every URL took it within the deadline.
+    `source` names the setting the URLs come from, for the words of a failure."""
     if not urls:
-        return Delivery(False, "no ALERT_URLS configured")
+        return Delivery(False, f"no {source} configured")
     notifier = apprise.Apprise()
     bad = [url for url in urls if not notifier.add(url)]
     if bad:
         # Only the scheme: the rest of an apprise URL often holds a secret.
         schemes = ", ".join(sorted({url.split("://", 1)[0] + "://" for url in bad}))
-        return Delivery(False, f"ALERT_URLS has {len(bad)} URL(s) apprise cannot use ({schemes})")
+        return Delivery(False, f"{source} has {len(bad)} URL(s) apprise cannot use ({schemes})")
     outcome: dict[str, object] = {}
 
     def send() -> None:
@@ -55,5 +58,5 @@ def alert_send(*, urls: Sequence[str], title: str, body: str, firing: bool, dead
     if "error" in outcome:
         return Delivery(False, f"apprise failed: {outcome['error']}")
     if not outcome.get("ok"):
-        return Delivery(False, "at least one of ALERT_URLS refused or did not answer (apprise's log says which)")
+        return Delivery(False, f"a URL of {source} refused or did not answer (apprise's log says which)")
     return Delivery(True)

@@ -8,7 +8,7 @@ from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import READ, REPORT
-from dashboard.api.inputs import Line, Whole
+from dashboard.api.inputs import Counting, Line, Strict, Whole
 from dashboard.api.schemas import ErrorOut
 from dashboard.api.writes import api_write
 from dashboard.models import Hold
@@ -19,9 +19,9 @@ ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut}
 
 
 class HoldIn(Schema):
-    node_id: int = Field(description="the grid's node id")
-    slice_index: int = Field(description="the free slice to hold")
-    ttl_seconds: int = Field(description="how long to hold it, 1 to HOLD_MAX_TTL seconds")
+    node_id: Strict = Field(description="the grid's node id")
+    slice_index: Strict = Field(description="the free slice to hold")
+    ttl_seconds: Strict = Field(description="how long to hold it, 1 to HOLD_MAX_TTL seconds (a number, not true)")
     marketplace_id: str = Field(description="the buyer's deployment or contract id its `deployed` report will carry")
 
 
@@ -40,6 +40,16 @@ class HoldOut(Schema):
 class HoldsFilter(Schema):
     node_id: Whole | None = None
     marketplace_id: Line | None = Field(None, max_length=128)
+    page: Counting = 1
+    per_page: int = Field(500, ge=1, le=1000)
+
+
+class HoldsPageOut(Schema):
+    count: int = Field(description="live holds matching the filters, on all pages")
+    page: int
+    pages: int
+    per_page: int
+    holds: list[HoldOut]
 
 
 def hold_out(hold: Hold, now: datetime) -> dict:
@@ -83,19 +93,28 @@ def holds_create(request, body: HoldIn):
     "/holds/{hold_id}",
     auth=REPORT,
     response={200: HoldOut, 404: ErrorOut, 409: ErrorOut, **ERRORS},
-    summary="Release a live hold: the slice is on offer again at once",
+    summary="Release a live hold (the buyer's own token, or an admin's): on offer again at once",
 )
 def holds_release(request, hold_id: int):
     hold = hold_release(hold_id=hold_id, by=request.auth.user, token=request.auth)
     return hold_out(hold, timezone.now())
 
 
-@router.get("/holds", auth=READ, response={200: list[HoldOut], **ERRORS}, summary="The live holds")
+@router.get("/holds", auth=READ, response={200: HoldsPageOut, **ERRORS}, summary="The live holds, paged")
 def holds_list(request, filters: Query[HoldsFilter]):
+    """The live holds, soonest to expire first, `per_page` a page with the count of all (no silent stop)."""
     now = timezone.now()
     holds = Hold.objects.live(now).select_related("node").order_by("expires_at", "pk")
     if filters.node_id is not None:
         holds = holds.filter(node__grid_id=filters.node_id)
     if filters.marketplace_id:
         holds = holds.filter(marketplace_id=filters.marketplace_id)
-    return [hold_out(h, now) for h in holds[:1000]]
+    count = holds.count()
+    start = (filters.page - 1) * filters.per_page
+    return {
+        "count": count,
+        "page": filters.page,
+        "pages": max(-(-count // filters.per_page), 1),
+        "per_page": filters.per_page,
+        "holds": [hold_out(h, now) for h in holds[start : start + filters.per_page]],
+    }

@@ -10,14 +10,15 @@ view runs) and described in the OpenAPI schema where JSON Schema can say it:
   moment past the calendar's ends once in UTC, year 1 at +01:00, never reaches the database).
 - `WindowTime`: the same door for a maintenance window's edges, which lie ahead: within
   REPORT_MAX_AGE_DAYS back and `WINDOW_AHEAD` (a year and a day) ahead, returned in UTC.
-- `Whole` and its bounds: what a PostgreSQL integer column holds (models.INTEGER_MAX).
+- `Whole` and its bounds: what a PostgreSQL integer column holds (models.INTEGER_MAX); `Strict`, the
+  same in a JSON body, where `true` is not 1.
 - `Size`: bytes, or a size with its unit ("4GiB", "151 GiB"), read by capacity.parse_size: the one
   parser of the placement page, the CLI and the API.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated
 
 from django.utils import timezone
@@ -28,6 +29,7 @@ from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX
 from dashboard.outcome_rules import moment_problem
 from dashboard.services.outcomes import CLOCK_SKEW, report_max_age
+from dashboard.services.withholds import WINDOW_AHEAD
 
 
 def _text_checked(value: str, *, lines: bool) -> str:
@@ -52,10 +54,6 @@ def _moment(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-# How far ahead a maintenance window may be planned: a year and a day (a yearly swap, planned early).
-WINDOW_AHEAD = timedelta(days=366)
-
-
 def _window_moment(value: datetime) -> datetime:
     problem = moment_problem(value, now=timezone.now(), past=report_max_age(), future=WINDOW_AHEAD)
     if problem:
@@ -69,8 +67,10 @@ ReportTime = Annotated[datetime, AfterValidator(_moment)]
 WindowTime = Annotated[datetime, AfterValidator(_window_moment)]
 Whole = Annotated[int, Field(ge=0, le=INTEGER_MAX)]
 Counting = Annotated[int, Field(ge=1, le=INTEGER_MAX)]
+# A JSON body's whole number, strictly: `true` is not 1, "5" is not 5 (query strings keep Whole).
+Strict = Annotated[int, Field(strict=True, ge=0, le=INTEGER_MAX)]
 
-__all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Text", "Whole", "WindowTime"]
+__all__ = ["INTEGER_MAX", "Counting", "Line", "ReportTime", "Size", "Strict", "Text", "Whole", "WindowTime"]
 
 
 def _size(value):

@@ -64,7 +64,12 @@ def job_out(job: Job) -> dict:
     }
 
 
-@router.get("/jobs", auth=READ, response={200: JobsPageOut, 401: ErrorOut, 403: ErrorOut}, summary="Jobs, newest first")
+@router.get(
+    "/jobs",
+    auth=READ,
+    response={200: JobsPageOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    summary="Jobs, newest first",
+)
 def jobs(request, filters: Query[JobsFilter]):
     listed = jobs_list(state=filters.state, kind=filters.kind, node_id=filters.node_id)
     shown = Paginator(listed, filters.per_page).get_page(filters.page)
@@ -80,7 +85,7 @@ def jobs(request, filters: Query[JobsFilter]):
 @router.get(
     "/jobs/{job_id}/waves",
     auth=READ,
-    response={200: WavesOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={200: WavesOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
     summary="A re-register's waves, budget and kept catalogs (what its job page shows)",
 )
 def job_waves(request, job_id: Whole):

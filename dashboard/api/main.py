@@ -21,7 +21,7 @@ from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Thr
 from dashboard.api import deployments, explain, holds, jobs, nodes, placement, policies, withholds
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble
-from dashboard.services.holds import HoldConflict, HoldError, HoldNotFound
+from dashboard.services.holds import HoldConflict, HoldError, HoldForbidden, HoldNotFound
 from dashboard.services.jobs import JobError
 from dashboard.services.outcomes import OutcomeConflict, OutcomeError
 from dashboard.services.reregister.rollback import RollbackRefused
@@ -78,6 +78,7 @@ def _outcome_refused(request, exc: OutcomeError):
 @api.exception_handler(HoldError)
 def _hold_refused(request, exc: HoldError):
     status = 409 if isinstance(exc, HoldConflict) else 404 if isinstance(exc, HoldNotFound) else 400
+    status = 403 if isinstance(exc, HoldForbidden) else status
     return _error(request, status, str(exc), exc.field)
 
 

@@ -57,13 +57,17 @@ from dashboard.capacity.lessons import (
     vms_by_memory,
 )
 from dashboard.capacity.placement import (
+    MAX_POOL_SIZES,
+    MAX_POOLS,
+    Blurred,
     PoolState,
-    device_orders,
     largest_pool_room,
+    largest_room,
     place_disk,
     place_vm_disks,
     pools_after,
     pools_at_boot,
+    pools_bounded,
     vms_placed_in_every_order,
 )
 from dashboard.capacity.policy import (
@@ -130,8 +134,12 @@ __all__ = [
     "pools_at_boot",
     "place_disk",
     "place_vm_disks",
-    "device_orders",
     "pools_after",
+    "Blurred",
+    "MAX_POOL_SIZES",
+    "MAX_POOLS",
+    "pools_bounded",
+    "largest_room",
     "vms_placed_in_every_order",
     "largest_pool_room",
     # layouts

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dashboard.capacity.carve import SliceSize, pool_layouts
 from dashboard.capacity.closures import CLOSURE_REASONS, Closure, status_closure
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed
-from dashboard.capacity.placement import PoolState, copy_pools, device_orders, place_vm_disks, pools_after
+from dashboard.capacity.placement import PoolState, distinct_outcomes, largest_room, pools_after, vm_outcomes
 from dashboard.capacity.policy import MIN_VM_MRU, Policy, vm_disks
 from dashboard.capacity.sizes import Resources
 from dashboard.capacity.words import fits_words, misfit_words, shortfall_words
@@ -87,15 +87,18 @@ class LiveNode:
     pools_used: tuple[int, ...] | None = None
 
     def pool_states(self, total_sru: int, cache: int) -> list[list[PoolState]]:
-        """The pools of every device order of every layout the verdicts must hold in."""
+        """The pools' every outcome over device orders, of every layout the verdicts must hold in."""
         if self.pools and self.pools_used and len(self.pools_used) == len(self.pools):
-            report = tuple(zip(self.pools, self.pools_used, strict=True))
-            # A pool ZOS reports anything in is mounted; which ones hold vdisks it does not say.
+            # A pool ZOS reports anything in is mounted; which ones hold vdisks it does not say, nor
+            # the device order (placement forks on what an order decides).
             return [
-                [PoolState(size, used, mounted=used > 0) for size, used in order] for order in device_orders(report)
+                [
+                    PoolState(size, used, mounted=used > 0)
+                    for size, used in zip(self.pools, self.pools_used, strict=True)
+                ]
             ]
         layouts = pool_layouts(total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed)
-        return [pools_after(order, cache, self.occupied_disks) for layout in layouts for order in device_orders(layout)]
+        return [state for layout in layouts for state in pools_after(layout, cache, self.occupied_disks)]
 
 
 NOTHING_KNOWN = LiveNode()
@@ -165,12 +168,16 @@ class _Placement:
             if bound is not None and self.new_disks + data + rootfs >= bound:
                 shortfalls.append(Shortfall("pool", self.new_disks + data + rootfs, bound - 1))
             elif self.orders is not None:
-                trials = [copy_pools(state) for state in self.orders]
-                if any(place_vm_disks(trial, data, rootfs) for trial in trials):
-                    room = min(max((p.room for p in state), default=0) for state in self.orders)
+                trials, failed = [], False
+                for state in self.orders:
+                    outcomes, failure = vm_outcomes(state, data, rootfs)
+                    trials.extend(outcomes)
+                    failed = failed or bool(failure)
+                if failed:
+                    room = min(largest_room(state) for state in self.orders)
                     shortfalls.append(Shortfall("pool", data, room))
                 else:
-                    self._trials = trials
+                    self._trials = distinct_outcomes(trials)
         return Verdict(fits=not shortfalls, needed=need, available=available, shortfalls=tuple(shortfalls))
 
     def take(self, verdict: Verdict, size: SliceSize | Resources) -> None:

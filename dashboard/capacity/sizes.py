@@ -77,7 +77,13 @@ def format_size(n: int) -> str:
     n = abs(n)
     for unit, size in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if n >= size:
-            text = f"{n / size:.2f}".rstrip("0").rstrip(".")
+            # Whole-number arithmetic: a float overflows on the 400-digit sizes a door may be sent.
+            quotient, rest = divmod(n * 100, size)
+            hundredths = quotient + (2 * rest >= size)
+            whole, cents = divmod(hundredths, 100)
+            if whole >= 10**30:
+                return f"{sign}over 10^30 {unit}"
+            text = f"{whole}.{cents:02d}".rstrip("0").rstrip(".")
             return f"{sign}{text} {unit}"
     return f"{sign}{n} B"
 

@@ -18,8 +18,12 @@ them background work may not take: a watch or a bulk job reading thousands of no
 otherwise fill every window and make an admin's precheck wait behind it. Background work runs
 inside `background()`; everything else is interactive.
 
-A store that cannot be asked (Redis down) does not stop the product: the process falls back to
-its own window in memory, logs it once, and keeps the limit per process.
+A store that cannot be asked (Redis down or slow) does not stop the product: the process falls
+back to its own window in memory, logs it, and keeps the limit per process, but only while the
+store cannot answer: it is asked again every FALLBACK_RETRY_SECONDS. A fallback kept for good was
+the leak issue 35 found (three workers, each with its own 15 a second, past the proxy's 20). Each
+request a fallback admits is counted in /metrics (slicedash_grid_budget_wait_seconds, priority
+"fallback"), so a budget that is not shared shows.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ DEFAULT_LIMIT = 15
 DEFAULT_RESERVE = 3
 # The label a budget's waits carry in the request tally (grid.telemetry; /metrics reads it apart).
 BUDGET_ENDPOINT = "(budget)"
+FALLBACK = "fallback"  # the /metrics priority label of requests a process's own window admitted
+FALLBACK_RETRY_SECONDS = 5.0
 
 INTERACTIVE = "interactive"
 BACKGROUND = "background"
@@ -183,6 +189,7 @@ class RequestBudget:
                 f"got {self.reserve!r}"
             )
         self._fallback: MemoryWindow | None = None
+        self._fallback_until = 0.0
 
     def allowed(self, priority: str) -> int:
         return self.limit - self.reserve if priority == BACKGROUND else self.limit
@@ -213,17 +220,30 @@ class RequestBudget:
         return waited
 
     def _admit(self, allowed: int) -> float:
-        if self._fallback is not None:
-            return self._fallback.admit(allowed=allowed)
+        if self._fallback is not None and time.monotonic() < self._fallback_until:
+            return self._by_fallback(allowed)
         try:
-            return self.window.admit(allowed=allowed)
+            wait = self.window.admit(allowed=allowed)
         except Exception as exc:  # noqa: BLE001 - a store that cannot be asked must not stop every grid read
             log.warning(
-                "the shared grid request budget cannot be asked (%s); this process keeps its own window from now on",
+                "the shared grid request budget cannot be asked (%s); this process keeps its own window for "
+                "%g s, then asks the store again",
                 exc,
+                FALLBACK_RETRY_SECONDS,
             )
-            self._fallback = MemoryWindow()
-            return self._fallback.admit(allowed=allowed)
+            self._fallback = self._fallback or MemoryWindow()
+            self._fallback_until = time.monotonic() + FALLBACK_RETRY_SECONDS
+            return self._by_fallback(allowed)
+        if self._fallback is not None:
+            log.warning("the shared grid request budget answers again; this process's own window is dropped")
+            self._fallback = None
+        return wait
+
+    def _by_fallback(self, allowed: int) -> float:
+        wait = self._fallback.admit(allowed=allowed)
+        if wait <= 0:
+            telemetry.record(endpoint=BUDGET_ENDPOINT, outcome=FALLBACK, seconds=0.0)
+        return wait
 
 
 _budgets: dict[tuple, RequestBudget] = {}

@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
@@ -27,7 +27,7 @@ from dashboard.audit_rules import Finding, FindingKind, GridVm, TakenSlice, cont
 from dashboard.grid.deadline import Deadline, grid_step_deadline
 from dashboard.grid.types import Grid, GridError
 from dashboard.job_results import CatalogAuditResult
-from dashboard.models import Deployment, Job, Node, Slice
+from dashboard.models import Deployment, Hold, Job, Node, Slice
 
 
 @dataclass
@@ -72,6 +72,14 @@ def catalog_audit_read(
         nodes = nodes.filter(grid_id__in=list(node_ids))
     rows = list(nodes.values_list("pk", "grid_id", "slices_free"))
     taken, records = _catalog(pk for pk, _grid_id, _free in rows)
+    now = datetime.now(tz=UTC)
+    # A foreign VM is counted against a free slice no live hold keeps (the hold is its buyer's).
+    held = defaultdict(int)
+    for node_pk in (
+        Hold.objects.live(now).filter(node_id__in=[pk for pk, _g, _f in rows]).values_list("node_id", flat=True)
+    ):
+        held[node_pk] += 1
+    fixable_before = now - timedelta(seconds=settings.CATALOG_AUDIT_ORPHAN_GRACE)
     read = AuditRead(nodes=len(rows))
     started = pace.clock()
     for done, (pk, grid_id, free) in enumerate(rows, start=1):
@@ -99,7 +107,12 @@ def catalog_audit_read(
                     if c.holds_capacity
                 ]
                 match = node_match(
-                    node_id=grid_id, taken=taken.get(pk, []), records=records.get(pk, 0), vms=vms, free_slices=free
+                    node_id=grid_id,
+                    taken=taken.get(pk, []),
+                    records=records.get(pk, 0),
+                    vms=vms,
+                    free_slices=max((free or 0) - held[pk], 0),
+                    fixable_before=fixable_before,
                 )
                 read.checked += 1
                 read.findings.extend(match.findings)

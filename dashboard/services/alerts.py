@@ -10,6 +10,7 @@ fires and resolves before anything was told sends nothing.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -146,14 +147,26 @@ def alerts_deliver(*, now: datetime | None = None) -> tuple[int, int]:
             continue
         if not claim.update(notified_state=row.state, last_notified_at=now):
             continue  # another evaluation took it
-        result = alert_send(
-            urls=urls,
-            title=alert_title(row),
-            body=alert_body(row),
-            firing=row.state == Alert.State.FIRING,
-            deadline=settings.ALERT_DELIVERY_DEADLINE,
-        )
-        if result.delivered:
+        told = dict(row.told_urls or {})
+        errors = []
+        # Each route on its own: one that is down is tried again alone, the others told once.
+        for url in urls:
+            if told.get(url_key(url)) == row.state:
+                continue
+            result = alert_send(
+                urls=[url],
+                title=alert_title(row),
+                body=alert_body(row),
+                firing=row.state == Alert.State.FIRING,
+                deadline=settings.ALERT_DELIVERY_DEADLINE,
+                source=url_source(url),
+            )
+            if result.delivered:
+                told[url_key(url)] = row.state
+            else:
+                errors.append(result.error)
+        Alert.objects.filter(pk=row.pk).update(told_urls=told)
+        if not errors:
             delivered += 1
             continue
         undelivered += 1
@@ -161,9 +174,24 @@ def alerts_deliver(*, now: datetime | None = None) -> tuple[int, int]:
             notified_state=told_before, last_notified_at=row.last_notified_at
         )
         log.warning(
-            "alert %s (%s) not delivered, tried again at the next evaluation: %s", row.rule, row.subject, result.error
+            "alert %s (%s) not delivered to %d route(s), tried again alone at the next evaluation: %s",
+            row.rule,
+            row.subject,
+            len(errors),
+            "; ".join(errors),
         )
     return delivered, undelivered
+
+
+def url_key(url: str) -> str:
+    """A route's key in Alert.told_urls: its URL's digest (the URL itself often holds a secret)."""
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+def url_source(url: str) -> str:
+    """The setting a route comes from, for the words of a failed delivery."""
+    farms = [farm for farm, urls in settings.ALERT_FARM_URLS.items() if url in urls]
+    return f"ALERT_FARM_URLS (farm {farms[0]})" if farms and url not in settings.ALERT_URLS else "ALERT_URLS"
 
 
 def alert_title(alert: Alert) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.conf import settings
@@ -33,7 +33,7 @@ from dashboard.audit_rules import Finding, FindingKind, contract_of
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import Deadline
 from dashboard.job_results import AuditFindingItem, CatalogAuditResult
-from dashboard.models import AuditEvent, Deployment, Job, Node, NodeEvent, Slice
+from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, NodeEvent, Slice
 from dashboard.outcome_rules import Holder, Move, Record, Report, outcome_move, report_order
 from dashboard.selectors.audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
 from dashboard.services.figures import figures_refresh, nodes_lock
@@ -84,6 +84,7 @@ def catalog_audit_run(*, job: Job, stop_on=(), grid=None, pace: Pace | None = No
             for f in read.findings
             if f.fixable and allowed is not None and f.key not in allowed
         ]
+        fixed.not_fixed += [(f.key, _why_unfixable(f)) for f in read.findings if not f.fixable]
     result = audit_result(read, first_seen=first_seen, now=timezone.now(), dry_run=job.dry_run, fixed=fixed)
     result.fix_of = asked.dry_run_job
     if asked.node_ids:
@@ -92,6 +93,25 @@ def catalog_audit_run(*, job: Job, stop_on=(), grid=None, pace: Pace | None = No
         job_succeed(job=job, result=result)
         transaction.on_commit(partial(_moved_meanwhile, job.started_at))
     return result
+
+
+def _why_unfixable(finding: Finding) -> str:
+    if finding.kind == FindingKind.ORPHAN:
+        return "taken within CATALOG_AUDIT_ORPHAN_GRACE (the proxy may not list its contract yet); audit again later"
+    if finding.kind == FindingKind.FOREIGN:
+        return "no free slice that no live hold keeps is left to count it against"
+    if finding.kind == FindingKind.NOT_CHECKED:
+        return "not read: nothing to fix until the grid answers"
+    return "which slice is wrong is not known: report the release, or the workload id, of the one that is"
+
+
+# One sentence's words for each kind's count (the summary once read "18 count").
+_KIND_WORDS = {
+    FindingKind.ORPHAN: ("orphan slice (its VM gone)", "orphan slices (their VMs gone)"),
+    FindingKind.FOREIGN: ("foreign VM (unknown to the catalog)", "foreign VMs (unknown to the catalog)"),
+    FindingKind.COUNT: ("count that disagrees", "counts that disagree"),
+    FindingKind.NOT_CHECKED: ("node not checked", "nodes not checked"),
+}
 
 
 def _carry_the_rest(result: CatalogAuditResult, *, scope: set[int]) -> None:
@@ -115,7 +135,10 @@ def audit_result(
     read: AuditRead, *, first_seen: dict[str, str], now: datetime, dry_run: bool, fixed: Fixed
 ) -> CatalogAuditResult:
     counts = read.counts()
-    found = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n) or "nothing out of place"
+    found = (
+        ", ".join(f"{n} {_KIND_WORDS[FindingKind(kind)][n != 1]}" for kind, n in counts.items() if n)
+        or "nothing out of place"
+    )
     words = f"checked {read.checked} of {read.nodes} node(s) against the grid ({read.requests} request(s)): {found}"
     if not dry_run:
         words += f"; fixed {len(fixed.fixed)}" + (f", {len(fixed.not_fixed)} not fixed" if fixed.not_fixed else "")
@@ -189,6 +212,9 @@ def _orphan_free(node: Node, finding: Finding, *, by, source: str, job: Job | No
     if record is None or contract_of(record.grid_workload_id) != finding.contract_id:
         return f"slice {slice_.index}'s live record changed since it was read; run the audit again"
     now = timezone.now()
+    grace = timedelta(seconds=settings.CATALOG_AUDIT_ORPHAN_GRACE)
+    if record.started_at and record.started_at > now - grace:
+        return f"slice {slice_.index} was taken {record.started_at:%H:%M:%S} UTC, within CATALOG_AUDIT_ORPHAN_GRACE"
     order = report_order(at=now, last_move=record.started_at, slice_created=slice_.created_at)
     move = outcome_move(record=Record.DEPLOYED, holder=Holder.THIS, report=Report.RELEASED, order=order)
     if move != Move.RELEASE:
@@ -216,10 +242,12 @@ def _foreign_count(node: Node, finding: Finding, *, by, source: str, job: Job | 
     )
     if any(contract_of(w) == finding.contract_id for w in live):
         return f"contract {finding.contract_id} is counted already"
-    slice_ = Slice.objects.select_for_update().filter(node=node, state=Slice.State.FREE).order_by("index").first()
-    if slice_ is None:
-        return f"node {node.grid_id} has no free slice left to count it against"
     now = timezone.now()
+    kept = Hold.objects.live(now).filter(node=node).values_list("slice_index", flat=True)
+    free = Slice.objects.select_for_update().filter(node=node, state=Slice.State.FREE).exclude(index__in=list(kept))
+    slice_ = free.order_by("index").first()
+    if slice_ is None:
+        return f"node {node.grid_id} has no free slice left that no live hold keeps to count it against"
     workload_id = (finding.workload_id or f"0-{finding.contract_id}-unnamed")[:WORKLOAD_ID_MAX]
     try:
         with transaction.atomic():

@@ -45,6 +45,14 @@ class HoldNotFound(HoldError):
     """No hold of that id: a 404."""
 
 
+class HoldForbidden(HoldError):
+    """Another buyer's hold: only its own token (or an admin) ends it; a 403."""
+
+
+# Who may end any hold through the API, not only their own: a token with the act scope (an admin's).
+HOLD_ADMIN_SCOPE = "act"
+
+
 def hold_words(hold: Hold, now: datetime) -> str:
     """Who holds the slice and until when, as a refusal names it."""
     return (
@@ -158,6 +166,7 @@ def hold_release(*, hold_id: int, by=None, token=None, source: str = "api", now:
         nodes_lock([hold.node_id])
         hold = Hold.objects.select_for_update().select_related("node").get(pk=hold_id)
         now = now or timezone.now()
+        _release_allowed(hold, by=by, token=token)
         state = hold.state_at(now)
         if state != "live":
             when = hold.ended_at or hold.expires_at
@@ -177,6 +186,21 @@ def hold_release(*, hold_id: int, by=None, token=None, source: str = "api", now:
             token=token,
         )
     return hold
+
+
+def _release_allowed(hold: Hold, *, by, token) -> None:
+    """A hold is its buyer's: through the API it is ended by the token that made it (or its user's, for a
+    hold no token made), or by an admin's `act` token; a caller with no token (a command) is an operator's."""
+    if token is None:
+        return
+    own = hold.token_id == token.pk if hold.token_id else hold.by_id == getattr(by, "pk", None)
+    if own or HOLD_ADMIN_SCOPE in (token.scopes or []):
+        return
+    raise HoldForbidden(
+        f"hold #{hold.pk} of slice {hold.slice_index} on node {hold.node.grid_id} is {hold.marketplace_id!r}'s, made "
+        "by another token: only that token, or an admin's act token, can release it (it ends by itself at its expiry)",
+        field="hold_id",
+    )
 
 
 def hold_turned_deployed(

@@ -30,7 +30,7 @@ from dashboard.services.figures import figures_refresh
 # 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain.
 POOLS_TOLERANCE_PERMILLE = 5
 POOL_TYPES = ("ssd", "hdd")
-MAX_POOLS = 64
+MAX_POOLS = capacity.MAX_POOLS
 
 
 class PoolsError(ValueError):
@@ -65,6 +65,10 @@ def pools_parsed(entries: Sequence[Mapping | PoolMetrics]) -> tuple[PoolMetrics,
         parsed.append(PoolMetrics(name=name, type=kind, size=size, used=used))
     if len({p.name for p in parsed}) != len(parsed):
         raise PoolsError("two pools have the same name")
+    try:
+        capacity.pools_bounded([p.size for p in parsed if p.type == "ssd"])
+    except ValueError as exc:
+        raise PoolsError(str(exc)) from None
     return tuple(parsed)
 
 

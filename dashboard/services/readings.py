@@ -266,11 +266,16 @@ def _tell(callback, kind: str, events: list[NodeEvent]) -> None:
 RENT_FIELDS = ("rented_by_twin_id", "rent_contract_id", "rent_state", "in_dedicated_farm", "extra_fee")
 
 
+def rent_state_needed(live: NodeCapacity) -> bool:
+    """Whether rent_state_read asks the grid (one request) for this reading: the marketplace rents it."""
+    return bool(live.rent_contract_id) and live.rented_by_twin_id in settings.MARKETPLACE_TWIN_ID
+
+
 def rent_state_read(grid, live: NodeCapacity) -> NodeCapacity:
     """The reading with its rent contract's state, read (one request) when the marketplace rents the node:
     a node page does not say it (GET /contracts does), and our rent in grace darkens the catalog. A grid
     error leaves it unread (the stored state is kept while the contract is the same one)."""
-    if not live.rent_contract_id or live.rented_by_twin_id not in settings.MARKETPLACE_TWIN_ID:
+    if not rent_state_needed(live):
         return live
     try:
         contract = grid.rent_contract(live.node_id)

@@ -36,7 +36,7 @@ from dashboard.job_results import WatchResult
 from dashboard.models import Job, Node
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
-from dashboard.services.readings import LiveReading, ReadingsStored, readings_store, rent_state_read
+from dashboard.services.readings import LiveReading, ReadingsStored, readings_store, rent_state_needed, rent_state_read
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +97,10 @@ def fleet_watch(
         nodes = [n for n in page.nodes if n.node_id in run.known and n.node_id not in run.accounted]
         # The marketplace's rented nodes: their rent contract's state too (one request each), so a rent
         # going to grace is an event and darkens the catalog at this reading.
+        read_rent = [n for n in nodes if rent_state_needed(n)]
         nodes = [rent_state_read(grid, n) for n in nodes]
         result.pages += 1
-        result.requests += page.requests
+        result.requests += page.requests + len(read_rent)  # each rent read is a request the proxy counts too
         if nodes:
             stored = watch_page_store(nodes, known=run.known, read_at=now())
             result.read += len(nodes)

@@ -27,8 +27,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.grid.text import text_problem
+from dashboard.grid.text import char_is_hidden, text_problem
 from dashboard.models import AuditEvent, Deployment, Node, NodeWithhold
+from dashboard.outcome_rules import moment_problem
 from dashboard.selectors.withholds import in_force, nodes_marked_withheld, not_over, open_at
 from dashboard.services.figures import figures_refresh, nodes_lock
 
@@ -57,13 +58,38 @@ def withheld_words(reason: str, until: datetime | None) -> str:
     return f"withheld: {reason}, until {when_words(until) if until else 'released'}"
 
 
+# How far ahead a maintenance window may be planned: a year and a day (a yearly swap, planned early).
+# One rule for every door (the API's WindowTime, the page's form, node_withhold): window_checked.
+WINDOW_AHEAD = timedelta(days=366)
+
+
+def window_checked(name: str, at: datetime | None, *, now: datetime) -> datetime | None:
+    """A window's edge (`from` or `until`) as every door takes it, in UTC; WithholdError naming it."""
+    if at is None:
+        return None
+    if timezone.is_naive(at):
+        raise WithholdError(f"--{name} {at.isoformat()} has no time zone; add one (e.g. +00:00 or Z)", field=name)
+    past = timedelta(days=settings.REPORT_MAX_AGE_DAYS)
+    problem = moment_problem(at, now=now, past=past, future=WINDOW_AHEAD)
+    if problem:
+        raise WithholdError(f"{name} {at.isoformat()} cannot be taken: {problem}", field=name)
+    return at.astimezone(UTC)
+
+
 def reason_checked(reason: str) -> str:
     text = (reason or "").strip()
     if not text:
         raise WithholdError("a reason is needed: say why the node is withheld (e.g. 'disk swap')", field="reason")
     if len(text) > REASON_MAX:
         raise WithholdError(f"the reason has {len(text)} characters; at most {REASON_MAX}", field="reason")
-    problem = "a line break or tab" if any(c in text for c in "\r\n\t") else text_problem(text)
+    hidden = next((c for c in text if char_is_hidden(c) and c not in "\r\n\t"), None)
+    problem = (
+        "a line break or tab"
+        if any(c in text for c in "\r\n\t")
+        else f"a hidden or direction-changing character (U+{ord(hidden):04X})"
+        if hidden
+        else text_problem(text)
+    )
     if problem:
         raise WithholdError(f"the reason contains {problem}; write it on one line of plain text", field="reason")
     return text
@@ -91,10 +117,8 @@ def node_withhold(
     """
     now = now or timezone.now()
     reason = reason_checked(reason)
-    starts_at = starts_at or now
-    for name, at in (("from", starts_at), ("until", ends_at)):
-        if at is not None and timezone.is_naive(at):
-            raise WithholdError(f"--{name} {at.isoformat()} has no time zone; add one (e.g. +00:00 or Z)", field=name)
+    starts_at = window_checked("from", starts_at, now=now) or now
+    ends_at = window_checked("until", ends_at, now=now)
     if ends_at is not None and ends_at <= starts_at:
         raise WithholdError(
             f"the window ends ({when_words(ends_at)}) before it starts ({when_words(starts_at)})", field="until"
@@ -227,16 +251,25 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
                 started_at__lte=now,
             )
             .order_by("started_at", "pk")
-            .values_list("pk", "cause")
+            .values_list("pk", "cause", "marketplace_id", "requested_by_id", "requested_by__username")
         )
         if len(failures) < k:
             return None
+        # Who says so: the dashboard's own deploys (no marketplace id), or each reporting account.
+        sources = {
+            (None, "the dashboard's own deploys") if not m else (u, f"account {name or 'unnamed'}")
+            for _, _, m, u, name in failures
+        }
+        reporter = next(iter(sources))[0] if len(sources) == 1 and failures[0][2] else None
+        if reporter is not None and _reports_bound_reached(reporter, node=node, now=now):
+            return None
         repeat = len(earlier) + 1
         hours = min(settings.QUARANTINE_FIRST_HOURS * 2 ** (repeat - 1), settings.QUARANTINE_MAX_HOURS)
-        causes = sorted({cause for _, cause in failures})
+        causes = sorted({cause for _, cause, *_ in failures})
         window_words = _duration(settings.QUARANTINE_WINDOW)
         reason = (
-            f"quarantine: {len(failures)} failures of cause {' or '.join(causes)} within {window_words}"
+            f"quarantine: {len(failures)} failures of cause {' or '.join(causes)} within {window_words}, "
+            f"reported by {' and '.join(sorted(words for _, words in sources))}"
             f"{f' (repeat {repeat})' if repeat > 1 else ''}"
         )
         window = NodeWithhold.objects.create(
@@ -246,7 +279,7 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
             ends_at=now + timedelta(hours=hours),
             source=NodeWithhold.Source.QUARANTINE,
             created_via="auto",
-            failures=[pk for pk, _ in failures],
+            failures=[pk for pk, *_ in failures],
             repeat=repeat,
         )
         AuditEvent.objects.create(
@@ -254,10 +287,25 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
             action="node quarantined",
             node=node,
             message=f"node {node.grid_id} quarantined for {hours} h, until {when_words(window.ends_at)}: {reason}",
-            detail=_detail(window),
+            detail={**_detail(window), "reported_by": reporter},
         )
         withhold_sync([node.pk], now=now, locked=True)
     return window
+
+
+def _reports_bound_reached(reporter: int, *, node: Node, now: datetime) -> bool:
+    """Whether one account's reports alone quarantined QUARANTINE_REPORTS_NODES_PER_DAY other nodes today."""
+    bound = settings.QUARANTINE_REPORTS_NODES_PER_DAY
+    others = (
+        AuditEvent.objects.filter(
+            action="node quarantined", detail__reported_by=reporter, at__gte=now - timedelta(days=1)
+        )
+        .exclude(node=node)
+        .values("node")
+        .distinct()
+        .count()
+    )
+    return others >= bound
 
 
 def _detail(window: NodeWithhold) -> dict:

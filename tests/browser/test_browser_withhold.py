@@ -30,11 +30,11 @@ def test_an_admin_withholds_a_node_and_sees_it_everywhere(browser_page, fleet, r
     log_in(page, "ada", PASSWORD, then="/nodes/1774/")
     panel = page.locator("#withhold")
     panel.get_by_label("Reason").fill("disk swap")
-    panel.get_by_label("Until (UTC)").fill("2030-01-01T18:00")
+    panel.get_by_label("Until (UTC)").fill("2027-06-01T18:00")
     panel.get_by_role("button", name="Withhold").click()
     # htmx swaps the panel and the catalog refreshes on the event it sends: no reload.
     expect(page.locator("#withheld-reason")).to_have_text("disk swap")
-    expect(page.locator("#withheld-now")).to_contain_text("until 2030-01-01 18:00 UTC")
+    expect(page.locator("#withheld-now")).to_contain_text("until 2027-06-01 18:00 UTC")
     expect(page.locator("#phantom-card")).to_contain_text("withheld")
     expect(page.locator("#node-figures")).to_have_attribute("data-placeable", "0")
     assert AuditEvent.objects.filter(action="node withheld", actor__username="ada").count() == 1
@@ -43,7 +43,7 @@ def test_an_admin_withholds_a_node_and_sees_it_everywhere(browser_page, fleet, r
     page.goto("/")
     row = page.locator('tr[data-node="1774"]')
     expect(row.locator('.closure[data-closure="withheld"]')).to_have_text(
-        "withheld (maintenance or quarantine): disk swap, until 2030-01-01 18:00 UTC"
+        "withheld (maintenance or quarantine): disk swap, until 2027-06-01 18:00 UTC"
     )
     expect(row).to_have_attribute("data-placeable", "0")
     expect(page.locator('tr[data-node="1775"] [data-closure]')).to_have_count(0)
@@ -51,7 +51,7 @@ def test_an_admin_withholds_a_node_and_sees_it_everywhere(browser_page, fleet, r
     page.goto("/map/")
     cell = page.locator('#fleet-map a.cell[data-node="1774"]')
     expect(cell).to_have_attribute("data-state", "withheld")
-    expect(cell).to_have_attribute("aria-label", re.compile(r"withheld: disk swap, until 2030-01-01 18:00 UTC"))
+    expect(cell).to_have_attribute("aria-label", re.compile(r"withheld: disk swap, until 2027-06-01 18:00 UTC"))
     expect(page.locator('.map-legend li[data-state="withheld"]')).to_have_attribute("data-count", "1")
 
     page.goto("/nodes/1774/")
@@ -67,8 +67,8 @@ def test_a_refused_window_says_why_in_the_panel(browser_page, fleet, role_user):
     log_in(page, "ada", PASSWORD, then="/nodes/1774/")
     panel = page.locator("#withhold")
     panel.get_by_label("Reason").fill("disk swap")
-    panel.get_by_label("From (UTC)").fill("2030-01-02T10:00")
-    panel.get_by_label("Until (UTC)").fill("2030-01-01T10:00")
+    panel.get_by_label("From (UTC)").fill("2027-06-02T10:00")
+    panel.get_by_label("Until (UTC)").fill("2027-06-01T10:00")
     panel.get_by_role("button", name="Withhold").click()
     expect(page.locator("#withhold-error")).to_contain_text("before it starts")
     assert NodeWithhold.objects.count() == 0

@@ -43,13 +43,7 @@ from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
 import requests.auth
-from urllib3.exceptions import (
-    ConnectTimeoutError,
-    MaxRetryError,
-    NewConnectionError,
-    ProtocolError,
-    ReadTimeoutError,
-)
+from urllib3.exceptions import ConnectTimeoutError, MaxRetryError, NewConnectionError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
 from dashboard.capacity import MiB, SliceSize, format_size
@@ -169,6 +163,7 @@ class GridProxyClient:
         self.statistics_deadline = float(statistics_deadline if statistics_deadline is not None else deadline)
         # None: no budget (a client made by hand, a test); get_grid() always gives the deployment's.
         self.budget = budget
+        self.requests_sent = 0  # every HTTP request this client sent (tries and redirects included)
         self._session = _new_session()
         if credentials is not None:
             self._session.auth = requests.auth.HTTPBasicAuth(*credentials)
@@ -278,11 +273,12 @@ class GridProxyClient:
             )
             return _parsed(lambda p: parse_contracts(p, node_id=node_id), payload, url), _count(answer.get("headers"))
 
-        what = f"node {node_id}'s contracts"
+        what, sent = f"node {node_id}'s contracts", self.requests_sent
         found, pages = pages_bounded(
             fetch, key=lambda c: c.contract_id, what=what, size=self.contracts_page_size, max_pages=self.max_pages
         )
-        return NodeContracts(node_id=node_id, contracts=tuple(found), requests=pages)
+        # requests: what the proxy saw (every try, retry and redirect), not only the pages.
+        return NodeContracts(node_id=node_id, contracts=tuple(found), requests=max(self.requests_sent - sent, pages))
 
     def rent_contract(self, node_id: int) -> Contract | None:
         """GET /contracts?node_id=N&type=rent&state=Created,GracePeriod: one request (grid.proxy.rent)."""
@@ -401,10 +397,13 @@ class GridProxyClient:
 
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
         """One try: status, reason, body, the URL that answered (a same-host redirect is followed), headers."""
-        for _hop in range(MAX_REDIRECTS + 1):
+        for hop in range(MAX_REDIRECTS + 1):
+            if hop and self.budget is not None:  # a redirect is one more request the proxy counts
+                self.budget.take(deadline, what=f"GET {url} (redirected)")
             left = deadline.remaining()
             if left <= 0:
                 raise requests.exceptions.Timeout("the deadline passed")
+            self.requests_sent += 1
             with self._session.get(
                 url,
                 timeout=(min(self.connect_timeout, left), min(self.read_timeout, left)),

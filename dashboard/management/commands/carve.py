@@ -95,7 +95,7 @@ def fleet_policy() -> capacity.Policy:
 
 def _cores(text: str) -> int:
     raw = str(text).strip()
-    if not raw.isdigit() or int(raw) < 1:
+    if not raw.isdigit() or len(raw) > 6 or int(raw) < 1:  # bounded before int(): a 400-digit count
         raise capacity.CapacityError(f"--cru: {text!r} is not a number of CPU cores; give a whole number of 1 or more")
     return int(raw)
 
@@ -107,7 +107,12 @@ def pools_from_flag(values: list[str] | None) -> list[int] | None:
     items = [item for value in values for item in value.split(",") if item.strip()]
     if not items:
         raise capacity.SizeError("--pools: give one size per SSD pool, e.g. 465.75GiB 465.75GiB")
-    return [capacity.parse_size(item, what="--pools", allow_zero=False) for item in items]
+    sizes = [capacity.parse_size(item, what="--pools", allow_zero=False) for item in items]
+    try:
+        capacity.pools_bounded(sizes, what="--pools")
+    except ValueError as exc:
+        raise capacity.SizeError(str(exc)) from None
+    return sizes
 
 
 def _gib(n: int) -> str:

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import Max, Q
 from django.utils import timezone
 
+from dashboard.audit_rules import contract_of
 from dashboard.grid.classify import Diagnosis, classify
 from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
 from dashboard.outcome_rules import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
@@ -116,6 +117,8 @@ def _record(node: Node, *, slice_index, marketplace_id, report, error, at, workl
                 f"{existing.node.grid_id}, not slice {slice_index} of node {node.grid_id}",
                 field="marketplace_id",
             )
+        if report == Report.DEPLOYED and existing is None and workload_id:
+            _counted_move(node, slice_index=slice_index, workload_id=workload_id, by=by, source=source)
         target = _slice_read(node, slice_index, existing, marketplace_id=marketplace_id)
         if target.row is None and existing is None:
             indices = list(node.slices.order_by("index").values_list("index", flat=True))
@@ -167,6 +170,45 @@ def _record(node: Node, *, slice_index, marketplace_id, report, error, at, workl
         )
 
 
+def _counted_move(node: Node, *, slice_index: int, workload_id: str, by, source: str) -> None:
+    """The VM this report names was counted by the slice audit on a slice of its choosing (a record
+    with no marketplace id): that record gives way, so one VM holds one slice, the reported one. The
+    audit's record on another node is refused, naming it (the report or the audit is wrong there)."""
+    contract = contract_of(workload_id)
+    named = Q(grid_workload_id=workload_id) | (Q(grid_workload_id__contains=f"-{contract}-") if contract else Q())
+    candidates = Deployment.objects.filter(named, state=Deployment.State.DEPLOYED, marketplace_id="")
+    audited = AuditEvent.objects.filter(
+        action="audit.foreign-counted", detail__deployment__in=[d.pk for d in candidates]
+    )
+    counted = [
+        d
+        for d in candidates.filter(pk__in=[e.detail["deployment"] for e in audited]).select_related("node")
+        if d.grid_workload_id == workload_id or (contract is not None and contract_of(d.grid_workload_id) == contract)
+    ]
+    for record in counted:
+        if record.node_id != node.pk:
+            raise OutcomeConflict(
+                f"workload {workload_id!r} is counted by the slice audit on slice {record.slice_index} of node "
+                f"{record.node.grid_id}, not node {node.grid_id}: one VM runs on one node; check the report",
+                field="workload_id",
+            )
+        now = timezone.now()
+        record.state, record.finished_at = Deployment.State.DELETED, now
+        record.save(update_fields=["state", "finished_at"])
+        Slice.objects.filter(node=node, index=record.slice_index, state=Slice.State.DEPLOYED).update(
+            state=Slice.State.FREE, updated_at=now
+        )
+        AuditEvent.objects.create(
+            actor=by if getattr(by, "pk", None) else None,
+            source=source,
+            action="audit.counted-moved",
+            node=node,
+            message=f"workload {workload_id!r}, counted by the slice audit on slice {record.slice_index} of node "
+            f"{node.grid_id}, is reported on slice {slice_index}: the audit's count moves there",
+            detail={"deployment": record.pk, "from_slice": record.slice_index, "to_slice": slice_index},
+        )
+
+
 def _slice_read(node: Node, slice_index: int, existing: Deployment | None, *, marketplace_id: str) -> _Slice:
     """The slice row (locked), who holds it and its last move; the node is locked already.
 
@@ -190,6 +232,11 @@ def _slice_read(node: Node, slice_index: int, existing: Deployment | None, *, ma
     )
     if own is not None:
         return _Slice(row, Holder.OTHER, f"the dashboard's own deploy #{own.pk} (started {when(own.started_at)})", None)
+    if row is not None and row.state == Slice.State.RENTED:
+        # Someone's slice: a report cannot take it (and its release then free it); only an admin's
+        # act gives a rented slice back to the catalog.
+        renter = f"twin {row.rented_by_twin_id}" if row.rented_by_twin_id else "a renter the catalog does not name"
+        return _Slice(row, Holder.OTHER, f"{renter}, who rents it (only an admin can give it back)", None)
     now = timezone.now()
     held = Hold.objects.live(now).filter(node=node, slice_index=slice_index).exclude(marketplace_id=marketplace_id)
     hold = held.select_related("node").first()
