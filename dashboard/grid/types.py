@@ -214,6 +214,31 @@ POOLS_NOT_AVAILABLE = (
 )
 
 
+class NodeSilent(GridError):
+    """The node did not answer over RMB before the call's deadline: off, on standby, unreachable,
+    or the peer lost the call (RMB has no other end than a deadline)."""
+
+    cause = "node-offline"
+
+
+class RmbRefused(GridError):
+    """The node (or the relay) answered a call with an `err`: its code and message in the words."""
+
+    cause = "unknown"
+
+
+@dataclass(frozen=True)
+class ZosVersion:
+    """`zos.system.version`: the node's ZOS build and its zinit's, as it says them (cleaned text)."""
+
+    zos: str
+    zinit: str = ""
+
+
+# A node has one pool per disk: a storage node carries dozens; more is not a node's report.
+MAX_POOLS = 64
+
+
 class DeploymentFailed(GridError):
     """ZOS refused the workload; `raw` is ZOS's own message (classify it for a cause)."""
 
@@ -282,6 +307,10 @@ __all__ = [
     "NodeAway",
     "NodeNotFound",
     "NodeOffline",
+    "NodeSilent",
+    "RmbRefused",
+    "ZosVersion",
+    "MAX_POOLS",
     "NodePage",
     "NodeStatistics",
     "QueryRefused",
