@@ -23,6 +23,7 @@ from dashboard.models import AuditEvent, Node, PoolReport, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
+from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import rent_of, reported_at_of
 
 # Anything above this is a typo, not a node (parse_size draws the same line).
@@ -279,7 +280,13 @@ def node_register_from_grid(
     given the `grid`, the node's own answer where it can be asked (the simulated grid; never the
     Grid Proxy), kept as a pool report; without them the catalog is carved for unknown pools.
     """
-    answer = pools_of_node(grid, live.node_id) if grid is not None and not live.pools_sru else None
+    # With an rmb-peer (RMB_REDIS_URL) the node is asked itself, first-hand; else the backend where it
+    # can answer in process (the simulated grid). `pools_heard_words` on the node says what came of it.
+    heard = pools_hear([live]) if not live.pools_sru else Heard()
+    live = lives_with_pools([live], heard)[0]
+    answer = (
+        pools_of_node(grid, live.node_id) if grid is not None and not live.pools_sru and not heard.why_not else None
+    )
     if answer:
         ssd = tuple(p.size for p in answer if p.type == "ssd")
         if ssd and abs(sum(ssd) - live.total.sru) * 1000 <= POOLS_TOLERANCE_PERMILLE * max(live.total.sru, 1):
@@ -313,6 +320,10 @@ def node_register_from_grid(
     if answer:
         pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
         node.refresh_from_db()
+    if heard.pools or heard.versions:
+        pools_heard_store([node], heard)
+        node.refresh_from_db()
+    node.pools_heard_words = heard.words(node.grid_id)
     return node
 
 
