@@ -170,3 +170,22 @@ def test_a_precheck_asks_a_node_whose_pools_are_unknown(grid_proxy, rmb_peer, se
     registered_prudent(settings, 2311)
     precheck_run(node=Node.objects.get(grid_id=2311))
     assert Node.objects.get(grid_id=2311).pools_source == "rmb"
+
+
+def test_the_fleet_page_says_rmb_is_off_without_a_peer(support_client):
+    assert "RMB is off (RMB_REDIS_URL unset)" in support_client.get("/").content.decode()
+
+
+def test_the_fleet_page_says_how_many_nodes_answered_in_the_last_watch(grid_proxy, rmb_peer, settings, support_client):
+    from dashboard.job_results import WatchResult
+    from dashboard.models import Job
+
+    registered_prudent(settings, 2310, 2311, 2312)
+    Job.objects.create(
+        kind=Job.Kind.FLEET_WATCH,
+        state=Job.State.SUCCEEDED,
+        finished_at=Node.objects.first().seen_at,
+        result=WatchResult(nodes=3, read=3, pools_asked=3, pools_heard=2).stored(),
+    )
+    page = support_client.get("/").content.decode()
+    assert "RMB is on: the last watch asked 3 nodes their pools, 2 answered." in page
