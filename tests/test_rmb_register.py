@@ -189,3 +189,16 @@ def test_the_fleet_page_says_how_many_nodes_answered_in_the_last_watch(grid_prox
     )
     page = support_client.get("/").content.decode()
     assert "RMB is on: the last watch asked 3 nodes their pools, 2 answered." in page
+
+
+def test_the_fleet_watch_asks_again_a_node_whose_total_changed(grid_proxy, rmb_peer, tmp_path):
+    from dashboard.grid import get_grid
+    from dashboard.services.watch import fleet_watch
+
+    register(2310)
+    for name in ("proxy.sqlite3", "peer.sqlite3"):  # a second SSD added, as the proxy and the node say
+        SimulatedGrid(tmp_path / name).add_node(
+            2310, cru=8, mru=31 * GiB, sru=2 * ONE_SSD, pools=[ONE_SSD, ONE_SSD], twin_id=3310, farm_id=7, replace=True
+        )
+    result = fleet_watch(grid=get_grid())
+    assert (result.pools_asked, Node.objects.get(grid_id=2310).pools_sru) == (1, [ONE_SSD, ONE_SSD])

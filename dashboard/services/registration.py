@@ -272,6 +272,7 @@ def node_register_from_grid(
     source: str = "command",
     origin: str = "",
     grid=None,
+    ask_rmb: bool = True,
 ) -> Node:
     """Register the node the grid just described (`live`, read at `read_at`, default now).
 
@@ -282,7 +283,8 @@ def node_register_from_grid(
     """
     # With an rmb-peer (RMB_REDIS_URL) the node is asked itself, first-hand; else the backend where it
     # can answer in process (the simulated grid). `pools_heard_words` on the node says what came of it.
-    heard = pools_hear([live]) if not live.pools_sru else Heard()
+    # `ask_rmb=False`: the caller asked already (an onboarding page) or holds a transaction open.
+    heard = pools_hear([live]) if not live.pools_sru and ask_rmb else Heard()
     live = lives_with_pools([live], heard)[0]
     answer = (
         pools_of_node(grid, live.node_id) if grid is not None and not live.pools_sru and not heard.why_not else None

@@ -35,7 +35,8 @@ from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, pa
 from dashboard.grid.rmb import get_rmb
 from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, QueryRefused
 from dashboard.job_results import WatchResult
-from dashboard.models import Job, Node
+from dashboard.models import Job, Node, NodeEvent
+from dashboard.node_events import TOTAL_CHANGED
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
 from dashboard.services.pools_heard import pools_hear_nodes
@@ -92,6 +93,7 @@ def fleet_watch(
     in the result with the grid's words.
     """
     size = max(1, min(page_size or settings.GRID_PAGE_SIZE, 1000))
+    started = now()
     run = _Run(list(Node.objects.values_list("grid_id", "pk", "farm_id")))
     result = run.result
     for read in pages_ahead(_reads(grid, sorted(run.known), run.farms, size=size), depth=READ_AHEAD):
@@ -119,21 +121,23 @@ def fleet_watch(
             progress(result, page.what)
     for node_id in sorted(set(run.known) - run.accounted):
         run.miss(node_id, "the grid's pages did not list it")
-    _pools_ask(result, now())
+    _pools_ask(result, now(), since=started)
     oldest = Node.objects.aggregate(oldest=Min("seen_at"))["oldest"]
     result.oldest_reading_at = oldest.isoformat() if oldest else None
     return result
 
 
-def _pools_ask(result: WatchResult, at: datetime) -> None:
-    """With an rmb-peer, the up nodes whose pools are unknown or older than POOLS_MAX_AGE asked for them
-    (the oldest first, POOLS_PER_WATCH a run at most, as background work); what they say is a pool report."""
+def _pools_ask(result: WatchResult, at: datetime, *, since: datetime) -> None:
+    """With an rmb-peer, the up nodes whose pools are unknown or older than POOLS_MAX_AGE, or whose total
+    capacity changed in this run (a disk added or gone), asked for them (the oldest reports first;
+    POOLS_PER_WATCH a run at most, as background work); what they say is a pool report."""
     if get_rmb() is None:
         return
     stale = at - timedelta(hours=settings.POOLS_MAX_AGE)
+    moved = NodeEvent.objects.filter(kind=TOTAL_CHANGED, at__gte=since).values("node_id")
     nodes = list(
         Node.objects.filter(status=Node.Status.UP, twin_id__isnull=False)
-        .filter(Q(pools_reported_at__isnull=True) | Q(pools_reported_at__lt=stale))
+        .filter(Q(pools_reported_at__isnull=True) | Q(pools_reported_at__lt=stale) | Q(pk__in=moved))
         .order_by(F("pools_reported_at").asc(nulls_first=True), "grid_id")[:POOLS_PER_WATCH]
     )
     if not nodes:

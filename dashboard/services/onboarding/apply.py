@@ -104,8 +104,9 @@ def _register_page(new: Sequence[NodeCapacity], *, request, result: OnboardResul
 
 def _register(live: NodeCapacity, *, request, result: OnboardResult, by, source, origin, now: datetime) -> None:
     try:
+        # Inside the page's transaction, and the page asked over RMB already: never ask again here.
         node = node_register_from_grid(
-            live=live, read_at=now, policy_name=request.policy, by=by, source=source, origin=origin
+            live=live, read_at=now, policy_name=request.policy, by=by, source=source, origin=origin, ask_rmb=False
         )
     except NodeAlreadyRegistered:
         # Registered by someone else since this page was looked up: known now, never carved twice.
