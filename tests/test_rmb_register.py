@@ -202,3 +202,23 @@ def test_the_fleet_watch_asks_again_a_node_whose_total_changed(grid_proxy, rmb_p
         )
     result = fleet_watch(grid=get_grid())
     assert (result.pools_asked, Node.objects.get(grid_id=2310).pools_sru) == (1, [ONE_SSD, ONE_SSD])
+
+
+def test_a_precheck_reads_the_nodes_own_counters_beside_the_proxys(grid_proxy, rmb_peer):
+    from dashboard.services.precheck import precheck_run
+
+    register(2310)
+    report = precheck_run(node=Node.objects.get(grid_id=2310))
+    assert "node 2310 says itself (over RMB, now): 3.1 GiB memory and 20 GiB SSD used, 0 deployment(s)" in (
+        report.counters_words
+    )
+    assert report.counters_words.endswith("(they agree)")
+
+
+def test_a_precheck_of_a_silent_node_says_the_proxys_reading_alone_is_used(grid_proxy, rmb_peer):
+    from dashboard.services.precheck import precheck_run
+
+    register(2312)
+    report = precheck_run(node=Node.objects.get(grid_id=2312))
+    assert "node 2312 did not answer zos.statistics.get over RMB within 1 s" in report.counters_words
+    assert report.counters_words.endswith("the Grid Proxy's reading alone is used")

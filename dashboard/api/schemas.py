@@ -403,6 +403,9 @@ class PrecheckOut(Schema):
     phantom_slices: list[int]
     verdicts: list[PrecheckVerdictOut]
     words: str
+    counters_words: str = Field(
+        "", description="with an rmb-peer: the node's own counters (zos.statistics.get) beside the proxy's, in words"
+    )
     slice: PrecheckVerdictOut | None = Field(None, description="the asked slice's verdict, when one was asked")
     held_slices: list[HeldSliceOut] = Field(
         default_factory=list, description="free slices off offer now: held for a buyer until their expiry"
