@@ -97,8 +97,10 @@ def pools_report(
     token=None,
     origin: str = "",
     at: datetime | None = None,
+    figures: bool = True,
 ) -> PoolReport:
-    """Keep one pool report and make its SSD pools the node's; the figures follow in the same transaction."""
+    """Keep one pool report and make its SSD pools the node's; the figures follow in the same transaction
+    (`figures=False`: the caller refreshes them itself, once for many reports, as pools_heard_store does)."""
     if source not in PoolReport.Source.values:
         raise PoolsError(f"source {source!r} is not one of {', '.join(PoolReport.Source.values)}")
     parsed = pools_parsed(pools)
@@ -137,7 +139,8 @@ def pools_report(
                 message=f"node {locked.grid_id}: SSD pools {pools_words(p.size for p in ssd)} ({source})",
                 detail={"origin": origin, "pools": report.pools},
             )
-        figures_refresh([locked.pk], locked=True)
+        if figures:
+            figures_refresh([locked.pk], locked=True)
     return report
 
 

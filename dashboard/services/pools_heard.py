@@ -17,6 +17,7 @@ from django.utils import timezone
 from dashboard.grid.rmb import POOLS, VERSION, RmbClient, Target, get_rmb
 from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics, ZosVersion
 from dashboard.models import Node, PoolReport
+from dashboard.services.figures import figures_refresh
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_report, pools_words
 
 PRUDENT = "its catalog is carved for every plausible layout of its SSD total until its pools are known"
@@ -49,6 +50,10 @@ def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, v
     targets = []
     for live in lives:
         if live.pools_sru:
+            continue
+        if live.status != "up":
+            # Off or asleep it never answers: asking costs a whole deadline and tells nothing.
+            heard.why_not[live.node_id] = f"node {live.node_id} is {live.status}: not asked over RMB"
             continue
         if not live.twin_id:
             heard.why_not[live.node_id] = f"node {live.node_id} has no twin id on the grid, so RMB cannot reach it"
@@ -88,7 +93,7 @@ def lives_with_pools(lives: Sequence[NodeCapacity], heard: Heard) -> list[NodeCa
 def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | None = None) -> int:
     """Keep each registered node's heard pools as a pool report (source rmb) and its build; how many kept."""
     at = at or timezone.now()
-    kept = 0
+    kept: list[int] = []
     for node in nodes:
         version = heard.versions.get(node.grid_id)
         if version is not None:
@@ -97,13 +102,16 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
         if pools is None:
             continue
         try:
-            pools_report(node=node, pools=pools, source=PoolReport.Source.RMB, origin="rmb-peer", at=at)
+            pools_report(node=node, pools=pools, source=PoolReport.Source.RMB, origin="rmb-peer", at=at, figures=False)
         except PoolsError as exc:
             heard.why_not[node.grid_id] = str(exc)
             heard.pools.pop(node.grid_id)
             continue
-        kept += 1
-    return kept
+        kept.append(node.pk)
+    # The figures of every node whose pools were kept, in batches rather than one transaction each.
+    for start in range(0, len(kept), 100):
+        figures_refresh(kept[start : start + 100])
+    return len(kept)
 
 
 def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbClient | None = None) -> Heard:

@@ -131,6 +131,8 @@ class RmbClient:
                             results[target.node_id] = sent
                         else:
                             pending[sent[0]] = sent[1:]
+                        if unsent:  # answers that came while the budget paced us: their places freed now
+                            stray += self._collect(cmd, queue, pending, results, single=False, wait=0)
                     stray += self._collect(cmd, queue, pending, results, single=len(targets) == 1)
                     self._expire(cmd, pending, results, stray=stray)
             finally:
@@ -177,13 +179,20 @@ class RmbClient:
             )
         return ref, target, deadline
 
-    def _collect(self, cmd: str, queue: str, pending: dict, results: dict, *, single: bool) -> int:
-        """Wait a little for answers and match them; the number of answers that matched no call."""
+    def _collect(
+        self, cmd: str, queue: str, pending: dict, results: dict, *, single: bool, wait: float | None = None
+    ) -> int:
+        """Wait a little (or not at all, wait=0) for answers and match them; how many matched no call."""
         if not pending:
             return 0
-        wait = min(_POLL_SECONDS, max(min(d.remaining() for _, d in pending.values()), 0.001))
+        if wait is None:
+            wait = min(_POLL_SECONDS, max(min(d.remaining() for _, d in pending.values()), 0.001))
         try:
-            item = self._redis.blpop([queue], timeout=wait)
+            if wait > 0:
+                item = self._redis.blpop([queue], timeout=wait)
+            else:
+                raw = self._redis.lpop(queue)
+                item = (queue, raw) if raw is not None else None
         except Exception as exc:  # noqa: BLE001
             for ref, (target, _d) in list(pending.items()):
                 results[target.node_id] = GridUnavailable(

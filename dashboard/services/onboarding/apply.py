@@ -60,7 +60,9 @@ def page_apply(
     heard = Heard()
     if not request.dry_run:
         registered = set(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", flat=True))
-        heard = pools_hear([n for n in nodes if n.node_id not in registered])
+        # Pools only: a second round for the build would halve the pace; the watch asks it with the
+        # node's pools again, once they are older than POOLS_MAX_AGE.
+        heard = pools_hear([n for n in nodes if n.node_id not in registered], version=False)
         nodes = lives_with_pools(nodes, heard)
     with transaction.atomic():
         known = dict(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", "pk"))
