@@ -218,7 +218,15 @@ class Command(ProductCommand):
             peer.serve_forever()
         except KeyboardInterrupt:
             pass
+        except redis_errors() as exc:
+            raise refused(f"the stand-in peer lost its Redis ({url_redacted(redis)}): {exc}") from None
         self.stdout.write(f"the stand-in peer sent {peer.served} answer(s)")
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    import redis
+
+    return (redis.RedisError,)
 
 
 def _size(text: str, what: str) -> int:
