@@ -240,6 +240,7 @@ class OnboardResult(JobResult):
     refreshed: int = 0  # known nodes whose reading was written
     changed: int = 0  # of those, how many reported other capacity or status than stored
     deployable: int = 0  # slices the new nodes' catalogs hold (would hold)
+    pools_heard: int = 0  # new nodes whose pools they answered over RMB (0 without an rmb-peer)
     new_nodes: list[dict[str, Any]] = []  # the first LISTED: node_id, farm_id, status, deployable, policy
     skipped: list[list[str]] = []  # malformed entries: [label, reason]
     skipped_total: int = 0
@@ -317,6 +318,9 @@ class WatchResult(JobResult):
     missed: list[list[Any]] = []  # [node_id, why]: nodes the grid did not answer for (the first LISTED)
     missed_total: int = 0
     oldest_reading_at: str | None = None  # after the run, the oldest reading of any registered node
+    # With an rmb-peer: nodes asked their pools (unknown, or older than POOLS_MAX_AGE) and how many answered.
+    pools_asked: int = 0
+    pools_heard: int = 0
 
     AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"missed"}
     LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"missed"})

@@ -157,6 +157,9 @@ class Node(models.Model):
     pools_source = models.CharField(
         max_length=16, blank=True, help_text="Where the pools came from (PoolReport.Source)"
     )
+    # The node's own build (`zos.system.version` over RMB) and when it said it: "" until it answers.
+    zos_version = models.CharField(max_length=128, blank=True)
+    zos_version_at = models.DateTimeField(null=True, blank=True)
 
     # The live used capacity last read from the grid (reserve included, as the proxy reports it).
     used_cru = models.PositiveIntegerField(null=True, blank=True)
@@ -382,6 +385,7 @@ class PoolReport(models.Model):
         API = "api", "API token (a deployer that reads them over RMB)"
         OPERATOR = "operator", "An operator (node page or node_register)"
         ZOS = "zos", "The node itself (asked by a reading)"
+        RMB = "rmb", "The node itself, over RMB (through rmb-peer)"
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="pool_reports")
     pools = models.JSONField(help_text='[{"name", "type", "size", "used"}], bytes, as reported')

@@ -329,6 +329,27 @@ if GRID_RATE_RESERVE >= GRID_RATE_LIMIT:
         "background work would have no request left"
     )
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
+# --- RMB: the nodes' own answers, through rmb-peer (grid/rmb/, docs/production.md) --------
+# The Redis an rmb-peer serves for the marketplace's twin; unset, nothing asks a node over RMB and
+# pools come from reports only (the simulated grid still answers in process).
+RMB_REDIS_URL = env_str("RMB_REDIS_URL", "")
+if RMB_REDIS_URL and not RMB_REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    raise ImproperlyConfigured(f"RMB_REDIS_URL must be a redis://, rediss:// or unix:// URL, not {RMB_REDIS_URL!r}")
+# Seconds one call waits for its answer (also sent as its `exp`): a node off or unreachable never answers.
+RMB_DEADLINE = env_float("RMB_DEADLINE", 10.0, minimum=0.1)
+# The RMB budget every process shares (in the peer's Redis): calls sent in any 1 s window, of
+# which background work leaves RMB_RATE_RESERVE to interactive calls, and calls awaiting an answer.
+# The relay limits each twin's messages in a window; keep these under it.
+RMB_RATE_LIMIT = env_int("RMB_RATE_LIMIT", 10, minimum=1)
+RMB_RATE_RESERVE = env_int("RMB_RATE_RESERVE", 2, minimum=0)
+if RMB_RATE_RESERVE >= RMB_RATE_LIMIT:
+    raise ImproperlyConfigured(
+        f"RMB_RATE_RESERVE ({RMB_RATE_RESERVE}) must be less than RMB_RATE_LIMIT ({RMB_RATE_LIMIT}): "
+        "background work would have no call left"
+    )
+RMB_MAX_IN_FLIGHT = env_int("RMB_MAX_IN_FLIGHT", 50, minimum=1)
+# Pools heard longer ago than this many hours are asked again by the fleet watch (with RMB on).
+POOLS_MAX_AGE = env_int("POOLS_MAX_AGE", 24, minimum=1)
 
 # --- Auth and security ----------------------------------------------------------------
 # Login throttling (django-axes): a username guessed wrong this often from one address is locked

@@ -55,3 +55,41 @@ def test_it_says_an_unregistered_node_is_not_found(api_call, api_token, node_231
 def test_it_refuses_an_entry_not_in_zos_shape(api_call, api_token, node_2310):
     bad = {"pools": [{"name": "a", "type": "tape", "size": 930 * GiB, "used": 0}]}
     assert api_call("put", PATH, api_token("report"), json=bad).status_code == 400
+
+
+def test_the_node_says_at_its_top_that_its_pools_are_unknown_until_reported(api_call, api_token, node_2310):
+    pools = api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]
+    assert pools == {
+        "known": False,
+        "source": None,
+        "at": None,
+        "age_seconds": None,
+        "sizes": None,
+        "zos_version": None,
+    }
+
+
+def test_the_node_says_its_pools_came_from_the_api_and_when(api_call, api_token, node_2310):
+    api_call("put", PATH, api_token("report"), json=TWO)
+    pools = api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]
+    assert (pools["known"], pools["source"], pools["sizes"]) == (True, "api", [465 * GiB, 465 * GiB])
+    assert pools["at"] is not None and 0 <= pools["age_seconds"] < 60
+
+
+def test_pools_heard_over_rmb_say_rmb_and_the_build(api_call, api_token, node_2310):
+    from dashboard.services.pools import pools_report
+
+    pools_report(node=node_2310, pools=TWO["pools"], source=PoolReport.Source.RMB, origin="rmb-peer")
+    Node.objects.filter(pk=node_2310.pk).update(zos_version="v3.14.0")
+    pools = api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]
+    assert (pools["source"], pools["zos_version"]) == ("rmb", "v3.14.0")
+
+
+def test_an_operators_report_says_cli_without_a_user_and_form_with_one(api_call, api_token, node_2310, role_user):
+    from dashboard.services.pools import pools_report
+
+    pools_report(node=node_2310, pools=TWO["pools"], source=PoolReport.Source.OPERATOR)
+    assert api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]["source"] == "cli"
+    changed = [dict(TWO["pools"][0], used=0), TWO["pools"][1]]
+    pools_report(node=node_2310, pools=changed, source=PoolReport.Source.OPERATOR, by=role_user("admins"))
+    assert api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]["source"] == "form"

@@ -197,3 +197,13 @@ def test_it_says_when_the_port_is_taken(simgrid_path):
 
         with pytest.raises(CommandError, match=f"cannot listen on 127.0.0.1:{port}: Address already in use"):
             simgrid("serve", "--port", str(port))
+
+
+def test_the_stand_in_rmb_peer_refuses_an_error_rate_above_one(simgrid_path):
+    with pytest.raises(CommandError, match="error rate must be from 0 to 1"):
+        call_command("simgrid", "rmb-peer", "--redis", "redis://127.0.0.1:1/0", "--error-rate", "2")
+
+
+def test_the_stand_in_rmb_peer_says_its_redis_cannot_be_reached(simgrid_path):
+    with pytest.raises(CommandError, match=r"the stand-in peer lost its Redis \(redis://127.0.0.1:1/0\)"):
+        call_command("simgrid", "rmb-peer", "--redis", "redis://127.0.0.1:1/0", stdout=StringIO())

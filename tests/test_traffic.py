@@ -203,3 +203,23 @@ def test_it_calls_tick_while_a_policy_runs():
     ticks = []
     simulate(fleet=small_fleet(), events=600, seed=3, policies=("zos",), tick=lambda *a: ticks.append(a))
     assert ticks[0] == ("zos", 0, 600) and len(ticks) == 3
+
+
+def month_json(*extra: str) -> dict:
+    out = StringIO()
+    args = ["--nodes", "40", "--events", "400", "--policies", "zos-learning", "--no-watch", "--json", *extra]
+    call_command("simulate_traffic", *args, stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_with_rmb_every_node_answers_its_pools_and_no_disk_is_given_up_or_refused():
+    month = month_json()
+    shipped = month["policies"]["zos-learning"]
+    assert month["mix"]["pools_reported"] == 40
+    assert (shipped["disk_given_up_share"], sum(shipped["disk_refused"].values())) == (0.0, 0)
+
+
+def test_without_rmb_the_prudent_carves_give_disk_up():
+    month = month_json("--no-rmb")
+    assert month["mix"]["pools_reported"] == 0
+    assert month["policies"]["zos-learning"]["disk_given_up_share"] > 0

@@ -60,3 +60,14 @@ def test_support_staff_see_no_form_and_are_refused(support_client, blind_2310):
 
 def test_it_refuses_a_get_on_the_form(admins_client, blind_2310):
     assert admins_client.get(reverse("node-pools", args=[2310])).status_code == 405
+
+
+def test_it_says_pools_heard_over_rmb_came_from_the_node_and_shows_its_build(support_client, blind_2310):
+    from dashboard.services.pools import pools_report
+
+    entries = [{"name": n, "type": "ssd", "size": 465 * GiB, "used": 0} for n in "ab"]
+    pools_report(node=blind_2310, pools=entries, source=PoolReport.Source.RMB, origin="rmb-peer")
+    Node.objects.filter(pk=blind_2310.pk).update(zos_version="v3.14.0-sim")
+    text = support_client.get(reverse("node", args=[2310])).content.decode()
+    assert "reported by The node itself, over RMB (through rmb-peer), just now" in text
+    assert "v3.14.0-sim" in text and "the node said it over RMB" in text

@@ -150,6 +150,14 @@ def node(request, node_id: int = node_id_path()):
             "stale": detail.stale,
             "stale_reason": detail.stale_reason,
         },
+        "pools": {
+            "known": detail.pools_known,
+            "source": detail.pools_origin,
+            "at": n.pools_reported_at if detail.pools_known else None,
+            "age_seconds": _age(now, n.pools_reported_at) if detail.pools_known else None,
+            "sizes": list(n.pools) if n.pools else None,
+            "zos_version": n.zos_version or None,
+        },
         "reading": {
             "seen_at": n.seen_at,
             "seen_age_seconds": _age(now, n.seen_at),

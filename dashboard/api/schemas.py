@@ -266,11 +266,26 @@ class GridConditionOut(Schema):
     )
 
 
+class PoolsOut(Schema):
+    known: bool = Field(
+        description="the node's SSD pools are known; false: its disks are sized for every plausible layout"
+    )
+    source: str | None = Field(
+        description="where they came from: rmb (the node itself over RMB), zos (the simulated node), api, form, cli, "
+        "or registration (given when it was registered); null while unknown"
+    )
+    at: datetime | None = Field(description="when they were reported")
+    age_seconds: float | None
+    sizes: list[int] | None = Field(description="SSD pool sizes in bytes, in ZOS's order")
+    zos_version: str | None = Field(description="the node's ZOS build as it said it over RMB (zos.system.version)")
+
+
 class NodeDetailOut(Schema):
     node_id: int
     farm_id: int
     farm_name: str
     status: str
+    pools: PoolsOut = Field(description="the node's SSD pools and where they came from")
     total: ResourcesOut
     used: ResourcesOut | None = Field(description="live used capacity at the last reading (reserve included)")
     policy: PolicyRefOut
@@ -406,6 +421,9 @@ class PrecheckOut(Schema):
     phantom_slices: list[int]
     verdicts: list[PrecheckVerdictOut]
     words: str
+    counters_words: str = Field(
+        "", description="with an rmb-peer: the node's own counters (zos.statistics.get) beside the proxy's, in words"
+    )
     slice: PrecheckVerdictOut | None = Field(None, description="the asked slice's verdict, when one was asked")
     held_slices: list[HeldSliceOut] = Field(
         default_factory=list, description="free slices off offer now: held for a buyer until their expiry"

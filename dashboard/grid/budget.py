@@ -177,16 +177,21 @@ class RequestBudget:
     reserve: int = DEFAULT_RESERVE
     # Seams for the tests: how to wait (the real clock by default).
     sleep: object = time.sleep
+    # Whose budget it is, for its words: the settings that size it and what every process shares.
+    # The RMB door keeps one of its own (RMB_RATE_LIMIT, grid.rmb) with the same window.
+    limit_setting: str = "GRID_RATE_LIMIT"
+    reserve_setting: str = "GRID_RATE_RESERVE"
+    shared: str = "this grid proxy"
 
     def __post_init__(self) -> None:
         if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
             raise ValueError(
-                f"GRID_RATE_LIMIT must be a whole number of requests a second, 1 or more (got {self.limit!r})"
+                f"{self.limit_setting} must be a whole number of requests a second, 1 or more (got {self.limit!r})"
             )
         if not isinstance(self.reserve, int) or not 0 <= self.reserve < self.limit:
             raise ValueError(
-                f"GRID_RATE_RESERVE must be a whole number from 0 to GRID_RATE_LIMIT - 1 ({self.limit - 1}), "
-                f"got {self.reserve!r}"
+                f"{self.reserve_setting} must be a whole number from 0 to {self.limit_setting} - 1 "
+                f"({self.limit - 1}), got {self.reserve!r}"
             )
         self._fallback: MemoryWindow | None = None
         self._fallback_until = 0.0
@@ -210,7 +215,7 @@ class RequestBudget:
                 telemetry.record(endpoint=BUDGET_ENDPOINT, outcome=priority, seconds=waited)
                 raise GridUnavailable(
                     f"{what} was not sent: the request budget ({self.limit} a second for every process sharing "
-                    f"this grid proxy, GRID_RATE_LIMIT; {allowed} for {priority} work) had no room before its "
+                    f"{self.shared}, {self.limit_setting}; {allowed} for {priority} work) had no room before its "
                     f"deadline ({deadline.seconds:g} s) passed; the grid is being read hard, try again shortly"
                 )
             self.sleep(wait)
@@ -244,6 +249,41 @@ class RequestBudget:
         if wait <= 0:
             telemetry.record(endpoint=BUDGET_ENDPOINT, outcome=FALLBACK, seconds=0.0)
         return wait
+
+
+# KEYS[1] the sorted set of calls in flight; ARGV: cap, lease in microseconds, the call's member.
+# A lease ends by itself (its score is when), so a process that died mid-call frees its place.
+_LEASE_LUA = """
+local now_s = redis.call('TIME')
+local now = tonumber(now_s[1]) * 1000000 + tonumber(now_s[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2]) / 1000) + 1000)
+  return 1
+end
+return 0
+"""
+
+
+class RedisInFlight:
+    """A cap on calls awaiting their answer, shared by every process through Redis (the RMB door's):
+    `lease` takes a place for one call until `seconds` from now unless `release`d first."""
+
+    def __init__(self, url: str, *, cap: int, key: str = "slicedash:rmb-in-flight", socket_timeout: float = 2.0):
+        import redis
+
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ValueError(f"RMB_MAX_IN_FLIGHT must be a whole number of calls, 1 or more (got {cap!r})")
+        self.cap, self.key = cap, key
+        self._redis = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        self._script = self._redis.register_script(_LEASE_LUA)
+
+    def lease(self, member: str, *, seconds: float) -> bool:
+        return bool(self._script(keys=[self.key], args=[self.cap, max(int(seconds * 1_000_000), 1), member]))
+
+    def release(self, member: str) -> None:
+        self._redis.zrem(self.key, member)
 
 
 _budgets: dict[tuple, RequestBudget] = {}
@@ -280,6 +320,7 @@ __all__ = [
     "INTERACTIVE",
     "FileWindow",
     "MemoryWindow",
+    "RedisInFlight",
     "RedisWindow",
     "RequestBudget",
     "background",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from dashboard.capacity import Resources, SliceSize
+from dashboard.capacity import MAX_POOLS, Resources, SliceSize
 
 NODE_STATUSES = ("up", "down", "standby")
 
@@ -214,6 +214,27 @@ POOLS_NOT_AVAILABLE = (
 )
 
 
+class NodeSilent(GridError):
+    """The node did not answer over RMB before the call's deadline: off, on standby, unreachable,
+    or the peer lost the call (RMB has no other end than a deadline)."""
+
+    cause = "node-offline"
+
+
+class RmbRefused(GridError):
+    """The node (or the relay) answered a call with an `err`: its code and message in the words."""
+
+    cause = "unknown"
+
+
+@dataclass(frozen=True)
+class ZosVersion:
+    """`zos.system.version`: the node's ZOS build and its zinit's, as it says them (cleaned text)."""
+
+    zos: str
+    zinit: str = ""
+
+
 class DeploymentFailed(GridError):
     """ZOS refused the workload; `raw` is ZOS's own message (classify it for a cause)."""
 
@@ -282,6 +303,10 @@ __all__ = [
     "NodeAway",
     "NodeNotFound",
     "NodeOffline",
+    "NodeSilent",
+    "RmbRefused",
+    "ZosVersion",
+    "MAX_POOLS",
     "NodePage",
     "NodeStatistics",
     "QueryRefused",

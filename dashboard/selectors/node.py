@@ -128,6 +128,19 @@ class NodeDetail:
         return PoolReport.Source(source).label if source in PoolReport.Source.values else "the registration"
 
     @property
+    def pools_origin(self) -> str | None:
+        """Where the pools came from, in the API's words: rmb (the node over RMB), zos (the simulated
+        node in process), api (a token), form (an admin on the node page), cli (node_register --pools);
+        "registration" for pools given at registration before reports were kept; None when unknown."""
+        if not self.pools_known:
+            return None
+        source = self.node.pools_source
+        if source == PoolReport.Source.OPERATOR:
+            by = self.node.pool_reports.values_list("by_id", flat=True).first()
+            return "form" if by else "cli"  # the audit trail's rule: an operator with a user is the web
+        return source or "registration"
+
+    @property
     def phantom_reasons(self) -> list[tuple[str, int]]:
         """(words, count) of the stored phantom slices, by reason."""
         reasons = self.node.phantom_reasons or {}

@@ -23,6 +23,20 @@ class WatchStatus:
     last: Job | None  # the last watch that ran to the end (not a skipped one)
     result: WatchResult | None
     missed: list[list] = field(default_factory=list)
+    rmb_on: bool = False  # RMB_REDIS_URL set: the nodes are asked their pools through rmb-peer
+
+    @property
+    def rmb_words(self) -> str:
+        """Whether the nodes are asked over RMB, and what the last watch heard."""
+        if not self.rmb_on:
+            return "RMB is off (RMB_REDIS_URL unset): pools come from reports only."
+        result = self.result
+        if result is None or not result.pools_asked:
+            return "RMB is on: the last watch had no node to ask its pools (none unknown or older than POOLS_MAX_AGE)."
+        return (
+            f"RMB is on: the last watch asked {result.pools_asked} node{'s' if result.pools_asked != 1 else ''} "
+            f"their pools, {result.pools_heard} answered."
+        )
 
     @property
     def behind(self) -> bool:
@@ -50,4 +64,5 @@ def watch_status() -> WatchStatus:
         last=last,
         result=result if isinstance(result, WatchResult) else None,
         missed=missed,
+        rmb_on=bool(settings.RMB_REDIS_URL),
     )

@@ -5,7 +5,8 @@ type, size, used per pool, docs/domain.md "Who knows the pools"). They come from
 each kept as a PoolReport with who, when and from where:
 - `api`: the marketplace's deployer, which speaks RMB, through PUT /api/v1/nodes/{id}/pools;
 - `operator`: an admin's form on the node page, or `node_register --pools`;
-- `zos`: the node itself, asked by a reading on a backend that can ask it (the simulated grid).
+- `zos`: the node itself, asked by a reading on a backend that can ask it (the simulated grid);
+- `rmb`: the node itself, asked over RMB through rmb-peer (grid.rmb, services.pools_heard).
 
 A report whose SSD pools do not add up to the SSD total the grid reports (sru) is refused with the
 numbers: ZOS's SSD total is the sum of its SSD pools' device sizes, so a report that differs by
@@ -17,20 +18,21 @@ becomes stale (catalog_rules) and a re-register gives the larger disks back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.grid.types import GridError, PoolMetrics, PoolsNotAvailable
+from dashboard.grid.rmb import Target, get_rmb
+from dashboard.grid.types import MAX_POOLS, GridError, PoolMetrics, PoolsNotAvailable
 from dashboard.models import AuditEvent, Node, PoolReport
 from dashboard.services.figures import figures_refresh
 
 # 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain.
 POOLS_TOLERANCE_PERMILLE = 5
 POOL_TYPES = ("ssd", "hdd")
-MAX_POOLS = capacity.MAX_POOLS
 
 
 class PoolsError(ValueError):
@@ -99,8 +101,10 @@ def pools_report(
     token=None,
     origin: str = "",
     at: datetime | None = None,
+    figures: bool = True,
 ) -> PoolReport:
-    """Keep one pool report and make its SSD pools the node's; the figures follow in the same transaction."""
+    """Keep one pool report and make its SSD pools the node's; the figures follow in the same transaction
+    (`figures=False`: the caller refreshes them itself, once for many reports, as pools_heard_store does)."""
     if source not in PoolReport.Source.values:
         raise PoolsError(f"source {source!r} is not one of {', '.join(PoolReport.Source.values)}")
     parsed = pools_parsed(pools)
@@ -109,7 +113,8 @@ def pools_report(
         locked = Node.objects.select_for_update().get(pk=node.pk)
         ssd = pools_check_total(parsed, node=locked)
         latest = locked.pool_reports.first()
-        if source == PoolReport.Source.ZOS and latest is not None and latest.pools == [p.as_dict() for p in parsed]:
+        first_hand = source in (PoolReport.Source.ZOS, PoolReport.Source.RMB)
+        if first_hand and latest is not None and latest.pools == [p.as_dict() for p in parsed]:
             # The node says what it said last time: one row per change, the age moves on.
             Node.objects.filter(pk=locked.pk).update(pools_reported_at=at, pools_source=source)
             return latest
@@ -129,7 +134,7 @@ def pools_report(
             pools_reported_at=at,
             pools_source=source,
         )
-        if changed and source != PoolReport.Source.ZOS:
+        if changed and not first_hand:
             AuditEvent.objects.create(
                 actor=by,
                 source="api" if source == PoolReport.Source.API else "web" if by else "command",
@@ -138,19 +143,33 @@ def pools_report(
                 message=f"node {locked.grid_id}: SSD pools {pools_words(p.size for p in ssd)} ({source})",
                 detail={"origin": origin, "pools": report.pools},
             )
-        figures_refresh([locked.pk], locked=True)
+        if figures:
+            figures_refresh([locked.pk], locked=True)
     return report
 
 
 def pools_read_from_node(*, node: Node, grid) -> PoolReport | None:
-    """Ask the node itself (`zos.storage.pools`) where the backend can: the simulated grid answers as
-    a ZOS node; the Grid Proxy cannot (None, nothing written). A node away or a refused answer: None."""
+    """Ask the node itself (`zos.storage.pools`): over RMB when an rmb-peer is configured (source rmb),
+    else where the backend can (the simulated grid answers as a ZOS node; the Grid Proxy cannot: None,
+    nothing written). A node silent or away, or a refused answer: None, and the carve stays prudent."""
+    rmb = get_rmb()
+    source, origin = PoolReport.Source.ZOS, getattr(grid, "name", "")
     try:
-        answer = grid.storage_pools(node.grid_id)
+        if rmb is not None:
+            # A call costs up to RMB_DEADLINE on a silent node: only for pools unknown or too old.
+            fresh = node.pools_reported_at and node.pools_reported_at > timezone.now() - timedelta(
+                hours=settings.POOLS_MAX_AGE
+            )
+            if not node.twin_id or (node.pools_sru and fresh):
+                return None
+            answer = rmb.storage_pools(Target(node_id=node.grid_id, twin_id=node.twin_id, total_sru=node.total_sru))
+            source, origin = PoolReport.Source.RMB, "rmb-peer"
+        else:
+            answer = grid.storage_pools(node.grid_id)
     except (PoolsNotAvailable, GridError, AttributeError):
         return None
     try:
-        return pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
+        return pools_report(node=node, pools=answer, source=source, origin=origin)
     except PoolsError:
         return None  # the node and its proxy reading disagree: kept as it was, the carve stays prudent
 

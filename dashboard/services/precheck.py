@@ -17,7 +17,8 @@ from dashboard import capacity
 from dashboard.closure_facts import closure_of
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.types import Grid, NodeCapacity
+from dashboard.grid.rmb import Target, get_rmb
+from dashboard.grid.types import Grid, GridError, NodeCapacity
 from dashboard.job_results import PrecheckResult
 from dashboard.models import Job, Node, Slice, reading_max_age
 from dashboard.selectors.policy_book import policy_for_node
@@ -36,6 +37,8 @@ class PrecheckReport:
     checked_at: datetime  # when the reading it answers from was taken
     read_now: bool = True  # False: answered from the stored reading, young enough for the caller
     closure: capacity.Closure | None = None  # why the node offers nothing (capacity.closures); None: open
+    # With an rmb-peer: the node's own counters (zos.statistics.get) beside the proxy's, in words; "" when not asked.
+    counters_words: str = ""
 
     @property
     def reading_age_seconds(self) -> float:
@@ -83,6 +86,7 @@ class PrecheckReport:
             "used": self.capacity.used.as_dict(),
             **self.precheck.as_dict(),
             "words": self.words,
+            "counters_words": self.counters_words,
         }
 
 
@@ -106,7 +110,28 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
         policy=policy,
         checked_at=node.prechecked_at,
         closure=node.closed,  # as the figures writer stored it from this reading
+        counters_words=counters_beside(live),
     )
+
+
+def counters_beside(live: NodeCapacity) -> str:
+    """The node's own counters (`zos.statistics.get` over RMB) beside the proxy's reading, in words; asked
+    only of an up node, where it is cheap (an answer within the RMB deadline). "" without an rmb-peer."""
+    rmb = get_rmb()
+    if rmb is None or live.status != "up" or not live.twin_id:
+        return ""
+    try:
+        own = rmb.statistics(Target(node_id=live.node_id, twin_id=live.twin_id))
+    except GridError as exc:
+        return f"{exc}; the Grid Proxy's reading alone is used"
+    words = (
+        f"node {live.node_id} says itself (over RMB, now): {capacity.format_size(own.used.mru)} memory and "
+        f"{capacity.format_size(own.used.sru)} SSD used, {own.deployments} deployment(s); the Grid Proxy: "
+        f"{capacity.format_size(live.used.mru)} and {capacity.format_size(live.used.sru)}"
+    )
+    if (own.used.mru, own.used.sru) == (live.used.mru, live.used.sru):
+        return words + " (they agree)"
+    return words + " (the node's own counters are fresher: the proxy is a chain and an indexer hop behind)"
 
 
 def precheck_job(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PrecheckResult:

@@ -23,6 +23,7 @@ from dashboard.models import AuditEvent, Node, PoolReport, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
+from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import rent_of, reported_at_of
 
 # Anything above this is a typo, not a node (parse_size draws the same line).
@@ -293,6 +294,7 @@ def node_register_from_grid(
     origin: str = "",
     grid=None,
     refuse_no_node: bool = False,
+    ask_rmb: bool = True,
 ) -> Node:
     """Register the node the grid just described (`live`, read at `read_at`, default now).
 
@@ -301,7 +303,14 @@ def node_register_from_grid(
     given the `grid`, the node's own answer where it can be asked (the simulated grid; never the
     Grid Proxy), kept as a pool report; without them the catalog is carved for unknown pools.
     """
-    answer = pools_of_node(grid, live.node_id) if grid is not None and not live.pools_sru else None
+    # With an rmb-peer (RMB_REDIS_URL) the node is asked itself, first-hand; else the backend where it
+    # can answer in process (the simulated grid). `pools_heard_words` on the node says what came of it.
+    # `ask_rmb=False`: the caller asked already (an onboarding page) or holds a transaction open.
+    heard = pools_hear([live]) if not live.pools_sru and ask_rmb else Heard()
+    live = lives_with_pools([live], heard)[0]
+    answer = (
+        pools_of_node(grid, live.node_id) if grid is not None and not live.pools_sru and not heard.why_not else None
+    )
     if answer:
         ssd = tuple(p.size for p in answer if p.type == "ssd")
         if ssd and abs(sum(ssd) - live.total.sru) * 1000 <= POOLS_TOLERANCE_PERMILLE * max(live.total.sru, 1):
@@ -336,6 +345,10 @@ def node_register_from_grid(
     if answer:
         pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
         node.refresh_from_db()
+    if heard.pools or heard.versions:
+        pools_heard_store([node], heard)
+        node.refresh_from_db()
+    node.pools_heard_words = heard.words(node.grid_id)
     return node
 
 

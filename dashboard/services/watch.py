@@ -21,21 +21,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Min
+from django.db.models import F, Min, Q
 from django.utils import timezone
 
 from dashboard.grid import get_grid
+from dashboard.grid.budget import background
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, pages_ahead
+from dashboard.grid.rmb import get_rmb
 from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, QueryRefused
 from dashboard.job_results import WatchResult
-from dashboard.models import Job, Node
+from dashboard.models import Job, Node, NodeEvent
+from dashboard.node_events import TOTAL_CHANGED
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
+from dashboard.services.pools_heard import pools_hear_nodes
 from dashboard.services.readings import LiveReading, ReadingsStored, readings_store, rent_state_needed, rent_state_read
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,8 @@ log = logging.getLogger(__name__)
 # Farms per farm-pages read when the proxy refuses node_ids (the query stays short).
 FARMS_PER_READ = 20
 READ_AHEAD = 2  # pages read before the writer takes them: enough to keep the network busy
+# Nodes asked their pools over RMB in one run at most: a minute of the default RMB budget's calls.
+POOLS_PER_WATCH = 600
 
 Progress = Callable[[WatchResult, str], None]
 
@@ -87,6 +93,7 @@ def fleet_watch(
     in the result with the grid's words.
     """
     size = max(1, min(page_size or settings.GRID_PAGE_SIZE, 1000))
+    started = now()
     run = _Run(list(Node.objects.values_list("grid_id", "pk", "farm_id")))
     result = run.result
     for read in pages_ahead(_reads(grid, sorted(run.known), run.farms, size=size), depth=READ_AHEAD):
@@ -115,9 +122,30 @@ def fleet_watch(
             progress(result, page.what)
     for node_id in sorted(set(run.known) - run.accounted):
         run.miss(node_id, "the grid's pages did not list it")
+    _pools_ask(result, now(), since=started)
     oldest = Node.objects.aggregate(oldest=Min("seen_at"))["oldest"]
     result.oldest_reading_at = oldest.isoformat() if oldest else None
     return result
+
+
+def _pools_ask(result: WatchResult, at: datetime, *, since: datetime) -> None:
+    """With an rmb-peer, the up nodes whose pools are unknown or older than POOLS_MAX_AGE, or whose total
+    capacity changed in this run (a disk added or gone), asked for them (the oldest reports first;
+    POOLS_PER_WATCH a run at most, as background work); what they say is a pool report."""
+    if get_rmb() is None:
+        return
+    stale = at - timedelta(hours=settings.POOLS_MAX_AGE)
+    moved = NodeEvent.objects.filter(kind=TOTAL_CHANGED, at__gte=since).values("node_id")
+    nodes = list(
+        Node.objects.filter(status=Node.Status.UP, twin_id__isnull=False)
+        .filter(Q(pools_reported_at__isnull=True) | Q(pools_reported_at__lt=stale) | Q(pk__in=moved))
+        .order_by(F("pools_reported_at").asc(nulls_first=True), "grid_id")[:POOLS_PER_WATCH]
+    )
+    if not nodes:
+        return
+    with background():
+        heard = pools_hear_nodes(nodes)
+    result.pools_asked, result.pools_heard = len(nodes), len(heard.pools)
 
 
 def watch_page_store(nodes: list[NodeCapacity], *, known: dict[int, int], read_at: datetime) -> ReadingsStored:

@@ -52,6 +52,9 @@ class PolicyFigures:
     # Disk refusals by what the dashboard knew of the node's pools: reported, or hidden and the
     # drives inside the prudent carve's plausible set (the shipped policy must have none), or outside it.
     disk_refused: dict[str, int]
+    # The data disk the registrations' carves gave up to layouts a node may not have (its pools unknown),
+    # as a share of the fleet's SSD: what hearing the pools over RMB gives back.
+    disk_given_up_share: float
     precheck_stops: int
     unserved: int
     utilisation: float
@@ -72,6 +75,7 @@ class PolicyFigures:
             "refused_without_hidden_use": self.refused_without_hidden_use,
             "refused_on_several_pools_by_cause": self.refused_on_several_pools_by_cause,
             "disk_refused": self.disk_refused,
+            "disk_given_up_share": self.disk_given_up_share,
             "precheck_stops": self.precheck_stops,
             "unserved": self.unserved,
             "utilisation": self.utilisation,
@@ -175,6 +179,7 @@ def simulate(
             refused_without_hidden_use=sum(n.refusals for n in run.nodes if not n.spec.hidden_mru),
             refused_on_several_pools_by_cause=dict(sorted(run.several_pools_by_cause.items())),
             disk_refused=dict(run.disk_refused),
+            disk_given_up_share=round(sum(n.disk_given_up for n in run.nodes) / max(sum(s.sru for s in specs), 1), 4),
             precheck_stops=run.precheck_stops,
             unserved=run.unserved,
             utilisation=round(run.util_num / run.util_den, 4) if run.util_den else 0.0,

@@ -57,6 +57,7 @@ class SimNode:
     carved_slice_sru: int = 0
     carved_pools_known: bool = False
     plausible: bool = True  # its drives fit the prudent carve's plausible layouts (fleet.in_plausible_set)
+    disk_given_up: int = 0  # data disk its registration's carve gave up to layouts it may not have (pools unknown)
 
     @property
     def reported_pools(self) -> tuple[int, ...] | None:
@@ -140,6 +141,8 @@ class Run:
             return False  # current by the bulk job's own rule: it leaves the node alone
         node.carved_slice_sru = size.sru
         node.carved_pools_known = carve.pools_known
+        if fresh:
+            node.disk_given_up = carve.disk_given_up
         node.slots = [s for s in node.slots if not s.free]
         for _ in range(carve.new_slices):
             node.slots.append(Slot(index=node.next_index, size=size))

@@ -291,13 +291,17 @@ def _summary(node: Node) -> dict:
         "catalog_generation": node.catalog_generation,
         "total": node.total.as_dict(),
         "pools": node.pools_sru,
+        "pools_source": node.pools_source,
+        # What asking the node over RMB came to (words), "" when it was not asked.
+        "pools_heard": getattr(node, "pools_heard_words", ""),
     }
 
 
 def _words(summary: dict) -> str:
     head = f"registered node {summary['node_id']} (farm {summary['farm_id']}) with policy {summary['policy']} v{summary['policy_version']}"
     s = summary["slice"]
+    heard = f"\n{summary['pools_heard']}" if summary.get("pools_heard") else ""
     if s is None:
-        return f"{head}: no slice fits on it"
+        return f"{head}: no slice fits on it{heard}"
     size = f"{s['cru']} vCPU / {capacity.format_size(s['mru'])} / {capacity.format_size(s['sru'])} disk"
-    return f"{head}: {summary['slices']} slice(s) of {size}"
+    return f"{head}: {summary['slices']} slice(s) of {size}{heard}"

@@ -137,4 +137,6 @@ def report_text(report: PrecheckReport) -> str:
             mark = "ok     " if v.verdict.fits else "PHANTOM"
             lines.append(f"  slice {v.index:>3} {mark} {v.verdict.words}")
     lines.append(report.words)
+    if report.counters_words:
+        lines.append(report.counters_words)
     return "\n".join(lines)

@@ -11,6 +11,8 @@ simgrid status NODE_ID up|down|standby
 simgrid remove-node NODE_ID
 simgrid reset
 simgrid serve [--host 127.0.0.1] [--port 8081]
+simgrid rmb-peer --redis URL [--delay SECONDS] [--error-rate 0.0-1.0]
+                                        a stand-in rmb-peer: the simulated nodes answer RMB over that Redis
 """
 
 from __future__ import annotations
@@ -86,6 +88,14 @@ class Command(ProductCommand):
         serve = actions.add_parser("serve", help="serve the simulated grid on the Grid Proxy's HTTP paths")
         serve.add_argument("--host", default="127.0.0.1")
         serve.add_argument("--port", type=int, default=8081)
+
+        peer = actions.add_parser(
+            "rmb-peer", help="answer RMB calls over Redis as the simulated nodes (rmb-peer's protocol)"
+        )
+        peer.add_argument("--redis", required=True, help="the Redis the dashboard's RMB_REDIS_URL names")
+        peer.add_argument("--delay", type=float, default=0.0, help="seconds every answer is held back")
+        peer.add_argument("--error-rate", type=float, default=0.0, help="share of calls answered with an err (0 to 1)")
+        peer.add_argument("--seed", type=int, default=None, help="seed of the error draws")
 
     def handle(self, *args, action, **options):
         grid = SimulatedGrid(settings.SIMGRID_PATH)
@@ -193,6 +203,30 @@ class Command(ProductCommand):
             pass
         finally:
             server.server_close()
+
+    def _rmb_peer(self, grid: SimulatedGrid, *, redis, delay, error_rate, seed, **options) -> None:
+        from dashboard.grid.simgrid.rmb_peer import StandInPeer
+        from dashboard.grid.text import url_redacted
+
+        peer = StandInPeer(grid, redis, delay=delay, error_rate=error_rate, seed=seed)
+        self.stdout.write(
+            f"Stand-in rmb-peer on {url_redacted(redis)} answering for {grid.path} (delay {delay:g} s, "
+            f"error rate {error_rate:g}; RMB_REDIS_URL={url_redacted(redis)}); Ctrl-C stops it"
+        )
+        self.stdout.flush()
+        try:
+            peer.serve_forever()
+        except KeyboardInterrupt:
+            pass
+        except redis_errors() as exc:
+            raise refused(f"the stand-in peer lost its Redis ({url_redacted(redis)}): {exc}") from None
+        self.stdout.write(f"the stand-in peer sent {peer.served} answer(s)")
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    import redis
+
+    return (redis.RedisError,)
 
 
 def _size(text: str, what: str) -> int:

@@ -1,11 +1,12 @@
 """manage.py simulate_traffic [--nodes 1000] [--events 10000] [--seed 7] [--policies ...] [--json]
-                               [--pools-reported 0] [--unreported-releases 0.05] [--foreign-deploys 0.02]
+                               [--no-rmb] [--pools-reported 0] [--unreported-releases 0.05] [--foreign-deploys 0.02]
                                [--no-watch] [--write SIMULATION.md] [--chart docs/simulation.png]
 
 A month of marketplace traffic on simulated ZOS nodes, replayed against each policy with the
 dashboard's own decisions in the loop (dashboard/traffic/ says what is modelled and how each
-figure is measured). The nodes' pools are hidden from the dashboard, as from the Grid Proxy, but
-for --pools-reported of them (a share, 0 to 1), as the marketplace's deployer can report them; what
+figure is measured). By default the deployment has an rmb-peer: every node is up when it is registered
+and answers its pools (issue 33). With --no-rmb they are hidden from the dashboard, as from the Grid Proxy
+alone, but for --pools-reported of them (a share, 0 to 1), as the marketplace's deployer can report them; what
 the grid does behind the catalog's back and the product's fleet watch and slice audit come from
 dashboard/traffic_drift.py (--no-watch turns both off). Prints a table (or JSON); --write also writes
 the Markdown report and its chart, with catalog_truth with and without the watch (two runs).
@@ -35,8 +36,12 @@ class Command(ProductCommand):
         parser.add_argument(
             "--pools-reported",
             type=float,
-            default=0.0,
-            help="share of nodes whose SSD pools the dashboard is told (0 to 1; default 0, as from the Grid Proxy)",
+            default=None,
+            help="share of nodes whose SSD pools the dashboard is told (0 to 1; default: every node, each up when "
+            "registered and answering over RMB; with --no-rmb, 0 as from the Grid Proxy alone)",
+        )
+        parser.add_argument(
+            "--no-rmb", action="store_true", help="a deployment without an rmb-peer: pools only from --pools-reported"
         )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument(
@@ -52,6 +57,9 @@ class Command(ProductCommand):
     def handle(
         self, *args, nodes, events, seed, policies, json: bool, write, chart, pools_reported, no_watch: bool, **options
     ):
+        if pools_reported is None:
+            # Every node of the month is up when it is registered, so with an rmb-peer each answers its pools.
+            pools_reported = 0.0 if options["no_rmb"] else 1.0
         names = tuple(p.strip() for p in policies.split(",") if p.strip())
         if nodes < 1 or nodes > 100_000:
             raise usage_error("--nodes must be between 1 and 100,000")
@@ -169,7 +177,7 @@ def truth_table(result: Simulation, unwatched: Simulation | None = None) -> str:
 def report(result: Simulation, *, chart: str, unwatched: Simulation | None = None) -> str:
     picture = f"\n![Refusals and utilisation per day, by policy]({chart})\n" if chart else ""
     command = f"python manage.py simulate_traffic --nodes {result.nodes} --events {result.events} --seed {result.seed}"
-    if result.mix["pools_reported"]:
+    if result.mix["pools_reported"] != result.nodes:  # the default: every node answers its pools over RMB
         command += f" --pools-reported {result.mix['pools_reported'] / result.nodes:g}"
     return f"""# A month of marketplace traffic, simulated
 

@@ -15,6 +15,7 @@ from dashboard.models import Node
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.onboarding.request import OnboardRequest
+from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register_from_grid
 from dashboard.services.registration_page import nodes_register_from_grid
@@ -54,6 +55,15 @@ def page_apply(
     if not nodes:
         return
     now = timezone.now()
+    # The new nodes asked for their pools over RMB (one paced round, before the page's transaction:
+    # a silent node holds the page for the deadline, never a lock), so the carve knows them.
+    heard = Heard()
+    if not request.dry_run:
+        registered = set(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", flat=True))
+        # Pools only: a second round for the build would halve the pace; the watch asks it with the
+        # node's pools again, once they are older than POOLS_MAX_AGE.
+        heard = pools_hear([n for n in nodes if n.node_id not in registered], version=False)
+        nodes = lives_with_pools(nodes, heard)
     with transaction.atomic():
         known = dict(Node.objects.filter(grid_id__in=[n.node_id for n in nodes]).values_list("grid_id", "pk"))
         new = [n for n in nodes if n.node_id not in known]
@@ -71,6 +81,9 @@ def page_apply(
         reread = [n for n in nodes if n.node_id in known]
         if reread:
             _refresh(reread, known, result=result, now=now, write=not request.dry_run)
+    if heard.pools or heard.versions:
+        pools_heard_store(list(Node.objects.filter(grid_id__in=[*heard.pools, *heard.versions])), heard, at=now)
+    result.pools_heard += len(heard.pools)
 
 
 def _register_page(new: Sequence[NodeCapacity], *, request, result: OnboardResult, by, source, origin, now) -> None:
@@ -93,8 +106,9 @@ def _register_page(new: Sequence[NodeCapacity], *, request, result: OnboardResul
 
 def _register(live: NodeCapacity, *, request, result: OnboardResult, by, source, origin, now: datetime) -> None:
     try:
+        # Inside the page's transaction, and the page asked over RMB already: never ask again here.
         node = node_register_from_grid(
-            live=live, read_at=now, policy_name=request.policy, by=by, source=source, origin=origin
+            live=live, read_at=now, policy_name=request.policy, by=by, source=source, origin=origin, ask_rmb=False
         )
     except NodeAlreadyRegistered:
         # Registered by someone else since this page was looked up: known now, never carved twice.

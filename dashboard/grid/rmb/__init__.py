@@ -1,0 +1,53 @@
+"""The nodes' own answers over RMB, through an rmb-peer's Redis (client.py; the parsers in parse.py).
+
+`get_rmb()` is the process's door, or None when RMB_REDIS_URL is unset (no peer: pools come from
+reports, and the simulated grid answers in process). Its budget lives in the peer's Redis, which
+every process that speaks RMB shares by definition (one peer serves the marketplace's twin).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from dashboard.grid.rmb.client import POOLS, STATISTICS, VERSION, RmbClient, Target
+
+_clients: dict[tuple, RmbClient] = {}
+_lock = threading.Lock()
+
+
+def rmb_for(*, url: str, deadline: float, limit: int, reserve: int, max_in_flight: int) -> RmbClient:
+    """The process's client for these settings (one Redis connection pool per process)."""
+    from dashboard.grid.budget import RedisInFlight, RedisWindow, RequestBudget
+
+    key = (url, deadline, limit, reserve, max_in_flight)
+    with _lock:
+        if key not in _clients:
+            budget = RequestBudget(
+                window=RedisWindow(url, key="slicedash:rmb-budget"),
+                limit=limit,
+                reserve=reserve,
+                limit_setting="RMB_RATE_LIMIT",
+                reserve_setting="RMB_RATE_RESERVE",
+                shared="this rmb-peer",
+            )
+            _clients[key] = RmbClient(
+                url, deadline=deadline, budget=budget, in_flight=RedisInFlight(url, cap=max_in_flight)
+            )
+        return _clients[key]
+
+
+def get_rmb() -> RmbClient | None:
+    from django.conf import settings
+
+    if not settings.RMB_REDIS_URL:
+        return None
+    return rmb_for(
+        url=settings.RMB_REDIS_URL,
+        deadline=settings.RMB_DEADLINE,
+        limit=settings.RMB_RATE_LIMIT,
+        reserve=settings.RMB_RATE_RESERVE,
+        max_in_flight=settings.RMB_MAX_IN_FLIGHT,
+    )
+
+
+__all__ = ["POOLS", "STATISTICS", "VERSION", "RmbClient", "Target", "get_rmb", "rmb_for"]

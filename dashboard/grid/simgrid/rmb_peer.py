@@ -1,0 +1,159 @@
+"""A stand-in rmb-peer: the simulated nodes answer RMB calls over the same Redis protocol as the real peer.
+
+`manage.py simgrid rmb-peer --redis URL` runs it. It takes requests off `msgbus.system.local` as
+rmb-peer does (threefoldtech/rmb-rs docs/readme.md) and RPUSHes each destination's answer onto the
+request's `ret` queue, from the simulated grid: `zos.storage.pools` from the node's ZosMachine,
+`zos.statistics.get` from its counters, `zos.system.version` a fixed build. Like the real grid, a node
+that is down or on standby, or a twin no simulated node has, never answers; a request past its `exp`
+is dropped. `delay` holds every answer back that long (answers are scheduled, so a slow peer still
+serves many calls at once) and `error_rate` answers that share of calls with an `err`.
+"""
+
+from __future__ import annotations
+
+import base64
+import heapq
+import json
+import logging
+import random
+import threading
+import time
+from typing import Any
+
+from dashboard.grid.simgrid.store import SimulatedGrid
+from dashboard.grid.types import GridError
+
+log = logging.getLogger(__name__)
+
+REQUEST_QUEUE = "msgbus.system.local"
+SIM_ZOS_VERSION = {"zos": "v3.14.0-sim", "zinit": "v0.2.14"}
+_TWIN_REFRESH_SECONDS = 1.0
+
+
+class StandInPeer:
+    """Serves until `stop` is set; `served` counts the answers sent (for the command's last words)."""
+
+    def __init__(
+        self,
+        grid: SimulatedGrid,
+        url: str,
+        *,
+        delay: float = 0.0,
+        error_rate: float = 0.0,
+        seed: int | None = None,
+        stop: threading.Event | None = None,
+    ) -> None:
+        import redis
+
+        if not 0.0 <= error_rate <= 1.0:
+            raise ValueError(f"error rate must be from 0 to 1 (got {error_rate!r})")
+        if delay < 0:
+            raise ValueError(f"delay must be zero or more seconds (got {delay!r})")
+        self.grid = grid
+        self.redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self.delay, self.error_rate = delay, error_rate
+        self.random = random.Random(seed)
+        self.stop = stop or threading.Event()
+        self.served = 0
+        self._twins: dict[int, int] = {}
+        self._twins_read = 0.0
+        self._due: list[tuple[float, int, str, str]] = []  # (when, order, ret queue, answer)
+        self._order = 0
+
+    def serve_forever(self) -> None:
+        while not self.stop.is_set():
+            self.serve_once()
+
+    def serve_once(self, wait: float = 0.2) -> None:
+        now = time.monotonic()
+        while self._due and self._due[0][0] <= now:
+            _, _, ret, answer = heapq.heappop(self._due)
+            self.redis.rpush(ret, answer)
+            self.served += 1
+        timeout = wait if not self._due else max(min(wait, self._due[0][0] - now), 0.001)
+        item = self.redis.blpop([REQUEST_QUEUE], timeout=timeout)
+        if item is not None:
+            self.take(item[1])
+
+    def take(self, raw: bytes) -> None:
+        try:
+            request = json.loads(raw)
+            ref, cmd, ret, dst = request["ref"], request["cmd"], request["ret"], request["dst"]
+            expires = float(request.get("exp") or 0)
+        except (ValueError, KeyError, TypeError):
+            log.warning("the stand-in peer dropped a request that is not rmb-peer's JSON")
+            return
+        if expires and expires < time.time():
+            return  # rmb-peer drops a message past its expiry
+        for twin in dst if isinstance(dst, list) else []:
+            answer = self.answer(ref, cmd, twin)
+            if answer is not None:
+                self._order += 1
+                heapq.heappush(self._due, (time.monotonic() + self.delay, self._order, ret, json.dumps(answer)))
+
+    def answer(self, ref: str, cmd: str, twin: int) -> dict | None:
+        """The envelope the twin's node sends back, or None when it would stay silent."""
+        node_id = self._node_of(twin)
+        if node_id is None:
+            return None
+        try:
+            if self.grid.node(node_id).status != "up":
+                return None
+            if self.error_rate and self.random.random() < self.error_rate:
+                return envelope(ref, twin, err={"code": 500, "message": "simulated failure (--error-rate)"})
+            body = self.body(cmd, node_id)
+        except GridError:
+            return None  # a node away (or gone) meanwhile: as silent as a real one
+        if body is None:
+            return envelope(ref, twin, err={"code": 404, "message": f"unknown command: {cmd}"})
+        return envelope(ref, twin, body=body)
+
+    def body(self, cmd: str, node_id: int) -> Any:
+        if cmd == "zos.storage.pools":
+            return [pool.as_dict() for pool in self.grid.storage_pools(node_id)]
+        if cmd == "zos.statistics.get":
+            stats = self.grid.statistics(node_id)
+            return {
+                "total": stats.total.as_dict(),
+                "used": stats.used.as_dict(),
+                "system": stats.system.as_dict(),
+                "users": {
+                    "deployments": stats.deployments,
+                    "workloads": stats.workloads,
+                    "last_deployment_timestamp": 0,
+                },
+                "open_connections": 0,
+            }
+        if cmd == "zos.system.version":
+            return dict(SIM_ZOS_VERSION)
+        return None
+
+    def _node_of(self, twin: Any) -> int | None:
+        if isinstance(twin, bool) or not isinstance(twin, int):
+            return None
+        if twin not in self._twins and time.monotonic() - self._twins_read > _TWIN_REFRESH_SECONDS:
+            self._twins, page = {}, 1
+            while True:
+                nodes = self.grid.nodes(page=page, size=500).nodes
+                self._twins.update({n.twin_id: n.node_id for n in nodes if n.twin_id is not None})
+                if len(nodes) < 500:
+                    break
+                page += 1
+            self._twins_read = time.monotonic()
+        return self._twins.get(twin)
+
+
+def envelope(ref: str, twin: int, *, body: Any = None, err: dict | None = None) -> dict:
+    """An answer as rmb-peer RPUSHes it onto `ret`."""
+    return {
+        "ver": 1,
+        "ref": ref,
+        "dat": "" if err else base64.b64encode(json.dumps(body).encode()).decode(),
+        "src": str(twin),
+        "shm": None,
+        "now": int(time.time()),
+        "err": err,
+    }
+
+
+__all__ = ["REQUEST_QUEUE", "SIM_ZOS_VERSION", "StandInPeer", "envelope"]

@@ -1,0 +1,145 @@
+"""Pools (and the build) heard from the nodes themselves over RMB, kept as pool reports like any other.
+
+The RMB door (grid.rmb) asks; this module decides whom, keeps what is heard through the one pool
+report writer (`services.pools.pools_report`, source `rmb`) and says, for a node that did not answer,
+why its catalog stays prudent. With RMB_REDIS_URL unset `get_rmb()` is None and nothing here asks.
+Never call it inside a transaction: a silent node holds its caller for the whole deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from django.utils import timezone
+
+from dashboard.grid.rmb import POOLS, VERSION, RmbClient, Target, get_rmb
+from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics, ZosVersion
+from dashboard.models import Node, PoolReport
+from dashboard.services.figures import figures_refresh
+from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_report, pools_words
+
+PRUDENT = "its catalog is carved for every plausible layout of its SSD total until its pools are known"
+
+
+@dataclass
+class Heard:
+    """What a round of calls heard: each node's pools, and for the others why not (one sentence each)."""
+
+    pools: dict[int, tuple[PoolMetrics, ...]] = field(default_factory=dict)
+    versions: dict[int, ZosVersion] = field(default_factory=dict)
+    why_not: dict[int, str] = field(default_factory=dict)
+
+    def words(self, node_id: int) -> str:
+        if node_id in self.pools:
+            ssd = [p.size for p in self.pools[node_id] if p.type == "ssd"]
+            return f"node {node_id} answered over RMB: SSD pools {pools_words(ssd)}"
+        if node_id in self.why_not:
+            return f"{self.why_not[node_id]}; {PRUDENT}"
+        return ""
+
+
+def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, version: bool = True) -> Heard:
+    """Ask every node of `lives` without pools for them (one paced round), then the ones that answered
+    for their build. Nothing is written: `lives_with_pools` and `pools_heard_store` use the answer."""
+    rmb = rmb or get_rmb()
+    heard = Heard()
+    if rmb is None:
+        return heard
+    targets = []
+    for live in lives:
+        if live.pools_sru:
+            continue
+        if live.status != "up":
+            # Off or asleep it never answers: asking costs a whole deadline and tells nothing.
+            heard.why_not[live.node_id] = f"node {live.node_id} is {live.status}: not asked over RMB"
+            continue
+        if not live.twin_id:
+            heard.why_not[live.node_id] = f"node {live.node_id} has no twin id on the grid, so RMB cannot reach it"
+            continue
+        targets.append(Target(node_id=live.node_id, twin_id=live.twin_id, total_sru=live.total.sru))
+    for node_id, answer in rmb.ask_many(POOLS, targets).items():
+        total = next(t.total_sru for t in targets if t.node_id == node_id)
+        if isinstance(answer, GridError):
+            heard.why_not[node_id] = str(answer)
+            continue
+        ssd = sum(p.size for p in answer if p.type == "ssd")
+        if abs(ssd - total) * 1000 > POOLS_TOLERANCE_PERMILLE * max(total, 1):
+            heard.why_not[node_id] = (
+                f"node {node_id} answered SSD pools adding up to {pools_words([ssd])}, not the grid's SSD total "
+                f"of {pools_words([total])}: not taken"
+            )
+            continue
+        heard.pools[node_id] = answer
+    if version and heard.pools:
+        answered = [t for t in targets if t.node_id in heard.pools]
+        for node_id, answer in rmb.ask_many(VERSION, answered).items():
+            if not isinstance(answer, GridError):
+                heard.versions[node_id] = answer
+    return heard
+
+
+def lives_with_pools(lives: Sequence[NodeCapacity], heard: Heard) -> list[NodeCapacity]:
+    """The readings with the SSD pools heard, so the carve knows them."""
+    return [
+        replace(live, pools_sru=tuple(p.size for p in heard.pools[live.node_id] if p.type == "ssd"))
+        if live.node_id in heard.pools
+        else live
+        for live in lives
+    ]
+
+
+def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | None = None) -> int:
+    """Keep each registered node's heard pools as a pool report (source rmb) and its build; how many kept."""
+    at = at or timezone.now()
+    kept: list[int] = []
+    for node in nodes:
+        version = heard.versions.get(node.grid_id)
+        if version is not None:
+            Node.objects.filter(pk=node.pk).update(zos_version=version.zos[:128], zos_version_at=at)
+        pools = heard.pools.get(node.grid_id)
+        if pools is None:
+            continue
+        try:
+            pools_report(node=node, pools=pools, source=PoolReport.Source.RMB, origin="rmb-peer", at=at, figures=False)
+        except PoolsError as exc:
+            heard.why_not[node.grid_id] = str(exc)
+            heard.pools.pop(node.grid_id)
+            continue
+        kept.append(node.pk)
+    # The figures of every node whose pools were kept, in batches rather than one transaction each.
+    for start in range(0, len(kept), 100):
+        figures_refresh(kept[start : start + 100])
+    return len(kept)
+
+
+def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbClient | None = None) -> Heard:
+    """Registered nodes asked for their pools (the watch, a precheck): heard and kept in one go."""
+    rmb = rmb or get_rmb()
+    if rmb is None or not nodes:
+        return Heard()
+    lives = [node_as_target_reading(node) for node in nodes]
+    heard = pools_hear(lives, rmb=rmb)
+    pools_heard_store(nodes, heard)
+    return heard
+
+
+def node_as_target_reading(node: Node) -> NodeCapacity:
+    """The few facts a call needs from a registered node, in the reading's shape pools_hear takes."""
+    from dashboard.capacity import Resources
+
+    return NodeCapacity(
+        node_id=node.grid_id,
+        farm_id=node.farm_id,
+        farm_name=node.farm_name,
+        twin_id=node.twin_id,
+        status=node.status,
+        dedicated=node.dedicated,
+        rented_by_twin_id=None,
+        total=Resources(cru=node.total_cru, mru=node.total_mru, sru=node.total_sru, hru=node.total_hru),
+        used=Resources(),
+    )
+
+
+__all__ = ["PRUDENT", "Heard", "lives_with_pools", "pools_hear", "pools_hear_nodes", "pools_heard_store"]
