@@ -119,3 +119,44 @@ def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(sim_node):
     after = Node.objects.get(pk=nodes[1].pk)
     assert after.placeable_now < before
     assert after.hidden_mru_per_vm > 500 * MiB
+
+
+def _taught(sim_node):
+    nodes = _farm(sim_node, ["v3.14.0-sim"] * 2, BIG)
+    _fill(sim_node, nodes[:1])
+    return nodes
+
+
+def test_the_node_page_says_which_lesson_decides_and_learnt_from_where(admins_client, sim_node):
+    nodes = _taught(sim_node)
+    page = admins_client.get(f"/nodes/{nodes[1].grid_id}/").content.decode()
+    assert "its ZOS build's lesson (v3.14.0-sim)" in page and f"learnt from node {nodes[0].grid_id}" in page
+
+
+def test_an_admin_reverts_the_lesson_from_the_node_page(admins_client, sim_node):
+    nodes = _taught(sim_node)
+    lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
+    response = admins_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/")
+    assert response.status_code == 302
+    assert Node.objects.get(pk=nodes[1].pk).memory_lesson is None
+    assert AuditEvent.objects.get(action="memory_lesson.reverted").actor.username == "ada"
+
+
+def test_support_may_not_revert_a_lesson(support_client, sim_node):
+    nodes = _taught(sim_node)
+    lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
+    assert support_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 403
+    assert MemoryLesson.objects.get(pk=lesson.pk).reverted_at is None
+
+
+def test_reverting_wants_a_post(admins_client, sim_node):
+    nodes = _taught(sim_node)
+    lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
+    assert admins_client.get(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 405
+
+
+def test_the_api_says_which_lesson_decides(api_call, api_token, sim_node):
+    nodes = _taught(sim_node)
+    body = api_call("get", f"/api/v1/nodes/{nodes[1].grid_id}", api_token("read")).json()
+    lesson = body["lessons"]["memory_lesson"]
+    assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == ("build", "v3.14.0-sim", [nodes[0].grid_id])
