@@ -160,3 +160,14 @@ def test_the_api_says_which_lesson_decides(api_call, api_token, sim_node):
     body = api_call("get", f"/api/v1/nodes/{nodes[1].grid_id}", api_token("read")).json()
     lesson = body["lessons"]["memory_lesson"]
     assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == ("build", "v3.14.0-sim", [nodes[0].grid_id])
+
+
+def test_a_node_registered_after_the_lesson_counts_it_at_once(sim_node):
+    nodes = _taught(sim_node)
+    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")  # the fleet-wide group
+    memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
+    _fill(sim_node, [Node.objects.get(pk=nodes[1].pk)])  # teaches the fleet group
+    late = sim_node(3099, cru=32, mru=BIG[0], sru=4000 * GiB)
+    late = Node.objects.get(pk=late.pk)
+    assert (late.memory_lesson_scope, late.memory_lesson_id) == ("fleet", lesson_current("").pk)
+    assert late.placeable_now < late.slices.count()

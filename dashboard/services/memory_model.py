@@ -133,23 +133,38 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
     return lesson
 
 
-def memory_model_apply(*, build: str, lesson: MemoryLesson | None) -> int:
-    """Write the group's lesson onto each of its nodes and refresh the figures of those it changed."""
+def memory_lessons_for_new(node_pks: list[int]) -> int:
+    """Give newly registered nodes their group's lesson (a node registered after it learnt)."""
+    builds = {zos_build_key(v) for v in Node.objects.filter(pk__in=node_pks).values_list("zos_version", flat=True)}
+    return sum(
+        memory_model_apply(build=build, lesson=lesson, node_pks=node_pks)
+        for build in sorted(builds)
+        if (lesson := lesson_current(build)) is not None
+    )
+
+
+def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: list[int] | None = None) -> int:
+    """Write the group's lesson onto each of its nodes (or those of `node_pks`) and refresh the
+    figures of those it changed."""
     fit = lesson_fit(lesson) if lesson is not None else None
     observed_nodes = (
         set(Observation.objects.filter(pk__in=lesson.observation_ids).values_list("node_id", flat=True))
         if lesson
         else set()
     )
-    nodes = (
-        Node.objects.filter(zos_version__in=_versions(build))
-        .annotate(carved=Count("slices", filter=~Q(slices__state=Slice.State.FAILED)))
-        .values_list("pk", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope", "carved")
+    versions = _versions(build)
+    # A node whose version moved it to another group since loses this group's lesson (its own
+    # group's next refit, or memory_lessons_for_new, gives it that one).
+    group = Node.objects.filter(Q(zos_version__in=versions) | Q(memory_lesson__build=build))
+    if node_pks is not None:
+        group = group.filter(pk__in=node_pks)
+    nodes = group.annotate(carved=Count("slices", filter=~Q(slices__state=Slice.State.FAILED))).values_list(
+        "pk", "zos_version", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope", "carved"
     )
     changed = []
     scope_of_group = "build" if build else "fleet"
-    for pk, hidden, own, lesson_id, scope, carved in nodes:
-        if fit is None:
+    for pk, version, hidden, own, lesson_id, scope, carved in nodes:
+        if fit is None or version not in versions:
             want = (0, None, None, "")
         else:
             observed = fit.observed_for(node=pk, vms=max(carved, 1), margin_sd=_margin_sd())
