@@ -186,6 +186,14 @@ class Node(models.Model):
     hidden_mru_per_vm = models.BigIntegerField(default=0)
     pool_room_below = models.BigIntegerField(null=True, blank=True)
     pool_room_below_used_sru = models.BigIntegerField(null=True, blank=True)
+    # ZOS's own memory use on the host, from the fleet's overhead model (services.memory_model):
+    # null when only a per-VM figure is known (counted on top of the reserve). The lesson that
+    # decides the node's memory, and whose: its own observations, its build's, or the fleet's.
+    zos_own_mru = models.BigIntegerField(null=True, blank=True)
+    memory_lesson = models.ForeignKey(
+        "MemoryLesson", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    memory_lesson_scope = models.CharField(max_length=8, blank=True)  # "", own, build, fleet
 
     # The policy the stored catalog was carved with; compared with the effective one to find stale catalogs.
     carved_policy_name = models.CharField(max_length=64)
@@ -320,6 +328,7 @@ class Node(models.Model):
             pool_room_below=self.pool_room_below,
             bound_used_sru=self.pool_room_below_used_sru,
             used_sru=self.used_sru,
+            zos_own_mru=self.zos_own_mru,
         )
 
     @property
@@ -845,6 +854,7 @@ class Observation(models.Model):
     accounted_mru = models.BigIntegerField(null=True, blank=True, help_text="Workloads + reserve, as reported")
     usable_mru = models.BigIntegerField(null=True, blank=True, help_text="ZOS's usable figure in the refusal")
     hidden_mru_per_vm = models.BigIntegerField(default=0)
+    zos_build = models.CharField(max_length=128, blank=True, help_text="The node's ZOS build then (its group)")
     disk_size = models.BigIntegerField(null=True, blank=True, help_text="The disk no pool had room for")
     used_sru = models.BigIntegerField(null=True, blank=True, help_text="SSD in use when it was refused")
     cleared_at = models.DateTimeField(null=True, blank=True)
@@ -858,6 +868,40 @@ class Observation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} on {self.node} at {self.seen_at:%Y-%m-%d %H:%M}"
+
+
+class MemoryLesson(models.Model):
+    """One fit of a build's memory overhead model (capacity.overhead), kept as history: the newest
+    not reverted decides the memory of every node of its group; an admin may revert it (audited).
+
+    `build` is the group: a ZOS version, or "" for the fleet-wide group of nodes whose version is
+    not known. `own_mru` null: one observation, attributed per VM over each node's reserve.
+    """
+
+    build = models.CharField(max_length=128, blank=True, db_index=True)
+    own_mru = models.BigIntegerField(null=True, blank=True)
+    per_vm_mru = models.BigIntegerField()
+    own_sd = models.BigIntegerField(default=0)
+    per_vm_sd = models.BigIntegerField(default=0)
+    spread_mru = models.BigIntegerField(default=0)
+    mean_vms = models.FloatField(default=0)
+    points = models.PositiveIntegerField()
+    nodes = models.PositiveIntegerField()
+    residuals = models.JSONField(default=dict, blank=True)  # node pk (as text) -> bytes
+    observation_ids = models.JSONField(default=list, blank=True)
+    learnt_from = models.JSONField(default=list, blank=True)  # the grid ids of the nodes observed
+    learnt_at = models.DateTimeField()
+    trigger_node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reverted_at = models.DateTimeField(null=True, blank=True)
+    reverted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["build", "-learnt_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"memory lesson {self.pk} of {self.build or 'the fleet'} at {self.learnt_at:%Y-%m-%d %H:%M}"
 
 
 class AuditEvent(models.Model):

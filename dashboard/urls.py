@@ -36,6 +36,11 @@ urlpatterns = [
     path("nodes/<int:node_id>/preview/", node.preview, name="node-preview"),
     path("nodes/<int:node_id>/precheck/", node.precheck, name="node-precheck"),
     path("nodes/<int:node_id>/observations/clear/", node.observations_clear_view, name="node-observations-clear"),
+    path(
+        "nodes/<int:node_id>/memory-lessons/<int:lesson_id>/revert/",
+        node.memory_lesson_revert_view,
+        name="node-memory-lesson-revert",
+    ),
     path("nodes/<int:node_id>/pools/", node.pools_report_view, name="node-pools"),
     path("nodes/<int:node_id>/withhold/", withholds.withhold, name="node-withhold"),
     path("nodes/<int:node_id>/withhold/panel/", withholds.panel, name="node-withhold-panel"),

@@ -15,7 +15,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Alert, ApiToken, Job, Policy
+from dashboard.models import Alert, ApiToken, Job, MemoryLesson, Policy
 from tests.invariants import state_snapshot
 
 # Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
@@ -72,6 +72,7 @@ def world(sim_node):
         summary="Farm 4242 offers 1 phantom slice",
         evaluated_at=timezone.now(),
     )
+    lesson = MemoryLesson.objects.create(build="", per_vm_mru=GiB, points=1, nodes=1, learnt_at=timezone.now())
     return {
         "node_id": node.grid_id,
         "job_id": job.pk,
@@ -79,6 +80,7 @@ def world(sim_node):
         "token_id": token.pk,
         "alert_id": alert.pk,
         "farm_id": node.farm_id,
+        "lesson_id": lesson.pk,
     }
 
 

@@ -183,6 +183,8 @@ def node(request, node_id: int = node_id_path()):
         },
         "lessons": {
             "hidden_mru_per_vm": n.hidden_mru_per_vm,
+            "zos_own_mru": n.zos_own_mru,
+            "memory_lesson": _memory_lesson(n),
             "pool_room_below": n.observed.pool_room_below,
             "pools_known": detail.pools_known,
             "observations": [
@@ -359,3 +361,19 @@ def _node_or_404(node_id: int) -> Node:
 
 def _age(now, at) -> float | None:
     return round((now - at).total_seconds(), 3) if at is not None else None
+
+
+def _memory_lesson(node) -> dict | None:
+    lesson = node.memory_lesson
+    if lesson is None:
+        return None
+    return {
+        "scope": node.memory_lesson_scope,
+        "lesson": lesson.pk,
+        "build": lesson.build,
+        "zos_own_mru": node.zos_own_mru,
+        "per_vm_mru": lesson.per_vm_mru,
+        "learnt_at": lesson.learnt_at,
+        "learnt_from": lesson.learnt_from,
+        "points": lesson.points,
+    }

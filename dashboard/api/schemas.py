@@ -159,8 +159,21 @@ class ObservationOut(Schema):
     raw_error: str
 
 
+class MemoryLessonOut(Schema):
+    scope: str = Field(description="own (the node's refusals), build (its ZOS build's) or fleet (version unknown)")
+    lesson: int
+    build: str = Field(description="the ZOS version of the group; empty for the fleet-wide group")
+    zos_own_mru: int | None = Field(description="bytes ZOS itself uses on the node; null: per VM over the reserve")
+    per_vm_mru: int = Field(description="bytes each VM uses beyond its memory, by the group's fit")
+    learnt_at: datetime
+    learnt_from: list[int] = Field(description="the grid ids of the nodes whose refusals taught it")
+    points: int
+
+
 class LessonsOut(Schema):
     hidden_mru_per_vm: int = Field(description="bytes of memory each running VM really uses beyond its size")
+    zos_own_mru: int | None = Field(default=None, description="ZOS's own memory use counted, with the margin")
+    memory_lesson: MemoryLessonOut | None = Field(default=None, description="which lesson decides the memory")
     pool_room_below: int | None = Field(description="a disk this size found no pool, until something is freed")
     pools_known: bool
     observations: list[ObservationOut]

@@ -55,7 +55,9 @@ from dashboard.capacity.lessons import (
     observed_now,
     refusal_lesson,
     vms_by_memory,
+    zos_reserve_mru,
 )
+from dashboard.capacity.overhead import PRIOR_SPREAD_MRU, MemoryPoint, OverheadFit, overhead_fit
 from dashboard.capacity.placement import (
     MAX_POOL_SIZES,
     MAX_POOLS,
@@ -183,6 +185,11 @@ __all__ = [
     "Observed",
     "NOTHING_OBSERVED",
     "hidden_use_per_vm",
+    "zos_reserve_mru",
+    "MemoryPoint",
+    "OverheadFit",
+    "overhead_fit",
+    "PRIOR_SPREAD_MRU",
     "Lesson",
     "refusal_lesson",
     "observed_after",

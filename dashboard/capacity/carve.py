@@ -106,7 +106,13 @@ def carve(
         # one pool smaller than it, so every new disk must fit there.
         sru_budget = min(sru_budget, observed.pool_room_below - 1)
 
-    by_mru = vms_by_memory(budget.mru, per_vm_mru, hidden_per_vm=hidden, running=len(occupied))
+    by_mru = vms_by_memory(
+        budget.mru,
+        per_vm_mru,
+        hidden_per_vm=hidden,
+        running=len(occupied),
+        own_beyond_reserve=observed.own_beyond_reserve(total.mru),
+    )
     by_sru = max(sru_budget, 0) // per_vm_min_sru if per_vm_min_sru else by_mru
     occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
     layouts = pool_layouts(total.sru, pools, cache=reserve.sru, occupied=occupied_disks, observed=observed)

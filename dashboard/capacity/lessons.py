@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from dashboard.capacity.sizes import CapacityError, Resources
+from dashboard.capacity.sizes import CapacityError, GiB, Resources
+
+
+def zos_reserve_mru(total_mru: int) -> int:
+    """The memory ZOS counts for itself: max(10% of total, 2 GiB) (zosbase getUsableMemoryBytes)."""
+    return max(total_mru * 10 // 100, 2 * GiB)
 
 
 @dataclass(frozen=True)
@@ -20,22 +25,36 @@ class Observed:
     """What ZOS's own refusals taught about one node (the evidence is kept beside the node).
 
     `hidden_mru_per_vm`: memory each running VM really uses beyond its size, seen only in a
-    memory refusal's `usable` figure. `pool_room_below`: a disk of this size was refused where
+    memory refusal's `usable` figure. `zos_own_mru`: what ZOS itself really uses on the host (the
+    fleet model's intercept, capacity.overhead); None when only the per-VM figure is known, which
+    then counts on top of the reserve. `pool_room_below`: a disk of this size was refused where
     the accounting had room, so no pool had that much room then (valid until something is freed).
     """
 
     hidden_mru_per_vm: int = 0
     pool_room_below: int | None = None
+    zos_own_mru: int | None = None
 
     def __post_init__(self) -> None:
         if self.hidden_mru_per_vm < 0:
             raise CapacityError("hidden memory per VM must not be negative")
+        if self.zos_own_mru is not None and self.zos_own_mru < 0:
+            raise CapacityError("ZOS's own memory use must not be negative")
         if self.pool_room_below is not None and self.pool_room_below < 1:
             raise CapacityError("a refused disk size must be above zero")
 
     @property
     def anything(self) -> bool:
-        return bool(self.hidden_mru_per_vm) or self.pool_room_below is not None
+        return bool(self.hidden_mru_per_vm) or self.pool_room_below is not None or self.zos_own_mru is not None
+
+    def own_beyond_reserve(self, total_mru: int) -> int:
+        """ZOS's own use less the reserve it counts (negative when the reserve covers it)."""
+        return 0 if self.zos_own_mru is None else self.zos_own_mru - zos_reserve_mru(total_mru)
+
+    def hidden_mru(self, running: int, total_mru: int) -> int:
+        """Memory really used beyond ZOS's count with `running` VMs: used = max(counted, actual),
+        and actual - counted = own - reserve + running x per-VM overhead."""
+        return max(self.own_beyond_reserve(total_mru) + running * self.hidden_mru_per_vm, 0)
 
 
 NOTHING_OBSERVED = Observed()
@@ -98,25 +117,33 @@ def observed_after(observed: Observed, lesson: Lesson) -> Observed:
 
 
 def observed_now(
-    *, hidden_mru_per_vm: int, pool_room_below: int | None, bound_used_sru: int | None, used_sru: int | None
+    *,
+    hidden_mru_per_vm: int,
+    pool_room_below: int | None,
+    bound_used_sru: int | None,
+    used_sru: int | None,
+    zos_own_mru: int | None = None,
 ) -> Observed:
     """What still holds of a node's lessons: a refused disk size bounds the pools only while
     nothing has been freed since (the used SSD is at least what it was at the refusal)."""
     if pool_room_below is not None and None not in (bound_used_sru, used_sru) and used_sru < bound_used_sru:
         pool_room_below = None
-    return Observed(hidden_mru_per_vm=hidden_mru_per_vm, pool_room_below=pool_room_below)
+    return Observed(hidden_mru_per_vm=hidden_mru_per_vm, pool_room_below=pool_room_below, zos_own_mru=zos_own_mru)
 
 
-def vms_by_memory(free_mru: int, per_vm_mru: int, *, hidden_per_vm: int = 0, running: int = 0) -> int:
+def vms_by_memory(
+    free_mru: int, per_vm_mru: int, *, hidden_per_vm: int = 0, running: int = 0, own_beyond_reserve: int = 0
+) -> int:
     """How many more VMs of `per_vm_mru` ZOS accepts one after another with `free_mru` unaccounted.
 
-    ZOS refuses a VM when its memory exceeds total - max(accounted, really used); really used
-    includes `hidden_per_vm` for each VM already running, but not for the VM being checked.
-    So VM k (0-based) needs per_vm + (running + k) * hidden + k * per_vm <= free.
+    ZOS refuses a VM when its memory exceeds total - max(accounted, really used); really used is
+    beyond the accounted by c + (VMs running) x hidden, c = ZOS's own use less its reserve
+    (`own_beyond_reserve`, 0 when only the per-VM figure is known), but not for the VM being
+    checked. So VM k (0-based) needs (k + 1) * per_vm <= free and
+    (k + 1) * per_vm + c + (running + k) * hidden <= free: the max of the two, both must hold.
     """
     if per_vm_mru <= 0:
         return 0
-    room = free_mru - running * hidden_per_vm
-    if room < per_vm_mru:
-        return 0
-    return (room + hidden_per_vm) // (per_vm_mru + hidden_per_vm)
+    by_count = (free_mru - per_vm_mru) // per_vm_mru
+    by_actual = (free_mru - per_vm_mru - own_beyond_reserve - running * hidden_per_vm) // (per_vm_mru + hidden_per_vm)
+    return max(min(by_count, by_actual) + 1, 0)

@@ -127,7 +127,7 @@ def room_now(total: Resources, used: Resources, *, running: int, observed: Obser
     not accounted less the hidden use of each VM running (ZOS counts what is really used)."""
     return Resources(
         cru=total.cru - used.cru,
-        mru=total.mru - used.mru - running * observed.hidden_mru_per_vm,
+        mru=total.mru - used.mru - observed.hidden_mru(running, total.mru),
         sru=total.sru - used.sru,
     )
 

@@ -76,6 +76,7 @@ _NODE_FIELDS = (
     "slices_rented",
     "slices_deployed",
     "hidden_mru_per_vm",
+    "zos_own_mru",
     "pool_room_below",
     "pool_room_below_used_sru",
     "room_mru",
@@ -418,6 +419,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         pool_room_below=values["pool_room_below"],
         bound_used_sru=values["pool_room_below_used_sru"],
         used_sru=values["used_sru"],
+        zos_own_mru=values["zos_own_mru"],
     )
     # Known pools, or unknown ones: then every plausible layout of the SSD total (capacity.layouts), with
     # the disks already placed in it, as the node's own figures (placeable now) count them.

@@ -173,6 +173,7 @@ _NODE_VALUES = (
     "hidden_mru_per_vm",
     "pool_room_below",
     "pool_room_below_used_sru",
+    "zos_own_mru",
     "used_cru",
     "used_mru",
     "used_sru",
@@ -213,6 +214,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
         hidden,
         bound,
         bound_used,
+        zos_own,
         used_cru,
         used_mru,
         used_sru,
@@ -226,7 +228,11 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
         # The book hands out one object per policy for this call, so its id stands for it
         # (hashing the frozen policy for every node would cost more than the lookup saves).
         observed = capacity.observed_now(
-            hidden_mru_per_vm=hidden, pool_room_below=bound, bound_used_sru=bound_used, used_sru=used_sru
+            hidden_mru_per_vm=hidden,
+            pool_room_below=bound,
+            bound_used_sru=bound_used,
+            used_sru=used_sru,
+            zos_own_mru=zos_own,
         )
         key = (
             cru,

@@ -4,8 +4,9 @@ A real node tells its hidden memory use in one place only: a memory refusal's "u
 figure (docs/domain.md, "What the node's statistics really say"); and a disk refusal where
 the accounting had room says no single pool had that much. Each such refusal, seen by
 `slice_deploy` or reported by another program, is kept as an Observation with its evidence.
-The node's lessons (`Node.hidden_mru_per_vm`, `Node.pool_room_below`) are distilled from the
-live ones, so the precheck, the carve and the stale check use them at once.
+The node's disk lesson (`Node.pool_room_below`) is distilled from its live ones; memory is
+learnt per ZOS build across the fleet (services.memory_model), so one node's refusal reaches
+the precheck, the carve and the stale check of every node of its build at once.
 
 Observations age (OBSERVATION_MAX_AGE_DAYS, default 30): an old one no longer counts but
 stays on file. An admin may clear them (audited), e.g. after the node's hardware changed.
@@ -14,19 +15,15 @@ stays on file. An admin may clear them (audited), e.g. after the node's hardware
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Observation, Slice
 from dashboard.services.figures import figures_refresh, nodes_lock
-
-
-def observation_max_age() -> timedelta:
-    return timedelta(days=getattr(settings, "OBSERVATION_MAX_AGE_DAYS", 30))
+from dashboard.services.memory_model import memory_model_refit, observation_max_age, zos_build_key
 
 
 @dataclass(frozen=True)
@@ -127,9 +124,10 @@ def observations_learn(
             deployment=deployment,
             raw_error=refusal.raw_error,
             vm_count=refusal.vm_count,
+            zos_build=zos_build_key(node.zos_version),
             **lesson,
         )
-        node_lessons_apply(node)
+        node_lessons_apply(node, source=source)
         AuditEvent.objects.create(
             source=source,
             action="observation.learnt",
@@ -151,7 +149,7 @@ def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
         cleared = Observation.objects.filter(node=node, cleared_at__isnull=True).update(
             cleared_at=timezone.now(), cleared_by=by if getattr(by, "pk", None) else None
         )
-        node_lessons_apply(node)
+        node_lessons_apply(node, source=source)
         AuditEvent.objects.create(
             actor=by if getattr(by, "pk", None) else None,
             source=source,
@@ -169,23 +167,30 @@ def observations_live(node: Node, *, now: datetime | None = None):
     return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=now - observation_max_age())
 
 
-def node_lessons_apply(node: Node) -> None:
+def node_lessons_apply(node: Node, *, source: str = "deploy") -> None:
     """Distil the node's live observations onto its row and refresh its stored figures.
 
-    Hidden memory per VM is the largest seen (the precheck must never say yes wrongly); the
-    disk bound is the latest refusal's. Call inside the transaction that changed them.
+    The disk bound is the latest refusal's. Memory is its ZOS build's lesson (services.memory_model):
+    the group's observations fitted again and applied to every node of the group at once. Call
+    inside the transaction that changed them.
     """
     live = list(observations_live(node).order_by("-seen_at", "-pk"))
-    hidden = max((o.hidden_mru_per_vm for o in live if o.kind == Observation.Kind.MEMORY), default=0)
     disk = next((o for o in live if o.kind == Observation.Kind.DISK), None)
     fields = {
-        "hidden_mru_per_vm": hidden,
         "pool_room_below": disk.disk_size if disk else None,
         "pool_room_below_used_sru": disk.used_sru if disk else None,
     }
     Node.objects.filter(pk=node.pk).update(**fields)
-    for name, value in fields.items():
-        setattr(node, name, value)
+    builds = {zos_build_key(node.zos_version)}
+    builds |= {o.zos_build for o in live if o.kind == Observation.Kind.MEMORY}
+    builds |= set(
+        Observation.objects.filter(node=node, kind=Observation.Kind.MEMORY, cleared_at__isnull=False)
+        .values_list("zos_build", flat=True)
+        .distinct()
+    )
+    for build in sorted(builds):
+        memory_model_refit(build=build, trigger=node, source=source)
+    node.refresh_from_db(fields=[*fields, "hidden_mru_per_vm", "zos_own_mru", "memory_lesson", "memory_lesson_scope"])
     figures_refresh([node.pk])
 
 

@@ -230,6 +230,7 @@ def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None
         pool_room_below=node.pool_room_below,
         bound_used_sru=node.pool_room_below_used_sru,
         used_sru=used_sru,
+        zos_own_mru=node.zos_own_mru,
     )
     return capacity.live_node(
         policy=policy,

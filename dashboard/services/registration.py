@@ -22,6 +22,7 @@ from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.models import AuditEvent, Node, PoolReport, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
+from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
 from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import rent_of, reported_at_of
@@ -134,6 +135,7 @@ def node_register(
             )
             node.save(force_insert=True)
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
+            memory_lessons_for_new([node.pk])
             figures_refresh([node.pk])
             AuditEvent.objects.create(
                 actor=by,

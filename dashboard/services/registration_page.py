@@ -18,6 +18,7 @@ from dashboard.grid.types import NodeCapacity
 from dashboard.models import AuditEvent, Node, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
+from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.readings import rent_of, reported_at_of
 
 # One place for what a registration checks and stores, shared with the one-by-one path.
@@ -110,6 +111,7 @@ def nodes_register_from_grid(
             for row in catalog_slices(node=node, carve=carve, start_index=0, generation=1)
         ]
     )
+    memory_lessons_for_new([node.pk for node in nodes])
     figures_refresh([node.pk for node in nodes], locked=True)
     AuditEvent.objects.bulk_create(
         [

@@ -9,13 +9,14 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
-from dashboard.models import Job, Node, SnapshotFigures
+from dashboard.models import Job, MemoryLesson, Node, SnapshotFigures
 from dashboard.selectors.history import capacity_history
 from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.selectors.node_events import node_timeline
 from dashboard.selectors.withholds import node_windows
 from dashboard.services.calibration import node_calibration
 from dashboard.services.jobs import job_request
+from dashboard.services.memory_model import group_words, memory_lesson_revert
 from dashboard.services.observations import observations_clear
 from dashboard.services.pools import PoolsError, pools_report
 from dashboard.views.withholds import WithholdForm
@@ -100,6 +101,18 @@ def observations_clear_view(request, node_id: int):
     cleared = observations_clear(node=node, by=request.user, source="web")
     messages.success(request, f"Cleared {cleared} observation{'s' if cleared != 1 else ''} of node {node_id}.")
     return redirect("node", node_id=node_id)
+
+
+@login_required
+@require_POST
+@permission_required("dashboard.reregister_node", raise_exception=True)
+def memory_lesson_revert_view(request, node_id: int, lesson_id: int):
+    """Revert the fleet lesson that decides this node's memory (audited); the one before decides again."""
+    node = get_object_or_404(Node, grid_id=node_id)
+    lesson = get_object_or_404(MemoryLesson, pk=lesson_id)
+    memory_lesson_revert(lesson=lesson, by=request.user, source="web")
+    messages.success(request, f"Reverted memory lesson {lesson.pk} of {group_words(lesson.build)}.")
+    return redirect("node", node_id=node.grid_id)
 
 
 @login_required

@@ -23,7 +23,7 @@ Its parts:
 
 from dashboard.grid.simgrid.http import SimulatorServer, serve_simulator
 from dashboard.grid.simgrid.machine import ZosMachine
-from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimVm, zos_reserve_mru
+from dashboard.grid.simgrid.records import ZOS_BUILDS, ZOS_CACHE_SRU, SimVm, zos_reserve_mru
 from dashboard.grid.simgrid.store import NodeAlreadyOnGrid, SimulatedGrid
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "SimVm",
     "SimulatedGrid",
     "SimulatorServer",
+    "ZOS_BUILDS",
     "ZOS_CACHE_SRU",
     "ZosMachine",
     "serve_simulator",

@@ -5,11 +5,14 @@
   WithStartupOrder(ZMountType, ...) and engine.installDeployment), and the zmachine's
   memory check runs before its rootfs volume is created. So the order of refusals is:
   validation (synchronous, before any contract), data disk, memory, rootfs.
-- Deploy-time memory check (zos pkg/primitives/statistics.go):
-  used = max(sum of workload memory + reserve, memory actually in use);
-  usable = total - used; refused when the VM's memory > usable. "Actually in use" is
-  the workloads' memory plus a hidden per-VM overhead (`per_vm_overhead_mru`, zero
-  by default as in current ZOS) plus the reserve, capped at the node's memory.
+- Deploy-time memory check (zosbase pkg/primitives/statistics.go, getUsableMemoryBytes and
+  hasEnoughCapacity): counted = the running workloads' memory + the reserve, max(10%, 2 GiB);
+  actual = MemTotal - MemAvailable; used = max(counted, actual); usable = total - used; refused
+  when the VM's memory > usable. Here actual = ZOS's own use + each VM's memory and its per-VM
+  overhead, from the node's ZOS build (records.ZOS_BUILDS, with the node's own spread), capped
+  at the node's memory. A node with no build uses its reserve for ZOS and
+  `per_vm_overhead_mru` per VM (zero by default). `test_vm` adds the daily provisiontest VM
+  (1 vCPU / 512 MiB, outside the count: it shows in actual only).
 - Disks are placed by storaged (storaged.py): data disk first, then the rootfs
   (max(requested, zos_rootfs(cpu, memory))).
 - CPU is not checked (ZOS over-provisions cores).
@@ -31,15 +34,21 @@ NO_SPACE = "not enough space left in pools of this type ssd"
 # --- ZOS's arithmetic ------------------------------------------------------------------
 
 
-def _actual_mru(node: SimNode, vms: Sequence[SimVm]) -> int:
-    """Memory really in use on the host; the hidden per-VM overhead shows up only here."""
-    return min(node.mru, sum(vm.mru + node.per_vm_overhead_mru for vm in vms) + node.reserve_mru)
+PROVISION_TEST_VM_MRU = 512 * MiB  # zosbase provisiontest: 1 vCPU / 512 MiB, for up to ~3 minutes a day
 
 
-def _usable_mru(node: SimNode, vms: Sequence[SimVm]) -> int:
-    accounted = sum(vm.mru for vm in vms) + node.reserve_mru
+def actual_mru(node: SimNode, vms: Sequence[SimVm], *, test_vm: bool = False) -> int:
+    """Memory really in use on the host (MemTotal - MemAvailable); the hidden use shows up only here."""
+    own, per_vm = node.hidden_use()
+    test = PROVISION_TEST_VM_MRU + per_vm if test_vm else 0
+    return min(node.mru, own + sum(vm.mru + per_vm for vm in vms) + test)
+
+
+def usable_mru(node: SimNode, vms: Sequence[SimVm], *, test_vm: bool = False) -> int:
+    """ZOS's usable memory: total - max(counted, actual)."""
+    counted = sum(vm.mru for vm in vms) + node.reserve_mru
     # ZOS computes this in uint64; used never exceeds total here, the clamp only guards a shrunk node.
-    return max(node.mru - max(accounted, _actual_mru(node, vms)), 0)
+    return max(node.mru - max(counted, actual_mru(node, vms, test_vm=test_vm)), 0)
 
 
 class ZosMachine:
@@ -50,10 +59,11 @@ class ZosMachine:
     accounted use); the memory really in use shows in a memory refusal alone.
     """
 
-    def __init__(self, node: SimNode, vms: Sequence[SimVm] = ()) -> None:
+    def __init__(self, node: SimNode, vms: Sequence[SimVm] = (), *, test_vm: bool = False) -> None:
         self.node = node
         self.vms = list(vms)
         self.storaged = Storaged(node, self.vms)
+        self.test_vm = test_vm  # the daily provisiontest VM is running now
 
     @classmethod
     def boot(
@@ -66,6 +76,7 @@ class ZosMachine:
         pools: Sequence[int] | None = None,
         per_vm_overhead_mru: int = 0,
         status: str = "up",
+        zos_build: str = "",
     ) -> ZosMachine:
         sizes = checked_pools(pools, sru)
         node = SimNode(
@@ -84,12 +95,13 @@ class ZosMachine:
             city="",
             status_changed_at=0,
             cache_pool=sizes.index(max(sizes)),
+            zos_build=zos_build,
         )
         return cls(node)
 
     def copy(self) -> ZosMachine:
         twin = ZosMachine.__new__(ZosMachine)
-        twin.node, twin.vms = self.node, list(self.vms)
+        twin.node, twin.vms, twin.test_vm = self.node, list(self.vms), self.test_vm
         twin.storaged = self.storaged.copy()
         return twin
 
@@ -99,7 +111,7 @@ class ZosMachine:
         # When memory and the data disk are both short, both workloads fail; the error the
         # deployer and the client surface is the VM's own (the Rust client's "vm deployment
         # entered error state" is about the zmachine), so memory is reported first.
-        usable = _usable_mru(node, self.vms)
+        usable = usable_mru(node, self.vms, test_vm=self.test_vm)
         if size.mru > usable:
             return None, _refused(
                 name,

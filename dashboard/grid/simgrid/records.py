@@ -15,10 +15,39 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Sizes only: every rule of the simulated grid is ZOS's, written here on its own.
-from dashboard.capacity import GiB, format_size
+from dashboard.capacity import GiB, MiB, format_size
 
 ZOS_CACHE_SRU = 20 * GiB
 RESERVE_MRU_FLOOR = 2 * GiB
+
+
+@dataclass(frozen=True)
+class ZosBuild:
+    """What one ZOS build really uses on a host: its own daemons, and each VM beyond the guest's
+    memory (cloud-hypervisor, virtiofsd, the console). The same build uses about the same on every
+    node; a node's own spread comes on top (`build_spread`)."""
+
+    own_mru: int
+    per_vm_mru: int
+
+
+# Most of a simulated fleet runs the first, a few the second. "" is a node whose build nobody
+# set: its hidden use is only what `per_vm_overhead_mru` gives (ZOS's own use inside the reserve),
+# as the simulated grid always did.
+ZOS_BUILDS = {
+    "v3.14.0-sim": ZosBuild(own_mru=1536 * MiB, per_vm_mru=GiB),
+    "v3.13.2-sim": ZosBuild(own_mru=2560 * MiB, per_vm_mru=768 * MiB),
+}
+BUILD_SPREAD_OWN_MRU = 32 * MiB  # a node's own use differs from its build's by at most this
+BUILD_SPREAD_PER_VM_MRU = 4 * MiB  # and each of its VMs' by at most this
+
+
+def build_spread(node_id: int) -> tuple[int, int]:
+    """A node's own deviation from its build (own use, per VM), the same on every run for a node id."""
+    mixed = (node_id * 2654435761) % 2**32  # Knuth's multiplicative hash: spread, yet reproducible
+    own = (mixed % (2 * BUILD_SPREAD_OWN_MRU // MiB + 1)) * MiB - BUILD_SPREAD_OWN_MRU
+    per_vm = ((mixed >> 16) % (2 * BUILD_SPREAD_PER_VM_MRU // MiB + 1)) * MiB - BUILD_SPREAD_PER_VM_MRU
+    return own, per_vm
 
 
 def zos_reserve_mru(total_mru: int) -> int:
@@ -67,10 +96,28 @@ class SimNode:
     cache_pool: int = 0
     mounted: frozenset[int] = frozenset()
     vdisk_pools: frozenset[int] = frozenset()
+    # The ZOS version the node runs (what `zos.system.version` answers); its use from ZOS_BUILDS.
+    zos_build: str = ""
 
     @property
     def reserve_mru(self) -> int:
         return zos_reserve_mru(self.mru)
+
+    def hidden_use(self) -> tuple[int, int]:
+        """(ZOS's own use, each VM's use beyond its memory) on this host. A node with no build uses
+        its reserve for ZOS itself and `per_vm_overhead_mru` per VM."""
+        build = ZOS_BUILDS.get(self.zos_build)
+        if build is None:
+            return self.reserve_mru, self.per_vm_overhead_mru
+        own, per_vm = build_spread(self.node_id)
+        # `per_vm_overhead_mru` is this node's own deviation from its build (--per-vm-overhead-mru).
+        return build.own_mru + own, build.per_vm_mru + per_vm + self.per_vm_overhead_mru
+
+
+def checked_build(zos_build: str) -> str:
+    if zos_build not in ("", *ZOS_BUILDS):
+        raise ValueError(f"unknown ZOS build {zos_build!r}; the simulated builds are {', '.join(ZOS_BUILDS)}")
+    return zos_build
 
 
 def checked_pools(pools: Sequence[int] | None, sru: int) -> list[int]:
@@ -116,4 +163,5 @@ def node_from_row(row: sqlite3.Row) -> SimNode:
         cache_pool=row["cache_pool"],
         mounted=frozenset(json.loads(row["mounted"])),
         vdisk_pools=frozenset(json.loads(row["vdisk_pools"])),
+        zos_build=row["zos_build"],
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 
 # Sizes and types only: the decisions are ZosMachine's.
 from dashboard.capacity import Resources, SliceSize, format_size
-from dashboard.grid.simgrid import chain
+from dashboard.grid.simgrid import chain, records
 from dashboard.grid.simgrid.machine import ZosMachine, validation_error
 from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 from dashboard.grid.types import (
@@ -45,7 +45,7 @@ from dashboard.grid.types import (
     WorkloadNotFound,
 )
 
-SCHEMA_VERSION = 3  # 3: the chain's rent contracts and dedicated farms (chain.py)
+SCHEMA_VERSION = 4  # 3: the chain's rent contracts and dedicated farms (chain.py); 4: each node's ZOS build
 # Workload names end up in workload ids ("<twin>-<deployment>-<name>"), stored in 64 characters.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS sim_node (
     status_changed_at INTEGER NOT NULL,
     cache_pool INTEGER NOT NULL DEFAULT 0,
     mounted TEXT NOT NULL DEFAULT '[]',
-    vdisk_pools TEXT NOT NULL DEFAULT '[]'
+    vdisk_pools TEXT NOT NULL DEFAULT '[]',
+    zos_build TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS sim_vm (
     workload_id TEXT PRIMARY KEY,
@@ -130,6 +131,7 @@ class SimulatedGrid(chain.ChainAdmin):
         country: str = "",
         city: str = "",
         replace: bool = False,
+        zos_build: str = "",
     ) -> NodeCapacity:
         """Put a node on the simulated grid. With replace=True an existing node and its VMs are dropped first."""
         node_id = _positive(node_id, "node id")
@@ -143,6 +145,7 @@ class SimulatedGrid(chain.ChainAdmin):
         twin_id = _positive(twin_id, "twin id") if twin_id is not None else node_id + 1000
         status = _status(status)
         per_vm_overhead_mru = _bounded(per_vm_overhead_mru, "per-VM memory overhead", low=0, high=mru)
+        zos_build = records.checked_build(zos_build)
         if not isinstance(dedicated, bool):
             raise ValueError(f"dedicated must be true or false (got {dedicated!r})")
         farm_name, country, city = (
@@ -158,8 +161,8 @@ class SimulatedGrid(chain.ChainAdmin):
             conn.execute("DELETE FROM sim_node WHERE node_id = ?", (node_id,))
             conn.execute(
                 "INSERT INTO sim_node (node_id, farm_id, farm_name, twin_id, status, dedicated, cru, mru, sru, pools,"
-                " per_vm_overhead_mru, country, city, status_changed_at, cache_pool, mounted)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " per_vm_overhead_mru, country, city, status_changed_at, cache_pool, mounted, zos_build)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     node_id,
                     farm_id,
@@ -177,6 +180,7 @@ class SimulatedGrid(chain.ChainAdmin):
                     now(),
                     cache,
                     json.dumps([cache]),
+                    zos_build,
                 ),
             )
             return self._capacity(self._node(conn, node_id), [], conn)
@@ -468,6 +472,8 @@ class SimulatedGrid(chain.ChainAdmin):
                         "vdisk_pools TEXT NOT NULL DEFAULT '[]'",
                     ):
                         conn.execute(f"ALTER TABLE sim_node ADD COLUMN {column}")
+                if 1 <= version < 4:
+                    conn.execute("ALTER TABLE sim_node ADD COLUMN zos_build TEXT NOT NULL DEFAULT ''")
                 for statement in filter(None, (s.strip() for s in (_SCHEMA + ";" + chain.SCHEMA).split(";"))):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

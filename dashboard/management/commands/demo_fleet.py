@@ -96,6 +96,8 @@ class DemoNode:
     pools_known: bool = True
     # The twin holding a rent contract on the whole node (the chain's); BY_MARKETPLACE: the marketplace's.
     rented_by: int | None = None
+    # The ZOS version the node tells (zos.system.version): the group its memory is learnt in.
+    zos_version: str = ""
 
 
 BY_MARKETPLACE = 0  # DemoNode.rented_by: whichever twin the marketplace deploys with (demo_marketplace_twin)
@@ -113,8 +115,11 @@ RENTED_NODE = DemoNode(3150, 1210, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), de
 # deploys (carved on the total alone, the sixth 151 GiB disk would fit in neither pool).
 TWO_POOL_NODE = DemoNode(2310, 58, cru=8, mru=31 * GiB, sru=930 * GiB, pools=(465 * GiB, 465 * GiB), pools_known=False)
 DOWN_NODE = DemoNode(3021, 317, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), status="down")
-# Each VM really costs 1 GiB more than its size: only calibration can see it.
-OVERHEAD_NODE = DemoNode(2877, 902, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB)
+# Each VM really costs 1 GiB more than its size: only calibration can see it. Its ZOS version is its
+# own, so what its refusals teach stays with its build (the others' version is unknown: one group).
+OVERHEAD_NODE = DemoNode(
+    2877, 902, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB, zos_version="v3.12.9-demo"
+)
 SAMPLED_NODE = DemoNode(1995, 1, cru=12, mru=32 * GiB, sru=int(931.5 * GiB), pools=(int(465.5 * GiB), 466 * GiB))
 # Three SSDs of near-equal size, known to the catalog: ZOS puts zos-cache in the largest and each
 # disk where most room is left, in a device order nobody reports; the carve holds in every order.
@@ -390,6 +395,9 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
         registered[spec.node_id] = node_register_from_grid(
             live=replace(live, pools_sru=pools), policy_name=spec.policy, source="command"
         )
+        if spec.zos_version:
+            Node.objects.filter(pk=registered[spec.node_id].pk).update(zos_version=spec.zos_version)
+            registered[spec.node_id].zos_version = spec.zos_version
         if spec.rented:
             with transaction.atomic():
                 Slice.objects.filter(node=registered[spec.node_id], index__in=spec.rented).update(

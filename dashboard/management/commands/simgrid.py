@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from dashboard.capacity import SizeError, format_size, parse_size
-from dashboard.grid.simgrid import ZOS_CACHE_SRU, SimulatedGrid, serve_simulator
+from dashboard.grid.simgrid import ZOS_BUILDS, ZOS_CACHE_SRU, SimulatedGrid, serve_simulator
 from dashboard.grid.types import NODE_STATUSES, GridError
 from dashboard.management.cli import ProductCommand, refused, usage_error
 
@@ -49,7 +49,15 @@ class Command(ProductCommand):
             "--pools", default=None, help="SSD pool sizes in order, e.g. 465GiB,465GiB (default: one pool of --sru)"
         )
         add.add_argument(
-            "--per-vm-overhead-mru", default="0", help="hidden memory each VM really uses on top, e.g. 512MiB"
+            "--per-vm-overhead-mru",
+            default="0",
+            help="hidden memory each VM really uses on top (this node's own, beyond its build's), e.g. 512MiB",
+        )
+        add.add_argument(
+            "--zos-build",
+            default="",
+            choices=["", *ZOS_BUILDS],
+            help="the ZOS version it runs: ZOS's own use and each VM's overhead come from it (default: none)",
         )
         add.add_argument("--status", choices=NODE_STATUSES, default="up")
         add.add_argument("--dedicated", action="store_true")
@@ -123,6 +131,7 @@ class Command(ProductCommand):
             country=options["country"],
             city=options["city"],
             replace=options["replace"],
+            zos_build=options["zos_build"],
         )
         if options["farm_dedicated"]:
             grid.farm_dedicated(node.farm_id, True)

@@ -145,6 +145,7 @@ def reregister_plan(
         pool_room_below=node.pool_room_below,
         bound_used_sru=node.pool_room_below_used_sru,
         used_sru=seen.used.sru,
+        zos_own_mru=node.zos_own_mru,
     )
     occupied_sizes = [s.size.resources for s in occupied]
     # Memoised: a fleet's nodes share a few shapes, and a carve with pools tries every device order.

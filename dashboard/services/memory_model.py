@@ -1,0 +1,252 @@
+"""The fleet's memory lessons: one node's refusal teaches every node of its ZOS build at once.
+
+Each memory Observation (services.observations) is a point of its build's line, actual use
+beyond the VMs' memory = ZOS's own use + VMs x the per-VM overhead (capacity.overhead). After
+each one the build's points are fitted again (`memory_model_refit`), the fit kept as a
+MemoryLesson (the history: the newest not reverted decides), and written onto every node of the
+group (`Node.zos_own_mru`, `hidden_mru_per_vm`, `memory_lesson`, `memory_lesson_scope`) with
+their figures refreshed in the same transaction: the precheck, placeable now, placement and the
+carve read those columns. A catalog made stale by a lesson (more slices than it can hold) shows
+in the stale check and is re-carved through the bulk re-register in waves, as any stale catalog.
+
+The group is the node's ZOS version (`zos_build_key`), or one fleet-wide group when it is not
+known. An admin may revert a lesson (`memory_lesson_revert`, audited): the observations it added
+are cleared and the lesson before it decides again.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.models import AuditEvent, MemoryLesson, Node, Observation, Slice
+from dashboard.rows import rows_update
+from dashboard.services.figures import figures_refresh, nodes_lock
+
+
+def zos_build_key(zos_version: str | None) -> str:
+    """The group a node's memory is learnt in: its ZOS version, or "" (the whole fleet) when unknown."""
+    return (zos_version or "").strip()
+
+
+def observation_max_age() -> timedelta:
+    """How long an observation counts (OBSERVATION_MAX_AGE_DAYS, default 30); it stays on file after."""
+    return timedelta(days=getattr(settings, "OBSERVATION_MAX_AGE_DAYS", 30))
+
+
+def _margin_sd() -> float:
+    return float(getattr(settings, "MEMORY_MODEL_MARGIN_SD", 1.0))
+
+
+def memory_points(build: str, *, now: datetime | None = None) -> tuple[list[capacity.MemoryPoint], list[int]]:
+    """The build's live memory observations as points of its line, and their ids."""
+    now = now or timezone.now()
+    rows = (
+        Observation.objects.filter(
+            kind=Observation.Kind.MEMORY,
+            cleared_at__isnull=True,
+            seen_at__gte=now - observation_max_age(),
+            zos_build=build,
+            total_mru__isnull=False,
+            usable_mru__isnull=False,
+            accounted_mru__isnull=False,
+        )
+        .order_by("pk")
+        .values_list("pk", "node_id", "total_mru", "accounted_mru", "usable_mru", "vm_count")
+    )
+    points, ids = [], []
+    for pk, node, total, accounted, usable, vms in rows:
+        points.append(
+            capacity.MemoryPoint(
+                node=node,
+                total_mru=total,
+                vms=vms,
+                vm_mru=max(accounted - capacity.zos_reserve_mru(total), 0),
+                actual_mru=total - usable,
+            )
+        )
+        ids.append(pk)
+    return points, ids
+
+
+def lesson_current(build: str) -> MemoryLesson | None:
+    """The lesson that decides the group's memory now: its newest not reverted."""
+    return MemoryLesson.objects.filter(build=build, reverted_at__isnull=True).order_by("-learnt_at", "-pk").first()
+
+
+def lesson_fit(lesson: MemoryLesson) -> capacity.OverheadFit:
+    return capacity.OverheadFit(
+        own_mru=lesson.own_mru,
+        per_vm_mru=lesson.per_vm_mru,
+        own_sd=lesson.own_sd,
+        per_vm_sd=lesson.per_vm_sd,
+        spread_mru=lesson.spread_mru,
+        points=lesson.points,
+        nodes=lesson.nodes,
+        mean_vms=lesson.mean_vms,
+        residuals={int(node): value for node, value in lesson.residuals.items()},
+    )
+
+
+def memory_model_refit(*, build: str, trigger: Node | None = None, source: str = "deploy") -> MemoryLesson | None:
+    """Fit the group's points again, keep the fit as its lesson, and apply it to every node of the
+    group. The lesson now deciding (None when the group has no observation). Call in a transaction."""
+    points, ids = memory_points(build)
+    current = lesson_current(build)
+    if current is not None and sorted(current.observation_ids) == ids:
+        lesson = current  # nothing new (e.g. a revert brought the one before back)
+    elif not points:
+        lesson = None
+    else:
+        fit = capacity.overhead_fit(points)
+        node_ids = sorted({p.node for p in points})
+        lesson = MemoryLesson.objects.create(
+            build=build,
+            own_mru=fit.own_mru,
+            per_vm_mru=fit.per_vm_mru,
+            own_sd=fit.own_sd,
+            per_vm_sd=fit.per_vm_sd,
+            spread_mru=fit.spread_mru,
+            mean_vms=fit.mean_vms,
+            points=fit.points,
+            nodes=fit.nodes,
+            residuals={str(node): value for node, value in fit.residuals.items()},
+            observation_ids=ids,
+            learnt_from=list(
+                Node.objects.filter(pk__in=node_ids).order_by("grid_id").values_list("grid_id", flat=True)
+            ),
+            learnt_at=timezone.now(),
+            trigger_node=trigger,
+        )
+        AuditEvent.objects.create(
+            source=source,
+            action="memory_lesson.learnt",
+            node=trigger,
+            message=f"{group_words(build)}: {lesson_words(lesson)}",
+            detail={"lesson": lesson.pk, "build": build, "observations": ids},
+        )
+    memory_model_apply(build=build, lesson=lesson)
+    return lesson
+
+
+def memory_lessons_for_new(node_pks: list[int]) -> int:
+    """Give newly registered nodes their group's lesson (a node registered after it learnt)."""
+    builds = {zos_build_key(v) for v in Node.objects.filter(pk__in=node_pks).values_list("zos_version", flat=True)}
+    return sum(
+        memory_model_apply(build=build, lesson=lesson, node_pks=node_pks)
+        for build in sorted(builds)
+        if (lesson := lesson_current(build)) is not None
+    )
+
+
+def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: list[int] | None = None) -> int:
+    """Write the group's lesson onto each of its nodes (or those of `node_pks`) and refresh the
+    figures of those it changed."""
+    fit = lesson_fit(lesson) if lesson is not None else None
+    observed_nodes = (
+        set(Observation.objects.filter(pk__in=lesson.observation_ids).values_list("node_id", flat=True))
+        if lesson
+        else set()
+    )
+    versions = _versions(build)
+    # A node whose version moved it to another group since loses this group's lesson (its own
+    # group's next refit, or memory_lessons_for_new, gives it that one).
+    group = Node.objects.filter(Q(zos_version__in=versions) | Q(memory_lesson__build=build))
+    if node_pks is not None:
+        group = group.filter(pk__in=node_pks)
+    nodes = group.annotate(carved=Count("slices", filter=~Q(slices__state=Slice.State.FAILED))).values_list(
+        "pk", "zos_version", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope", "carved"
+    )
+    changed = []
+    scope_of_group = "build" if build else "fleet"
+    for pk, version, hidden, own, lesson_id, scope, carved in nodes:
+        if fit is None or version not in versions:
+            want = (0, None, None, "")
+        else:
+            observed = fit.observed_for(node=pk, vms=max(carved, 1), margin_sd=_margin_sd())
+            want = (
+                observed.hidden_mru_per_vm,
+                observed.zos_own_mru,
+                lesson.pk,
+                "own" if pk in observed_nodes else scope_of_group,
+            )
+        if want != (hidden, own, lesson_id, scope):
+            changed.append((pk, want))
+    if not changed:
+        return 0
+    nodes_lock([pk for pk, _ in changed])
+    # One statement for the whole group: a lesson reaches thousands of nodes at once.
+    rows_update(Node, _LESSON_COLUMNS, [(pk, *want) for pk, want in changed], stamped=("updated_at",))
+    figures_refresh([pk for pk, _ in changed], locked=True)
+    return len(changed)
+
+
+_LESSON_COLUMNS = (
+    ("id", "bigint"),
+    ("hidden_mru_per_vm", "bigint"),
+    ("zos_own_mru", "bigint"),
+    ("memory_lesson_id", "bigint"),
+    ("memory_lesson_scope", "text"),
+)
+
+
+def _versions(build: str) -> list[str]:
+    """The zos_version values stored for the group (a version may be stored with spaces around it)."""
+    stored = Node.objects.order_by().values_list("zos_version", flat=True).distinct()
+    return [v for v in stored if zos_build_key(v) == build] or [build]
+
+
+def memory_lesson_revert(*, lesson: MemoryLesson, by=None, source: str = "web") -> MemoryLesson | None:
+    """Revert a lesson (audited): the observations it added are cleared, and the group's lesson
+    before it decides again. The lesson now deciding."""
+    with transaction.atomic():
+        lesson = MemoryLesson.objects.select_for_update().get(pk=lesson.pk)
+        if lesson.reverted_at is not None:
+            return lesson_current(lesson.build)
+        before = (
+            MemoryLesson.objects.filter(build=lesson.build, reverted_at__isnull=True, learnt_at__lte=lesson.learnt_at)
+            .exclude(pk=lesson.pk)
+            .order_by("-learnt_at", "-pk")
+            .first()
+        )
+        added = set(lesson.observation_ids) - set(before.observation_ids if before else [])
+        user = by if getattr(by, "pk", None) else None
+        now = timezone.now()
+        cleared = Observation.objects.filter(pk__in=added, cleared_at__isnull=True).update(
+            cleared_at=now, cleared_by=user
+        )
+        MemoryLesson.objects.filter(pk=lesson.pk).update(reverted_at=now, reverted_by=user)
+        AuditEvent.objects.create(
+            actor=user,
+            source=source,
+            action="memory_lesson.reverted",
+            node=lesson.trigger_node,
+            message=(
+                f"{group_words(lesson.build)}: lesson {lesson.pk} reverted, {cleared} observation(s) it added cleared; "
+                + (f"lesson {before.pk} decides again" if before else "no lesson decides now")
+            ),
+            detail={"lesson": lesson.pk, "build": lesson.build, "cleared": sorted(added)},
+        )
+        return memory_model_refit(build=lesson.build, source=source)
+
+
+def group_words(build: str) -> str:
+    return f"ZOS {build}" if build else "the fleet (ZOS version unknown)"
+
+
+def lesson_words(lesson: MemoryLesson) -> str:
+    size = capacity.format_size
+    nodes = ", ".join(str(n) for n in lesson.learnt_from[:5]) + ("…" if len(lesson.learnt_from) > 5 else "")
+    if lesson.own_mru is None:
+        what = f"{size(lesson.per_vm_mru)} hidden per VM beyond the reserve"
+    else:
+        what = (
+            f"ZOS uses {size(lesson.own_mru)} (± {size(lesson.own_sd)}) and each VM "
+            f"{size(lesson.per_vm_mru)} (± {size(lesson.per_vm_sd)}) beyond its memory"
+        )
+    return f"{what}, from {lesson.points} refusal(s) on node(s) {nodes}"
