@@ -1,7 +1,10 @@
 """The slice audit page: an admin runs a dry run, reads the orphan and the foreign VM, fixes them once;
 support reads the same page and has no button."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB, SliceSize
@@ -18,6 +21,7 @@ def planted(simgrid_path):
     """Node 1774 with slices 0 and 1 deployed; slice 1's VM deleted on the grid (an orphan) and a VM
     deployed there outside the catalog (a foreign one)."""
     from dashboard.grid.simgrid import SimulatedGrid
+    from dashboard.models import Deployment
 
     grid = SimulatedGrid(simgrid_path)
     grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
@@ -26,6 +30,8 @@ def planted(simgrid_path):
     gone = slice_deploy(node=node, slice_index=1, grid=grid)
     grid.delete_vm(1774, gone.grid_workload_id)
     grid.deploy_vm(1774, SliceSize(cru=1, mru=2 * GiB, sru=50 * GiB), name="outside")
+    # Taken long enough ago that the proxy would list its contract: past the orphan's grace (issue 35).
+    Deployment.objects.filter(pk=gone.pk).update(started_at=timezone.now() - timedelta(hours=1))
     return grid
 
 

@@ -60,6 +60,9 @@ def test_the_run_rollback_button_goes_to_the_rollback_jobs_page_which_follows_it
     role_user("admins", username="ada", password="not-a-real-password-1774")
     page = browser_page
     log_in(page, "ada", "not-a-real-password-1774", then=f"/jobs/{run.pk}/")
+    # The run's rollback asks first, naming its count (issue 34); the admin accepts.
+    asked = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.get_by_role("button", name="Roll back the run (3 nodes)").click()
 
     # htmx sends the browser to the rollback job's page (HX-Redirect); the run's own card is finished already.
@@ -70,3 +73,4 @@ def test_the_run_rollback_button_goes_to_the_rollback_jobs_page_which_follows_it
     assert page.url.endswith(f"/jobs/{rollback.pk}/")
     assert "2 of 3 node(s)" in card.inner_text()
     assert "node 3 cannot be rolled back" in page.locator(".rollback-blocked").inner_text()
+    assert asked and asked[0].startswith("Roll back 3 nodes of job #")
