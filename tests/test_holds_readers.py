@@ -177,3 +177,15 @@ def test_finding_4_a_held_slice_reads_held_on_the_node_page_as_in_the_api(
     until = dt.datetime.fromisoformat(api[5]["held_until"].replace("Z", "+00:00"))
     assert f"until {until:%Y-%m-%d %H:%M:%S} UTC" in row_5
     assert "held for a buyer" in row_5 and "✓ yes" not in row_5
+
+
+def test_finding_4_the_csv_says_until_when_the_nodes_held_slices_are_held(held_1774, admins_client):
+    from dashboard.models import Hold
+    from dashboard.services.holds import hold_release
+
+    live = Hold.objects.live(timezone.now()).get(node__grid_id=1774)
+    rows = list(csv.DictReader(io.StringIO(admins_client.get("/export.csv").content.decode())))
+    assert (rows[0]["held"], rows[0]["held_until"]) == ("1", live.expires_at.isoformat())
+    hold_release(hold_id=live.pk, source="command")
+    rows = list(csv.DictReader(io.StringIO(admins_client.get("/export.csv").content.decode())))
+    assert (rows[0]["held"], rows[0]["held_until"]) == ("0", "")

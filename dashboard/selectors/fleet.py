@@ -106,6 +106,11 @@ class NodeRow:
     held_stored: tuple = field(default=(0, None, None), repr=False, compare=False)
 
     @property
+    def held_until(self) -> datetime | None:
+        """When the last of its live holds ends (the CSV's `held_until`; the node page names each one's)."""
+        return self.held_stored[2] if self.held else None
+
+    @property
     def uncertain(self) -> bool:
         """Its figures rest on no reading or one past READING_MAX_AGE_MINUTES: neither phantom nor fine."""
         return reading_is_uncertain(self.seen_at, timezone.now())
