@@ -9,7 +9,7 @@ nothing, and the numbers are the ones the pages show. Two registries, two paths:
   shared request budget (slicedash_grid_budget_wait_seconds) and the 429s (slicedash_grid_rate_limited).
   Its size and cost do
   not depend on the fleet: scrape it often, alert on it.
-- `/metrics/farms` (`farms_registry`): slicedash_farm_* per farm (label `farm`), 12 series a farm,
+- `/metrics/farms` (`farms_registry`): slicedash_farm_* per farm (label `farm`), 16 series a farm (4 of them deployable by tier),
   so its answer grows with the number of farms: scrape it less often (README, "Metrics").
 """
 
@@ -26,6 +26,7 @@ from dashboard.grid.proxy.client import RATE_LIMITED
 from dashboard.models import Job
 from dashboard.selectors.farm_totals import FarmSums
 from dashboard.selectors.metrics import farms_figures, metrics_snapshot
+from dashboard.selectors.tiers import TIER_FIGURES
 
 # (attribute of FarmSums, metric suffix, help)
 FIGURES = (
@@ -41,6 +42,10 @@ FIGURES = (
     ("stale", "nodes_stale", "Nodes whose catalog differs from what their policy carves now"),
     ("unprechecked", "nodes_unprechecked", "Nodes never prechecked (placeable and phantom unknown)"),
     ("never_read", "nodes_never_read", "Nodes whose capacity was never read from the grid"),
+)
+TIERS_HELP = (
+    "Deployable slices by tier (selectors.tiers: now, after-wake, blocked, closed), as the fleet page's tiles "
+    "count them; the tiers add up to slices_deployable"
 )
 
 
@@ -62,13 +67,19 @@ class FarmsCollector:
             "Age of the least recently read node's capacity, per farm",
             labels=["farm"],
         )
+        farm_tiers = GaugeMetricFamily(
+            "slicedash_farm_slices_deployable_tier", f"{TIERS_HELP}, per farm", labels=["farm", "tier"]
+        )
         for farm in farms_figures():
             label = [str(farm.farm_id)]
             for attr, family in farm_families.items():
                 family.add_metric(label, getattr(farm, attr))
+            for tier, attr in TIER_FIGURES.items():
+                farm_tiers.add_metric([*label, tier], getattr(farm, attr))
             if farm.oldest_reading_at is not None:
                 farm_oldest.add_metric(label, _age(now, farm.oldest_reading_at))
         yield from farm_families.values()
+        yield farm_tiers
         yield farm_oldest
 
 
@@ -84,6 +95,12 @@ class FiguresCollector:
         fleet: FarmSums = snapshot.fleet
         for attr, suffix, text in FIGURES:
             yield GaugeMetricFamily(f"slicedash_fleet_{suffix}", f"{text}, whole fleet", value=getattr(fleet, attr))
+        tiers = GaugeMetricFamily(
+            "slicedash_fleet_slices_deployable_tier", f"{TIERS_HELP}, whole fleet", labels=["tier"]
+        )
+        for tier, attr in TIER_FIGURES.items():
+            tiers.add_metric([tier], getattr(fleet, attr))
+        yield tiers
         if fleet.oldest_reading_at is not None:
             yield GaugeMetricFamily(
                 "slicedash_fleet_oldest_reading_age_seconds",

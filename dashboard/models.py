@@ -1092,6 +1092,11 @@ class SnapshotFigures(models.Model):
     phantom_pool = models.PositiveIntegerField(default=0)
     # Phantom because the node was closed, for any reason of capacity.CLOSURE_REASONS (down and standby too).
     phantom_closed = models.PositiveIntegerField(default=0)
+    # `deployable` in its tiers (selectors.tiers, the fleet page's definition): they add up to it.
+    deployable_now = models.PositiveIntegerField(default=0)
+    deployable_after_wake = models.PositiveIntegerField(default=0)
+    deployable_blocked = models.PositiveIntegerField(default=0)
+    deployable_closed = models.PositiveIntegerField(default=0)
 
     class Meta:
         indexes = [models.Index(fields=["scope", "subject", "snapshot"], name="snapshot_series")]

@@ -171,6 +171,39 @@ class TestOneDemoFleet:
     def test_it_keeps_the_logins_file_private(self, shared_demo):
         assert stat.S_IMODE(shared_demo.logins.stat().st_mode) == 0o600
 
+    def test_the_counts_it_prints_at_start_are_the_fleet_pages_tiles(self, shared_demo, admins_client):
+        """Issue 34: the start banner's counts match the fleet page (its tiles, as rendered)."""
+        import re
+
+        from dashboard.services.withholds import node_withhold
+
+        node_withhold(nodes=[Node.objects.get(grid_id=1995)], reason="maintenance", via="command")  # a closed tier
+        line = next(line for line in _demo().splitlines() if line.startswith("Fleet page:"))
+        said = {
+            word: int(n.replace(",", ""))
+            for n, word in re.findall(
+                r"([\d,]+) (nodes|deployable|now|after wake|blocked|closed|free|phantom|stale)", line
+            )
+        }
+        page = admins_client.get("/").content.decode()
+        tiles = {
+            "nodes": r"<dt>Nodes</dt><dd>([\d,]+)",
+            "deployable": r"<dt>Deployable</dt><dd>([\d,]+)",
+            "now": r'data-tier="now"[^>]*><strong>([\d,]+)',
+            "after wake": r'data-tier="after-wake"[^>]*><strong>([\d,]+)',
+            "blocked": r'data-tier="blocked"[^>]*><strong>([\d,]+)',
+            "closed": r'data-tier="closed"[^>]*><strong>([\d,]+)',
+            "free": r"<dt>Free</dt><dd>([\d,]+)",
+            "phantom": r"<dt>Phantom on up nodes</dt><dd>([\d,]+)",
+            "stale": r"<dt>Stale catalogs</dt><dd>([\d,]+)",
+        }
+        shown = {word: int(re.search(pattern, page).group(1).replace(",", "")) for word, pattern in tiles.items()}
+        assert said == shown
+        assert (
+            said["closed"] > 0
+            and said["now"] + said["after wake"] + said["blocked"] + said["closed"] == said["deployable"]
+        )
+
     def test_it_prints_only_the_login_lines(self, shared_demo):
         passwords = json.loads(shared_demo.logins.read_text())
         assert _demo("--print-logins").splitlines() == [

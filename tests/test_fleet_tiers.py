@@ -1,6 +1,6 @@
 """Issue 34, finding 2: every deployable slice is in exactly one tier (now, after wake, blocked, closed),
 so the tiers add up to deployable on every reader: the kept fleet totals, each farm's, the filtered
-table under `tier=`, the CSV's `tier` column and the API; each compared with a live recomputation from
+table under `tier=`, the CSV's `tier` column, the API, the snapshots and /metrics; each compared with a live recomputation from
 the node rows after every kind of write (closure, withhold, hold, rent, status, re-register)."""
 
 import csv
@@ -8,9 +8,11 @@ import io
 from collections import Counter
 
 import pytest
+from django.test import Client
 from django.urls import reverse
+from prometheus_client.parser import text_string_to_metric_families
 
-from dashboard.models import Job, Node
+from dashboard.models import Job, Node, SnapshotFigures
 from dashboard.selectors.farm_totals import FarmSums, farm_totals
 from dashboard.selectors.fleet import fleet_overview, fleet_page
 from dashboard.selectors.tiers import TIER_FIGURES, TIERS, tier_of
@@ -19,11 +21,13 @@ from dashboard.services.holds import hold_create
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.precheck import precheck_run
+from dashboard.services.snapshots import snapshot_take
 from dashboard.services.withholds import node_withhold
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db
 OURS, OTHER = 7, 42
+METRICS_TOKEN = "metrics-token-for-the-tiers-1774"
 
 
 def live_tiers() -> dict[str, int]:
@@ -34,8 +38,34 @@ def live_tiers() -> dict[str, int]:
     return dict(tiers)
 
 
+def live_farm_tiers() -> dict[int, dict[str, int]]:
+    farms: dict[int, Counter] = {}
+    for farm, status, closure, deployable in Node.objects.values_list("farm_id", "status", "closure", "deployable"):
+        farms.setdefault(farm, Counter({t: 0 for t in TIERS}))[tier_of(status, closure)] += deployable
+    return {farm: dict(tiers) for farm, tiers in farms.items()}
+
+
 def tiers_of(sums) -> dict[str, int]:
     return {t: getattr(sums, TIER_FIGURES[t]) for t in TIERS}
+
+
+def snapshot_tiers() -> dict[tuple[str, int], dict[str, int]]:
+    """A snapshot taken now: each farm's and the fleet's tiers as it stored them."""
+    snapshot = snapshot_take(trigger="test")
+    rows = SnapshotFigures.objects.filter(snapshot=snapshot).exclude(scope="node")
+    return {(r.scope, r.subject): tiers_of(r) | {"deployable": r.deployable} for r in rows}
+
+
+def metrics_tiers(path: str) -> dict[tuple[str, ...], int]:
+    """The tier series /metrics (or /metrics/farms) reports: labels (farm, tier) -> slices."""
+    answer = Client().get(path, headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+    assert answer.status_code == 200
+    return {
+        tuple(s.labels[k] for k in ("farm", "tier") if k in s.labels): int(s.value)
+        for family in text_string_to_metric_families(answer.content.decode())
+        for s in family.samples
+        if s.name.endswith("slices_deployable_tier")
+    }
 
 
 def readers_agree(client) -> dict[str, int]:
@@ -59,6 +89,15 @@ def readers_agree(client) -> dict[str, int]:
     assert dict(by_csv) == live
     for tier in TIERS:  # the filter and the rows' own tier (the CSV's column) are one rule
         assert {r.tier for r in fleet_overview(tier=tier).rows} <= {tier}
+    # The snapshots (capacity over time, the alerts' trend) and /metrics count them the same way.
+    by_farm = live_farm_tiers()
+    kept = snapshot_tiers()
+    assert kept[("fleet", 0)] == live | {"deployable": sum(live.values())}
+    assert {farm: kept[("farm", farm)] for farm in by_farm} == {
+        farm: tiers | {"deployable": sum(tiers.values())} for farm, tiers in by_farm.items()
+    }
+    assert metrics_tiers("/metrics") == {(t,): live[t] for t in TIERS}
+    assert metrics_tiers("/metrics/farms") == {(str(f), t): n for f, tiers in by_farm.items() for t, n in tiers.items()}
     return live
 
 
@@ -66,6 +105,7 @@ def readers_agree(client) -> dict[str, int]:
 def fleet(sim_node, settings):
     """Two farms: 1774 and 1775 up (farm 1), 1776 on standby and 1777 down (farm 2), judged for twin 7."""
     settings.MARKETPLACE_TWIN_ID = (OURS,)
+    settings.METRICS_TOKEN = METRICS_TOKEN
     sim_node.grid.deployer_twin = OURS
     nodes = {
         1774: sim_node(1774, policy_name="zos", **node_1774(farm_id=1)),

@@ -159,3 +159,33 @@ def test_finding_4_a_held_slice_reads_held_in_the_nodes_catalog(held_1774, api_c
 def test_finding_4_only_a_token_whose_user_may_act_sees_the_buyer(held_1774, api_call, api_token):
     catalog = api_call("get", "/api/v1/nodes/1774", api_token("read", role="support")).json()["catalog"]
     assert [(s["state"], s["held_for"]) for s in catalog if s["index"] == 5] == [("held", None)]
+
+
+def test_finding_4_a_held_slice_reads_held_on_the_node_page_as_in_the_api(
+    held_1774, support_client, api_call, api_token
+):
+    """The node page's catalog says what the API's does (selectors.node.CatalogSlice, one rule): held, with
+    its end, and not placeable now; the slice whose hold ended by time is free again."""
+    import re
+
+    page = support_client.get("/nodes/1774/").content.decode()
+    rows = dict(re.findall(r'<tr data-slice="(\d+)" data-state="(\w+)"', page))
+    api = api_call("get", "/api/v1/nodes/1774", api_token("read")).json()["catalog"]
+    assert rows == {str(s["index"]): s["state"] for s in api}
+    assert rows["5"] == "held" and rows["4"] == "free"
+    row_5 = page[page.index('<tr data-slice="5"') :].split("</tr>", 1)[0]
+    until = dt.datetime.fromisoformat(api[5]["held_until"].replace("Z", "+00:00"))
+    assert f"until {until:%Y-%m-%d %H:%M:%S} UTC" in row_5
+    assert "held for a buyer" in row_5 and "✓ yes" not in row_5
+
+
+def test_finding_4_the_csv_says_until_when_the_nodes_held_slices_are_held(held_1774, admins_client):
+    from dashboard.models import Hold
+    from dashboard.services.holds import hold_release
+
+    live = Hold.objects.live(timezone.now()).get(node__grid_id=1774)
+    rows = list(csv.DictReader(io.StringIO(admins_client.get("/export.csv").content.decode())))
+    assert (rows[0]["held"], rows[0]["held_until"]) == ("1", live.expires_at.isoformat())
+    hold_release(hold_id=live.pk, source="command")
+    rows = list(csv.DictReader(io.StringIO(admins_client.get("/export.csv").content.decode())))
+    assert (rows[0]["held"], rows[0]["held_until"]) == ("0", "")

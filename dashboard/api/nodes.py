@@ -25,7 +25,7 @@ from dashboard.api.schemas import (
 )
 from dashboard.api.writes import api_write
 from dashboard.grid.types import GridError
-from dashboard.models import Hold, Job, Node, Slice
+from dashboard.models import Hold, Job, Node
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
 from dashboard.selectors.uptime import uptime_percent
@@ -252,17 +252,16 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
 def _catalog_slice(c, *, buyer_shown: bool) -> dict:
     """One slice of the catalog as the API gives it: a free slice under a live hold reads "held" (with its
     end, and for an admin its buyer), not "free": it is not on offer, so neither does it "fit now"."""
-    held = c.hold is not None and c.slice.state == Slice.State.FREE
     return {
         "index": c.slice.index,
         "cru": c.slice.cru,
         "mru": c.slice.mru,
         "sru": c.slice.sru,
-        "state": "held" if held else c.slice.state,
-        "held_until": c.hold.expires_at if held else None,
-        "held_for": c.hold.marketplace_id if held and buyer_shown else None,
+        "state": c.state,
+        "held_until": c.held_until,
+        "held_for": c.hold.marketplace_id if c.held and buyer_shown else None,
         "generation": c.slice.generation,
-        "fits_now": None if held else c.fits_now,
+        "fits_now": c.placeable,
         "last_deployment_state": c.last_deployment_state,
         "last_deployment_cause": c.last_deployment_cause,
     }

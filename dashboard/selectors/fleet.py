@@ -19,7 +19,7 @@ from dashboard import capacity
 from dashboard.models import Node, reading_is_uncertain
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 from dashboard.selectors.holds import Held, held_among, held_by_node
-from dashboard.selectors.tiers import TIERS, closed_by_reason, tier_of, tier_q, tier_sums
+from dashboard.selectors.tiers import TIER_FIGURES, TIER_WORDS, TIERS, closed_by_reason, tier_of, tier_q, tier_sums
 
 # Sort keys; "-" in front sorts descending. "seen" is short for "seen_at". A missing value
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
@@ -106,6 +106,11 @@ class NodeRow:
     held_stored: tuple = field(default=(0, None, None), repr=False, compare=False)
 
     @property
+    def held_until(self) -> datetime | None:
+        """When the last of its live holds ends (the CSV's `held_until`; the node page names each one's)."""
+        return self.held_stored[2] if self.held else None
+
+    @property
     def uncertain(self) -> bool:
         """Its figures rest on no reading or one past READING_MAX_AGE_MINUTES: neither phantom nor fine."""
         return reading_is_uncertain(self.seen_at, timezone.now())
@@ -163,6 +168,16 @@ class FleetTotals:
     def phantom_waiting(self) -> int:
         """Phantom slices on nodes that are not up: they wait on a wake (standby) or a repair (down)."""
         return self.phantom - self.phantom_on_up_nodes
+
+    @property
+    def tiles_words(self) -> str:
+        """The fleet page's tiles in one line, for a console (the start banner): the same figures, so the
+        counts printed at start are the ones the page shows (issue 34)."""
+        tiers = ", ".join(f"{getattr(self, TIER_FIGURES[tier]):,} {TIER_WORDS[tier]}" for tier in TIERS)
+        return (
+            f"Fleet page: {self.nodes:,} nodes registered; {self.deployable:,} deployable slices ({tiers}); "
+            f"{self.free:,} free; {self.phantom_on_up_nodes:,} phantom on up nodes; {self.stale:,} stale catalogs"
+        )
 
 
 @dataclass(frozen=True)

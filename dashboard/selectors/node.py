@@ -78,6 +78,24 @@ class CatalogSlice:
     fits_now: bool | None
     hold: Hold | None = None  # the live hold keeping this free slice for one buyer
 
+    # One rule for every door that shows a slice (API catalog, node page): a free slice under a live hold
+    # reads "held", until its hold ends; it is not on offer, so neither does it "fit now" (issue 34, finding 4).
+    @property
+    def held(self) -> bool:
+        return self.hold is not None and self.slice.state == Slice.State.FREE
+
+    @property
+    def state(self) -> str:
+        return "held" if self.held else self.slice.state
+
+    @property
+    def held_until(self):
+        return self.hold.expires_at if self.held else None
+
+    @property
+    def placeable(self) -> bool | None:
+        return None if self.held else self.fits_now
+
 
 @dataclass(frozen=True)
 class SliceVerdictLine:

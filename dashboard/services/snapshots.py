@@ -3,6 +3,7 @@
 `snapshot_take` copies the Node figure columns (services.figures owns them; this only reads them)
 into SnapshotFigures rows in a fixed number of statements whatever the fleet size: one INSERT for
 the snapshot, then one INSERT ... SELECT each for the nodes, the farms (grouped) and the fleet.
+Each figure is summed as the fleet page sums it (the farm totals' aggregates, selectors.tiers' tiers).
 The beat takes one every SNAPSHOT_EVERY seconds and the job task one after every job.
 
 `snapshots_thin` bounds the storage: every snapshot of the last THIN_RECENT is kept at most one per
@@ -16,68 +17,87 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
+from django.db.models import Case, F, IntegerField, Sum, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from dashboard.capacity import CLOSURE_REASONS
 from dashboard.models import FiguresSnapshot, Node, SnapshotFigures
+from dashboard.selectors.farm_totals import AGGREGATES
+from dashboard.selectors.tiers import tier_sums
 
 THIN_RECENT = timedelta(days=2)
 THIN_RECENT_EVERY = timedelta(minutes=5)
 THIN_HOURLY = timedelta(days=30)
 THIN_DAILY = timedelta(days=365)
 
-# SnapshotFigures column -> its SQL over the node table (summed for a farm and the fleet).
-_FIGURES = {
-    "nominal": "n.slices_free + n.slices_rented + n.slices_deployed + n.slices_failed",
-    "deployable": "n.deployable",
-    "free_deployable": "CASE WHEN n.deployable > n.slices_rented + n.slices_deployed "
-    "THEN n.deployable - n.slices_rented - n.slices_deployed ELSE 0 END",
-    "free": "n.slices_free",
-    "placeable": "COALESCE(n.placeable_now, 0)",
-    "phantom": "COALESCE(n.phantom_slices, 0)",
-}
 # The reasons with a column of their own; phantom_closed sums every closure (capacity.CLOSURE_REASONS),
 # so a new closure reason is counted with no new column.
 PHANTOM_REASONS = ("down", "standby", "memory", "disk", "pool")
 
 
-def _reason_sql(reason: str) -> str:
-    # The keys are our own identifiers (capacity's), never input: checked, then inlined.
-    assert reason.replace("-", "").replace("_", "").isalnum(), reason
-    return f"COALESCE((n.phantom_reasons ->> '{reason}')::integer, 0)"
+def _reason(reason: str):
+    return Coalesce(Cast(KT(f"phantom_reasons__{reason}"), IntegerField()), 0)
 
 
-def _closed_sql() -> str:
-    return " + ".join(_reason_sql(key) for key in CLOSURE_REASONS)
+def _free_deployable():
+    occupied = F("slices_rented") + F("slices_deployed")
+    return Case(When(deployable__gt=occupied, then=F("deployable") - occupied), default=0, output_field=IntegerField())
+
+
+def _sums() -> dict:
+    """SnapshotFigures column -> its sum over the node rows. The figures the fleet page shows are the farm
+    totals' own aggregates (selectors.farm_totals.AGGREGATES) and deployable's tiers the one definition
+    (selectors.tiers): a snapshot cannot count a figure another way than the page (issue 34, finding 2)."""
+    first, *others = CLOSURE_REASONS
+    closed = _reason(first)
+    for key in others:
+        closed = closed + _reason(key)
+    return {
+        **{name: AGGREGATES[name] for name in ("nodes", "nominal", "deployable", "free", "placeable", "phantom")},
+        "free_deployable": Sum(_free_deployable()),
+        **{f"phantom_{reason}": Sum(_reason(reason)) for reason in PHANTOM_REASONS},
+        "phantom_closed": Sum(closed),
+        **tier_sums(),
+    }
+
+
+def _grouped(column: str) -> tuple[str, tuple]:
+    """The node rows' sums grouped by `column` (each sum aliased s_<figure>, the group s_subject), as SQL."""
+    rows = (
+        Node.objects.order_by()
+        .values(s_subject=F(column))
+        .annotate(**{f"s_{name}": value for name, value in _sums().items()})
+    )
+    return rows.query.sql_with_params()
 
 
 def snapshot_take(*, trigger: str = "beat", now: datetime | None = None) -> FiguresSnapshot:
     """Record the figures of the fleet, each farm and each node now: four statements in one transaction."""
-    figures = {
-        **_FIGURES,
-        **{f"phantom_{reason}": _reason_sql(reason) for reason in PHANTOM_REASONS},
-        "phantom_closed": _closed_sql(),
-    }
-    columns = ", ".join(["snapshot_id", "scope", "subject", "nodes", *figures])
+    figures = list(_sums())
+    columns = ", ".join(["snapshot_id", "scope", "subject", *figures])
     table = connection.ops.quote_name(SnapshotFigures._meta.db_table)
-    nodes = connection.ops.quote_name(Node._meta.db_table)
-    summed = ", ".join(f"SUM({sql})" for sql in figures.values())
+    # A null sum (no node prechecked, an empty fleet) is stored as 0.
+    picked = ", ".join(f"COALESCE(q.s_{name}, 0)" for name in figures)
+    summed = ", ".join(f"COALESCE(SUM(q.s_{name}), 0)" for name in figures)
     with transaction.atomic():
         snapshot = FiguresSnapshot.objects.create(at=now or timezone.now(), trigger=trigger[:40])
+        nodes_sql, nodes_params = _grouped("grid_id")
+        farms_sql, farms_params = _grouped("farm_id")
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT %s, 'node', n.grid_id, 1, {', '.join(figures.values())} FROM {nodes} n",
-                [snapshot.pk],
+                f"INSERT INTO {table} ({columns}) SELECT %s, 'node', q.s_subject, {picked} FROM ({nodes_sql}) q",
+                [snapshot.pk, *nodes_params],
             )
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT %s, 'farm', n.farm_id, COUNT(*), {summed} FROM {nodes} n GROUP BY n.farm_id",
-                [snapshot.pk],
+                f"INSERT INTO {table} ({columns}) SELECT %s, 'farm', q.s_subject, {picked} FROM ({farms_sql}) q",
+                [snapshot.pk, *farms_params],
             )
-            # COALESCE: an empty fleet still gets its row of zeros.
-            fleet = ", ".join(f"COALESCE(SUM({sql}), 0)" for sql in figures.values())
+            # The fleet is its farms added up, as the fleet page's totals are; an empty fleet a row of zeros.
             cursor.execute(
-                f"INSERT INTO {table} ({columns}) SELECT %s, 'fleet', 0, COUNT(*), {fleet} FROM {nodes} n",
-                [snapshot.pk],
+                f"INSERT INTO {table} ({columns}) SELECT %s, 'fleet', 0, {summed} FROM ({farms_sql}) q",
+                [snapshot.pk, *farms_params],
             )
     return snapshot
 

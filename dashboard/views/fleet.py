@@ -48,6 +48,7 @@ CSV_COLUMNS = (
     "gap",
     "free",
     "held",
+    "held_until",
     "rented",
     "deployed",
     "failed",
@@ -163,6 +164,7 @@ def export_csv(request):
             values[f"phantom_{reason}"] = row.phantom_reasons.get(reason, 0) if row.phantom is not None else None
         values["gap"] = row.nominal - row.deployable
         values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""
+        values["held_until"] = row.held_until.isoformat() if row.held_until else ""
         values["tier"] = row.tier
         writer.writerow([_csv_cell(values[column]) for column in CSV_COLUMNS])
     return response

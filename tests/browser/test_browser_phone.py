@@ -120,3 +120,72 @@ def test_a_map_cells_figures_stay_on_a_phones_screen(phone, demo_fleet):
     cells.nth(rightmost).focus()
     assert "Node " in cells.nth(rightmost).evaluate("el => getComputedStyle(el, '::after').content")
     assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+# Each label of a form against its input: the label's `for` names one element, an input of the same form,
+# and every visible input of the form has a label naming it.
+LABELS_OF = """(form) => {
+  const problems = [];
+  for (const label of form.querySelectorAll("label")) {
+    const id = label.htmlFor;
+    const named = document.querySelectorAll(`[id="${CSS.escape(id)}"]`);
+    if (named.length !== 1) problems.push(`label "${label.textContent.trim()}" for=${id}: ${named.length} elements with that id`);
+    else if (!form.contains(named[0])) problems.push(`label "${label.textContent.trim()}" names #${id} outside its form`);
+    else if (!named[0].matches("input, select, textarea")) problems.push(`label "${label.textContent.trim()}" names a ${named[0].tagName}`);
+  }
+  for (const input of form.querySelectorAll("input:not([type=hidden]), select, textarea")) {
+    if (!input.labels || input.labels.length !== 1) problems.push(`#${input.id} has ${input.labels ? input.labels.length : 0} labels`);
+  }
+  return problems;
+}"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_at_390_px_the_fleet_tables_deployable_and_phantom_are_on_screen(phone, demo_fleet):
+    """Issue 34: on a phone the deployable and phantom columns are on the screen itself, not past its
+    right edge inside the table's scroll box (header and every row of the first page)."""
+    log_in(phone, "support", demo_fleet["support"])
+    table = phone.locator("#fleet-table")
+    expect(table.locator("tbody tr[data-node]").first).to_be_visible()
+    headers = table.locator("thead th")
+    names = [headers.nth(i).inner_text().strip() for i in range(headers.count())]
+    for wanted in ("deployable", "Phantom"):
+        column = next(i for i, name in enumerate(names) if wanted in name)
+        cells = table.locator(f"tr > :nth-child({column + 1})")
+        boxes = cells.evaluate_all(
+            "cells => cells.map(c => { const r = c.getBoundingClientRect(); return [r.left, r.right]; })"
+        )
+        assert boxes and all(0 <= left and right <= PHONE["width"] for left, right in boxes), (wanted, boxes[:3])
+    table.scroll_into_view_if_needed()
+    screenshot(phone, "phone-fleet-table.png", full_page=False)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_maintenance_forms_labels_name_their_inputs(phone, demo_fleet):
+    """Issue 34: the withhold (maintenance) form, on a node page and a farm's fleet page, each label for its
+    own input; and axe finds no label problem there."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    from dashboard.models import Node
+
+    log_in(phone, "admin", demo_fleet["admin"], then="/nodes/1774/")
+    form = phone.locator("#withhold-form")
+    expect(form).to_be_attached()
+    assert form.evaluate(LABELS_OF) == []
+    assert sorted(form.locator("label").all_inner_texts()) == ["From (UTC)", "Reason", "Until (UTC)"]
+    farm = Node.objects.get(grid_id=1774).farm_id
+    phone.goto(f"/?farm={farm}")
+    phone.locator("#farm-withhold summary").click()
+    farm_form = phone.locator("#farm-withhold form")
+    assert farm_form.evaluate(LABELS_OF) == []
+    for path in ("/nodes/1774/", f"/?farm={farm}"):
+        phone.goto(path)
+        label_rules = {
+            "label",
+            "label-title-only",
+            "form-field-multiple-labels",
+            "duplicate-id",
+            "label-content-name-mismatch",
+        }
+        found = [v["id"] for v in Axe().run(phone).response["violations"] if v["id"] in label_rules]
+        assert found == [], (path, found)

@@ -39,6 +39,7 @@ from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import GridError
 from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, PolicyVersion, Slice
+from dashboard.selectors.fleet import fleet_page
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh, figures_refresh_all
@@ -264,8 +265,6 @@ class Command(ProductCommand):
                 missing = sorted({n.node_id for n in nodes} - set(grid.node_ids()))
                 if missing:
                     self.stdout.write(f"  not on the simulated grid any more: {len(missing)} of its nodes")
-                registered = set(Node.objects.values_list("grid_id", flat=True))
-                self.stdout.write(unregistered_words([replace(n, registered=n.node_id in registered) for n in nodes]))
             else:
                 with transaction.atomic():
                     _demo_remove(grid, nodes)
@@ -277,7 +276,9 @@ class Command(ProductCommand):
                     f"demo fleet {'rebuilt' if reset else 'built'}: {len(nodes)} nodes on the simulated grid "
                     f"at {settings.SIMGRID_PATH}"
                 )
-                self.stdout.write(unregistered_words(nodes))
+            # Which nodes are registered as the database says, not as the demo meant: the fleet page's count.
+            registered = set(Node.objects.values_list("grid_id", flat=True))
+            self.stdout.write(unregistered_words([replace(n, registered=n.node_id in registered) for n in nodes]))
             # Kept figures computed under other settings (MARKETPLACE_TWIN_ID changed between runs) are stored
             # again under this run's, and the run's settings recorded with them (services.figures_settings).
             differ = figures_settings_differ() if kept else None
@@ -295,6 +296,8 @@ class Command(ProductCommand):
             raise CommandError(f"simulated grid: {exc}") from None
         _demo_users(logins_path)
         self.stdout.write(f"prechecked {checked} nodes; logins in {logins_path} ({time.monotonic() - started:.1f}s)")
+        # The tiles' own selector: the counts printed at start are the fleet page's.
+        self.stdout.write(fleet_page(per_page=1).totals.tiles_words)
         if tour:
             self._print_logins(logins_path)
             self.stdout.write(tour_words())
