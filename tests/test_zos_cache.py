@@ -108,9 +108,11 @@ def test_finding_5_on_two_pools_the_precheck_keeps_the_step_on_the_cache_pool_on
     used = Resources(mru=reserve_mru, sru=20 * GiB)
     beyond_step = SliceSize(cru=1, mru=4 * GiB, sru=TWO_SSDS[0] - 10 * GiB - rootfs + GiB)
     assert capacity.fits(beyond_step, total, used, ZOS, live=live).fits
-    # With the other pool full, only the cache's pool is left, and the step's room is not given.
-    live = _report_live(TWO_SSDS, (5 * GiB, TWO_SSDS[1]), 5 * GiB)
-    used = Resources(mru=reserve_mru, sru=20 * GiB + TWO_SSDS[1])
+    # With 100 GiB left in the other pool, the total has room but only the cache's pool could
+    # hold the disk, and the step's room is not given.
+    other = TWO_SSDS[1] - 100 * GiB
+    live = _report_live(TWO_SSDS, (5 * GiB, other), 5 * GiB)
+    used = Resources(mru=reserve_mru, sru=20 * GiB + other)
     verdict = capacity.fits(beyond_step, total, used, ZOS, live=live)
     assert not verdict.fits and verdict.shortfalls[0].resource == "cache", verdict.words
     assert "zos-cache's next 5 GiB step" in verdict.words
@@ -131,3 +133,26 @@ def test_finding_5_a_carve_with_the_cache_known_deploys_in_every_order_after_one
     for zos in every_order(total.mru, pools, total.sru, cache=cache):
         zos.grow_cache()
         assert deploy_all(zos, result.slice, result.new_slices) == [None] * result.new_slices, zos.size
+
+
+@SETTINGS
+@given(sane_nodes(), st.sampled_from([5 * GiB, 20 * GiB]), st.data())
+def test_finding_5_with_the_cache_known_placeable_now_is_what_deploys_after_one_step(node, cache, data):
+    # The pools report: the cache's quota in its pool, the deployed VMs' disks; the proxy: its 20 GiB.
+    total, pools = node
+    pools = pools or [total.sru]
+    result = capacity.carve(total, ZOS, pools=pools, cache=cache)
+    deployed = data.draw(st.integers(0, result.new_slices), label="deployed")
+    disks = (result.slice.sru, result.slice.rootfs)
+    live = capacity.live_node(policy=ZOS, pools=pools, occupied=[result.slice.resources] * deployed, cache=cache)
+    used = Resources(
+        mru=max(total.mru // 10, 2 * GiB) + deployed * result.slice.mru,
+        sru=20 * GiB + deployed * sum(disks),
+    )
+    free = [(i, result.slice) for i in range(deployed, result.new_slices)]
+    placeable = capacity.precheck(free, total, used, ZOS, live=live).placeable_now
+    assert placeable == len(free)  # a fresh catalog carved with the cache known has no phantom
+    for zos in every_order(total.mru, pools, total.sru, cache=cache):
+        deploy_all(zos, result.slice, deployed)
+        zos.grow_cache()
+        assert deploy_all(zos, result.slice, len(free)).count(None) == placeable
