@@ -64,6 +64,20 @@ def test_it_keeps_the_zos_reserve_on_node_1774():
     assert carve(NODE_1774, ZOS, pools=ONE_SSD).reserve == Resources(mru=3328599654, sru=20 * GiB)
 
 
+@pytest.mark.parametrize(
+    ("cache", "kept", "disk"),
+    [
+        # (931.5 GiB - kept) / 6 - 500 MiB rootfs, rounded down to 1 GiB.
+        (None, 20 * GiB, 151 * GiB),  # the cache's quota unknown: the proxy's 20 GiB
+        (5 * GiB, 10 * GiB, 153 * GiB),  # first boot: 5 GiB and its next step
+        (20 * GiB, 25 * GiB, 150 * GiB),  # a cache grown to 20 GiB: its next step too
+    ],
+)
+def test_finding_5_node_1774_keeps_the_zos_cache_and_its_next_step(cache, kept, disk):
+    result = carve(NODE_1774, ZOS, pools=ONE_SSD, cache=cache)
+    assert (result.slices, result.reserve.sru, result.slice.sru) == (6, kept, disk)
+
+
 def test_it_leaves_less_than_one_slice_of_memory_unallocated_on_node_1774():
     unallocated = carve(NODE_1774, ZOS, pools=ONE_SSD).unallocated
     assert 0 <= unallocated.mru < 4 * GiB

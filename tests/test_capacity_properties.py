@@ -46,12 +46,13 @@ def zos_rootfs(cpu: int, memory: int) -> int:
 class ZosNode:
     """One node in one device order, deploying VMs as ZOS does."""
 
-    def __init__(self, total_mru: int, pools: list[int], *, hidden_per_vm: int = 0):
+    def __init__(self, total_mru: int, pools: list[int], *, hidden_per_vm: int = 0, cache: int = 20 * GIB):
         self.total_mru = total_mru
         self.hidden_per_vm = hidden_per_vm
         self.size = list(pools)
         cache_at = max(range(len(pools)), key=lambda i: (pools[i], -i))
-        self.taken = [20 * GIB if i == cache_at else 0 for i in range(len(pools))]
+        self.cache_at = cache_at
+        self.taken = [cache if i == cache_at else 0 for i in range(len(pools))]
         self.mounted = {cache_at}
         self.has_vdisks: set[int] = set()
         self.vms: list[int] = []  # memory of each running VM
@@ -88,6 +89,10 @@ class ZosNode:
         if vdisk:
             self.has_vdisks.add(i)
         return True
+
+    def grow_cache(self) -> None:
+        """zosbase checkAndResizeCache at 60% full: the zos-cache's quota grows by 5 GiB, room or not."""
+        self.taken[self.cache_at] += 5 * GIB
 
     def deploy(self, cpu: int, memory: int, data_disk: int) -> str | None:
         """Deploy one VM; None when accepted, else the resource ZOS refuses it on."""

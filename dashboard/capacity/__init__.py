@@ -74,6 +74,7 @@ from dashboard.capacity.placement import (
 )
 from dashboard.capacity.policy import (
     ARITHMETICS,
+    CACHE_STEP,
     DEFAULT_PROFILE,
     MIN_VM_MRU,
     PROFILES,
@@ -82,6 +83,8 @@ from dashboard.capacity.policy import (
     ROOTFS_SMALL,
     Policy,
     PolicyError,
+    cache_keep,
+    cache_reported,
     profile,
     vm_disks,
     with_overrides,
@@ -172,6 +175,9 @@ __all__ = [
     "ROOTFS_LARGE",
     "MIN_VM_MRU",
     "PolicyError",
+    "CACHE_STEP",
+    "cache_keep",
+    "cache_reported",
     "ROOTFS_RULES",
     "ARITHMETICS",
     "Policy",

@@ -18,7 +18,7 @@ from functools import lru_cache
 from dashboard.capacity.layouts import narrowed, plausible_layouts
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed, vms_by_memory
 from dashboard.capacity.placement import vms_placed_in_every_order
-from dashboard.capacity.policy import Policy, vm_disks
+from dashboard.capacity.policy import Policy, cache_keep, vm_disks
 from dashboard.capacity.sizes import CapacityError, GiB, Resources
 from dashboard.capacity.words import (
     LEGACY_CARVE_NOTE,
@@ -77,6 +77,7 @@ def carve(
     occupied: Sequence[Resources] = (),
     pools: Sequence[int] | None = None,
     observed: Observed = NOTHING_OBSERVED,
+    cache: int | None = None,
 ) -> Carve:
     """Carve a node into slices of `policy.slice_mru`, counting occupied slices first.
 
@@ -86,6 +87,9 @@ def carve(
     deploy in full under ZOS's placement in every device order of the pools; when they are not
     known (None), under every plausible layout of the SSD total (`pool_layouts`). `observed` is
     what the node's refusals taught: hidden memory per VM, a bound on its largest free pool.
+    `cache` is the zos-cache's quota now when a pool report tells it (`cache_reported`): with the
+    pools known the node then keeps that quota and its next step on the cache's pool (`cache_keep`)
+    instead of the Grid Proxy's fixed `reserve_sru`.
     """
     if total.mru < 0 or total.sru < 0 or total.cru < 0:
         raise CapacityError("node capacity must not be negative")
@@ -93,6 +97,8 @@ def carve(
         return _carve_whole_gib(total, policy, occupied)
 
     reserve = policy.reserve(total)
+    if pools and cache is not None and policy.reserve_sru:
+        reserve = Resources(cru=reserve.cru, mru=reserve.mru, sru=cache_keep(cache), hru=reserve.hru)
     occupied_charge = Resources.total_of(policy.vm_charge(o.cru, o.mru, o.sru) for o in occupied)
     budget = total - reserve - occupied_charge
     rootfs = policy.rootfs_size(policy.slice_cru, policy.slice_mru)
@@ -219,9 +225,14 @@ def layouts_agree(total_sru: int, cache: int, occupied: Sequence[tuple[int, int]
 
 @lru_cache(maxsize=8192)
 def _carve_memo(
-    total: Resources, policy: Policy, occupied: tuple[Resources, ...], pools: tuple[int, ...] | None, observed: Observed
+    total: Resources,
+    policy: Policy,
+    occupied: tuple[Resources, ...],
+    pools: tuple[int, ...] | None,
+    observed: Observed,
+    cache: int | None = None,
 ) -> Carve:
-    return carve(total, policy, occupied=occupied, pools=pools, observed=observed)
+    return carve(total, policy, occupied=occupied, pools=pools, observed=observed, cache=cache)
 
 
 def carve_memoised(
@@ -231,6 +242,7 @@ def carve_memoised(
     occupied: Sequence[Resources] = (),
     pools: Sequence[int] | None = None,
     observed: Observed = NOTHING_OBSERVED,
+    cache: int | None = None,
 ) -> Carve:
     """carve, remembered: a fleet has many nodes of the same size and the carve is pure.
 
@@ -238,7 +250,7 @@ def carve_memoised(
     with pools tries every device order, so this is what re-register plans and the stored
     figures use: the plan's carve is the one the figures find again.
     """
-    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None, observed)
+    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None, observed, cache)
 
 
 def _carve_whole_gib(total: Resources, policy: Policy, occupied: Sequence[Resources]) -> Carve:

@@ -20,6 +20,25 @@ ROOTFS_LARGE = 2 * GiB
 MIN_VM_MRU = 250 * MiB
 
 
+# zosbase pkg/storage/storage.go: the zos-cache quota starts at 5 GiB (cacheSize) and
+# checkAndResizeCache grows it by 5 GiB whenever it is 60% full (and shrinks it below 20%).
+CACHE_STEP = 5 * GiB
+
+
+def cache_keep(cache: int) -> int:
+    """The SSD to keep on the zos-cache's pool when its quota now is known: the quota and its next
+    step, no more (the cache grows by one step at a time, checked every 5 minutes)."""
+    return max(cache, CACHE_STEP) + CACHE_STEP
+
+
+def cache_reported(pools_used, occupied_disks) -> int | None:
+    """The zos-cache quota a pool report tells: what ZOS says the pools hold (the cache's quota
+    included) beyond the disks of the VMs there. None when the report says nothing usable."""
+    if not pools_used:
+        return None
+    return max(sum(pools_used) - sum(data + rootfs for data, rootfs in occupied_disks), CACHE_STEP)
+
+
 class PolicyError(CapacityError):
     pass
 

@@ -19,7 +19,7 @@ from dashboard.capacity.carve import SliceSize, pool_layouts
 from dashboard.capacity.closures import CLOSURE_REASONS, Closure, status_closure
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed
 from dashboard.capacity.placement import PoolState, distinct_outcomes, largest_room, pools_after, vm_outcomes
-from dashboard.capacity.policy import MIN_VM_MRU, Policy, vm_disks
+from dashboard.capacity.policy import CACHE_STEP, MIN_VM_MRU, Policy, cache_keep, vm_disks
 from dashboard.capacity.sizes import Resources
 from dashboard.capacity.words import fits_words, misfit_words, shortfall_words
 
@@ -85,18 +85,24 @@ class LiveNode:
     # What each pool holds, as ZOS reported it with the pools (same order): taken as it is
     # instead of replaying the occupied disks, whose placement depends on a history no reading tells.
     pools_used: tuple[int, ...] | None = None
+    # The zos-cache's quota now, when a pool report tells it (`cache_reported`): the node then keeps
+    # room for its next step on its pool (`cache_keep`), as the carve does.
+    cache: int | None = None
 
     def pool_states(self, total_sru: int, cache: int) -> list[list[PoolState]]:
         """The pools' every outcome over device orders, of every layout the verdicts must hold in."""
         if self.pools and self.pools_used and len(self.pools_used) == len(self.pools):
             # A pool ZOS reports anything in is mounted; which ones hold vdisks it does not say, nor
             # the device order (placement forks on what an order decides).
-            return [
-                [
-                    PoolState(size, used, mounted=used > 0)
-                    for size, used in zip(self.pools, self.pools_used, strict=True)
-                ]
+            state = [
+                PoolState(size, used, mounted=used > 0) for size, used in zip(self.pools, self.pools_used, strict=True)
             ]
+            if self.cache is not None:
+                # The report holds the cache's quota now; its next step is kept on its pool, the
+                # one it was created in at boot (the most space, the first of equals).
+                boot = max(range(len(state)), key=lambda i: (state[i].size, -i))
+                state[boot].used += CACHE_STEP
+            return [state]
         layouts = pool_layouts(total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed)
         return [state for layout in layouts for state in pools_after(layout, cache, self.occupied_disks)]
 
@@ -111,14 +117,17 @@ def live_node(
     occupied: Sequence[Resources],
     observed: Observed = NOTHING_OBSERVED,
     pools_used: Sequence[int] | None = None,
+    cache: int | None = None,
 ) -> LiveNode:
-    """The LiveNode of a node holding `occupied` VMs (in the order they were deployed)."""
+    """The LiveNode of a node holding `occupied` VMs (in the order they were deployed); `cache`, the
+    zos-cache's quota a pool report told, counts only with the pools known."""
     return LiveNode(
         pools=tuple(pools) if pools else None,
         occupied_disks=tuple(vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied),
         running=len(occupied),
         observed=observed,
         pools_used=tuple(pools_used) if pools and pools_used else None,
+        cache=cache if pools and policy.reserve_sru else None,
     )
 
 
@@ -150,18 +159,26 @@ class _Placement:
         self.total, self.used, self.policy, self.live = total, used, policy, live
         self.running = live.running
         self.new_disks = 0
-        self.orders: list[list[PoolState]] | None = live.pool_states(total.sru, policy.reserve_sru) or None
+        # With the cache's quota known, the node keeps it and its next step, not the proxy's fixed
+        # reserve_sru (which the proxy's `used` still counts: the difference is room on the total).
+        self.cache_kept = policy.reserve_sru if live.cache is None else cache_keep(live.cache)
+        self.orders: list[list[PoolState]] | None = live.pool_states(total.sru, self.cache_kept) or None
 
     def verdict(self, size: SliceSize | Resources) -> Verdict:
         policy = self.policy
         need = policy.vm_charge(size.cru, size.mru, size.sru)
         available = room_now(self.total, self.used, running=self.running, observed=self.live.observed)
+        if self.live.cache is not None:
+            available = available + Resources(sru=policy.reserve_sru - self.cache_kept)
         shortfalls = []
         if size.mru < MIN_VM_MRU:
             shortfalls.append(Shortfall("mru", MIN_VM_MRU, size.mru))
         for resource in ("mru", "sru"):
-            if getattr(need, resource) > getattr(available, resource):
-                shortfalls.append(Shortfall(resource, getattr(need, resource), getattr(available, resource)))
+            needed, there = getattr(need, resource), getattr(available, resource)
+            if needed > there:
+                # Short of the total only by the step kept for the zos-cache: said in those words.
+                cache_step = resource == "sru" and self.live.cache is not None and needed <= there + CACHE_STEP
+                shortfalls.append(Shortfall("cache" if cache_step else resource, needed, there))
         data, rootfs = vm_disks(policy, size.cru, size.mru, size.sru)
         if not shortfalls:
             bound = self.live.observed.pool_room_below
@@ -175,7 +192,9 @@ class _Placement:
                     failed = failed or bool(failure)
                 if failed:
                     room = min(largest_room(state) for state in self.orders)
-                    shortfalls.append(Shortfall("pool", data, room))
+                    # A disk that the step kept for the zos-cache alone keeps out: refused in those words.
+                    cache_step = self.live.cache is not None and data <= room + CACHE_STEP
+                    shortfalls.append(Shortfall("cache" if cache_step else "pool", data, room))
                 else:
                     self._trials = distinct_outcomes(trials)
         return Verdict(fits=not shortfalls, needed=need, available=available, shortfalls=tuple(shortfalls))
@@ -290,7 +309,7 @@ class SliceVerdict:
         if isinstance(self.verdict, ClosedVerdict):
             return self.verdict.closure.key
         resource = self.verdict.shortfalls[0].resource if self.verdict.shortfalls else "mru"
-        return {"mru": "memory", "sru": "disk", "pool": "pool"}.get(resource, "memory")
+        return {"mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}.get(resource, "memory")
 
 
 @dataclass(frozen=True)

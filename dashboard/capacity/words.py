@@ -11,7 +11,15 @@ from collections.abc import Iterable
 
 from dashboard.capacity.sizes import Resources, format_size
 
-RESOURCE_WORDS = {"cru": "CPU", "mru": "memory", "sru": "SSD disk", "hru": "HDD disk", "pool": "room in one SSD pool"}
+RESOURCE_WORDS = {
+    "cru": "CPU",
+    "mru": "memory",
+    "sru": "SSD disk",
+    "hru": "HDD disk",
+    "pool": "room in one SSD pool",
+    # ZOS grows the zos-cache by 5 GiB when it is 60% full: a disk taking that room would be refused later.
+    "cache": "room in one SSD pool while keeping the zos-cache's next 5 GiB step",
+}
 
 
 # --- a verdict: does one slice fit --------------------------------------------------------

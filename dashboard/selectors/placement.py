@@ -48,7 +48,7 @@ BLOCKS = {
     "held": "room held for buyers (live holds)",
 }
 # capacity.Shortfall.resource -> the block it is.
-_SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool"}
+_SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}
 BEST_SHOWN = 10
 # The best nodes' candidates read at a time (more only when whole groups' pools refuse the size).
 CANDIDATES_PAGE = 20

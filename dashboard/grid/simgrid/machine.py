@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 # Sizes and types only: every decision below is ZOS's rule written here on its own.
 from dashboard.capacity import GiB, MiB, Resources, SliceSize
@@ -77,6 +78,7 @@ class ZosMachine:
         per_vm_overhead_mru: int = 0,
         status: str = "up",
         zos_build: str = "",
+        cache_sru: int = ZOS_CACHE_SRU,
     ) -> ZosMachine:
         sizes = checked_pools(pools, sru)
         node = SimNode(
@@ -96,6 +98,7 @@ class ZosMachine:
             status_changed_at=0,
             cache_pool=sizes.index(max(sizes)),
             zos_build=zos_build,
+            cache_sru=cache_sru,
         )
         return cls(node)
 
@@ -148,6 +151,12 @@ class ZosMachine:
         )
         self.vms.append(vm)
         return vm, None
+
+    def cache_check(self, in_use: int) -> int:
+        """storaged's periodic cache check with `in_use` bytes in the zos-cache: its new quota."""
+        size = self.storaged.resize_cache(in_use)
+        self.node = replace(self.node, cache_sru=size)
+        return size
 
     def release(self, workload_id: str) -> None:
         """Cancel a VM: its memory and disks are free again (its pools stay mounted)."""

@@ -2,8 +2,10 @@
 
 - Node memory reserve: max(total // 10, 2 GiB) (zos provisiond getNodeReserved,
   `available.MRU*10/100`, integer division).
-- zos-cache: 20 GiB of SSD (the figure the Grid Proxy assumes) in the pool with the most
-  space, the first of equals in device order; the other pools start unmounted.
+- zos-cache: in the pool with the most space, the first of equals in device order; the other
+  pools start unmounted. Its quota starts at 5 GiB on a real node and grows in 5 GiB steps
+  (storaged.resized_cache); a stored node's cache is taken as grown to 20 GiB, the figure the
+  Grid Proxy assumes, and a ZosMachine can boot with any size and grow it.
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class SimNode:
     vdisk_pools: frozenset[int] = frozenset()
     # The ZOS version the node runs (what `zos.system.version` answers); its use from ZOS_BUILDS.
     zos_build: str = ""
+    # The zos-cache's quota now (storaged.resized_cache grows it on a ZosMachine).
+    cache_sru: int = ZOS_CACHE_SRU
 
     @property
     def reserve_mru(self) -> int:

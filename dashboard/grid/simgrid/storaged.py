@@ -14,20 +14,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm
+from dashboard.capacity import GiB
+from dashboard.grid.simgrid.records import SimNode, SimVm
+
+# zosbase pkg/storage/storage.go: the zos-cache subvolume is created with a 5 GiB quota at first
+# boot (in the most free SSD pool), and every 5 minutes `checkAndResizeCache` grows the quota by
+# 5 GiB when the cache is 60% full or more, or, below 20% full, sets it to twice what is in use
+# rounded down to 5 GiB, plus 5 GiB (never under 5 GiB).
+CACHE_STEP = 5 * GiB
+CACHE_GROW_PERCENT = 60
+CACHE_SHRINK_PERCENT = 20
+
+
+def resized_cache(size: int, in_use: int) -> int:
+    """The zos-cache quota after one `checkAndResizeCache` with `in_use` bytes in it (its Excl)."""
+    percent = in_use * 100 // size
+    if percent >= CACHE_GROW_PERCENT:
+        size += CACHE_STEP
+    elif percent < CACHE_SHRINK_PERCENT and size > CACHE_STEP:
+        size = (in_use * 2 // CACHE_STEP) * CACHE_STEP + CACHE_STEP
+    return max(size, CACHE_STEP)
 
 
 class Storaged:
     """storaged's view of one node's SSD pools while it places a VM's disks.
 
-    Allocation is counted in full for every disk (`used + size <= size`), the zos-cache
-    included. Mounted pools and pools holding a vdisks volume persist in the node's row.
+    Allocation is counted in full for every disk (`used + size <= size`), the zos-cache's
+    quota included (`node.cache_sru`, what it has grown to). Mounted pools and pools holding a vdisks volume persist in the node's row.
     """
 
     def __init__(self, node: SimNode, vms: Sequence[SimVm]) -> None:
         self.sizes = list(node.pools)
         self.allocated = [0] * len(self.sizes)
-        self.allocated[node.cache_pool] += ZOS_CACHE_SRU
+        self.cache_pool, self.cache = node.cache_pool, node.cache_sru
+        self.allocated[node.cache_pool] += node.cache_sru
         for vm in vms:
             if vm.data_pool is not None:
                 self.allocated[vm.data_pool] += vm.sru
@@ -63,9 +83,18 @@ class Storaged:
         self.allocated[pool] += size
         return pool
 
+    def resize_cache(self, in_use: int) -> int:
+        """One `checkAndResizeCache`: the quota is set whatever room the pool has left (a quota is
+        not an allocation btrfs checks; `used` counts it all the same, so new disks see less room)."""
+        size = resized_cache(self.cache, in_use)
+        self.allocated[self.cache_pool] += size - self.cache
+        self.cache = size
+        return size
+
     def copy(self) -> Storaged:
         twin = Storaged.__new__(Storaged)
         twin.sizes, twin.allocated = self.sizes, list(self.allocated)
+        twin.cache_pool, twin.cache = self.cache_pool, self.cache
         twin.mounted, twin.vdisk_pools = set(self.mounted), set(self.vdisk_pools)
         return twin
 
