@@ -6,7 +6,10 @@ real Celery worker processes (one running the beat with a 10 s fleet watch) work
 precheck job per node, and 16 API clients asking this process's live server for prechecks. Every
 process keeps the budget in the one Redis (GRID_RATE_LIMIT 15 of the proxy's 20). What is asserted
 is what the proxy counted, never how fast anything was: no 429, and no 1 s window with more than
-20 requests in it.
+20 requests in it. The proxy counts arrivals, the budget admissions: on a loaded machine a request
+admitted late in one window can arrive with the next one's, which is what the 5 between the budget's
+15 and the proxy's 20 are for (runs here saw at most 15 to 18 arrivals in a second, all 169
+requests the expected ones: 128 API prechecks, 40 precheck jobs, one watch page).
 """
 
 from __future__ import annotations
@@ -204,6 +207,7 @@ def test_finding_8_three_workers_and_16_api_clients_never_pass_the_proxys_limit(
 
     with proxy.lock:
         arrivals, refused, sent = list(proxy.arrivals), proxy.refused_for_rate, proxy.requests
+    print(f"the proxy saw {sent} requests, {refused} refused with 429, at most {busiest_window(arrivals)} in 1 s")
     assert len(answers) == CLIENTS * PRECHECKS_PER_CLIENT
     assert answers.count(200) == len(answers), sorted(set(answers))
     assert states.count(Job.State.SUCCEEDED) == NODES, sorted(set(states))
