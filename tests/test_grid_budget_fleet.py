@@ -8,7 +8,7 @@ process keeps the budget in the one Redis (GRID_RATE_LIMIT 15 of the proxy's 20)
 is what the proxy counted, never how fast anything was: no 429, and no 1 s window with more than
 20 requests in it. The proxy counts arrivals, the budget admissions: on a loaded machine a request
 admitted late in one window can arrive with the next one's, which is what the 5 between the budget's
-15 and the proxy's 20 are for (runs here saw at most 15 to 18 arrivals in a second, all 169
+15 and the proxy's 20 are for (a run here saw 18 arrivals in one second, all 169
 requests the expected ones: 128 API prechecks, 40 precheck jobs, one watch page).
 """
 
