@@ -9,7 +9,7 @@ process keeps the budget in the one Redis (GRID_RATE_LIMIT 15 of the proxy's 20)
 is what the proxy counted, never how fast anything was: no 429, and no 1 s window with more than
 20 requests in it. The proxy counts arrivals, the budget admissions: on a loaded machine a request
 admitted late in one window can arrive with the next one's, which is what the 5 between the budget's
-15 and the proxy's 20 are for (four runs here saw at most 18, 19, 18 and 18 arrivals in a second,
+15 and the proxy's 20 are for (three runs here saw at most 18, 19 and 18 arrivals in a second,
 0 429s, all 169 requests the expected ones: 128 API prechecks, 40 precheck jobs, one watch page).
 """
 
