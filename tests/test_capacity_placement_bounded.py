@@ -170,3 +170,39 @@ def test_finding_1_a_hostile_pool_report_and_the_node_after_it_answer_in_seconds
     read = time.monotonic() - started
     print(f"pool report {reported:.2f} s, node read {read:.2f} s")
     assert (reported < 10, read < 3) == (True, True), (reported, read)
+
+
+@pytest.mark.django_db
+def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_node, monkeypatch):
+    """No judgement inside the node's row lock: the report's figures are worked out before it is taken,
+    and the refresh inside the lock finds them again (the judgement is memoised); what is stored is
+    what a fresh judgement says."""
+    from dashboard.capacity.carve import _carve_memo
+    from dashboard.services import figures as figures_service
+    from dashboard.services import pools as pools_service
+
+    sizes = [500 * GiB + i % 3 for i in range(12)]
+    node = sim_node(2310, cru=64, mru=512 * GiB, sru=sum(sizes), hide_pools=True)
+    figures_service._placeable.cache_clear()
+    _carve_memo.cache_clear()
+    weighed = {}
+    real_refresh = pools_service.figures_refresh
+
+    def refresh_in_the_lock(pks, *, locked=False):
+        weighed["before the lock"] = placement.TALLY.shapes
+        placement.TALLY.shapes = 0
+        changed = real_refresh(pks, locked=locked)
+        weighed["inside the lock"] = placement.TALLY.shapes
+        return changed
+
+    monkeypatch.setattr(pools_service, "figures_refresh", refresh_in_the_lock)
+    placement.TALLY.shapes = 0
+    entries = [{"name": f"p{i}", "type": "ssd", "size": s, "used": 0} for i, s in enumerate(sizes)]
+    entries[0]["used"] = 20 * GiB
+    pools_service.pools_report(node=node, pools=entries, source="operator")
+
+    assert weighed["before the lock"] > 0  # the pools were judged, and before the lock
+    assert weighed["inside the lock"] == 0
+    node.refresh_from_db()
+    assert node.pools_sru == sizes
+    assert figures_service.figures_refresh([node.pk]) == 0  # stored as a fresh judgement says

@@ -17,6 +17,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
+from functools import lru_cache
 
 from django.db import connection, transaction
 from django.db.models import Case, Count, F, IntegerField, Min, QuerySet, TextField, Value, When
@@ -121,9 +122,10 @@ def figures_refresh_all(nodes: QuerySet[Node] | None = None) -> int:
     return sum(figures_refresh(pks[start : start + STORE_BATCH]) for start in range(0, len(pks), STORE_BATCH))
 
 
-def figures_compute(nodes: QuerySet[Node]) -> dict[int, NodeFigures]:
-    """Node pk -> its figures from its slices and effective policy now; three queries."""
-    return {pk: figures for pk, (figures, _stored) in _computed(nodes).items()}
+def figures_compute(nodes: QuerySet[Node], *, pools: dict | None = None) -> dict[int, NodeFigures]:
+    """Node pk -> its figures from its slices and effective policy now; three queries. `pools` (pk -> SSD
+    sizes, used): pools not stored yet, judged before their writer locks the node (memoised, issue 35)."""
+    return {pk: figures for pk, (figures, _stored) in _computed(nodes, pools).items()}
 
 
 def _store(nodes: QuerySet[Node]) -> int:
@@ -183,10 +185,13 @@ _NODE_VALUES = (
 )
 
 
-def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
+def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tuple[NodeFigures, tuple]]:
     """Node pk -> (figures now, figures stored) for the nodes of the queryset."""
     # The pools as JSON text: a shape key as it is, parsed once per shape.
     node_values = list(nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES))
+    for i, row in enumerate(node_values if pools else ()):
+        if row[0] in pools:  # pools_text and pools_used as they will be (figures_compute)
+            node_values[i] = (*row[:6], json.dumps(pools[row[0]][0]), pools[row[0]][1], *row[8:])
     if not node_values:
         return {}
     slices = _slices_grouped(nodes)
@@ -285,7 +290,7 @@ def _computed(nodes: QuerySet[Node]) -> dict[int, tuple[NodeFigures, tuple]]:
                     occupied=occupied_key,
                     total=capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
                     used=capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0),
-                    pools=json.loads(pools_text) if pools_text else None,
+                    pools=tuple(json.loads(pools_text)) if pools_text else None,
                     observed=observed,
                     pools_used=pools_used,
                 )
@@ -331,6 +336,7 @@ def _pools_shape(
     return hashlib.sha1(made_of.encode()).hexdigest()[:16]
 
 
+@lru_cache(maxsize=4096)  # pure, and the costly half of the figures: see figures_compute's `pools`
 def _placeable(
     *,
     policy: capacity.Policy,
@@ -339,7 +345,7 @@ def _placeable(
     occupied: tuple,
     total: capacity.Resources,
     used: capacity.Resources,
-    pools: list[int] | None,
+    pools: tuple[int, ...] | None,
     observed: capacity.Observed,
     pools_used: tuple[int, ...] | None = None,
 ) -> tuple[int, int, dict]:

@@ -28,7 +28,7 @@ from dashboard import capacity
 from dashboard.grid.rmb import Target, get_rmb
 from dashboard.grid.types import MAX_POOLS, GridError, PoolMetrics, PoolsNotAvailable
 from dashboard.models import AuditEvent, Node, PoolReport
-from dashboard.services.figures import figures_refresh
+from dashboard.services.figures import figures_compute, figures_refresh
 
 # 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain.
 POOLS_TOLERANCE_PERMILLE = 5
@@ -109,6 +109,13 @@ def pools_report(
         raise PoolsError(f"source {source!r} is not one of {', '.join(PoolReport.Source.values)}")
     parsed = pools_parsed(pools)
     at = at or timezone.now()
+    if figures:
+        # Judging pools is the costly part of the figures: judged here, before the node is locked, so
+        # that inside the lock it is found again (memoised), unless the node changed in between.
+        ssd = pools_check_total(parsed, node=node)
+        figures_compute(
+            Node.objects.filter(pk=node.pk), pools={node.pk: ([p.size for p in ssd], [p.used for p in ssd])}
+        )
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(pk=node.pk)
         ssd = pools_check_total(parsed, node=locked)
