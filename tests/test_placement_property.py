@@ -23,7 +23,7 @@ from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import Job, Node, Slice
 from dashboard.selectors.placement import placement_for
 from dashboard.services.deploy import slice_deploy
-from dashboard.services.holds import hold_create
+from dashboard.services.holds import HoldConflict, hold_create
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.registration import node_register_from_grid
@@ -108,9 +108,21 @@ def _do(grid: SimulatedGrid, step: tuple, holds: itertools.count) -> None:
         if index is None or node.holds.filter(slice_index=index, ended_at__isnull=True).exists():
             return
         if kind == "hold":
-            hold_create(
-                node_id=node_id, slice_index=index, ttl_seconds=600, marketplace_id=f"b{next(holds)}", source="command"
-            )
+            try:
+                hold_create(
+                    node_id=node_id,
+                    slice_index=index,
+                    ttl_seconds=600,
+                    marketplace_id=f"b{next(holds)}",
+                    source="command",
+                )
+            except HoldConflict as refused:
+                # A closed node (withheld, rented by another twin, down) refuses a hold: the refusal is
+                # right, and the placement readers must agree with it all the same.
+                assert "none of its slices can be held" in str(refused), refused
+                node.refresh_from_db()
+                closed = node.withheld_reason or node.rented_by_twin_id not in (None, OURS)
+                assert closed or node.status not in (Node.Status.UP, Node.Status.STANDBY), (node, refused)
         else:
             slice_deploy(node=node, slice_index=index, grid=grid, source="command")
 
@@ -143,7 +155,9 @@ def test_finding_6_the_fast_path_agrees_with_its_reference_after_each_step(steps
 
 
 @pytest.mark.slow
-@hypothesis_settings(max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@hypothesis_settings(
+    max_examples=40, deadline=None, database=None, suppress_health_check=list(HealthCheck), derandomize=True
+)
 @given(steps=st.lists(STEP, min_size=4, max_size=16))
 def test_finding_6_the_fast_path_agrees_with_its_reference_over_many_sequences(steps):
     _run([("register", 1774, "legacy"), *steps])
