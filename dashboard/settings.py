@@ -154,7 +154,8 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A running job must write a heartbeat at least this often; the reaper fails it after this.
 JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 120, minimum=5)
-# A queued job no worker took within this long is failed by the reaper (no worker running?).
+# A queued job no worker took within this long is failed by the reaper (no worker running?). It must
+# outlast a worker busy with a full-length job (CELERY_TASK_TIME_LIMIT), so a busy worker loses nothing.
 JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
 # A job still queued this long has its message sent again (a Redis restarted empty lost it).
 JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
@@ -297,6 +298,10 @@ HOLD_MAX_TTL = env_int("HOLD_MAX_TTL", 1800, minimum=1)
 # A precheck that may answer from the stored reading re-reads one older than READING_MAX_AGE_MINUTES,
 # within this many seconds in all (else it says the grid did not answer in time).
 PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0.1)
+# A refusal's observation counts this many days (services.observations); it stays on file after.
+OBSERVATION_MAX_AGE_DAYS = env_int("OBSERVATION_MAX_AGE_DAYS", 30, minimum=1)
+# A fleet memory lesson keeps this many standard deviations of its fit above the mean (services.memory_model).
+MEMORY_MODEL_MARGIN_SD = env_float("MEMORY_MODEL_MARGIN_SD", 1.0, minimum=0.0)
 # Reconciliation (node page): the catalog, the proxy's `used` and the refusals' lessons disagree when
 # they differ by more than this share of the node's total memory or SSD.
 RECONCILE_TOLERANCE_PERCENT = env_int("RECONCILE_TOLERANCE_PERCENT", 5, minimum=0)

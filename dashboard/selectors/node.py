@@ -337,7 +337,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
 
 def _live_observations(node: Node):
     # The age limit is the one services.observations distils the node's lessons with.
-    oldest = timezone.now() - timedelta(days=getattr(settings, "OBSERVATION_MAX_AGE_DAYS", 30))
+    oldest = timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS)
     return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=oldest).order_by("-seen_at")
 
 

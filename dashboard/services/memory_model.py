@@ -36,11 +36,11 @@ def zos_build_key(zos_version: str | None) -> str:
 
 def observation_max_age() -> timedelta:
     """How long an observation counts (OBSERVATION_MAX_AGE_DAYS, default 30); it stays on file after."""
-    return timedelta(days=getattr(settings, "OBSERVATION_MAX_AGE_DAYS", 30))
+    return timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS)
 
 
 def _margin_sd() -> float:
-    return float(getattr(settings, "MEMORY_MODEL_MARGIN_SD", 1.0))
+    return settings.MEMORY_MODEL_MARGIN_SD
 
 
 def memory_points(build: str, *, now: datetime | None = None) -> tuple[list[capacity.MemoryPoint], list[int]]:
