@@ -236,3 +236,15 @@ def test_in_traffic_the_step_kept_holds_the_grown_cache_before_the_dashboard_hea
     assert (len(node.machine.vms), run.refused_by_cause) == (14, {})
     run.reregister_stale(24.0)  # the day's pools report
     assert node.known_cache == 10 * GiB
+
+
+def test_a_catalog_carved_before_the_cache_was_heard_counts_the_slice_its_step_would_take(sim_node):
+    # Pools given without a report: carved with the proxy's 20 GiB, six slices of 151 GiB.
+    node = sim_node(1774, policy_name="zos", cru=8, mru=TOTAL_1774.mru, sru=POOL)
+    assert set(node.slices.values_list("sru", flat=True)) == {disk_by_hand(20 * GiB)}
+    precheck_run(node=node, grid=sim_node.grid)  # the node's own answer: a 20 GiB cache, so 25 GiB kept
+    node.refresh_from_db()
+    assert node.zos_cache_sru == 20 * GiB
+    fit = (POOL - 25 * GiB) // (disk_by_hand(20 * GiB) + ROOTFS)  # 5 of the six
+    assert (node.placeable_now, node.phantom_slices, node.phantom_reasons) == (fit, SLICES - fit, {"pool": 1})
+    assert node.stale
