@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("dashboard", "0036_snapshot_tiers"),
+        ("dashboard", "0003_roles"),
     ]
 
     operations = [
