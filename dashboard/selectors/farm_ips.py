@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q, Sum
+from django.db.models import OuterRef, Q, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from dashboard.models import FarmIps, Node, Policy
@@ -58,9 +59,17 @@ class FarmIpv4:
 
 
 def farm_ips_available(now: datetime | None = None) -> dict[int, int]:
-    """Farm id -> its public IPv4s free now (as last read, less those live holds keep): two queries."""
-    held = _held_ips(now or timezone.now())
-    return {row.farm_id: max(row.free - held.get(row.farm_id, 0), 0) for row in FarmIps.objects.all()}
+    """Farm id -> its public IPv4s free now (as last read, less those live holds keep): one query."""
+    held = (
+        live_holds(now or timezone.now())
+        .filter(public_ipv4__gt=0, node__farm_id=OuterRef("farm_id"))
+        .order_by()
+        .values("node__farm_id")
+        .annotate(n=Sum("public_ipv4"))
+        .values("n")
+    )
+    rows = FarmIps.objects.annotate(held=Coalesce(Subquery(held), 0)).values_list("farm_id", "ips", "held")
+    return {farm_id: max(sum(1 for ip in ips if not ip.get("contract_id")) - held, 0) for farm_id, ips, held in rows}
 
 
 def farms_ipv4(farm_ids: Iterable[int], now: datetime | None = None) -> dict[int, FarmIpv4]:
