@@ -250,11 +250,6 @@ def test_metrics_say_the_fleets_free_ips(client, settings, farm):
     assert f"slicedash_fleet_public_ipv4_free {float(FREE_IPS)}" in body
 
 
-def test_the_maps_farm_tooltip_says_its_ipv4_bound(admins_client, farm):
-    page = admins_client.get("/map/").content.decode()
-    assert f'title="{FREE_IPS} IPv4 slices in farm {FARM} (ipfarm)' in page
-
-
 def test_the_databases_first_cut_and_judging_every_node_agree_with_ipv4(farm, sim_node):
     from dashboard.selectors.placement import placement_for
     from dashboard.selectors.placement_rules import Rules
