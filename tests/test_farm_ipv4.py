@@ -272,3 +272,11 @@ def test_simulated_traffic_reports_ip_refusals_and_the_shipped_policy_has_none()
     shipped, legacy = month.policies["zos-learning"], month.policies["legacy"]
     assert shipped.ipv4_requests > 0 and shipped.refused_for_ipv4 == 0
     assert legacy.refused_for_ipv4 == legacy.refused_by_cause.get("public-ip", 0) > 0
+
+
+def test_the_failure_page_shows_the_chains_ip_refusal_with_its_badge_and_words(admins_client, farm, sim_node):
+    sim_node.grid.farm_ips_set(FARM, 0)
+    _deploy_ipv4(farm[0], precheck=False)
+    page = admins_client.get("/deployments/failed/").content.decode()
+    assert "no free public IPv4 (farm)" in page
+    assert "A farm&#x27;s IPs are one pool for all its nodes" in page or "A farm's IPs are one pool" in page
