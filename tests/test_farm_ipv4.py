@@ -280,3 +280,8 @@ def test_the_failure_page_shows_the_chains_ip_refusal_with_its_badge_and_words(a
     page = admins_client.get("/deployments/failed/").content.decode()
     assert "no free public IPv4 (farm)" in page
     assert "A farm&#x27;s IPs are one pool for all its nodes" in page or "A farm's IPs are one pool" in page
+
+
+def test_the_farm_page_says_its_ipv4_slices_and_free_ips(admins_client, farm):
+    page = admins_client.get(f"/?farm={FARM}").content.decode()
+    assert 'id="farm-ipv4"' in page and f"{FREE_IPS} of {FREE_IPS} public IPv4s free" in page

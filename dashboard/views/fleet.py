@@ -15,7 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.models import Job, Node, SnapshotFigures
-from dashboard.selectors.farm_ips import farms_ipv4
+from dashboard.selectors.farm_ips import farm_ipv4, farms_ipv4
 from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.fleet_map import fleet_map
 from dashboard.selectors.history import capacity_history
@@ -262,6 +262,10 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         # The farm page (the table filtered to one farm) offers to withhold the farm.
         "farm": form.cleaned_data.get("farm") if form.is_valid() else None,
         "withhold_form": WithholdForm(auto_id="farm-id_%s"),
+        # The farm page's public IPv4 bound: its free IPs, and the IPv4 slices they allow (selectors.farm_ips).
+        "farm_ipv4": farm_ipv4(form.cleaned_data["farm"])
+        if form.is_valid() and form.cleaned_data.get("farm")
+        else None,
         "history_title": "The farm's capacity"
         if form.is_valid() and form.cleaned_data.get("farm") is not None
         else "The fleet's capacity",
