@@ -285,3 +285,43 @@ def test_the_failure_page_shows_the_chains_ip_refusal_with_its_badge_and_words(a
 def test_the_farm_page_says_its_ipv4_slices_and_free_ips(admins_client, farm):
     page = admins_client.get(f"/?farm={FARM}").content.decode()
     assert 'id="farm-ipv4"' in page and f"{FREE_IPS} of {FREE_IPS} public IPv4s free" in page
+
+
+def test_the_placement_page_takes_ipv4(admins_client, farm):
+    size = _size(farm[0])
+    page = admins_client.get("/placement/", {**size, "ipv4": "on"}).content.decode()
+    assert 'id="slices-offered"' in page and f"<dd>{FREE_IPS}<" in page
+
+
+def test_the_api_node_says_what_it_carries(api_call, api_token, farm):
+    carries = api_call("get", "/api/v1/nodes/301", api_token("read")).json()["carries"]
+    assert (carries["light"], carries["farm_ips_total"], carries["farm_ips_free"]) == (False, FREE_IPS, FREE_IPS)
+    assert carries["ipv4_slices"] == min(slices_per_node(), FREE_IPS)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"farmId": FARM},  # not a list
+        [{"farmId": 1}],  # another farm
+        [{"farmId": FARM, "publicIps": [{"ip": "not an ip", "gateway": ""}]}],
+        [{"farmId": FARM, "publicIps": [{"ip": "185.69.166.5/24", "contractId": -1}]}],
+        [{"farmId": FARM, "publicIps": {"ip": "185.69.166.5/24"}}],
+    ],
+)
+def test_a_farm_payload_that_cannot_be_trusted_is_malformed(payload):
+    from dashboard.grid.proxy.farms import parse_farm_ips
+    from dashboard.grid.types import MalformedPayload
+
+    with pytest.raises(MalformedPayload, match=f"farm {FARM}"):
+        parse_farm_ips(payload, farm_id=FARM)
+
+
+def test_a_node_payload_says_zos_light_by_its_public_ip_feature():
+    from dashboard.grid.proxy.parse import parse_node_extras
+    from dashboard.grid.types import MalformedPayload
+
+    assert parse_node_extras({"features": {"public_ip": False}, "num_gpu": 2}, where="node 1") == (True, 2)
+    assert parse_node_extras({}, where="node 1") == (False, 0)  # an older proxy says nothing of it
+    with pytest.raises(MalformedPayload, match="features.public_ip"):
+        parse_node_extras({"features": {"public_ip": "no"}}, where="node 1")
