@@ -325,3 +325,15 @@ def test_a_node_payload_says_zos_light_by_its_public_ip_feature():
     assert parse_node_extras({}, where="node 1") == (False, 0)  # an older proxy says nothing of it
     with pytest.raises(MalformedPayload, match="features.public_ip"):
         parse_node_extras({"features": {"public_ip": "no"}}, where="node 1")
+
+
+def test_the_fleet_watch_reads_again_the_ips_of_the_farms_that_sell_ipv4(farm, sim_node):
+    from dashboard.grid import get_grid
+    from dashboard.services.watch import fleet_watch
+
+    sim_node(501, **{**NODE, "farm_id": 99})  # its farm sells no IPv4: never asked
+    sim_node.grid.farm_ips_set(FARM, 5)
+    result = fleet_watch(grid=get_grid())
+    assert FarmIps.objects.get(farm_id=FARM).free == 5
+    assert not FarmIps.objects.filter(farm_id=99).exists()
+    assert result.requests >= 2  # the nodes' page and the one farm's IPs
