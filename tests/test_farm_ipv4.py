@@ -337,3 +337,16 @@ def test_the_fleet_watch_reads_again_the_ips_of_the_farms_that_sell_ipv4(farm, s
     assert FarmIps.objects.get(farm_id=FARM).free == 5
     assert not FarmIps.objects.filter(farm_id=99).exists()
     assert result.requests >= 2  # the nodes' page and the one farm's IPs
+
+
+def test_the_api_holds_an_ip_while_the_farm_has_one_and_refuses_past_it(api_call, api_token, farm):
+    token = api_token("report")
+
+    def hold(node_id: int, index: int):
+        body = {"node_id": node_id, "slice_index": index, "ttl_seconds": 600, "marketplace_id": f"m-{node_id}-{index}"}
+        return api_call("post", "/api/v1/holds", token, json={**body, "public_ipv4": 1})
+
+    assert [hold(301, i).status_code for i in range(FREE_IPS)] == [201] * FREE_IPS
+    refused = hold(302, 0)
+    assert refused.status_code == 409
+    assert "public IPv4s are all taken" in refused.json()["detail"]
