@@ -74,6 +74,9 @@ class Policy(models.Model):
         "sru_step",
         "arithmetic",
     )
+    # What a slice carries (above): saved and audited like the parameters, but no new version, since no
+    # catalog goes stale by them.
+    CARRIES = ("public_ipv4", "ipv4_addon", "gpu_slices")
 
     class Meta:
         verbose_name_plural = "policies"

@@ -482,6 +482,10 @@ class PolicyOut(Schema):
     node_id: int | None
     nodes: int = Field(description="nodes it is in force on")
     parameters: dict = Field(description="the capacity parameters, bytes as integers")
+    carries: dict = Field(
+        description="what its slices carry besides their size: public_ipv4 (a slice's IPs, from the farm's pool), "
+        "ipv4_addon (one more sold on demand), gpu_slices (one GPU, only on nodes the marketplace rents)"
+    )
 
 
 class ExplainIn(Schema):
