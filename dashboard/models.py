@@ -1305,6 +1305,9 @@ class FarmIps(models.Model):
     farm_name = models.CharField(max_length=128, blank=True)
     ips = models.JSONField(default=list, help_text='[{"ip", "gateway", "contract_id"}], as read')
     read_at = models.DateTimeField()
+    # The free count over time for the run-out alert's trend: [[read_at ISO, free], ...], oldest first, a
+    # point every 6 hours within the trend's 14 days and the latest (services.farm_ips keeps it bounded).
+    free_readings = models.JSONField(default=list, blank=True)
 
     class Meta:
         verbose_name = "farm public IPs"
