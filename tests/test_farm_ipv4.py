@@ -250,6 +250,43 @@ def test_metrics_say_the_fleets_free_ips(client, settings, farm):
     assert f"slicedash_fleet_public_ipv4_free {float(FREE_IPS)}" in body
 
 
+def test_the_maps_farm_tooltip_says_its_ipv4_bound(admins_client, farm):
+    page = admins_client.get("/map/").content.decode()
+    per_node = slices_per_node()
+    assert (
+        f'title="{FREE_IPS} IPv4 slices in farm {FARM} (ipfarm): {FREE_IPS} free public IPv4s of {FREE_IPS}, '
+        f"shared by its nodes ({len(NODE_IDS) * per_node} slices placeable on those that take one)" in page
+    )
+
+
+def test_the_maps_farm_tooltip_counts_the_ips_holds_keep(admins_client, farm):
+    from dashboard.services.holds import hold_create
+
+    hold_create(node_id=farm[0].grid_id, slice_index=0, ttl_seconds=600, marketplace_id="buyer-1", public_ipv4=1)
+    page = admins_client.get("/map/").content.decode()
+    assert f'title="{FREE_IPS - 1} IPv4 slices in farm {FARM} (ipfarm): {FREE_IPS - 1} free public IPv4s' in page
+
+
+def test_the_maps_ipv4_tooltips_cost_one_query_whatever_the_farms(admins_client, farm, sim_node):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as seen:
+            assert admins_client.get("/map/").status_code == 200
+        return len(seen)
+
+    admins_client.get("/map/")  # the farms' cells made and kept
+    few = queries()
+    for farm_id in (78, 79, 80):
+        sim_node(400 + farm_id, **{**NODE, "farm_id": farm_id, "farm_name": f"more-{farm_id}"})
+        sim_node.grid.farm_ips_set(farm_id, 2)
+    farm_ips_refresh(farm_ids=[78, 79, 80])
+    admins_client.get("/map/")
+    assert queries() == few
+    assert 'title="2 IPv4 slices in farm 80 (more-80)' in admins_client.get("/map/").content.decode()
+
+
 def test_the_databases_first_cut_and_judging_every_node_agree_with_ipv4(farm, sim_node):
     from dashboard.selectors.placement import placement_for
     from dashboard.selectors.placement_rules import Rules

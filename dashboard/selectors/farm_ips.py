@@ -99,6 +99,43 @@ def farms_ipv4(farm_ids: Iterable[int], now: datetime | None = None) -> dict[int
     }
 
 
+def farms_ipv4_read(farm_ids: Iterable[int] | None = None, now: datetime | None = None) -> dict[int, FarmIpv4]:
+    """The IPv4 bound of every farm whose IPs were read (of `farm_ids` only, if given), in one query whatever
+    the number of farms or nodes: the map's farm tooltips read it (a farm never read has none to say)."""
+    held = (
+        live_holds(now or timezone.now())
+        .filter(public_ipv4__gt=0, node__farm_id=OuterRef("farm_id"))
+        .order_by()
+        .values("node__farm_id")
+        .annotate(n=Sum("public_ipv4"))
+        .values("n")
+    )
+    slices = (
+        Node.objects.filter(farm_id=OuterRef("farm_id"), light=False)
+        .order_by()
+        .values("farm_id")
+        .annotate(n=Sum("placeable_now"))
+        .values("n")
+    )
+    rows = FarmIps.objects.defer("free_readings").annotate(
+        held=Coalesce(Subquery(held), 0), node_slices=Coalesce(Subquery(slices), 0)
+    )
+    if farm_ids is not None:
+        rows = rows.filter(farm_id__in=sorted(set(farm_ids)))
+    return {
+        row.farm_id: FarmIpv4(
+            farm_id=row.farm_id,
+            farm_name=row.farm_name,
+            read_at=row.read_at,
+            total_ips=row.total,
+            free_ips=row.free,
+            held_ips=row.held,
+            node_slices=row.node_slices,
+        )
+        for row in rows
+    }
+
+
 def farm_ipv4(farm_id: int, now: datetime | None = None) -> FarmIpv4:
     return farms_ipv4([farm_id], now)[farm_id]
 
