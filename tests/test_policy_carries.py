@@ -107,3 +107,9 @@ def test_the_api_says_what_each_policys_slices_carry(api_call, api_token, farm_p
     carries = {p["name"]: p["carries"] for p in body}
     assert carries["farm-91"] == {"public_ipv4": 1, "ipv4_addon": False, "gpu_slices": False}
     assert carries["zos"] == {"public_ipv4": 0, "ipv4_addon": False, "gpu_slices": False}
+
+
+def test_a_new_override_starts_from_what_the_fleet_defaults_slices_carry(admins_client, db):
+    Policy.objects.create(name="fleet", scope=Policy.Scope.FLEET, public_ipv4=1, gpu_slices=True)
+    form = admins_client.get(reverse("policy-new")).context["form"]
+    assert (form.initial["public_ipv4"], form.initial["ipv4_addon"], form.initial["gpu_slices"]) == (1, False, True)

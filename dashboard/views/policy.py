@@ -246,7 +246,7 @@ def policy_new(request):
     context = {"section": "policy", "row": None}
     if request.method == "GET":
         base = Policy.objects.filter(scope=Policy.Scope.FLEET).first()
-        initial = PolicyForm.initial_from(base.to_capacity() if base else capacity.profile(capacity.DEFAULT_PROFILE))
+        initial = PolicyForm.initial_from(base if base else capacity.profile(capacity.DEFAULT_PROFILE))
         scope = request.GET.get("scope") if request.GET.get("scope") in Policy.Scope.values else Policy.Scope.FARM
         # A proposal from a node page: what that node's refusals taught, for the admin to preview.
         proposed = {}
