@@ -304,7 +304,7 @@ class SliceAdmin(admin.ModelAdmin):
 class PolicyForm(forms.ModelForm):
     class Meta:
         model = Policy
-        fields = ("name", "scope", "farm_id", "node", *Policy.PARAMETERS)
+        fields = ("name", "scope", "farm_id", "node", *Policy.PARAMETERS, *Policy.CARRIES)
 
     def clean(self):
         data = super().clean()
@@ -312,8 +312,11 @@ class PolicyForm(forms.ModelForm):
             return data
         if not self.instance.pk and data.get("name") in capacity.PROFILES:
             raise ValidationError(f"{data['name']!r} is the name of a built-in profile; choose another name")
+        from dashboard.services.policy import policy_carries_checked
+
         try:
             capacity.Policy(name=data.get("name") or self.instance.name, **{p: data[p] for p in Policy.PARAMETERS})
+            policy_carries_checked({c: data[c] for c in Policy.CARRIES})
         except capacity.PolicyError as exc:
             raise ValidationError(str(exc)) from None
         return data
@@ -346,13 +349,17 @@ class PolicyAdmin(admin.ModelAdmin):
         from dashboard.services.policy import policy_create, policy_update
 
         parameters = {p: form.cleaned_data[p] for p in Policy.PARAMETERS}
+        carries = {c: form.cleaned_data[c] for c in Policy.CARRIES}
         if change:
-            saved, _changed = policy_update(policy=obj, parameters=parameters, by=request.user, source="admin")
+            saved, _changed = policy_update(
+                policy=obj, parameters=parameters, carries=carries, by=request.user, source="admin"
+            )
         else:
             saved = policy_create(
                 name=obj.name,
                 scope=obj.scope,
                 parameters=parameters,
+                carries=carries,
                 farm_id=obj.farm_id,
                 node=obj.node,
                 by=request.user,

@@ -3,7 +3,7 @@
 Nothing is counted in process memory, so every web process answers the same, a restart loses
 nothing, and the numbers are the ones the pages show. Two registries, two paths:
 
-- `/metrics` (`registry`): slicedash_fleet_* for the whole fleet, slicedash_jobs*,
+- `/metrics` (`registry`): slicedash_fleet_* for the whole fleet (slicedash_fleet_public_ipv4_free: the farms' free IPs), slicedash_jobs*,
   slicedash_deployments_failed_total, slicedash_worker_heartbeat_age_seconds and the Grid Proxy
   requests (slicedash_grid_request_duration_seconds, by endpoint and outcome), the waits for the
   shared request budget (slicedash_grid_budget_wait_seconds) and the 429s (slicedash_grid_rate_limited).
@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from dashboard.grid.budget import BUDGET_ENDPOINT
 from dashboard.grid.proxy.client import RATE_LIMITED
 from dashboard.models import Job
+from dashboard.selectors.farm_ips import farm_ips_available
 from dashboard.selectors.farm_totals import FarmSums
 from dashboard.selectors.metrics import farms_figures, metrics_snapshot
 from dashboard.selectors.tiers import TIER_FIGURES
@@ -101,6 +102,12 @@ class FiguresCollector:
         for tier, attr in TIER_FIGURES.items():
             tiers.add_metric([tier], getattr(fleet, attr))
         yield tiers
+        yield GaugeMetricFamily(
+            "slicedash_fleet_public_ipv4_free",
+            "Public IPv4s free in the farms whose IPs were read (as last read, less those live holds keep): "
+            "the bound on slices sold with an IP, whole fleet",
+            value=sum(farm_ips_available(now).values()),
+        )
         if fleet.oldest_reading_at is not None:
             yield GaugeMetricFamily(
                 "slicedash_fleet_oldest_reading_age_seconds",

@@ -53,6 +53,12 @@ class Policy(models.Model):
     min_slice_sru = models.BigIntegerField(default=10 * capacity.GiB)
     sru_step = models.BigIntegerField(default=capacity.GiB)
     arithmetic = models.CharField(max_length=12, choices=[(a, a) for a in capacity.ARITHMETICS], default="bytes")
+    # What a slice carries besides its size (the carve is unchanged by them): the public IPv4s every slice
+    # takes from its farm's pool, whether one may be added on at deploy, and whether a slice may take one
+    # GPU (only on a node the marketplace rents). Not capacity parameters: changing them stales no catalog.
+    public_ipv4 = models.PositiveSmallIntegerField(default=0)
+    ipv4_addon = models.BooleanField(default=False)
+    gpu_slices = models.BooleanField(default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     PARAMETERS = (
@@ -68,6 +74,9 @@ class Policy(models.Model):
         "sru_step",
         "arithmetic",
     )
+    # What a slice carries (above): saved and audited like the parameters, but no new version, since no
+    # catalog goes stale by them.
+    CARRIES = ("public_ipv4", "ipv4_addon", "gpu_slices")
 
     class Meta:
         verbose_name_plural = "policies"
@@ -143,6 +152,9 @@ class Node(models.Model):
     uptime = models.BigIntegerField(null=True, blank=True, help_text="Seconds since the node booted (last reading)")
     country = models.CharField(max_length=64, blank=True)
     city = models.CharField(max_length=64, blank=True)
+    # ZOS-light: the node's features lack ipv4/ip, so it takes no public IPv4 (the proxy's `features`).
+    light = models.BooleanField(default=False)
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs the node reports (the proxy's num_gpu)")
 
     total_cru = models.PositiveIntegerField()
     total_mru = models.BigIntegerField()
@@ -495,6 +507,8 @@ class Hold(models.Model):
     # placement takes it off the node's room, since the grid's reading does not count it yet.
     charge_mru = models.BigIntegerField()
     charge_sru = models.BigIntegerField()
+    # Public IPv4s the held VM will take from its farm's pool: held off the farm's free IPs until it ends.
+    public_ipv4 = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -584,6 +598,8 @@ class Deployment(models.Model):
         NOT_AUTHORIZED = "not-authorized", "Twin not authorized (chain)"
         CONTRACT_GRACE = "contract-grace", "Contract in grace (chain)"
         CHAIN_CAPACITY = "chain-capacity", "Not enough resources (chain)"
+        PUBLIC_IP = "public-ip", "No free public IPv4 (farm)"
+        GPU = "gpu", "GPU needs a rented node"
         UNKNOWN = "unknown", "Unknown"
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="deployments")
@@ -598,6 +614,8 @@ class Deployment(models.Model):
     cause = models.CharField(max_length=16, choices=Cause.choices, blank=True, default="", db_index=True)
     needed_bytes = models.BigIntegerField(null=True, blank=True)
     usable_bytes = models.BigIntegerField(null=True, blank=True)
+    public_ipv4 = models.PositiveSmallIntegerField(default=0, help_text="Public IPv4s the VM asked of its farm")
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs the VM asked of its node")
     # {"total": {...}, "used": {...}, "status": "up"} as the grid reported it at that moment.
     capacity_seen = models.JSONField(default=dict, blank=True)
     grid_workload_id = models.CharField(max_length=64, blank=True)
@@ -1286,3 +1304,32 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.policy_name} v{self.version}"
+
+
+class FarmIps(models.Model):
+    """A farm's public IPv4 pool as the Grid Proxy last told it (the chain's `{ip, gateway, contract_id}`,
+    contract 0 = free): shared by every node of the farm, so it bounds their IPv4 slices together.
+    One writer: services.farm_ips."""
+
+    farm_id = models.PositiveIntegerField(unique=True)
+    farm_name = models.CharField(max_length=128, blank=True)
+    ips = models.JSONField(default=list, help_text='[{"ip", "gateway", "contract_id"}], as read')
+    read_at = models.DateTimeField()
+    # The free count over time for the run-out alert's trend: [[read_at ISO, free], ...], oldest first, a
+    # point every 6 hours within the trend's 14 days and the latest (services.farm_ips keeps it bounded).
+    free_readings = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        verbose_name = "farm public IPs"
+        verbose_name_plural = "farms' public IPs"
+
+    def __str__(self) -> str:
+        return f"farm {self.farm_id}: {self.free}/{self.total} public IPv4 free"
+
+    @property
+    def total(self) -> int:
+        return len(self.ips)
+
+    @property
+    def free(self) -> int:
+        return sum(1 for ip in self.ips if not ip.get("contract_id"))

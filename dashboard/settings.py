@@ -246,6 +246,9 @@ ALERT_NODE_DOWN_AFTER = env_int("ALERT_NODE_DOWN_AFTER", 1800, minimum=60)
 ALERT_WAKE_AFTER = env_int("ALERT_WAKE_AFTER", 600, minimum=60)
 ALERT_HARDWARE_CHANGED_FOR = env_int("ALERT_HARDWARE_CHANGED_FOR", 86400, minimum=60)
 ALERT_RUN_OUT_DAYS = env_float("ALERT_RUN_OUT_DAYS", 14.0, minimum=0.0)
+# Days within which a farm's free public IPv4s running out (on the trend of its stored readings) alerts,
+# routed to the farm's owner (ALERT_FARM_URLS) as well as ALERT_URLS.
+ALERT_IPS_RUN_OUT_DAYS = env_float("ALERT_IPS_RUN_OUT_DAYS", 7.0, minimum=0.0)
 # Per-farm routes, beside ALERT_URLS: "FARM_ID=apprise-url" items, comma-separated; a farm's owner
 # hears about that farm's alerts (node down, wake, hardware, running out) as well as ALERT_URLS.
 ALERT_FARM_URLS: dict[int, list[str]] = {}

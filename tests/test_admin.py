@@ -275,6 +275,8 @@ def policy_form(**changes):
         "min_slice_sru": str(10 * GiB),
         "sru_step": str(GiB),
         "arithmetic": "bytes",
+        # What a slice carries, at the model's defaults: a required number, and two unticked boxes (not sent).
+        "public_ipv4": "0",
     }
     data.update(changes)
     return data
@@ -292,6 +294,17 @@ def test_it_bumps_the_version_of_a_policy_changed_in_the_admin(superuser_client,
     response = superuser_client.post(f"/admin/dashboard/policy/{pk}/change/", policy_form(slice_mru=str(8 * GiB)))
     assert response.status_code == 302
     assert Policy.objects.values_list("slice_mru", "version").get() == (8 * GiB, 2)
+
+
+def test_it_sets_what_a_policys_slices_carry_without_a_new_version(superuser_client):
+    superuser_client.post("/admin/dashboard/policy/add/", policy_form())
+    pk = Policy.objects.get().pk
+    response = superuser_client.post(
+        f"/admin/dashboard/policy/{pk}/change/", policy_form(public_ipv4="1", gpu_slices="on")
+    )
+    assert response.status_code == 302
+    # No catalog goes stale by what a slice carries: the version stays.
+    assert Policy.objects.values_list("public_ipv4", "ipv4_addon", "gpu_slices", "version").get() == (1, False, True, 1)
 
 
 def test_it_refuses_a_bad_policy_with_the_reason_and_saves_nothing(superuser_client):

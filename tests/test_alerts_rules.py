@@ -157,6 +157,7 @@ def test_every_rule_has_a_title_and_all_are_evaluated():
         jobs=JobActivity(oldest_queued_at=ago(hours=1), queued=1),
         failures=[rules.FailureCount("disk", 5)],
         trends=[rules.SlicesTrend("fleet", free_now=20, per_day=-4.0, days_left=5.0)],
+        farm_ips=[rules.FarmIpsTrend(1, "", free_now=2, per_day=-1.0, days_left=2.0)],
     )
     found = rules.conditions(figures, LIMITS)
     assert sorted(c.rule for c in found) == sorted(rules.RULES) and set(rules.TITLES) == set(rules.RULES)

@@ -47,13 +47,14 @@ def test_it_keeps_the_live_map_byte_for_byte_under_each_farms_state(three_farms)
 
 
 def test_a_second_reader_makes_nothing_again(three_farms, django_assert_num_queries):
-    # The marks, the farms with live holds (none) and the farms' rows: no node is read.
-    with django_assert_num_queries(3):
+    # The marks, the farms with live holds (none), the farms' rows and their IPv4 bounds (the tooltips' one
+    # query for the whole map): no node is read.
+    with django_assert_num_queries(4):
         fleet_map()
 
 
 def test_one_farm_is_read_from_its_kept_cells(three_farms, django_assert_num_queries):
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):  # as the whole map's, for one farm
         (farm,) = fleet_map(farm_id=2).farms
     assert farm == [f for f in _live_farms(Node.objects.all()) if f.farm_id == 2][0]
 
@@ -69,9 +70,10 @@ def test_after_every_kind_of_write_the_map_is_the_live_map_before_and_after_the_
 
 def test_a_farm_behind_is_rendered_live_and_not_kept(three_farms, django_assert_num_queries):
     Node.objects.filter(grid_id=2).update(status="down")
-    with django_assert_num_queries(4):  # the marks, the farms with holds, the farms' rows, farm 1's nodes
+    # The marks, the farms with holds, the farms' rows, farm 1's nodes, the farms' IPv4 bounds (tooltips).
+    with django_assert_num_queries(5):
         fleet_map()
-    with django_assert_num_queries(4):  # still behind: live again, nothing kept under the old key
+    with django_assert_num_queries(5):  # still behind: live again, nothing kept under the old key
         assert 'data-node="2" data-state="down"' in fleet_map().farms[0].cells_html
 
 

@@ -53,7 +53,7 @@ def test_the_history_takes_only_a_get(support_client):
 def v1_values(admins_client) -> dict:
     page = admins_client.get("/policy/history/").content.decode()
     form = re.search(r'<form method="post" action="(/policy/\d+/edit/)">(.*?)</form>', page, re.S)
-    values = dict(re.findall(r'name="([a-z_]+)" value="([^"]*)"', form.group(2)))
+    values = dict(re.findall(r'name="([a-z0-9_]+)" value="([^"]*)"', form.group(2)))  # public_ipv4 too
     values.pop("csrfmiddlewaretoken", None)
     return {"url": form.group(1), **values}
 

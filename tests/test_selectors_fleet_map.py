@@ -96,14 +96,15 @@ def test_it_takes_the_tables_filters(two_farms):
 
 
 @pytest.mark.django_db
-def test_it_reads_a_filtered_map_in_two_queries_and_the_whole_map_in_three_whatever_the_fleet_size(
+def test_it_reads_a_filtered_map_in_three_queries_and_the_whole_map_in_four_whatever_the_fleet_size(
     two_farms, django_assert_num_queries
 ):
     farm_totals_refresh()  # as the services do on commit (services.farm_totals)
     fleet_map()  # the farms' cells made and kept
-    with django_assert_num_queries(2):  # the nodes, their live holds
+    # Each map also reads its farms' public IPv4 bounds for their tooltips: one query, whatever the fleet.
+    with django_assert_num_queries(3):  # the nodes, their live holds, the farms' IPv4 bounds
         fleet_map(status="up")
-    with django_assert_num_queries(3):  # the farms marked changed (none), the farms with holds, one row a farm
+    with django_assert_num_queries(4):  # the farms marked changed (none), the farms with holds, one row a farm, IPv4
         fleet_map()
     Node.objects.bulk_create(
         Node(
@@ -116,10 +117,10 @@ def test_it_reads_a_filtered_map_in_two_queries_and_the_whole_map_in_three_whate
         )
         for i in range(500)
     )
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):
         assert fleet_map(status="unknown").nodes == 500
     farm_totals_refresh()
     fleet_map()
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):
         answer = fleet_map()
     assert answer.nodes == 503

@@ -24,6 +24,7 @@ WAKE_NOT_WOKEN = "wake-not-woken"
 HARDWARE_CHANGED = "hardware-changed"
 RUNNING_OUT = "slices-running-out"
 RENT_DARK = "rent-dark"
+IPS_RUNNING_OUT = "farm-ips-running-out"
 
 # Phantom reasons that say the node itself cannot place what it offers (capacity.PHANTOM_REASONS);
 # a closed node (capacity.closures: down, standby, ...) is told by its closure, not a catalog to fix.
@@ -66,6 +67,18 @@ class SlicesTrend:
 
 
 @dataclass(frozen=True)
+class FarmIpsTrend:
+    """One farm's free public IPv4s on the trend of its stored readings (models.FarmIps.free_readings)."""
+
+    farm_id: int
+    farm_name: str
+    free_now: int
+    per_day: float | None  # None: not enough history
+    days_left: float | None  # None: not falling (or no trend)
+    readings: int = 0  # how many points the trend went through
+
+
+@dataclass(frozen=True)
 class JobActivity:
     oldest_queued_at: datetime | None = None
     oldest_queued_kind: str = ""
@@ -92,6 +105,7 @@ class Limits:
     wake_after: timedelta = timedelta(minutes=10)
     hardware_changed_for: timedelta = timedelta(hours=24)
     run_out_days: float = 14.0
+    ips_run_out_days: float = 7.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,7 @@ class Figures:
     jobs: JobActivity = JobActivity()
     failures: Sequence[FailureCount] = ()
     trends: Sequence[SlicesTrend] = ()
+    farm_ips: Sequence[FarmIpsTrend] = ()
 
 
 @dataclass(frozen=True)
@@ -329,6 +344,34 @@ def slices_running_out(figures: Figures, limits: Limits) -> list[Condition]:
     return conditions
 
 
+def farm_ips_running_out(figures: Figures, limits: Limits) -> list[Condition]:
+    """Per farm: free public IPv4s that run out within the limit on the trend of the farm's readings. The
+    subject is the farm, so its owner's route (ALERT_FARM_URLS) hears it: only the farmer can add IPs."""
+    conditions = []
+    for trend in sorted(figures.farm_ips, key=lambda t: t.farm_id):
+        if trend.days_left is None or trend.per_day is None or trend.days_left > limits.ips_run_out_days:
+            continue
+        farm = f"Farm {trend.farm_id}" + (f" ({trend.farm_name})" if trend.farm_name else "")
+        if trend.days_left <= 0:
+            left = "none are free now"
+        elif trend.days_left < 1:
+            left = "none free within a day"
+        else:
+            left = f"none free in about {_count(round(trend.days_left), 'day')}"
+        conditions.append(
+            Condition(
+                rule=IPS_RUNNING_OUT,
+                subject=f"farm {trend.farm_id}",
+                summary=f"{farm}: free public IPv4s falling by {-trend.per_day:.1f} a day; {left}",
+                detail=f"{_count(trend.free_now, 'free public IPv4')} now, on a least-squares line through "
+                f"{_count(trend.readings, 'reading')} of the farm's IPs over the last 14 days (limit "
+                f"{limits.ips_run_out_days:g} days). Its IPv4 slices stop when they run out: add public IPs to the "
+                "farm on the chain, or sell its slices without one.",
+            )
+        )
+    return conditions
+
+
 def rent_dark(figures: Figures, limits: Limits) -> list[Condition]:
     """Per farm: nodes whose catalog went dark with the marketplace's rent contract: in its grace period
     (unpaid), or ended on a node the chain keeps for a renter (it now needs our rent contract again)."""
@@ -368,6 +411,7 @@ RULES = {
     HARDWARE_CHANGED: hardware_changed,
     RUNNING_OUT: slices_running_out,
     RENT_DARK: rent_dark,
+    IPS_RUNNING_OUT: farm_ips_running_out,
 }
 TITLES = {
     PHANTOM: "Phantom slices on up nodes",
@@ -380,6 +424,7 @@ TITLES = {
     HARDWARE_CHANGED: "Hardware changed",
     RUNNING_OUT: "Free slices running out",
     RENT_DARK: "Dark with our rent contract",
+    IPS_RUNNING_OUT: "A farm's public IPv4s running out",
 }
 
 
@@ -395,6 +440,7 @@ WORST_FIRST = (
     HARDWARE_CHANGED,
     PHANTOM,
     RUNNING_OUT,
+    IPS_RUNNING_OUT,
     OLD_READINGS,
     STALE,
 )

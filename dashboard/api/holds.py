@@ -23,6 +23,9 @@ class HoldIn(Schema):
     slice_index: Strict = Field(description="the free slice to hold")
     ttl_seconds: Strict = Field(description="how long to hold it, 1 to HOLD_MAX_TTL seconds (a number, not true)")
     marketplace_id: str = Field(description="the buyer's deployment or contract id its `deployed` report will carry")
+    public_ipv4: int = Field(
+        0, ge=0, le=1, description="1: the VM will carry a public IPv4; the hold keeps one of the farm's free IPs"
+    )
 
 
 class HoldOut(Schema):
@@ -84,6 +87,7 @@ def holds_create(request, body: HoldIn):
             marketplace_id=body.marketplace_id,
             by=request.auth.user,
             token=request.auth,
+            public_ipv4=body.public_ipv4,
         )
         answer = HoldOut.model_validate(hold_out(hold, timezone.now()))
     return Status(201, answer)

@@ -26,6 +26,7 @@ from dashboard.api.schemas import (
 from dashboard.api.writes import api_write
 from dashboard.grid.types import GridError
 from dashboard.models import Hold, Job, Node
+from dashboard.selectors.carries import node_carries
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.selectors.node import node_detail
 from dashboard.selectors.uptime import uptime_percent
@@ -127,6 +128,7 @@ def node(request, node_id: int = node_id_path()):
     now = timezone.now()
     # Who holds a slice is the buyer's business: a token whose user may act (admins) sees it.
     buyer_shown = request.auth.user.has_perm("dashboard.deploy_slice")
+    carries = node_carries(n, now)
     return {
         "node_id": n.grid_id,
         "farm_id": n.farm_id,
@@ -149,6 +151,18 @@ def node(request, node_id: int = node_id_path()):
             "closure_words": detail.away_words,
             "stale": detail.stale,
             "stale_reason": detail.stale_reason,
+        },
+        "carries": {
+            "light": carries.light,
+            "gpus": carries.gpus,
+            "ipv4_slices": carries.ipv4.slices,
+            "ipv4_words": carries.ipv4.words,
+            "farm_ips_total": carries.ipv4.farm.total_ips,
+            "farm_ips_free": carries.ipv4.farm.available,
+            "farm_ipv4_slices": carries.ipv4.farm.ipv4_slices,
+            "farm_ips_read_at": carries.ipv4.farm.read_at,
+            "gpu_slices": carries.gpu_slices,
+            "gpu_words": carries.gpu_words,
         },
         "pools": {
             "known": detail.pools_known,

@@ -29,6 +29,7 @@ def placement(request, size: Query[PlacementIn]):
             per_node=size.per_node,
             per_farm=size.per_farm,
             strategy=size.strategy,
+            ipv4=size.ipv4,
         )
     except RulesError as exc:
         raise BadInput(str(exc), field=exc.field) from None
@@ -43,4 +44,6 @@ def placement(request, size: Query[PlacementIn]):
         "limited": answer.limited,
         "held_nodes": answer.held_nodes,
         "best": answer.best,
+        "slices_offered": answer.slices_offered,
+        "ipv4": rules.ipv4,
     }

@@ -25,6 +25,8 @@ def policies(request):
             "node_id": p.row.node.grid_id if p.row and p.row.node_id else None,
             "nodes": p.nodes,
             "parameters": Policy.parameters_from(p.policy),
+            # A built-in profile (no row) carries nothing: the model's defaults.
+            "carries": {c: getattr(p.row, c) if p.row else Policy._meta.get_field(c).default for c in Policy.CARRIES},
         }
         for p in policies_in_force()
     ]

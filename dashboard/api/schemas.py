@@ -293,6 +293,19 @@ class PoolsOut(Schema):
     zos_version: str | None = Field(description="the node's ZOS build as it said it over RMB (zos.system.version)")
 
 
+class CarriesOut(Schema):
+    light: bool = Field(description="ZOS-light: its features lack a public IP, it takes no public IPv4")
+    gpus: int = Field(description="GPUs the node reports (num_gpu)")
+    ipv4_slices: int = Field(description="of its placeable slices, those deployable with a public IPv4 now")
+    ipv4_words: str
+    farm_ips_total: int = Field(description="its farm's public IPv4s, as last read (the pool all its nodes share)")
+    farm_ips_free: int = Field(description="of them free now, less those live holds keep")
+    farm_ipv4_slices: int = Field(description="IPv4 slices in the whole farm: min(its nodes' placeable, free IPs)")
+    farm_ips_read_at: datetime | None
+    gpu_slices: int = Field(description="GPU slices offered: only on a node the marketplace rents")
+    gpu_words: str
+
+
 class NodeDetailOut(Schema):
     node_id: int
     farm_id: int
@@ -303,6 +316,7 @@ class NodeDetailOut(Schema):
     used: ResourcesOut | None = Field(description="live used capacity at the last reading (reserve included)")
     policy: PolicyRefOut
     figures: NodeFiguresOut
+    carries: CarriesOut | None = None
     reading: ReadingOut
     catalog: list[CatalogSliceOut]
     verdicts: list[SliceVerdictOut] | None = Field(
@@ -468,6 +482,10 @@ class PolicyOut(Schema):
     node_id: int | None
     nodes: int = Field(description="nodes it is in force on")
     parameters: dict = Field(description="the capacity parameters, bytes as integers")
+    carries: dict = Field(
+        description="what its slices carry besides their size: public_ipv4 (a slice's IPs, from the farm's pool), "
+        "ipv4_addon (one more sold on demand), gpu_slices (one GPU, only on nodes the marketplace rents)"
+    )
 
 
 class ExplainIn(Schema):
@@ -502,6 +520,11 @@ class PlacementIn(Schema):
         description="spread: most room left first; pack: nodes already running VMs first, the tightest fit first "
         "(so a farm's idle nodes can stay asleep)",
     )
+    ipv4: bool = Field(
+        False,
+        description="the slice carries a public IPv4: only nodes that take one (not ZOS-light), each farm's nodes "
+        "together offered at most the farm's free IPs (as last read, less those held)",
+    )
 
 
 class PlacementNodeOut(Schema):
@@ -527,7 +550,7 @@ class PlacementOut(Schema):
     )
     blocked: dict[str, int] = Field(
         description="nodes that cannot host it, by the first block that holds: node_excluded, farm_excluded (the asked "
-        "exclusions), down, standby, unread (never read), old (reading older than reading_max_age_seconds), memory, "
+        "exclusions), no_ipv4 (ZOS-light), farm_ips (no free IP; both with ipv4), down, standby, unread (never read), old (reading older than reading_max_age_seconds), memory, "
         "disk (total), pool (no pool holds it), held (it would fit but for the live holds on it)"
     )
     reading_max_age_seconds: int
@@ -538,6 +561,10 @@ class PlacementOut(Schema):
         "the best because their farm had its share",
     )
     held_nodes: int = Field(0, description="nodes with live holds, judged with the held VMs counted as running")
+    slices_offered: int = Field(
+        0, description="the slices the best nodes offer together (their take); with ipv4, within their farms' free IPs"
+    )
+    ipv4: bool = False
     best: list[PlacementNodeOut] = Field(
         description="most memory left after it first, then most disk, then the freshest reading"
     )

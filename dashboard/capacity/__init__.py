@@ -15,12 +15,14 @@ outside itself; its parts, each importing only those listed before it:
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
 - `carve`: the slices a node can host (`carve`, `carve_memoised`);
-- `precheck`: what fits on a live node now (`fits`, `placeable_count`, `precheck`), closed nodes.
+- `precheck`: what fits on a live node now (`fits`, `placeable_count`, `precheck`), closed nodes;
+- `carries`: a slice's public IPv4 and GPU, refused when the farm's pool or the node's rent cannot give them.
 
 The functions `carve` and `precheck` share their modules' names: here the names are the
 functions, so import from those modules as `from dashboard.capacity.carve import ...`.
 """
 
+from dashboard.capacity.carries import CarriesVerdict, gpu_refusal, ipv4_refusal
 from dashboard.capacity.carve import Carve, SliceSize, carve, carve_memoised, deployable_slices, pool_layouts
 from dashboard.capacity.carve import _carve_memo as _carve_memo  # its cache, counted by a test
 from dashboard.capacity.closures import (
@@ -128,6 +130,10 @@ from dashboard.capacity.sizes import (
 from dashboard.capacity.words import RESOURCE_WORDS
 
 __all__ = [
+    # carries
+    "CarriesVerdict",
+    "gpu_refusal",
+    "ipv4_refusal",
     # sizes
     "KiB",
     "MiB",

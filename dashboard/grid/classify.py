@@ -25,6 +25,12 @@ failed to create contract: <Name>`; polkadot.js names it `smartContractModule.<N
                 tfchain release raises it)
 - chain-capacity: NotEnoughResourcesOnNode (raised only by the chain's capacity planning, reverted in
                 tfchain #554; still in its error list)
+- public-ip:    FarmHasNotEnoughPublicIPs (the farm has fewer IPs than asked at all),
+                FarmHasNotEnoughPublicIPsFree (not that many free: the farm's pool is shared by all its nodes)
+
+And ZOS's own words for what a VM carries: `required <N> ips while contract has <M> ip reserved` (the
+contract reserved fewer public IPs than the VM's network asks: public-ip), `usage of GPU is not allowed
+unless node is rented` (gpu).
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ CAUSES = (
     "not-authorized",
     "contract-grace",
     "chain-capacity",
+    "public-ip",
+    "gpu",
     "unknown",
 )
 # The model stores the numbers in BigIntegerField; anything larger is not a real byte count.
@@ -120,6 +128,9 @@ def classify(raw: object) -> Diagnosis:
     chain = _CHAIN.search(reason)
     if chain:  # the chain refused the contract: ZOS never saw the VM
         return _chain_diagnosis(chain, reason, found)
+    carried = _IPS_RESERVED.search(reason) or _GPU_NOT_RENTED.search(reason)
+    if carried:
+        return _carried_diagnosis(carried, reason, found)
 
     memory = _MEMORY.search(reason)
     if memory:
@@ -188,7 +199,8 @@ def classify(raw: object) -> Diagnosis:
 
 _CHAIN = re.compile(
     r"(?:\bsmartContractModule\.)?\b(?P<name>NodeNotAvailableToDeploy|TwinNotAuthorized(?:ToUpdateContract|ToCancelContract)?"
-    r"|ContractNotInCreatedState|CannotUpdateContractInGraceState|NotEnoughResourcesOnNode)\b"
+    r"|ContractNotInCreatedState|CannotUpdateContractInGraceState|NotEnoughResourcesOnNode"
+    r"|FarmHasNotEnoughPublicIPs(?:Free)?)\b"
 )
 _CHAIN_NODE = re.compile(r"contract on node (?P<node>\d+)", re.IGNORECASE)
 _CHAIN_CAUSES = {
@@ -199,7 +211,37 @@ _CHAIN_CAUSES = {
     "ContractNotInCreatedState": "contract-grace",
     "CannotUpdateContractInGraceState": "contract-grace",
     "NotEnoughResourcesOnNode": "chain-capacity",
+    "FarmHasNotEnoughPublicIPs": "public-ip",
+    "FarmHasNotEnoughPublicIPsFree": "public-ip",
 }
+_IPS_RESERVED = re.compile(r"required (?P<needed>\d+) ips? while contract has (?P<reserved>\d+) ips? reserved", re.I)
+_GPU_NOT_RENTED = re.compile(r"usage of GPU is not allowed unless node is rented", re.I)
+
+
+def _carried_diagnosis(match: re.Match, reason: str, found: dict) -> Diagnosis:
+    """ZOS refused for what the VM carries: its public IPs (the contract reserved fewer), or a GPU off rent."""
+    if match.re is _GPU_NOT_RENTED:
+        return Diagnosis(
+            cause="gpu",
+            reason=reason[match.start() :].strip(),
+            words="ZOS refused the GPU: a VM may use a node's GPU only while the node is rented, and the marketplace "
+            "does not rent this node. Rent the node first (a GPU slice is offered only on a node the marketplace "
+            "rents), or deploy the slice without its GPU.",
+            detail="zos pkg/primitives/vm: GPU devices are given to a VM only on a rented node (the deployer's twin "
+            "holds its rent contract); the proxy lists each GPU with the contract holding it (gpus[].contract).",
+            **found,
+        )
+    needed, reserved = match.group("needed"), match.group("reserved")
+    return Diagnosis(
+        cause="public-ip",
+        reason=reason[match.start() :].strip(),
+        words=f"ZOS refused the VM's network: it asks {needed} public IPv4 but its contract reserved {reserved}. "
+        "The farm's IPs were taken between the check and the deploy; the dashboard reads the farm's IPs again at "
+        "once. Deploy it in a farm with a free IP, or without the IP.",
+        detail="zos pkg/primitives/pubip: the public IPs of a deployment must be reserved by its node contract "
+        "(create_node_contract public_ips = N takes N of the farm's free IPs).",
+        **found,
+    )
 
 
 def _chain_diagnosis(match: re.Match, reason: str, found: dict) -> Diagnosis:
@@ -242,6 +284,15 @@ _CHAIN_WORDS = {
         "CannotUpdateContractInGraceState is raised by _update_node_contract for a contract in GracePeriod; a rent "
         "contract in grace puts the node's contracts in grace too. ContractNotInCreatedState is a client's name for "
         "the same state; no tfchain release raises it.",
+    ),
+    "public-ip": (
+        "The chain refused to create the VM's contract: the farm of {where} has no free public IPv4 to give it. "
+        "A farm's IPs are one pool for all its nodes, so another deploy on any of them may have taken the last; "
+        "the dashboard reads the farm's IPs again at once. Deploy it in another farm, sell it without the IP, or "
+        "ask the farmer to add IPs. ZOS never saw the VM.",
+        "tfchain pallet-smart-contract _reserve_ip: FarmHasNotEnoughPublicIPs when the farm has fewer IPs than the "
+        "contract's public_ips at all, FarmHasNotEnoughPublicIPsFree when fewer are free (contract_id 0). The proxy "
+        "lists them: GET /farms?farm_id=F (publicIps) and GET /public_ips?farm_ids=F&free=true.",
     ),
     "chain-capacity": (
         "The chain refused: by its own records {where} does not have the capacity the contract asks for. The "

@@ -53,6 +53,9 @@ class NodeCapacity:
     # The rent contract's state when it was read (GET /contracts?node_id=N&type=rent): "Created",
     # "GracePeriod", or "" (not read, or no rent contract).
     rent_state: str = ""
+    # ZOS-light (the proxy's `features` lack ipv4/ip): it takes no public IPv4. And the GPUs it reports.
+    light: bool = False
+    num_gpu: int = 0
 
     def as_dict(self) -> dict:
         return {
@@ -245,6 +248,28 @@ class DeploymentFailed(GridError):
         self.raw = raw
 
 
+@dataclass(frozen=True)
+class PublicIp:
+    """One of a farm's public IPv4s on the chain; contract_id 0 when free."""
+
+    ip: str
+    gateway: str
+    contract_id: int = 0
+
+
+@dataclass(frozen=True)
+class FarmPublicIps:
+    """A farm's public IPv4 pool (the proxy's farm `publicIps`), shared by all its nodes."""
+
+    farm_id: int
+    farm_name: str
+    ips: tuple[PublicIp, ...] = ()
+
+    @property
+    def free(self) -> int:
+        return sum(1 for ip in self.ips if not ip.contract_id)
+
+
 class Grid(Protocol):
     """The one interface the product uses; see dashboard/grid/__init__.py for get_grid()."""
 
@@ -285,7 +310,13 @@ class Grid(Protocol):
         """The node's own pool report (`zos.storage.pools`); PoolsNotAvailable where the backend cannot ask."""
         ...
 
-    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed: ...
+    def farm_ips(self, farm_id: int) -> FarmPublicIps:
+        """The farm's public IPv4s (GET /farms?farm_id=F, its `publicIps`): one request."""
+        ...
+
+    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str, public_ips: int = 0, gpus: int = 0) -> VmDeployed:
+        """public_ips: IPv4s the node contract reserves from the farm's pool; gpus: devices the VM takes."""
+        ...
 
     def delete_vm(self, node_id: int, workload_id: str) -> None: ...
 
@@ -302,6 +333,8 @@ __all__ = [
     "GridUnavailable",
     "MalformedPayload",
     "NodeCapacity",
+    "FarmPublicIps",
+    "PublicIp",
     "NodeAway",
     "NodeNotFound",
     "NodeOffline",

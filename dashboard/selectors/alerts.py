@@ -1,9 +1,10 @@
 """What the alert rules read (stored figures into plain rows) and what the banner shows.
 
-alert_figures costs seven queries whatever the fleet size: only the nodes some rule could fire
+alert_figures costs eight queries whatever the fleet size: only the nodes some rule could fire
 for are read (phantom on an up node, stale, an old reading, down, a wake pending, a recent change
 of hardware, dark with our rent contract, with the times of their latest events), the policies (a handful of rows), the jobs
-twice, the recent failures grouped by cause, and the snapshots the run-out trend reads (two).
+twice, the recent failures grouped by cause, the snapshots the run-out trend reads (two), and the farms'
+stored IP readings (one).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Min, O
 
 from dashboard import node_events
 from dashboard.alerts import rules
-from dashboard.models import Alert, Deployment, FiguresSnapshot, Job, Node, NodeEvent, Policy, SnapshotFigures
+from dashboard.models import Alert, Deployment, FarmIps, FiguresSnapshot, Job, Node, NodeEvent, Policy, SnapshotFigures
 from dashboard.selectors.deployments import ZOS_FAILED_STATES
 from dashboard.selectors.history import TREND_DAYS, trend_of
 
@@ -112,7 +113,34 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
         jobs=job_activity(),
         failures=_failures(since=now - limits.failed_window),
         trends=slices_trends(now=now),
+        farm_ips=farm_ips_trends(now=now),
     )
+
+
+def farm_ips_trends(*, now: datetime, days: int = TREND_DAYS) -> list[rules.FarmIpsTrend]:
+    """Each farm's free public IPv4s on the trend of its stored readings within `days` (one query)."""
+    since = now - timedelta(days=days)
+    trends = []
+    for farm_id, farm_name, readings in FarmIps.objects.order_by("farm_id").values_list(
+        "farm_id", "farm_name", "free_readings"
+    ):
+        points = sorted(
+            (at, free) for at, free in ((datetime.fromisoformat(t), n) for t, n in readings or ()) if since <= at <= now
+        )
+        if not points:
+            continue
+        trend = trend_of([t for t, _n in points], [n for _t, n in points], days=days)
+        trends.append(
+            rules.FarmIpsTrend(
+                farm_id=farm_id,
+                farm_name=farm_name,
+                free_now=points[-1][1],
+                per_day=trend.per_day,
+                days_left=trend.days_left,
+                readings=len(points),
+            )
+        )
+    return trends
 
 
 # The run-out rule's trend reads one snapshot every this often (and the latest): a least-squares

@@ -19,7 +19,7 @@ Nothing here writes to the database: the cache is the only thing a read fills.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from itertools import groupby
 from operator import itemgetter
@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS
 from dashboard.models import FarmTotals, Node
+from dashboard.selectors.farm_ips import farms_ipv4_read
 from dashboard.selectors.farm_totals import farms_behind
 from dashboard.selectors.fleet import fleet_nodes, keeps_whole_farms
 from dashboard.selectors.holds import held_by_grid_id, holds_signature
@@ -111,6 +112,8 @@ class FleetMap:
     # Farms shown by their counts only, each farm's cells one click away (issue 37: 2.55 MB of cells at
     # 10,000 nodes); a map of one farm, or of up to MAP_CELLS_INLINE_NODES nodes, shows every cell.
     collapsed: bool = False
+    # Farm id -> its public IPv4 bound in words (free IPs, IPv4 slices), for farms whose IPs were read.
+    ipv4: dict[int, str] = field(default_factory=dict)
 
     @property
     def legend(self) -> list[tuple[str, str, int]]:
@@ -140,7 +143,11 @@ def fleet_map(
     nodes = sum(counts.values())
     inline = settings.MAP_CELLS_INLINE_NODES
     collapsed = farm_id is None and len(farms) > 1 and nodes > inline
-    return FleetMap(farms=farms, nodes=nodes, counts=counts, collapsed=collapsed)
+    # One query for every farm's tooltip, whatever the fleet (not kept with the cells: holds and IPs move it).
+    bounds = farms_ipv4_read(None if farm_id is None else [farm_id])
+    shown = {farm.farm_id for farm in farms}
+    ipv4 = {farm: bound.words for farm, bound in bounds.items() if farm in shown}
+    return FleetMap(farms=farms, nodes=nodes, counts=counts, collapsed=collapsed, ipv4=ipv4)
 
 
 def farm_cells(rows, href: tuple[str, str], held: dict[int, int] | None = None) -> FarmCells:

@@ -29,6 +29,7 @@ from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node, Policy, Slice
 from dashboard.reading_age import reading_untrusted_after
 from dashboard.selectors import placement_cut
+from dashboard.selectors.farm_ips import farm_ips_available
 from dashboard.selectors.holds import live_holds
 from dashboard.selectors.placement_rules import LIMITS, NO_RULES, Rules
 
@@ -39,6 +40,8 @@ from dashboard.selectors.placement_rules import LIMITS, NO_RULES, Rules
 BLOCKS = {
     "node_excluded": "node excluded (exclude_nodes)",
     "farm_excluded": "farm excluded (exclude_farms)",
+    "no_ipv4": "ZOS-light: takes no public IPv4 (ipv4)",
+    "farm_ips": "the farm's public IPv4s are all taken or never read (ipv4)",
     **{key: reason.label for key, reason in capacity.CLOSURE_REASONS.items()},
     "unread": "never read from the grid",
     "old": "reading too old",
@@ -61,6 +64,7 @@ _NODE_FIELDS = (
     "farm_id",
     "farm_name",
     "status",
+    "light",
     *(name for name in CLOSURE_FIELDS if name != "status"),
     "effective_policy",
     "seen_at",
@@ -142,6 +146,11 @@ class Placement:
     held_nodes: int = 0  # nodes with live holds, judged with them
 
     @property
+    def slices_offered(self) -> int:
+        """The slices the best nodes offer together (their `take`): with ipv4, at most their farms' free IPs."""
+        return sum(v.take or 0 for v in self.best)
+
+    @property
     def blocked_total(self) -> int:
         return sum(self.blocked.values())
 
@@ -180,6 +189,9 @@ def placement_for(
     policies = _policies()
     now = now or timezone.now()
     cutoff = now - reading_untrusted_after()
+    if rules.ipv4:
+        # Each farm's IPv4s free now (as last read, less those held), bounding its nodes together.
+        rules = replace(rules, farm_ips_free=tuple(sorted(farm_ips_available(now).items())))
     if every_node:
         # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
         return _placement_judged(size, policies, cutoff, best, rules, _held_of(now))
@@ -237,6 +249,7 @@ def _placement_counted(
         "now": now,
         "exclude_nodes": tuple(sorted(rules.exclude_nodes)),
         "exclude_farms": tuple(sorted(rules.exclude_farms)),
+        "ipv4_farms": tuple(farm for farm, free in rules.farm_ips_free if free > 0) if rules.ipv4 else None,
     }
     page = max(2 * best, CANDIDATES_PAGE)
     counts = placement_cut.first_cut(charges, **cut)
@@ -285,7 +298,9 @@ def _placement_counted(
         pks = placement_cut.candidates(charges, **cut, limit=page, offset=offset)
         for got, more in zip((rows, occupied, held), _rows_of(pks, now), strict=True):
             got.update(more)
-    hosts = sorted([*(hosts if rules.per_farm else hosts[:best]), *alone], key=_order_of(rules))
+    # Under a per-farm bound (per_farm, a farm's free IPs) the nodes it leaves out are counted: every host goes in.
+    bounded = rules.per_farm or rules.ipv4
+    hosts = sorted([*(hosts if bounded else hosts[:best]), *alone], key=_order_of(rules))
     by_node_id = {row[1]: row for row in rows.values()}
     shown, limited = _limited(hosts, size, by_node_id, policies, occupied, held, rules, best)
     return Placement(
@@ -317,13 +332,16 @@ def _order_of(rules: Rules):
 
 
 def _shown_at_most(hosts: list[NodeVerdict], rules: Rules) -> int:
-    """How many of these hosts per_farm lets into the best at most (each takes one slice at least)."""
-    if rules.per_farm is None:
+    """How many of these hosts per_farm (and with ipv4 the farm's free IPs) let into the best at most (each
+    takes one slice at least)."""
+    if rules.per_farm is None and not rules.ipv4:
         return len(hosts)
+    ips = dict(rules.farm_ips_free)
     farms: dict[int, int] = {}
     for v in hosts:
         farms[v.farm_id] = farms.get(v.farm_id, 0) + 1
-    return sum(min(n, rules.per_farm) for n in farms.values())
+    caps = {farm: min(rules.per_farm or n, ips.get(farm, 0) if rules.ipv4 else n) for farm, n in farms.items()}
+    return sum(min(n, caps[farm]) for farm, n in farms.items())
 
 
 def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, best: int):
@@ -331,11 +349,15 @@ def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, be
     shown: list[NodeVerdict] = []
     limited = dict.fromkeys(LIMITS, 0)
     taken_in: dict[int, int] = {}
+    ips_left = dict(rules.farm_ips_free)  # ipv4: every slice offered takes one of its farm's free IPs
     for v in hosts:
         if len(shown) >= best:
             break
         if rules.per_farm is not None and taken_in.get(v.farm_id, 0) >= rules.per_farm:
             limited["per_farm"] += 1
+            continue
+        if rules.ipv4 and ips_left.get(v.farm_id, 0) <= 0:
+            limited["farm_ips"] += 1
             continue
         v = _with_could_take(v, size, by_node_id, policies, occupied, held)
         take = v.could_take
@@ -345,6 +367,11 @@ def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, be
         if rules.per_farm is not None:
             take = min(take, rules.per_farm - taken_in.get(v.farm_id, 0))
             taken_in[v.farm_id] = taken_in.get(v.farm_id, 0) + take
+        if rules.ipv4:
+            if take > ips_left[v.farm_id]:
+                take = ips_left[v.farm_id]
+                limited["farm_ips"] += 1
+            ips_left[v.farm_id] -= take
         shown.append(replace(v, take=take))
     return tuple(shown), limited
 
@@ -371,6 +398,10 @@ def _judge(
         blocked_by = "node_excluded"
     elif values["farm_id"] in rules.exclude_farms:
         blocked_by = "farm_excluded"
+    elif rules.ipv4 and values["light"]:
+        blocked_by = "no_ipv4"
+    elif rules.ipv4 and dict(rules.farm_ips_free).get(values["farm_id"], 0) <= 0:
+        blocked_by = "farm_ips"
     elif closed is not None:
         blocked_by = closed.key
     elif values["used_mru"] is None or values["used_sru"] is None:

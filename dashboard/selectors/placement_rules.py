@@ -15,6 +15,7 @@ STRATEGIES = ("spread", "pack")
 LIMITS = {
     "per_node": "best nodes offered fewer slices than they could take (per_node)",
     "per_farm": "nodes left out of the best because their farm had its share (per_farm)",
+    "farm_ips": "best nodes offered fewer slices, or left out, because their farm's free public IPv4s ran out (ipv4)",
 }
 
 
@@ -27,6 +28,10 @@ class Rules:
     per_node: int | None = None  # at most this many slices of the size on one node
     per_farm: int | None = None  # at most this many slices of the size in one farm, over the best nodes
     strategy: str = "spread"
+    # The slice asks a public IPv4 (ipv4=1): only nodes that take one, in farms with one free. `farm_ips_free`
+    # is what placement read of the farms ((farm id, free IPs) pairs), not the asker's.
+    ipv4: bool = False
+    farm_ips_free: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -61,7 +66,9 @@ def ids_parsed(text: str | None, *, field: str) -> frozenset[int]:
     return frozenset(int(p) for p in parts)
 
 
-def rules_parsed(*, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None) -> Rules:
+def rules_parsed(
+    *, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None, ipv4=False
+) -> Rules:
     """The rules as a page or the API sends them; RulesError names the input at fault."""
     for name, value in (("per_node", per_node), ("per_farm", per_farm)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000):
@@ -75,4 +82,5 @@ def rules_parsed(*, exclude_nodes=None, exclude_farms=None, per_node=None, per_f
         per_node=per_node,
         per_farm=per_farm,
         strategy=strategy,
+        ipv4=bool(ipv4),
     )

@@ -12,6 +12,7 @@ from django.db.models import Count, QuerySet
 
 from dashboard import capacity
 from dashboard.models import Job, Node, Policy, Slice
+from dashboard.selectors.farm_ips import Carries, farm_ips_available
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policies_for_nodes
 
 SCOPE_ORDER = {Policy.Scope.FLEET: 0, Policy.Scope.FARM: 1, Policy.Scope.NODE: 2}
@@ -50,6 +51,23 @@ class PolicyPreview:
     would_go_stale: tuple[PreviewNode, ...]
     # Nodes whose deployable count changes.
     changed: tuple[PreviewNode, ...]
+    # Slices deployable with a public IPv4, now and under the candidate: each farm's free IPs bound them.
+    ipv4_now: int = 0
+    ipv4_after: int = 0
+    sells_ipv4_now: bool = False
+    sells_ipv4_after: bool = False
+    ipv4_farms: tuple[FarmIpv4Preview, ...] = ()
+
+
+@dataclass(frozen=True)
+class FarmIpv4Preview:
+    farm_id: int
+    free_ips: int  # free now, less those live holds keep
+    slices: int  # placeable now on its nodes under the candidate that take a public IPv4
+
+    @property
+    def ipv4_slices(self) -> int:
+        return min(self.slices, self.free_ips)
 
 
 def policies_in_force() -> list[PolicyInForce]:
@@ -119,11 +137,18 @@ def policy_nodes(*, scope: str, farm_id: int | None = None, node: Node | None = 
 
 
 def policy_preview(
-    *, candidate: capacity.Policy, scope: str, farm_id: int | None = None, node: Node | None = None
+    *,
+    candidate: capacity.Policy,
+    scope: str,
+    farm_id: int | None = None,
+    node: Node | None = None,
+    carries: Carries | None = None,
 ) -> PolicyPreview:
-    """What putting `candidate` in force for this scope would do: deployable totals and staleness."""
+    """What putting `candidate` (its slices carrying `carries`) in force for this scope would do:
+    deployable totals, staleness, and the slices deployable with a public IPv4."""
     nodes = list(policy_nodes(scope=scope, farm_id=farm_id, node=node).order_by("grid_id"))
     current = policies_for_nodes(nodes)
+    ipv4 = _ipv4_preview(nodes, current, carries or Carries())
     slices_by_node: dict[int, list[Slice]] = {}
     for s in Slice.objects.filter(node__in=[n.pk for n in nodes]).order_by("node_id", "index"):
         slices_by_node.setdefault(s.node_id, []).append(s)
@@ -158,7 +183,35 @@ def policy_preview(
         stale_after=sum(1 for p in previews if p.stale_after),
         would_go_stale=tuple(p for p in previews if p.stale_after and not p.stale_now),
         changed=tuple(p for p in previews if p.deployable_after != p.deployable_now),
+        **ipv4,
     )
+
+
+def _ipv4_preview(nodes: list[Node], current: dict[int, capacity.Policy], after: Carries) -> dict:
+    """The IPv4 slices of these nodes under their policies now and under `after`, in two queries: a farm's
+    nodes (ZOS-light ones take none) offer at most its free public IPv4s together (selectors.farm_ips)."""
+    sold = {
+        row.pop("name"): Carries(**row)
+        for row in Policy.objects.filter(name__in={p.name for p in current.values()}).values("name", *Policy.CARRIES)
+    }
+    free = farm_ips_available()
+    now_slices: dict[int, int] = {}
+    after_slices: dict[int, int] = {}
+    for n in nodes:
+        if n.light:
+            continue
+        if sold.get(current[n.pk].name, Carries()).sells_ipv4:
+            now_slices[n.farm_id] = now_slices.get(n.farm_id, 0) + (n.placeable_now or 0)
+        if after.sells_ipv4:
+            after_slices[n.farm_id] = after_slices.get(n.farm_id, 0) + (n.placeable_now or 0)
+    farms = tuple(FarmIpv4Preview(f, free.get(f, 0), n) for f, n in sorted(after_slices.items()))
+    return {
+        "ipv4_now": sum(min(n, free.get(f, 0)) for f, n in now_slices.items()),
+        "ipv4_after": sum(farm.ipv4_slices for farm in farms),
+        "sells_ipv4_now": bool(now_slices),
+        "sells_ipv4_after": after.sells_ipv4,
+        "ipv4_farms": farms,
+    }
 
 
 def policy_for_edit(*, policy_id: int) -> Policy:

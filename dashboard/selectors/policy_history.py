@@ -32,6 +32,9 @@ WORDS = {
     "min_slice_sru": "smallest slice disk",
     "sru_step": "disk step",
     "arithmetic": "arithmetic",
+    "public_ipv4": "public IPv4s a slice",
+    "ipv4_addon": "IPv4 add-on",
+    "gpu_slices": "GPU slices",
 }
 
 

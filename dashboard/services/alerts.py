@@ -52,6 +52,7 @@ def alert_limits() -> rules.Limits:
         wake_after=timedelta(seconds=settings.ALERT_WAKE_AFTER),
         hardware_changed_for=timedelta(seconds=settings.ALERT_HARDWARE_CHANGED_FOR),
         run_out_days=settings.ALERT_RUN_OUT_DAYS,
+        ips_run_out_days=settings.ALERT_IPS_RUN_OUT_DAYS,
     )
 
 

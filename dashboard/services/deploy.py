@@ -49,6 +49,8 @@ from dashboard.models import AuditEvent, Deployment, Hold, Node, Slice
 from dashboard.selectors.deployments import deployment_words
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.calibration import capacity_sample_record
+from dashboard.services.deploy_carries import carried_asked, carries_verdict, deploy_carried, farm_ips_read_again
+from dashboard.services.deploy_errors import DeployError, SliceBusy, SliceChanged, SliceNotFound, SliceNotFree
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.holds import hold_words
 from dashboard.services.observations import deployment_refusal, observations_learn
@@ -63,26 +65,6 @@ log = logging.getLogger(__name__)
 IN_FLIGHT = timedelta(minutes=15)
 
 
-class DeployError(Exception):
-    """A deploy that cannot even be attempted; the message says why. Nothing was written."""
-
-
-class SliceNotFound(DeployError):
-    pass
-
-
-class SliceNotFree(DeployError):
-    pass
-
-
-class SliceBusy(DeployError):
-    """Another deploy of this slice is in flight."""
-
-
-class SliceChanged(DeployError):
-    """The slice was re-carved (removed or resized) while the grid was being read."""
-
-
 # --- deploy ------------------------------------------------------------------------------
 
 
@@ -94,8 +76,12 @@ def slice_deploy(
     by=None,
     grid: Grid | None = None,
     source: str = "web",
+    public_ipv4: int | None = None,
+    gpus: int = 0,
 ) -> Deployment:
     """Deploy one free slice's VM and record the attempt, whatever its outcome.
+
+    `public_ipv4` (None: as the policy's slices carry) and `gpus`: what it carries (services.deploy_carries).
 
     Raises SliceNotFound / SliceNotFree / SliceBusy (nothing written) when the slice cannot
     be attempted, DeployNotSupported when the grid backend is read-only, and the typed
@@ -112,11 +98,14 @@ def slice_deploy(
             f"the {grid.name} grid backend is read-only and cannot deploy; use the simulator (GRID_BACKEND=simulator)"
         )
     policy = policy_for_node(node)
+    ips, gpus = deploy_carried(policy.name, public_ipv4, gpus)
     verdict = (
         _deploy_verdict(slice_, live, policy, node_live_facts(node, policy, used_sru=live.used.sru))
         if precheck
         else None
     )
+    if verdict is not None and verdict.fits:
+        verdict = carries_verdict(node, slice_, live, grid, ips=ips, gpus=gpus) or verdict
     seen = _capacity_seen(live, verdict)
 
     with transaction.atomic():
@@ -139,6 +128,8 @@ def slice_deploy(
             cru=locked.cru,
             mru=locked.mru,
             sru=locked.sru,
+            public_ipv4=ips,
+            gpus=gpus,
             state=Deployment.State.DEPLOYING,
             capacity_seen=seen,
             requested_by=by if getattr(by, "pk", None) else None,
@@ -149,9 +140,12 @@ def slice_deploy(
 
     size = SliceSize(cru=slice_.cru, mru=slice_.mru, sru=slice_.sru, rootfs=capacity.zos_rootfs(slice_.cru, slice_.mru))
     try:
-        vm = grid.deploy_vm(node.grid_id, size, name=f"s{node.grid_id}_{slice_.index}_{deployment.pk}")
+        name = f"s{node.grid_id}_{slice_.index}_{deployment.pk}"
+        vm = grid.deploy_vm(node.grid_id, size, name=name, **carried_asked(ips, gpus))
     except DeploymentFailed as exc:
         diagnosis = classify(exc.raw)
+        if diagnosis.cause == Deployment.Cause.PUBLIC_IP:
+            farm_ips_read_again(node, grid)  # the lesson: the farm's IPs as they are now
         failed = _finish_failed(
             deployment,
             raw=exc.raw,
@@ -171,6 +165,8 @@ def slice_deploy(
     except GridError as exc:
         cause = exc.cause if exc.cause in Deployment.Cause.values else Deployment.Cause.UNKNOWN
         return _finish_failed(deployment, raw=str(exc), cause=cause, by=by, source=source)
+    if ips:
+        farm_ips_read_again(node, grid)  # one IP fewer free in the farm: every node of it sees it
     return _finish_deployed(
         deployment, live=live, read_at=read_at, workload_id=vm.workload_id, grid=grid, by=by, source=source
     )
@@ -230,6 +226,8 @@ def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = No
             source=source,
         )
     deployment.refresh_from_db()
+    if deployment.public_ipv4:
+        farm_ips_read_again(deployment.node, grid)  # its IPs are free again for every node of the farm
     try:
         precheck_run(node=deployment.node, grid=grid)  # the freed room changes placeable/phantom
     except GridError as exc:
@@ -306,6 +304,8 @@ def _capacity_seen(live: NodeCapacity, verdict: capacity.Verdict | None) -> dict
 
 
 def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[str, int | None, int | None]:
+    if isinstance(verdict, capacity.CarriesVerdict):
+        return verdict.cause, None, None
     if isinstance(verdict, capacity.ClosedVerdict):
         if capacity.node_is_away(verdict.closure.key):
             return Deployment.Cause.NODE_AWAY, None, None

@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from dashboard.closure_facts import closure_of
 from dashboard.grid.text import text_problem
-from dashboard.models import INTEGER_MAX, AuditEvent, Hold, Node, Slice
+from dashboard.models import INTEGER_MAX, AuditEvent, FarmIps, Hold, Node, Slice
+from dashboard.selectors.farm_ips import farm_ipv4
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import nodes_lock
 from dashboard.services.held_figures import held_store
@@ -97,8 +98,10 @@ def hold_create(
     token=None,
     source: str = "api",
     now: datetime | None = None,
+    public_ipv4: int = 0,
 ) -> Hold:
-    """Hold slice `slice_index` of node `node_id` (the grid's id) for `marketplace_id`, `ttl_seconds` long."""
+    """Hold slice `slice_index` of node `node_id` (the grid's id) for `marketplace_id`, `ttl_seconds` long.
+    With `public_ipv4`, the hold keeps that many of the farm's free IPs off everyone else until it ends."""
     marketplace_id = hold_checked(
         node_id=node_id, slice_index=slice_index, ttl_seconds=ttl_seconds, marketplace_id=marketplace_id
     )
@@ -132,6 +135,8 @@ def hold_create(
             )
         if open_hold is not None:
             Hold.objects.filter(pk=open_hold.pk).update(ended_at=open_hold.expires_at, end=Hold.End.EXPIRED)
+        if public_ipv4:
+            _ipv4_holdable(node, public_ipv4, now)
         charge = policy_for_node(node).vm_charge(row.cru, row.mru, row.sru)
         hold = Hold.objects.create(
             node=node,
@@ -140,6 +145,7 @@ def hold_create(
             marketplace_id=marketplace_id,
             charge_mru=charge.mru,
             charge_sru=charge.sru,
+            public_ipv4=public_ipv4,
             created_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds),
             by=by if getattr(by, "pk", None) else None,
@@ -242,3 +248,13 @@ def _audit(hold: Hold, action: str, message: str, *, by, source: str, token) -> 
             "token": token.prefix if token is not None else None,
         },
     )
+
+
+def _ipv4_holdable(node: Node, wanted: int, now: datetime) -> None:
+    """HoldConflict unless the farm has `wanted` IPs free now; the farm's row locked, so two holds of one
+    farm's last IP (on two nodes) are taken one after the other."""
+    FarmIps.objects.select_for_update().filter(farm_id=node.farm_id).first()
+    farm = farm_ipv4(node.farm_id, now)
+    if node.light or farm.available < wanted:
+        why = f"node {node.grid_id} is ZOS-light" if node.light else farm.words
+        raise HoldConflict(f"no public IPv4 to hold: {why}", field="public_ipv4")

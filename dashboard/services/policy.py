@@ -28,8 +28,12 @@ def policy_update(
     by=None,
     source: str = "web",
     reverted_from: int | None = None,
+    carries: dict | None = None,
 ) -> tuple[Policy, bool]:
     """Apply new parameters; returns (policy, changed). No change means no new version and no event.
+
+    `carries` (Policy.CARRIES: what a slice carries besides its size) are saved and audited too, but a
+    change of them alone keeps the version: no catalog goes stale by them and no figure is rewritten.
 
     `expected_version` refuses to overwrite a change someone else saved after the preview was made.
     `reverted_from`: the new version is an old one's parameters (the policy history's revert), said
@@ -40,6 +44,7 @@ def policy_update(
     unknown = set(parameters) - set(Policy.PARAMETERS)
     if unknown:
         raise capacity.PolicyError(f"unknown policy parameter(s): {', '.join(sorted(unknown))}")
+    carries = policy_carries_checked(carries or {})
     with transaction.atomic():
         locked = Policy.objects.select_for_update().get(pk=policy.pk)
         if expected_version is not None and locked.version != expected_version:
@@ -49,7 +54,11 @@ def policy_update(
             )
         before = {p: getattr(locked, p) for p in Policy.PARAMETERS}
         changes = {p: (before[p], value) for p, value in parameters.items() if before[p] != value}
+        carried = {c: (getattr(locked, c), value) for c, value in carries.items() if getattr(locked, c) != value}
         if not changes:
+            if carried:
+                _carries_save(locked, carried, by=by, source=source)
+                return locked, True
             return locked, False
         rewriting = policy_figures_active([locked.pk]).get(locked.pk)
         if rewriting is not None:
@@ -60,7 +69,7 @@ def policy_update(
             )
         # Validates the combination (raises PolicyError) before anything is written.
         capacity.Policy(name=locked.name, version=locked.version + 1, **{**before, **parameters})
-        for name, (_old, new) in changes.items():
+        for name, (_old, new) in {**changes, **carried}.items():
             setattr(locked, name, new)
         locked.version += 1
         locked.save()
@@ -70,10 +79,10 @@ def policy_update(
             locked,
             action="policy.reverted" if reverted_from is not None else "policy.changed",
             message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}{reverted}: "
-            f"{policy_changes_words(changes)}",
+            f"{policy_changes_words({**changes, **carried})}",
             detail={
                 "version": locked.version,
-                "changes": {name: [old, new] for name, (old, new) in changes.items()},
+                "changes": {name: [old, new] for name, (old, new) in {**changes, **carried}.items()},
                 "reverted_from": reverted_from,
             },
             by=by,
@@ -98,8 +107,10 @@ def policy_create(
     node: Node | None = None,
     by=None,
     source: str = "web",
+    carries: dict | None = None,
 ) -> Policy:
-    """A new fleet default or override. One fleet default, one override per farm and per node."""
+    """A new fleet default or override. One fleet default, one override per farm and per node.
+    `carries`: what its slices carry (Policy.CARRIES), the model's defaults (nothing) where left out."""
     if scope not in Policy.Scope.values:
         raise capacity.PolicyError(f"unknown scope {scope!r}; use one of: {', '.join(Policy.Scope.values)}")
     if scope == Policy.Scope.FARM and farm_id is None:
@@ -112,12 +123,14 @@ def policy_create(
     if name in capacity.PROFILES:
         raise PolicyConflict(f"{name!r} is the name of a built-in profile; choose another name")
     capacity.Policy(name=name, **{p: parameters[p] for p in Policy.PARAMETERS})  # raises PolicyError
+    carries = policy_carries_checked(carries or {})
     row = Policy(
         name=name,
         scope=scope,
         farm_id=farm_id if scope == Policy.Scope.FARM else None,
         node=node if scope == Policy.Scope.NODE else None,
         **{p: parameters[p] for p in Policy.PARAMETERS},
+        **carries,
     )
     try:
         with transaction.atomic():
@@ -129,7 +142,10 @@ def policy_create(
                 message=f"policy {row.name} v1 created as {row.get_scope_display().lower()}"
                 + (f" for farm {farm_id}" if row.scope == Policy.Scope.FARM else "")
                 + (f" for node {node.grid_id}" if row.scope == Policy.Scope.NODE else ""),
-                detail={"parameters": {p: parameters[p] for p in Policy.PARAMETERS}},
+                detail={
+                    "parameters": {p: parameters[p] for p in Policy.PARAMETERS},
+                    "carries": {c: getattr(row, c) for c in Policy.CARRIES},
+                },
                 by=by,
                 source=source,
             )
@@ -179,6 +195,40 @@ def policy_version_record(
         action=action,
         reverted_from=reverted_from,
         by=by if getattr(by, "pk", None) is not None else None,
+        source=source,
+    )
+
+
+# A VM takes its public IPv4s in one node contract (the chain's `public_ips`); more than a few a slice is a typo.
+MAX_PUBLIC_IPV4 = 4
+
+
+def policy_carries_checked(carries: dict) -> dict:
+    """What a slice carries, as given, or capacity.PolicyError saying what is wrong (nothing written)."""
+    unknown = set(carries) - set(Policy.CARRIES)
+    if unknown:
+        raise capacity.PolicyError(f"unknown policy carries: {', '.join(sorted(unknown))}")
+    ips = carries.get("public_ipv4", 0)
+    if isinstance(ips, bool) or not isinstance(ips, int) or not 0 <= ips <= MAX_PUBLIC_IPV4:
+        raise capacity.PolicyError(f"public IPv4s a slice: {ips!r}; use a whole number from 0 to {MAX_PUBLIC_IPV4}")
+    for flag in ("ipv4_addon", "gpu_slices"):
+        if flag in carries and not isinstance(carries[flag], bool):
+            raise capacity.PolicyError(f"{PARAMETER_WORDS[flag]}: {carries[flag]!r}; use true or false")
+    return dict(carries)
+
+
+def _carries_save(policy: Policy, carried: dict[str, tuple], *, by, source: str) -> None:
+    """A change of what its slices carry alone: saved and audited, the version (and every catalog) kept."""
+    for name, (_old, new) in carried.items():
+        setattr(policy, name, new)
+    policy.save(update_fields=[*carried, "updated_at"])
+    _audit(
+        policy,
+        action="policy.changed",
+        message=f"policy {policy.name} v{policy.version} (version kept: no catalog goes stale): "
+        f"{policy_changes_words(carried)}",
+        detail={"version": policy.version, "changes": {name: [old, new] for name, (old, new) in carried.items()}},
+        by=by,
         source=source,
     )
 

@@ -179,6 +179,8 @@ def precheck_answer(*, node: Node, max_age: timedelta, grid: Grid | None = None)
             total=node.total,
             used=used,
             pools_sru=node.pools,
+            light=node.light,
+            num_gpu=node.gpus,
         )
         free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
         closed = closure_of(node)

@@ -5,7 +5,7 @@ Who owns which Node columns (one writer each, so two code paths never store two 
 - identity (grid_id, farm_id): services.registration, when the node is created (a farm change on
   the grid is not followed: the farm decides the policy, and moving a catalog is an admin's call);
 - the reading (status, total_*, used_*, pools_sru, country, city, farm_name, twin_id, dedicated,
-  rented_by_twin_id, rent_contract_id, rent_state, in_dedicated_farm, extra_fee, healthy, power_state, power_target, uptime, seen_at, prechecked_at,
+  rented_by_twin_id, rent_contract_id, rent_state, in_dedicated_farm, extra_fee, light, gpus, healthy, power_state, power_target, uptime, seen_at, prechecked_at,
   reported_at): here, `readings_store`, called by the precheck, a deploy, a re-register, the grid
   onboarding and the fleet watch; it also writes the node events (NodeEvent) the readings show;
 - how the catalog was carved (carved_*, catalog_generation): registration and re-register's apply;
@@ -86,6 +86,8 @@ _COLUMNS = (
     ("power_state", "text"),
     ("power_target", "text"),
     ("uptime", "bigint"),
+    ("light", "boolean"),
+    ("gpus", "bigint"),
     ("pools_sru", "text"),
     ("seen_at", "timestamptz"),
     ("prechecked_at", "timestamptz"),
@@ -286,8 +288,9 @@ def rent_state_read(grid, live: NodeCapacity) -> NodeCapacity:
 
 
 def rent_of(live: NodeCapacity) -> dict:
-    """The rent columns of a reading, for a row made from it (a registration)."""
-    return {name: getattr(live, name) for name in RENT_FIELDS}
+    """The rent columns of a reading, and what the node carries (ZOS-light, GPUs), for a row made from it
+    (a registration)."""
+    return {**{name: getattr(live, name) for name in RENT_FIELDS}, "light": live.light, "gpus": live.num_gpu}
 
 
 def reported_at_of(live: NodeCapacity) -> datetime | None:
@@ -327,6 +330,8 @@ def _row(reading: LiveReading) -> tuple:
         live.power_state,
         live.power_target,
         live.uptime,
+        live.light,
+        live.num_gpu,
         json.dumps(list(live.pools_sru)) if live.pools_sru else None,
         # seen_at: when the grid was read; prechecked_at: the reading the figures now come from;
         # reported_at: when the node last reported to the grid (the proxy's updatedAt), if it says.

@@ -37,6 +37,8 @@ from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, Qu
 from dashboard.job_results import WatchResult
 from dashboard.models import Job, Node, NodeEvent
 from dashboard.node_events import TOTAL_CHANGED
+from dashboard.selectors.farm_ips import farms_selling_ipv4
+from dashboard.services.farm_ips import farm_ips_refresh
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
 from dashboard.services.pools_heard import pools_hear_nodes
@@ -122,6 +124,9 @@ def fleet_watch(
             progress(result, page.what)
     for node_id in sorted(set(run.known) - run.accounted):
         run.miss(node_id, "the grid's pages did not list it")
+    # The farms that sell IPv4 slices: their public IPs read again (one request a farm), as background work.
+    with background():
+        result.requests += farm_ips_refresh(farm_ids=farms_selling_ipv4(), grid=grid).requests
     _pools_ask(result, now(), since=started)
     oldest = Node.objects.aggregate(oldest=Min("seen_at"))["oldest"]
     result.oldest_reading_at = oldest.isoformat() if oldest else None

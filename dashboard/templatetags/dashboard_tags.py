@@ -155,9 +155,11 @@ def map_farms(context, fleet_map) -> str:
             )
         else:
             cells = f'<div class="map-cells">{farm.cells_html}</div>'
+        # The farm's tooltip: its public IPv4 bound, where its IPs were read (selectors.farm_ips).
+        tooltip = f' title="{escape(fleet_map.ipv4[farm.farm_id])}"' if farm.farm_id in fleet_map.ipv4 else ""
         sections.append(
             f'\n    <section class="map-farm" aria-labelledby="farm-{farm.farm_id}" data-farm="{farm.farm_id}">\n'
-            f'      <h2 id="farm-{farm.farm_id}" class="map-farm-head">Farm {farm.farm_id}'
+            f'      <h2 id="farm-{farm.farm_id}" class="map-farm-head"{tooltip}>Farm {farm.farm_id}'
             + (f' <span class="muted">{escape(farm.farm_name)}</span>' if farm.farm_name else "")
             + f'\n        <span class="small muted">{escape(farm.summary)}</span></h2>\n'
             f"      {cells}\n    </section>\n  "

@@ -62,6 +62,8 @@ class PolicyFigures:
     seconds: float
     daily: list[dict]
     drift: dict = field(default_factory=dict)  # catalog_truth and the drift's counts, with simulate(drift=...)
+    ipv4_requests: int = 0  # requests asking a public IPv4 (simulate's ipv4_share)
+    refused_for_ipv4: int = 0  # of the refusals, the chain's for the farm's IPs (FarmHasNotEnoughPublicIPsFree)
 
     def as_dict(self) -> dict:
         return {
@@ -69,6 +71,8 @@ class PolicyFigures:
             "deploys": self.deploys,
             "refused": self.refused,
             "refused_by_cause": self.refused_by_cause,
+            "ipv4_requests": self.ipv4_requests,
+            "refused_for_ipv4": self.refused_for_ipv4,
             "refused_per_1000": self.refused_per_1000,
             "refused_after_first": self.refused_after_first,
             "nodes_refused": self.nodes_refused,
@@ -119,6 +123,7 @@ def simulate(
     pools_reported: float = 0.0,
     drift=None,
     cache_grows: bool = False,
+    ipv4_share: float = 0.0,
 ) -> Simulation:
     """Replay one fleet and one event stream against each policy; the figures side by side.
 
@@ -130,7 +135,11 @@ def simulate(
     caller's fleet says it node by node (NodeSpec.pools_reported). `drift` (a traffic_drift.Drift)
     adds what the grid does behind the catalog's back, and catalog_truth. `cache_grows`: every node's
     zos-cache boots at 5 GiB and grows with the images pulled (fleet.IMAGES), the pools reports telling it.
+    `ipv4_share` of the deploy requests ask a public IPv4 from their farm's pool (traffic.run: FARM_NODES,
+    FARM_IPS).
     """
+    if not 0.0 <= ipv4_share <= 1.0:
+        raise ValueError(f"the IPv4 share is between 0 and 1, not {ipv4_share}")
     contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
@@ -155,6 +164,7 @@ def simulate(
         name = entrant.name
         run_started = time.perf_counter()
         run = Run(entrant, specs, allowed) if drift is None else drift.run(entrant, specs, allowed)
+        run.ipv4_share = ipv4_share
         next_reregister = RE_REGISTER_EVERY_HOURS
         for done, event in enumerate(stream):
             if tick is not None and done % TICK_EVERY == 0:
@@ -191,6 +201,8 @@ def simulate(
             seconds=round(time.perf_counter() - run_started, 2),
             daily=run.daily,
             drift={} if drift is None else run.drift_figures(),
+            ipv4_requests=run.ipv4_requests,
+            refused_for_ipv4=run.refused_by_cause.get("public-ip", 0),
         )
         if progress is not None:
             progress(results[name])

@@ -20,12 +20,18 @@ from dashboard.capacity import Resources, SliceSize
 from dashboard.catalog_rules import catalog_stale
 from dashboard.grid.classify import classify
 from dashboard.grid.simgrid import ZosMachine
+from dashboard.grid.types import DeploymentFailed
 from dashboard.traffic import fleet
 from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set
 from dashboard.traffic.policies import Contender
 
 RE_REGISTER_EVERY_HOURS = 24  # the beat's bulk re-register of stale nodes
 MAX_ATTEMPTS = 5  # nodes the marketplace tries for one request
+# Public IPv4 (`ipv4_share` of the requests ask one): a farm is FARM_NODES nodes by node id, its pool
+# FARM_IPS IPs, fewer than its slices, so the pool binds. The chain refuses past it in its own words.
+FARM_NODES = 4
+FARM_IPS = 4
+NO_FREE_IP = "failed to create contract on node {node}: failed to create contract: FarmHasNotEnoughPublicIPsFree"
 
 
 @dataclass
@@ -95,6 +101,9 @@ class Run:
         # On nodes of several SSDs: by cause, and the disk refusals by what the dashboard knew of the pools.
         self.several_pools_by_cause: dict[str, int] = {}
         self.disk_refused = {"in_plausible_set": 0, "outside_plausible_set": 0, "pools_reported": 0}
+        self.ipv4_share = 0.0  # simulate() sets it
+        self.ipv4_requests = 0
+        self.ip_users: dict[int, set[tuple[int, str]]] = {}  # farm -> (node position, workload) holding an IP
         self.util_num = 0.0
         self.util_den = 0.0
         self.phantom_hours = 0.0
@@ -284,9 +293,29 @@ class Run:
             node.status = "up"
         self._judge(node)
 
+    def _farm(self, position: int) -> int:
+        return self.nodes[position].spec.node_id // FARM_NODES
+
+    def _ips_free(self, farm: int) -> int:
+        """The farm's free IPs: an IP is held while its VM runs (released, or gone behind the catalog's back)."""
+        users = self.ip_users.get(farm, set())
+        for position, workload in list(users):
+            if not any(vm.workload_id == workload for vm in self.nodes[position].machine.vms):
+                users.discard((position, workload))
+        return FARM_IPS - len(users)
+
+    def wants_ipv4(self, event: Event) -> bool:
+        """A share of the requests ask a public IPv4, read off the event's own draw (the stream is unchanged)."""
+        return self.ipv4_share > 0 and (event.pick * 1_000_003) % 1.0 < self.ipv4_share
+
     def deploy(self, event: Event) -> None:
         self.requests += 1
+        ipv4 = self.wants_ipv4(event)
+        self.ipv4_requests += ipv4
         tried: set[int] = set()
+        if ipv4 and self.mode.precheck:
+            # The dashboard's bound: a farm with no free IP offers no IPv4 slice (selectors.farm_ips).
+            tried |= {p for p in range(len(self.nodes)) if self._farm(p) in self._farms_without_ips()}
         for _ in range(MAX_ATTEMPTS):
             position = self._pick(event.pick, tried)
             if position is None:
@@ -303,8 +332,13 @@ class Run:
             total, used = node.machine.reading()
             self.seq += 1
             self._close(node, event.at)
-            vm, refusal = node.machine.place(slot.size, name=f"s{slot.index}", deployment_id=self.seq)
+            if ipv4 and self._ips_free(self._farm(position)) <= 0:
+                vm, refusal = None, DeploymentFailed(NO_FREE_IP.format(node=node.spec.node_id))
+            else:
+                vm, refusal = node.machine.place(slot.size, name=f"s{slot.index}", deployment_id=self.seq)
             if vm is not None:
+                if ipv4:
+                    self.ip_users.setdefault(self._farm(position), set()).add((position, vm.workload_id))
                 slot.workload = vm.workload_id
                 heapq.heappush(self.releases, (event.at + event.lifetime, self.seq, position, vm.workload_id))
                 if node.spec.cache_grows:
@@ -319,10 +353,13 @@ class Run:
             self.daily[int(event.at // 24)]["refused"] += 1
             node.refusals += 1
             node.turned_away = True
-            if self.mode.learning:
+            if self.mode.learning and cause != "public-ip":  # an IP refusal teaches nothing of the node
                 self._learn(node, slot, refusal.raw, total, used)
             self._judge(node)
         self.unserved += 1
+
+    def _farms_without_ips(self) -> set[int]:
+        return {farm for farm in list(self.ip_users) if self._ips_free(farm) <= 0}
 
     def _count_pools_refusal(self, node: SimNode, cause: str) -> None:
         if len(node.spec.pools) > 1:

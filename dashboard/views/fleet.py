@@ -15,6 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.models import Job, Node, SnapshotFigures
+from dashboard.selectors.farm_ips import farm_ipv4, farms_ipv4
 from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.fleet_map import fleet_map
 from dashboard.selectors.history import capacity_history
@@ -62,6 +63,9 @@ CSV_COLUMNS = (
     "stale_reason",
     "seen_at",
     "tier",
+    # The node's farm's public IPv4 pool (selectors.farm_ips): free now, and the farm's IPv4 slices.
+    "farm_ips_free",
+    "farm_ipv4_slices",
 )
 # The tier filter: which nodes' deployable slices (selectors.tiers), in the totals' words.
 TIER_CHOICES = [
@@ -158,6 +162,7 @@ def export_csv(request):
     response["Content-Disposition"] = f'attachment; filename="fleet-{stamp}.csv"'
     writer = csv.writer(response)
     writer.writerow(CSV_COLUMNS)
+    farms = farms_ipv4({row.farm_id for row in fleet.rows})
     for row in fleet.rows:
         values = {column: getattr(row, column, None) for column in CSV_COLUMNS if column != "gap"}
         for reason in capacity.PHANTOM_REASONS:  # phantom split by reason, as on the node page
@@ -166,6 +171,9 @@ def export_csv(request):
         values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""
         values["held_until"] = row.held_until.isoformat() if row.held_until else ""
         values["tier"] = row.tier
+        farm = farms[row.farm_id]
+        values["farm_ips_free"] = farm.available if farm.read_at else None
+        values["farm_ipv4_slices"] = farm.ipv4_slices if farm.read_at else None
         writer.writerow([_csv_cell(values[column]) for column in CSV_COLUMNS])
     return response
 
@@ -254,6 +262,10 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         # The farm page (the table filtered to one farm) offers to withhold the farm.
         "farm": form.cleaned_data.get("farm") if form.is_valid() else None,
         "withhold_form": WithholdForm(auto_id="farm-id_%s"),
+        # The farm page's public IPv4 bound: its free IPs, and the IPv4 slices they allow (selectors.farm_ips).
+        "farm_ipv4": farm_ipv4(form.cleaned_data["farm"])
+        if form.is_valid() and form.cleaned_data.get("farm")
+        else None,
         "history_title": "The farm's capacity"
         if form.is_valid() and form.cleaned_data.get("farm") is not None
         else "The fleet's capacity",

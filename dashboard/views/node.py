@@ -10,6 +10,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.models import Job, MemoryLesson, Node, SnapshotFigures
+from dashboard.selectors.carries import node_carries
 from dashboard.selectors.history import capacity_history
 from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.selectors.node_events import node_timeline
@@ -42,6 +43,7 @@ def detail(request, node_id: int):
         "windows": node_windows(node=detail.node, now=timezone.now()),
         "withhold_form": WithholdForm(),
         "now": timezone.now(),
+        "carries": node_carries(detail.node),
     }
     return render(request, "dashboard/node.html", context)
 
@@ -67,7 +69,8 @@ def catalog(request, node_id: int):
     if not request.htmx:
         return redirect("node", node_id=node_id)
     # The header's reading age goes along out of band: the job that changed the catalog read the node.
-    context = {"detail": _detail_or_404(node_id), "oob_reading_age": True}
+    detail = _detail_or_404(node_id)
+    context = {"detail": detail, "oob_reading_age": True, "carries": node_carries(detail.node)}
     return render(request, "dashboard/node.html#catalog", context)
 
 

@@ -59,6 +59,7 @@ class SliceSizeForm(forms.Form):
     strategy = forms.ChoiceField(
         choices=[(s, s) for s in STRATEGIES], required=False, initial="spread", label="Strategy"
     )
+    ipv4 = forms.BooleanField(required=False, label="With a public IPv4")
 
     def clean(self):
         data = super().clean()
@@ -69,6 +70,7 @@ class SliceSizeForm(forms.Form):
                 per_node=data.get("per_node"),
                 per_farm=data.get("per_farm"),
                 strategy=data.get("strategy"),
+                ipv4=data.get("ipv4"),
             )
         except RulesError as exc:
             self.add_error(exc.field, str(exc))

@@ -13,9 +13,10 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.models import Job, Node, Policy, PolicyVersion
+from dashboard.selectors.farm_ips import Carries
 from dashboard.selectors.policy import policies_in_force, policy_figures_active, policy_for_edit, policy_preview
 from dashboard.services.jobs import job_request
-from dashboard.services.policy import SIZE_PARAMETERS, policy_create, policy_update
+from dashboard.services.policy import MAX_PUBLIC_IPV4, SIZE_PARAMETERS, policy_create, policy_update
 from dashboard.services.policy_trial import policy_trial_parameters
 
 
@@ -75,6 +76,19 @@ class PolicyForm(forms.Form):
     arithmetic = forms.ChoiceField(
         choices=[("bytes", "bytes (exact)"), ("whole-gib", "whole GiB (legacy carve)")], label="Arithmetic"
     )
+    # What a slice carries besides its size (models.Policy.CARRIES): the carve is unchanged by them.
+    public_ipv4 = forms.IntegerField(
+        min_value=0,
+        max_value=MAX_PUBLIC_IPV4,
+        label="Public IPv4s a slice",
+        help_text="taken from the farm's pool, which all its nodes share; 0 for none",
+    )
+    ipv4_addon = forms.BooleanField(
+        required=False, label="IPv4 add-on", help_text="the same slice also sells with one more public IPv4"
+    )
+    gpu_slices = forms.BooleanField(
+        required=False, label="GPU slices", help_text="one GPU a slice, only on nodes the marketplace rents"
+    )
 
     def __init__(self, *args, name: str = "policy", **kwargs):
         self.policy_name = name
@@ -93,9 +107,15 @@ class PolicyForm(forms.Form):
     def parameters(cleaned: dict) -> dict:
         return {p: cleaned[p] for p in Policy.PARAMETERS}
 
+    @staticmethod
+    def carries(cleaned: dict) -> dict:
+        return {c: cleaned[c] for c in Policy.CARRIES}
+
     @classmethod
     def initial_from(cls, policy: capacity.Policy | Policy) -> dict:
-        return {p: getattr(policy, p) for p in Policy.PARAMETERS}
+        # A built-in profile (capacity.Policy) carries nothing: the model's defaults.
+        carries = {c: getattr(policy, c, getattr(Carries(), c)) for c in Policy.CARRIES}
+        return {**{p: getattr(policy, p) for p in Policy.PARAMETERS}, **carries}
 
 
 class NewPolicyForm(PolicyForm):
@@ -156,12 +176,14 @@ def policy_edit(request, policy_id: int):
     if not form.is_valid():
         return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=400)
     parameters = PolicyForm.parameters(form.cleaned_data)
-    token = _preview_token(row.pk, row.version, parameters)
+    carries = PolicyForm.carries(form.cleaned_data)
+    token = _preview_token(row.pk, row.version, {**parameters, **carries})
     if "save" in request.POST and request.POST.get("preview_token") == token:
         try:
             saved, changed = policy_update(
                 policy=row,
                 parameters=parameters,
+                carries=carries,
                 expected_version=row.version,
                 by=request.user,
                 source="web",
@@ -170,8 +192,15 @@ def policy_edit(request, policy_id: int):
         except capacity.PolicyError as exc:
             form.add_error(None, str(exc))
             return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=409)
-        rewrite = policy_figures_active([saved.pk]).get(saved.pk) if changed else None
-        if rewrite is not None:
+        bumped = saved.version != row.version
+        rewrite = policy_figures_active([saved.pk]).get(saved.pk) if bumped else None
+        if changed and not bumped:
+            messages.success(
+                request,
+                f"Saved what {saved.name}'s slices carry; it stays at v{saved.version}, since no catalog goes "
+                "stale by it. IPv4 slices are bounded by each farm's free public IPv4s.",
+            )
+        elif rewrite is not None:
             messages.success(
                 request,
                 f"Saved {saved.name} v{saved.version}. Its nodes' figures are being rewritten (job #{rewrite.pk}, "
@@ -188,13 +217,24 @@ def policy_edit(request, policy_id: int):
             messages.info(request, f"Nothing changed: {saved.name} stays at v{saved.version}.")
         return redirect("policy")
     # Any other POST (or one whose values differ from what was previewed) shows the preview first.
-    changes = _changes(row, parameters)
+    changes = _changes(row, {**parameters, **carries})
     # Unchanged values keep the version: saving them changes nothing, so nothing would go stale, and
-    # the page offers no save (a bumped version made every catalog look stale-to-be, issue 25).
-    version = row.version + 1 if changes else row.version
+    # the page offers no save (a bumped version made every catalog look stale-to-be, issue 25). What the
+    # slices carry keeps it too: it stales no catalog.
+    bumps = bool(_changes(row, parameters))
+    version = row.version + 1 if bumps else row.version
     candidate = capacity.with_overrides(form.cleaned_data["candidate"], version=version)
-    preview = policy_preview(candidate=candidate, scope=row.scope, farm_id=row.farm_id, node=row.node)
-    context |= {"form": form, "preview": preview, "preview_token": token, "changes": changes, "unchanged": not changes}
+    preview = policy_preview(
+        candidate=candidate, scope=row.scope, farm_id=row.farm_id, node=row.node, carries=Carries(**carries)
+    )
+    context |= {
+        "form": form,
+        "preview": preview,
+        "preview_token": token,
+        "changes": changes,
+        "unchanged": not changes,
+        "bumps": bumps,
+    }
     return render(request, "dashboard/policy_edit.html", context)
 
 
@@ -206,7 +246,7 @@ def policy_new(request):
     context = {"section": "policy", "row": None}
     if request.method == "GET":
         base = Policy.objects.filter(scope=Policy.Scope.FLEET).first()
-        initial = PolicyForm.initial_from(base.to_capacity() if base else capacity.profile(capacity.DEFAULT_PROFILE))
+        initial = PolicyForm.initial_from(base if base else capacity.profile(capacity.DEFAULT_PROFILE))
         scope = request.GET.get("scope") if request.GET.get("scope") in Policy.Scope.values else Policy.Scope.FARM
         # A proposal from a node page: what that node's refusals taught, for the admin to preview.
         proposed = {}
@@ -223,8 +263,9 @@ def policy_new(request):
         return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=400)
     data = form.cleaned_data
     parameters = PolicyForm.parameters(data)
+    carries = PolicyForm.carries(data)
     target = (data["name"], data["scope"], data.get("farm_id"), data.get("node_id"))
-    token = _preview_token(0, 0, {**parameters, "target": target})
+    token = _preview_token(0, 0, {**parameters, **carries, "target": target})
     if "save" in request.POST and request.POST.get("preview_token") == token:
         try:
             created = policy_create(
@@ -233,6 +274,7 @@ def policy_new(request):
                 farm_id=data.get("farm_id"),
                 node=data.get("node"),
                 parameters=parameters,
+                carries=carries,
                 by=request.user,
                 source="web",
             )
@@ -242,7 +284,11 @@ def policy_new(request):
         messages.success(request, f"Created {created.name} v1 ({created.get_scope_display().lower()}).")
         return redirect("policy")
     preview = policy_preview(
-        candidate=data["candidate"], scope=data["scope"], farm_id=data.get("farm_id"), node=data.get("node")
+        candidate=data["candidate"],
+        scope=data["scope"],
+        farm_id=data.get("farm_id"),
+        node=data.get("node"),
+        carries=Carries(**carries),
     )
     return render(
         request, "dashboard/policy_edit.html", {**context, "form": form, "preview": preview, "preview_token": token}
@@ -320,6 +366,10 @@ def _changes(row: Policy, parameters: dict) -> list[tuple[str, str, str]]:
     for name, new in parameters.items():
         old = getattr(row, name)
         if old != new:
-            show = capacity.format_size if name in SIZE_PARAMETERS else str
+            show = capacity.format_size if name in SIZE_PARAMETERS else _yes_no if isinstance(new, bool) else str
             changes.append((str(words[name].label), show(old), show(new)))
     return changes
+
+
+def _yes_no(value: bool) -> str:
+    return "yes" if value else "no"

@@ -22,4 +22,11 @@ def policy_history_page(request):
                 else value
                 for key, value in line.entry.parameters.items()
             }
+            # The history keeps the capacity parameters only: a revert keeps what the slices carry now
+            # (an unticked box is not posted, so only the ticked ones go).
+            if policy.policy is not None:
+                line.form_values["public_ipv4"] = str(policy.policy.public_ipv4)
+                line.form_values |= {
+                    flag: "on" for flag in ("ipv4_addon", "gpu_slices") if getattr(policy.policy, flag)
+                }
     return render(request, "dashboard/policy_history.html", {"section": "policy", "history": history})

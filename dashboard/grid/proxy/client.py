@@ -51,6 +51,7 @@ from dashboard.grid import telemetry
 from dashboard.grid.budget import RequestBudget
 from dashboard.grid.deadline import Deadline, current_step_deadline
 from dashboard.grid.paging import pages_bounded
+from dashboard.grid.proxy.farms import FarmPublicIps, farm_ips_read
 from dashboard.grid.proxy.parse import describe, parse_contracts, parse_node, parse_statistics
 from dashboard.grid.proxy.rent import rent_contract_read
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
@@ -288,7 +289,11 @@ class GridProxyClient:
         # The proxy has no such path: the pools are the node's to tell, over RMB.
         raise PoolsNotAvailable(POOLS_NOT_AVAILABLE)
 
-    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
+    def farm_ips(self, farm_id: int) -> FarmPublicIps:
+        """GET /farms?farm_id=F (grid.proxy.farms): one request under the same budget and deadline."""
+        return farm_ips_read(self._get_json, _positive_argument(farm_id, "farm id"), parsed=_parsed)
+
+    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str, public_ips: int = 0, gpus: int = 0) -> VmDeployed:
         raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)
 
     def delete_vm(self, node_id: int, workload_id: str) -> None:
@@ -388,7 +393,7 @@ class GridProxyClient:
             )
         if status in RETRY_STATUSES or status >= 500:
             raise GridUnavailable(
-                f"the grid proxy answered {status} {reason} for {url} after {tries} {_plural(tries, 'try', 'tries')}"
+                f"the grid proxy answered {status} {reason} for {url} after {tries} {'try' if tries == 1 else 'tries'}"
                 + (f": {message}" if message else "")
             )
         if status == 400:
@@ -488,7 +493,7 @@ class GridProxyClient:
             what = _short(reason)
         if short:
             return what
-        return f"the grid proxy at {url} is unavailable: {what}, after {tries} {_plural(tries, 'try', 'tries')}"
+        return f"the grid proxy at {url} is unavailable: {what}, after {tries} {'try' if tries == 1 else 'tries'}"
 
 
 def _new_session() -> requests.Session:
@@ -590,10 +595,6 @@ def _entry_label(item: Any, position: int) -> str:
 def _short(value: Any, limit: int = 300) -> str:
     """One printable line: the grid's words end up in job rows and on a terminal (grid.text's rule)."""
     return text_printable(value, limit)
-
-
-def _plural(n: int, one: str, many: str) -> str:
-    return one if n == 1 else many
 
 
 __all__ = ["DEPLOY_NOT_SUPPORTED", "GridProxyClient"]

@@ -253,6 +253,28 @@ def _timestamp(payload: dict, key: str, *, where: str) -> int | None:
     return number if number > 0 else None
 
 
+MAX_NODE_GPUS = 64
+
+
+def parse_node_extras(payload: dict, *, where: str) -> tuple[bool, int]:
+    """(ZOS-light, GPUs) of a node payload."""
+    features = payload.get("features")
+    light = False
+    if features is not None:
+        if not isinstance(features, dict):
+            raise MalformedPayload(f"{where}: features is {describe(features)}, must be an object")
+        public_ip = features.get("public_ip")
+        if public_ip is not None and not isinstance(public_ip, bool):
+            raise MalformedPayload(f"{where}: features.public_ip is {describe(public_ip)}, must be true or false")
+        light = public_ip is False
+    gpus = payload.get("num_gpu")
+    if gpus is None:
+        return light, 0
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_NODE_GPUS:
+        raise MalformedPayload(f"{where}: num_gpu is {describe(gpus)}, must be a whole number 0 to {MAX_NODE_GPUS}")
+    return light, gpus
+
+
 # --- pure parsers ------------------------------------------------------------------------
 
 
@@ -278,6 +300,7 @@ def parse_node(payload: Any) -> NodeCapacity:
             f"{where}: has neither capacity.total_resources (GET /nodes/{{id}}) nor total_resources (GET /nodes)"
         )
     _check_used(total, used, where=where, path=used_path)
+    light, num_gpu = parse_node_extras(payload, where=where)
     return NodeCapacity(
         node_id=node_id,
         farm_id=_identifier(payload, "farmId", where=where, required=True),
@@ -298,6 +321,8 @@ def parse_node(payload: Any) -> NodeCapacity:
         rent_contract_id=_identifier(payload, "rentContractId", where=where, required=False),
         in_dedicated_farm=_flag(payload, "inDedicatedFarm", where=where),
         extra_fee=_extra_fee(payload, where=where),
+        light=light,
+        num_gpu=num_gpu,
     )
 
 

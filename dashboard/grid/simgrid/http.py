@@ -147,6 +147,13 @@ class _Handler(BaseHTTPRequestHandler):
             if _last(query, "ret_count") == "true":
                 self._headers["count"] = str(count)
             return 200, body
+        if path.rstrip("/") == "/farms":
+            # types.Farm: one farm per farm_id asked (a farm no node names is an empty list).
+            farm_id = _uint(query, "farm_id", default=0)
+            if not farm_id:
+                raise _BadRequest("the simulated proxy answers /farms for one farm_id")
+            farm = self.grid.farm_ips(farm_id)
+            return 200, [_farm_json(farm)] if farm.farm_name or farm.ips else []
         match = _STATISTICS_RE.match(path)
         if match:
             return self._statistics(_node_id(match.group(1)))
@@ -278,12 +285,36 @@ def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
                 "state": "Up" if node.status == "up" else "Down",
                 "target": "Up" if node.status == "up" else "Down",
             },
-            "num_gpu": 0,
+            "num_gpu": node.num_gpu,
+            "features": {"wireguard": True, "yggdrasil": True, "public_ip": not node.light},
             "extraFee": 0,
             "healthy": node.status == "up",
         }
     )
     return data
+
+
+def _farm_json(farm) -> dict[str, Any]:
+    """types.Farm with its publicIps (tfgrid-sdk-go grid-proxy pkg/types farms.go)."""
+    return {
+        "name": farm.farm_name,
+        "farmId": farm.farm_id,
+        "twinId": 0,
+        "pricingPolicyId": 1,
+        "certificationType": "NotCertified",
+        "stellarAddress": "",
+        "dedicated": False,
+        "publicIps": [
+            {
+                "id": f"{farm.farm_id}-{ip.ip}",
+                "ip": ip.ip,
+                "farmId": str(farm.farm_id),
+                "contractId": ip.contract_id,
+                "gateway": ip.gateway,
+            }
+            for ip in farm.ips
+        ],
+    }
 
 
 def _contract_json(contract) -> dict[str, Any]:

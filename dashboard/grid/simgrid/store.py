@@ -21,16 +21,19 @@ from os import PathLike
 from pathlib import Path
 
 # Sizes and types only: the decisions are ZosMachine's.
-from dashboard.capacity import Resources, SliceSize, format_size
-from dashboard.grid.simgrid import chain, records
+from dashboard.capacity import Resources, SliceSize
+from dashboard.grid.simgrid import chain, farm_pool, records
 from dashboard.grid.simgrid.cache import CACHE_COLUMN, CacheAdmin, cache_upgrade
+from dashboard.grid.simgrid.checks import bounded as _bounded
+from dashboard.grid.simgrid.checks import positive as _positive
+from dashboard.grid.simgrid.checks import status as _status
+from dashboard.grid.simgrid.checks import text as _text
 from dashboard.grid.simgrid.machine import ZosMachine, validation_error
 from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_MRU,
     MAX_NODE_SRU,
-    NODE_STATUSES,
     Contract,
     DeploymentFailed,
     GridUnavailable,
@@ -45,7 +48,7 @@ from dashboard.grid.types import (
     WorkloadNotFound,
 )
 
-SCHEMA_VERSION = 5  # 3: the chain's rent contracts and dedicated farms (chain.py); 4: ZOS build; 5: cache.py
+SCHEMA_VERSION = 6  # 3: rent contracts, dedicated farms (chain.py); 4: ZOS build; 5: cache.py; 6: farm_pool.py
 # Workload names end up in workload ids ("<twin>-<deployment>-<name>"), stored in 64 characters.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
@@ -95,7 +98,7 @@ CREATE TABLE IF NOT EXISTS sim_counter (name TEXT PRIMARY KEY, value INTEGER NOT
 """
 
 
-class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
+class SimulatedGrid(chain.ChainAdmin, CacheAdmin, farm_pool.FarmPoolAdmin):
     """The Grid interface over a simulated ZOS fleet; `can_deploy` is True. It deploys as `deployer_twin`
     (the marketplace's twin, MARKETPLACE_TWIN_ID's first) when the chain asks who signs (chain.py)."""
 
@@ -133,6 +136,8 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
         city: str = "",
         replace: bool = False,
         zos_build: str = "",
+        light: bool = False,
+        gpus: int = 0,
     ) -> NodeCapacity:
         """Put a node on the simulated grid. With replace=True an existing node and its VMs are dropped first."""
         node_id = _positive(node_id, "node id")
@@ -184,6 +189,7 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
                     zos_build,
                 ),
             )
+            farm_pool.features_set(conn, node_id, light=light, gpus=gpus)
             return self._capacity(self._node(conn, node_id), [], conn)
 
     def set_status(self, node_id: int, status: str) -> None:
@@ -259,11 +265,14 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
             nodes = [node_from_row(row) for row in rows]
             vms = self._vms_by_node(conn, [n.node_id for n in nodes])
             rents, dedicated = chain.rents(conn, [n.node_id for n in nodes]), chain.dedicated_farms(conn)
+            features = farm_pool.features(conn, [n.node_id for n in nodes])
             # What the proxy's `count` header says with ret_count=true: every node the query matches.
             (count,) = conn.execute(f"SELECT COUNT(*) FROM sim_node {where}", params).fetchone()
             return NodePage(
                 nodes=tuple(
-                    self._capacity(n, vms.get(n.node_id, []), rent=rents.get(n.node_id), dedicated=dedicated)
+                    self._capacity(
+                        n, vms.get(n.node_id, []), rent=rents.get(n.node_id), dedicated=dedicated, features=features
+                    )
                     for n in nodes
                 ),
                 page=page,
@@ -334,7 +343,7 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
             _require_up(node, "answer for its storage pools")
             return ZosMachine(node, self._vms(conn, node.node_id)).storage_pools()
 
-    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str) -> VmDeployed:
+    def deploy_vm(self, node_id: int, size: SliceSize, *, name: str, public_ips: int = 0, gpus: int = 0) -> VmDeployed:
         """Deploy one VM the way ZOS would, or raise DeploymentFailed with ZOS's own words."""
         if not isinstance(size, SliceSize):
             raise TypeError(f"size must be a capacity.SliceSize, not {type(size).__name__}")
@@ -351,13 +360,16 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
             if invalid:
                 # The Go deployer validates before it creates a contract: no deployment id is spent.
                 raise DeploymentFailed(f"deployment is invalid: {invalid}")
-            refused = chain.refusal(
-                node, chain.rents(conn, [node_id]).get(node_id), chain.dedicated_farms(conn), self.deployer_twin
+            rent = chain.rents(conn, [node_id]).get(node_id)
+            refused = chain.refusal(node, rent, chain.dedicated_farms(conn), self.deployer_twin) or farm_pool.refusal(
+                conn, node, public_ips=public_ips, gpus=gpus, rented=rent is not None
             )
             if refused:  # the chain refused the contract: no contract id is spent, ZOS never sees the VM
                 raise DeploymentFailed(refused)
             deployment_id = self._next_deployment_id(conn)
             outcome = self._place(conn, node, size, name=name, deployment_id=deployment_id)
+            if isinstance(outcome, VmDeployed):
+                farm_pool.reserve(conn, node, deployment_id, public_ips=public_ips, gpus=gpus)
         # Outside the transaction: a refused deploy still spends its contract id, as on the chain.
         if isinstance(outcome, DeploymentFailed):
             raise outcome
@@ -476,7 +488,8 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
                 if 1 <= version < 4:
                     conn.execute("ALTER TABLE sim_node ADD COLUMN zos_build TEXT NOT NULL DEFAULT ''")
                 cache_upgrade(conn, version)
-                for statement in filter(None, (s.strip() for s in (_SCHEMA + ";" + chain.SCHEMA).split(";"))):
+                schema = ";".join((_SCHEMA, chain.SCHEMA, farm_pool.SCHEMA))
+                for statement in filter(None, (s.strip() for s in schema.split(";"))):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 conn.execute("COMMIT")
@@ -532,9 +545,12 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
         *,
         rent: chain.Rent | None = None,
         dedicated: set[int] | None = None,
+        features: dict[int, tuple[bool, int]] | None = None,
     ) -> NodeCapacity:
         if conn is not None:
             rent, dedicated = chain.rents(conn, [node.node_id]).get(node.node_id), chain.dedicated_farms(conn)
+            features = farm_pool.features(conn, [node.node_id])
+        light, num_gpu = (features or {}).get(node.node_id, (False, 0))
         return NodeCapacity(
             **chain.capacity_fields(node, rent, dedicated or set()),
             node_id=node.node_id,
@@ -551,6 +567,8 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
             ),
             country=node.country,
             city=node.city,
+            light=light,
+            num_gpu=num_gpu,
             # An up node reports in continuously; a down one was last heard when it went down.
             updated_at=now() if node.status == "up" else node.status_changed_at,
             # The Grid Proxy's face tells no pools: the node tells them itself (storage_pools).
@@ -560,41 +578,6 @@ class SimulatedGrid(chain.ChainAdmin, CacheAdmin):
 def _require_up(node: SimNode, doing: str) -> None:
     if node.status != "up":
         raise NodeAway(f"node {node.node_id} is {node.status}: it cannot {doing} until it is up again")
-
-
-# --- input checks ----------------------------------------------------------------------
-
-
-def _positive(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 2**32 - 1:
-        raise ValueError(f"{what} must be a positive whole number (got {value!r})")
-    return value
-
-
-def _bounded(value: object, what: str, *, low: int, high: int, unit: str = "bytes", why_low: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{what} must be a whole number of {unit} (got {value!r})")
-    shown = (lambda n: f"{n}") if unit == "cores" else format_size
-    if value < low:
-        reason = f" ({why_low})" if why_low else ""
-        raise ValueError(f"{what} is {shown(value)}, must be at least {shown(low)}{reason}")
-    if value > high:
-        raise ValueError(f"{what} is {shown(value)}, more than any single node has (at most {shown(high)})")
-    return value
-
-
-def _status(status: object) -> str:
-    if status not in NODE_STATUSES:
-        raise ValueError(f"status {status!r} is not one of {', '.join(NODE_STATUSES)}")
-    return status  # type: ignore[return-value]
-
-
-def _text(value: object, what: str, limit: int) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{what} must be text (got {value!r})")
-    if len(value) > limit:
-        raise ValueError(f"{what} is longer than {limit} characters")
-    return value.strip()
 
 
 __all__ = ["NodeAlreadyOnGrid", "SimulatedGrid"]

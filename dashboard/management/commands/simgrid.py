@@ -68,6 +68,10 @@ class Command(ProductCommand):
         add.add_argument(
             "--farm-dedicated", action="store_true", help="its farm is dedicated: contracts only under a rent contract"
         )
+        add.add_argument(
+            "--light", action="store_true", help="ZOS-light: its features lack ipv4, it takes no public IP"
+        )
+        add.add_argument("--gpus", type=int, default=0, help="GPUs the node carries (used only under a rent)")
 
         rent = actions.add_parser("rent", help="give a node a rent contract (the chain's)")
         rent.add_argument("node_id", type=int, metavar="NODE_ID")
@@ -75,11 +79,15 @@ class Command(ProductCommand):
         rent.add_argument("--grace", action="store_true", help="the rent contract is in its grace period (unpaid)")
         rent_end = actions.add_parser("rent-end", help="cancel a node's rent contract")
         rent_end.add_argument("node_id", type=int, metavar="NODE_ID")
-        farm = actions.add_parser("farm", help="set a farm's dedicated flag (the chain's)")
+        farm = actions.add_parser("farm", help="set a farm's dedicated flag or its public IPv4s (the chain's)")
         farm.add_argument("farm_id", type=int, metavar="FARM_ID")
-        flag = farm.add_mutually_exclusive_group(required=True)
+        farm.add_argument(
+            "--ips", type=int, default=None, metavar="N", help="the farm's public IPv4s (taken ones stay)"
+        )
+        flag = farm.add_mutually_exclusive_group()
         flag.add_argument("--dedicated", dest="dedicated", action="store_true")
         flag.add_argument("--shared", dest="dedicated", action="store_false")
+        farm.set_defaults(dedicated=None)
 
         listing = actions.add_parser("list", help="list the simulated nodes and what they carry")
         listing.add_argument("--json", action="store_true", dest="as_json")
@@ -138,6 +146,8 @@ class Command(ProductCommand):
             city=options["city"],
             replace=options["replace"],
             zos_build=options["zos_build"],
+            light=options["light"],
+            gpus=options["gpus"],
         )
         if options["farm_dedicated"]:
             grid.farm_dedicated(node.farm_id, True)
@@ -184,9 +194,15 @@ class Command(ProductCommand):
         grid.rent_end(node_id)
         self.stdout.write(f"node {node_id} has no rent contract")
 
-    def _farm(self, grid: SimulatedGrid, *, farm_id, dedicated, **options) -> None:
-        grid.farm_dedicated(farm_id, dedicated)
-        self.stdout.write(f"farm {farm_id} is {'dedicated' if dedicated else 'shared'}")
+    def _farm(self, grid: SimulatedGrid, *, farm_id, dedicated, ips, **options) -> None:
+        if dedicated is None and ips is None:
+            raise ValueError("say --dedicated, --shared or --ips N")
+        if dedicated is not None:
+            grid.farm_dedicated(farm_id, dedicated)
+            self.stdout.write(f"farm {farm_id} is {'dedicated' if dedicated else 'shared'}")
+        if ips is not None:
+            pool = grid.farm_ips_set(farm_id, ips)
+            self.stdout.write(f"farm {farm_id} has {len(pool.ips)} public IPv4s, {pool.free} free")
 
     def _status(self, grid: SimulatedGrid, *, node_id, state, **options) -> None:
         grid.set_status(node_id, state)

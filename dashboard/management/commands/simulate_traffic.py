@@ -50,6 +50,12 @@ class Command(ProductCommand):
         )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument(
+            "--ipv4-share",
+            type=float,
+            default=0.2,
+            help="share of the deploy requests that ask a public IPv4 from their farm's pool (0 to 1)",
+        )
+        parser.add_argument(
             "--unreported-releases", type=float, default=0.05, help="share of releases the marketplace never reports"
         )
         parser.add_argument(
@@ -79,6 +85,7 @@ class Command(ProductCommand):
                 seed=seed,
                 policies=names,
                 pools_reported=pools_reported,
+                ipv4_share=options["ipv4_share"],
                 progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
                 drift=drift,
                 cache_grows=options["cache_grows"],
@@ -92,6 +99,7 @@ class Command(ProductCommand):
                     seed=seed,
                     policies=names,
                     pools_reported=pools_reported,
+                    ipv4_share=options["ipv4_share"],
                     drift=replace(drift, watch=False),
                     cache_grows=options["cache_grows"],
                 )
@@ -134,6 +142,8 @@ def table(result: Simulation) -> str:
             f"{f.refused_without_hidden_use:,} | {causes} | "
             f"{f.utilisation:.3f} | {f.phantom_slice_hours:,.0f} | {f.unserved:,} |"
         )
+    ipv4 = "; ".join(f"{name} {f.refused_for_ipv4:,} of {f.ipv4_requests:,}" for name, f in result.policies.items())
+    lines += ["", f"Requests asking a public IPv4, and the chain's refusals for the farm's IPs: {ipv4}"]
     lines += [
         "",
         "Refusals on nodes of several SSDs, and disk refusals by what the dashboard knew of the pools:",
