@@ -8,11 +8,11 @@ Every request goes one way, `GridProxyClient._get_json`: it records the request 
 watchdog, and `_fetch` makes one try. Each try first asks the deployment's request budget
 (grid/budget.py, GRID_RATE_LIMIT shared by every process), inside the request's deadline.
 
-Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try and back-off
-and every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through the
-relay to the node, and the proxy gives it 30 s). A socket time-out bounds one read only, so a server
-dripping a byte a second would otherwise hold a worker for ever; a watchdog shuts the socket when the
-budget is spent (proxy/watchdog.py). A job step's budget (grid/deadline.py) caps it too.
+Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try and back-off and
+every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through the relay
+to the node, and the proxy gives it 30 s). A socket time-out bounds one read only, so a server dripping a byte
+a second would otherwise hold a worker for ever; a watchdog shuts the socket when the budget is spent
+(proxy/watchdog.py). A job step's budget (grid/deadline.py) caps it too. `clock` and `sleep` are seams.
 
 Redirects are followed only to the configured scheme and host; one to anywhere else is refused, naming that host.
 
@@ -23,10 +23,9 @@ What is retried, and why (our own loop, inside the budget, GET only):
   `Retry-After` asks, capped by what is left of the request's deadline (a wait that would pass it
   ends the request at once, saying so), and counted for /metrics (outcome `rate_limited`). It is
   not a failure of the proxy, so it does not use up GRID_RETRIES; the deadline bounds it.
-- statistics are the exception for 500: the proxy answers 500 both when the node is
-  down/standby (permanent) and when its relay call to the node failed (it has already
-  waited for the node), so repeating it only multiplies the wait. 502/503/504 are
-  still retried there.
+- statistics are the exception for 500: the proxy answers 500 both when the node is down/standby (permanent)
+  and when its relay call to the node failed (it has already waited for the node), so repeating it only
+  multiplies the wait. 502/503/504 are still retried there.
 
 The answers are read by the strict parsers of proxy/parse.py (a node's rent contract: proxy/rent.py).
 """
@@ -37,7 +36,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -132,6 +131,8 @@ class GridProxyClient:
         max_pages: int = 100,
         statistics_deadline: float | None = None,
         budget: RequestBudget | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         # A user:password in GRID_PROXY_URL becomes the session's basic auth and leaves the URL here,
         # so no message built from a URL (errors, job results, logs, the API's 503) can carry it.
@@ -163,6 +164,7 @@ class GridProxyClient:
         self.statistics_deadline = float(statistics_deadline if statistics_deadline is not None else deadline)
         # None: no budget (a client made by hand, a test); get_grid() always gives the deployment's.
         self.budget = budget
+        self.clock, self.sleep = clock, sleep  # the request deadline's clock and the back-off's wait
         self.requests_sent = 0  # every HTTP request this client sent (tries and redirects included)
         self._session = _new_session()
         if credentials is not None:
@@ -329,9 +331,8 @@ class GridProxyClient:
     ) -> tuple[Any, str]:
         url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
         # One budget for the whole request: every try, every back-off, every byte of the answer.
-        deadline = Deadline.within(self.statistics_deadline if statistics else self.deadline).earliest(
-            current_step_deadline()
-        )
+        seconds = self.statistics_deadline if statistics else self.deadline
+        deadline = Deadline.within(seconds, clock=self.clock).earliest(current_step_deadline())
         retry_statuses = STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES
         with Watchdog(deadline) as watchdog:
             tries = 0
@@ -362,7 +363,7 @@ class GridProxyClient:
                         )
                     tries -= 1  # not a failure of the proxy: the deadline bounds these, not GRID_RETRIES
                     log.debug("grid proxy: %s answered 429; waiting %.2f s as it asks", url, wait)
-                    time.sleep(wait)
+                    self.sleep(wait)
                     continue
                 if status in retry_statuses and tries <= self.retries and deadline.remaining() > 0:
                     self._before_retry(url, tries, deadline, why=f"answered {status} {reason}")
@@ -442,7 +443,7 @@ class GridProxyClient:
         # One line a retry, at DEBUG: the error a person finally reads already says how many tries
         # were made, and a command's stderr must stay that one line.
         log.debug("grid proxy: %s %s; try %d of %d in %.2f s", url, why, tries + 1, self.retries + 1, pause)
-        time.sleep(pause)
+        self.sleep(pause)
 
     def _read_body(self, response: requests.Response, url: str, deadline: Deadline) -> bytes:
         chunks: list[bytes] = []

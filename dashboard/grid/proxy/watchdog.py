@@ -16,7 +16,6 @@ import heapq
 import itertools
 import socket
 import threading
-import time
 from typing import Any
 
 from requests.adapters import HTTPAdapter
@@ -92,15 +91,25 @@ class _WatchdogClock:
                 if not self._due:
                     self._wake.wait()
                     continue
-                wait = self._due[0][0] - time.monotonic()
+                wait = self._due[0][2].deadline.remaining()  # on the deadline's own clock
                 if wait > 0:
                     self._wake.wait(wait)
                     continue
                 dog = heapq.heappop(self._due)[2]
             dog.fire()
 
+    def recheck(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
 
 _clock = _WatchdogClock()
+
+
+def deadlines_moved() -> None:
+    """Look at every request's deadline again now. The watchdog waits on the real clock for what is
+    left of each; an injected clock that jumps ahead (a test's, Deadline.clock) says so here."""
+    _clock.recheck()
 
 
 def _shut(sock: Any) -> None:
@@ -168,4 +177,4 @@ class WatchedAdapter(HTTPAdapter):
         return manager
 
 
-__all__ = ["WatchedAdapter", "Watchdog"]
+__all__ = ["WatchedAdapter", "Watchdog", "deadlines_moved"]
