@@ -477,37 +477,10 @@ def worker_process(tmp_path, simgrid_path, broker_purged):
 @pytest.fixture
 def world(sim_node):
     """One of each thing a URL can name (tests/url_conf.py's url_of): a node (legacy catalog), a job, a policy."""
-    from django.contrib.auth import get_user_model
-    from django.utils import timezone
-
-    from dashboard import capacity
     from dashboard.capacity import GiB
-    from dashboard.models import Alert, ApiToken, Job, MemoryLesson, Policy
+    from tests.url_conf import url_world
 
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy")
-    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, result={"words": "ok"})
-    policy = Policy.objects.create(
-        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
-    )
-    holder = get_user_model().objects.create_user(username="token-holder")
-    token = ApiToken.objects.create(user=holder, name="t", prefix="sdk_world", key_hash="0" * 64, scopes=["read"])
-    alert = Alert.objects.create(
-        rule="phantom-slices",
-        subject="farm 4242",
-        since=timezone.now(),
-        summary="Farm 4242 offers 1 phantom slice",
-        evaluated_at=timezone.now(),
-    )
-    lesson = MemoryLesson.objects.create(build="", per_vm_mru=GiB, points=1, nodes=1, learnt_at=timezone.now())
-    return {
-        "node_id": node.grid_id,
-        "job_id": job.pk,
-        "policy_id": policy.pk,
-        "token_id": token.pk,
-        "alert_id": alert.pk,
-        "farm_id": node.farm_id,
-        "lesson_id": lesson.pk,
-    }
+    return url_world(sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy"))
 
 
 @pytest.fixture

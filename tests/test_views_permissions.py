@@ -8,9 +8,28 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-from tests.url_conf import ACTIONS, HTMX, TOKEN_DOORS, url_of
+from tests.conftest import rolled_back_after
+from tests.url_conf import ACTIONS, HTMX, TOKEN_DOORS, url_of, url_world
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def world_built_once(django_db_setup, django_db_blocker):
+    """conftest's `world` once for the module (its tests only read it), rolled back after it; the node
+    registered from its totals (no page here reads the grid: every one refuses first)."""
+    from dashboard.capacity import GiB, Resources
+    from dashboard.services.registration import node_register
+
+    with rolled_back_after(django_db_blocker):
+        total = Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+        yield url_world(node_register(node_id=1774, total=total, farm_id=4242, policy_name="legacy"))
+
+
+@pytest.fixture
+def world(world_built_once, db):
+    return world_built_once
+
 
 # The API and /metrics are doors for tokens, not sessions: tests/test_api_auth.py and
 # tests/test_views_metrics.py show they refuse a session, whatever its groups.

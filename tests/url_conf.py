@@ -48,3 +48,38 @@ def url_of(name: str, route: str, world: dict) -> str:
         assert argument in world, f"add a sample value for the URL argument {argument!r} of {name!r} to world()"
         kwargs[argument] = world[argument]
     return reverse(name, kwargs=kwargs)
+
+
+def url_world(node) -> dict:
+    """One of each other thing a URL can name, beside `node`: a job, a policy, a token, an alert, a
+    lesson; their ids by URL argument (conftest's `world`)."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from dashboard import capacity
+    from dashboard.capacity import GiB
+    from dashboard.models import Alert, ApiToken, Job, MemoryLesson, Policy
+
+    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, result={"words": "ok"})
+    policy = Policy.objects.create(
+        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
+    )
+    holder = get_user_model().objects.create_user(username="token-holder")
+    token = ApiToken.objects.create(user=holder, name="t", prefix="sdk_world", key_hash="0" * 64, scopes=["read"])
+    alert = Alert.objects.create(
+        rule="phantom-slices",
+        subject="farm 4242",
+        since=timezone.now(),
+        summary="Farm 4242 offers 1 phantom slice",
+        evaluated_at=timezone.now(),
+    )
+    lesson = MemoryLesson.objects.create(build="", per_vm_mru=GiB, points=1, nodes=1, learnt_at=timezone.now())
+    return {
+        "node_id": node.grid_id,
+        "job_id": job.pk,
+        "policy_id": policy.pk,
+        "token_id": token.pk,
+        "alert_id": alert.pk,
+        "farm_id": node.farm_id,
+        "lesson_id": lesson.pk,
+    }
