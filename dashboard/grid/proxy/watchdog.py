@@ -99,16 +99,25 @@ class _WatchdogClock:
             dog.fire()
 
     def recheck(self) -> None:
+        """Fire, in the caller's thread, every watchdog whose deadline has passed; wake the thread for the rest."""
+        due = []
         with self._wake:
+            while self._due and (self._due[0][2].finished or self._due[0][2].deadline.remaining() <= 0):
+                dog = heapq.heappop(self._due)[2]
+                if not dog.finished:
+                    due.append(dog)
             self._wake.notify()
+        for dog in due:
+            dog.fire()
 
 
 _clock = _WatchdogClock()
 
 
 def deadlines_moved() -> None:
-    """Look at every request's deadline again now. The watchdog waits on the real clock for what is
-    left of each; an injected clock that jumps ahead (a test's, Deadline.clock) says so here."""
+    """Look at every request's deadline again now, and cut those passed before returning. The watchdog
+    waits on the real clock for what is left of each; an injected clock that jumps ahead (a test's,
+    Deadline.clock) says so here, so the cut comes before anything else the test does."""
     _clock.recheck()
 
 
