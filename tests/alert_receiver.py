@@ -9,9 +9,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class AlertReceiver:
-    def __init__(self, *, delay: float = 0.0, status: int = 200):
+    def __init__(self, *, delay: float = 0.0, status: int = 200, hold: threading.Event | None = None):
+        """`delay`: seconds before answering (the real clock); `hold`: answer only once it is set
+        (a receiver that is slow for as long as the test likes, with no clock at all)."""
         self.messages: list[dict] = []
         self.delay = delay
+        self.hold = hold
         self.status = status
         receiver = self
 
@@ -20,6 +23,8 @@ class AlertReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if receiver.delay:
                     time.sleep(receiver.delay)
+                if receiver.hold is not None:
+                    receiver.hold.wait(30)  # a guard: a test that never lets go must not hang the run
                 receiver.messages.append(json.loads(body or b"{}"))
                 self.send_response(receiver.status)
                 self.send_header("Content-Length", "0")
@@ -30,7 +35,8 @@ class AlertReceiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # A short poll: close() waits up to one for the server's loop (0.5 s by default, in every test).
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
         self.thread.start()
 
     @property

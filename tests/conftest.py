@@ -190,20 +190,23 @@ def live_worker(transactional_db, broker_purged, monkeypatch):
 @pytest.fixture
 def job_finished():
     """job_finished(job_or_id, timeout=30) -> Job: polls the row until the job is no longer active."""
-    import time
-
     from dashboard.models import Job
+    from tests.support import wait_until
 
     def wait(job, timeout: float = 30.0):
         job_id = getattr(job, "pk", job)
-        deadline = time.monotonic() + timeout
-        while True:
-            current = Job.objects.select_related("node").get(pk=job_id)
-            if not current.is_active:
-                return current
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job #{job_id} still {current.state} after {timeout} s (step: {current.step!r})")
-            time.sleep(0.05)
+        seen = []
+
+        def finished() -> bool:
+            seen[:] = [Job.objects.select_related("node").get(pk=job_id)]
+            return not seen[0].is_active
+
+        try:
+            wait_until(finished, timeout=timeout, what=f"job #{job_id} to finish")
+        except AssertionError:
+            state, step = seen[0].state, seen[0].step
+            raise AssertionError(f"job #{job_id} still {state} after {timeout} s (step: {step!r})") from None
+        return seen[0]
 
     return wait
 
@@ -396,3 +399,106 @@ def alert_receiver(settings):
 
 
 # --- end of the ALERTS helper's fixtures ---------------------------------------------------
+
+
+# --- shared by several modules (a test module never imports another: tests/test_architecture.py) ----
+
+
+@pytest.fixture
+def worker_process(tmp_path, simgrid_path, broker_purged):
+    """worker_process(pool="solo", **env) -> (Popen, marker path): a real worker in its own process."""
+    import os
+    import subprocess
+    from urllib.parse import quote
+
+    from django.db import connection
+
+    from tests.killed_workers import BASE_DIR, CELERY, WORKER_SESSION
+    from tests.support import wait_until
+
+    started: list[tuple[subprocess.Popen, object]] = []
+
+    def start(*, pool: str = "solo", **env):
+        n = len(started)
+        db = connection.settings_dict
+        marker = tmp_path / f"paused-{n}"
+        # An in-process worker of an earlier test leaves its log set-up (CELERY_LOG_*, _MP_FORK_*) here.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_LOG_", "_MP_FORK_"))}
+        environ = inherited | {
+            "DATABASE_URL": (
+                f"postgres://{quote(db['USER'] or '')}:{quote(db['PASSWORD'] or '')}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+                f"?application_name={WORKER_SESSION}"
+            ),
+            "CELERY_BROKER_URL": broker_purged.conf.broker_url,
+            "SIMGRID_PATH": str(simgrid_path),
+            "GRID_BACKEND": "simulator",
+            "DEBUG": "true",
+            "VAR_DIR": str(tmp_path / "var"),
+            "CELERY_SKIP_CHECKS": "1",
+            "JOB_TEST_PAUSE_MARKER": str(marker),
+            **env,
+        }
+        log = open(tmp_path / f"worker-{n}.log", "w")
+        proc = subprocess.Popen(
+            [
+                str(CELERY),
+                "-A",
+                "dashboard",
+                "worker",
+                f"--pool={pool}",
+                "--concurrency=1",
+                "--loglevel=INFO",
+                "--without-mingle",
+                "--without-gossip",
+                "--without-heartbeat",
+                "-n",
+                f"killtest{n}@%h",
+            ],
+            cwd=BASE_DIR,
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        started.append((proc, log))
+        # Tests that look at the worker's behaviour need it consuming before they send anything.
+        logged = tmp_path / f"worker-{n}.log"
+        wait_until(lambda: " ready." in logged.read_text() or proc.poll() is not None, timeout=60, what="the worker")
+        assert proc.poll() is None, logged.read_text()
+        return proc, marker
+
+    yield start
+    for proc, log in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+
+@pytest.fixture
+def world(sim_node):
+    """One of each thing a URL can name (tests/url_conf.py's url_of): a node (legacy catalog), a job, a policy."""
+    from dashboard.capacity import GiB
+    from tests.url_conf import url_world
+
+    return url_world(sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy"))
+
+
+@pytest.fixture
+def small_fleet(sim_node):
+    """Node 1774 with its legacy catalog (stale), two current nodes in another farm, one of them down."""
+    from dashboard.capacity import GiB
+
+    sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
+    sim_node(20, cru=8, mru=16 * GiB, sru=465 * GiB, farm_id=1, farm_name="freefarm")
+    sim_node(21, cru=4, mru=8 * GiB, sru=250 * GiB, farm_id=1, farm_name="freefarm", status="down")
+    return sim_node
+
+
+@pytest.fixture
+def failed_on_1774(sim_node):
+    """The seventh slice of node 1774's legacy catalog, refused by ZOS for memory."""
+    from tests.factories import MEMORY_ERROR, failed_deployment, sim_node_1774
+
+    node = sim_node_1774(sim_node)
+    raw = f"workload s1774_6 within deployment 7 failed with error: {MEMORY_ERROR}"
+    return failed_deployment(node, index=6, raw_error=raw, cause="memory", needed=4294967296, usable=4187593113)

@@ -29,3 +29,32 @@ def sim_node_1774(sim_node, *, policy_name: str | None = "legacy", deployed: tup
     if deployed:
         node.refresh_from_db()
     return node
+
+
+MEMORY_ERROR = (
+    "failed to satisfy required capacity: cannot fulfil required memory size 4294967296 bytes "
+    "out of usable 4187593113 bytes"
+)
+
+
+def failed_deployment(node, *, index: int, raw_error: str, cause: str, needed=None, usable=None):
+    """A failure as slice_deploy records it: ZOS's raw message, the cause, and what the node reported then."""
+    from dashboard.models import Deployment
+
+    return Deployment.objects.create(
+        node=node,
+        slice_index=index,
+        cru=1,
+        mru=4 * GiB,
+        sru=133 * GiB,
+        state=Deployment.State.FAILED,
+        raw_error=raw_error,
+        cause=cause,
+        needed_bytes=needed,
+        usable_bytes=usable,
+        capacity_seen={
+            "status": "up",
+            "total": {"cru": 8, "mru": 31 * GiB, "sru": int(931.5 * GiB), "hru": 0},
+            "used": {"cru": 6, "mru": 29098403430, "sru": 821 * GiB, "hru": 0},
+        },
+    )

@@ -36,6 +36,8 @@ class Answer:
     # Seconds between the body's bytes: a server that drips its answer (never idle long enough
     # for a read time-out) until the client hangs up.
     drip: float = 0.0
+    # A test's clock (tests/support.py FakeClock): the drip moves it on instead of sleeping.
+    clock: Any = None
 
 
 @dataclass
@@ -90,7 +92,10 @@ def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
                     for i in range(len(body)):
                         self.wfile.write(body[i : i + 1])
                         self.wfile.flush()
-                        time.sleep(answer.drip)
+                        if answer.clock is not None:
+                            answer.clock.advance(answer.drip)
+                        else:
+                            time.sleep(answer.drip)
                 else:
                     self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):

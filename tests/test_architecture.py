@@ -232,3 +232,32 @@ def test_every_setting_is_defined_once_and_read_as_settings_x():
         if "getattr(settings," in line
     ]
     assert found == [], "settings read with a default outside settings.py: " + ", ".join(found)
+
+
+TESTS = ROOT / "tests"
+
+
+def _test_modules_imported(path: Path) -> set[str]:
+    """The test modules (tests/**/test_*.py) this file imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        found.update(
+            name for name in names if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith("test_")
+        )
+    return found
+
+
+def test_no_test_module_imports_another():
+    # What two test modules share lives in conftest.py, tests/support.py or a helper module of its own:
+    # a test module imported by another runs its module-level set-up twice and ties the two together.
+    importers = {
+        str(path.relative_to(ROOT)): sorted(imported)
+        for path in sorted([*TESTS.rglob("*.py"), *(ROOT / "bench").rglob("*.py")])
+        if (imported := _test_modules_imported(path))
+    }
+    assert importers == {}

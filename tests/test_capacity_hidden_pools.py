@@ -1,5 +1,5 @@
 """Carves made without the pools (as in production: the Grid Proxy never reports them), checked on
-the real pools with the tests' own ZOS (tests.test_capacity_properties.ZosNode, every device order).
+the real pools with the tests' own ZOS (tests/zos_model.py ZosNode, every device order).
 
 The fleet: half the nodes with 2-4 identical SSDs of a standard size, half with one SSD; the carve
 sees only the SSD total. What the issue asks (issue 26): every such carve deploys in full, the
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from dashboard import capacity
-from tests.test_capacity_properties import GIB, ZOS, deploy_all, every_order, most_slices_by_memory
+from tests.zos_model import GIB, ZOS, deploy_all, every_order, most_slices_by_memory
 
 # Drive sizes in decimal GB, as sold; written here on their own (not read from dashboard.capacity).
 DRIVES_GB = (240, 256, 480, 500, 512, 960, 1000, 1024, 1920, 2000, 3840, 4000, 7680)

@@ -247,6 +247,14 @@ class TestOneDemoFleet:
         assert [f.words for f in job.outcome.findings] == []
         assert "nothing out of place" in job.outcome.words
 
+    def test_it_gives_the_demo_groups_their_permissions_when_they_were_lost(self, shared_demo):
+        from django.contrib.auth.models import Group
+
+        Group.objects.all().delete()  # as a flushed database has them
+        _demo()
+        assert User.objects.get(username="support").has_perm("dashboard.view_node")
+        assert not User.objects.get(username="support").has_perm("dashboard.reregister_node")
+
     def test_it_reuses_the_passwords_on_later_runs(self, shared_demo):
         first = shared_demo.logins.read_text()
         _demo()
@@ -308,6 +316,9 @@ def test_it_runs_with_debug_off_only_when_forced(demo_env, settings):
     assert User.objects.filter(username="admin").exists()
 
 
+# A full build of the demo of its own, groups lost before it: `make test` runs it (the quick loop
+# runs the same on the class's demo, TestOneDemoFleet).
+@pytest.mark.slow
 def test_it_gives_the_demo_groups_their_permissions_when_they_were_lost(demo_env):
     from django.contrib.auth.models import Group, User
 

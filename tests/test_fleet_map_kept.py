@@ -11,7 +11,7 @@ from dashboard.capacity import GiB
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
 from dashboard.selectors.fleet_map import CACHE, STATES, _live_farms, fleet_map
 from dashboard.services.farm_totals import farm_totals_refresh
-from tests.test_services_farm_totals import WRITES
+from tests.node_writes import WRITES
 
 pytestmark = pytest.mark.django_db
 

@@ -21,6 +21,7 @@ from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.types import GridUnavailable
 from tests.budget_clients import read_through_budget
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
+from tests.support import FakeClock
 
 REDIS_URL = os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/1")
 
@@ -85,16 +86,27 @@ def test_a_wait_past_the_deadline_fails_at_once_with_the_budget_in_its_words(win
 
 
 def test_a_wait_within_the_deadline_is_waited_and_counted():
-    slept = []
-    window = MemoryWindow()
-    budget = RequestBudget(window=window, limit=1, reserve=0, sleep=lambda s: (slept.append(s), time.sleep(s)))
+    clock = FakeClock()
+    budget = RequestBudget(window=MemoryWindow(clock=clock), limit=1, reserve=0, sleep=clock.sleep, clock=clock)
     telemetry.drain()
+    budget.take(Deadline.within(5.0, clock=clock))
+
+    waited = budget.take(Deadline.within(5.0, clock=clock))
+
+    # One request a second, the first taken at the same instant: the second waits the whole second.
+    assert waited == pytest.approx(1.0) and clock.slept == [waited]
+    assert any(key[0] == BUDGET_ENDPOINT and key[1] == "interactive" for key in telemetry.drain().counts)
+
+
+@pytest.mark.slow  # waits a second on the real clock
+def test_a_wait_within_the_deadline_is_waited_on_the_real_clock():
+    slept = []
+    budget = RequestBudget(window=MemoryWindow(), limit=1, reserve=0, sleep=lambda s: (slept.append(s), time.sleep(s)))
     budget.take(Deadline.within(5.0))
 
     waited = budget.take(Deadline.within(5.0))
 
-    assert waited == pytest.approx(sum(slept)) and waited > 0
-    assert any(key[0] == BUDGET_ENDPOINT and key[1] == "interactive" for key in telemetry.drain().counts)
+    assert waited == pytest.approx(sum(slept)) and 0 < waited <= 1.0
 
 
 def test_a_store_that_cannot_be_asked_falls_back_to_this_process_window():
@@ -126,15 +138,26 @@ def test_a_429_is_waited_as_retry_after_asks_retried_and_counted(proxy):
     proxy.answer(
         "/nodes/1774", Answer(429, {"error": "slow down"}, headers={"Retry-After": "0.2"}), sample("node-1774.json")
     )
+    clock = FakeClock()
     telemetry.drain()
 
-    node = GridProxyClient(proxy.url, retries=0).node(1774)
+    node = GridProxyClient(proxy.url, retries=0, clock=clock, sleep=clock.sleep).node(1774)
 
     tally = telemetry.drain()
     assert node.node_id == 1774
     assert proxy.hits["/nodes/1774"] == 2
-    assert proxy.arrivals[1] - proxy.arrivals[0] >= 0.2
+    assert clock.slept == [0.2]
     assert sum(n for key, n in tally.counts.items() if key[1] == "rate_limited") == 1
+
+
+@pytest.mark.slow  # waits on the real clock
+def test_a_429_is_waited_on_the_real_clock_before_the_next_try(proxy):
+    proxy.answer(
+        "/nodes/1774", Answer(429, {"error": "slow down"}, headers={"Retry-After": "0.2"}), sample("node-1774.json")
+    )
+
+    assert GridProxyClient(proxy.url, retries=0).node(1774).node_id == 1774
+    assert proxy.arrivals[1] - proxy.arrivals[0] >= 0.2
 
 
 def test_a_429_asking_past_the_deadline_ends_the_request_at_once_saying_so(proxy):
@@ -194,20 +217,19 @@ class _Flaky:
         return 0.0
 
 
-def test_finding_8_the_fallback_lasts_only_while_the_store_cannot_answer(monkeypatch):
-    from dashboard.grid import budget as budget_module
+def test_finding_8_the_fallback_lasts_only_while_the_store_cannot_answer():
+    from dashboard.grid.budget import FALLBACK_RETRY_SECONDS
 
-    store = _Flaky()
-    budget = RequestBudget(window=store, limit=5, reserve=0)
+    store, clock = _Flaky(), FakeClock()
+    budget = RequestBudget(window=store, limit=5, reserve=0, sleep=clock.sleep, clock=clock)
     telemetry.drain()
-    budget.take(Deadline.within(5.0))
+    budget.take(Deadline.within(5.0, clock=clock))
     assert budget._fallback is not None
     assert any(key[:2] == (BUDGET_ENDPOINT, "fallback") for key in telemetry.drain().counts)  # /metrics says so
 
     store.down = False
-    budget.take(Deadline.within(5.0))
+    budget.take(Deadline.within(5.0, clock=clock))
     assert store.asked == 1  # within the retry interval the store is not asked again
-    monkeypatch.setattr(budget_module, "FALLBACK_RETRY_SECONDS", 0.0)
-    budget._fallback_until = 0.0
-    budget.take(Deadline.within(5.0))
+    clock.advance(FALLBACK_RETRY_SECONDS)
+    budget.take(Deadline.within(5.0, clock=clock))
     assert (store.asked, budget._fallback) == (2, None)  # the shared window again: one budget for all

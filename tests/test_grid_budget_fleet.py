@@ -33,6 +33,7 @@ from dashboard.grid.proxy import GridProxyClient
 from dashboard.models import Job, Node
 from dashboard.services.jobs import job_request
 from dashboard.services.onboarding import OnboardRequest, grid_onboard
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -113,12 +114,17 @@ class Workers:
         self.processes.append((process, log))
 
     def wait_ready(self, timeout: float = 90.0) -> None:
-        ends = time.monotonic() + timeout
+        def ready(process, log) -> bool:
+            assert process.poll() is None, f"a worker exited with {process.returncode}; see {log}"
+            return " ready." in log.read_text(errors="replace")
+
         for process, log in self.processes:
-            while " ready." not in log.read_text(errors="replace"):
-                assert process.poll() is None, f"a worker exited with {process.returncode}; see {log}"
-                assert time.monotonic() < ends, f"a worker was not ready within {timeout:.0f} s; see {log}"
-                time.sleep(0.2)
+            wait_until(
+                lambda p=process, f=log: ready(p, f),
+                timeout=timeout,
+                what=f"a worker to be ready; see {log}",
+                every=0.2,
+            )
 
     def stop(self) -> None:
         for process, _ in self.processes:

@@ -33,7 +33,7 @@ def grid(tmp_path):
             status="down" if node_id == 3 else "up",
         )
     server = serve_simulator(sim)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     yield GridProxyClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0)
     server.shutdown()
     server.server_close()
@@ -173,7 +173,7 @@ def test_a_farm_read_stops_at_the_count_without_asking_for_a_short_page(tmp_path
     for node_id in range(1, 7):
         sim.add_node(node_id, cru=4, mru=16 * GiB, sru=500 * GiB, farm_id=1)
     server = serve_simulator(sim)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         client = GridProxyClient(f"http://127.0.0.1:{server.server_address[1]}", retries=0)
         pages = list(farm_pages(client, farm_ids=[1], size=3))

@@ -9,8 +9,10 @@ import pytest
 
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.proxy import GridProxyClient
+from dashboard.grid.proxy.watchdog import deadlines_moved
 from dashboard.grid.types import GridUnavailable
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
+from tests.support import FakeClock
 
 
 @pytest.fixture
@@ -21,9 +23,20 @@ def proxy():
     server.server_close()
 
 
-def client_for(url, **options) -> GridProxyClient:
+@pytest.fixture
+def clock():
+    """A clock the test moves; a request blocked on its socket is told when it jumps (the watchdog)."""
+    clock = FakeClock()
+    clock.on_advance.append(deadlines_moved)
+    return clock
+
+
+def client_for(url, clock=None, **options) -> GridProxyClient:
+    """The client on `clock` (its back-off sleeping on it too), or on the real clock when None."""
     settings = {"connect_timeout": 1.0, "read_timeout": 2.0, "retries": 0, "backoff": 0.001, "deadline": 10.0}
     settings.update(options)
+    if clock is not None:
+        settings.update(clock=clock, sleep=clock.sleep)
     return GridProxyClient(url, **settings)
 
 
@@ -35,16 +48,17 @@ def timed(call):
 
 
 # --- the budget -------------------------------------------------------------------------------
-# Each case gives up with the budget in its words (the quick tests); how long it took on the clock
-# is asserted once for all of them in a test marked slow (no wall-clock assertion in the quick loop).
+# Each case gives up with the budget in its words. The quick tests run it on a clock the server
+# moves as it drips (no wait on the real clock); the slow test runs each on the real clock and
+# asserts how long it took.
 
 
-def dripped_answer(proxy, deadline: float = 2.5) -> tuple[str, float]:
-    proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), drip=1.0))
-    return timed(lambda: client_for(proxy.url, read_timeout=5.0, deadline=deadline).node(1774))
+def dripped_answer(proxy, clock=None, deadline: float = 2.5) -> tuple[str, float]:
+    proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), drip=1.0, clock=clock))
+    return timed(lambda: client_for(proxy.url, clock, read_timeout=5.0, deadline=deadline).node(1774))
 
 
-def dripped_headers(_proxy) -> tuple[str, float]:
+def dripped_headers(_proxy, clock=None) -> tuple[str, float]:
     # Not the body this time: the status line itself, which no read time-out ever sees idle.
     listener = socket.create_server(("127.0.0.1", 0))
     stop = threading.Event()
@@ -54,63 +68,76 @@ def dripped_headers(_proxy) -> tuple[str, float]:
         with conn:
             conn.recv(4096)
             for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n":
-                if stop.wait(0.3):
+                if clock is not None:
+                    clock.advance(0.3)
+                elif stop.wait(0.3):
                     return
                 try:
                     conn.sendall(bytes([byte]))
                 except OSError:
                     return
+            stop.wait(30)  # the headers never end: only the client's deadline ends this answer
 
     threading.Thread(target=drip_headers, daemon=True).start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}"
     try:
-        return timed(lambda: client_for(url, read_timeout=5.0, deadline=1.5).node(1774))
+        return timed(lambda: client_for(url, clock, read_timeout=5.0, deadline=1.5).node(1774))
     finally:
         stop.set()
         listener.close()
 
 
-def busy_for_ever(proxy) -> tuple[str, float]:
+def busy_for_ever(proxy, clock=None) -> tuple[str, float]:
     proxy.answer("/nodes/1774", Answer(503, {"error": "busy"}))
-    return timed(lambda: client_for(proxy.url, retries=1000, backoff=0.05, deadline=1.0).node(1774))
+    return timed(lambda: client_for(proxy.url, clock, retries=1000, backoff=0.05, deadline=1.0).node(1774))
 
 
-def step_budget_first(proxy) -> tuple[str, float]:
-    proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), drip=1.0))
-    with grid_step_deadline(1.0):
-        return timed(lambda: client_for(proxy.url, deadline=30.0).node(1774))
+def step_budget_first(proxy, clock=None) -> tuple[str, float]:
+    proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), drip=1.0, clock=clock))
+    with grid_step_deadline(1.0, **({"clock": clock} if clock is not None else {})):
+        return timed(lambda: client_for(proxy.url, clock, deadline=30.0).node(1774))
 
 
-def test_it_gives_up_on_an_answer_dripped_a_byte_a_second_within_its_budget(proxy):
+def test_it_gives_up_on_an_answer_dripped_a_byte_a_second_within_its_budget(proxy, clock):
     # A byte a second past a read time-out of 5 s: only the deadline ends it (the slow test times 2.5 s).
-    message, _took = dripped_answer(proxy, deadline=1.2)
+    message, _took = dripped_answer(proxy, clock, deadline=1.2)
     assert message == f"the grid proxy did not finish answering within 1.2 s ({proxy.url}/nodes/1774)"
 
 
-def test_it_gives_up_on_headers_dripped_a_byte_at_a_time(proxy):
-    message, _took = dripped_headers(proxy)
+def test_it_gives_up_on_headers_dripped_a_byte_at_a_time(proxy, clock):
+    message, _took = dripped_headers(proxy, clock)
     assert message.startswith("the grid proxy did not finish answering within 1.5 s")
 
 
-def test_it_spends_the_budget_once_over_all_its_tries(proxy):
-    message, _took = busy_for_ever(proxy)  # 1,000 retries would take 50 s and more
-    assert "within 1 s" in message or "answered 503" in message
+def test_it_spends_the_budget_once_over_all_its_tries(proxy, clock):
+    message, _took = busy_for_ever(proxy, clock)  # 1,000 retries would take 50 s and more
+    # Back-off doubling from 0.05 s, the last pause cut to what was left of the 1 s: five tries, and
+    # the sixth is not sent, the budget spent.
+    assert clock.slept == pytest.approx([0.05, 0.1, 0.2, 0.4, 0.25])
+    assert proxy.hits["/nodes/1774"] == 5
+    assert message.startswith("the grid proxy did not finish answering within 1 s")
 
 
-def test_it_keeps_to_the_job_steps_budget_when_that_ends_first(proxy):
-    message, _took = step_budget_first(proxy)
+def test_it_keeps_to_the_job_steps_budget_when_that_ends_first(proxy, clock):
+    message, _took = step_budget_first(proxy, clock)
     assert message.startswith("the grid proxy did not finish answering within 1 s")
 
 
 @pytest.mark.slow  # wall-clock assertions
 @pytest.mark.parametrize(
-    "case, at_least, under",
-    [(dripped_answer, 2.4, 3.5), (dripped_headers, 0, 2.5), (busy_for_ever, 0, 2.0), (step_budget_first, 0, 2.0)],
+    "case, at_least, under, words",
+    [
+        (dripped_answer, 2.4, 3.5, ("did not finish answering within 2.5 s",)),
+        (dripped_headers, 0, 2.5, ("did not finish answering within 1.5 s",)),
+        (busy_for_ever, 0, 2.0, ("answered 503", "within 1 s")),  # on the real clock the last try may not start
+        (step_budget_first, 0, 2.0, ("did not finish answering within 1 s",)),
+    ],
     ids=["dripped answer, 2.5 s", "dripped headers, 1.5 s", "503 for ever, 1 s", "the step's 1 s first"],
 )
-def test_each_budget_holds_on_the_clock(proxy, case, at_least, under):
-    _message, took = case(proxy)
+def test_each_budget_holds_on_the_clock(proxy, case, at_least, under, words):
+    message, took = case(proxy)
     assert at_least < took < under
+    assert any(said in message for said in words), message
 
 
 def test_it_reads_a_prompt_answer_well_inside_the_budget(proxy):
@@ -129,7 +156,7 @@ def test_it_logs_one_debug_line_a_retry_and_nothing_from_urllib3(proxy, caplog):
 
     with caplog.at_level(logging.DEBUG):
         with pytest.raises(GridUnavailable, match="after 3 tries"):
-            client_for(proxy.url, retries=2).node(1774)
+            client_for(proxy.url, FakeClock(), retries=2).node(1774)
 
     ours = [r for r in caplog.records if r.name == "dashboard.grid.proxy"]
     assert [r.levelno for r in ours] == [logging.DEBUG, logging.DEBUG]

@@ -10,6 +10,7 @@ from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.grid.types import NodeNotFound, NodeOffline, PoolsNotAvailable
 from tests.gridproxy_canned import sample
+from tests.support import wait_until
 
 ZOS_SLICE = SliceSize(cru=1, mru=4 * GiB, sru=151 * GiB)
 
@@ -132,6 +133,33 @@ def strict_url(grid):
     server.server_close()
 
 
+class HandTimer:
+    """The simulator's request read deadline, fired by the test's hand instead of by the clock."""
+
+    made: list["HandTimer"] = []
+
+    def __init__(self, seconds, cut_off):
+        self.seconds, self.cut_off, self.cancelled, self.daemon = seconds, cut_off, False, False
+        HandTimer.made.append(self)
+
+    def start(self):
+        pass
+
+    def cancel(self):
+        self.cancelled = True
+
+
+@pytest.fixture
+def hand_timed(grid):
+    """(url, address, the timers the server made): the read deadline passes when the test fires one."""
+    HandTimer.made = []
+    server = serve_simulator(grid, port=0, request_read_deadline=1.0, timer=HandTimer)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", server.server_address, HandTimer.made
+    server.shutdown()
+    server.server_close()
+
+
 def dripped_request(address) -> tuple[bytes, float]:
     """A request sent a byte every 0.2 s (about 7 s in all) to a server that allows 1 s: (its answer, seconds)."""
     import socket
@@ -149,9 +177,19 @@ def dripped_request(address) -> tuple[bytes, float]:
     return answer, time.monotonic() - started
 
 
-def test_it_cuts_off_a_client_that_drips_its_request(strict_url):
-    answer, _took = dripped_request(strict_url[1])
-    assert not answer.startswith(b"HTTP/1.1 200")  # served, it would have been answered
+def test_it_cuts_off_a_client_that_drips_its_request(hand_timed):
+    import socket
+
+    _url, address, timers = hand_timed
+    with socket.create_connection(address, timeout=10) as conn:
+        conn.sendall(b"GET /nodes/17")  # the request's first bytes, and no more
+        wait_until(lambda: timers, timeout=10, what="the server to start the request's read deadline")
+        timers[0].cut_off()  # the deadline passes
+        try:
+            answer = conn.recv(100)
+        except OSError:
+            answer = b""
+    assert answer == b""  # hung up on, unanswered
 
 
 @pytest.mark.slow  # a wall-clock assertion
@@ -160,7 +198,18 @@ def test_it_cuts_off_a_client_that_drips_its_request_within_the_deadline_on_the_
     assert not answer.startswith(b"HTTP/1.1 200") and took < 3
 
 
-def test_it_keeps_an_idle_kept_alive_connection_past_the_request_deadline(strict_url):
+def test_it_keeps_an_idle_kept_alive_connection_past_the_request_deadline(hand_timed):
+    url, _address, timers = hand_timed
+    with GridProxyClient(url, connect_timeout=1, read_timeout=2, retries=0) as client:
+        assert client.node(1774).node_id == 1774
+        # Idle now: no read deadline may be running (the clock starts at a request's first byte).
+        assert [t.cancelled for t in timers] == [True]
+        assert client.node(1774).node_id == 1774
+    assert [t.cancelled for t in timers] == [True, True]
+
+
+@pytest.mark.slow  # waits on the real clock
+def test_it_keeps_an_idle_kept_alive_connection_past_the_request_deadline_on_the_clock(strict_url):
     import time
 
     url, _ = strict_url

@@ -11,16 +11,8 @@ from dashboard.models import Job, Node, Slice
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.reregister import BULK_GRID_DOWN_AFTER, BulkHooks, BulkLimits
+from tests.bulk_runs import ONE_BATCH, bulk, planned
 from tests.conftest import legacy_fleet_build, rolled_back_after
-
-
-def bulk(*, limits: BulkLimits | None = None, hooks: BulkHooks | None = None, **kwargs) -> Job:
-    """Request, claim and run a bulk job in this process; `limits` and `hooks` are the run's own seams."""
-    job = job_claim(job_id=job_request(kind=Job.Kind.BULK_REREGISTER, **kwargs).job.pk)
-    seams = {"limits": limits} if limits else {}
-    job_execute(job=job, **seams, **({"hooks": hooks} if hooks else {}))
-    job.refresh_from_db()
-    return job
 
 
 def carved_with(policy: str) -> set[int]:
@@ -202,23 +194,6 @@ def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet):
 
 
 # --- batches: one transaction per batch of nodes ---------------------------------------------------
-
-
-# Every node of the run in one batch (a small run is otherwise split so its progress moves).
-ONE_BATCH = BulkLimits(progress_steps=1)
-
-
-def planned(meanwhile: dict) -> tuple[BulkHooks, list[int]]:
-    """Hooks that do meanwhile[node_id](node) right after that node's first plan, and the node ids
-    planned, in order."""
-    seen: list[int] = []
-
-    def plan_made(node):
-        if node.grid_id not in seen and node.grid_id in meanwhile:
-            meanwhile[node.grid_id](node)
-        seen.append(node.grid_id)
-
-    return BulkHooks(planned=plan_made), seen
 
 
 def figures_current(node_ids) -> bool:

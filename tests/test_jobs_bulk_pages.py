@@ -1,23 +1,26 @@
 """Bulk re-register reads pages, not nodes: one GET /nodes by id per batch, one by one only what a page lacks."""
 
+import datetime as dt
 import time
 
 import pytest
+from django.utils import timezone
 
 from dashboard.grid.types import GridUnavailable
 from dashboard.models import Job, Node
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.reregister import BulkLimits
+from tests.bulk_runs import ONE_BATCH
 
 
 class CountingGrid:
     """The simulated grid behind a proxy-like face: counts page and node reads, can omit nodes from
     pages, fail pages, or be slow to answer for one node."""
 
-    def __init__(self, grid, *, omit=(), pages_fail=False, slow_node=None, slow_s=0.0):
+    def __init__(self, grid, *, omit=(), pages_fail=False, slow_node=None, slow_s=0.0, sleep=time.sleep):
         self.grid, self.omit, self.pages_fail = grid, set(omit), pages_fail
-        self.slow_node, self.slow_s = slow_node, slow_s
+        self.slow_node, self.slow_s, self.sleep = slow_node, slow_s, sleep
         self.pages: list[list[int]] = []
         self.single: list[int] = []
 
@@ -36,7 +39,7 @@ class CountingGrid:
     def node(self, node_id):
         self.single.append(node_id)
         if node_id == self.slow_node:
-            time.sleep(self.slow_s)
+            self.sleep(self.slow_s)
         return self.grid.node(node_id)
 
     def __getattr__(self, name):
@@ -51,10 +54,6 @@ def counting_grid(legacy_fleet):
         return CountingGrid(legacy_fleet.grid, **options)
 
     return make
-
-
-# Every node of the run in one batch (a small run is otherwise split so its progress moves).
-ONE_BATCH = BulkLimits(progress_steps=1)
 
 
 def bulk(grid, *, limits: BulkLimits = ONE_BATCH, **kwargs) -> Job:
@@ -102,11 +101,24 @@ def test_it_reads_each_node_of_a_page_that_fails_on_its_own(legacy_fleet, counti
 
 
 @pytest.mark.django_db
-def test_it_reads_a_page_again_when_its_plans_are_past_the_reading_age(legacy_fleet, counting_grid, settings):
+@pytest.mark.parametrize(
+    "clock", ["moved", pytest.param("real", marks=pytest.mark.slow)], ids=["the clock moved", "the real clock"]
+)
+def test_it_reads_a_page_again_when_its_plans_are_past_the_reading_age(
+    legacy_fleet, counting_grid, settings, monkeypatch, clock
+):
     settings.BULK_READING_MAX_AGE = 0.3
     legacy_fleet(5)
+    sleep = time.sleep
+    if clock == "moved":  # the run's clock (timezone.now) jumps ahead instead of the test waiting
+        ahead, now = [dt.timedelta(0)], timezone.now
+        monkeypatch.setattr(timezone, "now", lambda: now() + ahead[0])
+
+        def sleep(seconds):
+            ahead[0] += dt.timedelta(seconds=seconds)
+
     # Node 5 is missing from the page and slow on its own: the page's four plans are too old after it.
-    grid = counting_grid(omit={5}, slow_node=5, slow_s=0.5)
+    grid = counting_grid(omit={5}, slow_node=5, slow_s=0.5, sleep=sleep)
     job = bulk(grid)
     assert grid.pages == [[1, 2, 3, 4, 5], [1, 2, 3, 4]] and job.result["reread"] == 4
     assert zos_carved() == {1, 2, 3, 4, 5}

@@ -18,26 +18,19 @@ the same row, and once a worker runs again the job ends, succeeded or failed wit
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from celery.contrib.testing.worker import start_worker
-from django.db import connection
-from kombu import Connection
 
 from dashboard.capacity import GiB
 from dashboard.models import Job, Node, Slice
 from dashboard.services.job_reaper import jobs_reap
 from dashboard.services.jobs import job_request
+from tests.killed_workers import bulk_node_states, redeliver_unacked, worker_sessions
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-CELERY = Path(sys.executable).parent / "celery"
 
 
 def catalog(node) -> list[tuple]:
@@ -48,93 +41,6 @@ def is_new_catalog(rows: list[tuple], old: list[tuple]) -> bool:
     """The zos carve of node 1774: the deployed slice as it was, then five free 155 GiB slices numbered
     after the seven the node used (slice numbers are never reused)."""
     return rows[0] == old[0] and [r[1:] for r in rows[1:]] == [(i, 4 * GiB, 155 * GiB, "free") for i in range(7, 12)]
-
-
-def wait_until(condition, *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-WORKER_SESSION = "jobs-kill-test-worker"
-
-
-def worker_sessions() -> list[str]:
-    """States of the subprocess worker's PostgreSQL sessions (named by application_name)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
-            [WORKER_SESSION],
-        )
-        return [row[0] for row in cursor.fetchall()]
-
-
-def redeliver_unacked(app) -> None:
-    """What the Redis transport does once the visibility timeout has passed, without waiting for it."""
-    with Connection(app.conf.broker_url, transport_options={"visibility_timeout": 0}) as conn:
-        conn.default_channel.qos.restore_visible(num=100)
-
-
-@pytest.fixture
-def worker_process(tmp_path, simgrid_path, broker_purged):
-    """worker_process(pool="solo", **env) -> (Popen, marker path): a real worker in its own process."""
-    started: list[tuple[subprocess.Popen, object]] = []
-
-    def start(*, pool: str = "solo", **env):
-        n = len(started)
-        db = connection.settings_dict
-        marker = tmp_path / f"paused-{n}"
-        # An in-process worker of an earlier test leaves its log set-up (CELERY_LOG_*, _MP_FORK_*) here.
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_LOG_", "_MP_FORK_"))}
-        environ = inherited | {
-            "DATABASE_URL": (
-                f"postgres://{quote(db['USER'] or '')}:{quote(db['PASSWORD'] or '')}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-                f"?application_name={WORKER_SESSION}"
-            ),
-            "CELERY_BROKER_URL": broker_purged.conf.broker_url,
-            "SIMGRID_PATH": str(simgrid_path),
-            "GRID_BACKEND": "simulator",
-            "DEBUG": "true",
-            "VAR_DIR": str(tmp_path / "var"),
-            "CELERY_SKIP_CHECKS": "1",
-            "JOB_TEST_PAUSE_MARKER": str(marker),
-            **env,
-        }
-        log = open(tmp_path / f"worker-{n}.log", "w")
-        proc = subprocess.Popen(
-            [
-                str(CELERY),
-                "-A",
-                "dashboard",
-                "worker",
-                f"--pool={pool}",
-                "--concurrency=1",
-                "--loglevel=INFO",
-                "--without-mingle",
-                "--without-gossip",
-                "--without-heartbeat",
-                "-n",
-                f"killtest{n}@%h",
-            ],
-            cwd=BASE_DIR,
-            env=environ,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        started.append((proc, log))
-        # Tests that look at the worker's behaviour need it consuming before they send anything.
-        logged = tmp_path / f"worker-{n}.log"
-        wait_until(lambda: " ready." in logged.read_text() or proc.poll() is not None, timeout=60, what="the worker")
-        assert proc.poll() is None, logged.read_text()
-        return proc, marker
-
-    yield start
-    for proc, log in started:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-        log.close()
 
 
 @pytest.mark.parametrize(
@@ -202,23 +108,6 @@ def test_it_stops_a_bulk_job_at_its_soft_time_limit_instead_of_going_on(legacy_f
     assert set(Node.objects.values_list("carved_policy_name", flat=True)) == {
         "legacy"
     }  # the open transaction rolled back
-
-
-def bulk_node_states() -> dict[int, str]:
-    """Node id -> "old" (legacy carve, generation 1) or "new" (zos carve, generation 2), else "half"."""
-    states = {}
-    for node in Node.objects.all():
-        slices = list(node.slices.values_list("generation", "sru"))
-        generations = {g for g, _ in slices}
-        if (node.carved_policy_name, node.catalog_generation, generations) == ("legacy", 1, {1}):
-            states[node.grid_id] = "old"
-        elif (node.carved_policy_name, node.catalog_generation, generations) == ("zos", 2, {2}) and {
-            sru for _, sru in slices
-        } == {node.carved_slice_sru}:
-            states[node.grid_id] = "new"
-        else:
-            states[node.grid_id] = "half"
-    return states
 
 
 def test_it_leaves_no_node_half_applied_when_killed_inside_a_bulk_batch(

@@ -45,7 +45,7 @@ def proxy(simgrid_path, settings):
         grid.add_node(node_id, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
     flaky = FlakyProxy(grid)
     server = serve_simulator(flaky)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     settings.GRID_BACKEND = "gridproxy"
     settings.GRID_PROXY_URL = f"http://127.0.0.1:{server.server_address[1]}"
     settings.GRID_RETRIES = 0

@@ -35,6 +35,7 @@ from dashboard.models import Job, Slice
 from dashboard.services.job_reaper import jobs_reap
 from dashboard.services.jobs import job_request
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -43,13 +44,6 @@ REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 def catalog(node) -> list[tuple]:
     return list(Slice.objects.filter(node=node).order_by("index").values_list("pk", "index", "mru", "sru", "state"))
-
-
-def wait_until(condition, *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 # --- our own Redis ---------------------------------------------------------------------------

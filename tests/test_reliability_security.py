@@ -9,93 +9,22 @@ Django's admin is tried at its root; it is Django's own and has its own login.
 
 import pytest
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
-from django.utils import timezone
+from django.urls import reverse
 
 from dashboard import capacity
-from dashboard.models import Alert, ApiToken, Job, MemoryLesson, Policy
+from dashboard.models import Job
 from tests.invariants import state_snapshot
+from tests.url_conf import ACTIONS, HTMX, TOKEN_DOORS, VIEWS, url_of
 
 # Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
 pytestmark = pytest.mark.slow
 
 GiB = capacity.GiB
-# Pages anyone may see: the login form, logout (a POST that only ends a session), and /favicon.ico
-# (a redirect to a static file, which the login page needs as much as any other).
-PUBLIC = {"login", "logout", "favicon"}
-# Doors for programs, which know no session: the JSON API (its root here; every operation is tried
-# in tests/test_api_auth.py) and /metrics. They never redirect to the login page: they answer 401
-# without their bearer token, 404 where nothing is (the API's root; /metrics without METRICS_TOKEN),
-# 405 for a wrong method. CSRF does not guard them, the missing session does.
-TOKEN_DOORS = {"ninja:root", "metrics", "metrics-farms"}
-HTMX = {"HTTP_HX_REQUEST": "true"}
 # Pages whose POST reads and writes nothing, open to support: the failure page's Explain box posts so a
 # pasted error never lands in a URL or an access log (issue 34). A bad form there is a 400, and the
 # test below still checks that nothing was written.
 READING_POSTS = {"deployments-failed"}
-
-
-def _views() -> list[tuple[str, str]]:
-    """(name, route) of every view; an included URL conf (the admin) by its root."""
-    found = []
-    for entry in get_resolver().url_patterns:
-        if isinstance(entry, URLPattern):
-            found.append((entry.name, str(entry.pattern)))
-        elif isinstance(entry, URLResolver):
-            found.append((f"{entry.app_name or entry.namespace}:root", str(entry.pattern)))
-    return found
-
-
-def _arguments(name: str) -> list[str]:
-    for entry in get_resolver().url_patterns:
-        if isinstance(entry, URLPattern) and entry.name == name:
-            return list(getattr(entry.pattern, "converters", {}))
-    return []
-
-
-VIEWS = _views()
-ACTIONS = [(name, route) for name, route in VIEWS if name not in PUBLIC]
-
-
-@pytest.fixture
-def world(sim_node):
-    """One of each thing a URL can name: a node (legacy catalog), a job, a policy."""
-    node = sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy")
-    job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, result={"words": "ok"})
-    policy = Policy.objects.create(
-        name="fleet-default", scope=Policy.Scope.FLEET, **Policy.parameters_from(capacity.PROFILES["zos"])
-    )
-    holder = get_user_model().objects.create_user(username="token-holder")
-    token = ApiToken.objects.create(user=holder, name="t", prefix="sdk_world", key_hash="0" * 64, scopes=["read"])
-    alert = Alert.objects.create(
-        rule="phantom-slices",
-        subject="farm 4242",
-        since=timezone.now(),
-        summary="Farm 4242 offers 1 phantom slice",
-        evaluated_at=timezone.now(),
-    )
-    lesson = MemoryLesson.objects.create(build="", per_vm_mru=GiB, points=1, nodes=1, learnt_at=timezone.now())
-    return {
-        "node_id": node.grid_id,
-        "job_id": job.pk,
-        "policy_id": policy.pk,
-        "token_id": token.pk,
-        "alert_id": alert.pk,
-        "farm_id": node.farm_id,
-        "lesson_id": lesson.pk,
-    }
-
-
-def url_of(name: str, route: str, world: dict) -> str:
-    if name.endswith(":root"):
-        return "/" + route
-    kwargs = {}
-    for argument in _arguments(name):
-        assert argument in world, f"add a sample value for the URL argument {argument!r} of {name!r} to world()"
-        kwargs[argument] = world[argument]
-    return reverse(name, kwargs=kwargs)
 
 
 def refused_by_token_door(name: str, response) -> bool:

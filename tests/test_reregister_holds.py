@@ -17,7 +17,7 @@ from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.outcomes import deployment_outcome_record
 from dashboard.services.reregister import CatalogChanged, node_capacity_read, reregister_apply, reregister_plan
 from dashboard.services.reregister.stale import held_slices
-from tests.test_jobs_bulk import ONE_BATCH, bulk, planned
+from tests.bulk_runs import ONE_BATCH, bulk, planned
 
 pytestmark = pytest.mark.django_db
 

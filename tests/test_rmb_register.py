@@ -26,10 +26,19 @@ ONE_SSD = int(931.5 * GiB)
 HALF_SSD = int(465.75 * GiB)
 
 
-def three_nodes(grid: SimulatedGrid, *, third: str) -> None:
-    grid.add_node(2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310, farm_id=7)
-    grid.add_node(2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311, farm_id=7)
-    grid.add_node(2312, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3312, farm_id=7, status=third)
+def three_nodes(grid: SimulatedGrid, *, third: str, replace: bool = False) -> None:
+    grid.add_node(2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310, farm_id=7, replace=replace)
+    grid.add_node(
+        2311,
+        cru=8,
+        mru=31 * GiB,
+        sru=2 * HALF_SSD,
+        pools=[HALF_SSD, HALF_SSD],
+        twin_id=3311,
+        farm_id=7,
+        replace=replace,
+    )
+    grid.add_node(2312, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3312, farm_id=7, status=third, replace=replace)
 
 
 @pytest.fixture
@@ -47,15 +56,16 @@ def grid_proxy(tmp_path, settings):
     server.server_close()
 
 
-@pytest.fixture
-def rmb_peer(tmp_path, settings):
-    """`manage.py simgrid rmb-peer` in a process of its own, over the suite's Redis; the third node,
-    unreachable from the relay, never answers (down on the peer's side)."""
+@pytest.fixture(scope="module")
+def rmb_peer_process(tmp_path_factory):
+    """`manage.py simgrid rmb-peer` in a process of its own, over the suite's Redis, one for the module
+    (a Django start-up each test was most of the module's time): (the process, the grid it serves)."""
+    from django.conf import settings
+
     url = settings.CELERY_BROKER_URL
     if not url.startswith("redis://"):
         pytest.skip("needs the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    seen = SimulatedGrid(tmp_path / "peer.sqlite3")
+    seen = SimulatedGrid(tmp_path_factory.mktemp("rmb-peer") / "peer.sqlite3")
     three_nodes(seen, third="down")
     env = {**os.environ, "SIMGRID_PATH": str(seen.path), "DJANGO_SETTINGS_MODULE": "dashboard.settings"}
     peer = subprocess.Popen(
@@ -69,12 +79,23 @@ def rmb_peer(tmp_path, settings):
     try:
         banner = peer.stdout.readline()
         assert "Stand-in rmb-peer" in banner, banner + (peer.stdout.read() if peer.poll() is not None else "")
-        settings.RMB_REDIS_URL = url
-        settings.RMB_DEADLINE = 1.0
-        yield peer
+        yield peer, seen
     finally:
         peer.terminate()
         peer.wait(10)
+
+
+@pytest.fixture
+def rmb_peer(rmb_peer_process, settings) -> SimulatedGrid:
+    """The module's rmb-peer, its three nodes as at the start; the third, unreachable from the relay,
+    never answers (down on the peer's side). The grid the peer serves."""
+    peer, seen = rmb_peer_process
+    assert peer.poll() is None, "the module's rmb-peer has exited"
+    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(REQUEST_QUEUE)
+    three_nodes(seen, third="down", replace=True)  # undo what an earlier test changed
+    settings.RMB_REDIS_URL = settings.CELERY_BROKER_URL
+    settings.RMB_DEADLINE = 1.0
+    return seen
 
 
 def register(node_id: int) -> dict:
@@ -196,8 +217,8 @@ def test_the_fleet_watch_asks_again_a_node_whose_total_changed(grid_proxy, rmb_p
     from dashboard.services.watch import fleet_watch
 
     register(2310)
-    for name in ("proxy.sqlite3", "peer.sqlite3"):  # a second SSD added, as the proxy and the node say
-        SimulatedGrid(tmp_path / name).add_node(
+    for grid in (SimulatedGrid(tmp_path / "proxy.sqlite3"), rmb_peer):  # a second SSD, as the proxy and the node say
+        grid.add_node(
             2310, cru=8, mru=31 * GiB, sru=2 * ONE_SSD, pools=[ONE_SSD, ONE_SSD], twin_id=3310, farm_id=7, replace=True
         )
     result = fleet_watch(grid=get_grid())

@@ -242,9 +242,10 @@ def fleet_of(count: int) -> None:
     figures_refresh_all()
 
 
-@pytest.fixture(scope="class", params=[10, 1000])
+@pytest.fixture(scope="class", params=[10, 250, pytest.param(1000, marks=pytest.mark.slow)])
 def fleet_built_once(request, django_db_setup, django_db_blocker):
-    """fleet_of(count) for a class of tests that only read it, built once per size."""
+    """fleet_of(count) for a class of tests that only read it, built once per size (a query a row
+    shows at 250 as well as at 1000; the 1000 run in -m slow)."""
     with rolled_back_after(django_db_blocker):
         fleet_of(request.param)
         yield request.param
@@ -282,7 +283,7 @@ class TestAFleetOfAnySize:
 
 
 def test_it_carves_each_distinct_node_only_once():
-    fleet_of(300)
+    fleet_of(120)  # each kind of node several times over: a carve per node would miss 120 times
     capacity._carve_memo.cache_clear()
     figures_compute(Node.objects.all())
     # 3 sizes x (with or without pools) x 3 deployed counts x 3 policies, at most.

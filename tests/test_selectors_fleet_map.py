@@ -11,6 +11,7 @@ from dashboard import capacity
 from dashboard.models import Node
 from dashboard.selectors.fleet_map import STATES, cell_state, fleet_map
 from dashboard.services.farm_totals import farm_totals_refresh
+from tests.support import farm_cell_node_ids as node_ids
 
 GiB = capacity.GiB
 
@@ -50,10 +51,6 @@ def _state(**changes) -> str:
 )
 def test_a_cell_says_what_blocks_the_node_first_then_its_room(changes, state):
     assert _state(**changes) == state
-
-
-def node_ids(farm) -> list[int]:
-    return [int(node_id) for node_id in re.findall(r'data-node="(\d+)"', farm.cells_html)]
 
 
 @pytest.fixture

@@ -10,13 +10,12 @@ from dataclasses import replace
 import pytest
 from django.db import connection, connections, transaction
 
-from dashboard.capacity import GiB
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node, Slice
 from dashboard.selectors.farm_totals import AGGREGATES, FarmSums, farm_totals, fleet_totals, summed
 from dashboard.selectors.tiers import TIER_FIGURES, TIERS, tier_sums
 from dashboard.services.farm_totals import _refresh_committed, farm_totals_refresh, farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh
-from dashboard.services.readings import LiveReading, readings_store
+from tests.node_writes import WRITES, reading_written
 
 pytestmark = pytest.mark.django_db
 
@@ -50,36 +49,6 @@ def two_farms(legacy_fleet):
     farm_totals_refresh()
     assert kept_rows() == summed_now() and not FarmTotalsChanged.objects.exists()
     return legacy_fleet
-
-
-def _figures_service():
-    node = Node.objects.filter(farm_id=1).order_by("pk").first()
-    Slice.objects.filter(node=node, index=1).update(state=Slice.State.RENTED)
-    figures_refresh([node.pk])
-
-
-def _reading_writer(grid):
-    node = Node.objects.get(grid_id=20)
-    live = grid.node(20)
-    live = replace(live, status="standby", used=replace(live.used, mru=node.total_mru // 2))
-    readings_store([LiveReading.of(node, live)])
-
-
-def _raw_sql():
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE dashboard_node SET stale = NOT stale WHERE farm_id = 1")
-
-
-WRITES = {
-    "a service (figures)": lambda grid, sim_node: _figures_service(),
-    "the reading writer": lambda grid, sim_node: _reading_writer(grid),
-    "a queryset update": lambda grid, sim_node: Node.objects.filter(farm_id=2).update(status="down"),
-    "raw SQL": lambda grid, sim_node: _raw_sql(),
-    "a delete": lambda grid, sim_node: Node.objects.filter(farm_id=2).order_by("pk").first().delete(),
-    "a node moving farm": lambda grid, sim_node: Node.objects.filter(grid_id=1).update(farm_id=3),
-    "a new node in a new farm": lambda grid, sim_node: sim_node(4343, cru=8, mru=31 * GiB, sru=500 * GiB, farm_id=4),
-    "a farm emptied": lambda grid, sim_node: Node.objects.filter(farm_id=2).delete(),
-}
 
 
 @pytest.mark.parametrize("write", WRITES)
@@ -117,7 +86,7 @@ def test_a_service_write_refreshes_the_totals_once_its_transaction_commits(two_f
     with transaction.atomic():
         Slice.objects.filter(node=node, index=1).update(state=Slice.State.RENTED)
         figures_refresh([node.pk])
-        _reading_writer(two_farms.grid)
+        reading_written(two_farms.grid)
         farm_totals_refresh_on_commit()
         asked = [entry for entry in connection.run_on_commit if entry[1] is _refresh_committed]
         assert len(asked) == 1  # one refresh however many writes asked
@@ -128,7 +97,7 @@ def test_a_service_write_refreshes_the_totals_once_its_transaction_commits(two_f
 @pytest.mark.django_db(transaction=True)
 def test_a_write_rolled_back_leaves_nothing_to_refresh(two_farms):
     with pytest.raises(RuntimeError), transaction.atomic():
-        _reading_writer(two_farms.grid)
+        reading_written(two_farms.grid)
         raise RuntimeError("refused")
     assert connection.run_on_commit == [] and not FarmTotalsChanged.objects.exists()
     assert kept_rows() == summed_now()

@@ -478,7 +478,7 @@ def test_it_reports_an_unexpected_exception_as_an_internal_error(legacy_node_177
     from dashboard.grid.simgrid import serve_simulator
 
     server = serve_simulator(legacy_node_1774.grid)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     settings.GRID_BACKEND, settings.GRID_PROXY_URL = "gridproxy", f"http://127.0.0.1:{server.server_address[1]}"
     try:
         job = run(claimed(node=Node.objects.get(pk=legacy_node_1774.pk)))

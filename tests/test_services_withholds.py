@@ -1,7 +1,6 @@
 """services.withholds: maintenance windows made, released, opened and ended by themselves; quarantine."""
 
 import datetime as dt
-import time
 
 import pytest
 from django.utils import timezone
@@ -16,6 +15,7 @@ from dashboard.services.withholds import (
     withhold_release,
 )
 from tests.factories import sim_node_1774
+from tests.support import wait_until
 
 pytestmark = pytest.mark.django_db
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -306,9 +306,7 @@ def test_a_worker_running_the_beat_s_task_opens_a_window_whose_start_came(sim_no
     node_withhold(nodes=[node], reason="disk swap", starts_at=made + dt.timedelta(seconds=1), now=made)
     assert row(node).withheld_reason == ""
     task.delay()  # its result is not kept (ignore_result): the row says when it ran
-    deadline = time.monotonic() + 30
-    while row(node).withheld_reason == "" and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: row(node).withheld_reason, timeout=30, what="the worker to open the window")
     assert (row(node).withheld_reason, row(node).closure) == ("disk swap", "withheld")
 
 

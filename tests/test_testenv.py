@@ -3,7 +3,6 @@ says browser tests were skipped (tests/conftest.py)."""
 
 import socket
 import subprocess
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,6 +10,7 @@ import pytest
 import redis
 
 from tests.conftest import browser_skips
+from tests.support import wait_until
 from tests.testenv import CHECKOUT, CLAIM_KEY, CLAIM_TTL, REDIS_DBS, checkout_names, claim_owner, redis_db_claim
 
 
@@ -38,12 +38,14 @@ def scratch_redis(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     client = redis.Redis(port=port, socket_connect_timeout=0.5)
-    for _ in range(100):
+
+    def answers() -> bool:
         try:
-            client.ping()
-            break
+            return client.ping()
         except redis.ConnectionError:
-            time.sleep(0.05)
+            return False
+
+    wait_until(answers, timeout=5, what="our redis-server to answer")
     yield port
     server.kill()
     server.wait(10)

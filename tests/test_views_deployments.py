@@ -10,42 +10,9 @@ from django.urls import reverse
 from dashboard import capacity
 from dashboard.models import Deployment
 from dashboard.services.deploy import slice_deploy
-from tests.factories import node_1774, sim_node_1774
+from tests.factories import MEMORY_ERROR, failed_deployment, node_1774, sim_node_1774
 
 GiB = capacity.GiB
-MEMORY_ERROR = (
-    "failed to satisfy required capacity: cannot fulfil required memory size 4294967296 bytes "
-    "out of usable 4187593113 bytes"
-)
-
-
-def failed_deployment(node, *, index: int, raw_error: str, cause: str, needed=None, usable=None) -> Deployment:
-    """A failure as slice_deploy records it: ZOS's raw message, the cause, and what the node reported then."""
-    return Deployment.objects.create(
-        node=node,
-        slice_index=index,
-        cru=1,
-        mru=4 * GiB,
-        sru=133 * GiB,
-        state=Deployment.State.FAILED,
-        raw_error=raw_error,
-        cause=cause,
-        needed_bytes=needed,
-        usable_bytes=usable,
-        capacity_seen={
-            "status": "up",
-            "total": {"cru": 8, "mru": 31 * GiB, "sru": int(931.5 * GiB), "hru": 0},
-            "used": {"cru": 6, "mru": 29098403430, "sru": 821 * GiB, "hru": 0},
-        },
-    )
-
-
-@pytest.fixture
-def failed_on_1774(sim_node):
-    """The seventh slice of node 1774's legacy catalog, refused by ZOS for memory."""
-    node = sim_node_1774(sim_node)
-    raw = f"workload s1774_6 within deployment 7 failed with error: {MEMORY_ERROR}"
-    return failed_deployment(node, index=6, raw_error=raw, cause="memory", needed=4294967296, usable=4187593113)
 
 
 @pytest.mark.django_db

@@ -17,15 +17,6 @@ GiB = capacity.GiB
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture
-def small_fleet(sim_node):
-    """Node 1774 with its legacy catalog (stale), two current nodes in another farm, one of them down."""
-    sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
-    sim_node(20, cru=8, mru=16 * GiB, sru=465 * GiB, farm_id=1, farm_name="freefarm")
-    sim_node(21, cru=4, mru=8 * GiB, sru=250 * GiB, farm_id=1, farm_name="freefarm", status="down")
-    return sim_node
-
-
 def node_ids(response) -> list[int]:
     return [row.node_id for row in response.context["page"]]
 

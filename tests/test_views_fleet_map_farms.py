@@ -10,7 +10,6 @@ import pytest
 from django.urls import reverse
 
 from dashboard.selectors.fleet_map import STATES, cell_label, cell_state
-from tests.test_views_fleet import small_fleet  # noqa: F401 (a fixture)
 
 URL = reverse("fleet-map")
 
@@ -25,7 +24,7 @@ def collapsed(settings):
 
 
 @pytest.mark.django_db
-def test_finding_4_a_large_map_sends_each_farms_counts_and_no_cell(support_client, small_fleet, collapsed):  # noqa: F811
+def test_finding_4_a_large_map_sends_each_farms_counts_and_no_cell(support_client, small_fleet, collapsed):
     content = support_client.get(URL).content.decode()
     assert cells(content) == []
     assert '<span class="farm-count" data-state="down">' in content and "Show its 2 nodes" in content
@@ -35,7 +34,7 @@ def test_finding_4_a_large_map_sends_each_farms_counts_and_no_cell(support_clien
 def test_finding_4_a_farms_cells_load_on_demand_with_the_same_facts_as_before(
     settings,
     support_client,
-    small_fleet,  # noqa: F811
+    small_fleet,
 ):
     settings.MAP_CELLS_INLINE_NODES = 10_000
     before = cells(support_client.get(URL).content.decode())
@@ -50,7 +49,7 @@ def test_finding_4_a_farms_cells_load_on_demand_with_the_same_facts_as_before(
 
 
 @pytest.mark.django_db
-def test_finding_4_without_javascript_a_farm_opens_as_the_map_of_that_farm(support_client, small_fleet, collapsed):  # noqa: F811
+def test_finding_4_without_javascript_a_farm_opens_as_the_map_of_that_farm(support_client, small_fleet, collapsed):
     page = support_client.get(URL).content.decode()
     href = re.search(r'id="farm-1-cells">.*?href="([^"]+)"', page).group(1).replace("&amp;", "&")
     farm_map = support_client.get(href).content.decode()
@@ -61,7 +60,7 @@ def test_finding_4_without_javascript_a_farm_opens_as_the_map_of_that_farm(suppo
 
 
 @pytest.mark.django_db
-def test_finding_4_an_opened_farm_keeps_the_maps_other_filters(support_client, small_fleet, collapsed):  # noqa: F811
+def test_finding_4_an_opened_farm_keeps_the_maps_other_filters(support_client, small_fleet, collapsed):
     page = support_client.get(URL, {"q": "a"}).content.decode()
     assert re.search(r'hx-get="/map/\?farm=\d+&amp;q=a"', page)
 
@@ -83,5 +82,5 @@ def test_issue_34_down_standby_and_withheld_keep_their_own_colours():
 
 
 @pytest.mark.django_db
-def test_issue_34_the_legend_names_the_closed_colour(support_client, small_fleet):  # noqa: F811
+def test_issue_34_the_legend_names_the_closed_colour(support_client, small_fleet):
     assert b'<li data-state="closed"' in support_client.get(URL).content

@@ -1,22 +1,38 @@
 """What a node's refusals taught, on its page: shown to anyone who may read it, cleared by an admin only."""
 
+from dataclasses import replace
+
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from dashboard.capacity import GiB
+from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import AuditEvent, Node
 from dashboard.services.deploy import slices_deploy_all_free
+from dashboard.services.registration import node_register_from_grid
+from tests.conftest import rolled_back_after
 
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(scope="module")
+def taught_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Node 2877 hides 1 GiB per VM; deploying its catalog teaches it (one ZOS refusal). Taught once for
+    the module (its 14 deploys were most of each test), on a simulated grid of its own, rolled back after."""
+    path = tmp_path_factory.mktemp("taught") / "simgrid.sqlite3"
+    with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
+        grid = SimulatedGrid(path)
+        grid.add_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902, per_vm_overhead_mru=GiB)
+        node = node_register_from_grid(live=replace(grid.node(2877), pools_sru=(1863 * GiB,)))
+        slices_deploy_all_free(node=node)
+        yield path
+
+
 @pytest.fixture
-def taught(sim_node):
-    """Node 2877 hides 1 GiB per VM; deploying its catalog teaches it (one ZOS refusal)."""
-    node = sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902, per_vm_overhead_mru=GiB)
-    slices_deploy_all_free(node=node)
-    node.refresh_from_db()
-    return node
+def taught(taught_once, db, settings):
+    settings.SIMGRID_PATH, settings.GRID_BACKEND = taught_once, "simulator"
+    return Node.objects.get(grid_id=2877)
 
 
 def test_it_shows_the_lesson_with_zos_words_and_the_calibration(support_client, taught):

@@ -8,9 +8,28 @@ import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
 
-from tests.test_reliability_security import ACTIONS, HTMX, TOKEN_DOORS, url_of, world  # noqa: F401 (world is a fixture)
+from tests.conftest import rolled_back_after
+from tests.url_conf import ACTIONS, HTMX, TOKEN_DOORS, url_of, url_world
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def world_built_once(django_db_setup, django_db_blocker):
+    """conftest's `world` once for the module (its tests only read it), rolled back after it; the node
+    registered from its totals (no page here reads the grid: every one refuses first)."""
+    from dashboard.capacity import GiB, Resources
+    from dashboard.services.registration import node_register
+
+    with rolled_back_after(django_db_blocker):
+        total = Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
+        yield url_world(node_register(node_id=1774, total=total, farm_id=4242, policy_name="legacy"))
+
+
+@pytest.fixture
+def world(world_built_once, db):
+    return world_built_once
+
 
 # The API and /metrics are doors for tokens, not sessions: tests/test_api_auth.py and
 # tests/test_views_metrics.py show they refuse a session, whatever its groups.
@@ -19,14 +38,14 @@ PAGES = [(name, route) for name, route in ACTIONS if not name.endswith(":root") 
 
 @pytest.mark.parametrize(("name", "route"), PAGES, ids=[n for n, _ in PAGES])
 @pytest.mark.parametrize("headers", [{}, HTMX], ids=["page", "htmx"])
-def test_it_refuses_every_page_to_a_user_in_no_group(nogroup_client, world, name, route, headers):  # noqa: F811
+def test_it_refuses_every_page_to_a_user_in_no_group(nogroup_client, world, name, route, headers):
     response = nogroup_client.get(url_of(name, route, world), **headers)
     assert response.status_code in (403, 405), response.status_code
     assert b"1774" not in response.content
 
 
 @pytest.mark.parametrize("url", ["/export.csv", "/?format=csv"])
-def test_it_refuses_the_csv_export_to_a_user_in_no_group(nogroup_client, world, url):  # noqa: F811
+def test_it_refuses_the_csv_export_to_a_user_in_no_group(nogroup_client, world, url):
     response = nogroup_client.get(url)
     assert response.status_code == 403
     assert response["Content-Type"].startswith("text/html") and b"1774" not in response.content
@@ -45,7 +64,7 @@ def test_it_shows_a_user_in_no_group_no_navigation_to_pages_it_cannot_read(nogro
 
 
 @pytest.mark.parametrize("role", ["support", "admins"])
-def test_it_lets_both_groups_read_the_fleet_and_the_csv(client, role_user, world, role):  # noqa: F811
+def test_it_lets_both_groups_read_the_fleet_and_the_csv(client, role_user, world, role):
     client.force_login(role_user(role))
     assert client.get(reverse("fleet")).status_code == 200
     assert b"1774" in client.get(reverse("fleet-export")).content
@@ -58,6 +77,6 @@ def test_it_gives_both_groups_every_view_permission_by_migration(role_user, role
     assert {"view_node", "view_slice", "view_deployment", "view_job", "view_policy", "view_capacitysample"} <= codenames
 
 
-def test_it_still_tells_support_that_acting_is_for_admins(support_client, world):  # noqa: F811
+def test_it_still_tells_support_that_acting_is_for_admins(support_client, world):
     response = support_client.post(reverse("node-precheck", args=[1774]))
     assert response.status_code == 403 and b"for the <strong>admins</strong> group" in response.content

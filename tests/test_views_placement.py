@@ -4,7 +4,6 @@ import pytest
 from django.urls import reverse
 
 from dashboard import capacity
-from tests.test_views_deployments import failed_on_1774  # noqa: F401 (a fixture)
 
 GiB = capacity.GiB
 URL = reverse("placement")
@@ -99,7 +98,7 @@ def test_it_reads_the_fleet_in_a_constant_number_of_queries(support_client, thre
 
 
 @pytest.mark.django_db
-def test_each_failed_deployment_links_to_where_it_can_go_instead(support_client, failed_on_1774):  # noqa: F811
+def test_each_failed_deployment_links_to_where_it_can_go_instead(support_client, failed_on_1774):
     response = support_client.get(reverse("deployments-failed"))
     d = failed_on_1774
     assert f"{URL}?cru={d.cru}&amp;mru={d.mru}&amp;sru={d.sru}&amp;failed_on=1774".encode() in response.content

@@ -11,13 +11,8 @@ from celery.contrib.testing.worker import start_worker
 from dashboard.models import CatalogGeneration, Job, Node, Slice, WaveRun
 from dashboard.services.reregister.rollback import run_rollback
 from dashboard.services.reregister.waves import bulk_request
-from tests.test_jobs_kill import (  # noqa: F401 (worker_process is a fixture)
-    bulk_node_states,
-    redeliver_unacked,
-    wait_until,
-    worker_process,
-    worker_sessions,
-)
+from tests.killed_workers import bulk_node_states, redeliver_unacked, worker_sessions
+from tests.support import wait_until
 
 
 def sizes() -> dict[int, list[tuple[int, int, int]]]:
@@ -35,7 +30,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transa
 
 def test_a_run_in_waves_killed_inside_a_batch_leaves_whole_nodes_and_their_generations(
     legacy_fleet,
-    worker_process,  # noqa: F811 (the fixture imported above)
+    worker_process,
     broker_purged,
     settings,
     job_finished,

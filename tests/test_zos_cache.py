@@ -16,7 +16,7 @@ from dashboard.capacity import GiB, MiB, Resources, SliceSize
 from dashboard.grid.simgrid.machine import ZosMachine
 from dashboard.grid.simgrid.storaged import resized_cache
 from tests.factories import TOTAL_1774
-from tests.test_capacity_properties import SETTINGS, deploy_all, every_order, sane_nodes
+from tests.zos_model import SETTINGS, deploy_all, every_order, sane_nodes
 
 ZOS = capacity.PROFILES["zos"]
 TWO_SSDS = (500107862016, 500107862016)  # two 500 GB drives: 465.75 GiB each

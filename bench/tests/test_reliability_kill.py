@@ -17,7 +17,7 @@ from bench.reliability.kill_loop import HEARTBEAT_TIMEOUT, Worker, kill_loop, se
 from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import Job, Slice
 from tests.invariants import figures_violations, half_catalog_violations, occupied_slices, occupied_violations
-from tests.test_jobs_kill import redeliver_unacked
+from tests.killed_workers import redeliver_unacked
 
 
 @pytest.fixture

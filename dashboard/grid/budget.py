@@ -35,7 +35,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -154,13 +154,14 @@ class FileWindow:
 class MemoryWindow:
     """The window in this process only: the fallback when the shared store cannot be asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._times: list[float] = []
+        self._clock = clock
 
     def admit(self, *, allowed: int) -> float:
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             self._times = [t for t in self._times if t > now - WINDOW_SECONDS]
             if len(self._times) >= allowed:
                 return max(self._times[len(self._times) - allowed] + WINDOW_SECONDS - now, 1e-6)
@@ -175,8 +176,9 @@ class RequestBudget:
     window: Window
     limit: int = DEFAULT_LIMIT
     reserve: int = DEFAULT_RESERVE
-    # Seams for the tests: how to wait (the real clock by default).
-    sleep: object = time.sleep
+    # Seams for the tests (the real clock by default): how to wait, and the clock of the fallback's interval.
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
     # Whose budget it is, for its words: the settings that size it and what every process shares.
     # The RMB door keeps one of its own (RMB_RATE_LIMIT, grid.rmb) with the same window.
     limit_setting: str = "GRID_RATE_LIMIT"
@@ -225,7 +227,7 @@ class RequestBudget:
         return waited
 
     def _admit(self, allowed: int) -> float:
-        if self._fallback is not None and time.monotonic() < self._fallback_until:
+        if self._fallback is not None and self.clock() < self._fallback_until:
             return self._by_fallback(allowed)
         try:
             wait = self.window.admit(allowed=allowed)
@@ -236,8 +238,8 @@ class RequestBudget:
                 exc,
                 FALLBACK_RETRY_SECONDS,
             )
-            self._fallback = self._fallback or MemoryWindow()
-            self._fallback_until = time.monotonic() + FALLBACK_RETRY_SECONDS
+            self._fallback = self._fallback or MemoryWindow(clock=self.clock)
+            self._fallback_until = self.clock() + FALLBACK_RETRY_SECONDS
             return self._by_fallback(allowed)
         if self._fallback is not None:
             log.warning("the shared grid request budget answers again; this process's own window is dropped")

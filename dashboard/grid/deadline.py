@@ -12,25 +12,27 @@ the simulator (which makes no call out) needs no parameter it would ignore.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class Deadline:
-    """Ends at `ends` (time.monotonic()); `seconds` is the budget it was given, for messages."""
+    """Ends at `ends` on `clock` (time.monotonic by default; a test's clock is a seam, as in `Pace`);
+    `seconds` is the budget it was given, for messages. Deadlines compared share one clock."""
 
     ends: float
     seconds: float
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
 
     @classmethod
-    def within(cls, seconds: float) -> Deadline:
-        return cls(ends=time.monotonic() + seconds, seconds=seconds)
+    def within(cls, seconds: float, *, clock: Callable[[], float] = time.monotonic) -> Deadline:
+        return cls(ends=clock() + seconds, seconds=seconds, clock=clock)
 
     def remaining(self) -> float:
-        return self.ends - time.monotonic()
+        return self.ends - self.clock()
 
     def passed(self) -> bool:
         return self.remaining() <= 0
@@ -46,12 +48,12 @@ _step: ContextVar[Deadline | None] = ContextVar("grid_step_deadline", default=No
 
 
 @contextmanager
-def grid_step_deadline(seconds: float) -> Iterator[Deadline]:
+def grid_step_deadline(seconds: float, *, clock: Callable[[], float] = time.monotonic) -> Iterator[Deadline]:
     """Every grid request made inside finishes (or fails) within `seconds` of now.
 
     Nested steps keep the earlier end, so an inner step never extends an outer one.
     """
-    deadline = Deadline.within(seconds).earliest(_step.get())
+    deadline = Deadline.within(seconds, clock=clock).earliest(_step.get())
     token = _step.set(deadline)
     try:
         yield deadline

@@ -8,11 +8,11 @@ Every request goes one way, `GridProxyClient._get_json`: it records the request 
 watchdog, and `_fetch` makes one try. Each try first asks the deployment's request budget
 (grid/budget.py, GRID_RATE_LIMIT shared by every process), inside the request's deadline.
 
-Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try and back-off
-and every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through the
-relay to the node, and the proxy gives it 30 s). A socket time-out bounds one read only, so a server
-dripping a byte a second would otherwise hold a worker for ever; a watchdog shuts the socket when the
-budget is spent (proxy/watchdog.py). A job step's budget (grid/deadline.py) caps it too.
+Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try and back-off and
+every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through the relay
+to the node, and the proxy gives it 30 s). A socket time-out bounds one read only, so a server dripping a byte
+a second would otherwise hold a worker for ever; a watchdog shuts the socket when the budget is spent
+(proxy/watchdog.py). A job step's budget (grid/deadline.py) caps it too. `clock` and `sleep` are seams.
 
 Redirects are followed only to the configured scheme and host; one to anywhere else is refused, naming that host.
 
@@ -23,21 +23,19 @@ What is retried, and why (our own loop, inside the budget, GET only):
   `Retry-After` asks, capped by what is left of the request's deadline (a wait that would pass it
   ends the request at once, saying so), and counted for /metrics (outcome `rate_limited`). It is
   not a failure of the proxy, so it does not use up GRID_RETRIES; the deadline bounds it.
-- statistics are the exception for 500: the proxy answers 500 both when the node is
-  down/standby (permanent) and when its relay call to the node failed (it has already
-  waited for the node), so repeating it only multiplies the wait. 502/503/504 are
-  still retried there.
+- statistics are the exception for 500: the proxy answers 500 both when the node is down/standby (permanent)
+  and when its relay call to the node failed (it has already waited for the node), so repeating it only
+  multiplies the wait. 502/503/504 are still retried there.
 
 The answers are read by the strict parsers of proxy/parse.py (a node's rent contract: proxy/rent.py).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -51,11 +49,20 @@ from dashboard.grid import telemetry
 from dashboard.grid.budget import RequestBudget
 from dashboard.grid.deadline import Deadline, current_step_deadline
 from dashboard.grid.paging import pages_bounded
+from dashboard.grid.proxy.answers import (
+    count_header,
+    entry_label,
+    json_decoded,
+    parsed_at,
+    proxy_words,
+    retry_after_seconds,
+    short_words,
+)
 from dashboard.grid.proxy.farms import FarmPublicIps, farm_ips_read
 from dashboard.grid.proxy.parse import describe, parse_contracts, parse_node, parse_statistics
 from dashboard.grid.proxy.rent import rent_contract_read
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
-from dashboard.grid.text import text_printable, url_credentials_split, url_redacted
+from dashboard.grid.text import url_credentials_split, url_redacted
 from dashboard.grid.types import (
     LIVE_CONTRACT_STATES,
     NODE_STATUSES,
@@ -91,8 +98,6 @@ _OUTCOMES: dict[type[GridError], str] = {
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 # The outcome label of a try the proxy refused for rate (429), counted apart from the request's own.
 RATE_LIMITED = "rate_limited"
-# A Retry-After above this is not waited for as asked (the request's deadline caps it anyway).
-RETRY_AFTER_MAX_SECONDS = 60.0
 STATISTICS_RETRY_STATUSES = RETRY_STATUSES - {500}
 # A page of 1000 nodes is about 2 MiB of JSON; anything far beyond is not an answer we want in memory.
 MAX_BODY_BYTES = 32 * MiB
@@ -133,6 +138,8 @@ class GridProxyClient:
         max_pages: int = 100,
         statistics_deadline: float | None = None,
         budget: RequestBudget | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         # A user:password in GRID_PROXY_URL becomes the session's basic auth and leaves the URL here,
         # so no message built from a URL (errors, job results, logs, the API's 503) can carry it.
@@ -164,6 +171,7 @@ class GridProxyClient:
         self.statistics_deadline = float(statistics_deadline if statistics_deadline is not None else deadline)
         # None: no budget (a client made by hand, a test); get_grid() always gives the deployment's.
         self.budget = budget
+        self.clock, self.sleep = clock, sleep  # the request deadline's clock and the back-off's wait
         self.requests_sent = 0  # every HTTP request this client sent (tries and redirects included)
         self._session = _new_session()
         if credentials is not None:
@@ -186,7 +194,7 @@ class GridProxyClient:
     def node(self, node_id: int) -> NodeCapacity:
         node_id = _node_id_argument(node_id)
         payload, url = self._get_json(f"/nodes/{node_id}", node_id=node_id)
-        node = _parsed(parse_node, payload, url)
+        node = parsed_at(parse_node, payload, url)
         if node.node_id != node_id:
             raise MalformedPayload(f"asked {url} for node {node_id}, the grid proxy answered with node {node.node_id}")
         return node
@@ -232,7 +240,7 @@ class GridProxyClient:
         skipped: list[tuple[str, str]] = []
         seen: set[int] = set()
         for position, item in enumerate(payload, start=1):
-            label = _entry_label(item, position)
+            label = entry_label(item, position)
             try:
                 node = parse_node(item)
             except MalformedPayload as exc:
@@ -253,13 +261,13 @@ class GridProxyClient:
             seen.add(node.node_id)
             nodes.append(node)
         return NodePage(
-            nodes=tuple(nodes), page=page, size=size, skipped=tuple(skipped), count=_count(answer.get("headers"))
+            nodes=tuple(nodes), page=page, size=size, skipped=tuple(skipped), count=count_header(answer.get("headers"))
         )
 
     def statistics(self, node_id: int) -> NodeStatistics:
         node_id = _node_id_argument(node_id)
         payload, url = self._get_json(f"/nodes/{node_id}/statistics", node_id=node_id, statistics=True)
-        return _parsed(lambda p: parse_statistics(p, node_id=node_id), payload, url)
+        return parsed_at(lambda p: parse_statistics(p, node_id=node_id), payload, url)
 
     def contracts(self, node_id: int) -> NodeContracts:
         """GET /contracts?node_id=N&state=Created,GracePeriod, every page (grid.paging.pages_bounded), each
@@ -272,7 +280,9 @@ class GridProxyClient:
             payload, url = self._get_json(
                 "/contracts", params={**params, "ret_count": "true"}, node_id=None, answer=answer
             )
-            return _parsed(lambda p: parse_contracts(p, node_id=node_id), payload, url), _count(answer.get("headers"))
+            return parsed_at(lambda p: parse_contracts(p, node_id=node_id), payload, url), count_header(
+                answer.get("headers")
+            )
 
         what, sent = f"node {node_id}'s contracts", self.requests_sent
         found, pages = pages_bounded(
@@ -283,7 +293,7 @@ class GridProxyClient:
 
     def rent_contract(self, node_id: int) -> Contract | None:
         """GET /contracts?node_id=N&type=rent&state=Created,GracePeriod: one request (grid.proxy.rent)."""
-        return rent_contract_read(self._get_json, _node_id_argument(node_id), parsed=_parsed)
+        return rent_contract_read(self._get_json, _node_id_argument(node_id), parsed=parsed_at)
 
     def storage_pools(self, node_id: int) -> tuple[PoolMetrics, ...]:
         # The proxy has no such path: the pools are the node's to tell, over RMB.
@@ -291,7 +301,7 @@ class GridProxyClient:
 
     def farm_ips(self, farm_id: int) -> FarmPublicIps:
         """GET /farms?farm_id=F (grid.proxy.farms): one request under the same budget and deadline."""
-        return farm_ips_read(self._get_json, _positive_argument(farm_id, "farm id"), parsed=_parsed)
+        return farm_ips_read(self._get_json, _positive_argument(farm_id, "farm id"), parsed=parsed_at)
 
     def deploy_vm(self, node_id: int, size: SliceSize, *, name: str, public_ips: int = 0, gpus: int = 0) -> VmDeployed:
         raise DeployNotSupported(DEPLOY_NOT_SUPPORTED)
@@ -334,9 +344,8 @@ class GridProxyClient:
     ) -> tuple[Any, str]:
         url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
         # One budget for the whole request: every try, every back-off, every byte of the answer.
-        deadline = Deadline.within(self.statistics_deadline if statistics else self.deadline).earliest(
-            current_step_deadline()
-        )
+        seconds = self.statistics_deadline if statistics else self.deadline
+        deadline = Deadline.within(seconds, clock=self.clock).earliest(current_step_deadline())
         retry_statuses = STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES
         with Watchdog(deadline) as watchdog:
             tries = 0
@@ -358,7 +367,7 @@ class GridProxyClient:
                     telemetry.record(
                         endpoint=telemetry.endpoint_of(path), outcome=RATE_LIMITED, seconds=time.monotonic() - tried
                     )
-                    wait = _retry_after(headers, default=self.backoff)
+                    wait = retry_after_seconds(headers, default=self.backoff)
                     if wait >= deadline.remaining():
                         raise GridUnavailable(
                             f"the grid proxy refused {url} for rate (429: too many requests from this address) and "
@@ -367,7 +376,7 @@ class GridProxyClient:
                         )
                     tries -= 1  # not a failure of the proxy: the deadline bounds these, not GRID_RETRIES
                     log.debug("grid proxy: %s answered 429; waiting %.2f s as it asks", url, wait)
-                    time.sleep(wait)
+                    self.sleep(wait)
                     continue
                 if status in retry_statuses and tries <= self.retries and deadline.remaining() > 0:
                     self._before_retry(url, tries, deadline, why=f"answered {status} {reason}")
@@ -377,8 +386,8 @@ class GridProxyClient:
         if status == 200:
             if answer is not None:
                 answer["headers"] = headers
-            return _decode(body, url, node_id=node_id), url
-        message = _error_message(body)
+            return json_decoded(body, url, node_id=node_id), url
+        message = proxy_words(body)
         if status == 404 and node_id is not None:
             raise NodeNotFound(f"node {node_id} is not on the grid (404 from {url})")
         if statistics and status == 500:
@@ -421,7 +430,7 @@ class GridProxyClient:
                     url = self._redirect_target(url, response.headers.get("Location", ""), response.status_code)
                     continue
                 body = self._read_body(response, url, deadline)
-                return response.status_code, _short(response.reason or ""), body, url, response.headers
+                return response.status_code, short_words(response.reason or ""), body, url, response.headers
         raise GridError(
             f"the grid proxy at {_host(url)} redirected {url} more than {MAX_REDIRECTS} times; not followed further"
         )
@@ -433,11 +442,11 @@ class GridProxyClient:
             where = parts.netloc or "(no host)"
             raise GridUnavailable(
                 f"the grid proxy at {_host(url)} answered {status} for {url}, redirecting to another host, "
-                f"{_short(where, 120)}; redirects to another host are not followed (check GRID_PROXY_URL)"
+                f"{short_words(where, 120)}; redirects to another host are not followed (check GRID_PROXY_URL)"
             )
         if parts.scheme != self._origin[0]:
             raise GridUnavailable(
-                f"the grid proxy at {_host(url)} answered {status} for {url}, redirecting to {_short(parts.scheme, 20)}:// "
+                f"the grid proxy at {_host(url)} answered {status} for {url}, redirecting to {short_words(parts.scheme, 20)}:// "
                 f"on the same host; only {self._origin[0]}:// is followed (check GRID_PROXY_URL)"
             )
         return target
@@ -447,7 +456,7 @@ class GridProxyClient:
         # One line a retry, at DEBUG: the error a person finally reads already says how many tries
         # were made, and a command's stderr must stay that one line.
         log.debug("grid proxy: %s %s; try %d of %d in %.2f s", url, why, tries + 1, self.retries + 1, pause)
-        time.sleep(pause)
+        self.sleep(pause)
 
     def _read_body(self, response: requests.Response, url: str, deadline: Deadline) -> bytes:
         chunks: list[bytes] = []
@@ -478,19 +487,19 @@ class GridProxyClient:
             if "refused" in text:
                 what = "connection refused"
             elif "resolution" in text or "name or service" in text or "nodename" in text:
-                what = f"its host name could not be resolved ({_short(reason)})"
+                what = f"its host name could not be resolved ({short_words(reason)})"
             else:
-                what = f"could not connect ({_short(reason)})"
+                what = f"could not connect ({short_words(reason)})"
         elif isinstance(reason, ConnectTimeoutError) or isinstance(exc, requests.exceptions.ConnectTimeout):
             what = f"timed out connecting (connect timeout {self.connect_timeout:g}s)"
         elif isinstance(reason, ReadTimeoutError) or isinstance(exc, requests.exceptions.ReadTimeout):
             what = f"timed out waiting for the answer (read timeout {self.read_timeout:g}s)"
         elif isinstance(exc, requests.exceptions.SSLError):
-            what = f"the TLS handshake failed ({_short(reason)})"
+            what = f"the TLS handshake failed ({short_words(reason)})"
         elif isinstance(reason, ProtocolError) or isinstance(exc, requests.exceptions.ChunkedEncodingError):
-            what = f"the connection broke off mid-answer ({_short(reason)})"
+            what = f"the connection broke off mid-answer ({short_words(reason)})"
         else:
-            what = _short(reason)
+            what = short_words(reason)
         if short:
             return what
         return f"the grid proxy at {url} is unavailable: {what}, after {tries} {'try' if tries == 1 else 'tries'}"
@@ -505,32 +514,6 @@ def _new_session() -> requests.Session:
     session.mount("https://", adapter)
     session.headers.update({"Accept": "application/json", "User-Agent": "slicedash-gridproxy-client"})
     return session
-
-
-# A `count` header above this is not a count of nodes (the whole grid has a few thousand): ignored.
-MAX_ANNOUNCED_COUNT = 10_000_000
-
-
-def _count(headers) -> int | None:
-    """The `count` header of a ret_count=true answer, or None when absent or not a sane whole number."""
-    raw = (headers or {}).get("count", "")
-    raw = raw.strip() if isinstance(raw, str) else ""
-    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_ANNOUNCED_COUNT:
-        return None
-    return int(raw)
-
-
-def _retry_after(headers, *, default: float) -> float:
-    """Seconds a 429's Retry-After asks for (delta-seconds; an HTTP date or garbage: `default`), bounded."""
-    raw = (headers or {}).get("Retry-After", "")
-    raw = raw.strip() if isinstance(raw, str) else ""
-    try:
-        seconds = float(raw) if raw else default
-    except ValueError:
-        seconds = default
-    if not seconds >= 0:  # NaN, negative
-        seconds = default
-    return min(seconds, RETRY_AFTER_MAX_SECONDS)
 
 
 def _deadline_words(deadline: Deadline, url: str) -> str:
@@ -552,49 +535,6 @@ def _positive_argument(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{what} must be a positive whole number (got {value!r})")
     return value
-
-
-def _parsed(parse, payload: Any, url: str):
-    try:
-        return parse(payload)
-    except MalformedPayload as exc:
-        raise MalformedPayload(f"{exc} (from {url})") from None
-
-
-def _decode(body: bytes, url: str, *, node_id: int | None) -> Any:
-    where = f"node {node_id}: " if node_id is not None else ""
-    try:
-        return json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-        raise MalformedPayload(f"{where}the answer from {url} is not JSON ({detail})") from None
-
-
-def _error_message(body: bytes) -> str:
-    """The proxy's own words from {"error": "..."} (or the start of a non-JSON body)."""
-    text = body[:4096].decode("utf-8", errors="replace").strip()
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):  # a deeply nested body must not escape as a crash
-        return _short(text)
-    if isinstance(data, dict):
-        for key in ("error", "message", "Message"):
-            if isinstance(data.get(key), str):
-                return _short(data[key])
-    return _short(text)
-
-
-def _entry_label(item: Any, position: int) -> str:
-    if isinstance(item, dict):
-        node_id = item.get("nodeId")
-        if isinstance(node_id, int) and not isinstance(node_id, bool):
-            return str(node_id)
-    return f"position {position}"
-
-
-def _short(value: Any, limit: int = 300) -> str:
-    """One printable line: the grid's words end up in job rows and on a terminal (grid.text's rule)."""
-    return text_printable(value, limit)
 
 
 __all__ = ["DEPLOY_NOT_SUPPORTED", "GridProxyClient"]

@@ -16,7 +16,6 @@ import heapq
 import itertools
 import socket
 import threading
-import time
 from typing import Any
 
 from requests.adapters import HTTPAdapter
@@ -92,15 +91,34 @@ class _WatchdogClock:
                 if not self._due:
                     self._wake.wait()
                     continue
-                wait = self._due[0][0] - time.monotonic()
+                wait = self._due[0][2].deadline.remaining()  # on the deadline's own clock
                 if wait > 0:
                     self._wake.wait(wait)
                     continue
                 dog = heapq.heappop(self._due)[2]
             dog.fire()
 
+    def recheck(self) -> None:
+        """Fire, in the caller's thread, every watchdog whose deadline has passed; wake the thread for the rest."""
+        due = []
+        with self._wake:
+            while self._due and (self._due[0][2].finished or self._due[0][2].deadline.remaining() <= 0):
+                dog = heapq.heappop(self._due)[2]
+                if not dog.finished:
+                    due.append(dog)
+            self._wake.notify()
+        for dog in due:
+            dog.fire()
+
 
 _clock = _WatchdogClock()
+
+
+def deadlines_moved() -> None:
+    """Look at every request's deadline again now, and cut those passed before returning. The watchdog
+    waits on the real clock for what is left of each; an injected clock that jumps ahead (a test's,
+    Deadline.clock) says so here, so the cut comes before anything else the test does."""
+    _clock.recheck()
 
 
 def _shut(sock: Any) -> None:
@@ -168,4 +186,4 @@ class WatchedAdapter(HTTPAdapter):
         return manager
 
 
-__all__ = ["WatchedAdapter", "Watchdog"]
+__all__ = ["WatchedAdapter", "Watchdog", "deadlines_moved"]

@@ -24,6 +24,7 @@ import re
 import socket
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -58,16 +59,23 @@ def serve_simulator(
     *,
     request_read_deadline: float = REQUEST_READ_DEADLINE,
     latency: float = 0.0,
+    timer: Callable[[float, Callable[[], None]], Any] = threading.Timer,
 ) -> ThreadingHTTPServer:
     """A server for `grid` (not yet serving: run `serve_forever()`, in a thread if need be).
 
     `latency` seconds are added before every answer: the real proxy is 100-300 ms away, and a
     read that is fast on loopback can still be far too slow at grid scale (the bench's case).
+    `timer(seconds, cut_off)` keeps the request read deadline (threading.Timer; a test's is a seam).
     """
     handler = type(
         "SimulatorHandler",
         (_Handler,),
-        {"grid": grid, "request_read_deadline": request_read_deadline, "latency": float(latency)},
+        {
+            "grid": grid,
+            "request_read_deadline": request_read_deadline,
+            "latency": float(latency),
+            "timer": staticmethod(timer),
+        },
     )
     return SimulatorServer((host, port), handler)
 
@@ -85,6 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     request_read_deadline = REQUEST_READ_DEADLINE
     latency = 0.0
+    timer = staticmethod(threading.Timer)
 
     def handle_one_request(self) -> None:
         try:
@@ -95,7 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             self.close_connection = True
             return
-        self._read_timer = threading.Timer(self.request_read_deadline, self._cut_off)
+        self._read_timer = self.timer(self.request_read_deadline, self._cut_off)
         self._read_timer.daemon = True
         self._read_timer.start()
         try:

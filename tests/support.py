@@ -1,0 +1,51 @@
+"""What many test modules share and is not a fixture: a clock the test moves, and the one wait helper.
+
+A test module never imports another test module (tests/test_architecture.py); what two of them
+share lives here, in conftest.py, or in a helper module of its own (factories.py, gridproxy_*.py).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+
+class FakeClock:
+    """A monotonic clock that moves only when told: `clock()` reads it, `clock.sleep(s)` and
+    `clock.advance(s)` move it on at once. `on_advance` callbacks run after each move (the Grid
+    Proxy watchdog's `deadlines_moved`, so a request blocked on a socket sees its deadline pass)."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+        self.slept: list[float] = []
+        self.on_advance: list[Callable[[], None]] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+        for callback in self.on_advance:
+            callback()
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.advance(seconds)
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float, what: str, every: float = 0.05) -> None:
+    """Poll `condition` until it is true; fail naming `what` after `timeout` seconds.
+
+    For what a test can only see by looking (a row another process writes, a port that opens, a
+    worker's log line): `timeout` is a guard against a hang, never a figure the test asserts.
+    """
+    ends = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < ends, f"timed out after {timeout:g} s waiting for {what}"
+        time.sleep(every)
+
+
+def farm_cell_node_ids(farm) -> list[int]:
+    """The nodes of a fleet-map farm, in the order of its cells (selectors.fleet_map)."""
+    return [int(node_id) for node_id in re.findall(r'data-node="(\d+)"', farm.cells_html)]
