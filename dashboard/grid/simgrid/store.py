@@ -24,6 +24,7 @@ from pathlib import Path
 # Sizes and types only: the decisions are ZosMachine's.
 from dashboard.capacity import Resources, SliceSize, format_size
 from dashboard.grid.simgrid import chain, records
+from dashboard.grid.simgrid.answers import NodeAnswers
 from dashboard.grid.simgrid.machine import ZosMachine, validation_error
 from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 from dashboard.grid.types import (
@@ -94,7 +95,7 @@ CREATE TABLE IF NOT EXISTS sim_counter (name TEXT PRIMARY KEY, value INTEGER NOT
 """
 
 
-class SimulatedGrid(chain.ChainAdmin):
+class SimulatedGrid(chain.ChainAdmin, NodeAnswers):
     """The Grid interface over a simulated ZOS fleet; `can_deploy` is True. It deploys as `deployer_twin`
     (the marketplace's twin, MARKETPLACE_TWIN_ID's first) when the chain asks who signs (chain.py)."""
 
