@@ -350,6 +350,16 @@ if RMB_RATE_RESERVE >= RMB_RATE_LIMIT:
 RMB_MAX_IN_FLIGHT = env_int("RMB_MAX_IN_FLIGHT", 50, minimum=1)
 # Pools heard longer ago than this many hours are asked again by the fleet watch (with RMB on).
 POOLS_MAX_AGE = env_int("POOLS_MAX_AGE", 24, minimum=1)
+# --- What ZOS's refusals teach (services.observations, services.memory_model, docs/zos.md) ----
+# Days an observation counts; it stays on file after.
+OBSERVATION_MAX_AGE_DAYS = env_int("OBSERVATION_MAX_AGE_DAYS", 30, minimum=1)
+# Standard deviations a build's fitted line is raised by for the carve and the precheck.
+MEMORY_MODEL_MARGIN_SD = env_float("MEMORY_MODEL_MARGIN_SD", 1.0, minimum=0.0)
+# The odds (capacity.odds) a free slice must have of deploying at the first try for "deployable" and
+# "placeable now" to count it: a headline never promises what is a guess.
+SLICE_MIN_ODDS = env_float("SLICE_MIN_ODDS", 0.95, minimum=0.0)
+if SLICE_MIN_ODDS > 1:
+    raise ImproperlyConfigured(f"SLICE_MIN_ODDS is a probability, from 0 to 1 (got {SLICE_MIN_ODDS})")
 
 # --- Auth and security ----------------------------------------------------------------
 # Login throttling (django-axes): a username guessed wrong this often from one address is locked
