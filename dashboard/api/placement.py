@@ -29,6 +29,7 @@ def placement(request, size: Query[PlacementIn]):
             per_node=size.per_node,
             per_farm=size.per_farm,
             strategy=size.strategy,
+            min_odds=size.min_odds,
         )
     except RulesError as exc:
         raise BadInput(str(exc), field=exc.field) from None

@@ -196,6 +196,12 @@ class CatalogSliceOut(Schema):
     fits_now: bool | None = Field(
         description="free slices on offer: fits the last live reading; null otherwise (held) or never read"
     )
+    odds: float | None = Field(
+        None,
+        description="a free slice's probability of deploying at the first try now (the memory lesson's "
+        "uncertainty, the free slices before it deployed first); at or above SLICE_MIN_ODDS it counts in "
+        "deployable and placeable_now; null when not free",
+    )
     last_deployment_state: str | None
     last_deployment_cause: str | None
 
@@ -502,6 +508,13 @@ class PlacementIn(Schema):
         description="spread: most room left first; pack: nodes already running VMs first, the tightest fit first "
         "(so a farm's idle nodes can stay asleep)",
     )
+    min_odds: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="list only best nodes where the slice's odds of deploying at the first try are at least this "
+        "(e.g. 0.95); surer nodes come first either way",
+    )
 
 
 class PlacementNodeOut(Schema):
@@ -515,6 +528,9 @@ class PlacementNodeOut(Schema):
     room_mru: int = Field(description="memory left after the slice, bytes")
     room_sru: int = Field(description="SSD left after the slice (node total; a pool may hold less), bytes")
     could_take: int | None = Field(description="slices of this size it could take one after another (up to 100)")
+    odds: float | None = Field(
+        None, description="the slice's probability of deploying there at the first try now (capacity.odds)"
+    )
     take: int | None = Field(None, description="the slices offered there: could_take within per_node and per_farm")
     words: str = Field(description="the precheck's verdict on the node's last reading, in words")
 

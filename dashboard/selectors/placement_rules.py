@@ -15,6 +15,7 @@ STRATEGIES = ("spread", "pack")
 LIMITS = {
     "per_node": "best nodes offered fewer slices than they could take (per_node)",
     "per_farm": "nodes left out of the best because their farm had its share (per_farm)",
+    "min_odds": "nodes left out of the best because the slice's odds there are below min_odds",
 }
 
 
@@ -27,6 +28,8 @@ class Rules:
     per_node: int | None = None  # at most this many slices of the size on one node
     per_farm: int | None = None  # at most this many slices of the size in one farm, over the best nodes
     strategy: str = "spread"
+    # The best nodes only where the slice's odds of deploying at the first try (capacity.odds) reach this.
+    min_odds: float = 0.0
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -61,8 +64,14 @@ def ids_parsed(text: str | None, *, field: str) -> frozenset[int]:
     return frozenset(int(p) for p in parts)
 
 
-def rules_parsed(*, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None) -> Rules:
+def rules_parsed(
+    *, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None, min_odds=None
+) -> Rules:
     """The rules as a page or the API sends them; RulesError names the input at fault."""
+    if min_odds is not None and (
+        isinstance(min_odds, bool) or not isinstance(min_odds, int | float) or not 0 <= min_odds <= 1
+    ):
+        raise RulesError(f"min_odds must be a probability from 0 to 1, not {min_odds!r}", field="min_odds")
     for name, value in (("per_node", per_node), ("per_farm", per_farm)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000):
             raise RulesError(f"{name} must be a whole number from 1 to 10000, not {value!r}", field=name)
@@ -75,4 +84,5 @@ def rules_parsed(*, exclude_nodes=None, exclude_farms=None, per_node=None, per_f
         per_node=per_node,
         per_farm=per_farm,
         strategy=strategy,
+        min_odds=float(min_odds or 0.0),
     )
