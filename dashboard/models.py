@@ -561,6 +561,9 @@ class Deployment(models.Model):
         FAILED = "failed", "Failed"
         REFUSED = "refused", "Refused by precheck"
         DELETED = "deleted", "Deleted"
+        # A probe (GET /api/v1/probes): a VM larger than the node, which ZOS always refuses; its refusal
+        # teaches the node's memory and counts as no failure (no failure count reads this state).
+        PROBED = "probed", "Probe refused (it teaches)"
 
     class Cause(models.TextChoices):
         NONE = "", "—"

@@ -366,13 +366,20 @@ class DeploymentsPageOut(Schema):
 
 class DeploymentReportIn(Schema):
     node_id: Whole = Field(description="the grid's node id")
-    slice_index: Whole = Field(description="the slice's index in the node's catalog")
+    slice_index: Whole | None = Field(
+        None, description="the slice's index in the node's catalog (required, but for a probe, which is no slice)"
+    )
     marketplace_id: Line = Field(
         min_length=1,
         max_length=MARKETPLACE_ID_MAX,
         description="the marketplace's deployment or contract id; reports are idempotent on it",
     )
     outcome: Literal["deployed", "failed", "released"]
+    probe: bool = Field(
+        False,
+        description="a probe's refusal (GET /api/v1/probes): outcome failed with ZOS's memory refusal; it teaches "
+        "the node's memory and counts as no failure",
+    )
     error: Text = Field("", max_length=MAX_ERROR_TEXT, description="ZOS's raw error text, for a failure")
     at: ReportTime = Field(
         description="when it happened, with its UTC offset; at most REPORT_MAX_AGE_DAYS (30) days back and 5 minutes "
@@ -557,3 +564,19 @@ class PlacementOut(Schema):
     best: list[PlacementNodeOut] = Field(
         description="most memory left after it first, then most disk, then the freshest reading"
     )
+
+
+class ProbeOut(Schema):
+    node_id: int
+    farm_id: int
+    zos_version: str = Field(description='the group it would teach: its ZOS version, "" when unknown')
+    running: int = Field(description="VMs it runs (rented and deployed slices): a probe teaches only where VMs run")
+    unknown_mru: int = Field(description="the standard deviation of its memory use the model has now, bytes")
+    why: str
+    probe: dict[str, int] = Field(
+        description="the VM to send: cru, mru (more than the node's memory, so ZOS always refuses it), sru"
+    )
+
+
+class ProbesOut(Schema):
+    probes: list[ProbeOut]
