@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dashboard import capacity  # noqa: E402
-from dashboard.capacity import GiB  # noqa: E402
+from dashboard import capacity
+from dashboard.capacity import GiB
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ not added from the admin and occupied slices (someone's VM) cannot be edited or 
 from __future__ import annotations
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from dashboard import capacity
@@ -361,15 +361,16 @@ class PolicyAdmin(admin.ModelAdmin):
         obj.pk, obj.version = saved.pk, saved.version
 
     def delete_model(self, request, obj):
-        from dashboard.services.policy import policy_delete
-
-        policy_delete(policy=obj, by=request.user, source="admin")
+        self.delete_queryset(request, [obj])
 
     def delete_queryset(self, request, queryset):
-        from dashboard.services.policy import policy_delete
+        from dashboard.services.policy import PolicyConflict, policy_delete
 
         for policy in queryset:
-            policy_delete(policy=policy, by=request.user, source="admin")
+            try:
+                policy_delete(policy=policy, by=request.user, source="admin")
+            except PolicyConflict as refused:  # its figures are being rewritten: kept, and said why
+                self.message_user(request, str(refused), level=messages.ERROR)
 
 
 # --- records: deployments, jobs, samples, audit ---------------------------------------------

@@ -157,6 +157,11 @@ class Node(models.Model):
     pools_source = models.CharField(
         max_length=16, blank=True, help_text="Where the pools came from (PoolReport.Source)"
     )
+    # A bound on the zos-cache's quota and the pool (index into pools_sru) holding it, from the latest
+    # pool report beside the reading (capacity.cache_bound: ZOS does not report the cache on its own).
+    # None: not known, and the carve and precheck keep the policy's fixed reserve_sru.
+    zos_cache_sru = models.BigIntegerField(null=True, blank=True)
+    zos_cache_pool = models.PositiveSmallIntegerField(null=True, blank=True)
     # The node's own build (`zos.system.version` over RMB) and when it said it: "" until it answers.
     zos_version = models.CharField(max_length=128, blank=True)
     zos_version_at = models.DateTimeField(null=True, blank=True)
@@ -287,6 +292,11 @@ class Node(models.Model):
     def pools(self) -> tuple[int, ...] | None:
         """The SSD pool sizes when known (the Grid Proxy does not report them)."""
         return tuple(self.pools_sru) if self.pools_sru else None
+
+    @property
+    def zos_cache(self) -> int | None:
+        """The zos-cache's quota bound when the pools are known with it (what carve and precheck take)."""
+        return self.zos_cache_sru if self.pools_sru else None
 
     @property
     def away(self) -> bool:

@@ -154,7 +154,8 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A running job must write a heartbeat at least this often; the reaper fails it after this.
 JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 120, minimum=5)
-# A queued job no worker took within this long is failed by the reaper (no worker running?).
+# A queued job no worker took within this long is failed by the reaper (no worker running?). It must
+# outlast a worker busy with a full-length job (CELERY_TASK_TIME_LIMIT), so a busy worker loses nothing.
 JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
 # A job still queued this long has its message sent again (a Redis restarted empty lost it).
 JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)

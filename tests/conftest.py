@@ -81,11 +81,11 @@ def gridproxy_serving(settings):
 
 @pytest.fixture
 def role_user(db, django_user_model):
-    """role_user("admins") / role_user("support"): a user in that role's group (migrations 0002_roles
-    and the later roles_grant); role_user(None): a signed-in user in no group.
+    """role_user("admins") / role_user("support"): a user in that role's group (dashboard.roles);
+    role_user(None): a signed-in user in no group.
 
-    A transactional test before this one may have flushed the groups; they are made again by the
-    migrations' own functions, so the permissions are exactly what production gets.
+    A transactional test before this one may have flushed the groups; they are made again from the
+    declaration migration 0003_roles reads, so the permissions are exactly what production gets.
     """
     from django.apps import apps
     from django.contrib.auth.models import Group

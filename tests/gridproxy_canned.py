@@ -62,7 +62,7 @@ class CannedProxy:
 
 def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:  # http.server's naming
             parts = urlsplit(self.path)
             canned.arrivals.append(time.monotonic())
             canned.queries.append(parts.query)

@@ -134,7 +134,7 @@ def _handler(proxy: FleetProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_GET(self) -> None:  # http.server's naming
             parts = urlsplit(self.path)
             status, body, headers = proxy.answer(parts.path, dict(parse_qsl(parts.query)))
             data = json.dumps(body).encode()

@@ -221,3 +221,14 @@ def test_the_product_has_one_database_path():
             if VENDOR_BRANCH.search(line) and not line.lstrip().startswith("SIMGRID_PATH"):
                 found.append(f"{where}:{number}: {line.strip()}")
     assert found == [], "a second database path:\n" + "\n".join(found)
+
+
+def test_every_setting_is_defined_once_and_read_as_settings_x():
+    # A default next to a getattr hides a setting from settings.py, where an operator looks for it.
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if "getattr(settings," in line
+    ]
+    assert found == [], "settings read with a default outside settings.py: " + ", ".join(found)

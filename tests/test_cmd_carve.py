@@ -199,3 +199,9 @@ def test_finding_7_without_policy_it_carves_with_the_fleets_policy():
     result = carve_json(*NODE_1774)
     assert (result["policy"], result["slices"]) == ("fleet-8g", 3)
     assert carve_json(*NODE_1774, "--policy", "zos")["slices"] == 6
+
+
+def test_with_the_pools_and_the_zos_cache_it_keeps_the_quota_and_its_next_step():
+    known = carve_json("--cru", "8", "--mru", "31GiB", "--pools", "931.5GiB", "--zos-cache", "5GiB")
+    proxy = carve_json("--cru", "8", "--mru", "31GiB", "--pools", "931.5GiB")
+    assert (known["reserve"]["sru"], proxy["reserve"]["sru"]) == (10 * GiB, 20 * GiB)

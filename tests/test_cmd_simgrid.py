@@ -207,3 +207,10 @@ def test_the_stand_in_rmb_peer_refuses_an_error_rate_above_one(simgrid_path):
 def test_the_stand_in_rmb_peer_says_its_redis_cannot_be_reached(simgrid_path):
     with pytest.raises(CommandError, match=r"the stand-in peer lost its Redis \(redis://127.0.0.1:1/0\)"):
         call_command("simgrid", "rmb-peer", "--redis", "redis://127.0.0.1:1/0", stdout=StringIO())
+
+
+def test_it_runs_the_zos_cache_check_and_keeps_the_quota_for_every_process(simgrid_path):
+    simgrid("add-node", "1774", "--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB")
+    assert "quota is now 25 GiB" in simgrid("cache-check", "1774", "12GiB")  # 60% of the stored 20 GiB
+    assert SimulatedGrid(simgrid_path).storage_pools(1774)[0].used == 25 * GiB
+    assert json.loads(simgrid("list", "--json"))[0]["zos_cache_sru"] == 25 * GiB

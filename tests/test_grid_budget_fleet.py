@@ -107,7 +107,7 @@ class Workers:
             env=self.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=open(self.tmp_path / f"worker-{name}.stderr", "w"),  # noqa: SIM115 - the child keeps it
+            stderr=open(self.tmp_path / f"worker-{name}.stderr", "w"),  # the child keeps it
             preexec_fn=_die_with_parent,
         )
         self.processes.append((process, log))

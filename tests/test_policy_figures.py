@@ -11,7 +11,7 @@ from dashboard.models import AuditEvent, Job, Node, Policy
 from dashboard.services.figures import figures_refresh_all
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim
-from dashboard.services.policy import PolicyConflict, policy_update
+from dashboard.services.policy import PolicyConflict, policy_create, policy_delete, policy_update
 from dashboard.views.policy import PolicyForm
 
 GiB = capacity.GiB
@@ -147,3 +147,61 @@ def test_finding_1_a_real_worker_rewrites_the_figures_after_the_edit(settings, l
     policy_update(policy=fleet, parameters={"slice_mru": 8 * GiB})
     job = job_finished(Job.objects.get(kind=Job.Kind.POLICY_FIGURES))
     assert (job.state, effective()) == (Job.State.SUCCEEDED, {"fleet v2"})
+
+
+@pytest.mark.django_db
+def test_a_new_fleet_default_over_many_nodes_leaves_the_figures_to_a_job(
+    settings, legacy_fleet, django_capture_on_commit_callbacks
+):
+    settings.POLICY_FIGURES_INLINE_NODES = 2
+    legacy_fleet(3)
+    figures_refresh_all()
+    before = effective()
+    with django_capture_on_commit_callbacks(execute=False):
+        created = policy_create(
+            name="fleet", scope=Policy.Scope.FLEET, parameters=Policy.parameters_from(capacity.PROFILES["zos"])
+        )
+    job = only_rewrite()
+    assert (job.parameters, effective()) == ({"policy_id": created.pk, "version": 1}, before)
+    assert rewrite_run(job).state == Job.State.SUCCEEDED
+    assert effective() == {"fleet v1"}
+
+
+@pytest.mark.django_db
+def test_deleting_the_fleet_default_over_many_nodes_leaves_the_fallback_to_a_job(
+    many_nodes, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=False):
+        policy_delete(policy=many_nodes)
+    job = only_rewrite()
+    assert (Policy.objects.count(), effective()) == (0, {"fleet v1"})  # deleted at once, figures next
+    assert rewrite_run(job).state == Job.State.SUCCEEDED, job.error
+    assert effective() == {"zos v1"}  # the built-in default every node falls back to
+
+
+@pytest.mark.django_db
+def test_deleting_a_farm_override_rewrites_that_farm_only(settings, many_nodes, django_capture_on_commit_callbacks):
+    farm = Node.objects.order_by("grid_id").first().farm_id
+    settings.POLICY_FIGURES_INLINE_NODES = 10
+    override = policy_create(
+        name="farmwide",
+        scope=Policy.Scope.FARM,
+        farm_id=farm,
+        parameters=Policy.parameters_from(capacity.PROFILES["zos"]),
+    )
+    settings.POLICY_FIGURES_INLINE_NODES = 0
+    with django_capture_on_commit_callbacks(execute=False):
+        policy_delete(policy=override)
+    job = rewrite_run(only_rewrite())
+    farm_nodes = Node.objects.filter(farm_id=farm).count()
+    assert (job.state, job.result["nodes"]) == (Job.State.SUCCEEDED, farm_nodes)
+    assert set(Node.objects.filter(farm_id=farm).values_list("effective_policy", flat=True)) == {"fleet v1"}
+
+
+@pytest.mark.django_db
+def test_a_deletion_while_the_policys_figures_are_rewritten_is_refused(many_nodes, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        policy_update(policy=many_nodes, parameters={"slice_mru": 8 * GiB})
+    with pytest.raises(PolicyConflict, match="still being rewritten"):
+        policy_delete(policy=Policy.objects.get())
+    assert Policy.objects.count() == 1

@@ -1,11 +1,9 @@
 """The policy history: every version recorded with who and when, its diff and the nodes it carves; a revert
 is previewed first, then saved as a new version (audited)."""
 
-import importlib
 import re
 
 import pytest
-from django.apps import apps
 
 from dashboard import capacity
 from dashboard.capacity import GiB
@@ -80,13 +78,3 @@ def test_a_saved_revert_is_a_new_version_with_the_old_values_and_audited(admins_
     entry = PolicyVersion.objects.get(policy=fleet_policy, version=3)
     assert (entry.action, entry.reverted_from, entry.parameters["slice_mru"]) == ("reverted", 1, 4 * GiB)
     assert AuditEvent.objects.filter(action="policy.reverted", detail__reverted_from=1).exists()
-
-
-@pytest.mark.django_db
-def test_the_migration_records_each_policys_state_under_the_version_it_has(fleet_policy):
-    PolicyVersion.objects.all().delete()
-    migration = importlib.import_module("dashboard.migrations.0024_waves_policy_history")
-    migration.history_begin(apps, None)
-    (entry,) = PolicyVersion.objects.all()
-    assert (entry.policy_id, entry.version, entry.action) == (fleet_policy.pk, 2, "recorded")
-    assert entry.parameters["slice_mru"] == 2 * GiB

@@ -162,7 +162,7 @@ def test_it_locks_the_node_before_counting_a_deploy(sim_node):
     def deploy() -> None:
         try:
             slice_deploy(node=Node.objects.get(pk=node.pk), slice_index=0)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(exc)
         finally:
             finished.set()

@@ -50,7 +50,9 @@ def test_reported_pools_make_a_catalog_carved_for_unknown_pools_stale_and_a_re_r
 
     node = reregister(node)
     assert (node.stale, node.carved_pools_known) == (False, True)
-    assert node.carved_slice_sru == 148 * GiB > blind_sru  # what the two pools allow (docs/domain.md)
+    # What the two pools allow (docs/domain.md) beside the 20 GiB zos-cache the report tells and its next
+    # step (issue 33, item 5): 465 - 25 GiB hold three VMs of 146 GiB and their 500 MiB rootfs, not 147.
+    assert node.carved_slice_sru == 146 * GiB > blind_sru
     done = slices_deploy_all_free(node=node)
     assert [(d.state, d.cause) for d in done] == [("deployed", "")] * 6
 

@@ -83,7 +83,7 @@ class DripProxy:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:  # http.server's naming
                 found = re.fullmatch(r"/nodes/(\d+)", self.path.split("?", 1)[0])
                 if not found or int(found.group(1)) == MISSING_NODE:
                     body = b'{"error": "node not found"}'

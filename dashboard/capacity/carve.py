@@ -18,7 +18,7 @@ from functools import lru_cache
 from dashboard.capacity.layouts import narrowed, plausible_layouts
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed, vms_by_memory
 from dashboard.capacity.placement import vms_placed_in_every_order
-from dashboard.capacity.policy import Policy, cache_keep, vm_disks
+from dashboard.capacity.policy import Policy, cache_keep, cache_now, vm_disks
 from dashboard.capacity.sizes import CapacityError, GiB, Resources
 from dashboard.capacity.words import (
     LEGACY_CARVE_NOTE,
@@ -97,8 +97,12 @@ def carve(
         return _carve_whole_gib(total, policy, occupied)
 
     reserve = policy.reserve(total)
+    caches = (reserve.sru,)
     if pools and cache is not None and policy.reserve_sru:
         reserve = Resources(cru=reserve.cru, mru=reserve.mru, sru=cache_keep(cache), hru=reserve.hru)
+        # The disks must place beside the quota now and once grown a step: where storaged puts a disk
+        # depends on each pool's room, so a cache smaller than the room kept moves the placement.
+        caches = (reserve.sru, cache_now(cache))
     occupied_charge = Resources.total_of(policy.vm_charge(o.cru, o.mru, o.sru) for o in occupied)
     budget = total - reserve - occupied_charge
     rootfs = policy.rootfs_size(policy.slice_cru, policy.slice_mru)
@@ -123,12 +127,12 @@ def carve(
     occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
     layouts = pool_layouts(total.sru, pools, cache=reserve.sru, occupied=occupied_disks, observed=observed)
     if per_vm_min_sru:
-        for layout in layouts:
+        for layout, held in ((layout, held) for layout in layouts for held in caches):
             by_sru = min(
                 by_sru,
                 vms_placed_in_every_order(
                     layout,
-                    reserve.sru,
+                    held,
                     occupied_disks,
                     (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
                     limit=min(by_mru, by_sru),
@@ -157,7 +161,7 @@ def carve(
     if count > 0:
         on_total = data_sru = _round_down(max(sru_budget, 0) // count - per_vm_extra, policy.sru_step)
         if layouts:
-            data_sru = _largest_deployable_disk(layouts, reserve.sru, occupied_disks, count, data_sru, rootfs, policy)
+            data_sru = _largest_deployable_disk(layouts, caches, occupied_disks, count, data_sru, rootfs, policy)
             if max(len(layout) for layout in layouts) > 1 and occupied:
                 # On a busy node with several pools, where ZOS put each disk depends on the order of
                 # past deploys and releases, which no reading tells. A disk no larger than the ones
@@ -287,7 +291,7 @@ def _round_down(value: int, step: int) -> int:
 
 def _largest_deployable_disk(
     layouts: Sequence[Sequence[int]],
-    cache: int,
+    caches: Sequence[int],
     occupied: Sequence[tuple[int, int]],
     count: int,
     start: int,
@@ -295,11 +299,15 @@ def _largest_deployable_disk(
     policy: Policy,
 ) -> int:
     """The largest data disk (a multiple of sru_step, at least min_slice_sru) such that `count`
-    VMs deploy one after another in every device order of every layout's pools."""
+    VMs deploy one after another in every device order of every layout's pools, beside each cache size."""
 
     def deploys(data: int) -> bool:
         disks = (data + policy.overhead_sru_per_vm, rootfs)
-        return all(vms_placed_in_every_order(pools, cache, occupied, disks, limit=count) >= count for pools in by_pools)
+        return all(
+            vms_placed_in_every_order(pools, cache, occupied, disks, limit=count) >= count
+            for pools in by_pools
+            for cache in caches
+        )
 
     # The layouts of most pools refuse first: a failing size is found after one trial, not eight.
     by_pools = sorted(layouts, key=len, reverse=True)

@@ -31,12 +31,56 @@ def cache_keep(cache: int) -> int:
     return max(cache, CACHE_STEP) + CACHE_STEP
 
 
+def cache_room(policy: Policy, cache: int | None) -> int:
+    """SSD room the proxy's `used` hides or lacks: it counts the policy's fixed reserve_sru, while the node
+    keeps the cache's quota now and its next step (negative when that is more)."""
+    return policy.reserve_sru - cache_keep(cache) if cache is not None and policy.reserve_sru else 0
+
+
+def cache_now(cache: int) -> int:
+    """The zos-cache's quota as it is (never under ZOS's first 5 GiB), beside `cache_keep`'s."""
+    return max(cache, CACHE_STEP)
+
+
 def cache_reported(pools_used, occupied_disks) -> int | None:
     """The zos-cache quota a pool report tells: what ZOS says the pools hold (the cache's quota
     included) beyond the disks of the VMs there. None when the report says nothing usable."""
     if not pools_used:
         return None
     return max(sum(pools_used) - sum(data + rootfs for data, rootfs in occupied_disks), CACHE_STEP)
+
+
+# The Grid Proxy's `used_resources.sru` counts a fixed 20 GiB for the zos-cache, whatever its quota.
+PROXY_CACHE_SRU = 20 * GiB
+
+
+def cache_pool_of(pools) -> int:
+    """The pool ZOS created the zos-cache in at first boot: the most free SSD pool, all empty then,
+    so the largest (the first of equals in device order)."""
+    return max(range(len(pools)), key=lambda i: (pools[i], -i))
+
+
+def cache_bound(pools, pools_used, *, disks_sru: int | None) -> tuple[int, int] | None:
+    """(a bound on the zos-cache's quota, the pool holding it) from one `zos.storage.pools` report.
+
+    ZOS does not report the cache on its own: a pool's `used` is the quota limits of every subvolume
+    in it (zosbase btrfsVolume.Usage, MaxRfer), the cache's included. So the quota is what the pools
+    hold beyond the VMs' disks (`disks_sru`, the proxy's used SSD less its fixed 20 GiB, read beside
+    the report), never more than its own pool holds, rounded up to whole 5 GiB steps (checkAndResizeCache
+    sets multiples of them). None when the report cannot tell: no reading, or the cache's pool holding
+    less than the first 5 GiB (a report typed without `used`)."""
+    if not pools or not pools_used or len(pools) != len(pools_used) or disks_sru is None:
+        return None
+    pool = cache_pool_of(pools)
+    held = pools_used[pool]
+    if held < CACHE_STEP:
+        return None
+    beyond = max(sum(pools_used) - disks_sru, CACHE_STEP)
+    return min(_steps_up(beyond), _steps_up(held)), pool
+
+
+def _steps_up(size: int) -> int:
+    return -(-size // CACHE_STEP) * CACHE_STEP
 
 
 class PolicyError(CapacityError):

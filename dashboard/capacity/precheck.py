@@ -13,13 +13,22 @@ What a verdict says in words comes from `words`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dashboard.capacity.carve import SliceSize, pool_layouts
 from dashboard.capacity.closures import CLOSURE_REASONS, Closure, status_closure
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed
 from dashboard.capacity.placement import PoolState, distinct_outcomes, largest_room, pools_after, vm_outcomes
-from dashboard.capacity.policy import CACHE_STEP, MIN_VM_MRU, Policy, cache_keep, vm_disks
+from dashboard.capacity.policy import (
+    CACHE_STEP,
+    MIN_VM_MRU,
+    PROXY_CACHE_SRU,
+    Policy,
+    cache_keep,
+    cache_pool_of,
+    cache_room,
+    vm_disks,
+)
 from dashboard.capacity.sizes import Resources
 from dashboard.capacity.words import fits_words, misfit_words, shortfall_words
 
@@ -99,9 +108,11 @@ class LiveNode:
             ]
             if self.cache is not None:
                 # The report holds the cache's quota now; its next step is kept on its pool, the
-                # one it was created in at boot (the most space, the first of equals).
-                boot = max(range(len(state)), key=lambda i: (state[i].size, -i))
-                state[boot].used += CACHE_STEP
+                # one it was created in at boot (the most space, the first of equals). A verdict holds
+                # beside both: where storaged puts a disk depends on each pool's room.
+                grown = [replace(pool) for pool in state]
+                grown[cache_pool_of([pool.size for pool in state])].used += CACHE_STEP
+                return [grown, state]
             return [state]
         layouts = pool_layouts(total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed)
         return [state for layout in layouts for state in pools_after(layout, cache, self.occupied_disks)]
@@ -129,6 +140,19 @@ def live_node(
         pools_used=tuple(pools_used) if pools and pools_used else None,
         cache=cache if pools and policy.reserve_sru else None,
     )
+
+
+def pools_used_agreeing(pools_used, used_sru: int | None, *, cache: int | None = None) -> tuple[int, ...] | None:
+    """What ZOS said each pool holds, when it adds up to the SSD use of the node's reading: then it is
+    taken as it is; otherwise (something was deployed or freed since) the occupied disks are replayed.
+    The reading counts the proxy's fixed 20 GiB for the zos-cache, the pools its quota: with the quota
+    known (`cache`, Node.zos_cache) the two agree when the pools hold the reading's disks and that quota."""
+    if not pools_used or used_sru is None:
+        return None
+    expected = used_sru if cache is None else used_sru - PROXY_CACHE_SRU + cache
+    if sum(pools_used) != expected:
+        return None
+    return tuple(pools_used)
 
 
 def room_now(total: Resources, used: Resources, *, running: int, observed: Observed = NOTHING_OBSERVED) -> Resources:
@@ -168,8 +192,7 @@ class _Placement:
         policy = self.policy
         need = policy.vm_charge(size.cru, size.mru, size.sru)
         available = room_now(self.total, self.used, running=self.running, observed=self.live.observed)
-        if self.live.cache is not None:
-            available = available + Resources(sru=policy.reserve_sru - self.cache_kept)
+        available = available + Resources(sru=cache_room(policy, self.live.cache))
         shortfalls = []
         if size.mru < MIN_VM_MRU:
             shortfalls.append(Shortfall("mru", MIN_VM_MRU, size.mru))

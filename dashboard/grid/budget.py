@@ -229,7 +229,7 @@ class RequestBudget:
             return self._by_fallback(allowed)
         try:
             wait = self.window.admit(allowed=allowed)
-        except Exception as exc:  # noqa: BLE001 - a store that cannot be asked must not stop every grid read
+        except Exception as exc:  # a store that cannot be asked must not stop every grid read
             log.warning(
                 "the shared grid request budget cannot be asked (%s); this process keeps its own window for "
                 "%g s, then asks the store again",

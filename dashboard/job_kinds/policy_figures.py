@@ -1,10 +1,10 @@
 """A policy's figures rewritten: every node it may govern, a batch per transaction (services.policy_figures).
 
-An edit of a policy over many nodes (the fleet default) saves the policy in the admin's request and
-hands the rewrite of its nodes' stored figures to a worker, so no request holds a write of every node.
+An edit, creation or deletion of a policy over many nodes (the fleet default) saves the policy in the
+admin's request and hands the rewrite of its nodes' stored figures to a worker, so no request holds a write of every node.
 """
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,10 @@ from dashboard.job_results import PolicyFiguresResult
 class PolicyFiguresParameters(JobParameters):
     policy_id: int = Field(ge=1, le=2**31 - 1)  # the policy whose nodes' figures are rewritten
     version: int = Field(ge=1, le=2**31 - 1)  # the version the edit saved
+    # Set when the policy was deleted: the nodes it governed (every node, or one farm's) fall back to
+    # the next policy, and these say which nodes those are once the row is gone.
+    deleted_scope: Literal["fleet", "farm"] | None = None
+    farm_id: int | None = Field(default=None, ge=0, le=2**31 - 1)
 
     REFUSAL: ClassVar[str] = "a figures rewrite takes the policy (policy_id) and the version it follows (version)"
 
@@ -22,6 +26,8 @@ class PolicyFiguresParameters(JobParameters):
 def policy_figures_target(job, asked: PolicyFiguresParameters | None) -> str:
     if asked is None:
         return "a policy that cannot be read"
+    if asked.deleted_scope is not None:
+        return f"the nodes of deleted policy #{asked.policy_id}"
     return f"policy #{asked.policy_id} v{asked.version}'s nodes"
 
 

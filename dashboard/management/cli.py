@@ -65,7 +65,7 @@ class ProductCommand(BaseCommand):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         kwargs.setdefault("epilog", f"exit statuses:\n{statuses}")
         parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser._negative_number_matcher = _NEGATIVE_VALUE  # noqa: SLF001 - argparse offers no public hook
+        parser._negative_number_matcher = _NEGATIVE_VALUE  # argparse offers no public hook
         return parser
 
 

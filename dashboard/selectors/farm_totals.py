@@ -3,7 +3,8 @@
 The fleet's totals (the fleet page, the API's node list, /metrics) were one aggregate over every node,
 the one cost that grew with the fleet. FarmTotals is derived data, like an index, kept by
 services.farm_totals after every write to a farm's nodes (and by the beat). A farm whose nodes changed
-since (marked by the trigger of migration 0013) is summed live from its nodes here instead: a read
+since (marked by the farm totals trigger, services/farm_totals_trigger.py) is summed live from its
+nodes here instead: a read
 never writes, and never shows figures older than the last committed write.
 
 So a read costs one row a farm plus the nodes of the farms written since the last refresh.

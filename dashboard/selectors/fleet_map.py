@@ -55,8 +55,6 @@ _BLOCKING_REASONS = ("memory", "disk", "pool")
 # The cache alias the rendered cells are kept in (settings.CACHES), and for how long an unread farm's stay.
 CACHE = "fleet-map"
 CACHE_SECONDS = 24 * 3600
-# Past this many nodes the map shows each farm's counts and loads a farm's cells when it is opened.
-DEFAULT_CELLS_INLINE_NODES = 1000
 
 _FIELDS = (
     "grid_id",
@@ -140,7 +138,7 @@ def fleet_map(
         for state, n in farm.counts.items():
             counts[state] += n
     nodes = sum(counts.values())
-    inline = getattr(settings, "MAP_CELLS_INLINE_NODES", DEFAULT_CELLS_INLINE_NODES)
+    inline = settings.MAP_CELLS_INLINE_NODES
     collapsed = farm_id is None and len(farms) > 1 and nodes > inline
     return FleetMap(farms=farms, nodes=nodes, counts=counts, collapsed=collapsed)
 

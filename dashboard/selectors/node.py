@@ -287,7 +287,9 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     fits_by_index: dict[int, bool] = {}
     used = node.used
     if used is not None:
-        live = capacity.live_node(policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed)
+        live = capacity.live_node(
+            policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed, cache=node.zos_cache
+        )
         check = capacity.precheck(
             [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)
         )

@@ -75,6 +75,7 @@ _NODE_FIELDS = (
     "used_sru",
     "used_hru",
     "pools_sru",
+    "zos_cache_sru",
     "slices_rented",
     "slices_deployed",
     "hidden_mru_per_vm",
@@ -438,6 +439,8 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         pools=values["pools_sru"] or None,
         occupied=[*occupied.get(values["pk"], ()), *held_sizes],
         observed=observed,
+        # live_node counts the cache's quota only with the pools known, as Node.zos_cache does.
+        cache=values["zos_cache_sru"],
     )
     return total, used, policy, live
 

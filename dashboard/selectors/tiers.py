@@ -2,7 +2,7 @@
 
 Every deployable slice is in exactly one tier, so the tiers add up to `deployable` on every reader (the
 headline tiles, the filtered fleet table and its `tier=` filter, the CSV's `tier` column, the farm totals
-kept by the trigger of migration 0013, the API):
+kept per farm (FarmTotals), the API):
 
     now         up and open
     after-wake  on standby (the farm's power manager wakes it), nothing else closing it

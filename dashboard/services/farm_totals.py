@@ -1,8 +1,8 @@
 """Keeping the farm totals (FarmTotals) current, after the writes that change a farm's nodes.
 
-A PostgreSQL trigger (migration 0013) marks a farm changed (FarmTotalsChanged) in the same transaction
-as any statement that inserts, updates or deletes its nodes, whoever writes them. `farm_totals_refresh`
-sums the marked farms again; the services that write nodes ask for it on commit
+The farm totals trigger (services/farm_totals_trigger.py) marks a farm changed (FarmTotalsChanged) in
+the same transaction as any statement that inserts, updates or deletes its nodes, whoever writes them.
+`farm_totals_refresh` sums the marked farms again; the services that write nodes ask for it on commit
 (`farm_totals_refresh_on_commit`) and the beat runs it too (FARM_TOTALS_EVERY), for writes made by hand.
 A reader never waits for it: selectors.farm_totals reads a marked farm's nodes live (reads only read).
 

@@ -131,8 +131,8 @@ def figures_refresh_all(nodes: QuerySet[Node] | None = None) -> int:
 
 
 def figures_compute(nodes: QuerySet[Node], *, pools: dict | None = None) -> dict[int, NodeFigures]:
-    """Node pk -> its figures from its slices and effective policy now; three queries. `pools` (pk -> SSD
-    sizes, used): pools not stored yet, judged before their writer locks the node (memoised, issue 35)."""
+    """Node pk -> its figures from its slices and effective policy now; three queries. `pools` (pk -> SSD sizes,
+    used, zos-cache bound): pools not stored yet, judged before their writer locks the node (memoised)."""
     return {pk: figures for pk, (figures, _stored) in _computed(nodes, pools).items()}
 
 
@@ -177,6 +177,7 @@ _NODE_VALUES = (
     "total_hru",
     "pools_text",
     "pools_used",
+    "zos_cache_sru",
     "carved_pools_known",
     "carved_policy_name",
     "carved_policy_version",
@@ -200,8 +201,8 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
     # The pools as JSON text: a shape key as it is, parsed once per shape.
     node_values = list(nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES))
     for i, row in enumerate(node_values if pools else ()):
-        if row[0] in pools:  # pools_text and pools_used as they will be (figures_compute)
-            node_values[i] = (*row[:6], json.dumps(pools[row[0]][0]), pools[row[0]][1], *row[8:])
+        if row[0] in pools:  # pools_text, pools_used and the cache as they will be (figures_compute)
+            node_values[i] = (*row[:6], json.dumps(pools[row[0]][0]), *pools[row[0]][1:], *row[9:])
     if not node_values:
         return {}
     slices = slices_grouped(nodes)
@@ -224,6 +225,7 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
         hru,
         pools_text,
         pools_used,
+        zos_cache,
         carved_pools_known,
         carved_name,
         carved_version,
@@ -252,12 +254,14 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
             used_sru=used_sru,
             zos_own_mru=zos_own,
         )
+        cache = zos_cache if pools_text and pools_text not in ("null", "[]") else None  # as Node.zos_cache
         key = (
             cru,
             mru,
             sru,
             hru,
             pools_text,
+            cache,
             id(policy),
             carved_name,
             carved_version,
@@ -279,6 +283,7 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
                 occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
                 pools=tuple(pools) if pools else None,
                 observed=observed,
+                cache=cache,
             )
             shape = shapes[key] = _Shape(
                 policy=policy,
@@ -297,7 +302,7 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
         room_mru, room_sru, pools_shape = None, None, Node.NOT_WORKED_OUT
         if used_mru is not None and used_sru is not None:
             free_in_order, occupied_key = slice_order.get(pk, ((), ()))
-            pools_used = pools_used_agreeing(pools_used, used_sru)
+            pools_used = capacity.pools_used_agreeing(pools_used, used_sru, cache=cache)
             check_key = (key, free_in_order, closed, used_cru, used_mru, used_sru, used_hru, pools_used)
             check = checks.get(check_key)
             if check is None:
@@ -311,6 +316,7 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
                     pools=tuple(json.loads(pools_text)) if pools_text else None,
                     observed=observed,
                     pools_used=pools_used,
+                    cache=cache,
                 )
             placeable, phantom, reasons = check
             if fit is not None:
@@ -320,8 +326,8 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
             total = capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru)
             used = capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0)
             room = capacity.room_now(total, used, running=rented + deployed, observed=observed)
-            room_mru, room_sru = room.mru, room.sru
-            pools_shape = _pools_shape(pools_text, shape.policy, observed, slice_order.get(pk, ((), ()))[1], sru)
+            room_mru, room_sru = room.mru, room.sru + capacity.cache_room(policy, cache)  # as the precheck counts it
+            pools_shape = _pools_shape(pools_text, shape.policy, observed, slice_order.get(pk, ((), ()))[1], sru, cache)
         figures = NodeFigures(
             free,
             rented,
@@ -348,17 +354,19 @@ _LESSON_AT = _NODE_VALUES.index("memory_lesson_id")
 
 
 def _pools_shape(
-    pools_text: str | None, effective: str, observed: capacity.Observed, occupied: tuple, total_sru: int
+    pools_text: str | None, effective: str, observed: capacity.Observed, occupied: tuple, total_sru: int, cache=None
 ) -> str:
     """ "" when the pools cannot refuse what memory and SSD allow; else a short key that nodes whose
     pools judge any VM alike share: the pools, the policy, the refused-disk bound in force and the
-    occupied slices' sizes in order (where ZOS placed their disks)."""
+    occupied slices' sizes in order (where ZOS placed their disks), and the zos-cache's quota when known."""
     pools = json.loads(pools_text) if pools_text else None
     if not capacity.pools_decide(capacity.LiveNode(pools=tuple(pools) if pools else None, observed=observed)):
         return ""
     # Unknown pools are the plausible layouts of the SSD total: nodes of one total judge alike.
-    made_of = json.dumps([pools if pools else ["unknown", total_sru], effective, observed.pool_room_below, occupied])
-    return hashlib.sha1(made_of.encode()).hexdigest()[:16]
+    made_of = [pools if pools else ["unknown", total_sru], effective, observed.pool_room_below, occupied]
+    if cache is not None:  # kept out otherwise, so the keys of nodes without it stay as they were
+        made_of.append(cache)
+    return hashlib.sha1(json.dumps(made_of).encode()).hexdigest()[:16]
 
 
 @lru_cache(maxsize=4096)  # pure, and the costly half of the figures: see figures_compute's `pools`
@@ -373,6 +381,7 @@ def _placeable(
     pools: tuple[int, ...] | None,
     observed: capacity.Observed,
     pools_used: tuple[int, ...] | None = None,
+    cache: int | None = None,
 ) -> tuple[int, int, dict]:
     """(placeable now, phantom, phantom by reason) of the free sizes, in order, on this reading."""
     sizes = [capacity.SliceSize(*size) for size in free]
@@ -380,15 +389,7 @@ def _placeable(
         return 0, 0, {}
     occupied_sizes = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied]
     live = capacity.live_node(
-        policy=policy, pools=pools, occupied=occupied_sizes, observed=observed, pools_used=pools_used
+        policy=policy, pools=pools, occupied=occupied_sizes, observed=observed, pools_used=pools_used, cache=cache
     )
     check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, closure=closure)
     return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason
-
-
-def pools_used_agreeing(pools_used, used_sru: int | None) -> tuple[int, ...] | None:
-    """What ZOS said each pool holds, when it adds up to the SSD use of the node's reading: then it is
-    taken as it is; otherwise (something was deployed or freed since) the occupied disks are replayed."""
-    if not pools_used or used_sru is None or sum(pools_used) != used_sru:
-        return None
-    return tuple(pools_used)

@@ -89,7 +89,7 @@ def held_store(node_pks: Iterable[int], *, now: datetime | None = None) -> int:
             Node.objects.filter(pk=pk).update(**dict(zip(HELD_FIELDS, wanted, strict=True)))
             changed += 1
     if changed:
-        # The node rows' trigger marks their farms changed (migration 0013): summed again on commit, or
-        # every page would read those farms live (and the map draw them) until the beat's refresh.
+        # The farm totals trigger (services/farm_totals_trigger.py) marks their farms changed: summed
+        # again on commit, or every page would read those farms live (and the map draw them) until the beat's refresh.
         farm_totals_refresh_on_commit()
     return changed

@@ -16,8 +16,6 @@ from django.utils import timezone
 from dashboard.job_kinds import kind_of
 from dashboard.models import Job, WaveRun
 from dashboard.services.jobs import (
-    DEFAULT_QUEUED_TIMEOUT,
-    DEFAULT_RESEND_AFTER,
     heartbeat_cutoff,
     job_close,
     job_enqueue,
@@ -63,8 +61,8 @@ def jobs_reap(now: datetime | None = None) -> int:
         still = Q(heartbeat_at=job.heartbeat_at) if job.heartbeat_at else Q(heartbeat_at__isnull=True)
         if job_close(job, state=Job.State.FAILED, error=error, result=kept, attempts=job.attempts, extra=still):
             reaped += 1
-    queued_timeout = getattr(settings, "JOB_QUEUED_TIMEOUT", DEFAULT_QUEUED_TIMEOUT)
-    resend_after = getattr(settings, "JOB_RESEND_AFTER", DEFAULT_RESEND_AFTER)
+    queued_timeout = settings.JOB_QUEUED_TIMEOUT
+    resend_after = settings.JOB_RESEND_AFTER
     for job in (
         Job.objects.filter(state=Job.State.QUEUED, created_at__lt=now - timedelta(seconds=queued_timeout))
         # A bulk run waiting for a second admin is not a lost one; once approved, it is queued from then.

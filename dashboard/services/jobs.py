@@ -49,15 +49,6 @@ from dashboard.services.grid_requests import grid_requests_store_due
 
 log = logging.getLogger(__name__)
 
-# A queued job no worker took within this long is failed by the reaper (settings.JOB_QUEUED_TIMEOUT
-# overrides it). It must outlast a worker busy with a full-length job (CELERY_TASK_TIME_LIMIT,
-# 11 minutes by default), so a healthy but busy worker does not lose requests.
-DEFAULT_QUEUED_TIMEOUT = 15 * 60
-# A job still queued this long has its message sent again (settings.JOB_RESEND_AFTER overrides it).
-DEFAULT_RESEND_AFTER = 120
-# A job whose worker died this many times is not tried again: something in it kills workers.
-DEFAULT_MAX_ATTEMPTS = 3
-
 
 class JobError(Exception):
     """A job that cannot be requested, run or finished; the message is for the person who asked."""
@@ -223,7 +214,7 @@ def job_claim(*, job_id: int, now: datetime | None = None) -> Job | None:
     claimable = Q(state=Job.State.QUEUED) | (
         Q(state=Job.State.RUNNING) & (Q(heartbeat_at__lt=heartbeat_cutoff(now)) | Q(heartbeat_at__isnull=True))
     )
-    max_attempts = getattr(settings, "JOB_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS)
+    max_attempts = settings.JOB_MAX_ATTEMPTS
     # A bulk run waiting for a second admin's approval is not claimable (services.reregister.waves).
     claimed = (
         Job.objects.filter(claimable, pk=job_id, attempts__lt=max_attempts)

@@ -13,7 +13,6 @@ from dashboard.models import AuditEvent, Node, Policy, PolicyVersion
 from dashboard.selectors.policy import policy_figures_active, policy_node_pks
 from dashboard.selectors.policy_history import SIZE_PARAMETERS
 from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
-from dashboard.services.figures import figures_refresh
 from dashboard.services.policy_figures import policy_figures_follow
 
 
@@ -123,7 +122,7 @@ def policy_create(
     try:
         with transaction.atomic():
             row.save()
-            figures_refresh(policy_node_pks(row))
+            policy_figures_follow(row, policy_node_pks(row), by=by, source=source)
             _audit(
                 row,
                 action="policy.created",
@@ -143,6 +142,13 @@ def policy_create(
 def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
     """Remove a policy; its nodes fall back to the next one (without a fleet default, the built-in "zos")."""
     with transaction.atomic():
+        locked = Policy.objects.select_for_update().get(pk=policy.pk)
+        rewriting = policy_figures_active([locked.pk]).get(locked.pk)
+        if rewriting is not None:
+            raise PolicyConflict(
+                f"the figures of policy {locked.name!r} v{locked.version} are still being rewritten "
+                f"(job #{rewriting.pk}); delete it when that job ends"
+            )
         node_pks = policy_node_pks(policy)
         _audit(
             policy,
@@ -152,8 +158,10 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
             by=by,
             source=source,
         )
+        gone = Policy(pk=policy.pk, version=policy.version, scope=policy.scope, farm_id=policy.farm_id)
         policy.delete()
-        figures_refresh(node_pks)
+        # After the delete, so the nodes read their next policy; for many nodes a job does it.
+        policy_figures_follow(gone, node_pks, by=by, source=source, deleted=True)
 
 
 def policy_version_record(

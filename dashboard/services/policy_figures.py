@@ -13,41 +13,53 @@ from django.conf import settings
 from django.db import transaction
 
 from dashboard.job_results import PolicyFiguresResult
-from dashboard.models import Job, Policy
+from dashboard.models import Job, Node, Policy
 from dashboard.selectors.policy import policy_node_pks
 from dashboard.services.figures import STORE_BATCH, figures_refresh
 from dashboard.services.jobs import JobError, job_progress, job_request, job_succeed
 
-# Up to this many nodes the edit rewrites their figures itself (one batch, about 0.1 s): a farm's or a
-# node's override, and a small fleet's default, take effect with the save as before.
-DEFAULT_INLINE_NODES = STORE_BATCH
 
-
-def policy_figures_follow(policy: Policy, node_pks: list[int], *, by=None, source: str = "web") -> Job | None:
-    """Inside the edit's transaction: rewrite these nodes' figures now, or queue the job that will
-    (sent on commit); the job, or None when they were rewritten here."""
-    if len(node_pks) <= getattr(settings, "POLICY_FIGURES_INLINE_NODES", DEFAULT_INLINE_NODES):
+def policy_figures_follow(
+    policy: Policy, node_pks: list[int], *, by=None, source: str = "web", deleted: bool = False
+) -> Job | None:
+    """Inside the edit's (creation's, deletion's) transaction: rewrite these nodes' figures now, or queue
+    the job that will (sent on commit); the job, or None when they were rewritten here. `deleted`: the
+    row is being deleted, so the job finds its nodes by the scope it had."""
+    if len(node_pks) <= settings.POLICY_FIGURES_INLINE_NODES:
         figures_refresh(node_pks)
         return None
+    parameters = {"policy_id": policy.pk, "version": policy.version}
+    if deleted:
+        parameters |= {"deleted_scope": policy.scope, "farm_id": policy.farm_id}
     return job_request(
         kind=Job.Kind.POLICY_FIGURES,
         by=by if getattr(by, "pk", None) is not None else None,
         source=source if source in Job.Source.values else Job.Source.COMMAND,
-        parameters={"policy_id": policy.pk, "version": policy.version},
+        parameters=parameters,
     ).job
+
+
+def _deleted_policy_node_pks(asked) -> list[int]:
+    """The nodes a deleted policy governed: the scope it had says which (a node override is rewritten inline)."""
+    nodes = Node.objects.all()
+    if asked.deleted_scope == Policy.Scope.FARM:
+        nodes = nodes.filter(farm_id=asked.farm_id)
+    return list(nodes.values_list("pk", flat=True))
 
 
 def policy_figures_run(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PolicyFiguresResult:
     """Rewrite the figures of every node the job's policy may govern, STORE_BATCH nodes a transaction."""
     asked = job.asked
     policy = Policy.objects.filter(pk=asked.policy_id).first()
-    if policy is None:
+    if asked.deleted_scope is not None:
+        pks, label = sorted(_deleted_policy_node_pks(asked)), f"the policies after #{asked.policy_id}'s deletion"
+    elif policy is None:
         raise JobError(
             f"policy #{asked.policy_id} was deleted; its nodes' figures were rewritten when it was "
             "(their next policy's)"
         )
-    pks = sorted(policy_node_pks(policy))
-    label = f"{policy.name} v{policy.version}"
+    else:
+        pks, label = sorted(policy_node_pks(policy)), f"{policy.name} v{policy.version}"
     changed = 0
     job_progress(job=job, step=f"rewriting the figures of {len(pks):,} node(s) under {label}", done=0, total=len(pks))
     for start in range(0, len(pks), STORE_BATCH):

@@ -27,7 +27,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.grid.rmb import Target, get_rmb
 from dashboard.grid.types import MAX_POOLS, GridError, PoolMetrics, PoolsNotAvailable
-from dashboard.models import AuditEvent, Node, PoolReport
+from dashboard.models import AuditEvent, Node, PoolReport, Slice
 from dashboard.services.figures import figures_compute, figures_refresh
 
 # 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain.
@@ -92,6 +92,21 @@ def pools_check_total(pools: Sequence[PoolMetrics], *, node: Node) -> tuple[Pool
     return ssd
 
 
+def pools_cache(ssd: Sequence[PoolMetrics], used_sru: int | None, *, deployed: int = 0) -> tuple[int, int] | None:
+    """(the zos-cache's quota bound, its pool) from a report's SSD pools beside the VMs' disks known to be
+    there: the reading's (the proxy's used SSD less its fixed 20 GiB) or the catalog's `deployed` ones,
+    whichever is more (a reading older than a deploy would count that VM's disks as cache); None when
+    there is no reading (capacity.cache_bound says why)."""
+    disks = max(used_sru - capacity.PROXY_CACHE_SRU, deployed) if used_sru is not None else None
+    return capacity.cache_bound([p.size for p in ssd], [p.used for p in ssd], disks_sru=disks)
+
+
+def deployed_disks(node: Node) -> int:
+    """The disks of the node's deployed slices as ZOS holds them: data disk and root filesystem each."""
+    slices = node.slices.filter(state=Slice.State.DEPLOYED).values_list("cru", "mru", "sru")
+    return sum(sru + capacity.zos_rootfs(cru, mru) for cru, mru, sru in slices)
+
+
 def pools_report(
     *,
     node: Node,
@@ -113,17 +128,25 @@ def pools_report(
         # Judging pools is the costly part of the figures: judged here, before the node is locked, so
         # that inside the lock it is found again (memoised), unless the node changed in between.
         ssd = pools_check_total(parsed, node=node)
+        cache = pools_cache(ssd, node.used_sru, deployed=deployed_disks(node))
         figures_compute(
-            Node.objects.filter(pk=node.pk), pools={node.pk: ([p.size for p in ssd], [p.used for p in ssd])}
+            Node.objects.filter(pk=node.pk),
+            pools={node.pk: ([p.size for p in ssd], [p.used for p in ssd], cache[0] if cache else None)},
         )
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(pk=node.pk)
         ssd = pools_check_total(parsed, node=locked)
         latest = locked.pool_reports.first()
         first_hand = source in (PoolReport.Source.ZOS, PoolReport.Source.RMB)
+        # With each report, beside the reading the node has now (the cache is not reported on its own).
+        cache_sru, cache_pool = pools_cache(ssd, locked.used_sru, deployed=deployed_disks(locked)) or (None, None)
         if first_hand and latest is not None and latest.pools == [p.as_dict() for p in parsed]:
             # The node says what it said last time: one row per change, the age moves on.
-            Node.objects.filter(pk=locked.pk).update(pools_reported_at=at, pools_source=source)
+            Node.objects.filter(pk=locked.pk).update(
+                pools_reported_at=at, pools_source=source, zos_cache_sru=cache_sru, zos_cache_pool=cache_pool
+            )
+            if (cache_sru, cache_pool) != (locked.zos_cache_sru, locked.zos_cache_pool) and figures:
+                figures_refresh([locked.pk], locked=True)
             return latest
         report = PoolReport.objects.create(
             node=locked,
@@ -140,6 +163,8 @@ def pools_report(
             pools_used=[p.used for p in ssd],
             pools_reported_at=at,
             pools_source=source,
+            zos_cache_sru=cache_sru,
+            zos_cache_pool=cache_pool,
         )
         if changed and not first_hand:
             AuditEvent.objects.create(

@@ -20,7 +20,7 @@ from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics, ZosVersio
 from dashboard.models import Node, PoolReport
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new, zos_build_key
-from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_report, pools_words
+from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_cache, pools_report, pools_words
 
 PRUDENT = "its catalog is carved for every plausible layout of its SSD total until its pools are known"
 
@@ -83,13 +83,15 @@ def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, v
 
 
 def lives_with_pools(lives: Sequence[NodeCapacity], heard: Heard) -> list[NodeCapacity]:
-    """The readings with the SSD pools heard, so the carve knows them."""
-    return [
-        replace(live, pools_sru=tuple(p.size for p in heard.pools[live.node_id] if p.type == "ssd"))
-        if live.node_id in heard.pools
-        else live
-        for live in lives
-    ]
+    """The readings with the SSD pools heard (and the zos-cache they bound), so the carve knows them."""
+    return [live_with_pools(live, heard.pools[live.node_id]) if live.node_id in heard.pools else live for live in lives]
+
+
+def live_with_pools(live: NodeCapacity, pools: Sequence[PoolMetrics]) -> NodeCapacity:
+    """The reading with the node's own pools answer: its SSD pool sizes and the zos-cache's bound."""
+    ssd = [p for p in pools if p.type == "ssd"]
+    cache = pools_cache(ssd, live.used.sru)
+    return replace(live, pools_sru=tuple(p.size for p in ssd), zos_cache_sru=cache[0] if cache else None)
 
 
 def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | None = None) -> int:

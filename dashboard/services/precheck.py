@@ -22,7 +22,7 @@ from dashboard.grid.types import Grid, GridError, NodeCapacity
 from dashboard.job_results import PrecheckResult
 from dashboard.models import Job, Node, Slice, reading_max_age
 from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.figures import figures_refresh, nodes_lock, pools_used_agreeing
+from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store, rent_state_read
@@ -237,5 +237,6 @@ def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None
         pools=node.pools,
         occupied=occupied,
         observed=observed,
-        pools_used=pools_used_agreeing(node.pools_used, used_sru),
+        pools_used=capacity.pools_used_agreeing(node.pools_used, used_sru, cache=node.zos_cache),
+        cache=node.zos_cache,
     )

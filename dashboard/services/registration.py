@@ -9,7 +9,6 @@ whichever door it came in by.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +23,7 @@ from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
-from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
+from dashboard.services.pools_heard import Heard, live_with_pools, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import rent_of, reported_at_of
 
 # Anything above this is a typo, not a node (parse_size draws the same line).
@@ -64,6 +63,7 @@ def node_register(
     status: str = "up",
     dedicated: bool = False,
     pools: Sequence[int] | None = None,
+    cache: int | None = None,
     policy_name: str | None = None,
     by=None,
     source: str = "command",
@@ -88,7 +88,9 @@ def node_register(
 
     One transaction: the node, its slices and an audit event, or nothing. `by` is the user
     (None for the command line); `source` and `origin` (a host or address) say from where.
-    `used` is the live used capacity when it was read (at `seen_at`, default now).
+    `used` is the live used capacity when it was read (at `seen_at`, default now). `cache` bounds the
+    zos-cache's quota when the node's own pools answer told it (services.pools.pools_cache): the carve
+    then keeps its next step, as the figures will once that answer is kept as the node's pool report.
     """
     _check_registration(node_id=node_id, total=total, farm_id=farm_id, twin_id=twin_id, status=status, pools=pools)
     pools = list(pools) if pools else None
@@ -101,7 +103,7 @@ def node_register(
             f"node {node_id}: the first pool is {capacity.format_size(pools[0])}; it must hold the "
             f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
         )
-    carve = capacity.carve(total, policy, pools=pools)
+    carve = capacity.carve(total, policy, pools=pools, cache=cache)
     if refuse_no_node:
         _check_is_a_node(node_id, total, policy, carve)
 
@@ -316,7 +318,7 @@ def node_register_from_grid(
     if answer:
         ssd = tuple(p.size for p in answer if p.type == "ssd")
         if ssd and abs(sum(ssd) - live.total.sru) * 1000 <= POOLS_TOLERANCE_PERMILLE * max(live.total.sru, 1):
-            live = replace(live, pools_sru=ssd)
+            live = live_with_pools(live, answer)
         else:
             answer = None
     node = node_register(
@@ -328,6 +330,7 @@ def node_register_from_grid(
         status=live.status,
         dedicated=live.dedicated,
         pools=list(live.pools_sru) if live.pools_sru else None,
+        cache=live.zos_cache_sru if live.pools_sru else None,
         policy_name=policy_name,
         by=by,
         source=source,

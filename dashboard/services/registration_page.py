@@ -70,7 +70,7 @@ def nodes_register_from_grid(
                     f"node {live.node_id}: the first pool is {capacity.format_size(pools[0])}; it must hold the "
                     f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
                 )
-            carve = capacity.carve_memoised(live.total, policy, pools=live.pools_sru)
+            carve = capacity.carve_memoised(live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru)
         except (CatalogError, capacity.CapacityError) as exc:
             refused.append((live.node_id, f"not registered: {exc}"))
             continue

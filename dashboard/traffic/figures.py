@@ -16,7 +16,7 @@ import random
 import resource
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dashboard.capacity import GiB
 from dashboard.traffic.fleet import (
@@ -118,6 +118,7 @@ def simulate(
     tick: Callable[[str, int, int], None] | None = None,
     pools_reported: float = 0.0,
     drift=None,
+    cache_grows: bool = False,
 ) -> Simulation:
     """Replay one fleet and one event stream against each policy; the figures side by side.
 
@@ -127,7 +128,8 @@ def simulate(
     `pools_reported` is the share of the stated mix's nodes whose pools the dashboard is told (as the
     marketplace's deployer can report them); the others' stay hidden, as from the Grid Proxy. A
     caller's fleet says it node by node (NodeSpec.pools_reported). `drift` (a traffic_drift.Drift)
-    adds what the grid does behind the catalog's back, and catalog_truth.
+    adds what the grid does behind the catalog's back, and catalog_truth. `cache_grows`: every node's
+    zos-cache boots at 5 GiB and grows with the images pulled (fleet.IMAGES), the pools reports telling it.
     """
     contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
     names = [c.name for c in contenders]
@@ -144,6 +146,8 @@ def simulate(
     started = time.perf_counter()
     rng = random.Random(seed)
     specs = pools_reported_for(fleet_mix(nodes, rng), pools_reported, seed) if fleet is None else list(fleet)
+    if cache_grows:
+        specs = [replace(spec, cache_grows=True) for spec in specs]
     stream = event_stream(events, rng) if drift is None else drift.stream(event_stream(events, rng), rng)
     allowed = {spec.node_id: allowed_mru(spec) for spec in specs}
     results = {}
@@ -199,6 +203,7 @@ def simulate(
             "several_pools": sum(1 for s in specs if len(s.pools) > 1),
             "several_pools_in_plausible_set": sum(1 for s in specs if len(s.pools) > 1 and in_plausible_set(s)),
             "pools_reported": sum(1 for s in specs if s.pools_reported),
+            "cache_grows": sum(1 for s in specs if s.cache_grows),
             "memory_gib": sorted(set(MEMORY_CHOICES_GIB)) if fleet is None else sorted({s.mru // GiB for s in specs}),
             "ssd_gib": list(SSD_CHOICES_GIB) if fleet is None else sorted({s.sru // GiB for s in specs}),
             "standby_share_of_events": 0.08,

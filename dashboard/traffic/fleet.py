@@ -21,6 +21,11 @@ MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the mont
 MEMORY_CHOICES_GIB = (8, 16, 16, 32, 32, 64)
 SSD_CHOICES_GIB = (240, 480, 960, 1920)
 HIDDEN_CHOICES = (256 * MiB, 512 * MiB, GiB, 1536 * MiB)
+# The zos-cache (zosbase checkAndResizeCache): 5 GiB at first boot, grown a step each time it is 60% full.
+# The first VM of each of the marketplace's images on a node pulls what it reads of the image into the
+# cache (flists are fetched lazily; ZOS ADR "Dynamic cache": a few hundred MB in normal use), and it stays.
+IMAGES = 8
+IMAGE_CACHE_USE = 512 * MiB
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,9 @@ class NodeSpec:
     # Reported to the dashboard (zos.storage.pools through the marketplace's deployer); else unknown to
     # it, as with the Grid Proxy alone, and the catalog is carved for every plausible layout.
     pools_reported: bool = False
+    # Its zos-cache boots at ZOS's 5 GiB and grows with the images pulled (IMAGES); else it stays at the
+    # 20 GiB the simulated grid has always taken it as grown to.
+    cache_grows: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,12 +85,23 @@ def event_stream(events: int, rng: random.Random) -> list[Event]:
     return sorted(stream, key=lambda e: e.at)
 
 
+def image_of(event: Event) -> int:
+    """Which of the marketplace's images a deploy request runs (drawn with it, as its lifetime is)."""
+    return int(event.lifetime * 1_000_003) % IMAGES
+
+
 # --- one node, as ZOS and as the dashboard see it ------------------------------------------
 
 
 def boot(spec: NodeSpec) -> ZosMachine:
     return ZosMachine.boot(
-        spec.node_id, cru=spec.cru, mru=spec.mru, sru=spec.sru, pools=spec.pools, per_vm_overhead_mru=spec.hidden_mru
+        spec.node_id,
+        cru=spec.cru,
+        mru=spec.mru,
+        sru=spec.sru,
+        pools=spec.pools,
+        per_vm_overhead_mru=spec.hidden_mru,
+        **({"cache_sru": capacity.CACHE_STEP} if spec.cache_grows else {}),
     )
 
 

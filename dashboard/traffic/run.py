@@ -20,6 +20,7 @@ from dashboard.capacity import Resources, SliceSize
 from dashboard.catalog_rules import catalog_stale
 from dashboard.grid.classify import classify
 from dashboard.grid.simgrid import ZosMachine
+from dashboard.traffic import fleet
 from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set
 from dashboard.traffic.policies import Contender
 
@@ -58,6 +59,8 @@ class SimNode:
     carved_pools_known: bool = False
     plausible: bool = True  # its drives fit the prudent carve's plausible layouts (fleet.in_plausible_set)
     disk_given_up: int = 0  # data disk its registration's carve gave up to layouts it may not have (pools unknown)
+    images: set[int] = field(default_factory=set)  # the images its zos-cache holds (fleet.IMAGES)
+    known_cache: int | None = None  # the zos-cache's bound from the last pool report the dashboard read
 
     @property
     def reported_pools(self) -> tuple[int, ...] | None:
@@ -115,8 +118,22 @@ class Run:
     def _occupied(self, node: SimNode) -> list[Resources]:
         return [s.size.resources for s in node.slots if not s.free]
 
+    def _hear_pools(self, node: SimNode) -> None:
+        """A pool report read beside the reading (at registration, then daily as the watch does after
+        POOLS_MAX_AGE): the zos-cache's bound, as services.pools derives it in production."""
+        if node.reported_pools is None:
+            return
+        _total, used = node.machine.reading()
+        pools = sorted(node.machine.storage_pools(), key=lambda p: p.size, reverse=True)  # as reported_pools
+        bound = capacity.cache_bound(
+            [p.size for p in pools], [p.used for p in pools], disks_sru=used.sru - capacity.PROXY_CACHE_SRU
+        )
+        node.known_cache = bound[0] if bound else None
+
     def _carve(self, node: SimNode, *, fresh: bool = False) -> bool:
         """Register (fresh) or re-register: re-carve the free slices; True when the catalog changed."""
+        if fresh:
+            self._hear_pools(node)
         total, used = node.machine.reading()
         # Remembered: the daily stale check carves every node again, and most have not changed since.
         carve = capacity.carve_memoised(
@@ -125,6 +142,7 @@ class Run:
             occupied=self._occupied(node),
             pools=node.reported_pools,
             observed=self._observed(node, used.sru),
+            cache=node.known_cache,
         )
         free = node.free_slots()
         size = SliceSize(cru=carve.slice.cru, mru=carve.slice.mru, sru=carve.slice.sru, rootfs=carve.slice.rootfs)
@@ -155,6 +173,7 @@ class Run:
             pools=node.reported_pools,
             occupied=self._occupied(node),
             observed=self._observed(node, used_sru),
+            cache=node.known_cache,
         )
 
     def _placeable(self, node: SimNode) -> int:
@@ -244,7 +263,9 @@ class Run:
         for node in self.nodes:
             self._account(node, now)
             node.changed_at = now
-            if self._carve(node):
+            cache = node.known_cache
+            self._hear_pools(node)
+            if self._carve(node) or node.known_cache != cache:
                 self._judge(node)
 
     def status(self, event: Event) -> None:
@@ -286,6 +307,10 @@ class Run:
             if vm is not None:
                 slot.workload = vm.workload_id
                 heapq.heappush(self.releases, (event.at + event.lifetime, self.seq, position, vm.workload_id))
+                if node.spec.cache_grows:
+                    # Its image is pulled into the zos-cache; storaged's check (every 5 minutes) resizes it.
+                    node.images.add(fleet.image_of(event))
+                    node.machine.cache_check(len(node.images) * fleet.IMAGE_CACHE_USE)
                 self._judge(node)
                 return
             cause = classify(refusal.raw).cause

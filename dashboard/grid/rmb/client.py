@@ -172,7 +172,7 @@ class RmbClient:
                 "now": int(now),
             }
             self._redis.rpush(REQUEST_QUEUE, json.dumps(request))
-        except Exception as exc:  # noqa: BLE001 - redis raises many kinds; each is "the peer's Redis failed"
+        except Exception as exc:  # redis raises many kinds; each is "the peer's Redis failed"
             self._release(ref)
             return GridUnavailable(
                 f"{what} was not sent: the RMB peer's Redis ({url_redacted(self.url)}) failed: {text_printable(exc)}"
@@ -193,7 +193,7 @@ class RmbClient:
             else:
                 raw = self._redis.lpop(queue)
                 item = (queue, raw) if raw is not None else None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             for ref, (target, _d) in list(pending.items()):
                 results[target.node_id] = GridUnavailable(
                     f"node {target.node_id}'s {cmd} answer could not be read: the RMB peer's Redis "
@@ -207,7 +207,7 @@ class RmbClient:
             stray += self._match(cmd, item[1], pending, results, single=single)
             try:
                 raw = self._redis.lpop(queue)
-            except Exception:  # noqa: BLE001 - the next blpop says it
+            except Exception:  # the next blpop says it
                 raw = None
             item = (queue, raw) if raw is not None else None
         return stray
@@ -260,7 +260,7 @@ class RmbClient:
     def _release(self, ref: str) -> None:
         try:
             self.in_flight.release(ref)
-        except Exception:  # noqa: BLE001 - a lease ends by itself at its deadline
+        except Exception:  # a lease ends by itself at its deadline
             pass
 
     def _reply_queue(self) -> str:
@@ -273,7 +273,7 @@ class RmbClient:
         """A late answer after the call may create the queue again: it lapses on its own."""
         try:
             self._redis.expire(queue, int(self.deadline) + 60)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 

@@ -115,7 +115,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_GET(self) -> None:  # http.server's naming
         self._read_timer.cancel()  # the request is in: answering is ours to bound
         if self.latency:
             time.sleep(self.latency)
@@ -214,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _method_not_allowed(self) -> None:
         self._send(405, {"error": "the grid proxy is read-only: only GET is served"})
 
-    do_POST = do_PUT = do_PATCH = do_DELETE = _method_not_allowed  # noqa: N815
+    do_POST = do_PUT = do_PATCH = do_DELETE = _method_not_allowed
 
     def _send(self, status: int, body: Any) -> None:
         data = json.dumps(body).encode()

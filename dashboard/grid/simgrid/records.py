@@ -4,8 +4,9 @@
   `available.MRU*10/100`, integer division).
 - zos-cache: in the pool with the most space, the first of equals in device order; the other
   pools start unmounted. Its quota starts at 5 GiB on a real node and grows in 5 GiB steps
-  (storaged.resized_cache); a stored node's cache is taken as grown to 20 GiB, the figure the
-  Grid Proxy assumes, and a ZosMachine can boot with any size and grow it.
+  (storaged.resized_cache); a stored node's cache starts as grown to 20 GiB, the figure the
+  Grid Proxy assumes, its row keeps what `cache_check` (cache.py) resizes it to,
+  and a ZosMachine can boot with any size and grow it.
 """
 
 from __future__ import annotations
@@ -168,4 +169,5 @@ def node_from_row(row: sqlite3.Row) -> SimNode:
         mounted=frozenset(json.loads(row["mounted"])),
         vdisk_pools=frozenset(json.loads(row["vdisk_pools"])),
         zos_build=row["zos_build"],
+        cache_sru=row["cache_sru"],
     )

@@ -1,13 +1,11 @@
 """The simulated grid's fleet, kept in one SQLite file, behind the Grid interface.
 
-Web, worker and management commands each open the same file, so it is the one grid
-they all see. Stdlib sqlite3 only (no Django): WAL so readers never wait on writers,
-and every deploy runs inside `BEGIN IMMEDIATE`, which takes the write lock before the
-node is read, so two deploys racing for the last room on a node are serialised and
-the second one sees the first one's VM. It plays the outside world: its store is not ours.
-
-Each deploy is decided by the node's ZosMachine (machine.py), built from the node's row and
-VMs; the row keeps storaged's state (which pools are mounted and hold vdisks) after it.
+Web, worker and management commands each open the same file, so it is the one grid they all see.
+Stdlib sqlite3 only (no Django): WAL so readers never wait on writers, and every deploy runs inside
+`BEGIN IMMEDIATE`, which takes the write lock before the node is read, so two deploys racing for the
+last room on a node are serialised and the second one sees the first one's VM. It plays the outside
+world: its store is not ours. Each deploy is decided by the node's ZosMachine (machine.py), built from
+its row and VMs; the row keeps storaged's state (pools, vdisks; the zos-cache's quota, cache.py) after.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ from pathlib import Path
 from dashboard.capacity import Resources, SliceSize, format_size
 from dashboard.grid.simgrid import chain, records
 from dashboard.grid.simgrid.answers import NodeAnswers
+from dashboard.grid.simgrid.cache import CACHE_COLUMN, CacheAdmin, cache_upgrade
 from dashboard.grid.simgrid.machine import ZosMachine, validation_error
 from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 from dashboard.grid.types import (
@@ -46,7 +45,7 @@ from dashboard.grid.types import (
     WorkloadNotFound,
 )
 
-SCHEMA_VERSION = 4  # 3: the chain's rent contracts and dedicated farms (chain.py); 4: each node's ZOS build
+SCHEMA_VERSION = 5  # 3: the chain's rent contracts and dedicated farms (chain.py); 4: ZOS build; 5: cache.py
 # Workload names end up in workload ids ("<twin>-<deployment>-<name>"), stored in 64 characters.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
@@ -55,7 +54,7 @@ class NodeAlreadyOnGrid(ValueError):
     """add_node for a node id the simulated grid already has (pass replace=True to overwrite)."""
 
 
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS sim_node (
     node_id INTEGER PRIMARY KEY CHECK (node_id > 0),
     farm_id INTEGER NOT NULL CHECK (farm_id > 0),
@@ -74,7 +73,8 @@ CREATE TABLE IF NOT EXISTS sim_node (
     cache_pool INTEGER NOT NULL DEFAULT 0,
     mounted TEXT NOT NULL DEFAULT '[]',
     vdisk_pools TEXT NOT NULL DEFAULT '[]',
-    zos_build TEXT NOT NULL DEFAULT ''
+    zos_build TEXT NOT NULL DEFAULT '',
+    {CACHE_COLUMN}
 );
 CREATE TABLE IF NOT EXISTS sim_vm (
     workload_id TEXT PRIMARY KEY,
@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS sim_counter (name TEXT PRIMARY KEY, value INTEGER NOT
 """
 
 
-class SimulatedGrid(chain.ChainAdmin, NodeAnswers):
+class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin):
     """The Grid interface over a simulated ZOS fleet; `can_deploy` is True. It deploys as `deployer_twin`
     (the marketplace's twin, MARKETPLACE_TWIN_ID's first) when the chain asks who signs (chain.py)."""
 
@@ -278,13 +278,13 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers):
             vms = self._vms(conn, node.node_id)
         accounted = sum(vm.mru for vm in vms) + node.reserve_mru
         return NodeStatistics(
-            system=Resources(mru=node.reserve_mru, sru=ZOS_CACHE_SRU),
+            system=Resources(mru=node.reserve_mru, sru=node.cache_sru),  # ZOS's own: the cache's quota
             total=Resources(cru=node.cru, mru=node.mru, sru=node.sru),
             used=Resources(
                 cru=sum(vm.cru for vm in vms),
                 # GetCounters: the accounted use only; real use shows in refusals alone.
                 mru=accounted,
-                sru=sum(vm.disk for vm in vms) + ZOS_CACHE_SRU,
+                sru=sum(vm.disk for vm in vms) + node.cache_sru,
             ),
             deployments=len(vms),
             # network + zmachine, and the zmount when the VM has a data disk
@@ -475,6 +475,7 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers):
                         conn.execute(f"ALTER TABLE sim_node ADD COLUMN {column}")
                 if 1 <= version < 4:
                     conn.execute("ALTER TABLE sim_node ADD COLUMN zos_build TEXT NOT NULL DEFAULT ''")
+                cache_upgrade(conn, version)
                 for statement in filter(None, (s.strip() for s in (_SCHEMA + ";" + chain.SCHEMA).split(";"))):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

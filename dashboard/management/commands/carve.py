@@ -179,13 +179,20 @@ class Command(ProductCommand):
             help=f"a profile ({', '.join(capacity.PROFILES)}) or a saved policy's name, e.g. fleet-default; "
             "default: the fleet's policy (the built-in zos when none is saved or the database is down)",
         )
+        parser.add_argument(
+            "--zos-cache",
+            metavar="SIZE",
+            help="the zos-cache's quota now, e.g. 15GiB (with --pools: its pool keeps it and its next 5 GiB step "
+            "instead of the Grid Proxy's fixed 20 GiB); what a node's pool report bounds it to",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
         total, pools = capacity_from_flags(options)
         policy = policy_named(options["policy"]) if options["policy"] is not None else fleet_policy()
         try:
-            result = capacity.carve(total, policy, pools=pools)
+            cache = options["zos_cache"] and capacity.parse_size(options["zos_cache"], what="--zos-cache")
+            result = capacity.carve(total, policy, pools=pools, cache=cache or None)
         except capacity.CapacityError as exc:
             raise CommandError(str(exc), returncode=USAGE_ERROR) from None
         if options["json"]:

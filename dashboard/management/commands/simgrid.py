@@ -23,7 +23,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from dashboard.capacity import SizeError, format_size, parse_size
-from dashboard.grid.simgrid import ZOS_BUILDS, ZOS_CACHE_SRU, SimulatedGrid, serve_simulator
+from dashboard.grid.simgrid import ZOS_BUILDS, SimulatedGrid, serve_simulator
 from dashboard.grid.types import NODE_STATUSES, GridError
 from dashboard.management.cli import ProductCommand, refused, usage_error
 
@@ -87,6 +87,12 @@ class Command(ProductCommand):
         status = actions.add_parser("status", help="set a node up, down or on standby")
         status.add_argument("node_id", type=int, metavar="NODE_ID")
         status.add_argument("state", choices=NODE_STATUSES, metavar="STATE", help="up, down or standby")
+
+        cache = actions.add_parser(
+            "cache-check", help="run storaged's zos-cache check on a node with this much in its cache (grows at 60%%)"
+        )
+        cache.add_argument("node_id", type=int, metavar="NODE_ID")
+        cache.add_argument("in_use", metavar="SIZE", help="what the cache holds now, e.g. 9GiB")
 
         remove = actions.add_parser("remove-node", help="take a node (and its VMs) off the simulated grid")
         remove.add_argument("node_id", type=int, metavar="NODE_ID")
@@ -186,6 +192,10 @@ class Command(ProductCommand):
         grid.set_status(node_id, state)
         self.stdout.write(f"node {node_id} is now {state}")
 
+    def _cache_check(self, grid: SimulatedGrid, *, node_id, in_use, **options) -> None:
+        size = grid.cache_check(node_id, _size(in_use, "SIZE"))
+        self.stdout.write(f"node {node_id}: its zos-cache's quota is now {format_size(size)}")
+
     def _remove_node(self, grid: SimulatedGrid, *, node_id, **options) -> None:
         grid.remove_node(node_id)
         self.stdout.write(f"node {node_id} is off the simulated grid")
@@ -255,7 +265,7 @@ def _node_dict(grid: SimulatedGrid, node) -> dict:
         "total": node.total.as_dict(),
         "used": node.used.as_dict(),
         "pools_sru": list(grid.pool_sizes(node.node_id)),
-        "zos_cache_sru": ZOS_CACHE_SRU,
+        "zos_cache_sru": grid.zos_cache(node.node_id)[0],
         "vms": [
             {
                 "workload_id": vm.workload_id,

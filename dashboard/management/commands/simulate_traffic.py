@@ -43,6 +43,11 @@ class Command(ProductCommand):
         parser.add_argument(
             "--no-rmb", action="store_true", help="a deployment without an rmb-peer: pools only from --pools-reported"
         )
+        parser.add_argument(
+            "--cache-grows",
+            action="store_true",
+            help="every node's zos-cache boots at 5 GiB and grows a step at 60%% full with the images pulled",
+        )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument(
             "--unreported-releases", type=float, default=0.05, help="share of releases the marketplace never reports"
@@ -76,6 +81,7 @@ class Command(ProductCommand):
                 pools_reported=pools_reported,
                 progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
                 drift=drift,
+                cache_grows=options["cache_grows"],
             )
             unwatched = None
             if write and drift.watch:  # the report sets the figure beside what it falls to without the watch
@@ -87,6 +93,7 @@ class Command(ProductCommand):
                     policies=names,
                     pools_reported=pools_reported,
                     drift=replace(drift, watch=False),
+                    cache_grows=options["cache_grows"],
                 )
         except ValueError as exc:
             raise usage_error(str(exc)) from None

@@ -149,8 +149,14 @@ def reregister_plan(
     )
     occupied_sizes = [s.size.resources for s in occupied]
     # Memoised: a fleet's nodes share a few shapes, and a carve with pools tries every device order.
-    carve = capacity.carve_memoised(seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed)
-    facts = capacity.live_node(policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed)
+    # The zos-cache's bound goes with the pools it came from: the reading's, else the node's report.
+    cache = seen.zos_cache_sru if seen.pools_sru and seen.zos_cache_sru is not None else node.zos_cache
+    carve = capacity.carve_memoised(
+        seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed, cache=cache
+    )
+    facts = capacity.live_node(
+        policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed, cache=cache
+    )
 
     same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
     # Carved for unknown pools and the pools known now: the free slices' smaller disks are not kept.

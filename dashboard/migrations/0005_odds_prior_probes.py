@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('dashboard', '0036_snapshot_tiers'),
+        ('dashboard', '0004_zos_cache'),
     ]
 
     operations = [
