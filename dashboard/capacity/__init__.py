@@ -60,7 +60,14 @@ from dashboard.capacity.lessons import (
     zos_reserve_mru,
 )
 from dashboard.capacity.odds import memory_odds, odds_calibration, odds_on_reading, slices_odds, sure_slices
-from dashboard.capacity.overhead import PRIOR_SPREAD_MRU, MemoryPoint, OverheadFit, overhead_fit
+from dashboard.capacity.overhead import (
+    PRIOR_SPREAD_MRU,
+    PROBE_BEYOND_MRU,
+    MemoryPoint,
+    OverheadFit,
+    overhead_fit,
+    probe_need,
+)
 from dashboard.capacity.placement import (
     MAX_POOL_SIZES,
     MAX_POOLS,
@@ -207,6 +214,8 @@ __all__ = [
     "MemoryPoint",
     "OverheadFit",
     "overhead_fit",
+    "probe_need",
+    "PROBE_BEYOND_MRU",
     "PRIOR_SPREAD_MRU",
     "memory_odds",
     "slices_odds",

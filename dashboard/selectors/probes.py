@@ -13,14 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dashboard import capacity
-from dashboard.capacity.overhead import OWN_PRIOR_SD
+from dashboard.capacity.overhead import PROBE_BEYOND_MRU, probe_need
 from dashboard.models import MemoryLesson, Node
-
-# What a VM's hidden use may be before a build is seen at all (the simulated builds: 0.75 and 1 GiB).
-PER_VM_PRIOR_SD = capacity.GiB
-# A probe asks this much more than the node has: never placeable, whatever it runs.
-PROBE_BEYOND_MRU = capacity.GiB
 
 
 @dataclass(frozen=True)
@@ -53,17 +47,7 @@ def probes_to_send(*, limit: int = 20) -> list[Probe]:
         if not running:
             continue  # an empty node's refusal tells nothing ZOS's count did not
         build = (version or "").strip()
-        fit = fits.get(build)
-        if fit is None:
-            unknown = (OWN_PRIOR_SD**2 + (running * PER_VM_PRIOR_SD) ** 2) ** 0.5
-            why = f"ZOS {build or 'version unknown'} has no refusal yet: its hidden memory use is not known"
-        else:
-            unknown = fit.predicted_sd(vms=running, node=pk)
-            why = (
-                f"ZOS {build or 'version unknown'}'s refusals are all at {fit.mean_vms:.0f} VMs; this node runs {running}"
-                if fit.on_prior
-                else f"this node runs {running} VMs, away from where ZOS {build or 'version unknown'} was seen refusing"
-            )
+        unknown, why = probe_need(fits.get(build), build=build, running=running, node=pk)
         probe = Probe(
             node_id=grid_id,
             farm_id=farm_id,
