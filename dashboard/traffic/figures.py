@@ -4,9 +4,9 @@ Figures, per policy: deploys sent to ZOS, refusals by cause (and on the nodes of
 cause and by whether their drives fit the prudent carve's plausible set), refusals per 1,000
 deploys, refusals after the first one on each node, utilisation and phantom slice-hours:
 - utilisation: on nodes the marketplace can put nothing more on (full by the dashboard's word, or
-  turned away after a refusal), the memory of the VMs running there over the memory ZOS would allow
-  (the most 4 GiB slices with minimal disks ZOS accepts at once on the empty node), weighted by the
-  time each node stays full; 1.0 means every full node holds all that ZOS would let it hold;
+  turned away after a refusal), the memory of the VMs running there over what ZOS would hold at best
+  under its own rule (those VMs and the node's slices it would still take now), weighted by the time
+  each node stays full: at most 1 by construction;
 - phantom slice-hours: free catalog slices that ZOS would refuse if deployed now, times hours.
 """
 
