@@ -135,3 +135,23 @@ def test_a_lesson_on_the_prior_never_refuses_what_a_zos_the_refusal_allows_would
         per_vm = (12 * GiB - own) / 10
         # (each VM's figure rounded up to the byte)
         assert lesson.zos_own_mru + vms * lesson.hidden_mru_per_vm <= own + vms * per_vm + vms
+
+
+def test_a_refusal_where_zos_count_decided_is_no_point_of_the_line():
+    # ZOS's rule on a simulated 64 GiB node: one 4 GiB VM, the reserve (6.4 GiB) above the actual use, so
+    # a probe's `usable` tells the count; beside two refusals where the hidden use decided.
+    from dashboard.capacity import SliceSize, zos_reserve_mru
+    from dashboard.grid.simgrid import ZosMachine
+
+    def told(node_id, mru, vms):
+        machine = ZosMachine.boot(node_id, cru=16, mru=mru, sru=1000 * GiB, zos_build="v3.14.0-sim")
+        for i in range(vms):
+            machine.place(SliceSize(cru=1, mru=4 * GiB, sru=0), name=f"v{i}", deployment_id=i + 1)
+        _vm, refusal = machine.place(SliceSize(cru=1, mru=mru + GiB, sru=0), name="probe", deployment_id=99)
+        usable = int(refusal.raw.rsplit("usable ", 1)[1].split()[0])
+        return MemoryPoint(node=node_id, total_mru=mru, vms=vms, vm_mru=vms * 4 * GiB, actual_mru=mru - usable)
+
+    counted = told(1, 64 * GiB, 1)
+    assert counted.actual_mru == counted.vm_mru + zos_reserve_mru(64 * GiB)  # the count, not actual
+    lines = [told(2, 32 * GiB, 2), told(3, 32 * GiB, 5)]
+    assert overhead_fit([counted, *lines]).per_vm_mru == overhead_fit(lines).per_vm_mru

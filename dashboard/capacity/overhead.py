@@ -126,6 +126,9 @@ def overhead_fit(
     never frees memory, so hidden use only ever adds to the line, and the line is the points' floor."""
     # usable 0 is censored: the host's use reached its memory, so it tells only a lower bound.
     points = [p for p in points if p.actual_mru < p.total_mru] or list(points)
+    # Where ZOS's count decided (used = counted to the byte: few VMs on a big node's reserve, as a probe
+    # may find), usable tells the count, not actual, only that actual was no more: no point of the line.
+    points = [p for p in points if p.actual_mru != p.vm_mru + zos_reserve_mru(p.total_mru)] or points
     if not points:
         return None
     fit = _fit(points, prior_spread_mru, prior_own_mru, prior_own_sd)
