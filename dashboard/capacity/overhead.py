@@ -146,8 +146,11 @@ def overhead_fit(
         if point.beyond_vms - (max(intercept, 0.0) + max(slope, 0.0) * point.vms) > ABOVE_LINE_MRU:
             above.append((intercept, i))
     if above:
-        _intercept, i = max(above)
-        return _apart(points, [points[i]], prior_spread_mru, prior_own_mru, prior_own_sd)
+        # Three points leave the others' line one degree: two may look far, only one is; more points
+        # tell each far point apart, and all go (the test VM runs on any node, any day).
+        far = [points[i] for _intercept, i in above] if len(points) > 3 else [points[max(above)[1]]]
+        if len({p.vms for p in points if p not in far}) >= 2:
+            return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
     line = fit.own_mru or 0
     far = [p for p in points if p.beyond_vms - (line + p.vms * fit.per_vm_mru) > ABOVE_LINE_MRU]
     if not far or len(far) == len(points):
