@@ -3,7 +3,7 @@
 Nothing is counted in process memory, so every web process answers the same, a restart loses
 nothing, and the numbers are the ones the pages show. Two registries, two paths:
 
-- `/metrics` (`registry`): slicedash_fleet_* for the whole fleet (slicedash_fleet_public_ipv4_free: the farms' free IPs), slicedash_jobs*,
+- `/metrics` (`registry`): slicedash_fleet_* for the whole fleet (slicedash_fleet_public_ipv4_free: the farms' free IPs), the odds' calibration (slicedash_odds_*), slicedash_jobs*,
   slicedash_deployments_failed_total, slicedash_worker_heartbeat_age_seconds and the Grid Proxy
   requests (slicedash_grid_request_duration_seconds, by endpoint and outcome), the waits for the
   shared request budget (slicedash_grid_budget_wait_seconds) and the 429s (slicedash_grid_rate_limited).
@@ -27,6 +27,7 @@ from dashboard.models import Job
 from dashboard.selectors.farm_ips import farm_ips_available
 from dashboard.selectors.farm_totals import FarmSums
 from dashboard.selectors.metrics import farms_figures, metrics_snapshot
+from dashboard.selectors.odds import odds_calibration_now
 from dashboard.selectors.tiers import TIER_FIGURES
 
 # (attribute of FarmSums, metric suffix, help)
@@ -124,6 +125,24 @@ class FiguresCollector:
         for reason, slices in snapshot.phantom_by_reason.items():
             by_reason.add_metric([reason], slices)
         yield by_reason
+
+        outcomes, brier, ece = odds_calibration_now()
+        yield GaugeMetricFamily(
+            "slicedash_odds_outcomes",
+            "Deployments with odds kept and an outcome the odds are of (deployed, or refused for memory)",
+            value=outcomes,
+        )
+        if outcomes:
+            yield GaugeMetricFamily(
+                "slicedash_odds_brier_score",
+                "Brier score of the slices' odds over those outcomes (0 is perfect; 0.25 a coin's)",
+                value=brier,
+            )
+            yield GaugeMetricFamily(
+                "slicedash_odds_expected_calibration_error",
+                "Expected calibration error of the slices' odds over those outcomes (ten bins of odds)",
+                value=ece,
+            )
 
         jobs = GaugeMetricFamily("slicedash_jobs", "Jobs by kind and state", labels=["kind", "state"])
         oldest = GaugeMetricFamily(

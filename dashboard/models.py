@@ -585,6 +585,9 @@ class Deployment(models.Model):
         FAILED = "failed", "Failed"
         REFUSED = "refused", "Refused by precheck"
         DELETED = "deleted", "Deleted"
+        # A probe (GET /api/v1/probes): a VM larger than the node, which ZOS always refuses; its refusal
+        # teaches the node's memory and counts as no failure (no failure count reads this state).
+        PROBED = "probed", "Probe refused (it teaches)"
 
     class Cause(models.TextChoices):
         NONE = "", "—"
@@ -616,6 +619,8 @@ class Deployment(models.Model):
     usable_bytes = models.BigIntegerField(null=True, blank=True)
     public_ipv4 = models.PositiveSmallIntegerField(default=0, help_text="Public IPv4s the VM asked of its farm")
     gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs the VM asked of its node")
+    # The slice's odds of deploying at the first try when it was sent (capacity.odds): calibration.
+    odds = models.FloatField(null=True, blank=True)
     # {"total": {...}, "used": {...}, "status": "up"} as the grid reported it at that moment.
     capacity_seen = models.JSONField(default=dict, blank=True)
     grid_workload_id = models.CharField(max_length=64, blank=True)
@@ -903,7 +908,8 @@ class MemoryLesson(models.Model):
     not reverted decides the memory of every node of its group; an admin may revert it (audited).
 
     `build` is the group: a ZOS version, or "" for the fleet-wide group of nodes whose version is
-    not known. `own_mru` null: one observation, attributed per VM over each node's reserve.
+    not known. `own_mru` null: a lesson kept before ZOS's own use had a prior (one observation,
+    attributed per VM over each node's reserve).
     """
 
     build = models.CharField(max_length=128, blank=True, db_index=True)
@@ -916,6 +922,8 @@ class MemoryLesson(models.Model):
     points = models.PositiveIntegerField()
     nodes = models.PositiveIntegerField()
     residuals = models.JSONField(default=dict, blank=True)  # node pk (as text) -> bytes
+    # Its points all at one VM count: ZOS's own use is a prior (capacity.overhead), the lesson hopeful.
+    on_prior = models.BooleanField(default=False)
     observation_ids = models.JSONField(default=list, blank=True)
     learnt_from = models.JSONField(default=list, blank=True)  # the grid ids of the nodes observed
     learnt_at = models.DateTimeField()
@@ -930,6 +938,21 @@ class MemoryLesson(models.Model):
 
     def __str__(self) -> str:
         return f"memory lesson {self.pk} of {self.build or 'the fleet'} at {self.learnt_at:%Y-%m-%d %H:%M}"
+
+    def fit(self) -> capacity.OverheadFit:
+        """The fit as capacity.overhead made it: the line, its uncertainty and each node's residual."""
+        return capacity.OverheadFit(
+            own_mru=self.own_mru,
+            per_vm_mru=self.per_vm_mru,
+            own_sd=self.own_sd,
+            per_vm_sd=self.per_vm_sd,
+            spread_mru=self.spread_mru,
+            points=self.points,
+            nodes=self.nodes,
+            mean_vms=self.mean_vms,
+            residuals={int(node): value for node, value in self.residuals.items()},
+            on_prior=self.on_prior,
+        )
 
 
 class AuditEvent(models.Model):

@@ -301,10 +301,6 @@ HOLD_MAX_TTL = env_int("HOLD_MAX_TTL", 1800, minimum=1)
 # A precheck that may answer from the stored reading re-reads one older than READING_MAX_AGE_MINUTES,
 # within this many seconds in all (else it says the grid did not answer in time).
 PRECHECK_REREAD_DEADLINE = env_float("PRECHECK_REREAD_DEADLINE", 15.0, minimum=0.1)
-# A refusal's observation counts this many days (services.observations); it stays on file after.
-OBSERVATION_MAX_AGE_DAYS = env_int("OBSERVATION_MAX_AGE_DAYS", 30, minimum=1)
-# A fleet memory lesson keeps this many standard deviations of its fit above the mean (services.memory_model).
-MEMORY_MODEL_MARGIN_SD = env_float("MEMORY_MODEL_MARGIN_SD", 1.0, minimum=0.0)
 # Reconciliation (node page): the catalog, the proxy's `used` and the refusals' lessons disagree when
 # they differ by more than this share of the node's total memory or SSD.
 RECONCILE_TOLERANCE_PERCENT = env_int("RECONCILE_TOLERANCE_PERCENT", 5, minimum=0)
@@ -358,6 +354,16 @@ if RMB_RATE_RESERVE >= RMB_RATE_LIMIT:
 RMB_MAX_IN_FLIGHT = env_int("RMB_MAX_IN_FLIGHT", 50, minimum=1)
 # Pools heard longer ago than this many hours are asked again by the fleet watch (with RMB on).
 POOLS_MAX_AGE = env_int("POOLS_MAX_AGE", 24, minimum=1)
+# --- What ZOS's refusals teach (services.observations, services.memory_model, docs/zos.md) ----
+# Days an observation counts; it stays on file after.
+OBSERVATION_MAX_AGE_DAYS = env_int("OBSERVATION_MAX_AGE_DAYS", 30, minimum=1)
+# Standard deviations a build's fitted line is raised by for the carve and the precheck.
+MEMORY_MODEL_MARGIN_SD = env_float("MEMORY_MODEL_MARGIN_SD", 1.0, minimum=0.0)
+# The odds (capacity.odds) a free slice must have of deploying at the first try for "deployable" and
+# "placeable now" to count it: a headline never promises what is a guess.
+SLICE_MIN_ODDS = env_float("SLICE_MIN_ODDS", 0.95, minimum=0.0)
+if SLICE_MIN_ODDS > 1:
+    raise ImproperlyConfigured(f"SLICE_MIN_ODDS is a probability, from 0 to 1 (got {SLICE_MIN_ODDS})")
 
 # --- Auth and security ----------------------------------------------------------------
 # Login throttling (django-axes): a username guessed wrong this often from one address is locked

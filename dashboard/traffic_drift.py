@@ -78,8 +78,8 @@ class Drift:
     def stream(self, events: Sequence, rng: random.Random) -> list:
         return drift_stream(events, rng, foreign_deploys=self.foreign_deploys)
 
-    def run(self, contender: Contender, specs, allowed) -> DriftRun:
-        return DriftRun(contender, specs, allowed, drift=self)
+    def run(self, contender: Contender, specs, allowed, **options) -> DriftRun:
+        return DriftRun(contender, specs, allowed, drift=self, **options)
 
     def as_dict(self) -> dict:
         return {
@@ -144,7 +144,7 @@ def next_tick(at: float, every: float = WATCH_EVERY_HOURS) -> float:
 class DriftRun(Run):
     """traffic.Run with the drift and the product's answers; it also counts the true node-hours."""
 
-    def __init__(self, contender: Contender, specs, allowed, *, drift: Drift):
+    def __init__(self, contender: Contender, specs, allowed, *, drift: Drift, **options):
         self.drift = drift
         self.seen: dict[int, str] = {spec.node_id: "up" for spec in specs}
         self.untrue_now: dict[int, str] = {}  # node id -> why its catalog is not true ("" when it is)
@@ -157,7 +157,7 @@ class DriftRun(Run):
         self.counts = dict.fromkeys(
             ("unreported", "foreign_placed", "foreign_refused", "down", "disk", "orphans_freed", "foreign_counted"), 0
         )
-        super().__init__(contender, specs, allowed)
+        super().__init__(contender, specs, allowed, **options)
 
     # --- truth accounting (hooks of traffic.Run) ---
 
@@ -175,14 +175,15 @@ class DriftRun(Run):
     def _account(self, node: SimNode, now: float) -> None:
         span, why = now - node.changed_at, self.untrue_now.get(node.spec.node_id, "")
         if span > 0 and why:
-            if node.spec.hidden_mru:  # the catalog cannot know that use before a refusal tells it
-                why = f"{why}_hidden_use" + ("_learned" if node.observed.hidden_mru_per_vm else "")
+            if node.spec.hides_use:  # the catalog cannot know that use before a refusal tells it
+                learned = node.observed.hidden_mru_per_vm or node.observed.zos_own_mru is not None
+                why = f"{why}_hidden_use" + ("_learned" if learned else "")
             self.untrue_hours[why] = self.untrue_hours.get(why, 0.0) + span
         super()._account(node, now)
 
     def catalog_truth(self, *, where_no_use_is_hidden: bool = False) -> float:
         """The share of node-hours with a true catalog (of all nodes, or of those whose use is all accounted)."""
-        nodes = [n for n in self.nodes if not (where_no_use_is_hidden and n.spec.hidden_mru)]
+        nodes = [n for n in self.nodes if not (where_no_use_is_hidden and n.spec.hides_use)]
         untrue = sum(h for why, h in self.untrue_hours.items() if not (where_no_use_is_hidden and "hidden" in why))
         return round(1 - untrue / (len(nodes) * HOURS), 5) if nodes else 1.0
 

@@ -36,7 +36,7 @@ def redis_url(settings):
 @pytest.fixture
 def grid(tmp_path):
     grid = SimulatedGrid(tmp_path / "rmb-grid.sqlite3")
-    grid.add_node(2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310)
+    grid.add_node(2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310, zos_build="v3.14.0-sim")
     grid.add_node(2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311)
     grid.add_node(2312, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3312, status="standby")
     return grid
@@ -118,6 +118,19 @@ def test_it_reads_the_nodes_counters_and_build(peer, rmb):
     stats = rmb.statistics(target(2310, 3310))
     version = rmb.version(target(2310, 3310))
     assert (stats.total.sru, stats.deployments, version.zos) == (ONE_SSD, 0, "v3.14.0-sim")
+
+
+def test_each_node_answers_its_own_build(grid, peer, rmb):
+    grid.add_node(2313, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3313, zos_build="v3.13.2-sim")
+    peer()
+    assert rmb.version(target(2313, 3313)).zos == "v3.13.2-sim"
+    assert rmb.version(target(2310, 3310)).zos == "v3.14.0-sim"
+
+
+def test_a_node_with_no_build_refuses_the_version_call(peer, rmb):
+    peer()
+    with pytest.raises(RmbRefused, match="node 2311 refused zos.system.version over RMB: .*no ZOS build"):
+        rmb.version(target(2311, 3311, 2 * HALF_SSD))
 
 
 def test_an_err_answer_becomes_words_with_the_nodes_message(peer, rmb):

@@ -27,7 +27,9 @@ HALF_SSD = int(465.75 * GiB)
 
 
 def three_nodes(grid: SimulatedGrid, *, third: str, replace: bool = False) -> None:
-    grid.add_node(2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310, farm_id=7, replace=replace)
+    grid.add_node(
+        2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310, farm_id=7, zos_build="v3.14.0-sim", replace=replace
+    )
     grid.add_node(
         2311,
         cru=8,
@@ -127,6 +129,11 @@ def test_pools_heard_over_rmb_are_a_pool_report_with_its_source_and_time(grid_pr
 def test_the_nodes_build_is_kept_when_it_answers(grid_proxy, rmb_peer):
     register(2310)
     assert Node.objects.get(grid_id=2310).zos_version == "v3.14.0-sim"
+
+
+def test_a_node_that_tells_no_build_stays_of_unknown_version(grid_proxy, rmb_peer):
+    register(2311)
+    assert Node.objects.get(grid_id=2311).zos_version == ""
 
 
 def test_the_words_say_which_pools_were_heard(grid_proxy, rmb_peer):

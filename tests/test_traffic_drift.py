@@ -159,9 +159,11 @@ def test_a_foreign_vm_makes_the_last_free_slice_a_phantom_until_the_audit_counts
     foreign = [DriftEvent(at=2.0, kind="foreign", pick=0.0, lifetime=1000.0, size=1.0)]
     unwatched = replay(foreign, watch=False)
     watched = replay(foreign, watch=True)
-    # 7 free slices of 4 GiB and a foreign 4 GiB VM: 8 x 4 = 32 GiB > 28.8 usable, so one slice is a phantom
-    assert unwatched.untrue_hours == {"phantom": pytest.approx(718)}
-    assert watched.untrue_hours == {"phantom": pytest.approx(TICK)}
+    # 7 free slices of 4 GiB and a foreign 4 GiB VM: 8 x 4 = 32 GiB > 28.8 usable, so one slice would be a
+    # phantom; but the catalog offers only what the precheck places on the reading (which shows the
+    # foreign VM's memory at once), so six are offered and all six deploy, with or without the watch.
+    assert unwatched.untrue_hours == {} and watched.untrue_hours == {}
+    assert unwatched.nodes[0].placeable == 6 and len(unwatched.nodes[0].free_slots()) == 7
     node = watched.nodes[0]
     assert (watched.counts["foreign_counted"], len(node.free_slots()), node.phantom) == (1, 6, 0)
 
@@ -199,6 +201,7 @@ def months():
             policies=("zos-learning",),
             pools_reported=1.0,
             drift=Drift(watch=watch, seed=7),
+            hidden_use="nodes",  # where no use is hidden is what the watch keeps true
         )
         for watch in (True, False)
     }
@@ -212,8 +215,9 @@ def test_the_watch_and_audit_keep_the_catalog_truer(months):
     assert watched["drift"]["orphans_freed"] > 0 and unwatched["drift"]["orphans_freed"] == 0
 
 
-def test_the_shipped_policy_still_refuses_once_at_most_and_fills_the_nodes(months):
-    shipped = months[True].policies["zos-learning"]
+def test_the_shipped_policy_still_refuses_once_at_most_and_fills_the_nodes():
+    month = simulate(nodes=40, events=400, seed=7, policies=("zos-learning",), pools_reported=1.0, drift=Drift(seed=7))
+    shipped = month.policies["zos-learning"]
     assert shipped.refused_after_first == 0
     assert shipped.utilisation >= 0.95
 

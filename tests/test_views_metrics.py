@@ -96,9 +96,10 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
     counted()
     steady_large, large = counted()
     assert (after_change_small, steady_small) == (after_change_large, steady_large)
-    # Five, one for the newest slice audit's counts (one row), one for the phantom slices by reason,
-    # one for the live holds and one for the farms' free public IPv4s (slicedash_fleet_public_ipv4_free).
-    assert steady_large <= 9
+    # Six, one for the newest slice audit's counts (one row), one for the phantom slices by reason, one
+    # for the live holds, one for the farms' free public IPv4s (slicedash_fleet_public_ipv4_free) and one
+    # for the odds' calibration (ten bins of odds, whatever the history).
+    assert steady_large <= 10
     assert len(small.splitlines()) == len(large.splitlines())
     farms_queries, farms = counted("/metrics/farms")
     assert b'farm="3"' in farms and farms_queries <= 3  # and the live holds by farm
@@ -130,3 +131,22 @@ def test_it_counts_the_withheld_nodes_free_slices_as_phantom_by_reason(client, m
     samples = _samples(_scrape(client))
     free = sum(Node.objects.filter(pk__in=[n.pk for n in nodes[:2]]).values_list("slices_free", flat=True))
     assert samples[("slicedash_fleet_slices_phantom_by_reason", (("reason", "withheld"),))] == free > 0
+
+
+def test_it_gives_the_odds_calibration_over_the_outcomes_they_are_of(client, metrics_on, legacy_fleet):
+    (node,) = legacy_fleet(1)
+    outcomes = [
+        (0.9, "deployed", ""),
+        (0.9, "failed", "memory"),
+        (0.2, "failed", "memory"),
+        (0.6, "deleted", ""),
+        (0.3, "failed", "disk"),  # not what the odds are of: left out
+        (None, "deployed", ""),  # no odds kept: left out
+    ]
+    for i, (odds, state, cause) in enumerate(outcomes):
+        Deployment.objects.create(node=node, slice_index=i, cru=1, mru=1, sru=1, state=state, cause=cause, odds=odds)
+    samples = _samples(_scrape(client))
+    # Brier: (0.1^2 + 0.9^2 + 0.2^2 + 0.4^2) / 4; ECE: bins 0.9 |0.9 - 1/2| x 2, 0.2 |0.2 - 0|, 0.6 |0.6 - 1|
+    assert samples[("slicedash_odds_outcomes", ())] == 4
+    assert samples[("slicedash_odds_brier_score", ())] == pytest.approx((0.01 + 0.81 + 0.04 + 0.16) / 4)
+    assert samples[("slicedash_odds_expected_calibration_error", ())] == pytest.approx((0.8 + 0.2 + 0.4) / 4)

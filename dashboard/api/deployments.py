@@ -16,6 +16,7 @@ from dashboard.api.writes import api_write
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import deployment_words, failed_deployments
 from dashboard.services.outcomes import deployment_outcome_record
+from dashboard.services.outcomes.probe import probe_outcome_record
 
 router = Router(tags=["deployments"])
 
@@ -103,18 +104,30 @@ def deployment_report(request, body: DeploymentReportIn):
     never seen, an impossible move, or a time before the move it would follow), naming the live
     deployment or the move. A failure older than the slice's last move is recorded as history
     (effect "history") without changing the slice. Nothing is written on a 4xx."""
+    if body.slice_index is None and not body.probe:
+        raise BadInput("slice_index is required (but for a probe, which is no slice)", field="slice_index")
     with api_write("deployments.report", request):
-        recorded = deployment_outcome_record(
-            node_id=body.node_id,
-            slice_index=body.slice_index,
-            marketplace_id=body.marketplace_id,
-            outcome=body.outcome,
-            error=body.error,
-            at=body.at,
-            workload_id=body.workload_id,
-            by=request.auth.user,
-            source="api",
-        )
+        if body.probe:
+            recorded = probe_outcome_record(
+                node_id=body.node_id,
+                marketplace_id=body.marketplace_id,
+                outcome=body.outcome,
+                error=body.error,
+                at=body.at,
+                by=request.auth.user,
+            )
+        else:
+            recorded = deployment_outcome_record(
+                node_id=body.node_id,
+                slice_index=body.slice_index,
+                marketplace_id=body.marketplace_id,
+                outcome=body.outcome,
+                error=body.error,
+                at=body.at,
+                workload_id=body.workload_id,
+                by=request.auth.user,
+                source="api",
+            )
         deployment = Deployment.objects.select_related("node").get(pk=recorded.deployment.pk)
         answer = DeploymentReportOut.model_validate(
             {

@@ -18,7 +18,7 @@ from django.http import Http404
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Throttled, ValidationError
 
-from dashboard.api import deployments, explain, holds, jobs, nodes, placement, policies, withholds
+from dashboard.api import deployments, explain, holds, jobs, nodes, placement, policies, probes, withholds
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.services.holds import HoldConflict, HoldError, HoldForbidden, HoldNotFound
@@ -43,7 +43,7 @@ api = NinjaAPI(
     throttle=[TokenRateThrottle()],
 )
 
-for module in (nodes, placement, holds, jobs, deployments, policies, explain, withholds):
+for module in (nodes, placement, holds, jobs, deployments, probes, policies, explain, withholds):
     api.add_router("/", module.router)
 
 

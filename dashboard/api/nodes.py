@@ -119,7 +119,19 @@ def _with_uptime(rows) -> list[_RowWithUptime]:
     response={200: NodeDetailOut, **ERRORS},
     summary="One node: catalog, figures, reading ages",
 )
-def node(request, node_id: int = node_id_path()):
+def node(
+    request,
+    node_id: int = node_id_path(),
+    min_odds: float | None = Query(
+        None,
+        ge=0,
+        le=1,
+        description=(
+            "list only the free slices whose odds of deploying at the first try are at least this (e.g. 0.95: sure "
+            "slices only); occupied slices are always listed"
+        ),
+    ),
+):
     try:
         detail = node_detail(node_id=node_id, job_limit=0)
     except Node.DoesNotExist:
@@ -181,7 +193,11 @@ def node(request, node_id: int = node_id_path()):
             "reported_age_seconds": _age(now, n.reported_at),
             "uncertain": n.reading_uncertain(now),
         },
-        "catalog": [_catalog_slice(c, buyer_shown=buyer_shown) for c in detail.catalog],
+        "catalog": [
+            _catalog_slice(c, buyer_shown=buyer_shown)
+            for c in detail.catalog
+            if min_odds is None or c.odds is None or c.odds >= min_odds
+        ],
         "verdicts": list(detail.verdicts) if detail.verdicts is not None else None,
         "active_job": job_out(detail.active_job) if detail.active_job else None,
         "failed_deployments": detail.failed_deployments,
@@ -276,6 +292,7 @@ def _catalog_slice(c, *, buyer_shown: bool) -> dict:
         "held_for": c.hold.marketplace_id if c.held and buyer_shown else None,
         "generation": c.slice.generation,
         "fits_now": c.placeable,
+        "odds": c.odds,
         "last_deployment_state": c.last_deployment_state,
         "last_deployment_cause": c.last_deployment_cause,
     }

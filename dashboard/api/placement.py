@@ -6,7 +6,8 @@ from ninja import Query, Router
 
 from dashboard.api.auth import READ
 from dashboard.api.errors import BadInput
-from dashboard.api.schemas import ErrorOut, PlacementIn, PlacementOut
+from dashboard.api.placement_schemas import PlacementIn, PlacementOut
+from dashboard.api.schemas import ErrorOut
 from dashboard.selectors.placement import placement_for
 from dashboard.selectors.placement_rules import RulesError, rules_parsed
 
@@ -30,6 +31,7 @@ def placement(request, size: Query[PlacementIn]):
             per_farm=size.per_farm,
             strategy=size.strategy,
             ipv4=size.ipv4,
+            min_odds=size.min_odds,
         )
     except RulesError as exc:
         raise BadInput(str(exc), field=exc.field) from None

@@ -11,7 +11,7 @@ from typing import Literal
 
 from ninja import Field, Schema
 
-from dashboard.api.inputs import Line, ReportTime, Size, Text, Whole
+from dashboard.api.inputs import Line, ReportTime, Text, Whole
 from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
@@ -196,6 +196,12 @@ class CatalogSliceOut(Schema):
     fits_now: bool | None = Field(
         description="free slices on offer: fits the last live reading; null otherwise (held) or never read"
     )
+    odds: float | None = Field(
+        None,
+        description="a free slice's probability of deploying at the first try now (the memory lesson's "
+        "uncertainty, the free slices before it deployed first); at or above SLICE_MIN_ODDS it counts in "
+        "deployable and placeable_now; null when not free",
+    )
     last_deployment_state: str | None
     last_deployment_cause: str | None
 
@@ -374,13 +380,20 @@ class DeploymentsPageOut(Schema):
 
 class DeploymentReportIn(Schema):
     node_id: Whole = Field(description="the grid's node id")
-    slice_index: Whole = Field(description="the slice's index in the node's catalog")
+    slice_index: Whole | None = Field(
+        None, description="the slice's index in the node's catalog (required, but for a probe, which is no slice)"
+    )
     marketplace_id: Line = Field(
         min_length=1,
         max_length=MARKETPLACE_ID_MAX,
         description="the marketplace's deployment or contract id; reports are idempotent on it",
     )
     outcome: Literal["deployed", "failed", "released"]
+    probe: bool = Field(
+        False,
+        description="a probe's refusal (GET /api/v1/probes): outcome failed with ZOS's memory refusal; it teaches "
+        "the node's memory and counts as no failure",
+    )
     error: Text = Field("", max_length=MAX_ERROR_TEXT, description="ZOS's raw error text, for a failure")
     at: ReportTime = Field(
         description="when it happened, with its UTC offset; at most REPORT_MAX_AGE_DAYS (30) days back and 5 minutes "
@@ -500,71 +513,3 @@ class DiagnosisOut(Schema):
     usable_bytes: int | None
     workload: str | None
     deployment_id: int | None
-
-
-class PlacementIn(Schema):
-    cru: int = Field(ge=1, le=4096, description="cores")
-    mru: Size = Field(
-        ge=250 * 1024**2, le=1024**5, description='memory: bytes or "4GiB" (ZOS refuses less than 250 MiB)'
-    )
-    sru: Size = Field(ge=0, le=1024**5, description='data disk: bytes or "151GiB" (the root filesystem comes on top)')
-    best: int = Field(10, ge=0, le=100, description="how many of the best nodes to list")
-    exclude_nodes: str | None = Field(None, max_length=12000, description="node ids never to offer, e.g. 1774,2310")
-    exclude_farms: str | None = Field(None, max_length=12000, description="farm ids never to offer, e.g. 4242")
-    per_node: int | None = Field(None, description="at most this many slices of the size on one node (1 to 10000)")
-    per_farm: int | None = Field(
-        None, description="at most this many slices of the size in one farm, over the best nodes (1 to 10000)"
-    )
-    strategy: str = Field(
-        "spread",
-        description="spread: most room left first; pack: nodes already running VMs first, the tightest fit first "
-        "(so a farm's idle nodes can stay asleep)",
-    )
-    ipv4: bool = Field(
-        False,
-        description="the slice carries a public IPv4: only nodes that take one (not ZOS-light), each farm's nodes "
-        "together offered at most the farm's free IPs (as last read, less those held)",
-    )
-
-
-class PlacementNodeOut(Schema):
-    node_id: int
-    farm_id: int
-    farm_name: str
-    status: str
-    seen_at: datetime | None = Field(description="when the reading it was judged on was taken")
-    fits: bool
-    blocked_by: str = Field(description='"" when it fits, else one of the keys of "blocked"')
-    room_mru: int = Field(description="memory left after the slice, bytes")
-    room_sru: int = Field(description="SSD left after the slice (node total; a pool may hold less), bytes")
-    could_take: int | None = Field(description="slices of this size it could take one after another (up to 100)")
-    take: int | None = Field(None, description="the slices offered there: could_take within per_node and per_farm")
-    words: str = Field(description="the precheck's verdict on the node's last reading, in words")
-
-
-class PlacementOut(Schema):
-    size: dict[str, int] = Field(description="cru, mru, sru as asked")
-    nodes: int = Field(description="registered nodes judged")
-    can_host: int = Field(
-        description="nodes whose last reading places it now; with the blocked counts it adds up to nodes"
-    )
-    blocked: dict[str, int] = Field(
-        description="nodes that cannot host it, by the first block that holds: node_excluded, farm_excluded (the asked "
-        "exclusions), no_ipv4 (ZOS-light), farm_ips (no free IP; both with ipv4), down, standby, unread (never read), old (reading older than reading_max_age_seconds), memory, "
-        "disk (total), pool (no pool holds it), held (it would fit but for the live holds on it)"
-    )
-    reading_max_age_seconds: int
-    strategy: str = "spread"
-    limited: dict[str, int] = Field(
-        default_factory=dict,
-        description="per_node: best nodes offered fewer slices than they could take; per_farm: nodes left out of "
-        "the best because their farm had its share",
-    )
-    held_nodes: int = Field(0, description="nodes with live holds, judged with the held VMs counted as running")
-    slices_offered: int = Field(
-        0, description="the slices the best nodes offer together (their take); with ipv4, within their farms' free IPs"
-    )
-    ipv4: bool = False
-    best: list[PlacementNodeOut] = Field(
-        description="most memory left after it first, then most disk, then the freshest reading"
-    )

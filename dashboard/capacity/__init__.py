@@ -14,6 +14,8 @@ outside itself; its parts, each importing only those listed before it:
 - `words`: every sentence the model says (verdicts, carve notes, a node that is away);
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
+- `overhead`: the fleet's memory line per ZOS build (`overhead_fit`), with its uncertainty;
+- `odds`: the chance a free slice deploys at the first try now (`slices_odds`), and their calibration;
 - `carve`: the slices a node can host (`carve`, `carve_memoised`);
 - `precheck`: what fits on a live node now (`fits`, `placeable_count`, `precheck`), closed nodes;
 - `carries`: a slice's public IPv4 and GPU, refused when the farm's pool or the node's rent cannot give them.
@@ -59,7 +61,15 @@ from dashboard.capacity.lessons import (
     vms_by_memory,
     zos_reserve_mru,
 )
-from dashboard.capacity.overhead import PRIOR_SPREAD_MRU, MemoryPoint, OverheadFit, overhead_fit
+from dashboard.capacity.odds import memory_odds, odds_calibration, odds_on_reading, slices_odds, sure_slices
+from dashboard.capacity.overhead import (
+    PRIOR_SPREAD_MRU,
+    PROBE_BEYOND_MRU,
+    MemoryPoint,
+    OverheadFit,
+    overhead_fit,
+    probe_need,
+)
 from dashboard.capacity.placement import (
     MAX_POOL_SIZES,
     MAX_POOLS,
@@ -210,7 +220,14 @@ __all__ = [
     "MemoryPoint",
     "OverheadFit",
     "overhead_fit",
+    "probe_need",
+    "PROBE_BEYOND_MRU",
     "PRIOR_SPREAD_MRU",
+    "memory_odds",
+    "slices_odds",
+    "odds_on_reading",
+    "sure_slices",
+    "odds_calibration",
     "Lesson",
     "refusal_lesson",
     "observed_after",

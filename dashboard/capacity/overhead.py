@@ -6,22 +6,34 @@ pkg/primitives/statistics.go), so each memory refusal tells the node's actual us
 VMs x the per-VM overhead (hypervisor, virtiofsd, console); the same ZOS build gives about the
 same two figures on every node. `overhead_fit` fits them per build by least squares over the
 observations, `y = actual - VMs' memory = own + VMs x per_vm`, with a node's own residual on top
-and the uncertainty of each. One observation (or all at one VM count) cannot part the two: it is
-attributed per VM over the node's reserve, as a single node's lesson always was.
+and the uncertainty of each. One observation (or all at one VM count) cannot part the two: ZOS's
+own use is then taken from a prior (`OWN_PRIOR_MRU`, or the fleet's own figure when the caller
+has one) with its uncertainty, and the observation fits only the per-VM overhead. ZOS's own use
+does not grow with the node, so the prior is one figure, not the reserve (max(10%, 2 GiB)), which
+would over-count on big nodes and under-count on small ones.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from dashboard.capacity.lessons import Observed, hidden_use_per_vm, zos_reserve_mru
-from dashboard.capacity.sizes import MiB
+from dashboard.capacity.lessons import Observed, zos_reserve_mru
+from dashboard.capacity.sizes import GiB, MiB
 
 # The spread of a node around its build's line when the fit has no degrees of freedom left to
 # measure it (two observations give an exact line): what ZOS nodes of one build differ by.
 PRIOR_SPREAD_MRU = 48 * MiB
+# ZOS's own use before any line parts it from the VMs': the reserve's floor (what ZOS keeps for
+# itself on a node of 20 GiB or less, zos provisiond getNodeReserved), give or take 1 GiB (the
+# simulated builds use 1.5 and 2.5 GiB; zos#1826 and #1907 report figures in that range).
+OWN_PRIOR_MRU = 2 * GiB
+OWN_PRIOR_SD = GiB
+# Once a day zosbase's provisiontest boots a 512 MiB VM for up to ~3 minutes outside ZOS's count: a
+# refusal then tells actual with it running, 512 MiB and its overhead above the build's line. A point
+# that far above the line the others draw (half the test VM) is read as that, and left out of the fit.
+ABOVE_LINE_MRU = 256 * MiB
 
 
 @dataclass(frozen=True)
@@ -43,8 +55,8 @@ class MemoryPoint:
 
 @dataclass(frozen=True)
 class OverheadFit:
-    """A build's fitted figures. `own_mru` None: one observation's per-VM attribution (the node's
-    reserve taken as ZOS's own use). Standard deviations in bytes; `spread_mru` a node's own."""
+    """A build's fitted figures. `own_mru` None: a lesson kept before the prior (one observation's
+    per-VM figure over the node's reserve). Standard deviations in bytes; `spread_mru` a node's own."""
 
     own_mru: int | None
     per_vm_mru: int
@@ -55,6 +67,8 @@ class OverheadFit:
     nodes: int
     mean_vms: float = 0.0
     residuals: dict[int, int] = field(default_factory=dict)  # node -> its mean residual (bytes)
+    # Every point at one VM count (`mean_vms`): ZOS's own use is the prior's, not measured.
+    on_prior: bool = False
 
     def predicted(self, *, vms: int, total_mru: int, node: int | None = None) -> int:
         """Actual use beyond the VMs' memory the model expects on a node running `vms` VMs."""
@@ -76,34 +90,102 @@ class OverheadFit:
         runs): the chord lies above the curve between them, so the precheck rarely says yes wrongly."""
         if self.own_mru is None:
             return Observed(hidden_mru_per_vm=self.per_vm_mru)
+        if self.on_prior:
+            return self._hopeful_for(vms=vms, margin_sd=margin_sd)
         low = margin_sd * self.predicted_sd(vms=0, node=node)
         high = margin_sd * self.predicted_sd(vms=max(vms, 1), node=node)
         own = max(self.own_mru + self.residuals.get(node, 0) + math.ceil(low), 0)
         per_vm = max(self.per_vm_mru + math.ceil((high - low) / max(vms, 1)), 0)
         return Observed(hidden_mru_per_vm=per_vm, zos_own_mru=own)
 
+    def _hopeful_for(self, *, vms: int, margin_sd: float) -> Observed:
+        """The lesson of points all at one VM count x0, where they tell y0 = ZOS's own use + x0 x per VM:
+        every line through (x0, y0) with ZOS's own use from 0 to y0 is possible, so the node is judged by
+        the lowest of them where it runs (`vms`): own use 0 below x0, no per-VM overhead above it, raised by
+        the nodes' spread. The precheck then never refuses what a ZOS the refusals allow would take; what
+        it lets through beyond is a guess its odds say (predicted_sd keeps the prior's uncertainty), and a
+        refusal there is at a new VM count: it parts the line."""
+        x0 = self.mean_vms
+        y0 = self.own_mru + x0 * self.per_vm_mru
+        spread = math.ceil(margin_sd * self.spread_mru * math.sqrt(1 + 1 / max(self.points, 1)))
+        if x0 > 0 and vms <= x0:
+            return Observed(hidden_mru_per_vm=math.ceil(y0 / x0), zos_own_mru=spread)
+        return Observed(hidden_mru_per_vm=0, zos_own_mru=math.ceil(y0) + spread)
 
-def overhead_fit(points: Sequence[MemoryPoint], *, prior_spread_mru: int = PRIOR_SPREAD_MRU) -> OverheadFit | None:
-    """Fit ZOS's own use and the per-VM overhead over one build's observations; None without any."""
+
+def overhead_fit(
+    points: Sequence[MemoryPoint],
+    *,
+    prior_spread_mru: int = PRIOR_SPREAD_MRU,
+    prior_own_mru: int = OWN_PRIOR_MRU,
+    prior_own_sd: int = OWN_PRIOR_SD,
+) -> OverheadFit | None:
+    """Fit ZOS's own use and the per-VM overhead over one build's observations; None without any.
+    `prior_own_mru` (± `prior_own_sd`) stands for ZOS's own use while the points lie at one VM count.
+    Points far above the line (ABOVE_LINE_MRU: the daily test VM was running) are left out, once: a VM
+    never frees memory, so hidden use only ever adds to the line, and the line is the points' floor."""
     # usable 0 is censored: the host's use reached its memory, so it tells only a lower bound.
     points = [p for p in points if p.actual_mru < p.total_mru] or list(points)
+    # Where ZOS's count decided (used = counted to the byte: few VMs on a big node's reserve, as a probe
+    # may find), usable tells the count, not actual, only that actual was no more: no point of the line.
+    points = [p for p in points if p.actual_mru != p.vm_mru + zos_reserve_mru(p.total_mru)] or points
     if not points:
         return None
+    fit = _fit(points, prior_spread_mru, prior_own_mru, prior_own_sd)
+    if fit.on_prior:
+        return fit
+    # Each point against the line the others draw (where they part one): of those far above it, the one
+    # whose leaving out leaves ZOS the most own use (an end point can look high against a line tilted by
+    # the real outlier at the other end; that line's own use falls, as no ZOS's does).
+    above = []
+    for i, point in enumerate(points):
+        others = [*points[:i], *points[i + 1 :]]
+        if len({p.vms for p in others}) < 2:
+            continue
+        slope, intercept = _line(others)
+        if point.beyond_vms - (max(intercept, 0.0) + max(slope, 0.0) * point.vms) > ABOVE_LINE_MRU:
+            above.append((intercept, i))
+    if above:
+        # Three points leave the others' line one degree: two may look far, only one is; more points
+        # tell each far point apart, and all go (the test VM runs on any node, any day).
+        far = [points[i] for _intercept, i in above] if len(points) > 3 else [points[max(above)[1]]]
+        if len({p.vms for p in points if p not in far}) >= 2:
+            return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
+    line = fit.own_mru or 0
+    far = [p for p in points if p.beyond_vms - (line + p.vms * fit.per_vm_mru) > ABOVE_LINE_MRU]
+    if not far or len(far) == len(points):
+        return fit
+    return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
+
+
+def _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd) -> OverheadFit:
+    """The line of the points but `far`; each far point's node keeps its excess as its own residual
+    (a node of its own deviation and one refused beside the test VM look alike from one refusal: both
+    are judged by what they told, the group by the rest)."""
+    rest = [p for p in points if p not in far]
+    fit = _fit(rest, prior_spread_mru, prior_own_mru, prior_own_sd)
+    own = fit.own_mru or 0
+    residuals = dict(fit.residuals)
+    for p in far:
+        excess = round(p.beyond_vms - (own + p.vms * fit.per_vm_mru))
+        residuals[p.node] = max(residuals.get(p.node, excess), excess)
+    return replace(fit, points=len(points), nodes=len({p.node for p in points}), residuals=residuals)
+
+
+def _line(points: Sequence[MemoryPoint]) -> tuple[float, float]:
+    """Least squares (slope, intercept) of beyond_vms over VMs; points at two VM counts at least."""
+    n = len(points)
+    mean_x = sum(p.vms for p in points) / n
+    mean_y = sum(p.beyond_vms for p in points) / n
+    slope = sum((p.vms - mean_x) * (p.beyond_vms - mean_y) for p in points) / sum((p.vms - mean_x) ** 2 for p in points)
+    return slope, mean_y - slope * mean_x
+
+
+def _fit(points: Sequence[MemoryPoint], prior_spread_mru: int, prior_own_mru: int, prior_own_sd: int) -> OverheadFit:
     nodes = {p.node for p in points}
     counts = {p.vms for p in points}
     if len(counts) < 2:
-        # Nothing parts ZOS's own use from the VMs': attributed per VM over each node's reserve,
-        # the largest seen (the precheck must never say yes wrongly).
-        per_vm = max(
-            hidden_use_per_vm(
-                total_mru=p.total_mru,
-                usable_mru=p.total_mru - p.actual_mru,
-                accounted_mru=p.vm_mru + zos_reserve_mru(p.total_mru),
-                running=max(p.vms, 1),
-            )
-            for p in points
-        )
-        return OverheadFit(None, per_vm, 0, 0, prior_spread_mru, len(points), len(nodes), float(next(iter(counts))))
+        return _fit_on_prior(points, prior_own_mru, prior_own_sd, prior_spread_mru)
     n = len(points)
     mean_x = sum(p.vms for p in points) / n
     mean_y = sum(p.beyond_vms for p in points) / n
@@ -136,3 +218,46 @@ def overhead_fit(points: Sequence[MemoryPoint], *, prior_spread_mru: int = PRIOR
         mean_vms=mean_x,
         residuals=residuals,
     )
+
+
+def _fit_on_prior(points: Sequence[MemoryPoint], own: int, own_sd: int, spread: int) -> OverheadFit:
+    """All points at one VM count: ZOS's own use is the prior's, the per-VM overhead what is left of
+    the points' mean over the VMs. The line pivots about the points, so its uncertainty is the
+    prior's at no VMs and the spread's alone where the points are."""
+    vms = points[0].vms
+    mean_y = sum(p.beyond_vms for p in points) / len(points)
+    if vms == 0:  # an empty node's refusal tells ZOS's own use alone; nothing of a VM's
+        return OverheadFit(
+            round(mean_y), 0, spread, own_sd, spread, len(points), len({p.node for p in points}), on_prior=True
+        )
+    own = min(own, max(round(mean_y), 0))  # the points say ZOS uses no more than they show
+    return OverheadFit(
+        own_mru=own,
+        per_vm_mru=max(math.ceil((mean_y - own) / vms), 0),
+        own_sd=own_sd,
+        per_vm_sd=math.ceil(own_sd / vms),
+        spread_mru=spread,
+        points=len(points),
+        nodes=len({p.node for p in points}),
+        mean_vms=float(vms),
+        on_prior=True,
+    )
+
+
+# What a VM's hidden use may be before a build is seen at all (the simulated builds: 0.75 and 1 GiB).
+PER_VM_PRIOR_SD = GiB
+# A probe (GET /api/v1/probes) asks this much more than the node has: never placeable, whatever it runs.
+PROBE_BEYOND_MRU = GiB
+
+
+def probe_need(fit: OverheadFit | None, *, build: str, running: int, node: int | None) -> tuple[float, str]:
+    """How much a probe of a node running `running` VMs would teach its group (the standard deviation
+    of its memory use the model has now, bytes), and why; the probes' selector ranks nodes by it."""
+    name = build or "version unknown"
+    if fit is None:
+        unknown = (OWN_PRIOR_SD**2 + (running * PER_VM_PRIOR_SD) ** 2) ** 0.5
+        return unknown, f"ZOS {name} has no refusal yet: its hidden memory use is not known"
+    unknown = fit.predicted_sd(vms=running, node=node)
+    if fit.on_prior:
+        return unknown, f"ZOS {name}'s refusals are all at {fit.mean_vms:.0f} VMs; this node runs {running}"
+    return unknown, f"this node runs {running} VMs, away from where ZOS {name} was seen refusing"

@@ -104,6 +104,11 @@ def deployment_words(deployment: Deployment) -> str:
             f"{where}: deploy started {deployment.started_at:%Y-%m-%d %H:%M} UTC and never finished; "
             "if that was more than a few minutes ago the process stopped mid-deploy: check the node before retrying"
         )
+    if deployment.state == Deployment.State.PROBED:
+        return (
+            f"probe of node {deployment.node.grid_id} ({deployment.mru} bytes, more than the node's memory): refused "
+            f"by ZOS as it always is; its usable figure, {deployment.usable_bytes} bytes, taught the node's memory"
+        )
     if deployment.state == Deployment.State.REFUSED:
         verdict = deployment.capacity_seen.get("verdict") or {}
         return f"{where} refused by the precheck, nothing was sent to the grid: " + verdict.get("words", "does not fit")

@@ -17,6 +17,7 @@ from dashboard.closure_facts import closure_of
 from dashboard.models import Deployment, Hold, Job, Node, Observation, PoolReport, Slice
 from dashboard.selectors.holds import Held
 from dashboard.selectors.jobs import node_active_job, node_jobs
+from dashboard.selectors.odds import free_slices_odds
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
 
@@ -77,6 +78,8 @@ class CatalogSlice:
     # None when the node was never read; else whether the last reading leaves room for it.
     fits_now: bool | None
     hold: Hold | None = None  # the live hold keeping this free slice for one buyer
+    # A free slice's odds of deploying at the first try now (capacity.odds); None when not free.
+    odds: float | None = None
 
     # One rule for every door that shows a slice (API catalog, node page): a free slice under a live hold
     # reads "held", until its hold ends; it is not on offer, so neither does it "fit now" (issue 34, finding 4).
@@ -91,6 +94,11 @@ class CatalogSlice:
     @property
     def held_until(self):
         return self.hold.expires_at if self.held else None
+
+    @property
+    def sure(self) -> bool | None:
+        """A free slice a headline may promise (odds at or above SLICE_MIN_ODDS); None when not free."""
+        return None if self.odds is None else self.odds >= settings.SLICE_MIN_ODDS
 
     @property
     def placeable(self) -> bool | None:
@@ -293,6 +301,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
 
     holds = tuple(Hold.objects.live(timezone.now()).filter(node=node).order_by("slice_index"))
     hold_of = {h.slice_index: h for h in holds}
+    odds_of = free_slices_odds(node, free=free, occupied=occupied)
     catalog = tuple(
         CatalogSlice(
             slice=s,
@@ -301,6 +310,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
             last_deployment_cause=s.last_deployment_cause or None,
             fits_now=fits_by_index.get(s.index) if s.state == Slice.State.FREE and used is not None else None,
             hold=hold_of.get(s.index),
+            odds=odds_of.get(s.index),
         )
         for s in slices
     )

@@ -18,6 +18,7 @@ node counts as blocked by its age, whatever its numbers say (the alert calls the
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -31,6 +32,7 @@ from dashboard.reading_age import reading_untrusted_after
 from dashboard.selectors import placement_cut
 from dashboard.selectors.farm_ips import farm_ips_available
 from dashboard.selectors.holds import live_holds
+from dashboard.selectors.odds import lesson_fits
 from dashboard.selectors.placement_rules import LIMITS, NO_RULES, Rules
 
 # Why a node cannot host the slice now, in the order they are judged (the first one that holds). The
@@ -87,6 +89,7 @@ _NODE_FIELDS = (
     "room_mru",
     "room_sru",
     "pools_shape",
+    "memory_lesson_id",
 )
 
 
@@ -105,6 +108,7 @@ class NodeVerdict:
     closure_detail: str = ""  # the closure's detail when blocked_by is a closure
     vms: int = 0  # rented and deployed slices: pack fills the busy nodes first
     take: int | None = None  # the slices this answer offers there: could_take within per_node / per_farm
+    odds: float | None = None  # the slice's odds of deploying there at the first try (the best nodes only)
 
     @property
     def fits(self) -> bool:
@@ -350,9 +354,13 @@ def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, be
     limited = dict.fromkeys(LIMITS, 0)
     taken_in: dict[int, int] = {}
     ips_left = dict(rules.farm_ips_free)  # ipv4: every slice offered takes one of its farm's free IPs
+    hosts = _with_odds(hosts, size, by_node_id)
     for v in hosts:
         if len(shown) >= best:
             break
+        if v.odds < rules.min_odds:
+            limited["min_odds"] += 1
+            continue
         if rules.per_farm is not None and taken_in.get(v.farm_id, 0) >= rules.per_farm:
             limited["per_farm"] += 1
             continue
@@ -466,6 +474,27 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         cache=values["zos_cache_sru"],
     )
     return total, used, policy, live
+
+
+def _with_odds(hosts: list[NodeVerdict], size, by_node_id: dict) -> list[NodeVerdict]:
+    """The hosts with the slice's odds there (capacity.memory_odds on the node's reading and lesson),
+    surest first: odds in steps of 1%, then the strategy's own order."""
+    rows = {v.node_id: dict(zip(_NODE_FIELDS, by_node_id[v.node_id], strict=True)) for v in hosts}
+    fits = lesson_fits(values["memory_lesson_id"] for values in rows.values())
+    judged = []
+    for v in hosts:
+        values = rows[v.node_id]
+        odds = capacity.memory_odds(
+            fits.get(values["memory_lesson_id"]),
+            total_mru=values["total_mru"],
+            vm_mru=max(values["used_mru"] - capacity.zos_reserve_mru(values["total_mru"]), 0),
+            running=values["slices_rented"] + values["slices_deployed"],
+            slice_mru=size.mru,
+            node=values["pk"],
+        )
+        judged.append(replace(v, odds=round(odds, 4)))
+    # A stable sort: among nodes of the same odds the strategy's order stands.
+    return sorted(judged, key=lambda v: -math.floor(v.odds * 100))
 
 
 def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied, held) -> NodeVerdict:

@@ -16,6 +16,7 @@ LIMITS = {
     "per_node": "best nodes offered fewer slices than they could take (per_node)",
     "per_farm": "nodes left out of the best because their farm had its share (per_farm)",
     "farm_ips": "best nodes offered fewer slices, or left out, because their farm's free public IPv4s ran out (ipv4)",
+    "min_odds": "nodes left out of the best because the slice's odds there are below min_odds",
 }
 
 
@@ -32,6 +33,8 @@ class Rules:
     # is what placement read of the farms ((farm id, free IPs) pairs), not the asker's.
     ipv4: bool = False
     farm_ips_free: tuple[tuple[int, int], ...] = ()
+    # The best nodes only where the slice's odds of deploying at the first try (capacity.odds) reach this.
+    min_odds: float = 0.0
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -67,9 +70,13 @@ def ids_parsed(text: str | None, *, field: str) -> frozenset[int]:
 
 
 def rules_parsed(
-    *, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None, ipv4=False
+    *, exclude_nodes=None, exclude_farms=None, per_node=None, per_farm=None, strategy=None, ipv4=False, min_odds=None
 ) -> Rules:
     """The rules as a page or the API sends them; RulesError names the input at fault."""
+    if min_odds is not None and (
+        isinstance(min_odds, bool) or not isinstance(min_odds, int | float) or not 0 <= min_odds <= 1
+    ):
+        raise RulesError(f"min_odds must be a probability from 0 to 1, not {min_odds!r}", field="min_odds")
     for name, value in (("per_node", per_node), ("per_farm", per_farm)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10_000):
             raise RulesError(f"{name} must be a whole number from 1 to 10000, not {value!r}", field=name)
@@ -83,4 +90,5 @@ def rules_parsed(
         per_farm=per_farm,
         strategy=strategy,
         ipv4=bool(ipv4),
+        min_odds=float(min_odds or 0.0),
     )

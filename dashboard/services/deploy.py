@@ -47,6 +47,7 @@ from dashboard.grid.types import (
 )
 from dashboard.models import AuditEvent, Deployment, Hold, Node, Slice
 from dashboard.selectors.deployments import deployment_words
+from dashboard.selectors.odds import vm_odds_now
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.calibration import capacity_sample_record
 from dashboard.services.deploy_carries import carried_asked, carries_verdict, deploy_carried, farm_ips_read_again
@@ -133,6 +134,7 @@ def slice_deploy(
             state=Deployment.State.DEPLOYING,
             capacity_seen=seen,
             requested_by=by if getattr(by, "pk", None) else None,
+            odds=vm_odds_now(node, mru=locked.mru, used_mru=live.used.mru),
         )
 
     if verdict is not None and not verdict.fits:

@@ -6,9 +6,14 @@ when a catalog, a node's capacity or a policy changes, so the services that make
 changes call `figures_refresh` in the same transaction, and the overview reads plain columns.
 
 `figures_compute` is the truth: three queries for any number of nodes (the nodes, their
-slices grouped, the policies). Nodes of the same shape (size, pools, policy, occupied slices,
-how they were carved, free slices) share one carve and one stale verdict.
+slices grouped, the policies; a fourth for the memory lessons when a node has one). Nodes of
+the same shape (size, pools, policy, occupied slices, how they were carved, free slices, the
+lesson) share one carve and one stale verdict.
 `manage.py figures_refresh` rewrites every node's figures, for rows changed by hand.
+
+"Deployable" and "placeable now" count only the slices a headline may promise: those whose odds
+(capacity.odds, from the node's memory lesson and its uncertainty) are at or above SLICE_MIN_ODDS.
+The catalog keeps the others (uncertain: offered at their odds, never promised).
 """
 
 from __future__ import annotations
@@ -19,15 +24,18 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 from functools import lru_cache
 
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, Count, F, IntegerField, Min, QuerySet, TextField, Value, When
+from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
 from dashboard import capacity
 from dashboard.catalog_rules import catalog_stale, stale_reason
 from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
-from dashboard.models import Node, Slice
+from dashboard.models import Node
+from dashboard.selectors.odds import has_own_residual, lesson_fits, sure_free_slices, sure_new_slices
 from dashboard.selectors.policy_book import policy_book
+from dashboard.selectors.slices_grouped import slices_grouped
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.held_figures import held_store
 
@@ -152,9 +160,10 @@ class _Shape:
 
     __slots__ = ("deployable", "stale", "reason", "policy")
 
-    def __init__(self, *, policy: capacity.Policy, carve: capacity.Carve, reason_args: dict):
+    def __init__(self, *, policy: capacity.Policy, carve: capacity.Carve, reason_args: dict, sure_new: int):
         self.policy = f"{policy.name} v{policy.version}"
-        self.deployable = carve.slices
+        # The occupied slices and the new ones the odds let a headline promise.
+        self.deployable = carve.slices - carve.new_slices + min(sure_new, carve.new_slices)
         self.stale = catalog_stale(policy=policy, carve=carve, **reason_args)
         self.reason = stale_reason(policy=policy, carve=carve, **reason_args) if self.stale else ""
 
@@ -177,6 +186,7 @@ _NODE_VALUES = (
     "pool_room_below",
     "pool_room_below_used_sru",
     "zos_own_mru",
+    "memory_lesson_id",
     "used_cru",
     "used_mru",
     "used_sru",
@@ -195,7 +205,9 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
             node_values[i] = (*row[:6], json.dumps(pools[row[0]][0]), *pools[row[0]][1:], *row[9:])
     if not node_values:
         return {}
-    slices = _slices_grouped(nodes)
+    slices = slices_grouped(nodes)
+    fits = lesson_fits(row[_LESSON_AT] for row in node_values)
+    min_odds = settings.SLICE_MIN_ODDS
     book = policy_book()
     by_node, by_farm = book.by_node, book.by_farm
     fleet_policy = book.for_farm(None)
@@ -222,6 +234,7 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
         bound,
         bound_used,
         zos_own,
+        lesson_id,
         used_cru,
         used_mru,
         used_sru,
@@ -256,21 +269,26 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
             carved_pools_known,
             slice_key,
             observed,
+            lesson_id,
+            pk if has_own_residual(fits, lesson_id, pk) else None,
         )
+        fit = fits.get(lesson_id)
         shape = shapes.get(key)
         if shape is None:
             free_key, occupied_key = slice_key
             pools = json.loads(pools_text) if pools_text else None
+            carved = capacity.carve_memoised(
+                capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
+                policy,
+                occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
+                pools=tuple(pools) if pools else None,
+                observed=observed,
+                cache=cache,
+            )
             shape = shapes[key] = _Shape(
                 policy=policy,
-                carve=capacity.carve_memoised(
-                    capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
-                    policy,
-                    occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
-                    pools=tuple(pools) if pools else None,
-                    observed=observed,
-                    cache=cache,
-                ),
+                carve=carved,
+                sure_new=sure_new_slices(fit, carved, mru, occupied_key, pk, min_odds),
                 reason_args={
                     "carved_policy_name": carved_name,
                     "carved_policy_version": carved_version,
@@ -301,6 +319,10 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
                     cache=cache,
                 )
             placeable, phantom, reasons = check
+            if fit is not None:
+                placeable = min(
+                    placeable, sure_free_slices(fit, pk, free_in_order, used_mru, mru, occupied_key, min_odds)
+                )
             total = capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru)
             used = capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0)
             room = capacity.room_now(total, used, running=rented + deployed, observed=observed)
@@ -326,6 +348,9 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
         )
         computed[pk] = (figures, tuple(stored))
     return computed
+
+
+_LESSON_AT = _NODE_VALUES.index("memory_lesson_id")
 
 
 def _pools_shape(
@@ -368,52 +393,3 @@ def _placeable(
     )
     check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, closure=closure)
     return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason
-
-
-def _slices_grouped(nodes: QuerySet[Node]) -> dict[int, tuple]:
-    """Node pk -> (free, rented, deployed, failed, (free sizes with their count, occupied sizes in index order)).
-
-    One row per free size, per failed size, and per occupied slice with its index: occupied
-    ones are kept by the carve in index order (first fit in the pools follows it), free ones
-    are compared with it, and all of them are counted.
-    """
-    occupied_index = Case(
-        When(state__in=Slice.OCCUPIED_STATES, then=F("index")), default=Value(None), output_field=IntegerField()
-    )
-    slice_rows = Slice.objects.all()
-    if nodes.query.has_filters():
-        # Unfiltered, the join to the nodes would cost as much as the grouping itself.
-        slice_rows = slice_rows.filter(node__in=nodes.order_by().values("pk"))
-    groups = (
-        slice_rows.annotate(occupied_index=occupied_index)
-        .values_list("node_id", "state", "cru", "mru", "sru", "occupied_index")
-        .annotate(n=Count("pk"), first=Min("index"))
-        .order_by()
-    )
-    counted: dict[int, list] = {}
-    for node_pk, state, cru, mru, sru, index, n, first in groups:
-        counts = counted.get(node_pk)
-        if counts is None:
-            counts = counted[node_pk] = [0, 0, 0, 0, [], [], []]
-        if state == Slice.State.FREE:
-            counts[0] += n
-            counts[4].append(((cru, mru, sru), n))
-            counts[6].append((first, (cru, mru, sru), n))
-        elif state == Slice.State.FAILED:
-            counts[3] += n
-        else:
-            counts[1 if state == Slice.State.RENTED else 2] += n
-            counts[5].extend([(index, (cru, mru, sru))] * n)
-    # Free sizes in slice order for the precheck: each size group where its first slice is (the
-    # groups of a catalog are contiguous: kept slices first, re-carved ones after them).
-    return {
-        pk: (
-            free,
-            rented,
-            deployed,
-            failed,
-            (tuple(sorted(free_sizes)), tuple(size for _, size in sorted(occupied))),
-            tuple(size for _first, size, n in sorted(free_order) for _ in range(n)),
-        )
-        for pk, (free, rented, deployed, failed, free_sizes, occupied, free_order) in counted.items()
-    }

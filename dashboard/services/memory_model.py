@@ -24,6 +24,7 @@ from django.db.models import Count, Q
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
 from dashboard.models import AuditEvent, MemoryLesson, Node, Observation, Slice
 from dashboard.rows import rows_update
 from dashboard.services.figures import figures_refresh, nodes_lock
@@ -79,20 +80,6 @@ def lesson_current(build: str) -> MemoryLesson | None:
     return MemoryLesson.objects.filter(build=build, reverted_at__isnull=True).order_by("-learnt_at", "-pk").first()
 
 
-def lesson_fit(lesson: MemoryLesson) -> capacity.OverheadFit:
-    return capacity.OverheadFit(
-        own_mru=lesson.own_mru,
-        per_vm_mru=lesson.per_vm_mru,
-        own_sd=lesson.own_sd,
-        per_vm_sd=lesson.per_vm_sd,
-        spread_mru=lesson.spread_mru,
-        points=lesson.points,
-        nodes=lesson.nodes,
-        mean_vms=lesson.mean_vms,
-        residuals={int(node): value for node, value in lesson.residuals.items()},
-    )
-
-
 def memory_model_refit(*, build: str, trigger: Node | None = None, source: str = "deploy") -> MemoryLesson | None:
     """Fit the group's points again, keep the fit as its lesson, and apply it to every node of the
     group. The lesson now deciding (None when the group has no observation). Call in a transaction."""
@@ -103,7 +90,7 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
     elif not points:
         lesson = None
     else:
-        fit = capacity.overhead_fit(points)
+        fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build))
         node_ids = sorted({p.node for p in points})
         lesson = MemoryLesson.objects.create(
             build=build,
@@ -116,6 +103,7 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
             points=fit.points,
             nodes=fit.nodes,
             residuals={str(node): value for node, value in fit.residuals.items()},
+            on_prior=fit.on_prior,
             observation_ids=ids,
             learnt_from=list(
                 Node.objects.filter(pk__in=node_ids).order_by("grid_id").values_list("grid_id", flat=True)
@@ -134,25 +122,51 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
     return lesson
 
 
-def memory_lessons_for_new(node_pks: list[int]) -> int:
-    """Give newly registered nodes their group's lesson (a node registered after it learnt)."""
-    builds = {zos_build_key(v) for v in Node.objects.filter(pk__in=node_pks).values_list("zos_version", flat=True)}
-    return sum(
-        memory_model_apply(build=build, lesson=lesson, node_pks=node_pks)
-        for build in sorted(builds)
-        if (lesson := lesson_current(build)) is not None
+def own_prior(build: str) -> int:
+    """ZOS's own use for a group whose points cannot part it from the VMs' yet: the median of what the
+    other groups' lines measured (ZOS's daemons differ little between builds), else the fixed prior."""
+    latest: dict[str, MemoryLesson] = {}
+    for lesson in (
+        MemoryLesson.objects.filter(reverted_at__isnull=True).exclude(build=build).order_by("-learnt_at", "-pk")
+    ):
+        latest.setdefault(lesson.build, lesson)
+    measured = sorted(
+        lesson.own_mru
+        for lesson in latest.values()
+        if lesson.own_mru is not None and lesson.own_sd < OWN_PRIOR_SD  # a line, not a prior again
     )
+    return measured[len(measured) // 2] if measured else OWN_PRIOR_MRU
+
+
+def memory_lessons_for_new(node_pks: list[int]) -> int:
+    """Give nodes their group's lesson: newly registered ones (a node registered after it learnt), or
+    ones whose version was just told (they leave the lesson of the group they were in, and take
+    their new group's, or none). Call in a transaction."""
+    rows = list(Node.objects.filter(pk__in=node_pks).values_list("zos_version", "memory_lesson_id"))
+    holding = any(lesson_id is not None for _, lesson_id in rows)
+    applied = 0
+    for build in sorted({zos_build_key(version) for version, _ in rows}):
+        lesson = lesson_current(build)
+        if lesson is not None or holding:  # no lesson to give and none to take away: nothing to write
+            applied += memory_model_apply(build=build, lesson=lesson, node_pks=node_pks)
+    return applied
 
 
 def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: list[int] | None = None) -> int:
     """Write the group's lesson onto each of its nodes (or those of `node_pks`) and refresh the
     figures of those it changed."""
-    fit = lesson_fit(lesson) if lesson is not None else None
-    observed_nodes = (
-        set(Observation.objects.filter(pk__in=lesson.observation_ids).values_list("node_id", flat=True))
+    fit = lesson.fit() if lesson is not None else None
+    # Each observed node's own per-VM figure over its reserve (the largest it saw): where every point is at
+    # one VM count, a node that refused itself keeps its own reading, exact on its own size; the hopeful
+    # line (capacity.overhead) is for the group's other nodes.
+    own_reading: dict[int, int] = {}
+    for node_pk, per_vm in (
+        Observation.objects.filter(pk__in=lesson.observation_ids).values_list("node_id", "hidden_mru_per_vm")
         if lesson
-        else set()
-    )
+        else ()
+    ):
+        own_reading[node_pk] = max(own_reading.get(node_pk, 0), per_vm or 0)
+    observed_nodes = set(own_reading)
     versions = _versions(build)
     # A node whose version moved it to another group since loses this group's lesson (its own
     # group's next refit, or memory_lessons_for_new, gives it that one).
@@ -168,7 +182,11 @@ def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: lis
         if fit is None or version not in versions:
             want = (0, None, None, "")
         else:
-            observed = fit.observed_for(node=pk, vms=max(carved, 1), margin_sd=_margin_sd())
+            observed = (
+                capacity.Observed(hidden_mru_per_vm=own_reading[pk])
+                if fit.on_prior and pk in own_reading
+                else fit.observed_for(node=pk, vms=max(carved, 1), margin_sd=_margin_sd())
+            )
             want = (
                 observed.hidden_mru_per_vm,
                 observed.zos_own_mru,
@@ -244,6 +262,11 @@ def lesson_words(lesson: MemoryLesson) -> str:
     nodes = ", ".join(str(n) for n in lesson.learnt_from[:5]) + ("…" if len(lesson.learnt_from) > 5 else "")
     if lesson.own_mru is None:
         what = f"{size(lesson.per_vm_mru)} hidden per VM beyond the reserve"
+    elif lesson.on_prior:
+        what = (
+            f"each VM {size(lesson.per_vm_mru)} beyond its memory if ZOS uses {size(lesson.own_mru)} "
+            f"(± {size(lesson.own_sd)}, a prior: every refusal at {lesson.mean_vms:.0f} VMs)"
+        )
     else:
         what = (
             f"ZOS uses {size(lesson.own_mru)} (± {size(lesson.own_sd)}) and each VM "

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from django.db import transaction
 from django.utils import timezone
 
 from dashboard.grid.rmb import POOLS, VERSION, RmbClient, Target, get_rmb
 from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics, ZosVersion
 from dashboard.models import Node, PoolReport
 from dashboard.services.figures import figures_refresh
+from dashboard.services.memory_model import memory_lessons_for_new, zos_build_key
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_cache, pools_report, pools_words
 
 PRUDENT = "its catalog is carved for every plausible layout of its SSD total until its pools are known"
@@ -96,10 +98,14 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
     """Keep each registered node's heard pools as a pool report (source rmb) and its build; how many kept."""
     at = at or timezone.now()
     kept: list[int] = []
+    regrouped: list[int] = []
     for node in nodes:
         version = heard.versions.get(node.grid_id)
         if version is not None:
-            Node.objects.filter(pk=node.pk).update(zos_version=version.zos[:128], zos_version_at=at)
+            told = version.zos[:128]
+            if zos_build_key(told) != zos_build_key(Node.objects.values_list("zos_version", flat=True).get(pk=node.pk)):
+                regrouped.append(node.pk)
+            Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at)
         pools = heard.pools.get(node.grid_id)
         if pools is None:
             continue
@@ -110,6 +116,10 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
             heard.pools.pop(node.grid_id)
             continue
         kept.append(node.pk)
+    if regrouped:
+        # A version told moves the node to its build's group: that group's lesson decides its memory now.
+        with transaction.atomic():
+            memory_lessons_for_new(regrouped)
     # The figures of every node whose pools were kept, in batches rather than one transaction each.
     for start in range(0, len(kept), 100):
         figures_refresh(kept[start : start + 100])

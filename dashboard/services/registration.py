@@ -350,11 +350,24 @@ def node_register_from_grid(
     if answer:
         pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
         node.refresh_from_db()
+    if grid is not None and not heard.why_not and node.grid_id not in heard.versions:
+        version = version_of_node(grid, node.grid_id)
+        if version is not None:
+            heard.versions[node.grid_id] = version
     if heard.pools or heard.versions:
         pools_heard_store([node], heard)
         node.refresh_from_db()
     node.pools_heard_words = heard.words(node.grid_id)
     return node
+
+
+def version_of_node(grid, node_id: int):
+    """The node's own `zos.system.version` answer in process, or None where the backend cannot ask
+    (the Grid Proxy) or the node tells none (its version stays unknown: the fleet-wide group)."""
+    try:
+        return grid.zos_version(node_id)
+    except (GridError, AttributeError):
+        return None
 
 
 def pools_of_node(grid, node_id: int):

@@ -4,20 +4,22 @@ Figures, per policy: deploys sent to ZOS, refusals by cause (and on the nodes of
 cause and by whether their drives fit the prudent carve's plausible set), refusals per 1,000
 deploys, refusals after the first one on each node, utilisation and phantom slice-hours:
 - utilisation: on nodes the marketplace can put nothing more on (full by the dashboard's word, or
-  turned away after a refusal), the memory of the VMs running there over the memory ZOS would allow
-  (the most 4 GiB slices with minimal disks ZOS accepts at once on the empty node), weighted by the
-  time each node stays full; 1.0 means every full node holds all that ZOS would let it hold;
+  turned away after a refusal), the memory of the VMs running there over what ZOS would hold at best
+  under its own rule (those VMs and the node's slices it would still take now), weighted by the time
+  each node stays full: at most 1 by construction;
 - phantom slice-hours: free catalog slices that ZOS would refuse if deployed now, times hours.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from dashboard import capacity
 from dashboard.capacity import GiB
 from dashboard.traffic.fleet import (
     HOURS,
@@ -28,11 +30,13 @@ from dashboard.traffic.fleet import (
     allowed_mru,
     event_stream,
     fleet_mix,
+    hidden_use_for,
     in_plausible_set,
     pools_reported_for,
 )
+from dashboard.traffic.memory import MIN_ODDS
 from dashboard.traffic.policies import POLICY_NAMES, Contender, contender
-from dashboard.traffic.run import RE_REGISTER_EVERY_HOURS, Run
+from dashboard.traffic.run import PROBE_EVERY_HOURS, RE_REGISTER_EVERY_HOURS, Run
 
 TICK_EVERY = 250  # events between two calls of simulate's `tick`
 
@@ -65,27 +69,47 @@ class PolicyFigures:
     ipv4_requests: int = 0  # requests asking a public IPv4 (simulate's ipv4_share)
     refused_for_ipv4: int = 0  # of the refusals, the chain's for the farm's IPs (FarmHasNotEnoughPublicIPsFree)
 
+    # Refusals over the month per 1,000 nodes of the fleet, by why (before/after a lesson, test VM,
+    # disk), by ZOS build and the nodes of each build refused at least once (their first refusal).
+    refused_per_1000_nodes: float = 0.0
+    refused_by_reason: dict[str, int] = field(default_factory=dict)
+    refused_by_build: dict[str, int] = field(default_factory=dict)
+    first_refusals_by_build: dict[str, int] = field(default_factory=dict)
+    # The odds of every deploy sent against its outcome: how many, Brier score, expected calibration error.
+    odds_calibration: dict = field(default_factory=dict)
+    # With probes: the probe contracts made, and buyer refusals on a build a probe had taught then.
+    probes: dict = field(default_factory=dict)
+
     def as_dict(self) -> dict:
-        return {
-            "requests": self.requests,
-            "deploys": self.deploys,
-            "refused": self.refused,
-            "refused_by_cause": self.refused_by_cause,
-            "ipv4_requests": self.ipv4_requests,
-            "refused_for_ipv4": self.refused_for_ipv4,
-            "refused_per_1000": self.refused_per_1000,
-            "refused_after_first": self.refused_after_first,
-            "nodes_refused": self.nodes_refused,
-            "refused_without_hidden_use": self.refused_without_hidden_use,
-            "refused_on_several_pools_by_cause": self.refused_on_several_pools_by_cause,
-            "disk_refused": self.disk_refused,
-            "disk_given_up_share": self.disk_given_up_share,
-            "precheck_stops": self.precheck_stops,
-            "unserved": self.unserved,
-            "utilisation": self.utilisation,
-            "phantom_slice_hours": self.phantom_slice_hours,
-            "seconds": self.seconds,
-        } | self.drift
+        return (
+            {
+                "requests": self.requests,
+                "deploys": self.deploys,
+                "refused": self.refused,
+                "refused_by_cause": self.refused_by_cause,
+                "ipv4_requests": self.ipv4_requests,
+                "refused_for_ipv4": self.refused_for_ipv4,
+                "refused_per_1000": self.refused_per_1000,
+                "refused_after_first": self.refused_after_first,
+                "nodes_refused": self.nodes_refused,
+                "refused_without_hidden_use": self.refused_without_hidden_use,
+                "refused_on_several_pools_by_cause": self.refused_on_several_pools_by_cause,
+                "disk_refused": self.disk_refused,
+                "disk_given_up_share": self.disk_given_up_share,
+                "precheck_stops": self.precheck_stops,
+                "unserved": self.unserved,
+                "utilisation": self.utilisation,
+                "phantom_slice_hours": self.phantom_slice_hours,
+                "seconds": self.seconds,
+                "refused_per_1000_nodes": self.refused_per_1000_nodes,
+                "refused_by_reason": self.refused_by_reason,
+                "refused_by_build": self.refused_by_build,
+                "first_refusals_by_build": self.first_refusals_by_build,
+                "odds_calibration": self.odds_calibration,
+            }
+            | ({"probes": self.probes} if self.probes else {})
+            | self.drift
+        )
 
 
 @dataclass(frozen=True)
@@ -124,6 +148,9 @@ def simulate(
     drift=None,
     cache_grows: bool = False,
     ipv4_share: float = 0.0,
+    hidden_use: str = "builds",
+    min_odds: float = MIN_ODDS,
+    probes: bool = False,
 ) -> Simulation:
     """Replay one fleet and one event stream against each policy; the figures side by side.
 
@@ -137,6 +164,9 @@ def simulate(
     zos-cache boots at 5 GiB and grows with the images pulled (fleet.IMAGES), the pools reports telling it.
     `ipv4_share` of the deploy requests ask a public IPv4 from their farm's pool (traffic.run: FARM_NODES,
     FARM_IPS).
+    `hidden_use` (fleet.HIDDEN_USE_CHOICES) says how the stated mix's memory differs from ZOS's count;
+    `min_odds` is SLICE_MIN_ODDS: the learning policy offers only slices at or above it. `probes`: the
+    deployer of a learning policy sends what GET /api/v1/probes lists, every PROBE_EVERY_HOURS.
     """
     if not 0.0 <= ipv4_share <= 1.0:
         raise ValueError(f"the IPv4 share is between 0 and 1, not {ipv4_share}")
@@ -155,6 +185,8 @@ def simulate(
     started = time.perf_counter()
     rng = random.Random(seed)
     specs = pools_reported_for(fleet_mix(nodes, rng), pools_reported, seed) if fleet is None else list(fleet)
+    if fleet is None:
+        specs = hidden_use_for(specs, hidden_use, seed)
     if cache_grows:
         specs = [replace(spec, cache_grows=True) for spec in specs]
     stream = event_stream(events, rng) if drift is None else drift.stream(event_stream(events, rng), rng)
@@ -163,9 +195,13 @@ def simulate(
     for entrant in contenders:
         name = entrant.name
         run_started = time.perf_counter()
-        run = Run(entrant, specs, allowed) if drift is None else drift.run(entrant, specs, allowed)
+        options = {"min_odds": min_odds, "probes": probes}
+        run = (
+            Run(entrant, specs, allowed, **options) if drift is None else drift.run(entrant, specs, allowed, **options)
+        )
         run.ipv4_share = ipv4_share
         next_reregister = RE_REGISTER_EVERY_HOURS
+        next_probe = 0.0 if probes else math.inf
         for done, event in enumerate(stream):
             if tick is not None and done % TICK_EVERY == 0:
                 tick(name, done, len(stream))
@@ -173,6 +209,10 @@ def simulate(
                 run.release_until(next_reregister)
                 run.reregister_stale(next_reregister)
                 next_reregister += RE_REGISTER_EVERY_HOURS
+            while next_probe <= event.at:
+                run.release_until(next_probe)
+                run.probe(next_probe)
+                next_probe += PROBE_EVERY_HOURS
             run.release_until(event.at)
             if event.kind == "deploy":
                 run.deploy(event)
@@ -190,7 +230,7 @@ def simulate(
             refused_per_1000=round(1000 * refused / run.deploys, 2) if run.deploys else 0.0,
             refused_after_first=sum(max(n.refusals - 1, 0) for n in run.nodes),
             nodes_refused=sum(1 for n in run.nodes if n.refusals),
-            refused_without_hidden_use=sum(n.refusals for n in run.nodes if not n.spec.hidden_mru),
+            refused_without_hidden_use=sum(n.refusals for n in run.nodes if not n.spec.hides_use),
             refused_on_several_pools_by_cause=dict(sorted(run.several_pools_by_cause.items())),
             disk_refused=dict(run.disk_refused),
             disk_given_up_share=round(sum(n.disk_given_up for n in run.nodes) / max(sum(s.sru for s in specs), 1), 4),
@@ -203,6 +243,14 @@ def simulate(
             drift={} if drift is None else run.drift_figures(),
             ipv4_requests=run.ipv4_requests,
             refused_for_ipv4=run.refused_by_cause.get("public-ip", 0),
+            refused_per_1000_nodes=round(1000 * refused / len(specs), 2),
+            refused_by_reason=dict(sorted(run.refused_by_reason.items())),
+            refused_by_build=dict(sorted(run.refused_by_build.items())),
+            first_refusals_by_build=dict(sorted(run.first_refusals_by_build.items())),
+            odds_calibration=_calibration(run.odds_outcomes),
+            probes={"sent": run.probes_sent, "refused_on_a_build_a_probe_taught": run.refused_on_probe_taught}
+            if run.probes
+            else {},
         )
         if progress is not None:
             progress(results[name])
@@ -211,11 +259,13 @@ def simulate(
         events=events,
         seed=seed,
         mix={
-            "hidden_use": sum(1 for s in specs if s.hidden_mru),
+            "hidden_use": sum(1 for s in specs if s.hides_use),
             "several_pools": sum(1 for s in specs if len(s.pools) > 1),
             "several_pools_in_plausible_set": sum(1 for s in specs if len(s.pools) > 1 and in_plausible_set(s)),
             "pools_reported": sum(1 for s in specs if s.pools_reported),
             "cache_grows": sum(1 for s in specs if s.cache_grows),
+            "hidden_use_choice": hidden_use if fleet is None else "caller's fleet",
+            "zos_builds": {b: sum(1 for s in specs if s.zos_build == b) for b in sorted({s.zos_build for s in specs})},
             "memory_gib": sorted(set(MEMORY_CHOICES_GIB)) if fleet is None else sorted({s.mru // GiB for s in specs}),
             "ssd_gib": list(SSD_CHOICES_GIB) if fleet is None else sorted({s.sru // GiB for s in specs}),
             "standby_share_of_events": 0.08,
@@ -226,3 +276,12 @@ def simulate(
         seconds=round(time.perf_counter() - started, 2),
         peak_memory_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     )
+
+
+def _calibration(outcomes: list[tuple[float, bool]]) -> dict:
+    count, brier, ece = capacity.odds_calibration(outcomes)
+    return {
+        "outcomes": count,
+        "brier": None if brier is None else round(brier, 5),
+        "ece": None if ece is None else round(ece, 5),
+    }

@@ -42,6 +42,19 @@ class NodeSpec:
     # Its zos-cache boots at ZOS's 5 GiB and grows with the images pulled (IMAGES); else it stays at the
     # 20 GiB the simulated grid has always taken it as grown to.
     cache_grows: bool = False
+    # The ZOS version it runs (grid.simgrid.ZOS_BUILDS: its own use and each VM's beyond the guest),
+    # told over RMB (zos.system.version) where its pools are; "" a node of no build (hidden_mru alone).
+    zos_build: str = ""
+
+    @property
+    def hides_use(self) -> bool:
+        """Its VMs really use memory beyond ZOS's count: a build's overhead, or a use of its own."""
+        return bool(self.hidden_mru or self.zos_build)
+
+    @property
+    def told_build(self) -> str:
+        """The group the dashboard learns this node's memory in: the version it told, or the fleet's."""
+        return self.zos_build if self.pools_reported else ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,45 @@ def fleet_mix(nodes: int, rng: random.Random) -> list[NodeSpec]:
             NodeSpec(node_id=1 + i, cru=max(mru // (2 * GiB), 4), mru=mru, sru=sru, pools=pools, hidden_mru=hidden)
         )
     return specs
+
+
+# --hidden-use: how the fleet's memory really differs from ZOS's count.
+# - builds (default): every node on a ZOS build (most on the first, BUILD_MINOR_SHARE on the second),
+#   with its small per-node spread (grid.simgrid.build_spread) and the daily test VM;
+# - wide: as builds, and a fifth of the nodes with their own per-VM deviation (HIDDEN_CHOICES);
+# - nodes: no builds, a fifth of the nodes with a hidden per-VM use of their own (the month before builds).
+HIDDEN_USE_CHOICES = ("builds", "wide", "nodes")
+BUILD_MAJOR, BUILD_MINOR = "v3.14.0-sim", "v3.13.2-sim"
+BUILD_MINOR_SHARE = 0.1
+
+
+def hidden_use_for(specs: list[NodeSpec], hidden_use: str, seed: int) -> list[NodeSpec]:
+    """The fleet with its memory's hidden use as `hidden_use` says; builds drawn apart from the fleet
+    and the events (another random stream), so the same seed gives the same nodes and events."""
+    if hidden_use not in HIDDEN_USE_CHOICES:
+        raise ValueError(f"unknown hidden use {hidden_use!r}; choose from {', '.join(HIDDEN_USE_CHOICES)}")
+    if hidden_use == "nodes":
+        return specs
+    rng = random.Random(f"zos-builds-{seed}")
+    return [
+        replace(
+            spec,
+            zos_build=BUILD_MINOR if rng.random() < BUILD_MINOR_SHARE else BUILD_MAJOR,
+            hidden_mru=spec.hidden_mru if hidden_use == "wide" else 0,
+        )
+        for spec in specs
+    ]
+
+
+TEST_VM_HOURS = 3 / 60  # zosbase provisiontest: up to ~3 minutes a day
+
+
+def test_vm_running(spec: NodeSpec, at: float) -> bool:
+    """The daily provisiontest VM runs on a node of a build for TEST_VM_HOURS at its own hour of the day."""
+    if not spec.zos_build:
+        return False
+    start = ((spec.node_id * 2654435761) % 2**32) / 2**32 * 24
+    return (at - start) % 24 < TEST_VM_HOURS
 
 
 def event_stream(events: int, rng: random.Random) -> list[Event]:
@@ -101,6 +153,7 @@ def boot(spec: NodeSpec) -> ZosMachine:
         sru=spec.sru,
         pools=spec.pools,
         per_vm_overhead_mru=spec.hidden_mru,
+        zos_build=spec.zos_build,
         **({"cache_sru": capacity.CACHE_STEP} if spec.cache_grows else {}),
     )
 

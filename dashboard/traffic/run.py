@@ -22,7 +22,8 @@ from dashboard.grid.classify import classify
 from dashboard.grid.simgrid import ZosMachine
 from dashboard.grid.types import DeploymentFailed
 from dashboard.traffic import fleet
-from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set
+from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
+from dashboard.traffic.memory import MIN_ODDS, FleetMemory
 from dashboard.traffic.policies import Contender
 
 RE_REGISTER_EVERY_HOURS = 24  # the beat's bulk re-register of stale nodes
@@ -32,6 +33,8 @@ MAX_ATTEMPTS = 5  # nodes the marketplace tries for one request
 FARM_NODES = 4
 FARM_IPS = 4
 NO_FREE_IP = "failed to create contract on node {node}: failed to create contract: FarmHasNotEnoughPublicIPsFree"
+PROBE_EVERY_HOURS = 6  # how often the deployer asks GET /api/v1/probes and sends what it lists
+PROBES_LISTED = 20  # the endpoint's default limit
 
 
 @dataclass
@@ -67,6 +70,9 @@ class SimNode:
     disk_given_up: int = 0  # data disk its registration's carve gave up to layouts it may not have (pools unknown)
     images: set[int] = field(default_factory=set)  # the images its zos-cache holds (fleet.IMAGES)
     known_cache: int | None = None  # the zos-cache's bound from the last pool report the dashboard read
+    slice_size: SliceSize | None = None  # its catalog's slice, from the last carve
+    room_mru: int = 0  # full: memory of the node's slices ZOS would still take now (utilisation's denominator)
+    sure: int = 0  # free slices at or above the minimum odds, in order (what headlines promise)
 
     @property
     def reported_pools(self) -> tuple[int, ...] | None:
@@ -83,8 +89,28 @@ class SimNode:
 class Run:
     """One policy's month: the catalog, the marketplace and ZOS, event by event."""
 
-    def __init__(self, contender: Contender, specs: list[NodeSpec], allowed: dict[int, int]):
+    def __init__(
+        self,
+        contender: Contender,
+        specs: list[NodeSpec],
+        allowed: dict[int, int],
+        *,
+        min_odds: float = MIN_ODDS,
+        probes: bool = False,
+    ):
         self.name = contender.name
+        self.min_odds = min_odds
+        self.probes = probes and contender.mode.learning  # the deployer sends what GET /api/v1/probes lists
+        self.probes_sent = 0
+        self.probe_taught: set[str] = set()  # groups a probe's refusal has taught
+        self.refused_on_probe_taught = 0  # buyer refusals on a node of such a group
+        # The fleet's memory lessons (services.memory_model), where the policy learns.
+        self.memory = FleetMemory() if contender.mode.learning else None
+        self.odds_outcomes: list[tuple[float, bool]] = []  # (the slice's odds, deployed) of every deploy sent
+        # Refusals by why: hidden memory before its group had a lesson, after, the test VM's, disk, ...
+        self.refused_by_reason: dict[str, int] = {}
+        self.refused_by_build: dict[str, int] = {}
+        self.first_refusals_by_build: dict[str, int] = {}
         self.mode = contender.mode
         self.policy = contender.policy
         self.nodes = [
@@ -120,6 +146,7 @@ class Run:
         return capacity.observed_now(
             hidden_mru_per_vm=node.observed.hidden_mru_per_vm,
             pool_room_below=node.observed.pool_room_below,
+            zos_own_mru=node.observed.zos_own_mru,
             bound_used_sru=node.bound_used_sru,
             used_sru=used_sru,
         )
@@ -155,6 +182,7 @@ class Run:
         )
         free = node.free_slots()
         size = SliceSize(cru=carve.slice.cru, mru=carve.slice.mru, sru=carve.slice.sru, rootfs=carve.slice.rootfs)
+        node.slice_size = size
         stale = catalog_stale(
             carved_policy_name=self.policy.name,
             carved_policy_version=self.policy.version,
@@ -193,13 +221,37 @@ class Run:
         check = capacity.precheck(
             [(s.index, s.size) for s in free], total, used, self.policy, live=self._live(node, used.sru)
         )
-        return check.placeable_now
+        return min(check.placeable_now, self._sure(node, free))
+
+    def _odds(self, node: SimNode, free: list[Slot]) -> tuple[float, ...]:
+        """The free slices' odds in order (capacity.slices_odds on the group's fit); 1 without learning."""
+        if self.memory is None:
+            return (1.0,) * len(free)
+        total, used = node.machine.reading()
+        return self.memory.odds(
+            node.spec.told_build,
+            node=node.spec.node_id,
+            total_mru=total.mru,
+            vm_mru=max(used.mru - capacity.zos_reserve_mru(total.mru), 0),
+            running=sum(1 for s in node.slots if not s.free),
+            sizes_mru=[s.size.mru for s in sorted(free, key=lambda s: s.index)],
+        )
+
+    def _sure(self, node: SimNode, free: list[Slot]) -> int:
+        """Free slices a headline may promise: those in a row from the first at or above the minimum odds."""
+        sure = 0
+        for odds in self._odds(node, free):
+            if odds < self.min_odds:
+                break
+            sure += 1
+        node.sure = sure
+        return sure
 
     def _fits(self, node: SimNode, slot: Slot) -> bool:
         total, used = node.machine.reading()
         return capacity.fits(slot.size, total, used, self.policy, live=self._live(node, used.sru)).fits
 
-    def _learn(self, node: SimNode, slot: Slot, raw: str, total: Resources, used: Resources) -> None:
+    def _learn(self, node: SimNode, slot: Slot, raw: str, total: Resources, used: Resources, now: float) -> None:
         diagnosis = classify(raw)
         lesson = capacity.refusal_lesson(
             cause=diagnosis.cause,
@@ -215,6 +267,37 @@ class Run:
             node.observed = capacity.observed_after(node.observed, lesson)
             if lesson.kind == "disk":
                 node.bound_used_sru = lesson.used_sru
+        if diagnosis.cause == "memory" and diagnosis.usable_bytes is not None and self.memory is not None:
+            self._learn_fleet(node, total, used, diagnosis.usable_bytes, now)
+
+    def _learn_fleet(self, node: SimNode, total: Resources, used: Resources, usable: int, now: float) -> None:
+        """The refusal's point refits its group, and the lesson reaches every node of it at once."""
+        running = sum(1 for s in node.slots if not s.free)
+        group = node.spec.told_build
+        point = capacity.MemoryPoint(
+            node=node.spec.node_id,
+            total_mru=total.mru,
+            vms=running,
+            vm_mru=max(used.mru - capacity.zos_reserve_mru(total.mru), 0),
+            actual_mru=total.mru - usable,
+        )
+        per_vm = capacity.hidden_use_per_vm(
+            total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
+        )
+        if self.memory.observe(group, point, per_vm=per_vm) is None:
+            return
+        for other in self.nodes:
+            if other.spec.told_build != group:
+                continue
+            observed = self.memory.observed_for(
+                group, node=other.spec.node_id, carved=len(other.slots), pool_room_below=other.observed.pool_room_below
+            )
+            if observed != other.observed:
+                if other is not node:
+                    self._close(other, now)
+                other.observed = observed
+                if other is not node:
+                    self._judge(other)
 
     # --- accounting of figures -----------------------------------------------------------
 
@@ -233,23 +316,30 @@ class Run:
             offered = bool(node.free_slots())
         # Full: the marketplace can put nothing more there, by the dashboard's word or after a refusal.
         node.full = up and (node.turned_away or not offered)
-        node.phantom = _phantom(node) if up else len(node.free_slots())
+        # The slices on offer are judged: placeable now and at or above SLICE_MIN_ODDS; the rest are no
+        # promise (utilisation counts what ZOS would still take of them).
+        offer = node.placeable if self.mode.precheck and self.memory is not None else None
+        node.phantom = _phantom(node, offer) if up else len(node.free_slots())
+        node.room_mru = _room(node) if node.full else 0
 
     def _account(self, node: SimNode, now: float) -> None:
         span = now - node.changed_at
         if span <= 0:
             return
         self.phantom_hours += node.phantom * span
-        if node.full and node.allowed_mru:
+        if node.full:
+            # Over what ZOS would hold at best under its own rule: what runs, and the node's slices
+            # ZOS would still take now; so at most 1 by construction.
             deployed = node.deployed_mru()
+            allowed = deployed + node.room_mru
             self.util_num += deployed * span
-            self.util_den += node.allowed_mru * span
+            self.util_den += allowed * span
             start = node.changed_at
             while start < now:  # spread over the days it covers, for the chart
                 day = int(start // 24)
                 end = min(now, (day + 1) * 24)
                 self.daily[min(day, len(self.daily) - 1)]["util_num"] += deployed * (end - start)
-                self.daily[min(day, len(self.daily) - 1)]["util_den"] += node.allowed_mru * (end - start)
+                self.daily[min(day, len(self.daily) - 1)]["util_den"] += allowed * (end - start)
                 start = end
 
     # --- events ------------------------------------------------------------------------
@@ -330,12 +420,20 @@ class Run:
             self.deploys += 1
             self.daily[int(event.at // 24)]["deploys"] += 1
             total, used = node.machine.reading()
+            odds = self._odds(node, node.free_slots())[0]  # the slot is the first free one
             self.seq += 1
             self._close(node, event.at)
+            node.machine.test_vm = test_vm_running(node.spec, event.at)
+            test_vm_in_the_way = False
             if ipv4 and self._ips_free(self._farm(position)) <= 0:
                 vm, refusal = None, DeploymentFailed(NO_FREE_IP.format(node=node.spec.node_id))
             else:
                 vm, refusal = node.machine.place(slot.size, name=f"s{slot.index}", deployment_id=self.seq)
+                if vm is None and node.machine.test_vm:
+                    node.machine.test_vm = False
+                    test_vm_in_the_way = node.machine.copy().place(slot.size, name="t", deployment_id=0)[0] is not None
+            node.machine.test_vm = False
+            self.odds_outcomes.append((odds, vm is not None))
             if vm is not None:
                 if ipv4:
                     self.ip_users.setdefault(self._farm(position), set()).add((position, vm.workload_id))
@@ -350,16 +448,69 @@ class Run:
             cause = classify(refusal.raw).cause
             self.refused_by_cause[cause] = self.refused_by_cause.get(cause, 0) + 1
             self._count_pools_refusal(node, cause)
+            self._count_reason(node, cause, test_vm_in_the_way)
+            self.refused_on_probe_taught += node.spec.told_build in self.probe_taught
             self.daily[int(event.at // 24)]["refused"] += 1
             node.refusals += 1
             node.turned_away = True
             if self.mode.learning and cause != "public-ip":  # an IP refusal teaches nothing of the node
-                self._learn(node, slot, refusal.raw, total, used)
+                self._learn(node, slot, refusal.raw, total, used, event.at)
             self._judge(node)
         self.unserved += 1
 
     def _farms_without_ips(self) -> set[int]:
         return {farm for farm in list(self.ip_users) if self._ips_free(farm) <= 0}
+
+    def probe(self, now: float) -> None:
+        """The deployer sends the probes GET /api/v1/probes lists (its rule, capacity.probe_need: one node
+        per group, the one whose memory the model knows least, among up nodes running VMs): each a VM
+        larger than the node, which ZOS refuses with its `usable` figure; reported as a probe, no failure."""
+        if not self.probes or self.memory is None:
+            return
+        best: dict[str, tuple[float, int]] = {}
+        for position, node in enumerate(self.nodes):
+            running = sum(1 for s in node.slots if not s.free)
+            if node.status != "up" or not running:
+                continue
+            group = node.spec.told_build
+            unknown, _why = capacity.probe_need(
+                self.memory.fits.get(group), build=group, running=running, node=node.spec.node_id
+            )
+            if group not in best or unknown > best[group][0]:
+                best[group] = (unknown, position)
+        for group, (_unknown, position) in sorted(best.items(), key=lambda kv: -kv[1][0])[:PROBES_LISTED]:
+            node = self.nodes[position]
+            total, used = node.machine.reading()
+            size = SliceSize(cru=1, mru=total.mru + capacity.PROBE_BEYOND_MRU, sru=0)
+            self.seq += 1
+            self.probes_sent += 1
+            node.machine.test_vm = test_vm_running(node.spec, now)
+            vm, refusal = node.machine.place(size, name="probe", deployment_id=self.seq)
+            node.machine.test_vm = False
+            if vm is not None:  # ZOS never takes a VM larger than the node; guard the simulation's own rule
+                raise AssertionError(f"node {node.spec.node_id} took a probe larger than its memory")
+            diagnosis = classify(refusal.raw)
+            if diagnosis.cause == "memory" and diagnosis.usable_bytes is not None:
+                self.probe_taught.add(group)
+                self._close(node, now)
+                self._learn_fleet(node, total, used, diagnosis.usable_bytes, now)
+                self._judge(node)
+
+    def _count_reason(self, node: SimNode, cause: str, test_vm: bool) -> None:
+        """Why ZOS refused: the test VM in the way, hidden memory before or after its group's lesson, disk, ..."""
+        build = node.spec.zos_build or "none"
+        if cause != "memory":
+            reason = cause
+        elif test_vm:
+            reason = "memory_test_vm"
+        elif node.observed.hidden_mru_per_vm or node.observed.zos_own_mru is not None:
+            reason = "memory_after_lesson"
+        else:
+            reason = "memory_before_lesson"
+        self.refused_by_reason[reason] = self.refused_by_reason.get(reason, 0) + 1
+        self.refused_by_build[build] = self.refused_by_build.get(build, 0) + 1
+        if not node.refusals:
+            self.first_refusals_by_build[build] = self.first_refusals_by_build.get(build, 0) + 1
 
     def _count_pools_refusal(self, node: SimNode, cause: str) -> None:
         if len(node.spec.pools) > 1:
@@ -401,9 +552,12 @@ class Run:
             node.changed_at = HOURS
 
 
-def _phantom(node: SimNode) -> int:
-    """Free slices ZOS would refuse if they were deployed one after another now (ZOS's own word)."""
+def _phantom(node: SimNode, offer: int | None = None) -> int:
+    """Free slices ZOS would refuse if they were deployed one after another now (ZOS's own word);
+    of the first `offer` of them where the catalog offers only those (the sure ones)."""
     free = sorted(node.free_slots(), key=lambda s: s.index)
+    if offer is not None:
+        free = free[:offer]
     if not free:
         return 0
     trial = node.machine.copy()
@@ -412,3 +566,16 @@ def _phantom(node: SimNode) -> int:
         vm, _refusal = trial.place(slot.size, name=f"p{n}", deployment_id=10**9 + n)
         refused += vm is None
     return refused
+
+
+def _room(node: SimNode, limit: int = 256) -> int:
+    """Memory of the node's slices ZOS would still take now, one after another (no test VM: at best)."""
+    size = node.slice_size
+    if size is None or not size.mru:
+        return 0
+    trial = node.machine.copy()
+    trial.test_vm = False
+    taken = 0
+    while taken < limit and trial.place(size, name=f"r{taken}", deployment_id=2 * 10**9 + taken)[0] is not None:
+        taken += 1
+    return taken * size.mru

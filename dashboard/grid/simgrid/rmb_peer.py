@@ -3,7 +3,7 @@
 `manage.py simgrid rmb-peer --redis URL` runs it. It takes requests off `msgbus.system.local` as
 rmb-peer does (threefoldtech/rmb-rs docs/readme.md) and RPUSHes each destination's answer onto the
 request's `ret` queue, from the simulated grid: `zos.storage.pools` from the node's ZosMachine,
-`zos.statistics.get` from its counters, `zos.system.version` a fixed build. Like the real grid, a node
+`zos.statistics.get` from its counters, `zos.system.version` the node's own build (answers.py). Like the real grid, a node
 that is down or on standby, or a twin no simulated node has, never answers; a request past its `exp`
 is dropped. `delay` holds every answer back that long (answers are scheduled, so a slow peer still
 serves many calls at once) and `error_rate` answers that share of calls with an `err`.
@@ -20,13 +20,13 @@ import threading
 import time
 from typing import Any
 
+from dashboard.grid.simgrid.answers import version_body
 from dashboard.grid.simgrid.store import SimulatedGrid
-from dashboard.grid.types import GridError
+from dashboard.grid.types import GridError, RmbRefused
 
 log = logging.getLogger(__name__)
 
 REQUEST_QUEUE = "msgbus.system.local"
-SIM_ZOS_VERSION = {"zos": "v3.14.0-sim", "zinit": "v0.2.14"}
 _TWIN_REFRESH_SECONDS = 1.0
 
 
@@ -102,6 +102,8 @@ class StandInPeer:
             if self.error_rate and self.random.random() < self.error_rate:
                 return envelope(ref, twin, err={"code": 500, "message": "simulated failure (--error-rate)"})
             body = self.body(cmd, node_id)
+        except RmbRefused as exc:
+            return envelope(ref, twin, err={"code": 404, "message": str(exc)})
         except GridError:
             return None  # a node away (or gone) meanwhile: as silent as a real one
         if body is None:
@@ -125,7 +127,7 @@ class StandInPeer:
                 "open_connections": 0,
             }
         if cmd == "zos.system.version":
-            return dict(SIM_ZOS_VERSION)
+            return version_body(self.grid.zos_version(node_id))
         return None
 
     def _node_of(self, twin: Any) -> int | None:
@@ -156,4 +158,4 @@ def envelope(ref: str, twin: int, *, body: Any = None, err: dict | None = None) 
     }
 
 
-__all__ = ["REQUEST_QUEUE", "SIM_ZOS_VERSION", "StandInPeer", "envelope"]
+__all__ = ["REQUEST_QUEUE", "StandInPeer", "envelope"]

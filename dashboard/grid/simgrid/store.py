@@ -5,8 +5,7 @@ Stdlib sqlite3 only (no Django): WAL so readers never wait on writers, and every
 `BEGIN IMMEDIATE`, which takes the write lock before the node is read, so two deploys racing for the
 last room on a node are serialised and the second one sees the first one's VM. It plays the outside
 world: its store is not ours. Each deploy is decided by the node's ZosMachine (machine.py), built from
-the node's row and VMs; the row keeps storaged's state (pools mounted, holding vdisks; the zos-cache's
-quota, cache.py) after it.
+its row and VMs; the row keeps storaged's state (pools, vdisks; the zos-cache's quota, cache.py) after.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from pathlib import Path
 # Sizes and types only: the decisions are ZosMachine's.
 from dashboard.capacity import Resources, SliceSize
 from dashboard.grid.simgrid import chain, farm_pool, records
+from dashboard.grid.simgrid.answers import NodeAnswers
 from dashboard.grid.simgrid.cache import CACHE_COLUMN, CacheAdmin, cache_upgrade
 from dashboard.grid.simgrid.checks import bounded as _bounded
 from dashboard.grid.simgrid.checks import positive as _positive
@@ -98,7 +98,7 @@ CREATE TABLE IF NOT EXISTS sim_counter (name TEXT PRIMARY KEY, value INTEGER NOT
 """
 
 
-class SimulatedGrid(chain.ChainAdmin, CacheAdmin, farm_pool.FarmPoolAdmin):
+class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin, farm_pool.FarmPoolAdmin):
     """The Grid interface over a simulated ZOS fleet; `can_deploy` is True. It deploys as `deployer_twin`
     (the marketplace's twin, MARKETPLACE_TWIN_ID's first) when the chain asks who signs (chain.py)."""
 

@@ -18,8 +18,11 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from django.conf import settings
+
 from dashboard.management.cli import ProductCommand, usage_error
 from dashboard.traffic import HOURS, POLICY_NAMES, Simulation, simulate
+from dashboard.traffic.fleet import HIDDEN_USE_CHOICES
 from dashboard.traffic_drift import Drift
 
 
@@ -47,6 +50,20 @@ class Command(ProductCommand):
             "--cache-grows",
             action="store_true",
             help="every node's zos-cache boots at 5 GiB and grows a step at 60%% full with the images pulled",
+        )
+        parser.add_argument(
+            "--hidden-use",
+            choices=HIDDEN_USE_CHOICES,
+            default="builds",
+            help="how memory use differs from ZOS's count: builds (most nodes on one ZOS build, a few on "
+            "another, a small spread, the daily test VM), wide (builds and a fifth of the nodes with a "
+            "per-VM use of their own), nodes (no builds: a fifth of the nodes with a hidden use of their own)",
+        )
+        parser.add_argument(
+            "--probes",
+            action="store_true",
+            help="the deployer sends the probes GET /api/v1/probes lists (learning policies): their cost and "
+            "the buyer refusals they save (a second run without them)",
         )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument(
@@ -89,7 +106,23 @@ class Command(ProductCommand):
                 progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
                 drift=drift,
                 cache_grows=options["cache_grows"],
+                hidden_use=options["hidden_use"],
+                min_odds=settings.SLICE_MIN_ODDS,
             )
+            if options["probes"]:
+                result = _with_probes(
+                    result,
+                    nodes=nodes,
+                    events=events,
+                    seed=seed,
+                    names=names,
+                    drift=drift,
+                    **{
+                        "pools_reported": pools_reported,
+                        "cache_grows": options["cache_grows"],
+                        "hidden_use": options["hidden_use"],
+                    },
+                )
             unwatched = None
             if write and drift.watch:  # the report sets the figure beside what it falls to without the watch
                 self.stderr.write("again without the watch and the audit")
@@ -102,6 +135,8 @@ class Command(ProductCommand):
                     ipv4_share=options["ipv4_share"],
                     drift=replace(drift, watch=False),
                     cache_grows=options["cache_grows"],
+                    hidden_use=options["hidden_use"],
+                    min_odds=settings.SLICE_MIN_ODDS,
                 )
         except ValueError as exc:
             raise usage_error(str(exc)) from None
@@ -116,13 +151,32 @@ class Command(ProductCommand):
             self.stderr.write(f"wrote {write}" + (f" and {chart}" if chart else ""))
 
 
+def _with_probes(result: Simulation, *, nodes, events, seed, names, drift, **options) -> Simulation:
+    """The month with the probes sent; each policy's figures say what they saved over `result` (without)."""
+    probed = simulate(
+        nodes=nodes,
+        events=events,
+        seed=seed,
+        policies=names,
+        drift=drift,
+        min_odds=settings.SLICE_MIN_ODDS,
+        probes=True,
+        **options,
+    )
+    for name, figures in probed.policies.items():
+        if figures.probes:
+            figures.probes["buyer_refusals_saved"] = result.policies[name].refused - figures.refused
+    return probed
+
+
 def _dumps(data: dict) -> str:
     return json.dumps(data, indent=2)
 
 
 def table(result: Simulation) -> str:
     head = (
-        f"{result.nodes} nodes ({result.mix['hidden_use']} with hidden per-VM memory use, "
+        f"{result.nodes} nodes (ZOS builds {_counts(result.mix.get('zos_builds', {}))}; "
+        f"{result.mix['hidden_use']} with memory use hidden from ZOS's count, "
         f"{result.mix['several_pools']} with several SSD pools, {result.mix['several_pools_in_plausible_set']} of them "
         f"in the plausible set; pools reported for {result.mix['pools_reported']}), "
         f"{result.events} events over {HOURS // 24} days, "
@@ -159,7 +213,32 @@ def table(result: Simulation) -> str:
             f"| {name} | {causes} | {disk['in_plausible_set']:,} | {disk['outside_plausible_set']:,} "
             f"| {disk['pools_reported']:,} |"
         )
+    lines += [
+        "",
+        "The month by why ZOS refused, by ZOS build, and the odds against what happened:",
+        "",
+        "| policy | refused per 1,000 nodes | by why | by build | nodes first refused, by build "
+        "| odds: outcomes, Brier, ECE | probes sent, refused on a build a probe taught, refusals saved |",
+        "|---|---:|---|---|---|---|---|",
+    ]
+    for name, f in result.policies.items():
+        cal = f.odds_calibration
+        odds = f"{cal['outcomes']:,}, {cal['brier']}, {cal['ece']}" if cal.get("outcomes") else "none"
+        probes = (
+            f"{f.probes['sent']:,}, {f.probes['refused_on_a_build_a_probe_taught']:,}, "
+            f"{f.probes.get('buyer_refusals_saved', '-')}"
+            if f.probes
+            else "-"
+        )
+        lines.append(
+            f"| {name} | {f.refused_per_1000_nodes:.1f} | {_counts(f.refused_by_reason)} | "
+            f"{_counts(f.refused_by_build)} | {_counts(f.first_refusals_by_build)} | {odds} | {probes} |"
+        )
     return "\n".join(lines)
+
+
+def _counts(counts: dict) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in counts.items()) or "none"
 
 
 def truth_table(result: Simulation, unwatched: Simulation | None = None) -> str:
@@ -211,8 +290,13 @@ back and how the watch and audit answer it: `dashboard/traffic_drift.py`.
   memory use is how ZOS tells it (its statistics do not); the shipped policy learns from it and never
   sends a slice there that would be refused again.
 - **utilisation**: on nodes the marketplace could put nothing more on, the memory of the VMs running there
-  over the memory ZOS would let them hold (the most 4 GiB slices with minimal disks the empty node
-  accepts), weighted by how long each stayed full.
+  over what ZOS would hold at best under its own rule: those VMs and the node's slices ZOS would still
+  take now, one after another (without the daily test VM), weighted by how long each stayed full. At
+  most 1 by construction; below 1 where the catalog (or the odds) leaves slices ZOS would take.
+- **by why**: `memory_before_lesson` (hidden use no refusal or probe had taught the node's group yet),
+  `memory_after_lesson`, `memory_test_vm` (ZOS's daily provisiontest VM was running: without it the VM
+  fitted), `disk`. **odds**: each deploy's slice odds against its outcome (Brier score, expected
+  calibration error over ten bins).
 - **phantom slice-hours**: free catalog slices that ZOS would refuse now (or that sit on a node in standby),
   times the hours they were offered.
 - **unserved**: requests for which no node offered a slice the marketplace could use (the fleet was full).
@@ -235,8 +319,10 @@ every device order, with the precheck; `zos-learning` the product as shipped: `z
 teach, used by the precheck at once and by the daily bulk re-register of stale nodes.
 
 The fleet: memory of {", ".join(str(m) for m in result.mix["memory_gib"])} GiB, SSD of
-{", ".join(str(s) for s in result.mix["ssd_gib"])} GiB; a fifth of the nodes with hidden per-VM memory use
-(256 MiB to 1.5 GiB), a third with 2-4 SSD pools of near-equal size (within 2%) in an unknown device order. Events:
+{", ".join(str(s) for s in result.mix["ssd_gib"])} GiB; hidden memory use `{result.mix.get("hidden_use_choice")}`
+(`--hidden-use`; builds: every node on a ZOS build, {_counts(result.mix.get("zos_builds", {}))}, each with
+its own use and a per-VM use beyond the guest's memory, a small per-node spread, and the daily 512 MiB test
+VM for 3 minutes), a third with 2-4 SSD pools of near-equal size (within 2%) in an unknown device order. Events:
 deploy requests (each VM lives a random time, {result.mix["mean_lifetime_days"]:.0f} days on average),
 nodes switched to standby when idle and woken again.
 """

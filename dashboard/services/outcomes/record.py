@@ -19,6 +19,7 @@ from dashboard.audit_rules import contract_of
 from dashboard.grid.classify import Diagnosis, classify
 from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
 from dashboard.outcome_rules import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
+from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.holds import hold_turned_deployed, hold_words
 from dashboard.services.observations import deployment_refusal, observations_learn
@@ -281,6 +282,7 @@ def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, work
         capacity_seen=_capacity_last_read(node),
         requested_by=by if getattr(by, "pk", None) else None,
         finished_at=at,
+        odds=vm_odds_now(node, mru=slice_.mru),
     )
     # started_at is auto_now_add; the record says when it happened, not when we heard of it.
     Deployment.objects.filter(pk=deployment.pk).update(started_at=at)

@@ -1,0 +1,42 @@
+"""GET /api/v1/probes: the nodes whose memory a probe would teach the most, with the probe to send."""
+
+from __future__ import annotations
+
+from ninja import Field, Query, Router, Schema
+
+from dashboard.api.auth import READ
+from dashboard.api.placement_schemas import ProbesOut
+from dashboard.api.schemas import ErrorOut
+from dashboard.selectors.probes import probes_to_send
+
+router = Router(tags=["deployments"])
+
+
+class ProbesIn(Schema):
+    limit: int = Field(20, ge=1, le=100, description="at most this many probes (one per ZOS version)")
+
+
+@router.get(
+    "/probes",
+    auth=READ,
+    response={200: ProbesOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    summary="Nodes whose memory a probe would teach the most (a VM ZOS always refuses)",
+)
+def probes(request, query: Query[ProbesIn]):
+    """Send each probe's VM to its node: ZOS refuses it, and the refusal, reported with POST
+    /api/v1/deployments (outcome failed, probe true), teaches the node's group without a buyer's
+    deployment failing. It counts as no failure."""
+    return {
+        "probes": [
+            {
+                "node_id": p.node_id,
+                "farm_id": p.farm_id,
+                "zos_version": p.zos_version,
+                "running": p.running,
+                "unknown_mru": p.unknown_mru,
+                "why": p.why,
+                "probe": {"cru": p.cru, "mru": p.mru, "sru": p.sru},
+            }
+            for p in probes_to_send(limit=query.limit)
+        ]
+    }

@@ -1,0 +1,91 @@
+"""The odds that a free slice deploys at the first try now, from the memory model's uncertainty.
+
+ZOS refuses a VM whose memory is above total - max(counted, actual) (capacity.overhead). The count
+is known; actual is the build's fitted line (capacity.OverheadFit) with its standard deviation, so
+the chance ZOS takes a VM is the chance actual stays at or under total - the VM's memory: a normal
+tail, Phi((total - memory - predicted actual) / sd). Free slices are taken one after another (as
+placeable now counts them), so the k-th is judged with the k before it running. A node whose group
+has no fit yet (its build never refused) has odds 1 where the count allows: nothing has shown a
+hidden use to be uncertain about (the probes, GET /api/v1/probes, are how such a build is taught).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+from dashboard.capacity.lessons import zos_reserve_mru
+from dashboard.capacity.overhead import OverheadFit
+
+
+def memory_odds(
+    fit: OverheadFit | None, *, total_mru: int, vm_mru: int, running: int, slice_mru: int, node: int | None = None
+) -> float:
+    """The probability ZOS takes a VM of `slice_mru` now, with `running` VMs of `vm_mru` memory on the node."""
+    if slice_mru > total_mru - vm_mru - zos_reserve_mru(total_mru):
+        return 0.0  # ZOS's count alone refuses it
+    if fit is None:
+        return 1.0
+    room = total_mru - slice_mru - vm_mru - fit.predicted(vms=running, total_mru=total_mru, node=node)
+    sd = fit.predicted_sd(vms=running, node=node)
+    if sd <= 0:
+        return 1.0 if room >= 0 else 0.0
+    return 0.5 * (1.0 + math.erf(room / (sd * math.sqrt(2.0))))
+
+
+def slices_odds(
+    fit: OverheadFit | None,
+    *,
+    total_mru: int,
+    vm_mru: int,
+    running: int,
+    sizes_mru: Sequence[int],
+    node: int | None = None,
+) -> tuple[float, ...]:
+    """Each free slice's odds, in order, each with the ones before it deployed."""
+    odds = []
+    for size in sizes_mru:
+        odds.append(memory_odds(fit, total_mru=total_mru, vm_mru=vm_mru, running=running, slice_mru=size, node=node))
+        vm_mru, running = vm_mru + size, running + 1
+    return tuple(odds)
+
+
+def odds_on_reading(
+    fit: OverheadFit | None,
+    *,
+    total_mru: int,
+    used_mru: int | None,
+    occupied_mru: Sequence[int],
+    sizes_mru: Sequence[int],
+    node: int | None = None,
+) -> tuple[float, ...]:
+    """The free slices' odds now: on the node's last reading (its accounted use less the reserve is the
+    VMs' memory) with its occupied slices running, or on the occupied slices alone without a reading."""
+    vm_mru = sum(occupied_mru) if used_mru is None else max(used_mru - zos_reserve_mru(total_mru), 0)
+    return slices_odds(
+        fit, total_mru=total_mru, vm_mru=vm_mru, running=len(occupied_mru), sizes_mru=sizes_mru, node=node
+    )
+
+
+def sure_slices(odds: Iterable[float], min_odds: float) -> int:
+    """How many of these slices a headline may promise: those at or above `min_odds`."""
+    return sum(1 for o in odds if o >= min_odds)
+
+
+def odds_calibration(pairs: Iterable[tuple[float, bool]], *, bins: int = 10) -> tuple[int, float | None, float | None]:
+    """(outcomes, Brier score, expected calibration error) of odds against what happened (True: deployed).
+
+    ECE: the outcomes in `bins` equal bins of odds, each bin's |mean odds - share deployed| weighted by
+    its share of the outcomes. None for both without an outcome."""
+    pairs = list(pairs)
+    if not pairs:
+        return 0, None, None
+    brier = sum((o - (1.0 if ok else 0.0)) ** 2 for o, ok in pairs) / len(pairs)
+    grouped: dict[int, list[tuple[float, bool]]] = {}
+    for o, ok in pairs:
+        grouped.setdefault(min(int(o * bins), bins - 1), []).append((o, ok))
+    ece = sum(
+        abs(sum(o for o, _ in group) / len(group) - sum(1 for _, ok in group if ok) / len(group)) * len(group)
+        for group in grouped.values()
+    ) / len(pairs)
+    return len(pairs), brier, ece

@@ -1,0 +1,102 @@
+"""A probe's refusal, reported like any outcome (POST /api/v1/deployments, outcome failed, probe true).
+
+A probe (selectors.probes) is a VM larger than the node's memory, which ZOS always refuses; its
+`usable` figure teaches the node's memory. It is kept as a deployment in the state "probed", which
+no failure count reads (the failed-deployments page, /metrics, the alerts, quarantine), with ZOS's
+words and numbers, and learnt from through the one observation writer as any reported refusal.
+Idempotent on the marketplace id, as every report.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.grid.classify import classify
+from dashboard.models import Deployment, Node
+from dashboard.outcome_rules import Move
+from dashboard.services.figures import nodes_lock
+from dashboard.services.observations import deployment_refusal, observations_learn
+from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
+from dashboard.services.outcomes.record import OutcomeRecorded, _capacity_last_read
+
+
+def probe_outcome_record(
+    *,
+    node_id: int,
+    marketplace_id: str,
+    outcome: str,
+    error: str,
+    at: datetime,
+    by=None,
+    source: str = "api",
+    now: datetime | None = None,
+) -> OutcomeRecorded:
+    """Record a probe's refusal and learn from it; OutcomeError (nothing written) for anything else."""
+    marketplace_id, at = outcome_checked(
+        node_id=node_id,
+        slice_index=0,
+        marketplace_id=marketplace_id,
+        outcome=outcome,
+        error=error,
+        at=at,
+        workload_id="",
+        now=now or timezone.now(),
+    )
+    if outcome != "failed":
+        raise OutcomeError("a probe is always refused by ZOS: report it with outcome failed", field="outcome")
+    diagnosis = classify(error)
+    if diagnosis.cause != Deployment.Cause.MEMORY or diagnosis.usable_bytes is None:
+        raise OutcomeError(
+            "a probe's error must be ZOS's memory refusal with its numbers (cannot fulfil required memory size N "
+            "bytes out of usable M bytes)",
+            field="error",
+        )
+    node = Node.objects.filter(grid_id=node_id).first()
+    if node is None:
+        raise OutcomeError(f"node {node_id} is not registered with the dashboard", field="node_id")
+    with transaction.atomic():
+        nodes_lock([node.pk])
+        node.refresh_from_db()
+        existing = Deployment.objects.filter(marketplace_id=marketplace_id).first()
+        if existing is not None:
+            if existing.state == Deployment.State.PROBED and existing.node_id == node.pk:
+                return OutcomeRecorded(
+                    existing, created=False, changed=False, move=Move.REPEAT, words="already recorded"
+                )
+            raise OutcomeConflict(
+                f"marketplace id {marketplace_id!r} is already deployment {existing.pk} ({existing.state}), not a probe "
+                f"of node {node_id}",
+                field="marketplace_id",
+            )
+        deployment = Deployment.objects.create(
+            node=node,
+            slice=None,
+            slice_index=0,  # a probe is no slice of the catalog
+            cru=1,
+            mru=diagnosis.needed_bytes or node.total_mru,
+            sru=0,
+            state=Deployment.State.PROBED,
+            raw_error=error,
+            cause=Deployment.Cause.MEMORY,
+            needed_bytes=diagnosis.needed_bytes,
+            usable_bytes=diagnosis.usable_bytes,
+            marketplace_id=marketplace_id,
+            capacity_seen=_capacity_last_read(node),
+            requested_by=by if getattr(by, "pk", None) else None,
+            finished_at=at,
+        )
+        Deployment.objects.filter(pk=deployment.pk).update(started_at=at)
+        learnt = None
+        if node.used is not None:
+            refusal = deployment_refusal(deployment, total=node.total, used=node.used)
+            learnt = observations_learn(node=node, refusal=refusal, deployment=deployment, source="probe", at=at)
+    words = (
+        f"probe of node {node_id} recorded (no failure): ZOS's usable figure taught its memory"
+        if learnt is not None
+        else f"probe of node {node_id} recorded (no failure): it taught nothing ZOS's count did not say"
+    )
+    deployment.refresh_from_db()
+    return OutcomeRecorded(deployment, created=True, changed=True, move=Move.RECORD, words=words)

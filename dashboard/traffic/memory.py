@@ -1,0 +1,68 @@
+"""The fleet's memory lessons in the month: services.memory_model's rules on in-memory points.
+
+Each memory refusal is a point of its group's line (capacity.MemoryPoint); the group is the ZOS
+version the node told over RMB, or one fleet-wide group when it told none. After each point the
+group is fitted again (capacity.overhead_fit, ZOS's own use a prior from the other groups' lines
+until a line parts it) and the lesson written onto every node of the group as memory_model_apply
+writes it: a node that refused itself while the points are all at one VM count keeps its own reading,
+the others the fit's `observed_for` at their carved slices. The odds (capacity.slices_odds) come from
+the same fit, and headlines count only slices at or above `min_odds` (SLICE_MIN_ODDS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dashboard import capacity
+from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
+
+MIN_ODDS = 0.95  # settings.SLICE_MIN_ODDS's default
+MARGIN_SD = 1.0  # settings.MEMORY_MODEL_MARGIN_SD's default
+
+
+@dataclass
+class FleetMemory:
+    """Every group's points, fit and the per-VM figure each refused node read itself."""
+
+    margin_sd: float = MARGIN_SD
+    points: dict[str, list[capacity.MemoryPoint]] = field(default_factory=dict)
+    fits: dict[str, capacity.OverheadFit] = field(default_factory=dict)
+    own_reading: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    def observe(self, group: str, point: capacity.MemoryPoint, *, per_vm: int) -> capacity.OverheadFit | None:
+        """One refusal's point: the group fitted again (None when the point cannot fit a line)."""
+        self.points.setdefault(group, []).append(point)
+        reading = self.own_reading.setdefault(group, {})
+        reading[point.node] = max(reading.get(point.node, 0), per_vm)
+        fit = capacity.overhead_fit(self.points[group], prior_own_mru=self.own_prior(group))
+        if fit is not None:
+            self.fits[group] = fit
+        return fit
+
+    def own_prior(self, group: str) -> int:
+        """services.memory_model.own_prior: the median ZOS own use the other groups' lines measured."""
+        measured = sorted(
+            f.own_mru for g, f in self.fits.items() if g != group and f.own_mru is not None and f.own_sd < OWN_PRIOR_SD
+        )
+        return measured[len(measured) // 2] if measured else OWN_PRIOR_MRU
+
+    def observed_for(self, group: str, *, node: int, carved: int, pool_room_below: int | None) -> capacity.Observed:
+        """The memory lesson memory_model_apply writes onto one node of the group (disk lesson kept)."""
+        fit = self.fits.get(group)
+        if fit is None:
+            return capacity.Observed(pool_room_below=pool_room_below)
+        own = self.own_reading.get(group, {})
+        if fit.on_prior and node in own:
+            memory = capacity.Observed(hidden_mru_per_vm=own[node])
+        else:
+            memory = fit.observed_for(node=node, vms=max(carved, 1), margin_sd=self.margin_sd)
+        return capacity.Observed(
+            hidden_mru_per_vm=memory.hidden_mru_per_vm, zos_own_mru=memory.zos_own_mru, pool_room_below=pool_room_below
+        )
+
+    def odds(
+        self, group: str, *, node: int, total_mru: int, vm_mru: int, running: int, sizes_mru: list[int]
+    ) -> tuple[float, ...]:
+        return capacity.slices_odds(
+            self.fits.get(group), total_mru=total_mru, vm_mru=vm_mru, running=running, sizes_mru=sizes_mru, node=node
+        )

@@ -1,0 +1,96 @@
+"""Probes (issue 32): GET /api/v1/probes lists the nodes whose memory would teach the most, with a VM ZOS
+always refuses; its refusal, reported as a probe, teaches the node's ZOS build and counts as no failure."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from dashboard.capacity import GiB, SliceSize
+from dashboard.grid.types import DeploymentFailed
+from dashboard.models import Deployment, Node, Observation
+from dashboard.selectors.deployments import failed_deployments
+from dashboard.services.deploy import slice_deploy
+
+pytestmark = pytest.mark.django_db
+
+BUILD = "v3.14.0-sim"
+
+
+def _node(sim_node, grid_id: int, *, running: int) -> Node:
+    node = sim_node(grid_id, cru=32, mru=round(62.8 * GiB), sru=4000 * GiB, farm_id=77, zos_build=BUILD)
+    Node.objects.filter(pk=node.pk).update(zos_version=BUILD)
+    for index in range(running):
+        slice_deploy(node=Node.objects.get(pk=node.pk), slice_index=index)
+    return Node.objects.get(pk=node.pk)
+
+
+def _sent(sim_node, probe: dict) -> str:
+    """The probe's VM sent to the simulated node: ZOS's refusal, in its words."""
+    size = SliceSize(cru=probe["probe"]["cru"], mru=probe["probe"]["mru"], sru=probe["probe"]["sru"])
+    with pytest.raises(DeploymentFailed) as refused:
+        sim_node.grid.deploy_vm(probe["node_id"], size, name="probe1")
+    return refused.value.raw
+
+
+def _report(api_call, token, probe: dict, error: str, **extra):
+    body = {
+        "node_id": probe["node_id"],
+        "marketplace_id": "probe-1",
+        "outcome": "failed",
+        "probe": True,
+        "error": error,
+        "at": datetime.now(UTC).isoformat(),
+        **extra,
+    }
+    return api_call("post", "/api/v1/deployments", token, json=body)
+
+
+def test_it_lists_a_node_of_a_build_never_refused_with_a_vm_larger_than_it(api_call, api_token, sim_node):
+    busy = _node(sim_node, 3501, running=8)
+    _node(sim_node, 3502, running=0)  # an empty node's refusal tells nothing ZOS's count did not
+    probes = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+    assert [(p["node_id"], p["zos_version"], p["running"]) for p in probes] == [(busy.grid_id, BUILD, 8)]
+    assert probes[0]["probe"]["mru"] > busy.total_mru
+
+
+def test_a_probes_refusal_teaches_the_build_and_counts_as_no_failure(api_call, api_token, sim_node):
+    _node(sim_node, 3501, running=8)
+    other = _node(sim_node, 3503, running=0)
+    (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+
+    response = _report(api_call, api_token("report"), probe, _sent(sim_node, probe))
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["deployment"]["state"] == "probed"
+    assert Observation.objects.filter(kind="memory", source="probe").count() == 1
+    assert Node.objects.get(pk=other.pk).memory_lesson_scope == "build"
+    assert failed_deployments().count() == 0
+    assert not Deployment.objects.filter(state=Deployment.State.FAILED).exists()
+
+
+def test_a_probe_reported_twice_is_one_record(api_call, api_token, sim_node):
+    _node(sim_node, 3501, running=8)
+    (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+    error = _sent(sim_node, probe)
+    token = api_token("report")
+    assert [_report(api_call, token, probe, error).status_code for _ in range(2)] == [201, 200]
+    assert Deployment.objects.filter(state=Deployment.State.PROBED).count() == 1
+
+
+def test_a_probe_must_report_zos_memory_refusal(api_call, api_token, sim_node):
+    _node(sim_node, 3501, running=8)
+    (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+    response = _report(api_call, api_token("report"), probe, "vm deployment entered error state")
+    assert (response.status_code, response.json()["field"]) == (400, "error")
+    assert not Deployment.objects.exists() or not Deployment.objects.filter(state="probed").exists()
+
+
+def test_a_report_that_is_no_probe_still_needs_its_slice(api_call, api_token, sim_node):
+    node = _node(sim_node, 3501, running=0)
+    body = {"node_id": node.grid_id, "marketplace_id": "m-1", "outcome": "failed", "at": datetime.now(UTC).isoformat()}
+    response = api_call("post", "/api/v1/deployments", api_token("report"), json=body)
+    assert (response.status_code, response.json()["field"]) == (400, "slice_index")
+
+
+def test_probes_want_a_token(api_call):
+    assert api_call("get", "/api/v1/probes").status_code == 401

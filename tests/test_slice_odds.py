@@ -1,0 +1,116 @@
+"""A free slice below SLICE_MIN_ODDS is off every headline (issue 32): deployable, placeable now, the fleet's
+totals and tiers, /metrics; the catalog still offers it, with its odds, and min_odds leaves it out."""
+
+from statistics import NormalDist
+
+import pytest
+from django.utils import timezone
+
+from dashboard.capacity import GiB, MiB
+from dashboard.models import MemoryLesson, Node
+from dashboard.selectors.farm_totals import fleet_totals
+from dashboard.selectors.tiers import TIER_FIGURES
+from dashboard.services.farm_totals import farm_totals_refresh
+from dashboard.services.figures import figures_refresh
+
+pytestmark = pytest.mark.django_db
+
+SPREAD = 60 * MiB
+ROOM_SD = 0.5  # the last slice's room, in standard deviations of the lesson's line: odds Phi(0.5) ~ 0.69
+
+
+def _uncertain_last_slice(sim_node) -> tuple[Node, int]:
+    """A node whose lesson leaves its last free slice half a standard deviation of room: (node, slices)."""
+    node = sim_node(3301, cru=32, mru=round(62.8 * GiB), sru=4000 * GiB, farm_id=77)
+    sizes = [s.mru for s in node.slices.order_by("index")]
+    n = len(sizes)
+    sd = (SPREAD**2 + SPREAD**2 / 2) ** 0.5  # a node's spread and the line's own (two points, at the slope 0)
+    own = node.total_mru - sum(sizes) - round(ROOM_SD * sd)
+    lesson = MemoryLesson.objects.create(
+        build="v-test",
+        own_mru=own,
+        per_vm_mru=0,
+        spread_mru=SPREAD,
+        mean_vms=n - 1,
+        points=2,
+        nodes=2,
+        learnt_at=timezone.now(),
+    )
+    Node.objects.filter(pk=node.pk).update(memory_lesson=lesson, memory_lesson_scope="build")
+    figures_refresh([node.pk])
+    farm_totals_refresh()
+    return Node.objects.get(pk=node.pk), n
+
+
+def test_the_uncertain_slice_is_counted_in_neither_deployable_nor_placeable_now(sim_node):
+    node, n = _uncertain_last_slice(sim_node)
+    assert (node.slices_free, node.deployable, node.placeable_now) == (n, n - 1, n - 1)
+
+
+def test_the_fleet_totals_and_tiers_leave_it_out_and_still_add_up(sim_node):
+    _node, n = _uncertain_last_slice(sim_node)
+    fleet = fleet_totals()
+    assert (fleet.deployable, fleet.placeable) == (n - 1, n - 1)
+    assert sum(getattr(fleet, name) for name in TIER_FIGURES.values()) == fleet.deployable
+
+
+def test_the_catalog_offers_it_with_its_odds(api_call, api_token, sim_node):
+    node, n = _uncertain_last_slice(sim_node)
+    catalog = api_call("get", f"/api/v1/nodes/{node.grid_id}", api_token("read")).json()["catalog"]
+    odds = [c["odds"] for c in catalog]
+    assert odds[: n - 1] == [1.0] * (n - 1)
+    assert odds[-1] == pytest.approx(NormalDist().cdf(ROOM_SD), abs=0.01)
+
+
+def test_min_odds_asks_for_sure_slices_only(api_call, api_token, sim_node):
+    node, n = _uncertain_last_slice(sim_node)
+    body = api_call("get", f"/api/v1/nodes/{node.grid_id}", api_token("read"), min_odds=0.95).json()
+    assert len(body["catalog"]) == n - 1
+
+
+def test_min_odds_must_be_a_probability(api_call, api_token, sim_node):
+    node, _n = _uncertain_last_slice(sim_node)
+    assert api_call("get", f"/api/v1/nodes/{node.grid_id}", api_token("read"), min_odds=1.5).status_code in (400, 422)
+
+
+def test_a_lower_slice_min_odds_promises_it_again(settings, sim_node):
+    settings.SLICE_MIN_ODDS = 0.5
+    node, n = _uncertain_last_slice(sim_node)
+    assert node.deployable == n
+
+
+def _lesson_leaving(node: Node, room: int) -> None:
+    """A lesson under which one more VM of the node's slice size has `room` bytes left by the line."""
+    size = node.slices.first().mru
+    lesson = MemoryLesson.objects.create(
+        build="v-test",
+        own_mru=node.total_mru - size - room,
+        per_vm_mru=0,
+        spread_mru=SPREAD,
+        points=2,
+        nodes=2,
+        learnt_at=timezone.now(),
+    )
+    Node.objects.filter(pk=node.pk).update(memory_lesson=lesson, memory_lesson_scope="build")
+    figures_refresh([node.pk])
+
+
+def test_placement_puts_the_surer_node_first_and_min_odds_leaves_the_unsure_out(api_call, api_token, sim_node):
+    unsure = sim_node(3401, cru=32, mru=round(62.8 * GiB), sru=4000 * GiB, farm_id=77)
+    sure = sim_node(3402, cru=32, mru=round(31 * GiB), sru=4000 * GiB, farm_id=77)
+    _lesson_leaving(Node.objects.get(pk=unsure.pk), room=0)  # odds one half
+    size = unsure.slices.first()
+    query = {"cru": size.cru, "mru": size.mru, "sru": size.sru}
+    best = api_call("get", "/api/v1/placement", api_token("read"), **query).json()["best"]
+    assert [(b["node_id"], b["odds"]) for b in best] == [(sure.grid_id, 1.0), (unsure.grid_id, 0.5)]
+
+    body = api_call("get", "/api/v1/placement", api_token("read"), min_odds=0.95, **query).json()
+    assert [b["node_id"] for b in body["best"]] == [sure.grid_id]
+    assert body["limited"]["min_odds"] == 1
+
+
+def test_the_node_page_shows_sure_against_uncertain_slices(admins_client, sim_node):
+    node, n = _uncertain_last_slice(sim_node)
+    page = admins_client.get(f"/nodes/{node.grid_id}/").content.decode()
+    assert page.count('<span class="badge ok">sure</span>') == n - 1
+    assert "uncertain · 0.69" in page
