@@ -30,7 +30,10 @@ def heard_fleet(simgrid_path, settings):
     grid.add_node(2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311)
     grid.add_node(2312, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3312)
     seen = SimulatedGrid(simgrid_path.with_name("peer.sqlite3"))
-    seen.add_node(2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311)
+    # The peer answers each node's own ZOS build (zos.system.version), as a real node does.
+    seen.add_node(
+        2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311, zos_build="v3.14.0-sim"
+    )
     seen.add_node(2312, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, twin_id=3312, status="down")
     peer = StandInPeer(seen, url, stop=threading.Event())
     thread = threading.Thread(target=peer.serve_forever, daemon=True)
