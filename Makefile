@@ -20,8 +20,8 @@ $(STAMP): requirements.txt | $(BIN)/python
 install: $(STAMP)
 
 # Without DATABASE_URL, a command on the embedded PostgreSQL (var/postgres): started for it when it
-# is not running, and stopped after it (dashboard/embedded_db.py).
-WITH_DB := $(BIN)/python -m dashboard.embedded_db with --
+# is not running, and stopped after it (dashboard/config/embedded_db.py).
+WITH_DB := $(BIN)/python -m dashboard.config.embedded_db with --
 
 migrate: install
 	$(WITH_DB) $(BIN)/python manage.py migrate --no-input

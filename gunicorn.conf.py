@@ -17,7 +17,7 @@ from pathlib import Path
 # gunicorn reads this file before it puts the application's directory on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dashboard.env import env_bool  # after the path above
+from dashboard.config.env import env_bool  # after the path above
 
 if env_bool("BEHIND_TLS_PROXY", False):
     forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")

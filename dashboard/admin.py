@@ -13,11 +13,11 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from dashboard import capacity
-from dashboard.auth import AdminLoginForm
 from dashboard.models import ApiToken, AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
 from dashboard.selectors.fleet import NOMINAL, NodeRow, fleet_rows
 from dashboard.services.figures import figures_refresh
 from dashboard.services.slices import node_slices_write, slice_edit, slices_delete
+from dashboard.views.auth import AdminLoginForm
 
 admin.site.site_header = "Slice catalog administration"
 admin.site.site_title = "Slice catalog"

@@ -354,7 +354,7 @@ def _s(n: int) -> str:
 
 
 class AuditFindingItem(_Part):
-    """One disagreement the slice audit found (dashboard.audit_rules.Finding, stored)."""
+    """One disagreement the slice audit found (dashboard.rules.catalog_audit.Finding, stored)."""
 
     key: str
     kind: str  # orphan, foreign, count, not-checked

@@ -13,17 +13,18 @@ from django.db.models import F, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from dashboard import capacity, job_kinds, node_events
+from dashboard import capacity, job_kinds
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
 from dashboard.job_results import JobResult
-from dashboard.reading_age import reading_is_uncertain, reading_uncertain_after
+from dashboard.rules import node_events
+from dashboard.rules.reading_age import reading_is_uncertain, reading_uncertain_after
 
 # The largest value an IntegerField (PositiveIntegerField included) holds in PostgreSQL: every
 # whole number that comes in and is stored, or compared with a stored one, is bounded by it first.
 INTEGER_MAX = 2**31 - 1
 
 
-# A reading's age: the rules live in dashboard.reading_age (named once); these names are its, kept for
+# A reading's age: the rules live in dashboard.rules.reading_age (named once); these names are its, kept for
 # the many readers of the model module.
 reading_max_age = reading_uncertain_after
 
@@ -263,7 +264,7 @@ class Node(models.Model):
     withheld_reason = models.CharField(max_length=160, blank=True, default="")
     withheld_until = models.DateTimeField(null=True, blank=True)
     # Why the node offers nothing now, whatever its numbers (capacity.closures: "down", "standby", ...;
-    # "" open), with the closure's detail; decided by dashboard.closure_facts from this row and the
+    # "" open), with the closure's detail; decided by dashboard.rules.closure from this row and the
     # settings, stored by the figures writer so the placement cut and the pages read a column.
     closure = models.CharField(max_length=32, blank=True, default="", db_index=True)
     closure_detail = models.CharField(max_length=200, blank=True, default="")
@@ -546,7 +547,7 @@ class Hold(models.Model):
 
 
 class NodeEvent(models.Model):
-    """A change one reading of a node showed against the one before (dashboard.node_events says which).
+    """A change one reading of a node showed against the one before (dashboard.rules.node_events says which).
 
     Written by services.readings, the one writer of a node's reading, in the same transaction; never
     edited. The node page's timeline, the uptime (selectors.uptime) and the node alerts read them.
@@ -639,7 +640,7 @@ class Deployment(models.Model):
                 fields=["marketplace_id"], condition=~Q(marketplace_id=""), name="one_deployment_per_marketplace_id"
             ),
             # A slice holds one VM: at most one live deployment per node and slice number (numbers are
-            # never reused, so a retired slice keeps its own). dashboard.outcome_rules relies on it.
+            # never reused, so a retired slice keeps its own). dashboard.rules.outcomes relies on it.
             models.UniqueConstraint(
                 fields=["node", "slice_index"], condition=Q(state="deployed"), name="one_live_deployment_per_slice"
             ),

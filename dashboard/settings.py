@@ -12,8 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.embedded_db import EmbeddedDb
-from dashboard.env import (
+from dashboard.config.embedded_db import EmbeddedDb
+from dashboard.config.env import (
     RUN_SETTINGS_FILE,
     env_bool,
     env_choice,
@@ -33,7 +33,7 @@ VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var"))).resolve()
 RUN_SETTINGS = {} if env_str("DATABASE_URL", "") else run_settings_load(VAR_DIR / RUN_SETTINGS_FILE)
 
 DEBUG = env_bool("DEBUG", True)
-# With DEBUG on, show Django's technical 404/500 pages instead of the product's (dashboard.middleware).
+# With DEBUG on, show Django's technical 404/500 pages instead of the product's (dashboard.views.middleware).
 DEBUG_ERROR_PAGES = env_bool("DEBUG_ERROR_PAGES", False)
 # The embedded default needs a key to start; it is only ever used with DEBUG on.
 _DEV_SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
@@ -66,22 +66,22 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outermost but for security: it stores the grid requests after every inner layer is done.
-    "dashboard.middleware.GridRequestsStore",
+    "dashboard.views.middleware.GridRequestsStore",
     # Next: every error under /api/ leaves as {"detail", "field"} JSON, whichever layer made it.
-    "dashboard.middleware.ApiErrorShape",
+    "dashboard.views.middleware.ApiErrorShape",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "dashboard.middleware.SessionExpiry",
-    "dashboard.middleware.NoStoreForSignedIn",
+    "dashboard.views.middleware.SessionExpiry",
+    "dashboard.views.middleware.NoStoreForSignedIn",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Inside CommonMiddleware (its slash redirect still wins) and CSP (its header still goes out).
-    "dashboard.middleware.ProductErrorPages",
+    "dashboard.views.middleware.ProductErrorPages",
     # Last, as django-axes asks: it turns a lockout into its response.
     "axes.middleware.AxesMiddleware",
 ]
@@ -116,7 +116,7 @@ if DATABASE_URL:
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from None
 else:
     # The embedded default: a private PostgreSQL under VAR_DIR/postgres, on a unix socket, that
-    # scripts/run.py (`make run`) and `python -m dashboard.embedded_db` start (dashboard.embedded_db).
+    # scripts/run.py (`make run`) and `python -m dashboard.config.embedded_db` start (dashboard.config.embedded_db).
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {"default": EmbeddedDb.of(VAR_DIR).settings()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -377,7 +377,7 @@ AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AXES_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 # Cuts the username to the 255 characters axes stores; the login forms refuse longer ones first.
-AXES_USERNAME_CALLABLE = "dashboard.auth.axes_username"
+AXES_USERNAME_CALLABLE = "dashboard.views.auth.axes_username"
 AXES_RESET_ON_SUCCESS = True
 # Its start-up banner would be a second line on every command's stderr.
 AXES_VERBOSE = False
@@ -403,7 +403,7 @@ SECURE_HSTS_PRELOAD = not DEBUG
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
 SESSION_COOKIE_HTTPONLY = True
 # A session ends this long after the login (default 12 h), or after this long without a request
-# (default 2 h); dashboard.middleware.SessionExpiry enforces both.
+# (default 2 h); dashboard.views.middleware.SessionExpiry enforces both.
 SESSION_COOKIE_AGE = env_int("SESSION_COOKIE_AGE", 12 * 3600, minimum=60)
 SESSION_IDLE_TIMEOUT = env_int("SESSION_IDLE_TIMEOUT", 2 * 3600, minimum=60)
 X_FRAME_OPTIONS = "DENY"
@@ -472,8 +472,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "forbidden_on_one_line": {"()": "dashboard.log_filters.ForbiddenOnOneLine"},
-        "no_hostname_noise": {"()": "dashboard.log_filters.NoHostnameNoise"},
+        "forbidden_on_one_line": {"()": "dashboard.config.log_filters.ForbiddenOnOneLine"},
+        "no_hostname_noise": {"()": "dashboard.config.log_filters.NoHostnameNoise"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {

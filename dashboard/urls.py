@@ -3,7 +3,6 @@ from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from dashboard.api.main import api
-from dashboard.auth import LoginForm
 from dashboard.views import (
     alerts,
     api_tokens,
@@ -21,6 +20,7 @@ from dashboard.views import (
     waves,
     withholds,
 )
+from dashboard.views.auth import LoginForm
 
 urlpatterns = [
     path("", fleet.overview, name="fleet"),

@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/run.py [--host 127.0.0.1] [--port 8000]
 
-Without DATABASE_URL the private PostgreSQL under VAR_DIR/postgres (dashboard.embedded_db) starts
+Without DATABASE_URL the private PostgreSQL under VAR_DIR/postgres (dashboard.config.embedded_db) starts
 first (a server a killed run left running is adopted) and is stopped last, after web and worker.
 
 Ctrl-C (SIGINT, sent by the terminal to the whole foreground process group), SIGTERM or SIGHUP stops both:
@@ -53,7 +53,7 @@ PREPARE = (
 # another terminal stores figures under the web's settings (issue 34: a precheck run without
 # MARKETPLACE_TWIN_ID opened a node rented by another twin on every page).
 RUN_SETTINGS = {"MARKETPLACE_TWIN_ID": "7", "GRID_BACKEND": "simulator"}
-RUN_SETTINGS_FILE = "run.env"  # dashboard.env.RUN_SETTINGS_FILE
+RUN_SETTINGS_FILE = "run.env"  # dashboard.config.env.RUN_SETTINGS_FILE
 
 
 STOP_REQUESTED = []
@@ -167,7 +167,7 @@ def database_start():
     if os.environ.get("DATABASE_URL"):
         return None
     sys.path.insert(0, str(BASE_DIR))
-    from dashboard.embedded_db import EmbeddedDb
+    from dashboard.config.embedded_db import EmbeddedDb
 
     db = EmbeddedDb.of(os.environ.get("VAR_DIR") or BASE_DIR / "var")
     started = time.monotonic()

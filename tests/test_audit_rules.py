@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from dashboard.audit_rules import FindingKind, GridVm, TakenSlice, contract_of, node_match
+from dashboard.rules.catalog_audit import FindingKind, GridVm, TakenSlice, contract_of, node_match
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 T1 = datetime(2026, 11, 20, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from kombu import Connection
 
-from dashboard.log_filters import ForbiddenOnOneLine
+from dashboard.config.log_filters import ForbiddenOnOneLine
 
 
 @pytest.mark.django_db

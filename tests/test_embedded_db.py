@@ -1,4 +1,4 @@
-"""The embedded default's private PostgreSQL (dashboard.embedded_db): where it lives, that it really
+"""The embedded default's private PostgreSQL (dashboard.config.embedded_db): where it lives, that it really
 starts, answers and stops, and that what a run killed outright leaves behind does not stop the next."""
 
 import os
@@ -11,7 +11,7 @@ import dj_database_url
 import psycopg
 import pytest
 
-from dashboard.embedded_db import EmbeddedDb
+from dashboard.config.embedded_db import EmbeddedDb
 
 
 def test_it_keeps_its_data_and_socket_under_var_dir(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.embedded_db import EmbeddedDb
+from dashboard.config.embedded_db import EmbeddedDb
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

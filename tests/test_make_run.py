@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.embedded_db import EmbeddedDb
+from dashboard.config.embedded_db import EmbeddedDb
 from scripts.run import leftover_worker_stop
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -243,7 +243,7 @@ def test_a_second_run_keeps_the_trial_and_starts_within_fifteen_seconds_and_demo
         timeout=180,
     )
     assert reset.returncode == 0 and "demo fleet rebuilt" in reset.stdout, reset.stdout + reset.stderr
-    after = _manage(tmp_path, "-m", "dashboard.embedded_db", "with", "--", sys.executable, "-c", KEPT)
+    after = _manage(tmp_path, "-m", "dashboard.config.embedded_db", "with", "--", sys.executable, "-c", KEPT)
     assert json.loads(after.stdout.splitlines()[-1]) == {
         "registered": False,
         "onboarded": False,

@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard import node_events
 from dashboard.alerts import rules
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.proxy.parse import parse_node
 from dashboard.grid.simgrid import serve_simulator
 from dashboard.models import Node, NodeEvent
+from dashboard.rules import node_events
 from dashboard.selectors.alerts import alert_figures
 from dashboard.services.alerts import alert_limits
 from dashboard.services.watch import fleet_watch

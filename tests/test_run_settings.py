@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.env import RUN_SETTINGS_FILE, run_settings_load
+from dashboard.config.env import RUN_SETTINGS_FILE, run_settings_load
 from dashboard.models import Node
 from dashboard.services.figures_settings import figures_settings_store
 from scripts.run import RUN_SETTINGS, run_settings_keep, run_settings_words

@@ -206,7 +206,7 @@ def _run(job, grid):
 
 
 def test_the_audit_listens_for_used_capacity_that_moved():
-    from dashboard import node_events
+    from dashboard.rules import node_events
     from dashboard.services.audit import audit_on_used_moved
 
     assert audit_on_used_moved in node_events.subscribers(node_events.USED_MOVED)

@@ -4,8 +4,8 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, PolicyError, Resources, carve_memoised
-from dashboard.catalog_rules import catalog_stale, stale_reason
 from dashboard.models import AuditEvent, Node, Policy, Slice
+from dashboard.rules.catalog import catalog_stale, stale_reason
 from dashboard.selectors.policy_book import catalog_is_stale, policies_for_nodes, policy_for_node, policy_named
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, catalog_slices, node_register
 

@@ -8,10 +8,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from dashboard import node_events
 from dashboard.capacity import GiB
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.models import Deployment, Job, Node, NodeEvent
+from dashboard.rules import node_events
 from dashboard.services.alerts import alerts_evaluate
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim

@@ -5,7 +5,7 @@ import time
 import pytest
 from django.urls import reverse
 
-from dashboard.middleware import LAST_SEEN_AT, SIGNED_IN_AT
+from dashboard.views.middleware import LAST_SEEN_AT, SIGNED_IN_AT
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from dashboard.config.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(settings.BASE_DIR)
 

@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.traffic import HOURS, RE_REGISTER_EVERY_HOURS, Event, NodeSpec, allowed_mru, contender, simulate
-from dashboard.traffic_drift import (
+from dashboard.traffic.drift import (
     WATCH_EVERY_HOURS,
     Drift,
     DriftEvent,

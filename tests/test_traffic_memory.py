@@ -5,8 +5,8 @@ import pytest
 from dashboard.capacity import GiB, MemoryPoint, MiB, overhead_fit
 from dashboard.grid.simgrid import ZOS_BUILDS, ZosMachine
 from dashboard.traffic import simulate
+from dashboard.traffic.drift import Drift
 from dashboard.traffic.fleet import BUILD_MAJOR, BUILD_MINOR, hidden_use_for
-from dashboard.traffic_drift import Drift
 
 POLICIES = ("legacy", "zos", "zos-learning")
 

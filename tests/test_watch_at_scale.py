@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard import node_events
 from dashboard.capacity import GiB
 from dashboard.grid.budget import RedisWindow, RequestBudget, background
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.models import Node, NodeEvent
+from dashboard.rules import node_events
 from dashboard.services.alerts import alerts_evaluate
 from dashboard.services.onboarding import OnboardRequest, grid_onboard
 from dashboard.services.watch import fleet_watch

@@ -17,7 +17,7 @@ round, so a path that is absent may still be a suite running now. Without Redis 
 claimed) the hash's choice is used as it is.
 
 Where nothing answers on 127.0.0.1:5432 and DATABASE_URL is not set, the database is the checkout's
-own embedded PostgreSQL (var/postgres, dashboard.embedded_db), started for the run if it is not running.
+own embedded PostgreSQL (var/postgres, dashboard.config.embedded_db), started for the run if it is not running.
 
 The session header prints what this run uses, and either variable set in the environment wins, e.g.
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine CELERY_BROKER_URL=redis://127.0.0.1:6379/3 make test
@@ -107,7 +107,7 @@ def embedded_database_url() -> str:
     and stopped when the run ends if this run started it."""
     import atexit
 
-    from dashboard.embedded_db import EmbeddedDb
+    from dashboard.config.embedded_db import EmbeddedDb
 
     db = EmbeddedDb.of(CHECKOUT / "var")
     if db.start(database="postgres"):

@@ -27,7 +27,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 from dashboard import capacity
 from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX
-from dashboard.outcome_rules import moment_problem
+from dashboard.rules.outcomes import moment_problem
 from dashboard.services.outcomes import CLOCK_SKEW, report_max_age
 from dashboard.services.withholds import WINDOW_AHEAD
 

@@ -5,7 +5,7 @@ marketplace's programs read one status for "fix your request". A body over
 DATA_UPLOAD_MAX_MEMORY_SIZE is a 413 in the same shape, and anything unforeseen a 500 in it too
 (logged with its traceback); what the request wrote is rolled back first (api/writes.py). Answers
 made outside the API's views (an unknown path, a method a path does not take) get the same shape
-from dashboard.middleware.ApiErrorShape.
+from dashboard.views.middleware.ApiErrorShape.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ open it again, and the pure function that decides it from `ClosureFacts`.
 Every page, total, map, CSV, API answer, metric, alert and placement answer reads phantom reasons
 through `capacity.PHANTOM_REASONS` (these keys first, then the shortfalls), so a new entry here
 shows everywhere with no other edit. Its inputs: a field of `ClosureFacts` (default "open"), filled
-by `dashboard.closure_facts` from the node row and the settings (the one place that builds them).
+by `dashboard.rules.closure` from the node row and the settings (the one place that builds them).
 
 Adding a reason: (1) a field on `ClosureFacts` for what decides it (if the ones there do not
-suffice), (2) its filling in `dashboard/closure_facts.py` (`CLOSURE_FIELDS` names the Node columns
+suffice), (2) its filling in `dashboard/rules/closure.py` (`CLOSURE_FIELDS` names the Node columns
 read), (3) one `ClosureReason` entry below with its `decide`. Nothing else.
 """
 

@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 
 from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Min, OuterRef, Q, Subquery
 
-from dashboard import node_events
 from dashboard.alerts import rules
 from dashboard.models import Alert, Deployment, FarmIps, FiguresSnapshot, Job, Node, NodeEvent, Policy, SnapshotFigures
+from dashboard.rules import node_events
 from dashboard.selectors.deployments import ZOS_FAILED_STATES
 from dashboard.selectors.history import TREND_DAYS, trend_of
 

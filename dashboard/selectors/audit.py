@@ -9,7 +9,7 @@ live deployment records); the grid side is `Grid.contracts(node_id)`, one node a
   inside GRID_STEP_DEADLINE. A node the grid fails to answer for, or one the deadline left unread,
   is listed **not checked**, with why: never as clean.
 
-The rules of the match are dashboard.audit_rules (pure). What the last audit found, for the page
+The rules of the match are dashboard.rules.catalog_audit (pure). What the last audit found, for the page
 and /metrics, is its job's stored result (`audit_latest`).
 """
 
@@ -23,11 +23,11 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
-from dashboard.audit_rules import Finding, FindingKind, GridVm, TakenSlice, contract_of, node_match
 from dashboard.grid.deadline import Deadline, grid_step_deadline
 from dashboard.grid.types import Grid, GridError
 from dashboard.job_results import CatalogAuditResult
 from dashboard.models import Deployment, Hold, Job, Node, Slice
+from dashboard.rules.catalog_audit import Finding, FindingKind, GridVm, TakenSlice, contract_of, node_match
 
 
 @dataclass

@@ -18,9 +18,9 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from dashboard import capacity
-from dashboard.audit_rules import FindingKind
 from dashboard.grid.telemetry import BUCKETS, INF
 from dashboard.models import Deployment, FarmTotals, FarmTotalsChanged, GridRequestTally, Job, Node
+from dashboard.rules.catalog_audit import FindingKind
 from dashboard.selectors.deployments import FAILED_STATES
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 

@@ -13,8 +13,8 @@ from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.closure_facts import closure_of
 from dashboard.models import Deployment, Hold, Job, Node, Observation, PoolReport, Slice
+from dashboard.rules.closure import closure_of
 from dashboard.selectors.holds import Held
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.odds import free_slices_odds

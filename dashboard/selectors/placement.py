@@ -26,9 +26,9 @@ from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node, Policy, Slice
-from dashboard.reading_age import reading_untrusted_after
+from dashboard.rules.closure import CLOSURE_FIELDS, closure_of_values
+from dashboard.rules.reading_age import reading_untrusted_after
 from dashboard.selectors import placement_cut
 from dashboard.selectors.farm_ips import farm_ips_available
 from dashboard.selectors.holds import live_holds

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from django.db.models import Q
 
 from dashboard import capacity
-from dashboard.catalog_rules import stale_reason
 from dashboard.models import Node, Policy, Slice
+from dashboard.rules.catalog import stale_reason
 
 # Beyond this many nodes, loading every policy row is cheaper than a long IN list.
 POLICY_IN_LIST_LIMIT = 500

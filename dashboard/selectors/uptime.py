@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import OuterRef, Subquery
 
-from dashboard import node_events
 from dashboard.models import Node, NodeEvent
+from dashboard.rules import node_events
 
 UPTIME_DAYS = 30
 

@@ -23,7 +23,7 @@ from django.utils import timezone
 from dashboard.alerts import rules
 from dashboard.alerts.deliver import alert_send
 from dashboard.models import Alert, AuditEvent
-from dashboard.reading_age import reading_untrusted_after
+from dashboard.rules.reading_age import reading_untrusted_after
 from dashboard.selectors.alerts import alert_figures
 
 log = logging.getLogger(__name__)

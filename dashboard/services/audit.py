@@ -5,7 +5,7 @@ and changes only what it finds now, and, when it follows a dry run (`dry_run_job
 button), only what that dry run listed too: nothing an admin has not seen is changed.
 
 - An **orphan** (a taken slice whose VM's contract is gone) is freed as a release report would
-  free it: the outcome rules (dashboard.outcome_rules) decide on its live record as on a
+  free it: the outcome rules (dashboard.rules.outcomes) decide on its live record as on a
   `released` of its id now, and the record goes deployed -> released, the slice back to free.
 - A **foreign** VM (a live contract the catalog does not account for) takes the lowest free
   slice: a deployment record naming its workload id marks it deployed, so "free" and
@@ -28,13 +28,13 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from dashboard import node_events
-from dashboard.audit_rules import Finding, FindingKind, contract_of
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import Deadline
 from dashboard.job_results import AuditFindingItem, CatalogAuditResult
 from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, NodeEvent, Slice
-from dashboard.outcome_rules import Holder, Move, Record, Report, outcome_move, report_order
+from dashboard.rules import node_events
+from dashboard.rules.catalog_audit import Finding, FindingKind, contract_of
+from dashboard.rules.outcomes import Holder, Move, Record, Report, outcome_move, report_order
 from dashboard.selectors.audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.job_run import job_execute

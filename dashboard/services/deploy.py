@@ -31,7 +31,6 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import Resources, SliceSize
-from dashboard.closure_facts import closure_of
 from dashboard.grid import get_grid
 from dashboard.grid.classify import classify
 from dashboard.grid.types import (
@@ -46,6 +45,7 @@ from dashboard.grid.types import (
     NodeNotFound,
 )
 from dashboard.models import AuditEvent, Deployment, Hold, Node, Slice
+from dashboard.rules.closure import closure_of
 from dashboard.selectors.deployments import deployment_words
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.selectors.policy_book import policy_for_node

@@ -30,9 +30,9 @@ from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
 from dashboard import capacity
-from dashboard.catalog_rules import catalog_stale, stale_reason
-from dashboard.closure_facts import CLOSURE_FIELDS, closure_of_values
 from dashboard.models import Node
+from dashboard.rules.catalog import catalog_stale, stale_reason
+from dashboard.rules.closure import CLOSURE_FIELDS, closure_of_values
 from dashboard.selectors.odds import has_own_residual, lesson_fits, sure_free_slices, sure_new_slices
 from dashboard.selectors.policy_book import policy_book
 from dashboard.selectors.slices_grouped import slices_grouped
@@ -75,7 +75,7 @@ class NodeFigures:
     stale: bool
     stale_reason: str  # "" when current
     effective_policy: str  # "name vN"
-    # Why the node offers nothing now (capacity.closures; "" open), decided by dashboard.closure_facts.
+    # Why the node offers nothing now (capacity.closures; "" open), decided by dashboard.rules.closure.
     closure: str
     closure_detail: str
     # For the placement answer's first cut (Node's comment): None without a reading.

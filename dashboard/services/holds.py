@@ -19,9 +19,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.closure_facts import closure_of
 from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX, AuditEvent, FarmIps, Hold, Node, Slice
+from dashboard.rules.closure import closure_of
 from dashboard.selectors.farm_ips import farm_ipv4
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import nodes_lock

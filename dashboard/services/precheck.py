@@ -14,13 +14,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.closure_facts import closure_of
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.rmb import Target, get_rmb
 from dashboard.grid.types import Grid, GridError, NodeCapacity
 from dashboard.job_results import PrecheckResult
 from dashboard.models import Job, Node, Slice, reading_max_age
+from dashboard.rules.closure import closure_of
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed

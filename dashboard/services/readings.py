@@ -28,10 +28,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard import node_events
 from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.models import Deployment, Node, NodeEvent
 from dashboard.rows import rows_update
+from dashboard.rules import node_events
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ COMPARED = (
     "used_sru",
     "used_hru",
 )
-# What the events compare besides (dashboard.node_events), and when the last reading was taken.
+# What the events compare besides (dashboard.rules.node_events), and when the last reading was taken.
 _BEFORE = (
     *COMPARED,
     "healthy",

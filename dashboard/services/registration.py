@@ -16,9 +16,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.catalog_rules import size_words
 from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.models import AuditEvent, Node, PoolReport, Slice
+from dashboard.rules.catalog import size_words
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new

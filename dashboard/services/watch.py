@@ -36,7 +36,7 @@ from dashboard.grid.rmb import get_rmb
 from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, QueryRefused
 from dashboard.job_results import WatchResult
 from dashboard.models import Job, Node, NodeEvent
-from dashboard.node_events import TOTAL_CHANGED
+from dashboard.rules.node_events import TOTAL_CHANGED
 from dashboard.selectors.farm_ips import farms_selling_ipv4
 from dashboard.services.farm_ips import farm_ips_refresh
 from dashboard.services.figures import figures_refresh, nodes_lock

@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from dashboard.grid.text import char_is_hidden, text_problem
 from dashboard.models import AuditEvent, Deployment, Node, NodeWithhold
-from dashboard.outcome_rules import moment_problem
+from dashboard.rules.outcomes import moment_problem
 from dashboard.selectors.withholds import in_force, nodes_marked_withheld, not_over, open_at
 from dashboard.services.figures import figures_refresh, nodes_lock
 

@@ -11,7 +11,7 @@ from django.utils.safestring import mark_safe
 
 from dashboard import capacity
 from dashboard.grid.text import char_escape, char_name, text_escaped_parts
-from dashboard.reading_age import reading_rules_words
+from dashboard.rules.reading_age import reading_rules_words
 from dashboard.selectors.fleet_map import STATES
 
 register = template.Library()
@@ -66,7 +66,7 @@ def reading_max_age_minutes() -> int:
 
 @register.simple_tag
 def reading_rules() -> str:
-    """The two rules of a reading's age in one sentence (dashboard.reading_age), where either shows."""
+    """The two rules of a reading's age in one sentence (dashboard.rules.reading_age), where either shows."""
     return reading_rules_words()
 
 

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 from dashboard import capacity
 from dashboard.capacity import Resources, SliceSize
-from dashboard.catalog_rules import catalog_stale
 from dashboard.grid.classify import classify
 from dashboard.grid.simgrid import ZosMachine
 from dashboard.grid.types import DeploymentFailed
+from dashboard.rules.catalog import catalog_stale
 from dashboard.traffic import fleet
 from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
 from dashboard.traffic.memory import MIN_ODDS, FleetMemory

@@ -11,7 +11,7 @@ from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from dashboard.metrics import farms_registry, registry
+from dashboard.views.metrics_collectors import farms_registry, registry
 
 
 @require_GET

@@ -4,7 +4,7 @@ In production the marketplace deploys VMs, not this dashboard (the Grid Proxy is
 its reports are how a failure reaches the failed-deployments page and how a slice's state
 follows what really happened. `deployment_outcome_record` is the one door for that write:
 
-- The rules are dashboard.outcome_rules, a pure table: a slice has at most one live deployment
+- The rules are dashboard.rules.outcomes, a pure table: a slice has at most one live deployment
   (and the database says so too: a partial unique index on the deployed state per node and slice
   number); a report that contradicts the record, or is older than the move it would follow, is
   refused (OutcomeConflict, a 409 naming the live id or the move) and writes nothing; an old

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX, Deployment
-from dashboard.outcome_rules import Report, moment_problem
+from dashboard.rules.outcomes import Report, moment_problem
 
 OUTCOMES = tuple(Report)
 # Clocks differ; a report from a little in the future is the marketplace's clock, not a lie.

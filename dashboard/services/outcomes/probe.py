@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment, Node
-from dashboard.outcome_rules import Move
+from dashboard.rules.outcomes import Move
 from dashboard.services.figures import nodes_lock
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked

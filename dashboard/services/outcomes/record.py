@@ -1,4 +1,4 @@
-"""Recording a reported outcome: the rules' move (dashboard.outcome_rules) applied under the node's lock.
+"""Recording a reported outcome: the rules' move (dashboard.rules.outcomes) applied under the node's lock.
 
 The record of the id, the slice's live deployment and the slice row are read after the node is
 locked, and every write of the move (the record, the slice, the figures, the audit event) is in the
@@ -15,10 +15,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from dashboard.audit_rules import contract_of
 from dashboard.grid.classify import Diagnosis, classify
 from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
-from dashboard.outcome_rules import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
+from dashboard.rules.catalog_audit import contract_of
+from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.holds import hold_turned_deployed, hold_words

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from dashboard.models import Deployment, Node
-from dashboard.outcome_rules import Refusal, Report
+from dashboard.rules.outcomes import Refusal, Report
 
 # The state each outcome leaves the record in.
 STATE_OF = {

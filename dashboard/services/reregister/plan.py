@@ -13,11 +13,11 @@ from datetime import datetime
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.catalog_rules import slice_is_current
-from dashboard.closure_facts import closure_of
 from dashboard.grid.types import NodeCapacity
 from dashboard.job_results import ReregisterResult
 from dashboard.models import Node, Slice
+from dashboard.rules.catalog import slice_is_current
+from dashboard.rules.closure import closure_of
 from dashboard.services.jobs import JobError
 from dashboard.services.registration import catalog_slices
 

@@ -8,7 +8,7 @@ hold capacity). `node_match` lines them up and says where they part:
 - an **orphan**: a taken slice whose record names a contract that is no longer live: its VM is
   gone (the marketplace did not report the release). Fixable once taken longer ago than the grace
   (the proxy indexes new contracts late): the record is released and the slice freed, as a release
-  report would (dashboard.outcome_rules).
+  report would (dashboard.rules.outcomes).
 - a **foreign** VM: a live contract no taken slice accounts for. When every taken slice is named,
   each unnamed contract is one; when some taken slices name no contract, the slices and the
   contracts left are matched by count, and only the excess of contracts is foreign (the newest

@@ -1,0 +1,1 @@
+"""How the process starts: environment parsing, the embedded PostgreSQL, log filters."""

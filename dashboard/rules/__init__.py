@@ -1,0 +1,1 @@
+"""Pure domain rules outside the capacity arithmetic: outcomes, the catalog and its audit, closures, node events, reading age."""
