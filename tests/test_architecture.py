@@ -267,3 +267,13 @@ def test_no_test_module_imports_another():
         if (imported := _test_modules_imported(path))
     }
     assert importers == {}
+
+
+def test_the_map_names_every_room_and_fits_on_two_screens():
+    # The newcomer's map (docs/architecture.md): every package and top-level module of dashboard/ named, short.
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rooms = [p for p in (ROOT / "dashboard").iterdir() if (p / "__init__.py").exists() or p.suffix == ".py"]
+    unnamed = [p.name for p in rooms if p.name != "__init__.py" and f"dashboard/{p.name}" not in text]
+    assert not unnamed, f"docs/architecture.md does not name {unnamed}"
+    assert len(text.splitlines()) <= 60
+    assert "farm totals trigger" in text and "0002_farm_totals_trigger" in text
