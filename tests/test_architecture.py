@@ -125,6 +125,7 @@ def test_reads_and_lower_layers_never_import_the_services(layer):
 def test_the_job_life_cycle_knows_no_job_kind():
     # It reads what each kind takes from the declarations (dashboard.job_kinds), never what a kind runs.
     assert not {e for e in GRAPH["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
+        "dashboard.services.audit_trail",
         "dashboard.services.grid_requests",
     }
     for runs_any_kind in ("dashboard.services.job_run", "dashboard.services.job_reaper"):
