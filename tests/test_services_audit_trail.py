@@ -27,6 +27,11 @@ def test_it_stores_an_anonymous_actor_as_none():
     assert AuditEvent.objects.get(pk=row.pk).actor is None
 
 
+def test_it_refuses_an_unsaved_user_as_actor(django_user_model):
+    with pytest.raises(ValueError):
+        audit_record(action="x", message="x", source="web", actor=django_user_model(username="ghost"))
+
+
 def test_it_stores_no_detail_as_an_empty_one():
     row = audit_record(action="alert.firing", message="firing", source="beat")
     assert AuditEvent.objects.get(pk=row.pk).detail == {}

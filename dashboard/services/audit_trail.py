@@ -2,8 +2,8 @@
 or `audit_records` (many in one statement); nothing else creates an AuditEvent.
 
 The trail is appended, never edited. The caller says the action, the sentence and the detail; this
-module only decides how a row is stored: an actor without a primary key (an anonymous request, a
-token's call with no user behind it) is stored as no actor.
+module only decides how a row is stored: an anonymous actor (a request nobody signed in to, or no
+user at all) is stored as no actor; an unsaved user is an error, as Django makes it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class AuditEntry:
             if given_id is not None:
                 fields[f"{name}_id"] = given_id
             elif name == "actor":
-                fields["actor"] = given if getattr(given, "pk", None) else None
+                fields["actor"] = None if getattr(given, "is_anonymous", True) else given
             else:
                 fields[name] = given
         return fields
