@@ -1,4 +1,4 @@
-"""The slice audit as a job (kind "catalog-audit"): read (selectors.audit), and with a fix, make the catalog true.
+"""The slice audit as a job (kind "catalog-audit"): read (selectors.catalog_audit), and with a fix, make the catalog true.
 
 A dry run changes nothing: it reads and stores what it found as its job's result. A fix reads again
 and changes only what it finds now, and, when it follows a dry run (`dry_run_job`, the page's
@@ -35,7 +35,7 @@ from dashboard.models import Deployment, Hold, Job, Node, NodeEvent, Slice
 from dashboard.rules import node_events
 from dashboard.rules.catalog_audit import Finding, FindingKind, contract_of
 from dashboard.rules.outcomes import Holder, Move, Record, Report, outcome_move, report_order
-from dashboard.selectors.audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
+from dashboard.selectors.catalog_audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.job_run import job_execute
