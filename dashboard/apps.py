@@ -11,7 +11,7 @@ class DashboardConfig(AppConfig):
         # The slice audit checks a node whose used capacity moved with no outcome reported (an orphan
         # or a foreign VM), so it is found within a watch interval, not at the next nightly audit.
         from dashboard.rules.node_events import USED_MOVED, node_events_subscribe
-        from dashboard.services.audit import audit_on_used_moved
+        from dashboard.services.catalog_audit import audit_on_used_moved
         from dashboard.views import middleware  # noqa: F401
 
         node_events_subscribe(USED_MOVED, audit_on_used_moved)

@@ -369,7 +369,7 @@ class AuditFindingItem(_Part):
 
 
 class CatalogAuditResult(JobResult):
-    """What a slice audit found and, with the fix, what it changed (services.audit)."""
+    """What a slice audit found and, with the fix, what it changed (services.catalog_audit)."""
 
     dry_run: bool = True
     nodes: int = 0

@@ -211,7 +211,7 @@ if QUARANTINE_MAX_HOURS < QUARANTINE_FIRST_HOURS:
     raise ImproperlyConfigured(
         f"QUARANTINE_MAX_HOURS ({QUARANTINE_MAX_HOURS}) must be at least QUARANTINE_FIRST_HOURS ({QUARANTINE_FIRST_HOURS})"
     )
-# The slice audit (services.audit): every node's catalog against its live contracts. Nightly by
+# The slice audit (services.catalog_audit): every node's catalog against its live contracts. Nightly by
 # default (0 turns it off); at most CATALOG_AUDIT_RATE contract requests a second (the proxy allows
 # 20 a second per client IP, shared by every process), all within CATALOG_AUDIT_DEADLINE seconds,
 # and within the task's soft time limit less a minute (a job killed by it would keep nothing it read):

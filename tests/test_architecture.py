@@ -125,6 +125,7 @@ def test_reads_and_lower_layers_never_import_the_services(layer):
 def test_the_job_life_cycle_knows_no_job_kind():
     # It reads what each kind takes from the declarations (dashboard.job_kinds), never what a kind runs.
     assert not {e for e in GRAPH["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
+        "dashboard.services.audit_trail",
         "dashboard.services.grid_requests",
     }
     for runs_any_kind in ("dashboard.services.job_run", "dashboard.services.job_reaper"):
@@ -210,6 +211,46 @@ plain.update(other)
 @pytest.mark.parametrize("path", sorted((PACKAGE / "selectors").glob("*.py")), ids=lambda p: p.name)
 def test_no_selector_writes_or_locks(path):
     assert writes_in(path.read_text()) == [], f"{path.relative_to(ROOT)} writes (selectors only read)"
+
+
+def _audit_rows_made(source: str) -> list[str]:
+    """Where this source makes audit-trail rows: AuditEvent(...) or AuditEvent.objects.create/bulk_create/..."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "AuditEvent":
+            found.append(f"{node.lineno}: AuditEvent()")
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr in WRITING_CALLS
+            and isinstance(func.value, ast.Attribute)
+            and func.value.attr == "objects"
+            and isinstance(func.value.value, ast.Name)
+            and func.value.value.id == "AuditEvent"
+        ):
+            found.append(f"{node.lineno}: AuditEvent.objects.{func.attr}()")
+    return found
+
+
+def test_the_scan_for_audit_rows_finds_each_way_to_make_one():
+    source = """
+AuditEvent.objects.create(action="x")
+AuditEvent.objects.bulk_create([AuditEvent(action="x")])
+AuditEvent.objects.filter(action="x").exists()
+"""
+    assert [line.split(": ")[0] for line in _audit_rows_made(source)] == ["2", "3", "3"]
+
+
+def test_the_audit_trail_is_written_in_one_module():
+    # One writer for the trail (services.audit_trail): every door calls audit_record / audit_records.
+    writers = {
+        str(path.relative_to(ROOT))
+        for path in PACKAGE.rglob("*.py")
+        if "migrations" not in path.parts and _audit_rows_made(path.read_text())
+    }
+    assert writers == {"dashboard/services/audit_trail.py"}
 
 
 # One database everywhere (PostgreSQL, embedded or not): no branch on the vendor, no SQLite path.

@@ -240,8 +240,8 @@ class TestOneDemoFleet:
 
     def test_the_healthy_demo_audits_clean(self, shared_demo):
         """Issue 34 item 6: its rented slices (renters who may not run a VM yet) are not counts that disagree."""
-        from dashboard.selectors.audit import Pace
-        from dashboard.services.audit import catalog_audit_here
+        from dashboard.selectors.catalog_audit import Pace
+        from dashboard.services.catalog_audit import catalog_audit_here
 
         job = catalog_audit_here(fix=False, pace=Pace(rate=1000.0, sleep=lambda _s: None))
         assert [f.words for f in job.outcome.findings] == []

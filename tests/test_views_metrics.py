@@ -107,8 +107,8 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
 
 def test_it_reports_the_newest_audit_findings_by_kind(client, metrics_on, sim_node):
     from dashboard.capacity import GiB, SliceSize
-    from dashboard.selectors.audit import Pace
-    from dashboard.services.audit import catalog_audit_here
+    from dashboard.selectors.catalog_audit import Pace
+    from dashboard.services.catalog_audit import catalog_audit_here
 
     sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
     sim_node.grid.deploy_vm(1774, SliceSize(cru=1, mru=2 * GiB, sru=50 * GiB), name="outside")

@@ -1,5 +1,5 @@
 """The slice audit: every node's catalog against its live contracts and the outcomes reported
-(services.audit); a dry run lists, a fix frees orphan slices and counts foreign VMs."""
+(services.catalog_audit); a dry run lists, a fix frees orphan slices and counts foreign VMs."""
 
 from typing import ClassVar
 
@@ -45,7 +45,7 @@ KIND = JobKind(
     label="Slice audit",
     words="slice audit",
     result=CatalogAuditResult,
-    runner="dashboard.services.audit:catalog_audit_run",
+    runner="dashboard.services.catalog_audit:catalog_audit_run",
     template="dashboard/job_kinds/catalog_audit.html",
     target="fleet",
     describe=audit_target,

@@ -22,9 +22,10 @@ from django.utils import timezone
 
 from dashboard.alerts import rules
 from dashboard.alerts.deliver import alert_send
-from dashboard.models import Alert, AuditEvent
+from dashboard.models import Alert
 from dashboard.rules.reading_age import reading_untrusted_after
 from dashboard.selectors.alerts import alert_figures
+from dashboard.services.audit_trail import audit_record
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +120,7 @@ def alerts_record(*, conditions: list[rules.Condition], now: datetime) -> Evalua
                 row.save(update_fields=["state", "since", "evaluated_at"])
                 evaluation.resolved.append(row)
         for row in evaluation.fired + evaluation.resolved:
-            AuditEvent.objects.create(
+            audit_record(
                 source="beat",
                 action=f"alert.{row.state}",
                 message=f"{row.title}: {row.summary}",
@@ -225,7 +226,7 @@ def alert_acknowledge(*, alert: Alert, by, source: str = "web") -> bool:
                 raise AlertError(f"{alert.title} ({alert.subject}) has resolved; there is nothing to acknowledge")
             return False
         alert.refresh_from_db()
-        AuditEvent.objects.create(
+        audit_record(
             actor=by,
             source=source,
             action="alert.acknowledged",

@@ -44,11 +44,12 @@ from dashboard.grid.types import (
     NodeCapacity,
     NodeNotFound,
 )
-from dashboard.models import AuditEvent, Deployment, Hold, Node, Slice
+from dashboard.models import Deployment, Hold, Node, Slice
 from dashboard.rules.closure import closure_of
 from dashboard.selectors.deployments import deployment_words
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.selectors.policy_book import policy_for_node
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.calibration import capacity_sample_record
 from dashboard.services.deploy_carries import carried_asked, carries_verdict, deploy_carried, farm_ips_read_again
 from dashboard.services.deploy_errors import DeployError, SliceBusy, SliceChanged, SliceNotFound, SliceNotFree
@@ -399,8 +400,9 @@ def _vm_charge(deployment: Deployment) -> Resources:
 
 
 def _audit(deployment: Deployment, *, message: str, by, source: str) -> None:
-    AuditEvent.objects.create(
-        actor=by if getattr(by, "pk", None) else None,
+    # The four ends of a deploy write one shape of row; services.audit_trail stores it.
+    audit_record(
+        actor=by,
         source=source,
         action=f"deployment.{deployment.state}",
         node=deployment.node,

@@ -20,10 +20,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.grid.text import text_problem
-from dashboard.models import INTEGER_MAX, AuditEvent, FarmIps, Hold, Node, Slice
+from dashboard.models import INTEGER_MAX, FarmIps, Hold, Node, Slice
 from dashboard.rules.closure import closure_of
 from dashboard.selectors.farm_ips import farm_ipv4
 from dashboard.selectors.policy_book import policy_for_node
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import nodes_lock
 from dashboard.services.held_figures import held_store
 
@@ -152,13 +153,13 @@ def hold_create(
             token=token,
         )
         held_store([node.pk], now=now)
-        _audit(
-            hold,
-            "hold.made",
-            f"slice {row.index} of node {node_id} held for {marketplace_id!r} for {ttl_seconds} s",
-            by=by,
+        audit_record(
+            action="hold.made",
+            actor=by,
             source=source,
-            token=token,
+            node=hold.node,
+            message=f"slice {row.index} of node {node_id} held for {marketplace_id!r} for {ttl_seconds} s",
+            detail=_hold_detail(hold, token=token),
         )
     return hold
 
@@ -183,13 +184,13 @@ def hold_release(*, hold_id: int, by=None, token=None, source: str = "api", now:
         hold.ended_at, hold.end = now, Hold.End.RELEASED
         hold.save(update_fields=["ended_at", "end"])
         held_store([hold.node_id], now=now)
-        _audit(
-            hold,
-            "hold.released",
-            f"hold of slice {hold.slice_index} on node {hold.node.grid_id} for {hold.marketplace_id!r} released",
-            by=by,
+        audit_record(
+            action="hold.released",
+            actor=by,
             source=source,
-            token=token,
+            node=hold.node,
+            message=f"hold of slice {hold.slice_index} on node {hold.node.grid_id} for {hold.marketplace_id!r} released",
+            detail=_hold_detail(hold, token=token),
         )
     return hold
 
@@ -221,33 +222,26 @@ def hold_turned_deployed(
     hold.save(update_fields=["ended_at", "end"])
     held_store([node.pk], now=now)
     where = f"slice {slice_index} of node {node.grid_id}"
-    _audit(
-        hold,
-        "hold.deployed",
-        f"hold of {where} for {marketplace_id!r} became its deployment",
-        by=by,
+    audit_record(
+        action="hold.deployed",
+        actor=by,
         source=source,
-        token=None,
+        node=hold.node,
+        message=f"hold of {where} for {marketplace_id!r} became its deployment",
+        detail=_hold_detail(hold, token=None),
     )
     return hold
 
 
-def _audit(hold: Hold, action: str, message: str, *, by, source: str, token) -> None:
-    AuditEvent.objects.create(
-        actor=by if getattr(by, "pk", None) else None,
-        source=source,
-        action=action,
-        node=hold.node,
-        message=message,
-        detail={
-            "hold": hold.pk,
-            "slice": hold.slice_index,
-            "marketplace_id": hold.marketplace_id,
-            "expires_at": hold.expires_at.isoformat(),
-            "end": hold.end,
-            "token": token.prefix if token is not None else None,
-        },
-    )
+def _hold_detail(hold: Hold, *, token) -> dict:
+    return {
+        "hold": hold.pk,
+        "slice": hold.slice_index,
+        "marketplace_id": hold.marketplace_id,
+        "expires_at": hold.expires_at.isoformat(),
+        "end": hold.end,
+        "token": token.prefix if token is not None else None,
+    }
 
 
 def _ipv4_holdable(node: Node, wanted: int, now: datetime) -> None:

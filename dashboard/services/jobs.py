@@ -44,7 +44,8 @@ from django.utils import timezone
 
 from dashboard.job_kinds import job_describe, kind_of, kinds
 from dashboard.job_results import JobResult
-from dashboard.models import ApiToken, AuditEvent, Job, Node
+from dashboard.models import ApiToken, Job, Node
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.grid_requests import grid_requests_store_due
 
 log = logging.getLogger(__name__)
@@ -121,19 +122,21 @@ def job_request(
                 active = _active_job(kind=kind, node=node, asked=asked)
                 if active is None:
                     continue
-                _audit(
-                    job=active,
+                audit_record(
                     action="job.already-active",
                     actor=by,
                     source=source,
+                    node=active.node,
+                    job=active,
                     message=f"{requester} asked for {job_describe(active)}; already {active.state}: job #{active.pk}",
                 )
                 return JobRequest(job=active, created=False)
-            _audit(
-                job=job,
+            audit_record(
                 action="job.requested",
                 actor=by,
                 source=source,
+                node=job.node,
+                job=job,
                 message=f"{job_describe(job)} requested by {requester}",
                 detail=requester_detail,
             )
@@ -335,11 +338,12 @@ def job_succeed(*, job: Job, result: JobResult, message: str | None = None) -> N
     ):
         raise JobLost(f"job {job.pk} is no longer running under attempt {job.attempts}")
     message = message or f"{job_describe(job)}: {result.sentence()}"
-    _audit(
-        job=job,
+    audit_record(
         action="job.succeeded",
         actor=job.requested_by,
         source=job.source,
+        node=job.node,
+        job=job,
         message=message,
         detail={"result": result.audit_summary()},
     )
@@ -367,11 +371,12 @@ def job_close(
             rows = rows.filter(extra)
         if not rows.update(**fields):
             return False
-        _audit(
-            job=job,
+        audit_record(
             action=f"job.{state}",
             actor=job.requested_by,
             source=job.source,
+            node=job.node,
+            job=job,
             message=f"{job_describe(job)} {state}: {error}",
             detail={"error": error},
         )
@@ -384,12 +389,6 @@ def heartbeat_cutoff(now: datetime) -> datetime:
 
 
 # --- audit and words --------------------------------------------------------------------------
-
-
-def _audit(*, job: Job, action: str, actor, source: str, message: str, detail: dict | None = None) -> None:
-    AuditEvent.objects.create(
-        actor=actor, source=source, action=action, node=job.node, job=job, message=message, detail=detail or {}
-    )
 
 
 def _requester(by, source: str, token: ApiToken | None = None) -> tuple[str, dict]:

@@ -25,8 +25,9 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
-from dashboard.models import AuditEvent, MemoryLesson, Node, Observation, Slice
+from dashboard.models import MemoryLesson, Node, Observation, Slice
 from dashboard.rows import rows_update
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 
@@ -111,7 +112,7 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
             learnt_at=timezone.now(),
             trigger_node=trigger,
         )
-        AuditEvent.objects.create(
+        audit_record(
             source=source,
             action="memory_lesson.learnt",
             node=trigger,
@@ -239,7 +240,7 @@ def memory_lesson_revert(*, lesson: MemoryLesson, by=None, source: str = "web") 
             cleared_at=now, cleared_by=user
         )
         MemoryLesson.objects.filter(pk=lesson.pk).update(reverted_at=now, reverted_by=user)
-        AuditEvent.objects.create(
+        audit_record(
             actor=user,
             source=source,
             action="memory_lesson.reverted",

@@ -21,7 +21,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Observation, Slice
+from dashboard.models import CapacitySample, Deployment, Node, Observation, Slice
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.memory_model import memory_model_refit, observation_max_age, zos_build_key
 
@@ -128,7 +129,7 @@ def observations_learn(
             **lesson,
         )
         node_lessons_apply(node, source=source)
-        AuditEvent.objects.create(
+        audit_record(
             source=source,
             action="observation.learnt",
             node=node,
@@ -150,8 +151,8 @@ def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
             cleared_at=timezone.now(), cleared_by=by if getattr(by, "pk", None) else None
         )
         node_lessons_apply(node, source=source)
-        AuditEvent.objects.create(
-            actor=by if getattr(by, "pk", None) else None,
+        audit_record(
+            actor=by,
             source=source,
             action="observation.cleared",
             node=node,

@@ -9,10 +9,11 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 
 from dashboard import capacity
-from dashboard.models import AuditEvent, Node, Policy, PolicyVersion
+from dashboard.models import Node, Policy, PolicyVersion
 from dashboard.selectors.policy import policy_figures_active, policy_node_pks
 from dashboard.selectors.policy_history import SIZE_PARAMETERS
 from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.policy_figures import policy_figures_follow
 
 
@@ -75,18 +76,19 @@ def policy_update(
         locked.save()
         policy_figures_follow(locked, policy_node_pks(locked), by=by, source=source)
         reverted = f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
-        _audit(
-            locked,
+        audit_record(
             action="policy.reverted" if reverted_from is not None else "policy.changed",
+            actor=by,
+            source=source,
+            node=locked.node,
             message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}{reverted}: "
             f"{policy_changes_words({**changes, **carried})}",
             detail={
+                **_policy_detail(locked),
                 "version": locked.version,
                 "changes": {name: [old, new] for name, (old, new) in {**changes, **carried}.items()},
                 "reverted_from": reverted_from,
             },
-            by=by,
-            source=source,
         )
         policy_version_record(
             locked,
@@ -136,18 +138,19 @@ def policy_create(
         with transaction.atomic():
             row.save()
             policy_figures_follow(row, policy_node_pks(row), by=by, source=source)
-            _audit(
-                row,
+            audit_record(
                 action="policy.created",
+                actor=by,
+                source=source,
+                node=row.node,
                 message=f"policy {row.name} v1 created as {row.get_scope_display().lower()}"
                 + (f" for farm {farm_id}" if row.scope == Policy.Scope.FARM else "")
                 + (f" for node {node.grid_id}" if row.scope == Policy.Scope.NODE else ""),
                 detail={
+                    **_policy_detail(row),
                     "parameters": {p: parameters[p] for p in Policy.PARAMETERS},
                     "carries": {c: getattr(row, c) for c in Policy.CARRIES},
                 },
-                by=by,
-                source=source,
             )
             policy_version_record(row, action=PolicyVersion.Action.CREATED, by=by, source=source)
     except IntegrityError:
@@ -166,13 +169,13 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
                 f"(job #{rewriting.pk}); delete it when that job ends"
             )
         node_pks = policy_node_pks(policy)
-        _audit(
-            policy,
+        audit_record(
             action="policy.deleted",
-            message=f"policy {policy.name} v{policy.version} deleted; its nodes fall back to the next policy",
-            detail={"version": policy.version},
-            by=by,
+            actor=by,
             source=source,
+            node=policy.node,
+            message=f"policy {policy.name} v{policy.version} deleted; its nodes fall back to the next policy",
+            detail={**_policy_detail(policy), "version": policy.version},
         )
         gone = Policy(pk=policy.pk, version=policy.version, scope=policy.scope, farm_id=policy.farm_id)
         policy.delete()
@@ -222,26 +225,24 @@ def _carries_save(policy: Policy, carried: dict[str, tuple], *, by, source: str)
     for name, (_old, new) in carried.items():
         setattr(policy, name, new)
     policy.save(update_fields=[*carried, "updated_at"])
-    _audit(
-        policy,
+    audit_record(
         action="policy.changed",
-        message=f"policy {policy.name} v{policy.version} (version kept: no catalog goes stale): "
-        f"{policy_changes_words(carried)}",
-        detail={"version": policy.version, "changes": {name: [old, new] for name, (old, new) in carried.items()}},
-        by=by,
-        source=source,
-    )
-
-
-def _audit(policy: Policy, *, action: str, message: str, detail: dict, by, source: str) -> None:
-    AuditEvent.objects.create(
         actor=by,
         source=source,
-        action=action,
         node=policy.node,
-        message=message,
-        detail={"policy": policy.name, "scope": policy.scope, **detail},
+        message=f"policy {policy.name} v{policy.version} (version kept: no catalog goes stale): "
+        f"{policy_changes_words(carried)}",
+        detail={
+            **_policy_detail(policy),
+            "version": policy.version,
+            "changes": {name: [old, new] for name, (old, new) in carried.items()},
+        },
     )
+
+
+def _policy_detail(policy: Policy) -> dict:
+    """Which policy an audit row is about (its detail's first keys)."""
+    return {"policy": policy.name, "scope": policy.scope}
 
 
 def policy_changes_words(changes: dict[str, tuple]) -> str:

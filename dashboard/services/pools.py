@@ -27,7 +27,8 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.grid.rmb import Target, get_rmb
 from dashboard.grid.types import MAX_POOLS, GridError, PoolMetrics, PoolsNotAvailable
-from dashboard.models import AuditEvent, Node, PoolReport, Slice
+from dashboard.models import Node, PoolReport, Slice
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_compute, figures_refresh
 
 # 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain.
@@ -167,7 +168,7 @@ def pools_report(
             zos_cache_pool=cache_pool,
         )
         if changed and not first_hand:
-            AuditEvent.objects.create(
+            audit_record(
                 actor=by,
                 source="api" if source == PoolReport.Source.API else "web" if by else "command",
                 action="pools reported",

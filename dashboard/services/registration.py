@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid.types import GridError, NodeCapacity
-from dashboard.models import AuditEvent, Node, PoolReport, Slice
+from dashboard.models import Node, PoolReport, Slice
 from dashboard.rules.catalog import size_words
 from dashboard.selectors.policy_book import policy_book, policy_named
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
@@ -139,7 +140,7 @@ def node_register(
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
             memory_lessons_for_new([node.pk])
             figures_refresh([node.pk])
-            AuditEvent.objects.create(
+            audit_record(
                 actor=by,
                 source=source,
                 action="node registered",

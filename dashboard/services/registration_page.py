@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid.types import NodeCapacity
-from dashboard.models import AuditEvent, Node, Slice
+from dashboard.models import Node, Slice
 from dashboard.selectors.policy_book import policy_book, policy_named
+from dashboard.services.audit_trail import AuditEntry, audit_records
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.readings import rent_of, reported_at_of
@@ -113,9 +114,9 @@ def nodes_register_from_grid(
     )
     memory_lessons_for_new([node.pk for node in nodes])
     figures_refresh([node.pk for node in nodes], locked=True)
-    AuditEvent.objects.bulk_create(
+    audit_records(
         [
-            AuditEvent(
+            AuditEntry(
                 actor=by,
                 source=source,
                 action="node registered",

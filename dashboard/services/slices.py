@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from django.db import transaction
 from django.db.models import F
 
-from dashboard.models import AuditEvent, Node, Slice
+from dashboard.models import Node, Slice
+from dashboard.services.audit_trail import AuditEntry, audit_records
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 
@@ -94,7 +95,7 @@ def node_slices_write(
                 )
             )
         _catalog_changed([node.pk])
-        AuditEvent.objects.bulk_create(events)
+        audit_records(events)
 
 
 def slice_edit(*, slice_: Slice, fields: Iterable[str], by=None, source: str = "admin") -> Slice:
@@ -118,9 +119,9 @@ def slices_delete(*, slice_pks: Iterable[int], by=None, source: str = "admin") -
         )
         Slice.objects.filter(pk__in=[s.pk for s in doomed]).delete()
         _catalog_changed(node_pks)
-        AuditEvent.objects.bulk_create(
-            AuditEvent(
-                actor=_actor(by),
+        audit_records(
+            AuditEntry(
+                actor=by,
                 source=source,
                 action="slice.deleted",
                 node_id=s.node_id,
@@ -138,19 +139,15 @@ def _catalog_changed(node_pks: list[int]) -> None:
     figures_refresh(node_pks, locked=True)
 
 
-def _event(node: Node, by, source: str, action: str, words: str, detail: dict) -> AuditEvent:
-    return AuditEvent(
-        actor=_actor(by),
+def _event(node: Node, by, source: str, action: str, words: str, detail: dict) -> AuditEntry:
+    return AuditEntry(
+        actor=by,
         source=source,
         action=action,
         node=node,
         message=f"node {node.grid_id}: {words}",
         detail=detail,
     )
-
-
-def _actor(by):
-    return by if getattr(by, "pk", None) else None
 
 
 def _plain(values: dict) -> dict:

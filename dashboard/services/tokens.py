@@ -19,7 +19,8 @@ from datetime import datetime, timedelta
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from dashboard.models import ApiToken, AuditEvent
+from dashboard.models import ApiToken
+from dashboard.services.audit_trail import audit_record
 
 TOKEN_PREFIX = "sdk_"
 # Characters of the token kept in clear to recognise it in lists: "sdk_" and 8 of the secret.
@@ -126,13 +127,13 @@ def api_token_create(
                 created_by=actor,
                 expires_at=expires_at,
             )
-            _audit(
-                token,
+            audit_record(
                 action="api-token.created",
-                by=actor,
+                actor=actor,
                 source=source,
                 message=f"API token {token.prefix}… {name!r} made for {user.get_username()} with scope "
                 f"{', '.join(chosen)}, {_expiry_words(expires_at)}",
+                detail=_token_detail(token),
             )
     except IntegrityError:
         raise TokenError(
@@ -150,12 +151,12 @@ def api_token_revoke(*, token: ApiToken, by=None, source: str = "web") -> bool:
         changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now, revoked_by=actor)
         if changed:
             token.revoked_at, token.revoked_by = now, actor
-            _audit(
-                token,
+            audit_record(
                 action="api-token.revoked",
-                by=actor,
+                actor=actor,
                 source=source,
                 message=f"API token {token.prefix}… {token.name!r} of {token.user.get_username()} revoked",
+                detail=_token_detail(token),
             )
     return bool(changed)
 
@@ -187,18 +188,13 @@ def _expiry_words(expires_at: datetime | None) -> str:
     return f"expires {expires_at:%Y-%m-%d %H:%M} UTC" if expires_at else "never expires"
 
 
-def _audit(token: ApiToken, *, action: str, by, source: str, message: str) -> None:
-    AuditEvent.objects.create(
-        actor=by,
-        source=source,
-        action=action,
-        message=message,
-        detail={
-            "token": token.pk,
-            "prefix": token.prefix,
-            "name": token.name,
-            "user": token.user.get_username(),
-            "scopes": token.scopes,
-            "expires_at": token.expires_at.isoformat() if token.expires_at else None,
-        },
-    )
+def _token_detail(token: ApiToken) -> dict:
+    """What the trail keeps of a token: never its secret, nor its hash."""
+    return {
+        "token": token.pk,
+        "prefix": token.prefix,
+        "name": token.name,
+        "user": token.user.get_username(),
+        "scopes": token.scopes,
+        "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+    }

@@ -31,6 +31,7 @@ from dashboard.grid.text import char_is_hidden, text_problem
 from dashboard.models import AuditEvent, Deployment, Node, NodeWithhold
 from dashboard.rules.outcomes import moment_problem
 from dashboard.selectors.withholds import in_force, nodes_marked_withheld, not_over, open_at
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 # The closure detail (Node.closure_detail, 200 characters) holds the reason and "until ...".
@@ -144,7 +145,7 @@ def node_withhold(
         )
         span = f"from {when_words(starts_at)} until {when_words(ends_at) if ends_at else 'released'}"
         for window in windows:
-            AuditEvent.objects.create(
+            audit_record(
                 actor=_user(by),
                 source=via,
                 action="node withheld",
@@ -175,7 +176,7 @@ def withhold_release(
         NodeWithhold.objects.filter(pk__in=[w.pk for w in released]).update(released_at=now, released_by=_user(by))
         for window in released:
             lifted = window.source == NodeWithhold.Source.QUARANTINE
-            AuditEvent.objects.create(
+            audit_record(
                 actor=_user(by),
                 source=via,
                 action="quarantine lifted" if lifted else "node withhold released",
@@ -282,7 +283,7 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
             failures=[pk for pk, *_ in failures],
             repeat=repeat,
         )
-        AuditEvent.objects.create(
+        audit_record(
             source="auto",
             action="node quarantined",
             node=node,

@@ -40,6 +40,7 @@ from dashboard.grid.types import GridError
 from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, PolicyVersion, Slice
 from dashboard.selectors.fleet import fleet_page
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh, figures_refresh_all
@@ -269,9 +270,7 @@ class Command(ProductCommand):
                 with transaction.atomic():
                     _demo_remove(grid, nodes)
                     _demo_build(grid, nodes)
-                    AuditEvent.objects.create(
-                        source="command", action=DEMO_BUILT, message=f"demo fleet built: {len(nodes)} nodes"
-                    )
+                    audit_record(source="command", action=DEMO_BUILT, message=f"demo fleet built: {len(nodes)} nodes")
                 self.stdout.write(
                     f"demo fleet {'rebuilt' if reset else 'built'}: {len(nodes)} nodes on the simulated grid "
                     f"at {settings.SIMGRID_PATH}"

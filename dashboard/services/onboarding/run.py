@@ -11,7 +11,7 @@ from dashboard.grid import get_grid
 from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, id_pages, pages_ahead
 from dashboard.grid.types import Grid, GridError
 from dashboard.job_results import LISTED, OnboardResult
-from dashboard.models import AuditEvent
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.onboarding.apply import OnboardLimit, page_apply
 from dashboard.services.onboarding.request import OnboardError, OnboardRequest, OnboardStopped
@@ -108,7 +108,7 @@ def _audit_run(result: OnboardResult, *, request: OnboardRequest, by, source: st
     """One event for the run (each new node has its own from node_register)."""
     if request.dry_run:
         return
-    AuditEvent.objects.create(
+    audit_record(
         actor=by,
         source=source,
         action="nodes onboarded" if result.finished else "nodes onboarded (stopped)",

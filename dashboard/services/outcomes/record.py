@@ -20,6 +20,7 @@ from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
 from dashboard.rules.catalog_audit import contract_of
 from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
 from dashboard.selectors.odds import vm_odds_now
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.holds import hold_turned_deployed, hold_words
 from dashboard.services.observations import deployment_refusal, observations_learn
@@ -199,8 +200,8 @@ def _counted_move(node: Node, *, slice_index: int, workload_id: str, by, source:
         Slice.objects.filter(node=node, index=record.slice_index, state=Slice.State.DEPLOYED).update(
             state=Slice.State.FREE, updated_at=now
         )
-        AuditEvent.objects.create(
-            actor=by if getattr(by, "pk", None) else None,
+        audit_record(
+            actor=by,
             source=source,
             action="audit.counted-moved",
             node=node,
@@ -394,8 +395,8 @@ def _audit(deployment: Deployment, *, by, source: str, created: bool, move: Move
     what = f"failed ({deployment.cause or 'unknown'})" if outcome == "failed" else outcome
     if move == Move.HISTORY:
         what += ", recorded as history (older than the slice's last move)"
-    AuditEvent.objects.create(
-        actor=by if getattr(by, "pk", None) else None,
+    audit_record(
+        actor=by,
         source=source,
         action=f"deployment.reported-{outcome}",
         node=deployment.node,

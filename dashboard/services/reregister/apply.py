@@ -22,9 +22,10 @@ from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.types import Grid, GridUnavailable, MalformedPayload, NodeCapacity
 from dashboard.job_results import BulkNode, ReregisterResult
-from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Policy, Slice
+from dashboard.models import Deployment, Hold, Job, Node, Policy, Slice
 from dashboard.rows import rows_update
 from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
+from dashboard.services.audit_trail import AuditEntry, audit_records
 from dashboard.services.figures import figures_refresh
 from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
@@ -149,7 +150,7 @@ def reregister_apply(
             job_succeed(job=job, result=result)
         else:
             job_progress(job=job, **(progress or {"step": job.step}))
-            node_event(job=job, plan=plan, result=result).save()
+            audit_records([node_event(job=job, plan=plan, result=result)])
     return result
 
 
@@ -292,10 +293,10 @@ def _carve_record(plan: ReregisterPlan, *, generation: int) -> tuple:
     )
 
 
-def node_event(*, job: Job, plan: ReregisterPlan, result: ReregisterResult) -> AuditEvent:
-    """A bulk node's own line (unsaved): a bulk result keeps only a sample of its nodes, so each node's
+def node_event(*, job: Job, plan: ReregisterPlan, result: ReregisterResult) -> AuditEntry:
+    """A bulk node's own line (not stored yet): a bulk result keeps only a sample of its nodes, so each node's
     detail is its audit event, committed with its catalog (and found from the node, the job, or both)."""
-    return AuditEvent(
+    return AuditEntry(
         actor_id=job.requested_by_id,
         source=job.source,
         action="job.node-reregistered",

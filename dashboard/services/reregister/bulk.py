@@ -22,8 +22,9 @@ from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.paging import MAX_PAGE_SIZE, ReadFailed, ids_page
 from dashboard.grid.types import Grid, GridError, GridUnavailable, NodeCapacity
 from dashboard.job_results import BulkNode, BulkResult
-from dashboard.models import AuditEvent, Job, Node, Slice
+from dashboard.models import Job, Node, Slice
 from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
+from dashboard.services.audit_trail import audit_records
 from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, JobLost, job_beating, job_progress, job_succeed
 from dashboard.services.reregister.apply import (
@@ -373,9 +374,7 @@ def _bulk_apply(
         if hooks.progressed:
             hooks.progressed(fields)
         job_progress(job=job, **fields)
-        AuditEvent.objects.bulk_create(
-            [node_event(job=job, plan=plan, result=results[plan.node.pk]) for plan in applied]
-        )
+        audit_records(node_event(job=job, plan=plan, result=results[plan.node.pk]) for plan in applied)
         if applied and not job.dry_run:
             job_test_pause("swapped")
     summaries = {plan.node.pk: bulk_node_summary(results[plan.node.pk]) for plan in applied}

@@ -22,8 +22,9 @@ from django.db.models import F
 from django.utils import timezone
 
 from dashboard.job_results import RunRollbackResult
-from dashboard.models import AuditEvent, CatalogGeneration, Deployment, Hold, Job, Node, Slice, WaveRun
+from dashboard.models import CatalogGeneration, Deployment, Hold, Job, Node, Slice, WaveRun
 from dashboard.selectors.holds import live_holds
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh
 from dashboard.services.jobs import JobError, JobRequest, job_beating, job_progress, job_request, job_succeed
 
@@ -160,7 +161,7 @@ def node_rollback(*, generation: CatalogGeneration, by=None, source: str = "web"
         generation.save(update_fields=["rolled_back_at", "rolled_back_by"])
         kept = sum(1 for s in slices if s.is_occupied)
         done = {"node_id": node.grid_id, "removed": len(added), "restored": len(generation.removed), "kept": kept}
-        AuditEvent.objects.create(
+        audit_record(
             actor=by,
             source=source,
             action="job.node-rolled-back",
@@ -236,7 +237,7 @@ def run_rollback(
     }
     with transaction.atomic():
         WaveRun.objects.filter(job=job).update(rollback=summary)
-        AuditEvent.objects.create(
+        audit_record(
             actor=by,
             source=source,
             action="job.run-rolled-back",

@@ -29,7 +29,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, CatalogGeneration, Deployment, Job, Node, WaveRun
+from dashboard.models import CatalogGeneration, Deployment, Job, Node, WaveRun
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.jobs import JobError, JobRequest, job_enqueue, job_progress, job_request
 from dashboard.services.reregister.stale import stale_node_pks
 
@@ -180,9 +181,7 @@ def waves_between(
         if WaveRun.objects.filter(pk=wave.pk, state=WaveRun.State.RUNNING).update(
             state=WaveRun.State.PAUSED, paused_reason=reason, paused_at=timezone.now()
         ):
-            AuditEvent.objects.create(
-                source=job.source, action="waves.paused", job=job, message=f"job #{job.pk} {reason}"
-            )
+            audit_record(source=job.source, action="waves.paused", job=job, message=f"job #{job.pk} {reason}")
         return _paused_wait(job=job, wave=wave, reason=reason, paused=paused)
     return True
 
@@ -203,9 +202,7 @@ def _paused_wait(*, job: Job, wave: WaveRun, reason: str, paused: Callable[[Wave
             if WaveRun.objects.filter(pk=wave.pk, state=WaveRun.State.PAUSED).update(
                 state=WaveRun.State.STOPPING, paused_reason=f"{reason}; {words}"
             ):
-                AuditEvent.objects.create(
-                    source=job.source, action="waves.stopped", job=job, message=f"job #{job.pk}: {words}"
-                )
+                audit_record(source=job.source, action="waves.stopped", job=job, message=f"job #{job.pk}: {words}")
             return False
         job_progress(job=job, step=step)
         if paused is not None:
@@ -321,7 +318,7 @@ def _close_unapproved(wave: WaveRun, *, by, source: str) -> None:
 
 def _audit(wave: WaveRun, *, by, source: str, action: str, words: str) -> None:
     who = by.get_username() if by is not None else "the command line"
-    AuditEvent.objects.create(
+    audit_record(
         actor=by,
         source=source,
         action=action,

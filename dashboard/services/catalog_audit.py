@@ -1,4 +1,4 @@
-"""The slice audit as a job (kind "catalog-audit"): read (selectors.audit), and with a fix, make the catalog true.
+"""The slice audit as a job (kind "catalog-audit"): read (selectors.catalog_audit), and with a fix, make the catalog true.
 
 A dry run changes nothing: it reads and stores what it found as its job's result. A fix reads again
 and changes only what it finds now, and, when it follows a dry run (`dry_run_job`, the page's
@@ -31,11 +31,12 @@ from django.utils import timezone
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import Deadline
 from dashboard.job_results import AuditFindingItem, CatalogAuditResult
-from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, NodeEvent, Slice
+from dashboard.models import Deployment, Hold, Job, Node, NodeEvent, Slice
 from dashboard.rules import node_events
 from dashboard.rules.catalog_audit import Finding, FindingKind, contract_of
 from dashboard.rules.outcomes import Holder, Move, Record, Report, outcome_move, report_order
-from dashboard.selectors.audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
+from dashboard.selectors.catalog_audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
+from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
@@ -223,12 +224,12 @@ def _orphan_free(node: Node, finding: Finding, *, by, source: str, job: Job | No
     record.save(update_fields=["state", "finished_at"])
     Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.FREE, rented_by_twin_id=None, updated_at=now)
     figures_refresh([node.pk], locked=True)
-    _audit(
-        node,
-        job=job,
-        by=by,
+    audit_record(
+        actor=by,
         source=source,
         action="audit.orphan-freed",
+        node=node,
+        job=job,
         message=f"slice {slice_.index} of node {node.grid_id} freed: contract {finding.contract_id} of its record "
         f"{record.marketplace_id or record.grid_workload_id!r} is not live on the grid",
         detail={"finding": finding.key, "slice": slice_.index, "deployment": record.pk, "was": slice_.state},
@@ -267,12 +268,12 @@ def _foreign_count(node: Node, finding: Finding, *, by, source: str, job: Job | 
         return f"slice {slice_.index} already has a live record; run the audit again"
     Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.DEPLOYED, updated_at=now)
     figures_refresh([node.pk], locked=True)
-    _audit(
-        node,
-        job=job,
-        by=by,
+    audit_record(
+        actor=by,
         source=source,
         action="audit.foreign-counted",
+        node=node,
+        job=job,
         message=f"slice {slice_.index} of node {node.grid_id} counted as occupied by contract {finding.contract_id} "
         f"({workload_id}), a VM the catalog did not know",
         detail={
@@ -283,18 +284,6 @@ def _foreign_count(node: Node, finding: Finding, *, by, source: str, job: Job | 
         },
     )
     return ""
-
-
-def _audit(node: Node, *, job, by, source: str, action: str, message: str, detail: dict) -> None:
-    AuditEvent.objects.create(
-        actor=by if getattr(by, "pk", None) else None,
-        source=source,
-        action=action,
-        node=node,
-        job=job,
-        message=message,
-        detail=detail,
-    )
 
 
 # --- doors: the command line, the beat -------------------------------------------------------------
@@ -316,7 +305,7 @@ def catalog_audit_here(*, fix: bool, grid=None, pace: Pace | None = None) -> Job
                 heartbeat_at=now,
                 step="starting",
             )
-            AuditEvent.objects.create(
+            audit_record(
                 source=Job.Source.COMMAND,
                 action="job.requested",
                 job=job,

@@ -9,8 +9,8 @@ import pytest
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
-from dashboard.selectors.audit import Pace
-from dashboard.services.audit import catalog_audit_here
+from dashboard.selectors.catalog_audit import Pace
+from dashboard.services.catalog_audit import catalog_audit_here
 from dashboard.services.registration import node_register_from_grid
 
 NODES = 300

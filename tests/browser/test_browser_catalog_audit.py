@@ -69,8 +69,8 @@ def test_an_admin_runs_a_dry_run_and_fixes_what_it_found(browser_page, planted, 
 
 @pytest.mark.django_db(transaction=True)
 def test_support_reads_the_audit_and_has_no_button(browser_page, planted, role_user):
-    from dashboard.selectors.audit import Pace
-    from dashboard.services.audit import catalog_audit_here
+    from dashboard.selectors.catalog_audit import Pace
+    from dashboard.services.catalog_audit import catalog_audit_here
 
     catalog_audit_here(fix=False, grid=planted, pace=Pace(rate=1000.0, sleep=lambda _s: None))
     role_user("support", username="sam", password=PASSWORD)

@@ -6,8 +6,8 @@ from django.urls import reverse
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.models import Job
-from dashboard.selectors.audit import Pace
-from dashboard.services.audit import catalog_audit_here
+from dashboard.selectors.catalog_audit import Pace
+from dashboard.services.catalog_audit import catalog_audit_here
 
 pytestmark = pytest.mark.django_db
 PAGE, RUN, FIX = reverse("audit"), reverse("audit-run"), reverse("audit-fix")

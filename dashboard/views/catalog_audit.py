@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from dashboard.models import Job
-from dashboard.selectors.audit import audit_latest
+from dashboard.selectors.catalog_audit import audit_latest
 from dashboard.services.jobs import JobError, job_request
 
 KIND_WORDS = {
@@ -67,7 +67,7 @@ def audit_page(request):
     )
     return render(
         request,
-        "dashboard/audit.html",
+        "dashboard/catalog_audit.html",
         {
             "section": "audit",
             "latest": latest,

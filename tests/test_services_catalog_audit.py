@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
-from dashboard.selectors.audit import Pace
-from dashboard.services.audit import catalog_audit_here
+from dashboard.selectors.catalog_audit import Pace
+from dashboard.services.catalog_audit import catalog_audit_here
 from dashboard.services.deploy import slice_deploy
 
 NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
@@ -116,7 +116,7 @@ def test_a_second_fix_fixes_nothing_twice(planted):
 
 
 def test_a_fix_after_a_dry_run_fixes_only_what_the_dry_run_showed(planted, role_user):
-    from dashboard.services.audit import catalog_audit_run
+    from dashboard.services.catalog_audit import catalog_audit_run
     from dashboard.services.jobs import job_claim, job_request
 
     dry = catalog_audit_here(fix=False, grid=planted["grid"], pace=FAST)
@@ -199,7 +199,7 @@ def _moved(grid_id: int):
 
 
 def _run(job, grid):
-    from dashboard.services.audit import catalog_audit_run
+    from dashboard.services.catalog_audit import catalog_audit_run
     from dashboard.services.jobs import job_claim
 
     return catalog_audit_run(job=job_claim(job_id=job.pk), grid=grid, pace=FAST)
@@ -207,13 +207,13 @@ def _run(job, grid):
 
 def test_the_audit_listens_for_used_capacity_that_moved():
     from dashboard.rules import node_events
-    from dashboard.services.audit import audit_on_used_moved
+    from dashboard.services.catalog_audit import audit_on_used_moved
 
     assert audit_on_used_moved in node_events.subscribers(node_events.USED_MOVED)
 
 
 def test_a_used_moved_event_audits_its_node_and_finds_what_moved(planted):
-    from dashboard.services.audit import audit_on_used_moved
+    from dashboard.services.catalog_audit import audit_on_used_moved
 
     job = audit_on_used_moved([_moved(1774)])
     result = _run(job, planted["grid"])
@@ -226,7 +226,7 @@ def test_a_used_moved_event_audits_its_node_and_finds_what_moved(planted):
 
 
 def test_a_node_audit_keeps_the_other_nodes_findings(planted):
-    from dashboard.services.audit import audit_on_used_moved
+    from dashboard.services.catalog_audit import audit_on_used_moved
 
     planted["grid"].deploy_vm(11, OUTSIDE, name="on11")
     _audit(planted["grid"])  # the fleet: node 11's foreign VM, node 1774's orphan and foreign VM
@@ -240,7 +240,7 @@ def test_a_node_audit_keeps_the_other_nodes_findings(planted):
 
 
 def test_events_while_an_audit_is_queued_widen_it(planted):
-    from dashboard.services.audit import audit_on_used_moved
+    from dashboard.services.catalog_audit import audit_on_used_moved
 
     first = audit_on_used_moved([_moved(11)])
     again = audit_on_used_moved([_moved(1774)])
@@ -250,7 +250,7 @@ def test_events_while_an_audit_is_queued_widen_it(planted):
 
 
 def test_no_audit_on_used_moved_when_turned_off(planted, settings):
-    from dashboard.services.audit import audit_on_used_moved
+    from dashboard.services.catalog_audit import audit_on_used_moved
 
     settings.CATALOG_AUDIT_ON_USED_MOVED = False
 
@@ -264,7 +264,7 @@ def test_an_event_while_an_audit_runs_gets_a_follow_up_audit(
 
     asked = job_request(kind=Job.Kind.CATALOG_AUDIT, by=role_user("admins"), dry_run=True)
     with django_capture_on_commit_callbacks(execute=True):
-        from dashboard.services.audit import catalog_audit_run
+        from dashboard.services.catalog_audit import catalog_audit_run
         from dashboard.services.jobs import job_claim
 
         job = job_claim(job_id=asked.job.pk)
