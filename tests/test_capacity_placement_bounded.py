@@ -179,11 +179,12 @@ def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_n
     what a fresh judgement says."""
     from dashboard.capacity.carve import _carve_memo
     from dashboard.services import figures as figures_service
+    from dashboard.services import figures_shapes
     from dashboard.services import pools as pools_service
 
     sizes = [500 * GiB + i % 3 for i in range(12)]
     node = sim_node(2310, cru=64, mru=512 * GiB, sru=sum(sizes), hide_pools=True)
-    figures_service._placeable.cache_clear()
+    figures_shapes.placeable_on_reading.cache_clear()
     _carve_memo.cache_clear()
     weighed = {}
     real_refresh = pools_service.figures_refresh

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -44,28 +44,23 @@ from dashboard.grid.types import (
     NodeCapacity,
     NodeNotFound,
 )
-from dashboard.models import Deployment, Hold, Node, Slice
+from dashboard.models import Deployment, Node, Slice
 from dashboard.rules.closure import closure_of
 from dashboard.selectors.deployments import deployment_words
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.calibration import capacity_sample_record
+from dashboard.services.deploy_attemptable import slice_attemptable, slice_check_attemptable
 from dashboard.services.deploy_carries import carried_asked, carries_verdict, deploy_carried, farm_ips_read_again
 from dashboard.services.deploy_errors import DeployError, SliceBusy, SliceChanged, SliceNotFound, SliceNotFree
 from dashboard.services.figures import figures_refresh, nodes_lock
-from dashboard.services.holds import hold_words
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.withholds import quarantine_consider
 
 log = logging.getLogger(__name__)
-
-# A "deploying" row younger than this is taken to be a deploy still in flight; an older one is
-# a process that died mid-deploy, and the slice may be tried again (the old row stays as it is).
-IN_FLIGHT = timedelta(minutes=15)
-
 
 # --- deploy ------------------------------------------------------------------------------
 
@@ -91,7 +86,7 @@ def slice_deploy(
     Refusals and grid failures of the deploy itself are returned as recorded Deployments.
     """
     grid = grid or get_grid()
-    slice_ = _free_slice(node, slice_index)
+    slice_ = slice_attemptable(node, slice_index)
     # Read capacity first: the record keeps what the grid said at that moment, with or without precheck.
     live = grid.node(node.grid_id)
     read_at = timezone.now()
@@ -101,15 +96,39 @@ def slice_deploy(
         )
     policy = policy_for_node(node)
     ips, gpus = deploy_carried(policy.name, public_ipv4, gpus)
-    verdict = (
-        _deploy_verdict(slice_, live, policy, node_live_facts(node, policy, used_sru=live.used.sru))
-        if precheck
-        else None
+    verdict = _precheck_verdict(node, slice_, live, grid, policy, ips=ips, gpus=gpus) if precheck else None
+    deployment = _attempt_record(node, slice_, live=live, seen=_capacity_seen(live, verdict), ips=ips, gpus=gpus, by=by)
+    if verdict is not None and not verdict.fits:
+        return _finish_refused(deployment, verdict, by=by, source=source)
+    return _vm_deploy(
+        deployment,
+        node=node,
+        slice_=slice_,
+        grid=grid,
+        live=live,
+        read_at=read_at,
+        policy=policy,
+        ips=ips,
+        gpus=gpus,
+        by=by,
+        source=source,
     )
-    if verdict is not None and verdict.fits:
-        verdict = carries_verdict(node, slice_, live, grid, ips=ips, gpus=gpus) or verdict
-    seen = _capacity_seen(live, verdict)
 
+
+def _precheck_verdict(
+    node: Node, slice_: Slice, live: NodeCapacity, grid: Grid, policy: capacity.Policy, *, ips: int, gpus: int
+) -> capacity.Verdict:
+    """The precheck's verdict on the reading: the slice's size first, then what it carries."""
+    verdict = _deploy_verdict(slice_, live, policy, node_live_facts(node, policy, used_sru=live.used.sru))
+    if verdict.fits:
+        verdict = carries_verdict(node, slice_, live, grid, ips=ips, gpus=gpus) or verdict
+    return verdict
+
+
+def _attempt_record(
+    node: Node, slice_: Slice, *, live: NodeCapacity, seen: dict, ips: int, gpus: int, by
+) -> Deployment:
+    """The attempt's row, "deploying", written under the slice's lock before the grid is asked to deploy."""
     with transaction.atomic():
         locked = Slice.objects.select_for_update().filter(pk=slice_.pk).first()
         if locked is None or (locked.index, locked.cru, locked.mru, locked.sru) != (
@@ -119,11 +138,11 @@ def slice_deploy(
             slice_.sru,
         ):
             raise SliceChanged(
-                f"slice {slice_index} of node {node.grid_id} was re-carved while its capacity was read; "
+                f"slice {slice_.index} of node {node.grid_id} was re-carved while its capacity was read; "
                 "look at the catalog again and retry"
             )
-        _check_attemptable(node, locked)
-        deployment = Deployment.objects.create(
+        slice_check_attemptable(node, locked)
+        return Deployment.objects.create(
             node=node,
             slice=locked,
             slice_index=locked.index,
@@ -138,9 +157,22 @@ def slice_deploy(
             odds=vm_odds_now(node, mru=locked.mru, used_mru=live.used.mru),
         )
 
-    if verdict is not None and not verdict.fits:
-        return _finish_refused(deployment, verdict, by=by, source=source)
 
+def _vm_deploy(
+    deployment: Deployment,
+    *,
+    node: Node,
+    slice_: Slice,
+    grid: Grid,
+    live: NodeCapacity,
+    read_at: datetime,
+    policy: capacity.Policy,
+    ips: int,
+    gpus: int,
+    by,
+    source: str,
+) -> Deployment:
+    """Ask the grid for the attempt's VM and finish its row with the outcome, whatever it is."""
     size = SliceSize(cru=slice_.cru, mru=slice_.mru, sru=slice_.sru, rootfs=capacity.zos_rootfs(slice_.cru, slice_.mru))
     try:
         name = f"s{node.grid_id}_{slice_.index}_{deployment.pk}"
@@ -239,41 +271,6 @@ def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = No
 
 
 # --- internals ---------------------------------------------------------------------------
-
-
-def _free_slice(node: Node, slice_index: int) -> Slice:
-    try:
-        slice_ = node.slices.get(index=slice_index)
-    except Slice.DoesNotExist:
-        indices = list(node.slices.order_by("index").values_list("index", flat=True))
-        listed = ", ".join(str(i) for i in indices) if indices else "none"
-        raise SliceNotFound(f"node {node.grid_id} has no slice {slice_index} (its slices: {listed})") from None
-    _check_attemptable(node, slice_)
-    return slice_
-
-
-def _check_attemptable(node: Node, slice_: Slice) -> None:
-    if slice_.state != Slice.State.FREE:
-        raise SliceNotFree(
-            f"slice {slice_.index} of node {node.grid_id} is {slice_.state}, not free; only free slices can be deployed"
-        )
-    in_flight = (
-        Deployment.objects.filter(
-            slice=slice_, state=Deployment.State.DEPLOYING, started_at__gte=timezone.now() - IN_FLIGHT
-        )
-        .order_by("-started_at")
-        .first()
-    )
-    if in_flight is not None:
-        raise SliceBusy(
-            f"slice {slice_.index} of node {node.grid_id} is being deployed already "
-            f"(deployment {in_flight.pk}, started {in_flight.started_at:%H:%M:%S} UTC)"
-        )
-    now = timezone.now()
-    hold = Hold.objects.live(now).filter(slice=slice_).select_related("node").first()
-    if hold is not None:
-        # Held for a buyer: their own deploy will come as a `deployed` report under the hold's id.
-        raise SliceBusy(f"slice {slice_.index} of node {node.grid_id} is held: {hold_words(hold, now)}")
 
 
 def _deploy_verdict(

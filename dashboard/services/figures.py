@@ -18,11 +18,10 @@ The catalog keeps the others (uncertain: offered at their odds, never promised).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
-from functools import lru_cache
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -31,12 +30,12 @@ from django.db.models.functions import Cast
 
 from dashboard import capacity
 from dashboard.models import Node
-from dashboard.rules.catalog import catalog_stale, stale_reason
 from dashboard.rules.closure import CLOSURE_FIELDS, closure_of_values
 from dashboard.selectors.odds import has_own_residual, lesson_fits, sure_free_slices, sure_new_slices
 from dashboard.selectors.policy_book import policy_book
 from dashboard.selectors.slices_grouped import slices_grouped
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
+from dashboard.services.figures_shapes import ShapeVerdict, placeable_on_reading, pools_shape_key
 from dashboard.services.held_figures import held_store
 
 # The Node columns this module owns, in NodeFigures' order.
@@ -155,19 +154,6 @@ def _store(nodes: QuerySet[Node]) -> int:
     return len(rows)
 
 
-class _Shape:
-    """What nodes of one shape share: the carve, the stale verdict and its words."""
-
-    __slots__ = ("deployable", "stale", "reason", "policy")
-
-    def __init__(self, *, policy: capacity.Policy, carve: capacity.Carve, reason_args: dict, sure_new: int):
-        self.policy = f"{policy.name} v{policy.version}"
-        # The occupied slices and the new ones the odds let a headline promise.
-        self.deployable = carve.slices - carve.new_slices + min(sure_new, carve.new_slices)
-        self.stale = catalog_stale(policy=policy, carve=carve, **reason_args)
-        self.reason = stale_reason(policy=policy, carve=carve, **reason_args) if self.stale else ""
-
-
 _NODE_VALUES = (
     "pk",
     "farm_id",
@@ -194,202 +180,203 @@ _NODE_VALUES = (
     *CLOSURE_FIELDS,
     *FIGURE_FIELDS,
 )
+_CLOSURE_AT = _NODE_VALUES.index(CLOSURE_FIELDS[0])
+_STORED_AT = len(_NODE_VALUES) - len(FIGURE_FIELDS)
+# A node without slices, as slices_grouped would group it.
+_NO_SLICES = (0, 0, 0, 0, ((), ()), ())
 
 
 def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tuple[NodeFigures, tuple]]:
     """Node pk -> (figures now, figures stored) for the nodes of the queryset."""
-    # The pools as JSON text: a shape key as it is, parsed once per shape.
-    node_values = list(nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES))
-    for i, row in enumerate(node_values if pools else ()):
-        if row[0] in pools:  # pools_text, pools_used and the cache as they will be (figures_compute)
-            node_values[i] = (*row[:6], json.dumps(pools[row[0]][0]), *pools[row[0]][1:], *row[9:])
-    if not node_values:
+    rows = _node_rows(nodes, pools)
+    if not rows:
         return {}
-    slices = slices_grouped(nodes)
-    fits = lesson_fits(row[_LESSON_AT] for row in node_values)
-    min_odds = settings.SLICE_MIN_ODDS
-    book = policy_book()
-    by_node, by_farm = book.by_node, book.by_farm
-    fleet_policy = book.for_farm(None)
-    shapes: dict[tuple, _Shape] = {}
-    checks: dict[tuple, tuple] = {}
-    slice_order = {pk: (grouped[5], grouped[4][1]) for pk, grouped in slices.items()}
-    nothing = (0, 0, 0, 0, ((), ()), ())
-    computed = {}
-    for (
-        pk,
-        farm_id,
-        cru,
-        mru,
-        sru,
-        hru,
-        pools_text,
-        pools_used,
-        zos_cache,
-        carved_pools_known,
-        carved_name,
-        carved_version,
-        carved_sru,
-        hidden,
-        bound,
-        bound_used,
-        zos_own,
-        lesson_id,
-        used_cru,
-        used_mru,
-        used_sru,
-        used_hru,
-        *rest,
-    ) in node_values:
-        stored = rest[len(CLOSURE_FIELDS) :]
-        closed = closure_of_values(dict(zip(CLOSURE_FIELDS, rest[: len(CLOSURE_FIELDS)], strict=True)))
-        free, rented, deployed, failed, slice_key, _free_order = slices.get(pk, nothing)
-        policy = by_node.get(pk) or by_farm.get(farm_id) or fleet_policy  # as PolicyBook.for_node
+    fleet = _FleetFigures(nodes, rows)
+    return {row.pk: fleet.node(row) for row in rows}
+
+
+def _node_rows(nodes: QuerySet[Node], pools: dict | None) -> list:
+    """The nodes' _NODE_VALUES as named rows, with `pools` (figures_compute) in place of the stored pools."""
+    # The pools as JSON text: a shape key as it is, parsed once per shape.
+    rows = list(
+        nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES, named=True)
+    )
+    if not pools:
+        return rows
+    return [
+        row._replace(
+            pools_text=json.dumps(pools[row.pk][0]), pools_used=pools[row.pk][1], zos_cache_sru=pools[row.pk][2]
+        )
+        if row.pk in pools
+        else row
+        for row in rows
+    ]
+
+
+class _ReadingCheck(NamedTuple):
+    """What a node's precheck on its reading is judged by, beside its row."""
+
+    key: tuple  # the node's shape
+    policy: capacity.Policy
+    closed: capacity.Closure | None
+    observed: capacity.Observed
+    cache: int | None
+    fit: capacity.OverheadFit | None  # the node's memory lesson's, if it has one
+
+
+class _OnReading(NamedTuple):
+    """The figures a live reading decides, in NodeFigures' order."""
+
+    room_mru: int | None
+    room_sru: int | None
+    pools_shape: str
+    placeable_now: int | None
+    phantom_slices: int | None
+    phantom_reasons: dict
+
+
+class _FleetFigures:
+    """What one `_computed` call reads once and the memos its nodes share: the nodes of one shape share a
+    carve and a stale verdict, the nodes of one shape on one reading a precheck."""
+
+    def __init__(self, nodes: QuerySet[Node], rows: list):
+        self.slices = slices_grouped(nodes)
+        self.fits = lesson_fits(row.memory_lesson_id for row in rows)
+        self.min_odds = settings.SLICE_MIN_ODDS
+        book = policy_book()
+        self.by_node, self.by_farm, self.fleet_policy = book.by_node, book.by_farm, book.for_farm(None)
+        self.shapes: dict[tuple, ShapeVerdict] = {}
+        self.checks: dict[tuple, tuple] = {}
+        self.slice_order = {pk: (grouped[5], grouped[4][1]) for pk, grouped in self.slices.items()}
+
+    def node(self, row) -> tuple[NodeFigures, tuple]:
+        """(figures now, figures stored) of one node's row."""
+        pk, pools_text, lesson_id, stored = row.pk, row.pools_text, row.memory_lesson_id, tuple(row[_STORED_AT:])
+        closed = closure_of_values(dict(zip(CLOSURE_FIELDS, row[_CLOSURE_AT:_STORED_AT], strict=True)))
+        free, rented, deployed, failed, slice_key, _free_order = self.slices.get(pk, _NO_SLICES)
+        policy = self.by_node.get(pk) or self.by_farm.get(row.farm_id) or self.fleet_policy  # as PolicyBook.for_node
+        observed = capacity.observed_now(
+            hidden_mru_per_vm=row.hidden_mru_per_vm,
+            pool_room_below=row.pool_room_below,
+            bound_used_sru=row.pool_room_below_used_sru,
+            used_sru=row.used_sru,
+            zos_own_mru=row.zos_own_mru,
+        )
+        cache = row.zos_cache_sru if pools_text and pools_text not in ("null", "[]") else None  # as Node.zos_cache
         # The book hands out one object per policy for this call, so its id stands for it
         # (hashing the frozen policy for every node would cost more than the lookup saves).
-        observed = capacity.observed_now(
-            hidden_mru_per_vm=hidden,
-            pool_room_below=bound,
-            bound_used_sru=bound_used,
-            used_sru=used_sru,
-            zos_own_mru=zos_own,
-        )
-        cache = zos_cache if pools_text and pools_text not in ("null", "[]") else None  # as Node.zos_cache
         key = (
-            cru,
-            mru,
-            sru,
-            hru,
+            row.total_cru,
+            row.total_mru,
+            row.total_sru,
+            row.total_hru,
             pools_text,
             cache,
             id(policy),
-            carved_name,
-            carved_version,
-            carved_sru,
-            carved_pools_known,
+            row.carved_policy_name,
+            row.carved_policy_version,
+            row.carved_slice_sru,
+            row.carved_pools_known,
             slice_key,
             observed,
             lesson_id,
-            pk if has_own_residual(fits, lesson_id, pk) else None,
+            pk if has_own_residual(self.fits, lesson_id, pk) else None,
         )
-        fit = fits.get(lesson_id)
-        shape = shapes.get(key)
+        fit = self.fits.get(lesson_id)
+        shape = self.shapes.get(key)
         if shape is None:
-            free_key, occupied_key = slice_key
-            pools = json.loads(pools_text) if pools_text else None
-            carved = capacity.carve_memoised(
-                capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
-                policy,
-                occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
-                pools=tuple(pools) if pools else None,
-                observed=observed,
-                cache=cache,
+            shape = self.shapes[key] = self._shape(
+                row, policy, slice_key=slice_key, observed=observed, cache=cache, fit=fit
             )
-            shape = shapes[key] = _Shape(
-                policy=policy,
-                carve=carved,
-                sure_new=sure_new_slices(fit, carved, mru, occupied_key, pk, min_odds),
-                reason_args={
-                    "carved_policy_name": carved_name,
-                    "carved_policy_version": carved_version,
-                    "carved_slice_sru": carved_sru,
-                    "carved_pools_known": carved_pools_known,
-                    "free": [size for size, n in free_key for _ in range(n)],
-                },
-            )
-        # Without a reading there is nothing to place slices on: what is stored stays.
-        placeable, phantom, reasons = stored[-3], stored[-2], stored[-1]
-        room_mru, room_sru, pools_shape = None, None, Node.NOT_WORKED_OUT
-        if used_mru is not None and used_sru is not None:
-            free_in_order, occupied_key = slice_order.get(pk, ((), ()))
-            pools_used = capacity.pools_used_agreeing(pools_used, used_sru, cache=cache)
-            check_key = (key, free_in_order, closed, used_cru, used_mru, used_sru, used_hru, pools_used)
-            check = checks.get(check_key)
-            if check is None:
-                check = checks[check_key] = _placeable(
-                    policy=policy,
-                    closure=closed,
-                    free=free_in_order,
-                    occupied=occupied_key,
-                    total=capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru),
-                    used=capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0),
-                    pools=tuple(json.loads(pools_text)) if pools_text else None,
-                    observed=observed,
-                    pools_used=pools_used,
-                    cache=cache,
-                )
-            placeable, phantom, reasons = check
-            if fit is not None:
-                placeable = min(
-                    placeable, sure_free_slices(fit, pk, free_in_order, used_mru, mru, occupied_key, min_odds)
-                )
-            total = capacity.Resources(cru=cru, mru=mru, sru=sru, hru=hru)
-            used = capacity.Resources(cru=used_cru or 0, mru=used_mru, sru=used_sru, hru=used_hru or 0)
-            room = capacity.room_now(total, used, running=rented + deployed, observed=observed)
-            room_mru, room_sru = room.mru, room.sru + capacity.cache_room(policy, cache)  # as the precheck counts it
-            pools_shape = _pools_shape(pools_text, shape.policy, observed, slice_order.get(pk, ((), ()))[1], sru, cache)
-        figures = NodeFigures(
-            free,
-            rented,
-            deployed,
-            failed,
-            shape.deployable,
-            shape.stale,
-            shape.reason,
-            shape.policy,
-            closed.key if closed else "",
-            closed.detail[:200] if closed else "",
-            room_mru,
-            room_sru,
-            pools_shape,
-            placeable,
-            phantom,
-            reasons,
+        if row.used_mru is None or row.used_sru is None:
+            # Without a reading there is nothing to place slices on: what is stored stays.
+            reading = _OnReading(None, None, Node.NOT_WORKED_OUT, *stored[-3:])
+        else:
+            check = _ReadingCheck(key=key, policy=policy, closed=closed, observed=observed, cache=cache, fit=fit)
+            reading = self._on_reading(row, check, effective=shape.policy, running=rented + deployed)
+        closure = (closed.key, closed.detail[:200]) if closed else ("", "")
+        verdict = (shape.deployable, shape.stale, shape.reason, shape.policy)
+        return NodeFigures(free, rented, deployed, failed, *verdict, *closure, *reading), stored
+
+    def _shape(
+        self,
+        row,
+        policy: capacity.Policy,
+        *,
+        slice_key: tuple,
+        observed: capacity.Observed,
+        cache: int | None,
+        fit: capacity.OverheadFit | None,
+    ) -> ShapeVerdict:
+        """The carve and stale verdict every node of this row's shape shares."""
+        free_key, occupied_key = slice_key
+        pools = json.loads(row.pools_text) if row.pools_text else None
+        carved = capacity.carve_memoised(
+            capacity.Resources(cru=row.total_cru, mru=row.total_mru, sru=row.total_sru, hru=row.total_hru),
+            policy,
+            occupied=[capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied_key],
+            pools=tuple(pools) if pools else None,
+            observed=observed,
+            cache=cache,
         )
-        computed[pk] = (figures, tuple(stored))
-    return computed
+        return ShapeVerdict(
+            policy=policy,
+            carve=carved,
+            sure_new=sure_new_slices(fit, carved, row.total_mru, occupied_key, row.pk, self.min_odds),
+            reason_args={
+                "carved_policy_name": row.carved_policy_name,
+                "carved_policy_version": row.carved_policy_version,
+                "carved_slice_sru": row.carved_slice_sru,
+                "carved_pools_known": row.carved_pools_known,
+                "free": [size for size, n in free_key for _ in range(n)],
+            },
+        )
 
-
-_LESSON_AT = _NODE_VALUES.index("memory_lesson_id")
-
-
-def _pools_shape(
-    pools_text: str | None, effective: str, observed: capacity.Observed, occupied: tuple, total_sru: int, cache=None
-) -> str:
-    """ "" when the pools cannot refuse what memory and SSD allow; else a short key that nodes whose
-    pools judge any VM alike share: the pools, the policy, the refused-disk bound in force and the
-    occupied slices' sizes in order (where ZOS placed their disks), and the zos-cache's quota when known."""
-    pools = json.loads(pools_text) if pools_text else None
-    if not capacity.pools_decide(capacity.LiveNode(pools=tuple(pools) if pools else None, observed=observed)):
-        return ""
-    # Unknown pools are the plausible layouts of the SSD total: nodes of one total judge alike.
-    made_of = [pools if pools else ["unknown", total_sru], effective, observed.pool_room_below, occupied]
-    if cache is not None:  # kept out otherwise, so the keys of nodes without it stay as they were
-        made_of.append(cache)
-    return hashlib.sha1(json.dumps(made_of).encode()).hexdigest()[:16]
-
-
-@lru_cache(maxsize=4096)  # pure, and the costly half of the figures: see figures_compute's `pools`
-def _placeable(
-    *,
-    policy: capacity.Policy,
-    closure: capacity.Closure | None,
-    free: tuple,
-    occupied: tuple,
-    total: capacity.Resources,
-    used: capacity.Resources,
-    pools: tuple[int, ...] | None,
-    observed: capacity.Observed,
-    pools_used: tuple[int, ...] | None = None,
-    cache: int | None = None,
-) -> tuple[int, int, dict]:
-    """(placeable now, phantom, phantom by reason) of the free sizes, in order, on this reading."""
-    sizes = [capacity.SliceSize(*size) for size in free]
-    if not sizes:
-        return 0, 0, {}
-    occupied_sizes = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied]
-    live = capacity.live_node(
-        policy=policy, pools=pools, occupied=occupied_sizes, observed=observed, pools_used=pools_used, cache=cache
-    )
-    check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, closure=closure)
-    return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason
+    def _on_reading(self, row, check: _ReadingCheck, *, effective: str, running: int) -> _OnReading:
+        """What the node's last reading decides: the free slices placeable now, the room, the pools' shape."""
+        free_in_order, occupied_key = self.slice_order.get(row.pk, ((), ()))
+        pools_used = capacity.pools_used_agreeing(row.pools_used, row.used_sru, cache=check.cache)
+        total = capacity.Resources(cru=row.total_cru, mru=row.total_mru, sru=row.total_sru, hru=row.total_hru)
+        used = capacity.Resources(cru=row.used_cru or 0, mru=row.used_mru, sru=row.used_sru, hru=row.used_hru or 0)
+        # Nodes of one shape on one reading share one precheck.
+        check_key = (
+            check.key,
+            free_in_order,
+            check.closed,
+            row.used_cru,
+            row.used_mru,
+            row.used_sru,
+            row.used_hru,
+            pools_used,
+        )
+        placed = self.checks.get(check_key)
+        if placed is None:
+            placed = self.checks[check_key] = placeable_on_reading(
+                policy=check.policy,
+                closure=check.closed,
+                free=free_in_order,
+                occupied=occupied_key,
+                total=total,
+                used=used,
+                pools=tuple(json.loads(row.pools_text)) if row.pools_text else None,
+                observed=check.observed,
+                pools_used=pools_used,
+                cache=check.cache,
+            )
+        placeable, phantom, reasons = placed
+        if check.fit is not None:
+            sure = sure_free_slices(
+                check.fit, row.pk, free_in_order, row.used_mru, row.total_mru, occupied_key, self.min_odds
+            )
+            placeable = min(placeable, sure)
+        room = capacity.room_now(total, used, running=running, observed=check.observed)
+        return _OnReading(
+            room_mru=room.mru,
+            room_sru=room.sru + capacity.cache_room(check.policy, check.cache),  # as the precheck counts it
+            pools_shape=pools_shape_key(
+                row.pools_text, effective, check.observed, occupied_key, row.total_sru, check.cache
+            ),
+            placeable_now=placeable,
+            phantom_slices=phantom,
+            phantom_reasons=reasons,
+        )

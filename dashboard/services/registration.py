@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -26,14 +25,7 @@ from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
 from dashboard.services.pools_heard import Heard, live_with_pools, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import rent_of, reported_at_of
-
-# Anything above this is a typo, not a node (parse_size draws the same line).
-MAX_NODE_BYTES = 1024 * capacity.TiB
-MAX_NODE_CRU = 4096
-
-
-class CatalogError(ValueError):
-    """A request the catalog cannot carry out; the message says what and why."""
+from dashboard.services.registration_checks import CatalogError, check_first_pool, check_is_a_node, check_registration
 
 
 class NodeAlreadyRegistered(CatalogError):
@@ -93,49 +85,90 @@ def node_register(
     zos-cache's quota when the node's own pools answer told it (services.pools.pools_cache): the carve
     then keeps its next step, as the figures will once that answer is kept as the node's pool report.
     """
-    _check_registration(node_id=node_id, total=total, farm_id=farm_id, twin_id=twin_id, status=status, pools=pools)
+    policy, carve = _registration_carve(
+        node_id=node_id,
+        total=total,
+        farm_id=farm_id,
+        twin_id=twin_id,
+        status=status,
+        pools=pools,
+        cache=cache,
+        policy_name=policy_name,
+        refuse_no_node=refuse_no_node,
+    )
+    pools = list(pools) if pools else None
+    if Node.objects.filter(grid_id=node_id).exists():
+        raise NodeAlreadyRegistered(node_id)
+    if used is not None and seen_at is None:
+        seen_at = timezone.now()  # a live reading is from now unless told otherwise
+    node = node_row(
+        node_id=node_id,
+        total=total,
+        farm_id=farm_id,
+        farm_name=farm_name,
+        twin_id=twin_id,
+        status=status,
+        dedicated=dedicated,
+        pools=pools,
+        used=used,
+        seen_at=seen_at,
+        reported_at=reported_at,
+        country=country,
+        city=city,
+        healthy=healthy,
+        power_state=power_state,
+        power_target=power_target,
+        uptime=uptime,
+        policy=policy,
+        carve=carve,
+        rent=rent,
+    )
+    _node_insert(node, total=total, policy=policy, carve=carve, pools=pools, by=by, source=source, origin=origin)
+    return node
+
+
+def _registration_carve(
+    *,
+    node_id: int,
+    total: capacity.Resources,
+    farm_id: int,
+    twin_id: int | None,
+    status: str,
+    pools: Sequence[int] | None,
+    cache: int | None,
+    policy_name: str | None,
+    refuse_no_node: bool,
+) -> tuple[capacity.Policy, capacity.Carve]:
+    """The node's effective policy and its carve, once the facts are checked (CatalogError if not)."""
+    # Checked as given: an empty list of pools is refused, not read as pools unknown.
+    check_registration(node_id=node_id, total=total, farm_id=farm_id, twin_id=twin_id, status=status, pools=pools)
     pools = list(pools) if pools else None
     if policy_name:
         policy = policy_named(policy_name)
     else:
         policy = policy_book(node_pks=[], farm_ids=[farm_id]).for_farm(farm_id)
-    if pools and pools[0] < policy.reserve_sru:
-        raise CatalogError(
-            f"node {node_id}: the first pool is {capacity.format_size(pools[0])}; it must hold the "
-            f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
-        )
+    check_first_pool(node_id=node_id, pools=pools, policy=policy)
     carve = capacity.carve(total, policy, pools=pools, cache=cache)
     if refuse_no_node:
-        _check_is_a_node(node_id, total, policy, carve)
+        check_is_a_node(node_id, total, policy, carve)
+    return policy, carve
 
-    if Node.objects.filter(grid_id=node_id).exists():
-        raise NodeAlreadyRegistered(node_id)
-    if used is not None and seen_at is None:
-        seen_at = timezone.now()  # a live reading is from now unless told otherwise
+
+def _node_insert(
+    node: Node,
+    *,
+    total: capacity.Resources,
+    policy: capacity.Policy,
+    carve: capacity.Carve,
+    pools: list[int] | None,
+    by,
+    source: str,
+    origin: str,
+) -> None:
+    """Store the new node, its slices, figures and audit event in one transaction, or nothing."""
+    node_id = node.grid_id
     try:
         with transaction.atomic():
-            node = _node_new(
-                node_id=node_id,
-                total=total,
-                farm_id=farm_id,
-                farm_name=farm_name,
-                twin_id=twin_id,
-                status=status,
-                dedicated=dedicated,
-                pools=pools,
-                used=used,
-                seen_at=seen_at,
-                reported_at=reported_at,
-                country=country,
-                city=city,
-                healthy=healthy,
-                power_state=power_state,
-                power_target=power_target,
-                uptime=uptime,
-                policy=policy,
-                carve=carve,
-                rent=rent,
-            )
             node.save(force_insert=True)
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
             memory_lessons_for_new([node.pk])
@@ -159,10 +192,9 @@ def node_register(
         if Node.objects.filter(grid_id=node_id).exists():
             raise NodeAlreadyRegistered(node_id) from None
         raise
-    return node
 
 
-def _node_new(
+def node_row(
     *,
     node_id: int,
     total: capacity.Resources,
@@ -229,64 +261,6 @@ def _registered_words(node_id: int, policy: capacity.Policy, carve: capacity.Car
         f"node {node_id} registered with policy {policy.name} v{policy.version}: "
         f"{carve.new_slices} slice(s) of {size_words(carve.slice)}"
     )
-
-
-def _check_registration(
-    *,
-    node_id: Any,
-    total: capacity.Resources,
-    farm_id: Any,
-    twin_id: Any,
-    status: str,
-    pools: Sequence[int] | None,
-) -> None:
-    def whole(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    if not whole(node_id) or node_id <= 0:
-        raise CatalogError(f"node id must be a whole number above zero, not {node_id!r}")
-    if not whole(farm_id) or farm_id < 0:
-        raise CatalogError(f"farm id must be a whole number of zero or more, not {farm_id!r}")
-    if twin_id is not None and (not whole(twin_id) or twin_id < 0):
-        raise CatalogError(f"twin id must be a whole number of zero or more, not {twin_id!r}")
-    if status not in Node.Status.values:
-        raise CatalogError(f"status must be one of {', '.join(Node.Status.values)}, not {status!r}")
-    if not all(whole(getattr(total, r)) for r in ("cru", "mru", "sru", "hru")):
-        raise CatalogError("node capacity must be whole numbers (cores and bytes)")
-    if not 1 <= total.cru <= MAX_NODE_CRU:
-        raise CatalogError(f"node {node_id}: {total.cru} CPU cores is not a node (1 to {MAX_NODE_CRU})")
-    if total.mru <= 0:
-        raise CatalogError(f"node {node_id}: memory must be more than zero")
-    for resource in ("mru", "sru", "hru"):
-        value = getattr(total, resource)
-        if value < 0 or value > MAX_NODE_BYTES:
-            raise CatalogError(
-                f"node {node_id}: {capacity.RESOURCE_WORDS[resource]} of {capacity.format_size(value)} "
-                "is not a node (0 to 1 PiB)"
-            )
-    if pools is not None:
-        sizes = list(pools)
-        if not sizes or any(not whole(size) or size <= 0 for size in sizes):
-            raise CatalogError("pools must be one or more SSD pool sizes in bytes, each above zero")
-        if sum(sizes) > total.sru:
-            raise CatalogError(
-                f"node {node_id}: the pools add up to {capacity.format_size(sum(sizes))}, "
-                f"more than the node's SSD total of {capacity.format_size(total.sru)}"
-            )
-
-
-def _check_is_a_node(node_id: int, total: capacity.Resources, policy: capacity.Policy, carve: capacity.Carve) -> None:
-    """What can never hold a VM is no node to register (issue 34, finding 7): no SSD at all, or memory
-    below one slice and the reserve. One line, saying what is there and what one slice needs."""
-    if total.sru == 0:
-        raise CatalogError(f"node {node_id} has no SSD (sru 0): ZOS places every VM's disks on SSD, so it is no node")
-    reserve = policy.reserve(total)
-    needed = reserve.mru + policy.vm_charge(policy.slice_cru, policy.slice_mru, 0).mru
-    if carve.new_slices == 0 and total.mru < needed:
-        raise CatalogError(
-            f"node {node_id} has {capacity.format_size(total.mru)} of memory, below one slice and the reserve "
-            f"({capacity.format_size(needed)} under policy {policy.name}): it can host no VM"
-        )
 
 
 def node_register_from_grid(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import connection
 from django.utils import timezone
@@ -23,13 +24,16 @@ from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.readings import rent_of, reported_at_of
 
 # One place for what a registration checks and stores, shared with the one-by-one path.
-from dashboard.services.registration import (
-    CatalogError,
-    _check_registration,
-    _node_new,
-    _registered_words,
-    catalog_slices,
-)
+from dashboard.services.registration import _registered_words, catalog_slices, node_row
+from dashboard.services.registration_checks import CatalogError, check_first_pool, check_registration
+
+
+class _Planned(NamedTuple):
+    """A node of the page that passed the checks, with what it will be carved by."""
+
+    live: NodeCapacity
+    policy: capacity.Policy
+    carve: capacity.Carve
 
 
 def nodes_register_from_grid(
@@ -50,61 +54,10 @@ def nodes_register_from_grid(
     someone else makes the insert fail: the caller gets NodeAlreadyRegistered's IntegrityError
     and falls back to one by one (which says which).
     """
-    named = policy_named(policy_name) if policy_name else None
-    book = policy_book(node_pks=[], farm_ids={live.farm_id for live in lives}) if named is None else None
-    planned: list[tuple[NodeCapacity, capacity.Policy, capacity.Carve]] = []
-    refused: list[tuple[int, str]] = []
-    for live in lives:
-        pools = list(live.pools_sru) if live.pools_sru else None
-        try:
-            _check_registration(
-                node_id=live.node_id,
-                total=live.total,
-                farm_id=live.farm_id,
-                twin_id=live.twin_id,
-                status=live.status,
-                pools=pools,
-            )
-            policy = named or book.for_farm(live.farm_id)
-            if pools and pools[0] < policy.reserve_sru:
-                raise CatalogError(
-                    f"node {live.node_id}: the first pool is {capacity.format_size(pools[0])}; it must hold the "
-                    f"{capacity.format_size(policy.reserve_sru)} zos-cache that policy {policy.name} reserves"
-                )
-            carve = capacity.carve_memoised(live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru)
-        except (CatalogError, capacity.CapacityError) as exc:
-            refused.append((live.node_id, f"not registered: {exc}"))
-            continue
-        planned.append((live, policy, carve))
+    planned, refused = _page_planned(lives, policy_name=policy_name)
     if not planned:
         return [], refused
-    nodes = Node.objects.bulk_create(
-        [
-            _node_new(
-                node_id=live.node_id,
-                total=live.total,
-                farm_id=live.farm_id,
-                farm_name=live.farm_name,
-                twin_id=live.twin_id,
-                status=live.status,
-                dedicated=live.dedicated,
-                pools=list(live.pools_sru) if live.pools_sru else None,
-                used=live.used,
-                seen_at=read_at,
-                reported_at=reported_at_of(live),
-                country=live.country,
-                city=live.city,
-                healthy=live.healthy,
-                power_state=live.power_state,
-                power_target=live.power_target,
-                uptime=live.uptime,
-                policy=policy,
-                carve=carve,
-                rent=rent_of(live),
-            )
-            for live, policy, carve in planned
-        ]
-    )
+    nodes = Node.objects.bulk_create([_page_node_row(entry, read_at=read_at) for entry in planned])
     _slices_insert(
         [
             row
@@ -114,6 +67,67 @@ def nodes_register_from_grid(
     )
     memory_lessons_for_new([node.pk for node in nodes])
     figures_refresh([node.pk for node in nodes], locked=True)
+    _page_audit(nodes, planned, by=by, source=source, origin=origin)
+    return nodes, refused
+
+
+def _page_planned(
+    lives: Sequence[NodeCapacity], *, policy_name: str | None
+) -> tuple[list[_Planned], list[tuple[int, str]]]:
+    """The page's nodes that pass the checks, each with its policy and carve; [(node id, why not)] for the others."""
+    named = policy_named(policy_name) if policy_name else None
+    book = policy_book(node_pks=[], farm_ids={live.farm_id for live in lives}) if named is None else None
+    planned: list[_Planned] = []
+    refused: list[tuple[int, str]] = []
+    for live in lives:
+        pools = list(live.pools_sru) if live.pools_sru else None
+        try:
+            check_registration(
+                node_id=live.node_id,
+                total=live.total,
+                farm_id=live.farm_id,
+                twin_id=live.twin_id,
+                status=live.status,
+                pools=pools,
+            )
+            policy = named or book.for_farm(live.farm_id)
+            check_first_pool(node_id=live.node_id, pools=pools, policy=policy)
+            carve = capacity.carve_memoised(live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru)
+        except (CatalogError, capacity.CapacityError) as exc:
+            refused.append((live.node_id, f"not registered: {exc}"))
+            continue
+        planned.append(_Planned(live, policy, carve))
+    return planned, refused
+
+
+def _page_node_row(entry: _Planned, *, read_at: datetime) -> Node:
+    live = entry.live
+    return node_row(
+        node_id=live.node_id,
+        total=live.total,
+        farm_id=live.farm_id,
+        farm_name=live.farm_name,
+        twin_id=live.twin_id,
+        status=live.status,
+        dedicated=live.dedicated,
+        pools=list(live.pools_sru) if live.pools_sru else None,
+        used=live.used,
+        seen_at=read_at,
+        reported_at=reported_at_of(live),
+        country=live.country,
+        city=live.city,
+        healthy=live.healthy,
+        power_state=live.power_state,
+        power_target=live.power_target,
+        uptime=live.uptime,
+        policy=entry.policy,
+        carve=entry.carve,
+        rent=rent_of(live),
+    )
+
+
+def _page_audit(nodes: list[Node], planned: list[_Planned], *, by, source: str, origin: str) -> None:
+    """One "node registered" event per node of the page, in one statement."""
     audit_records(
         [
             AuditEntry(
@@ -133,7 +147,6 @@ def nodes_register_from_grid(
             for node, (live, policy, carve) in zip(nodes, planned, strict=True)
         ]
     )
-    return nodes, refused
 
 
 _SLICE_COLUMNS = (

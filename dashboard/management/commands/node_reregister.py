@@ -20,7 +20,7 @@ from dashboard.job_kinds import job_describe
 from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered, refused
 from dashboard.models import Job, Node, WaveRun
-from dashboard.services.jobs import JobError, job_request, job_wait
+from dashboard.services.jobs import JobError, JobRequest, job_request, job_wait
 from dashboard.services.reregister.rollback import rollback_job_active, run_node_rollback, run_rollback
 from dashboard.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
 
@@ -88,58 +88,40 @@ class Command(ProductCommand):
             for key in ("canary_farm", "canary_share", "batch_size", "budget")
             if options[key] is not None
         } | ({"waves": True} if options["waves"] else {})
-        if waves and not stale:
-            raise CommandError("the waves flags only go with --stale", returncode=COULD_NOT_RUN)
-        if options["canary_farm"] is not None and options["canary_share"] is not None:
-            raise CommandError("give --canary-farm or --canary-share, not both", returncode=COULD_NOT_RUN)
-        if stale == (node_id is not None):
-            raise CommandError("give either a NODE_ID or --stale", returncode=COULD_NOT_RUN)
-        if farm_id is not None and not stale:
-            raise CommandError("--farm-id only goes with --stale", returncode=COULD_NOT_RUN)
-        if farm_id is not None and farm_id < 0:
-            raise CommandError(f"--farm-id must be zero or more, not {farm_id}", returncode=COULD_NOT_RUN)
-        if not timeout > 0:
-            raise CommandError(f"--timeout must be more than 0 seconds, not {timeout}", returncode=COULD_NOT_RUN)
-
-        try:
-            if stale:
-                request = bulk_request(
-                    farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run, parameters=waves or None
-                )
-            else:
-                node = Node.objects.filter(grid_id=node_id).first()
-                if node is None:
-                    raise not_registered(node_id)
-                request = job_request(kind=Job.Kind.REREGISTER, node=node, source=Job.Source.COMMAND, dry_run=dry_run)
-        except JobError as exc:
-            raise refused(str(exc)) from None
-
+        _check_arguments(node_id=node_id, stale=stale, farm_id=farm_id, timeout=timeout, waves=waves)
+        request = _request(node_id=node_id, stale=stale, farm_id=farm_id, dry_run=dry_run, waves=waves)
         job = request.job
-        # A dry run is asked for its plan: printing only "queued" would leave the person to look it up.
-        wait = wait or dry_run
         if not as_json:
-            if request.created:
-                self.stdout.write(f"queued: job #{job.pk} ({job_describe(job, numbered=False)})")
-            else:
-                self.stdout.write(f"already running: job #{job.pk} ({job_describe(job, numbered=False)}, {job.state})")
-                if job.dry_run != dry_run:
-                    self.stdout.write("  note: that job's dry run setting differs from what you asked")
-        if not wait:
+            self._say_queued(request, dry_run=dry_run)
+        # A dry run is asked for its plan: printing only "queued" would leave the person to look it up.
+        if not (wait or dry_run):
             if as_json:
                 self.stdout.write(json.dumps(_outcome(job, created=request.created), indent=2))
             return
-
         job = self._follow(job, timeout=timeout, as_json=as_json)
+        self._say_finished(job, created=request.created, timeout=timeout, as_json=as_json)
+
+    def _say_queued(self, request: JobRequest, *, dry_run: bool) -> None:
+        job = request.job
+        if request.created:
+            self.stdout.write(f"queued: job #{job.pk} ({job_describe(job, numbered=False)})")
+        else:
+            self.stdout.write(f"already running: job #{job.pk} ({job_describe(job, numbered=False)}, {job.state})")
+            if job.dry_run != dry_run:
+                self.stdout.write("  note: that job's dry run setting differs from what you asked")
+
+    def _say_finished(self, job: Job, *, created: bool, timeout: float, as_json: bool) -> None:
+        """The followed job's outcome; the exit status says whether it ended, and how."""
         if job.is_active:
             if as_json:
-                self.stdout.write(json.dumps(_outcome(job, created=request.created, status="timeout"), indent=2))
+                self.stdout.write(json.dumps(_outcome(job, created=created, status="timeout"), indent=2))
             raise CommandError(
                 f"job #{job.pk} is still {job.state} after {timeout:g} s ({job.step or 'no step yet'}); "
                 "it keeps running: see the Jobs page or run this command again with --wait",
                 returncode=STILL_RUNNING,
             )
         if as_json:
-            self.stdout.write(json.dumps(_outcome(job, created=request.created), indent=2))
+            self.stdout.write(json.dumps(_outcome(job, created=created), indent=2))
         else:
             self.stdout.write(_result_text(job))
         if job.state == Job.State.FAILED:
@@ -183,6 +165,35 @@ class Command(ProductCommand):
             return job_wait(job_id=job.pk, timeout=timeout, poll=POLL_EVERY, on_step=show)
         except KeyboardInterrupt:
             raise CommandError(f"stopped waiting; job #{job.pk} keeps running", returncode=STILL_RUNNING) from None
+
+
+def _check_arguments(*, node_id: int | None, stale: bool, farm_id: int | None, timeout: float, waves: dict) -> None:
+    """Refuse a command line that clashes, before anything is queued."""
+    if waves and not stale:
+        raise CommandError("the waves flags only go with --stale", returncode=COULD_NOT_RUN)
+    if "canary_farm" in waves and "canary_share" in waves:
+        raise CommandError("give --canary-farm or --canary-share, not both", returncode=COULD_NOT_RUN)
+    if stale == (node_id is not None):
+        raise CommandError("give either a NODE_ID or --stale", returncode=COULD_NOT_RUN)
+    if farm_id is not None and not stale:
+        raise CommandError("--farm-id only goes with --stale", returncode=COULD_NOT_RUN)
+    if farm_id is not None and farm_id < 0:
+        raise CommandError(f"--farm-id must be zero or more, not {farm_id}", returncode=COULD_NOT_RUN)
+    if not timeout > 0:
+        raise CommandError(f"--timeout must be more than 0 seconds, not {timeout}", returncode=COULD_NOT_RUN)
+
+
+def _request(*, node_id: int | None, stale: bool, farm_id: int | None, dry_run: bool, waves: dict) -> JobRequest:
+    """The bulk (--stale) or single re-register job asked for: queued, or the one already active."""
+    try:
+        if stale:
+            return bulk_request(farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run, parameters=waves or None)
+        node = Node.objects.filter(grid_id=node_id).first()
+        if node is None:
+            raise not_registered(node_id)
+        return job_request(kind=Job.Kind.REREGISTER, node=node, source=Job.Source.COMMAND, dry_run=dry_run)
+    except JobError as exc:
+        raise refused(str(exc)) from None
 
 
 def _rollback(job: Job, *, node_id: int | None) -> str:

@@ -35,7 +35,7 @@ _RECORD_OF = {
     Deployment.State.FAILED: Record.FAILED,
     Deployment.State.DELETED: Record.RELEASED,
 }
-# The dashboard's own deploy (slice_deploy) in flight holds its slice this long (services.deploy.IN_FLIGHT).
+# The dashboard's own deploy (slice_deploy) in flight holds its slice this long (services.deploy_attemptable.IN_FLIGHT).
 OWN_DEPLOY_IN_FLIGHT = timedelta(minutes=15)
 
 

@@ -126,19 +126,92 @@ def reregister_plan(
     a buyer was promised each until its hold ends, and their `deployed` report will take it, so they
     are kept as they are and counted as occupied too, never removed or resized.
     """
+    _refuse_an_empty_reading(node=node, seen=seen)
+    slices = sorted(slices, key=lambda s: s.index)
+    fates = _slice_fates(slices, deploying=deploying, held=held)
+    carve, facts = _carve_on_reading(node=node, seen=seen, policy=policy, occupied=fates.occupied)
+    diff = _catalog_diff(node=node, slices=slices, fates=fates, carve=carve, policy=policy)
+    closed = closure_of(node, live=seen)
+    figures = _before_and_after(
+        slices=slices, fates=fates, diff=diff, carve=carve, seen=seen, policy=policy, facts=facts, closed=closed
+    )
+    notes = _plan_notes(
+        node=node,
+        policy=policy,
+        seen=seen,
+        carve=carve,
+        fates=fates,
+        closed=closed,
+        phantom_after=figures.phantom_after,
+    )
+    return ReregisterPlan(
+        node=node,
+        generation=node.catalog_generation,
+        policy=policy,
+        seen=seen,
+        read_at=read_at or timezone.now(),
+        carve=carve,
+        snapshot={s.pk: slice_key(s) for s in slices},
+        deploying=frozenset(deploying),
+        held=frozenset(s.pk for s in fates.held_kept),
+        occupied=fates.occupied,
+        kept=diff.kept,
+        removed=diff.removed,
+        added=diff.added,
+        before=figures.before,
+        after=figures.after,
+        phantom_after=figures.phantom_after,
+        phantom_reasons_after=figures.phantom_reasons_after,
+        placeable_after=figures.placeable_after,
+        slice_index_next=diff.start + len(diff.added),
+        # Kept slices of the size the node was carved with keep that size on record (catalog_rules).
+        carved_slice_sru=(
+            node.carved_slice_sru if any(s.sru != carve.slice.sru for s in diff.kept_free) else carve.slice.sru
+        ),
+        notes=notes,
+    )
+
+
+def _refuse_an_empty_reading(*, node: Node, seen: NodeCapacity) -> None:
+    # A reading with no memory or no disk is a grid fault, not a node to empty.
     if seen.total.mru <= 0 or seen.total.sru <= 0:
         raise JobError(
             f"the grid reports no {'memory' if seen.total.mru <= 0 else 'SSD disk'} for node {node.grid_id}; "
             "refusing to re-carve its catalog on that reading"
         )
-    slices = sorted(slices, key=lambda s: s.index)
+
+
+@dataclass(frozen=True)
+class _SliceFates:
+    """The node's slices, sorted by what the re-carve may do to them."""
+
+    in_flight: list[Slice]  # free, with a deploy in flight: kept, counted as occupied
+    held_kept: list[Slice]  # free, under a live hold: kept, counted as occupied
+    occupied: list[Slice]  # rented or deployed, plus the two above; never touched
+    replaceable: list[Slice]  # free or failed and unprotected: kept only if still the right size
+    free: list[Slice]  # every free slice, protected or not (the "before" figures)
+
+
+def _slice_fates(
+    slices: list[Slice], *, deploying: frozenset[int] | set[int], held: frozenset[int] | set[int]
+) -> _SliceFates:
     in_flight = [s for s in slices if not s.is_occupied and s.pk in deploying]
     # Only a free slice can be held (selectors.holds.live_holds); one also in flight is said once, deploying.
     held_kept = [s for s in slices if s.state == Slice.State.FREE and s.pk in held and s.pk not in deploying]
     protected = {s.pk for s in in_flight + held_kept}
-    occupied = sorted([s for s in slices if s.is_occupied] + in_flight + held_kept, key=lambda s: s.index)
-    replaceable = [s for s in slices if not s.is_occupied and s.pk not in protected]
-    free = [s for s in slices if s.state == Slice.State.FREE]
+    return _SliceFates(
+        in_flight=in_flight,
+        held_kept=held_kept,
+        occupied=sorted([s for s in slices if s.is_occupied] + in_flight + held_kept, key=lambda s: s.index),
+        replaceable=[s for s in slices if not s.is_occupied and s.pk not in protected],
+        free=[s for s in slices if s.state == Slice.State.FREE],
+    )
+
+
+def _carve_on_reading(
+    *, node: Node, seen: NodeCapacity, policy: capacity.Policy, occupied: list[Slice]
+) -> tuple[capacity.Carve, capacity.LiveNode]:
+    """The carve of the node on this reading, and the live facts the precheck judges it by."""
     pools = list(seen.pools_sru) if seen.pools_sru else node.pools_sru
     observed = capacity.observed_now(
         hidden_mru_per_vm=node.hidden_mru_per_vm,
@@ -157,21 +230,33 @@ def reregister_plan(
     facts = capacity.live_node(
         policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed, cache=cache
     )
+    return carve, facts
 
+
+@dataclass(frozen=True)
+class _CatalogDiff:
+    kept_free: list[Slice]  # replaceable free slices still of the carve's size
+    kept: list[Slice]  # occupied + kept_free, by index
+    removed: list[Slice]
+    added: list[Slice]  # unsaved
+    start: int  # the index of the first added slice
+
+
+def _catalog_diff(
+    *, node: Node, slices: list[Slice], fates: _SliceFates, carve: capacity.Carve, policy: capacity.Policy
+) -> _CatalogDiff:
     same_policy = (node.carved_policy_name, node.carved_policy_version) == (policy.name, policy.version)
     # Carved for unknown pools and the pools known now: the free slices' smaller disks are not kept.
     same_policy = same_policy and (node.carved_pools_known or not carve.pools_known)
     kept_free = [
         s
-        for s in replaceable
+        for s in fates.replaceable
         if s.state == Slice.State.FREE
         and slice_is_current(
             (s.cru, s.mru, s.sru), target=carve.slice, same_policy=same_policy, carved_slice_sru=node.carved_slice_sru
         )
     ][: carve.new_slices]
     kept_ids = {s.pk for s in kept_free}
-    removed = [s for s in replaceable if s.pk not in kept_ids]
-    kept = sorted(occupied + kept_free, key=lambda s: s.index)
     to_add = carve.new_slices - len(kept_free)
     added: list[Slice] = []
     # New slices are numbered after every number this node ever used: never a removed slice's.
@@ -185,55 +270,91 @@ def reregister_plan(
                 generation=node.catalog_generation + 1,
             )
         )
-
-    # On a closed node (down, standby, ...: capacity.closures) every slice is phantom, for that reason.
-    closed = closure_of(node, live=seen)
-    before_check = capacity.precheck(
-        [(s.index, s.size) for s in free], seen.total, seen.used, policy, live=facts, closure=closed
+    return _CatalogDiff(
+        kept_free=kept_free,
+        kept=sorted(fates.occupied + kept_free, key=lambda s: s.index),
+        removed=[s for s in fates.replaceable if s.pk not in kept_ids],
+        added=added,
+        start=start,
     )
-    after_free = sorted(kept_free + added, key=lambda s: s.index)
+
+
+@dataclass(frozen=True)
+class _BeforeAndAfter:
+    before: dict
+    after: dict
+    phantom_after: int
+    placeable_after: int
+    phantom_reasons_after: dict
+
+
+def _before_and_after(
+    *,
+    slices: list[Slice],
+    fates: _SliceFates,
+    diff: _CatalogDiff,
+    carve: capacity.Carve,
+    seen: NodeCapacity,
+    policy: capacity.Policy,
+    facts: capacity.LiveNode,
+    closed: capacity.Closure | None,
+) -> _BeforeAndAfter:
+    """The catalog's figures now and after the plan, both judged by the precheck on this reading."""
+    # On a closed node (down, standby, ...: capacity.closures) every slice is phantom, for that reason.
+    before_check = capacity.precheck(
+        [(s.index, s.size) for s in fates.free], seen.total, seen.used, policy, live=facts, closure=closed
+    )
+    after_free = sorted(diff.kept_free + diff.added, key=lambda s: s.index)
     after_check = capacity.precheck(
         [(s.index, s.size) for s in after_free], seen.total, seen.used, policy, live=facts, closure=closed
     )
-    before = {
-        "slices": len(slices),
-        "free": len(free),
-        # One meaning everywhere: what the node can host at once (the carve), not nominal - phantom.
-        "deployable": carve.slices,
-        "placeable": before_check.placeable_now,
-        "phantom": len(before_check.phantom_slices),
-    }
-    phantom_after = len(after_check.phantom_slices)
-    placeable_after = after_check.placeable_now
-    after = {
-        "slices": len(kept) + len(added),
-        "free": len(after_free) + len(in_flight) + len(held_kept),
-        "deployable": carve.slices,
-        "placeable": placeable_after,
-        "phantom": phantom_after,
-    }
+    return _BeforeAndAfter(
+        before={
+            "slices": len(slices),
+            "free": len(fates.free),
+            # One meaning everywhere: what the node can host at once (the carve), not nominal - phantom.
+            "deployable": carve.slices,
+            "placeable": before_check.placeable_now,
+            "phantom": len(before_check.phantom_slices),
+        },
+        after={
+            "slices": len(diff.kept) + len(diff.added),
+            "free": len(after_free) + len(fates.in_flight) + len(fates.held_kept),
+            "deployable": carve.slices,
+            "placeable": after_check.placeable_now,
+            "phantom": len(after_check.phantom_slices),
+        },
+        phantom_after=len(after_check.phantom_slices),
+        placeable_after=after_check.placeable_now,
+        phantom_reasons_after=after_check.phantom_by_reason,
+    )
 
+
+def _plan_notes(
+    *,
+    node: Node,
+    policy: capacity.Policy,
+    seen: NodeCapacity,
+    carve: capacity.Carve,
+    fates: _SliceFates,
+    closed: capacity.Closure | None,
+    phantom_after: int,
+) -> list[str]:
+    """What a person should know about the plan beyond its figures, carve's own notes first."""
     notes = list(carve.notes)
-    if in_flight:
+    if fates.in_flight:
         notes.append(
-            f"slice(s) {', '.join(str(s.index) for s in in_flight)} are being deployed right now; "
+            f"slice(s) {', '.join(str(s.index) for s in fates.in_flight)} are being deployed right now; "
             "kept as they are and counted as occupied"
         )
-    if held_kept:
-        one, indices = len(held_kept) == 1, ", ".join(str(s.index) for s in held_kept)
-        notes.append(
-            f"1 held slice kept (slice {indices}): a buyer holds it until its hold ends, so it is kept as it is "
-            "and counted as occupied"
-            if one
-            else f"{len(held_kept)} held slices kept (slices {indices}): a buyer holds each until its hold ends, "
-            "so they are kept as they are and counted as occupied"
-        )
-    failed = [s for s in replaceable if s.state == Slice.State.FAILED]
+    if fates.held_kept:
+        notes.append(_held_note(fates.held_kept))
+    failed = [s for s in fates.replaceable if s.state == Slice.State.FAILED]
     if failed:
         notes.append(f"{len(failed)} slice(s) marked failed hold no VM; they were treated like free slices")
     if carve.overcommitted:
         notes.append(
-            f"the {len(occupied)} rented/deployed slice(s) alone exceed what node {node.grid_id} can host "
+            f"the {len(fates.occupied)} rented/deployed slice(s) alone exceed what node {node.grid_id} can host "
             f"under policy {policy.name}; they are kept and no free slice is offered"
         )
     if closed is not None:
@@ -249,31 +370,19 @@ def reregister_plan(
             f"{capacity.format_size(seen.total.sru)} SSD (stored: {capacity.format_size(node.total_mru)} and "
             f"{capacity.format_size(node.total_sru)}); carved on what the grid reports"
         )
-    return ReregisterPlan(
-        node=node,
-        generation=node.catalog_generation,
-        policy=policy,
-        seen=seen,
-        read_at=read_at or timezone.now(),
-        carve=carve,
-        snapshot={s.pk: slice_key(s) for s in slices},
-        deploying=frozenset(deploying),
-        held=frozenset(s.pk for s in held_kept),
-        occupied=occupied,
-        kept=kept,
-        removed=removed,
-        added=added,
-        before=before,
-        after=after,
-        phantom_after=phantom_after,
-        phantom_reasons_after=after_check.phantom_by_reason,
-        placeable_after=placeable_after,
-        # Kept slices of the size the node was carved with keep that size on record (catalog_rules).
-        slice_index_next=start + len(added),
-        carved_slice_sru=(
-            node.carved_slice_sru if any(s.sru != carve.slice.sru for s in kept_free) else carve.slice.sru
-        ),
-        notes=notes,
+    return notes
+
+
+def _held_note(held_kept: list[Slice]) -> str:
+    indices = ", ".join(str(s.index) for s in held_kept)
+    if len(held_kept) == 1:
+        return (
+            f"1 held slice kept (slice {indices}): a buyer holds it until its hold ends, so it is kept as it is "
+            "and counted as occupied"
+        )
+    return (
+        f"{len(held_kept)} held slices kept (slices {indices}): a buyer holds each until its hold ends, "
+        "so they are kept as they are and counted as occupied"
     )
 
 

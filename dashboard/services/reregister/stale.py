@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from dashboard.models import Deployment, Node, Slice
 from dashboard.selectors.holds import live_holds
-from dashboard.services.deploy import IN_FLIGHT
+from dashboard.services.deploy_attemptable import IN_FLIGHT
 from dashboard.services.figures import figures_compute
 
 # Finding the stale nodes computes this many nodes' figures at a time (~1.3 MiB at 1,000).
@@ -44,7 +44,7 @@ def stale_node_pks(*, farm_id: int | None = None) -> list[int]:
 
 def deploying_slices(node_pks: list[int]) -> dict[int, set[int]]:
     """Node pk -> pks of its slices with a deploy in flight (a "deploying" Deployment younger than
-    services.deploy.IN_FLIGHT; an older one is a process that died and the slice is free again)."""
+    services.deploy_attemptable.IN_FLIGHT; an older one is a process that died and the slice is free again)."""
     rows = Deployment.objects.filter(
         node_id__in=node_pks,
         state=Deployment.State.DEPLOYING,
