@@ -19,6 +19,16 @@ MODULE_MAX_LINES = 600
 LONG_MODULES = {"dashboard/models.py"}
 # Over the limit, owned by other work now, and held where they stand until they are cut.
 NOT_YET_CUT: dict[str, int] = {}
+# A function (its docstring included) past this does several things: split it by concern.
+FUNCTION_MAX_LINES = 80
+# Over it, owned by other work now (dashboard/services/), held where they stand until they are cut.
+FUNCTIONS_NOT_YET_CUT = {
+    "dashboard/services/deploy.py:slice_deploy": 103,
+    "dashboard/services/figures.py:_computed": 152,
+    "dashboard/services/registration.py:node_register": 106,
+    "dashboard/services/registration_page.py:nodes_register_from_grid": 102,
+    "dashboard/services/reregister/plan.py:reregister_plan": 169,
+}
 
 
 def _module_name(path: Path) -> str:
@@ -160,6 +170,19 @@ def test_no_module_is_over_600_lines_but_the_models():
             continue
         lines = len(path.read_text().splitlines())
         assert lines <= NOT_YET_CUT.get(where, MODULE_MAX_LINES), f"{where} has {lines} lines; cut it by concern"
+
+
+def test_no_function_is_over_80_lines():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                where = f"{path.relative_to(ROOT)}:{node.name}"
+                lines = node.end_lineno - node.lineno + 1
+                assert lines <= FUNCTIONS_NOT_YET_CUT.get(where, FUNCTION_MAX_LINES), (
+                    f"{where} has {lines} lines; split it by concern"
+                )
 
 
 # What a selector may not do: a write or a lock through the ORM, or SQL text that writes or locks.
