@@ -26,9 +26,9 @@ from dashboard.api.schemas import (
 from dashboard.api.writes import api_write
 from dashboard.grid.types import GridError
 from dashboard.models import Hold, Job, Node
-from dashboard.selectors.carries import node_carries
+from dashboard.selectors.carries import NodeCarries, node_carries
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
-from dashboard.selectors.node import node_detail
+from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.selectors.uptime import uptime_percent
 from dashboard.services.holds import HoldConflict, hold_words
 from dashboard.services.jobs import job_request
@@ -140,7 +140,6 @@ def node(
     now = timezone.now()
     # Who holds a slice is the buyer's business: a token whose user may act (admins) sees it.
     buyer_shown = request.auth.user.has_perm("dashboard.deploy_slice")
-    carries = node_carries(n, now)
     return {
         "node_id": n.grid_id,
         "farm_id": n.farm_id,
@@ -149,50 +148,10 @@ def node(
         "total": n.total.as_dict(),
         "used": n.used.as_dict() if n.used is not None else None,
         "policy": {"name": detail.policy.name, "version": detail.policy.version},
-        "figures": {
-            "nominal": detail.nominal,
-            "deployable": detail.deployable,
-            "gap": detail.gap,
-            "free": detail.offered,
-            "held": detail.held,
-            "occupied": detail.occupied,
-            "placeable_now": detail.placeable_now,
-            "phantom": detail.phantom,
-            "phantom_by_reason": n.phantom_reasons or {},
-            "closure": detail.closure.key if detail.closure else "",
-            "closure_words": detail.away_words,
-            "stale": detail.stale,
-            "stale_reason": detail.stale_reason,
-        },
-        "carries": {
-            "light": carries.light,
-            "gpus": carries.gpus,
-            "ipv4_slices": carries.ipv4.slices,
-            "ipv4_words": carries.ipv4.words,
-            "farm_ips_total": carries.ipv4.farm.total_ips,
-            "farm_ips_free": carries.ipv4.farm.available,
-            "farm_ipv4_slices": carries.ipv4.farm.ipv4_slices,
-            "farm_ips_read_at": carries.ipv4.farm.read_at,
-            "gpu_slices": carries.gpu_slices,
-            "gpu_words": carries.gpu_words,
-        },
-        "pools": {
-            "known": detail.pools_known,
-            "source": detail.pools_origin,
-            "at": n.pools_reported_at if detail.pools_known else None,
-            "age_seconds": _age(now, n.pools_reported_at) if detail.pools_known else None,
-            "sizes": list(n.pools) if n.pools else None,
-            "zos_version": n.zos_version or None,
-        },
-        "reading": {
-            "seen_at": n.seen_at,
-            "seen_age_seconds": _age(now, n.seen_at),
-            "prechecked_at": n.prechecked_at,
-            "prechecked_age_seconds": _age(now, n.prechecked_at),
-            "reported_at": n.reported_at,
-            "reported_age_seconds": _age(now, n.reported_at),
-            "uncertain": n.reading_uncertain(now),
-        },
+        "figures": _figures_out(detail),
+        "carries": _carries_out(node_carries(n, now)),
+        "pools": _pools_out(detail, now),
+        "reading": _reading_out(n, now),
         "catalog": [
             _catalog_slice(c, buyer_shown=buyer_shown)
             for c in detail.catalog
@@ -202,34 +161,8 @@ def node(
         "active_job": job_out(detail.active_job) if detail.active_job else None,
         "failed_deployments": detail.failed_deployments,
         "turned_away_deployments": detail.turned_away_deployments,
-        "grid_condition": {
-            "healthy": n.healthy,
-            "power_state": n.power_state,
-            "power_target": n.power_target,
-            "wake_pending": n.power_target == "up" and n.power_state == "down" and n.status != "up",
-            "uptime_seconds": n.uptime,
-            "uptime_percent_30d": uptime_percent([n.pk], now=now)[n.pk],
-            "no_contracts": n.dedicated,
-        },
-        "lessons": {
-            "hidden_mru_per_vm": n.hidden_mru_per_vm,
-            "zos_own_mru": n.zos_own_mru,
-            "memory_lesson": _memory_lesson(n),
-            "pool_room_below": n.observed.pool_room_below,
-            "pools_known": detail.pools_known,
-            "observations": [
-                {
-                    "kind": o.kind,
-                    "seen_at": o.seen_at,
-                    "source": o.source,
-                    "vm_count": o.vm_count,
-                    "hidden_mru_per_vm": o.hidden_mru_per_vm,
-                    "disk_size": o.disk_size,
-                    "raw_error": o.raw_error,
-                }
-                for o in detail.observations
-            ],
-        },
+        "grid_condition": _grid_condition_out(n, now),
+        "lessons": _lessons_out(detail),
     }
 
 
@@ -277,6 +210,104 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
         ]
         answer = PrecheckOut.model_validate(answer)
     return answer
+
+
+def _figures_out(detail: NodeDetail) -> dict:
+    """The node's slice figures and why some are not on offer, as the node page counts them."""
+    return {
+        "nominal": detail.nominal,
+        "deployable": detail.deployable,
+        "gap": detail.gap,
+        "free": detail.offered,
+        "held": detail.held,
+        "occupied": detail.occupied,
+        "placeable_now": detail.placeable_now,
+        "phantom": detail.phantom,
+        "phantom_by_reason": detail.node.phantom_reasons or {},
+        "closure": detail.closure.key if detail.closure else "",
+        "closure_words": detail.away_words,
+        "stale": detail.stale,
+        "stale_reason": detail.stale_reason,
+    }
+
+
+def _carries_out(carries: NodeCarries) -> dict:
+    """What the node's slices can carry beyond memory and disk: public IPv4s and GPUs."""
+    return {
+        "light": carries.light,
+        "gpus": carries.gpus,
+        "ipv4_slices": carries.ipv4.slices,
+        "ipv4_words": carries.ipv4.words,
+        "farm_ips_total": carries.ipv4.farm.total_ips,
+        "farm_ips_free": carries.ipv4.farm.available,
+        "farm_ipv4_slices": carries.ipv4.farm.ipv4_slices,
+        "farm_ips_read_at": carries.ipv4.farm.read_at,
+        "gpu_slices": carries.gpu_slices,
+        "gpu_words": carries.gpu_words,
+    }
+
+
+def _pools_out(detail: NodeDetail, now: datetime) -> dict:
+    """The node's SSD pools: whether they are known, from where, and how old the report is."""
+    n = detail.node
+    return {
+        "known": detail.pools_known,
+        "source": detail.pools_origin,
+        "at": n.pools_reported_at if detail.pools_known else None,
+        "age_seconds": _age(now, n.pools_reported_at) if detail.pools_known else None,
+        "sizes": list(n.pools) if n.pools else None,
+        "zos_version": n.zos_version or None,
+    }
+
+
+def _reading_out(n: Node, now: datetime) -> dict:
+    """When the node was last seen, prechecked and reported, and whether that reading can be trusted."""
+    return {
+        "seen_at": n.seen_at,
+        "seen_age_seconds": _age(now, n.seen_at),
+        "prechecked_at": n.prechecked_at,
+        "prechecked_age_seconds": _age(now, n.prechecked_at),
+        "reported_at": n.reported_at,
+        "reported_age_seconds": _age(now, n.reported_at),
+        "uncertain": n.reading_uncertain(now),
+    }
+
+
+def _grid_condition_out(n: Node, now: datetime) -> dict:
+    """What the grid says of the node's health and power, and its uptime over 30 days."""
+    return {
+        "healthy": n.healthy,
+        "power_state": n.power_state,
+        "power_target": n.power_target,
+        "wake_pending": n.power_target == "up" and n.power_state == "down" and n.status != "up",
+        "uptime_seconds": n.uptime,
+        "uptime_percent_30d": uptime_percent([n.pk], now=now)[n.pk],
+        "no_contracts": n.dedicated,
+    }
+
+
+def _lessons_out(detail: NodeDetail) -> dict:
+    """What the node's refusals taught (memory hidden per VM, a bound on its largest free pool), with the evidence."""
+    n = detail.node
+    return {
+        "hidden_mru_per_vm": n.hidden_mru_per_vm,
+        "zos_own_mru": n.zos_own_mru,
+        "memory_lesson": _memory_lesson(n),
+        "pool_room_below": n.observed.pool_room_below,
+        "pools_known": detail.pools_known,
+        "observations": [
+            {
+                "kind": o.kind,
+                "seen_at": o.seen_at,
+                "source": o.source,
+                "vm_count": o.vm_count,
+                "hidden_mru_per_vm": o.hidden_mru_per_vm,
+                "disk_size": o.disk_size,
+                "raw_error": o.raw_error,
+            }
+            for o in detail.observations
+        ],
+    }
 
 
 def _catalog_slice(c, *, buyer_shown: bool) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from dashboard.capacity.layouts import narrowed, plausible_layouts
 from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed, vms_by_memory
@@ -96,6 +97,80 @@ def carve(
     if policy.arithmetic == "whole-gib":
         return _carve_whole_gib(total, policy, occupied)
 
+    budget = _budget(total, policy, occupied, pools=pools, cache=cache, observed=observed)
+    occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
+    layouts = pool_layouts(total.sru, pools, cache=budget.reserve.sru, occupied=occupied_disks, observed=observed)
+    by_mru = vms_by_memory(
+        budget.left.mru,
+        budget.per_vm_mru,
+        hidden_per_vm=observed.hidden_mru_per_vm,
+        running=len(occupied),
+        own_beyond_reserve=observed.own_beyond_reserve(total.mru),
+    )
+    by_sru = _slices_by_disk(policy, budget, by_mru, occupied_disks, layouts)
+    if not pools and not _refusal_explained(total.sru, budget, occupied_disks, observed):
+        # A disk refusal no plausible layout explains: the drives are outside the set, and where the
+        # room left lies is unknown; no new disk is offered until something is freed (a smaller one
+        # could be refused again, and every refusal after the first is one too many).
+        by_sru = 0
+    count = min(by_mru, by_sru)
+    limited_by = "mru" if by_mru <= by_sru else "sru"
+    overcommitted = budget.left.mru < 0 or budget.left.sru < 0
+    if overcommitted:
+        count = 0
+    disk = _NewDisk(data_sru=0, given_up=0)
+    if count > 0:
+        disk = _new_slice_disk(policy, budget, count, layouts, occupied, occupied_disks, pools_known=bool(pools))
+    notes = _carve_notes(
+        budget, occupied, observed, count=count, limited_by=limited_by, layouts=layouts, pools=pools, disk=disk
+    )
+    if occupied and not count:
+        # Nothing new beside the occupied slices: say which resource they left short of one more.
+        limited_by = "mru" if budget.left.mru < budget.per_vm_mru else "sru"
+
+    slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=disk.data_sru, rootfs=budget.rootfs)
+    unallocated = budget.left - policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
+    return Carve(
+        policy=policy.name,
+        slices=len(occupied) + count,
+        new_slices=count,
+        occupied=len(occupied),
+        slice=slice_size,
+        limited_by=limited_by,
+        reserve=budget.reserve,
+        unallocated=Resources(
+            cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
+        ),
+        overcommitted=overcommitted,
+        notes=notes,
+        pools_known=bool(pools),
+        disk_given_up=disk.given_up,
+    )
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """What the new slices share once the reserve and the occupied slices' real charge are off."""
+
+    reserve: Resources
+    caches: tuple[int, ...]  # the zos-cache sizes every new disk must place beside
+    left: Resources  # total - reserve - occupied charge; negative when overcommitted
+    sru: int  # `left.sru`, bounded by a refused disk
+    rootfs: int
+    per_vm_mru: int
+    per_vm_extra: int  # what each VM takes of the pools beyond its data disk
+    per_vm_min_sru: int
+
+
+def _budget(
+    total: Resources,
+    policy: Policy,
+    occupied: Sequence[Resources],
+    *,
+    pools: Sequence[int] | None,
+    cache: int | None,
+    observed: Observed,
+) -> _Budget:
     reserve = policy.reserve(total)
     caches = (reserve.sru,)
     if pools and cache is not None and policy.reserve_sru:
@@ -104,99 +179,106 @@ def carve(
         # depends on each pool's room, so a cache smaller than the room kept moves the placement.
         caches = (reserve.sru, cache_now(cache))
     occupied_charge = Resources.total_of(policy.vm_charge(o.cru, o.mru, o.sru) for o in occupied)
-    budget = total - reserve - occupied_charge
-    rootfs = policy.rootfs_size(policy.slice_cru, policy.slice_mru)
-    per_vm_mru = policy.slice_mru + policy.overhead_mru_per_vm
-    per_vm_extra = rootfs + policy.overhead_sru_per_vm
-    per_vm_min_sru = policy.min_slice_sru + per_vm_extra
-    hidden = observed.hidden_mru_per_vm
-    sru_budget = budget.sru
+    left = total - reserve - occupied_charge
+    sru = left.sru
     if observed.pool_room_below is not None:
         # A disk this size was refused with the accounting's room: assume what is left lies in
         # one pool smaller than it, so every new disk must fit there.
-        sru_budget = min(sru_budget, observed.pool_room_below - 1)
-
-    by_mru = vms_by_memory(
-        budget.mru,
-        per_vm_mru,
-        hidden_per_vm=hidden,
-        running=len(occupied),
-        own_beyond_reserve=observed.own_beyond_reserve(total.mru),
+        sru = min(sru, observed.pool_room_below - 1)
+    rootfs = policy.rootfs_size(policy.slice_cru, policy.slice_mru)
+    per_vm_extra = rootfs + policy.overhead_sru_per_vm
+    return _Budget(
+        reserve=reserve,
+        caches=caches,
+        left=left,
+        sru=sru,
+        rootfs=rootfs,
+        per_vm_mru=policy.slice_mru + policy.overhead_mru_per_vm,
+        per_vm_extra=per_vm_extra,
+        per_vm_min_sru=policy.min_slice_sru + per_vm_extra,
     )
-    by_sru = max(sru_budget, 0) // per_vm_min_sru if per_vm_min_sru else by_mru
-    occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
-    layouts = pool_layouts(total.sru, pools, cache=reserve.sru, occupied=occupied_disks, observed=observed)
-    if per_vm_min_sru:
-        for layout, held in ((layout, held) for layout in layouts for held in caches):
-            by_sru = min(
-                by_sru,
-                vms_placed_in_every_order(
-                    layout,
-                    held,
-                    occupied_disks,
-                    (policy.min_slice_sru + policy.overhead_sru_per_vm, rootfs),
-                    limit=min(by_mru, by_sru),
-                ),
-            )
-    if (
-        not pools
-        and observed.pool_room_below is not None
-        and not layouts_agree(total.sru, reserve.sru, occupied_disks, observed)
-    ):
-        # A disk refusal no plausible layout explains: the drives are outside the set, and where the
-        # room left lies is unknown; no new disk is offered until something is freed (a smaller one
-        # could be refused again, and every refusal after the first is one too many).
-        by_sru = 0
-    count = min(by_mru, by_sru)
-    limited_by = "mru" if by_mru <= by_sru else "sru"
 
+
+def _slices_by_disk(
+    policy: Policy,
+    budget: _Budget,
+    by_mru: int,
+    occupied_disks: Sequence[tuple[int, int]],
+    layouts: Sequence[tuple[int, ...]],
+) -> int:
+    """How many new slices of the smallest disk fit the disk budget and place in every device order."""
+    if not budget.per_vm_min_sru:
+        return by_mru
+    by_sru = max(budget.sru, 0) // budget.per_vm_min_sru
+    smallest = (policy.min_slice_sru + policy.overhead_sru_per_vm, budget.rootfs)
+    for layout in layouts:
+        for held in budget.caches:
+            placed = vms_placed_in_every_order(layout, held, occupied_disks, smallest, limit=min(by_mru, by_sru))
+            by_sru = min(by_sru, placed)
+    return by_sru
+
+
+def _refusal_explained(
+    total_sru: int, budget: _Budget, occupied_disks: Sequence[tuple[int, int]], observed: Observed
+) -> bool:
+    return observed.pool_room_below is None or layouts_agree(total_sru, budget.reserve.sru, occupied_disks, observed)
+
+
+class _NewDisk(NamedTuple):
+    data_sru: int  # each new slice's data disk
+    given_up: int  # over all new slices, against a carve on the SSD total alone (pools unknown)
+
+
+def _new_slice_disk(
+    policy: Policy,
+    budget: _Budget,
+    count: int,
+    layouts: Sequence[tuple[int, ...]],
+    occupied: Sequence[Resources],
+    occupied_disks: Sequence[tuple[int, int]],
+    *,
+    pools_known: bool,
+) -> _NewDisk:
+    """The data disk of `count` new slices: an even share of the budget, then what deploys."""
+    on_total = data_sru = _round_down(max(budget.sru, 0) // count - budget.per_vm_extra, policy.sru_step)
+    if layouts:
+        data_sru = _largest_deployable_disk(
+            layouts, budget.caches, occupied_disks, count, data_sru, budget.rootfs, policy
+        )
+        if max(len(layout) for layout in layouts) > 1 and occupied:
+            # On a busy node with several pools, where ZOS put each disk depends on the order of
+            # past deploys and releases, which no reading tells. A disk no larger than the ones
+            # already there fits the hole any release leaves, so new ones are not made larger.
+            data_sru = max(min(data_sru, _round_down(min(o.sru for o in occupied), policy.sru_step)), 0)
+    return _NewDisk(data_sru=data_sru, given_up=0 if pools_known else max(on_total - data_sru, 0) * count)
+
+
+def _carve_notes(
+    budget: _Budget,
+    occupied: Sequence[Resources],
+    observed: Observed,
+    *,
+    count: int,
+    limited_by: str,
+    layouts: Sequence[tuple[int, ...]],
+    pools: Sequence[int] | None,
+    disk: _NewDisk,
+) -> tuple[str, ...]:
+    """What the carve says in words, in the order a reader needs it: why nothing, then what was learnt."""
     notes = []
-    overcommitted = budget.mru < 0 or budget.sru < 0
-    if overcommitted:
+    if budget.left.mru < 0 or budget.left.sru < 0:
         # With nothing rented or deployed, a negative budget means the node is below ZOS's reserve.
-        kept = {what: getattr(reserve, what) for what in ("mru", "sru") if getattr(budget, what) < 0}
+        kept = {what: getattr(budget.reserve, what) for what in ("mru", "sru") if getattr(budget.left, what) < 0}
         notes.append(OVERCOMMITTED_NOTE if occupied else below_reserve_note(kept))
-        count = 0
-    data_sru = given_up = 0
-    if count > 0:
-        on_total = data_sru = _round_down(max(sru_budget, 0) // count - per_vm_extra, policy.sru_step)
-        if layouts:
-            data_sru = _largest_deployable_disk(layouts, caches, occupied_disks, count, data_sru, rootfs, policy)
-            if max(len(layout) for layout in layouts) > 1 and occupied:
-                # On a busy node with several pools, where ZOS put each disk depends on the order of
-                # past deploys and releases, which no reading tells. A disk no larger than the ones
-                # already there fits the hole any release leaves, so new ones are not made larger.
-                data_sru = max(min(data_sru, _round_down(min(o.sru for o in occupied), policy.sru_step)), 0)
-        given_up = max(on_total - data_sru, 0) * count if not pools else 0
-    elif not overcommitted and not occupied:
+    elif count <= 0 and not occupied:
         notes.append(not_one_slice_note(limited_by))
-    if hidden:
-        notes.append(hidden_memory_note(hidden))
+    if observed.hidden_mru_per_vm:
+        notes.append(hidden_memory_note(observed.hidden_mru_per_vm))
     if observed.pool_room_below is not None:
         notes.append(refused_disk_note(observed.pool_room_below))
     if not pools and layouts:
-        notes.append(unknown_pools_note(len(layouts), given_up))
-
-    slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=data_sru, rootfs=rootfs)
-    used_by_new = policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
-    unallocated = total - reserve - occupied_charge - used_by_new
-    unallocated = Resources(
-        cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
-    )
-    return Carve(
-        policy=policy.name,
-        slices=len(occupied) + count,
-        new_slices=count,
-        occupied=len(occupied),
-        slice=slice_size,
-        limited_by=limited_by if (count or not occupied) else "mru" if budget.mru < per_vm_mru else "sru",
-        reserve=reserve,
-        unallocated=unallocated,
-        overcommitted=overcommitted,
-        notes=tuple(notes),
-        pools_known=bool(pools),
-        disk_given_up=given_up,
-    )
+        notes.append(unknown_pools_note(len(layouts), disk.given_up))
+    return tuple(notes)
 
 
 def pool_layouts(

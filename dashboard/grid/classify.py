@@ -132,6 +132,14 @@ def classify(raw: object) -> Diagnosis:
     if carried:
         return _carried_diagnosis(carried, reason, found)
 
+    sized = _size_diagnosis(reason, found)
+    if sized is not None:
+        return sized
+    return _delivery_diagnosis(reason, found)
+
+
+def _size_diagnosis(reason: str, found: dict) -> Diagnosis | None:
+    """ZOS refused the VM's size: memory, disk, or a size below its minimums; None when it did not say so."""
     memory = _MEMORY.search(reason)
     if memory:
         needed, usable = _bytes(memory.group("needed")), _bytes(memory.group("usable"))
@@ -163,6 +171,11 @@ def classify(raw: object) -> Diagnosis:
             words=_validation_words(validation),
             **found,
         )
+    return None
+
+
+def _delivery_diagnosis(reason: str, found: dict) -> Diagnosis:
+    """The request did not get through, or its failure came back without a reason the dashboard knows."""
     if _AWAY.search(reason):
         return Diagnosis(cause="node-offline", reason=reason, words=_away_words(reason), **found)
     if _UNAVAILABLE.search(reason):

@@ -117,92 +117,14 @@ def node_match(
     records, `free_slices` the catalog's free slices no live hold keeps (what a foreign VM can be
     counted against). An orphan taken after `fixable_before` is listed, not fixable: the proxy's
     indexer lags the chain, so a VM deployed a moment ago may not be listed yet."""
-    live = {vm.contract_id: vm for vm in vms}
-    findings: list[Finding] = []
-    claimed: dict[int, int] = {}  # contract -> the slice that claimed it first
-    unnamed: list[TakenSlice] = []
-    rented: list[TakenSlice] = []  # rented, naming no VM: the renter may or may not run one yet
-    for slice_ in sorted(taken, key=lambda s: s.index):
-        if slice_.contract_id is None:
-            (rented if slice_.state == "rented" else unnamed).append(slice_)
-        elif slice_.contract_id in claimed:
-            # One VM, two slices: which one holds it is not known, so nothing is freed.
-            findings.append(
-                Finding(
-                    kind=FindingKind.COUNT,
-                    node_id=node_id,
-                    slice_index=slice_.index,
-                    contract_id=slice_.contract_id,
-                    words=(
-                        f"slices {claimed[slice_.contract_id]} and {slice_.index} of node {node_id} both name "
-                        f"contract {slice_.contract_id}: one VM cannot hold two slices; report the release of "
-                        "the one it does not hold"
-                    ),
-                )
-            )
-        elif slice_.contract_id in live:
-            claimed[slice_.contract_id] = slice_.index
-        else:
-            young = fixable_before is not None and (slice_.taken_since is None or slice_.taken_since > fixable_before)
-            findings.append(
-                Finding(
-                    kind=FindingKind.ORPHAN,
-                    node_id=node_id,
-                    slice_index=slice_.index,
-                    contract_id=slice_.contract_id,
-                    since=slice_.taken_since,
-                    fixable=not young,
-                    words=(
-                        f"slice {slice_.index} of node {node_id} is marked {slice_.state} by contract "
-                        f"{slice_.contract_id}, which is not live on the grid: its VM is gone"
-                        + (
-                            " (or not indexed yet: taken too recently to free, CATALOG_AUDIT_ORPHAN_GRACE)"
-                            if young
-                            else ""
-                        )
-                    ),
-                )
-            )
-    left = sorted((vm for vm in vms if vm.contract_id not in claimed), key=_newest_first)
-    # A rented slice may account for one of the VMs left, and need not: its renter's business.
-    excess = len(left) - len(unnamed) - len(rented)
-    if excess > 0:
-        by_count = bool(unnamed or rented)
-        for position, vm in enumerate(left[:excess]):
-            counted = position < free_slices
-            findings.append(
-                Finding(
-                    kind=FindingKind.FOREIGN,
-                    node_id=node_id,
-                    contract_id=vm.contract_id,
-                    workload_id=vm.workload_id,
-                    since=vm.created_at,
-                    fixable=counted,
-                    words=(
-                        f"contract {vm.contract_id} on node {node_id}"
-                        + (f" ({vm.workload_id})" if vm.workload_id else "")
-                        + (
-                            f" is one of {len(left)} live VMs for {len(unnamed) + len(rented)} taken slice(s) that name none"
-                            if by_count
-                            else " is a VM the catalog does not know"
-                        )
-                        + ("" if counted else "; no free slice is left to count it against")
-                    ),
-                )
-            )
-    elif len(left) < len(unnamed):
-        excess = len(left) - len(unnamed)
-        findings.append(
-            Finding(
-                kind=FindingKind.COUNT,
-                node_id=node_id,
-                words=(
-                    f"node {node_id} has {len(unnamed)} deployed slice(s) naming no VM but only {len(left)} live VM(s) "
-                    f"left for them: {-excess} of them hold nothing, and which ones is not known (report their "
-                    "releases, or their workload ids)"
-                ),
-            )
-        )
+    named = _named_slices_matched(node_id, taken, {vm.contract_id for vm in vms}, fixable_before)
+    left = sorted((vm for vm in vms if vm.contract_id not in named.claimed), key=_newest_first)
+    findings = [
+        *named.findings,
+        *_vms_left_findings(
+            node_id, left, unnamed=len(named.unnamed), rented=len(named.rented), free_slices=free_slices
+        ),
+    ]
     if records > len(taken):
         findings.append(
             Finding(
@@ -215,6 +137,120 @@ def node_match(
             )
         )
     return NodeMatch(node_id=node_id, taken=len(taken), records=records, vms=len(vms), findings=tuple(findings))
+
+
+@dataclass
+class _NamedSlices:
+    """The taken slices matched to the live contracts their records name."""
+
+    findings: list[Finding] = field(default_factory=list)  # orphans, and contracts two slices name
+    claimed: dict[int, int] = field(default_factory=dict)  # contract -> the slice that claimed it first
+    unnamed: list[TakenSlice] = field(default_factory=list)  # deployed, naming no VM
+    rented: list[TakenSlice] = field(
+        default_factory=list
+    )  # rented, naming no VM: the renter may or may not run one yet
+
+
+def _named_slices_matched(
+    node_id: int, taken: Sequence[TakenSlice], live: set[int], fixable_before: datetime | None
+) -> _NamedSlices:
+    matched = _NamedSlices()
+    for slice_ in sorted(taken, key=lambda s: s.index):
+        if slice_.contract_id is None:
+            (matched.rented if slice_.state == "rented" else matched.unnamed).append(slice_)
+        elif slice_.contract_id in matched.claimed:
+            # One VM, two slices: which one holds it is not known, so nothing is freed.
+            first = matched.claimed[slice_.contract_id]
+            matched.findings.append(
+                Finding(
+                    kind=FindingKind.COUNT,
+                    node_id=node_id,
+                    slice_index=slice_.index,
+                    contract_id=slice_.contract_id,
+                    words=(
+                        f"slices {first} and {slice_.index} of node {node_id} both name "
+                        f"contract {slice_.contract_id}: one VM cannot hold two slices; report the release of "
+                        "the one it does not hold"
+                    ),
+                )
+            )
+        elif slice_.contract_id in live:
+            matched.claimed[slice_.contract_id] = slice_.index
+        else:
+            matched.findings.append(_orphan(node_id, slice_, fixable_before))
+    return matched
+
+
+def _orphan(node_id: int, slice_: TakenSlice, fixable_before: datetime | None) -> Finding:
+    young = fixable_before is not None and (slice_.taken_since is None or slice_.taken_since > fixable_before)
+    return Finding(
+        kind=FindingKind.ORPHAN,
+        node_id=node_id,
+        slice_index=slice_.index,
+        contract_id=slice_.contract_id,
+        since=slice_.taken_since,
+        fixable=not young,
+        words=(
+            f"slice {slice_.index} of node {node_id} is marked {slice_.state} by contract "
+            f"{slice_.contract_id}, which is not live on the grid: its VM is gone"
+            + (" (or not indexed yet: taken too recently to free, CATALOG_AUDIT_ORPHAN_GRACE)" if young else "")
+        ),
+    )
+
+
+def _vms_left_findings(
+    node_id: int, left: Sequence[GridVm], *, unnamed: int, rented: int, free_slices: int
+) -> list[Finding]:
+    """The live VMs no named slice claims (`left`, newest first) against the taken slices naming none."""
+    # A rented slice may account for one of the VMs left, and need not: its renter's business.
+    excess = len(left) - unnamed - rented
+    if excess > 0:
+        by_count = bool(unnamed or rented)
+        return [
+            _foreign(
+                node_id,
+                vm,
+                left=len(left),
+                nameless=unnamed + rented,
+                by_count=by_count,
+                counted=position < free_slices,
+            )
+            for position, vm in enumerate(left[:excess])
+        ]
+    if len(left) < unnamed:
+        return [
+            Finding(
+                kind=FindingKind.COUNT,
+                node_id=node_id,
+                words=(
+                    f"node {node_id} has {unnamed} deployed slice(s) naming no VM but only {len(left)} live VM(s) "
+                    f"left for them: {unnamed - len(left)} of them hold nothing, and which ones is not known (report "
+                    "their releases, or their workload ids)"
+                ),
+            )
+        ]
+    return []
+
+
+def _foreign(node_id: int, vm: GridVm, *, left: int, nameless: int, by_count: bool, counted: bool) -> Finding:
+    return Finding(
+        kind=FindingKind.FOREIGN,
+        node_id=node_id,
+        contract_id=vm.contract_id,
+        workload_id=vm.workload_id,
+        since=vm.created_at,
+        fixable=counted,
+        words=(
+            f"contract {vm.contract_id} on node {node_id}"
+            + (f" ({vm.workload_id})" if vm.workload_id else "")
+            + (
+                f" is one of {left} live VMs for {nameless} taken slice(s) that name none"
+                if by_count
+                else " is a VM the catalog does not know"
+            )
+            + ("" if counted else "; no free slice is left to count it against")
+        ),
+    )
 
 
 def _newest_first(vm: GridVm):

@@ -26,22 +26,34 @@ def _latest_event(kind: str):
 
 
 def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
-    reading_cutoff = now - limits.reading_max_age
+    policy_changed = dict(Policy.objects.values_list("name", "updated_at"))
+    return rules.Figures(
+        now=now,
+        nodes=[_node_reading(row, policy_changed) for row in _nodes_that_may_alert(now=now, limits=limits)],
+        jobs=job_activity(),
+        failures=_failures(since=now - limits.failed_window),
+        trends=slices_trends(now=now),
+        farm_ips=farm_ips_trends(now=now),
+    )
+
+
+def _nodes_that_may_alert(*, now: datetime, limits: rules.Limits):
+    """The nodes some node rule may fire on, with the dates of their latest events (one query).
+
+    Most of a fleet is quiet: only rows that may be in breach are read, so the cost follows the trouble."""
     wake_pending = Q(power_target="up", power_state="down") & ~Q(status=Node.Status.UP)
-    hardware_since = now - limits.hardware_changed_for
-    rows = (
+    hardware_changed = NodeEvent.objects.filter(
+        kind=node_events.TOTAL_CHANGED, at__gte=now - limits.hardware_changed_for
+    ).values("node_id")
+    return (
         Node.objects.filter(
             Q(status=Node.Status.UP, phantom_slices__gt=0)
             | Q(stale=True)
-            | Q(seen_at__lt=reading_cutoff)
+            | Q(seen_at__lt=now - limits.reading_max_age)
             | Q(status=Node.Status.DOWN)
             | wake_pending
             | Q(closure__in=("rent-grace", "needs-rent"))
-            | Q(
-                pk__in=NodeEvent.objects.filter(kind=node_events.TOTAL_CHANGED, at__gte=hardware_since).values(
-                    "node_id"
-                )
-            )
+            | Q(pk__in=hardware_changed)
         )
         # A withheld node's alerts are muted (maintenance or quarantine: its operator knows).
         .filter(withheld_reason="")
@@ -69,51 +81,27 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
             "closure",
             "closure_detail",
             "rent_ended_at",
+            named=True,
         )
     )
-    policy_changed = dict(Policy.objects.values_list("name", "updated_at"))
-    nodes = [
-        rules.NodeReading(
-            node_id=node_id,
-            farm_id=farm_id,
-            status=status,
-            phantom_reasons=reasons or {},
-            stale=stale,
-            stale_since=_stale_since(registered_at, effective, policy_changed) if stale else None,
-            seen_at=seen_at,
-            # Down with no event: down since it was registered (as far as anything here knows).
-            down_since=(down_at or registered_at) if status == Node.Status.DOWN else None,
-            wake_asked_since=(wake_at or seen_at) if waking else None,
-            total_changed_at=changed_at,
-            closure=closure,
-            closure_detail=closure_detail,
-            rent_ended_at=rent_ended_at,
-        )
-        for (
-            node_id,
-            farm_id,
-            status,
-            reasons,
-            stale,
-            registered_at,
-            effective,
-            seen_at,
-            down_at,
-            wake_at,
-            changed_at,
-            waking,
-            closure,
-            closure_detail,
-            rent_ended_at,
-        ) in rows
-    ]
-    return rules.Figures(
-        now=now,
-        nodes=nodes,
-        jobs=job_activity(),
-        failures=_failures(since=now - limits.failed_window),
-        trends=slices_trends(now=now),
-        farm_ips=farm_ips_trends(now=now),
+
+
+def _node_reading(row, policy_changed: dict[str, datetime]) -> rules.NodeReading:
+    return rules.NodeReading(
+        node_id=row.grid_id,
+        farm_id=row.farm_id,
+        status=row.status,
+        phantom_reasons=row.phantom_reasons or {},
+        stale=row.stale,
+        stale_since=_stale_since(row.registered_at, row.effective_policy, policy_changed) if row.stale else None,
+        seen_at=row.seen_at,
+        # Down with no event: down since it was registered (as far as anything here knows).
+        down_since=(row.down_at or row.registered_at) if row.status == Node.Status.DOWN else None,
+        wake_asked_since=(row.wake_at or row.seen_at) if row.is_waking else None,
+        total_changed_at=row.total_changed_at,
+        closure=row.closure,
+        closure_detail=row.closure_detail,
+        rent_ended_at=row.rent_ended_at,
     )
 
 

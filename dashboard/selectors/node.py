@@ -259,21 +259,8 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     """Everything the node page shows; Node.DoesNotExist when the node is not registered."""
     node = Node.objects.get(grid_id=node_id)
     policy = policy_for_node(node)
-    counts = dict(
-        Deployment.objects.filter(node=node, state__in=(Deployment.State.FAILED, Deployment.State.REFUSED))
-        .order_by()
-        .values_list("state")
-        .annotate(n=Count("pk"))
-    )
-    last_deployment = Deployment.objects.filter(slice=OuterRef("pk")).order_by("-started_at", "-pk")
-    slices = list(
-        Slice.objects.filter(node=node)
-        .annotate(
-            last_deployment_state=Subquery(last_deployment.values("state")[:1]),
-            last_deployment_cause=Subquery(last_deployment.values("cause")[:1]),
-        )
-        .order_by("index")
-    )
+    counts = _deployments_gone_wrong(node)
+    slices = _slices_with_last_deployment(node)
     occupied = [s for s in slices if s.is_occupied]
     free = [s for s in slices if s.state == Slice.State.FREE]
     occupied_sizes = [s.size.resources for s in occupied]
@@ -281,39 +268,9 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     stale, stale_reason = catalog_is_stale(
         node, policy, occupied=occupied_sizes, free=[s.size for s in free], carve=carve
     )
-
     observations = tuple(_live_observations(node))
-    verdict_lines = None
-    fits_by_index: dict[int, bool] = {}
-    used = node.used
-    if used is not None:
-        live = capacity.live_node(
-            policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed, cache=node.zos_cache
-        )
-        check = capacity.precheck(
-            [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)
-        )
-        verdict_lines = tuple(
-            SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts
-        )
-    if verdict_lines is not None:
-        fits_by_index = {v.index: v.fits for v in verdict_lines}
-
+    verdict_lines = _free_slice_verdicts(node, policy, free=free, occupied_sizes=occupied_sizes)
     holds = tuple(Hold.objects.live(timezone.now()).filter(node=node).order_by("slice_index"))
-    hold_of = {h.slice_index: h for h in holds}
-    odds_of = free_slices_odds(node, free=free, occupied=occupied)
-    catalog = tuple(
-        CatalogSlice(
-            slice=s,
-            charge=policy.vm_charge(s.cru, s.mru, s.sru),
-            last_deployment_state=s.last_deployment_state,
-            last_deployment_cause=s.last_deployment_cause or None,
-            fits_now=fits_by_index.get(s.index) if s.state == Slice.State.FREE and used is not None else None,
-            hold=hold_of.get(s.index),
-            odds=odds_of.get(s.index),
-        )
-        for s in slices
-    )
     return NodeDetail(
         node=node,
         policy=policy,
@@ -323,7 +280,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         nominal=len(slices),
         free=len(free),
         occupied=len(occupied),
-        catalog=catalog,
+        catalog=_catalog(node, policy, slices, free=free, occupied=occupied, verdicts=verdict_lines, holds=holds),
         bars=(
             capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="mru"),
             capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="sru"),
@@ -344,6 +301,73 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
             node=node, policy=policy, occupied=occupied, observations=observations, now=timezone.now()
         ),
         holds=holds,
+    )
+
+
+def _deployments_gone_wrong(node: Node) -> dict[str, int]:
+    """The node's deployments ZOS refused (failed) and those the precheck turned away (refused), by state."""
+    return dict(
+        Deployment.objects.filter(node=node, state__in=(Deployment.State.FAILED, Deployment.State.REFUSED))
+        .order_by()
+        .values_list("state")
+        .annotate(n=Count("pk"))
+    )
+
+
+def _slices_with_last_deployment(node: Node) -> list[Slice]:
+    """The node's slices in order, each with its last deployment's state and cause (one query)."""
+    last_deployment = Deployment.objects.filter(slice=OuterRef("pk")).order_by("-started_at", "-pk")
+    return list(
+        Slice.objects.filter(node=node)
+        .annotate(
+            last_deployment_state=Subquery(last_deployment.values("state")[:1]),
+            last_deployment_cause=Subquery(last_deployment.values("cause")[:1]),
+        )
+        .order_by("index")
+    )
+
+
+def _free_slice_verdicts(
+    node: Node, policy: capacity.Policy, *, free: list[Slice], occupied_sizes: list[capacity.Resources]
+) -> tuple[SliceVerdictLine, ...] | None:
+    """Whether each free slice fits the node's last reading; None when its capacity was never read."""
+    used = node.used
+    if used is None:
+        return None
+    live = capacity.live_node(
+        policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed, cache=node.zos_cache
+    )
+    check = capacity.precheck(
+        [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)
+    )
+    return tuple(SliceVerdictLine(index=v.index, fits=v.verdict.fits, words=v.verdict.words) for v in check.verdicts)
+
+
+def _catalog(
+    node: Node,
+    policy: capacity.Policy,
+    slices: list[Slice],
+    *,
+    free: list[Slice],
+    occupied: list[Slice],
+    verdicts: tuple[SliceVerdictLine, ...] | None,
+    holds: tuple[Hold, ...],
+) -> tuple[CatalogSlice, ...]:
+    """Each slice with its charge, last deployment, whether it fits now, its hold and its odds."""
+    fits_by_index = {v.index: v.fits for v in verdicts} if verdicts is not None else {}
+    hold_of = {h.slice_index: h for h in holds}
+    odds_of = free_slices_odds(node, free=free, occupied=occupied)
+    return tuple(
+        CatalogSlice(
+            slice=s,
+            charge=policy.vm_charge(s.cru, s.mru, s.sru),
+            last_deployment_state=s.last_deployment_state,
+            last_deployment_cause=s.last_deployment_cause or None,
+            fits_now=fits_by_index.get(s.index) if s.state == Slice.State.FREE and verdicts is not None else None,
+            hold=hold_of.get(s.index),
+            odds=odds_of.get(s.index),
+        )
+        for s in slices
     )
 
 

@@ -22,17 +22,23 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from django.db.models import FilteredRelation, Q
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Node, Policy, Slice
-from dashboard.rules.closure import CLOSURE_FIELDS, closure_of_values
+from dashboard.models import Node
+from dashboard.rules.closure import closure_of_values
 from dashboard.rules.reading_age import reading_untrusted_after
 from dashboard.selectors import placement_cut
 from dashboard.selectors.farm_ips import farm_ips_available
-from dashboard.selectors.holds import live_holds
 from dashboard.selectors.odds import lesson_fits
+from dashboard.selectors.placement_rows import (
+    NODE_FIELDS,
+    live_holds_by_node,
+    node_rows,
+    occupied_by_node,
+    policies_by_name,
+    policy_of,
+)
 from dashboard.selectors.placement_rules import LIMITS, NO_RULES, Rules
 
 # Why a node cannot host the slice now, in the order they are judged (the first one that holds). The
@@ -59,38 +65,6 @@ BEST_SHOWN = 10
 CANDIDATES_PAGE = 20
 # How many more of the size one of the best nodes could take, counted up to this.
 COULD_TAKE_LIMIT = 100
-
-_NODE_FIELDS = (
-    "pk",
-    "grid_id",
-    "farm_id",
-    "farm_name",
-    "status",
-    "light",
-    *(name for name in CLOSURE_FIELDS if name != "status"),
-    "effective_policy",
-    "seen_at",
-    "total_cru",
-    "total_mru",
-    "total_sru",
-    "total_hru",
-    "used_cru",
-    "used_mru",
-    "used_sru",
-    "used_hru",
-    "pools_sru",
-    "zos_cache_sru",
-    "slices_rented",
-    "slices_deployed",
-    "hidden_mru_per_vm",
-    "zos_own_mru",
-    "pool_room_below",
-    "pool_room_below_used_sru",
-    "room_mru",
-    "room_sru",
-    "pools_shape",
-    "memory_lesson_id",
-)
 
 
 @dataclass(frozen=True)
@@ -190,7 +164,7 @@ def placement_for(
     Python and keeps each node's verdict in the answer: the reference the first cut is tested against.
     """
     size = capacity.SliceSize(cru=cru, mru=mru, sru=sru)
-    policies = _policies()
+    policies = policies_by_name()
     now = now or timezone.now()
     cutoff = now - reading_untrusted_after()
     if rules.ipv4:
@@ -198,15 +172,15 @@ def placement_for(
         rules = replace(rules, farm_ips_free=tuple(sorted(farm_ips_available(now).items())))
     if every_node:
         # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
-        return _placement_judged(size, policies, cutoff, best, rules, _held_of(now))
+        return _placement_judged(size, policies, cutoff, best, rules, live_holds_by_node(now))
     return _placement_counted(size, policies, cutoff, best, rules, now)
 
 
 def _placement_judged(
     size: capacity.SliceSize, policies: dict, cutoff: datetime, best: int, rules: Rules, held: dict
 ) -> Placement:
-    rows = list(Node.objects.order_by("grid_id").values_list(*_NODE_FIELDS))
-    occupied = _occupied_of()
+    rows = list(Node.objects.order_by("grid_id").values_list(*NODE_FIELDS))
+    occupied = occupied_by_node()
     judged: dict[tuple, capacity.Verdict] = {}  # many nodes share a size, a reading and a policy
     verdicts = tuple(_judge(row, size, policies, occupied, cutoff, judged, rules, held) for row in rows)
 
@@ -255,69 +229,103 @@ def _placement_counted(
         "exclude_farms": tuple(sorted(rules.exclude_farms)),
         "ipv4_farms": tuple(farm for farm, free in rules.farm_ips_free if free > 0) if rules.ipv4 else None,
     }
-    page = max(2 * best, CANDIDATES_PAGE)
     counts = placement_cut.first_cut(charges, **cut)
-    samples = [c.sample_pk for c in counts if c.block in _TO_JUDGE]
-    rows, occupied, held = _rows_of(samples, now, always=True)
-    judged: dict[tuple, capacity.Verdict] = {}
-
-    blocked = dict.fromkeys(BLOCKS, 0)
-    can_host = 0
-    alone: list[NodeVerdict] = []  # judged alone and fitting: among the best by their own room
-    refused_groups: list[str] = []  # groups whose pools refuse the size: no candidate of theirs can host it
-    for count in counts:
-        block = count.block
-        if block == placement_cut.HELD_SHORT:
-            # It fits on its own but not with its holds charged: "held", unless its pools refuse the size anyway.
-            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged, rules, {})
-            block = verdict.blocked_by or "held"
-        elif block in _TO_JUDGE:
-            verdict = _judge(rows[count.sample_pk], size, policies, occupied, cutoff, judged, rules, held)
-            block = verdict.blocked_by
-            if count.block == placement_cut.JUDGE_ALONE and verdict.fits:
-                alone.append(verdict)
-            if count.block == placement_cut.POOLS_TO_JUDGE and not verdict.fits:
-                refused_groups.append(count.group)
-        if block:
-            blocked[block] += count.nodes
-        else:
-            can_host += count.nodes
-
-    cut["refused_groups"] = tuple(refused_groups)
-    cut["pack"] = rules.strategy == "pack"
-    pks = placement_cut.candidates(charges, **cut, limit=page if best else 0, offset=0)
-    for got, more in zip((rows, occupied, held), _rows_of(pks, now, always=True), strict=True):
-        got.update(more)
-
-    hosts: list[NodeVerdict] = []
-    offset = 0
-    while pks and _shown_at_most(hosts, rules) < best:
-        hosts += [
-            v for v in (_judge(rows[pk], size, policies, occupied, cutoff, judged, rules, held) for pk in pks) if v.fits
-        ]
-        offset += page
-        if len(pks) < page or _shown_at_most(hosts, rules) >= best:
-            break
-        # Whole groups of candidates whose pools refuse the size: look further down the order.
-        pks = placement_cut.candidates(charges, **cut, limit=page, offset=offset)
-        for got, more in zip((rows, occupied, held), _rows_of(pks, now), strict=True):
-            got.update(more)
+    judge = _Judge(size=size, policies=policies, cutoff=cutoff, rules=rules)
+    judge.read([c.sample_pk for c in counts if c.block in _TO_JUDGE], now, always=True)
+    tally = _groups_tallied(counts, judge)
+    cut |= {"refused_groups": tuple(tally.refused_groups), "pack": rules.strategy == "pack"}
+    hosts = _fitting_candidates(charges, cut, judge, best=best, now=now)
     # Under a per-farm bound (per_farm, a farm's free IPs) the nodes it leaves out are counted: every host goes in.
     bounded = rules.per_farm or rules.ipv4
-    hosts = sorted([*(hosts if bounded else hosts[:best]), *alone], key=_order_of(rules))
-    by_node_id = {row[1]: row for row in rows.values()}
-    shown, limited = _limited(hosts, size, by_node_id, policies, occupied, held, rules, best)
+    hosts = sorted([*(hosts if bounded else hosts[:best]), *tally.alone], key=_order_of(rules))
+    by_node_id = {row[1]: row for row in judge.rows.values()}
+    shown, limited = _limited(hosts, size, by_node_id, policies, judge.occupied, judge.held, rules, best)
     return Placement(
         size=size,
-        nodes=can_host + sum(blocked.values()),
-        can_host=can_host,
-        blocked=blocked,
+        nodes=tally.can_host + sum(tally.blocked.values()),
+        can_host=tally.can_host,
+        blocked=tally.blocked,
         best=shown,
         reading_max_age=int(reading_untrusted_after().total_seconds()),
         rules=rules,
         limited=limited,
         held_nodes=sum(count.held for count in counts),
     )
+
+
+@dataclass
+class _Judge:
+    """The nodes read so far for the first cut's answer (rows, occupied slices, live holds), and the
+    verdicts worked out on them: many nodes share a size, a reading and a policy."""
+
+    size: capacity.SliceSize
+    policies: dict
+    cutoff: datetime
+    rules: Rules
+    rows: dict = field(default_factory=dict)
+    occupied: dict = field(default_factory=dict)
+    held: dict = field(default_factory=dict)
+    verdicts: dict[tuple, capacity.Verdict] = field(default_factory=dict)
+
+    def read(self, pks: list[int], now: datetime, *, always: bool = False) -> None:
+        for got, more in zip((self.rows, self.occupied, self.held), node_rows(pks, now, always=always), strict=True):
+            got.update(more)
+
+    def node(self, pk: int, *, holds_charged: bool = True) -> NodeVerdict:
+        held = self.held if holds_charged else {}
+        return _judge(
+            self.rows[pk], self.size, self.policies, self.occupied, self.cutoff, self.verdicts, self.rules, held
+        )
+
+
+@dataclass
+class _Tally:
+    """The first cut's groups counted: the blocks, the nodes that can host, and what the candidates need."""
+
+    blocked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BLOCKS, 0))
+    can_host: int = 0
+    alone: list[NodeVerdict] = field(default_factory=list)  # judged alone and fitting: among the best by their own room
+    refused_groups: list[str] = field(default_factory=list)  # pools refuse the size: no candidate of theirs can host it
+
+
+def _groups_tallied(counts, judge: _Judge) -> _Tally:
+    """Each group's nodes counted under its block; a group whose pools decide is judged on its sample."""
+    tally = _Tally()
+    for count in counts:
+        block = count.block
+        if block == placement_cut.HELD_SHORT:
+            # It fits on its own but not with its holds charged: "held", unless its pools refuse the size anyway.
+            block = judge.node(count.sample_pk, holds_charged=False).blocked_by or "held"
+        elif block in _TO_JUDGE:
+            verdict = judge.node(count.sample_pk)
+            block = verdict.blocked_by
+            if count.block == placement_cut.JUDGE_ALONE and verdict.fits:
+                tally.alone.append(verdict)
+            if count.block == placement_cut.POOLS_TO_JUDGE and not verdict.fits:
+                tally.refused_groups.append(count.group)
+        if block:
+            tally.blocked[block] += count.nodes
+        else:
+            tally.can_host += count.nodes
+    return tally
+
+
+def _fitting_candidates(charges, cut: dict, judge: _Judge, *, best: int, now: datetime) -> list[NodeVerdict]:
+    """The best nodes' candidates in the first cut's order that fit, read a page at a time until enough do."""
+    page = max(2 * best, CANDIDATES_PAGE)
+    pks = placement_cut.candidates(charges, **cut, limit=page if best else 0, offset=0)
+    judge.read(pks, now, always=True)
+    hosts: list[NodeVerdict] = []
+    offset = 0
+    while pks and _shown_at_most(hosts, judge.rules) < best:
+        hosts += [v for v in (judge.node(pk) for pk in pks) if v.fits]
+        offset += page
+        if len(pks) < page or _shown_at_most(hosts, judge.rules) >= best:
+            break
+        # Whole groups of candidates whose pools refuse the size: look further down the order.
+        pks = placement_cut.candidates(charges, **cut, limit=page, offset=offset)
+        judge.read(pks, now)
+    return hosts
 
 
 def _best_first(v: NodeVerdict) -> tuple:
@@ -384,21 +392,10 @@ def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, be
     return tuple(shown), limited
 
 
-def _rows_of(pks: list[int], now: datetime, *, always: bool = False) -> tuple[dict, dict, dict]:
-    """These nodes' rows (pk -> values of _NODE_FIELDS), their occupied slices and their live holds at
-    `now` (as _held_of gives them); two queries. `always` reads even for no pk, so that the answer's
-    number of queries does not depend on what the fleet holds."""
-    if not pks and not always:
-        return {}, {}, {}
-    rows = {row[0]: row for row in Node.objects.filter(pk__in=set(pks)).values_list(*_NODE_FIELDS)}
-    occupied, held = _occupied_and_held_of(list(rows), now)
-    return rows, occupied, held
-
-
 def _judge(
     row: tuple, size, policies, occupied, cutoff: datetime, judged: dict, rules: Rules, held: dict
 ) -> NodeVerdict:
-    values = dict(zip(_NODE_FIELDS, row, strict=True))
+    values = dict(zip(NODE_FIELDS, row, strict=True))
     blocked_by, verdict = "", None
     holds = held.get(values["pk"], ())
     closed = closure_of_values(values)
@@ -453,7 +450,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         sru=values["used_sru"] + sum(charge.sru for _, charge in holds),
         hru=values["used_hru"] or 0,
     )
-    policy = _policy_of(values["effective_policy"], policies)
+    policy = policy_of(values["effective_policy"], policies)
     observed = capacity.observed_now(
         hidden_mru_per_vm=values["hidden_mru_per_vm"],
         pool_room_below=values["pool_room_below"],
@@ -479,7 +476,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
 def _with_odds(hosts: list[NodeVerdict], size, by_node_id: dict) -> list[NodeVerdict]:
     """The hosts with the slice's odds there (capacity.memory_odds on the node's reading and lesson),
     surest first: odds in steps of 1%, then the strategy's own order."""
-    rows = {v.node_id: dict(zip(_NODE_FIELDS, by_node_id[v.node_id], strict=True)) for v in hosts}
+    rows = {v.node_id: dict(zip(NODE_FIELDS, by_node_id[v.node_id], strict=True)) for v in hosts}
     fits = lesson_fits(values["memory_lesson_id"] for values in rows.values())
     judged = []
     for v in hosts:
@@ -498,72 +495,7 @@ def _with_odds(hosts: list[NodeVerdict], size, by_node_id: dict) -> list[NodeVer
 
 
 def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied, held) -> NodeVerdict:
-    values = dict(zip(_NODE_FIELDS, by_node_id[v.node_id], strict=True))
+    values = dict(zip(NODE_FIELDS, by_node_id[v.node_id], strict=True))
     total, used, policy, live = _fit_args(values, policies, occupied, held.get(values["pk"], ()))
     could = capacity.placeable_count(size, total, used, policy, live=live, limit=COULD_TAKE_LIMIT)
     return NodeVerdict(**{**v.__dict__, "could_take": could})
-
-
-def _policies() -> dict[str, capacity.Policy]:
-    """Policy name -> its parameters: the stored rows over the built-in profiles of the same name."""
-    policies = dict(capacity.PROFILES)
-    policies.update({row.name: row.to_capacity() for row in Policy.objects.all()})
-    return policies
-
-
-def _policy_of(effective: str, policies: dict[str, capacity.Policy]) -> capacity.Policy:
-    # Node.effective_policy is "name vN", written with the node's figures; the name finds the row.
-    name = effective.rsplit(" v", 1)[0] if effective else ""
-    return policies.get(name) or policies[capacity.DEFAULT_PROFILE]
-
-
-def _held_of(now: datetime) -> dict[int, list[tuple[capacity.Resources, capacity.Resources]]]:
-    """Node pk -> its live holds as (the held slice's size, what it will be charged), in slice order."""
-    held: dict[int, list[tuple[capacity.Resources, capacity.Resources]]] = {}
-    rows = (
-        live_holds(now)
-        .order_by("node_id", "slice_index")
-        .values_list("node_id", "slice__cru", "slice__mru", "slice__sru", "charge_mru", "charge_sru")
-    )
-    for node_pk, cru, mru, sru, charge_mru, charge_sru in rows:
-        size = capacity.Resources(cru=cru, mru=mru, sru=sru)
-        held.setdefault(node_pk, []).append((size, capacity.Resources(cru=cru, mru=charge_mru, sru=charge_sru)))
-    return held
-
-
-def _occupied_and_held_of(pks: list[int], now: datetime) -> tuple[dict, dict]:
-    """_occupied_of and _held_of for these nodes in one query: their slices rented or deployed, and those
-    free under a live hold (joined on that hold alone: at most one open hold a slice), in slice order."""
-    occupied: dict[int, list[capacity.Resources]] = {}
-    held: dict[int, list[tuple[capacity.Resources, capacity.Resources]]] = {}
-    live = FilteredRelation("holds", condition=Q(holds__ended_at__isnull=True, holds__expires_at__gt=now))
-    rows = (
-        Slice.objects.filter(node__in=pks)
-        .annotate(live_hold=live)
-        .filter(Q(state__in=Slice.OCCUPIED_STATES) | Q(state=Slice.State.FREE, live_hold__isnull=False))
-        .order_by("node_id", "index")
-        .values_list("node_id", "state", "cru", "mru", "sru", "live_hold__charge_mru", "live_hold__charge_sru")
-    )
-    for node_pk, state, cru, mru, sru, charge_mru, charge_sru in rows:
-        size = capacity.Resources(cru=cru, mru=mru, sru=sru)
-        if state == Slice.State.FREE:
-            held.setdefault(node_pk, []).append((size, capacity.Resources(cru=cru, mru=charge_mru, sru=charge_sru)))
-        else:
-            occupied.setdefault(node_pk, []).append(size)
-    return occupied, held
-
-
-def _occupied_of(pks: list[int] | None = None, *, nodes=None) -> dict[int, list[capacity.Resources]]:
-    """Node pk -> its rented and deployed slices' sizes in slice order (of these nodes): where their disks
-    lie decides where the next one goes, in the reported pools or in each plausible layout."""
-    occupied: dict[int, list[capacity.Resources]] = {}
-    slices = Slice.objects.filter(state__in=Slice.OCCUPIED_STATES)
-    rows = (
-        (slices if pks is None else slices.filter(node__in=pks))
-        .filter(**({"node__in": nodes.values("pk")} if nodes is not None else {}))
-        .order_by("node_id", "index")
-        .values_list("node_id", "cru", "mru", "sru")
-    )
-    for node_pk, cru, mru, sru in rows:
-        occupied.setdefault(node_pk, []).append(capacity.Resources(cru=cru, mru=mru, sru=sru))
-    return occupied

@@ -46,26 +46,7 @@ def pools_parsed(entries: Sequence[Mapping | PoolMetrics]) -> tuple[PoolMetrics,
         raise PoolsError("pools must be a list of {name, type, size, used}, as zos.storage.pools answers")
     if len(entries) > MAX_POOLS:
         raise PoolsError(f"{len(entries)} pools: a node has at most {MAX_POOLS}")
-    parsed = []
-    for i, entry in enumerate(entries):
-        item = entry.as_dict() if isinstance(entry, PoolMetrics) else entry
-        if not isinstance(item, Mapping):
-            raise PoolsError(f"pool {i}: {item!r} is not an object with name, type, size, used")
-        name, kind, size, used = (item.get(k) for k in ("name", "type", "size", "used"))
-        if not isinstance(name, str) or not 0 < len(name) <= 128:
-            raise PoolsError(f"pool {i}: name must be text of 1 to 128 characters")
-        if kind not in POOL_TYPES:
-            raise PoolsError(f"pool {i} ({name}): type {kind!r} is not ssd or hdd")
-        for what, value in (("size", size), ("used", used)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= capacity.TiB * 1024:
-                raise PoolsError(f"pool {i} ({name}): {what} must be a whole number of bytes (got {value!r})")
-        if kind == "ssd" and size <= 0:
-            raise PoolsError(f"pool {i} ({name}): an SSD pool's size must be above zero")
-        if used > size:
-            raise PoolsError(
-                f"pool {i} ({name}): {capacity.format_size(used)} used of {capacity.format_size(size)}: more than it holds"
-            )
-        parsed.append(PoolMetrics(name=name, type=kind, size=size, used=used))
+    parsed = [_pool_parsed(i, entry) for i, entry in enumerate(entries)]
     if len({p.name for p in parsed}) != len(parsed):
         raise PoolsError("two pools have the same name")
     try:
@@ -73,6 +54,28 @@ def pools_parsed(entries: Sequence[Mapping | PoolMetrics]) -> tuple[PoolMetrics,
     except ValueError as exc:
         raise PoolsError(str(exc)) from None
     return tuple(parsed)
+
+
+def _pool_parsed(i: int, entry: Mapping | PoolMetrics) -> PoolMetrics:
+    """One entry of the answer, checked field by field; PoolsError names the entry and the field."""
+    item = entry.as_dict() if isinstance(entry, PoolMetrics) else entry
+    if not isinstance(item, Mapping):
+        raise PoolsError(f"pool {i}: {item!r} is not an object with name, type, size, used")
+    name, kind, size, used = (item.get(k) for k in ("name", "type", "size", "used"))
+    if not isinstance(name, str) or not 0 < len(name) <= 128:
+        raise PoolsError(f"pool {i}: name must be text of 1 to 128 characters")
+    if kind not in POOL_TYPES:
+        raise PoolsError(f"pool {i} ({name}): type {kind!r} is not ssd or hdd")
+    for what, value in (("size", size), ("used", used)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= capacity.TiB * 1024:
+            raise PoolsError(f"pool {i} ({name}): {what} must be a whole number of bytes (got {value!r})")
+    if kind == "ssd" and size <= 0:
+        raise PoolsError(f"pool {i} ({name}): an SSD pool's size must be above zero")
+    if used > size:
+        raise PoolsError(
+            f"pool {i} ({name}): {capacity.format_size(used)} used of {capacity.format_size(size)}: more than it holds"
+        )
+    return PoolMetrics(name=name, type=kind, size=size, used=used)
 
 
 def pools_check_total(pools: Sequence[PoolMetrics], *, node: Node) -> tuple[PoolMetrics, ...]:

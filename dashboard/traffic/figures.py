@@ -18,6 +18,7 @@ import resource
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from dashboard import capacity
 from dashboard.capacity import GiB
@@ -170,18 +171,8 @@ def simulate(
     """
     if not 0.0 <= ipv4_share <= 1.0:
         raise ValueError(f"the IPv4 share is between 0 and 1, not {ipv4_share}")
-    contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
-    names = [c.name for c in contenders]
-    if len(set(names)) != len(names):
-        raise ValueError(f"each policy needs its own name; got {', '.join(names)}")
-    if fleet is not None:
-        if not fleet:
-            raise ValueError("the fleet needs at least one node")
-        if len({spec.node_id for spec in fleet}) != len(fleet):
-            raise ValueError("each node of the fleet needs its own node_id")
-        nodes = len(fleet)
-    if nodes is None or nodes < 1 or events < 0:
-        raise ValueError("nodes must be at least 1 and events zero or more")
+    contenders = _contenders(policies)
+    nodes = _fleet_size(nodes, fleet, events)
     started = time.perf_counter()
     rng = random.Random(seed)
     specs = pools_reported_for(fleet_mix(nodes, rng), pools_reported, seed) if fleet is None else list(fleet)
@@ -193,89 +184,126 @@ def simulate(
     allowed = {spec.node_id: allowed_mru(spec) for spec in specs}
     results = {}
     for entrant in contenders:
-        name = entrant.name
         run_started = time.perf_counter()
         options = {"min_odds": min_odds, "probes": probes}
         run = (
             Run(entrant, specs, allowed, **options) if drift is None else drift.run(entrant, specs, allowed, **options)
         )
         run.ipv4_share = ipv4_share
-        next_reregister = RE_REGISTER_EVERY_HOURS
-        next_probe = 0.0 if probes else math.inf
-        for done, event in enumerate(stream):
-            if tick is not None and done % TICK_EVERY == 0:
-                tick(name, done, len(stream))
-            while next_reregister <= event.at:
-                run.release_until(next_reregister)
-                run.reregister_stale(next_reregister)
-                next_reregister += RE_REGISTER_EVERY_HOURS
-            while next_probe <= event.at:
-                run.release_until(next_probe)
-                run.probe(next_probe)
-                next_probe += PROBE_EVERY_HOURS
-            run.release_until(event.at)
-            if event.kind == "deploy":
-                run.deploy(event)
-            else:
-                run.status(event)
-        run.release_until(HOURS)
-        run.finish()
-        refused = sum(run.refused_by_cause.values())
-        results[name] = PolicyFigures(
-            name=name,
-            requests=run.requests,
-            deploys=run.deploys,
-            refused=refused,
-            refused_by_cause=dict(sorted(run.refused_by_cause.items())),
-            refused_per_1000=round(1000 * refused / run.deploys, 2) if run.deploys else 0.0,
-            refused_after_first=sum(max(n.refusals - 1, 0) for n in run.nodes),
-            nodes_refused=sum(1 for n in run.nodes if n.refusals),
-            refused_without_hidden_use=sum(n.refusals for n in run.nodes if not n.spec.hides_use),
-            refused_on_several_pools_by_cause=dict(sorted(run.several_pools_by_cause.items())),
-            disk_refused=dict(run.disk_refused),
-            disk_given_up_share=round(sum(n.disk_given_up for n in run.nodes) / max(sum(s.sru for s in specs), 1), 4),
-            precheck_stops=run.precheck_stops,
-            unserved=run.unserved,
-            utilisation=round(run.util_num / run.util_den, 4) if run.util_den else 0.0,
-            phantom_slice_hours=round(run.phantom_hours, 1),
-            seconds=round(time.perf_counter() - run_started, 2),
-            daily=run.daily,
-            drift={} if drift is None else run.drift_figures(),
-            ipv4_requests=run.ipv4_requests,
-            refused_for_ipv4=run.refused_by_cause.get("public-ip", 0),
-            refused_per_1000_nodes=round(1000 * refused / len(specs), 2),
-            refused_by_reason=dict(sorted(run.refused_by_reason.items())),
-            refused_by_build=dict(sorted(run.refused_by_build.items())),
-            first_refusals_by_build=dict(sorted(run.first_refusals_by_build.items())),
-            odds_calibration=_calibration(run.odds_outcomes),
-            probes={"sent": run.probes_sent, "refused_on_a_build_a_probe_taught": run.refused_on_probe_taught}
-            if run.probes
-            else {},
+        _replay(run, stream, probes=probes, tick=None if tick is None else partial(tick, entrant.name))
+        results[entrant.name] = _policy_figures(
+            entrant.name, run, specs, drifted=drift is not None, seconds=round(time.perf_counter() - run_started, 2)
         )
         if progress is not None:
-            progress(results[name])
+            progress(results[entrant.name])
     return Simulation(
         nodes=nodes,
         events=events,
         seed=seed,
-        mix={
-            "hidden_use": sum(1 for s in specs if s.hides_use),
-            "several_pools": sum(1 for s in specs if len(s.pools) > 1),
-            "several_pools_in_plausible_set": sum(1 for s in specs if len(s.pools) > 1 and in_plausible_set(s)),
-            "pools_reported": sum(1 for s in specs if s.pools_reported),
-            "cache_grows": sum(1 for s in specs if s.cache_grows),
-            "hidden_use_choice": hidden_use if fleet is None else "caller's fleet",
-            "zos_builds": {b: sum(1 for s in specs if s.zos_build == b) for b in sorted({s.zos_build for s in specs})},
-            "memory_gib": sorted(set(MEMORY_CHOICES_GIB)) if fleet is None else sorted({s.mru // GiB for s in specs}),
-            "ssd_gib": list(SSD_CHOICES_GIB) if fleet is None else sorted({s.sru // GiB for s in specs}),
-            "standby_share_of_events": 0.08,
-            "mean_lifetime_days": MEAN_LIFETIME_HOURS / 24,
-        }
+        mix=_mix(specs, stated=fleet is None, hidden_use=hidden_use)
         | ({} if drift is None else {"drift": drift.as_dict()}),
         policies=results,
         seconds=round(time.perf_counter() - started, 2),
         peak_memory_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     )
+
+
+def _contenders(policies: Sequence[str | Contender]) -> list[Contender]:
+    contenders = [p if isinstance(p, Contender) else contender(p) for p in policies]
+    names = [c.name for c in contenders]
+    if len(set(names)) != len(names):
+        raise ValueError(f"each policy needs its own name; got {', '.join(names)}")
+    return contenders
+
+
+def _fleet_size(nodes: int | None, fleet: Sequence[NodeSpec] | None, events: int) -> int:
+    """The number of nodes replayed: the caller's fleet's, checked, or the stated mix's."""
+    if fleet is not None:
+        if not fleet:
+            raise ValueError("the fleet needs at least one node")
+        if len({spec.node_id for spec in fleet}) != len(fleet):
+            raise ValueError("each node of the fleet needs its own node_id")
+        nodes = len(fleet)
+    if nodes is None or nodes < 1 or events < 0:
+        raise ValueError("nodes must be at least 1 and events zero or more")
+    return nodes
+
+
+def _replay(run: Run, stream: Sequence, *, probes: bool, tick: Callable[[int, int], None] | None) -> None:
+    """Play the month's events through `run`, re-registering and probing on their own clocks between them."""
+    next_reregister = RE_REGISTER_EVERY_HOURS
+    next_probe = 0.0 if probes else math.inf
+    for done, event in enumerate(stream):
+        if tick is not None and done % TICK_EVERY == 0:
+            tick(done, len(stream))
+        # The periodic work due before this event happens at its own hour, after what was released by then.
+        while next_reregister <= event.at:
+            run.release_until(next_reregister)
+            run.reregister_stale(next_reregister)
+            next_reregister += RE_REGISTER_EVERY_HOURS
+        while next_probe <= event.at:
+            run.release_until(next_probe)
+            run.probe(next_probe)
+            next_probe += PROBE_EVERY_HOURS
+        run.release_until(event.at)
+        if event.kind == "deploy":
+            run.deploy(event)
+        else:
+            run.status(event)
+    run.release_until(HOURS)
+    run.finish()
+
+
+def _policy_figures(name: str, run: Run, specs: Sequence[NodeSpec], *, drifted: bool, seconds: float) -> PolicyFigures:
+    refused = sum(run.refused_by_cause.values())
+    return PolicyFigures(
+        name=name,
+        requests=run.requests,
+        deploys=run.deploys,
+        refused=refused,
+        refused_by_cause=dict(sorted(run.refused_by_cause.items())),
+        refused_per_1000=round(1000 * refused / run.deploys, 2) if run.deploys else 0.0,
+        refused_after_first=sum(max(n.refusals - 1, 0) for n in run.nodes),
+        nodes_refused=sum(1 for n in run.nodes if n.refusals),
+        refused_without_hidden_use=sum(n.refusals for n in run.nodes if not n.spec.hides_use),
+        refused_on_several_pools_by_cause=dict(sorted(run.several_pools_by_cause.items())),
+        disk_refused=dict(run.disk_refused),
+        disk_given_up_share=round(sum(n.disk_given_up for n in run.nodes) / max(sum(s.sru for s in specs), 1), 4),
+        precheck_stops=run.precheck_stops,
+        unserved=run.unserved,
+        utilisation=round(run.util_num / run.util_den, 4) if run.util_den else 0.0,
+        phantom_slice_hours=round(run.phantom_hours, 1),
+        seconds=seconds,
+        daily=run.daily,
+        drift=run.drift_figures() if drifted else {},
+        ipv4_requests=run.ipv4_requests,
+        refused_for_ipv4=run.refused_by_cause.get("public-ip", 0),
+        refused_per_1000_nodes=round(1000 * refused / len(specs), 2),
+        refused_by_reason=dict(sorted(run.refused_by_reason.items())),
+        refused_by_build=dict(sorted(run.refused_by_build.items())),
+        first_refusals_by_build=dict(sorted(run.first_refusals_by_build.items())),
+        odds_calibration=_calibration(run.odds_outcomes),
+        probes={"sent": run.probes_sent, "refused_on_a_build_a_probe_taught": run.refused_on_probe_taught}
+        if run.probes
+        else {},
+    )
+
+
+def _mix(specs: Sequence[NodeSpec], *, stated: bool, hidden_use: str) -> dict:
+    """What the replayed fleet holds; `stated`: the stated mix rather than the caller's fleet."""
+    return {
+        "hidden_use": sum(1 for s in specs if s.hides_use),
+        "several_pools": sum(1 for s in specs if len(s.pools) > 1),
+        "several_pools_in_plausible_set": sum(1 for s in specs if len(s.pools) > 1 and in_plausible_set(s)),
+        "pools_reported": sum(1 for s in specs if s.pools_reported),
+        "cache_grows": sum(1 for s in specs if s.cache_grows),
+        "hidden_use_choice": hidden_use if stated else "caller's fleet",
+        "zos_builds": {b: sum(1 for s in specs if s.zos_build == b) for b in sorted({s.zos_build for s in specs})},
+        "memory_gib": sorted(set(MEMORY_CHOICES_GIB)) if stated else sorted({s.mru // GiB for s in specs}),
+        "ssd_gib": list(SSD_CHOICES_GIB) if stated else sorted({s.sru // GiB for s in specs}),
+        "standby_share_of_events": 0.08,
+        "mean_lifetime_days": MEAN_LIFETIME_HOURS / 24,
+    }
 
 
 def _calibration(outcomes: list[tuple[float, bool]]) -> dict:

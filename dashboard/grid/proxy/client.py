@@ -27,7 +27,8 @@ What is retried, and why (our own loop, inside the budget, GET only):
   and when its relay call to the node failed (it has already waited for the node), so repeating it only
   multiplies the wait. 502/503/504 are still retried there.
 
-The answers are read by the strict parsers of proxy/parse.py (a node's rent contract: proxy/rent.py).
+The answers are read by the strict parsers of proxy/parse.py (the node list: proxy/node_list.py; a node's
+rent contract: proxy/rent.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode, urljoin, urlsplit
 
 import requests
@@ -51,7 +52,6 @@ from dashboard.grid.deadline import Deadline, current_step_deadline
 from dashboard.grid.paging import pages_bounded
 from dashboard.grid.proxy.answers import (
     count_header,
-    entry_label,
     json_decoded,
     parsed_at,
     proxy_words,
@@ -59,7 +59,8 @@ from dashboard.grid.proxy.answers import (
     short_words,
 )
 from dashboard.grid.proxy.farms import FarmPublicIps, farm_ips_read
-from dashboard.grid.proxy.parse import describe, parse_contracts, parse_node, parse_statistics
+from dashboard.grid.proxy.node_list import node_page_read
+from dashboard.grid.proxy.parse import parse_contracts, parse_node, parse_statistics
 from dashboard.grid.proxy.rent import rent_contract_read
 from dashboard.grid.proxy.watchdog import Watchdog, WatchedAdapter
 from dashboard.grid.text import url_credentials_split, url_redacted
@@ -113,6 +114,17 @@ DEPLOY_NOT_SUPPORTED = (
 )
 
 _DOWN_STATUS_RE = re.compile(r"with status:\s*(down|standby)\b", re.IGNORECASE)
+
+
+class _Answer(NamedTuple):
+    """The answer a request ends with (not retried), and how many tries it took."""
+
+    status: int
+    reason: str
+    body: bytes
+    url: str  # the URL that answered: a same-host redirect is followed
+    headers: Any
+    tries: int
 
 
 # --- the client --------------------------------------------------------------------------
@@ -217,52 +229,9 @@ class GridProxyClient:
             _positive_argument(f, "farm id") for f in [*(farm_ids or ()), *([farm_id] if farm_id is not None else [])]
         ]
         wanted = [_node_id_argument(n) for n in node_ids or ()]
-        farm_set, wanted_set = set(farms), set(wanted)
         if status is not None and status not in NODE_STATUSES:
             raise ValueError(f"status must be one of {', '.join(NODE_STATUSES)} (got {status!r})")
-        params: dict[str, Any] = {}
-        if farms:
-            params["farm_ids"] = ",".join(str(f) for f in farms)
-        if wanted:
-            params["node_ids"] = ",".join(str(n) for n in wanted)
-        if status is not None:
-            params["status"] = status
-        # No sort_by: the proxy lists nodes by node id already, and the query keeps the shape it always had.
-        # Offset paging can still miss a node added between two pages; a second run reads it.
-        # ret_count: the `count` header says how many nodes match in all, so a paged read knows its end
-        # (grid.paging stops at it, whatever the pages bring).
-        params.update({"page": page, "size": size, "ret_count": "true"})
-        answer: dict[str, Any] = {}
-        payload, url = self._get_json("/nodes", params=params, node_id=None, answer=answer)
-        if not isinstance(payload, list):
-            raise MalformedPayload(f"the node list from {url} is {describe(payload)}, must be a JSON array")
-        nodes: list[NodeCapacity] = []
-        skipped: list[tuple[str, str]] = []
-        seen: set[int] = set()
-        for position, item in enumerate(payload, start=1):
-            label = entry_label(item, position)
-            try:
-                node = parse_node(item)
-            except MalformedPayload as exc:
-                skipped.append((label, str(exc)))
-                continue
-            if node.node_id in seen:
-                skipped.append((label, f"node {node.node_id} appears twice in the page; the first entry is kept"))
-                continue
-            if farm_set and node.farm_id not in farm_set:
-                asked = ", ".join(str(f) for f in farms)
-                skipped.append(
-                    (label, f"node {node.node_id} belongs to farm {node.farm_id}, not the requested farm {asked}")
-                )
-                continue
-            if wanted_set and node.node_id not in wanted_set:
-                skipped.append((label, f"node {node.node_id} was not asked for"))
-                continue
-            seen.add(node.node_id)
-            nodes.append(node)
-        return NodePage(
-            nodes=tuple(nodes), page=page, size=size, skipped=tuple(skipped), count=count_header(answer.get("headers"))
-        )
+        return node_page_read(self._get_json, farms=farms, wanted=wanted, status=status, page=page, size=size)
 
     def statistics(self, node_id: int) -> NodeStatistics:
         node_id = _node_id_argument(node_id)
@@ -346,7 +315,15 @@ class GridProxyClient:
         # One budget for the whole request: every try, every back-off, every byte of the answer.
         seconds = self.statistics_deadline if statistics else self.deadline
         deadline = Deadline.within(seconds, clock=self.clock).earliest(current_step_deadline())
-        retry_statuses = STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES
+        final = self._final_answer(path, url, deadline, STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES)
+        if final.status == 200:
+            if answer is not None:
+                answer["headers"] = final.headers
+            return json_decoded(final.body, final.url, node_id=node_id), final.url
+        raise self._refusal(final, node_id=node_id, statistics=statistics)
+
+    def _final_answer(self, path: str, url: str, deadline: Deadline, retry_statuses: frozenset[int]) -> _Answer:
+        """Try until an answer is not to be retried; a request that cannot get one raises GridUnavailable."""
         with Watchdog(deadline) as watchdog:
             tries = 0
             while True:
@@ -355,59 +332,67 @@ class GridProxyClient:
                     self.budget.take(deadline, what=f"GET {url}")
                 try:
                     tried = time.monotonic()
+                    # `url` follows a same-host redirect: the next try asks where the last one was sent.
                     status, reason, body, url, headers = self._fetch(url, deadline=deadline)
                 except requests.exceptions.RequestException as exc:
-                    if watchdog.fired or deadline.passed():
-                        raise GridUnavailable(_deadline_words(deadline, url)) from None
-                    if tries > self.retries or isinstance(exc, requests.exceptions.SSLError):
-                        raise GridUnavailable(self._transport_words(exc, url, tries)) from exc
-                    self._before_retry(url, tries, deadline, why=self._transport_words(exc, url, tries, short=True))
+                    self._after_transport_error(exc, url, tries, deadline, fired=watchdog.fired)
                     continue
                 if status == 429:
-                    telemetry.record(
-                        endpoint=telemetry.endpoint_of(path), outcome=RATE_LIMITED, seconds=time.monotonic() - tried
-                    )
-                    wait = retry_after_seconds(headers, default=self.backoff)
-                    if wait >= deadline.remaining():
-                        raise GridUnavailable(
-                            f"the grid proxy refused {url} for rate (429: too many requests from this address) and "
-                            f"asked to wait {wait:g} s, past the request's deadline ({deadline.seconds:g} s); "
-                            "lower GRID_RATE_LIMIT if other programs share this address"
-                        )
+                    self._wait_as_asked(path, url, headers, deadline, tried=tried)
                     tries -= 1  # not a failure of the proxy: the deadline bounds these, not GRID_RETRIES
-                    log.debug("grid proxy: %s answered 429; waiting %.2f s as it asks", url, wait)
-                    self.sleep(wait)
                     continue
                 if status in retry_statuses and tries <= self.retries and deadline.remaining() > 0:
                     self._before_retry(url, tries, deadline, why=f"answered {status} {reason}")
                     continue
-                break
+                return _Answer(status=status, reason=reason, body=body, url=url, headers=headers, tries=tries)
 
-        if status == 200:
-            if answer is not None:
-                answer["headers"] = headers
-            return json_decoded(body, url, node_id=node_id), url
-        message = proxy_words(body)
+    def _after_transport_error(
+        self, exc: requests.exceptions.RequestException, url: str, tries: int, deadline: Deadline, *, fired: bool
+    ) -> None:
+        """Raise when the request is over (its deadline, its tries, a TLS failure); else wait for the next try."""
+        if fired or deadline.passed():
+            raise GridUnavailable(_deadline_words(deadline, url)) from None
+        if tries > self.retries or isinstance(exc, requests.exceptions.SSLError):
+            raise GridUnavailable(self._transport_words(exc, url, tries)) from exc
+        self._before_retry(url, tries, deadline, why=self._transport_words(exc, url, tries, short=True))
+
+    def _wait_as_asked(self, path: str, url: str, headers: Any, deadline: Deadline, *, tried: float) -> None:
+        """A 429: counted for /metrics, then waited for as Retry-After asks, unless that passes the deadline."""
+        telemetry.record(endpoint=telemetry.endpoint_of(path), outcome=RATE_LIMITED, seconds=time.monotonic() - tried)
+        wait = retry_after_seconds(headers, default=self.backoff)
+        if wait >= deadline.remaining():
+            raise GridUnavailable(
+                f"the grid proxy refused {url} for rate (429: too many requests from this address) and "
+                f"asked to wait {wait:g} s, past the request's deadline ({deadline.seconds:g} s); "
+                "lower GRID_RATE_LIMIT if other programs share this address"
+            )
+        log.debug("grid proxy: %s answered 429; waiting %.2f s as it asks", url, wait)
+        self.sleep(wait)
+
+    def _refusal(self, final: _Answer, *, node_id: int | None, statistics: bool) -> GridError:
+        """The typed error a final answer other than 200 stands for, in words a person can act on."""
+        status, reason, url, tries = final.status, final.reason, final.url, final.tries
+        message = proxy_words(final.body)
         if status == 404 and node_id is not None:
-            raise NodeNotFound(f"node {node_id} is not on the grid (404 from {url})")
+            return NodeNotFound(f"node {node_id} is not on the grid (404 from {url})")
         if statistics and status == 500:
             down = _DOWN_STATUS_RE.search(message)
             if down:
-                raise NodeAway(
+                return NodeAway(
                     f"node {node_id} is {down.group(1).lower()}: the grid proxy cannot fetch its statistics ({url})"
                 )
-            raise GridUnavailable(
+            return GridUnavailable(
                 f"the grid proxy could not get node {node_id}'s statistics from the node ({url} answered 500, "
                 f"not retried: the proxy had already waited for the node): {message}"
             )
         if status in RETRY_STATUSES or status >= 500:
-            raise GridUnavailable(
+            return GridUnavailable(
                 f"the grid proxy answered {status} {reason} for {url} after {tries} {'try' if tries == 1 else 'tries'}"
                 + (f": {message}" if message else "")
             )
         if status == 400:
-            raise QueryRefused(f"the grid proxy refused {url} with 400 {reason}" + (f": {message}" if message else ""))
-        raise GridError(f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else ""))
+            return QueryRefused(f"the grid proxy refused {url} with 400 {reason}" + (f": {message}" if message else ""))
+        return GridError(f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else ""))
 
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
         """One try: status, reason, body, the URL that answered (a same-host redirect is followed), headers."""

@@ -105,28 +105,7 @@ def parse_pools(body: Any, *, node_id: int, total_sru: int | None = None) -> tup
         raise MalformedPayload(f"{where}: no pool at all; ZOS keeps its cache in one")
     if len(body) > MAX_POOLS:
         raise MalformedPayload(f"{where}: {len(body)} pools, more than the {MAX_POOLS} a node may have")
-    pools = []
-    for i, entry in enumerate(body):
-        if not isinstance(entry, dict):
-            raise MalformedPayload(f"{where}: pool {i} is {describe(entry)}, must be an object")
-        name, kind = entry.get("name"), entry.get("type")
-        if not isinstance(name, str) or not 0 < len(name) <= _NAME_MAX or text_problem(name, allow_whitespace=False):
-            raise MalformedPayload(f"{where}: pool {i}'s name is not text of 1 to {_NAME_MAX} printable characters")
-        name = name.strip()
-        if kind not in POOL_TYPES:
-            raise MalformedPayload(f"{where}: pool {i} ({name}) has type {describe(kind)}, not ssd or hdd")
-        limit = MAX_NODE_SRU if kind == "ssd" else MAX_NODE_HRU
-        sizes = {}
-        for key in ("size", "used"):
-            value = entry.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
-                raise MalformedPayload(
-                    f"{where}: pool {i} ({name})'s {key} is {describe(value)}, must be whole bytes from 0 to {limit}"
-                )
-            sizes[key] = value
-        if sizes["used"] > sizes["size"]:
-            raise MalformedPayload(f"{where}: pool {i} ({name}) uses {sizes['used']} bytes of {sizes['size']}")
-        pools.append(PoolMetrics(name=name, type=kind, size=sizes["size"], used=sizes["used"]))
+    pools = [_pool(entry, i, where=where) for i, entry in enumerate(body)]
     if len({p.name for p in pools}) != len(pools):
         raise MalformedPayload(f"{where}: two pools have the same name")
     ssd_total = sum(p.size for p in pools if p.type == "ssd")
@@ -136,6 +115,30 @@ def parse_pools(body: Any, *, node_id: int, total_sru: int | None = None) -> tup
             "bytes the grid reports; not this node's pools"
         )
     return tuple(pools)
+
+
+def _pool(entry: Any, i: int, *, where: str) -> PoolMetrics:
+    """Pool `i` of the answer, each field checked; the words name the pool by position and name."""
+    if not isinstance(entry, dict):
+        raise MalformedPayload(f"{where}: pool {i} is {describe(entry)}, must be an object")
+    name, kind = entry.get("name"), entry.get("type")
+    if not isinstance(name, str) or not 0 < len(name) <= _NAME_MAX or text_problem(name, allow_whitespace=False):
+        raise MalformedPayload(f"{where}: pool {i}'s name is not text of 1 to {_NAME_MAX} printable characters")
+    name = name.strip()
+    if kind not in POOL_TYPES:
+        raise MalformedPayload(f"{where}: pool {i} ({name}) has type {describe(kind)}, not ssd or hdd")
+    limit = MAX_NODE_SRU if kind == "ssd" else MAX_NODE_HRU
+    sizes = {}
+    for key in ("size", "used"):
+        value = entry.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+            raise MalformedPayload(
+                f"{where}: pool {i} ({name})'s {key} is {describe(value)}, must be whole bytes from 0 to {limit}"
+            )
+        sizes[key] = value
+    if sizes["used"] > sizes["size"]:
+        raise MalformedPayload(f"{where}: pool {i} ({name}) uses {sizes['used']} bytes of {sizes['size']}")
+    return PoolMetrics(name=name, type=kind, size=sizes["size"], used=sizes["used"])
 
 
 def parse_zos_statistics(body: Any, *, node_id: int) -> NodeStatistics:

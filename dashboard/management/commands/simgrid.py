@@ -36,88 +36,10 @@ class Command(ProductCommand):
 
     def add_arguments(self, parser):
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-
-        add = actions.add_parser("add-node", help="put a node on the simulated grid")
-        add.add_argument("node_id", type=int, metavar="NODE_ID")
-        add.add_argument("--cru", type=int, required=True, help="CPU cores")
-        add.add_argument("--mru", required=True, help="memory, e.g. 31GiB")
-        add.add_argument("--sru", required=True, help="SSD total, e.g. 931.5GiB")
-        add.add_argument("--farm-id", type=int, default=1)
-        add.add_argument("--farm-name", default="")
-        add.add_argument("--twin-id", type=int, default=None)
-        add.add_argument(
-            "--pools", default=None, help="SSD pool sizes in order, e.g. 465GiB,465GiB (default: one pool of --sru)"
-        )
-        add.add_argument(
-            "--per-vm-overhead-mru",
-            default="0",
-            help="hidden memory each VM really uses on top (this node's own, beyond its build's), e.g. 512MiB",
-        )
-        add.add_argument(
-            "--zos-build",
-            default="",
-            choices=["", *ZOS_BUILDS],
-            help="the ZOS version it runs: ZOS's own use and each VM's overhead come from it (default: none)",
-        )
-        add.add_argument("--status", choices=NODE_STATUSES, default="up")
-        add.add_argument("--dedicated", action="store_true")
-        add.add_argument("--country", default="")
-        add.add_argument("--city", default="")
-        add.add_argument("--replace", action="store_true", help="overwrite an existing node (its VMs are dropped)")
-        add.add_argument("--rented-by", type=int, default=None, metavar="TWIN", help="a rent contract of this twin")
-        add.add_argument(
-            "--farm-dedicated", action="store_true", help="its farm is dedicated: contracts only under a rent contract"
-        )
-        add.add_argument(
-            "--light", action="store_true", help="ZOS-light: its features lack ipv4, it takes no public IP"
-        )
-        add.add_argument("--gpus", type=int, default=0, help="GPUs the node carries (used only under a rent)")
-
-        rent = actions.add_parser("rent", help="give a node a rent contract (the chain's)")
-        rent.add_argument("node_id", type=int, metavar="NODE_ID")
-        rent.add_argument("twin_id", type=int, metavar="TWIN")
-        rent.add_argument("--grace", action="store_true", help="the rent contract is in its grace period (unpaid)")
-        rent_end = actions.add_parser("rent-end", help="cancel a node's rent contract")
-        rent_end.add_argument("node_id", type=int, metavar="NODE_ID")
-        farm = actions.add_parser("farm", help="set a farm's dedicated flag or its public IPv4s (the chain's)")
-        farm.add_argument("farm_id", type=int, metavar="FARM_ID")
-        farm.add_argument(
-            "--ips", type=int, default=None, metavar="N", help="the farm's public IPv4s (taken ones stay)"
-        )
-        flag = farm.add_mutually_exclusive_group()
-        flag.add_argument("--dedicated", dest="dedicated", action="store_true")
-        flag.add_argument("--shared", dest="dedicated", action="store_false")
-        farm.set_defaults(dedicated=None)
-
-        listing = actions.add_parser("list", help="list the simulated nodes and what they carry")
-        listing.add_argument("--json", action="store_true", dest="as_json")
-
-        status = actions.add_parser("status", help="set a node up, down or on standby")
-        status.add_argument("node_id", type=int, metavar="NODE_ID")
-        status.add_argument("state", choices=NODE_STATUSES, metavar="STATE", help="up, down or standby")
-
-        cache = actions.add_parser(
-            "cache-check", help="run storaged's zos-cache check on a node with this much in its cache (grows at 60%%)"
-        )
-        cache.add_argument("node_id", type=int, metavar="NODE_ID")
-        cache.add_argument("in_use", metavar="SIZE", help="what the cache holds now, e.g. 9GiB")
-
-        remove = actions.add_parser("remove-node", help="take a node (and its VMs) off the simulated grid")
-        remove.add_argument("node_id", type=int, metavar="NODE_ID")
-
-        actions.add_parser("reset", help="remove every node and VM")
-
-        serve = actions.add_parser("serve", help="serve the simulated grid on the Grid Proxy's HTTP paths")
-        serve.add_argument("--host", default="127.0.0.1")
-        serve.add_argument("--port", type=int, default=8081)
-
-        peer = actions.add_parser(
-            "rmb-peer", help="answer RMB calls over Redis as the simulated nodes (rmb-peer's protocol)"
-        )
-        peer.add_argument("--redis", required=True, help="the Redis the dashboard's RMB_REDIS_URL names")
-        peer.add_argument("--delay", type=float, default=0.0, help="seconds every answer is held back")
-        peer.add_argument("--error-rate", type=float, default=0.0, help="share of calls answered with an err (0 to 1)")
-        peer.add_argument("--seed", type=int, default=None, help="seed of the error draws")
+        _add_node_arguments(actions.add_parser("add-node", help="put a node on the simulated grid"))
+        _chain_arguments(actions)
+        _grid_state_arguments(actions)
+        _serving_arguments(actions)
 
     def handle(self, *args, action, **options):
         grid = SimulatedGrid(settings.SIMGRID_PATH)
@@ -294,3 +216,92 @@ def _node_dict(grid: SimulatedGrid, node) -> dict:
             for vm in vms
         ],
     }
+
+
+def _add_node_arguments(add) -> None:
+    """add-node: the node's capacity, pools, build, farm and what it carries."""
+    add.add_argument("node_id", type=int, metavar="NODE_ID")
+    add.add_argument("--cru", type=int, required=True, help="CPU cores")
+    add.add_argument("--mru", required=True, help="memory, e.g. 31GiB")
+    add.add_argument("--sru", required=True, help="SSD total, e.g. 931.5GiB")
+    add.add_argument("--farm-id", type=int, default=1)
+    add.add_argument("--farm-name", default="")
+    add.add_argument("--twin-id", type=int, default=None)
+    add.add_argument(
+        "--pools", default=None, help="SSD pool sizes in order, e.g. 465GiB,465GiB (default: one pool of --sru)"
+    )
+    add.add_argument(
+        "--per-vm-overhead-mru",
+        default="0",
+        help="hidden memory each VM really uses on top (this node's own, beyond its build's), e.g. 512MiB",
+    )
+    add.add_argument(
+        "--zos-build",
+        default="",
+        choices=["", *ZOS_BUILDS],
+        help="the ZOS version it runs: ZOS's own use and each VM's overhead come from it (default: none)",
+    )
+    add.add_argument("--status", choices=NODE_STATUSES, default="up")
+    add.add_argument("--dedicated", action="store_true")
+    add.add_argument("--country", default="")
+    add.add_argument("--city", default="")
+    add.add_argument("--replace", action="store_true", help="overwrite an existing node (its VMs are dropped)")
+    add.add_argument("--rented-by", type=int, default=None, metavar="TWIN", help="a rent contract of this twin")
+    add.add_argument(
+        "--farm-dedicated", action="store_true", help="its farm is dedicated: contracts only under a rent contract"
+    )
+    add.add_argument("--light", action="store_true", help="ZOS-light: its features lack ipv4, it takes no public IP")
+    add.add_argument("--gpus", type=int, default=0, help="GPUs the node carries (used only under a rent)")
+
+
+def _chain_arguments(actions) -> None:
+    """rent, rent-end and farm: what the chain holds about a node's rent and its farm."""
+    rent = actions.add_parser("rent", help="give a node a rent contract (the chain's)")
+    rent.add_argument("node_id", type=int, metavar="NODE_ID")
+    rent.add_argument("twin_id", type=int, metavar="TWIN")
+    rent.add_argument("--grace", action="store_true", help="the rent contract is in its grace period (unpaid)")
+    rent_end = actions.add_parser("rent-end", help="cancel a node's rent contract")
+    rent_end.add_argument("node_id", type=int, metavar="NODE_ID")
+    farm = actions.add_parser("farm", help="set a farm's dedicated flag or its public IPv4s (the chain's)")
+    farm.add_argument("farm_id", type=int, metavar="FARM_ID")
+    farm.add_argument("--ips", type=int, default=None, metavar="N", help="the farm's public IPv4s (taken ones stay)")
+    flag = farm.add_mutually_exclusive_group()
+    flag.add_argument("--dedicated", dest="dedicated", action="store_true")
+    flag.add_argument("--shared", dest="dedicated", action="store_false")
+    farm.set_defaults(dedicated=None)
+
+
+def _grid_state_arguments(actions) -> None:
+    """list, status, cache-check, remove-node and reset: the simulated nodes themselves."""
+    listing = actions.add_parser("list", help="list the simulated nodes and what they carry")
+    listing.add_argument("--json", action="store_true", dest="as_json")
+
+    status = actions.add_parser("status", help="set a node up, down or on standby")
+    status.add_argument("node_id", type=int, metavar="NODE_ID")
+    status.add_argument("state", choices=NODE_STATUSES, metavar="STATE", help="up, down or standby")
+
+    cache = actions.add_parser(
+        "cache-check", help="run storaged's zos-cache check on a node with this much in its cache (grows at 60%%)"
+    )
+    cache.add_argument("node_id", type=int, metavar="NODE_ID")
+    cache.add_argument("in_use", metavar="SIZE", help="what the cache holds now, e.g. 9GiB")
+
+    remove = actions.add_parser("remove-node", help="take a node (and its VMs) off the simulated grid")
+    remove.add_argument("node_id", type=int, metavar="NODE_ID")
+
+    actions.add_parser("reset", help="remove every node and VM")
+
+
+def _serving_arguments(actions) -> None:
+    """serve and rmb-peer: the two doors the dashboard reads the simulated grid through."""
+    serve = actions.add_parser("serve", help="serve the simulated grid on the Grid Proxy's HTTP paths")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8081)
+
+    peer = actions.add_parser(
+        "rmb-peer", help="answer RMB calls over Redis as the simulated nodes (rmb-peer's protocol)"
+    )
+    peer.add_argument("--redis", required=True, help="the Redis the dashboard's RMB_REDIS_URL names")
+    peer.add_argument("--delay", type=float, default=0.0, help="seconds every answer is held back")
+    peer.add_argument("--error-rate", type=float, default=0.0, help="share of calls answered with an err (0 to 1)")
+    peer.add_argument("--seed", type=int, default=None, help="seed of the error draws")
