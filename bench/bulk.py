@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -78,6 +79,15 @@ def _json(value) -> str:
     return json.dumps(value, cls=DjangoJSONEncoder)
 
 
+@dataclass
+class FloorPlan:
+    """The catalog change the bulk job makes, planned ahead so that only the SQL is timed."""
+
+    removed: list[int]  # slice pks
+    added: list  # unsaved Slice rows
+    updates: list[tuple]  # per node, in the order of the UPDATE's unnest() columns
+
+
 def floor_measure(*, grid) -> dict:
     """The same catalog change in raw SQL, set-based in one transaction: the floor for the bulk job.
 
@@ -85,27 +95,52 @@ def floor_measure(*, grid) -> dict:
     detach the removed slices from their deployments, delete them, COPY the new slices, and
     update the nodes' carve figures.
     """
-    from bench.seed import copy_rows
-    from dashboard.models import Deployment, Node, Slice
-    from dashboard.selectors.policy_book import policies_for_nodes
-    from dashboard.services.reregister import reregister_plan
+    from dashboard.models import Node
 
     planning = time.perf_counter()
     nodes = list(Node.objects.order_by("grid_id"))
-    policies = policies_for_nodes(nodes)
-    slices_by_node: dict[int, list] = {}
-    for s in Slice.objects.order_by("node_id", "index"):
-        slices_by_node.setdefault(s.node_id, []).append(s)
+    seen = _grid_seen(grid, len(nodes))
+    now = timezone.now()
+    plan = _floor_plan(nodes, seen, now=now)
+    planning = time.perf_counter() - planning
+
+    started = time.perf_counter()
+    deleted, updated = _floor_sql(plan, now=now)
+    seconds = time.perf_counter() - started
+    return {
+        "nodes": len(nodes),
+        "slices_removed": deleted,
+        "slices_added": len(plan.added),
+        "nodes_updated": updated,
+        "sql_s": round(seconds, 3),
+        "planning_s": round(planning, 2),
+    }
+
+
+def _grid_seen(grid, count: int) -> dict:
+    """The grid's live view of the nodes, read a page of 1,000 at a time until `count` are seen."""
     seen = {}
     page = 1
-    while len(seen) < len(nodes):
+    while len(seen) < count:
         found = grid.nodes(page=page, size=1000).nodes
         if not found:
             break
         seen.update({n.node_id: n for n in found})
         page += 1
+    return seen
+
+
+def _floor_plan(nodes: list, seen: dict, *, now) -> FloorPlan:
+    """Each node's re-register planned with the job's own reregister_plan, under the policies it resolves."""
+    from dashboard.models import Slice
+    from dashboard.selectors.policy_book import policies_for_nodes
+    from dashboard.services.reregister import reregister_plan
+
+    policies = policies_for_nodes(nodes)
+    slices_by_node: dict[int, list] = {}
+    for s in Slice.objects.order_by("node_id", "index"):
+        slices_by_node.setdefault(s.node_id, []).append(s)
     removed, added, updates = [], [], []
-    now = timezone.now()
     for node in nodes:
         plan = reregister_plan(
             node=node, slices=slices_by_node.get(node.pk, []), policy=policies[node.pk], seen=seen[node.grid_id]
@@ -129,15 +164,22 @@ def floor_measure(*, grid) -> dict:
                 plan.seen.used.sru,
             )
         )
-    planning = time.perf_counter() - planning
+    return FloorPlan(removed=removed, added=added, updates=updates)
 
-    started = time.perf_counter()
+
+def _floor_sql(plan: FloorPlan, *, now) -> tuple[int, int]:
+    """The change in one transaction; returns the slices deleted and the nodes updated."""
+    from bench.seed import copy_rows
+    from dashboard.models import Deployment, Node, Slice
+
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(f"UPDATE {Deployment._meta.db_table} SET slice_id = NULL WHERE slice_id = ANY(%s)", [removed])
-        cursor.execute(f"DELETE FROM {Slice._meta.db_table} WHERE id = ANY(%s)", [removed])
+        cursor.execute(
+            f"UPDATE {Deployment._meta.db_table} SET slice_id = NULL WHERE slice_id = ANY(%s)", [plan.removed]
+        )
+        cursor.execute(f"DELETE FROM {Slice._meta.db_table} WHERE id = ANY(%s)", [plan.removed])
         deleted = cursor.rowcount
-        copy_rows(Slice, added, with_pk=False)
-        columns = list(zip(*updates, strict=True))
+        copy_rows(Slice, plan.added, with_pk=False)
+        columns = list(zip(*plan.updates, strict=True))
         cursor.execute(
             f"""
             UPDATE {Node._meta.db_table} AS n SET
@@ -152,16 +194,7 @@ def floor_measure(*, grid) -> dict:
             """,
             [now, now, now, *[list(c) for c in columns]],
         )
-        updated = cursor.rowcount
-    seconds = time.perf_counter() - started
-    return {
-        "nodes": len(nodes),
-        "slices_removed": deleted,
-        "slices_added": len(added),
-        "nodes_updated": updated,
-        "sql_s": round(seconds, 3),
-        "planning_s": round(planning, 2),
-    }
+        return deleted, cursor.rowcount
 
 
 def clicks_measure(*, node_ids: list[int], worker: Worker, timeout: float = 60.0) -> dict:

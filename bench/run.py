@@ -156,8 +156,7 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     import redis
     from django.core.management import call_command
 
-    from bench import api, bulk, onboard, pages, precheck, seed, watch
-    from bench.procs import Worker
+    from bench import precheck, seed
     from bench.report import machine_facts
     from dashboard.grid.simgrid import SimulatedGrid
 
@@ -189,49 +188,83 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     for size in args.sizes:
         log(f"{size:,} nodes: seeding the database")
         figures["seed_database"][str(size)] = reseed(size)
-        node_id = 20 * max(1, size // 40)  # a node with a deployed VM and failed deploys
-        log(f"{size:,} nodes: pages")
-        figures["pages"][str(size)] = pages.pages_measure(size=size, node_id=node_id, repeat=repeat, baselines=True)
-        # Before the policy edits, which leave every node row rewritten four times (dead tuples).
-        log(f"{size:,} nodes: the API's nodes page and a /metrics scrape, with bearer tokens")
-        figures["api"][str(size)] = api.api_measure(size=size, repeat=repeat, metrics_token=env.metrics_token)
-        log(f"{size:,} nodes: {figures['api'][str(size)]}")
-        figures["pages"][str(size)]["policy_edit"] = pages.policy_edit_measure()
-        # Last of the pages: each cold read leaves a dead version of every node row.
-        figures["pages"][str(size)]["fleet_map_cold"] = pages.map_cold_figures(repeat=max(3, repeat // 3))
-        log(f"{size:,} nodes: {figures['pages'][str(size)]}")
+        size_pages_measure(figures, env, size=size, repeat=repeat)
         if size == largest:
-            log(f"{size:,} nodes: end-to-end precheck over HTTP")
-            for key, nodelay in (("end_to_end", False), ("end_to_end_nodelay", True)):
-                figures["precheck"][key] = precheck.precheck_end_to_end(
-                    env=env, node_ids=list(range(1, min(size, 400) + 1)), requests=e2e_requests, nodelay=nodelay
-                )
-                figures["precheck"][key]["nodes"] = size
-            log(f"{size:,} nodes: precheck through the API with a precheck token")
-            figures["precheck"]["api"] = {
-                **api.precheck_api_measure(node_ids=list(range(1, min(size, 400) + 1)), requests=e2e_requests),
-                "fleet": size,
-            }
-            log(f"{size:,} nodes: {figures['precheck']['api']}")
+            figures["precheck"] |= precheck_http_measure(env, size=size, requests=e2e_requests)
         if size in bulk_sizes:
-            worker = Worker(env, f"bulk-{size}")
-            workers.append(worker)
-            worker.start()
-            log(f"{size:,} nodes: bulk re-register with a real worker (pid {worker.pid})")
-            figures["bulk"][str(size)] = bulk.bulk_measure(size=size, worker=worker, timeout=BULK_TIMEOUT_S)
-            worker.stop()
-            # The finished bulk job as a person opens it, and the jobs list that holds it.
-            client = pages.admin_client()
-            job_id = figures["bulk"][str(size)].pop("job_id")
-            figures["bulk"][str(size)]["job_page"] = pages.page_figures(
-                client, f"/jobs/{job_id}/", repeat=max(3, repeat // 3), expect=b'data-job-state="succeeded"'
-            )
-            figures["bulk"][str(size)]["jobs_list"] = pages.page_figures(client, "/jobs/", repeat=max(3, repeat // 3))
-            log(f"{size:,} nodes: bulk {figures['bulk'][str(size)]}")
-            reseed(size)
-            figures["floor"][str(size)] = bulk.floor_measure(grid=grid)
-            log(f"{size:,} nodes: SQL floor {figures['floor'][str(size)]}")
+            size_bulk_measure(figures, env, workers, size=size, repeat=repeat, grid=grid, reseed=reseed)
 
+    jobs_measure(figures, args, env, workers, specs=specs, clicks=clicks, reseed=reseed)
+    return figures
+
+
+def size_pages_measure(figures: dict, env, *, size: int, repeat: int) -> None:
+    """The pages and the API at one fleet size, in the order that keeps each figure clean."""
+    from bench import api, pages
+
+    node_id = 20 * max(1, size // 40)  # a node with a deployed VM and failed deploys
+    log(f"{size:,} nodes: pages")
+    figures["pages"][str(size)] = pages.pages_measure(size=size, node_id=node_id, repeat=repeat, baselines=True)
+    # Before the policy edits, which leave every node row rewritten four times (dead tuples).
+    log(f"{size:,} nodes: the API's nodes page and a /metrics scrape, with bearer tokens")
+    figures["api"][str(size)] = api.api_measure(size=size, repeat=repeat, metrics_token=env.metrics_token)
+    log(f"{size:,} nodes: {figures['api'][str(size)]}")
+    figures["pages"][str(size)]["policy_edit"] = pages.policy_edit_measure()
+    # Last of the pages: each cold read leaves a dead version of every node row.
+    figures["pages"][str(size)]["fleet_map_cold"] = pages.map_cold_figures(repeat=max(3, repeat // 3))
+    log(f"{size:,} nodes: {figures['pages'][str(size)]}")
+
+
+def precheck_http_measure(env, *, size: int, requests: int) -> dict:
+    """Precheck end to end over HTTP (Nagle's algorithm on, then off as served now), and through the API."""
+    from bench import api, precheck
+
+    found = {}
+    log(f"{size:,} nodes: end-to-end precheck over HTTP")
+    for key, nodelay in (("end_to_end", False), ("end_to_end_nodelay", True)):
+        found[key] = precheck.precheck_end_to_end(
+            env=env, node_ids=list(range(1, min(size, 400) + 1)), requests=requests, nodelay=nodelay
+        )
+        found[key]["nodes"] = size
+    log(f"{size:,} nodes: precheck through the API with a precheck token")
+    found["api"] = {
+        **api.precheck_api_measure(node_ids=list(range(1, min(size, 400) + 1)), requests=requests),
+        "fleet": size,
+    }
+    log(f"{size:,} nodes: {found['api']}")
+    return found
+
+
+def size_bulk_measure(figures: dict, env, workers: list, *, size: int, repeat: int, grid, reseed) -> None:
+    """The bulk re-register with a real worker, its job page as a person opens it, then the raw SQL floor."""
+    from bench import bulk, pages
+    from bench.procs import Worker
+
+    worker = Worker(env, f"bulk-{size}")
+    workers.append(worker)
+    worker.start()
+    log(f"{size:,} nodes: bulk re-register with a real worker (pid {worker.pid})")
+    figures["bulk"][str(size)] = bulk.bulk_measure(size=size, worker=worker, timeout=BULK_TIMEOUT_S)
+    worker.stop()
+    # The finished bulk job as a person opens it, and the jobs list that holds it.
+    client = pages.admin_client()
+    job_id = figures["bulk"][str(size)].pop("job_id")
+    figures["bulk"][str(size)]["job_page"] = pages.page_figures(
+        client, f"/jobs/{job_id}/", repeat=max(3, repeat // 3), expect=b'data-job-state="succeeded"'
+    )
+    figures["bulk"][str(size)]["jobs_list"] = pages.page_figures(client, "/jobs/", repeat=max(3, repeat // 3))
+    log(f"{size:,} nodes: bulk {figures['bulk'][str(size)]}")
+    reseed(size)
+    figures["floor"][str(size)] = bulk.floor_measure(grid=grid)
+    log(f"{size:,} nodes: SQL floor {figures['floor'][str(size)]}")
+
+
+def jobs_measure(figures: dict, args, env, workers: list, *, specs: list, clicks: int, reseed) -> None:
+    """The jobs at the largest size: click to result, the fleet watch, then onboarding (last)."""
+    from bench import bulk, onboard, watch
+    from bench.procs import Worker
+
+    largest = max(args.sizes)
     log(f"click to result at {largest:,} nodes")
     reseed(largest)
     worker = Worker(env, "clicks")
@@ -263,7 +296,6 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
     # The same 2,000 nodes, every catalog made stale, re-registered in one bulk job reading pages.
     figures["bulk_pages"] = onboard.bulk_pages_measure(env, workers, nodes=onboard_nodes, log=log)
     log(f"bulk by pages: {figures['bulk_pages']}")
-    return figures
 
 
 if __name__ == "__main__":

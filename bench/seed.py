@@ -209,46 +209,47 @@ def database_seed(specs: Sequence[NodeSpec], workloads: dict[tuple[int, int], st
     }
 
 
-def _node_rows(
-    spec: NodeSpec,
-    policy: capacity.Policy,
-    workloads: dict,
-    *,
-    now: datetime,
-    first_slice_pk: int,
-    first_deployment_pk: int,
-):
-    from dashboard.models import Deployment, Node, Slice
-
-    carve = legacy_carve(spec)
-    size = carve.slice
+def _node_used(spec: NodeSpec, size: capacity.SliceSize) -> tuple[capacity.Resources, int]:
+    """What the node uses (its VMs, ZOS's reserve and cache) and the memory ZOS keeps back."""
     reserve_mru = max(spec.mru * 10 // 100, 2 * GiB)
     used = capacity.Resources(
         cru=spec.deployed * size.cru,
         mru=spec.deployed * size.mru + reserve_mru,
         sru=spec.deployed * (size.sru + capacity.zos_rootfs(size.cru, size.mru)) + ZOS_CACHE_SRU,
     )
-    slices = []
-    for index in range(carve.slices):
-        slices.append(
-            Slice(
-                pk=first_slice_pk + index,
-                node_id=spec.node_id,
-                index=index,
-                cru=size.cru,
-                mru=size.mru,
-                sru=size.sru,
-                state=Slice.State.DEPLOYED if index < spec.deployed else Slice.State.FREE,
-                generation=1,
-                created_at=now,
-                updated_at=now,
-            )
+    return used, reserve_mru
+
+
+def _slice_rows(spec: NodeSpec, carve: capacity.Carve, *, now: datetime, first_slice_pk: int) -> list:
+    """The legacy carve's slices, the first `deployed` of them holding a VM."""
+    from dashboard.models import Slice
+
+    size = carve.slice
+    return [
+        Slice(
+            pk=first_slice_pk + index,
+            node_id=spec.node_id,
+            index=index,
+            cru=size.cru,
+            mru=size.mru,
+            sru=size.sru,
+            state=Slice.State.DEPLOYED if index < spec.deployed else Slice.State.FREE,
+            generation=1,
+            created_at=now,
+            updated_at=now,
         )
-    free = [(s.index, s.size) for s in slices if s.state == Slice.State.FREE]
-    check = capacity.precheck(free, spec.total, used, policy) if spec.prechecked and spec.status == "up" else None
+        for index in range(carve.slices)
+    ]
+
+
+def _node_row(spec: NodeSpec, carve: capacity.Carve, used: capacity.Resources, check, free: list, *, now: datetime):
+    """The node as registered 90 days ago and seen within the last 90 minutes; the precheck's figures
+    when it was prechecked (none placeable and every free slice a phantom when it is not up)."""
+    from dashboard.models import Node
+
     away = spec.status != "up"
     seen_at = now - timedelta(minutes=spec.node_id % 90)
-    node = Node(
+    return Node(
         pk=spec.node_id,
         grid_id=spec.node_id,
         farm_id=spec.farm_id,
@@ -273,13 +274,30 @@ def _node_rows(
         prechecked_at=seen_at if spec.prechecked else None,
         carved_policy_name="legacy",
         carved_policy_version=1,
-        carved_slice_sru=size.sru,
+        carved_slice_sru=carve.slice.sru,
         carved_deployable=carve.slices,
         catalog_generation=1,
         registered_at=now - timedelta(days=90),
         updated_at=now,
     )
 
+
+def _deployment_rows(
+    spec: NodeSpec,
+    carve: capacity.Carve,
+    slices: list,
+    used: capacity.Resources,
+    reserve_mru: int,
+    workloads: dict,
+    *,
+    now: datetime,
+    first_deployment_pk: int,
+) -> list:
+    """The VMs deployed 30 days ago, then the last slice's failed deploys (disk, then memory) with
+    ZOS's own error texts, when that slice is free."""
+    from dashboard.models import Deployment
+
+    size = carve.slice
     deployments = []
 
     def deployment(index: int, **fields) -> None:
@@ -329,6 +347,30 @@ def _node_rows(
             needed_bytes=size.mru,
             usable_bytes=usable,
         )
+    return deployments
+
+
+def _node_rows(
+    spec: NodeSpec,
+    policy: capacity.Policy,
+    workloads: dict,
+    *,
+    now: datetime,
+    first_slice_pk: int,
+    first_deployment_pk: int,
+):
+    """One node's rows as a legacy carve left them: the node, its slices, its deployments."""
+    from dashboard.models import Slice
+
+    carve = legacy_carve(spec)
+    used, reserve_mru = _node_used(spec, carve.slice)
+    slices = _slice_rows(spec, carve, now=now, first_slice_pk=first_slice_pk)
+    free = [(s.index, s.size) for s in slices if s.state == Slice.State.FREE]
+    check = capacity.precheck(free, spec.total, used, policy) if spec.prechecked and spec.status == "up" else None
+    node = _node_row(spec, carve, used, check, free, now=now)
+    deployments = _deployment_rows(
+        spec, carve, slices, used, reserve_mru, workloads, now=now, first_deployment_pk=first_deployment_pk
+    )
     return node, slices, deployments
 
 

@@ -76,6 +76,70 @@ def _free_slice(node: Node, index: int) -> int | None:
     return free[index % len(free)] if free else None
 
 
+def _job_run(kind: str, node: Node) -> None:
+    """A job as the web requests it, claimed and run here in the test's own transaction."""
+    job_execute(job=job_claim(job_id=job_request(kind=kind, node=node, source="web").job.pk))
+
+
+def _rent_away(grid: SimulatedGrid, node: Node, rented: bool) -> None:
+    """Another twin rents the node, or its rent ends (each only when the grid is not already so)."""
+    if rented and grid.rent_contract(node.grid_id) is None:
+        grid.rent(node.grid_id, OTHER)
+    elif not rented and grid.rent_contract(node.grid_id) is not None:
+        grid.rent_end(node.grid_id)
+
+
+def _withhold(node: Node, withheld: bool) -> None:
+    if withheld and not node.withheld_reason:
+        node_withhold(nodes=[node], reason="property test", via="command")
+    elif not withheld and node.withheld_reason:
+        withhold_release(node=node, via="command")
+
+
+def _hold(node: Node, index: int, holds: itertools.count) -> None:
+    try:
+        hold_create(
+            node_id=node.grid_id,
+            slice_index=index,
+            ttl_seconds=600,
+            marketplace_id=f"b{next(holds)}",
+            source="command",
+        )
+    except HoldConflict as refused:
+        # A closed node (withheld, rented by another twin, down) refuses a hold: the refusal is
+        # right, and the placement readers must agree with it all the same.
+        assert "none of its slices can be held" in str(refused), refused
+        node.refresh_from_db()
+        closed = node.withheld_reason or node.rented_by_twin_id not in (None, OURS)
+        assert closed or node.status not in (Node.Status.UP, Node.Status.STANDBY), (node, refused)
+
+
+def _hold_or_deploy(grid: SimulatedGrid, kind: str, node: Node, pick: int, holds: itertools.count) -> None:
+    """Hold or deploy one of the node's free slices, unless it has none or that one is held already."""
+    index = _free_slice(node, pick)
+    if index is None or node.holds.filter(slice_index=index, ended_at__isnull=True).exists():
+        return
+    if kind == "hold":
+        _hold(node, index, holds)
+    else:
+        slice_deploy(node=node, slice_index=index, grid=grid, source="command")
+
+
+# The writes a step makes on a registered node: (grid, node, the step's arguments, hold ids) -> None.
+STEP_WRITES = {
+    "precheck-cli": lambda grid, node, args, holds: call_command(
+        "precheck", str(node.grid_id), stdout=StringIO(), stderr=StringIO()
+    ),
+    "precheck-web": lambda grid, node, args, holds: _job_run(Job.Kind.PRECHECK, node),
+    "reregister": lambda grid, node, args, holds: _job_run(Job.Kind.REREGISTER, node),
+    "rent-away": lambda grid, node, args, holds: _rent_away(grid, node, args[0]),
+    "status": lambda grid, node, args, holds: grid.set_status(node.grid_id, args[0]),
+    "withhold": lambda grid, node, args, holds: _withhold(node, args[0]),
+    "hold": lambda grid, node, args, holds: _hold_or_deploy(grid, "hold", node, args[0], holds),
+    "deploy": lambda grid, node, args, holds: _hold_or_deploy(grid, "deploy", node, args[0], holds),
+}
+
+
 def _do(grid: SimulatedGrid, step: tuple, holds: itertools.count) -> None:
     kind, node_id, *args = step
     node = Node.objects.filter(grid_id=node_id).first()
@@ -83,48 +147,9 @@ def _do(grid: SimulatedGrid, step: tuple, holds: itertools.count) -> None:
         if node is None:
             node_register_from_grid(live=grid.node(node_id), policy_name=args[0])
         return
-    if node is None:
-        return
-    if kind == "precheck-cli":
-        call_command("precheck", str(node_id), stdout=StringIO(), stderr=StringIO())
-    elif kind == "precheck-web":
-        job_execute(job=job_claim(job_id=job_request(kind=Job.Kind.PRECHECK, node=node, source="web").job.pk))
-    elif kind == "reregister":
-        job_execute(job=job_claim(job_id=job_request(kind=Job.Kind.REREGISTER, node=node, source="web").job.pk))
-    elif kind == "rent-away":
-        if args[0] and grid.rent_contract(node_id) is None:
-            grid.rent(node_id, OTHER)
-        elif not args[0] and grid.rent_contract(node_id) is not None:
-            grid.rent_end(node_id)
-    elif kind == "status":
-        grid.set_status(node_id, args[0])
-    elif kind == "withhold":
-        if args[0] and not node.withheld_reason:
-            node_withhold(nodes=[node], reason="property test", via="command")
-        elif not args[0] and node.withheld_reason:
-            withhold_release(node=node, via="command")
-    elif kind in ("hold", "deploy"):
-        index = _free_slice(node, args[0])
-        if index is None or node.holds.filter(slice_index=index, ended_at__isnull=True).exists():
-            return
-        if kind == "hold":
-            try:
-                hold_create(
-                    node_id=node_id,
-                    slice_index=index,
-                    ttl_seconds=600,
-                    marketplace_id=f"b{next(holds)}",
-                    source="command",
-                )
-            except HoldConflict as refused:
-                # A closed node (withheld, rented by another twin, down) refuses a hold: the refusal is
-                # right, and the placement readers must agree with it all the same.
-                assert "none of its slices can be held" in str(refused), refused
-                node.refresh_from_db()
-                closed = node.withheld_reason or node.rented_by_twin_id not in (None, OURS)
-                assert closed or node.status not in (Node.Status.UP, Node.Status.STANDBY), (node, refused)
-        else:
-            slice_deploy(node=node, slice_index=index, grid=grid, source="command")
+    # Every other step is a write on a registered node: one the sequence has not registered yet is skipped.
+    if node is not None:
+        STEP_WRITES[kind](grid, node, args, holds)
 
 
 def _run(steps: list[tuple], sizes=SIZES) -> None:

@@ -205,6 +205,52 @@ def test_the_first_cut_agrees_on_every_kind_of_node_and_lesson(varied_fleet, set
         _assert_cut_agrees(*size)
 
 
+def _random_multi_pool_node(sim_node, rng, node_id: int) -> Node:
+    """A node of 0 to 4 pools (none: its pools unknown), some of its slices deployed, as the grid has it."""
+    pools = [rng.choice((240, 465, 466, 931)) * GiB for _ in range(rng.choice((0, 2, 2, 3, 4)))]
+    mru = rng.choice((16, 31, 62, 125)) * GiB
+    node = sim_node(
+        node_id,
+        cru=rng.choice((4, 8, 16)),
+        mru=mru,
+        sru=sum(pools) or rng.choice((500, 1000)) * GiB,
+        farm_id=rng.choice((1, 2, 3)),
+        pools=pools or None,
+        status=rng.choice(("up",) * 8 + ("down", "standby")),
+    )
+    for index in rng.sample(range(node.slices.count()), k=rng.randint(0, node.slices.count())):
+        slice_deploy(node=node, slice_index=index, precheck=False)
+    node.refresh_from_db()
+    return node
+
+
+def _random_lessons(rng, node: Node, *, stale_at) -> dict:
+    """What the node may have taught since: hidden memory per VM, a pool's room below, an old reading."""
+    changes = {}
+    if rng.random() < 0.3:
+        changes["hidden_mru_per_vm"] = rng.choice((GiB // 2, GiB, 3 * GiB))
+    if rng.random() < 0.2:
+        changes["pool_room_below"] = rng.choice((100, 300, 450)) * GiB
+        changes["pool_room_below_used_sru"] = node.used_sru + rng.choice((-GiB, 0, GiB))
+    if rng.random() < 0.1:
+        changes["seen_at"] = stale_at
+    return changes
+
+
+def _rent_by_id(node_id: int) -> dict:
+    """Its rent, by id, not by rng: the fleet's other draws stay as they were."""
+    rent = node_id % 10
+    if rent == 1:
+        return {"rented_by_twin_id": 42, "rent_contract_id": node_id}  # rented by another twin
+    if rent == 2:
+        return {"in_dedicated_farm": True}  # kept for a renter, and nobody rents it
+    if rent == 3:
+        return {"rented_by_twin_id": 7, "rent_contract_id": node_id, "rent_state": "GracePeriod"}
+    if rent == 4:
+        return {"rented_by_twin_id": 7, "rent_contract_id": node_id, "in_dedicated_farm": True}  # ours: open
+    return {}
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("count", [20, pytest.param(60, marks=pytest.mark.slow)], ids=["20 nodes", "60 nodes"])
 def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, settings, monkeypatch, count):
@@ -216,37 +262,9 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
     now = timezone.now()
     settings.MARKETPLACE_TWIN_ID = (7,)  # so the rent closures (capacity.closures) are met too
     for node_id in range(6000, 6000 + count):
-        pools = [rng.choice((240, 465, 466, 931)) * GiB for _ in range(rng.choice((0, 2, 2, 3, 4)))]
-        mru = rng.choice((16, 31, 62, 125)) * GiB
-        node = sim_node(
-            node_id,
-            cru=rng.choice((4, 8, 16)),
-            mru=mru,
-            sru=sum(pools) or rng.choice((500, 1000)) * GiB,
-            farm_id=rng.choice((1, 2, 3)),
-            pools=pools or None,
-            status=rng.choice(("up",) * 8 + ("down", "standby")),
-        )
-        for index in rng.sample(range(node.slices.count()), k=rng.randint(0, node.slices.count())):
-            slice_deploy(node=node, slice_index=index, precheck=False)
-        node.refresh_from_db()
-        changes = {}
-        if rng.random() < 0.3:
-            changes["hidden_mru_per_vm"] = rng.choice((GiB // 2, GiB, 3 * GiB))
-        if rng.random() < 0.2:
-            changes["pool_room_below"] = rng.choice((100, 300, 450)) * GiB
-            changes["pool_room_below_used_sru"] = node.used_sru + rng.choice((-GiB, 0, GiB))
-        if rng.random() < 0.1:
-            changes["seen_at"] = now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 1)
-        rent = node_id % 10  # by id, not by rng: the fleet's other draws stay as they were
-        if rent == 1:
-            changes.update(rented_by_twin_id=42, rent_contract_id=node_id)  # rented by another twin
-        elif rent == 2:
-            changes["in_dedicated_farm"] = True  # kept for a renter, and nobody rents it
-        elif rent == 3:
-            changes.update(rented_by_twin_id=7, rent_contract_id=node_id, rent_state="GracePeriod")
-        elif rent == 4:
-            changes.update(rented_by_twin_id=7, rent_contract_id=node_id, in_dedicated_farm=True)  # ours: open
+        node = _random_multi_pool_node(sim_node, rng, node_id)
+        changes = _random_lessons(rng, node, stale_at=now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 1))
+        changes |= _rent_by_id(node_id)
         Node.objects.filter(pk=node.pk).update(**changes)
         figures_refresh([node.pk])  # as services.observations does after a lesson
     # Two nodes in maintenance and one down (after the draws, so the fleet above stays the one it was;

@@ -33,13 +33,22 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import NamedTuple
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 if str(BASE_DIR) not in sys.path:
     sys.path.insert(0, str(BASE_DIR))
 
-from bench.reliability.kill_loop import RedisServer, database_ensure, free_port  # noqa: E402
-from bench.reliability.load import gunicorn_start, gunicorn_stop, percentile, served_env  # noqa: E402
+from bench.reliability.kill_loop import RedisServer, free_port  # noqa: E402
+from bench.reliability.load import (  # noqa: E402
+    django_served,
+    fleet_seed,
+    gunicorn_start,
+    gunicorn_stop,
+    percentile,
+    served_env,
+    server_tracebacks,
+)
 
 REQUEST_TIMEOUT = 30.0
 THROTTLE_RATE = "1000000/m"
@@ -76,6 +85,91 @@ def next_call(
     return "precheck", "POST", f"/api/v1/nodes/{rng.choice(up_ids)}/precheck"
 
 
+class Call(NamedTuple):
+    """One call's answer as the run counts it: its time, whether it counts as answered, its status
+    (or the exception's name), and what to show when it did not."""
+
+    elapsed: float
+    ok: bool
+    status: str
+    problem: str
+
+
+def api_call(http, *, base_url: str, headers: dict, method: str, path: str) -> Call:
+    """One call; a time-out or a refused connection is a failed call, not a crash of the run."""
+    began = time.perf_counter()
+    try:
+        if method == "POST":
+            response = http.post(
+                base_url + path, headers=headers, json={}, timeout=REQUEST_TIMEOUT, allow_redirects=False
+            )
+        else:
+            response = http.get(base_url + path, headers=headers, timeout=REQUEST_TIMEOUT, allow_redirects=False)
+        elapsed = time.perf_counter() - began
+        # A 2xx that is not JSON (a login page, an HTML error) is not an API answer.
+        ok = 200 <= response.status_code < 300 and response.headers.get("Content-Type", "").startswith(
+            "application/json"
+        )
+        return Call(
+            elapsed, ok, str(response.status_code), f"{method} {path}: {response.status_code} {response.text[:200]}"
+        )
+    except Exception as exc:  # time-outs and refused connections are what we count
+        return Call(
+            time.perf_counter() - began, False, type(exc).__name__, f"{method} {path}: {type(exc).__name__}: {exc}"
+        )
+
+
+class CallTally:
+    """Every client's calls, by kind, added under one lock: times, errors, 429s (counted apart from the
+    errors: with the rate as set they would be the run's own doing), statuses, the first ten problems."""
+
+    def __init__(self):
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.errors: dict[str, int] = defaultdict(int)
+        self.throttled: dict[str, int] = defaultdict(int)
+        self.statuses: dict[str, int] = defaultdict(int)
+        self.error_examples: list[str] = []
+        self.lock = threading.Lock()
+
+    def add(self, kind: str, call: Call) -> None:
+        with self.lock:
+            self.samples[kind].append(call.elapsed)
+            self.statuses[call.status] += 1
+            if call.status == "429":
+                self.throttled[kind] += 1
+            elif not call.ok:
+                self.errors[kind] += 1
+                if len(self.error_examples) < 10:
+                    self.error_examples.append(call.problem)
+
+    def figures(self, *, clients: int, wall: float) -> dict:
+        def figures(values: list[float], failed: int, refused: int) -> dict:
+            return {
+                "requests": len(values),
+                "errors": failed,
+                "throttled_429": refused,
+                "p50_ms": round(percentile(values, 50) * 1000, 1),
+                "p99_ms": round(percentile(values, 99) * 1000, 1),
+                "max_ms": round(max(values, default=0) * 1000, 1),
+            }
+
+        everything = [v for values in self.samples.values() for v in values]
+        return {
+            "clients": clients,
+            "seconds": round(wall, 1),
+            "total": {
+                **figures(everything, sum(self.errors.values()), sum(self.throttled.values())),
+                "per_second": round(len(everything) / wall, 1),
+            },
+            "by_kind": {
+                kind: figures(values, self.errors[kind], self.throttled[kind])
+                for kind, values in sorted(self.samples.items())
+            },
+            "statuses": dict(sorted(self.statuses.items())),
+            "error_examples": self.error_examples,
+        }
+
+
 def run_clients(
     *,
     base_url: str,
@@ -89,12 +183,7 @@ def run_clients(
     """`tokens`: (secret, may precheck) per client; every client starts at once and stops at the deadline."""
     import requests
 
-    samples: dict[str, list[float]] = defaultdict(list)
-    errors: dict[str, int] = defaultdict(int)
-    throttled: dict[str, int] = defaultdict(int)
-    statuses: dict[str, int] = defaultdict(int)
-    error_examples: list[str] = []
-    lock = threading.Lock()
+    tally = CallTally()
     start = threading.Barrier(len(tokens) + 1)
     deadline_box: list[float] = []
 
@@ -106,34 +195,7 @@ def run_clients(
         deadline = deadline_box[0]
         while time.monotonic() < deadline:
             kind, method, path = next_call(rng, precheck=precheck, node_ids=node_ids, up_ids=up_ids, farm_ids=farm_ids)
-            began = time.perf_counter()
-            try:
-                if method == "POST":
-                    response = http.post(
-                        base_url + path, headers=headers, json={}, timeout=REQUEST_TIMEOUT, allow_redirects=False
-                    )
-                else:
-                    response = http.get(
-                        base_url + path, headers=headers, timeout=REQUEST_TIMEOUT, allow_redirects=False
-                    )
-                elapsed = time.perf_counter() - began
-                status = str(response.status_code)
-                ok = 200 <= response.status_code < 300 and response.headers.get("Content-Type", "").startswith(
-                    "application/json"
-                )
-                problem = f"{method} {path}: {response.status_code} {response.text[:200]}"
-            except Exception as exc:  # time-outs and refused connections are what we count
-                elapsed, ok, status = time.perf_counter() - began, False, type(exc).__name__
-                problem = f"{method} {path}: {type(exc).__name__}: {exc}"
-            with lock:
-                samples[kind].append(elapsed)
-                statuses[status] += 1
-                if status == "429":
-                    throttled[kind] += 1
-                elif not ok:
-                    errors[kind] += 1
-                    if len(error_examples) < 10:
-                        error_examples.append(problem)
+            tally.add(kind, api_call(http, base_url=base_url, headers=headers, method=method, path=path))
         http.close()
 
     threads = [
@@ -146,29 +208,48 @@ def run_clients(
     start.wait()
     for t in threads:
         t.join(seconds + REQUEST_TIMEOUT + 10)
-    wall = time.monotonic() - began
+    return tally.figures(clients=len(tokens), wall=time.monotonic() - began)
 
-    def figures(values: list[float], failed: int, refused: int) -> dict:
-        return {
-            "requests": len(values),
-            "errors": failed,
-            "throttled_429": refused,
-            "p50_ms": round(percentile(values, 50) * 1000, 1),
-            "p99_ms": round(percentile(values, 99) * 1000, 1),
-            "max_ms": round(max(values, default=0) * 1000, 1),
-        }
 
-    everything = [v for values in samples.values() for v in values]
+def tokens_create(clients: int) -> list[tuple[str, bool]]:
+    """(secret, may precheck) per client: four fifths the marketplace's (an admin; read and precheck),
+    one fifth (at least one) support's (read only). Real tokens, made as the API's users get theirs."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    from dashboard.models import ApiToken
+    from dashboard.services.tokens import api_token_create
+
+    users = get_user_model()
+    ApiToken.objects.filter(user__username__startswith="apiload-").delete()
+    users.objects.filter(username__startswith="apiload-").delete()
+    support_clients = max(1, clients // 5)
+    tokens: list[tuple[str, bool]] = []
+    for role, count, scopes in (
+        ("admins", clients - support_clients, ["read", "precheck"]),
+        ("support", support_clients, ["read"]),
+    ):
+        user = users.objects.create_user(f"apiload-{role}", password=None)
+        user.groups.add(Group.objects.get(name=role))
+        user = users.objects.get(pk=user.pk)  # a fresh object: no cached permissions from before the group
+        tokens += [
+            (
+                api_token_create(user=user, name=f"client-{n}", scopes=scopes, source="command").secret,
+                "precheck" in scopes,
+            )
+            for n in range(count)
+        ]
+    return tokens
+
+
+def fleet_ids() -> dict[str, list[int]]:
+    """The ids the clients draw from: every node, the up ones (precheck reads the grid), the farms."""
+    from dashboard.models import Node
+
     return {
-        "clients": len(tokens),
-        "seconds": round(wall, 1),
-        "total": {
-            **figures(everything, sum(errors.values()), sum(throttled.values())),
-            "per_second": round(len(everything) / wall, 1),
-        },
-        "by_kind": {kind: figures(values, errors[kind], throttled[kind]) for kind, values in sorted(samples.items())},
-        "statuses": dict(sorted(statuses.items())),
-        "error_examples": error_examples,
+        "node_ids": list(Node.objects.values_list("grid_id", flat=True)),
+        "up_ids": list(Node.objects.filter(status=Node.Status.UP).values_list("grid_id", flat=True)),
+        "farm_ids": sorted(set(Node.objects.values_list("farm_id", flat=True))),
     }
 
 
@@ -189,56 +270,15 @@ def main(argv=None) -> int:
     redis_server.start()
     port = free_port()
     env = served_env(workdir=workdir, broker_url=redis_server.url, API_THROTTLE_RATE=THROTTLE_RATE)
-    os.environ.update(env)
-    database_ensure(env["DATABASE_URL"])
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-    from django.core.management import call_command
-
-    from bench.seed import database_seed, fleet_specs, simulator_seed
-    from dashboard.grid.simgrid import SimulatedGrid
-    from dashboard.models import ApiToken, Node
-    from dashboard.services.tokens import api_token_create
+    django_served(env)
 
     gunicorn = None
+    support_clients = max(1, args.clients // 5)
     try:
         log("migrating, collecting static files, seeding the fleet")
-        call_command("migrate", verbosity=0, interactive=False)
-        call_command("collectstatic", verbosity=0, interactive=False)
-        specs = fleet_specs(args.nodes)
-        workloads, _ = simulator_seed(SimulatedGrid(env["SIMGRID_PATH"]), specs)
-        database_seed(specs, workloads)
-        if not Group.objects.filter(name="admins").exists():
-            from django.apps import apps
-
-            from dashboard.roles import roles_restore
-
-            roles_restore(apps)
-        users = get_user_model()
-        ApiToken.objects.filter(user__username__startswith="apiload-").delete()
-        users.objects.filter(username__startswith="apiload-").delete()
-        support_clients = max(1, args.clients // 5)
-        tokens: list[tuple[str, bool]] = []
-        for role, count, scopes in (
-            ("admins", args.clients - support_clients, ["read", "precheck"]),
-            ("support", support_clients, ["read"]),
-        ):
-            user = users.objects.create_user(f"apiload-{role}", password=None)
-            user.groups.add(Group.objects.get(name=role))
-            user = users.objects.get(pk=user.pk)  # a fresh object: no cached permissions from before the group
-            tokens += [
-                (
-                    api_token_create(user=user, name=f"client-{n}", scopes=scopes, source="command").secret,
-                    "precheck" in scopes,
-                )
-                for n in range(count)
-            ]
-        node_ids = list(Node.objects.values_list("grid_id", flat=True))
-        up_ids = list(Node.objects.filter(status=Node.Status.UP).values_list("grid_id", flat=True))
-        farm_ids = sorted(set(Node.objects.values_list("farm_id", flat=True)))
+        fleet_seed(nodes=args.nodes, simgrid_path=env["SIMGRID_PATH"])
+        tokens = tokens_create(args.clients)
+        ids = fleet_ids()
         from django.db import connections
 
         connections.close_all()
@@ -250,28 +290,12 @@ def main(argv=None) -> int:
         base_url = f"http://127.0.0.1:{port}"
         log(f"1 client alone for {args.baseline_seconds:g} s")
         baseline = run_clients(
-            base_url=base_url,
-            tokens=tokens[:1],
-            node_ids=node_ids,
-            up_ids=up_ids,
-            farm_ids=farm_ids,
-            seconds=args.baseline_seconds,
-            seed=args.seed + 1,
+            base_url=base_url, tokens=tokens[:1], **ids, seconds=args.baseline_seconds, seed=args.seed + 1
         )
         load_before = os.getloadavg()
         log(f"{len(tokens)} API clients, {args.seconds:g} s")
-        figures = run_clients(
-            base_url=base_url,
-            tokens=tokens,
-            node_ids=node_ids,
-            up_ids=up_ids,
-            farm_ids=farm_ids,
-            seconds=args.seconds,
-            seed=args.seed,
-        )
-        gunicorn_log.flush()
-        server_log = (workdir / "gunicorn.log").read_text()
-        server_errors = server_log.count("Traceback")
+        figures = run_clients(base_url=base_url, tokens=tokens, **ids, seconds=args.seconds, seed=args.seed)
+        server_log, server_errors = server_tracebacks(gunicorn_log, workdir / "gunicorn.log")
     finally:
         gunicorn_stop(gunicorn)
         redis_server.stop()

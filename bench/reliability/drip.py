@@ -261,6 +261,146 @@ def register_job_node():
     )
 
 
+def drip_env(args, *, workdir: Path, broker_url: str, proxy_url: str) -> tuple[dict, dict]:
+    """The environment of gunicorn and the worker, and the command's (its own GRID_DEADLINE, INFO logs)."""
+    env = production_env(
+        workdir=workdir,
+        broker_url=broker_url,
+        GRID_BACKEND="gridproxy",
+        GRID_PROXY_URL=proxy_url,
+        GRID_READ_TIMEOUT="10",
+        GRID_RETRIES="2",
+        GRID_DEADLINE="30",
+        GRID_STEP_DEADLINE=f"{args.step_budget:g}",
+        JOB_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT),
+    )
+    return env, {**env, "GRID_DEADLINE": f"{args.budget:g}", "LOG_LEVEL": "INFO"}
+
+
+def admin_create() -> str:
+    """An admin user made for the run (in the admins group); returns its password."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    password = "drip-" + os.urandom(8).hex()
+    user = get_user_model().objects.create_user("drip-admin", password=password)
+    user.groups.add(Group.objects.get(name="admins"))
+    return password
+
+
+def stored_counts() -> tuple[int, int]:
+    from dashboard.models import AuditEvent, Node
+
+    return (Node.objects.count(), AuditEvent.objects.count())
+
+
+def command_round_checked(*, env: dict, proxy: DripProxy) -> dict:
+    """node_register against the dripping proxy, with whether it stored anything and what the proxy saw."""
+    stored_before = stored_counts()
+    seen = len(proxy.since(0))
+    result = command_round(env=env, node_id=COMMAND_NODE)
+    result["stored"] = stored_counts() != stored_before
+    result["proxy_connections"] = [{k: c[k] for k in ("bytes_sent", "held_s", "ended")} for c in proxy.since(seen)]
+    return result
+
+
+def drip_rounds(args, *, command_env: dict, admin, node, proxy: DripProxy) -> tuple[list[dict], list[dict]]:
+    """Each round: the command, then a web re-register; returns the command rounds and the job rounds."""
+    commands, jobs = [], []
+    for n in range(args.rounds):
+        result = command_round_checked(env=command_env, proxy=proxy)
+        commands.append(result)
+        log(
+            f"round {n + 1}/{args.rounds}: node_register exit {result['exit_status']} in {result['wall_s']} s, "
+            f"{result['stderr_lines']} stderr line(s)"
+        )
+        outcome = job_round(admin=admin, node=node, step_budget=args.step_budget, proxy=proxy)
+        jobs.append(outcome)
+        log(
+            f"round {n + 1}/{args.rounds}: job #{outcome.get('job')} {outcome.get('state')} after "
+            f"{outcome.get('claim_to_end_s')} s: {outcome.get('error') or outcome.get('problem')}"
+        )
+    return commands, jobs
+
+
+def command_violations(commands: list[dict], *, expected: str, budget: float, startup_s: float) -> list[str]:
+    """Each command must fail in one line naming the deadline, store nothing, and end within its budget."""
+    violations = []
+    for n, c in enumerate(commands, 1):
+        if c["exit_status"] != 1 or c["stderr"] != expected or c["stored"]:
+            violations.append(
+                f"round {n}: node_register exit {c['exit_status']}, stored {c['stored']}: {c['stderr'][:300]!r}"
+            )
+        if c["wall_s"] > budget + startup_s + 5:
+            violations.append(f"round {n}: node_register took {c['wall_s']} s (budget {budget:g} s + start-up)")
+    return violations
+
+
+def job_round_violations(jobs: list[dict], *, expected: str) -> list[str]:
+    """Each job must fail on its step deadline (not "worker lost"), with no reaping, no second job,
+    every click on the same job, and the catalog unchanged."""
+    from dashboard.models import Job
+
+    violations = []
+    for n, j in enumerate(jobs, 1):
+        if j.get("problem") or j["state"] != Job.State.FAILED or j["error"] != expected or j["outlived_budget"]:
+            violations.append(f"round {n}: job {j.get('job')} {j.get('state')}: {j.get('error') or j.get('problem')}")
+        elif (
+            j["reaped"]
+            or j["jobs_created"] != 1
+            or j["other_jobs_started"]
+            or j["clicks_answered_otherwise"]
+            or not j["catalog_unchanged"]
+        ):
+            violations.append(
+                f"round {n}: reaped {j['reaped']}, jobs created {j['jobs_created']}, others started "
+                f"{j['other_jobs_started']}, catalog unchanged {j['catalog_unchanged']}"
+            )
+    return violations
+
+
+def command_summary(commands: list[dict], *, budget: float, startup_s: float) -> dict:
+    return {
+        "what": f"manage.py node_register {COMMAND_NODE}",
+        "grid_deadline_s": budget,
+        "exit_statuses": dict(Counter(c["exit_status"] for c in commands)),
+        "wall_s": [c["wall_s"] for c in commands],
+        "startup_s": startup_s,
+        "stderr_lines": [c["stderr_lines"] for c in commands],
+        "stderr_example": commands[0]["stderr"] if commands else "",
+        "stored_anything": sum(c["stored"] for c in commands),
+        "proxy_saw_hang_up_after_s": [
+            c["proxy_connections"][0]["held_s"] if c["proxy_connections"] else None for c in commands
+        ],
+    }
+
+
+def job_summary(jobs: list[dict], *, step_budget: float) -> dict:
+    """The job rounds added up; the figures of a round that broke before its job ended are left out."""
+    finished = [j for j in jobs if not j.get("problem")]
+    return {
+        "what": f"POST /nodes/{JOB_NODE}/reregister/ through gunicorn, a prefork Celery worker",
+        "grid_step_deadline_s": step_budget,
+        "job_heartbeat_timeout_s": HEARTBEAT_TIMEOUT,
+        "states": dict(Counter(j.get("state") for j in jobs)),
+        "errors": sorted({j.get("error") or j.get("problem") for j in jobs}),
+        "claim_to_end_s": [j["claim_to_end_s"] for j in finished],
+        "click_to_end_s": [j["click_to_end_s"] for j in finished],
+        "oldest_heartbeat_seen_s": max((j["oldest_heartbeat_seen_s"] for j in finished), default=None),
+        "reaped": sum(j["reaped"] for j in finished),
+        "clicks_meanwhile": sum(j["clicks_meanwhile"] for j in finished),
+        "clicks_on_the_same_job": sum(j["clicks_on_the_same_job"] for j in finished),
+        "clicks_answered_otherwise": sum(j["clicks_answered_otherwise"] for j in finished),
+        "jobs_created": sum(j["jobs_created"] for j in finished),
+        "second_jobs_started": sum(j["other_jobs_started"] for j in finished),
+        "catalog_unchanged": sum(j["catalog_unchanged"] for j in finished),
+        "attempts": [j["attempts"] for j in finished],
+        "proxy_saw_hang_up_after_s": [
+            j["proxy_connections"][0]["held_s"] if j["proxy_connections"] else None for j in finished
+        ],
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -277,34 +417,17 @@ def main(argv=None) -> int:
     redis_server = RedisServer(workdir)
     redis_server.start()
     proxy = DripProxy(drip=args.drip, max_seconds=args.max_drip)
-    env = production_env(
-        workdir=workdir,
-        broker_url=redis_server.url,
-        GRID_BACKEND="gridproxy",
-        GRID_PROXY_URL=proxy.url,
-        GRID_READ_TIMEOUT="10",
-        GRID_RETRIES="2",
-        GRID_DEADLINE="30",
-        GRID_STEP_DEADLINE=f"{args.step_budget:g}",
-        JOB_HEARTBEAT_TIMEOUT=str(HEARTBEAT_TIMEOUT),
-    )
-    command_env = {**env, "GRID_DEADLINE": f"{args.budget:g}", "LOG_LEVEL": "INFO"}
+    env, command_env = drip_env(args, workdir=workdir, broker_url=redis_server.url, proxy_url=proxy.url)
     gunicorn = Gunicorn(env=env, workdir=workdir, workers=1, threads=4)
     worker = Worker(env=env, logdir=workdir, name="drip")
-    report: dict = {}
     try:
         log("migrating, emptying the database, collecting static files")
         django_fresh(env)
-        from django.contrib.auth import get_user_model
-        from django.contrib.auth.models import Group
-
         from bench.reliability.load import Browser
-        from dashboard.models import AuditEvent, Job, Node
+        from dashboard.models import Job
 
         node = register_job_node()
-        password = "drip-" + os.urandom(8).hex()
-        user = get_user_model().objects.create_user("drip-admin", password=password)
-        user.groups.add(Group.objects.get(name="admins"))
+        password = admin_create()
         gunicorn.start()
         worker.start()
         admin = Browser(gunicorn.url)
@@ -312,26 +435,7 @@ def main(argv=None) -> int:
 
         log("the command's start-up cost: node_register against a prompt 404")
         baseline = command_round(env=command_env, node_id=MISSING_NODE)
-        commands, jobs = [], []
-        for n in range(args.rounds):
-            stored_before = (Node.objects.count(), AuditEvent.objects.count())
-            seen = len(proxy.since(0))
-            result = command_round(env=command_env, node_id=COMMAND_NODE)
-            result["stored"] = (Node.objects.count(), AuditEvent.objects.count()) != stored_before
-            result["proxy_connections"] = [
-                {k: c[k] for k in ("bytes_sent", "held_s", "ended")} for c in proxy.since(seen)
-            ]
-            commands.append(result)
-            log(
-                f"round {n + 1}/{args.rounds}: node_register exit {result['exit_status']} in {result['wall_s']} s, "
-                f"{result['stderr_lines']} stderr line(s)"
-            )
-            outcome = job_round(admin=admin, node=node, step_budget=args.step_budget, proxy=proxy)
-            jobs.append(outcome)
-            log(
-                f"round {n + 1}/{args.rounds}: job #{outcome.get('job')} {outcome.get('state')} after "
-                f"{outcome.get('claim_to_end_s')} s: {outcome.get('error') or outcome.get('problem')}"
-            )
+        commands, jobs = drip_rounds(args, command_env=command_env, admin=admin, node=node, proxy=proxy)
         server_errors = gunicorn.server_errors()
         total_jobs = Job.objects.count()
     finally:
@@ -344,70 +448,19 @@ def main(argv=None) -> int:
     expected_job = (
         f"the grid proxy did not finish answering within {args.step_budget:g} s ({proxy.url}/nodes/{JOB_NODE})"
     )
-    violations = []
-    for n, c in enumerate(commands, 1):
-        if c["exit_status"] != 1 or c["stderr"] != expected_command or c["stored"]:
-            violations.append(
-                f"round {n}: node_register exit {c['exit_status']}, stored {c['stored']}: {c['stderr'][:300]!r}"
-            )
-        if c["wall_s"] > args.budget + baseline["wall_s"] + 5:
-            violations.append(f"round {n}: node_register took {c['wall_s']} s (budget {args.budget:g} s + start-up)")
-    for n, j in enumerate(jobs, 1):
-        if j.get("problem") or j["state"] != Job.State.FAILED or j["error"] != expected_job or j["outlived_budget"]:
-            violations.append(f"round {n}: job {j.get('job')} {j.get('state')}: {j.get('error') or j.get('problem')}")
-        elif (
-            j["reaped"]
-            or j["jobs_created"] != 1
-            or j["other_jobs_started"]
-            or j["clicks_answered_otherwise"]
-            or not j["catalog_unchanged"]
-        ):
-            violations.append(
-                f"round {n}: reaped {j['reaped']}, jobs created {j['jobs_created']}, others started "
-                f"{j['other_jobs_started']}, catalog unchanged {j['catalog_unchanged']}"
-            )
+    violations = command_violations(
+        commands, expected=expected_command, budget=args.budget, startup_s=baseline["wall_s"]
+    )
+    violations += job_round_violations(jobs, expected=expected_job)
     if server_errors:
         violations.append(f"gunicorn logged {server_errors} server error(s): {gunicorn.log_tail(2000)}")
 
-    finished = [j for j in jobs if not j.get("problem")]
     report = {
         "rounds_run": args.rounds,
         "drip_s_per_byte": args.drip,
         "proxy": "127.0.0.1 (loopback only)",
-        "command": {
-            "what": f"manage.py node_register {COMMAND_NODE}",
-            "grid_deadline_s": args.budget,
-            "exit_statuses": dict(Counter(c["exit_status"] for c in commands)),
-            "wall_s": [c["wall_s"] for c in commands],
-            "startup_s": baseline["wall_s"],
-            "stderr_lines": [c["stderr_lines"] for c in commands],
-            "stderr_example": commands[0]["stderr"] if commands else "",
-            "stored_anything": sum(c["stored"] for c in commands),
-            "proxy_saw_hang_up_after_s": [
-                c["proxy_connections"][0]["held_s"] if c["proxy_connections"] else None for c in commands
-            ],
-        },
-        "job": {
-            "what": f"POST /nodes/{JOB_NODE}/reregister/ through gunicorn, a prefork Celery worker",
-            "grid_step_deadline_s": args.step_budget,
-            "job_heartbeat_timeout_s": HEARTBEAT_TIMEOUT,
-            "states": dict(Counter(j.get("state") for j in jobs)),
-            "errors": sorted({j.get("error") or j.get("problem") for j in jobs}),
-            "claim_to_end_s": [j["claim_to_end_s"] for j in finished],
-            "click_to_end_s": [j["click_to_end_s"] for j in finished],
-            "oldest_heartbeat_seen_s": max((j["oldest_heartbeat_seen_s"] for j in finished), default=None),
-            "reaped": sum(j["reaped"] for j in finished),
-            "clicks_meanwhile": sum(j["clicks_meanwhile"] for j in finished),
-            "clicks_on_the_same_job": sum(j["clicks_on_the_same_job"] for j in finished),
-            "clicks_answered_otherwise": sum(j["clicks_answered_otherwise"] for j in finished),
-            "jobs_created": sum(j["jobs_created"] for j in finished),
-            "second_jobs_started": sum(j["other_jobs_started"] for j in finished),
-            "catalog_unchanged": sum(j["catalog_unchanged"] for j in finished),
-            "attempts": [j["attempts"] for j in finished],
-            "proxy_saw_hang_up_after_s": [
-                j["proxy_connections"][0]["held_s"] if j["proxy_connections"] else None for j in finished
-            ],
-        },
+        "command": command_summary(commands, budget=args.budget, startup_s=baseline["wall_s"]),
+        "job": job_summary(jobs, step_budget=args.step_budget),
         "jobs_in_database": total_jobs,
         "server_errors": server_errors,
         "violations": violations,

@@ -37,7 +37,9 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 CELERY = BASE_DIR / ".venv" / "bin" / "celery"
@@ -319,6 +321,187 @@ def idle_nodes(nodes: list) -> list:
     return [node for node in nodes if node.pk not in busy]
 
 
+@dataclass
+class KillWindows:
+    """How long one re-register takes on this machine now, from the click and from the claim (the
+    warm-up jobs' times): the kills are spread over 1.3 × the median of each."""
+
+    click_to_end_s: list[float]
+    claim_to_end_s: list[float]
+
+    @property
+    def from_click(self) -> float:
+        return 1.3 * sorted(self.click_to_end_s)[len(self.click_to_end_s) // 2]
+
+    @property
+    def from_claim(self) -> float:
+        return 1.3 * sorted(self.claim_to_end_s)[len(self.claim_to_end_s) // 2]
+
+
+def kill_windows_measure(nodes: list, rng: random.Random, policies: dict) -> KillWindows:
+    """Three warm-up re-registers on random nodes, timed from the click and from the claim."""
+    from dashboard.models import Job
+    from dashboard.services.jobs import job_request
+
+    durations, runs = [], []
+    for node in rng.sample(nodes, 3):
+        flip_policy(node, policies)
+        job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
+        began = time.monotonic()
+        wait_until(lambda job=job: not Job.objects.get(pk=job.pk).is_active, timeout=60, what="a warm-up job")
+        durations.append(time.monotonic() - began)
+        job.refresh_from_db()
+        runs.append((job.finished_at - job.started_at).total_seconds())
+    return KillWindows(click_to_end_s=durations, claim_to_end_s=runs)
+
+
+def idle_node_wait(nodes: list) -> list:
+    """The nodes with no active job, waiting for one when every node's job is waiting for its message
+    to come back or for the reaper."""
+    from dashboard.services.job_reaper import jobs_reap
+
+    jobs_reap()
+    idle = idle_nodes(nodes)
+    if not idle:
+        wait_until(
+            lambda: jobs_reap() >= 0 and bool(idle_nodes(nodes)),
+            timeout=VISIBILITY_TIMEOUT + 60,
+            what="a node with no active job",
+            every=0.5,
+        )
+        idle = idle_nodes(nodes)
+    return idle
+
+
+@dataclass
+class KillAim:
+    """Where a round's kill lands: whole worker or pool child, and how long after the click or the claim."""
+
+    mode: str
+    anchor: str
+    delay: float
+
+
+def kill_aim(rng: random.Random, windows: KillWindows, grid_delay: float) -> KillAim:
+    mode = rng.choice(["worker", "child"])
+    # A quarter of the kills are timed from the click (they land in the queue as often as in the
+    # job); the rest from the moment the worker claims the job, half of those past the grid read.
+    anchor = rng.choice(["click", "claim", "claim", "claim"])
+    delay = rng.uniform(0, windows.from_click if anchor == "click" else windows.from_claim)
+    if anchor == "claim" and grid_delay and rng.random() < 0.5:
+        delay = rng.uniform(grid_delay, max(grid_delay, windows.from_claim))
+    return KillAim(mode=mode, anchor=anchor, delay=delay)
+
+
+def claim_wait(job) -> bool:
+    """Wait (30 s at most) for the worker to claim the job; False when it did not."""
+    from dashboard.models import Job
+
+    try:
+        wait_until(
+            lambda job=job: Job.objects.filter(pk=job.pk, state=Job.State.QUEUED).exists() is False,
+            timeout=30,
+            what="the claim",
+            every=0.002,
+        )
+    except TimeoutError:
+        return False
+    return True
+
+
+def catalog_violations(occupied_before, policies: dict) -> list[str]:
+    """The invariants that must hold after every kill; the caller reads them in one_moment()."""
+    from tests.invariants import figures_violations, half_catalog_violations, occupied_slices, occupied_violations
+
+    return (
+        occupied_violations(occupied_before, occupied_slices())
+        + half_catalog_violations(policies)
+        + figures_violations()
+    )
+
+
+class KillRound(NamedTuple):
+    row: dict  # the round's line in the report
+    violations: list[str]
+    whole_kill_at: float | None  # when the whole worker died: its messages wait for the visibility timeout
+
+
+def kill_round(n: int, *, node, worker: Worker, aim: KillAim, occupied_before, policies: dict) -> KillRound:
+    """Request the node's re-register, kill as aimed, restart the worker if it died, check the invariants."""
+    from dashboard.models import Job
+    from dashboard.services.jobs import job_request
+    from tests.invariants import one_moment
+
+    flip_policy(node, policies)
+    anchor = aim.anchor
+    job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
+    if anchor == "claim" and not claim_wait(job):
+        anchor = "claim (not claimed within 30 s)"
+    time.sleep(aim.delay)
+    worker.kill(aim.mode)
+    at_kill = Job.objects.filter(pk=job.pk).values_list("state", "step").get()
+    restart = 0.0
+    whole_kill_at = None
+    if aim.mode == "worker" or worker.proc.poll() is not None:
+        whole_kill_at = time.monotonic()
+        restart = worker.start()
+    with one_moment():
+        found = catalog_violations(occupied_before, policies)
+    row = {
+        "round": n + 1,
+        "node": node.grid_id,
+        "job": job.pk,
+        "mode": aim.mode,
+        "anchor": anchor,
+        "delay": round(aim.delay, 3),
+        "state_at_kill": at_kill[0],
+        "step_at_kill": at_kill[1],
+        "restart_s": round(restart, 2),
+    }
+    return KillRound(row=row, violations=found, whole_kill_at=whole_kill_at)
+
+
+def messages_redeliver(worker: Worker, *, last_whole_kill: float, redeliver, log) -> None:
+    """Let the killed workers' messages come back (visibility timeout) to a live worker."""
+    if redeliver is None:
+        wait_for = max(0.0, VISIBILITY_TIMEOUT + 5 - (time.monotonic() - last_whole_kill))
+        log(f"waiting {wait_for:.0f} s for the visibility timeout, then restarting the worker once more")
+        time.sleep(wait_for)
+        worker.kill("worker")
+        worker.start()
+    else:
+        redeliver()
+
+
+def jobs_settle(settle_timeout: float) -> list[str]:
+    """Reap until no job is queued or running; a timeout is a violation, not a crash."""
+    from dashboard.models import Job
+    from dashboard.services.job_reaper import jobs_reap
+
+    def settled() -> bool:
+        jobs_reap()
+        return not Job.objects.filter(state__in=Job.ACTIVE_STATES).exists()
+
+    try:
+        wait_until(settled, timeout=settle_timeout, what="every job to end", every=1.0)
+    except TimeoutError as exc:
+        return [str(exc)]
+    return []
+
+
+def killed_during(rounds: list[dict]) -> dict:
+    """How many kills landed before the claim, in each step of the job, or after its end."""
+    counts = Counter()
+    for r in rounds:
+        if r["state_at_kill"] == "queued":
+            counts["before the claim (queued)"] += 1
+        elif r["state_at_kill"] == "running":
+            counts[f"running: {r['step_at_kill'].split(' ', 1)[0]}"] += 1
+        else:
+            counts[f"after the end ({r['state_at_kill']})"] += 1
+    return dict(sorted(counts.items()))
+
+
 def kill_loop(
     *,
     worker: Worker,
@@ -339,15 +522,11 @@ def kill_loop(
     at the carve and the final transaction, which take a few milliseconds each.
     """
     from dashboard.models import Job, Node
-    from dashboard.services.job_reaper import jobs_reap
-    from dashboard.services.jobs import job_request
     from tests.invariants import (
-        figures_violations,
         half_catalog_violations,
         job_outcomes,
         job_violations,
         occupied_slices,
-        occupied_violations,
         one_moment,
     )
 
@@ -356,129 +535,43 @@ def kill_loop(
         problems = half_catalog_violations(policies)
     assert not problems, problems
     nodes = list(Node.objects.order_by("grid_id"))
-
-    # How long one re-register takes, from the click and from the claim, on this machine now: the
-    # kills are spread over those spans.
-    durations, runs = [], []
-    for node in rng.sample(nodes, 3):
-        flip_policy(node, policies)
-        job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
-        began = time.monotonic()
-        wait_until(lambda job=job: not Job.objects.get(pk=job.pk).is_active, timeout=60, what="a warm-up job")
-        durations.append(time.monotonic() - began)
-        job.refresh_from_db()
-        runs.append((job.finished_at - job.started_at).total_seconds())
-    window = 1.3 * sorted(durations)[len(durations) // 2]
-    run_window = 1.3 * sorted(runs)[len(runs) // 2]
+    windows = kill_windows_measure(nodes, rng, policies)
 
     rounds = []
     violations: list[str] = []
     last_whole_kill = 0.0
     began = time.monotonic()
     for n in range(kills):
-        jobs_reap()
-        idle = idle_nodes(nodes)
-        if not idle:
-            # Every node's job is waiting for its message to come back or for the reaper.
-            wait_until(
-                lambda: jobs_reap() >= 0 and bool(idle_nodes(nodes)),
-                timeout=VISIBILITY_TIMEOUT + 60,
-                what="a node with no active job",
-                every=0.5,
-            )
-            idle = idle_nodes(nodes)
-        node = rng.choice(idle)
-        flip_policy(node, policies)
-        mode = rng.choice(["worker", "child"])
-        # A quarter of the kills are timed from the click (they land in the queue as often as in the
-        # job); the rest from the moment the worker claims the job, half of those past the grid read.
-        anchor = rng.choice(["click", "claim", "claim", "claim"])
-        delay = rng.uniform(0, window if anchor == "click" else run_window)
-        if anchor == "claim" and grid_delay and rng.random() < 0.5:
-            delay = rng.uniform(grid_delay, max(grid_delay, run_window))
-        job = job_request(kind=Job.Kind.REREGISTER, node=node, source="command").job
-        if anchor == "claim":
-            try:
-                wait_until(
-                    lambda job=job: Job.objects.filter(pk=job.pk, state=Job.State.QUEUED).exists() is False,
-                    timeout=30,
-                    what="the claim",
-                    every=0.002,
-                )
-            except TimeoutError:
-                anchor = "claim (not claimed within 30 s)"
-        time.sleep(delay)
-        worker.kill(mode)
-        at_kill = Job.objects.filter(pk=job.pk).values_list("state", "step").get()
-        restart = 0.0
-        if mode == "worker" or worker.proc.poll() is not None:
-            last_whole_kill = time.monotonic()
-            restart = worker.start()
-        with one_moment():
-            found = (
-                occupied_violations(occupied_before, occupied_slices())
-                + half_catalog_violations(policies)
-                + figures_violations()
-            )
-        violations += [f"round {n + 1}: {p}" for p in found]
-        rounds.append(
-            {
-                "round": n + 1,
-                "node": node.grid_id,
-                "job": job.pk,
-                "mode": mode,
-                "anchor": anchor,
-                "delay": round(delay, 3),
-                "state_at_kill": at_kill[0],
-                "step_at_kill": at_kill[1],
-                "restart_s": round(restart, 2),
-            }
-        )
+        node = rng.choice(idle_node_wait(nodes))
+        aim = kill_aim(rng, windows, grid_delay)
+        done = kill_round(n, node=node, worker=worker, aim=aim, occupied_before=occupied_before, policies=policies)
+        if done.whole_kill_at is not None:
+            last_whole_kill = done.whole_kill_at
+        violations += [f"round {n + 1}: {p}" for p in done.violations]
+        row = done.row
+        rounds.append(row)
         log(
-            f"round {n + 1}/{kills}: node {node.grid_id}, killed {mode} {delay:.3f} s after the {anchor} "
-            f"(job #{job.pk} {at_kill[0]}: {at_kill[1]!r}){' VIOLATION' if found else ''}"
+            f"round {n + 1}/{kills}: node {node.grid_id}, killed {aim.mode} {aim.delay:.3f} s after the {row['anchor']} "
+            f"(job #{row['job']} {row['state_at_kill']}: {row['step_at_kill']!r}){' VIOLATION' if done.violations else ''}"
         )
 
-    # Let the killed workers' messages come back (visibility timeout) to a live worker, then reap.
-    if redeliver is None:
-        wait_for = max(0.0, VISIBILITY_TIMEOUT + 5 - (time.monotonic() - last_whole_kill))
-        log(f"waiting {wait_for:.0f} s for the visibility timeout, then restarting the worker once more")
-        time.sleep(wait_for)
-        worker.kill("worker")
-        worker.start()
-    else:
-        redeliver()
-
-    def settled() -> bool:
-        jobs_reap()
-        return not Job.objects.filter(state__in=Job.ACTIVE_STATES).exists()
-
-    try:
-        wait_until(settled, timeout=settle_timeout, what="every job to end", every=1.0)
-    except TimeoutError as exc:
-        violations.append(str(exc))
+    messages_redeliver(worker, last_whole_kill=last_whole_kill, redeliver=redeliver, log=log)
+    violations += jobs_settle(settle_timeout)
     with one_moment():
-        violations += occupied_violations(occupied_before, occupied_slices())
-        violations += half_catalog_violations(policies)
-        violations += figures_violations()
+        violations += catalog_violations(occupied_before, policies)
         violations += job_violations()
         outcomes = job_outcomes()
 
-    killed_during = Counter()
-    for r in rounds:
-        if r["state_at_kill"] == "queued":
-            killed_during["before the claim (queued)"] += 1
-        elif r["state_at_kill"] == "running":
-            killed_during[f"running: {r['step_at_kill'].split(' ', 1)[0]}"] += 1
-        else:
-            killed_during[f"after the end ({r['state_at_kill']})"] += 1
     return {
         "kills": kills,
         "kill_modes": dict(Counter(r["mode"] for r in rounds)),
-        "killed_during": dict(sorted(killed_during.items())),
-        "kill_window_s": {"from the click": round(window, 3), "from the claim": round(run_window, 3)},
-        "warmup_click_to_end_s": [round(d, 3) for d in durations],
-        "warmup_claim_to_end_s": [round(d, 3) for d in runs],
+        "killed_during": killed_during(rounds),
+        "kill_window_s": {
+            "from the click": round(windows.from_click, 3),
+            "from the claim": round(windows.from_claim, 3),
+        },
+        "warmup_click_to_end_s": [round(d, 3) for d in windows.click_to_end_s],
+        "warmup_claim_to_end_s": [round(d, 3) for d in windows.claim_to_end_s],
         "jobs": Job.objects.count(),
         "job_outcomes": outcomes,
         "occupied_slices_checked": len(occupied_before),

@@ -267,6 +267,95 @@ def gunicorn_stop(gunicorn: subprocess.Popen | None) -> None:
             gunicorn.wait(10)
 
 
+def django_served(env: dict) -> None:
+    """Set Django up in this process on the run's settings, creating its database if it has none yet."""
+    os.environ.update(env)
+    database_ensure(env["DATABASE_URL"])
+    import django
+
+    django.setup()
+
+
+def fleet_seed(*, nodes: int, simgrid_path: str) -> None:
+    """Migrate, collect the static files gunicorn serves, seed the bench's fleet (bench/seed.py) on the
+    simulated grid and in the database, and give the groups their roles if they have none."""
+    from django.contrib.auth.models import Group
+    from django.core.management import call_command
+
+    from bench.seed import database_seed, fleet_specs, simulator_seed
+    from dashboard.grid.simgrid import SimulatedGrid
+
+    call_command("migrate", verbosity=0, interactive=False)
+    call_command("collectstatic", verbosity=0, interactive=False)
+    specs = fleet_specs(nodes)
+    workloads, _ = simulator_seed(SimulatedGrid(simgrid_path), specs)
+    database_seed(specs, workloads)
+    if not Group.objects.filter(name="admins").exists():
+        from django.apps import apps
+
+        from dashboard.roles import roles_restore
+
+        roles_restore(apps)
+
+
+def logins_create(clients: int) -> list[tuple[str, str]]:
+    """(username, password) per client: a fifth (at least one) sign in as admins, the rest as support."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group
+
+    users = get_user_model()
+    users.objects.filter(username__startswith="load-").delete()
+    logins = []
+    for role, count in (
+        ("admins", max(1, clients // 5)),
+        ("support", clients - max(1, clients // 5)),
+    ):
+        password = secrets.token_urlsafe(16)
+        user = users.objects.create_user(f"load-{role}", password=password)
+        user.groups.add(Group.objects.get(name=role))
+        logins += [(user.username, password)] * count
+    return logins
+
+
+def jobs_to_poll(worker: Worker, rng: random.Random) -> tuple[list[int], dict[str, int]]:
+    """40 jobs run by a real worker (so job cards have real results), then 10 left queued (what a page
+    polls while waiting for a worker); returns their ids and how many are in each state."""
+    from django.db.models import Count
+
+    from dashboard.models import Job, Node
+    from dashboard.services.jobs import job_request
+
+    worker.start()
+    done = [
+        job_request(kind=rng.choice([Job.Kind.REREGISTER, Job.Kind.PRECHECK]), node=node, source="command").job.pk
+        for node in Node.objects.order_by("?")[:40]
+    ]
+    wait_until(
+        lambda: not Job.objects.filter(pk__in=done, state__in=Job.ACTIVE_STATES).exists(),
+        timeout=300,
+        what="the 40 jobs",
+        every=0.5,
+    )
+    worker.stop()
+    busy = set(Job.objects.filter(state__in=Job.ACTIVE_STATES).values_list("node_id", flat=True))
+    waiting = [
+        job_request(kind=Job.Kind.PRECHECK, node=node, source="command").job.pk
+        for node in Node.objects.exclude(pk__in=busy).order_by("?")[:10]
+    ]
+    job_ids = done + waiting
+    job_states = dict(
+        Job.objects.filter(pk__in=job_ids).order_by().values("state").annotate(n=Count("pk")).values_list("state", "n")
+    )
+    return job_ids, job_states
+
+
+def server_tracebacks(gunicorn_log, path: Path) -> tuple[str, int]:
+    """gunicorn's log so far and the tracebacks in it (each one a request that raised)."""
+    gunicorn_log.flush()
+    server_log = path.read_text()
+    return server_log, server_log.count("Traceback")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -284,76 +373,19 @@ def main(argv=None) -> int:
     redis_server.start()
     port = free_port()
     env = served_env(workdir=workdir, broker_url=redis_server.url)
-    os.environ.update(env)
-    database_ensure(env["DATABASE_URL"])
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-    from django.core.management import call_command
-    from django.db.models import Count
-
-    from bench.seed import database_seed, fleet_specs, simulator_seed
-    from dashboard.grid.simgrid import SimulatedGrid
-    from dashboard.models import Job, Node
-    from dashboard.services.jobs import job_request
+    django_served(env)
+    from dashboard.models import Node
 
     gunicorn = None
     worker = Worker(env=env, logdir=workdir, name="load")
     rng = random.Random(args.seed)
     try:
         log("migrating, collecting static files, seeding the fleet")
-        call_command("migrate", verbosity=0, interactive=False)
-        call_command("collectstatic", verbosity=0, interactive=False)
-        specs = fleet_specs(args.nodes)
-        workloads, _ = simulator_seed(SimulatedGrid(env["SIMGRID_PATH"]), specs)
-        database_seed(specs, workloads)
-        if not Group.objects.filter(name="admins").exists():
-            from django.apps import apps
-
-            from dashboard.roles import roles_restore
-
-            roles_restore(apps)
-        users = get_user_model()
-        users.objects.filter(username__startswith="load-").delete()
-        logins = []
-        for role, count in (
-            ("admins", max(1, args.clients // 5)),
-            ("support", args.clients - max(1, args.clients // 5)),
-        ):
-            password = secrets.token_urlsafe(16)
-            user = users.objects.create_user(f"load-{role}", password=password)
-            user.groups.add(Group.objects.get(name=role))
-            logins += [(user.username, password)] * count
-
+        fleet_seed(nodes=args.nodes, simgrid_path=env["SIMGRID_PATH"])
+        logins = logins_create(args.clients)
         node_ids = list(Node.objects.values_list("grid_id", flat=True))
         log("running 40 jobs with a real worker so the job cards have real results")
-        worker.start()
-        done = [
-            job_request(kind=rng.choice([Job.Kind.REREGISTER, Job.Kind.PRECHECK]), node=node, source="command").job.pk
-            for node in Node.objects.order_by("?")[:40]
-        ]
-        wait_until(
-            lambda: not Job.objects.filter(pk__in=done, state__in=Job.ACTIVE_STATES).exists(),
-            timeout=300,
-            what="the 40 jobs",
-            every=0.5,
-        )
-        worker.stop()
-        busy = set(Job.objects.filter(state__in=Job.ACTIVE_STATES).values_list("node_id", flat=True))
-        waiting = [
-            job_request(kind=Job.Kind.PRECHECK, node=node, source="command").job.pk
-            for node in Node.objects.exclude(pk__in=busy).order_by("?")[:10]
-        ]
-        job_ids = done + waiting
-        job_states = dict(
-            Job.objects.filter(pk__in=job_ids)
-            .order_by()
-            .values("state")
-            .annotate(n=Count("pk"))
-            .values_list("state", "n")
-        )
+        job_ids, job_states = jobs_to_poll(worker, rng)
         from django.db import connections
 
         connections.close_all()
@@ -362,30 +394,15 @@ def main(argv=None) -> int:
         gunicorn, gunicorn_log = gunicorn_start(
             env=env, port=port, workers=args.workers, threads=args.threads, log_path=workdir / "gunicorn.log"
         )
+        clients = {"base_url": f"http://127.0.0.1:{port}", "node_ids": node_ids, "job_ids": job_ids}
         # One client alone first: what a request costs when nobody waits in line, to read the 50-client
         # figures against (with no think time, 50 clients on 2 cores mostly measure the queue).
         log(f"1 client alone for {args.baseline_seconds:g} s")
-        baseline = run_clients(
-            base_url=f"http://127.0.0.1:{port}",
-            logins=logins[:1],
-            node_ids=node_ids,
-            job_ids=job_ids,
-            seconds=args.baseline_seconds,
-            seed=args.seed + 1,
-        )
+        baseline = run_clients(**clients, logins=logins[:1], seconds=args.baseline_seconds, seed=args.seed + 1)
         load_before = os.getloadavg()
         log(f"{len(logins)} clients log in, then {args.seconds:g} s of requests")
-        figures = run_clients(
-            base_url=f"http://127.0.0.1:{port}",
-            logins=logins,
-            node_ids=node_ids,
-            job_ids=job_ids,
-            seconds=args.seconds,
-            seed=args.seed,
-        )
-        gunicorn_log.flush()
-        server_log = (workdir / "gunicorn.log").read_text()
-        server_errors = server_log.count("Traceback")
+        figures = run_clients(**clients, logins=logins, seconds=args.seconds, seed=args.seed)
+        server_log, server_errors = server_tracebacks(gunicorn_log, workdir / "gunicorn.log")
     finally:
         gunicorn_stop(gunicorn)
         worker.stop()

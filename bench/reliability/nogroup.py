@@ -184,6 +184,72 @@ def expected(kind: str, status: int, location: str) -> bool:
     return status in (200, 404)  # the API's schema and docs: documentation, no data
 
 
+def data_found(markers: dict, body: str) -> list[str]:
+    """The names of the seeded data the answer shows."""
+    return [name for name, pattern in markers.items() if pattern.search(body)]
+
+
+def control_read(browser, world: dict) -> dict:
+    """Support's pages read with the same detector: each must show data, else a 0 for nora means nothing."""
+    control = {}
+    for url in (page.format(**world["ids"]) for page in CONTROL):
+        answer = browser.request("GET", url)
+        control[url] = {"status": answer.status_code, "data": data_found(world["markers"], answer.text)}
+    return control
+
+
+def sweep_answer(browser, target: dict, world: dict) -> dict:
+    """One of the sweep's GETs as nora, with her old token where the target asks for it."""
+    headers = dict(target["headers"])
+    if headers.get("Authorization") == "token":
+        headers["Authorization"] = f"Bearer {world['token']}"
+    answer = browser.request("GET", target["url"], headers=headers)
+    body = answer.text
+    location = answer.headers.get("Location", "")
+    return {
+        "kind": target["kind"],
+        "url": target["url"],
+        "htmx": "HX-Request" in headers,
+        "status": answer.status_code,
+        "location": location,
+        "data": data_found(world["markers"], body),
+        "expected": expected(target["kind"], answer.status_code, location),
+        "says_whom_to_ask": "in no group" in body,
+        "content_type": answer.headers.get("Content-Type", "").split(";")[0],
+    }
+
+
+def sweep_report(answers: list[dict], *, world: dict, control: dict, server_errors: int, began: float) -> dict:
+    by_kind: dict[str, Counter] = {}
+    for a in answers:
+        by_kind.setdefault(a["kind"], Counter())[str(a["status"])] += 1
+    pages = [a for a in answers if a["kind"].startswith(("page", "csv"))]
+    with_data = [a for a in answers if a["data"]]
+    unexpected = [a for a in answers if not a["expected"]]
+    return {
+        "user": "nora, signed in through the login form, in no group (her read token made while in support)",
+        "seeded": world["seeded"],
+        "requests": len(answers),
+        "by_status": dict(sorted(Counter(str(a["status"]) for a in answers).items())),
+        "by_kind": {kind: dict(sorted(c.items())) for kind, c in by_kind.items()},
+        "pages_tried": len(pages),
+        "pages_403": sum(a["status"] == 403 for a in pages),
+        "pages_saying_whom_to_ask": sum(a["says_whom_to_ask"] for a in pages),
+        "answers_200": sum(a["status"] == 200 for a in answers),
+        "answers_200_with_data": sum(a["status"] == 200 and bool(a["data"]) for a in answers),
+        "answers_with_data": len(with_data),
+        "answers_5xx": sum(a["status"] >= 500 for a in answers),
+        "server_errors": server_errors,
+        "unexpected": [{k: a[k] for k in ("kind", "url", "htmx", "status", "location", "data")} for a in unexpected],
+        "with_data": [{k: a[k] for k in ("kind", "url", "status", "data")} for a in with_data],
+        "control_support": {
+            url: f"{c['status']}, {', '.join(c['data']) or 'NO DATA FOUND'}" for url, c in control.items()
+        },
+        "seconds": round(time.monotonic() - began, 1),
+        "answers": [f"{a['status']} GET {a['url']}{' (htmx)' if a['htmx'] else ''} [{a['kind']}]" for a in answers],
+    }
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=20)
@@ -205,74 +271,19 @@ def main(argv=None) -> int:
         gunicorn.start()
         from bench.reliability.load import Browser
 
-        # The control: the same detector finds the data on the pages support may read.
         sam = Browser(gunicorn.url)
         sam.login("sam", world["password"])
-        control = {}
-        for url in (page.format(**world["ids"]) for page in CONTROL):
-            answer = sam.request("GET", url)
-            control[url] = {
-                "status": answer.status_code,
-                "data": [name for name, pattern in world["markers"].items() if pattern.search(answer.text)],
-            }
+        control = control_read(sam, world)
         nora = Browser(gunicorn.url)
         nora.login("nora", world["password"])
         log(f"{len(sweep)} requests as nora (in no group)")
-        for target in sweep:
-            headers = dict(target["headers"])
-            if headers.get("Authorization") == "token":
-                headers["Authorization"] = f"Bearer {world['token']}"
-            answer = nora.request("GET", target["url"], headers=headers)
-            body = answer.text
-            leaks = [name for name, pattern in world["markers"].items() if pattern.search(body)]
-            location = answer.headers.get("Location", "")
-            answers.append(
-                {
-                    "kind": target["kind"],
-                    "url": target["url"],
-                    "htmx": "HX-Request" in headers,
-                    "status": answer.status_code,
-                    "location": location,
-                    "data": leaks,
-                    "expected": expected(target["kind"], answer.status_code, location),
-                    "says_whom_to_ask": "in no group" in body,
-                    "content_type": answer.headers.get("Content-Type", "").split(";")[0],
-                }
-            )
+        answers += [sweep_answer(nora, target, world) for target in sweep]
         server_errors = gunicorn.server_errors()
     finally:
         gunicorn.stop()
         redis_server.stop()
 
-    by_kind: dict[str, Counter] = {}
-    for a in answers:
-        by_kind.setdefault(a["kind"], Counter())[str(a["status"])] += 1
-    pages = [a for a in answers if a["kind"].startswith(("page", "csv"))]
-    with_data = [a for a in answers if a["data"]]
-    errors = [a for a in answers if a["status"] >= 500]
-    unexpected = [a for a in answers if not a["expected"]]
-    report = {
-        "user": "nora, signed in through the login form, in no group (her read token made while in support)",
-        "seeded": world["seeded"],
-        "requests": len(answers),
-        "by_status": dict(sorted(Counter(str(a["status"]) for a in answers).items())),
-        "by_kind": {kind: dict(sorted(c.items())) for kind, c in by_kind.items()},
-        "pages_tried": len(pages),
-        "pages_403": sum(a["status"] == 403 for a in pages),
-        "pages_saying_whom_to_ask": sum(a["says_whom_to_ask"] for a in pages),
-        "answers_200": sum(a["status"] == 200 for a in answers),
-        "answers_200_with_data": sum(a["status"] == 200 and bool(a["data"]) for a in answers),
-        "answers_with_data": len(with_data),
-        "answers_5xx": len(errors),
-        "server_errors": server_errors,
-        "unexpected": [{k: a[k] for k in ("kind", "url", "htmx", "status", "location", "data")} for a in unexpected],
-        "with_data": [{k: a[k] for k in ("kind", "url", "status", "data")} for a in with_data],
-        "control_support": {
-            url: f"{c['status']}, {', '.join(c['data']) or 'NO DATA FOUND'}" for url, c in control.items()
-        },
-        "seconds": round(time.monotonic() - began, 1),
-        "answers": [f"{a['status']} GET {a['url']}{' (htmx)' if a['htmx'] else ''} [{a['kind']}]" for a in answers],
-    }
+    report = sweep_report(answers, world=world, control=control, server_errors=server_errors, began=began)
     if server_errors:
         report["server_log_tail"] = gunicorn.log_tail()
     print(json.dumps({k: v for k, v in report.items() if k != "answers"}, indent=2))
@@ -280,7 +291,8 @@ def main(argv=None) -> int:
         args.json.write_text(json.dumps(report, indent=2))
     shutil.rmtree(workdir, ignore_errors=True)
     blind = [url for url, c in control.items() if c["status"] != 200 or not c["data"]]
-    return 1 if with_data or errors or server_errors or unexpected or blind else 0
+    failed = report["with_data"] or report["answers_5xx"] or server_errors or report["unexpected"] or blind
+    return 1 if failed else 0
 
 
 def log(message: str) -> None:

@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -168,6 +169,74 @@ def stage_deploy_check(*, env: dict) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class RunSizes:
+    """How much each stage does: the full run's figures, or --quick's smoke test of the runs themselves."""
+
+    kills: int
+    cases: int
+    clients: int
+    seconds: int
+    examples: int
+    drips: int
+
+
+FULL = RunSizes(kills=100, cases=10000, clients=50, seconds=60, examples=500, drips=5)
+QUICK = RunSizes(kills=10, cases=500, clients=10, seconds=10, examples=10, drips=1)
+
+
+def stage_run(stage: str, sizes: RunSizes, *, env: dict) -> dict:
+    """Run one stage in its own process and return its figures (with its exit status)."""
+    clients = ["--clients", str(sizes.clients), "--seconds", str(sizes.seconds)]
+    runs = {
+        "kill": lambda: stage_json(
+            [str(PYTHON), "bench/reliability/kill_loop.py", "--kills", str(sizes.kills)], env=env, timeout=3600
+        ),
+        "fuzz": lambda: stage_json(
+            [str(PYTHON), "bench/reliability/fuzz.py", "--cases", str(sizes.cases)], env=env, timeout=5400
+        ),
+        "faults": lambda: stage_pytest(
+            [
+                "tests/test_reliability_faults.py",
+                "tests/test_reliability_concurrency.py",
+                "tests/test_reliability_security.py",
+                "bench/tests/test_reliability_kill.py",
+            ],
+            env=env,
+            timeout=1800,
+        ),
+        "load": lambda: stage_json([str(PYTHON), "bench/reliability/load.py", *clients], env=env, timeout=1800),
+        "api": lambda: stage_json([str(PYTHON), "bench/reliability/api_load.py", *clients], env=env, timeout=1800),
+        "schema": lambda: stage_schema(examples=sizes.examples, env=env, timeout=3600),
+        "drip": lambda: stage_json(
+            [str(PYTHON), "bench/reliability/drip.py", "--rounds", str(sizes.drips)], env=env, timeout=900
+        ),
+        "nogroup": lambda: stage_json([str(PYTHON), "bench/reliability/nogroup.py"], env=env, timeout=600),
+        "fields": lambda: stage_fields(env=env, timeout=1800),
+    }
+    if stage in runs:
+        return runs[stage]()
+    began = time.monotonic()
+    return {**stage_deploy_check(env=env), "wall_s": round(time.monotonic() - began, 1)}
+
+
+def report_write(report: dict, *, stages: list[str], quick: bool) -> Path:
+    """Write the report where it belongs; with --only some stages, the others keep their last figures."""
+    # A quick run is a smoke test of the runs themselves: its figures are not results.
+    target = (BASE_DIR / "var" / "reliability-quick.json") if quick else (RESULTS / "latest.json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if not quick and set(stages) != set(STAGES) and target.exists():
+        # Each kept stage says when and at which commit it ran.
+        kept = json.loads(target.read_text())
+        for stage, figures in kept.get("stages", {}).items():
+            if stage not in report["stages"]:
+                figures.setdefault("date", kept.get("date"))
+                figures.setdefault("commit", kept.get("commit"))
+                report["stages"][stage] = figures
+    target.write_text(json.dumps(report, indent=2) + "\n")
+    return target
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="bench/reliability/run.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -195,59 +264,14 @@ def main(argv=None) -> int:
         "load_wait_s": round(waited, 0),
         "stages": {},
     }
-    kills, cases, clients, seconds, examples, drips = (
-        (10, 500, 10, 10, 10, 1) if args.quick else (100, 10000, 50, 60, 500, 5)
-    )
+    sizes = QUICK if args.quick else FULL
     for n, stage in enumerate(stages):
         if n and not args.quick:
             # The previous stage's own work is still in the 1-minute average: let the machine settle.
             report["load_wait_s"] += round(load_wait(threshold=args.max_load, max_wait=600), 0)
         load = [round(x, 2) for x in os.getloadavg()]
         log(f"{stage}: starting (load average {load[0]})")
-        if stage == "kill":
-            result = stage_json(
-                [str(PYTHON), "bench/reliability/kill_loop.py", "--kills", str(kills)], env=env, timeout=3600
-            )
-        elif stage == "fuzz":
-            result = stage_json(
-                [str(PYTHON), "bench/reliability/fuzz.py", "--cases", str(cases)], env=env, timeout=5400
-            )
-        elif stage == "faults":
-            result = stage_pytest(
-                [
-                    "tests/test_reliability_faults.py",
-                    "tests/test_reliability_concurrency.py",
-                    "tests/test_reliability_security.py",
-                    "bench/tests/test_reliability_kill.py",
-                ],
-                env=env,
-                timeout=1800,
-            )
-        elif stage == "load":
-            result = stage_json(
-                [str(PYTHON), "bench/reliability/load.py", "--clients", str(clients), "--seconds", str(seconds)],
-                env=env,
-                timeout=1800,
-            )
-        elif stage == "api":
-            result = stage_json(
-                [str(PYTHON), "bench/reliability/api_load.py", "--clients", str(clients), "--seconds", str(seconds)],
-                env=env,
-                timeout=1800,
-            )
-        elif stage == "schema":
-            result = stage_schema(examples=examples, env=env, timeout=3600)
-        elif stage == "drip":
-            result = stage_json(
-                [str(PYTHON), "bench/reliability/drip.py", "--rounds", str(drips)], env=env, timeout=900
-            )
-        elif stage == "nogroup":
-            result = stage_json([str(PYTHON), "bench/reliability/nogroup.py"], env=env, timeout=600)
-        elif stage == "fields":
-            result = stage_fields(env=env, timeout=1800)
-        else:
-            began = time.monotonic()
-            result = {**stage_deploy_check(env=env), "wall_s": round(time.monotonic() - began, 1)}
+        result = stage_run(stage, sizes, env=env)
         report["stages"][stage] = {
             "loadavg_at_start": load,
             "date": report["date"],
@@ -256,18 +280,7 @@ def main(argv=None) -> int:
         }
         log(f"{stage}: exit status {result['exit_status']} in {result.get('wall_s', '?')} s")
 
-    # A quick run is a smoke test of the runs themselves: its figures are not results.
-    target = (BASE_DIR / "var" / "reliability-quick.json") if args.quick else (RESULTS / "latest.json")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not args.quick and set(stages) != set(STAGES) and target.exists():
-        # --only some stages: the others keep their last figures; each stage says when and at which commit.
-        kept = json.loads(target.read_text())
-        for stage, figures in kept.get("stages", {}).items():
-            if stage not in report["stages"]:
-                figures.setdefault("date", kept.get("date"))
-                figures.setdefault("commit", kept.get("commit"))
-                report["stages"][stage] = figures
-    target.write_text(json.dumps(report, indent=2) + "\n")
+    target = report_write(report, stages=stages, quick=args.quick)
     print(json.dumps(report, indent=2))
     log(f"written to {target.relative_to(BASE_DIR)}")
     return 1 if any(s["exit_status"] for s in report["stages"].values()) else 0
