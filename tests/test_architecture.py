@@ -166,7 +166,7 @@ def test_no_module_is_over_600_lines_but_the_models():
 
 
 def test_no_function_is_over_80_lines():
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "bench").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
         if "migrations" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
