@@ -46,9 +46,11 @@ from bench.reliability.kill_loop import RedisServer  # noqa: E402
 from bench.reliability.web import Gunicorn, django_fresh, production_env  # noqa: E402
 
 # As tests/test_reliability_security.py: what anyone may see, and the doors for programs.
-PUBLIC = {"login", "logout"}
+# The favicon is a redirect to a static file, asked before any login.
+PUBLIC = {"login", "logout", "favicon"}
 HTMX = {"HX-Request": "true"}
-WORLD_NODE = 1774
+# Not 1774: the API schema's examples name that node, so the detector would find it in the docs.
+WORLD_NODE = 3917
 JOB_WORDS = "nogroup-sweep precheck: 3 slices fit"
 ALERT_SUMMARY = "Farm 4242 offers 1 phantom slice (nogroup sweep)"
 # Pages support reads, where the data detector must find data (else a 0 below would mean nothing).
@@ -108,7 +110,7 @@ def seed(*, nodes: int, workdir: Path) -> dict:
     # fleet's ids are 1..nodes, which any page holds somewhere; 1774 and the deployments' ids not.
     failed = list(Deployment.objects.filter(state=Deployment.State.FAILED).values_list("raw_error", flat=True))
     markers = {
-        "node 1774": re.compile(rf"(?<![0-9A-Za-z]){WORLD_NODE}(?![0-9A-Za-z])"),
+        f"node {WORLD_NODE}": re.compile(rf"(?<![0-9A-Za-z]){WORLD_NODE}(?![0-9A-Za-z])"),
         "a farm name": re.compile(r"bench-farm-\d+|mitana-nogroup"),
         "a ZOS error": re.compile(r"within deployment \d+ failed with error|cannot fulfil required memory"),
         "the farm policy": re.compile(re.escape(FARM_POLICY[0])),
@@ -123,6 +125,9 @@ def seed(*, nodes: int, workdir: Path) -> dict:
             "policy_id": policy.pk,
             "token_id": issued.token.pk,
             "alert_id": alert.pk,
+            "farm_id": node.farm_id,
+            # No lesson is seeded: a page past its permission check must not even look for one.
+            "lesson_id": 1,
         },
         "password": password,
         "token": issued.secret,
@@ -143,7 +148,11 @@ def targets(ids: dict) -> list[dict]:
         if isinstance(entry, URLPattern) and entry.name not in PUBLIC:
             kwargs = {name: ids[name] for name in getattr(entry.pattern, "converters", {})}
             url = reverse(entry.name, kwargs=kwargs)
-            kind = {"metrics": "token door (/metrics)", "fleet-export": "csv export"}.get(entry.name, "page")
+            kind = {
+                "metrics": "token door (/metrics)",
+                "metrics-farms": "token door (/metrics)",
+                "fleet-export": "csv export",
+            }.get(entry.name, "page")
             found.append({"kind": kind, "url": url, "headers": {}})
             if kind != "token door (/metrics)":
                 found.append({"kind": f"{kind} (htmx)", "url": url, "headers": HTMX})
