@@ -17,7 +17,7 @@ She signs in through the login form and, with her session cookie:
 - the API: its schema and docs, and every GET operation, with the cookie alone and with the
   cookie and her old token.
 
-Every answer is counted by status, and searched for the seeded data (node 1774, farm names, ZOS
+Every answer is counted by status, and searched for the seeded data (node 3917, farm names, ZOS
 error texts, the farm policy, the alert, the job's result, a node's memory in bytes). The control:
 "sam", in support, reads six pages with the same detector, which must find data on each. Prints
 one JSON object. Exit status 1 when any of nora's answers carries data, any is a 5xx (or gunicorn
