@@ -66,9 +66,11 @@ bench-test: install
 # It keeps its test databases between runs (--reuse-db: migrate applies only what is new), as creating
 # them and dropping them (a checkpoint of everything the run wrote) cost half a minute a run;
 # `make check REUSE_DB=--create-db` builds them afresh. `make test` always starts from new ones.
+# Property tests that set no example count of their own try 25 examples here, 100 in `make test`
+# (the profile is in tests/conftest.py).
 REUSE_DB ?= --reuse-db
 check: install lint
-	$(BIN)/python -m pytest -q $(XDIST) $(REUSE_DB) -m "not slow and not worker and not browser"
+	$(BIN)/python -m pytest -q $(XDIST) $(REUSE_DB) --hypothesis-profile=quick -m "not slow and not worker and not browser"
 
 # ruff's lint and format check (pyproject.toml); `make format` rewrites the files.
 lint: install

@@ -3,6 +3,12 @@
 from contextlib import contextmanager
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# `make check` runs the property tests with --hypothesis-profile=quick: a quarter of their examples
+# (Hypothesis's 100 here, a test's own count through tests/support.py examples()). `make test` keeps the
+# default, so every property is still tried at full length there.
+hypothesis_settings.register_profile("quick", max_examples=25)
 
 
 @pytest.fixture
