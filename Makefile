@@ -5,6 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Python's bytecode caches (__pycache__/, git-ignored) stay on for these commands even where the
+# environment turns them off: without them every pytest process (each xdist worker) rewrites and
+# compiles every test module again, about 9 s of CPU a process, most of a collection's cost.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test bench-test install migrate demo demo-reset worker bench reliability screenshots check lint format clean simulate
 
