@@ -3,6 +3,12 @@
 from contextlib import contextmanager
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# `make check` runs the property tests with --hypothesis-profile=quick: a quarter of their examples
+# (Hypothesis's 100 here, a test's own count through tests/support.py examples()). `make test` keeps the
+# default, so every property is still tried at full length there.
+hypothesis_settings.register_profile("quick", max_examples=25)
 
 
 @pytest.fixture
@@ -21,25 +27,31 @@ def sim_node(simgrid_path):
     sim_node(node_id, cru=.., mru=.., sru=.., policy_name=None, register=True, hide_pools=False, **add_node options)
     -> Node | None
     """
-    from dataclasses import replace
-
     from dashboard.grid.simgrid import SimulatedGrid
-    from dashboard.services.registration import node_register_from_grid
 
     grid = SimulatedGrid(simgrid_path)
 
-    def add(node_id, *, policy_name=None, register=True, hide_pools=False, **options):
-        grid.add_node(node_id, **options)
-        if not register:
-            return None
-        # The pools as reported (zos.storage.pools): the test's, or one SSD of the whole total. A test of
-        # a node whose pools nobody reported passes hide_pools=True (the Grid Proxy's face alone).
-        pools = None if hide_pools else tuple(options.get("pools") or [options["sru"]])
-        live = replace(grid.node(node_id), pools_sru=pools)
-        return node_register_from_grid(live=live, policy_name=policy_name)
+    def add(node_id, **options):
+        return sim_node_add(grid, node_id, **options)
 
     add.grid = grid
     return add
+
+
+def sim_node_add(grid, node_id, *, policy_name=None, register=True, hide_pools=False, **options):
+    """sim_node's work on any SimulatedGrid, for class-scoped fixtures too (see rolled_back_after)."""
+    from dataclasses import replace
+
+    from dashboard.services.registration import node_register_from_grid
+
+    grid.add_node(node_id, **options)
+    if not register:
+        return None
+    # The pools as reported (zos.storage.pools): the test's, or one SSD of the whole total. A test of
+    # a node whose pools nobody reported passes hide_pools=True (the Grid Proxy's face alone).
+    pools = None if hide_pools else tuple(options.get("pools") or [options["sru"]])
+    live = replace(grid.node(node_id), pools_sru=pools)
+    return node_register_from_grid(live=live, policy_name=policy_name)
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""What many test modules share and is not a fixture: a clock the test moves, and the one wait helper.
+"""What many test modules share and is not a fixture: a clock the test moves, the one wait helper,
+and the property tests' example counts.
 
 A test module never imports another test module (tests/test_architecture.py); what two of them
 share lives here, in conftest.py, or in a helper module of its own (factories.py, gridproxy_*.py).
@@ -44,6 +45,14 @@ def wait_until(condition: Callable[[], object], *, timeout: float, what: str, ev
     while not condition():
         assert time.monotonic() < ends, f"timed out after {timeout:g} s waiting for {what}"
         time.sleep(every)
+
+
+def examples(full: int) -> int:
+    """How many examples a property test tries: `full` in `make test`, a quarter of them (at least 10)
+    in `make check`, which runs under the Hypothesis profile "quick" (tests/conftest.py)."""
+    from hypothesis import settings
+
+    return max(10, full // 4) if settings.get_current_profile_name() == "quick" else full
 
 
 def farm_cell_node_ids(farm) -> list[int]:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from dashboard import capacity
 from dashboard.capacity import GiB, placement
 from dashboard.models import Node, PoolReport
+from tests.support import examples
 
 
 def _every_order_after(order, cache, vms):
@@ -48,7 +49,7 @@ pools_sets = st.lists(st.sampled_from([6, 7, 9, 10, 10, 10, 12, 13]), min_size=1
 disks = st.tuples(st.integers(0, 4), st.integers(1, 3))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(pools=pools_sets, cache=st.integers(0, 3), occupied=st.lists(disks, max_size=4), new=disks)
 def test_finding_1_the_set_judgement_agrees_with_every_order(pools, cache, occupied, new):
     assert placement.vms_placed_in_every_order(pools, cache, occupied, new, limit=30) == _reference_vms(
@@ -57,7 +58,7 @@ def test_finding_1_the_set_judgement_agrees_with_every_order(pools, cache, occup
     assert placement.largest_pool_room(pools, cache, occupied) == _reference_room(pools, cache, occupied)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(pools=pools_sets, cache=st.integers(0, 3), occupied=st.lists(disks, max_size=4), new=disks)
 def test_finding_1_blurred_outcomes_never_promise_more_than_every_order(pools, cache, occupied, new):
     # Blur at once (one outcome a step): what it says must still hold in every real order.
@@ -76,7 +77,7 @@ def hostile(count=64, distinct=9):
     return [1000 * GiB + i % distinct for i in range(count)]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     distinct=st.integers(2, 9),
     count=st.integers(9, 64),

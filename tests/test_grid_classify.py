@@ -9,6 +9,7 @@ from dashboard.grid.classify import CAUSES, classify
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline
+from tests.support import examples
 
 MEMORY = "failed to satisfy required capacity: cannot fulfil required memory size 4294967296 bytes out of usable 4187593114 bytes"
 VDISK = (
@@ -159,7 +160,7 @@ def test_absurd_numbers_are_not_reported_as_bytes():
     assert (diagnosis.cause, diagnosis.needed_bytes, diagnosis.usable_bytes) == ("memory", None, 1)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=300))
 def test_any_text_gets_a_known_cause(raw):
     assert classify(raw).cause in CAUSES

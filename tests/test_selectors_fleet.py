@@ -20,8 +20,7 @@ NODE_1774 = TOTAL_1774  # 31 GiB and 931.5 GiB, in bytes: 33285996544 and 100019
 SMALL = Resources(cru=4, mru=16 * GiB, sru=250 * GiB)
 
 
-@pytest.fixture
-def mixed_fleet():
+def mixed_fleet_build() -> None:
     """1774: legacy catalog, slice 0 deployed, prechecked (5 placeable, 1 phantom).
     2000: fresh zos catalog, never prechecked. 3000 (farm 2): small, one rented, one failed.
     4000 (farm 2): down, legacy catalog on a small node, prechecked with no phantom."""
@@ -39,150 +38,193 @@ def mixed_fleet():
     figures_refresh_all()  # the slice states above were set by hand, not through a service
 
 
+@pytest.fixture(scope="class")
+def mixed_fleet_built(django_db_setup, django_db_blocker):
+    """mixed_fleet, built once for the class and rolled back after it (tests/conftest.py rolled_back_after)."""
+    with rolled_back_after(django_db_blocker):
+        mixed_fleet_build()
+        yield
+
+
+@pytest.fixture
+def mixed_fleet(mixed_fleet_built, db):
+    """The class's mixed fleet (mixed_fleet_build); what a test writes is undone after it (its savepoint)."""
+
+
 def by_node(overview):
     return {row.node_id: row for row in overview.rows}
 
 
-def test_it_shows_nominal_against_deployable_for_the_legacy_node(mixed_fleet):
-    row = by_node(fleet_overview())[1774]
-    assert (row.nominal, row.deployable, row.gap) == (7, 6, 1)
+class TestOnAMixedFleet:
+    """Four nodes of every kind the fleet page shows (mixed_fleet_build), built once for the class."""
 
+    def test_it_shows_nominal_against_deployable_for_the_legacy_node(self, mixed_fleet):
+        row = by_node(fleet_overview())[1774]
+        assert (row.nominal, row.deployable, row.gap) == (7, 6, 1)
 
-def test_it_counts_each_state_of_the_catalog(mixed_fleet):
-    rows = by_node(fleet_overview())
-    assert [(r.free, r.rented, r.deployed, r.failed) for r in rows.values()] == [
-        (6, 0, 1, 0),
-        (6, 0, 0, 0),
-        (1, 1, 0, 1),
-        (3, 0, 0, 0),
-    ]
+    def test_it_counts_each_state_of_the_catalog(self, mixed_fleet):
+        rows = by_node(fleet_overview())
+        assert [(r.free, r.rented, r.deployed, r.failed) for r in rows.values()] == [
+            (6, 0, 1, 0),
+            (6, 0, 0, 0),
+            (1, 1, 0, 1),
+            (3, 0, 0, 0),
+        ]
 
+    def test_it_shows_the_latest_precheck_and_none_when_never_prechecked(self, mixed_fleet):
+        rows = by_node(fleet_overview())
+        assert (rows[1774].placeable_now, rows[1774].phantom) == (5, 1)
+        assert (rows[2000].placeable_now, rows[2000].phantom) == (None, None)
 
-def test_it_shows_the_latest_precheck_and_none_when_never_prechecked(mixed_fleet):
-    rows = by_node(fleet_overview())
-    assert (rows[1774].placeable_now, rows[1774].phantom) == (5, 1)
-    assert (rows[2000].placeable_now, rows[2000].phantom) == (None, None)
+    def test_it_says_why_a_catalog_is_stale(self, mixed_fleet):
+        rows = by_node(fleet_overview())
+        assert rows[1774].stale and rows[1774].stale_reason.startswith(
+            "carved with policy legacy v1; its policy is zos v1"
+        )
+        assert (rows[2000].stale, rows[2000].stale_reason) == (False, "")
 
+    def test_it_finds_a_catalog_with_a_failed_slice_stale(self, mixed_fleet):
+        row = by_node(fleet_overview())[3000]
+        assert (row.stale, row.stale_reason) == (True, "1 free slice(s) where the policy carves 2")
 
-def test_it_says_why_a_catalog_is_stale(mixed_fleet):
-    rows = by_node(fleet_overview())
-    assert rows[1774].stale and rows[1774].stale_reason.startswith("carved with policy legacy v1; its policy is zos v1")
-    assert (rows[2000].stale, rows[2000].stale_reason) == (False, "")
+    def test_it_counts_the_deployable_slices_of_a_small_node_around_its_rented_slice(self, mixed_fleet):
+        # 16 GiB: 14 GiB after the reserve, 3 slices of 4 GiB; one of them is rented.
+        assert by_node(fleet_overview())[3000].deployable == 3
 
+    def test_it_totals_the_fleet(self, mixed_fleet):
+        t = fleet_overview().totals
+        assert (t.nodes, t.nominal, t.deployable, t.free) == (4, 7 + 6 + 3 + 3, 6 + 6 + 3 + 3, 6 + 6 + 1 + 3)
+        assert (t.phantom, t.stale, t.placeable_now, t.unprechecked) == (1, 3, 5, 2)
 
-def test_it_finds_a_catalog_with_a_failed_slice_stale(mixed_fleet):
-    row = by_node(fleet_overview())[3000]
-    assert (row.stale, row.stale_reason) == (True, "1 free slice(s) where the policy carves 2")
+    def test_it_totals_only_the_rows_shown(self, mixed_fleet):
+        t = fleet_overview(farm_id=2).totals
+        assert (t.nodes, t.nominal) == (2, 6)
 
+    def test_it_names_the_effective_policy_of_each_node(self, mixed_fleet):
+        Policy.objects.create(name="farm-2", scope=Policy.Scope.FARM, farm_id=2, version=4)
+        figures_refresh_all()
+        assert {r.node_id: r.policy for r in fleet_overview().rows}[3000] == "farm-2 v4"
 
-def test_it_counts_the_deployable_slices_of_a_small_node_around_its_rented_slice(mixed_fleet):
-    # 16 GiB: 14 GiB after the reserve, 3 slices of 4 GiB; one of them is rented.
-    assert by_node(fleet_overview())[3000].deployable == 3
+    def test_it_carves_with_the_farm_override(self, mixed_fleet):
+        Policy.objects.create(name="farm-2", scope=Policy.Scope.FARM, farm_id=2, slice_mru=2 * GiB)
+        figures_refresh_all()
+        rows = by_node(fleet_overview())
+        # 14 GiB after the reserve: the rented 4 GiB slice plus five of 2 GiB.
+        assert (rows[3000].deployable, rows[3000].stale) == (6, True)
+        assert rows[2000].deployable == 6
 
+    @pytest.mark.parametrize(
+        ("filters", "node_ids"),
+        [
+            ({"farm_id": 2}, [3000, 4000]),
+            ({"status": "down"}, [4000]),
+            ({"stale": True}, [1774, 3000, 4000]),
+            ({"stale": False}, [2000]),
+            ({"has_phantoms": True}, [1774]),
+            ({"has_phantoms": False}, [2000, 3000, 4000]),
+            ({"farm_id": 1, "stale": True}, [1774]),
+            ({"farm_id": 99}, []),
+        ],
+    )
+    def test_it_filters(self, mixed_fleet, filters, node_ids):
+        assert [r.node_id for r in fleet_overview(**filters).rows] == node_ids
 
-def test_it_totals_the_fleet(mixed_fleet):
-    t = fleet_overview().totals
-    assert (t.nodes, t.nominal, t.deployable, t.free) == (4, 7 + 6 + 3 + 3, 6 + 6 + 3 + 3, 6 + 6 + 1 + 3)
-    assert (t.phantom, t.stale, t.placeable_now, t.unprechecked) == (1, 3, 5, 2)
+    def test_it_treats_a_legacy_node_on_a_small_node_as_stale(self, mixed_fleet):
+        # 4000 was carved legacy: 15 GiB usable // 4 = 3 slices, the zos carve also gives 3, yet the
+        # policy differs, so it is stale even though the count agrees.
+        row = by_node(fleet_overview())[4000]
+        assert (row.nominal, row.deployable, row.stale) == (3, 3, True)
 
+    @pytest.mark.parametrize(
+        ("search", "node_ids"),
+        [
+            ("1774", [1774]),
+            ("17", [1774]),
+            ("  3000 ", [3000]),
+            ("20", [2000]),
+            ("2", [2000, 3000, 4000]),  # node 2000, and farm 2
+            ("1", [1774, 2000]),  # farm 1 (node 1774 by its digits too)
+            ("9", []),
+            ("17740", []),
+            ("mitana", [1774, 2000]),
+            ("MiTa", [1774, 2000]),
+            ("tf-", [3000]),
+            ("abc", []),
+            ("17a", []),
+            ("-1", []),
+            ("99999999999999999999999", []),
+            ("", [1774, 2000, 3000, 4000]),
+        ],
+    )
+    def test_it_searches_by_node_id_farm_id_or_farm_name(self, mixed_fleet, search, node_ids):
+        assert [r.node_id for r in fleet_overview(search=search).rows] == node_ids
 
-def test_it_totals_only_the_rows_shown(mixed_fleet):
-    t = fleet_overview(farm_id=2).totals
-    assert (t.nodes, t.nominal) == (2, 6)
+    def test_it_gives_empty_totals_for_a_search_that_matches_nothing(self, mixed_fleet):
+        assert fleet_overview(search="node 1774").totals.nodes == 0
 
+    def test_it_treats_a_search_as_text_not_as_a_pattern(self, mixed_fleet):
+        assert fleet_overview(search="%").totals.nodes == 0
+        assert fleet_overview(search="m_tana").totals.nodes == 0
 
-def test_it_names_the_effective_policy_of_each_node(mixed_fleet):
-    Policy.objects.create(name="farm-2", scope=Policy.Scope.FARM, farm_id=2, version=4)
-    figures_refresh_all()
-    assert {r.node_id: r.policy for r in fleet_overview().rows}[3000] == "farm-2 v4"
+    @pytest.mark.parametrize(
+        ("sort", "node_ids"),
+        [
+            ("node_id", [1774, 2000, 3000, 4000]),
+            ("-node_id", [4000, 3000, 2000, 1774]),
+            ("farm", [1774, 2000, 3000, 4000]),
+            ("-farm", [3000, 4000, 1774, 2000]),
+            ("status", [4000, 1774, 2000, 3000]),
+            ("-gap", [1774, 2000, 3000, 4000]),
+            ("gap", [2000, 3000, 4000, 1774]),
+            ("-phantom", [1774, 4000, 2000, 3000]),
+            ("phantom", [2000, 3000, 4000, 1774]),
+            ("-free", [1774, 2000, 4000, 3000]),
+            ("seen", [2000, 3000, 4000, 1774]),
+            ("-seen_at", [1774, 4000, 3000, 2000]),
+        ],
+    )
+    def test_it_sorts_with_node_id_breaking_ties(self, mixed_fleet, sort, node_ids):
+        assert [r.node_id for r in fleet_overview(sort=sort).rows] == node_ids
 
+    def test_it_gives_the_figures_of_chosen_nodes(self, mixed_fleet):
+        pk = Node.objects.get(grid_id=1774).pk
+        rows = fleet_rows(node_pks=[pk])
+        assert list(rows) == [pk] and rows[pk].deployable == 6
 
-def test_it_carves_with_the_farm_override(mixed_fleet):
-    Policy.objects.create(name="farm-2", scope=Policy.Scope.FARM, farm_id=2, slice_mru=2 * GiB)
-    figures_refresh_all()
-    rows = by_node(fleet_overview())
-    # 14 GiB after the reserve: the rented 4 GiB slice plus five of 2 GiB.
-    assert (rows[3000].deployable, rows[3000].stale) == (6, True)
-    assert rows[2000].deployable == 6
+    def test_it_gives_the_exact_time_a_node_was_last_seen(self, mixed_fleet):
+        seen = timezone.now().replace(microsecond=123457) - timedelta(days=400)
+        Node.objects.filter(grid_id=2000).update(seen_at=seen)
+        assert by_node(fleet_overview())[2000].seen_at == seen
+        assert by_node(fleet_overview())[2000].seen_at.utcoffset() == timedelta(0)
 
+    def test_it_gives_one_page_with_the_totals_of_every_matching_node(self, mixed_fleet):
+        page = fleet_page(page=2, per_page=3, sort="-node_id")
+        assert [r.node_id for r in page.rows] == [1774]
+        assert (page.count, page.totals.nodes, page.totals.stale) == (4, 4, 3)
 
-@pytest.mark.parametrize(
-    ("filters", "node_ids"),
-    [
-        ({"farm_id": 2}, [3000, 4000]),
-        ({"status": "down"}, [4000]),
-        ({"stale": True}, [1774, 3000, 4000]),
-        ({"stale": False}, [2000]),
-        ({"has_phantoms": True}, [1774]),
-        ({"has_phantoms": False}, [2000, 3000, 4000]),
-        ({"farm_id": 1, "stale": True}, [1774]),
-        ({"farm_id": 99}, []),
-    ],
-)
-def test_it_filters(mixed_fleet, filters, node_ids):
-    assert [r.node_id for r in fleet_overview(**filters).rows] == node_ids
+    def test_it_gives_the_last_page_for_a_page_beyond_it(self, mixed_fleet):
+        assert [r.node_id for r in fleet_page(page="99", per_page=3).rows] == [4000]
 
+    def test_it_writes_the_stale_reason_of_a_paged_row(self, mixed_fleet):
+        row = fleet_page(page=1, per_page=1, search="3000").rows[0]
+        assert row.stale_reason == "1 free slice(s) where the policy carves 2"
 
-def test_it_treats_a_legacy_node_on_a_small_node_as_stale(mixed_fleet):
-    # 4000 was carved legacy: 15 GiB usable // 4 = 3 slices, the zos carve also gives 3, yet the
-    # policy differs, so it is stale even though the count agrees.
-    row = by_node(fleet_overview())[4000]
-    assert (row.nominal, row.deployable, row.stale) == (3, 3, True)
+    def test_it_splits_deployable_into_now_after_wake_and_blocked(self, mixed_fleet):
+        Node.objects.filter(grid_id=2000).update(status="standby")
+        totals = fleet_overview().totals
+        deployable = {row.node_id: row.deployable for row in fleet_overview().rows}
+        assert (totals.deployable_now, totals.deployable_after_wake, totals.deployable_blocked) == (
+            deployable[1774] + deployable[3000],
+            deployable[2000],
+            deployable[4000],
+        )
+        assert totals.deployable_now + totals.deployable_after_wake + totals.deployable_blocked == totals.deployable
 
-
-@pytest.mark.parametrize(
-    ("search", "node_ids"),
-    [
-        ("1774", [1774]),
-        ("17", [1774]),
-        ("  3000 ", [3000]),
-        ("20", [2000]),
-        ("2", [2000, 3000, 4000]),  # node 2000, and farm 2
-        ("1", [1774, 2000]),  # farm 1 (node 1774 by its digits too)
-        ("9", []),
-        ("17740", []),
-        ("mitana", [1774, 2000]),
-        ("MiTa", [1774, 2000]),
-        ("tf-", [3000]),
-        ("abc", []),
-        ("17a", []),
-        ("-1", []),
-        ("99999999999999999999999", []),
-        ("", [1774, 2000, 3000, 4000]),
-    ],
-)
-def test_it_searches_by_node_id_farm_id_or_farm_name(mixed_fleet, search, node_ids):
-    assert [r.node_id for r in fleet_overview(search=search).rows] == node_ids
-
-
-def test_it_gives_empty_totals_for_a_search_that_matches_nothing(mixed_fleet):
-    assert fleet_overview(search="node 1774").totals.nodes == 0
-
-
-def test_it_treats_a_search_as_text_not_as_a_pattern(mixed_fleet):
-    assert fleet_overview(search="%").totals.nodes == 0
-    assert fleet_overview(search="m_tana").totals.nodes == 0
-
-
-@pytest.mark.parametrize(
-    ("sort", "node_ids"),
-    [
-        ("node_id", [1774, 2000, 3000, 4000]),
-        ("-node_id", [4000, 3000, 2000, 1774]),
-        ("farm", [1774, 2000, 3000, 4000]),
-        ("-farm", [3000, 4000, 1774, 2000]),
-        ("status", [4000, 1774, 2000, 3000]),
-        ("-gap", [1774, 2000, 3000, 4000]),
-        ("gap", [2000, 3000, 4000, 1774]),
-        ("-phantom", [1774, 4000, 2000, 3000]),
-        ("phantom", [2000, 3000, 4000, 1774]),
-        ("-free", [1774, 2000, 4000, 3000]),
-        ("seen", [2000, 3000, 4000, 1774]),
-        ("-seen_at", [1774, 4000, 3000, 2000]),
-    ],
-)
-def test_it_sorts_with_node_id_breaking_ties(mixed_fleet, sort, node_ids):
-    assert [r.node_id for r in fleet_overview(sort=sort).rows] == node_ids
+    @pytest.mark.parametrize("tier, node_ids", [("now", [1774, 3000]), ("after-wake", [2000]), ("blocked", [4000])])
+    def test_it_filters_by_tier(self, mixed_fleet, tier, node_ids):
+        Node.objects.filter(grid_id=2000).update(status="standby")
+        assert [row.node_id for row in fleet_overview(tier=tier).rows] == node_ids
+        assert {row.tier for row in fleet_overview(tier=tier).rows} == {tier}
 
 
 @pytest.mark.parametrize("sort", ["price", "--gap", "", "node"])
@@ -199,12 +241,6 @@ def test_it_refuses_an_unknown_status():
 def test_it_shows_an_empty_fleet():
     overview = fleet_overview()
     assert (overview.rows, overview.totals.nodes, overview.totals.nominal) == ([], 0, 0)
-
-
-def test_it_gives_the_figures_of_chosen_nodes(mixed_fleet):
-    pk = Node.objects.get(grid_id=1774).pk
-    rows = fleet_rows(node_pks=[pk])
-    assert list(rows) == [pk] and rows[pk].deployable == 6
 
 
 # --- a constant number of queries, whatever the fleet size -------------------------------
@@ -290,28 +326,6 @@ def test_it_carves_each_distinct_node_only_once():
     assert capacity._carve_memo.cache_info().misses <= 54
 
 
-def test_it_gives_the_exact_time_a_node_was_last_seen(mixed_fleet):
-    seen = timezone.now().replace(microsecond=123457) - timedelta(days=400)
-    Node.objects.filter(grid_id=2000).update(seen_at=seen)
-    assert by_node(fleet_overview())[2000].seen_at == seen
-    assert by_node(fleet_overview())[2000].seen_at.utcoffset() == timedelta(0)
-
-
-def test_it_gives_one_page_with_the_totals_of_every_matching_node(mixed_fleet):
-    page = fleet_page(page=2, per_page=3, sort="-node_id")
-    assert [r.node_id for r in page.rows] == [1774]
-    assert (page.count, page.totals.nodes, page.totals.stale) == (4, 4, 3)
-
-
-def test_it_gives_the_last_page_for_a_page_beyond_it(mixed_fleet):
-    assert [r.node_id for r in fleet_page(page="99", per_page=3).rows] == [4000]
-
-
-def test_it_writes_the_stale_reason_of_a_paged_row(mixed_fleet):
-    row = fleet_page(page=1, per_page=1, search="3000").rows[0]
-    assert row.stale_reason == "1 free slice(s) where the policy carves 2"
-
-
 def test_it_carves_a_node_within_its_ssd_pools():
     pools = [199 * GiB, 199 * GiB]
     total = Resources(cru=32, mru=256 * GiB, sru=500 * GiB)
@@ -319,25 +333,6 @@ def test_it_carves_a_node_within_its_ssd_pools():
     carved = capacity.carve(total, capacity.PROFILES["zos"], pools=pools)
     assert carved.slices != capacity.carve(total, capacity.PROFILES["zos"]).slices
     assert (by_node(fleet_overview())[5000].deployable, by_node(fleet_overview())[5000].stale) == (carved.slices, False)
-
-
-def test_it_splits_deployable_into_now_after_wake_and_blocked(mixed_fleet):
-    Node.objects.filter(grid_id=2000).update(status="standby")
-    totals = fleet_overview().totals
-    deployable = {row.node_id: row.deployable for row in fleet_overview().rows}
-    assert (totals.deployable_now, totals.deployable_after_wake, totals.deployable_blocked) == (
-        deployable[1774] + deployable[3000],
-        deployable[2000],
-        deployable[4000],
-    )
-    assert totals.deployable_now + totals.deployable_after_wake + totals.deployable_blocked == totals.deployable
-
-
-@pytest.mark.parametrize("tier, node_ids", [("now", [1774, 3000]), ("after-wake", [2000]), ("blocked", [4000])])
-def test_it_filters_by_tier(mixed_fleet, tier, node_ids):
-    Node.objects.filter(grid_id=2000).update(status="standby")
-    assert [row.node_id for row in fleet_overview(tier=tier).rows] == node_ids
-    assert {row.tier for row in fleet_overview(tier=tier).rows} == {tier}
 
 
 def test_it_refuses_an_unknown_tier():

@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
 
 from dashboard import capacity
@@ -12,6 +13,7 @@ from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.deploy import node_live_facts, slice_deploy
 from dashboard.services.figures import figures_refresh, figures_refresh_all
 from dashboard.services.withholds import node_withhold
+from tests.conftest import rolled_back_after, sim_node_add
 
 GiB = capacity.GiB
 SIZES = {
@@ -23,19 +25,22 @@ SIZES = {
 }
 
 
-@pytest.fixture
-def varied_fleet(sim_node):
+def varied_fleet_build(grid) -> None:
     """Nodes of every kind the answer must get right, each with a reading taken now."""
-    sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
-    sim_node(2310, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=58, pools=[465 * GiB, 465 * GiB])
-    sim_node(2456, cru=16, mru=62 * GiB, sru=1397 * GiB, farm_id=58, pools=[465 * GiB, 466 * GiB, 466 * GiB])
-    sim_node(2457, cru=16, mru=62 * GiB, sru=1397 * GiB, farm_id=58, pools=[465 * GiB, 466 * GiB, 466 * GiB])
-    sim_node(3021, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=317, status="down")
-    sim_node(2733, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=902, status="standby")
-    sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902)
-    sim_node(4000, cru=4, mru=8 * GiB, sru=250 * GiB, farm_id=1)
-    sim_node(4002, cru=4, mru=64 * GiB, sru=120 * GiB, farm_id=3)
-    sim_node(4001, cru=64, mru=256 * GiB, sru=7452 * GiB, farm_id=1, pools=[3726 * GiB, 3726 * GiB])
+
+    def add(node_id, **options):
+        return sim_node_add(grid, node_id, **options)
+
+    add(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana", policy_name="legacy")
+    add(2310, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=58, pools=[465 * GiB, 465 * GiB])
+    add(2456, cru=16, mru=62 * GiB, sru=1397 * GiB, farm_id=58, pools=[465 * GiB, 466 * GiB, 466 * GiB])
+    add(2457, cru=16, mru=62 * GiB, sru=1397 * GiB, farm_id=58, pools=[465 * GiB, 466 * GiB, 466 * GiB])
+    add(3021, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=317, status="down")
+    add(2733, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=902, status="standby")
+    add(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902)
+    add(4000, cru=4, mru=8 * GiB, sru=250 * GiB, farm_id=1)
+    add(4002, cru=4, mru=64 * GiB, sru=120 * GiB, farm_id=3)
+    add(4001, cru=64, mru=256 * GiB, sru=7452 * GiB, farm_id=1, pools=[3726 * GiB, 3726 * GiB])
     # Most of a multi-pool node deployed: its placed disks decide where the next one goes.
     node = Node.objects.get(grid_id=2457)
     for index in range(node.slices.count() - 3):
@@ -50,111 +55,28 @@ def varied_fleet(sim_node):
     figures_refresh_all()
 
 
+@pytest.fixture(scope="class")
+def varied_fleet_built(django_db_setup, django_db_blocker, tmp_path_factory):
+    """varied_fleet, built once for the class and rolled back after it (tests/conftest.py rolled_back_after)."""
+    from dashboard.grid.simgrid import SimulatedGrid
+
+    simgrid = tmp_path_factory.mktemp("varied-fleet") / "simgrid.sqlite3"
+    with override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
+        varied_fleet_build(SimulatedGrid(simgrid))
+        yield
+
+
+@pytest.fixture
+def varied_fleet(varied_fleet_built, db):
+    """The class's varied fleet; what a test writes is undone after it (its savepoint)."""
+
+
 def _precheck_verdict(node: Node, size: tuple) -> capacity.Verdict:
     """What the precheck says of one slice of this size on the node's stored reading."""
     policy = policy_for_node(node)
     live = node_live_facts(node, policy, used_sru=node.used_sru)
     check = capacity.precheck([(0, capacity.SliceSize(*size))], node.total, node.used, policy, live=live)
     return check.verdicts[0].verdict
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("size_name", SIZES)
-def test_every_verdict_agrees_with_the_precheck_of_the_nodes_reading(varied_fleet, size_name):
-    size = SIZES[size_name]
-    answer = placement_for(cru=size[0], mru=size[1], sru=size[2], every_node=True)
-    for v in answer.verdicts:
-        node = Node.objects.get(grid_id=v.node_id)
-        if node.away:
-            assert v.blocked_by == node.status
-            continue
-        expected = _precheck_verdict(node, size)
-        assert v.verdict == expected, (size_name, v.node_id)
-        assert v.fits == expected.fits, (size_name, v.node_id)
-
-
-@pytest.mark.django_db
-def test_the_answer_knows_every_kind_of_block(varied_fleet):
-    cru, mru, sru = SIZES["big disk"]
-    blocked = {v.node_id: v.blocked_by for v in placement_for(cru=cru, mru=mru, sru=sru, every_node=True).verdicts}
-    assert blocked[3021] == "down"
-    assert blocked[2733] == "standby"
-    assert blocked[2310] == "" and blocked[4001] == "pool"  # 400 GiB fits in a 465 GiB pool; 4001 learnt < 300 GiB
-    assert blocked[4000] == "memory"  # 8 GiB less the reserve
-    assert blocked[4002] == "disk"  # 120 GiB in all
-    huge = {v.node_id: v.blocked_by for v in placement_for(cru=1, mru=2 * GiB, sru=440 * GiB, every_node=True).verdicts}
-    assert huge[2456] == "" and huge[2457] == "pool"  # the same node, its pools taken by deployed disks
-
-
-@pytest.mark.django_db
-def test_the_blocked_counts_and_the_hosts_add_up_to_the_fleet(varied_fleet):
-    for cru, mru, sru in SIZES.values():
-        answer = placement_for(cru=cru, mru=mru, sru=sru)
-        assert answer.can_host + answer.blocked_total == answer.nodes == Node.objects.count()
-        assert list(answer.blocked) == list(BLOCKS)
-
-
-@pytest.mark.django_db
-def test_an_old_reading_blocks_a_node_whatever_its_numbers(varied_fleet, settings):
-    Node.objects.filter(grid_id=4001).update(
-        seen_at=timezone.now() - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60)
-    )
-    verdict = next(
-        v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4001
-    )
-    assert (verdict.blocked_by, verdict.verdict.fits) == ("old", True)
-    assert "too old" in verdict.words
-
-
-@pytest.mark.django_db
-def test_a_node_never_read_cannot_be_judged(varied_fleet):
-    Node.objects.filter(grid_id=4000).update(used_mru=None, used_sru=None)
-    verdict = next(
-        v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4000
-    )
-    assert (verdict.blocked_by, verdict.verdict) == ("unread", None)
-
-
-@pytest.mark.django_db
-def test_the_best_nodes_have_the_most_memory_left_and_each_says_how_many_more_it_takes(varied_fleet):
-    answer = placement_for(cru=1, mru=4 * GiB, sru=100 * GiB)
-    rooms = [v.room_mru for v in answer.best]
-    assert answer.best and rooms == sorted(rooms, reverse=True)
-    assert answer.best[0].node_id == 4001
-    assert all(v.fits and v.could_take >= 1 for v in answer.best)
-
-
-@pytest.mark.django_db
-def test_it_answers_in_a_fixed_number_of_queries_whatever_the_fleet_size(
-    varied_fleet, sim_node, django_assert_num_queries
-):
-    # The policies, the counts, the groups' samples (rows, occupied slices), the best nodes' candidates
-    # (found once the groups that refuse the size are known), their rows and their occupied slices;
-    # judging every node: the policies, the nodes, the occupied slices and the live holds (the first cut
-    # reads the samples' and candidates' live holds with their occupied slices).
-    with django_assert_num_queries(7):
-        placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
-    with django_assert_num_queries(4):
-        placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
-    for node_id in range(5000, 5012):
-        sim_node(node_id, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=7, pools=[465 * GiB, 465 * GiB])
-    with django_assert_num_queries(7):
-        answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
-    assert answer.nodes == Node.objects.count()
-    with django_assert_num_queries(4):
-        placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
-    # Twelve alike nodes are one group, judged once for all: the answer is still every node's.
-    _assert_cut_agrees(1, 4 * GiB, 151 * GiB)
-    _assert_cut_agrees(1, 2 * GiB, 440 * GiB)
-
-
-@pytest.mark.django_db
-def test_an_empty_fleet_has_nowhere_to_go():
-    answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
-    assert (answer.nodes, answer.can_host, answer.best) == (0, 0, ())
-
-
-# --- the database's first cut against the Python judgement of every node -----------------------
 
 
 def _answer_of(placement) -> dict:
@@ -175,34 +97,12 @@ def _assert_cut_agrees(cru: int, mru: int, sru: int, *, best: int = 10) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("size_name", SIZES)
-def test_the_first_cut_gives_the_answer_of_judging_every_node(varied_fleet, size_name):
-    _assert_cut_agrees(*SIZES[size_name])
-    _assert_cut_agrees(*SIZES[size_name], best=2)
+def test_an_empty_fleet_has_nowhere_to_go():
+    answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
+    assert (answer.nodes, answer.can_host, answer.best) == (0, 0, ())
 
 
-@pytest.mark.django_db
-def test_the_first_cut_agrees_on_every_kind_of_node_and_lesson(varied_fleet, settings):
-    now = timezone.now()
-    Node.objects.filter(grid_id=4001).update(seen_at=now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60))
-    Node.objects.filter(grid_id=4000).update(used_mru=None, used_sru=None)
-    Node.objects.filter(grid_id=2310).update(seen_at=None)
-    # A lesson that no longer holds (disk freed since the refusal), and one that does on a node whose pools are unknown.
-    node = Node.objects.get(grid_id=2456)
-    Node.objects.filter(pk=node.pk).update(pool_room_below=10 * GiB, pool_room_below_used_sru=node.used_sru + GiB)
-    Node.objects.filter(grid_id=1774).update(pool_room_below=200 * GiB, pool_room_below_used_sru=None)
-    Node.objects.filter(grid_id=2877).update(pools_sru=[])
-    # What services.observations and the reading writer do after such writes: the stored figures follow.
-    figures_refresh_all()
-    # A policy whose name holds " v", one whose row is gone (the default then), an empty pool list.
-    # (A version no longer in force is judged alone, by its name.)
-    Policy.objects.create(name="my vlan v2", scope=Policy.Scope.FARM, farm_id=58, reserve_mru_percent=25)
-    Node.objects.filter(grid_id=2457).update(effective_policy="my vlan v2 v1")
-    Node.objects.filter(grid_id=2456).update(effective_policy="my vlan v2 v7")
-    Node.objects.filter(grid_id=4002).update(effective_policy="gone v3")
-    Node.objects.filter(grid_id=4001).update(effective_policy="")
-    for size in [*SIZES.values(), (1, 200 * capacity.MiB, 10 * GiB), (2, 20 * GiB, 0), (8, 60 * GiB, 900 * GiB)]:
-        _assert_cut_agrees(*size)
+# --- the database's first cut against the Python judgement of every node -----------------------
 
 
 def _random_multi_pool_node(sim_node, rng, node_id: int) -> Node:
@@ -332,96 +232,204 @@ def test_a_node_whose_pools_nobody_reported_is_judged_under_every_plausible_layo
 
 
 @pytest.mark.django_db
-def test_the_first_cut_agrees_with_live_holds_and_the_askers_rules(varied_fleet):
-    from dashboard.models import Slice
-    from dashboard.selectors.placement_rules import Rules
-    from dashboard.services.holds import hold_create
+class TestOnAVariedFleet:
+    """The fleet of every kind of node (varied_fleet), built once for the class."""
 
-    # Holds on nodes of every kind: one slice, most of a node, an expired one (free again at `now`).
-    now = timezone.now()
-    for grid_id, count in ((1774, 1), (2310, 4), (2456, 2), (2457, 1), (2877, 2), (4000, 1), (4001, 3), (2733, 1)):
-        free = Slice.objects.filter(node__grid_id=grid_id, state="free").order_by("index")[:count]
-        for s in free:
-            hold_create(node_id=grid_id, slice_index=s.index, ttl_seconds=600, marketplace_id=f"m-{s.pk}", now=now)
-    gone = Slice.objects.filter(node__grid_id=4002, state="free").first()
-    hold_create(
-        node_id=4002, slice_index=gone.index, ttl_seconds=60, marketplace_id="gone", now=now - timedelta(hours=1)
-    )
-    # A held node closed since (maintenance): blocked for its closure on both paths, never among the best.
-    from dashboard.models import Node
-    from dashboard.services.withholds import node_withhold
+    @pytest.mark.parametrize("size_name", SIZES)
+    def test_every_verdict_agrees_with_the_precheck_of_the_nodes_reading(self, varied_fleet, size_name):
+        size = SIZES[size_name]
+        answer = placement_for(cru=size[0], mru=size[1], sru=size[2], every_node=True)
+        for v in answer.verdicts:
+            node = Node.objects.get(grid_id=v.node_id)
+            if node.away:
+                assert v.blocked_by == node.status
+                continue
+            expected = _precheck_verdict(node, size)
+            assert v.verdict == expected, (size_name, v.node_id)
+            assert v.fits == expected.fits, (size_name, v.node_id)
 
-    node_withhold(nodes=[Node.objects.get(grid_id=4001)], reason="disk swap", via="command", now=now)
-    seen_held = 0
-    for rules in (
-        Rules(),
-        Rules(strategy="pack"),
-        Rules(per_farm=1, per_node=2),
-        Rules(exclude_farms=frozenset({58}), strategy="pack", per_farm=2),
+    def test_the_answer_knows_every_kind_of_block(self, varied_fleet):
+        cru, mru, sru = SIZES["big disk"]
+        blocked = {v.node_id: v.blocked_by for v in placement_for(cru=cru, mru=mru, sru=sru, every_node=True).verdicts}
+        assert blocked[3021] == "down"
+        assert blocked[2733] == "standby"
+        assert blocked[2310] == "" and blocked[4001] == "pool"  # 400 GiB fits in a 465 GiB pool; 4001 learnt < 300 GiB
+        assert blocked[4000] == "memory"  # 8 GiB less the reserve
+        assert blocked[4002] == "disk"  # 120 GiB in all
+        huge = {
+            v.node_id: v.blocked_by for v in placement_for(cru=1, mru=2 * GiB, sru=440 * GiB, every_node=True).verdicts
+        }
+        assert huge[2456] == "" and huge[2457] == "pool"  # the same node, its pools taken by deployed disks
+
+    def test_the_blocked_counts_and_the_hosts_add_up_to_the_fleet(self, varied_fleet):
+        for cru, mru, sru in SIZES.values():
+            answer = placement_for(cru=cru, mru=mru, sru=sru)
+            assert answer.can_host + answer.blocked_total == answer.nodes == Node.objects.count()
+            assert list(answer.blocked) == list(BLOCKS)
+
+    def test_an_old_reading_blocks_a_node_whatever_its_numbers(self, varied_fleet, settings):
+        Node.objects.filter(grid_id=4001).update(
+            seen_at=timezone.now() - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60)
+        )
+        verdict = next(
+            v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4001
+        )
+        assert (verdict.blocked_by, verdict.verdict.fits) == ("old", True)
+        assert "too old" in verdict.words
+
+    def test_a_node_never_read_cannot_be_judged(self, varied_fleet):
+        Node.objects.filter(grid_id=4000).update(used_mru=None, used_sru=None)
+        verdict = next(
+            v for v in placement_for(cru=1, mru=2 * GiB, sru=50 * GiB, every_node=True).verdicts if v.node_id == 4000
+        )
+        assert (verdict.blocked_by, verdict.verdict) == ("unread", None)
+
+    def test_the_best_nodes_have_the_most_memory_left_and_each_says_how_many_more_it_takes(self, varied_fleet):
+        answer = placement_for(cru=1, mru=4 * GiB, sru=100 * GiB)
+        rooms = [v.room_mru for v in answer.best]
+        assert answer.best and rooms == sorted(rooms, reverse=True)
+        assert answer.best[0].node_id == 4001
+        assert all(v.fits and v.could_take >= 1 for v in answer.best)
+
+    def test_it_answers_in_a_fixed_number_of_queries_whatever_the_fleet_size(
+        self, varied_fleet, sim_node, django_assert_num_queries
     ):
-        for cru, mru, sru in SIZES.values():
-            for best in (1, 3, 10):
-                asked = dict(cru=cru, mru=mru, sru=sru, best=best, rules=rules, now=now)
-                judged = placement_for(**asked, every_node=True)
-                answer = placement_for(**asked)
-                assert answer.blocked == judged.blocked, (
-                    rules,
-                    cru,
-                    mru,
-                    sru,
-                    best,
-                    {v.node_id: v.blocked_by for v in judged.verdicts},
-                )
-                assert _answer_of(answer) == _answer_of(judged), (rules, cru, mru, sru, best)
-                assert answer.limited == judged.limited
-                seen_held += answer.blocked["held"]
-    assert seen_held  # some node was blocked by its holds alone
+        # The policies, the counts, the groups' samples (rows, occupied slices), the best nodes' candidates
+        # (found once the groups that refuse the size are known), their rows and their occupied slices;
+        # judging every node: the policies, the nodes, the occupied slices and the live holds (the first cut
+        # reads the samples' and candidates' live holds with their occupied slices).
+        with django_assert_num_queries(7):
+            placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
+        with django_assert_num_queries(4):
+            placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
+        for node_id in range(5000, 5012):
+            sim_node(node_id, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=7, pools=[465 * GiB, 465 * GiB])
+        with django_assert_num_queries(7):
+            answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
+        assert answer.nodes == Node.objects.count()
+        with django_assert_num_queries(4):
+            placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
+        # Twelve alike nodes are one group, judged once for all: the answer is still every node's.
+        _assert_cut_agrees(1, 4 * GiB, 151 * GiB)
+        _assert_cut_agrees(1, 2 * GiB, 440 * GiB)
 
+    @pytest.mark.parametrize("size_name", SIZES)
+    def test_the_first_cut_gives_the_answer_of_judging_every_node(self, varied_fleet, size_name):
+        _assert_cut_agrees(*SIZES[size_name])
+        _assert_cut_agrees(*SIZES[size_name], best=2)
 
-@pytest.mark.django_db
-def test_the_first_cut_agrees_while_holds_end_by_time_and_after_a_held_slice_is_deployed(varied_fleet, settings):
-    """The first cut charges the holds summed on each node row (services.held_figures); a hold ends by
-    time with no write. Asked while every hold of a node is live, while some have ended, once all have
-    ended, and after a held slice was deployed by its own buyer, the first cut says what judging every
-    node from the live holds says."""
-    from dashboard.models import Slice
-    from dashboard.services.holds import hold_create
-    from dashboard.services.outcomes.record import deployment_outcome_record
+    def test_the_first_cut_agrees_on_every_kind_of_node_and_lesson(self, varied_fleet, settings):
+        now = timezone.now()
+        Node.objects.filter(grid_id=4001).update(seen_at=now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 60))
+        Node.objects.filter(grid_id=4000).update(used_mru=None, used_sru=None)
+        Node.objects.filter(grid_id=2310).update(seen_at=None)
+        # A lesson that no longer holds (disk freed since the refusal), and one that does on a node whose pools are unknown.
+        node = Node.objects.get(grid_id=2456)
+        Node.objects.filter(pk=node.pk).update(pool_room_below=10 * GiB, pool_room_below_used_sru=node.used_sru + GiB)
+        Node.objects.filter(grid_id=1774).update(pool_room_below=200 * GiB, pool_room_below_used_sru=None)
+        Node.objects.filter(grid_id=2877).update(pools_sru=[])
+        # What services.observations and the reading writer do after such writes: the stored figures follow.
+        figures_refresh_all()
+        # A policy whose name holds " v", one whose row is gone (the default then), an empty pool list.
+        # (A version no longer in force is judged alone, by its name.)
+        Policy.objects.create(name="my vlan v2", scope=Policy.Scope.FARM, farm_id=58, reserve_mru_percent=25)
+        Node.objects.filter(grid_id=2457).update(effective_policy="my vlan v2 v1")
+        Node.objects.filter(grid_id=2456).update(effective_policy="my vlan v2 v7")
+        Node.objects.filter(grid_id=4002).update(effective_policy="gone v3")
+        Node.objects.filter(grid_id=4001).update(effective_policy="")
+        for size in [*SIZES.values(), (1, 200 * capacity.MiB, 10 * GiB), (2, 20 * GiB, 0), (8, 60 * GiB, 900 * GiB)]:
+            _assert_cut_agrees(*size)
 
-    settings.ALERT_READING_MAX_AGE = 24 * 3600  # the readings stay trusted over the hour asked about
-    now = timezone.now()
-    # Mixed lives on one node (2 and 20 minutes), one life on others; most of a small node held.
-    ttls = {1774: (120, 1200), 2310: (120, 120, 1200, 1200), 2456: (120, 1200), 4000: (1200,), 2877: (600, 600)}
-    for grid_id, lives in ttls.items():
-        free = Slice.objects.filter(node__grid_id=grid_id, state="free").order_by("index")[: len(lives)]
-        for s, ttl in zip(free, lives, strict=True):
-            hold_create(node_id=grid_id, slice_index=s.index, ttl_seconds=ttl, marketplace_id=f"m-{s.pk}", now=now)
-    stored = Node.objects.get(grid_id=2310)
-    assert (stored.held_slices, stored.held_first_expiry, stored.held_last_expiry) == (
-        4,
-        now + timedelta(seconds=120),
-        now + timedelta(seconds=1200),
-    )
+    def test_the_first_cut_agrees_with_live_holds_and_the_askers_rules(self, varied_fleet):
+        from dashboard.models import Slice
+        from dashboard.selectors.placement_rules import Rules
+        from dashboard.services.holds import hold_create
 
-    def agree(at):
-        seen = {"held": 0}
-        for cru, mru, sru in SIZES.values():
-            for best in (1, 10):
-                asked = dict(cru=cru, mru=mru, sru=sru, best=best, now=at)
-                judged = placement_for(**asked, every_node=True)
-                assert _answer_of(placement_for(**asked)) == _answer_of(judged), (at - now, cru, mru, sru, best)
-                seen["held"] += judged.blocked["held"]
-        return seen["held"]
+        # Holds on nodes of every kind: one slice, most of a node, an expired one (free again at `now`).
+        now = timezone.now()
+        for grid_id, count in ((1774, 1), (2310, 4), (2456, 2), (2457, 1), (2877, 2), (4000, 1), (4001, 3), (2733, 1)):
+            free = Slice.objects.filter(node__grid_id=grid_id, state="free").order_by("index")[:count]
+            for s in free:
+                hold_create(node_id=grid_id, slice_index=s.index, ttl_seconds=600, marketplace_id=f"m-{s.pk}", now=now)
+        gone = Slice.objects.filter(node__grid_id=4002, state="free").first()
+        hold_create(
+            node_id=4002, slice_index=gone.index, ttl_seconds=60, marketplace_id="gone", now=now - timedelta(hours=1)
+        )
+        # A held node closed since (maintenance): blocked for its closure on both paths, never among the best.
+        from dashboard.models import Node
+        from dashboard.services.withholds import node_withhold
 
-    assert agree(now)  # every hold live: some node is blocked by its holds alone
-    agree(now + timedelta(minutes=5))  # the 2-minute holds ended by time, with no write
-    agree(now + timedelta(minutes=30))  # every hold ended
-    assert Node.objects.get(grid_id=2310).held_slices == 4  # nothing was written meanwhile
+        node_withhold(nodes=[Node.objects.get(grid_id=4001)], reason="disk swap", via="command", now=now)
+        seen_held = 0
+        for rules in (
+            Rules(),
+            Rules(strategy="pack"),
+            Rules(per_farm=1, per_node=2),
+            Rules(exclude_farms=frozenset({58}), strategy="pack", per_farm=2),
+        ):
+            for cru, mru, sru in SIZES.values():
+                for best in (1, 3, 10):
+                    asked = dict(cru=cru, mru=mru, sru=sru, best=best, rules=rules, now=now)
+                    judged = placement_for(**asked, every_node=True)
+                    answer = placement_for(**asked)
+                    assert answer.blocked == judged.blocked, (
+                        rules,
+                        cru,
+                        mru,
+                        sru,
+                        best,
+                        {v.node_id: v.blocked_by for v in judged.verdicts},
+                    )
+                    assert _answer_of(answer) == _answer_of(judged), (rules, cru, mru, sru, best)
+                    assert answer.limited == judged.limited
+                    seen_held += answer.blocked["held"]
+        assert seen_held  # some node was blocked by its holds alone
 
-    # The buyer's own deployed report turns a held slice into its deployment: the node's sums follow.
-    held = Slice.objects.filter(node__grid_id=2877, state="free").order_by("index").first()
-    deployment_outcome_record(
-        node_id=2877, slice_index=held.index, marketplace_id=f"m-{held.pk}", outcome="deployed", at=timezone.now()
-    )
-    assert Node.objects.get(grid_id=2877).held_slices == 1
-    agree(timezone.now())
+    def test_the_first_cut_agrees_while_holds_end_by_time_and_after_a_held_slice_is_deployed(
+        self, varied_fleet, settings
+    ):
+        """The first cut charges the holds summed on each node row (services.held_figures); a hold ends by
+        time with no write. Asked while every hold of a node is live, while some have ended, once all have
+        ended, and after a held slice was deployed by its own buyer, the first cut says what judging every
+        node from the live holds says."""
+        from dashboard.models import Slice
+        from dashboard.services.holds import hold_create
+        from dashboard.services.outcomes.record import deployment_outcome_record
+
+        settings.ALERT_READING_MAX_AGE = 24 * 3600  # the readings stay trusted over the hour asked about
+        now = timezone.now()
+        # Mixed lives on one node (2 and 20 minutes), one life on others; most of a small node held.
+        ttls = {1774: (120, 1200), 2310: (120, 120, 1200, 1200), 2456: (120, 1200), 4000: (1200,), 2877: (600, 600)}
+        for grid_id, lives in ttls.items():
+            free = Slice.objects.filter(node__grid_id=grid_id, state="free").order_by("index")[: len(lives)]
+            for s, ttl in zip(free, lives, strict=True):
+                hold_create(node_id=grid_id, slice_index=s.index, ttl_seconds=ttl, marketplace_id=f"m-{s.pk}", now=now)
+        stored = Node.objects.get(grid_id=2310)
+        assert (stored.held_slices, stored.held_first_expiry, stored.held_last_expiry) == (
+            4,
+            now + timedelta(seconds=120),
+            now + timedelta(seconds=1200),
+        )
+
+        def agree(at):
+            seen = {"held": 0}
+            for cru, mru, sru in SIZES.values():
+                for best in (1, 10):
+                    asked = dict(cru=cru, mru=mru, sru=sru, best=best, now=at)
+                    judged = placement_for(**asked, every_node=True)
+                    assert _answer_of(placement_for(**asked)) == _answer_of(judged), (at - now, cru, mru, sru, best)
+                    seen["held"] += judged.blocked["held"]
+            return seen["held"]
+
+        assert agree(now)  # every hold live: some node is blocked by its holds alone
+        agree(now + timedelta(minutes=5))  # the 2-minute holds ended by time, with no write
+        agree(now + timedelta(minutes=30))  # every hold ended
+        assert Node.objects.get(grid_id=2310).held_slices == 4  # nothing was written meanwhile
+
+        # The buyer's own deployed report turns a held slice into its deployment: the node's sums follow.
+        held = Slice.objects.filter(node__grid_id=2877, state="free").order_by("index").first()
+        deployment_outcome_record(
+            node_id=2877, slice_index=held.index, marketplace_id=f"m-{held.pk}", outcome="deployed", at=timezone.now()
+        )
+        assert Node.objects.get(grid_id=2877).held_slices == 1
+        agree(timezone.now())

@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from dashboard import capacity
+from tests.support import examples
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -32,7 +33,7 @@ GIB = 1024 * MIB
 TIB = 1024 * GIB
 
 ZOS = capacity.PROFILES["zos"]
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def zos_rootfs(cpu: int, memory: int) -> int:
