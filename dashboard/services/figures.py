@@ -12,7 +12,8 @@ lesson) share one carve and one stale verdict.
 `manage.py figures_refresh` rewrites every node's figures, for rows changed by hand.
 
 "Deployable" and "placeable now" count only the slices a headline may promise: those whose odds
-(capacity.odds, from the node's memory lesson and its uncertainty) are at or above SLICE_MIN_ODDS.
+(capacity.odds, from the node's memory lesson and its uncertainty, or its build's prior where the
+build never refused, weighted by the deployments ZOS took: selectors.odds) are at or above SLICE_MIN_ODDS.
 The catalog keeps the others (uncertain: offered at their odds, never promised).
 """
 
@@ -33,7 +34,14 @@ from dashboard import capacity
 from dashboard.models import Node
 from dashboard.rules.catalog import catalog_stale, stale_reason
 from dashboard.rules.closure import CLOSURE_FIELDS, closure_of_values
-from dashboard.selectors.odds import has_own_residual, lesson_fits, sure_free_slices, sure_new_slices
+from dashboard.selectors.odds import (
+    belief_key,
+    beliefs_for,
+    has_own_residual,
+    lesson_fits,
+    sure_free_slices,
+    sure_new_slices,
+)
 from dashboard.selectors.policy_book import policy_book
 from dashboard.selectors.slices_grouped import slices_grouped
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
@@ -187,6 +195,7 @@ _NODE_VALUES = (
     "pool_room_below_used_sru",
     "zos_own_mru",
     "memory_lesson_id",
+    "zos_version",
     "used_cru",
     "used_mru",
     "used_sru",
@@ -207,6 +216,8 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
         return {}
     slices = slices_grouped(nodes)
     fits = lesson_fits(row[_LESSON_AT] for row in node_values)
+    # What each node's odds are judged by: its lesson, or its build's prior (selectors.odds.beliefs_for).
+    beliefs = beliefs_for({belief_key(row[_LESSON_AT], row[_LESSON_AT + 1]) for row in node_values})
     min_odds = settings.SLICE_MIN_ODDS
     book = policy_book()
     by_node, by_farm = book.by_node, book.by_farm
@@ -235,6 +246,7 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
         bound_used,
         zos_own,
         lesson_id,
+        zos_version,
         used_cru,
         used_mru,
         used_sru,
@@ -269,10 +281,10 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
             carved_pools_known,
             slice_key,
             observed,
-            lesson_id,
+            belief_key(lesson_id, zos_version),
             pk if has_own_residual(fits, lesson_id, pk) else None,
         )
-        fit = fits.get(lesson_id)
+        fit = beliefs[belief_key(lesson_id, zos_version)]
         shape = shapes.get(key)
         if shape is None:
             free_key, occupied_key = slice_key
