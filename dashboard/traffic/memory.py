@@ -57,6 +57,11 @@ class FleetMemory:
         belief = self.belief(group)
         if not isinstance(belief, capacity.HiddenUse):
             return False
+        # Only the least room at each VM count weighs the belief (capacity.tightest).
+        fit = self.fits.get(group)
+        room = accepted.room_mru - (fit.residuals.get(accepted.node, 0) if fit is not None else 0)
+        if accepted.vms in belief.bounds and belief.bounds[accepted.vms] <= room:
+            return False
         # A bound the belief already holds (nearly all of it below) tells nothing new: no refresh.
         if belief.odds(vms=accepted.vms, room=accepted.room_mru, node=accepted.node) > 0.999:
             return False
