@@ -4,8 +4,6 @@ import pytest
 
 from dashboard.traffic import simulate
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def month():
