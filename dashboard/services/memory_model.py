@@ -29,8 +29,6 @@ from dashboard.rows import rows_update
 from dashboard.selectors.odds import accepted_tighter_exists, beliefs_for, own_prior
 from dashboard.services.figures import figures_refresh, nodes_lock
 
-__all__ = ["own_prior"]  # its home is selectors.odds; kept importable here for the callers it had
-
 
 def zos_build_key(zos_version: str | None) -> str:
     """The group a node's memory is learnt in: its ZOS version, or "" (the whole fleet) when unknown."""

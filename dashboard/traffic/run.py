@@ -321,7 +321,7 @@ class Run:
         self, node: SimNode, slot: Slot, total: Resources, used: Resources, running: int, now: float
     ) -> None:
         """ZOS took the VM: actual was at most total - its memory, a bound on the group's line at the VMs
-        then running (services.memory_model.accepted_points). Where it moves the group's belief, the nodes
+        then running (services.memory_model.accepted_seen). Where it moves the group's belief, the nodes
         whose odds held their offer back are judged again."""
         group = node.spec.told_build
         room = total.mru - slot.size.mru - max(used.mru - capacity.zos_reserve_mru(total.mru), 0)
