@@ -114,3 +114,45 @@ def test_the_node_page_shows_sure_against_uncertain_slices(admins_client, sim_no
     page = admins_client.get(f"/nodes/{node.grid_id}/").content.decode()
     assert page.count('<span class="badge ok">sure</span>') == n - 1
     assert "uncertain · 0.69" in page
+
+
+def _told(node: Node, version: str) -> Node:
+    Node.objects.filter(pk=node.pk).update(zos_version=version)
+    figures_refresh([node.pk])
+    return Node.objects.get(pk=node.pk)
+
+
+def test_an_untaught_builds_near_full_slice_is_off_the_headline(sim_node):
+    node = Node.objects.get(pk=sim_node(3302, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78).pk)
+    told = _told(node, "v-untaught")
+    assert told.slices_free == node.deployable
+    assert 1 <= told.deployable < node.deployable  # the slice that fits only a small hidden use is no promise
+
+
+def test_a_node_of_no_known_version_and_no_lesson_keeps_its_slices(sim_node):
+    node = Node.objects.get(pk=sim_node(3303, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78).pk)
+    assert _told(node, "").deployable == node.deployable
+
+
+def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
+    from dashboard.models import Deployment
+
+    node = sim_node(3304, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    told = _told(node, "v-untaught")
+    other = sim_node(3305, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    sizes = [s.mru for s in node.slices.order_by("index")]
+    last = told.deployable  # the first slice not promised, with the promised ones running
+    room = node.total_mru - sizes[last] - sum(sizes[:last])
+    first = other.slices.order_by("index").first()
+    Deployment.objects.create(
+        node=other,
+        slice=first,
+        slice_index=first.index,
+        cru=first.cru,
+        mru=first.mru,
+        sru=first.sru,
+        state=Deployment.State.DEPLOYED,
+        capacity_seen={"vms": last, "room_mru": room, "zos_build": "v-untaught"},
+    )
+    figures_refresh([node.pk])
+    assert Node.objects.get(pk=node.pk).deployable == told.deployable + 1

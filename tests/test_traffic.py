@@ -41,8 +41,8 @@ def test_with_the_pools_reported_the_shipped_policy_refuses_only_where_memory_us
     assert (shipped.refused_after_first, shipped.refused_without_hidden_use) == (0, 0)
     assert set(shipped.refused_by_cause) <= {"memory"}
     # Each build's first lesson rests on one VM count (ZOS's own use a prior) until a second parts the
-    # line; on 60 nodes a month of 600 events seldom brings it, and the lesson's margin leaves a little.
-    assert shipped.utilisation >= 0.93
+    # line; the deployments ZOS takes bound it meanwhile (capacity.hidden), so little is left on the table.
+    assert shipped.utilisation >= 0.99
 
 
 def test_it_counts_refusals_on_nodes_of_several_ssds_by_cause(month):
@@ -63,8 +63,9 @@ def test_the_same_seed_draws_the_same_fleet_and_events_at_every_share_reported()
 
 def test_it_puts_what_zos_allows_to_use_under_the_shipped_policy(month):
     # The pools hidden, so no version told either: one fleet-wide group of two builds, each node judged
-    # by a line drawn through both (what the product does without an rmb-peer).
-    assert month.policies["zos-learning"].utilisation >= 0.8
+    # by a line drawn through both (what the product does without an rmb-peer), weighed by the
+    # deployments ZOS took.
+    assert month.policies["zos-learning"].utilisation >= 0.93
 
 
 def test_it_shows_the_seeds_failure_with_the_legacy_carve(month):

@@ -15,6 +15,7 @@ outside itself; its parts, each importing only those listed before it:
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
 - `overhead`: the fleet's memory line per ZOS build (`overhead_fit`), with its uncertainty;
+- `hidden`: the belief over a build's hidden use (a fit or a prior) weighted by the deployments ZOS took;
 - `odds`: the chance a free slice deploys at the first try now (`slices_odds`), and their calibration;
 - `carve`: the slices a node can host (`carve`, `carve_memoised`);
 - `precheck`: what fits on a live node now (`fits`, `placeable_count`, `precheck`), closed nodes;
@@ -41,6 +42,7 @@ from dashboard.capacity.closures import (
     status_closure,
     stored_closure,
 )
+from dashboard.capacity.hidden import Accepted, HiddenUse, build_prior, fit_belief, tightest
 from dashboard.capacity.layouts import (
     MAX_DRIVES,
     MODEL_TOLERANCE_PERCENT,
@@ -224,6 +226,11 @@ __all__ = [
     "PROBE_BEYOND_MRU",
     "PRIOR_SPREAD_MRU",
     "memory_odds",
+    "Accepted",
+    "HiddenUse",
+    "build_prior",
+    "fit_belief",
+    "tightest",
     "slices_odds",
     "odds_on_reading",
     "sure_slices",

@@ -3,10 +3,12 @@
 ZOS refuses a VM whose memory is above total - max(counted, actual) (capacity.overhead). The count
 is known; actual is the build's fitted line (capacity.OverheadFit) with its standard deviation, so
 the chance ZOS takes a VM is the chance actual stays at or under total - the VM's memory: a normal
-tail, Phi((total - memory - predicted actual) / sd). Free slices are taken one after another (as
-placeable now counts them), so the k-th is judged with the k before it running. A node whose group
-has no fit yet (its build never refused) has odds 1 where the count allows: nothing has shown a
-hidden use to be uncertain about (the probes, GET /api/v1/probes, are how such a build is taught).
+tail, Phi((total - memory - predicted actual) / sd). Where the caller has a belief
+(capacity.hidden.HiddenUse: the fit, or a build's prior where it was never refused, weighted by the
+deployments ZOS took) the odds are the belief's. Free slices are taken one after another (as
+placeable now counts them), so the k-th is judged with the k before it running. Without either
+(`None`: a node whose ZOS version is not known and whose group has no fit) the odds are 1 where the
+count allows: nothing says the node's ZOS hides any use (selectors.odds.beliefs_for says why).
 """
 
 from __future__ import annotations
@@ -14,18 +16,23 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from dashboard.capacity.hidden import HiddenUse
 from dashboard.capacity.lessons import zos_reserve_mru
 from dashboard.capacity.overhead import OverheadFit
 
+Belief = OverheadFit | HiddenUse | None
+
 
 def memory_odds(
-    fit: OverheadFit | None, *, total_mru: int, vm_mru: int, running: int, slice_mru: int, node: int | None = None
+    fit: Belief, *, total_mru: int, vm_mru: int, running: int, slice_mru: int, node: int | None = None
 ) -> float:
     """The probability ZOS takes a VM of `slice_mru` now, with `running` VMs of `vm_mru` memory on the node."""
     if slice_mru > total_mru - vm_mru - zos_reserve_mru(total_mru):
         return 0.0  # ZOS's count alone refuses it
     if fit is None:
         return 1.0
+    if isinstance(fit, HiddenUse):
+        return fit.odds(vms=running, room=total_mru - slice_mru - vm_mru, node=node)
     room = total_mru - slice_mru - vm_mru - fit.predicted(vms=running, total_mru=total_mru, node=node)
     sd = fit.predicted_sd(vms=running, node=node)
     if sd <= 0:
@@ -34,7 +41,7 @@ def memory_odds(
 
 
 def slices_odds(
-    fit: OverheadFit | None,
+    fit: Belief,
     *,
     total_mru: int,
     vm_mru: int,
@@ -51,7 +58,7 @@ def slices_odds(
 
 
 def odds_on_reading(
-    fit: OverheadFit | None,
+    fit: Belief,
     *,
     total_mru: int,
     used_mru: int | None,

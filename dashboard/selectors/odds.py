@@ -3,16 +3,43 @@
 One door for every reader of odds: the stored figures (services.figures: deployable and placeable
 now count only slices at or above SLICE_MIN_ODDS), the node page and the API's catalog, placement,
 and the calibration /metrics gives over the outcomes reported (`odds_calibration_now`).
+
+What a node's odds are judged by (`beliefs_for`): its lesson's fit as a belief (capacity.fit_belief),
+or, for a node whose ZOS version is known and whose build has no lesson, the build's prior
+(capacity.build_prior: ZOS's own use and the per-VM overhead as the other builds measured them, else
+the fixed priors), each weighted by the deployments ZOS took on the build (`accepted_by_build`). A
+node of no known version and no lesson has none (odds 1 where the count allows): the fleet-wide
+group holds nodes of any ZOS, including ones that hide nothing (a grid without an rmb-peer, the
+simulated nodes of no build), and a prior there would withhold slices no refusal ever questioned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 
-from django.db.models import Case, Count, ExpressionWrapper, F, FloatField, Q, Sum, Value, When
-from django.db.models.functions import Floor, Least
+from django.conf import settings
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    IntegerField,
+    Min,
+    Q,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Floor, Least
+from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.capacity.hidden import PER_VM_PRIOR_MRU, median_or
+from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
 from dashboard.models import Deployment, MemoryLesson, Node, Slice
 
 CALIBRATION_BINS = 10  # as capacity.odds_calibration bins them
@@ -24,6 +51,127 @@ def lesson_fits(lesson_ids: Iterable[int | None]) -> dict[int, capacity.Overhead
     return {lesson.pk: lesson.fit() for lesson in MemoryLesson.objects.filter(pk__in=ids)} if ids else {}
 
 
+def build_of(zos_version: str | None) -> str:
+    """The group a node's memory is learnt in (services.memory_model.zos_build_key): its version, or ""."""
+    return (zos_version or "").strip()
+
+
+def accepted_by_build(builds: Iterable[str]) -> dict[str, list[capacity.Accepted]]:
+    """Build -> the deployments ZOS took there within OBSERVATION_MAX_AGE_DAYS, as bounds (the least room
+    per node and VM count: capacity.tightest takes the least per count). One grouped query."""
+    builds = sorted({b for b in builds if b})
+    if not builds:
+        return {}
+    seen = "capacity_seen"
+    rows = (
+        Deployment.objects.filter(
+            state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED),
+            started_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+            capacity_seen__has_key="room_mru",
+        )
+        .annotate(build=KeyTextTransform("zos_build", seen))
+        .filter(build__in=builds)
+        .annotate(
+            vms=Cast(KeyTextTransform("vms", seen), IntegerField()),
+            room=Cast(KeyTextTransform("room_mru", seen), BigIntegerField()),
+        )
+        .order_by()
+        .values_list("build", "node_id", "vms")
+        .annotate(least=Min("room"))
+    )
+    accepted: dict[str, list[capacity.Accepted]] = {}
+    for build, node, vms, least in rows:
+        accepted.setdefault(build, []).append(capacity.Accepted(node=node, vms=vms, room_mru=least))
+    return accepted
+
+
+def _accepted(build: str):
+    return Deployment.objects.filter(
+        state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED),
+        started_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+        capacity_seen__zos_build=build,
+        capacity_seen__has_key="room_mru",
+    )
+
+
+def accepted_tighter_exists(*, build: str, vms: int, room_mru: int, besides: int) -> bool:
+    """Whether another deployment ZOS took on the build at `vms` VMs had at most this room."""
+    return (
+        _accepted(build)
+        .exclude(pk=besides)
+        .filter(capacity_seen__vms=vms, capacity_seen__room_mru__lte=room_mru)
+        .exists()
+    )
+
+
+def _latest_lessons(exclude: str) -> list[MemoryLesson]:
+    latest: dict[str, MemoryLesson] = {}
+    for lesson in (
+        MemoryLesson.objects.filter(reverted_at__isnull=True).exclude(build=exclude).order_by("-learnt_at", "-pk")
+    ):
+        latest.setdefault(lesson.build, lesson)
+    return list(latest.values())
+
+
+def own_prior(build: str) -> int:
+    """ZOS's own use for a group whose points cannot part it from the VMs' yet: the median of what the
+    other groups' lines measured (ZOS's daemons differ little between builds), else the fixed prior."""
+    return median_or(
+        (
+            lesson.own_mru
+            for lesson in _latest_lessons(build)
+            if lesson.own_mru is not None and lesson.own_sd < OWN_PRIOR_SD  # a line, not a prior again
+        ),
+        OWN_PRIOR_MRU,
+    )
+
+
+def per_vm_prior(build: str) -> int:
+    """The per-VM overhead of a build never refused: the median the other groups' lines measured (not
+    on a prior), else capacity.hidden's PER_VM_PRIOR_MRU."""
+    return median_or(
+        (lesson.per_vm_mru for lesson in _latest_lessons(build) if lesson.own_mru is not None and not lesson.on_prior),
+        PER_VM_PRIOR_MRU,
+    )
+
+
+def beliefs_for(keys: Iterable[tuple[int | None, str]]) -> dict[tuple[int | None, str], capacity.odds.Belief]:
+    """(lesson id or None, build) -> what those nodes' odds are judged by (the module's words)."""
+    keys = set(keys)
+    fits = lesson_fits(lesson_id for lesson_id, _build in keys)
+    builds_of = dict(MemoryLesson.objects.filter(pk__in=list(fits)).values_list("pk", "build")) if fits else {}
+    wanted = {builds_of.get(lesson_id, build) if lesson_id else build for lesson_id, build in keys}
+    accepted = accepted_by_build(wanted)
+    beliefs: dict[tuple[int | None, str], capacity.odds.Belief] = {}
+    priors: dict[str, capacity.HiddenUse] = {}
+    for lesson_id, build in keys:
+        if lesson_id is not None and lesson_id in fits:
+            fit = fits[lesson_id]
+            taken = accepted.get(builds_of.get(lesson_id, build), [])
+            beliefs[lesson_id, build] = capacity.fit_belief(fit, bounds=capacity.tightest(taken, fit.residuals)) or fit
+        elif build:
+            if build not in priors:
+                priors[build] = capacity.build_prior(
+                    own_mru=own_prior(build),
+                    per_vm_mru=per_vm_prior(build),
+                    bounds=capacity.tightest(accepted.get(build, [])),
+                )
+            beliefs[lesson_id, build] = priors[build]
+        else:
+            beliefs[lesson_id, build] = None
+    return beliefs
+
+
+def belief_key(lesson_id: int | None, zos_version: str | None) -> tuple[int | None, str]:
+    """The key of beliefs_for for a node: its lesson, or its build where it has none."""
+    return (lesson_id, "") if lesson_id is not None else (None, build_of(zos_version))
+
+
+def node_belief(node: Node) -> capacity.odds.Belief:
+    key = belief_key(node.memory_lesson_id, node.zos_version)
+    return beliefs_for([key])[key]
+
+
 def has_own_residual(fits: dict, lesson_id: int | None, pk: int) -> bool:
     """Whether the node has a residual of its own in its lesson (its odds are then its own)."""
     fit = fits.get(lesson_id)
@@ -31,7 +179,7 @@ def has_own_residual(fits: dict, lesson_id: int | None, pk: int) -> bool:
 
 
 def sure_new_slices(
-    fit: capacity.OverheadFit | None, carve: capacity.Carve, total_mru: int, occupied: tuple, pk: int, min_odds: float
+    fit: capacity.odds.Belief, carve: capacity.Carve, total_mru: int, occupied: tuple, pk: int, min_odds: float
 ) -> int:
     """How many of the carve's new slices, added after the occupied ones, are at or above `min_odds`."""
     odds = capacity.slices_odds(
@@ -46,7 +194,7 @@ def sure_new_slices(
 
 
 def sure_free_slices(
-    fit: capacity.OverheadFit, pk: int, free: tuple, used_mru: int, total_mru: int, occupied: tuple, min_odds: float
+    fit: capacity.odds.Belief, pk: int, free: tuple, used_mru: int, total_mru: int, occupied: tuple, min_odds: float
 ) -> int:
     """How many of the free slices, taken in order on the last reading, are at or above `min_odds`."""
     odds = capacity.odds_on_reading(
@@ -63,7 +211,7 @@ def sure_free_slices(
 def free_slices_odds(node: Node, *, free: Sequence[Slice], occupied: Sequence[Slice]) -> dict[int, float]:
     """Each free slice's odds of deploying at the first try now, by index: taken in index order on the
     node's last reading (capacity.odds_on_reading, the rule the stored figures count sure slices by)."""
-    fit = node.memory_lesson.fit() if node.memory_lesson_id else None
+    fit = node_belief(node)
     used = node.used
     odds = capacity.odds_on_reading(
         fit,
@@ -114,7 +262,7 @@ def vm_odds_now(node: Node, *, mru: int, used_mru: int | None = None) -> float:
     """The odds ZOS takes one more VM of `mru` on the node now: on `used_mru` (a reading just taken) or the
     node's last reading, with its rented and deployed slices running. Kept on each deployment sent or
     reported, for calibration."""
-    fit = node.memory_lesson.fit() if node.memory_lesson_id else None
+    fit = node_belief(node)
     running = node.slices_rented + node.slices_deployed
     if used_mru is None and node.used is not None:
         used_mru = node.used.mru

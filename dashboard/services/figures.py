@@ -12,7 +12,8 @@ lesson) share one carve and one stale verdict.
 `manage.py figures_refresh` rewrites every node's figures, for rows changed by hand.
 
 "Deployable" and "placeable now" count only the slices a headline may promise: those whose odds
-(capacity.odds, from the node's memory lesson and its uncertainty) are at or above SLICE_MIN_ODDS.
+(capacity.odds, from the node's memory lesson and its uncertainty, or its build's prior where the
+build never refused, weighted by the deployments ZOS took: selectors.odds) are at or above SLICE_MIN_ODDS.
 The catalog keeps the others (uncertain: offered at their odds, never promised).
 """
 
@@ -31,7 +32,14 @@ from django.db.models.functions import Cast
 from dashboard import capacity
 from dashboard.models import Node
 from dashboard.rules.closure import CLOSURE_FIELDS, closure_of_values
-from dashboard.selectors.odds import has_own_residual, lesson_fits, sure_free_slices, sure_new_slices
+from dashboard.selectors.odds import (
+    belief_key,
+    beliefs_for,
+    has_own_residual,
+    lesson_fits,
+    sure_free_slices,
+    sure_new_slices,
+)
 from dashboard.selectors.policy_book import policy_book
 from dashboard.selectors.slices_grouped import slices_grouped
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
@@ -173,6 +181,7 @@ _NODE_VALUES = (
     "pool_room_below_used_sru",
     "zos_own_mru",
     "memory_lesson_id",
+    "zos_version",
     "used_cru",
     "used_mru",
     "used_sru",
@@ -242,6 +251,8 @@ class _FleetFigures:
     def __init__(self, nodes: QuerySet[Node], rows: list):
         self.slices = slices_grouped(nodes)
         self.fits = lesson_fits(row.memory_lesson_id for row in rows)
+        # What each node's odds are judged by: its lesson, or its build's prior (selectors.odds.beliefs_for).
+        self.beliefs = beliefs_for({belief_key(row.memory_lesson_id, row.zos_version) for row in rows})
         self.min_odds = settings.SLICE_MIN_ODDS
         book = policy_book()
         self.by_node, self.by_farm, self.fleet_policy = book.by_node, book.by_farm, book.for_farm(None)
@@ -279,10 +290,10 @@ class _FleetFigures:
             row.carved_pools_known,
             slice_key,
             observed,
-            lesson_id,
+            belief_key(lesson_id, row.zos_version),
             pk if has_own_residual(self.fits, lesson_id, pk) else None,
         )
-        fit = self.fits.get(lesson_id)
+        fit = self.beliefs[belief_key(lesson_id, row.zos_version)]
         shape = self.shapes.get(key)
         if shape is None:
             shape = self.shapes[key] = self._shape(

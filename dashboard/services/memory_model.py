@@ -20,13 +20,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
 from dashboard.models import MemoryLesson, Node, Observation, Slice
 from dashboard.rows import rows_update
+from dashboard.selectors.odds import accepted_tighter_exists, beliefs_for, own_prior
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 
@@ -123,20 +123,39 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
     return lesson
 
 
-def own_prior(build: str) -> int:
-    """ZOS's own use for a group whose points cannot part it from the VMs' yet: the median of what the
-    other groups' lines measured (ZOS's daemons differ little between builds), else the fixed prior."""
-    latest: dict[str, MemoryLesson] = {}
-    for lesson in (
-        MemoryLesson.objects.filter(reverted_at__isnull=True).exclude(build=build).order_by("-learnt_at", "-pk")
-    ):
-        latest.setdefault(lesson.build, lesson)
-    measured = sorted(
-        lesson.own_mru
-        for lesson in latest.values()
-        if lesson.own_mru is not None and lesson.own_sd < OWN_PRIOR_SD  # a line, not a prior again
+def accepted_seen(node: Node, *, slice_pk: int, mru: int) -> dict:
+    """What a deployment ZOS took tells of its build's line, for its row's capacity_seen: the VMs the
+    catalog had running on the node besides it and the room beyond their memory (total - theirs - its
+    own). ZOS took it, so actual beyond those VMs' memory was at most that room (capacity.hidden). VMs
+    the catalog does not know only make the true count and memory larger, so the bound still holds."""
+    running = (
+        Slice.objects.filter(node=node, state__in=Slice.OCCUPIED_STATES)
+        .exclude(pk=slice_pk)
+        .aggregate(n=Count("pk"), mru=Sum("mru"))
     )
-    return measured[len(measured) // 2] if measured else OWN_PRIOR_MRU
+    return {
+        "vms": running["n"],
+        "room_mru": node.total_mru - mru - int(running["mru"] or 0),
+        "zos_build": zos_build_key(node.zos_version),
+    }
+
+
+def memory_model_accepted(*, node: Node, deployment_pk: int, seen: dict) -> int:
+    """A deployment ZOS took on the node (its accepted_seen in its row): where it is the tightest bound
+    of its group at its VM count (no deployment taken there had less room), the group's belief moved, and
+    the figures of the group's other nodes are refreshed (their odds may have risen); how many changed.
+    Call in a transaction, after the deployment's row is written."""
+    build = seen.get("zos_build", "")
+    key = (node.memory_lesson_id, "") if node.memory_lesson_id is not None else (None, build)
+    if not isinstance(beliefs_for([key])[key], capacity.HiddenUse):
+        return 0
+    if accepted_tighter_exists(build=build, vms=seen["vms"], room_mru=seen["room_mru"], besides=deployment_pk):
+        return 0
+    if node.memory_lesson_id is not None:
+        group = Node.objects.filter(memory_lesson_id=node.memory_lesson_id)
+    else:
+        group = Node.objects.filter(zos_version__in=_versions(build), memory_lesson__isnull=True)
+    return figures_refresh(list(group.exclude(pk=node.pk).values_list("pk", flat=True)))
 
 
 def memory_lessons_for_new(node_pks: list[int]) -> int:

@@ -40,7 +40,7 @@ after the first one on each node, utilisation and phantom slice-hours:
 
 
 Its parts: `memory` (the fleet's memory lessons and odds), `policies` (the four policies and their reactions), `fleet` (the nodes, ZOS booted on
-each, the events), `run` (one policy's month, event by event), `figures` (`simulate` and its figures).
+each, the events), `run` (one policy's month, event by event), `trials` (what ZOS would say of a node's free slices now), `figures` (`simulate` and its figures).
 """
 
 from dashboard.traffic.figures import TICK_EVERY, PolicyFigures, Simulation, simulate

@@ -6,7 +6,10 @@ group is fitted again (capacity.overhead_fit, ZOS's own use a prior from the oth
 until a line parts it) and the lesson written onto every node of the group as memory_model_apply
 writes it: a node that refused itself while the points are all at one VM count keeps its own reading,
 the others the fit's `observed_for` at their carved slices. The odds (capacity.slices_odds) come from
-the same fit, and headlines count only slices at or above `min_odds` (SLICE_MIN_ODDS).
+the same fit, weighted by the deployments ZOS took (capacity.hidden: each bounds the line from above
+at its VM count), or where a told build has no fit yet from its prior (capacity.build_prior); a node
+of no told build and no fit has odds 1 (selectors.odds.beliefs_for). Headlines count only
+slices at or above `min_odds` (SLICE_MIN_ODDS).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from dashboard import capacity
+from dashboard.capacity.hidden import PER_VM_PRIOR_MRU, median_or
 from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
 
 MIN_ODDS = 0.95  # settings.SLICE_MIN_ODDS's default
@@ -28,6 +32,9 @@ class FleetMemory:
     points: dict[str, list[capacity.MemoryPoint]] = field(default_factory=dict)
     fits: dict[str, capacity.OverheadFit] = field(default_factory=dict)
     own_reading: dict[str, dict[int, int]] = field(default_factory=dict)
+    # (node, VMs running) -> the least room beyond the VMs' memory of a deployment ZOS took there.
+    taken: dict[str, dict[tuple[int, int], int]] = field(default_factory=dict)
+    beliefs: dict[str, object] = field(default_factory=dict)
 
     def observe(self, group: str, point: capacity.MemoryPoint, *, per_vm: int) -> capacity.OverheadFit | None:
         """One refusal's point: the group fitted again (None when the point cannot fit a line)."""
@@ -37,10 +44,60 @@ class FleetMemory:
         fit = capacity.overhead_fit(self.points[group], prior_own_mru=self.own_prior(group))
         if fit is not None:
             self.fits[group] = fit
+            self.beliefs.pop(group, None)
         return fit
 
+    def accept(self, group: str, accepted: capacity.Accepted) -> bool:
+        """A deployment ZOS took; True when it moved the group's belief (a bound it did not hold yet)."""
+        taken = self.taken.setdefault(group, {})
+        key = (accepted.node, accepted.vms)
+        if key in taken and taken[key] <= accepted.room_mru:
+            return False
+        taken[key] = accepted.room_mru
+        belief = self.belief(group)
+        if not isinstance(belief, capacity.HiddenUse):
+            return False
+        # Only the least room at each VM count weighs the belief (capacity.tightest).
+        fit = self.fits.get(group)
+        room = accepted.room_mru - (fit.residuals.get(accepted.node, 0) if fit is not None else 0)
+        if accepted.vms in belief.bounds and belief.bounds[accepted.vms] <= room:
+            return False
+        # A bound the belief already holds (nearly all of it below) tells nothing new: no refresh.
+        if belief.odds(vms=accepted.vms, room=accepted.room_mru, node=accepted.node) > 0.999:
+            return False
+        self.beliefs.pop(group, None)
+        return True
+
+    def belief(self, group: str):
+        """What the odds of the group's nodes are judged by (selectors.odds.beliefs_for)."""
+        if group in self.beliefs:
+            return self.beliefs[group]
+        fit = self.fits.get(group)
+        accepted = [capacity.Accepted(node, vms, room) for (node, vms), room in self.taken.get(group, {}).items()]
+        if fit is None:
+            belief = (
+                capacity.build_prior(
+                    own_mru=self.own_prior(group),
+                    per_vm_mru=self.per_vm_prior(group),
+                    bounds=capacity.tightest(accepted),
+                )
+                if group
+                else None
+            )
+        else:
+            belief = capacity.fit_belief(fit, bounds=capacity.tightest(accepted, fit.residuals)) or fit
+        self.beliefs[group] = belief
+        return belief
+
+    def per_vm_prior(self, group: str) -> int:
+        """selectors.odds.per_vm_prior: the median per-VM overhead the other groups' lines measured."""
+        return median_or(
+            (f.per_vm_mru for g, f in self.fits.items() if g != group and f.own_mru is not None and not f.on_prior),
+            PER_VM_PRIOR_MRU,
+        )
+
     def own_prior(self, group: str) -> int:
-        """services.memory_model.own_prior: the median ZOS own use the other groups' lines measured."""
+        """selectors.odds.own_prior: the median ZOS own use the other groups' lines measured."""
         measured = sorted(
             f.own_mru for g, f in self.fits.items() if g != group and f.own_mru is not None and f.own_sd < OWN_PRIOR_SD
         )
@@ -64,5 +121,5 @@ class FleetMemory:
         self, group: str, *, node: int, total_mru: int, vm_mru: int, running: int, sizes_mru: list[int]
     ) -> tuple[float, ...]:
         return capacity.slices_odds(
-            self.fits.get(group), total_mru=total_mru, vm_mru=vm_mru, running=running, sizes_mru=sizes_mru, node=node
+            self.belief(group), total_mru=total_mru, vm_mru=vm_mru, running=running, sizes_mru=sizes_mru, node=node
         )

@@ -25,6 +25,7 @@ from dashboard.traffic import fleet
 from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
 from dashboard.traffic.memory import MIN_ODDS, FleetMemory
 from dashboard.traffic.policies import Contender
+from dashboard.traffic.trials import phantom_count, room_left
 
 RE_REGISTER_EVERY_HOURS = 24  # the beat's bulk re-register of stale nodes
 MAX_ATTEMPTS = 5  # nodes the marketplace tries for one request
@@ -35,6 +36,8 @@ FARM_IPS = 4
 NO_FREE_IP = "failed to create contract on node {node}: failed to create contract: FarmHasNotEnoughPublicIPsFree"
 PROBE_EVERY_HOURS = 6  # how often the deployer asks GET /api/v1/probes and sends what it lists
 PROBES_LISTED = 20  # the endpoint's default limit
+# A buyer takes an uncertain slice (below SLICE_MIN_ODDS) only at these odds or better.
+UNCERTAIN_FLOOR = 0.7
 
 
 @dataclass
@@ -73,6 +76,8 @@ class SimNode:
     slice_size: SliceSize | None = None  # its catalog's slice, from the last carve
     room_mru: int = 0  # full: memory of the node's slices ZOS would still take now (utilisation's denominator)
     sure: int = 0  # free slices at or above the minimum odds, in order (what headlines promise)
+    checked: int = 0  # free slices the precheck places now, before the odds cut them
+    first_odds: float = 1.0  # the first free slice's odds (what a buyer of an uncertain slice is told)
 
     @property
     def reported_pools(self) -> tuple[int, ...] | None:
@@ -214,6 +219,7 @@ class Run:
         )
 
     def _placeable(self, node: SimNode) -> int:
+        node.checked = 0
         free = node.free_slots()
         if not free or node.status != "up":
             return 0
@@ -221,6 +227,7 @@ class Run:
         check = capacity.precheck(
             [(s.index, s.size) for s in free], total, used, self.policy, live=self._live(node, used.sru)
         )
+        node.checked = check.placeable_now
         return min(check.placeable_now, self._sure(node, free))
 
     def _odds(self, node: SimNode, free: list[Slot]) -> tuple[float, ...]:
@@ -240,12 +247,20 @@ class Run:
     def _sure(self, node: SimNode, free: list[Slot]) -> int:
         """Free slices a headline may promise: those in a row from the first at or above the minimum odds."""
         sure = 0
-        for odds in self._odds(node, free):
+        all_odds = self._odds(node, free)
+        node.first_odds = all_odds[0] if all_odds else 0.0
+        for odds in all_odds:
             if odds < self.min_odds:
                 break
             sure += 1
         node.sure = sure
         return sure
+
+    def _odds_moved(self, node: SimNode) -> bool:
+        """Whether new odds change what the node offers (its precheck's count stands: nothing of it moved)."""
+        was = (node.sure, node.first_odds >= UNCERTAIN_FLOOR)
+        self._sure(node, node.free_slots())
+        return (node.sure, node.first_odds >= UNCERTAIN_FLOOR) != was
 
     def _fits(self, node: SimNode, slot: Slot) -> bool:
         total, used = node.machine.reading()
@@ -298,6 +313,26 @@ class Run:
                 other.observed = observed
                 if other is not node:
                     self._judge(other)
+            elif other is not node and other.status == "up" and other.checked > other.sure and self._odds_moved(other):
+                self._close(other, now)  # the new fit moved its odds alone
+                self._judge(other)
+
+    def _learn_taken(
+        self, node: SimNode, slot: Slot, total: Resources, used: Resources, running: int, now: float
+    ) -> None:
+        """ZOS took the VM: actual was at most total - its memory, a bound on the group's line at the VMs
+        then running (services.memory_model.accepted_seen). Where it moves the group's belief, the nodes
+        whose odds held their offer back are judged again."""
+        group = node.spec.told_build
+        room = total.mru - slot.size.mru - max(used.mru - capacity.zos_reserve_mru(total.mru), 0)
+        if not self.memory.accept(group, capacity.Accepted(node=node.spec.node_id, vms=running, room_mru=room)):
+            return
+        for other in self.nodes:
+            if other is node or other.spec.told_build != group or other.status != "up":
+                continue
+            if other.checked > other.sure and self._odds_moved(other):
+                self._close(other, now)
+                self._judge(other)
 
     # --- accounting of figures -----------------------------------------------------------
 
@@ -319,8 +354,8 @@ class Run:
         # The slices on offer are judged: placeable now and at or above SLICE_MIN_ODDS; the rest are no
         # promise (utilisation counts what ZOS would still take of them).
         offer = node.placeable if self.mode.precheck and self.memory is not None else None
-        node.phantom = _phantom(node, offer) if up else len(node.free_slots())
-        node.room_mru = _room(node) if node.full else 0
+        node.phantom = phantom_count(node, offer) if up else len(node.free_slots())
+        node.room_mru = room_left(node) if node.full else 0
 
     def _account(self, node: SimNode, now: float) -> None:
         span = now - node.changed_at
@@ -420,6 +455,7 @@ class Run:
             self.deploys += 1
             self.daily[int(event.at // 24)]["deploys"] += 1
             total, used = node.machine.reading()
+            running = sum(1 for s in node.slots if not s.free)
             odds = self._odds(node, node.free_slots())[0]  # the slot is the first free one
             self.seq += 1
             self._close(node, event.at)
@@ -434,6 +470,8 @@ class Run:
                     test_vm_in_the_way = node.machine.copy().place(slot.size, name="t", deployment_id=0)[0] is not None
             node.machine.test_vm = False
             self.odds_outcomes.append((odds, vm is not None))
+            if vm is not None and self.memory is not None:
+                self._learn_taken(node, slot, total, used, running, event.at)
             if vm is not None:
                 if ipv4:
                     self.ip_users.setdefault(self._farm(position), set()).add((position, vm.workload_id))
@@ -533,7 +571,7 @@ class Run:
             if position in tried or node.status != "up" or node.turned_away:
                 continue
             if self.mode.precheck:
-                offered = node.placeable
+                offered = node.placeable or self._uncertain_offer(node)
             else:
                 offered = sum(1 for s in node.slots if s.free)
             if offered <= 0:
@@ -546,36 +584,13 @@ class Run:
             return None
         return best[int(pick * len(best)) % len(best)]
 
+    def _uncertain_offer(self, node: SimNode) -> int:
+        """1 where the node has no sure slice but the precheck places its next one at UNCERTAIN_FLOOR
+        odds or better: the catalog shows it at its odds (the API's placement without `min_odds`), and
+        a buyer may take it; ZOS's answer then teaches the group (a bound, or a refusal's point)."""
+        return int(self.memory is not None and node.checked > 0 and node.first_odds >= UNCERTAIN_FLOOR)
+
     def finish(self) -> None:
         for node in self.nodes:
             self._account(node, HOURS)
             node.changed_at = HOURS
-
-
-def _phantom(node: SimNode, offer: int | None = None) -> int:
-    """Free slices ZOS would refuse if they were deployed one after another now (ZOS's own word);
-    of the first `offer` of them where the catalog offers only those (the sure ones)."""
-    free = sorted(node.free_slots(), key=lambda s: s.index)
-    if offer is not None:
-        free = free[:offer]
-    if not free:
-        return 0
-    trial = node.machine.copy()
-    refused = 0
-    for n, slot in enumerate(free):
-        vm, _refusal = trial.place(slot.size, name=f"p{n}", deployment_id=10**9 + n)
-        refused += vm is None
-    return refused
-
-
-def _room(node: SimNode, limit: int = 256) -> int:
-    """Memory of the node's slices ZOS would still take now, one after another (no test VM: at best)."""
-    size = node.slice_size
-    if size is None or not size.mru:
-        return 0
-    trial = node.machine.copy()
-    trial.test_vm = False
-    taken = 0
-    while taken < limit and trial.place(size, name=f"r{taken}", deployment_id=2 * 10**9 + taken)[0] is not None:
-        taken += 1
-    return taken * size.mru

@@ -23,6 +23,7 @@ from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.holds import hold_turned_deployed, hold_words
+from dashboard.services.memory_model import accepted_seen, memory_model_accepted
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
@@ -264,6 +265,8 @@ def _record_last_move(existing: Deployment) -> datetime | None:
 def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, workload_id, by, source) -> OutcomeRecorded:
     slice_ = target.row
     taken = move == Move.TAKE
+    # What ZOS taking it tells of its build's line (services.memory_model), beside the last reading.
+    seen = _capacity_last_read(node) | (accepted_seen(node, slice_pk=slice_.pk, mru=slice_.mru) if taken else {})
     if taken and target.holder == Holder.NOBODY:
         Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.DEPLOYED, updated_at=timezone.now())
     if taken:  # the buyer's hold, if any, has become this deployment
@@ -280,7 +283,7 @@ def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, work
         state=Deployment.State.DEPLOYED if taken else Deployment.State.FAILED,
         marketplace_id=marketplace_id,
         grid_workload_id=workload_id,
-        capacity_seen=_capacity_last_read(node),
+        capacity_seen=seen,
         requested_by=by if getattr(by, "pk", None) else None,
         finished_at=at,
         odds=vm_odds_now(node, mru=slice_.mru),
@@ -291,6 +294,7 @@ def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, work
     where = f"slice {slice_.index} of node {node.grid_id}"
     if taken:
         figures_refresh([node.pk])
+        memory_model_accepted(node=node, deployment_pk=deployment.pk, seen=seen)
         words = (
             f"{marketplace_id!r} recorded as the holder of {where}, which the catalog already said was deployed"
             if target.holder == Holder.UNNAMED
