@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB
 from dashboard.models import Policy
+from tests.manage_in_process import database_unreachable, manage
 
 NODE_1774 = ["--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB"]
 ONE_SSD = ["--pools", "931.5GiB"]  # its one SSD, as zos.storage.pools reports it
@@ -142,13 +143,14 @@ def test_with_a_profile_it_touches_no_database_and_by_default_reads_only_the_fle
 
 
 def test_it_works_with_the_database_unreachable():
+    # A real process with a DATABASE_URL where nothing listens: the one run that shows no database at all.
     done = run(*NODE_1774, "--json")
     assert (done.returncode, done.stderr) == (0, "")
     assert json.loads(done.stdout)["slices"] == 6
 
 
 def test_it_exits_non_zero_with_one_line_and_no_traceback_on_a_bad_size():
-    done = run("--cru", "8", "--mru", "31GB", "--sru", "931.5GiB")
+    done = manage("carve", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "CommandError: --mru: '31GB' uses a decimal unit; ZOS counts 1024-based units, write 31GiB or 31MiB"
@@ -156,8 +158,9 @@ def test_it_exits_non_zero_with_one_line_and_no_traceback_on_a_bad_size():
 
 
 def test_it_exits_non_zero_with_one_line_on_a_bad_policy():
-    # run() has no database: the words say that the saved policies could not be looked at.
-    done = run(*NODE_1774, "--policy", "zoz")
+    # With no database the words say that the saved policies could not be looked at.
+    with database_unreachable():
+        done = manage("carve", *NODE_1774, "--policy", "zoz")
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.strip() == (
         "CommandError: unknown policy 'zoz': it is no profile (zos, legacy, flat-overhead) and the saved "

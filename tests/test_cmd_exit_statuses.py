@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command, load_command_class
 
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE
+from tests.manage_in_process import manage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 COMMANDS = sorted(p.stem for p in (BASE_DIR / "dashboard/management/commands").glob("*.py") if p.stem != "__init__")
@@ -70,18 +71,24 @@ def test_a_node_the_grid_refuses_to_read_is_a_refusal_not_a_usage_error(legacy_n
     assert caught.value.returncode == EXIT_REFUSED and str(caught.value).startswith("grid: ")
 
 
-@pytest.mark.parametrize(
-    ("args", "words"),
-    [
-        # argparse's own refusals: only a real command line shows their exit status.
-        (("precheck", "-5"), "argument node_id: '-5' is not a grid id (a whole number from 1 to 2147483647)"),
-        (("node_reregister", "0"), "argument node_id: '0' is not a grid id"),
-        (("carve", "--cru", "8", "--mru"), "argument --mru: expected one argument"),
-    ],
-)
+ARGPARSE_REFUSALS = [
+    (("precheck", "-5"), "argument node_id: '-5' is not a grid id (a whole number from 1 to 2147483647)"),
+    (("node_reregister", "0"), "argument node_id: '0' is not a grid id"),
+    (("carve", "--cru", "8", "--mru"), "argument --mru: expected one argument"),
+]
+
+
+# argparse's own refusals: only a command line (manage.py's path, not call_command) shows their exit status.
+@pytest.mark.parametrize(("args", "words"), ARGPARSE_REFUSALS)
 def test_argparse_refusals_exit_2_and_suggest_no_impossible_id(args, words):
+    done = manage(*args)
+    assert (done.returncode, words in done.stderr) == (EXIT_USAGE, True), done.stderr
+    assert "node_register -" not in done.stderr
+
+
+def test_an_argparse_refusal_is_exit_2_as_the_shell_sees_it():
+    args, words = ARGPARSE_REFUSALS[0]
     done = subprocess.run(
         [sys.executable, "manage.py", *args], cwd=BASE_DIR, capture_output=True, text=True, timeout=120
     )
     assert (done.returncode, words in done.stderr) == (EXIT_USAGE, True), done.stderr
-    assert "node_register -" not in done.stderr

@@ -1,35 +1,20 @@
 import json
-import os
-import subprocess
-import sys
 from io import StringIO
 
 import pytest
-from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Node, Slice
+from tests.manage_in_process import database_unreachable, manage
 
 NODE_1774 = ["--cru", "8", "--mru", "31GiB", "--sru", "931.5GiB", "--farm-id", "1"]
-NO_DATABASE = "postgres://nobody@127.0.0.1:1/nowhere"
 
 
 def register(*args: str) -> str:
     out = StringIO()
     call_command("node_register", *args, stdout=out)
     return out.getvalue()
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", "node_register", *args],
-        cwd=settings.BASE_DIR,
-        env={**os.environ, "DATABASE_URL": NO_DATABASE},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 @pytest.mark.django_db
@@ -129,13 +114,15 @@ def test_it_refuses_bad_input_with_one_clear_error_and_writes_nothing(args, mess
 
 
 def test_it_exits_non_zero_with_one_line_and_no_traceback_on_partial_capacity():
-    done = run("1774", "--cru", "8", "--farm-id", "1")
+    with database_unreachable():
+        done = manage("node_register", "1774", "--cru", "8", "--farm-id", "1")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["CommandError: give --cru, --mru and --sru (missing --mru, --sru)"]
 
 
 def test_it_checks_its_input_before_reaching_the_database():
-    done = run("1774", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB", "--farm-id", "1")
+    with database_unreachable():
+        done = manage("node_register", "1774", "--cru", "8", "--mru", "31GB", "--sru", "931.5GiB", "--farm-id", "1")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith("CommandError: --mru: '31GB' uses a decimal unit")
 

@@ -1,9 +1,6 @@
 """manage.py node_reregister: queues the same job as the button; --wait follows it; clear exits."""
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from io import StringIO
 from pathlib import Path
@@ -15,6 +12,7 @@ from django.db import connection
 from dashboard.models import AuditEvent, Job
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim
+from tests.manage_in_process import manage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -100,19 +98,7 @@ def test_it_gives_up_waiting_with_exit_3_and_the_job_keeps_going(legacy_node_177
 
 @pytest.mark.django_db
 def test_it_exits_2_without_a_traceback_from_the_shell(legacy_node_1774):
-    db = connection.settings_dict
-    env = os.environ | {
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-    }
-    done = subprocess.run(
-        [sys.executable, "manage.py", "node_reregister", "424242", "--skip-checks"],
-        cwd=BASE_DIR,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = manage("node_reregister", "424242", "--skip-checks")
     assert (done.returncode, done.stderr.strip()) == (
         2,
         "CommandError: node 424242 is not registered; run manage.py node_register 424242",

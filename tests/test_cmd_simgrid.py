@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB
 from dashboard.grid.simgrid import SimulatedGrid
+from tests.manage_in_process import manage as manage_in_process
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -153,8 +154,8 @@ def test_it_resets_the_grid(simgrid_path):
 # --- as an operator runs it ------------------------------------------------------------------
 
 
-def test_a_bad_size_is_one_line_on_stderr_and_a_failing_exit(tmp_path):
-    process = manage(
+def test_a_bad_size_is_one_line_on_stderr_and_a_failing_exit(simgrid_path):
+    done = manage_in_process(
         "simgrid",
         "add-node",
         "1774",
@@ -164,12 +165,10 @@ def test_a_bad_size_is_one_line_on_stderr_and_a_failing_exit(tmp_path):
         "lots",
         "--sru",
         "931.5GiB",
-        simgrid_path=tmp_path / "simgrid.sqlite3",
     )
-    out, err = process.communicate(timeout=60)
 
-    assert process.returncode != 0
-    assert err.strip().splitlines() == [
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines() == [
         "CommandError: --mru: 'lots' is not a size; write e.g. 4GiB, 931.5GiB, 512MiB or a byte count"
     ]
 

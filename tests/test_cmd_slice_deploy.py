@@ -1,18 +1,14 @@
 import json
-import os
-import subprocess
-import sys
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection
 
 from dashboard.capacity import GiB
 from dashboard.models import Deployment, Slice
 from dashboard.services.registration import node_register
 from tests.factories import NODE_1774, TOTAL_1774
+from tests.manage_in_process import manage
 
 pytestmark = pytest.mark.django_db
 
@@ -107,23 +103,9 @@ def test_it_says_the_grid_is_down_and_records_nothing(gridproxy_down):
     assert not Deployment.objects.exists()
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_it_prints_one_line_without_traceback_from_the_command_line(simgrid_path):
-    root = Path(__file__).resolve().parent.parent
-    db = connection.settings_dict
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "SIMGRID_PATH": str(simgrid_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "manage.py", "slice_deploy", "4040", "--all-free"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = manage("slice_deploy", "4040", "--all-free")
     assert (done.returncode, done.stderr.strip()) == (
         2,
         "CommandError: node 4040 is not registered; run manage.py node_register 4040",

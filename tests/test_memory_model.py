@@ -7,6 +7,7 @@ teach every node of their build.
 """
 
 import pytest
+from django.test import override_settings
 
 from dashboard import capacity
 from dashboard.capacity import GiB
@@ -14,6 +15,7 @@ from dashboard.grid.simgrid.machine import usable_mru
 from dashboard.models import AuditEvent, Deployment, MemoryLesson, Node, Observation
 from dashboard.services.deploy import slices_deploy_all_free
 from dashboard.services.memory_model import lesson_current, memory_lesson_revert
+from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
 
@@ -137,56 +139,31 @@ def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(sim_node):
     assert after.observed.hidden_mru(12, after.total_mru) + capacity.zos_reserve_mru(after.total_mru) > 12 * GiB
 
 
-def _taught(sim_node):
-    nodes = _farm(sim_node, ["v3.14.0-sim"] * 2, BIG)
-    _fill(sim_node, nodes[:1])
-    return nodes
+@pytest.fixture(scope="class")
+def taught_built(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Two 62.8 GiB nodes of one build, the first filled (its refusal teaches the build); built once for
+    the class (its simulated grid in a folder of its own, its rows rolled back after)."""
+    from dashboard.grid.simgrid import SimulatedGrid
+
+    path = tmp_path_factory.mktemp("taught") / "simgrid.sqlite3"
+    grid = SimulatedGrid(path)
+
+    def add(node_id, **options):
+        return sim_node_add(grid, node_id, **options)
+
+    add.grid = grid
+    with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
+        nodes = _farm(add, ["v3.14.0-sim"] * 2, BIG)
+        _fill(add, nodes[:1])
+        yield path, [n.pk for n in nodes]
 
 
-def test_the_node_page_says_which_lesson_decides_and_learnt_from_where(admins_client, sim_node):
-    nodes = _taught(sim_node)
-    page = admins_client.get(f"/nodes/{nodes[1].grid_id}/").content.decode()
-    assert "its ZOS build's lesson (v3.14.0-sim)" in page and f"learnt from node {nodes[0].grid_id}" in page
-
-
-def test_an_admin_reverts_the_lesson_from_the_node_page(admins_client, sim_node):
-    nodes = _taught(sim_node)
-    lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
-    response = admins_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/")
-    assert response.status_code == 302
-    assert Node.objects.get(pk=nodes[1].pk).memory_lesson is None
-    assert AuditEvent.objects.get(action="memory_lesson.reverted").actor.username == "ada"
-
-
-def test_support_may_not_revert_a_lesson(support_client, sim_node):
-    nodes = _taught(sim_node)
-    lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
-    assert support_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 403
-    assert MemoryLesson.objects.get(pk=lesson.pk).reverted_at is None
-
-
-def test_reverting_wants_a_post(admins_client, sim_node):
-    nodes = _taught(sim_node)
-    lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
-    assert admins_client.get(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 405
-
-
-def test_the_api_says_which_lesson_decides(api_call, api_token, sim_node):
-    nodes = _taught(sim_node)
-    body = api_call("get", f"/api/v1/nodes/{nodes[1].grid_id}", api_token("read")).json()
-    lesson = body["lessons"]["memory_lesson"]
-    assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == ("build", "v3.14.0-sim", [nodes[0].grid_id])
-
-
-def test_a_node_registered_after_the_lesson_counts_it_at_once(sim_node):
-    nodes = _taught(sim_node)
-    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")  # the fleet-wide group
-    memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
-    _fill(sim_node, [Node.objects.get(pk=nodes[1].pk)])  # teaches the fleet group
-    late = sim_node(3099, cru=32, mru=BIG[0], sru=4000 * GiB)
-    late = Node.objects.get(pk=late.pk)
-    assert (late.memory_lesson_scope, late.memory_lesson_id) == ("fleet", lesson_current("").pk)
-    assert late.placeable_now < late.slices.count()
+@pytest.fixture
+def taught(taught_built, simgrid_path, db):
+    """The class's taught nodes on a copy of their simulated grid; what a test writes is undone after it."""
+    path, pks = taught_built
+    simgrid_copy(path, simgrid_path)
+    return [Node.objects.get(pk=pk) for pk in pks]
 
 
 def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
@@ -203,18 +180,61 @@ def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
     assert versions == {3201: "v3.13.2-sim", 3202: ""}
 
 
-def test_a_version_told_takes_the_node_out_of_the_fleet_wide_group(sim_node):
-    from dashboard.grid.types import ZosVersion
-    from dashboard.services.pools_heard import Heard, pools_heard_store
+class TestTaught:
+    """The tests that read what the first node's refusal taught, built once for the class."""
 
-    nodes = _taught(sim_node)
-    Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")
-    memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
-    _fill(sim_node, [Node.objects.get(pk=nodes[1].pk)])  # the fleet-wide group learns
-    late = sim_node(3098, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.13.2-sim")
-    assert Node.objects.get(pk=late.pk).memory_lesson_scope == "fleet"
+    def test_the_node_page_says_which_lesson_decides_and_learnt_from_where(self, taught, admins_client):
+        nodes = taught
+        page = admins_client.get(f"/nodes/{nodes[1].grid_id}/").content.decode()
+        assert "its ZOS build's lesson (v3.14.0-sim)" in page and f"learnt from node {nodes[0].grid_id}" in page
 
-    pools_heard_store([late], Heard(versions={late.grid_id: ZosVersion(zos="v3.13.2-sim")}))
+    def test_an_admin_reverts_the_lesson_from_the_node_page(self, taught, admins_client):
+        nodes = taught
+        lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
+        response = admins_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/")
+        assert response.status_code == 302
+        assert Node.objects.get(pk=nodes[1].pk).memory_lesson is None
+        assert AuditEvent.objects.get(action="memory_lesson.reverted").actor.username == "ada"
 
-    late = Node.objects.get(pk=late.pk)
-    assert (late.memory_lesson_id, late.memory_lesson_scope, late.hidden_mru_per_vm) == (None, "", 0)
+    def test_support_may_not_revert_a_lesson(self, taught, support_client):
+        nodes = taught
+        lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
+        assert support_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 403
+        assert MemoryLesson.objects.get(pk=lesson.pk).reverted_at is None
+
+    def test_reverting_wants_a_post(self, taught, admins_client):
+        nodes = taught
+        lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
+        assert admins_client.get(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 405
+
+    def test_the_api_says_which_lesson_decides(self, taught, api_call, api_token):
+        nodes = taught
+        body = api_call("get", f"/api/v1/nodes/{nodes[1].grid_id}", api_token("read")).json()
+        lesson = body["lessons"]["memory_lesson"]
+        assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == ("build", "v3.14.0-sim", [nodes[0].grid_id])
+
+    def test_a_node_registered_after_the_lesson_counts_it_at_once(self, taught, sim_node):
+        nodes = taught
+        Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")  # the fleet-wide group
+        memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
+        _fill(sim_node, [Node.objects.get(pk=nodes[1].pk)])  # teaches the fleet group
+        late = sim_node(3099, cru=32, mru=BIG[0], sru=4000 * GiB)
+        late = Node.objects.get(pk=late.pk)
+        assert (late.memory_lesson_scope, late.memory_lesson_id) == ("fleet", lesson_current("").pk)
+        assert late.placeable_now < late.slices.count()
+
+    def test_a_version_told_takes_the_node_out_of_the_fleet_wide_group(self, taught, sim_node):
+        from dashboard.grid.types import ZosVersion
+        from dashboard.services.pools_heard import Heard, pools_heard_store
+
+        nodes = taught
+        Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")
+        memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
+        _fill(sim_node, [Node.objects.get(pk=nodes[1].pk)])  # the fleet-wide group learns
+        late = sim_node(3098, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.13.2-sim")
+        assert Node.objects.get(pk=late.pk).memory_lesson_scope == "fleet"
+
+        pools_heard_store([late], Heard(versions={late.grid_id: ZosVersion(zos="v3.13.2-sim")}))
+
+        late = Node.objects.get(pk=late.pk)
+        assert (late.memory_lesson_id, late.memory_lesson_scope, late.hidden_mru_per_vm) == (None, "", 0)

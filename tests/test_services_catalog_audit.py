@@ -4,6 +4,7 @@ import datetime as dt
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 from django.utils import timezone
 
 from dashboard.capacity import GiB, SliceSize
@@ -11,6 +12,7 @@ from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
 from dashboard.selectors.catalog_audit import Pace
 from dashboard.services.catalog_audit import catalog_audit_here
 from dashboard.services.deploy import slice_deploy
+from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 # An outside deployer's VM: smaller than a slice, so it fits beside the catalog's.
@@ -19,20 +21,39 @@ FAST = Pace(rate=1000.0, sleep=lambda _s: None)
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def planted(sim_node):
+@pytest.fixture(scope="module")
+def planted_built(django_db_setup, django_db_blocker, tmp_path_factory):
     """Node 1774 with slices 0 and 1 deployed by the dashboard; slice 1's VM then deleted on the grid
-    behind the catalog's back (an orphan), and a VM deployed on the node outside the catalog (foreign)."""
-    node = sim_node(1774, **NODE_1774)
-    sim_node(11, cru=4, mru=16 * GiB, sru=256 * GiB, farm_id=1)
-    grid = sim_node.grid
-    slice_deploy(node=node, slice_index=0, grid=grid)
-    gone = slice_deploy(node=node, slice_index=1, grid=grid)
-    grid.delete_vm(1774, gone.grid_workload_id)
-    # Deployed an hour ago: past CATALOG_AUDIT_ORPHAN_GRACE, so its orphan is fixable.
-    Deployment.objects.filter(pk=gone.pk).update(started_at=timezone.now() - dt.timedelta(hours=1))
-    foreign = grid.deploy_vm(1774, OUTSIDE, name="outside")
-    return {"node": node, "grid": grid, "foreign": foreign, "gone": gone}
+    behind the catalog's back (an orphan), and a VM deployed on the node outside the catalog (foreign).
+    Built once for the module: its simulated grid in a folder of its own, its rows rolled back after."""
+    from dashboard.grid.simgrid import SimulatedGrid
+
+    path = tmp_path_factory.mktemp("planted") / "simgrid.sqlite3"
+    grid = SimulatedGrid(path)
+    with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
+        node = sim_node_add(grid, 1774, **NODE_1774)
+        sim_node_add(grid, 11, cru=4, mru=16 * GiB, sru=256 * GiB, farm_id=1)
+        slice_deploy(node=node, slice_index=0, grid=grid)
+        gone = slice_deploy(node=node, slice_index=1, grid=grid)
+        grid.delete_vm(1774, gone.grid_workload_id)
+        # Deployed an hour ago: past CATALOG_AUDIT_ORPHAN_GRACE, so its orphan is fixable.
+        Deployment.objects.filter(pk=gone.pk).update(started_at=timezone.now() - dt.timedelta(hours=1))
+        foreign = grid.deploy_vm(1774, OUTSIDE, name="outside")
+        yield {"path": path, "foreign": foreign, "gone": gone.pk}
+
+
+@pytest.fixture
+def planted(planted_built, simgrid_path, db):
+    """The module's planted node on a copy of its simulated grid; what a test writes is undone after it."""
+    from dashboard.grid.simgrid import SimulatedGrid
+
+    simgrid_copy(planted_built["path"], simgrid_path)
+    return {
+        "node": Node.objects.get(grid_id=1774),
+        "grid": SimulatedGrid(simgrid_path),
+        "foreign": planted_built["foreign"],
+        "gone": Deployment.objects.get(pk=planted_built["gone"]),
+    }
 
 
 def _audit(grid, *, fix=False):
