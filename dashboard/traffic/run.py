@@ -440,7 +440,8 @@ class Run:
         tried: set[int] = set()
         if ipv4 and self.mode.precheck:
             # The dashboard's bound: a farm with no free IP offers no IPv4 slice (selectors.farm_ips).
-            tried |= {p for p in range(len(self.nodes)) if self._farm(p) in self._farms_without_ips()}
+            without = self._farms_without_ips()  # once per request: per node it made the month quadratic
+            tried |= {p for p in range(len(self.nodes)) if self._farm(p) in without}
         for _ in range(MAX_ATTEMPTS):
             position = self._pick(event.pick, tried)
             if position is None:
