@@ -919,6 +919,7 @@ class MemoryLesson(models.Model):
     own_sd = models.BigIntegerField(default=0)
     per_vm_sd = models.BigIntegerField(default=0)
     spread_mru = models.BigIntegerField(default=0)
+    line_sd = models.BigIntegerField(default=0)  # the doubt rival readings of its points leave (capacity.overhead)
     mean_vms = models.FloatField(default=0)
     points = models.PositiveIntegerField()
     nodes = models.PositiveIntegerField()
@@ -948,6 +949,7 @@ class MemoryLesson(models.Model):
             own_sd=self.own_sd,
             per_vm_sd=self.per_vm_sd,
             spread_mru=self.spread_mru,
+            line_sd=self.line_sd,
             points=self.points,
             nodes=self.nodes,
             mean_vms=self.mean_vms,

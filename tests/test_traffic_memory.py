@@ -2,7 +2,7 @@
 
 import pytest
 
-from dashboard.capacity import GiB, MemoryPoint, MiB, overhead_fit
+from dashboard.capacity import GiB, MemoryPoint, MiB, overhead_fit, slices_odds
 from dashboard.grid.simgrid import ZOS_BUILDS, ZosMachine
 from dashboard.traffic import simulate
 from dashboard.traffic.drift import Drift
@@ -82,7 +82,7 @@ def test_hidden_use_nodes_leaves_the_fleet_without_builds():
         hidden_use_for(specs, "some", 1)
 
 
-def test_a_refusal_while_the_test_vm_runs_is_left_out_of_the_line():
+def test_a_refusal_while_the_test_vm_runs_is_read_as_one_vm_more():
     # ZOS's rule, on simulated 32 GiB nodes of a build: actual use at 2, 4 and 6 VMs of 2 GiB (hidden
     # use, not the count, decides), the last told with the 512 MiB provisiontest VM running.
     points = []
@@ -99,8 +99,9 @@ def test_a_refusal_while_the_test_vm_runs_is_left_out_of_the_line():
     fit = overhead_fit(points)
     build = ZOS_BUILDS[BUILD_MAJOR]
     assert fit.points == 3
-    # The node refused beside the test VM keeps what it told as its own: the test VM and its overhead.
-    assert abs(fit.residuals[13] - (512 * MiB + build.per_vm_mru)) <= 96 * MiB
+    # The point told beside the test VM is read as one VM more (capacity.overhead._readings): its node
+    # keeps no excess of its own, and the line is the build's.
+    assert abs(fit.residuals.get(13, 0)) <= 96 * MiB
     # The build's figures, give or take the nodes' own spread (records.build_spread).
     assert abs(fit.per_vm_mru - build.per_vm_mru) <= 16 * MiB
     assert abs(fit.own_mru - build.own_mru) <= 96 * MiB
@@ -110,3 +111,50 @@ def _size(mru):
     from dashboard.capacity import SliceSize
 
     return SliceSize(cru=1, mru=mru, sru=0)
+
+
+def _refusal_point(node_id, *, total, vms, vm_mru, test_vm):
+    """What one memory refusal tells on a simulated node of the major build (ZOS's rule decides)."""
+    machine = ZosMachine.boot(node_id, cru=32, mru=total, sru=4000 * GiB, zos_build=BUILD_MAJOR)
+    for i in range(vms):
+        machine.place(_size(vm_mru), name=f"v{i}", deployment_id=i + 1)
+    machine.test_vm = test_vm
+    _vm, refusal = machine.place(_size(total), name="probe", deployment_id=99)
+    usable = int(refusal.raw.rsplit("usable ", 1)[1].split()[0])
+    return MemoryPoint(node=node_id, total_mru=total, vms=vms, vm_mru=vms * vm_mru, actual_mru=total - usable)
+
+
+def test_two_refusals_one_beside_the_test_vm_promise_nothing_zos_refuses():
+    # Seed 7's month at 1,000 nodes: the build's first two refusals were one clean at 6 VMs and one
+    # beside the test VM at 2; their exact line (own 3.7 GiB, 0.63 GiB a VM) promised a 13th 4 GiB
+    # slice on every empty 64 GiB node, which ZOS refuses (23,000 untrue node-hours).
+    points = [
+        _refusal_point(31, total=32 * GiB, vms=6, vm_mru=4 * GiB, test_vm=False),
+        _refusal_point(32, total=16 * GiB, vms=2, vm_mru=4 * GiB, test_vm=True),
+    ]
+    fit = overhead_fit(points)
+    # What ZOS itself takes on an empty 64 GiB node of the build, one 4 GiB VM after another.
+    machine = ZosMachine.boot(40, cru=32, mru=64 * GiB, sru=4000 * GiB, zos_build=BUILD_MAJOR)
+    taken = 0
+    while machine.place(_size(4 * GiB), name=f"t{taken}", deployment_id=taken + 1)[0] is not None:
+        taken += 1
+    odds = slices_odds(fit, total_mru=64 * GiB, vm_mru=0, running=0, sizes_mru=[4 * GiB] * (taken + 1), node=40)
+    assert odds[taken] < 0.95  # the slice ZOS refuses is no promise
+    assert fit.line_sd > 0  # the rival reading (the 2-VM point beside the test VM) is the doubt
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [7, 11])
+def test_the_full_month_meets_the_products_figures(seed):
+    # `manage.py simulate_traffic --nodes 1000 --events 10000 --seed N --policies zos-learning --json`,
+    # the month SIMULATION.md reports: refusals, catalog truth and calibration at their targets.
+    # Utilisation's floor is what seed 11 reaches (0.934; seed 7 0.954): it learns one build from a
+    # single refusal beside the test VM, and the carve of 16 GiB nodes stays a slice short (issue 32).
+    drift = Drift(unreported_releases=0.05, foreign_deploys=0.02, watch=True, seed=seed)
+    figures = simulate(
+        nodes=1000, events=10000, seed=seed, policies=("zos-learning",), pools_reported=1.0, ipv4_share=0.2, drift=drift
+    ).as_dict()["policies"]["zos-learning"]
+    assert figures["refused_per_1000_nodes"] <= 10
+    assert figures["catalog_truth"] >= 0.995
+    assert figures["odds_calibration"]["ece"] <= 0.03
+    assert figures["utilisation"] >= 0.93

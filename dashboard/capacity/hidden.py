@@ -167,13 +167,13 @@ def build_prior(
 
 def fit_belief(fit: OverheadFit, *, bounds: Mapping[int, int] | None = None) -> HiddenUse | None:
     """The refusals' fit as a belief (None for a lesson kept before the prior: its line is the node's
-    reserve, not one figure): the line at the points' mean VM count known to spread / sqrt(points),
-    the per-VM overhead to its own standard deviation, as OverheadFit.predicted_sd has them."""
+    reserve, not one figure): the line at the points' mean VM count known to spread / sqrt(points)
+    and its rival readings' doubt (line_sd), the per-VM overhead to its own standard deviation, as OverheadFit.predicted_sd has them."""
     if fit.own_mru is None:
         return None
     return HiddenUse(
         at_line=fit.own_mru + fit.mean_vms * fit.per_vm_mru,
-        at_line_sd=fit.spread_mru / math.sqrt(max(fit.points, 1)),
+        at_line_sd=math.hypot(fit.spread_mru / math.sqrt(max(fit.points, 1)), fit.line_sd),
         at_vms=fit.mean_vms,
         per_vm=fit.per_vm_mru,
         per_vm_sd=fit.per_vm_sd,

@@ -69,6 +69,9 @@ class OverheadFit:
     residuals: dict[int, int] = field(default_factory=dict)  # node -> its mean residual (bytes)
     # Every point at one VM count (`mean_vms`): ZOS's own use is the prior's, not measured.
     on_prior: bool = False
+    # The line's standard deviation at `mean_vms` from rival readings of its points (which of them
+    # were beside the test VM: `_readings`), beyond what the points' spread gives it.
+    line_sd: int = 0
 
     def predicted(self, *, vms: int, total_mru: int, node: int | None = None) -> int:
         """Actual use beyond the VMs' memory the model expects on a node running `vms` VMs."""
@@ -81,7 +84,7 @@ class OverheadFit:
         if self.own_mru is None:
             return float(self.spread_mru)
         spread = 0 if node in self.residuals else self.spread_mru
-        line = self.spread_mru**2 / self.points + ((vms - self.mean_vms) * self.per_vm_sd) ** 2
+        line = self.spread_mru**2 / self.points + self.line_sd**2 + ((vms - self.mean_vms) * self.per_vm_sd) ** 2
         return math.sqrt(spread**2 + line)
 
     def observed_for(self, *, node: int | None, vms: int, margin_sd: float = 1.0) -> Observed:
@@ -122,8 +125,9 @@ def overhead_fit(
 ) -> OverheadFit | None:
     """Fit ZOS's own use and the per-VM overhead over one build's observations; None without any.
     `prior_own_mru` (± `prior_own_sd`) stands for ZOS's own use while the points lie at one VM count.
-    Points far above the line (ABOVE_LINE_MRU: the daily test VM was running) are left out, once: a VM
-    never frees memory, so hidden use only ever adds to the line, and the line is the points' floor."""
+    Up to READINGS_MAX_POINTS points, each may be read as told beside the daily test VM (`_readings`,
+    whose rivals raise the fit's doubt); beyond, points far above the line (ABOVE_LINE_MRU) are left
+    out, once: a VM never frees memory, so hidden use only adds to the line, the points' floor."""
     # usable 0 is censored: the host's use reached its memory, so it tells only a lower bound.
     points = [p for p in points if p.actual_mru < p.total_mru] or list(points)
     # Where ZOS's count decided (used = counted to the byte: few VMs on a big node's reserve, as a probe
@@ -131,6 +135,15 @@ def overhead_fit(
     points = [p for p in points if p.actual_mru != p.vm_mru + zos_reserve_mru(p.total_mru)] or points
     if not points:
         return None
+    priors = (prior_spread_mru, prior_own_mru, prior_own_sd)
+    if len(points) <= READINGS_MAX_POINTS:
+        return _readings(points, *priors)
+    return _far_left_out(points, *priors)
+
+
+def _far_left_out(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> OverheadFit:
+    """The line with the points far above the others' line left out, each far node keeping its excess
+    (the rule for more points than `_readings` weighs one by one)."""
     fit = _fit(points, prior_spread_mru, prior_own_mru, prior_own_sd)
     if fit.on_prior:
         return fit
@@ -156,6 +169,66 @@ def overhead_fit(
     if not far or len(far) == len(points):
         return fit
     return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
+
+
+# Up to this many points every reading of which were beside the test VM is weighed (2^n readings).
+READINGS_MAX_POINTS = 8
+# zosbase provisiontest's VM (1 vCPU / 512 MiB, outside ZOS's count): a refusal beside it tells
+# actual with one VM more, of this memory, running.
+TEST_VM_MRU = 512 * MiB
+# The odds against one refusal being beside the test VM, as a cost in log odds: ln((1 - q) / q) with
+# q = 1/3 (once the fleet is learnt, the test VM is much of what is left to refuse).
+TEST_VM_COST = math.log(2)
+# A point far above a reading's line (a node of its own deviation) costs this, however far.
+FAR_COST = math.log(4)
+RIVAL_WEIGHT_MIN = 0.01  # readings weighing less than this beside the best are ignored
+
+
+def _readings(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> OverheadFit:
+    """The best reading of few points, and the doubt its rivals leave. A refusal beside the daily test
+    VM tells the line at one VM more and TEST_VM_MRU above it, and two or three points cannot say which
+    of them were: every subset is tried as those, each reading fitted as `_far_left_out` fits, and
+    scored by its misfit over the spread (a far point FAR_COST), ZOS's own use against its prior and
+    TEST_VM_COST a point beside the test VM. The best is returned, its uncertainty raised by its
+    rivals' (weighted by exp(-cost)), so a line few points draw is not trusted where a rival parts."""
+    readings = []
+    for beside in _subsets(len(points)):
+        read = [_beside_test_vm(p) if i in beside else p for i, p in enumerate(points)]
+        fit = _far_left_out(read, prior_spread_mru, prior_own_mru, prior_own_sd)
+        own = fit.own_mru or 0
+        misfit = 0.0
+        for p in read:
+            off = p.beyond_vms - own - p.vms * fit.per_vm_mru
+            misfit += FAR_COST if off > ABOVE_LINE_MRU else min(off**2 / (2 * prior_spread_mru**2), FAR_COST)
+        prior = 0.0 if fit.on_prior else (own - prior_own_mru) ** 2 / (2 * prior_own_sd**2)
+        readings.append((misfit + prior + TEST_VM_COST * len(beside), fit))
+    best_cost, best = min(readings, key=lambda r: r[0])
+    rivals = [(math.exp(best_cost - cost), fit) for cost, fit in readings if fit is not best]
+    rivals = [(w, fit) for w, fit in rivals if w >= RIVAL_WEIGHT_MIN and fit.own_mru is not None]
+    if not rivals or best.own_mru is None:
+        return best
+    total = 1.0 + sum(w for w, _ in rivals)
+
+    def doubt(value) -> float:
+        return math.sqrt(sum(w * (value(fit) - value(best)) ** 2 for w, fit in rivals) / total)
+
+    return replace(
+        best,
+        line_sd=math.ceil(doubt(lambda f: f.own_mru + best.mean_vms * f.per_vm_mru)),
+        own_sd=math.ceil(math.hypot(best.own_sd, doubt(lambda f: f.own_mru))),
+        per_vm_sd=math.ceil(math.hypot(best.per_vm_sd, doubt(lambda f: f.per_vm_mru))),
+    )
+
+
+def _beside_test_vm(point: MemoryPoint) -> MemoryPoint:
+    """The point read as refused beside the test VM: one VM more, of TEST_VM_MRU, was running."""
+    return replace(point, vms=point.vms + 1, vm_mru=point.vm_mru + TEST_VM_MRU)
+
+
+def _subsets(n: int):
+    """Every subset of range(n), as sets, the empty one first."""
+    for mask in range(2**n):
+        yield {i for i in range(n) if mask >> i & 1}
 
 
 def _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd) -> OverheadFit:

@@ -100,6 +100,7 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
             own_sd=fit.own_sd,
             per_vm_sd=fit.per_vm_sd,
             spread_mru=fit.spread_mru,
+            line_sd=fit.line_sd,
             mean_vms=fit.mean_vms,
             points=fit.points,
             nodes=fit.nodes,
