@@ -94,9 +94,10 @@ screenshots: install
 bench: install
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
-# A month of marketplace traffic against each policy (1,000 nodes, 10,000 events): SIMULATION.md and its chart.
+# A month of marketplace traffic against each policy (1,000 nodes, 10,000 events, an rmb-peer as deployed;
+# add --no-rmb for the Grid Proxy alone): SIMULATION.md and its chart.
 simulate: install
-	$(BIN)/python manage.py simulate_traffic --nodes 1000 --events 10000 --seed 7 --no-rmb --write SIMULATION.md --chart docs/simulation.png
+	$(BIN)/python manage.py simulate_traffic --nodes 1000 --events 10000 --seed 7 --write SIMULATION.md --chart docs/simulation.png
 
 # The long reliability runs (kill loop, 10,000-case fuzz, faults, load under gunicorn, check --deploy,
 # schemathesis, the dripping Grid Proxy, the user in no group); results in
