@@ -920,6 +920,7 @@ class MemoryLesson(models.Model):
     per_vm_sd = models.BigIntegerField(default=0)
     spread_mru = models.BigIntegerField(default=0)
     line_sd = models.BigIntegerField(default=0)  # the doubt rival readings of its points leave (capacity.overhead)
+    per_vm_doubt = models.BigIntegerField(default=0)
     mean_vms = models.FloatField(default=0)
     points = models.PositiveIntegerField()
     nodes = models.PositiveIntegerField()
@@ -950,6 +951,7 @@ class MemoryLesson(models.Model):
             per_vm_sd=self.per_vm_sd,
             spread_mru=self.spread_mru,
             line_sd=self.line_sd,
+            per_vm_doubt=self.per_vm_doubt,
             points=self.points,
             nodes=self.nodes,
             mean_vms=self.mean_vms,

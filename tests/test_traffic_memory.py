@@ -2,7 +2,7 @@
 
 import pytest
 
-from dashboard.capacity import GiB, MemoryPoint, MiB, overhead_fit, slices_odds
+from dashboard.capacity import Accepted, GiB, MemoryPoint, MiB, overhead_fit, slices_odds, tightest
 from dashboard.grid.simgrid import ZOS_BUILDS, ZosMachine
 from dashboard.traffic import simulate
 from dashboard.traffic.drift import Drift
@@ -147,14 +147,34 @@ def test_two_refusals_one_beside_the_test_vm_promise_nothing_zos_refuses():
 @pytest.mark.parametrize("seed", [7, 11])
 def test_the_full_month_meets_the_products_figures(seed):
     # `manage.py simulate_traffic --nodes 1000 --events 10000 --seed N --policies zos-learning --json`,
-    # the month SIMULATION.md reports: refusals, catalog truth and calibration at their targets.
-    # Utilisation's floor is what seed 11 reaches (0.934; seed 7 0.954): it learns one build from a
-    # single refusal beside the test VM, and the carve of 16 GiB nodes stays a slice short (issue 32).
+    # the month SIMULATION.md reports: memory refusals, catalog truth, calibration and utilisation at
+    # their targets. Seed 11 also has 9 disk refusals on two nodes of several pools: the month's carve
+    # is told each pool's size but not its use, which zos.storage.pools tells production (issue 32's note).
     drift = Drift(unreported_releases=0.05, foreign_deploys=0.02, watch=True, seed=seed)
     figures = simulate(
         nodes=1000, events=10000, seed=seed, policies=("zos-learning",), pools_reported=1.0, ipv4_share=0.2, drift=drift
     ).as_dict()["policies"]["zos-learning"]
-    assert figures["refused_per_1000_nodes"] <= 10
+    assert figures["refused_by_cause"].get("memory", 0) <= 10
     assert figures["catalog_truth"] >= 0.995
     assert figures["odds_calibration"]["ece"] <= 0.03
-    assert figures["utilisation"] >= 0.93
+    assert 0.95 <= figures["utilisation"] <= 1
+
+
+def test_the_deployments_zos_took_tell_which_refusals_were_beside_the_test_vm():
+    # Seed 11's month: the build's only two refusals were both beside the test VM. Their plain line
+    # (own 3 GiB) is what a 16 GiB node taking a third 4 GiB VM refutes; with that bound the fit
+    # reads both as beside the test VM, and the line is the build's.
+    points = [
+        _refusal_point(51, total=16 * GiB, vms=2, vm_mru=4 * GiB, test_vm=True),
+        _refusal_point(52, total=32 * GiB, vms=5, vm_mru=4 * GiB, test_vm=True),
+    ]
+    machine = ZosMachine.boot(53, cru=32, mru=16 * GiB, sru=4000 * GiB, zos_build=BUILD_MAJOR)
+    for i in range(2):
+        machine.place(_size(4 * GiB), name=f"v{i}", deployment_id=i + 1)
+    assert machine.place(_size(4 * GiB), name="third", deployment_id=3)[0] is not None  # ZOS took it
+    took = tightest([Accepted(node=53, vms=2, room_mru=16 * GiB - 4 * GiB - 2 * 4 * GiB)])
+    build = ZOS_BUILDS[BUILD_MAJOR]
+    plain, read = overhead_fit(points), overhead_fit(points, bounds=took)
+    assert plain.own_mru - build.own_mru > GiB
+    assert abs(read.per_vm_mru - build.per_vm_mru) <= 16 * MiB
+    assert abs(read.own_mru - build.own_mru) <= 96 * MiB

@@ -168,7 +168,8 @@ def build_prior(
 def fit_belief(fit: OverheadFit, *, bounds: Mapping[int, int] | None = None) -> HiddenUse | None:
     """The refusals' fit as a belief (None for a lesson kept before the prior: its line is the node's
     reserve, not one figure): the line at the points' mean VM count known to spread / sqrt(points)
-    and its rival readings' doubt (line_sd), the per-VM overhead to its own standard deviation, as OverheadFit.predicted_sd has them."""
+    and its rival readings' doubt (line_sd), the per-VM overhead to its own standard deviation and
+    doubt, as OverheadFit.predicted_sd has them."""
     if fit.own_mru is None:
         return None
     return HiddenUse(
@@ -176,7 +177,7 @@ def fit_belief(fit: OverheadFit, *, bounds: Mapping[int, int] | None = None) -> 
         at_line_sd=math.hypot(fit.spread_mru / math.sqrt(max(fit.points, 1)), fit.line_sd),
         at_vms=fit.mean_vms,
         per_vm=fit.per_vm_mru,
-        per_vm_sd=fit.per_vm_sd,
+        per_vm_sd=math.hypot(fit.per_vm_sd, fit.per_vm_doubt),
         spread_mru=fit.spread_mru,
         residuals=fit.residuals,
         bounds=bounds,

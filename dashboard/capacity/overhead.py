@@ -16,7 +16,7 @@ would over-count on big nodes and under-count on small ones.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dashboard.capacity.lessons import Observed, zos_reserve_mru
@@ -72,19 +72,24 @@ class OverheadFit:
     # The line's standard deviation at `mean_vms` from rival readings of its points (which of them
     # were beside the test VM: `_readings`), beyond what the points' spread gives it.
     line_sd: int = 0
+    per_vm_doubt: int = 0  # and of the per-VM overhead (beside per_vm_sd, the line's own)
 
     def predicted(self, *, vms: int, total_mru: int, node: int | None = None) -> int:
         """Actual use beyond the VMs' memory the model expects on a node running `vms` VMs."""
         own = zos_reserve_mru(total_mru) if self.own_mru is None else self.own_mru
         return own + vms * self.per_vm_mru + self.residuals.get(node, 0)
 
-    def predicted_sd(self, *, vms: int, node: int | None = None) -> float:
+    def predicted_sd(self, *, vms: int, node: int | None = None, doubt: bool = True) -> float:
         """The prediction's standard deviation at `vms` VMs: the line's own (ordinary least squares:
-        s^2 (1/n + (x - mean)^2 / Sxx)), and a node's spread unless its residual is known."""
+        s^2 (1/n + (x - mean)^2 / Sxx)), and a node's spread unless its residual is known; with `doubt`,
+        its rival readings' too (line_sd, per_vm_doubt)."""
         if self.own_mru is None:
             return float(self.spread_mru)
         spread = 0 if node in self.residuals else self.spread_mru
-        line = self.spread_mru**2 / self.points + self.line_sd**2 + ((vms - self.mean_vms) * self.per_vm_sd) ** 2
+        line_sd, per_vm_sd = (
+            (self.line_sd, math.hypot(self.per_vm_sd, self.per_vm_doubt)) if doubt else (0, self.per_vm_sd)
+        )
+        line = self.spread_mru**2 / self.points + line_sd**2 + ((vms - self.mean_vms) * per_vm_sd) ** 2
         return math.sqrt(spread**2 + line)
 
     def observed_for(self, *, node: int | None, vms: int, margin_sd: float = 1.0) -> Observed:
@@ -95,8 +100,10 @@ class OverheadFit:
             return Observed(hidden_mru_per_vm=self.per_vm_mru)
         if self.on_prior:
             return self._hopeful_for(vms=vms, margin_sd=margin_sd)
-        low = margin_sd * self.predicted_sd(vms=0, node=node)
-        high = margin_sd * self.predicted_sd(vms=max(vms, 1), node=node)
+        # The carve's chord is the line's own; the rival readings' doubt is for the odds, which the
+        # deployments ZOS took then narrow (capacity.hidden), as a chord cannot.
+        low = margin_sd * self.predicted_sd(vms=0, node=node, doubt=False)
+        high = margin_sd * self.predicted_sd(vms=max(vms, 1), node=node, doubt=False)
         own = max(self.own_mru + self.residuals.get(node, 0) + math.ceil(low), 0)
         per_vm = max(self.per_vm_mru + math.ceil((high - low) / max(vms, 1)), 0)
         return Observed(hidden_mru_per_vm=per_vm, zos_own_mru=own)
@@ -122,11 +129,13 @@ def overhead_fit(
     prior_spread_mru: int = PRIOR_SPREAD_MRU,
     prior_own_mru: int = OWN_PRIOR_MRU,
     prior_own_sd: int = OWN_PRIOR_SD,
+    bounds: Mapping[int, int] | None = None,
 ) -> OverheadFit | None:
     """Fit ZOS's own use and the per-VM overhead over one build's observations; None without any.
     `prior_own_mru` (± `prior_own_sd`) stands for ZOS's own use while the points lie at one VM count.
     Up to READINGS_MAX_POINTS points, each may be read as told beside the daily test VM (`_readings`,
-    whose rivals raise the fit's doubt); beyond, points far above the line (ABOVE_LINE_MRU) are left
+    whose rivals raise the fit's doubt; `bounds`, capacity.tightest of the deployments ZOS took, weigh
+    the readings: a line above one is unlikely); beyond, points far above the line (ABOVE_LINE_MRU) are left
     out, once: a VM never frees memory, so hidden use only adds to the line, the points' floor."""
     # usable 0 is censored: the host's use reached its memory, so it tells only a lower bound.
     points = [p for p in points if p.actual_mru < p.total_mru] or list(points)
@@ -137,7 +146,7 @@ def overhead_fit(
         return None
     priors = (prior_spread_mru, prior_own_mru, prior_own_sd)
     if len(points) <= READINGS_MAX_POINTS:
-        return _readings(points, *priors)
+        return _readings(points, *priors, bounds=bounds or {})
     return _far_left_out(points, *priors)
 
 
@@ -182,9 +191,10 @@ TEST_VM_COST = math.log(2)
 # A point far above a reading's line (a node of its own deviation) costs this, however far.
 FAR_COST = math.log(4)
 RIVAL_WEIGHT_MIN = 0.01  # readings weighing less than this beside the best are ignored
+BOUND_COST_MAX = FAR_COST  # as a far point: a bound may rest on a stale count of VMs (unreported releases)
 
 
-def _readings(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> OverheadFit:
+def _readings(points, prior_spread_mru, prior_own_mru, prior_own_sd, *, bounds: Mapping[int, int]) -> OverheadFit:
     """The best reading of few points, and the doubt its rivals leave. A refusal beside the daily test
     VM tells the line at one VM more and TEST_VM_MRU above it, and two or three points cannot say which
     of them were: every subset is tried as those, each reading fitted as `_far_left_out` fits, and
@@ -201,7 +211,8 @@ def _readings(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> Overhead
             off = p.beyond_vms - own - p.vms * fit.per_vm_mru
             misfit += FAR_COST if off > ABOVE_LINE_MRU else min(off**2 / (2 * prior_spread_mru**2), FAR_COST)
         prior = 0.0 if fit.on_prior else (own - prior_own_mru) ** 2 / (2 * prior_own_sd**2)
-        readings.append((misfit + prior + TEST_VM_COST * len(beside), fit))
+        taken = sum(_bound_cost(own + vms * fit.per_vm_mru, room, prior_spread_mru) for vms, room in bounds.items())
+        readings.append((misfit + prior + taken + TEST_VM_COST * len(beside), fit))
     best_cost, best = min(readings, key=lambda r: r[0])
     rivals = [(math.exp(best_cost - cost), fit) for cost, fit in readings if fit is not best]
     rivals = [(w, fit) for w, fit in rivals if w >= RIVAL_WEIGHT_MIN and fit.own_mru is not None]
@@ -216,8 +227,14 @@ def _readings(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> Overhead
         best,
         line_sd=math.ceil(doubt(lambda f: f.own_mru + best.mean_vms * f.per_vm_mru)),
         own_sd=math.ceil(math.hypot(best.own_sd, doubt(lambda f: f.own_mru))),
-        per_vm_sd=math.ceil(math.hypot(best.per_vm_sd, doubt(lambda f: f.per_vm_mru))),
+        per_vm_doubt=math.ceil(doubt(lambda f: f.per_vm_mru)),
     )
+
+
+def _bound_cost(line: float, room: int, spread: int) -> float:
+    """-ln P(a node of the line had at most `room` beyond its VMs' memory), as ZOS took a VM there."""
+    chance = 0.5 * (1.0 + math.erf((room - line) / (spread * math.sqrt(2.0))))
+    return min(-math.log(max(chance, 1e-300)), BOUND_COST_MAX)
 
 
 def _beside_test_vm(point: MemoryPoint) -> MemoryPoint:

@@ -26,7 +26,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.models import MemoryLesson, Node, Observation, Slice
 from dashboard.rows import rows_update
-from dashboard.selectors.odds import accepted_tighter_exists, beliefs_for, own_prior
+from dashboard.selectors.odds import accepted_by_build, accepted_tighter_exists, beliefs_for, own_prior
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 
@@ -91,7 +91,8 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
     elif not points:
         lesson = None
     else:
-        fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build))
+        taken = capacity.tightest(accepted_by_build([build]).get(build, []))
+        fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build), bounds=taken)
         node_ids = sorted({p.node for p in points})
         lesson = MemoryLesson.objects.create(
             build=build,
@@ -101,6 +102,7 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
             per_vm_sd=fit.per_vm_sd,
             spread_mru=fit.spread_mru,
             line_sd=fit.line_sd,
+            per_vm_doubt=fit.per_vm_doubt,
             mean_vms=fit.mean_vms,
             points=fit.points,
             nodes=fit.nodes,

@@ -41,7 +41,10 @@ class FleetMemory:
         self.points.setdefault(group, []).append(point)
         reading = self.own_reading.setdefault(group, {})
         reading[point.node] = max(reading.get(point.node, 0), per_vm)
-        fit = capacity.overhead_fit(self.points[group], prior_own_mru=self.own_prior(group))
+        accepted = [capacity.Accepted(node, vms, room) for (node, vms), room in self.taken.get(group, {}).items()]
+        fit = capacity.overhead_fit(
+            self.points[group], prior_own_mru=self.own_prior(group), bounds=capacity.tightest(accepted)
+        )
         if fit is not None:
             self.fits[group] = fit
             self.beliefs.pop(group, None)
