@@ -156,3 +156,31 @@ def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
     )
     figures_refresh([node.pk])
     assert Node.objects.get(pk=node.pk).deployable == told.deployable + 1
+
+
+def test_a_tighter_bound_is_judged_less_each_nodes_residual(sim_node):
+    # As capacity.tightest counts a bound: a node that uses less than its build (a residual below
+    # zero) had more room than its raw figure, so its bound is not the tighter one.
+    from dashboard.models import Deployment
+    from dashboard.selectors.odds import accepted_tighter_exists
+
+    roomy, new = (sim_node(grid_id, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78) for grid_id in (3306, 3307))
+    rows = []
+    for node, room in ((roomy, 4 * GiB), (new, 4 * GiB + 512 * MiB)):
+        first = node.slices.order_by("index").first()
+        rows.append(
+            Deployment.objects.create(
+                node=node,
+                slice=first,
+                slice_index=first.index,
+                cru=first.cru,
+                mru=first.mru,
+                sru=first.sru,
+                state=Deployment.State.DEPLOYED,
+                capacity_seen={"vms": 2, "room_mru": room, "zos_build": "v-residual"},
+            )
+        )
+    ask = {"build": "v-residual", "vms": 2, "room_mru": 4 * GiB + 512 * MiB, "besides": rows[1].pk, "node": new.pk}
+    assert accepted_tighter_exists(**ask)  # raw rooms: 4 GiB is tighter
+    assert not accepted_tighter_exists(**ask, residuals={roomy.pk: -GiB})  # 5 GiB less nothing: not tighter
+    assert accepted_tighter_exists(**ask, residuals={roomy.pk: -GiB, new.pk: -GiB})  # 5 against 5.5 GiB

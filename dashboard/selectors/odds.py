@@ -94,14 +94,22 @@ def _accepted(build: str):
     )
 
 
-def accepted_tighter_exists(*, build: str, vms: int, room_mru: int, besides: int) -> bool:
-    """Whether another deployment ZOS took on the build at `vms` VMs had at most this room."""
-    return (
-        _accepted(build)
-        .exclude(pk=besides)
-        .filter(capacity_seen__vms=vms, capacity_seen__room_mru__lte=room_mru)
-        .exists()
+def accepted_tighter_exists(
+    *, build: str, vms: int, room_mru: int, besides: int, node: int | None = None, residuals=None
+) -> bool:
+    """Whether another deployment ZOS took on the build at `vms` VMs had at most this room, each less
+    its node's residual in the lesson (`residuals`, node pk -> bytes) as capacity.tightest counts it."""
+    taken = _accepted(build).exclude(pk=besides).filter(capacity_seen__vms=vms)
+    if not residuals:
+        return taken.filter(capacity_seen__room_mru__lte=room_mru).exists()
+    room = room_mru - residuals.get(node, 0)
+    least = (
+        taken.annotate(room=Cast(KeyTextTransform("room_mru", "capacity_seen"), BigIntegerField()))
+        .order_by()
+        .values_list("node_id")
+        .annotate(least=Min("room"))
     )
+    return any(least - residuals.get(other, 0) <= room for other, least in least)
 
 
 def _latest_lessons(exclude: str) -> list[MemoryLesson]:

@@ -26,7 +26,13 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.models import MemoryLesson, Node, Observation, Slice
 from dashboard.rows import rows_update
-from dashboard.selectors.odds import accepted_by_build, accepted_tighter_exists, beliefs_for, own_prior
+from dashboard.selectors.odds import (
+    accepted_by_build,
+    accepted_tighter_exists,
+    beliefs_for,
+    lesson_fits,
+    own_prior,
+)
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 
@@ -152,7 +158,16 @@ def memory_model_accepted(*, node: Node, deployment_pk: int, seen: dict) -> int:
     key = (node.memory_lesson_id, "") if node.memory_lesson_id is not None else (None, build)
     if not isinstance(beliefs_for([key])[key], capacity.HiddenUse):
         return 0
-    if accepted_tighter_exists(build=build, vms=seen["vms"], room_mru=seen["room_mru"], besides=deployment_pk):
+    fit = lesson_fits([node.memory_lesson_id]).get(node.memory_lesson_id)
+    residuals = fit.residuals if fit is not None else None
+    if accepted_tighter_exists(
+        build=build,
+        vms=seen["vms"],
+        room_mru=seen["room_mru"],
+        besides=deployment_pk,
+        node=node.pk,
+        residuals=residuals,
+    ):
         return 0
     if node.memory_lesson_id is not None:
         group = Node.objects.filter(memory_lesson_id=node.memory_lesson_id)
