@@ -147,14 +147,13 @@ def test_two_refusals_one_beside_the_test_vm_promise_nothing_zos_refuses():
 @pytest.mark.parametrize("seed", [7, 11])
 def test_the_full_month_meets_the_products_figures(seed):
     # `manage.py simulate_traffic --nodes 1000 --events 10000 --seed N --policies zos-learning --json`,
-    # the month SIMULATION.md reports: memory refusals, catalog truth, calibration and utilisation at
-    # their targets. Seed 11 also has 9 disk refusals on two nodes of several pools: the month's carve
-    # is told each pool's size but not its use, which zos.storage.pools tells production (issue 32's note).
+    # the month SIMULATION.md reports: refusals, catalog truth, calibration and utilisation at their
+    # targets (seeds 3 5 7 11 13 21 gave 3-7 refusals, truth >= 0.9997, utilisation 0.988-0.995).
     drift = Drift(unreported_releases=0.05, foreign_deploys=0.02, watch=True, seed=seed)
     figures = simulate(
         nodes=1000, events=10000, seed=seed, policies=("zos-learning",), pools_reported=1.0, ipv4_share=0.2, drift=drift
     ).as_dict()["policies"]["zos-learning"]
-    assert figures["refused_by_cause"].get("memory", 0) <= 10
+    assert figures["refused_per_1000_nodes"] <= 10
     assert figures["catalog_truth"] >= 0.995
     assert figures["odds_calibration"]["ece"] <= 0.03
     assert 0.95 <= figures["utilisation"] <= 1

@@ -210,9 +210,15 @@ class Run:
         return True
 
     def _live(self, node: SimNode, used_sru: int) -> capacity.LiveNode:
+        # The precheck reads the pools over RMB as it judges (services.precheck, pools_read_from_node):
+        # what each holds now, in the order reported_pools has them, where the node answers.
+        pools_used = None
+        if node.reported_pools is not None:
+            pools_used = [p.used for p in sorted(node.machine.storage_pools(), key=lambda p: p.size, reverse=True)]
         return capacity.live_node(
             policy=self.policy,
             pools=node.reported_pools,
+            pools_used=pools_used,
             occupied=self._occupied(node),
             observed=self._observed(node, used_sru),
             cache=node.known_cache,
