@@ -163,7 +163,7 @@ def simulate(
     caller's fleet says it node by node (NodeSpec.pools_reported). `drift` (a traffic_drift.Drift)
     adds what the grid does behind the catalog's back, and catalog_truth. `cache_grows`: every node's
     zos-cache boots at 5 GiB and grows with the images pulled (fleet.IMAGES), the pools reports telling it.
-    `ipv4_share` of the deploy requests ask a public IPv4 from their farm's pool (traffic.run: FARM_NODES,
+    `ipv4_share` of the deploy requests ask a public IPv4 from their farm's pool (traffic.farm_ips: FARM_NODES,
     FARM_IPS).
     `hidden_use` (fleet.HIDDEN_USE_CHOICES) says how the stated mix's memory differs from ZOS's count;
     `min_odds` is SLICE_MIN_ODDS: the learning policy offers only slices at or above it. `probes`: the

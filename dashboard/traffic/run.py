@@ -22,6 +22,7 @@ from dashboard.grid.simgrid import ZosMachine
 from dashboard.grid.types import DeploymentFailed
 from dashboard.rules.catalog import catalog_stale
 from dashboard.traffic import fleet
+from dashboard.traffic.farm_ips import NO_FREE_IP, FarmIps
 from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
 from dashboard.traffic.memory import MIN_ODDS, FleetMemory
 from dashboard.traffic.policies import Contender
@@ -29,11 +30,6 @@ from dashboard.traffic.trials import phantom_count, room_left
 
 RE_REGISTER_EVERY_HOURS = 24  # the beat's bulk re-register of stale nodes
 MAX_ATTEMPTS = 5  # nodes the marketplace tries for one request
-# Public IPv4 (`ipv4_share` of the requests ask one): a farm is FARM_NODES nodes by node id, its pool
-# FARM_IPS IPs, fewer than its slices, so the pool binds. The chain refuses past it in its own words.
-FARM_NODES = 4
-FARM_IPS = 4
-NO_FREE_IP = "failed to create contract on node {node}: failed to create contract: FarmHasNotEnoughPublicIPsFree"
 PROBE_EVERY_HOURS = 6  # how often the deployer asks GET /api/v1/probes and sends what it lists
 PROBES_LISTED = 20  # the endpoint's default limit
 # A buyer takes an uncertain slice (below SLICE_MIN_ODDS) only at these odds or better.
@@ -134,7 +130,7 @@ class Run:
         self.disk_refused = {"in_plausible_set": 0, "outside_plausible_set": 0, "pools_reported": 0}
         self.ipv4_share = 0.0  # simulate() sets it
         self.ipv4_requests = 0
-        self.ip_users: dict[int, set[tuple[int, str]]] = {}  # farm -> (node position, workload) holding an IP
+        self.ips = FarmIps(self.nodes)  # the farms' public IPv4 (traffic.farm_ips)
         self.util_num = 0.0
         self.util_den = 0.0
         self.phantom_hours = 0.0
@@ -210,15 +206,12 @@ class Run:
         return True
 
     def _live(self, node: SimNode, used_sru: int) -> capacity.LiveNode:
-        # The precheck reads the pools over RMB as it judges (services.precheck, pools_read_from_node):
-        # what each holds now, in the order reported_pools has them, where the node answers.
-        pools_used = None
-        if node.reported_pools is not None:
-            pools_used = [p.used for p in sorted(node.machine.storage_pools(), key=lambda p: p.size, reverse=True)]
+        # The precheck reads each pool's use over RMB as it judges (services.precheck), where the node answers.
+        pools = sorted(node.machine.storage_pools(), key=lambda p: p.size, reverse=True)  # as reported_pools
         return capacity.live_node(
             policy=self.policy,
             pools=node.reported_pools,
-            pools_used=pools_used,
+            pools_used=[p.used for p in pools] if node.reported_pools is not None else None,
             occupied=self._occupied(node),
             observed=self._observed(node, used_sru),
             cache=node.known_cache,
@@ -424,17 +417,6 @@ class Run:
             node.status = "up"
         self._judge(node)
 
-    def _farm(self, position: int) -> int:
-        return self.nodes[position].spec.node_id // FARM_NODES
-
-    def _ips_free(self, farm: int) -> int:
-        """The farm's free IPs: an IP is held while its VM runs (released, or gone behind the catalog's back)."""
-        users = self.ip_users.get(farm, set())
-        for position, workload in list(users):
-            if not any(vm.workload_id == workload for vm in self.nodes[position].machine.vms):
-                users.discard((position, workload))
-        return FARM_IPS - len(users)
-
     def wants_ipv4(self, event: Event) -> bool:
         """A share of the requests ask a public IPv4, read off the event's own draw (the stream is unchanged)."""
         return self.ipv4_share > 0 and (event.pick * 1_000_003) % 1.0 < self.ipv4_share
@@ -446,8 +428,8 @@ class Run:
         tried: set[int] = set()
         if ipv4 and self.mode.precheck:
             # The dashboard's bound: a farm with no free IP offers no IPv4 slice (selectors.farm_ips).
-            without = self._farms_without_ips()  # once per request: per node it made the month quadratic
-            tried |= {p for p in range(len(self.nodes)) if self._farm(p) in without}
+            without = self.ips.without()
+            tried |= {p for p in range(len(self.nodes)) if self.ips.farm(p) in without}
         for _ in range(MAX_ATTEMPTS):
             position = self._pick(event.pick, tried)
             if position is None:
@@ -468,7 +450,7 @@ class Run:
             self._close(node, event.at)
             node.machine.test_vm = test_vm_running(node.spec, event.at)
             test_vm_in_the_way = False
-            if ipv4 and self._ips_free(self._farm(position)) <= 0:
+            if ipv4 and self.ips.free(self.ips.farm(position)) <= 0:
                 vm, refusal = None, DeploymentFailed(NO_FREE_IP.format(node=node.spec.node_id))
             else:
                 vm, refusal = node.machine.place(slot.size, name=f"s{slot.index}", deployment_id=self.seq)
@@ -481,7 +463,7 @@ class Run:
                 self._learn_taken(node, slot, total, used, running, event.at)
             if vm is not None:
                 if ipv4:
-                    self.ip_users.setdefault(self._farm(position), set()).add((position, vm.workload_id))
+                    self.ips.hold(position, vm.workload_id)
                 slot.workload = vm.workload_id
                 heapq.heappush(self.releases, (event.at + event.lifetime, self.seq, position, vm.workload_id))
                 if node.spec.cache_grows:
@@ -502,9 +484,6 @@ class Run:
                 self._learn(node, slot, refusal.raw, total, used, event.at)
             self._judge(node)
         self.unserved += 1
-
-    def _farms_without_ips(self) -> set[int]:
-        return {farm for farm in list(self.ip_users) if self._ips_free(farm) <= 0}
 
     def probe(self, now: float) -> None:
         """The deployer sends the probes GET /api/v1/probes lists (its rule, capacity.probe_need: one node
