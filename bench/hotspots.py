@@ -1,6 +1,7 @@
 """Where the time goes: cProfile of the overview page, the bulk re-register or the onboarding's writes, in-process.
 
     .venv/bin/python bench/hotspots.py overview --nodes 10000
+    .venv/bin/python bench/hotspots.py placement --nodes 10000
     .venv/bin/python bench/hotspots.py bulk --nodes 1000
     .venv/bin/python bench/hotspots.py onboard --nodes 2000
 
@@ -54,7 +55,7 @@ class QueryKinds:
         return ", ".join(f"{kind} ×{n} ({self.seconds[kind] * 1000:.0f} ms)" for kind, n in self.count.most_common(14))
 
 
-def profile_overview(nodes: int, top: int) -> None:
+def profile_overview(nodes: int, top: int, url: str = "/", name: str = "overview") -> None:
     from collections import defaultdict
 
     from django.db import connection
@@ -64,19 +65,19 @@ def profile_overview(nodes: int, top: int) -> None:
     seed.database_seed(seed.fleet_specs(nodes), defaultdict(lambda: "0-0-bench"))
     client = pages.admin_client()
     for _ in range(2):
-        client.get("/")
+        client.get(url)
     times = []
     for _ in range(5):
         started = time.perf_counter()
-        client.get("/")
+        client.get(url)
         times.append(time.perf_counter() - started)
     queries = QueryKinds()
     with connection.execute_wrapper(queries):
         profiler = cProfile.Profile()
         profiler.enable()
-        client.get("/")
+        client.get(url)
         profiler.disable()
-    print(f"overview at {nodes:,} nodes: median {statistics.median(times) * 1000:.1f} ms; queries: {queries}")
+    print(f"{name} at {nodes:,} nodes: median {statistics.median(times) * 1000:.1f} ms; queries: {queries}")
     _print(profiler, top)
 
 
@@ -195,14 +196,14 @@ def _print(profiler: cProfile.Profile, top: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="bench/hotspots.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("overview", "bulk", "onboard", "policy"))
+    parser.add_argument("what", choices=("overview", "placement", "bulk", "onboard", "policy"))
     parser.add_argument("--nodes", type=int, default=None, help="fleet size (overview 10000, bulk 1000)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument(
         "--no-cprofile", action="store_true", help="bulk, onboard: time and queries only, without cProfile's overhead"
     )
     args = parser.parse_args()
-    nodes = args.nodes or (10000 if args.what == "overview" else 1000)
+    nodes = args.nodes or (10000 if args.what in ("overview", "placement") else 1000)
     work_dir = Path(tempfile.mkdtemp(prefix="slicedash-profile-"))
     env = bench_env(work_dir)
     database_recreate(env)
@@ -213,6 +214,10 @@ def main() -> int:
         call_command("migrate", verbosity=0)
         if args.what == "overview":
             profile_overview(nodes, args.top)
+        elif args.what == "placement":
+            from bench.pages import PLACEMENT_URL
+
+            profile_overview(nodes, args.top, url=PLACEMENT_URL, name="placement")
         elif args.what == "policy":
             profile_policy(nodes, args.top, cprofile=not args.no_cprofile)
         elif args.what == "onboard":
