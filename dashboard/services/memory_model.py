@@ -16,6 +16,7 @@ are cleared and the lesson before it decides again.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -308,6 +309,7 @@ def lesson_words(lesson: MemoryLesson) -> str:
     else:
         what = (
             f"ZOS uses {size(lesson.own_mru)} (± {size(lesson.own_sd)}) and each VM "
-            f"{size(lesson.per_vm_mru)} (± {size(lesson.per_vm_sd)}) beyond its memory"
+            f"{size(lesson.per_vm_mru)} (± {size(round(math.hypot(lesson.per_vm_sd, lesson.per_vm_doubt)))}) "
+            "beyond its memory"
         )
     return f"{what}, from {lesson.points} refusal(s) on node(s) {nodes}"
