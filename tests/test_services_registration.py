@@ -432,17 +432,19 @@ def test_a_page_registered_together_is_what_one_by_one_registers(sim_node):
         sim_node(node_id, register=False, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
     grid = sim_node.grid
     now = timezone.now()
-    alone = node_register_from_grid(live=grid.node(1), read_at=now)
-    broken = replace(grid.node(3), total=replace(grid.node(3).total, cru=0))
+    # Read once: an online simulated node reports "now" at every read, so a second read may be a second later.
+    live_1, live_2, live_3 = (grid.node(n) for n in (1, 2, 3))
+    alone = node_register_from_grid(live=live_1, read_at=now)
+    broken = replace(live_3, total=replace(live_3.total, cru=0))
     with transaction.atomic():
-        (together,), refused = nodes_register_from_grid(lives=[grid.node(2), broken], read_at=now)
+        (together,), refused = nodes_register_from_grid(lives=[live_2, broken], read_at=now)
 
     # Each node's own: its ids, and the time its grid says it reported (the simulated nodes were made
     # a moment apart, so the two may fall either side of a second).
     kept = ("grid_id", "id", "twin_id", "registered_at", "updated_at", "reported_at")
     a, b = (Node.objects.filter(pk=n.pk).values().get() for n in (alone, together))
     assert {k: v for k, v in a.items() if k not in kept} == {k: v for k, v in b.items() if k not in kept}
-    assert (a["reported_at"], b["reported_at"]) == (reported_at_of(grid.node(1)), reported_at_of(grid.node(2)))
+    assert (a["reported_at"], b["reported_at"]) == (reported_at_of(live_1), reported_at_of(live_2))
     assert [tuple(s) for s in alone.slices.values_list("index", "cru", "mru", "sru", "state")] == [
         tuple(s) for s in together.slices.values_list("index", "cru", "mru", "sru", "state")
     ]
