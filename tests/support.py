@@ -35,6 +35,16 @@ class FakeClock:
         self.advance(seconds)
 
 
+def busiest_window(arrivals: list[float], seconds: float = 1.0) -> int:
+    """The most arrivals in any window of `seconds` (a sliding window, as the proxy's limiter counts)."""
+    times, most, first = sorted(arrivals), 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= seconds:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
 def wait_until(condition: Callable[[], object], *, timeout: float, what: str, every: float = 0.05) -> None:
     """Poll `condition` until it is true; fail naming `what` after `timeout` seconds.
 

@@ -210,11 +210,15 @@ class _Flaky:
     def __init__(self):
         self.down, self.asked = True, 0
 
-    def admit(self, *, allowed):
+    def admit(self, *, allowed, member=None, hold=0.0):
         self.asked += 1
         if self.down:
             raise ConnectionError("store down")
         return 0.0
+
+    def settle(self, member):
+        if self.down:
+            raise ConnectionError("store down")
 
 
 def test_finding_8_the_fallback_lasts_only_while_the_store_cannot_answer():
@@ -233,3 +237,70 @@ def test_finding_8_the_fallback_lasts_only_while_the_store_cannot_answer():
     clock.advance(FALLBACK_RETRY_SECONDS)
     budget.take(Deadline.within(5.0, clock=clock))
     assert (store.asked, budget._fallback) == (2, None)  # the shared window again: one budget for all
+
+
+# --- a place kept from admission to answer (what a busy host's late arrivals need) -----------
+
+
+def test_a_request_awaiting_its_answer_keeps_its_place_then_counts_from_its_answer(window):
+    from dashboard.grid.budget import POLL_SECONDS
+
+    assert window.admit(allowed=1, member="awaited", hold=30.0) == 0.0
+
+    # Its end is unknown: the next request looks again soon, rather than waiting out the hold.
+    assert window.admit(allowed=1) == pytest.approx(POLL_SECONDS)
+    window.settle("awaited")
+    wait = window.admit(allowed=1)
+
+    assert POLL_SECONDS < wait <= 1.0  # answered now: it counts for the second after its answer
+
+
+def test_sending_settles_its_place_when_the_block_ends_even_by_an_error():
+    clock = FakeClock()
+    window = MemoryWindow(clock=clock)
+    budget = RequestBudget(window=window, limit=1, reserve=0, sleep=clock.sleep, clock=clock)
+
+    with pytest.raises(RuntimeError), budget.sending(Deadline.within(5.0, clock=clock)):
+        clock.advance(2.0)  # the request took two seconds to answer, then failed
+        raise RuntimeError("the answer was unreadable")
+    clock.advance(0.5)
+
+    assert window.admit(allowed=1) == pytest.approx(0.5)  # counted from its answer, not its admission
+
+
+def _simulated_arrivals(*, held: bool, seed: int) -> list[float]:
+    """Twenty clients behind one budget of 15, each request reaching the proxy at a random moment between
+    its admission and its answer (a busy host's delays, up to 0.8 s): when the proxy counted each one."""
+    import heapq
+    import random
+
+    rng, clock = random.Random(seed), FakeClock(start=0.0)
+    window, arrivals = MemoryWindow(clock=clock), []
+    events = [(rng.uniform(0, 0.1), n, "ask", "") for n in range(20)]
+    heapq.heapify(events)
+    while events and len(arrivals) < 600:
+        at, n, what, member = heapq.heappop(events)
+        clock.now = at
+        if what == "answer":
+            if held:
+                window.settle(member)
+            heapq.heappush(events, (at + rng.uniform(0, 0.05), n, "ask", ""))
+            continue
+        member = f"{n}-{at}"
+        wait = window.admit(allowed=15, member=member, hold=30.0 if held else 0.0)
+        if wait > 0:
+            heapq.heappush(events, (at + wait, n, "ask", ""))
+            continue
+        answer = at + rng.choice([0.01, 0.01, 0.01, 0.8])
+        arrivals.append(rng.uniform(at, answer))
+        heapq.heappush(events, (answer, n, "answer", member))
+    return arrivals
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_late_arrivals_never_pass_the_limit_when_places_are_kept_until_the_answer(seed):
+    from tests.support import busiest_window
+
+    assert busiest_window(_simulated_arrivals(held=True, seed=seed)) <= 15
+    # The same clients with places freed at admission: requests admitted in two windows arrive in one.
+    assert busiest_window(_simulated_arrivals(held=False, seed=seed)) > 15

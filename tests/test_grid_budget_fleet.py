@@ -7,10 +7,9 @@ real Celery worker processes (one running the beat with a 10 s fleet watch) work
 precheck job per node, and 16 API clients asking this process's live server for prechecks. Every
 process keeps the budget in the one Redis (GRID_RATE_LIMIT 15 of the proxy's 20). What is asserted
 is what the proxy counted, never how fast anything was: no 429, and no 1 s window with more than
-20 requests in it. The proxy counts arrivals, the budget admissions: on a loaded machine a request
-admitted late in one window can arrive with the next one's, which is what the 5 between the budget's
-15 and the proxy's 20 are for (three runs here saw at most 18, 19 and 18 arrivals in a second,
-0 429s, all 169 requests the expected ones: 128 API prechecks, 40 precheck jobs, one watch page).
+20 requests in it. The proxy counts arrivals, the budget admissions, and on a loaded machine the two
+can be far apart: a request keeps its budget place until its answer is in (budget.sending), so late
+arrivals stay within the limit (once, before that, a loaded run saw 22 in a second).
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from dashboard.grid.proxy import GridProxyClient
 from dashboard.models import Job, Node
 from dashboard.services.jobs import job_request
 from dashboard.services.onboarding import OnboardRequest, grid_onboard
-from tests.support import wait_until
+from tests.support import busiest_window, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -42,16 +41,6 @@ NODES = 40
 CLIENTS = 16
 PRECHECKS_PER_CLIENT = 8
 RUN_TIMEOUT = 180.0  # seconds for the whole run; the test fails, never hangs, past it
-
-
-def busiest_window(arrivals: list[float], seconds: float = 1.0) -> int:
-    """The most arrivals in any window of `seconds` (a sliding window, as the proxy's limiter counts)."""
-    times, most, first = sorted(arrivals), 0, 0
-    for last, at in enumerate(times):
-        while at - times[first] >= seconds:
-            first += 1
-        most = max(most, last - first + 1)
-    return most
 
 
 def test_busiest_window_counts_a_sliding_second():

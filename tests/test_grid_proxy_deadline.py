@@ -198,9 +198,9 @@ def test_finding_8_a_redirect_asks_the_budget_and_is_counted(proxy):
     class Counting(MemoryWindow):
         asked = 0
 
-        def admit(self, *, allowed):
+        def admit(self, *, allowed, **held):
             Counting.asked += 1
-            return super().admit(allowed=allowed)
+            return super().admit(allowed=allowed, **held)
 
     proxy.answer("/nodes/1774", Answer(301, "", headers={"Location": "/v2/nodes/1774"}))
     proxy.answer("/v2/nodes/1774", sample("node-1774.json"))

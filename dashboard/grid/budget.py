@@ -24,6 +24,11 @@ store cannot answer: it is asked again every FALLBACK_RETRY_SECONDS. A fallback 
 the leak issue 35 found (three workers, each with its own 15 a second, past the proxy's 20). Each
 request a fallback admits is counted in /metrics (slicedash_grid_budget_wait_seconds, priority
 "fallback"), so a budget that is not shared shows.
+
+A request keeps its place until its answer is in (`sending`): the proxy counts a request when it
+arrives, which on a busy host can be long after it was admitted, so a place freed at admission
+would let requests admitted in two windows arrive in one. Counting each request from admission to
+answer bounds what the proxy can see in any second by the limit, however late they arrive.
 """
 
 from __future__ import annotations
@@ -55,6 +60,10 @@ DEFAULT_RESERVE = 3
 BUDGET_ENDPOINT = "(budget)"
 FALLBACK = "fallback"  # the /metrics priority label of requests a process's own window admitted
 FALLBACK_RETRY_SECONDS = 5.0
+# How often a request waiting behind ones still awaiting their answer looks again (their end is unknown).
+POLL_SECONDS = 0.02
+# The longest a request awaiting its answer keeps its place: past it, a process that died mid-request frees it.
+HOLD_MAX_SECONDS = 120.0
 
 INTERACTIVE = "interactive"
 BACKGROUND = "background"
@@ -78,14 +87,20 @@ def current_priority() -> str:
 class Window(Protocol):
     """Where the admitted requests of the last second are kept, for every process that shares it."""
 
-    def admit(self, *, allowed: int) -> float:
-        """Admit one request if fewer than `allowed` were admitted in the last second (0.0), else the
-        seconds until one would be; admitting nothing in that case."""
+    def admit(self, *, allowed: int, member: str | None = None, hold: float = 0.0) -> float:
+        """Admit one request if fewer than `allowed` were counted in the last second (0.0), else the
+        seconds until one would be; admitting nothing in that case. A request admitted with `hold`
+        counts as sent for `hold` seconds more, until `settle(member)` says when its answer came."""
+        ...
+
+    def settle(self, member: str) -> None:
+        """The request's answer is in: it counts from now, as any request sent now, then leaves."""
         ...
 
 
-# KEYS[1] the sorted set; ARGV: allowed, window in microseconds, a unique member.
-# Scores are Redis's own clock in microseconds, so every host reads one time.
+# KEYS[1] the sorted set; ARGV: allowed, window, a unique member, hold, poll (all times in microseconds).
+# Scores are Redis's own clock, so every host reads one time; a score in the future is a request
+# awaiting its answer, whose end nobody knows: a request behind it looks again after `poll`.
 _ADMIT_LUA = """
 local now_s = redis.call('TIME')
 local now = tonumber(now_s[1]) * 1000000 + tonumber(now_s[2])
@@ -94,13 +109,33 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
 local allowed = tonumber(ARGV[1])
 local count = redis.call('ZCARD', KEYS[1])
 if count < allowed then
-  redis.call('ZADD', KEYS[1], now, ARGV[3])
-  redis.call('PEXPIRE', KEYS[1], math.ceil(window / 1000) + 1000)
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[4]), ARGV[3])
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIRE', KEYS[1], math.ceil((tonumber(last[2]) - now + window) / 1000) + 1000)
   return 0
 end
-local oldest = redis.call('ZRANGE', KEYS[1], count - allowed, count - allowed, 'WITHSCORES')
-return math.max(tonumber(oldest[2]) + window - now, 1)
+local oldest = tonumber(redis.call('ZRANGE', KEYS[1], count - allowed, count - allowed, 'WITHSCORES')[2])
+if oldest > now then
+  return tonumber(ARGV[5])
+end
+return math.max(oldest + window - now, 1)
 """
+
+# KEYS[1] the sorted set; ARGV[1] the member: its answer is in, so it counts from now (if still there).
+_SETTLE_LUA = """
+local now_s = redis.call('TIME')
+redis.call('ZADD', KEYS[1], 'XX', tonumber(now_s[1]) * 1000000 + tonumber(now_s[2]), ARGV[1])
+return 0
+"""
+
+
+def _us(seconds: float) -> int:
+    return int(seconds * 1_000_000)
+
+
+def _wait_behind(oldest: float, now: float) -> float:
+    """The wait behind the request whose place is the next to free: its end, or a poll while it is awaited."""
+    return POLL_SECONDS if oldest > now else max(oldest + WINDOW_SECONDS - now, 1e-6)
 
 
 class RedisWindow:
@@ -112,16 +147,20 @@ class RedisWindow:
         self.key = key
         self._redis = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
         self._script = self._redis.register_script(_ADMIT_LUA)
+        self._settle = self._redis.register_script(_SETTLE_LUA)
 
-    def admit(self, *, allowed: int) -> float:
-        waited_us = self._script(keys=[self.key], args=[allowed, int(WINDOW_SECONDS * 1_000_000), uuid.uuid4().hex])
-        return int(waited_us) / 1_000_000
+    def admit(self, *, allowed: int, member: str | None = None, hold: float = 0.0) -> float:
+        args = [allowed, _us(WINDOW_SECONDS), member or uuid.uuid4().hex, _us(hold), _us(POLL_SECONDS)]
+        return int(self._script(keys=[self.key], args=args)) / 1_000_000
+
+    def settle(self, member: str) -> None:
+        self._settle(keys=[self.key], args=[member])
 
 
 class FileWindow:
     """The window in a file, for processes on one host with no Redis (the embedded default).
 
-    The file holds the admitted requests' times (time.time(): one host, one clock); an exclusive
+    The file maps each counted request to its time (time.time(): one host, one clock); an exclusive
     flock makes read-prune-count-append one step for every process.
     """
 
@@ -129,24 +168,37 @@ class FileWindow:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
-    def admit(self, *, allowed: int) -> float:
+    def admit(self, *, allowed: int, member: str | None = None, hold: float = 0.0) -> float:
+        with self._counted() as (now, counted):
+            if len(counted) >= allowed:
+                return _wait_behind(sorted(counted.values())[len(counted) - allowed], now)
+            counted[member or uuid.uuid4().hex] = now + hold
+            return 0.0
+
+    def settle(self, member: str) -> None:
+        with self._counted() as (now, counted):
+            if member in counted:
+                counted[member] = now
+
+    @contextmanager
+    def _counted(self) -> Iterator[tuple[float, dict[str, float]]]:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             with os.fdopen(os.dup(fd), "r+") as handle:
                 now = time.time()
                 try:
-                    times = [float(t) for t in json.loads(handle.read() or "[]")]
-                except (ValueError, TypeError):  # a torn or foreign file: start the window again
-                    times = []
-                times = sorted(t for t in times if now - WINDOW_SECONDS < t <= now + WINDOW_SECONDS)
-                if len(times) >= allowed:
-                    return max(times[len(times) - allowed] + WINDOW_SECONDS - now, 1e-6)
-                times.append(now)
-                handle.seek(0)
-                handle.truncate()
-                handle.write(json.dumps(times))
-                return 0.0
+                    counted = {str(k): float(t) for k, t in json.loads(handle.read() or "{}").items()}
+                except (ValueError, TypeError, AttributeError):  # a torn or foreign file: start the window again
+                    counted = {}
+                latest = now + WINDOW_SECONDS + HOLD_MAX_SECONDS  # a later time is a clock that jumped
+                counted = {k: t for k, t in counted.items() if now - WINDOW_SECONDS < t <= latest}
+                before = dict(counted)
+                yield now, counted
+                if counted != before:
+                    handle.seek(0)
+                    handle.truncate()
+                    handle.write(json.dumps(counted))
         finally:
             os.close(fd)  # releases the lock
 
@@ -156,17 +208,22 @@ class MemoryWindow:
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._times: list[float] = []
+        self._counted: dict[str, float] = {}
         self._clock = clock
 
-    def admit(self, *, allowed: int) -> float:
+    def admit(self, *, allowed: int, member: str | None = None, hold: float = 0.0) -> float:
         with self._lock:
             now = self._clock()
-            self._times = [t for t in self._times if t > now - WINDOW_SECONDS]
-            if len(self._times) >= allowed:
-                return max(self._times[len(self._times) - allowed] + WINDOW_SECONDS - now, 1e-6)
-            self._times.append(now)
+            self._counted = {k: t for k, t in self._counted.items() if t > now - WINDOW_SECONDS}
+            if len(self._counted) >= allowed:
+                return _wait_behind(sorted(self._counted.values())[len(self._counted) - allowed], now)
+            self._counted[member or uuid.uuid4().hex] = now + hold
             return 0.0
+
+    def settle(self, member: str) -> None:
+        with self._lock:
+            if member in self._counted:
+                self._counted[member] = self._clock()
 
 
 @dataclass
@@ -201,16 +258,34 @@ class RequestBudget:
     def allowed(self, priority: str) -> int:
         return self.limit - self.reserve if priority == BACKGROUND else self.limit
 
+    @contextmanager
+    def sending(self, deadline: Deadline, *, what: str = "a grid proxy request") -> Iterator[float]:
+        """Take a place for one request (the seconds waited) and keep it until the block ends with its
+        answer in: the place counts from admission to answer, wherever in between the proxy counts it."""
+        member = uuid.uuid4().hex
+        hold = min(max(deadline.remaining(), 0.0), HOLD_MAX_SECONDS)
+        waited, window = self._take(deadline, what=what, member=member, hold=hold)
+        try:
+            yield waited
+        finally:
+            try:
+                window.settle(member)
+            except Exception as exc:  # the place then frees itself at `hold`; the answer is what matters
+                log.warning("the grid request budget could not be told a request was answered (%s)", exc)
+
     def take(self, deadline: Deadline, *, what: str = "a grid proxy request") -> float:
-        """Wait until the budget admits one request; the seconds waited.
+        """Wait until the budget admits one request, counted from now; the seconds waited.
 
         Raises GridUnavailable, without waiting, when the wait would pass the request's deadline.
         """
+        return self._take(deadline, what=what, member=None, hold=0.0)[0]
+
+    def _take(self, deadline: Deadline, *, what: str, member: str | None, hold: float) -> tuple[float, Window]:
         priority = current_priority()
         allowed = self.allowed(priority)
         waited = 0.0
         while True:
-            wait = self._admit(allowed)
+            wait, window = self._admit(allowed, member=member, hold=hold)
             if wait <= 0:
                 break
             if wait >= deadline.remaining():
@@ -224,13 +299,14 @@ class RequestBudget:
             waited += wait
         if waited:
             telemetry.record(endpoint=BUDGET_ENDPOINT, outcome=priority, seconds=waited)
-        return waited
+        return waited, window
 
-    def _admit(self, allowed: int) -> float:
+    def _admit(self, allowed: int, *, member: str | None, hold: float) -> tuple[float, Window]:
+        """The wait (0.0: admitted) and the window that answered: the shared one, or this process's own."""
         if self._fallback is not None and self.clock() < self._fallback_until:
-            return self._by_fallback(allowed)
+            return self._by_fallback(allowed, member=member, hold=hold)
         try:
-            wait = self.window.admit(allowed=allowed)
+            wait = self.window.admit(allowed=allowed, member=member, hold=hold)
         except Exception as exc:  # a store that cannot be asked must not stop every grid read
             log.warning(
                 "the shared grid request budget cannot be asked (%s); this process keeps its own window for "
@@ -240,17 +316,18 @@ class RequestBudget:
             )
             self._fallback = self._fallback or MemoryWindow(clock=self.clock)
             self._fallback_until = self.clock() + FALLBACK_RETRY_SECONDS
-            return self._by_fallback(allowed)
+            return self._by_fallback(allowed, member=member, hold=hold)
         if self._fallback is not None:
             log.warning("the shared grid request budget answers again; this process's own window is dropped")
             self._fallback = None
-        return wait
+        return wait, self.window
 
-    def _by_fallback(self, allowed: int) -> float:
-        wait = self._fallback.admit(allowed=allowed)
+    def _by_fallback(self, allowed: int, *, member: str | None, hold: float) -> tuple[float, Window]:
+        fallback = self._fallback
+        wait = fallback.admit(allowed=allowed, member=member, hold=hold)
         if wait <= 0:
             telemetry.record(endpoint=BUDGET_ENDPOINT, outcome=FALLBACK, seconds=0.0)
-        return wait
+        return wait, fallback
 
 
 # KEYS[1] the sorted set of calls in flight; ARGV: cap, lease in microseconds, the call's member.

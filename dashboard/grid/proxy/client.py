@@ -37,6 +37,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -328,8 +329,6 @@ class GridProxyClient:
             tries = 0
             while True:
                 tries += 1
-                if self.budget is not None:
-                    self.budget.take(deadline, what=f"GET {url}")
                 try:
                     tried = time.monotonic()
                     # `url` follows a same-host redirect: the next try asks where the last one was sent.
@@ -394,28 +393,31 @@ class GridProxyClient:
             return QueryRefused(f"the grid proxy refused {url} with 400 {reason}" + (f": {message}" if message else ""))
         return GridError(f"the grid proxy refused {url} with {status} {reason}" + (f": {message}" if message else ""))
 
+    def _budgeted(self, deadline: Deadline, *, what: str) -> AbstractContextManager:
+        return nullcontext() if self.budget is None else self.budget.sending(deadline, what=what)
+
     def _fetch(self, url: str, *, deadline: Deadline) -> tuple[int, str, bytes, str, Any]:
         """One try: status, reason, body, the URL that answered (a same-host redirect is followed), headers."""
         for hop in range(MAX_REDIRECTS + 1):
-            if hop and self.budget is not None:  # a redirect is one more request the proxy counts
-                self.budget.take(deadline, what=f"GET {url} (redirected)")
-            left = deadline.remaining()
-            if left <= 0:
-                raise requests.exceptions.Timeout("the deadline passed")
-            self.requests_sent += 1
-            with self._session.get(
-                url,
-                timeout=(min(self.connect_timeout, left), min(self.read_timeout, left)),
-                stream=True,
-                # Followed by hand below, and only to the configured host: the proxy's answer must not
-                # send the worker (and whatever it is trusted with) to another address.
-                allow_redirects=False,
-            ) as response:
-                if response.is_redirect:
-                    url = self._redirect_target(url, response.headers.get("Location", ""), response.status_code)
-                    continue
-                body = self._read_body(response, url, deadline)
-                return response.status_code, short_words(response.reason or ""), body, url, response.headers
+            # Each hop is a request the proxy counts, in the budget from admission until its answer is in.
+            with self._budgeted(deadline, what=f"GET {url}" + (" (redirected)" if hop else "")):
+                left = deadline.remaining()
+                if left <= 0:
+                    raise requests.exceptions.Timeout("the deadline passed")
+                self.requests_sent += 1
+                with self._session.get(
+                    url,
+                    timeout=(min(self.connect_timeout, left), min(self.read_timeout, left)),
+                    stream=True,
+                    # Followed by hand below, and only to the configured host: the proxy's answer must not
+                    # send the worker (and whatever it is trusted with) to another address.
+                    allow_redirects=False,
+                ) as response:
+                    if response.is_redirect:
+                        url = self._redirect_target(url, response.headers.get("Location", ""), response.status_code)
+                        continue
+                    body = self._read_body(response, url, deadline)
+                    return response.status_code, short_words(response.reason or ""), body, url, response.headers
         raise GridError(
             f"the grid proxy at {_host(url)} redirected {url} more than {MAX_REDIRECTS} times; not followed further"
         )
