@@ -180,6 +180,8 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
         (1, 2 * GiB, 440 * GiB),
         (4, 16 * GiB, 200 * GiB),
         (1, 1 * GiB, 0),
+        # more vCPUs than the 4-thread nodes have: ZOS's VM.Validate refuses it there (capacity.vcpus)
+        (8, 4 * GiB, 50 * GiB),
     ]:
         _assert_cut_agrees(cru, mru, sru)
         _assert_cut_agrees(cru, mru, sru, best=1)

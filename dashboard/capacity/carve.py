@@ -21,6 +21,7 @@ from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed, vms_by_memory
 from dashboard.capacity.placement import vms_placed_in_every_order
 from dashboard.capacity.policy import Policy, cache_keep, cache_now, vm_disks
 from dashboard.capacity.sizes import CapacityError, GiB, Resources
+from dashboard.capacity.vcpus import vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import (
     LEGACY_CARVE_NOTE,
     OVERCOMMITTED_NOTE,
@@ -29,6 +30,7 @@ from dashboard.capacity.words import (
     not_one_slice_note,
     refused_disk_note,
     unknown_pools_note,
+    vcpu_note,
 )
 
 
@@ -54,7 +56,7 @@ class Carve:
     new_slices: int  # free slices to create
     occupied: int
     slice: SliceSize
-    limited_by: str  # "mru", "sru", or "none" (nothing to carve into at all)
+    limited_by: str  # "mru", "sru", "cru" (each slice has more vCPUs than ZOS lets one VM have), or "none"
     reserve: Resources
     unallocated: Resources
     # Occupied slices alone need more than the node has: keep them, add nothing.
@@ -116,17 +118,31 @@ def carve(
     count = min(by_mru, by_sru)
     limited_by = "mru" if by_mru <= by_sru else "sru"
     overcommitted = budget.left.mru < 0 or budget.left.sru < 0
-    if overcommitted:
+    cpu_refused = vcpus_refused(policy.slice_cru, total.cru)
+    if overcommitted or cpu_refused:
+        # ZOS's vmd refuses every VM of more vCPUs than the node's threads (capacity.vcpus): none is new.
         count = 0
     disk = _NewDisk(data_sru=0, given_up=0)
     if count > 0:
         disk = _new_slice_disk(policy, budget, count, layouts, occupied, occupied_disks, pools_known=bool(pools))
     notes = _carve_notes(
-        budget, occupied, observed, count=count, limited_by=limited_by, layouts=layouts, pools=pools, disk=disk
+        budget,
+        occupied,
+        observed,
+        count=count,
+        limited_by=limited_by,
+        layouts=layouts,
+        pools=pools,
+        disk=disk,
+        cpu_refused=cpu_refused,
     )
     if occupied and not count:
         # Nothing new beside the occupied slices: say which resource they left short of one more.
         limited_by = "mru" if budget.left.mru < budget.per_vm_mru else "sru"
+    if cpu_refused:
+        limited_by = "cru"
+        refusal = zos_cpu_refusal(total.cru)
+        notes = (vcpu_note(policy.slice_cru, total.cru, zos_vcpu_limit(total.cru), refusal), *notes)
 
     slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=disk.data_sru, rootfs=budget.rootfs)
     unallocated = budget.left - policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
@@ -263,6 +279,7 @@ def _carve_notes(
     layouts: Sequence[tuple[int, ...]],
     pools: Sequence[int] | None,
     disk: _NewDisk,
+    cpu_refused: bool = False,
 ) -> tuple[str, ...]:
     """What the carve says in words, in the order a reader needs it: why nothing, then what was learnt."""
     notes = []
@@ -270,7 +287,7 @@ def _carve_notes(
         # With nothing rented or deployed, a negative budget means the node is below ZOS's reserve.
         kept = {what: getattr(budget.reserve, what) for what in ("mru", "sru") if getattr(budget.left, what) < 0}
         notes.append(OVERCOMMITTED_NOTE if occupied else below_reserve_note(kept))
-    elif count <= 0 and not occupied:
+    elif count <= 0 and not occupied and not cpu_refused:
         notes.append(not_one_slice_note(limited_by))
     if observed.hidden_mru_per_vm:
         notes.append(hidden_memory_note(observed.hidden_mru_per_vm))

@@ -5,8 +5,8 @@ in it and comes from what refusals taught (`lessons`); a slice's disks must plac
 device order (`placement`) of the reported pools, or, when none were reported, of every
 plausible layout of the SSD total (`layouts`), as the carve counts them. Slices are placed one after another, each
 counted before the next is tried, so the verdicts say what would happen if every free slice
-were rented now; the ones that do not fit are phantom. CPU is not checked: ZOS over-provisions
-cores. A closed node (`closures`: down, on standby, ...) places nothing.
+were rented now; the ones that do not fit are phantom. The sum of vCPUs is not checked (ZOS
+over-provisions cores), but one VM may not have more vCPUs than the node's threads (`vcpus`). A closed node (`closures`: down, on standby, ...) places nothing.
 What a verdict says in words comes from `words`.
 """
 
@@ -30,6 +30,7 @@ from dashboard.capacity.policy import (
     vm_disks,
 )
 from dashboard.capacity.sizes import Resources
+from dashboard.capacity.vcpus import vcpus_refused, zos_vcpu_limit
 from dashboard.capacity.words import fits_words, misfit_words, shortfall_words
 
 # --- fitting one slice onto a live node -------------------------------------------------
@@ -194,6 +195,9 @@ class _Placement:
         available = room_now(self.total, self.used, running=self.running, observed=self.live.observed)
         available = available + Resources(sru=cache_room(policy, self.live.cache))
         shortfalls = []
+        if vcpus_refused(size.cru, self.total.cru):
+            # ZOS's vmd refuses a VM of more vCPUs than the node's threads, whatever its room (capacity.vcpus).
+            shortfalls.append(Shortfall("cru", size.cru, zos_vcpu_limit(self.total.cru)))
         if size.mru < MIN_VM_MRU:
             shortfalls.append(Shortfall("mru", MIN_VM_MRU, size.mru))
         for resource in ("mru", "sru"):
@@ -271,7 +275,8 @@ def fits(
     `used` is as the Grid Proxy reports it: the node's own reserve is already inside, hidden
     memory use is not (ZOS tells it only in refusals; `live.observed` has what was learnt).
     With the pools known, the slice's disks must place in every device order.
-    CPU is not checked: ZOS over-provisions cores. A closed node (`closure`, or without one a
+    The sum of vCPUs is not checked (ZOS over-provisions cores); one VM's against the node's threads is
+    (capacity.vcpus). A closed node (`closure`, or without one a
     `status` that is away) fits nothing.
     """
     verdict = _Placement(total, used, policy, live).verdict(slice_size)
@@ -306,6 +311,8 @@ def placeable_count(
 
 # Why one slice does not fit an open node (its first shortfall).
 SHORTFALL_REASONS = {
+    # ZOS refuses one VM of more vCPUs than the node's threads (capacity.vcpus); judged first, as no room helps.
+    "cpu": "CPU (more vCPUs than the node's threads)",
     "memory": "memory",
     "disk": "disk (total)",
     "pool": "disk (no pool holds it)",
@@ -332,7 +339,7 @@ class SliceVerdict:
         if isinstance(self.verdict, ClosedVerdict):
             return self.verdict.closure.key
         resource = self.verdict.shortfalls[0].resource if self.verdict.shortfalls else "mru"
-        return {"mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}.get(resource, "memory")
+        return {"cru": "cpu", "mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}.get(resource, "memory")
 
 
 @dataclass(frozen=True)

@@ -313,6 +313,9 @@ def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[s
     if deployment.mru < capacity.MIN_VM_MRU:
         return Deployment.Cause.VALIDATION, capacity.MIN_VM_MRU, deployment.mru
     first = verdict.shortfalls[0]
+    if first.resource == "cru":
+        # ZOS's vmd would refuse it (more vCPUs than the node's threads: capacity.vcpus); no bytes to keep.
+        return Deployment.Cause.VALIDATION, None, None
     cause = Deployment.Cause.MEMORY if first.resource == "mru" else Deployment.Cause.DISK
     return cause, first.needed, max(first.available, 0)
 
