@@ -15,7 +15,10 @@
   (1 vCPU / 512 MiB, outside the count: it shows in actual only).
 - Disks are placed by storaged (storaged.py): data disk first, then the rootfs
   (max(requested, zos_rootfs(cpu, memory))).
-- CPU is not checked (ZOS over-provisions cores).
+- The sum of vCPUs is not checked (ZOS over-provisions cores), but vmd's `VM.Validate` (zosbase
+  pkg/vm.go), run when the VM starts, after its disks, refuses a VM of more vCPUs than the node's
+  logical CPUs, compared as `uint8(cpus)`: "machine configuration validation failed: invalid cpu must
+  be between 1 and <N>" ("invalid cpu must be 1" on one thread); its disks are removed again.
 """
 
 from __future__ import annotations
@@ -137,6 +140,13 @@ class ZosMachine:
             if data_pool is not None:
                 storaged.allocated[data_pool] -= size.sru  # the failed deployment's disk is removed
             return None, _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
+        invalid = vm_validate(size.cru, node.cru)
+        if invalid:
+            # vmd refused to start it: the rootfs volume is deleted again, as is the data disk.
+            storaged.allocated[rootfs_pool] -= rootfs
+            if data_pool is not None:
+                storaged.allocated[data_pool] -= size.sru
+            return None, _refused(name, deployment_id, f"machine configuration validation failed: {invalid}")
         vm = SimVm(
             workload_id=f"{node.twin_id}-{deployment_id}-{name}",
             name=name,
@@ -209,10 +219,18 @@ def zos_rootfs(cru: int, mru: int) -> int:
 ZOS_MIN_MRU = 250 * MiB  # zmachine.go: "mem capacity can't be less that 250M"
 
 
+def vm_validate(vcpus: int, threads: int) -> str:
+    """vmd's VM.Validate on the CPU (zosbase pkg/vm.go): `vm.CPU == 0 || vm.CPU > uint8(cpus)`, its own
+    words ("%d" of the untruncated count); "" when it starts."""
+    if vcpus == 0 or vcpus > threads & 0xFF:
+        return "invalid cpu must be 1" if threads == 1 else f"invalid cpu must be between 1 and {threads}"
+    return ""
+
+
 def validation_error(size: SliceSize) -> str:
     """ZOS's zmachine validation (pkg/gridtypes/zos/zmachine.go), its own words and typos; "" when valid."""
     if size.cru == 0:
-        return "cpu capcity can't be 0"
+        return "cpu capacity can't be 0"  # "cpu capcity" before zosbase fixed the typo
     if size.mru < ZOS_MIN_MRU:
         return "mem capacity can't be less that 250M"
     minimum = zos_rootfs(size.cru, size.mru)
