@@ -32,6 +32,9 @@ from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checke
 from dashboard.grid.simgrid.storaged import Storaged
 from dashboard.grid.types import DeploymentFailed, PoolMetrics, WorkloadNotFound
 
+# zosbase pkg/storage/storage.go path(): errors.Wrapf(os.ErrNotExist, "subvolume '%s' not found", name).
+CACHE_NOT_FOUND = "subvolume 'zos-cache' not found: file does not exist"
+
 NO_SPACE = "not enough space left in pools of this type ssd"
 
 
@@ -114,6 +117,14 @@ class ZosMachine:
     def place(self, size: SliceSize, *, name: str, deployment_id: int) -> tuple[SimVm | None, DeploymentFailed | None]:
         """Deploy one VM: (the VM, None) or (None, the refusal in ZOS's words)."""
         node, storaged = self.node, self.storaged
+        if node.cache_missing:
+            # provisiond's reserve asks storaged for the zos-cache, which is gone (zos#2043): every workload
+            # fails its capacity check before anything is made (primitives/statistics.go hasEnoughCapacity).
+            return None, _refused(
+                name,
+                deployment_id,
+                f"failed to satisfy required capacity: failed to get available memory: {CACHE_NOT_FOUND}",
+            )
         # When memory and the data disk are both short, both workloads fail; the error the
         # deployer and the client surface is the VM's own (the Rust client's "vm deployment
         # entered error state" is about the zmachine), so memory is reported first.
