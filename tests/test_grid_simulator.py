@@ -270,7 +270,9 @@ def test_it_rejects_an_invalid_vm_before_creating_a_contract(node_1774, size, re
     assert node_1774.deploy_vm(1774, ZOS_SLICE, name="ok").workload_id == "2774-1-ok"
 
 
-@pytest.mark.parametrize(("threads", "words"), [(2, "invalid cpu must be between 1 and 2"), (1, "invalid cpu must be 1")])
+@pytest.mark.parametrize(
+    ("threads", "words"), [(2, "invalid cpu must be between 1 and 2"), (1, "invalid cpu must be 1")]
+)
 def test_vmd_refuses_a_vm_of_more_vcpus_than_the_node_has_threads_and_frees_its_disks(grid, threads, words):
     # zosbase pkg/vm.go VM.Validate, wrapped by pkg/vm/manager.go Run: after the disks, so they are freed again.
     grid.add_node(7, cru=threads, mru=16 * GiB, sru=465 * GiB)

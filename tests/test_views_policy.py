@@ -94,7 +94,9 @@ def test_a_preview_of_slices_with_more_vcpus_than_a_node_has_threads_says_so_for
     # zosbase pkg/vm.go VM.Validate: "invalid cpu must be between 1 and 2" for a 4-vCPU VM on 2 threads.
     fleet(30, cru=2, mru=16 * GiB, sru=465 * GiB, farm_id=1)
     policy = Policy.objects.get()
-    response = admins_client.post(reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_cru="4", preview="1"))
+    response = admins_client.post(
+        reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_cru="4", preview="1")
+    )
     preview = response.context["preview"]
     [refused] = preview.cpu_refused
     assert (refused.node_id, refused.deployable_after) == (30, 0)

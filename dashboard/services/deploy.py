@@ -59,6 +59,7 @@ from dashboard.services.observations import deployment_refusal, observations_lea
 from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.withholds import quarantine_consider
+from dashboard.services.zos_cache import DEPLOY_REFUSED, zos_cache_heard
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,9 @@ def _vm_deploy(
         diagnosis = classify(exc.raw)
         if diagnosis.cause == Deployment.Cause.PUBLIC_IP:
             farm_ips_read_again(node, grid)  # the lesson: the farm's IPs as they are now
+        if diagnosis.cause == Deployment.Cause.CACHE_MISSING:
+            # ZOS refuses everything there until its cache is back: the node is closed (services.zos_cache).
+            zos_cache_heard(node=node, said=exc.raw, source=DEPLOY_REFUSED)
         failed = _finish_failed(
             deployment,
             raw=exc.raw,

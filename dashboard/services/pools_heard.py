@@ -15,12 +15,13 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.grid.rmb import POOLS, VERSION, RmbClient, Target, get_rmb
-from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics, ZosVersion
+from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, Target, get_rmb
+from dashboard.grid.types import GridError, NodeCapacity, NodeStatistics, PoolMetrics, ZosVersion
 from dashboard.models import Node, PoolReport
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new, zos_build_key
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_cache, pools_report, pools_words
+from dashboard.services.zos_cache import OVER_RMB, statistics_heard_many
 
 PRUDENT = "its catalog is carved for every plausible layout of its SSD total until its pools are known"
 
@@ -31,6 +32,9 @@ class Heard:
 
     pools: dict[int, tuple[PoolMetrics, ...]] = field(default_factory=dict)
     versions: dict[int, ZosVersion] = field(default_factory=dict)
+    # Each node's `zos.statistics.get` (or its error): a node without its zos-cache says so there alone,
+    # its pools and version answer as ever (services.zos_cache).
+    statistics: dict[int, NodeStatistics | GridError] = field(default_factory=dict)
     why_not: dict[int, str] = field(default_factory=dict)
 
     def words(self, node_id: int) -> str:
@@ -79,6 +83,7 @@ def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, v
         for node_id, answer in rmb.ask_many(VERSION, answered).items():
             if not isinstance(answer, GridError):
                 heard.versions[node_id] = answer
+        heard.statistics = rmb.ask_many(STATISTICS, answered)
     return heard
 
 
@@ -116,6 +121,10 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
             heard.pools.pop(node.grid_id)
             continue
         kept.append(node.pk)
+    if heard.statistics:
+        # A node that lost its zos-cache refuses everything: closed until it answers again.
+        registered = {node.grid_id for node in nodes}
+        statistics_heard_many({k: v for k, v in heard.statistics.items() if k in registered}, source=OVER_RMB)
     if regrouped:
         # A version told moves the node to its build's group: that group's lesson decides its memory now.
         with transaction.atomic():

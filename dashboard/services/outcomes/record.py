@@ -28,6 +28,7 @@ from dashboard.services.observations import deployment_refusal, observations_lea
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
 from dashboard.services.withholds import quarantine_consider
+from dashboard.services.zos_cache import OUTCOME_REPORTED, zos_cache_heard
 
 log = logging.getLogger(__name__)
 
@@ -357,6 +358,10 @@ def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis) -> None:
     The node's figures (deployable, placeable now, phantom) are recomputed at once.
     """
     node = deployment.node
+    if deployment.cause == Deployment.Cause.CACHE_MISSING:
+        # ZOS refuses everything there until its cache is back: the node is closed (services.zos_cache).
+        zos_cache_heard(node=node, said=deployment.raw_error, source=OUTCOME_REPORTED, at=deployment.started_at)
+        return
     used = node.used
     if used is None or deployment.cause not in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
         return
