@@ -171,7 +171,9 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
     # the 20 nodes draw none down).
     node_withhold(nodes=Node.objects.filter(grid_id__in=(6005, 6006)), reason="disk swap")
     Node.objects.filter(grid_id=6007).update(status="down")
-    figures_refresh(list(Node.objects.filter(grid_id=6007).values_list("pk", flat=True)))
+    # And one that lost its zos-cache (zos#2043): ZOS refuses everything there (services.zos_cache).
+    Node.objects.filter(grid_id=6008).update(zos_cache_missing="subvolume 'zos-cache' not found")
+    figures_refresh(list(Node.objects.filter(grid_id__in=(6007, 6008)).values_list("pk", flat=True)))
     seen = dict.fromkeys(BLOCKS, 0)
     for cru, mru, sru in [
         (1, 2 * GiB, 50 * GiB),

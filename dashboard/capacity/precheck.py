@@ -98,6 +98,8 @@ class LiveNode:
     # The zos-cache's quota now, when a pool report tells it (`cache_reported`): the node then keeps
     # room for its next step on its pool (`cache_keep`), as the carve does.
     cache: int | None = None
+    # A ZOS-light node: unreported, its pools may be partitions (capacity.layouts' light set).
+    light: bool = False
 
     def pool_states(self, total_sru: int, cache: int) -> list[list[PoolState]]:
         """The pools' every outcome over device orders, of every layout the verdicts must hold in."""
@@ -115,7 +117,9 @@ class LiveNode:
                 grown[cache_pool_of([pool.size for pool in state])].used += CACHE_STEP
                 return [grown, state]
             return [state]
-        layouts = pool_layouts(total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed)
+        layouts = pool_layouts(
+            total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed, light=self.light
+        )
         return [state for layout in layouts for state in pools_after(layout, cache, self.occupied_disks)]
 
 
@@ -130,9 +134,11 @@ def live_node(
     observed: Observed = NOTHING_OBSERVED,
     pools_used: Sequence[int] | None = None,
     cache: int | None = None,
+    light: bool = False,
 ) -> LiveNode:
     """The LiveNode of a node holding `occupied` VMs (in the order they were deployed); `cache`, the
-    zos-cache's quota a pool report told, counts only with the pools known."""
+    zos-cache's quota a pool report told, counts only with the pools known; `light`, a ZOS-light node,
+    only without them."""
     return LiveNode(
         pools=tuple(pools) if pools else None,
         occupied_disks=tuple(vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied),
@@ -140,6 +146,7 @@ def live_node(
         observed=observed,
         pools_used=tuple(pools_used) if pools and pools_used else None,
         cache=cache if pools and policy.reserve_sru else None,
+        light=bool(light) and not pools,
     )
 
 

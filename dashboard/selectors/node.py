@@ -337,7 +337,12 @@ def _free_slice_verdicts(
     if used is None:
         return None
     live = capacity.live_node(
-        policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed, cache=node.zos_cache
+        policy=policy,
+        pools=node.pools,
+        occupied=occupied_sizes,
+        observed=node.observed,
+        cache=node.zos_cache,
+        light=bool(node.light),
     )
     check = capacity.precheck(
         [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)

@@ -472,6 +472,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         observed=observed,
         # live_node counts the cache's quota only with the pools known, as Node.zos_cache does.
         cache=values["zos_cache_sru"],
+        light=bool(values["light"]),
     )
     return total, used, policy, live
 

@@ -263,4 +263,5 @@ def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None
         observed=observed,
         pools_used=capacity.pools_used_agreeing(node.pools_used, used_sru, cache=node.zos_cache),
         cache=node.zos_cache,
+        light=bool(node.light),
     )

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from dashboard.grid.types import GridError, NodeStatistics
 from dashboard.grid.zos_words import CACHE_MISSING
-from dashboard.models import Node
+from dashboard.models import Deployment, Node
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 # Who heard the node say it (Node.zos_cache_missing_source, 40 characters).
@@ -63,6 +63,13 @@ def zos_cache_heard(*, node: Node, said: str | None, source: str, at: datetime |
     return True
 
 
+def zos_cache_refused(deployment: Deployment, *, source: str) -> bool:
+    """A deploy ZOS refused: when its words say the zos-cache is gone, the node is closed (dated by it)."""
+    if deployment.cause != Deployment.Cause.CACHE_MISSING:
+        return False
+    return zos_cache_heard(node=deployment.node, said=deployment.raw_error, source=source, at=deployment.started_at)
+
+
 def statistics_heard(*, node: Node, answer: NodeStatistics | GridError, source: str) -> bool:
     """A `zos.statistics.get` answer (or the proxy's /statistics), or the error that came instead, kept."""
     if isinstance(answer, NodeStatistics):
@@ -88,4 +95,5 @@ __all__ = [
     "statistics_heard",
     "statistics_heard_many",
     "zos_cache_heard",
+    "zos_cache_refused",
 ]
