@@ -59,8 +59,8 @@ CACHE_MISSING = re.compile(r"subvolume '?zos-cache'? not found(?:: file does not
 # EDQUOT from the cache subvolume's quota, on the flist path (or anywhere: no other subvolume of a
 # deployment is written while it is created), and the image that could not be read out of it.
 CACHE_FULL = re.compile(
-    r"disk quota exceeded"
-    r"|failed to write disk image: read /var/cache/modules/flistd/\S*: input/output error",
+    r"disk\s+quota\s+exceeded"
+    r"|failed to write disk image:\s*read\s+/var/cache/modules/flistd/\S*:\s*input/output error",
     re.IGNORECASE,
 )
 _FLIST = re.compile(r"failed to mount flist|failed to write image to disk|failed to mount cloud container", re.I)
