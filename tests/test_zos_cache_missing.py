@@ -167,3 +167,50 @@ def test_over_rmb_a_precheck_hears_it_from_the_node_itself_and_closes_it(lost, r
     )
     assert NOT_FOUND in report.counters_words  # the peer's err, as the node said it
     assert report.words.startswith("node 1774 has lost its zos-cache, so ZOS refuses every workload")
+
+
+def _report(api_call, api_token, error: str, *, marketplace_id: str):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.models import Slice
+
+    Slice.objects.filter(node__grid_id=1774).update(created_at=timezone.now() - timedelta(days=1))
+    body = {
+        "node_id": 1774,
+        "slice_index": 0,
+        "marketplace_id": marketplace_id,
+        "outcome": "failed",
+        "error": error,
+        "at": (timezone.now() - timedelta(minutes=5)).isoformat(),
+    }
+    return api_call("post", "/api/v1/deployments", api_token("report"), json=body)
+
+
+def test_a_reported_refusal_for_the_lost_cache_closes_the_node(lost, api_call, api_token):
+    error = (
+        "workload s1774_0 within deployment 7 failed with error: failed to satisfy required capacity: "
+        f"failed to get available memory: {NOT_FOUND}"
+    )
+    response = _report(api_call, api_token, error, marketplace_id="contract-cache")
+    assert response.status_code == 201 and response.json()["deployment"]["cause"] == "cache-missing"
+    node = Node.objects.get(pk=lost.pk)
+    assert (node.closure, node.zos_cache_missing_source) == ("no-cache", "a reported deploy ZOS refused")
+
+
+def test_a_reported_image_refused_by_the_cache_quota_is_transient_and_closes_nothing(lost, api_call, api_token):
+    # zos#2147's words; the node's catalog is right and it stays open.
+    error = (
+        "failed to mount flist: 81-27043-diskfulltest: ro mount of flist failed: failed to create flist "
+        "mountpoint: mkdir /var/cache/modules/flistd/ro/e4b87e423369bbd1a5550a1ca99a69a6: disk quota exceeded"
+    )
+    Node.objects.filter(pk=lost.pk).update(zos_cache_sru=10 * GiB)  # as a pool report bounds it
+    response = _report(api_call, api_token, error, marketplace_id="contract-image")
+    assert response.status_code == 201 and response.json()["deployment"]["cause"] == "cache-full"
+    from dashboard.models import Deployment
+
+    words = deployment_words(Deployment.objects.get(marketplace_id="contract-image"))
+    assert "transient" in words and "retry the same node after about 5 minutes" in words
+    assert "cache quota was 10 GiB at its last pool report" in words
+    assert Node.objects.get(pk=lost.pk).closure == ""
