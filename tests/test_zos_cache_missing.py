@@ -214,3 +214,25 @@ def test_a_reported_image_refused_by_the_cache_quota_is_transient_and_closes_not
     assert "transient" in words and "retry the same node after about 5 minutes" in words
     assert "cache quota was 10 GiB at its last pool report" in words
     assert Node.objects.get(pk=lost.pk).closure == ""
+
+
+def test_the_watchs_pool_round_over_rmb_hears_a_node_without_its_cache(sim_node, rmb_peer, settings):
+    # Pools reported long ago: the watch asks the node over RMB for them, its build and its counters.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    node = sim_node(1774, policy_name="zos", hide_pools=True, **node_1774())
+    old = timezone.now() - timedelta(hours=settings.POOLS_MAX_AGE + 1)
+    Node.objects.filter(pk=node.pk).update(pools_reported_at=old)
+    sim_node.grid.cache_lose(1774)
+    result = fleet_watch(grid=get_grid())
+    node.refresh_from_db()
+    assert (result.pools_asked, node.closure, node.zos_cache_missing_source) == (
+        1,
+        "no-cache",
+        "zos.statistics.get over RMB",
+    )
+    sim_node.grid.cache_lose(1774, missing=False)
+    fleet_watch(grid=get_grid())  # the closed node is asked again, over RMB, and answers
+    assert Node.objects.get(pk=node.pk).closure == ""

@@ -46,9 +46,12 @@ class Heard:
         return ""
 
 
-def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, version: bool = True) -> Heard:
+def pools_hear(
+    lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, version: bool = True, statistics: bool = False
+) -> Heard:
     """Ask every node of `lives` without pools for them (one paced round), then the ones that answered
-    for their build. Nothing is written: `lives_with_pools` and `pools_heard_store` use the answer."""
+    for their build and, with `statistics` (the watch's rounds), for their counters: a node that lost its
+    zos-cache says so there alone. Nothing is written: `lives_with_pools` and `pools_heard_store` use it."""
     rmb = rmb or get_rmb()
     heard = Heard()
     if rmb is None:
@@ -79,12 +82,17 @@ def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, v
             continue
         heard.pools[node_id] = answer
     if version and heard.pools:
-        answered = [t for t in targets if t.node_id in heard.pools]
-        for node_id, answer in rmb.ask_many(VERSION, answered).items():
-            if not isinstance(answer, GridError):
-                heard.versions[node_id] = answer
-        heard.statistics = rmb.ask_many(STATISTICS, answered)
+        _ask_answered(rmb, heard, [t for t in targets if t.node_id in heard.pools], statistics=statistics)
     return heard
+
+
+def _ask_answered(rmb: RmbClient, heard: Heard, answered: list[Target], *, statistics: bool) -> None:
+    """The nodes that answered their pools, asked for their build (and their counters)."""
+    for node_id, answer in rmb.ask_many(VERSION, answered).items():
+        if not isinstance(answer, GridError):
+            heard.versions[node_id] = answer
+    if statistics:
+        heard.statistics = rmb.ask_many(STATISTICS, answered)
 
 
 def lives_with_pools(lives: Sequence[NodeCapacity], heard: Heard) -> list[NodeCapacity]:
@@ -141,7 +149,7 @@ def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbClient | None = None) -> 
     if rmb is None or not nodes:
         return Heard()
     lives = [node_as_target_reading(node) for node in nodes]
-    heard = pools_hear(lives, rmb=rmb)
+    heard = pools_hear(lives, rmb=rmb, statistics=True)
     pools_heard_store(nodes, heard)
     return heard
 
