@@ -178,6 +178,12 @@ class Node(models.Model):
     # The node's own build (`zos.system.version` over RMB) and when it said it: "" until it answers.
     zos_version = models.CharField(max_length=128, blank=True)
     zos_version_at = models.DateTimeField(null=True, blank=True)
+    # The node lost its zos-cache subvolume, so ZOS refuses every workload (zos#2043): ZOS's words as last
+    # heard ("" while it has its cache), who said them (zos.statistics.get over RMB, the proxy's
+    # /statistics, a refused deploy) and when. Kept by services.zos_cache until it answers its statistics again.
+    zos_cache_missing = models.CharField(max_length=120, blank=True, default="")
+    zos_cache_missing_source = models.CharField(max_length=40, blank=True, default="")
+    zos_cache_missing_at = models.DateTimeField(null=True, blank=True)
 
     # The live used capacity last read from the grid (reserve included, as the proxy reports it).
     used_cru = models.PositiveIntegerField(null=True, blank=True)
@@ -604,6 +610,10 @@ class Deployment(models.Model):
         CHAIN_CAPACITY = "chain-capacity", "Not enough resources (chain)"
         PUBLIC_IP = "public-ip", "No free public IPv4 (farm)"
         GPU = "gpu", "GPU needs a rented node"
+        # ZOS's own (grid.zos_words): the node lost its zos-cache and refuses everything (zos#2043); a full
+        # VM's image hit the zos-cache's quota, which grows within minutes (zos#2147).
+        CACHE_MISSING = "cache-missing", "Node without its zos-cache"
+        CACHE_FULL = "cache-full", "zos-cache full (transient)"
         UNKNOWN = "unknown", "Unknown"
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="deployments")

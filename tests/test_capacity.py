@@ -313,9 +313,17 @@ def test_it_refuses_a_slice_one_byte_too_big():
     assert not fits(SliceSize(cru=1, mru=4 * GiB, sru=0), NODE_1774, used, ZOS).fits
 
 
-def test_it_does_not_check_cpu_because_zos_over_provisions_cores():
+def test_it_does_not_check_the_sum_of_vcpus_because_zos_over_provisions_cores():
     used = Resources(cru=64, mru=0, sru=0)
-    assert fits(SliceSize(cru=16, mru=4 * GiB, sru=GiB), NODE_1774, used, ZOS).fits
+    assert fits(SliceSize(cru=8, mru=4 * GiB, sru=GiB), NODE_1774, used, ZOS).fits
+
+
+def test_it_refuses_one_vm_of_more_vcpus_than_the_node_has_threads():
+    # zosbase pkg/vm.go VM.Validate: vm.CPU > uint8(cpu.Counts(true)) -> "invalid cpu must be between 1 and 8"
+    verdict = fits(SliceSize(cru=16, mru=4 * GiB, sru=GiB), NODE_1774, Resources(), ZOS)
+    assert not verdict.fits
+    assert verdict.shortfalls[0].resource == "cru"
+    assert "at most 8" in verdict.words
 
 
 def test_it_refuses_memory_below_zos_minimum():

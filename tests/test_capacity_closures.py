@@ -22,7 +22,7 @@ def test_a_node_away_is_closed_for_its_status(status):
 def test_every_closure_reason_is_a_phantom_reason_before_the_shortfalls():
     keys = list(capacity.PHANTOM_REASONS)
     assert keys[: len(capacity.CLOSURE_REASONS)] == list(capacity.CLOSURE_REASONS)
-    assert keys[len(capacity.CLOSURE_REASONS) :] == ["memory", "disk", "pool"]
+    assert keys[len(capacity.CLOSURE_REASONS) :] == ["cpu", "memory", "disk", "pool"]
 
 
 def test_a_closure_handed_to_the_precheck_makes_every_free_slice_phantom_for_its_key():

@@ -98,9 +98,11 @@ def test_finding_1_nine_pools_bounded(distinct, count, data, occupied):
 
 
 def test_finding_1_the_precheck_of_hostile_pools_stays_bounded():
+    # 255 threads: ZOS compares a VM's vCPUs with uint8(threads), so 256 or 512 would refuse every VM
+    # (capacity.vcpus) and the placement would never be played.
     live = capacity.LiveNode(pools=tuple(hostile()), pools_used=tuple([20 * GiB] + [0] * 63))
     policy = capacity.PROFILES["zos"]
-    total = capacity.Resources(cru=512, mru=4096 * GiB, sru=sum(hostile()))
+    total = capacity.Resources(cru=255, mru=4096 * GiB, sru=sum(hostile()))
     free = [(i, capacity.SliceSize(cru=1, mru=8 * GiB, sru=50 * GiB + 1)) for i in range(60)]
     placement.TALLY.shapes = 0
     result = capacity.precheck(free, total, capacity.Resources(), policy, live=live)
@@ -149,7 +151,7 @@ def test_a_size_of_any_length_formats():
 @pytest.mark.slow
 def test_finding_1_eight_sizes_over_64_pools_carve_within_seconds():
     pools = hostile(64, 8)
-    total = capacity.Resources(cru=512, mru=4096 * GiB, sru=sum(pools))
+    total = capacity.Resources(cru=255, mru=4096 * GiB, sru=sum(pools))
     started = time.monotonic()
     capacity.carve(total, capacity.PROFILES["zos"], pools=pools)
     assert time.monotonic() - started < 10
@@ -161,7 +163,7 @@ def test_finding_1_a_hostile_pool_report_and_the_node_after_it_answer_in_seconds
     """Done when: a report of many pools is answered within 10 s and the node's API after it within 3 s."""
     pools = [{"name": f"p{i}", "type": "ssd", "size": 1000 * GiB + i % 8, "used": 0} for i in range(64)]
     pools[0]["used"] = 20 * GiB
-    sim_node(2310, cru=512, mru=4096 * GiB, sru=sum(p["size"] for p in pools), hide_pools=True)
+    sim_node(2310, cru=255, mru=4096 * GiB, sru=sum(p["size"] for p in pools), hide_pools=True)
     started = time.monotonic()
     response = api_call("put", "/api/v1/nodes/2310/pools", api_token("report"), json={"pools": pools})
     reported = time.monotonic() - started

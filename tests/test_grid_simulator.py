@@ -254,7 +254,8 @@ def test_a_memory_refusal_reveals_the_memory_really_in_use(grid):
     ("size", "reason"),
     [
         (SliceSize(cru=1, mru=200 * MiB, sru=GiB), "mem capacity can't be less that 250M"),
-        (SliceSize(cru=0, mru=4 * GiB, sru=GiB), "cpu capcity can't be 0"),
+        # zosbase pkg/gridtypes/zos/zmachine.go Valid (the "capcity" typo is fixed at 063d895)
+        (SliceSize(cru=0, mru=4 * GiB, sru=GiB), "cpu capacity can't be 0"),
         (
             SliceSize(cru=4, mru=16 * GiB, sru=GiB, rootfs=GiB),
             f"disk size can't be less that {2 * GiB}. Set to 0 for minimum",
@@ -267,6 +268,20 @@ def test_it_rejects_an_invalid_vm_before_creating_a_contract(node_1774, size, re
 
     assert raised.value.raw == f"deployment is invalid: {reason}"
     assert node_1774.deploy_vm(1774, ZOS_SLICE, name="ok").workload_id == "2774-1-ok"
+
+
+@pytest.mark.parametrize(
+    ("threads", "words"), [(2, "invalid cpu must be between 1 and 2"), (1, "invalid cpu must be 1")]
+)
+def test_vmd_refuses_a_vm_of_more_vcpus_than_the_node_has_threads_and_frees_its_disks(grid, threads, words):
+    # zosbase pkg/vm.go VM.Validate, wrapped by pkg/vm/manager.go Run: after the disks, so they are freed again.
+    grid.add_node(7, cru=threads, mru=16 * GiB, sru=465 * GiB)
+    with pytest.raises(DeploymentFailed) as raised:
+        grid.deploy_vm(7, SliceSize(cru=4, mru=2 * GiB, sru=50 * GiB), name="vm")
+
+    assert raised.value.raw.endswith(f"failed with error: machine configuration validation failed: {words}")
+    assert grid.vms(7) == [] and sum(p.used for p in grid.storage_pools(7)) == grid.zos_cache(7)[0]
+    assert grid.deploy_vm(7, SliceSize(cru=threads, mru=2 * GiB, sru=50 * GiB), name="ok").node_id == 7
 
 
 def test_it_refuses_a_vm_name_zos_could_not_carry(node_1774):

@@ -440,7 +440,7 @@ VALID_POLICY = {
 }
 FIELD_VALUES = {
     **{name: SIZE_EDGES for name in VALID_POLICY if VALID_POLICY[name][-1] in "0B"},
-    "slice_cru": st.sampled_from(["2", "512", "513", "0", "-1", "2147483648"]),
+    "slice_cru": st.sampled_from(["2", "255", "256", "512", "0", "-1", "2147483648"]),
     "reserve_mru_percent": st.sampled_from(["0", "90", "91", "-1", "100"]),
     "rootfs": st.sampled_from(["none", "ext4"]),
     "arithmetic": st.sampled_from(["whole-gib", "floats"]),

@@ -171,7 +171,9 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
     # the 20 nodes draw none down).
     node_withhold(nodes=Node.objects.filter(grid_id__in=(6005, 6006)), reason="disk swap")
     Node.objects.filter(grid_id=6007).update(status="down")
-    figures_refresh(list(Node.objects.filter(grid_id=6007).values_list("pk", flat=True)))
+    # And one that lost its zos-cache (zos#2043): ZOS refuses everything there (services.zos_cache).
+    Node.objects.filter(grid_id=6008).update(zos_cache_missing="subvolume 'zos-cache' not found")
+    figures_refresh(list(Node.objects.filter(grid_id__in=(6007, 6008)).values_list("pk", flat=True)))
     seen = dict.fromkeys(BLOCKS, 0)
     for cru, mru, sru in [
         (1, 2 * GiB, 50 * GiB),
@@ -180,6 +182,8 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
         (1, 2 * GiB, 440 * GiB),
         (4, 16 * GiB, 200 * GiB),
         (1, 1 * GiB, 0),
+        # more vCPUs than the 4-thread nodes have: ZOS's VM.Validate refuses it there (capacity.vcpus)
+        (8, 4 * GiB, 50 * GiB),
     ]:
         _assert_cut_agrees(cru, mru, sru)
         _assert_cut_agrees(cru, mru, sru, best=1)

@@ -90,6 +90,22 @@ def test_it_previews_a_change_without_saving_it(admins_client, fleet):
 
 
 @pytest.mark.django_db
+def test_a_preview_of_slices_with_more_vcpus_than_a_node_has_threads_says_so_for_that_node(admins_client, fleet):
+    # zosbase pkg/vm.go VM.Validate: "invalid cpu must be between 1 and 2" for a 4-vCPU VM on 2 threads.
+    fleet(30, cru=2, mru=16 * GiB, sru=465 * GiB, farm_id=1)
+    policy = Policy.objects.get()
+    response = admins_client.post(
+        reverse("policy-edit", args=[policy.pk]), form_data(policy, slice_cru="4", preview="1")
+    )
+    preview = response.context["preview"]
+    [refused] = preview.cpu_refused
+    assert (refused.node_id, refused.deployable_after) == (30, 0)
+    assert "node has 2 logical CPUs" in refused.refused_words
+    assert "invalid cpu must be between 1 and 2" in refused.refused_words
+    assert b"ZOS would refuse every slice of this policy" in response.content
+
+
+@pytest.mark.django_db
 def test_it_lists_the_nodes_that_would_go_stale(admins_client, fleet):
     policy = Policy.objects.get()
     response = admins_client.post(

@@ -11,6 +11,7 @@ outside itself; its parts, each importing only those listed before it:
 - `layouts`: the plausible pool layouts of an SSD total nobody reported the pools of;
 - `closures`: a node that offers nothing for a node-level reason (down, standby, ...): `CLOSURE_REASONS`,
   `node_closure(ClosureFacts)`; each reason one entry there (dashboard/rules/closure.py fills the facts);
+- `vcpus`: ZOS's bound on one VM's vCPUs (the node's logical CPUs, zosbase pkg/vm.go VM.Validate);
 - `words`: every sentence the model says (verdicts, carve notes, a node that is away);
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
@@ -139,6 +140,7 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
+from dashboard.capacity.vcpus import MAX_VM_CRU, vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import RESOURCE_WORDS
 
 __all__ = [
@@ -191,6 +193,11 @@ __all__ = [
     "stored_closure",
     "away_sentence",
     "away_badge",
+    # vcpus
+    "MAX_VM_CRU",
+    "vcpus_refused",
+    "zos_cpu_refusal",
+    "zos_vcpu_limit",
     # words
     "RESOURCE_WORDS",
     # policy

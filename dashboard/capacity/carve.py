@@ -21,6 +21,7 @@ from dashboard.capacity.lessons import NOTHING_OBSERVED, Observed, vms_by_memory
 from dashboard.capacity.placement import vms_placed_in_every_order
 from dashboard.capacity.policy import Policy, cache_keep, cache_now, vm_disks
 from dashboard.capacity.sizes import CapacityError, GiB, Resources
+from dashboard.capacity.vcpus import vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import (
     LEGACY_CARVE_NOTE,
     OVERCOMMITTED_NOTE,
@@ -29,6 +30,7 @@ from dashboard.capacity.words import (
     not_one_slice_note,
     refused_disk_note,
     unknown_pools_note,
+    vcpu_note,
 )
 
 
@@ -54,7 +56,7 @@ class Carve:
     new_slices: int  # free slices to create
     occupied: int
     slice: SliceSize
-    limited_by: str  # "mru", "sru", or "none" (nothing to carve into at all)
+    limited_by: str  # "mru", "sru", "cru" (each slice has more vCPUs than ZOS lets one VM have), or "none"
     reserve: Resources
     unallocated: Resources
     # Occupied slices alone need more than the node has: keep them, add nothing.
@@ -79,18 +81,16 @@ def carve(
     pools: Sequence[int] | None = None,
     observed: Observed = NOTHING_OBSERVED,
     cache: int | None = None,
+    light: bool = False,
 ) -> Carve:
     """Carve a node into slices of `policy.slice_mru`, counting occupied slices first.
 
-    `occupied` holds the sizes (cru, mru, data sru) of slices that are rented or deployed;
-    they stay as they are and their real charge comes off the node before new slices
-    are counted. `pools` are the node's SSD pool sizes when known: the new slices must then
-    deploy in full under ZOS's placement in every device order of the pools; when they are not
-    known (None), under every plausible layout of the SSD total (`pool_layouts`). `observed` is
-    what the node's refusals taught: hidden memory per VM, a bound on its largest free pool.
-    `cache` is the zos-cache's quota now when a pool report tells it (`cache_reported`): with the
-    pools known the node then keeps that quota and its next step on the cache's pool (`cache_keep`)
-    instead of the Grid Proxy's fixed `reserve_sru`.
+    `occupied`: the sizes (cru, mru, data sru) of rented or deployed slices, kept, their real charge off
+    the node first. `pools`: the SSD pool sizes when known (the new slices deploy in full in every device
+    order of them), else None: every plausible layout of the SSD total (`pool_layouts`; with a ZOS-light
+    node's partitions when `light`). `observed`: what the node's refusals taught. `cache`: the zos-cache's
+    quota a pool report told (`cache_reported`): with the pools known, its pool keeps it and its next
+    step (`cache_keep`) instead of the proxy's fixed `reserve_sru`.
     """
     if total.mru < 0 or total.sru < 0 or total.cru < 0:
         raise CapacityError("node capacity must not be negative")
@@ -99,7 +99,9 @@ def carve(
 
     budget = _budget(total, policy, occupied, pools=pools, cache=cache, observed=observed)
     occupied_disks = [vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied]
-    layouts = pool_layouts(total.sru, pools, cache=budget.reserve.sru, occupied=occupied_disks, observed=observed)
+    layouts = pool_layouts(
+        total.sru, pools, cache=budget.reserve.sru, occupied=occupied_disks, observed=observed, light=light
+    )
     by_mru = vms_by_memory(
         budget.left.mru,
         budget.per_vm_mru,
@@ -108,25 +110,30 @@ def carve(
         own_beyond_reserve=observed.own_beyond_reserve(total.mru),
     )
     by_sru = _slices_by_disk(policy, budget, by_mru, occupied_disks, layouts)
-    if not pools and not _refusal_explained(total.sru, budget, occupied_disks, observed):
+    if not pools and not _refusal_explained(total.sru, budget, occupied_disks, observed, light=light):
         # A disk refusal no plausible layout explains: the drives are outside the set, and where the
         # room left lies is unknown; no new disk is offered until something is freed (a smaller one
         # could be refused again, and every refusal after the first is one too many).
         by_sru = 0
-    count = min(by_mru, by_sru)
-    limited_by = "mru" if by_mru <= by_sru else "sru"
     overcommitted = budget.left.mru < 0 or budget.left.sru < 0
-    if overcommitted:
-        count = 0
+    # ZOS's vmd refuses every VM of more vCPUs than the node's threads (capacity.vcpus): none is new.
+    cpu_refused = vcpus_refused(policy.slice_cru, total.cru)
+    count = 0 if overcommitted or cpu_refused else min(by_mru, by_sru)
     disk = _NewDisk(data_sru=0, given_up=0)
     if count > 0:
         disk = _new_slice_disk(policy, budget, count, layouts, occupied, occupied_disks, pools_known=bool(pools))
+    limited_by = _limited_by(by_mru, by_sru, budget, occupied=bool(occupied), count=count, cpu_refused=cpu_refused)
     notes = _carve_notes(
-        budget, occupied, observed, count=count, limited_by=limited_by, layouts=layouts, pools=pools, disk=disk
+        budget,
+        occupied,
+        observed,
+        count=count,
+        limited_by=limited_by,
+        layouts=layouts,
+        pools=pools,
+        disk=disk,
+        cpu=(policy.slice_cru, total.cru) if cpu_refused else None,
     )
-    if occupied and not count:
-        # Nothing new beside the occupied slices: say which resource they left short of one more.
-        limited_by = "mru" if budget.left.mru < budget.per_vm_mru else "sru"
 
     slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=disk.data_sru, rootfs=budget.rootfs)
     unallocated = budget.left - policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
@@ -146,6 +153,16 @@ def carve(
         pools_known=bool(pools),
         disk_given_up=disk.given_up,
     )
+
+
+def _limited_by(by_mru: int, by_sru: int, budget: _Budget, *, occupied: bool, count: int, cpu_refused: bool) -> str:
+    """Which resource the new slices ran out of ("cru": each asks more vCPUs than one VM may have there)."""
+    if cpu_refused:
+        return "cru"
+    if occupied and not count:
+        # Nothing new beside the occupied slices: say which resource they left short of one more.
+        return "mru" if budget.left.mru < budget.per_vm_mru else "sru"
+    return "mru" if by_mru <= by_sru else "sru"
 
 
 @dataclass(frozen=True)
@@ -219,9 +236,11 @@ def _slices_by_disk(
 
 
 def _refusal_explained(
-    total_sru: int, budget: _Budget, occupied_disks: Sequence[tuple[int, int]], observed: Observed
+    total_sru: int, budget: _Budget, occupied_disks: Sequence[tuple[int, int]], observed: Observed, *, light: bool
 ) -> bool:
-    return observed.pool_room_below is None or layouts_agree(total_sru, budget.reserve.sru, occupied_disks, observed)
+    return observed.pool_room_below is None or layouts_agree(
+        total_sru, budget.reserve.sru, occupied_disks, observed, light=light
+    )
 
 
 class _NewDisk(NamedTuple):
@@ -263,14 +282,19 @@ def _carve_notes(
     layouts: Sequence[tuple[int, ...]],
     pools: Sequence[int] | None,
     disk: _NewDisk,
+    cpu: tuple[int, int] | None = None,
 ) -> tuple[str, ...]:
-    """What the carve says in words, in the order a reader needs it: why nothing, then what was learnt."""
+    """What the carve says in words, in the order a reader needs it: why nothing, then what was learnt.
+    `cpu`: (vCPUs per slice, the node's threads) when ZOS's vCPU bound leaves nothing new."""
     notes = []
+    if cpu is not None:
+        vcpus, threads = cpu
+        notes.append(vcpu_note(vcpus, threads, zos_vcpu_limit(threads), zos_cpu_refusal(threads)))
     if budget.left.mru < 0 or budget.left.sru < 0:
         # With nothing rented or deployed, a negative budget means the node is below ZOS's reserve.
         kept = {what: getattr(budget.reserve, what) for what in ("mru", "sru") if getattr(budget.left, what) < 0}
         notes.append(OVERCOMMITTED_NOTE if occupied else below_reserve_note(kept))
-    elif count <= 0 and not occupied:
+    elif count <= 0 and not occupied and cpu is None:
         notes.append(not_one_slice_note(limited_by))
     if observed.hidden_mru_per_vm:
         notes.append(hidden_memory_note(observed.hidden_mru_per_vm))
@@ -288,25 +312,28 @@ def pool_layouts(
     cache: int,
     occupied: Sequence[tuple[int, int]] = (),
     observed: Observed = NOTHING_OBSERVED,
+    light: bool = False,
 ) -> tuple[tuple[int, ...], ...]:
     """The pool layouts a verdict must hold in: the reported pools, or every plausible layout of
-    the SSD total that the node's last disk refusal leaves possible (all of them when it leaves none:
-    the node is outside the plausible set, and the refused size itself bounds the disks)."""
+    the SSD total (with a ZOS-light node's partitions when `light`) that the node's last disk refusal
+    leaves possible (all of them when it leaves none: the node is outside the plausible set, and the
+    refused size itself bounds the disks)."""
     if pools:
         return (tuple(pools),)
-    layouts = plausible_layouts(total_sru)
+    layouts = plausible_layouts(total_sru, light=light)
     if observed.pool_room_below is not None:
         layouts = narrowed(layouts, cache=cache, occupied=occupied, refused=observed.pool_room_below) or layouts
     return layouts
 
 
-def layouts_agree(total_sru: int, cache: int, occupied: Sequence[tuple[int, int]], observed: Observed) -> bool:
+def layouts_agree(
+    total_sru: int, cache: int, occupied: Sequence[tuple[int, int]], observed: Observed, *, light: bool = False
+) -> bool:
     """Some plausible layout explains the node's last disk refusal (or there was none)."""
     if observed.pool_room_below is None:
         return True
-    return bool(
-        narrowed(plausible_layouts(total_sru), cache=cache, occupied=occupied, refused=observed.pool_room_below)
-    )
+    layouts = plausible_layouts(total_sru, light=light)
+    return bool(narrowed(layouts, cache=cache, occupied=occupied, refused=observed.pool_room_below))
 
 
 @lru_cache(maxsize=8192)
@@ -317,8 +344,9 @@ def _carve_memo(
     pools: tuple[int, ...] | None,
     observed: Observed,
     cache: int | None = None,
+    light: bool = False,
 ) -> Carve:
-    return carve(total, policy, occupied=occupied, pools=pools, observed=observed, cache=cache)
+    return carve(total, policy, occupied=occupied, pools=pools, observed=observed, cache=cache, light=light)
 
 
 def carve_memoised(
@@ -329,6 +357,7 @@ def carve_memoised(
     pools: Sequence[int] | None = None,
     observed: Observed = NOTHING_OBSERVED,
     cache: int | None = None,
+    light: bool = False,
 ) -> Carve:
     """carve, remembered: a fleet has many nodes of the same size and the carve is pure.
 
@@ -336,7 +365,9 @@ def carve_memoised(
     with pools tries every device order, so this is what re-register plans and the stored
     figures use: the plan's carve is the one the figures find again.
     """
-    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None, observed, cache)
+    # Known pools are the pools, whatever the node runs: light matters only without them (one memo entry).
+    light = bool(light) and not pools
+    return _carve_memo(total, policy, tuple(occupied), tuple(pools) if pools else None, observed, cache, light)
 
 
 def _carve_whole_gib(total: Resources, policy: Policy, occupied: Sequence[Resources]) -> Carve:

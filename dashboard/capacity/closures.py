@@ -41,6 +41,9 @@ class ClosureFacts:
     rent_state: str = ""  # the rent contract's state when read: "Created", "GracePeriod", "" (not read)
     # The chain keeps the node for a renter (tfchain _create_node_contract: a dedicated farm, or an extra fee).
     dedicated_by_chain: bool = False
+    # The node lost its zos-cache subvolume: ZOS refuses every workload (zos provisiond getNodeReserved,
+    # zos#2043). What it said, to whom and when ("" while it has its cache): Node.zos_cache_missing*.
+    cache_missing: str = ""
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,15 @@ CLOSURE_REASONS: dict[str, ClosureReason] = {
             until="until it is woken",
             decide=_status_is("standby"),
             badge="node on standby: nothing placeable until woken",
+        ),
+        # Whatever its rent: ZOS itself refuses every workload, and the chain would take the contract first.
+        ClosureReason(
+            key="no-cache",
+            label="no zos-cache (ZOS refuses every workload)",
+            what="has lost its zos-cache, so ZOS refuses every workload ({detail})",
+            until="until it answers for its statistics again (usually after its farmer reboots it)",
+            decide=lambda facts: facts.cache_missing or None,
+            badge="no zos-cache: nothing placeable until the node answers again",
         ),
         ClosureReason(
             key="rented",

@@ -17,6 +17,17 @@ ask for a catalog that deploys under *every* plausible layout of the total, in e
 
 Nodes of unequal drives (a 256 GB and a 1 TB) are outside the set; their first disk refusal
 teaches a bound (`lessons`), and `narrowed` keeps the layouts that bound leaves possible.
+
+A ZOS-light node's pools are partitions (zosbase 063d895 pkg/storage_light: storage.go `initialize`,
+filesystem/device.go `GetUnallocatedSpaces`, `isValidAsDevice`, `IsPXEPartition`): a disk with no
+partition table is one pool, as on full ZOS; a partitioned disk gives one pool per partition that holds
+btrfs or nothing (its `ZOSPXE` boot partition is skipped, another system's filesystem fails to mount and
+is left out) and one more per free region of at least 5 GiB, which ZOS-light partitions (`parted mkpart`).
+So its pools are unequal and several to one disk, and the total it reports is theirs alone. The light
+set (`light=True`) is the full one plus, for each drive count, one drive cut into the partitions a
+partitioned disk usually holds (`LIGHT_CUTS`: two, the smaller a half, a third or a quarter of it, or
+three equal ones; every part at least 5 GiB); a disk cut finer is outside the set, and its first refusal
+teaches as above.
 Pure integers in and out; remembered, since a fleet has few distinct totals.
 """
 
@@ -64,6 +75,10 @@ MAX_DRIVES = 8
 COMMON_DRIVES = 4
 MODEL_TOLERANCE_PERCENT = 2  # k * S within 2% of the total counts as k drives of S
 POOL_OVERHEAD_PERMILLE = 20  # each pool 2% below its share of the total
+# zosbase pkg/storage_light/filesystem/device.go isValidAsDevice: free space below 5 GiB is not partitioned.
+LIGHT_MIN_PARTITION = 5 * 1024**3
+# How one disk of a ZOS-light node may be cut, as shares of it (see the module's words).
+LIGHT_CUTS = ((1, 1), (1, 2), (1, 3), (1, 1, 1))
 
 
 def _pool(share: int) -> int:
@@ -71,8 +86,34 @@ def _pool(share: int) -> int:
 
 
 @lru_cache(maxsize=4096)
-def plausible_layouts(total_sru: int) -> tuple[tuple[int, ...], ...]:
-    """The pool layouts (sizes in bytes, each layout of identical pools) the total may hide."""
+def plausible_layouts(total_sru: int, *, light: bool = False) -> tuple[tuple[int, ...], ...]:
+    """The pool layouts (sizes in bytes) the total may hide: identical pools, and on a ZOS-light node
+    (`light`) also one drive of each count cut into partitions (`light_cut`)."""
+    full = _full_layouts(total_sru)
+    if not light:
+        return full
+    cut = (light_cut(total_sru, drives=len(layout), parts=parts) for layout in full for parts in LIGHT_CUTS)
+    # Every device order is tried, so a layout is its sizes: one cut equal to a full layout is that one.
+    seen = {tuple(sorted(layout)) for layout in full}
+    more = []
+    for layout in cut:
+        if layout and tuple(sorted(layout)) not in seen:
+            seen.add(tuple(sorted(layout)))
+            more.append(layout)
+    return full + tuple(more)
+
+
+def light_cut(total_sru: int, *, drives: int, parts: tuple[int, ...]) -> tuple[int, ...]:
+    """`drives` equal drives of the total, one of them partitioned in the shares `parts` (each partition,
+    as each pool, 2% under its share); () when a partition would be under ZOS-light's 5 GiB."""
+    share = total_sru // drives
+    cut = tuple(_pool(share * part // sum(parts)) for part in parts)
+    if min(cut) < LIGHT_MIN_PARTITION:
+        return ()
+    return (_pool(share),) * (drives - 1) + cut
+
+
+def _full_layouts(total_sru: int) -> tuple[tuple[int, ...], ...]:
     if total_sru <= 0:
         return ()
     standard = []
@@ -86,11 +127,11 @@ def plausible_layouts(total_sru: int) -> tuple[tuple[int, ...], ...]:
     return tuple((_pool(total_sru // drives),) * drives for drives in counts)
 
 
-def in_plausible_set(pools: Sequence[int], total_sru: int) -> bool:
+def in_plausible_set(pools: Sequence[int], total_sru: int, *, light: bool = False) -> bool:
     """The real pools are covered by a plausible layout: as many pools, each at least its size."""
     return any(
-        len(layout) == len(pools) and all(p >= q for p, q in zip(sorted(pools), layout, strict=True))
-        for layout in plausible_layouts(total_sru)
+        len(layout) == len(pools) and all(p >= q for p, q in zip(sorted(pools), sorted(layout), strict=True))
+        for layout in plausible_layouts(total_sru, light=light)
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from dashboard.capacity.sizes import CapacityError, GiB, MiB, Resources, format_size
+from dashboard.capacity.vcpus import MAX_VM_CRU
 
 # ZOS zmachine rules (pkg/gridtypes/zos/zmachine.go).
 ROOTFS_SMALL = 500 * MiB
@@ -119,6 +120,9 @@ class Policy:
             problems.append(f"slice memory {format_size(self.slice_mru)} is below ZOS's minimum of 250 MiB")
         if self.slice_cru < 1:
             problems.append("vCPUs per slice must be at least 1")
+        elif self.slice_cru > MAX_VM_CRU:
+            # zos.MachineCapacity.CPU is a uint8: a VM cannot even ask for more (capacity.vcpus).
+            problems.append(f"vCPUs per slice must be at most {MAX_VM_CRU} (ZOS counts a VM's vCPUs in one byte)")
         if not 0 <= self.reserve_mru_percent <= 90:
             problems.append("memory reserve percent must be between 0 and 90")
         for name in ("reserve_mru_floor", "reserve_sru", "overhead_mru_per_vm", "overhead_sru_per_vm", "min_slice_sru"):

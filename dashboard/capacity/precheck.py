@@ -5,8 +5,8 @@ in it and comes from what refusals taught (`lessons`); a slice's disks must plac
 device order (`placement`) of the reported pools, or, when none were reported, of every
 plausible layout of the SSD total (`layouts`), as the carve counts them. Slices are placed one after another, each
 counted before the next is tried, so the verdicts say what would happen if every free slice
-were rented now; the ones that do not fit are phantom. CPU is not checked: ZOS over-provisions
-cores. A closed node (`closures`: down, on standby, ...) places nothing.
+were rented now; the ones that do not fit are phantom. The sum of vCPUs is not checked (ZOS
+over-provisions cores), but one VM may not have more vCPUs than the node's threads (`vcpus`). A closed node (`closures`: down, on standby, ...) places nothing.
 What a verdict says in words comes from `words`.
 """
 
@@ -30,6 +30,7 @@ from dashboard.capacity.policy import (
     vm_disks,
 )
 from dashboard.capacity.sizes import Resources
+from dashboard.capacity.vcpus import vcpus_refused, zos_vcpu_limit
 from dashboard.capacity.words import fits_words, misfit_words, shortfall_words
 
 # --- fitting one slice onto a live node -------------------------------------------------
@@ -97,6 +98,8 @@ class LiveNode:
     # The zos-cache's quota now, when a pool report tells it (`cache_reported`): the node then keeps
     # room for its next step on its pool (`cache_keep`), as the carve does.
     cache: int | None = None
+    # A ZOS-light node: unreported, its pools may be partitions (capacity.layouts' light set).
+    light: bool = False
 
     def pool_states(self, total_sru: int, cache: int) -> list[list[PoolState]]:
         """The pools' every outcome over device orders, of every layout the verdicts must hold in."""
@@ -114,7 +117,9 @@ class LiveNode:
                 grown[cache_pool_of([pool.size for pool in state])].used += CACHE_STEP
                 return [grown, state]
             return [state]
-        layouts = pool_layouts(total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed)
+        layouts = pool_layouts(
+            total_sru, self.pools, cache=cache, occupied=self.occupied_disks, observed=self.observed, light=self.light
+        )
         return [state for layout in layouts for state in pools_after(layout, cache, self.occupied_disks)]
 
 
@@ -129,9 +134,11 @@ def live_node(
     observed: Observed = NOTHING_OBSERVED,
     pools_used: Sequence[int] | None = None,
     cache: int | None = None,
+    light: bool = False,
 ) -> LiveNode:
     """The LiveNode of a node holding `occupied` VMs (in the order they were deployed); `cache`, the
-    zos-cache's quota a pool report told, counts only with the pools known."""
+    zos-cache's quota a pool report told, counts only with the pools known; `light`, a ZOS-light node,
+    only without them."""
     return LiveNode(
         pools=tuple(pools) if pools else None,
         occupied_disks=tuple(vm_disks(policy, o.cru, o.mru, o.sru) for o in occupied),
@@ -139,6 +146,7 @@ def live_node(
         observed=observed,
         pools_used=tuple(pools_used) if pools and pools_used else None,
         cache=cache if pools and policy.reserve_sru else None,
+        light=bool(light) and not pools,
     )
 
 
@@ -194,6 +202,9 @@ class _Placement:
         available = room_now(self.total, self.used, running=self.running, observed=self.live.observed)
         available = available + Resources(sru=cache_room(policy, self.live.cache))
         shortfalls = []
+        if vcpus_refused(size.cru, self.total.cru):
+            # ZOS's vmd refuses a VM of more vCPUs than the node's threads, whatever its room (capacity.vcpus).
+            shortfalls.append(Shortfall("cru", size.cru, zos_vcpu_limit(self.total.cru)))
         if size.mru < MIN_VM_MRU:
             shortfalls.append(Shortfall("mru", MIN_VM_MRU, size.mru))
         for resource in ("mru", "sru"):
@@ -271,7 +282,8 @@ def fits(
     `used` is as the Grid Proxy reports it: the node's own reserve is already inside, hidden
     memory use is not (ZOS tells it only in refusals; `live.observed` has what was learnt).
     With the pools known, the slice's disks must place in every device order.
-    CPU is not checked: ZOS over-provisions cores. A closed node (`closure`, or without one a
+    The sum of vCPUs is not checked (ZOS over-provisions cores); one VM's against the node's threads is
+    (capacity.vcpus). A closed node (`closure`, or without one a
     `status` that is away) fits nothing.
     """
     verdict = _Placement(total, used, policy, live).verdict(slice_size)
@@ -306,6 +318,8 @@ def placeable_count(
 
 # Why one slice does not fit an open node (its first shortfall).
 SHORTFALL_REASONS = {
+    # ZOS refuses one VM of more vCPUs than the node's threads (capacity.vcpus); judged first, as no room helps.
+    "cpu": "CPU (more vCPUs than the node's threads)",
     "memory": "memory",
     "disk": "disk (total)",
     "pool": "disk (no pool holds it)",
@@ -332,7 +346,7 @@ class SliceVerdict:
         if isinstance(self.verdict, ClosedVerdict):
             return self.verdict.closure.key
         resource = self.verdict.shortfalls[0].resource if self.verdict.shortfalls else "mru"
-        return {"mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}.get(resource, "memory")
+        return {"cru": "cpu", "mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}.get(resource, "memory")
 
 
 @dataclass(frozen=True)

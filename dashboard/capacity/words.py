@@ -27,6 +27,8 @@ RESOURCE_WORDS = {
 
 def shortfall_words(resource: str, needed: int, available: int) -> str:
     """One resource a slice is short of: what it needs, what there is, by how much."""
+    if resource == "cru":
+        return vcpu_shortfall_words(needed, available)
     return (
         f"{RESOURCE_WORDS[resource]}: needs {format_size(needed)}, "
         f"{format_size(max(available, 0))} available, short by {format_size(needed - available)}"
@@ -37,6 +39,14 @@ def fits_words(needed: Resources, available: Resources) -> str:
     return (
         f"fits: needs {format_size(needed.mru)} memory and {format_size(needed.sru)} disk; "
         f"{format_size(available.mru)} and {format_size(available.sru)} available"
+    )
+
+
+def vcpu_shortfall_words(vcpus: int, limit: int) -> str:
+    """A VM of more vCPUs than ZOS lets one VM have on this node (capacity.vcpus: `limit` is uint8(threads))."""
+    return (
+        f"{RESOURCE_WORDS['cru']}: a VM of {vcpus} vCPU{'s' if vcpus != 1 else ''}, and ZOS lets one VM have at most "
+        f"{limit} on this node (its logical CPUs); ZOS refuses it whatever the memory and disk"
     )
 
 
@@ -58,6 +68,21 @@ def below_reserve_note(kept: dict[str, int]) -> str:
     resource the node falls short of): no slice at all."""
     what = " and ".join(f"{format_size(n)} of {RESOURCE_WORDS[r]}" for r, n in kept.items())
     return f"the node is smaller than what ZOS keeps for itself ({what}): no slice fits"
+
+
+def vcpu_note(vcpus: int, threads: int, limit: int, refusal: str) -> str:
+    """No slice carved: each asks more vCPUs than one VM may have on the node (capacity.vcpus)."""
+    wrapped = f", which ZOS compares as {limit} (it keeps the count in one byte)" if limit != threads else ""
+    fix = (
+        f"a policy of at most {limit} vCPU{'s' if limit != 1 else ''} per slice carves this node"
+        if limit
+        else "no slice of any size deploys on this node"
+    )
+    return (
+        f"each slice asks {vcpus} vCPU{'s' if vcpus != 1 else ''} and the node has {threads} logical "
+        f"CPU{'s' if threads != 1 else ''}{wrapped}: ZOS refuses a VM with more vCPUs than that "
+        f'("{refusal}"), so no slice is carved; {fix}'
+    )
 
 
 def not_one_slice_note(limited_by: str) -> str:

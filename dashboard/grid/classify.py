@@ -12,7 +12,12 @@ The strings recognised are ZOS's own (see docs/domain.md), typos included:
            failed to create vm rootfs: ...  /  failed to find a candidate to host vdisk of size '<N>': ...
 - validation: mem capacity can't be less that 250M
            disk size can't be less that <N>. Set to 0 for minimum
-           cpu capcity can't be 0
+           cpu capacity can't be 0 (cpu capcity before zosbase fixed the typo)
+           invalid cpu must be between 1 and <N> (more vCPUs than the node's threads; vmd's VM.Validate)
+- the zos-cache: subvolume 'zos-cache' not found (cache-missing: the node refuses everything),
+           failed to mount flist ... disk quota exceeded (cache-full: transient)
+- and the rest of ZOS's families on its capacity, storage, VM-validation and flist paths, each with its
+  source: grid/zos_words.py.
 
 Before ZOS sees a VM, TFChain decides whether its contract may be created (tfchain
 pallet-smart-contract, grid_contract.rs); the Go client (tfchain-client-go, checkForError) returns the
@@ -39,6 +44,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from dashboard.capacity import GiB
+from dashboard.grid import zos_words
 
 CAUSES = (
     "memory",
@@ -52,6 +58,10 @@ CAUSES = (
     "chain-capacity",
     "public-ip",
     "gpu",
+    # The node lost its zos-cache subvolume: ZOS refuses every workload there (zos#2043).
+    "cache-missing",
+    # A full VM's image hit the zos-cache's quota: transient, the cache grows (zos#2147).
+    "cache-full",
     "unknown",
 )
 # The model stores the numbers in BigIntegerField; anything larger is not a real byte count.
@@ -131,10 +141,29 @@ def classify(raw: object) -> Diagnosis:
     carried = _IPS_RESERVED.search(reason) or _GPU_NOT_RENTED.search(reason)
     if carried:
         return _carried_diagnosis(carried, reason, found)
+    missing = zos_words.CACHE_MISSING.search(reason)
+    if missing:  # before memory: ZOS says it inside "failed to satisfy required capacity: ..."
+        return Diagnosis(
+            cause="cache-missing",
+            reason=_from(reason, "failed to satisfy", missing),
+            words=zos_words.CACHE_MISSING_WORDS,
+            detail=zos_words.CACHE_MISSING_DETAIL,
+            **found,
+        )
 
     sized = _size_diagnosis(reason, found)
     if sized is not None:
         return sized
+    elsewhere = zos_words.elsewhere_word(reason)
+    if elsewhere is not None:
+        word, match = elsewhere
+        return Diagnosis(
+            cause=word.cause,
+            reason=zos_words.reason_from(reason, match, word.wrap),
+            words=word.words,
+            detail=f"ZOS's words from {word.source}.",
+            **found,
+        )
     return _delivery_diagnosis(reason, found)
 
 
@@ -152,7 +181,18 @@ def _size_diagnosis(reason: str, found: dict) -> Diagnosis | None:
             usable_bytes=usable,
             **found,
         )
+    full = zos_words.CACHE_FULL.search(reason)
+    if full:
+        return Diagnosis(
+            cause="cache-full",
+            reason=_flist_reason(reason, full),
+            words=zos_words.cache_full_words(),
+            detail=zos_words.CACHE_FULL_DETAIL,
+            **found,
+        )
     vdisk, rootfs, no_space = _VDISK.search(reason), _ROOTFS.search(reason), _NO_SPACE.search(reason)
+    if (vdisk or rootfs) and not no_space and zos_words.elsewhere_word(reason) is not None:
+        return None  # a rootfs or vdisk refused for a fault of the node, not for room (zos_words)
     if vdisk or rootfs or no_space:
         size = _bytes(vdisk.group("size")) if vdisk else None
         start = vdisk or rootfs or no_space
@@ -163,6 +203,20 @@ def _size_diagnosis(reason: str, found: dict) -> Diagnosis | None:
             needed_bytes=size,
             **found,
         )
+    return _validation_diagnosis(reason, found)
+
+
+def _validation_diagnosis(reason: str, found: dict) -> Diagnosis | None:
+    """ZOS refused the request itself (its size or shape), before or while starting it: not the node's room."""
+    cpu = zos_words.VM_CPU.search(reason)
+    if cpu:
+        return Diagnosis(
+            cause="validation",
+            reason=zos_words.reason_from(reason, cpu, _VMD_WRAP),
+            words=zos_words.cpu_words(cpu),
+            detail=zos_words.VM_CPU_DETAIL,
+            **found,
+        )
     validation = _MIN_MEMORY.search(reason) or _MIN_ROOTFS.search(reason) or _NO_CPU.search(reason)
     if validation:
         return Diagnosis(
@@ -171,7 +225,27 @@ def _size_diagnosis(reason: str, found: dict) -> Diagnosis | None:
             words=_validation_words(validation),
             **found,
         )
+    table = zos_words.validation_word(reason)
+    if table is not None:
+        word, match = table
+        return Diagnosis(
+            cause="validation",
+            reason=zos_words.reason_from(reason, match, word.wrap),
+            words=word.words,
+            detail=f"ZOS's words from {word.source}.",
+            **found,
+        )
     return None
+
+
+_VMD_WRAP = re.compile(r"machine configuration validation failed: ", re.IGNORECASE)
+# ZOS's own outermost words on the flist path (primitives/vm/vm.go, utils.go), where a cache refusal starts.
+_FLIST_START = re.compile(r"failed to mount flist|failed to write image to disk|failed to mount cloud container", re.I)
+
+
+def _flist_reason(reason: str, match: re.Match) -> str:
+    start = _FLIST_START.search(reason[: match.start()])
+    return reason[start.start() if start else match.start() :].strip()
 
 
 def _delivery_diagnosis(reason: str, found: dict) -> Diagnosis:

@@ -29,6 +29,9 @@ CLOSURE_FIELDS = (
     "rent_state",
     "in_dedicated_farm",
     "extra_fee",
+    "zos_cache_missing",
+    "zos_cache_missing_source",
+    "zos_cache_missing_at",
 )
 
 
@@ -46,7 +49,19 @@ def closure_facts(values: Mapping[str, Any], *, live: Any = None) -> capacity.Cl
         rent_contract_id=row["rent_contract_id"],
         rent_state=row["rent_state"] or "",
         dedicated_by_chain=bool(row["in_dedicated_farm"]) or (row["extra_fee"] or 0) > 0,
+        cache_missing=cache_missing_detail(
+            row["zos_cache_missing"], row["zos_cache_missing_source"], row["zos_cache_missing_at"]
+        ),
     )
+
+
+def cache_missing_detail(words: str, source: str, at: datetime | None) -> str:
+    """The no-cache closure's detail: ZOS's words, who heard them, when ("" while the node has its cache)."""
+    if not words:
+        return ""
+    heard = f" from {source}" if source else ""
+    when = f" at {at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at else ""
+    return f'"{words}"{heard}{when}'[:200]
 
 
 def withheld_detail(reason: str, until: datetime | None) -> str:

@@ -10,6 +10,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from dashboard import capacity
 from dashboard.grid.classify import classify
+from dashboard.grid.zos_words import cache_full_words
 from dashboard.models import Deployment, Job, Node
 
 # Two stories, counted apart everywhere (node page, API, alerts, metrics): a deployment ZOS refused
@@ -119,6 +120,9 @@ def deployment_words(deployment: Deployment) -> str:
         )
     if deployment.cause == Deployment.Cause.NODE_AWAY:
         return f"{where}: the node is not reachable on the grid ({deployment.raw_error}); retry when it is up"
+    if deployment.cause == Deployment.Cause.CACHE_FULL:
+        # The node's zos-cache quota, where a pool report bounds it: how far the image is from fitting.
+        return f"{where} failed: " + cache_full_words(quota=deployment.node.zos_cache)
     diagnosis = classify(deployment.raw_error)
     if deployment.cause in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
         fact = diagnosis.words.split("; ", 1)[0]  # what ZOS said, without the generic advice

@@ -179,6 +179,8 @@ class NodeDetail:
         kept = f"the {carve.occupied} rented or deployed slice{'s' if carve.occupied != 1 else ''} kept"
         if not carve.new_slices:
             why = "the node has no room for another" if carve.occupied else "the node cannot hold one slice"
+            if carve.limited_by == "cru":
+                why = f"each slice asks {carve.slice.cru} vCPUs, more than ZOS lets one VM have on this node"
             return (
                 f"{carve.slices} slice{'s' if carve.slices != 1 else ''}: {kept}, no new one ({why})"
                 if carve.occupied
@@ -190,7 +192,7 @@ class NodeDetail:
             f"{capacity.format_size(size.mru)}, {capacity.format_size(size.sru)} disk"
             + (f" + {capacity.format_size(size.rootfs)} rootfs" if size.rootfs else "")
         )
-        limit = {"mru": "memory", "sru": "disk"}.get(carve.limited_by, "nothing left")
+        limit = {"mru": "memory", "sru": "disk", "cru": "CPU"}.get(carve.limited_by, "nothing left")
         head = f"{carve.slices} slice{'s' if carve.slices != 1 else ''}: "
         return head + (f"{kept} + {new}" if carve.occupied else new) + f"; limited by {limit}"
 
@@ -335,7 +337,12 @@ def _free_slice_verdicts(
     if used is None:
         return None
     live = capacity.live_node(
-        policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed, cache=node.zos_cache
+        policy=policy,
+        pools=node.pools,
+        occupied=occupied_sizes,
+        observed=node.observed,
+        cache=node.zos_cache,
+        light=bool(node.light),
     )
     check = capacity.precheck(
         [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)

@@ -53,13 +53,15 @@ BLOCKS = {
     **{key: reason.label for key, reason in capacity.CLOSURE_REASONS.items()},
     "unread": "never read from the grid",
     "old": "reading too old",
+    # ZOS refuses one VM of more vCPUs than the node's threads (capacity.vcpus), whatever its room.
+    "cpu": "CPU (more vCPUs than the node's threads)",
     "memory": "memory",
     "disk": "disk (total)",
     "pool": "disk (no pool holds it)",
     "held": "room held for buyers (live holds)",
 }
 # capacity.Shortfall.resource -> the block it is.
-_SHORTFALL_BLOCK = {"mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}
+_SHORTFALL_BLOCK = {"cru": "cpu", "mru": "memory", "sru": "disk", "pool": "pool", "cache": "pool"}
 BEST_SHOWN = 10
 # The best nodes' candidates read at a time (more only when whole groups' pools refuse the size).
 CANDIDATES_PAGE = 20
@@ -224,6 +226,7 @@ def _placement_counted(
     cut = {
         "cutoff": cutoff,
         "below_min_mru": size.mru < capacity.MIN_VM_MRU,
+        "vcpus": size.cru,
         "now": now,
         "exclude_nodes": tuple(sorted(rules.exclude_nodes)),
         "exclude_farms": tuple(sorted(rules.exclude_farms)),
@@ -469,6 +472,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         observed=observed,
         # live_node counts the cache's quota only with the pools known, as Node.zos_cache does.
         cache=values["zos_cache_sru"],
+        light=bool(values["light"]),
     )
     return total, used, policy, live
 

@@ -8,6 +8,8 @@ with a key shared by the nodes whose pools judge alike). So here the database on
 
 - closed (down, standby, ...: capacity.closures), never read, reading too old: the node's closure as
   the figures writer stored it, and its reading columns;
+- CPU: a slice of more vCPUs than ZOS lets one VM have on the node (`uint8(total_cru)`, capacity.vcpus;
+  a node whose `total_cru` is 0 is not judged, as capacity does not);
 - memory, disk: what one VM of the size is charged under the node's policy (worked out in Python for
   each policy) against the room stored, memory first, as capacity's verdict names its shortfalls;
 - the rest fits, unless its pools decide: those come back grouped by their `pools_shape`, and Python
@@ -29,7 +31,7 @@ from datetime import datetime
 
 from django.db import connection
 from django.db.models import BigIntegerField, Case, CharField, F, Q, QuerySet, Value, When
-from django.db.models.functions import Concat
+from django.db.models.functions import Concat, Mod
 
 from dashboard.models import Node
 
@@ -74,6 +76,7 @@ def _blocked(
     cutoff: datetime,
     below_min_mru: bool,
     now: datetime,
+    vcpus: int | None = None,
     exclude_nodes: tuple[int, ...] = (),
     exclude_farms: tuple[int, ...] = (),
     ipv4_farms: tuple[int, ...] | None = None,
@@ -105,6 +108,10 @@ def _blocked(
             then=Value(JUDGE_ALONE),
         ),
     ]
+    if vcpus is not None:
+        # VM.Validate: vm.CPU == 0 || vm.CPU > uint8(cpus) (capacity.vcpus), on nodes whose threads are known.
+        refused = Q(total_cru__gt=0) if vcpus == 0 else Q(total_cru__gt=0, vcpu_limit__lt=vcpus)
+        whens.append(When(refused, then=Value("cpu")))
     if below_min_mru:
         whens.append(When(pk__isnull=False, then=Value("memory")))
     whens += [When(effective_policy=c.effective, room_mru__lt=c.need_mru, then=Value("memory")) for c in charges]
@@ -124,11 +131,15 @@ def _blocked(
         default=F("pools_shape"),
         output_field=CharField(),
     )
-    return Node.objects.order_by().annotate(
-        block=Case(*whens, default=pools_or_fits, output_field=CharField()),
-        pool_group=pool_group,
-        # 1 for a node with a live hold at `now`: the answer says how many were judged with their holds.
-        held=Case(When(held_last_expiry__gt=now, then=Value(1)), default=Value(0)),
+    return (
+        Node.objects.order_by()
+        .annotate(vcpu_limit=Mod(F("total_cru"), Value(256)))
+        .annotate(
+            block=Case(*whens, default=pools_or_fits, output_field=CharField()),
+            pool_group=pool_group,
+            # 1 for a node with a live hold at `now`: the answer says how many were judged with their holds.
+            held=Case(When(held_last_expiry__gt=now, then=Value(1)), default=Value(0)),
+        )
     )
 
 

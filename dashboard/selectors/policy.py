@@ -36,6 +36,9 @@ class PreviewNode:
     stale_now: bool
     stale_after: bool
     stale_reason: str
+    # Why the candidate carves no slice there in ZOS's own terms, "" when it carves: each slice asks more
+    # vCPUs than ZOS lets one VM have on the node (capacity.vcpus; the carve's note, in plain words).
+    refused_words: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class PolicyPreview:
     sells_ipv4_now: bool = False
     sells_ipv4_after: bool = False
     ipv4_farms: tuple[FarmIpv4Preview, ...] = ()
+    # Nodes on which ZOS would refuse every slice of the candidate: more vCPUs than their threads.
+    cpu_refused: tuple[PreviewNode, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,7 @@ def policy_preview(
                 stale_now=stale_now,
                 stale_after=stale_after,
                 stale_reason=reason,
+                refused_words=_vcpu_words(carve_after),
             )
         )
     return PolicyPreview(
@@ -183,8 +189,16 @@ def policy_preview(
         stale_after=sum(1 for p in previews if p.stale_after),
         would_go_stale=tuple(p for p in previews if p.stale_after and not p.stale_now),
         changed=tuple(p for p in previews if p.deployable_after != p.deployable_now),
+        cpu_refused=tuple(p for p in previews if p.refused_words),
         **ipv4,
     )
+
+
+def _vcpu_words(carve: capacity.Carve) -> str:
+    """The carve's own note when ZOS's vCPU bound left it nothing new (capacity.vcpus), else ""."""
+    if carve.limited_by != "cru":
+        return ""
+    return next((note for note in carve.notes if "vCPU" in note), "")
 
 
 def _ipv4_preview(nodes: list[Node], current: dict[int, capacity.Policy], after: Carries) -> dict:

@@ -89,7 +89,13 @@ def policy_named(name: str) -> capacity.Policy:
 def node_carve(node: Node, policy: capacity.Policy, *, occupied: Sequence[capacity.Resources] = ()) -> capacity.Carve:
     """What `policy` carves on this stored node, the occupied slices kept and its lessons counted."""
     return capacity.carve_memoised(
-        node.total, policy, occupied=occupied, pools=node.pools, observed=node.observed, cache=node.zos_cache
+        node.total,
+        policy,
+        occupied=occupied,
+        pools=node.pools,
+        observed=node.observed,
+        cache=node.zos_cache,
+        light=bool(node.light),
     )
 
 

@@ -30,6 +30,7 @@ from dashboard.capacity import MiB, format_size
 from dashboard.grid.types import Grid, GridError
 from dashboard.models import CapacitySample, Node, Slice
 from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
+from dashboard.services.zos_cache import THROUGH_PROXY, statistics_heard
 
 log = logging.getLogger(__name__)
 
@@ -348,7 +349,9 @@ def capacity_sample_record(node: Node, grid: Grid) -> CapacitySample | None:
         stats = grid.statistics(node.grid_id)
     except GridError as exc:
         log.warning("no capacity sample for node %s after deploy: %s", node.grid_id, exc)
+        statistics_heard(node=node, answer=exc, source=THROUGH_PROXY)  # a node without its zos-cache says so
         return None
+    statistics_heard(node=node, answer=stats, source=THROUGH_PROXY)
     deployed = node.slices.filter(state=Slice.State.DEPLOYED)
     count = 0
     vm_mru = 0

@@ -15,8 +15,7 @@ Every attempt to deploy leaves a Deployment row, whatever happens:
   would hide a slice the catalog still offers, which is exactly what the dashboard must
   never do; the failure itself lives on the Deployment row.
 
-Grid errors while reading capacity (before any row is written) propagate as the typed
-GridError, and nothing is written.
+Grid errors while reading capacity (before any row is written) propagate as typed GridErrors; nothing is written.
 """
 
 from __future__ import annotations
@@ -59,6 +58,7 @@ from dashboard.services.observations import deployment_refusal, observations_lea
 from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.withholds import quarantine_consider
+from dashboard.services.zos_cache import DEPLOY_REFUSED, zos_cache_heard
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,8 @@ def _vm_deploy(
         diagnosis = classify(exc.raw)
         if diagnosis.cause == Deployment.Cause.PUBLIC_IP:
             farm_ips_read_again(node, grid)  # the lesson: the farm's IPs as they are now
+        if diagnosis.cause == Deployment.Cause.CACHE_MISSING:  # ZOS refuses everything there: closed
+            zos_cache_heard(node=node, said=exc.raw, source=DEPLOY_REFUSED)
         failed = _finish_failed(
             deployment,
             raw=exc.raw,
@@ -313,6 +315,8 @@ def _refusal_cause(verdict: capacity.Verdict, deployment: Deployment) -> tuple[s
     if deployment.mru < capacity.MIN_VM_MRU:
         return Deployment.Cause.VALIDATION, capacity.MIN_VM_MRU, deployment.mru
     first = verdict.shortfalls[0]
+    if first.resource == "cru":  # vmd would refuse it: more vCPUs than the node's threads (capacity.vcpus)
+        return Deployment.Cause.VALIDATION, None, None
     cause = Deployment.Cause.MEMORY if first.resource == "mru" else Deployment.Cause.DISK
     return cause, first.needed, max(first.available, 0)
 

@@ -165,6 +165,7 @@ def _store(nodes: QuerySet[Node]) -> int:
 _NODE_VALUES = (
     "pk",
     "farm_id",
+    "light",
     "total_cru",
     "total_mru",
     "total_sru",
@@ -231,6 +232,7 @@ class _ReadingCheck(NamedTuple):
     observed: capacity.Observed
     cache: int | None
     fit: capacity.OverheadFit | None  # the node's memory lesson's, if it has one
+    light: bool = False  # a ZOS-light node: unreported, its pools may be partitions (capacity.layouts)
 
 
 class _OnReading(NamedTuple):
@@ -273,7 +275,9 @@ class _FleetFigures:
             used_sru=row.used_sru,
             zos_own_mru=row.zos_own_mru,
         )
-        cache = row.zos_cache_sru if pools_text and pools_text not in ("null", "[]") else None  # as Node.zos_cache
+        known = pools_text and pools_text not in ("null", "[]")
+        cache = row.zos_cache_sru if known else None  # as Node.zos_cache
+        light = bool(row.light) and not known  # a ZOS-light node's unreported pools may be partitions
         # The book hands out one object per policy for this call, so its id stands for it
         # (hashing the frozen policy for every node would cost more than the lookup saves).
         key = (
@@ -292,18 +296,21 @@ class _FleetFigures:
             observed,
             belief_key(lesson_id, row.zos_version),
             pk if has_own_residual(self.fits, lesson_id, pk) else None,
+            light,
         )
         fit = self.beliefs[belief_key(lesson_id, row.zos_version)]
         shape = self.shapes.get(key)
         if shape is None:
             shape = self.shapes[key] = self._shape(
-                row, policy, slice_key=slice_key, observed=observed, cache=cache, fit=fit
+                row, policy, slice_key=slice_key, observed=observed, cache=cache, fit=fit, light=light
             )
         if row.used_mru is None or row.used_sru is None:
             # Without a reading there is nothing to place slices on: what is stored stays.
             reading = _OnReading(None, None, Node.NOT_WORKED_OUT, *stored[-3:])
         else:
-            check = _ReadingCheck(key=key, policy=policy, closed=closed, observed=observed, cache=cache, fit=fit)
+            check = _ReadingCheck(
+                key=key, policy=policy, closed=closed, observed=observed, cache=cache, fit=fit, light=light
+            )
             reading = self._on_reading(row, check, effective=shape.policy, running=rented + deployed)
         closure = (closed.key, closed.detail[:200]) if closed else ("", "")
         verdict = (shape.deployable, shape.stale, shape.reason, shape.policy)
@@ -318,6 +325,7 @@ class _FleetFigures:
         observed: capacity.Observed,
         cache: int | None,
         fit: capacity.OverheadFit | None,
+        light: bool = False,
     ) -> ShapeVerdict:
         """The carve and stale verdict every node of this row's shape shares."""
         free_key, occupied_key = slice_key
@@ -329,6 +337,7 @@ class _FleetFigures:
             pools=tuple(pools) if pools else None,
             observed=observed,
             cache=cache,
+            light=light,
         )
         return ShapeVerdict(
             policy=policy,
@@ -373,6 +382,7 @@ class _FleetFigures:
                 observed=check.observed,
                 pools_used=pools_used,
                 cache=check.cache,
+                light=check.light,
             )
         placeable, phantom, reasons = placed
         if check.fit is not None:
@@ -385,7 +395,7 @@ class _FleetFigures:
             room_mru=room.mru,
             room_sru=room.sru + capacity.cache_room(check.policy, check.cache),  # as the precheck counts it
             pools_shape=pools_shape_key(
-                row.pools_text, effective, check.observed, occupied_key, row.total_sru, check.cache
+                row.pools_text, effective, check.observed, occupied_key, row.total_sru, check.cache, light=check.light
             ),
             placeable_now=placeable,
             phantom_slices=phantom,

@@ -28,7 +28,14 @@ class ShapeVerdict:
 
 
 def pools_shape_key(
-    pools_text: str | None, effective: str, observed: capacity.Observed, occupied: tuple, total_sru: int, cache=None
+    pools_text: str | None,
+    effective: str,
+    observed: capacity.Observed,
+    occupied: tuple,
+    total_sru: int,
+    cache=None,
+    *,
+    light: bool = False,
 ) -> str:
     """ "" when the pools cannot refuse what memory and SSD allow; else a short key that nodes whose
     pools judge any VM alike share: the pools, the policy, the refused-disk bound in force and the
@@ -37,7 +44,9 @@ def pools_shape_key(
     if not capacity.pools_decide(capacity.LiveNode(pools=tuple(pools) if pools else None, observed=observed)):
         return ""
     # Unknown pools are the plausible layouts of the SSD total: nodes of one total judge alike.
-    made_of = [pools if pools else ["unknown", total_sru], effective, observed.pool_room_below, occupied]
+    # A ZOS-light node's unknown pools are the light set of its total (capacity.layouts): its own group.
+    unknown = ["unknown-light" if light else "unknown", total_sru]
+    made_of = [pools if pools else unknown, effective, observed.pool_room_below, occupied]
     if cache is not None:  # kept out otherwise, so the keys of nodes without it stay as they were
         made_of.append(cache)
     return hashlib.sha1(json.dumps(made_of).encode()).hexdigest()[:16]
@@ -56,6 +65,7 @@ def placeable_on_reading(
     observed: capacity.Observed,
     pools_used: tuple[int, ...] | None = None,
     cache: int | None = None,
+    light: bool = False,
 ) -> tuple[int, int, dict]:
     """(placeable now, phantom, phantom by reason) of the free sizes, in order, on this reading."""
     sizes = [capacity.SliceSize(*size) for size in free]
@@ -63,7 +73,13 @@ def placeable_on_reading(
         return 0, 0, {}
     occupied_sizes = [capacity.Resources(cru=c, mru=m, sru=s) for c, m, s in occupied]
     live = capacity.live_node(
-        policy=policy, pools=pools, occupied=occupied_sizes, observed=observed, pools_used=pools_used, cache=cache
+        policy=policy,
+        pools=pools,
+        occupied=occupied_sizes,
+        observed=observed,
+        pools_used=pools_used,
+        cache=cache,
+        light=light,
     )
     check = capacity.precheck(list(enumerate(sizes)), total, used, policy, live=live, closure=closure)
     return check.placeable_now, len(check.phantom_slices), check.phantom_by_reason

@@ -15,12 +15,13 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.grid.rmb import POOLS, VERSION, RmbClient, Target, get_rmb
-from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics, ZosVersion
+from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, Target, get_rmb
+from dashboard.grid.types import GridError, NodeCapacity, NodeStatistics, PoolMetrics, ZosVersion
 from dashboard.models import Node, PoolReport
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new, zos_build_key
 from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_cache, pools_report, pools_words
+from dashboard.services.zos_cache import OVER_RMB, statistics_heard_many
 
 PRUDENT = "its catalog is carved for every plausible layout of its SSD total until its pools are known"
 
@@ -31,6 +32,9 @@ class Heard:
 
     pools: dict[int, tuple[PoolMetrics, ...]] = field(default_factory=dict)
     versions: dict[int, ZosVersion] = field(default_factory=dict)
+    # Each node's `zos.statistics.get` (or its error): a node without its zos-cache says so there alone,
+    # its pools and version answer as ever (services.zos_cache).
+    statistics: dict[int, NodeStatistics | GridError] = field(default_factory=dict)
     why_not: dict[int, str] = field(default_factory=dict)
 
     def words(self, node_id: int) -> str:
@@ -42,9 +46,12 @@ class Heard:
         return ""
 
 
-def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, version: bool = True) -> Heard:
+def pools_hear(
+    lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, version: bool = True, statistics: bool = False
+) -> Heard:
     """Ask every node of `lives` without pools for them (one paced round), then the ones that answered
-    for their build. Nothing is written: `lives_with_pools` and `pools_heard_store` use the answer."""
+    for their build and, with `statistics` (the watch's rounds), for their counters: a node that lost its
+    zos-cache says so there alone. Nothing is written: `lives_with_pools` and `pools_heard_store` use it."""
     rmb = rmb or get_rmb()
     heard = Heard()
     if rmb is None:
@@ -75,11 +82,17 @@ def pools_hear(lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, v
             continue
         heard.pools[node_id] = answer
     if version and heard.pools:
-        answered = [t for t in targets if t.node_id in heard.pools]
-        for node_id, answer in rmb.ask_many(VERSION, answered).items():
-            if not isinstance(answer, GridError):
-                heard.versions[node_id] = answer
+        _ask_answered(rmb, heard, [t for t in targets if t.node_id in heard.pools], statistics=statistics)
     return heard
+
+
+def _ask_answered(rmb: RmbClient, heard: Heard, answered: list[Target], *, statistics: bool) -> None:
+    """The nodes that answered their pools, asked for their build (and their counters)."""
+    for node_id, answer in rmb.ask_many(VERSION, answered).items():
+        if not isinstance(answer, GridError):
+            heard.versions[node_id] = answer
+    if statistics:
+        heard.statistics = rmb.ask_many(STATISTICS, answered)
 
 
 def lives_with_pools(lives: Sequence[NodeCapacity], heard: Heard) -> list[NodeCapacity]:
@@ -116,6 +129,10 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
             heard.pools.pop(node.grid_id)
             continue
         kept.append(node.pk)
+    if heard.statistics:
+        # A node that lost its zos-cache refuses everything: closed until it answers again.
+        registered = {node.grid_id for node in nodes}
+        statistics_heard_many({k: v for k, v in heard.statistics.items() if k in registered}, source=OVER_RMB)
     if regrouped:
         # A version told moves the node to its build's group: that group's lesson decides its memory now.
         with transaction.atomic():
@@ -132,7 +149,7 @@ def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbClient | None = None) -> 
     if rmb is None or not nodes:
         return Heard()
     lives = [node_as_target_reading(node) for node in nodes]
-    heard = pools_hear(lives, rmb=rmb)
+    heard = pools_hear(lives, rmb=rmb, statistics=True)
     pools_heard_store(nodes, heard)
     return heard
 

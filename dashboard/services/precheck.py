@@ -26,6 +26,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store, rent_state_read
+from dashboard.services.zos_cache import OVER_RMB, THROUGH_PROXY, statistics_heard
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,8 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
     if pools_read_from_node(node=node, grid=grid) is not None:
         node.refresh_from_db()
     policy = policy_for_node(node)
+    # Before the store: a node that lost its zos-cache is closed by what it says now (services.zos_cache).
+    counters_words = counters_beside(live, node=node, grid=grid)
     result = precheck_store(node=node, reading=LiveReading.of(node, live), policy=policy)
     return PrecheckReport(
         node_id=node.grid_id,
@@ -110,20 +113,30 @@ def precheck_run(*, node: Node, grid: Grid | None = None) -> PrecheckReport:
         policy=policy,
         checked_at=node.prechecked_at,
         closure=node.closed,  # as the figures writer stored it from this reading
-        counters_words=counters_beside(live),
+        counters_words=counters_words,
     )
 
 
-def counters_beside(live: NodeCapacity) -> str:
+def counters_beside(live: NodeCapacity, *, node: Node | None = None, grid: Grid | None = None) -> str:
     """The node's own counters (`zos.statistics.get` over RMB) beside the proxy's reading, in words; asked
-    only of an up node, where it is cheap (an answer within the RMB deadline). "" without an rmb-peer."""
+    only of an up node, where it is cheap (an answer within the RMB deadline). "" without an rmb-peer.
+
+    With `node`, the answer (or the error that came instead) is kept by services.zos_cache: a node
+    without its zos-cache answers `subvolume 'zos-cache' not found`. Without an rmb-peer a node closed
+    for that is asked through the proxy's /statistics instead, to open it once it answers again."""
     rmb = get_rmb()
     if rmb is None or live.status != "up" or not live.twin_id:
+        if node is not None and grid is not None and node.zos_cache_missing and live.status == "up":
+            _statistics_through_proxy(node, grid)
         return ""
     try:
         own = rmb.statistics(Target(node_id=live.node_id, twin_id=live.twin_id))
     except GridError as exc:
+        if node is not None and statistics_heard(node=node, answer=exc, source=OVER_RMB):
+            node.refresh_from_db()
         return f"{exc}; the Grid Proxy's reading alone is used"
+    if node is not None and statistics_heard(node=node, answer=own, source=OVER_RMB):
+        node.refresh_from_db()
     words = (
         f"node {live.node_id} says itself (over RMB, now): {capacity.format_size(own.used.mru)} memory and "
         f"{capacity.format_size(own.used.sru)} SSD used, {own.deployments} deployment(s); the Grid Proxy: "
@@ -132,6 +145,15 @@ def counters_beside(live: NodeCapacity) -> str:
     if (own.used.mru, own.used.sru) == (live.used.mru, live.used.sru):
         return words + " (they agree)"
     return words + " (the node's own counters are fresher: the proxy is a chain and an indexer hop behind)"
+
+
+def _statistics_through_proxy(node: Node, grid: Grid) -> None:
+    try:
+        answer = grid.statistics(node.grid_id)
+    except GridError as exc:
+        answer = exc
+    if statistics_heard(node=node, answer=answer, source=THROUGH_PROXY):
+        node.refresh_from_db()
 
 
 def precheck_job(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PrecheckResult:
@@ -241,4 +263,5 @@ def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None
         observed=observed,
         pools_used=capacity.pools_used_agreeing(node.pools_used, used_sru, cache=node.zos_cache),
         cache=node.zos_cache,
+        light=bool(node.light),
     )

@@ -95,6 +95,7 @@ def node_register(
         cache=cache,
         policy_name=policy_name,
         refuse_no_node=refuse_no_node,
+        light=bool((rent or {}).get("light")),
     )
     pools = list(pools) if pools else None
     if Node.objects.filter(grid_id=node_id).exists():
@@ -138,6 +139,7 @@ def _registration_carve(
     cache: int | None,
     policy_name: str | None,
     refuse_no_node: bool,
+    light: bool = False,
 ) -> tuple[capacity.Policy, capacity.Carve]:
     """The node's effective policy and its carve, once the facts are checked (CatalogError if not)."""
     # Checked as given: an empty list of pools is refused, not read as pools unknown.
@@ -148,7 +150,7 @@ def _registration_carve(
     else:
         policy = policy_book(node_pks=[], farm_ids=[farm_id]).for_farm(farm_id)
     check_first_pool(node_id=node_id, pools=pools, policy=policy)
-    carve = capacity.carve(total, policy, pools=pools, cache=cache)
+    carve = capacity.carve(total, policy, pools=pools, cache=cache, light=light)
     if refuse_no_node:
         check_is_a_node(node_id, total, policy, carve)
     return policy, carve

@@ -92,7 +92,9 @@ def _page_planned(
             )
             policy = named or book.for_farm(live.farm_id)
             check_first_pool(node_id=live.node_id, pools=pools, policy=policy)
-            carve = capacity.carve_memoised(live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru)
+            carve = capacity.carve_memoised(
+                live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru, light=bool(live.light)
+            )
         except (CatalogError, capacity.CapacityError) as exc:
             refused.append((live.node_id, f"not registered: {exc}"))
             continue

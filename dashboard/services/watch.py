@@ -32,7 +32,7 @@ from dashboard.grid import get_grid
 from dashboard.grid.budget import background
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, pages_ahead
-from dashboard.grid.rmb import get_rmb
+from dashboard.grid.rmb import STATISTICS, Target, get_rmb
 from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, QueryRefused
 from dashboard.job_results import WatchResult
 from dashboard.models import Job, Node, NodeEvent
@@ -43,6 +43,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
 from dashboard.services.pools_heard import pools_hear_nodes
 from dashboard.services.readings import LiveReading, ReadingsStored, readings_store, rent_state_needed, rent_state_read
+from dashboard.services.zos_cache import OVER_RMB, THROUGH_PROXY, statistics_heard_many
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,10 @@ FARMS_PER_READ = 20
 READ_AHEAD = 2  # pages read before the writer takes them: enough to keep the network busy
 # Nodes asked their pools over RMB in one run at most: a minute of the default RMB budget's calls.
 POOLS_PER_WATCH = 600
+# Nodes closed for a lost zos-cache asked again in one run (services.zos_cache): over RMB, or through the
+# proxy's /statistics, which waits on the relay (up to GRID_STATISTICS_DEADLINE each), so fewer.
+CACHE_RECHECK_OVER_RMB = 200
+CACHE_RECHECK_THROUGH_PROXY = 10
 
 Progress = Callable[[WatchResult, str], None]
 
@@ -128,6 +133,7 @@ def fleet_watch(
     with background():
         result.requests += farm_ips_refresh(farm_ids=farms_selling_ipv4(), grid=grid).requests
     _pools_ask(result, now(), since=started)
+    _cache_recheck(grid, result)
     oldest = Node.objects.aggregate(oldest=Min("seen_at"))["oldest"]
     result.oldest_reading_at = oldest.isoformat() if oldest else None
     return result
@@ -151,6 +157,40 @@ def _pools_ask(result: WatchResult, at: datetime, *, since: datetime) -> None:
     with background():
         heard = pools_hear_nodes(nodes)
     result.pools_asked, result.pools_heard = len(nodes), len(heard.pools)
+
+
+def _cache_recheck(grid: Grid, result: WatchResult) -> None:
+    """The up nodes closed for a lost zos-cache asked for their statistics again (over RMB, else the proxy's
+    /statistics, which goes through the relay: fewer), the longest closed first, as background work; each
+    that answers is open again (services.zos_cache)."""
+    rmb = get_rmb()
+    limit = CACHE_RECHECK_OVER_RMB if rmb is not None else CACHE_RECHECK_THROUGH_PROXY
+    nodes = list(
+        Node.objects.filter(status=Node.Status.UP)
+        .exclude(zos_cache_missing="")
+        .order_by(F("zos_cache_missing_at").asc(nulls_first=True), "grid_id")[:limit]
+    )
+    if not nodes:
+        return
+    answers: dict[int, object] = {}
+    with background():
+        if rmb is not None:
+            targets = [Target(node_id=n.grid_id, twin_id=n.twin_id) for n in nodes if n.twin_id]
+            answers, source = rmb.ask_many(STATISTICS, targets), OVER_RMB
+        else:
+            source = THROUGH_PROXY
+            for n in nodes:
+                try:
+                    with grid_step_deadline(settings.GRID_STEP_DEADLINE):
+                        answers[n.grid_id] = grid.statistics(n.grid_id)
+                except GridError as exc:
+                    answers[n.grid_id] = exc
+    opened = statistics_heard_many(answers, source=source)
+    still = len(nodes) - opened
+    result.notes.append(
+        f"{len(nodes)} node(s) closed for a lost zos-cache asked again ({source}): {opened} answered and opened, "
+        f"{still} still refuse everything"
+    )
 
 
 def watch_page_store(nodes: list[NodeCapacity], *, known: dict[int, int], read_at: datetime) -> ReadingsStored:

@@ -58,7 +58,7 @@ class PolicyForm(forms.Form):
     slice_mru = SizeField(
         what="slice memory", allow_zero=False, label="Slice memory", help_text="e.g. 4GiB; at least 250MiB"
     )
-    slice_cru = forms.IntegerField(min_value=1, max_value=512, label="vCPUs per slice")
+    slice_cru = forms.IntegerField(min_value=1, max_value=capacity.MAX_VM_CRU, label="vCPUs per slice")
     reserve_mru_percent = forms.IntegerField(
         min_value=0, max_value=90, label="Memory reserve, % of total", help_text="ZOS keeps max(10%, 2GiB)"
     )

@@ -14,6 +14,13 @@ from dashboard.grid.types import NodeAway, RmbRefused, ZosVersion
 SIM_ZINIT_VERSION = "v0.2.14"
 
 
+class ZosRefused(RmbRefused):
+    """ZOS itself answered the call with an error (a handler's `err.Error()`; rmb-sdk-go peer.go sends it with
+    no code): the stand-in peer answers `{"code": 0, "message": <it>}`, the proxy a 500 (http.py)."""
+
+    code = 0
+
+
 class NodeAnswers:
     """Mixed into SimulatedGrid (store.py), whose `_transaction` and `_node` it reads."""
 

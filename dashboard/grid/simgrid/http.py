@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from dashboard.grid.types import NODE_STATUSES, GridError, NodeAway, NodeCapacity, NodeNotFound
+from dashboard.grid.types import NODE_STATUSES, GridError, NodeAway, NodeCapacity, NodeNotFound, RmbRefused
 
 logger = logging.getLogger(__name__)
 
@@ -215,6 +215,10 @@ class _Handler(BaseHTTPRequestHandler):
             stats = self.grid.statistics(node_id)
         except NodeAway as exc:  # went down between the two reads
             return 500, {"error": f"cannot fetch statistics from node {node_id}: {exc}"}
+        except RmbRefused as exc:
+            # The node answered the relay with an error (a node without its zos-cache, zos#2043): the proxy
+            # passes it on (tfgrid-sdk-go grid-proxy internal/explorer/server.go getNodeStatistics).
+            return 500, {"error": f"failed to get get node statistics from relay: {exc}"}
         last = max((vm.created_at for vm in self.grid.vms(node_id)), default=0) if hasattr(self.grid, "vms") else 0
         return 200, {
             "system": _resources_json(stats.system),

@@ -15,7 +15,10 @@
   (1 vCPU / 512 MiB, outside the count: it shows in actual only).
 - Disks are placed by storaged (storaged.py): data disk first, then the rootfs
   (max(requested, zos_rootfs(cpu, memory))).
-- CPU is not checked (ZOS over-provisions cores).
+- The sum of vCPUs is not checked (ZOS over-provisions cores), but vmd's `VM.Validate` (zosbase
+  pkg/vm.go), run when the VM starts, after its disks, refuses a VM of more vCPUs than the node's
+  logical CPUs, compared as `uint8(cpus)`: "machine configuration validation failed: invalid cpu must
+  be between 1 and <N>" ("invalid cpu must be 1" on one thread); its disks are removed again.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from dashboard.capacity import GiB, MiB, Resources, SliceSize
 from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, now
 from dashboard.grid.simgrid.storaged import Storaged
 from dashboard.grid.types import DeploymentFailed, PoolMetrics, WorkloadNotFound
+
+# zosbase pkg/storage/storage.go path(): errors.Wrapf(os.ErrNotExist, "subvolume '%s' not found", name).
+CACHE_NOT_FOUND = "subvolume 'zos-cache' not found: file does not exist"
 
 NO_SPACE = "not enough space left in pools of this type ssd"
 
@@ -111,6 +117,14 @@ class ZosMachine:
     def place(self, size: SliceSize, *, name: str, deployment_id: int) -> tuple[SimVm | None, DeploymentFailed | None]:
         """Deploy one VM: (the VM, None) or (None, the refusal in ZOS's words)."""
         node, storaged = self.node, self.storaged
+        if node.cache_missing:
+            # provisiond's reserve asks storaged for the zos-cache, which is gone (zos#2043): every workload
+            # fails its capacity check before anything is made (primitives/statistics.go hasEnoughCapacity).
+            return None, _refused(
+                name,
+                deployment_id,
+                f"failed to satisfy required capacity: failed to get available memory: {CACHE_NOT_FOUND}",
+            )
         # When memory and the data disk are both short, both workloads fail; the error the
         # deployer and the client surface is the VM's own (the Rust client's "vm deployment
         # entered error state" is about the zmachine), so memory is reported first.
@@ -137,6 +151,13 @@ class ZosMachine:
             if data_pool is not None:
                 storaged.allocated[data_pool] -= size.sru  # the failed deployment's disk is removed
             return None, _refused(name, deployment_id, f"failed to create vm rootfs: {NO_SPACE}")
+        invalid = vm_validate(size.cru, node.cru)
+        if invalid:
+            # vmd refused to start it: the rootfs volume is deleted again, as is the data disk.
+            storaged.allocated[rootfs_pool] -= rootfs
+            if data_pool is not None:
+                storaged.allocated[data_pool] -= size.sru
+            return None, _refused(name, deployment_id, f"machine configuration validation failed: {invalid}")
         vm = SimVm(
             workload_id=f"{node.twin_id}-{deployment_id}-{name}",
             name=name,
@@ -209,10 +230,18 @@ def zos_rootfs(cru: int, mru: int) -> int:
 ZOS_MIN_MRU = 250 * MiB  # zmachine.go: "mem capacity can't be less that 250M"
 
 
+def vm_validate(vcpus: int, threads: int) -> str:
+    """vmd's VM.Validate on the CPU (zosbase pkg/vm.go): `vm.CPU == 0 || vm.CPU > uint8(cpus)`, its own
+    words ("%d" of the untruncated count); "" when it starts."""
+    if vcpus == 0 or vcpus > threads & 0xFF:
+        return "invalid cpu must be 1" if threads == 1 else f"invalid cpu must be between 1 and {threads}"
+    return ""
+
+
 def validation_error(size: SliceSize) -> str:
     """ZOS's zmachine validation (pkg/gridtypes/zos/zmachine.go), its own words and typos; "" when valid."""
     if size.cru == 0:
-        return "cpu capcity can't be 0"
+        return "cpu capacity can't be 0"  # "cpu capcity" before zosbase fixed the typo
     if size.mru < ZOS_MIN_MRU:
         return "mem capacity can't be less that 250M"
     minimum = zos_rootfs(size.cru, size.mru)

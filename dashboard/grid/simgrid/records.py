@@ -103,6 +103,8 @@ class SimNode:
     zos_build: str = ""
     # The zos-cache's quota now (storaged.resized_cache grows it on a ZosMachine).
     cache_sru: int = ZOS_CACHE_SRU
+    # The zos-cache subvolume is gone (zos#2043): ZOS refuses every workload and its statistics (cache.py).
+    cache_missing: bool = False
 
     @property
     def reserve_mru(self) -> int:
@@ -170,4 +172,5 @@ def node_from_row(row: sqlite3.Row) -> SimNode:
         vdisk_pools=frozenset(json.loads(row["vdisk_pools"])),
         zos_build=row["zos_build"],
         cache_sru=row["cache_sru"],
+        cache_missing=bool(row["cache_missing"]),
     )

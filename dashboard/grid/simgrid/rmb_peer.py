@@ -103,7 +103,7 @@ class StandInPeer:
                 return envelope(ref, twin, err={"code": 500, "message": "simulated failure (--error-rate)"})
             body = self.body(cmd, node_id)
         except RmbRefused as exc:
-            return envelope(ref, twin, err={"code": 404, "message": str(exc)})
+            return envelope(ref, twin, err={"code": getattr(exc, "code", 404), "message": str(exc)})
         except GridError:
             return None  # a node away (or gone) meanwhile: as silent as a real one
         if body is None:

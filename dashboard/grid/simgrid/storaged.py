@@ -27,7 +27,10 @@ CACHE_SHRINK_PERCENT = 20
 
 
 def resized_cache(size: int, in_use: int) -> int:
-    """The zos-cache quota after one `checkAndResizeCache` with `in_use` bytes in it (its Excl)."""
+    """The zos-cache quota after one `checkAndResizeCache` with `in_use` bytes in it (its Excl); a cache
+    with no quota yet (`size` 0) gets max(5 GiB, twice its use) first, then is judged as any."""
+    if size == 0:
+        size = max(CACHE_STEP, in_use * 2)
     percent = in_use * 100 // size
     if percent >= CACHE_GROW_PERCENT:
         size += CACHE_STEP

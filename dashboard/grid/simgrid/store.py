@@ -22,13 +22,13 @@ from pathlib import Path
 # Sizes and types only: the decisions are ZosMachine's.
 from dashboard.capacity import Resources, SliceSize
 from dashboard.grid.simgrid import chain, farm_pool, records
-from dashboard.grid.simgrid.answers import NodeAnswers
-from dashboard.grid.simgrid.cache import CACHE_COLUMN, CacheAdmin, cache_upgrade
+from dashboard.grid.simgrid.answers import NodeAnswers, ZosRefused
+from dashboard.grid.simgrid.cache import CACHE_COLUMN, CACHE_MISSING_COLUMN, CacheAdmin, cache_upgrade
 from dashboard.grid.simgrid.checks import bounded as _bounded
 from dashboard.grid.simgrid.checks import positive as _positive
 from dashboard.grid.simgrid.checks import status as _status
 from dashboard.grid.simgrid.checks import text as _text
-from dashboard.grid.simgrid.machine import ZosMachine, validation_error
+from dashboard.grid.simgrid.machine import CACHE_NOT_FOUND, ZosMachine, validation_error
 from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 from dashboard.grid.types import (
     MAX_NODE_CRU,
@@ -48,7 +48,8 @@ from dashboard.grid.types import (
     WorkloadNotFound,
 )
 
-SCHEMA_VERSION = 6  # 3: rent contracts, dedicated farms (chain.py); 4: ZOS build; 5: cache.py; 6: farm_pool.py
+# 3: rent contracts, dedicated farms (chain.py); 4: ZOS build; 5: cache.py; 6: farm_pool.py; 7: cache.py (missing)
+SCHEMA_VERSION = 7
 # Workload names end up in workload ids ("<twin>-<deployment>-<name>"), stored in 64 characters.
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,40}$")
 
@@ -77,7 +78,8 @@ CREATE TABLE IF NOT EXISTS sim_node (
     mounted TEXT NOT NULL DEFAULT '[]',
     vdisk_pools TEXT NOT NULL DEFAULT '[]',
     zos_build TEXT NOT NULL DEFAULT '',
-    {CACHE_COLUMN}
+    {CACHE_COLUMN},
+    {CACHE_MISSING_COLUMN}
 );
 CREATE TABLE IF NOT EXISTS sim_vm (
     workload_id TEXT PRIMARY KEY,
@@ -285,6 +287,9 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin, farm_pool.FarmPoo
             node = self._node(conn, node_id)
             _require_up(node, "answer for its statistics")
             vms = self._vms(conn, node.node_id)
+        if node.cache_missing:
+            # GetCounters asks provisiond's reserve, which asks storaged for the cache (zos#2043).
+            raise ZosRefused(CACHE_NOT_FOUND)
         accounted = sum(vm.mru for vm in vms) + node.reserve_mru
         return NodeStatistics(
             system=Resources(mru=node.reserve_mru, sru=node.cache_sru),  # ZOS's own: the cache's quota

@@ -1,6 +1,6 @@
 """manage.py carve: what would this node's catalog be? A what-if that touches no database.
 
-    manage.py carve --cru 8 --mru 31GiB --sru 931.5GiB [--pools 465.75GiB 465.75GiB]
+    manage.py carve --cru 8 --mru 31GiB --sru 931.5GiB [--pools 465.75GiB 465.75GiB] [--light]
                     [--policy zos|legacy|flat-overhead|SAVED] [--json]   (default: the fleet's policy)
 
 The flag parsing here is shared with node_register.
@@ -185,6 +185,11 @@ class Command(ProductCommand):
             help="the zos-cache's quota now, e.g. 15GiB (with --pools: its pool keeps it and its next 5 GiB step "
             "instead of the Grid Proxy's fixed 20 GiB); what a node's pool report bounds it to",
         )
+        parser.add_argument(
+            "--light",
+            action="store_true",
+            help="a ZOS-light node: without --pools its disks may be partitions (the light layouts)",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args, **options):
@@ -192,7 +197,7 @@ class Command(ProductCommand):
         policy = policy_named(options["policy"]) if options["policy"] is not None else fleet_policy()
         try:
             cache = options["zos_cache"] and capacity.parse_size(options["zos_cache"], what="--zos-cache")
-            result = capacity.carve(total, policy, pools=pools, cache=cache or None)
+            result = capacity.carve(total, policy, pools=pools, cache=cache or None, light=options["light"])
         except capacity.CapacityError as exc:
             raise CommandError(str(exc), returncode=USAGE_ERROR) from None
         if options["json"]:

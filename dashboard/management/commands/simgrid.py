@@ -134,6 +134,14 @@ class Command(ProductCommand):
         size = grid.cache_check(node_id, _size(in_use, "SIZE"))
         self.stdout.write(f"node {node_id}: its zos-cache's quota is now {format_size(size)}")
 
+    def _cache_lose(self, grid: SimulatedGrid, *, node_id, back, **options) -> None:
+        grid.cache_lose(node_id, missing=not back)
+        self.stdout.write(
+            f"node {node_id} has its zos-cache again"
+            if back
+            else f"node {node_id} lost its zos-cache: ZOS refuses every workload and its statistics (zos#2043)"
+        )
+
     def _remove_node(self, grid: SimulatedGrid, *, node_id, **options) -> None:
         grid.remove_node(node_id)
         self.stdout.write(f"node {node_id} is off the simulated grid")
@@ -272,7 +280,7 @@ def _chain_arguments(actions) -> None:
 
 
 def _grid_state_arguments(actions) -> None:
-    """list, status, cache-check, remove-node and reset: the simulated nodes themselves."""
+    """list, status, cache-check, cache-lose, remove-node and reset: the simulated nodes themselves."""
     listing = actions.add_parser("list", help="list the simulated nodes and what they carry")
     listing.add_argument("--json", action="store_true", dest="as_json")
 
@@ -285,6 +293,12 @@ def _grid_state_arguments(actions) -> None:
     )
     cache.add_argument("node_id", type=int, metavar="NODE_ID")
     cache.add_argument("in_use", metavar="SIZE", help="what the cache holds now, e.g. 9GiB")
+
+    lose = actions.add_parser(
+        "cache-lose", help="the node loses its zos-cache subvolume (ZOS then refuses everything), or --back gets it"
+    )
+    lose.add_argument("node_id", type=int, metavar="NODE_ID")
+    lose.add_argument("--back", action="store_true", help="the cache is back (the reboot that recreates it)")
 
     remove = actions.add_parser("remove-node", help="take a node (and its VMs) off the simulated grid")
     remove.add_argument("node_id", type=int, metavar="NODE_ID")

@@ -126,7 +126,9 @@ def _preview_new(new: Sequence[NodeCapacity], *, request: OnboardRequest, result
     for live in new:
         policy = named or book.for_farm(live.farm_id)
         try:
-            cut = capacity.carve_memoised(live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru)
+            cut = capacity.carve_memoised(
+                live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru, light=bool(live.light)
+            )
         except capacity.CapacityError as exc:
             result.leave_out(live.node_id, f"would not be registered: {exc}")
             continue

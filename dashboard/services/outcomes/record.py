@@ -1,8 +1,7 @@
 """Recording a reported outcome: the rules' move (dashboard.rules.outcomes) applied under the node's lock.
 
-The record of the id, the slice's live deployment and the slice row are read after the node is
-locked, and every write of the move (the record, the slice, the figures, the audit event) is in the
-same transaction. See the package's docstring for the rules in words.
+The record of the id, the slice's live deployment and the slice row are read after the node is locked, and
+every write of the move (the record, the slice, the figures, the audit event) is in the same transaction.
 """
 
 from __future__ import annotations
@@ -28,6 +27,7 @@ from dashboard.services.observations import deployment_refusal, observations_lea
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
 from dashboard.services.withholds import quarantine_consider
+from dashboard.services.zos_cache import OUTCOME_REPORTED, zos_cache_refused
 
 log = logging.getLogger(__name__)
 
@@ -350,13 +350,13 @@ def outcome_failed_record(deployment: Deployment, *, raw: str) -> Diagnosis:
 def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis) -> None:
     """What a reported refusal teaches about its node (the observations), same transaction.
 
-    It counts exactly like one slice_deploy saw, with two differences: the marketplace sends no
-    reading, so the node's last one stands for the accounted use at the refusal (an older reading
-    with fewer VMs makes the hidden use look larger: the precheck then errs on the safe side); and
-    the lesson is dated by the refusal itself (the report's `at`), so it ages from when it happened.
-    The node's figures (deployable, placeable now, phantom) are recomputed at once.
+    It counts exactly like one slice_deploy saw, with two differences: the marketplace sends no reading, so
+    the node's last one stands for the accounted use at the refusal (an older reading with fewer VMs makes
+    the hidden use look larger: the precheck errs on the safe side); and the lesson is dated by the refusal
+    itself (the report's `at`). The node's figures (deployable, placeable now, phantom) follow at once.
     """
     node = deployment.node
+    zos_cache_refused(deployment, source=OUTCOME_REPORTED)  # a node without its zos-cache refuses all: closed
     used = node.used
     if used is None or deployment.cause not in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
         return

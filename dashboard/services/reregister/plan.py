@@ -224,11 +224,12 @@ def _carve_on_reading(
     # Memoised: a fleet's nodes share a few shapes, and a carve with pools tries every device order.
     # The zos-cache's bound goes with the pools it came from: the reading's, else the node's report.
     cache = seen.zos_cache_sru if seen.pools_sru and seen.zos_cache_sru is not None else node.zos_cache
+    light = bool(seen.light)  # a ZOS-light node: its unreported pools may be partitions (capacity.layouts)
     carve = capacity.carve_memoised(
-        seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed, cache=cache
+        seen.total, policy, occupied=occupied_sizes, pools=pools or None, observed=observed, cache=cache, light=light
     )
     facts = capacity.live_node(
-        policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed, cache=cache
+        policy=policy, pools=pools or None, occupied=occupied_sizes, observed=observed, cache=cache, light=light
     )
     return carve, facts
 
