@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from dashboard.grid.proxy.answers import describe
-from dashboard.grid.text import text_problem
 from dashboard.grid.types import MalformedPayload, NodeGpu
 
 # tfgrid-sdk-go 10e7b39 grid-proxy/pkg/types/validators.go, in their order.
@@ -54,7 +53,6 @@ ZOS4_FEATURES = (
 PUBLIC_IP_FEATURES = frozenset({"ipv4", "ip"})
 LIGHT_FEATURES = frozenset({"zmachine-light", "network-light"})
 MAX_FEATURES = 64
-MAX_FEATURE_LENGTH = 64
 MAX_NODE_GPUS = 64
 _GPU_TEXT_MAX = 1024
 
@@ -91,11 +89,9 @@ def parse_features(payload: dict, *, where: str) -> tuple[str, ...] | None:
     if len(features) > MAX_FEATURES:
         raise MalformedPayload(f"{where}: features lists {len(features)} entries, more than {MAX_FEATURES}")
     for i, feature in enumerate(features):
-        if not isinstance(feature, str) or not 0 < len(feature) <= MAX_FEATURE_LENGTH or text_problem(feature):
-            raise MalformedPayload(
-                f"{where}: features[{i}] is {describe(feature)}, must be a feature's name "
-                f"(1 to {MAX_FEATURE_LENGTH} printable characters)"
-            )
+        # Only the names validators.go lists decide anything; another is kept as it is, never stored.
+        if not isinstance(feature, str):
+            raise MalformedPayload(f"{where}: features[{i}] is {describe(feature)}, must be a feature's name")
     return tuple(features)
 
 
@@ -126,8 +122,9 @@ def _gpu(entry: Any, *, where: str) -> NodeGpu:
         value = entry.get(key)
         if value is None:
             value = ""
-        if not isinstance(value, str) or len(value) > _GPU_TEXT_MAX or text_problem(value):
-            raise MalformedPayload(f"{where}.{key} is {describe(value)}, must be text")
+        # Kept in memory for the reading, never stored: any text (a page escapes what it shows).
+        if not isinstance(value, str) or len(value) > _GPU_TEXT_MAX:
+            raise MalformedPayload(f"{where}.{key} is {describe(value)}, must be text of at most {_GPU_TEXT_MAX}")
         texts[key] = value
     numbers: dict[str, int | None] = {}
     for key in ("contract", "vram"):

@@ -115,8 +115,10 @@ def _strict(node: Any, definitions: dict) -> None:
         node["properties"] = {k: copy.deepcopy(v) for part in merged for k, v in part["properties"].items()}
     if "properties" in node and "additionalProperties" not in node:
         node["additionalProperties"] = False
-    for value in node.values():
-        _strict(value, definitions)
+    for key, value in node.items():
+        # A condition's branches name some properties of the object they narrow, not all of it.
+        if key not in ("if", "then", "else"):
+            _strict(value, definitions)
 
 
 __all__ = ["ANSWERS", "ZOS_COMMANDS", "UnknownSchema", "family", "schema", "sources"]
