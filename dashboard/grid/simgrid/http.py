@@ -38,6 +38,7 @@ from dashboard.grid.types import NODE_STATUSES, GridError, NodeAway, NodeCapacit
 logger = logging.getLogger(__name__)
 
 _NODE_RE = re.compile(r"^/nodes/([^/]+)/?$")
+NOT_FOUND_TEXT = b"404 page not found\n"
 _STATISTICS_RE = re.compile(r"^/nodes/([^/]+)/statistics/?$")
 
 
@@ -168,7 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
         match = _NODE_RE.match(path)
         if match:
             return 200, _node_json(self.grid.node(_node_id(match.group(1))), nested=True)
-        return 404, {"error": "not found"}
+        # A path the proxy's router does not know: gorilla/mux's default handler, Go's http.NotFound (text).
+        return 404, NOT_FOUND_TEXT
 
     def _nodes(self, query: dict[str, list[str]]) -> tuple[list[dict], int | None]:
         page = _uint(query, "page", default=1)
@@ -255,9 +257,10 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = _method_not_allowed
 
     def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
+        text = isinstance(body, bytes)
+        data = body if text else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain; charset=utf-8" if text else "application/json")
         self.send_header("Content-Length", str(len(data)))
         for name, value in getattr(self, "_headers", {}).items():
             self.send_header(name, value)
