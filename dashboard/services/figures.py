@@ -69,23 +69,10 @@ FIGURE_FIELDS = (
 STORE_BATCH = 500
 # Each figure's column type as an array element (phantom_reasons goes as JSON text, cast on the way in).
 _ARRAY_TYPES = {
-    "slices_free": "integer",
-    "slices_rented": "integer",
-    "slices_deployed": "integer",
-    "slices_failed": "integer",
-    "deployable": "integer",
-    "stale": "boolean",
-    "stale_reason": "text",
-    "effective_policy": "text",
-    "closure": "text",
-    "closure_detail": "text",
-    "room_mru": "bigint",
-    "room_sru": "bigint",
-    "pools_shape": "text",
-    "placeable_now": "integer",
-    "phantom_slices": "integer",
-    "phantom_reasons": "text",
-    "id": "bigint",
+    **dict.fromkeys(FIGURE_FIELDS, "text"),
+    **dict.fromkeys(("slices_free", "slices_rented", "slices_deployed", "slices_failed", "deployable"), "integer"),
+    **dict.fromkeys(("placeable_now", "phantom_slices"), "integer"),
+    **{"stale": "boolean", "room_mru": "bigint", "room_sru": "bigint", "id": "bigint"},
 }
 
 
