@@ -130,3 +130,12 @@ def test_a_watch_that_reads_its_nodes_says_nothing_of_it(proxy, support_client):
     onboard()
     assert run_watch_job().state == Job.State.SUCCEEDED
     assert 'id="nodes-unreadable"' not in support_client.get("/").content.decode()
+
+
+def test_the_api_says_light_unknown_when_the_proxy_listed_no_features(proxy, api_call, api_token):
+    proxy.add(fleet_node(1, farm_id=100), {**fleet_node(2, farm_id=100), "features": []})
+    proxy.add({**fleet_node(3, farm_id=100), "features": list(LIGHT)})
+    onboard()
+    token = api_token("read")
+    light = {n: api_call("get", f"/api/v1/nodes/{n}", token).json()["carries"]["light"] for n in (1, 2, 3)}
+    assert light == {1: False, 2: None, 3: True}
