@@ -137,9 +137,14 @@ def _single_read_ms(url: str, *, nodes: int) -> float:
 
 
 def onboard_cli_measure(env, *, worker_wall_s: float, nodes: int = NODES, log=print) -> dict:
-    """`manage.py node_register --farm-id ... --max-new-nodes N` in its own process against the same slow
-    proxy, the farms' nodes deleted first so that it registers them all again (issue 37: the CLI took 4x
-    the worker's time). Beside it, a bare `manage.py help node_register`: the process's start-up alone."""
+    """`manage.py node_register --farm-id ... --policy legacy --max-new-nodes N` in its own process against the
+    same slow proxy (every request answered after 100 ms), the farms' nodes deleted first so that it registers
+    them all again. Judged against its floor, the pages times the latency (issue 43: 14.7 s for a 2 s floor),
+    and beside the worker's time (issue 37). The proxy logs each request's arrival: the most in any one
+    second is what its rate limiter would have counted. Beside it, a bare `manage.py help node_register`:
+    the process's start-up alone. The machine's load average is kept with it (2 cores, shared)."""
+    import os
+    import resource
     import subprocess
     import sys
 
@@ -150,40 +155,70 @@ def onboard_cli_measure(env, *, worker_wall_s: float, nodes: int = NODES, log=pr
     if not path.exists():
         raise RuntimeError("the command-line case runs after the onboarding case, on its grid")
     deleted = Node.objects.filter(farm_id__in=FARMS).delete()[1].get("dashboard.Node", 0)
-    server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True)
+    arrivals = env.work_dir / "onboard-cli-arrivals.txt"
+    arrivals.unlink(missing_ok=True)
+    server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True, arrivals=str(arrivals))
     url = server.start()
     child = env.child_env() | {"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url}
     farms = [arg for farm in FARMS for arg in ("--farm-id", str(farm))]
 
-    def manage(*args: str) -> tuple[float, subprocess.CompletedProcess]:
+    def manage(*args: str) -> tuple[float, float, subprocess.CompletedProcess]:
+        cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "manage.py", *args], cwd=REPO, env=child, capture_output=True, text=True, timeout=TIMEOUT_S
         )
-        return time.perf_counter() - started, done
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        used = (after.ru_utime + after.ru_stime) - (cpu.ru_utime + cpu.ru_stime)
+        return time.perf_counter() - started, used, done
 
     try:
-        startup_s, _ = manage("help", "node_register")
-        log(f"onboarding {nodes:,} nodes from the command line, {LATENCY_MS} ms a request")
-        wall_s, done = manage("node_register", *farms, "--max-new-nodes", str(nodes), "--json")
+        startup_s, _, _ = manage("help", "node_register")
+        log(f"onboarding {nodes:,} nodes from the command line, --policy legacy, {LATENCY_MS} ms a request")
+        load = os.getloadavg()[0]
+        wall_s, cpu_s, done = manage(
+            "node_register", *farms, "--policy", "legacy", "--max-new-nodes", str(nodes), "--json"
+        )
     finally:
         server.stop()
     if done.returncode != 0:
         raise RuntimeError(f"node_register --farm-id exited {done.returncode}: {done.stderr[-2000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    floor_s = round(result["requests"] * LATENCY_MS / 1000, 2)
     return {
         "nodes": nodes,
         "deleted_first": deleted,
         "registered": result["registered"],
         "requests": result["requests"],
         "wall_s": round(wall_s, 2),
+        "cpu_s": round(cpu_s, 2),
         "startup_s": round(startup_s, 2),
         "work_s": round(wall_s - startup_s, 2),
+        "floor_s": floor_s,
+        "vs_floor": round(wall_s / floor_s, 2) if floor_s else None,
+        "most_requests_in_a_second": most_in_a_second(arrivals),
+        "load_average": round(load, 1),
         "worker_wall_s": worker_wall_s,
         "vs_worker": round(wall_s / worker_wall_s, 2) if worker_wall_s else None,
-        "target": "≤ 1.5x the worker's wall time",
-        "met": wall_s <= 1.5 * worker_wall_s,
+        "target": f"≤ {CLI_FLOOR_FACTOR}x its floor (pages x {LATENCY_MS} ms)",
+        "met": bool(floor_s) and wall_s <= CLI_FLOOR_FACTOR * floor_s,
     }
+
+
+CLI_FLOOR_FACTOR = 2
+
+
+def most_in_a_second(arrivals: Path) -> int:
+    """The most request arrivals in any 1 s window (the proxy's limiter counts a sliding second)."""
+    if not arrivals.exists():
+        return 0
+    times = sorted(float(line) for line in arrivals.read_text().split() if line)
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= 1.0:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
 
 
 # --- bulk re-register of the same 2,000 nodes, read in pages ---------------------------------

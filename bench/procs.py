@@ -101,8 +101,11 @@ class Worker:
 class SimulatorServer:
     """The simulator's HTTP face (dashboard.grid.simgrid.serve_simulator) in its own process, on loopback."""
 
-    def __init__(self, env: BenchEnv, *, nodelay: bool = False, path: Path | None = None, latency_ms: int = 0) -> None:
+    def __init__(
+        self, env: BenchEnv, *, nodelay: bool = False, path: Path | None = None, latency_ms: int = 0, arrivals: str = ""
+    ) -> None:
         self.env = env
+        self.arrivals = arrivals
         self.nodelay = nodelay
         self.path = path or env.simgrid_path
         self.latency_ms = latency_ms
@@ -113,6 +116,7 @@ class SimulatorServer:
         options = [
             *(["--nodelay"] if self.nodelay else []),
             *([f"--latency-ms={self.latency_ms}"] if self.latency_ms else []),
+            *([f"--arrivals={self.arrivals}"] if self.arrivals else []),
         ]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bench.simserve", str(self.path), *options],

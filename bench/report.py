@@ -252,10 +252,15 @@ def _onboarding_target(onboarding: dict) -> dict:
 
 def _onboarding_cli_target(cli: dict) -> dict:
     return {
-        "target": f"onboarding {cli['nodes']:,} nodes from the command line ≤ 1.5× the worker's time (issue 37)",
+        "target": (
+            f"onboarding {cli['nodes']:,} nodes from the command line (--policy legacy) "
+            f"{cli.get('target', '≤ 2x its floor')} (issue 43)"
+        ),
         "figure": (
-            f"{cli['wall_s']} s ({cli['startup_s']} s of it the process's start-up) vs the worker's "
-            f"{cli['worker_wall_s']} s: {cli['vs_worker']}×, {cli['requests']} requests"
+            f"{cli['wall_s']} s against a floor of {cli.get('floor_s', '?')} s: {cli.get('vs_floor', '?')}× "
+            f"({cli['startup_s']} s of it the process's start-up; {cli.get('cpu_s', '?')} s of CPU; at most "
+            f"{cli.get('most_requests_in_a_second', '?')} requests in a second; load average "
+            f"{cli.get('load_average', '?')}); the worker's run {cli['worker_wall_s']} s, {cli['vs_worker']}×"
         ),
         "met": cli["met"],
     }

@@ -1,6 +1,9 @@
-"""`python -m bench.simserve PATH [--nodelay] [--latency-ms N]`: serve the simulated grid at PATH on loopback; prints the port.
+"""`python -m bench.simserve PATH [--nodelay] [--latency-ms N] [--arrivals FILE]`: serve the simulated grid at PATH
+on loopback; prints the port.
 
 --latency-ms adds N ms before every answer, as the real Grid Proxy is 100-300 ms away.
+--arrivals appends each request's arrival (unix seconds) to FILE, one a line: what the proxy's rate
+limiter would count (the bench's requests-in-any-second figure).
 
 Without --nodelay it forces Nagle's algorithm back on, as serve_simulator had it before it set
 TCP_NODELAY: the headers and the body go out in two sends, so Nagle holds the body until the
@@ -19,11 +22,20 @@ import time
 MAX_SECONDS = 30 * 60
 
 
-def main(path: str, *, nodelay: bool = False, latency_ms: int = 0) -> None:
+def main(path: str, *, nodelay: bool = False, latency_ms: int = 0, arrivals: str = "") -> None:
     from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 
     server = serve_simulator(SimulatedGrid(path), host="127.0.0.1", port=0, latency=latency_ms / 1000)
     server.RequestHandlerClass.disable_nagle_algorithm = nodelay
+    if arrivals:
+        answer, lock = server.RequestHandlerClass.do_GET, threading.Lock()
+
+        def do_get(handler) -> None:
+            with lock, open(arrivals, "a") as log:
+                log.write(f"{time.time():.6f}\n")
+            answer(handler)
+
+        server.RequestHandlerClass.do_GET = do_get
     parent = os.getppid()
 
     def watchdog() -> None:
@@ -39,4 +51,10 @@ def main(path: str, *, nodelay: bool = False, latency_ms: int = 0) -> None:
 
 if __name__ == "__main__":
     latency = [int(arg.split("=", 1)[1]) for arg in sys.argv[2:] if arg.startswith("--latency-ms=")]
-    main(sys.argv[1], nodelay="--nodelay" in sys.argv[2:], latency_ms=latency[-1] if latency else 0)
+    arrivals = [arg.split("=", 1)[1] for arg in sys.argv[2:] if arg.startswith("--arrivals=")]
+    main(
+        sys.argv[1],
+        nodelay="--nodelay" in sys.argv[2:],
+        latency_ms=latency[-1] if latency else 0,
+        arrivals=arrivals[-1] if arrivals else "",
+    )

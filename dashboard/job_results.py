@@ -242,8 +242,10 @@ class OnboardResult(JobResult):
     deployable: int = 0  # slices the new nodes' catalogs hold (would hold)
     pools_heard: int = 0  # new nodes whose pools they answered over RMB (0 without an rmb-peer)
     new_nodes: list[dict[str, Any]] = []  # the first LISTED: node_id, farm_id, status, deployable, policy
-    skipped: list[list[str]] = []  # malformed entries: [label, reason]
+    skipped: list[list[str]] = []  # entries the grid sent that could not be read: [label, reason]
     skipped_total: int = 0
+    # Every entry the grid sent was refused and none was read: the run failed (the command exits non-zero).
+    refused_all: bool = False
     not_found: list[int] = []  # ids the grid does not know (the first LISTED)
     not_found_total: int = 0
     left_out: list[list[Any]] = []  # [node_id, why]: wrong status, unreadable, refused
@@ -285,12 +287,15 @@ class OnboardResult(JobResult):
             f"{f' ({self.changed} changed)' if self.changed else ''}; {self.reads} read(s), {self.requests} request(s)"
         )
         if self.skipped_total:
-            text += f"; {self.skipped_total} malformed entr{'y' if self.skipped_total == 1 else 'ies'} skipped"
+            first = f" (first: {self.skipped[0][0]}: {self.skipped[0][1]})" if self.skipped else ""
+            text += f"; {self.skipped_total} node(s) could not be read{first}"
         if self.not_found_total:
             text += f"; {self.not_found_total} id(s) not on the grid"
         if self.left_out_total:
             text += f"; {self.left_out_total} left out"
-        if not self.finished:
+        if self.refused_all:
+            text += ". Nothing was read: the grid's answers are not in a shape this dashboard reads"
+        elif not self.finished:
             text += f". Stopped at {self.stopped}; run it again to finish the rest (what was read is committed)"
         return text
 
@@ -321,12 +326,21 @@ class WatchResult(JobResult):
     # With an rmb-peer: nodes asked their pools (unknown, or older than POOLS_MAX_AGE) and how many answered.
     pools_asked: int = 0
     pools_heard: int = 0
+    # Entries the grid sent that could not be read ([label, reason], the first LISTED): the node keeps its
+    # last reading, and the page, /metrics and an alert say how many and why.
+    refused: list[list[str]] = []
+    refused_total: int = 0
 
-    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"missed"}
-    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"missed"})
+    AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"missed", "refused"}
+    LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"missed", "refused"})
 
     def stored(self) -> dict[str, Any]:
         return {**super().stored(), "words": self.words()}
+
+    def refuse(self, label: str, why: str) -> None:
+        self.refused_total += 1
+        if len(self.refused) < LISTED:
+            self.refused.append([label, why])
 
     def miss(self, node_id: int, why: str) -> None:
         self.missed_total += 1
@@ -344,6 +358,9 @@ class WatchResult(JobResult):
             f"{' by farm (the grid proxy refused node_ids)' if self.by_farm else ''}; "
             f"{self.changed} changed, {self.events} event(s)"
         )
+        if self.refused_total:
+            first = f" (first: {self.refused[0][0]}: {self.refused[0][1]})" if self.refused else ""
+            text += f"; {self.refused_total} node(s) could not be read{first}"
         if self.missed_total:
             text += f"; the grid did not answer for {self.missed_total} node(s)"
         return text

@@ -153,8 +153,9 @@ class Node(models.Model):
     uptime = models.BigIntegerField(null=True, blank=True, help_text="Seconds since the node booted (last reading)")
     country = models.CharField(max_length=64, blank=True)
     city = models.CharField(max_length=64, blank=True)
-    # ZOS-light: the node's features lack ipv4/ip, so it takes no public IPv4 (the proxy's `features`).
-    light = models.BooleanField(default=False)
+    # ZOS-light from the proxy's `features` (grid.proxy.features.zos_light): True takes no public IPv4,
+    # False does, None (null) is not known: an older proxy, or features that do not say. Never a guess.
+    light = models.BooleanField(null=True, blank=True, default=None)
     gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs the node reports (the proxy's num_gpu)")
 
     total_cru = models.PositiveIntegerField()

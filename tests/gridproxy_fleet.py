@@ -23,25 +23,54 @@ GIB = 1024**3
 KNOWN_PARAMETERS = {"node_ids", "farm_ids", "page", "size", "ret_count", "status"}
 
 
+# tfgrid-sdk-go grid-proxy/pkg/types/validators.go Zos3NodesFeatures: what a full ZOS node lists.
+FULL_ZOS_FEATURES = [
+    "zmount", "zdb", "volume", "ipv4", "ip", "gateway-name-proxy", "gateway-fqdn-proxy", "qsfs", "zlogs",
+    "network", "zmachine", "wireguard", "yggdrasil", "mycelium",
+]  # fmt: skip
+
+
 def fleet_node(node_id: int, *, farm_id: int = 4242, mru: int = 31 * GIB, sru: int = int(931.5 * GIB)) -> dict:
-    """A node as GET /nodes lists it: up, nothing deployed (used is the proxy's reserve)."""
+    """A node as today's GET /nodes lists it (grid/schemas/gridproxy.json Node): up, nothing deployed (used is
+    the proxy's reserve)."""
     return {
+        "id": f"{node_id:010d}-{farm_id:06d}-fleet",
         "nodeId": node_id,
         "farmId": farm_id,
         "farmName": f"farm-{farm_id}",
         "twinId": 10_000 + node_id,
-        "total_resources": {"cru": 8, "mru": mru, "sru": sru, "hru": 0},
-        "used_resources": {"cru": 0, "mru": max(mru // 10, 2 * GIB), "sru": 20 * GIB, "hru": 0},
-        "status": "up",
-        "dedicated": True,
-        "rentedByTwinId": 0,
         "country": "Belgium",
+        "gridVersion": 3,
         "city": "Ghent",
-        "updatedAt": int(time.time()),
-        "healthy": True,
         "uptime": 86_400,
+        "created": 1_716_371_520,
+        "farmingPolicyId": 1,
+        "updatedAt": int(time.time()),
+        "total_resources": {"cru": 8, "sru": sru, "hru": 0, "mru": mru},
+        "used_resources": {"cru": 0, "sru": 20 * GIB, "hru": 0, "mru": max(mru // 10, 2 * GIB)},
+        "location": {"country": "Belgium", "city": "Ghent", "longitude": None, "latitude": None},
+        "publicConfig": {"domain": "", "gw4": "", "gw6": "", "ipv4": "", "ipv6": ""},
+        "status": "up",
+        "certificationType": "Diy",
+        "dedicated": True,
+        "inDedicatedFarm": False,
+        "rentContractId": 0,
+        "rented": False,
+        "rentable": True,
+        "rentedByTwinId": 0,
+        "serialNumber": "Not Specified",
         "power": {"state": "Up", "target": "Up"},
-    }
+        "num_gpu": 0,
+        "extraFee": 0,
+        "healthy": True,
+        "dmi": {"bios": {"vendor": "", "version": ""}, "baseboard": {"manufacturer": "", "product_name": ""},
+                "processor": [], "memory": []},
+        "speed": {"upload": 0, "download": 0},
+        "gpus": [],
+        "price_usd": 0.0,
+        "farm_free_ips": 0,
+        "features": list(FULL_ZOS_FEATURES),
+    }  # fmt: skip
 
 
 @dataclass

@@ -158,6 +158,8 @@ def test_every_rule_has_a_title_and_all_are_evaluated():
         failures=[rules.FailureCount("disk", 5)],
         trends=[rules.SlicesTrend("fleet", free_now=20, per_day=-4.0, days_left=5.0)],
         farm_ips=[rules.FarmIpsTrend(1, "", free_now=2, per_day=-1.0, days_left=2.0)],
+        unreadable=2,
+        unreadable_words="2 node(s) could not be read: 8204: node 8204: features is an object",
     )
     found = rules.conditions(figures, LIMITS)
     assert sorted(c.rule for c in found) == sorted(rules.RULES) and set(rules.TITLES) == set(rules.RULES)
@@ -232,3 +234,11 @@ def test_rent_dark_names_our_rent_in_grace_and_ended_rents_on_dedicated_nodes():
     (found,) = rules.rent_dark(figures, LIMITS)
     assert (found.subject, found.summary) == ("farm 1", "Farm 1: 2 nodes dark with the marketplace's rent contract")
     assert "node 4 (rent contract 90311 in grace)" in found.detail and "node 5 (rent ended" in found.detail
+
+
+def test_nodes_that_could_not_be_read_fire_with_the_reason_and_say_their_readings_are_kept():
+    assert rules.nodes_unreadable(Figures(now=NOW), LIMITS) == []
+    words = "200 node(s) could not be read: 8204: node 8204: features is an object"
+    (condition,) = rules.nodes_unreadable(Figures(now=NOW, unreadable=200, unreadable_words=words), LIMITS)
+    assert condition.summary == "200 nodes could not be read at the last reading"
+    assert "features is an object" in condition.detail and "not overwritten" in condition.detail

@@ -180,16 +180,6 @@ def test_a_farm_payload_that_cannot_be_trusted_is_malformed(payload):
         parse_farm_ips(payload, farm_id=FARM)
 
 
-def test_a_node_payload_says_zos_light_by_its_public_ip_feature():
-    from dashboard.grid.proxy.parse import parse_node_extras
-    from dashboard.grid.types import MalformedPayload
-
-    assert parse_node_extras({"features": {"public_ip": False}, "num_gpu": 2}, where="node 1") == (True, 2)
-    assert parse_node_extras({}, where="node 1") == (False, 0)  # an older proxy says nothing of it
-    with pytest.raises(MalformedPayload, match="features.public_ip"):
-        parse_node_extras({"features": {"public_ip": "no"}}, where="node 1")
-
-
 class TestFarm:
     """The tests that read the farm built once for the class."""
 

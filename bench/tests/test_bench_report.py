@@ -228,3 +228,12 @@ def test_the_fleet_watch_is_judged_against_twice_its_floor_with_every_run_shown(
     assert found["met"] is met
     assert "≤ 20 s" in found["target"] and "2 × its floor of 10 s" in found["target"]
     assert ", ".join(str(w) for w in walls) in found["figure"]
+
+
+def test_the_most_requests_in_a_second_counts_a_sliding_window(tmp_path):
+    from bench.onboard import most_in_a_second
+
+    arrivals = tmp_path / "arrivals.txt"
+    assert most_in_a_second(arrivals) == 0
+    arrivals.write_text("\n".join(str(t) for t in (10.0, 10.4, 10.9, 11.0, 11.95, 13.0)) + "\n")
+    assert most_in_a_second(arrivals) == 3  # 10.0, 10.4, 10.9 (11.0 is a whole second after 10.0)

@@ -25,6 +25,7 @@ HARDWARE_CHANGED = "hardware-changed"
 RUNNING_OUT = "slices-running-out"
 RENT_DARK = "rent-dark"
 IPS_RUNNING_OUT = "farm-ips-running-out"
+UNREADABLE = "nodes-unreadable"
 
 # Phantom reasons that say the node itself cannot place what it offers (capacity.PHANTOM_REASONS);
 # a closed node (capacity.closures: down, standby, ...) is told by its closure, not a catalog to fix.
@@ -116,6 +117,9 @@ class Figures:
     failures: Sequence[FailureCount] = ()
     trends: Sequence[SlicesTrend] = ()
     farm_ips: Sequence[FarmIpsTrend] = ()
+    # The nodes the last fleet-wide reading refused (selectors.unreadable), and its one line.
+    unreadable: int = 0
+    unreadable_words: str = ""
 
 
 @dataclass(frozen=True)
@@ -400,6 +404,23 @@ def rent_dark(figures: Figures, limits: Limits) -> list[Condition]:
     return conditions
 
 
+def nodes_unreadable(figures: Figures, limits: Limits) -> list[Condition]:
+    """Fleet: the grid's answers for some nodes could not be read at the last fleet-wide reading. Those
+    nodes keep their old reading, which ages quietly; this says why before old-readings would."""
+    if figures.unreadable <= 0:
+        return []
+    return [
+        Condition(
+            rule=UNREADABLE,
+            subject="fleet",
+            summary=f"{_count(figures.unreadable, 'node')} could not be read at the last reading",
+            detail=f"{figures.unreadable_words}. Their stored readings are kept, not overwritten. A Grid Proxy "
+            "whose answers changed shape (see docs/contracts.md) or a broken record: check GRID_PROXY_URL and "
+            "the proxy's version.",
+        )
+    ]
+
+
 RULES = {
     PHANTOM: phantom_slices,
     STALE: stale_catalogs,
@@ -412,6 +433,7 @@ RULES = {
     RUNNING_OUT: slices_running_out,
     RENT_DARK: rent_dark,
     IPS_RUNNING_OUT: farm_ips_running_out,
+    UNREADABLE: nodes_unreadable,
 }
 TITLES = {
     PHANTOM: "Phantom slices on up nodes",
@@ -425,6 +447,7 @@ TITLES = {
     RUNNING_OUT: "Free slices running out",
     RENT_DARK: "Dark with our rent contract",
     IPS_RUNNING_OUT: "A farm's public IPv4s running out",
+    UNREADABLE: "Nodes whose answer could not be read",
 }
 
 
@@ -433,6 +456,7 @@ TITLES = {
 # what runs out or is merely out of date. A rule not listed here sorts after these.
 WORST_FIRST = (
     NO_WORKER,
+    UNREADABLE,
     FAILURES,
     NODE_DOWN,
     RENT_DARK,

@@ -300,7 +300,10 @@ class PoolsOut(Schema):
 
 
 class CarriesOut(Schema):
-    light: bool = Field(description="ZOS-light: its features lack a public IP, it takes no public IPv4")
+    light: bool | None = Field(
+        description="ZOS-light (true: its features list zmachine-light/network-light and no ipv4/ip, it takes no "
+        "public IPv4; false: full ZOS); null when not known (the Grid Proxy did not list the node's features)"
+    )
     gpus: int = Field(description="GPUs the node reports (num_gpu)")
     ipv4_slices: int = Field(description="of its placeable slices, those deployable with a public IPv4 now")
     ipv4_words: str

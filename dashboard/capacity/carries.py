@@ -36,7 +36,7 @@ def ipv4_refusal(
     size: Resources,
     *,
     node_id: int,
-    light: bool,
+    light: bool | None,
     farm_id: int,
     farm_name: str,
     total_ips: int,

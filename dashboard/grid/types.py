@@ -15,6 +15,18 @@ NODE_STATUSES = ("up", "down", "standby")
 
 
 @dataclass(frozen=True)
+class NodeGpu:
+    """One GPU a node reports (the proxy's `gpus`, from ZOS's zos.gpu.list): its PCI id, names, the
+    contract holding it (0: free) and its memory in MiB when said (ZOS's GPUInfo `vram`)."""
+
+    id: str
+    vendor: str = ""
+    device: str = ""
+    contract: int = 0
+    vram: int | None = None
+
+
+@dataclass(frozen=True)
 class NodeCapacity:
     """One node as the grid reports it; `used` includes the node reserve (proxy accounting)."""
 
@@ -53,9 +65,13 @@ class NodeCapacity:
     # The rent contract's state when it was read (GET /contracts?node_id=N&type=rent): "Created",
     # "GracePeriod", or "" (not read, or no rent contract).
     rent_state: str = ""
-    # ZOS-light (the proxy's `features` lack ipv4/ip): it takes no public IPv4. And the GPUs it reports.
-    light: bool = False
+    # What the node's ZOS can deploy, as the proxy lists it (None: not listed, an older proxy), and
+    # ZOS-light from it (grid.proxy.features.zos_light): True takes no public IPv4, False does, None is
+    # not known (no features, or none that say). And the GPUs it reports: their count and, when listed, each.
+    features: tuple[str, ...] | None = None
+    light: bool | None = None
     num_gpu: int = 0
+    gpus: tuple[NodeGpu, ...] = ()
 
     def as_dict(self) -> dict:
         return {
@@ -333,6 +349,7 @@ __all__ = [
     "GridUnavailable",
     "MalformedPayload",
     "NodeCapacity",
+    "NodeGpu",
     "FarmPublicIps",
     "PublicIp",
     "NodeAway",

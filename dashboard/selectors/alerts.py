@@ -19,6 +19,7 @@ from dashboard.models import Alert, Deployment, FarmIps, FiguresSnapshot, Job, N
 from dashboard.rules import node_events
 from dashboard.selectors.deployments import ZOS_FAILED_STATES
 from dashboard.selectors.history import TREND_DAYS, trend_of
+from dashboard.selectors.unreadable import last_unreadable
 
 
 def _latest_event(kind: str):
@@ -34,7 +35,13 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
         failures=_failures(since=now - limits.failed_window),
         trends=slices_trends(now=now),
         farm_ips=farm_ips_trends(now=now),
+        **_unreadable(),
     )
+
+
+def _unreadable() -> dict:
+    found = last_unreadable()
+    return {"unreadable": found.count, "unreadable_words": found.words()} if found else {}
 
 
 def _nodes_that_may_alert(*, now: datetime, limits: rules.Limits):

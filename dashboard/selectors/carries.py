@@ -16,7 +16,7 @@ from dashboard.selectors.farm_ips import NodeIpv4, node_ipv4
 
 @dataclass(frozen=True)
 class NodeCarries:
-    light: bool
+    light: bool | None  # None: not known (the Grid Proxy did not list its features)
     gpus: int
     ipv4: NodeIpv4
     gpu_slices: int

@@ -79,7 +79,9 @@ def farms_ipv4(farm_ids: Iterable[int], now: datetime | None = None) -> dict[int
     read = {row.farm_id: row for row in FarmIps.objects.filter(farm_id__in=farm_ids)}
     held = _held_ips(now, farm_ids)
     slices = dict(
-        Node.objects.filter(farm_id__in=farm_ids, light=False)
+        # A node not known to be ZOS-light counts (None: its features not listed; the words say so).
+        Node.objects.filter(farm_id__in=farm_ids)
+        .exclude(light=True)
         .values("farm_id")
         .annotate(n=Sum("placeable_now"))
         .values_list("farm_id", "n")
@@ -111,7 +113,8 @@ def farms_ipv4_read(farm_ids: Iterable[int] | None = None, now: datetime | None 
         .values("n")
     )
     slices = (
-        Node.objects.filter(farm_id=OuterRef("farm_id"), light=False)
+        Node.objects.filter(farm_id=OuterRef("farm_id"))
+        .exclude(light=True)
         .order_by()
         .values("farm_id")
         .annotate(n=Sum("placeable_now"))
@@ -156,7 +159,13 @@ def node_ipv4(node: Node, now: datetime | None = None) -> NodeIpv4:
     if not farm.available or farm.read_at is None:
         return NodeIpv4(0, farm.words, farm)
     slices = min(node.placeable_now or 0, farm.ipv4_slices)
-    return NodeIpv4(slices, f"{slices} of its slices with a public IPv4; {farm.words}", farm)
+    # Unknown is said, not guessed: an older proxy lists no features, so ZOS-light is not ruled out.
+    unknown = (
+        "; whether it is ZOS-light is not known (the Grid Proxy did not list its features): ZOS may refuse the IP"
+        if node.light is None and slices
+        else ""
+    )
+    return NodeIpv4(slices, f"{slices} of its slices with a public IPv4; {farm.words}{unknown}", farm)
 
 
 def _held_ips(now: datetime, farm_ids: list[int] | None = None) -> dict[int, int]:

@@ -23,6 +23,7 @@ from dashboard.models import Deployment, FarmTotals, FarmTotalsChanged, GridRequ
 from dashboard.rules.catalog_audit import FindingKind
 from dashboard.selectors.deployments import FAILED_STATES
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
+from dashboard.selectors.unreadable import Unreadable, last_unreadable
 
 # Where the phantom slices by reason are kept between scrapes (each process its own), and how long unread.
 CACHE = "default"
@@ -75,6 +76,7 @@ class MetricsSnapshot:
     grid_requests: list[GridRequestFigures] = field(default_factory=list)
     audit: AuditFigures | None = None  # the newest finished slice audit, if any
     phantom_by_reason: dict[str, int] = field(default_factory=dict)  # capacity.PHANTOM_REASONS key -> slices
+    unreadable: Unreadable | None = None  # the nodes the last fleet-wide reading could not read
 
     @property
     def freshest_heartbeat_at(self) -> datetime | None:
@@ -155,6 +157,7 @@ def metrics_snapshot() -> MetricsSnapshot:
         jobs=[JobFigures(r["kind"], r["state"], r["n"], r["oldest"], r["heartbeat"]) for r in jobs],
         failures=_failures(failures),
         phantom_by_reason=phantom_by_reason(),
+        unreadable=last_unreadable(),
         grid_requests=_grid_requests(
             GridRequestTally.objects.values_list("endpoint", "outcome", "bucket", "count", "seconds")
         ),

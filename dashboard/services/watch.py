@@ -121,6 +121,11 @@ def fleet_watch(
             result.changed += stored.changed
             result.events += stored.events
             run.accounted.update(n.node_id for n in nodes)
+        for label, why in page.skipped:
+            # Refused, loudly: the node keeps its stored reading (nothing of this entry is written).
+            result.refuse(label, why)
+            if label.isdigit():
+                run.miss(int(label), f"its answer could not be read: {why}")
         for node_id in page.not_found:
             run.miss(node_id, "the grid does not know this node any more (404)")
         for node_id, why in page.left_out:
@@ -297,6 +302,9 @@ def fleet_watch_job(
             result = fleet_watch(grid=grid or get_grid(), progress=progress)
     except GridError as exc:
         raise JobError(f"the fleet watch could not read the grid: {exc}") from None
+    if result.refused_total and not result.read:
+        # Every answer refused is a grid this dashboard cannot read, not a quiet run.
+        raise JobError(f"the fleet watch read no node: {result.words()}", result=result)
     with transaction.atomic():
         job_succeed(job=job, result=result)
     return result

@@ -20,6 +20,7 @@ from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.fleet_map import fleet_map
 from dashboard.selectors.history import capacity_history
 from dashboard.selectors.jobs import bulk_active_job
+from dashboard.selectors.unreadable import last_unreadable
 from dashboard.selectors.uptime import uptime_percent
 from dashboard.selectors.watch import watch_status
 from dashboard.services.jobs import JobError
@@ -255,6 +256,8 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
         "history": _history(form),
         "watch": watch_status(),
+        # The nodes the last fleet-wide reading refused, loudly (selectors.unreadable).
+        "unreadable": last_unreadable(),
         # Whether rent contracts are judged (capacity.closures): the page says so either way.
         "marketplace_twins": settings.MARKETPLACE_TWIN_ID,
         # The page's rows only: two queries whatever the fleet (selectors.uptime).

@@ -135,6 +135,12 @@ def _fleet_families(now: datetime, snapshot: MetricsSnapshot):
     for reason, slices in snapshot.phantom_by_reason.items():
         by_reason.add_metric([reason], slices)
     yield by_reason
+    yield GaugeMetricFamily(
+        "slicedash_grid_nodes_unreadable",
+        "Nodes whose answer the last fleet watch (or onboarding, if newer) could not read: refused by the "
+        "parser, their stored reading kept (0: every answer read)",
+        value=snapshot.unreadable.count if snapshot.unreadable else 0,
+    )
 
 
 def _odds_families():

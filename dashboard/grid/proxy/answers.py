@@ -17,6 +17,23 @@ RETRY_AFTER_MAX_SECONDS = 60.0
 MAX_ANNOUNCED_COUNT = 10_000_000
 
 
+def describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({json.dumps(value)})"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        return f"a string ({shown!r})"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
 def count_header(headers) -> int | None:
     """The `count` header of a ret_count=true answer, or None when absent or not a sane whole number."""
     raw = (headers or {}).get("count", "")

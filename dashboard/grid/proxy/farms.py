@@ -1,10 +1,9 @@
-"""The Grid Proxy's word on a farm's public IPv4s, parsed as strictly as the rest of grid.proxy (a node's
-public-IP feature and GPUs are parse.parse_node_extras).
+"""The Grid Proxy's word on a farm's public IPv4s, parsed as strictly as the rest of grid.proxy (whether a
+node takes one, ZOS-light or not, is grid.proxy.features).
 
-Shapes (tfgrid-sdk-go grid-proxy pkg/types): GET /farms?farm_id=F answers a list of farms, each with
-`publicIps: [{id, ip, gateway, farmId, contractId}]` (contractId 0: free); a node carries
-`features: {wireguard, yggdrasil, public_ip}` (public_ip false: ZOS-light, no public IPv4) and `num_gpu`.
-An older proxy without `features` says nothing of it: such a node is not taken for ZOS-light.
+Shape (grid/schemas/gridproxy.json FarmList, from tfgrid-sdk-go pkg/types/farms.go and publicips.go): GET
+/farms?farm_id=F answers a list of farms, each with `publicIps: [{id, ip, gateway, contract_id}]`
+(contract_id 0: free). An older shape spelt it `contractId`; both are read.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import ipaddress
 from collections.abc import Callable
 from typing import Any
 
-from dashboard.grid.proxy.parse import describe
+from dashboard.grid.proxy.answers import describe
 from dashboard.grid.types import FarmPublicIps, MalformedPayload, PublicIp
 
 MAX_FARM_IPS = 65536  # more than a /16 on one farm is a broken record
@@ -59,11 +58,11 @@ def _public_ip(entry: Any, *, where: str) -> PublicIp:
         raise MalformedPayload(f"{where}: ip is {describe(ip)}, must be an address such as 185.69.166.5/24") from None
     if not isinstance(gateway, str) or len(gateway) > 64:
         raise MalformedPayload(f"{where}: gateway is {describe(gateway)}, must be an address")
-    contract = entry.get("contractId", entry.get("contract_id", 0))
+    contract = entry.get("contract_id", entry.get("contractId", 0))
     if contract is None:
         contract = 0
     if isinstance(contract, bool) or not isinstance(contract, int) or not 0 <= contract <= 2**64 - 1:
-        raise MalformedPayload(f"{where}: contractId is {describe(contract)}, must be a contract id or 0 (free)")
+        raise MalformedPayload(f"{where}: contract_id is {describe(contract)}, must be a contract id or 0 (free)")
     return PublicIp(ip=ip, gateway=gateway, contract_id=contract)
 
 

@@ -4,7 +4,9 @@ The parsers are strict: the capacity numbers decide what we sell, so a figure th
 missing, null, of the wrong type, negative or absurd stops that node instead of being
 read as zero. Fields the product does not need are ignored; optional ones get a safe
 default. Every refusal is a MalformedPayload naming the node and the field. Pure: no I/O.
-The shapes are in docs/domain.md ("The Grid Proxy API") and docs/gridproxy/.
+The shapes are the schemas of grid/schemas/gridproxy.json (written from tfgrid-sdk-go's types, each
+field with its source; docs/contracts.md): today's proxy and older ones (no `features`, `gpus`, `dmi`)
+are read alike, and a field the product does not read (location, dmi, speed, prices ...) never stops a node.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import math
 from typing import Any
 
 from dashboard.capacity import GiB, Resources, format_size
+from dashboard.grid.proxy.answers import describe
+from dashboard.grid.proxy.features import parse_features, parse_gpus, parse_num_gpu, zos_light
 from dashboard.grid.text import text_problem
 from dashboard.grid.types import (
     LIVE_CONTRACT_STATES,
@@ -54,23 +58,6 @@ TEXT_REFUSE_AFTER = 1024
 
 
 # --- strict field readers ----------------------------------------------------------------
-
-
-def describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"a boolean ({json.dumps(value)})"
-    if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:40] + "..."
-        return f"a string ({shown!r})"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 def _whole_number(value: Any, *, where: str, path: str, kind: str) -> int:
@@ -253,28 +240,6 @@ def _timestamp(payload: dict, key: str, *, where: str) -> int | None:
     return number if number > 0 else None
 
 
-MAX_NODE_GPUS = 64
-
-
-def parse_node_extras(payload: dict, *, where: str) -> tuple[bool, int]:
-    """(ZOS-light, GPUs) of a node payload."""
-    features = payload.get("features")
-    light = False
-    if features is not None:
-        if not isinstance(features, dict):
-            raise MalformedPayload(f"{where}: features is {describe(features)}, must be an object")
-        public_ip = features.get("public_ip")
-        if public_ip is not None and not isinstance(public_ip, bool):
-            raise MalformedPayload(f"{where}: features.public_ip is {describe(public_ip)}, must be true or false")
-        light = public_ip is False
-    gpus = payload.get("num_gpu")
-    if gpus is None:
-        return light, 0
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= MAX_NODE_GPUS:
-        raise MalformedPayload(f"{where}: num_gpu is {describe(gpus)}, must be a whole number 0 to {MAX_NODE_GPUS}")
-    return light, gpus
-
-
 # --- pure parsers ------------------------------------------------------------------------
 
 
@@ -300,7 +265,7 @@ def parse_node(payload: Any) -> NodeCapacity:
             f"{where}: has neither capacity.total_resources (GET /nodes/{{id}}) nor total_resources (GET /nodes)"
         )
     _check_used(total, used, where=where, path=used_path)
-    light, num_gpu = parse_node_extras(payload, where=where)
+    features = parse_features(payload, where=where)
     return NodeCapacity(
         node_id=node_id,
         farm_id=_identifier(payload, "farmId", where=where, required=True),
@@ -321,8 +286,10 @@ def parse_node(payload: Any) -> NodeCapacity:
         rent_contract_id=_identifier(payload, "rentContractId", where=where, required=False),
         in_dedicated_farm=_flag(payload, "inDedicatedFarm", where=where),
         extra_fee=_extra_fee(payload, where=where),
-        light=light,
-        num_gpu=num_gpu,
+        features=features,
+        light=zos_light(features),
+        num_gpu=parse_num_gpu(payload, where=where),
+        gpus=parse_gpus(payload, where=where),
     )
 
 

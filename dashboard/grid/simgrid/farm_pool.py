@@ -15,10 +15,11 @@ node's features (ZOS-light) and GPUs.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 
 from dashboard.grid.simgrid.checks import positive
 from dashboard.grid.simgrid.records import SimNode
-from dashboard.grid.types import FarmPublicIps, PublicIp
+from dashboard.grid.types import FarmPublicIps, NodeGpu, PublicIp
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sim_farm_ip (
@@ -42,15 +43,48 @@ LIGHT_NO_IPV4 = "public ipv4 is not supported on this node: zos-light has no pub
 _LIVE = "contract_id <> 0 AND contract_id IN (SELECT deployment_id FROM sim_vm)"
 
 
-def features(conn: sqlite3.Connection, node_ids: list[int]) -> dict[int, tuple[bool, int]]:
-    """Node id -> (ZOS-light, GPUs); a node without a row is a full ZOS node without GPUs."""
+def features(conn: sqlite3.Connection, node_ids: list[int]) -> dict[int, tuple[bool, int, tuple[int, ...]]]:
+    """Node id -> (ZOS-light, GPUs, the contract holding each GPU, 0 for a free one); a node without a
+    row is a full ZOS node without GPUs."""
     if not node_ids:
         return {}
+    marks = ", ".join("?" * len(node_ids))
     rows = conn.execute(
-        f"SELECT node_id, light, gpus FROM sim_node_feature WHERE node_id IN ({', '.join('?' * len(node_ids))})",
-        tuple(node_ids),
+        f"SELECT node_id, light, gpus FROM sim_node_feature WHERE node_id IN ({marks})", tuple(node_ids)
     )
-    return {row[0]: (bool(row[1]), row[2]) for row in rows}
+    found = {row[0]: (bool(row[1]), row[2]) for row in rows}
+    held: dict[int, list[int]] = {}
+    if any(gpus for _light, gpus in found.values()):
+        uses = conn.execute(
+            f"SELECT node_id, contract_id, gpus FROM sim_gpu_use WHERE node_id IN ({marks}) "
+            "AND contract_id IN (SELECT deployment_id FROM sim_vm) ORDER BY contract_id",
+            tuple(node_ids),
+        )
+        for node_id, contract_id, count in uses:
+            held.setdefault(node_id, []).extend([contract_id] * count)
+    return {
+        node_id: (light, gpus, tuple((held.get(node_id, []) + [0] * gpus)[:gpus]))
+        for node_id, (light, gpus) in found.items()
+    }
+
+
+# A simulated GPU is an RTX 3090 as ZOS's zos.gpu.list names it (lspci's vendor and device, 24 GiB of memory
+# in MiB: zosbase pkg/capacity GetGpuDevice), one PCI slot each.
+SIM_GPU_VENDOR, SIM_GPU_DEVICE, SIM_GPU_VRAM_MIB = "NVIDIA Corporation", "GA102 [GeForce RTX 3090]", 24576
+
+
+def simulated_gpus(held: Sequence[int]) -> tuple[NodeGpu, ...]:
+    """The node's GPUs as its ZOS reports them, each with the contract holding it (0: free)."""
+    return tuple(
+        NodeGpu(
+            id=f"0000:{0x41 + i:02x}:00.0/10de/2204",
+            vendor=SIM_GPU_VENDOR,
+            device=SIM_GPU_DEVICE,
+            contract=contract,
+            vram=SIM_GPU_VRAM_MIB,
+        )
+        for i, contract in enumerate(held)
+    )
 
 
 def features_set(conn: sqlite3.Connection, node_id: int, *, light: bool, gpus: int) -> None:
@@ -82,7 +116,7 @@ def refusal(conn: sqlite3.Connection, node: SimNode, *, public_ips: int, gpus: i
     for value, what in ((public_ips, "public_ips"), (gpus, "gpus")):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
             raise ValueError(f"{what} must be a whole number from 0 to 16 (got {value!r})")
-    light, has_gpus = features(conn, [node.node_id]).get(node.node_id, (False, 0))
+    light, has_gpus, _held = features(conn, [node.node_id]).get(node.node_id, (False, 0, ()))
     if public_ips:
         pool = farm_public_ips(conn, node.farm_id)
         wrapped = f"failed to create contract on node {node.node_id}: failed to create contract: "

@@ -7,6 +7,10 @@ GRID_PROXY_URL=http://127.0.0.1:8081) and exercised end to end without the inter
     GET /nodes/{id}                          nested capacity.total_resources / used_resources
     GET /nodes/{id}/statistics               system / total / used / users
     GET /contracts?node_id=N&state=Created,GracePeriod&page=1&size=50[&ret_count=true]   types.Contract, by contract id
+    GET /farms?farm_id=F  or  GET /farms?page=1&size=50                                   types.Farm with publicIps
+
+Every answer is in today's shape, judged in the quick loop by grid/schemas/gridproxy.json (strict: no field
+the real proxy does not send; tests/test_contracts_simulated.py).
 
 Errors answer as the proxy does (tfgrid-sdk-go grid-proxy, mw.AsHandlerFunc): a JSON
 body {"error": "..."}; 404 {"error": "node not found"} for an unknown node; and for
@@ -34,6 +38,7 @@ from dashboard.grid.types import NODE_STATUSES, GridError, NodeAway, NodeCapacit
 logger = logging.getLogger(__name__)
 
 _NODE_RE = re.compile(r"^/nodes/([^/]+)/?$")
+NOT_FOUND_TEXT = b"404 page not found\n"
 _STATISTICS_RE = re.compile(r"^/nodes/([^/]+)/statistics/?$")
 
 
@@ -157,19 +162,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self._headers["count"] = str(count)
             return 200, body
         if path.rstrip("/") == "/farms":
-            # types.Farm: one farm per farm_id asked (a farm no node names is an empty list).
-            farm_id = _uint(query, "farm_id", default=0)
-            if not farm_id:
-                raise _BadRequest("the simulated proxy answers /farms for one farm_id")
-            farm = self.grid.farm_ips(farm_id)
-            return 200, [_farm_json(farm)] if farm.farm_name or farm.ips else []
+            return 200, self._farms(query)
         match = _STATISTICS_RE.match(path)
         if match:
             return self._statistics(_node_id(match.group(1)))
         match = _NODE_RE.match(path)
         if match:
             return 200, _node_json(self.grid.node(_node_id(match.group(1))), nested=True)
-        return 404, {"error": "not found"}
+        # A path the proxy's router does not know: gorilla/mux's default handler, Go's http.NotFound (text).
+        return 404, NOT_FOUND_TEXT
 
     def _nodes(self, query: dict[str, list[str]]) -> tuple[list[dict], int | None]:
         page = _uint(query, "page", default=1)
@@ -182,6 +183,28 @@ class _Handler(BaseHTTPRequestHandler):
             return [], 0
         read = self.grid.nodes(page=page, size=size, farm_ids=farm_ids, node_ids=node_ids, status=status)
         return [_node_json(node, nested=False) for node in read.nodes], read.count
+
+    def _farms(self, query: dict[str, list[str]]) -> list[dict]:
+        """GET /farms (types.Farm): the farm of farm_id (an empty list for a farm no node names), or
+        every farm a node names, by farm id, a page at a time (page, size: the proxy's Limit)."""
+        farm_id = _uint(query, "farm_id", default=0)
+        if farm_id:
+            # A farm exists when a node names it (the simulated chain keeps no farm rows of its own).
+            named = self.grid.nodes(farm_ids=[farm_id], page=1, size=1).nodes
+            return [_farm_json(self.grid.farm_ips(farm_id))] if named else []
+        page, size = _uint(query, "page", default=1), _uint(query, "size", default=50)
+        if page == 0 or size == 0:
+            return []
+        farm_ids: set[int] = set()
+        nodes_page = 1
+        while True:
+            read = self.grid.nodes(page=nodes_page, size=500)
+            farm_ids.update(n.farm_id for n in read.nodes)
+            if len(read.nodes) < 500:
+                break
+            nodes_page += 1
+        chosen = sorted(farm_ids)[(page - 1) * size : page * size]
+        return [_farm_json(self.grid.farm_ips(f)) for f in chosen]
 
     def _contracts(self, query: dict[str, list[str]]) -> tuple[list[dict], int]:
         """GET /contracts as grid-proxy's listContracts answers it (types.Contract), for node_id and state.
@@ -220,10 +243,11 @@ class _Handler(BaseHTTPRequestHandler):
             # passes it on (tfgrid-sdk-go grid-proxy internal/explorer/server.go getNodeStatistics).
             return 500, {"error": f"failed to get get node statistics from relay: {exc}"}
         last = max((vm.created_at for vm in self.grid.vms(node_id)), default=0) if hasattr(self.grid, "vms") else 0
+        # types.NodeStatistics: each figure with ipv4u (public IPs the node's workloads use; not modelled: 0).
         return 200, {
-            "system": _resources_json(stats.system),
-            "total": _resources_json(stats.total),
-            "used": _resources_json(stats.used),
+            "system": {**_resources_json(stats.system), "ipv4u": 0},
+            "total": {**_resources_json(stats.total), "ipv4u": 0},
+            "used": {**_resources_json(stats.used), "ipv4u": 0},
             "users": {
                 "deployments": stats.deployments,
                 "workloads": stats.workloads,
@@ -237,9 +261,10 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = _method_not_allowed
 
     def _send(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
+        text = isinstance(body, bytes)
+        data = body if text else json.dumps(body).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", "text/plain; charset=utf-8" if text else "application/json")
         self.send_header("Content-Length", str(len(data)))
         for name, value in getattr(self, "_headers", {}).items():
             self.send_header(name, value)
@@ -259,8 +284,14 @@ def _resources_json(resources) -> dict[str, int]:
 
 
 def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
-    """The fields types.Node / types.NodeWithNestedCapacity carry that a client may read."""
+    """types.Node (flat) or types.NodeWithNestedCapacity, every field as today's proxy writes it.
+
+    grid/schemas/gridproxy.json is the shape (tfgrid-sdk-go pkg/types/nodes.go, rendered by
+    internal/explorer/converters.go); the quick loop validates these answers against it strictly, so
+    nothing here may be invented. What the simulation does not model is the Go zero value.
+    """
     total, used = _resources_json(node.total), _resources_json(node.used)
+    up = node.status == "up"
     data: dict[str, Any] = {
         "id": f"{node.node_id:010d}-{node.farm_id:06d}-simulated",
         "nodeId": node.node_id,
@@ -268,10 +299,9 @@ def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
         "farmName": node.farm_name,
         "twinId": node.twin_id or 0,
         "country": node.country,
-        "city": node.city,
         "gridVersion": 3,
-        # Not modelled; present so a client reading them finds the proxy's shape.
-        "uptime": 0,
+        "city": node.city,
+        "uptime": node.uptime or 0,
         "created": 0,
         "farmingPolicyId": 1,
         "updatedAt": node.updated_at or 0,
@@ -294,21 +324,36 @@ def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
             "rentable": node.rented_by_twin_id is None,
             "rentedByTwinId": node.rented_by_twin_id or 0,
             "serialNumber": "simulated",
-            "power": {
-                "state": "Up" if node.status == "up" else "Down",
-                "target": "Up" if node.status == "up" else "Down",
-            },
+            # tfchain's PowerState and PowerTarget as farmerbot sets them: a standby or down node is off.
+            "power": {"state": "Up" if up else "Down", "target": "Up" if up else "Down"},
             "num_gpu": node.num_gpu,
-            "features": {"wireguard": True, "yggdrasil": True, "public_ip": not node.light},
-            "extraFee": 0,
-            "healthy": node.status == "up",
+            "extraFee": node.extra_fee,
+            "healthy": up,
+            "dmi": {
+                "bios": {"vendor": "", "version": ""},
+                "baseboard": {"manufacturer": "", "product_name": ""},
+                "processor": [],
+                "memory": [],
+            },
+            "speed": {"upload": 0, "download": 0},
+            "cpu_benchmark": {"single": 0, "multi": 0, "threads": 0, "workloads": 0},
+            # ZOS's zos.gpu.list as the proxy's GPU indexer keeps it; `[]` without GPUs (converters.go).
+            "gpus": [
+                {"id": g.id, "vendor": g.vendor, "device": g.device, "contract": g.contract, "vram": g.vram}
+                for g in node.gpus
+            ],
+            "price_usd": 0.0,
+            "farm_free_ips": 0,
+            # A list of names, `[]` when none are known (converters.go): never an object.
+            "features": list(node.features or ()),
         }
     )
     return data
 
 
 def _farm_json(farm) -> dict[str, Any]:
-    """types.Farm with its publicIps (tfgrid-sdk-go grid-proxy pkg/types farms.go)."""
+    """types.Farm with its publicIps as today's proxy writes them (tfgrid-sdk-go pkg/types farms.go and
+    publicips.go; db/setup.sql builds each IP with id, ip, contract_id and gateway: farm_id is left out)."""
     return {
         "name": farm.farm_name,
         "farmId": farm.farm_id,
@@ -318,13 +363,7 @@ def _farm_json(farm) -> dict[str, Any]:
         "stellarAddress": "",
         "dedicated": False,
         "publicIps": [
-            {
-                "id": f"{farm.farm_id}-{ip.ip}",
-                "ip": ip.ip,
-                "farmId": str(farm.farm_id),
-                "contractId": ip.contract_id,
-                "gateway": ip.gateway,
-            }
+            {"id": f"{farm.farm_id}-{ip.ip}", "ip": ip.ip, "gateway": ip.gateway, "contract_id": ip.contract_id}
             for ip in farm.ips
         ],
     }

@@ -78,20 +78,23 @@ class StandInPeer:
     def take(self, raw: bytes) -> None:
         try:
             request = json.loads(raw)
-            ref, cmd, ret, dst = request["ref"], request["cmd"], request["ret"], request["dst"]
+            # rmb-rs JsonOutgoingRequest: `ref`, `tag` and `shm` are Option<String>, absent or null (grid3's
+            # client leaves an empty ref out); cmd, dst and ret are required.
+            ref, cmd, ret, dst = request.get("ref"), request["cmd"], request["ret"], request["dst"]
             expires = float(request.get("exp") or 0)
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("the stand-in peer dropped a request that is not rmb-peer's JSON")
             return
         if expires and expires < time.time():
             return  # rmb-peer drops a message past its expiry
+        asked = _request_body(request.get("dat"))
         for twin in dst if isinstance(dst, list) else []:
-            answer = self.answer(ref, cmd, twin)
+            answer = self.answer(ref, cmd, twin, asked=asked)
             if answer is not None:
                 self._order += 1
                 heapq.heappush(self._due, (time.monotonic() + self.delay, self._order, ret, json.dumps(answer)))
 
-    def answer(self, ref: str, cmd: str, twin: int) -> dict | None:
+    def answer(self, ref: str | None, cmd: str, twin: int, *, asked: Any = None) -> dict | None:
         """The envelope the twin's node sends back, or None when it would stay silent."""
         node_id = self._node_of(twin)
         if node_id is None:
@@ -101,7 +104,7 @@ class StandInPeer:
                 return None
             if self.error_rate and self.random.random() < self.error_rate:
                 return envelope(ref, twin, err={"code": 500, "message": "simulated failure (--error-rate)"})
-            body = self.body(cmd, node_id)
+            body = self.body(cmd, node_id, asked=asked)
         except RmbRefused as exc:
             return envelope(ref, twin, err={"code": getattr(exc, "code", 404), "message": str(exc)})
         except GridError:
@@ -110,15 +113,16 @@ class StandInPeer:
             return envelope(ref, twin, err={"code": 404, "message": f"unknown command: {cmd}"})
         return envelope(ref, twin, body=body)
 
-    def body(self, cmd: str, node_id: int) -> Any:
+    def body(self, cmd: str, node_id: int, *, asked: Any = None) -> Any:
         if cmd == "zos.storage.pools":
             return [pool.as_dict() for pool in self.grid.storage_pools(node_id)]
         if cmd == "zos.statistics.get":
             stats = self.grid.statistics(node_id)
+            # zosbase pkg/provision.go Counters; gridtypes.Capacity carries ipv4u (public IPs in use: not modelled).
             return {
-                "total": stats.total.as_dict(),
-                "used": stats.used.as_dict(),
-                "system": stats.system.as_dict(),
+                "total": {**stats.total.as_dict(), "ipv4u": 0},
+                "used": {**stats.used.as_dict(), "ipv4u": 0},
+                "system": {**stats.system.as_dict(), "ipv4u": 0},
                 "users": {
                     "deployments": stats.deployments,
                     "workloads": stats.workloads,
@@ -128,6 +132,8 @@ class StandInPeer:
             }
         if cmd == "zos.system.version":
             return version_body(self.grid.zos_version(node_id))
+        if cmd == "zos.perf.get":
+            return perf_body(self.grid.node(node_id), asked)
         return None
 
     def _node_of(self, twin: Any) -> int | None:
@@ -145,8 +151,41 @@ class StandInPeer:
         return self._twins.get(twin)
 
 
-def envelope(ref: str, twin: int, *, body: Any = None, err: dict | None = None) -> dict:
-    """An answer as rmb-peer RPUSHes it onto `ret`."""
+# zosbase pkg/perf/cpubench/cpubench_task.go: the one perf task the simulated node runs.
+CPU_BENCHMARK = "cpu-benchmark"
+CPU_BENCHMARK_WORDS = (
+    "Measures the performance of the node CPU by reporting the timespent of computing a task in seconds."
+)
+
+
+def perf_body(node, asked: Any) -> dict:
+    """zos.perf.get's TaskResult (zosbase pkg/performance_monitor.go) for {"name": "cpu-benchmark"}; the
+    request names its task as zosbase pkg/zos_api/perf.go reads it. Another task: RmbRefused, as a node
+    with no such result in its cache refuses it."""
+    name = (asked or {}).get("name") if isinstance(asked, dict) else None
+    if name != CPU_BENCHMARK:
+        raise RmbRefused(f"no result for perf task {name!r} on the simulated node")
+    return {
+        "name": CPU_BENCHMARK,
+        "description": CPU_BENCHMARK_WORDS,
+        "timestamp": int(time.time()),
+        # CPUBenchmarkResult {single, multi float64 seconds; threads, workloads int}: not measured here.
+        "result": {"single": 0.0, "multi": 0.0, "threads": node.total.cru, "workloads": 0},
+    }
+
+
+def _request_body(dat: Any) -> Any:
+    """The request's body (base64 of JSON, "" for none); None when it is not that."""
+    if not isinstance(dat, str) or not dat:
+        return None
+    try:
+        return json.loads(base64.b64decode(dat, validate=True))
+    except ValueError:
+        return None
+
+
+def envelope(ref: str | None, twin: int, *, body: Any = None, err: dict | None = None) -> dict:
+    """An answer as rmb-peer RPUSHes it onto `ret` (rmb-rs JsonIncomingResponse; grid/schemas/rmb.json Response)."""
     return {
         "ver": 1,
         "ref": ref,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 # Sizes and types only: the decisions are ZosMachine's.
 from dashboard.capacity import Resources, SliceSize
+from dashboard.grid.proxy.features import ZOS3_FEATURES, ZOS4_FEATURES
 from dashboard.grid.simgrid import chain, farm_pool, records
 from dashboard.grid.simgrid.answers import NodeAnswers, ZosRefused
 from dashboard.grid.simgrid.cache import CACHE_COLUMN, CACHE_MISSING_COLUMN, CacheAdmin, cache_upgrade
@@ -550,12 +551,12 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin, farm_pool.FarmPoo
         *,
         rent: chain.Rent | None = None,
         dedicated: set[int] | None = None,
-        features: dict[int, tuple[bool, int]] | None = None,
+        features: dict[int, tuple[bool, int, tuple[int, ...]]] | None = None,
     ) -> NodeCapacity:
         if conn is not None:
             rent, dedicated = chain.rents(conn, [node.node_id]).get(node.node_id), chain.dedicated_farms(conn)
             features = farm_pool.features(conn, [node.node_id])
-        light, num_gpu = (features or {}).get(node.node_id, (False, 0))
+        light, num_gpu, held = (features or {}).get(node.node_id, (False, 0, ()))
         return NodeCapacity(
             **chain.capacity_fields(node, rent, dedicated or set()),
             node_id=node.node_id,
@@ -572,8 +573,11 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin, farm_pool.FarmPoo
             ),
             country=node.country,
             city=node.city,
+            # What a simulated ZOS lists (the proxy's `features`): full or light, never unknown here.
+            features=ZOS4_FEATURES if light else ZOS3_FEATURES,
             light=light,
             num_gpu=num_gpu,
+            gpus=farm_pool.simulated_gpus(held),
             # An up node reports in continuously; a down one was last heard when it went down.
             updated_at=now() if node.status == "up" else node.status_changed_at,
             # The Grid Proxy's face tells no pools: the node tells them itself (storage_pools).

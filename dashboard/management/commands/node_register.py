@@ -200,7 +200,8 @@ class Command(ProductCommand):
         by = _user(options["by"]) if options["by"] else None
 
         def progress(result, what: str) -> None:
-            self.stderr.write(f"{what}: {result.nodes_read} node(s) so far")
+            refused = f", {result.skipped_total} could not be read" if result.skipped_total else ""
+            self.stderr.write(f"{what}: {result.nodes_read} node(s) so far{refused}")
 
         try:
             result = grid_onboard(
@@ -222,7 +223,7 @@ class Command(ProductCommand):
             return
         self.stdout.write(result.words())
         for label, reason in result.skipped:
-            self.stdout.write(f"  skipped {label}: {reason}")
+            self.stdout.write(f"  could not read {label}: {reason}")
         for node_id, why in result.left_out:
             self.stdout.write(f"  left out node {node_id}: {why}")
 

@@ -67,6 +67,15 @@ def grid_onboard(
         if progress is not None:
             progress(result, read.what)
     result.finished = True
+    if result.skipped_total and not result.nodes_read and not result.left_out_total:
+        # Every node the grid sent was refused: not a run that found nothing, a grid we cannot read.
+        result.refused_all = True
+        result.stopped = (
+            f"every node the grid sent ({result.skipped_total}) was refused; the first: "
+            f"{result.skipped[0][0]}: {result.skipped[0][1]}"
+        )
+        _audit_run(result, request=request, by=by, source=source, origin=origin)
+        raise OnboardStopped(result)
     _audit_run(result, request=request, by=by, source=source, origin=origin)
     return result
 
@@ -136,7 +145,13 @@ def onboard_job(*, job, stop_on: tuple[type[BaseException], ...] = ()) -> Onboar
     job_progress(job=job, step=f"reading {request.words()} from the grid")
 
     def progress(result: OnboardResult, what: str) -> None:
-        job_progress(job=job, step=f"{what} done: {result.nodes_read} node(s) so far", done=result.nodes_read)
+        refused = f", {result.skipped_total} could not be read" if result.skipped_total else ""
+        job_progress(
+            job=job,
+            step=f"{what} done: {result.nodes_read} node(s) so far{refused}",
+            done=result.nodes_read + result.skipped_total,
+            failed=result.skipped_total,
+        )
 
     try:
         with job_beating(job=job):
