@@ -19,19 +19,22 @@ def rows_update(
     rows: Sequence[tuple],
     *,
     stamped: Sequence[str] = (),
+    json: Sequence[str] = (),
     json_kept_if_null: Sequence[str] = (),
 ) -> None:
     """Set `columns` (name, PostgreSQL type; the first is the primary key) from `rows`, in one statement.
 
-    `stamped` columns take the time of the write. A column in `json_kept_if_null` holds JSON text
-    and keeps the stored value when the row gives None.
+    `stamped` columns take the time of the write. A column in `json` holds JSON text, cast on the way
+    in; one in `json_kept_if_null` also keeps the stored value when the row gives None.
     """
     if not rows:
         return
     now = timezone.now()
     names = [name for name, _type in columns]
     quote = connection.ops.quote_name
-    assignments = [f"{quote(n)} = u.{quote(n)}" for n in names[1:] if n not in json_kept_if_null]
+    assignments = [
+        f"{quote(n)} = u.{quote(n)}{'::jsonb' if n in json else ''}" for n in names[1:] if n not in json_kept_if_null
+    ]
     assignments.extend(f"{quote(n)} = COALESCE(u.{quote(n)}::jsonb, t.{quote(n)})" for n in json_kept_if_null)
     assignments.extend(f"{quote(n)} = %s" for n in stamped)
     arrays = ", ".join(f"%s::{column_type}[]" for _name, column_type in columns)

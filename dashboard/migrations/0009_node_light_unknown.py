@@ -14,7 +14,7 @@ def unknown_unless_light(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("dashboard", "0007_lesson_doubt")]
+    dependencies = [("dashboard", "0008_zos_rules")]
 
     operations = [
         migrations.AlterField(

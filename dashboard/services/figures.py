@@ -25,12 +25,13 @@ from dataclasses import astuple, dataclass
 from typing import NamedTuple
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
 from dashboard import capacity
 from dashboard.models import Node
+from dashboard.rows import rows_update
 from dashboard.rules.closure import CLOSURE_FIELDS, closure_of_values
 from dashboard.selectors.odds import (
     belief_key,
@@ -67,13 +68,20 @@ FIGURE_FIELDS = (
 )
 # Nodes per UPDATE when many change at once (a policy edit, the repair command).
 STORE_BATCH = 500
-# Each figure's column type as an array element (phantom_reasons goes as JSON text, cast on the way in).
-_ARRAY_TYPES = {
-    **dict.fromkeys(FIGURE_FIELDS, "text"),
-    **dict.fromkeys(("slices_free", "slices_rented", "slices_deployed", "slices_failed", "deployable"), "integer"),
-    **dict.fromkeys(("placeable_now", "phantom_slices"), "integer"),
-    **{"stale": "boolean", "room_mru": "bigint", "room_sru": "bigint", "id": "bigint"},
-}
+# Each figure's column as rows_update takes it, the primary key first (phantom_reasons goes as JSON text).
+_COLUMNS = (
+    ("id", "bigint"),
+    *((name, "integer") for name in FIGURE_FIELDS[:5]),
+    ("stale", "boolean"),
+    *((name, "text") for name in FIGURE_FIELDS[6:10]),
+    ("room_mru", "bigint"),
+    ("room_sru", "bigint"),
+    ("pools_shape", "text"),
+    ("placeable_now", "integer"),
+    ("phantom_slices", "integer"),
+    ("phantom_reasons", "text"),
+)
+assert tuple(name for name, _type in _COLUMNS[1:]) == FIGURE_FIELDS
 
 
 @dataclass(frozen=True)
@@ -152,37 +160,14 @@ def figures_compute(nodes: QuerySet[Node], *, pools: dict | None = None) -> dict
 
 def _store(nodes: QuerySet[Node]) -> int:
     rows = [
-        (*(json.dumps(v) if isinstance(v, dict) else v for v in astuple(figures)), pk)
+        (pk, *(json.dumps(v) if isinstance(v, dict) else v for v in astuple(figures)))
         for pk, (figures, stored) in _computed(nodes).items()
         if astuple(figures) != stored
     ]
-    if rows:
-        _update(rows)
+    # One UPDATE from arrays: bulk_update's CASE WHEN took 11.6 s for 10,000 nodes, one UPDATE a node
+    # 1.5 s but fired the farm totals trigger (services.farm_totals_trigger) once a node; this, once.
+    rows_update(Node, _COLUMNS, rows, json=("phantom_reasons",))
     return len(rows)
-
-
-def _update(rows: list[tuple]) -> None:
-    """One UPDATE ... FROM unnest(arrays) for all these nodes' figures (each row: the figures, then the pk).
-
-    bulk_update's CASE WHEN statements took 11.6 s for 10,000 nodes (mostly building them); one UPDATE
-    per node, pipelined, 1.5 s, but each statement also fired the farm totals trigger (a statement
-    trigger: services.farm_totals_trigger) with its transition tables, a page of onboarding's 100 nodes
-    100 times (issue 43). One statement fires it once.
-    """
-    quote = connection.ops.quote_name
-    names = [*FIGURE_FIELDS, "id"]
-    types = [_ARRAY_TYPES[name] for name in names]
-    columns = list(zip(*rows, strict=True))
-    arrays = ", ".join(f"%s::{kind}[]" for kind in types)
-    sets = ", ".join(
-        f"{quote(name)} = v.{quote(name)}{'::jsonb' if name == 'phantom_reasons' else ''}" for name in FIGURE_FIELDS
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {quote(Node._meta.db_table)} AS n SET {sets} "
-            f"FROM unnest({arrays}) AS v({', '.join(quote(n) for n in names)}) WHERE n.id = v.id",
-            [list(column) for column in columns],
-        )
 
 
 _NODE_VALUES = (
