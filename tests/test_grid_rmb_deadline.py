@@ -13,6 +13,8 @@ import uuid
 import pytest
 import redis
 
+from dashboard.grid.budget import RedisWindow, RequestBudget
+from dashboard.grid.deadline import Deadline
 from dashboard.grid.rmb import POOLS, Target
 from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.simgrid.rmb_peer import envelope
@@ -95,3 +97,15 @@ def test_an_answer_nested_past_the_stack_ends_the_call_at_once(redis_url):
     threading.Thread(target=serve, daemon=True).start()
     answer, took = timed(lambda: rmb_client(redis_url, deadline=3.0).ask_many(POOLS, [Target(2310, 3310, ONE_SSD)]))
     assert isinstance(answer[2310], MalformedPayload) and took < 1.0
+
+
+def test_a_hung_budget_store_costs_a_grid_proxy_request_its_deadline_at_most():
+    # The proxy's budget lives in the broker's Redis: hung, it must not hold a request past its deadline
+    # (redis-py alone: 2 s a read, each command retried ten times). The process's own window takes over.
+    hung = HungRedis()
+    try:
+        budget = RequestBudget(window=RedisWindow(hung.url), limit=5, reserve=0)
+        waited, took = timed(lambda: budget.take(Deadline.within(0.5)))
+    finally:
+        hung.close()
+    assert waited == 0.0 and took <= 0.5 + OVER, f"took {took:.2f} s"

@@ -33,7 +33,7 @@ from dashboard.selectors.uptime import uptime_percent
 from dashboard.services.holds import HoldConflict, hold_words
 from dashboard.services.jobs import job_request
 from dashboard.services.pools import PoolsError, pools_report
-from dashboard.services.precheck import precheck_answer, precheck_run
+from dashboard.services.precheck import PrecheckReport, precheck_prepare, precheck_write
 
 router = Router(tags=["fleet"])
 
@@ -192,14 +192,15 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
         raise HoldConflict(
             f"slice {asked} of node {node_id} is off offer: {hold_words(refused, timezone.now())}", field="slice_index"
         )
+    max_age = timedelta(seconds=body.max_age_seconds) if body is not None and body.max_age_seconds is not None else None
+    try:
+        # Every call out (the Grid Proxy, the node over RMB) before the transaction: a silent node or a
+        # slow grid never holds the node's row locked while holds, reports and re-registers wait on it.
+        prepared = precheck_prepare(node=target, max_age=max_age)
+    except GridError as exc:
+        raise GridTrouble(exc) from None
     with api_write("nodes.precheck", request):
-        try:
-            if body is not None and body.max_age_seconds is not None:
-                report = precheck_answer(node=target, max_age=timedelta(seconds=body.max_age_seconds))
-            else:
-                report = precheck_run(node=target)
-        except GridError as exc:
-            raise GridTrouble(exc) from None
+        report = prepared if isinstance(prepared, PrecheckReport) else precheck_write(node=target, read=prepared)
         answer = report.as_dict()
         answer["slice"] = (
             next((v for v in answer["verdicts"] if v["slice"] == asked), None) if asked is not None else None
@@ -257,6 +258,8 @@ def _pools_out(detail: NodeDetail, now: datetime) -> dict:
         "age_seconds": _age(now, n.pools_reported_at) if detail.pools_known else None,
         "sizes": list(n.pools) if n.pools else None,
         "zos_version": n.zos_version or None,
+        "refused": n.pools_refused or None,
+        "refused_at": n.pools_refused_at if n.pools_refused else None,
     }
 
 
