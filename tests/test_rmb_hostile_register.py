@@ -252,3 +252,27 @@ def test_a_watch_facing_a_failed_peer_redis_ends_within_its_own_deadline(grid_pr
         peer.close()
     # Before: 5 s a node asked (80 s for these 15). Now one call's deadline, and the proxy's reads.
     assert took < 3.0 + 1.0, f"the watch took {took:.2f} s"
+
+
+@pytest.mark.slow
+def test_an_api_precheck_facing_a_hung_peer_redis_answers_within_its_calls_deadlines(grid_proxy, settings, api_token):
+    """Before: one precheck ran 379 s (2 s a socket read, each command retried ten times). Now its two
+    calls (the pools, the counters) end by their deadlines and the answer says why."""
+    register(2310)  # no peer yet: pools unknown, so the precheck asks them
+    headers = {"Authorization": f"Bearer {api_token('precheck')}"}
+
+    def precheck():
+        began = time.monotonic()
+        answer = Client().post("/api/v1/nodes/2310/precheck", "", content_type="application/json", headers=headers)
+        return answer, time.monotonic() - began
+
+    _, without_rmb = precheck()  # what the rest of a precheck costs here (the proxy's read, the writes)
+    peer = HungRedis()
+    settings.RMB_REDIS_URL, settings.RMB_DEADLINE = peer.url, 1.0
+    try:
+        response, took = precheck()
+    finally:
+        peer.close()
+    assert response.status_code == 200
+    assert "did not answer within the call's deadline" in response.json()["counters_words"]
+    assert took < without_rmb + 2 * (1.0 + 0.1), f"the precheck took {took:.2f} s ({without_rmb:.2f} s without RMB)"
