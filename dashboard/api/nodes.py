@@ -7,12 +7,12 @@ from typing import Literal
 
 from django.http import Http404
 from django.utils import timezone
-from ninja import Field, Path, Query, Router, Schema, Status
+from ninja import Field, Path, Query, Router, Schema
 
 from dashboard.api.auth import ACT, PRECHECK, READ, REPORT
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
-from dashboard.api.jobs import job_out
+from dashboard.api.jobs import job_out, job_started
 from dashboard.api.schemas import (
     ErrorOut,
     FleetTotalsOut,
@@ -28,6 +28,7 @@ from dashboard.grid.types import GridError
 from dashboard.models import Hold, Job, Node
 from dashboard.selectors.carries import NodeCarries, node_carries
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
+from dashboard.selectors.holds import buyer_shown
 from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.selectors.uptime import uptime_percent
 from dashboard.services.holds import HoldConflict, hold_words
@@ -138,8 +139,8 @@ def node(
         raise Http404(f"node {node_id} is not registered") from None
     n = detail.node
     now = timezone.now()
-    # Who holds a slice is the buyer's business: a token whose user may act (admins) sees it.
-    buyer_shown = request.auth.user.has_perm("dashboard.deploy_slice")
+    # Who holds a slice is the buyer's business (selectors.holds.buyer_shown: GET /holds's rule too).
+    shown = buyer_shown(request.auth.user)
     return {
         "node_id": n.grid_id,
         "farm_id": n.farm_id,
@@ -153,7 +154,7 @@ def node(
         "pools": _pools_out(detail, now),
         "reading": _reading_out(n, now),
         "catalog": [
-            _catalog_slice(c, buyer_shown=buyer_shown)
+            _catalog_slice(c, buyer_shown=shown)
             for c in detail.catalog
             if min_odds is None or c.odds is None or c.odds >= min_odds
         ],
@@ -335,10 +336,12 @@ def _catalog_slice(c, *, buyer_shown: bool) -> dict:
 @router.post(
     "/nodes/{node_id}/reregister",
     auth=ACT,
-    response={200: JobStartedOut, 202: JobStartedOut, **ERRORS},
+    response={200: JobStartedOut, 202: JobStartedOut, 503: ErrorOut, **ERRORS},
     summary="Start a re-register job (202), or get the node's active job (200)",
 )
 def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None = None):
+    """202 with the new job, queued for a worker; 200 with the node's active job; 503 when the broker could
+    not be told (the job is recorded as failed, with why: never "queued" for a job already failed)."""
     target = _node_or_404(node_id)
     with api_write("nodes.reregister", request):
         requested = job_request(
@@ -349,8 +352,10 @@ def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None
             source=Job.Source.API,
             dry_run=bool(body and body.dry_run),
         )
-        answer = JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
-    return Status(202 if requested.created else 200, answer)
+        # The answer is proven inside the transaction (one that cannot be built rolls the request back)
+        # and given from the row as the commit left it.
+        JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
+    return job_started(requested)  # read after the commit that sent it to the broker
 
 
 class PoolIn(Schema):
@@ -366,7 +371,9 @@ class PoolsIn(Schema):
     pools: list[PoolIn] = Field(..., min_length=1, max_length=64, description="zos.storage.pools, as it answered")
 
 
-class PoolsOut(Schema):
+class PoolReportOut(Schema):
+    """The pool report PUT /nodes/{id}/pools kept (NodeDetailOut's `pools`, PoolsOut, is the node's pools now)."""
+
     node_id: int
     pools: list[dict] = Field(description="the report as kept: name, type, size, used")
     pools_sru: list[int] = Field(description="the node's SSD pool sizes now, the carve's and the precheck's")
@@ -379,7 +386,7 @@ class PoolsOut(Schema):
 @router.put(
     "/nodes/{node_id}/pools",
     auth=REPORT,
-    response={200: PoolsOut, **ERRORS},
+    response={200: PoolReportOut, **ERRORS},
     summary="Report the node's storage pools, as ZOS answers zos.storage.pools over RMB",
 )
 def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):
@@ -402,7 +409,7 @@ def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):
         except PoolsError as exc:
             raise BadInput(str(exc), field="pools") from None
         target.refresh_from_db()
-        answer = PoolsOut.model_validate(
+        answer = PoolReportOut.model_validate(
             {
                 "node_id": target.grid_id,
                 "pools": report.pools,

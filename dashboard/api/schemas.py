@@ -190,7 +190,8 @@ class CatalogSliceOut(Schema):
     )
     held_until: datetime | None = Field(None, description="held slices: when the hold ends")
     held_for: str | None = Field(
-        None, description="held slices: the buyer's marketplace id (to a token whose user may deploy; null otherwise)"
+        None,
+        description="held slices: the buyer's marketplace id (to a token whose user may deploy; null otherwise)",
     )
     generation: int
     fits_now: bool | None = Field(
@@ -249,7 +250,10 @@ class WaveOut(Schema):
     nodes: int
     done: int
     failed: int
-    state: str = Field(description="pending, running or done")
+    state: str = Field(
+        description="pending, running or done; once the run ended before it: stopped (the wave in hand when it "
+        "was stopped or its job failed) or not reached"
+    )
 
 
 class WavesOut(Schema):
