@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 import uuid
 
 import pytest
@@ -215,3 +216,13 @@ def test_a_budget_kept_on_a_hung_redis_costs_the_call_its_deadline_only(redis_ur
     finally:
         hung.close()
     assert isinstance(answer, RmbPeerFailed)  # the in-flight lease lives in that store too: nothing was sent
+
+
+def test_a_round_begun_past_the_job_steps_deadline_sends_nothing_and_blames_no_redis(redis_url):
+    from dashboard.grid.deadline import grid_step_deadline
+
+    with grid_step_deadline(0.001):
+        time.sleep(0.01)  # the step's deadline passed before the round began
+        got = rmb_client(redis_url).ask_many(POOLS, TARGETS)
+    assert all("the job step's deadline had passed" in str(got[t.node_id]) for t in TARGETS)
+    assert not any(isinstance(a, RmbPeerFailed) for a in got.values())

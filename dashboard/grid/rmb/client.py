@@ -174,8 +174,11 @@ class RmbClient:
 
     def _queue_emptied(self, call: _Round) -> None:
         """What is left on the process's queue answers calls that ended (or is junk): never this round's."""
+        deadline = self._call_deadline()
+        if deadline.passed():  # the job step's deadline: each call says so, none blames the Redis
+            return
         try:
-            with redis_within(self._call_deadline(), grace=_GRACE):
+            with redis_within(deadline, grace=_GRACE):
                 self._redis.delete(call.queue)
         except Exception as exc:  # redis raises many kinds; each is "the peer's Redis failed"
             self._fail(call, exc)
@@ -189,6 +192,11 @@ class RmbClient:
     def _send(self, call: _Round, target: Target, *, body: Any) -> None:
         deadline = self._call_deadline()
         what = f"{call.cmd} to node {target.node_id} (twin {target.twin_id})"
+        if deadline.passed():
+            call.results[target.node_id] = GridUnavailable(
+                f"{what} was not sent: the job step's deadline had passed ({deadline.seconds:g} s)"
+            )
+            return
         with redis_within(deadline, grace=_GRACE):
             try:
                 self.budget.take(deadline, what=what)
