@@ -276,3 +276,20 @@ def test_an_api_precheck_facing_a_hung_peer_redis_answers_within_its_calls_deadl
     assert response.status_code == 200
     assert "did not answer within the call's deadline" in response.json()["counters_words"]
     assert took < without_rmb + 2 * (1.0 + 0.1), f"the precheck took {took:.2f} s ({without_rmb:.2f} s without RMB)"
+
+
+def test_the_api_precheck_of_a_node_answering_nested_json_is_a_200_saying_why(grid_proxy, peer, settings, api_token):
+    rmb = settings.RMB_REDIS_URL
+    settings.RMB_REDIS_URL = ""
+    register(2310)
+    settings.RMB_REDIS_URL = rmb
+    nested = base64.b64encode(("[" * 50_000 + "]" * 50_000).encode()).decode()
+    peer(lambda r: json.dumps({**envelope(r["ref"], 3310, body=HONEST), "dat": nested}))
+    response = Client().post(
+        "/api/v1/nodes/2310/precheck",
+        "",
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_token('precheck')}"},
+    )
+    assert response.status_code == 200  # was a 500: RecursionError out of grid/rmb/parse.py
+    assert "nested deeper" in response.json()["pools_words"] and "nested deeper" in response.json()["counters_words"]
