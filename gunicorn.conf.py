@@ -7,6 +7,10 @@ are trusted only when the deployment says a TLS proxy sits in front (BEHIND_TLS_
 the same variable Django's SECURE_PROXY_SSL_HEADER follows), and then only from
 FORWARDED_ALLOW_IPS (gunicorn's own variable; default: this machine).
 
+The request line may be 8,190 bytes, gunicorn's most (its default, 4,094, answered a long placement
+query with a plain-text 414 before the API could say it): the API itself refuses a query string over
+API_QUERY_MAX (8,000 bytes, dashboard/views/middleware.py) with its documented JSON 414.
+
 Everything else (bind, workers, threads) stays on the command line.
 """
 
@@ -24,3 +28,5 @@ if env_bool("BEHIND_TLS_PROXY", False):
 else:
     forwarded_allow_ips = ""
     secure_scheme_headers = {}
+
+limit_request_line = 8190

@@ -171,6 +171,10 @@ class Node(models.Model):
     pools_source = models.CharField(
         max_length=16, blank=True, help_text="Where the pools came from (PoolReport.Source)"
     )
+    # The node's own last pools answer that was not taken, and why (malformed, not its SSD total, refused
+    # by the registration's checks): the node page and the API say it; cleared when one is taken.
+    pools_refused = models.CharField(max_length=300, blank=True)
+    pools_refused_at = models.DateTimeField(null=True, blank=True)
     # A bound on the zos-cache's quota and the pool (index into pools_sru) holding it, from the latest
     # pool report beside the reading (capacity.cache_bound: ZOS does not report the cache on its own).
     # None: not known, and the carve and precheck keep the policy's fixed reserve_sru.

@@ -66,8 +66,8 @@ def test_it_bounds_the_reread_in_time(sim_node, settings, monkeypatch):
     node = sim_node(1774, **NODE)
     read_ago(1774, timedelta(hours=2))
     budgets = []
-    real = precheck.precheck_run
-    monkeypatch.setattr(precheck, "precheck_run", lambda **kw: budgets.append(_step.get().seconds) or real(**kw))
+    real = precheck.precheck_read  # the reads are what the deadline bounds; the writes come after
+    monkeypatch.setattr(precheck, "precheck_read", lambda **kw: budgets.append(_step.get().seconds) or real(**kw))
     precheck.precheck_answer(node=Node.objects.get(pk=node.pk), max_age=timedelta(days=1))
     assert budgets == [2.5]
 

@@ -19,3 +19,11 @@ class GridTrouble(Exception):
     def __init__(self, exc: GridError):
         super().__init__(f"the grid could not be read, nothing was recorded: {exc}")
         self.cause = getattr(exc, "cause", "") or "grid-unavailable"
+
+
+class JobNotQueued(Exception):
+    """The job was recorded and the broker could not be told: it failed at once. A 503 with its words."""
+
+    def __init__(self, job_id: int, error: str):
+        super().__init__(f"job #{job_id} was recorded and failed at once: {error}; try again shortly")
+        self.job_id = job_id

@@ -12,6 +12,7 @@ from dashboard.api.inputs import Counting, Line, Strict, Whole
 from dashboard.api.schemas import ErrorOut
 from dashboard.api.writes import api_write
 from dashboard.models import Hold
+from dashboard.selectors.holds import buyer_shown
 from dashboard.services.holds import hold_create, hold_release
 
 router = Router(tags=["holds"])
@@ -33,7 +34,10 @@ class HoldOut(Schema):
     node_id: int
     farm_id: int
     slice_index: int
-    marketplace_id: str
+    marketplace_id: str | None = Field(
+        description="the buyer's id, to a token whose user may deploy (admins: every token that may hold or report "
+        "is one); null to the others (a support token sees that a slice is held, not for whom)"
+    )
     state: str = Field(description="live, expired, released or deployed (a deployed report of its id took it)")
     created_at: datetime
     expires_at: datetime
@@ -55,13 +59,13 @@ class HoldsPageOut(Schema):
     holds: list[HoldOut]
 
 
-def hold_out(hold: Hold, now: datetime) -> dict:
+def hold_out(hold: Hold, now: datetime, *, request) -> dict:
     return {
         "id": hold.pk,
         "node_id": hold.node.grid_id,
         "farm_id": hold.node.farm_id,
         "slice_index": hold.slice_index,
-        "marketplace_id": hold.marketplace_id,
+        "marketplace_id": (hold.marketplace_id if buyer_shown(request.auth.user) else None),
         "state": hold.state_at(now),
         "created_at": hold.created_at,
         "expires_at": hold.expires_at,
@@ -89,7 +93,7 @@ def holds_create(request, body: HoldIn):
             token=request.auth,
             public_ipv4=body.public_ipv4,
         )
-        answer = HoldOut.model_validate(hold_out(hold, timezone.now()))
+        answer = HoldOut.model_validate(hold_out(hold, timezone.now(), request=request))
     return Status(201, answer)
 
 
@@ -101,12 +105,13 @@ def holds_create(request, body: HoldIn):
 )
 def holds_release(request, hold_id: int):
     hold = hold_release(hold_id=hold_id, by=request.auth.user, token=request.auth)
-    return hold_out(hold, timezone.now())
+    return hold_out(hold, timezone.now(), request=request)
 
 
 @router.get("/holds", auth=READ, response={200: HoldsPageOut, **ERRORS}, summary="The live holds, paged")
 def holds_list(request, filters: Query[HoldsFilter]):
-    """The live holds, soonest to expire first, `per_page` a page with the count of all (no silent stop)."""
+    """The live holds, soonest to expire first, `per_page` a page with the count of all (no silent stop).
+    Each hold's buyer (`marketplace_id`) only to a token whose user may deploy, as GET /nodes/{id} says it."""
     now = timezone.now()
     holds = Hold.objects.live(now).select_related("node").order_by("expires_at", "pk")
     if filters.node_id is not None:
@@ -120,5 +125,5 @@ def holds_list(request, filters: Query[HoldsFilter]):
         "page": filters.page,
         "pages": max(-(-count // filters.per_page), 1),
         "per_page": filters.per_page,
-        "holds": [hold_out(h, now) for h in holds[start : start + filters.per_page]],
+        "holds": [hold_out(h, now, request=request) for h in holds[start : start + filters.per_page]],
     }

@@ -14,12 +14,14 @@ from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import AuthorizationError
 
 from dashboard.api.auth import ACT, READ
+from dashboard.api.errors import JobNotQueued
 from dashboard.api.inputs import Counting, Whole
 from dashboard.api.schemas import ErrorOut, JobsPageOut, JobStartedOut, NodeRollbackOut, WavesOut
 from dashboard.api.writes import api_write
 from dashboard.models import Job, WaveRun
 from dashboard.selectors.jobs import jobs_list
 from dashboard.selectors.waves import waves_view
+from dashboard.services.jobs import JobRequest
 from dashboard.services.reregister.rollback import RollbackNotKept, run_node_rollback, run_rollback_request
 from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
@@ -62,6 +64,19 @@ def job_out(job: Job) -> dict:
         "started_at": job.started_at,
         "finished_at": job.finished_at,
     }
+
+
+def job_started(requested: JobRequest) -> Status:
+    """The answer to a job asked for, read after the commit that sent it to the broker: 202 (new) or 200
+    (the active one). A broker that could not be told failed the new job at once (services.jobs.job_enqueue):
+    JobNotQueued (503) then, never "queued" for a job already failed."""
+    job = _job_or_404(requested.job.pk)
+    if requested.created and job.state == Job.State.FAILED:
+        raise JobNotQueued(job.pk, job.error)
+    return Status(
+        202 if requested.created else 200,
+        JobStartedOut.model_validate({"created": requested.created, "job": job_out(job)}),
+    )
 
 
 @router.get(
@@ -185,22 +200,30 @@ def job_waves_stop(request, job_id: Whole):
 @router.post(
     "/jobs/{job_id}/rollback",
     auth=ACT,
-    response={202: JobStartedOut, 200: JobStartedOut, **{k: v for k, v in STEERING.items() if k != 200}},
+    response={
+        202: JobStartedOut,
+        200: JobStartedOut,
+        503: ErrorOut,
+        **{k: v for k, v in STEERING.items() if k != 200},
+    },
     summary="Roll the whole run back: a rollback job (202), or the run's active one (200)",
 )
 def job_rollback(request, job_id: Whole):
     """Every node the re-register changed is put back as it was, one transaction per node, by a worker;
     a node whose slices changed hands since is left as it is and the rollback job's result says why.
     Follow the job with GET /api/v1/jobs?kind=run-rollback or the job page. 409 while the re-register
-    itself is active, or when none of its nodes is left to roll back; 404 for a job with no kept catalogs."""
+    itself is active, or when none of its nodes is left to roll back; 404 for a job with no kept catalogs;
+    503 when the broker could not be told (the job is recorded as failed, with why)."""
     _steering(request)
     job = _job_or_404(job_id)
     if waves_view(job) is None:
         raise Http404(f"job #{job_id} is not a re-register with kept catalogs: there is nothing to roll back")
     with api_write("jobs.rollback", request):
         requested = run_rollback_request(job=job, by=request.auth.user, token=request.auth, source=Job.Source.API)
-        answer = JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
-    return Status(202 if requested.created else 200, answer)
+        # The answer is proven inside the transaction (one that cannot be built rolls the request back)
+        # and given from the row as the commit left it.
+        JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
+    return job_started(requested)
 
 
 @router.post(

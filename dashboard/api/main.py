@@ -20,7 +20,7 @@ from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Thr
 
 from dashboard.api import deployments, explain, holds, jobs, nodes, placement, policies, probes, withholds
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
-from dashboard.api.errors import BadInput, GridTrouble
+from dashboard.api.errors import BadInput, GridTrouble, JobNotQueued
 from dashboard.services.holds import HoldConflict, HoldError, HoldForbidden, HoldNotFound
 from dashboard.services.jobs import JobError
 from dashboard.services.outcomes import OutcomeConflict, OutcomeError
@@ -29,7 +29,35 @@ from dashboard.services.reregister.waves import WaveRefused
 
 log = logging.getLogger(__name__)
 
-api = NinjaAPI(
+# What any operation may answer besides its own statuses, each in ErrorOut's shape (listed on every
+# operation of the OpenAPI document, so a client and schemathesis know them; 413 where a body is read).
+ANY_OPERATION = {
+    414: "the query string is longer than the API reads (API_QUERY_MAX, 8,000 bytes): send long lists in pieces",
+    429: "too many requests for this token (API_THROTTLE_RATE): wait for Retry-After seconds",
+    500: "the dashboard failed to answer; nothing was written (the error is logged)",
+}
+WITH_A_BODY = {413: "the request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE; nothing was read or written"}
+
+
+class SliceCatalogApi(NinjaAPI):
+    """NinjaAPI whose OpenAPI document lists, on every operation, the answers the door itself may give."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        for item in schema["paths"].values():
+            for operation in item.values():
+                responses = operation.setdefault("responses", {})
+                given = {**ANY_OPERATION, **(WITH_A_BODY if "requestBody" in operation else {})}
+                for status, words in given.items():
+                    if status not in responses and str(status) not in responses:
+                        responses[status] = {
+                            "description": words,
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorOut"}}},
+                        }
+        return schema
+
+
+api = SliceCatalogApi(
     title="Slice catalog dashboard API",
     version="1",
     description=(
@@ -97,6 +125,13 @@ def _steering_refused(request, exc: JobError):
 @api.exception_handler(GridTrouble)
 def _grid_trouble(request, exc: GridTrouble):
     response = _error(request, 503, str(exc), cause=exc.cause)
+    response["Retry-After"] = "10"
+    return response
+
+
+@api.exception_handler(JobNotQueued)
+def _job_not_queued(request, exc: JobNotQueued):
+    response = _error(request, 503, str(exc), job_id=exc.job_id)
     response["Retry-After"] = "10"
     return response
 

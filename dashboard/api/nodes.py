@@ -7,12 +7,12 @@ from typing import Literal
 
 from django.http import Http404
 from django.utils import timezone
-from ninja import Field, Path, Query, Router, Schema, Status
+from ninja import Field, Path, Query, Router, Schema
 
 from dashboard.api.auth import ACT, PRECHECK, READ, REPORT
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
-from dashboard.api.jobs import job_out
+from dashboard.api.jobs import job_out, job_started
 from dashboard.api.schemas import (
     ErrorOut,
     FleetTotalsOut,
@@ -28,12 +28,13 @@ from dashboard.grid.types import GridError
 from dashboard.models import Hold, Job, Node
 from dashboard.selectors.carries import NodeCarries, node_carries
 from dashboard.selectors.fleet import SORT_KEYS, fleet_page
+from dashboard.selectors.holds import buyer_shown
 from dashboard.selectors.node import NodeDetail, node_detail
 from dashboard.selectors.uptime import uptime_percent
 from dashboard.services.holds import HoldConflict, hold_words
 from dashboard.services.jobs import job_request
 from dashboard.services.pools import PoolsError, pools_report
-from dashboard.services.precheck import precheck_answer, precheck_run
+from dashboard.services.precheck import PrecheckReport, precheck_prepare, precheck_write
 
 router = Router(tags=["fleet"])
 
@@ -138,8 +139,8 @@ def node(
         raise Http404(f"node {node_id} is not registered") from None
     n = detail.node
     now = timezone.now()
-    # Who holds a slice is the buyer's business: a token whose user may act (admins) sees it.
-    buyer_shown = request.auth.user.has_perm("dashboard.deploy_slice")
+    # Who holds a slice is the buyer's business (selectors.holds.buyer_shown: GET /holds's rule too).
+    shown = buyer_shown(request.auth.user)
     return {
         "node_id": n.grid_id,
         "farm_id": n.farm_id,
@@ -153,7 +154,7 @@ def node(
         "pools": _pools_out(detail, now),
         "reading": _reading_out(n, now),
         "catalog": [
-            _catalog_slice(c, buyer_shown=buyer_shown)
+            _catalog_slice(c, buyer_shown=shown)
             for c in detail.catalog
             if min_odds is None or c.odds is None or c.odds >= min_odds
         ],
@@ -192,14 +193,15 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
         raise HoldConflict(
             f"slice {asked} of node {node_id} is off offer: {hold_words(refused, timezone.now())}", field="slice_index"
         )
+    max_age = timedelta(seconds=body.max_age_seconds) if body is not None and body.max_age_seconds is not None else None
+    try:
+        # Every call out (the Grid Proxy, the node over RMB) before the transaction: a silent node or a
+        # slow grid never holds the node's row locked while holds, reports and re-registers wait on it.
+        prepared = precheck_prepare(node=target, max_age=max_age)
+    except GridError as exc:
+        raise GridTrouble(exc) from None
     with api_write("nodes.precheck", request):
-        try:
-            if body is not None and body.max_age_seconds is not None:
-                report = precheck_answer(node=target, max_age=timedelta(seconds=body.max_age_seconds))
-            else:
-                report = precheck_run(node=target)
-        except GridError as exc:
-            raise GridTrouble(exc) from None
+        report = prepared if isinstance(prepared, PrecheckReport) else precheck_write(node=target, read=prepared)
         answer = report.as_dict()
         answer["slice"] = (
             next((v for v in answer["verdicts"] if v["slice"] == asked), None) if asked is not None else None
@@ -257,6 +259,8 @@ def _pools_out(detail: NodeDetail, now: datetime) -> dict:
         "age_seconds": _age(now, n.pools_reported_at) if detail.pools_known else None,
         "sizes": list(n.pools) if n.pools else None,
         "zos_version": n.zos_version or None,
+        "refused": n.pools_refused or None,
+        "refused_at": n.pools_refused_at if n.pools_refused else None,
     }
 
 
@@ -332,10 +336,12 @@ def _catalog_slice(c, *, buyer_shown: bool) -> dict:
 @router.post(
     "/nodes/{node_id}/reregister",
     auth=ACT,
-    response={200: JobStartedOut, 202: JobStartedOut, **ERRORS},
+    response={200: JobStartedOut, 202: JobStartedOut, 503: ErrorOut, **ERRORS},
     summary="Start a re-register job (202), or get the node's active job (200)",
 )
 def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None = None):
+    """202 with the new job, queued for a worker; 200 with the node's active job; 503 when the broker could
+    not be told (the job is recorded as failed, with why: never "queued" for a job already failed)."""
     target = _node_or_404(node_id)
     with api_write("nodes.reregister", request):
         requested = job_request(
@@ -346,8 +352,10 @@ def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None
             source=Job.Source.API,
             dry_run=bool(body and body.dry_run),
         )
-        answer = JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
-    return Status(202 if requested.created else 200, answer)
+        # The answer is proven inside the transaction (one that cannot be built rolls the request back)
+        # and given from the row as the commit left it.
+        JobStartedOut.model_validate({"created": requested.created, "job": job_out(requested.job)})
+    return job_started(requested)  # read after the commit that sent it to the broker
 
 
 class PoolIn(Schema):
@@ -363,7 +371,9 @@ class PoolsIn(Schema):
     pools: list[PoolIn] = Field(..., min_length=1, max_length=64, description="zos.storage.pools, as it answered")
 
 
-class PoolsOut(Schema):
+class PoolReportOut(Schema):
+    """The pool report PUT /nodes/{id}/pools kept (NodeDetailOut's `pools`, PoolsOut, is the node's pools now)."""
+
     node_id: int
     pools: list[dict] = Field(description="the report as kept: name, type, size, used")
     pools_sru: list[int] = Field(description="the node's SSD pool sizes now, the carve's and the precheck's")
@@ -376,7 +386,7 @@ class PoolsOut(Schema):
 @router.put(
     "/nodes/{node_id}/pools",
     auth=REPORT,
-    response={200: PoolsOut, **ERRORS},
+    response={200: PoolReportOut, **ERRORS},
     summary="Report the node's storage pools, as ZOS answers zos.storage.pools over RMB",
 )
 def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):
@@ -399,7 +409,7 @@ def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):
         except PoolsError as exc:
             raise BadInput(str(exc), field="pools") from None
         target.refresh_from_db()
-        answer = PoolsOut.model_validate(
+        answer = PoolReportOut.model_validate(
             {
                 "node_id": target.grid_id,
                 "pools": report.pools,

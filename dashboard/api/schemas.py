@@ -190,7 +190,8 @@ class CatalogSliceOut(Schema):
     )
     held_until: datetime | None = Field(None, description="held slices: when the hold ends")
     held_for: str | None = Field(
-        None, description="held slices: the buyer's marketplace id (to a token whose user may deploy; null otherwise)"
+        None,
+        description="held slices: the buyer's marketplace id (to a token whose user may deploy; null otherwise)",
     )
     generation: int
     fits_now: bool | None = Field(
@@ -249,7 +250,10 @@ class WaveOut(Schema):
     nodes: int
     done: int
     failed: int
-    state: str = Field(description="pending, running or done")
+    state: str = Field(
+        description="pending, running or done; once the run ended before it: stopped (the wave in hand when it "
+        "was stopped or its job failed) or not reached"
+    )
 
 
 class WavesOut(Schema):
@@ -297,6 +301,12 @@ class PoolsOut(Schema):
     age_seconds: float | None
     sizes: list[int] | None = Field(description="SSD pool sizes in bytes, in ZOS's order")
     zos_version: str | None = Field(description="the node's ZOS build as it said it over RMB (zos.system.version)")
+    refused: str | None = Field(
+        None,
+        description="the node's own last pools answer that was not taken, and why (malformed, refused, not its SSD "
+        "total, refused by the registration's checks): its carve stays as it was; null when none",
+    )
+    refused_at: datetime | None = Field(None, description="when that answer came")
 
 
 class CarriesOut(Schema):
@@ -466,6 +476,11 @@ class PrecheckOut(Schema):
     words: str
     counters_words: str = Field(
         "", description="with an rmb-peer: the node's own counters (zos.statistics.get) beside the proxy's, in words"
+    )
+    pools_words: str = Field(
+        "",
+        description="the node's own pools answer, asked by this precheck, when it was not taken: why (malformed, "
+        "refused, not its SSD total); its carve stays as it was",
     )
     slice: PrecheckVerdictOut | None = Field(None, description="the asked slice's verdict, when one was asked")
     held_slices: list[HeldSliceOut] = Field(

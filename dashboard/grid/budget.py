@@ -49,6 +49,7 @@ from typing import Protocol
 
 from dashboard.grid import telemetry
 from dashboard.grid.deadline import Deadline
+from dashboard.grid.redis_cut import redis_client, redis_within
 from dashboard.grid.types import GridUnavailable
 
 log = logging.getLogger(__name__)
@@ -142,10 +143,9 @@ class RedisWindow:
     """The window in Redis: one Lua script admits or says how long to wait, atomically."""
 
     def __init__(self, url: str, *, key: str = "slicedash:grid-budget", socket_timeout: float = 2.0) -> None:
-        import redis
-
         self.key = key
-        self._redis = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        # Cut to the admitted request's deadline (grid.redis_cut): a hung store never holds a request past it.
+        self._redis = redis_client(url, socket_timeout=socket_timeout)
         self._script = self._redis.register_script(_ADMIT_LUA)
         self._settle = self._redis.register_script(_SETTLE_LUA)
 
@@ -285,7 +285,8 @@ class RequestBudget:
         allowed = self.allowed(priority)
         waited = 0.0
         while True:
-            wait, window = self._admit(allowed, member=member, hold=hold)
+            with redis_within(deadline):  # a store that hangs costs this request its deadline, never more
+                wait, window = self._admit(allowed, member=member, hold=hold)
             if wait <= 0:
                 break
             if wait >= deadline.remaining():
@@ -350,12 +351,10 @@ class RedisInFlight:
     `lease` takes a place for one call until `seconds` from now unless `release`d first."""
 
     def __init__(self, url: str, *, cap: int, key: str = "slicedash:rmb-in-flight", socket_timeout: float = 2.0):
-        import redis
-
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
             raise ValueError(f"RMB_MAX_IN_FLIGHT must be a whole number of calls, 1 or more (got {cap!r})")
         self.cap, self.key = cap, key
-        self._redis = redis.Redis.from_url(url, socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
+        self._redis = redis_client(url, socket_timeout=socket_timeout)  # cut by the RMB call's deadline
         self._script = self._redis.register_script(_LEASE_LUA)
 
     def lease(self, member: str, *, seconds: float) -> bool:

@@ -80,5 +80,6 @@ KIND = JobKind(
     counts_failures=True,
     when_lost="",
     kept_when_lost=bulk_kept_when_lost,
+    when_failed="dashboard.services.waves_ended:waves_stopped",  # a failed run's waves never read running
     background=True,
 )

@@ -86,6 +86,9 @@ class JobKind:
     # What a dead worker had done, read from what it committed (its progress, its audit events),
     # kept as the failed job's result by the reaper; None: nothing worth keeping.
     kept_when_lost: Callable[[Any], JobResult | None] | None = None
+    # "package.module:function", called as function(job_id=...) inside the transaction that fails a job of
+    # the kind (an error, its worker lost, never queued): what its own rows must say once it failed.
+    when_failed: str = ""
     member: str = ""  # Job.Kind's member name; the value upper-cased by default
     # Background work (many grid reads nobody waits on): it leaves GRID_RATE_RESERVE to interactive requests.
     background: bool = False
@@ -111,9 +114,13 @@ class JobKind:
 
     def runner_function(self) -> Callable[..., object]:
         if not self._runner:
-            module, _, function = self.runner.partition(":")
-            self._runner.append(getattr(importlib.import_module(module), function))
+            self._runner.append(_named(self.runner))
         return self._runner[0]
+
+    def failed(self, *, job_id: int) -> None:
+        """The kind's `when_failed`, if it has one (services.jobs.job_close calls it)."""
+        if self.when_failed:
+            _named(self.when_failed)(job_id=job_id)
 
     # --- the request ---------------------------------------------------------------------------
 
@@ -197,3 +204,9 @@ _DECLARED: dict[str, JobKind] = {}
 
 def farm_kinds() -> list[str]:
     return [kind.words for kind in _DECLARED.values() if kind.farm]
+
+
+def _named(path: str) -> Callable[..., object]:
+    """The function "package.module:function" names, imported on first use (never at import: a cycle)."""
+    module, _, function = path.partition(":")
+    return getattr(importlib.import_module(module), function)

@@ -25,6 +25,17 @@ from django.db.models.functions import Coalesce, Least
 
 from dashboard.models import Hold, Node, Slice
 
+# Who may see every hold's buyer (a marketplace id): the admins, who may deploy a slice themselves.
+BUYERS_SHOWN_TO = "dashboard.deploy_slice"
+
+
+def buyer_shown(user) -> bool:
+    """Who holds a slice is the buyer's business: to the API, a token whose user may deploy (admins, and so
+    every token that may report or hold) sees each hold's buyer; a support token sees that a slice is held,
+    not for whom. GET /nodes/{id} and GET /holds follow this one rule (the node page, for people signed in,
+    shows the buyer to support staff diagnosing a refused deploy)."""
+    return user is not None and user.has_perm(BUYERS_SHOWN_TO)
+
 
 def live_holds(now: datetime) -> QuerySet[Hold]:
     """The holds every reader takes off what is on offer: live at `now`, on a slice still free."""

@@ -371,6 +371,8 @@ def job_close(
             rows = rows.filter(extra)
         if not rows.update(**fields):
             return False
+        if state == Job.State.FAILED:
+            _kind_failed(job)
         audit_record(
             action=f"job.{state}",
             actor=job.requested_by,
@@ -381,6 +383,13 @@ def job_close(
             detail={"error": error},
         )
     return True
+
+
+def _kind_failed(job: Job) -> None:
+    """What the job's kind does when one of its jobs fails (its declaration's `when_failed`)."""
+    declared = kind_of(job.kind)
+    if declared is not None:
+        declared.failed(job_id=job.pk)
 
 
 def heartbeat_cutoff(now: datetime) -> datetime:

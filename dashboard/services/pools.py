@@ -18,6 +18,7 @@ becomes stale (catalog_rules) and a re-register gives the larger disks back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -26,7 +27,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid.rmb import Target, get_rmb
-from dashboard.grid.types import MAX_POOLS, GridError, PoolMetrics, PoolsNotAvailable
+from dashboard.grid.types import MAX_POOLS, GridError, MalformedPayload, PoolMetrics, RmbRefused
 from dashboard.models import Node, PoolReport, Slice
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_compute, figures_refresh
@@ -147,7 +148,11 @@ def pools_report(
         if first_hand and latest is not None and latest.pools == [p.as_dict() for p in parsed]:
             # The node says what it said last time: one row per change, the age moves on.
             Node.objects.filter(pk=locked.pk).update(
-                pools_reported_at=at, pools_source=source, zos_cache_sru=cache_sru, zos_cache_pool=cache_pool
+                pools_reported_at=at,
+                pools_source=source,
+                zos_cache_sru=cache_sru,
+                zos_cache_pool=cache_pool,
+                **_refusal_cleared(first_hand),
             )
             if (cache_sru, cache_pool) != (locked.zos_cache_sru, locked.zos_cache_pool) and figures:
                 figures_refresh([locked.pk], locked=True)
@@ -169,6 +174,7 @@ def pools_report(
             pools_source=source,
             zos_cache_sru=cache_sru,
             zos_cache_pool=cache_pool,
+            **_refusal_cleared(first_hand),
         )
         if changed and not first_hand:
             audit_record(
@@ -184,30 +190,69 @@ def pools_report(
     return report
 
 
-def pools_read_from_node(*, node: Node, grid) -> PoolReport | None:
+@dataclass(frozen=True)
+class PoolsAnswer:
+    """The node's own answer to `zos.storage.pools`, before anything is kept: its pools, or why they
+    are not taken (`refused`: an answer came, malformed or an `err`)."""
+
+    source: str
+    origin: str
+    pools: tuple[PoolMetrics, ...] = ()
+    refused: str = ""
+
+
+def pools_ask_node(*, node: Node, grid) -> PoolsAnswer | None:
     """Ask the node itself (`zos.storage.pools`): over RMB when an rmb-peer is configured (source rmb),
-    else where the backend can (the simulated grid answers as a ZOS node; the Grid Proxy cannot: None,
-    nothing written). A node silent or away, or a refused answer: None, and the carve stays prudent."""
+    else where the backend can (the simulated grid answers as a ZOS node; the Grid Proxy cannot: None).
+    Nothing is written: call it before any transaction (a silent node costs the RMB deadline), then
+    `pools_keep`. None too for a node silent or away, or pools still fresh: nothing to keep or say."""
     rmb = get_rmb()
     source, origin = PoolReport.Source.ZOS, getattr(grid, "name", "")
     try:
         if rmb is not None:
+            source, origin = PoolReport.Source.RMB, "rmb-peer"
             # A call costs up to RMB_DEADLINE on a silent node: only for pools unknown or too old.
             fresh = node.pools_reported_at and node.pools_reported_at > timezone.now() - timedelta(
                 hours=settings.POOLS_MAX_AGE
             )
             if not node.twin_id or (node.pools_sru and fresh):
                 return None
-            answer = rmb.storage_pools(Target(node_id=node.grid_id, twin_id=node.twin_id, total_sru=node.total_sru))
-            source, origin = PoolReport.Source.RMB, "rmb-peer"
-        else:
-            answer = grid.storage_pools(node.grid_id)
-    except (PoolsNotAvailable, GridError, AttributeError):
+            target = Target(node_id=node.grid_id, twin_id=node.twin_id, total_sru=node.total_sru)
+            return PoolsAnswer(source=source, origin=origin, pools=rmb.storage_pools(target))
+        return PoolsAnswer(source=source, origin=origin, pools=tuple(grid.storage_pools(node.grid_id)))
+    except (MalformedPayload, RmbRefused) as exc:
+        return PoolsAnswer(source=source, origin=origin, refused=str(exc))
+    except (GridError, AttributeError):  # silent, away, or a backend that cannot ask (PoolsNotAvailable)
+        return None
+
+
+def pools_keep(*, node: Node, answer: PoolsAnswer) -> PoolReport | None:
+    """Keep the node's answer as its pool report; one not taken (malformed, refused, or not adding up to
+    its SSD total) is said on the node (`pools_refused`) and its carve stays as it was. None then."""
+    if answer.refused:
+        pools_refused_note(node=node, why=answer.refused)
         return None
     try:
-        return pools_report(node=node, pools=answer, source=source, origin=origin)
-    except PoolsError:
-        return None  # the node and its proxy reading disagree: kept as it was, the carve stays prudent
+        return pools_report(node=node, pools=answer.pools, source=answer.source, origin=answer.origin)
+    except PoolsError as exc:
+        pools_refused_note(node=node, why=f"its answer over {answer.origin or answer.source} was not taken: {exc}")
+        return None
+
+
+def _refusal_cleared(first_hand: bool) -> dict:
+    """A first-hand report taken answers the node's earlier refusal: it is no longer what the node says."""
+    return {"pools_refused": "", "pools_refused_at": None} if first_hand else {}
+
+
+def pools_read_from_node(*, node: Node, grid) -> PoolReport | None:
+    """`pools_ask_node` then `pools_keep`, for a caller that holds no transaction (a re-register's read)."""
+    answer = pools_ask_node(node=node, grid=grid)
+    return pools_keep(node=node, answer=answer) if answer is not None else None
+
+
+def pools_refused_note(*, node: Node, why: str, at: datetime | None = None) -> None:
+    """Say on the node why its own pools answer was not taken (the node page and the API show it)."""
+    Node.objects.filter(pk=node.pk).update(pools_refused=why[:300], pools_refused_at=at or timezone.now())
 
 
 def pools_words(sizes) -> str:

@@ -15,12 +15,27 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, Target, get_rmb
-from dashboard.grid.types import GridError, NodeCapacity, NodeStatistics, PoolMetrics, ZosVersion
+from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, RmbPeerFailed, Target, get_rmb
+from dashboard.grid.types import (
+    GridError,
+    MalformedPayload,
+    NodeCapacity,
+    NodeStatistics,
+    PoolMetrics,
+    RmbRefused,
+    ZosVersion,
+)
 from dashboard.models import Node, PoolReport
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new, zos_build_key
-from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, PoolsError, pools_cache, pools_report, pools_words
+from dashboard.services.pools import (
+    POOLS_TOLERANCE_PERMILLE,
+    PoolsError,
+    pools_cache,
+    pools_refused_note,
+    pools_report,
+    pools_words,
+)
 from dashboard.services.zos_cache import OVER_RMB, statistics_heard_many
 
 PRUDENT = "its catalog is carved for every plausible layout of its SSD total until its pools are known"
@@ -36,6 +51,16 @@ class Heard:
     # its pools and version answer as ever (services.zos_cache).
     statistics: dict[int, NodeStatistics | GridError] = field(default_factory=dict)
     why_not: dict[int, str] = field(default_factory=dict)
+    # Of why_not, the nodes that did answer, and whose answer was not taken (the node page says why).
+    refused: set[int] = field(default_factory=set)
+    # The peer's Redis failed during the round: why, in words ("" when it did not); nothing more was asked.
+    peer_failed: str = ""
+
+    def refuse(self, node_id: int, why: str) -> None:
+        """The node answered, and its answer is not taken: why, and its pools are not kept."""
+        self.pools.pop(node_id, None)
+        self.why_not[node_id] = why
+        self.refused.add(node_id)
 
     def words(self, node_id: int) -> str:
         if node_id in self.pools:
@@ -68,19 +93,9 @@ def pools_hear(
             heard.why_not[live.node_id] = f"node {live.node_id} has no twin id on the grid, so RMB cannot reach it"
             continue
         targets.append(Target(node_id=live.node_id, twin_id=live.twin_id, total_sru=live.total.sru))
+    totals = {t.node_id: t.total_sru for t in targets}
     for node_id, answer in rmb.ask_many(POOLS, targets).items():
-        total = next(t.total_sru for t in targets if t.node_id == node_id)
-        if isinstance(answer, GridError):
-            heard.why_not[node_id] = str(answer)
-            continue
-        ssd = sum(p.size for p in answer if p.type == "ssd")
-        if abs(ssd - total) * 1000 > POOLS_TOLERANCE_PERMILLE * max(total, 1):
-            heard.why_not[node_id] = (
-                f"node {node_id} answered SSD pools adding up to {pools_words([ssd])}, not the grid's SSD total "
-                f"of {pools_words([total])}: not taken"
-            )
-            continue
-        heard.pools[node_id] = answer
+        _heard_one(heard, node_id, answer, total=totals[node_id])
     if version and heard.pools:
         _ask_answered(rmb, heard, [t for t in targets if t.node_id in heard.pools], statistics=statistics)
     return heard
@@ -93,6 +108,29 @@ def _ask_answered(rmb: RmbClient, heard: Heard, answered: list[Target], *, stati
             heard.versions[node_id] = answer
     if statistics:
         heard.statistics = rmb.ask_many(STATISTICS, answered)
+
+
+def _heard_one(heard: Heard, node_id: int, answer, *, total: int) -> None:
+    """One node's pools answer, kept in `heard` (taken, refused, or why there is none)."""
+    if isinstance(answer, RmbPeerFailed):
+        heard.why_not[node_id] = str(answer)
+        heard.peer_failed = heard.peer_failed or str(answer)
+        return
+    if isinstance(answer, MalformedPayload | RmbRefused):
+        heard.refuse(node_id, str(answer))
+        return
+    if isinstance(answer, GridError):  # silent, or the budget had no room: nothing was said
+        heard.why_not[node_id] = str(answer)
+        return
+    ssd = sum(p.size for p in answer if p.type == "ssd")
+    if abs(ssd - total) * 1000 > POOLS_TOLERANCE_PERMILLE * max(total, 1):
+        heard.refuse(
+            node_id,
+            f"node {node_id} answered SSD pools adding up to {pools_words([ssd])}, not the grid's SSD total "
+            f"of {pools_words([total])}: not taken",
+        )
+        return
+    heard.pools[node_id] = answer
 
 
 def lives_with_pools(lives: Sequence[NodeCapacity], heard: Heard) -> list[NodeCapacity]:
@@ -120,15 +158,17 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
                 regrouped.append(node.pk)
             Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at)
         pools = heard.pools.get(node.grid_id)
-        if pools is None:
-            continue
-        try:
-            pools_report(node=node, pools=pools, source=PoolReport.Source.RMB, origin="rmb-peer", at=at, figures=False)
-        except PoolsError as exc:
-            heard.why_not[node.grid_id] = str(exc)
-            heard.pools.pop(node.grid_id)
-            continue
-        kept.append(node.pk)
+        if pools is not None:
+            try:
+                pools_report(
+                    node=node, pools=pools, source=PoolReport.Source.RMB, origin="rmb-peer", at=at, figures=False
+                )
+            except PoolsError as exc:
+                heard.refuse(node.grid_id, f"node {node.grid_id}'s pools answer was not taken: {exc}")
+            else:
+                kept.append(node.pk)
+        if node.grid_id in heard.refused:
+            pools_refused_note(node=node, why=heard.why_not[node.grid_id], at=at)
     if heard.statistics:
         # A node that lost its zos-cache refuses everything: closed until it answers again.
         registered = {node.grid_id for node in nodes}

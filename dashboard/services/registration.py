@@ -9,6 +9,7 @@ whichever door it came in by.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -283,6 +284,8 @@ def node_register_from_grid(
     total and live used capacity as its first reading. The SSD pools: those `live` carries, or,
     given the `grid`, the node's own answer where it can be asked (the simulated grid; never the
     Grid Proxy), kept as a pool report; without them the catalog is carved for unknown pools.
+    Pools the registration's checks refuse (a total a little off, a first pool too small for the
+    cache) are not taken: the node is registered and carved as for unknown pools, and says why.
     """
     # With an rmb-peer (RMB_REDIS_URL) the node is asked itself, first-hand; else the backend where it
     # can answer in process (the simulated grid). `pools_heard_words` on the node says what came of it.
@@ -298,7 +301,40 @@ def node_register_from_grid(
             live = live_with_pools(live, answer)
         else:
             answer = None
-    node = node_register(
+    facts = dict(
+        policy_name=policy_name,
+        by=by,
+        source=source,
+        origin=origin,
+        seen_at=read_at or timezone.now(),
+        refuse_no_node=refuse_no_node,
+    )
+    try:
+        node = _node_register_live(live, **facts)
+    except (CatalogError, capacity.CapacityError) as exc:
+        if not live.pools_sru or isinstance(exc, NodeAlreadyRegistered):
+            raise
+        # What the node said of its pools is what the checks refused: carved as for unknown pools instead.
+        heard.refuse(live.node_id, f"node {live.node_id}'s pools answer was not taken: {exc}")
+        answer = None
+        node = _node_register_live(replace(live, pools_sru=None, zos_cache_sru=None), **facts)
+    if answer:
+        pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
+        node.refresh_from_db()
+    if grid is not None and not heard.why_not and node.grid_id not in heard.versions:
+        version = version_of_node(grid, node.grid_id)
+        if version is not None:
+            heard.versions[node.grid_id] = version
+    if heard.pools or heard.versions or heard.refused:
+        pools_heard_store([node], heard)
+        node.refresh_from_db()
+    node.pools_heard_words = heard.words(node.grid_id)
+    return node
+
+
+def _node_register_live(live: NodeCapacity, **facts) -> Node:
+    """node_register with every fact the reading states; `facts`: who, from where, the policy, when."""
+    return node_register(
         node_id=live.node_id,
         total=live.total,
         farm_id=live.farm_id,
@@ -308,34 +344,17 @@ def node_register_from_grid(
         dedicated=live.dedicated,
         pools=list(live.pools_sru) if live.pools_sru else None,
         cache=live.zos_cache_sru if live.pools_sru else None,
-        policy_name=policy_name,
-        by=by,
-        source=source,
         used=live.used,
-        seen_at=read_at or timezone.now(),
         reported_at=reported_at_of(live),
-        origin=origin,
         country=live.country,
         city=live.city,
         healthy=live.healthy,
         power_state=live.power_state,
         power_target=live.power_target,
         uptime=live.uptime,
-        refuse_no_node=refuse_no_node,
         rent=rent_of(live),
+        **facts,
     )
-    if answer:
-        pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
-        node.refresh_from_db()
-    if grid is not None and not heard.why_not and node.grid_id not in heard.versions:
-        version = version_of_node(grid, node.grid_id)
-        if version is not None:
-            heard.versions[node.grid_id] = version
-    if heard.pools or heard.versions:
-        pools_heard_store([node], heard)
-        node.refresh_from_db()
-    node.pools_heard_words = heard.words(node.grid_id)
-    return node
 
 
 def version_of_node(grid, node_id: int):

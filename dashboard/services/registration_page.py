@@ -8,6 +8,7 @@ INSERT from arrays on PostgreSQL), then their figures, then their audit events.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
 
@@ -34,6 +35,7 @@ class _Planned(NamedTuple):
     live: NodeCapacity
     policy: capacity.Policy
     carve: capacity.Carve
+    pools_refused: str = ""  # the pools it said, refused by the checks: carved as for unknown pools, and why
 
 
 def nodes_register_from_grid(
@@ -58,7 +60,7 @@ def nodes_register_from_grid(
     if not planned:
         return [], refused
     nodes = Node.objects.bulk_create([_page_node_row(entry, read_at=read_at) for entry in planned])
-    _slices_insert([(node.pk, carve) for node, (_live, _policy, carve) in zip(nodes, planned, strict=True)])
+    _slices_insert([(node.pk, entry.carve) for node, entry in zip(nodes, planned, strict=True)])
     memory_lessons_for_new([node.pk for node in nodes])
     figures_refresh([node.pk for node in nodes], locked=True)
     _page_audit(nodes, planned, by=by, source=source, origin=origin)
@@ -74,31 +76,45 @@ def _page_planned(
     planned: list[_Planned] = []
     refused: list[tuple[int, str]] = []
     for live in lives:
-        pools = list(live.pools_sru) if live.pools_sru else None
         try:
-            check_registration(
-                node_id=live.node_id,
-                total=live.total,
-                farm_id=live.farm_id,
-                twin_id=live.twin_id,
-                status=live.status,
-                pools=pools,
-            )
-            policy = named or book.for_farm(live.farm_id)
-            check_first_pool(node_id=live.node_id, pools=pools, policy=policy)
-            carve = capacity.carve_memoised(
-                live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru, light=bool(live.light)
-            )
+            planned.append(_node_planned(live, named=named, book=book))
         except (CatalogError, capacity.CapacityError) as exc:
-            refused.append((live.node_id, f"not registered: {exc}"))
-            continue
-        planned.append(_Planned(live, policy, carve))
+            if not live.pools_sru:
+                refused.append((live.node_id, f"not registered: {exc}"))
+                continue
+            # What the node said of its pools is what the checks refused: carved as for unknown pools instead.
+            why = f"node {live.node_id}'s pools answer was not taken: {exc}"
+            try:
+                prudent = _node_planned(replace(live, pools_sru=None, zos_cache_sru=None), named=named, book=book)
+            except (CatalogError, capacity.CapacityError) as again:
+                refused.append((live.node_id, f"not registered: {again}"))
+                continue
+            planned.append(prudent._replace(pools_refused=why))
     return planned, refused
+
+
+def _node_planned(live: NodeCapacity, *, named: capacity.Policy | None, book) -> _Planned:
+    """The node's checks, policy and carve (CatalogError or CapacityError when it cannot be registered so)."""
+    pools = list(live.pools_sru) if live.pools_sru else None
+    check_registration(
+        node_id=live.node_id,
+        total=live.total,
+        farm_id=live.farm_id,
+        twin_id=live.twin_id,
+        status=live.status,
+        pools=pools,
+    )
+    policy = named or book.for_farm(live.farm_id)
+    check_first_pool(node_id=live.node_id, pools=pools, policy=policy)
+    carve = capacity.carve_memoised(
+        live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru, light=bool(live.light)
+    )
+    return _Planned(live, policy, carve)
 
 
 def _page_node_row(entry: _Planned, *, read_at: datetime) -> Node:
     live = entry.live
-    return node_row(
+    row = node_row(
         node_id=live.node_id,
         total=live.total,
         farm_id=live.farm_id,
@@ -120,6 +136,9 @@ def _page_node_row(entry: _Planned, *, read_at: datetime) -> Node:
         carve=entry.carve,
         rent=rent_of(live),
     )
+    if entry.pools_refused:
+        row.pools_refused, row.pools_refused_at = entry.pools_refused[:300], read_at
+    return row
 
 
 def _page_audit(nodes: list[Node], planned: list[_Planned], *, by, source: str, origin: str) -> None:
@@ -140,7 +159,7 @@ def _page_audit(nodes: list[Node], planned: list[_Planned], *, by, source: str, 
                     "carve": carve.as_dict(),
                 },
             )
-            for node, (live, policy, carve) in zip(nodes, planned, strict=True)
+            for node, (live, policy, carve, _refused) in zip(nodes, planned, strict=True)
         ]
     )
 

@@ -34,7 +34,7 @@ from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, pages_ahead
 from dashboard.grid.rmb import STATISTICS, Target, get_rmb
 from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, QueryRefused
-from dashboard.job_results import WatchResult
+from dashboard.job_results import LISTED, WatchResult
 from dashboard.models import Job, Node, NodeEvent
 from dashboard.rules.node_events import TOTAL_CHANGED
 from dashboard.selectors.farm_ips import farms_selling_ipv4
@@ -159,9 +159,15 @@ def _pools_ask(result: WatchResult, at: datetime, *, since: datetime) -> None:
     )
     if not nodes:
         return
-    with background():
+    # The round's own deadline: a peer whose Redis fails ends it within one call's deadline (the round
+    # stops asking); a slow one within GRID_STEP_DEADLINE, whatever POOLS_PER_WATCH asks.
+    with background(), grid_step_deadline(settings.GRID_STEP_DEADLINE):
         heard = pools_hear_nodes(nodes)
     result.pools_asked, result.pools_heard = len(nodes), len(heard.pools)
+    if heard.peer_failed:
+        result.notes.append(f"pools: the round stopped asking: {heard.peer_failed}")
+    for node_id in sorted(heard.refused)[: max(LISTED - len(result.notes), 0)]:
+        result.notes.append(heard.why_not[node_id])
 
 
 def _cache_recheck(grid: Grid, result: WatchResult) -> None:

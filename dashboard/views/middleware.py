@@ -132,10 +132,15 @@ _API_WORDS = {
 }
 # Headers of the answer that say what to do next: kept on the JSON one.
 _API_KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")
+# The longest query string the API reads. gunicorn.conf.py sets gunicorn's request line (method, path,
+# query, protocol) to 8,190 bytes, its most, so an over-long query is this documented JSON 414, never
+# gunicorn's plain-text one, whichever server runs the API (the OpenAPI lists 414 on every operation).
+API_QUERY_MAX = 8000
 
 
 class ApiErrorShape:
-    """Every error under /api/ is {"detail", "field"} JSON, whoever made it.
+    """Every error under /api/ is {"detail", "field"} JSON, whoever made it; a query string longer than
+    API_QUERY_MAX is refused here (414) before any view reads it.
 
     The API's own views already answer so (api/main.py); this is for the answers Django makes
     around them: an unknown path (404), a method a path does not take (405), a request Django
@@ -146,6 +151,16 @@ class ApiErrorShape:
         self.get_response = get_response
 
     def __call__(self, request):
+        query = request.META.get("QUERY_STRING", "")
+        if request.path.startswith(API_PREFIX) and len(query) > API_QUERY_MAX:
+            return JsonResponse(
+                {
+                    "detail": f"the query string is {len(query):,} bytes, more than the {API_QUERY_MAX:,} this API "
+                    "reads; send long lists (exclude_nodes, exclude_farms) in pieces",
+                    "field": None,
+                },
+                status=414,
+            )
         response = self.get_response(request)
         if (
             not request.path.startswith(API_PREFIX)

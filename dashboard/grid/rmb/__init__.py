@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from dashboard.grid.rmb.client import POOLS, STATISTICS, VERSION, RmbClient, Target
+from dashboard.grid.rmb.client import POOLS, STATISTICS, VERSION, RmbClient, RmbPeerFailed, Target
 
 _clients: dict[tuple, RmbClient] = {}
 _lock = threading.Lock()
@@ -50,4 +50,4 @@ def get_rmb() -> RmbClient | None:
     )
 
 
-__all__ = ["POOLS", "STATISTICS", "VERSION", "RmbClient", "Target", "get_rmb", "rmb_for"]
+__all__ = ["POOLS", "STATISTICS", "VERSION", "RmbClient", "RmbPeerFailed", "Target", "get_rmb", "rmb_for"]

@@ -45,6 +45,23 @@ class Envelope:
     body: Any  # the decoded JSON of `dat` (None when `err` is set)
     err_code: int | None = None
     err_message: str = ""
+    # Why `dat` could not be read ("" when it was): the envelope names its call, so the call is told.
+    problem: str = ""
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def json_read(raw: bytes | str, *, what: str) -> Any:
+    """Strict JSON as rmb-peer (serde_json) writes it: no NaN or Infinity, and no nesting deeper than
+    Python's stack (a RecursionError, from a few KiB of brackets, must not escape the door)."""
+    try:
+        return json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:
+        raise MalformedPayload(f"{what} with JSON nested deeper than rmb-peer ever sends") from None
+    except ValueError as exc:  # UnicodeDecodeError is one: bytes that are not UTF-8
+        raise MalformedPayload(f"{what} that is not JSON ({text_printable(exc, 80)})") from None
 
 
 def parse_envelope(raw: bytes | str) -> Envelope:
@@ -53,10 +70,7 @@ def parse_envelope(raw: bytes | str) -> Envelope:
         raise MalformedPayload(
             f"an answer of {len(raw)} bytes, more than the {MAX_ANSWER_BYTES // 1024} KiB one may be"
         )
-    try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise MalformedPayload(f"an answer that is not JSON ({text_printable(exc, 80)})") from None
+    payload = json_read(raw, what="an answer")
     if not isinstance(payload, dict):
         raise MalformedPayload(f"an answer that is {describe(payload)}, not a JSON object")
     ref = payload.get("ref")
@@ -65,7 +79,8 @@ def parse_envelope(raw: bytes | str) -> Envelope:
     src = payload.get("src")
     if isinstance(src, int) and not isinstance(src, bool):
         src = str(src)
-    if not isinstance(src, str) or not src.isdigit() or len(src) > 10:
+    # ASCII digits only: "²".isdigit() is true, and int("²") fails.
+    if not isinstance(src, str) or not src.isascii() or not src.isdigit() or len(src) > 10:
         raise MalformedPayload(f"an answer whose src is {describe(src)}, not a twin id")
     err = payload.get("err")
     if err is not None:
@@ -79,14 +94,22 @@ def parse_envelope(raw: bytes | str) -> Envelope:
             err_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
             err_message=text_printable(message if isinstance(message, str) else describe(message), 200),
         )
-    dat = payload.get("dat")
+    try:
+        body = _body(payload.get("dat"))
+    except MalformedPayload as exc:
+        return Envelope(ref=ref, src=int(src), body=None, problem=str(exc))
+    return Envelope(ref=ref, src=int(src), body=body)
+
+
+def _body(dat: Any) -> Any:
+    """The JSON `dat` holds in base64 (None when empty); MalformedPayload saying why not."""
     if not isinstance(dat, str):
         raise MalformedPayload(f"an answer whose dat is {describe(dat)}, not base64 text")
     try:
-        body = json.loads(base64.b64decode(dat, validate=True)) if dat else None
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+        decoded = base64.b64decode(dat, validate=True)
+    except (binascii.Error, ValueError):
         raise MalformedPayload("an answer whose dat is not base64 of JSON") from None
-    return Envelope(ref=ref, src=int(src), body=body)
+    return json_read(decoded, what="an answer whose dat decodes to something") if dat else None
 
 
 def refusal(envelope: Envelope, *, node_id: int, cmd: str) -> RmbRefused:

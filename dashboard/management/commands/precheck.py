@@ -139,4 +139,6 @@ def report_text(report: PrecheckReport) -> str:
     lines.append(report.words)
     if report.counters_words:
         lines.append(report.counters_words)
+    if report.pools_words:
+        lines.append(f"  pools answer not taken: {report.pools_words}")
     return "\n".join(lines)

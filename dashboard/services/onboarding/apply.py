@@ -78,12 +78,26 @@ def page_apply(
             _preview_new(new, request=request, result=result)
         elif new:
             _register_page(new, request=request, result=result, by=by, source=source, origin=origin, now=now)
+            _pools_refused_heard(new, heard)
         reread = [n for n in nodes if n.node_id in known]
         if reread:
             _refresh(reread, known, result=result, now=now, write=not request.dry_run)
-    if heard.pools or heard.versions:
-        pools_heard_store(list(Node.objects.filter(grid_id__in=[*heard.pools, *heard.versions])), heard, at=now)
+    if heard.pools or heard.versions or heard.refused:
+        asked = [*heard.pools, *heard.versions, *heard.refused]
+        pools_heard_store(list(Node.objects.filter(grid_id__in=asked)), heard, at=now)
     result.pools_heard += len(heard.pools)
+    # Each node whose own pools answer was not taken (carved as for unknown pools): why, in the result too.
+    for node_id in sorted(heard.refused):
+        if len(result.notes) < LISTED:
+            result.notes.append(heard.why_not[node_id])
+
+
+def _pools_refused_heard(new: Sequence[NodeCapacity], heard: Heard) -> None:
+    """New nodes whose pools answer the registration's checks refused (carved as for unknown pools):
+    their answer is not kept after the page."""
+    refused = Node.objects.filter(grid_id__in=[n.node_id for n in new if n.pools_sru]).exclude(pools_refused="")
+    for grid_id, why in refused.values_list("grid_id", "pools_refused"):
+        heard.refuse(grid_id, why)
 
 
 def _register_page(new: Sequence[NodeCapacity], *, request, result: OnboardResult, by, source, origin, now) -> None:

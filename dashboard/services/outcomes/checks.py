@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 
 from dashboard.grid.text import text_problem
-from dashboard.models import INTEGER_MAX, Deployment
+from dashboard.models import INTEGER_MAX, Deployment, Node
+from dashboard.rules.closure import closure_of
 from dashboard.rules.outcomes import Report, moment_problem
 
 OUTCOMES = tuple(Report)
@@ -79,3 +80,25 @@ def outcome_checked(
             field="at",
         )
     return marketplace_id, at.astimezone(UTC)
+
+
+# The closures under which tfchain takes no node contract from the marketplace's twin (_create_node_contract:
+# NodeNotAvailableToDeploy): rented by another twin, or kept for a renter the marketplace is not.
+CHAIN_REFUSES_OUR_CONTRACT = ("rented", "needs-rent")
+
+
+def outcome_node(*, node_id: int, outcome: str) -> Node:
+    """The reported node; OutcomeError when it is not registered, and OutcomeConflict for a `deployed`
+    report on a node the chain takes no contract on from the marketplace's twin (as a hold there is
+    refused, services.holds): no VM of the marketplace can run there. A `failed` report is taken."""
+    node = Node.objects.filter(grid_id=node_id).first()
+    if node is None:
+        raise OutcomeError(f"node {node_id} is not registered with the dashboard", field="node_id")
+    closed = closure_of(node) if outcome == Report.DEPLOYED else None
+    if closed is not None and closed.key in CHAIN_REFUSES_OUR_CONTRACT:
+        raise OutcomeConflict(
+            f"node {node_id} {closed.what}: the chain takes no node contract on it from the marketplace's twin, "
+            "so no VM of the marketplace runs there; check the report's node id",
+            field="node_id",
+        )
+    return node

@@ -24,7 +24,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.holds import hold_turned_deployed, hold_words
 from dashboard.services.memory_model import accepted_seen, memory_model_accepted
 from dashboard.services.observations import deployment_refusal, observations_learn
-from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
+from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked, outcome_node
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
 from dashboard.services.withholds import quarantine_consider
 from dashboard.services.zos_cache import OUTCOME_REPORTED, zos_cache_refused
@@ -83,9 +83,7 @@ def deployment_outcome_record(
         workload_id=workload_id,
         now=now or timezone.now(),
     )
-    node = Node.objects.filter(grid_id=node_id).first()
-    if node is None:
-        raise OutcomeError(f"node {node_id} is not registered with the dashboard", field="node_id")
+    node = outcome_node(node_id=node_id, outcome=outcome)  # the chain's rule: checks.CHAIN_REFUSES_OUR_CONTRACT
     # A race on the same new marketplace id: the loser's insert hits the unique constraint and
     # its savepoint is rolled back whole; the second pass then finds the winner's record.
     for attempt in range(2):

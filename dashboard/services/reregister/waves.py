@@ -33,6 +33,7 @@ from dashboard.models import CatalogGeneration, Deployment, Job, Node, WaveRun
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.jobs import JobError, JobRequest, job_enqueue, job_progress, job_request
 from dashboard.services.reregister.stale import stale_node_pks
+from dashboard.services.waves_ended import wave_entries_ended
 
 log = logging.getLogger(__name__)
 
@@ -251,9 +252,10 @@ def waves_finished(*, job: Job, stopped: bool) -> str | None:
     wave = wave_run_of(job)
     if wave is None:
         return None
-    WaveRun.objects.filter(pk=wave.pk).update(state=WaveRun.State.STOPPED if stopped else WaveRun.State.DONE)
     if not stopped:
+        WaveRun.objects.filter(pk=wave.pk).update(state=WaveRun.State.DONE)
         return None
+    WaveRun.objects.filter(pk=wave.pk).update(state=WaveRun.State.STOPPED, waves=wave_entries_ended(wave.waves))
     who = wave.stopped_by.get_username() if wave.stopped_by_id else "itself"
     left = sum(w["nodes"] - w["done"] for w in wave.waves)
     return f"stopped by {who} after the batch in hand; {left} node(s) not reached are untouched (still stale)"
