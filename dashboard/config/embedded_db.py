@@ -302,6 +302,8 @@ def _searchable_to_others(*paths: Path) -> None:
     opened = []
     for path in paths:
         for folder in path.parents:
+            if not folder.exists():
+                continue  # made later, with the umask's usual o+x
             mode = folder.stat().st_mode
             if not mode & 0o001:
                 folder.chmod(mode | 0o001)
