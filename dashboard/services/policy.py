@@ -74,8 +74,13 @@ def policy_update(
             setattr(locked, name, new)
         locked.version += 1
         locked.save()
+        same = _catalogs_restamped(locked)
         policy_figures_follow(locked, policy_node_pks(locked), by=by, source=source)
         reverted = f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
+        if same:
+            reverted += (
+                f"; catalogs carved under v{', v'.join(map(str, same))} (the same values) count as v{locked.version}"
+            )
         audit_record(
             action="policy.reverted" if reverted_from is not None else "policy.changed",
             actor=by,
@@ -181,6 +186,24 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
         policy.delete()
         # After the delete, so the nodes read their next policy; for many nodes a job does it.
         policy_figures_follow(gone, node_pks, by=by, source=source, deleted=True)
+
+
+def _catalogs_restamped(policy: Policy) -> list[int]:
+    """A version is its content: catalogs carved under an earlier version with exactly these parameters
+    (a revert, an edit back) are relabelled as carved under this one, so they keep the rounding tolerance
+    a catalog of the policy in force has (rules.catalog.slice_is_current) and a later deploy or release
+    does not stale them. Returns those earlier versions (said in the audit event)."""
+    now = {p: getattr(policy, p) for p in Policy.PARAMETERS}
+    same = sorted(
+        version
+        for version, parameters in PolicyVersion.objects.filter(policy=policy).values_list("version", "parameters")
+        if version != policy.version and {p: parameters.get(p) for p in Policy.PARAMETERS} == now
+    )
+    if same:
+        Node.objects.filter(carved_policy_name=policy.name, carved_policy_version__in=same).update(
+            carved_policy_version=policy.version
+        )
+    return same
 
 
 def policy_version_record(
