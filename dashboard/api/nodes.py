@@ -324,6 +324,7 @@ def _catalog_slice(c, *, buyer_shown: bool) -> dict:
         "generation": c.slice.generation,
         "fits_now": c.placeable,
         "odds": c.odds,
+        "odds_closed_by": c.closed_by.key if c.closed_by else None,
         "last_deployment_state": c.last_deployment_state,
         "last_deployment_cause": c.last_deployment_cause,
     }

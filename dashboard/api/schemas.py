@@ -200,7 +200,12 @@ class CatalogSliceOut(Schema):
         None,
         description="a free slice's probability of deploying at the first try now (the memory lesson's "
         "uncertainty, the free slices before it deployed first); at or above SLICE_MIN_ODDS it counts in "
-        "deployable and placeable_now; null when not free",
+        "deployable and placeable_now; 0 on a closed node (odds_closed_by); null when not free",
+    )
+    odds_closed_by: str | None = Field(
+        None,
+        description="a free slice of a closed node: the closure's key (figures.closure: rented, withheld, down, ...) "
+        "that makes its odds 0; null when the node is open or the slice is not free",
     )
     last_deployment_state: str | None
     last_deployment_cause: str | None

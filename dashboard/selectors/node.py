@@ -80,6 +80,8 @@ class CatalogSlice:
     hold: Hold | None = None  # the live hold keeping this free slice for one buyer
     # A free slice's odds of deploying at the first try now (capacity.odds); None when not free.
     odds: float | None = None
+    # The node's closure, for a free slice of a closed node: nothing deploys there now, so its odds are 0.
+    closed_by: capacity.Closure | None = None
 
     # One rule for every door that shows a slice (API catalog, node page): a free slice under a live hold
     # reads "held", until its hold ends; it is not on offer, so neither does it "fit now" (issue 34, finding 4).
@@ -356,7 +358,12 @@ def _catalog(
     """Each slice with its charge, last deployment, whether it fits now, its hold and its odds."""
     fits_by_index = {v.index: v.fits for v in verdicts} if verdicts is not None else {}
     hold_of = {h.slice_index: h for h in holds}
-    odds_of = free_slices_odds(node, free=free, occupied=occupied)
+    # The odds are the chance it deploys now: on a closed node (rented by another twin, withheld, down, ...)
+    # none does, whatever the memory model says (issue 45, defect 3).
+    closed = closure_of(node)
+    odds_of = (
+        {s.index: 0.0 for s in free} if closed is not None else free_slices_odds(node, free=free, occupied=occupied)
+    )
     return tuple(
         CatalogSlice(
             slice=s,
@@ -366,6 +373,7 @@ def _catalog(
             fits_now=fits_by_index.get(s.index) if s.state == Slice.State.FREE and verdicts is not None else None,
             hold=hold_of.get(s.index),
             odds=odds_of.get(s.index),
+            closed_by=closed if s.state == Slice.State.FREE else None,
         )
         for s in slices
     )
