@@ -158,13 +158,13 @@ def farm_cells(rows, href: tuple[str, str], held: dict[int, int] | None = None) 
     farm_name, counts, links = "", {}, []
     for node_id, farm_id, name, *figures in rows:
         farm_name = farm_name or name
-        n = (held or {}).get(node_id, 0)
-        if n:  # status, free, ..., placeable: the held slices taken off what is on offer
-            figures[1] = max(figures[1] - n, 0)
+        n = min((held or {}).get(node_id, 0), figures[1])
+        if n:  # status, free, ..., placeable: the held slices taken off what is on offer (not off the catalog)
+            figures[1] -= n
             figures[6] = None if figures[6] is None else max(figures[6] - n, 0)
         state = cell_state(*figures)
         counts[state] = counts.get(state, 0) + 1
-        label = escape(cell_label(node_id, farm_id, state, *figures) + (f"; {n} held for a buyer" if n else ""))
+        label = escape(cell_label(node_id, farm_id, state, *figures, held=n))
         links.append(
             f'<a class="cell s-{state}" href="{before}{node_id}{after}" data-node="{node_id}" '
             f'data-state="{state}" aria-label="{label}"></a>'
@@ -273,9 +273,14 @@ def cell_label(
     stale,
     closure="",
     detail="",
+    *,
+    held=0,
 ) -> str:
-    nominal = free + rented + deployed + failed
+    """`free`: on offer; `held`: free slices a buyer holds (still in the catalog, so in its nominal count)."""
+    nominal = free + held + rented + deployed + failed
     parts = [f"Node {node_id}, farm {farm_id}, {status}", f"{nominal} → {deployable} slices", f"{free} free"]
+    if held:
+        parts.append(f"{held} held for a buyer")
     if placeable is None:
         parts.append("never prechecked")
     else:
