@@ -175,9 +175,12 @@ class Node(models.Model):
     # None: not known, and the carve and precheck keep the policy's fixed reserve_sru.
     zos_cache_sru = models.BigIntegerField(null=True, blank=True)
     zos_cache_pool = models.PositiveSmallIntegerField(null=True, blank=True)
-    # The node's own build (`zos.system.version` over RMB) and when it said it: "" until it answers.
+    # The node's own build (`zos.system.version`) and when it said it: "" until it answers; and how it was
+    # asked: "rmb" (the node over RMB, through rmb-peer), "simulated" (the simulated grid's node, asked in
+    # process), "" (not kept: set before this was, or by hand).
     zos_version = models.CharField(max_length=128, blank=True)
     zos_version_at = models.DateTimeField(null=True, blank=True)
+    zos_version_source = models.CharField(max_length=16, blank=True, default="")
 
     # The live used capacity last read from the grid (reserve included, as the proxy reports it).
     used_cru = models.PositiveIntegerField(null=True, blank=True)

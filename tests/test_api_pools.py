@@ -66,6 +66,7 @@ def test_the_node_says_at_its_top_that_its_pools_are_unknown_until_reported(api_
         "age_seconds": None,
         "sizes": None,
         "zos_version": None,
+        "zos_version_source": None,
     }
 
 

@@ -257,6 +257,7 @@ def _pools_out(detail: NodeDetail, now: datetime) -> dict:
         "age_seconds": _age(now, n.pools_reported_at) if detail.pools_known else None,
         "sizes": list(n.pools) if n.pools else None,
         "zos_version": n.zos_version or None,
+        "zos_version_source": n.zos_version_source or None,
     }
 
 

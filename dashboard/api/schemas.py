@@ -295,13 +295,19 @@ class PoolsOut(Schema):
         description="the node's SSD pools are known; false: its disks are sized for every plausible layout"
     )
     source: str | None = Field(
-        description="where they came from: rmb (the node itself over RMB), zos (the simulated node), api, form, cli, "
-        "or registration (given when it was registered); null while unknown"
+        description="where they came from: rmb (the node itself over RMB), simulated (the simulated grid's node, "
+        "asked in process, not over RMB), api, form, cli, or registration (given when it was registered); null while "
+        "unknown"
     )
     at: datetime | None = Field(description="when they were reported")
     age_seconds: float | None
     sizes: list[int] | None = Field(description="SSD pool sizes in bytes, in ZOS's order")
-    zos_version: str | None = Field(description="the node's ZOS build as it said it over RMB (zos.system.version)")
+    zos_version: str | None = Field(description="the node's ZOS build as it said it (zos.system.version)")
+    zos_version_source: str | None = Field(
+        None,
+        description="how the build was heard: rmb (the node over RMB), simulated (the simulated grid's node, in "
+        "process); null when not kept",
+    )
 
 
 class CarriesOut(Schema):

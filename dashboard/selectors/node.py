@@ -21,6 +21,19 @@ from dashboard.selectors.odds import free_slices_odds
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
 
+# Who told the node's pools (PoolReport.Source) and its build (Node.zos_version_source), in one place:
+# the simulated grid's node answers in process, not over RMB, and the page must not say otherwise.
+POOLS_TOLD_BY = {
+    PoolReport.Source.RMB: "the node itself, over RMB (through rmb-peer)",
+    PoolReport.Source.ZOS: "the simulated node itself, asked in process (the simulated grid; not over RMB)",
+    PoolReport.Source.API: "an API token (a deployer that reads them over RMB)",
+    PoolReport.Source.OPERATOR: "an operator (node page or node_register)",
+}
+VERSION_TOLD_BY = {
+    "rmb": "the node said it over RMB",
+    "simulated": "the simulated node said it, asked in process (not over RMB)",
+}
+
 # Bars are drawn in thousandths of their width (SVG user units; CSP forbids inline styles).
 BAR_UNITS = 1000
 BAR_TITLES = {"mru": "Memory", "sru": "SSD disk"}
@@ -151,22 +164,30 @@ class NodeDetail:
 
     @property
     def pools_source_words(self) -> str:
-        """Who reported the pools: the node itself, an operator, a token; "registration" for older rows."""
-        source = self.node.pools_source
-        return PoolReport.Source(source).label if source in PoolReport.Source.values else "the registration"
+        """Who reported the pools, inside a sentence ("reported by ..."): the node over RMB, the simulated
+        node in process, an operator, a token; "the registration" for older rows."""
+        return POOLS_TOLD_BY.get(self.node.pools_source, "the registration")
 
     @property
     def pools_origin(self) -> str | None:
-        """Where the pools came from, in the API's words: rmb (the node over RMB), zos (the simulated
-        node in process), api (a token), form (an admin on the node page), cli (node_register --pools);
-        "registration" for pools given at registration before reports were kept; None when unknown."""
+        """Where the pools came from, in the API's words: rmb (the node over RMB), simulated (the simulated
+        grid's node, asked in process: stored as "zos"), api (a token), form (an admin on the node page),
+        cli (node_register --pools); "registration" for pools given at registration before reports were
+        kept; None when unknown."""
         if not self.pools_known:
             return None
         source = self.node.pools_source
         if source == PoolReport.Source.OPERATOR:
             by = self.node.pool_reports.values_list("by_id", flat=True).first()
             return "form" if by else "cli"  # the audit trail's rule: an operator with a user is the web
+        if source == PoolReport.Source.ZOS:
+            return "simulated"
         return source or "registration"
+
+    @property
+    def version_told_words(self) -> str:
+        """How the node's build was heard, inside a sentence: over RMB, or from the simulated node in process."""
+        return VERSION_TOLD_BY.get(self.node.zos_version_source, "the node said it")
 
     @property
     def phantom_reasons(self) -> list[tuple[str, int]]:

@@ -32,6 +32,8 @@ class Heard:
     pools: dict[int, tuple[PoolMetrics, ...]] = field(default_factory=dict)
     versions: dict[int, ZosVersion] = field(default_factory=dict)
     why_not: dict[int, str] = field(default_factory=dict)
+    # Nodes whose build the simulated grid told in process (registration without an rmb-peer), not RMB.
+    versions_in_process: set[int] = field(default_factory=set)
 
     def words(self, node_id: int) -> str:
         if node_id in self.pools:
@@ -105,7 +107,8 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
             told = version.zos[:128]
             if zos_build_key(told) != zos_build_key(Node.objects.values_list("zos_version", flat=True).get(pk=node.pk)):
                 regrouped.append(node.pk)
-            Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at)
+            told_by = "simulated" if node.grid_id in heard.versions_in_process else "rmb"
+            Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at, zos_version_source=told_by)
         pools = heard.pools.get(node.grid_id)
         if pools is None:
             continue
