@@ -233,14 +233,16 @@ def _figures_out(detail: NodeDetail) -> dict:
 
 def _carries_out(carries: NodeCarries) -> dict:
     """What the node's slices can carry beyond memory and disk: public IPv4s and GPUs."""
+    read = carries.ipv4.farm.read_at is not None
     return {
         "light": carries.light,
         "gpus": carries.gpus,
-        "ipv4_slices": carries.ipv4.slices,
+        # Never read is not 0: null, so a program cannot take an unread pool for an empty one.
+        "ipv4_slices": carries.ipv4.slices if carries.ipv4.known else None,
         "ipv4_words": carries.ipv4.words,
-        "farm_ips_total": carries.ipv4.farm.total_ips,
-        "farm_ips_free": carries.ipv4.farm.available,
-        "farm_ipv4_slices": carries.ipv4.farm.ipv4_slices,
+        "farm_ips_total": carries.ipv4.farm.total_ips if read else None,
+        "farm_ips_free": carries.ipv4.farm.available if read else None,
+        "farm_ipv4_slices": carries.ipv4.farm.ipv4_slices if read else None,
         "farm_ips_read_at": carries.ipv4.farm.read_at,
         "gpu_slices": carries.gpu_slices,
         "gpu_words": carries.gpu_words,

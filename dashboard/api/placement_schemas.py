@@ -68,8 +68,10 @@ class PlacementOut(Schema):
     )
     blocked: dict[str, int] = Field(
         description="nodes that cannot host it, by the first block that holds: node_excluded, farm_excluded (the asked "
-        "exclusions), no_ipv4 (ZOS-light), farm_ips (no free IP; both with ipv4), down, standby, unread (never read), old (reading older than reading_max_age_seconds), memory, "
-        "disk (total), pool (no pool holds it), held (it would fit but for the live holds on it)"
+        "exclusions), no_ipv4 (ZOS-light), farm_ips_unread (its farm's IPs were never read), farm_ips (no free IP; "
+        "the three with ipv4), then every closure by its key (withheld, down, standby, rented, ...), unread (never "
+        "read), old (reading older than reading_max_age_seconds), memory, disk (total), pool (no pool holds it), held "
+        "(it would fit but for the live holds on it)"
     )
     reading_max_age_seconds: int
     strategy: str = "spread"
@@ -83,6 +85,11 @@ class PlacementOut(Schema):
         0, description="the slices the best nodes offer together (their take); with ipv4, within their farms' free IPs"
     )
     ipv4: bool = False
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what to know about the answer as a whole, e.g. that no policy sells a public IPv4 (so no farm's "
+        "IPs are read and ipv4 blocks every node)",
+    )
     best: list[PlacementNodeOut] = Field(
         description="most memory left after it first, then most disk, then the freshest reading"
     )

@@ -313,11 +313,18 @@ class PoolsOut(Schema):
 class CarriesOut(Schema):
     light: bool = Field(description="ZOS-light: its features lack a public IP, it takes no public IPv4")
     gpus: int = Field(description="GPUs the node reports (num_gpu)")
-    ipv4_slices: int = Field(description="of its placeable slices, those deployable with a public IPv4 now")
+    ipv4_slices: int | None = Field(
+        description="of its placeable slices, those deployable with a public IPv4 now; null: its farm's IPs were "
+        "never read (none is offered until they are)"
+    )
     ipv4_words: str
-    farm_ips_total: int = Field(description="its farm's public IPv4s, as last read (the pool all its nodes share)")
-    farm_ips_free: int = Field(description="of them free now, less those live holds keep")
-    farm_ipv4_slices: int = Field(description="IPv4 slices in the whole farm: min(its nodes' placeable, free IPs)")
+    farm_ips_total: int | None = Field(
+        description="its farm's public IPv4s, as last read (the pool all its nodes share); null: never read"
+    )
+    farm_ips_free: int | None = Field(description="of them free now, less those live holds keep; null: never read")
+    farm_ipv4_slices: int | None = Field(
+        description="IPv4 slices in the whole farm: min(its nodes' placeable, free IPs); null: never read"
+    )
     farm_ips_read_at: datetime | None
     gpu_slices: int = Field(description="GPU slices offered: only on a node the marketplace rents")
     gpu_words: str

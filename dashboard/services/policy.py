@@ -14,6 +14,7 @@ from dashboard.selectors.policy import policy_figures_active, policy_node_pks
 from dashboard.selectors.policy_history import SIZE_PARAMETERS
 from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
 from dashboard.services.audit_trail import audit_record
+from dashboard.services.farm_ips import farm_ips_read_for_nodes
 from dashboard.services.policy_figures import policy_figures_follow
 
 
@@ -56,6 +57,8 @@ def policy_update(
         before = {p: getattr(locked, p) for p in Policy.PARAMETERS}
         changes = {p: (before[p], value) for p, value in parameters.items() if before[p] != value}
         carried = {c: (getattr(locked, c), value) for c, value in carries.items() if getattr(locked, c) != value}
+        if carried:
+            _farm_ips_read_when_ipv4_starts(locked, carried)
         if not changes:
             if carried:
                 _carries_save(locked, carried, by=by, source=source)
@@ -158,6 +161,7 @@ def policy_create(
                 },
             )
             policy_version_record(row, action=PolicyVersion.Action.CREATED, by=by, source=source)
+            _farm_ips_read_when_ipv4_starts(row, {c: (None, getattr(row, c)) for c in Policy.CARRIES})
     except IntegrityError:
         raise PolicyConflict(_taken_words(name=name, scope=scope, farm_id=farm_id, node=node)) from None
     return row
@@ -186,6 +190,24 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
         policy.delete()
         # After the delete, so the nodes read their next policy; for many nodes a job does it.
         policy_figures_follow(gone, node_pks, by=by, source=source, deleted=True)
+
+
+def _sells_ipv4(public_ipv4, ipv4_addon) -> bool:
+    return bool(public_ipv4) or bool(ipv4_addon)
+
+
+def _farm_ips_read_when_ipv4_starts(policy: Policy, carried: dict[str, tuple]) -> None:
+    """A policy that starts selling a public IPv4 has its nodes' farms' IPs read once it is saved (never read
+    is not 0 free: until they are read, no IPv4 slice is offered), within the request budget like any read."""
+
+    def value(name: str, which: int):
+        return carried[name][which] if name in carried else getattr(policy, name)
+
+    if _sells_ipv4(value("public_ipv4", 1), value("ipv4_addon", 1)) and not _sells_ipv4(
+        value("public_ipv4", 0), value("ipv4_addon", 0)
+    ):
+        node_pks = policy_node_pks(policy)
+        transaction.on_commit(lambda: farm_ips_read_for_nodes(node_pks))
 
 
 def _catalogs_restamped(policy: Policy) -> list[int]:
