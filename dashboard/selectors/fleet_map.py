@@ -29,7 +29,7 @@ from django.core.cache import caches
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS
+from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS, Closure
 from dashboard.models import FarmTotals, Node
 from dashboard.selectors.farm_ips import farms_ipv4_read
 from dashboard.selectors.farm_totals import farms_behind
@@ -41,8 +41,9 @@ STATES = {
     "withheld": "withheld (maintenance or quarantine)",
     "down": "down",
     "standby": "on standby (can be woken)",
-    # Any other closure (capacity.closures: rented by another twin, needs our rent, our rent in grace ...).
-    "closed": "closed to us (rented by another twin, needs our rent ...)",
+    # Any other closure (capacity.closures), each named: a new reason joins the legend with no edit.
+    "closed": "closed: "
+    + ", ".join(r.label for key, r in CLOSURE_REASONS.items() if key not in ("withheld", "down", "standby")),
     "memory": "offers slices memory refuses",
     "disk": "offers slices its disk cannot hold",
     "pool": "offers slices no SSD pool holds",
@@ -281,6 +282,14 @@ def cell_label(
     parts = [f"Node {node_id}, farm {farm_id}, {status}", f"{nominal} → {deployable} slices", f"{free} free"]
     if held:
         parts.append(f"{held} held for a buyer")
+    if closure:
+        # Said once, with its detail: its phantom reasons and its colour would only repeat it.
+        closed = Closure(closure, detail)
+        said = f"the node {closed.what}" if detail or "{detail}" not in closed.reason.what else closed.label
+        parts.append(f"none placeable: {said}")
+        if stale:
+            parts.append("stale catalog")
+        return ": ".join([parts[0], "; ".join(parts[1:])])
     if placeable is None:
         parts.append("never prechecked")
     else:
@@ -292,8 +301,4 @@ def cell_label(
             parts.append(f"{phantom} phantom" + (f" ({why})" if why else ""))
     if stale:
         parts.append("stale catalog")
-    if closure == "withheld":
-        parts.append(f"withheld: {detail}")
-    elif state == "closed":
-        parts.append(f"closed: {CLOSURE_REASONS[closure].label if closure in CLOSURE_REASONS else closure}")
     return ": ".join([parts[0], "; ".join(parts[1:])]) + f" — {STATES[state]}"

@@ -255,6 +255,8 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
         "history": _history(form),
         "watch": watch_status(),
+        # The closed tier's tooltip names every closure reason there is (a new one joins it with no edit).
+        "closure_labels": ", ".join(reason.label for reason in capacity.CLOSURE_REASONS.values()),
         # Whether rent contracts are judged (capacity.closures): the page says so either way.
         "marketplace_twins": settings.MARKETPLACE_TWIN_ID,
         # The page's rows only: two queries whatever the fleet (selectors.uptime).
