@@ -44,7 +44,7 @@ def test_a_fitting_slice_says_fits_once(sim_node, support_client):
 def test_the_proxys_dedicated_flag_is_not_called_no_contracts(sim_node, support_client):
     sim_node(1774, **node_1774(), policy_name="zos")
     events = support_client.get(reverse("node-events", args=[1774])).content.decode()
-    assert "No contracts" not in events and "The proxy's \"dedicated\" flag" in events
+    assert "No contracts" not in events and 'The proxy\'s "dedicated" flag' in events
 
 
 def test_a_maintenance_end_a_year_ahead_is_not_refused_for_being_in_the_future(sim_node):
@@ -55,4 +55,3 @@ def test_a_maintenance_end_a_year_ahead_is_not_refused_for_being_in_the_future(s
         )
     assert "in the future" not in str(refused.value)
     assert "the furthest a window may be planned" in str(refused.value)
-
