@@ -14,10 +14,12 @@ pytestmark = pytest.mark.django_db
 
 
 def test_turned_away_deployments_are_not_said_as_part_of_the_refused(legacy_fleet, support_client):
-    from tests.test_deployments_turned_away import attempts
+    from dashboard.models import Deployment
 
     (node,) = legacy_fleet(1)
-    attempts(node, failed=1, turned_away=1)
+    common = {"node": node, "slice_index": 0, "cru": 1, "mru": 1, "sru": 1, "cause": "node-offline"}
+    Deployment.objects.create(state="failed", **common)
+    Deployment.objects.create(state="refused", **common)
     page = support_client.get(reverse("node", args=[node.grid_id])).content.decode()
     assert "1 refused by ZOS" in page and "(1 turned away" not in page
     assert "besides, 1 turned away by the precheck, never sent to the grid" in page

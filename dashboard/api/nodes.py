@@ -13,6 +13,7 @@ from dashboard.api.auth import ACT, PRECHECK, READ, REPORT
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
 from dashboard.api.jobs import job_out
+from dashboard.api.node_room import room_out
 from dashboard.api.schemas import (
     ErrorOut,
     FleetTotalsOut,
@@ -163,6 +164,7 @@ def node(
         "turned_away_deployments": detail.turned_away_deployments,
         "grid_condition": _grid_condition_out(n, now),
         "lessons": _lessons_out(detail),
+        "room": room_out(detail.breakdown) if detail.breakdown else None,
     }
 
 

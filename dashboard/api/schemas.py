@@ -12,6 +12,7 @@ from typing import Literal
 from ninja import Field, Schema
 
 from dashboard.api.inputs import Line, ReportTime, Text, Whole
+from dashboard.api.node_room import RoomOut
 from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
@@ -353,6 +354,9 @@ class NodeDetailOut(Schema):
     )
     lessons: LessonsOut = Field(description="what ZOS's refusals taught about this node")
     grid_condition: GridConditionOut | None = None
+    room: RoomOut | None = Field(
+        None, description="what ZOS keeps for itself and the rest, its SSD pools now and the largest disk it takes now"
+    )
 
 
 class JobsPageOut(Schema):

@@ -13,22 +13,17 @@ from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.capacity.kept import Kept
 from dashboard.models import Deployment, Hold, Job, Node, Observation, PoolReport, Slice
 from dashboard.rules.closure import closure_of
 from dashboard.selectors.holds import Held
 from dashboard.selectors.jobs import node_active_job, node_jobs
+from dashboard.selectors.node_room import NodeRoom, node_live, node_room, pools_told_words
 from dashboard.selectors.odds import free_slices_odds
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
 
-# Who told the node's pools (PoolReport.Source) and its build (Node.zos_version_source), in one place:
-# the simulated grid's node answers in process, not over RMB, and the page must not say otherwise.
-POOLS_TOLD_BY = {
-    PoolReport.Source.RMB: "the node itself, over RMB (through rmb-peer)",
-    PoolReport.Source.ZOS: "the simulated node itself, asked in process (the simulated grid; not over RMB)",
-    PoolReport.Source.API: "an API token (a deployer that reads them over RMB)",
-    PoolReport.Source.OPERATOR: "an operator (node page or node_register)",
-}
+# How the node's build was heard (Node.zos_version_source); its pools: selectors.node_room.POOLS_TOLD_BY.
 VERSION_TOLD_BY = {
     "rmb": "the node said it over RMB",
     "simulated": "the simulated node said it, asked in process (not over RMB)",
@@ -41,13 +36,14 @@ BAR_TITLES = {"mru": "Memory", "sru": "SSD disk"}
 
 @dataclass(frozen=True)
 class BarPart:
-    kind: str  # reserve, occupied, free, unusable
+    kind: str  # reserve, step, hidden, occupied, free, unusable (BAR_KINDS)
     label: str
     size: int  # bytes
     x: int
     width: int
     # One (x, width) per slice, so the bar can be counted slice by slice.
     cells: tuple[tuple[int, int], ...] = ()
+    source: str = ""  # where the figure came from (capacity.kept)
 
 
 @dataclass(frozen=True)
@@ -148,6 +144,7 @@ class NodeDetail:
     observations: tuple[Observation, ...] = ()  # the live ones, newest first
     reconciliation: Reconciliation | None = None  # catalog, grid and lessons side by side
     holds: tuple[Hold, ...] = ()  # the live holds of its free slices (off offer until they end)
+    breakdown: NodeRoom | None = None  # what ZOS keeps and the rest, its pools and its largest disk now
 
     @property
     def held(self) -> int:
@@ -166,7 +163,7 @@ class NodeDetail:
     def pools_source_words(self) -> str:
         """Who reported the pools, inside a sentence ("reported by ..."): the node over RMB, the simulated
         node in process, an operator, a token; "the registration" for older rows."""
-        return POOLS_TOLD_BY.get(self.node.pools_source, "the registration")
+        return pools_told_words(self.node)
 
     @property
     def pools_origin(self) -> str | None:
@@ -294,6 +291,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     observations = tuple(_live_observations(node))
     verdict_lines = _free_slice_verdicts(node, policy, free=free, occupied_sizes=occupied_sizes)
     holds = tuple(Hold.objects.live(timezone.now()).filter(node=node).order_by("slice_index"))
+    room = node_room(node, policy, occupied=occupied_sizes, free=[s.size.resources for s in free])
     return NodeDetail(
         node=node,
         policy=policy,
@@ -305,8 +303,8 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         occupied=len(occupied),
         catalog=_catalog(node, policy, slices, free=free, occupied=occupied, verdicts=verdict_lines, holds=holds),
         bars=(
-            capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="mru"),
-            capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="sru"),
+            capacity_bar(room.memory, reported_used=node.used_mru),
+            capacity_bar(room.disk, reported_used=node.used_sru),
         ),
         cpu=CpuFigures(
             total=node.total_cru,
@@ -324,6 +322,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
             node=node, policy=policy, occupied=occupied, observations=observations, now=timezone.now()
         ),
         holds=holds,
+        breakdown=room,
     )
 
 
@@ -357,9 +356,7 @@ def _free_slice_verdicts(
     used = node.used
     if used is None:
         return None
-    live = capacity.live_node(
-        policy=policy, pools=node.pools, occupied=occupied_sizes, observed=node.observed, cache=node.zos_cache
-    )
+    live = node_live(node, policy, occupied_sizes)  # as the stored figures judge it (services.precheck)
     check = capacity.precheck(
         [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)
     )
@@ -406,72 +403,53 @@ def _live_observations(node: Node):
     return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=oldest).order_by("-seen_at")
 
 
-def capacity_bar(
-    *, node: Node, policy: capacity.Policy, occupied: list[Slice], free: list[Slice], resource: str
-) -> CapacityBar:
-    """Reserve, then the VMs that hold slices, then the free slices, on one scale.
+# The bar's pattern of each part of capacity.kept: ZOS's own parts grey, what it learnt apart.
+BAR_KINDS = {
+    "reserve": "reserve",
+    "cache": "reserve",
+    "cache_step": "step",
+    "hidden": "hidden",
+    "vms": "occupied",
+    "free": "free",
+    "left": "unusable",
+}
 
-    The scale is the larger of the node's total and what the catalog promises, so a catalog
-    that promises more than the node has sticks out past the total line instead of being clipped.
+
+def capacity_bar(kept: Kept, *, reported_used: int | None) -> CapacityBar:
+    """The parts of capacity.kept on one scale: what ZOS keeps, the VMs, the free slices, what is left.
+
+    The scale is the larger of the node's total and what the catalog promises, so a catalog that
+    promises more than the node has sticks out past the total line instead of being clipped.
     """
-    total = getattr(node.total, resource)
-    reserve = getattr(policy.reserve(node.total), resource)
-    hidden = node.hidden_mru_per_vm
-    occupied_bytes = sum(_charges(policy, occupied, resource, hidden))
-    free_bytes = sum(_charges(policy, free, resource, hidden))
-    promised = reserve + occupied_bytes + free_bytes
-    unusable = max(total - promised, 0)
-    over = max(promised - total, 0)
-    scale = max(total, promised, 1)
+    total, over = kept.total, kept.over
+    scale = max(total, kept.promised, 1)
 
     def at(offset: int) -> int:
         return round(offset * BAR_UNITS / scale)
 
-    parts = []
-    offset = 0
-    for kind, label, charges in (
-        ("reserve", "ZOS reserve", [reserve]),
-        ("occupied", "Deployed or rented", _charges(policy, occupied, resource, hidden)),
-        ("free", "Free slices", _charges(policy, free, resource, hidden)),
-        ("unusable", "Left over, too small for a slice", [unusable]),
-    ):
-        size = sum(charges)
-        cells = []
-        cell_offset = offset
-        if kind in ("occupied", "free"):
-            for charge in charges:
-                cells.append((at(cell_offset), at(cell_offset + charge) - at(cell_offset)))
-                cell_offset += charge
-        parts.append(
-            BarPart(
-                kind=kind,
-                label=label,
-                size=size,
-                x=at(offset),
-                width=at(offset + size) - at(offset),
-                cells=tuple(cells),
-            )
-        )
-        offset += size
-    reported_used = getattr(node, f"used_{resource}")
+    parts, offset = [], 0
+    for part in kept.parts:
+        if part.key == "over":
+            continue
+        cells, cell_offset = [], offset
+        for charge in part.cells:
+            cells.append((at(cell_offset), at(cell_offset + charge) - at(cell_offset)))
+            cell_offset += charge
+        width = at(offset + part.size) - at(offset)
+        parts.append(BarPart(BAR_KINDS[part.key], part.label, part.size, at(offset), width, tuple(cells), part.source))
+        offset += part.size
     return CapacityBar(
-        resource=resource,
-        title=BAR_TITLES[resource],
+        resource=kept.resource,
+        title=BAR_TITLES[kept.resource],
         total=total,
-        reserve=reserve,
-        occupied=occupied_bytes,
-        free=free_bytes,
+        reserve=kept.zos_keeps,
+        occupied=kept.part("vms"),
+        free=kept.part("free"),
         parts=tuple(parts),
         over=over,
         total_x=at(total),
         over_width=BAR_UNITS - at(total) if over else 0,
-        unusable=unusable,
+        unusable=kept.part("left"),
         reported_used=reported_used,
         reported_x=min(at(reported_used), BAR_UNITS) if reported_used is not None else None,
     )
-
-
-def _charges(policy: capacity.Policy, slices: list[Slice], resource: str, hidden_mru: int = 0) -> list[int]:
-    # A VM's memory charge includes what it really uses beyond its size, as learnt from refusals.
-    extra = hidden_mru if resource == "mru" else 0
-    return [getattr(policy.vm_charge(s.cru, s.mru, s.sru), resource) + extra for s in slices]

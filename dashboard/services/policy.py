@@ -77,13 +77,8 @@ def policy_update(
             setattr(locked, name, new)
         locked.version += 1
         locked.save()
-        same = _catalogs_restamped(locked)
+        reverted = _reverted_words(reverted_from) + _catalogs_restamped(locked)
         policy_figures_follow(locked, policy_node_pks(locked), by=by, source=source)
-        reverted = f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
-        if same:
-            reverted += (
-                f"; catalogs carved under v{', v'.join(map(str, same))} (the same values) count as v{locked.version}"
-            )
         audit_record(
             action="policy.reverted" if reverted_from is not None else "policy.changed",
             actor=by,
@@ -210,22 +205,27 @@ def _farm_ips_read_when_ipv4_starts(policy: Policy, carried: dict[str, tuple]) -
         transaction.on_commit(lambda: farm_ips_read_for_nodes(node_pks))
 
 
-def _catalogs_restamped(policy: Policy) -> list[int]:
+def _reverted_words(reverted_from: int | None) -> str:
+    return f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
+
+
+def _catalogs_restamped(policy: Policy) -> str:
     """A version is its content: catalogs carved under an earlier version with exactly these parameters
     (a revert, an edit back) are relabelled as carved under this one, so they keep the rounding tolerance
     a catalog of the policy in force has (rules.catalog.slice_is_current) and a later deploy or release
-    does not stale them. Returns those earlier versions (said in the audit event)."""
+    does not stale them. Returns the words the audit event says it in ("" when none)."""
     now = {p: getattr(policy, p) for p in Policy.PARAMETERS}
     same = sorted(
         version
         for version, parameters in PolicyVersion.objects.filter(policy=policy).values_list("version", "parameters")
         if version != policy.version and {p: parameters.get(p) for p in Policy.PARAMETERS} == now
     )
-    if same:
-        Node.objects.filter(carved_policy_name=policy.name, carved_policy_version__in=same).update(
-            carved_policy_version=policy.version
-        )
-    return same
+    if not same:
+        return ""
+    Node.objects.filter(carved_policy_name=policy.name, carved_policy_version__in=same).update(
+        carved_policy_version=policy.version
+    )
+    return f"; catalogs carved under v{', v'.join(map(str, same))} (the same values) count as v{policy.version}"
 
 
 def policy_version_record(
