@@ -181,6 +181,10 @@ class Node(models.Model):
     zos_version = models.CharField(max_length=128, blank=True)
     zos_version_at = models.DateTimeField(null=True, blank=True)
     zos_version_source = models.CharField(max_length=16, blank=True, default="")
+    # The node's contracts in their grace period (unpaid) that still hold a VM's capacity, as the slice audit
+    # last read them (services.catalog_audit), and when: None until it does (capacity.warnings).
+    grace_contracts = models.PositiveIntegerField(null=True, blank=True)
+    contracts_read_at = models.DateTimeField(null=True, blank=True)
 
     # The live used capacity last read from the grid (reserve included, as the proxy reports it).
     used_cru = models.PositiveIntegerField(null=True, blank=True)

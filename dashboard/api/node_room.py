@@ -10,6 +10,16 @@ from dashboard.capacity.kept import Kept
 from dashboard.selectors.node_room import NodeRoom
 
 
+class WarningOut(Schema):
+    key: str = Field(
+        description="capacity.warnings: cache-small (the zos-cache's quota is below a full VM's image), "
+        "grace-contracts (contracts in their grace period still hold capacity), or any reason added there"
+    )
+    detail: str
+    label: str
+    words: str = Field(description="the warning in a sentence about the node, for people")
+
+
 class KeptPartOut(Schema):
     key: str = Field(
         description="reserve (ZOS's memory reserve), hidden (hidden use learnt from refusals), cache (the zos-cache: "

@@ -228,6 +228,7 @@ def _figures_out(detail: NodeDetail) -> dict:
         "phantom_by_reason": detail.node.phantom_reasons or {},
         "closure": detail.closure.key if detail.closure else "",
         "closure_words": detail.away_words,
+        "warnings": [w.as_dict() for w in detail.warnings],
         "stale": detail.stale,
         "stale_reason": detail.stale_reason,
     }

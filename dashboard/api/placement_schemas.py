@@ -8,6 +8,7 @@ from datetime import datetime
 from ninja import Field, Schema
 
 from dashboard.api.inputs import Size
+from dashboard.api.node_room import WarningOut
 
 
 class PlacementIn(Schema):
@@ -57,6 +58,14 @@ class PlacementNodeOut(Schema):
         None, description="the slice's probability of deploying there at the first try now (capacity.odds)"
     )
     take: int | None = Field(None, description="the slices offered there: could_take within per_node and per_farm")
+    largest_disk: int | None = Field(
+        None,
+        description="the largest data disk (bytes) a VM of the asked cru and mru gets there now, by the precheck's "
+        "rules (the same figure as the node's room.disk.largest_disk for its slice size)",
+    )
+    warnings: list[WarningOut] = Field(
+        default_factory=list, description="why a deploy there may still fail though it fits (capacity.warnings)"
+    )
     words: str = Field(description="the precheck's verdict on the node's last reading, in words")
 
 

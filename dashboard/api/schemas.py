@@ -12,7 +12,7 @@ from typing import Literal
 from ninja import Field, Schema
 
 from dashboard.api.inputs import Line, ReportTime, Text, Whole
-from dashboard.api.node_room import RoomOut
+from dashboard.api.node_room import RoomOut, WarningOut
 from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
@@ -93,6 +93,9 @@ class NodeRowOut(Schema):
         "", description='why the node offers nothing now: "down", "standby", ... (docs/zos.md); "" when it is open'
     )
     closure_detail: str = Field("", description="the closure's detail (the renting twin, ...)")
+    warnings: list[WarningOut] = Field(
+        default_factory=list, description="why a deploy may fail there though it looks free (capacity.warnings)"
+    )
     stale: bool
     stale_reason: str
     seen_at: datetime | None = Field(description="when the grid was last read for this node")
@@ -146,6 +149,9 @@ class NodeFiguresOut(Schema):
     )
     closure: str = Field("", description='why the node offers nothing now ("down", "standby", ...); "" open')
     closure_words: str = Field("", description="the closure in a sentence, for people")
+    warnings: list[WarningOut] = Field(
+        default_factory=list, description="why a deploy may fail there though it looks free (capacity.warnings)"
+    )
     stale: bool
     stale_reason: str
 

@@ -91,11 +91,14 @@ def largest_disk_now(
     *,
     live: LiveNode,
     closure: Closure | None = None,
+    vm: SliceSize | None = None,
 ) -> tuple[int | None, str, str]:
-    """(the largest data disk a VM of the policy's slice cru and mru fits with now, why none does, what
-    bounds it), by the precheck's `fits`: a bisection on the disk's size in the policy's steps."""
+    """(the largest data disk a VM of `vm`'s cru and mru (the policy's slice by default) fits with now, why
+    none does, what bounds it), by the precheck's `fits`: a bisection on the disk's size in the policy's steps."""
     step = max(policy.sru_step, 1)
-    vm = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=0)
+    vm = (
+        SliceSize(cru=vm.cru, mru=vm.mru, sru=0) if vm else SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=0)
+    )
     first = fits(vm, total, used, policy, live=live, closure=closure)
     if not first.fits:
         if closure is not None:

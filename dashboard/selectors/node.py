@@ -16,6 +16,7 @@ from dashboard import capacity
 from dashboard.capacity.kept import Kept
 from dashboard.models import Deployment, Hold, Job, Node, Observation, PoolReport, Slice
 from dashboard.rules.closure import closure_of
+from dashboard.rules.warning import warnings_of
 from dashboard.selectors.holds import Held
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.node_room import NodeRoom, node_live, node_room, pools_told_words
@@ -227,6 +228,11 @@ class NodeDetail:
     def closure(self) -> capacity.Closure | None:
         """Why the node offers nothing now (capacity.closures), decided from its row and the settings."""
         return closure_of(self.node)
+
+    @property
+    def warnings(self) -> tuple:
+        """Why a deploy may fail though the node looks free (capacity.warnings), decided from its row."""
+        return warnings_of(self.node)
 
     @property
     def rent_words(self) -> str:

@@ -35,6 +35,7 @@ class NodeRoom:
     memory: Kept
     disk: Kept
     pools: DiskRoom
+    pools_told: str = ""  # who told the pools, in words
 
     @property
     def tables(self) -> tuple[Kept, Kept]:
@@ -73,6 +74,7 @@ def node_room(
             node.total, policy, occupied=occupied, free=free, cache=node.zos_cache, cache_told=pools_told_words(node)
         ),
         pools=disk_room(node.total, node.used, policy, live=live, closure=closure_of(node), cache=node.zos_cache),
+        pools_told=pools_told_words(node),
     )
 
 

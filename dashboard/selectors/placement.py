@@ -26,9 +26,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.capacity.disk_room import largest_disk_now
 from dashboard.models import Node, Policy
 from dashboard.rules.closure import closure_of_values
 from dashboard.rules.reading_age import reading_untrusted_after
+from dashboard.rules.warning import warnings_of_values
 from dashboard.selectors import placement_cut
 from dashboard.selectors.farm_ips import farm_ips_available
 from dashboard.selectors.odds import lesson_fits
@@ -85,6 +87,10 @@ class NodeVerdict:
     vms: int = 0  # rented and deployed slices: pack fills the busy nodes first
     take: int | None = None  # the slices this answer offers there: could_take within per_node / per_farm
     odds: float | None = None  # the slice's odds of deploying there at the first try (the best nodes only)
+    # Why a deploy there may still fail though it fits (capacity.warnings), for a node that can host it.
+    warnings: tuple = ()
+    # The largest data disk a VM of the asked vCPUs and memory gets there now (the best nodes only).
+    largest_disk: int | None = None
 
     @property
     def fits(self) -> bool:
@@ -463,6 +469,7 @@ def _judge(
         verdict=verdict,
         closure_detail=closed.detail if closed is not None and blocked_by == closed.key else "",
         vms=values["slices_rented"] + values["slices_deployed"],
+        warnings=() if blocked_by else warnings_of_values(values),
     )
 
 
@@ -525,4 +532,5 @@ def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied,
     values = dict(zip(NODE_FIELDS, by_node_id[v.node_id], strict=True))
     total, used, policy, live = _fit_args(values, policies, occupied, held.get(values["pk"], ()))
     could = capacity.placeable_count(size, total, used, policy, live=live, limit=COULD_TAKE_LIMIT)
-    return NodeVerdict(**{**v.__dict__, "could_take": could})
+    largest, _why, _bound = largest_disk_now(total, used, policy, live=live, vm=size)
+    return NodeVerdict(**{**v.__dict__, "could_take": could, "largest_disk": largest})

@@ -59,6 +59,8 @@ CSV_COLUMNS = (
     *(f"phantom_{reason}" for reason in capacity.PHANTOM_REASONS),
     "closure",
     "closure_detail",
+    # Why a deploy may still fail where it looks free (capacity.warnings): "key: detail; ...".
+    "warnings",
     "stale",
     "stale_reason",
     "seen_at",
@@ -73,7 +75,7 @@ TIER_CHOICES = [
     ("now", "Now (up)"),
     ("after-wake", "After wake (standby)"),
     ("blocked", "Blocked (down)"),
-    ("closed", "Closed (withheld, rented away, ...)"),
+    ("closed", "Closed (withheld, rented away or another closure)"),
 ]
 
 
@@ -171,6 +173,7 @@ def export_csv(request):
         values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""
         values["held_until"] = row.held_until.isoformat() if row.held_until else ""
         values["tier"] = row.tier
+        values["warnings"] = "; ".join(f"{w.key}: {w.detail}" for w in row.warnings)
         farm = farms[row.farm_id]
         values["farm_ips_free"] = farm.available if farm.read_at else None
         values["farm_ipv4_slices"] = farm.ipv4_slices if farm.read_at else None
