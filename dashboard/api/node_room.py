@@ -107,3 +107,24 @@ def room_out(room: NodeRoom) -> dict:
             "limited_by": disk.limited_by,
         },
     }
+
+
+class WakeOut(Schema):
+    farm_id: int
+    wakes_measured: int = Field(description="wakes the fleet watch measured in the farm over the last 30 days")
+    median_seconds: float | None = Field(description="the median wake, seconds (to the watch's interval)")
+    longest_seconds: float | None
+    elsewhere: int = Field(description="nodes up and open that could host a slice of this node's size now")
+    words: str = Field(description="wait or go elsewhere, in a sentence")
+
+
+def wake_out(advice) -> dict:
+    wake = advice.wake
+    return {
+        "farm_id": wake.farm_id,
+        "wakes_measured": wake.wakes,
+        "median_seconds": wake.median_seconds,
+        "longest_seconds": wake.longest_seconds,
+        "elsewhere": advice.elsewhere,
+        "words": advice.words,
+    }

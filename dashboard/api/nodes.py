@@ -13,7 +13,7 @@ from dashboard.api.auth import ACT, PRECHECK, READ, REPORT
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
 from dashboard.api.jobs import job_out
-from dashboard.api.node_room import room_out
+from dashboard.api.node_room import room_out, wake_out
 from dashboard.api.schemas import (
     ErrorOut,
     FleetTotalsOut,
@@ -165,6 +165,7 @@ def node(
         "grid_condition": _grid_condition_out(n, now),
         "lessons": _lessons_out(detail),
         "room": room_out(detail.breakdown) if detail.breakdown else None,
+        "wake": wake_out(detail.wake) if detail.wake else None,
     }
 
 

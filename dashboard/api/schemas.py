@@ -12,7 +12,7 @@ from typing import Literal
 from ninja import Field, Schema
 
 from dashboard.api.inputs import Line, ReportTime, Text, Whole
-from dashboard.api.node_room import RoomOut, WarningOut
+from dashboard.api.node_room import RoomOut, WakeOut, WarningOut
 from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
@@ -362,6 +362,10 @@ class NodeDetailOut(Schema):
     grid_condition: GridConditionOut | None = None
     room: RoomOut | None = Field(
         None, description="what ZOS keeps for itself and the rest, its SSD pools now and the largest disk it takes now"
+    )
+    wake: WakeOut | None = Field(
+        None,
+        description="on standby: how long a wake takes in its farm (measured by the watch) and wait or go elsewhere",
     )
 
 

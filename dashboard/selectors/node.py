@@ -21,8 +21,10 @@ from dashboard.selectors.holds import Held
 from dashboard.selectors.jobs import node_active_job, node_jobs
 from dashboard.selectors.node_room import NodeRoom, node_live, node_room, pools_told_words
 from dashboard.selectors.odds import free_slices_odds
+from dashboard.selectors.placement import placement_for
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
+from dashboard.selectors.wake import WakeAdvice, farm_wakes
 
 # How the node's build was heard (Node.zos_version_source); its pools: selectors.node_room.POOLS_TOLD_BY.
 VERSION_TOLD_BY = {
@@ -146,6 +148,7 @@ class NodeDetail:
     reconciliation: Reconciliation | None = None  # catalog, grid and lessons side by side
     holds: tuple[Hold, ...] = ()  # the live holds of its free slices (off offer until they end)
     breakdown: NodeRoom | None = None  # what ZOS keeps and the rest, its pools and its largest disk now
+    wake: WakeAdvice | None = None  # on standby: how long its farm's wakes take, and whether to wait
 
     @property
     def held(self) -> int:
@@ -298,6 +301,7 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     verdict_lines = _free_slice_verdicts(node, policy, free=free, occupied_sizes=occupied_sizes)
     holds = tuple(Hold.objects.live(timezone.now()).filter(node=node).order_by("slice_index"))
     room = node_room(node, policy, occupied=occupied_sizes, free=[s.size.resources for s in free])
+    wake = _wake_advice(node, carve) if node.status == Node.Status.STANDBY else None
     return NodeDetail(
         node=node,
         policy=policy,
@@ -329,7 +333,15 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         ),
         holds=holds,
         breakdown=room,
+        wake=wake,
     )
+
+
+def _wake_advice(node: Node, carve: capacity.Carve) -> WakeAdvice:
+    """A standby node: its farm's measured wakes, and how many nodes up could host its slice size now."""
+    size = carve.slice
+    elsewhere = placement_for(cru=size.cru, mru=size.mru, sru=size.sru, best=1).can_host
+    return WakeAdvice(wake=farm_wakes([node.farm_id], now=timezone.now())[node.farm_id], elsewhere=elsewhere)
 
 
 def _deployments_gone_wrong(node: Node) -> dict[str, int]:

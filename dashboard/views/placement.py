@@ -4,11 +4,13 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard import capacity
 from dashboard.selectors.placement import placement_for
 from dashboard.selectors.placement_rules import STRATEGIES, RulesError, rules_parsed
+from dashboard.selectors.wake import standby_wake
 
 # Anything above this is a typo, not a VM (parse_size draws the same line for a node).
 MAX_VM_BYTES = 1024 * capacity.TiB
@@ -103,6 +105,8 @@ def placement(request):
         "section": "fleet",
         "form": form,
         "slice_min_odds": settings.SLICE_MIN_ODDS,
+        # Nodes on standby can be woken: how long that took in their farms (selectors.wake).
+        "standby_wake": standby_wake(now=timezone.now()) if answer and answer.blocked.get("standby") else None,
         "answer": answer,
         "failed_on": form.cleaned_data.get("failed_on") if answer else None,
     }
