@@ -180,7 +180,9 @@ class Node(models.Model):
     # None: not known, and the carve and precheck keep the policy's fixed reserve_sru.
     zos_cache_sru = models.BigIntegerField(null=True, blank=True)
     zos_cache_pool = models.PositiveSmallIntegerField(null=True, blank=True)
-    # The node's own build (`zos.system.version` over RMB) and when it said it: "" until it answers.
+    # The node's own build (`zos.system.version`) and when it said it: "" until it answers; and how it was
+    # asked: "rmb" (the node over RMB, through rmb-peer), "simulated" (the simulated grid's node, asked in
+    # process), "" (not kept: set before this was, or by hand).
     zos_version = models.CharField(max_length=128, blank=True)
     zos_version_at = models.DateTimeField(null=True, blank=True)
     # The node lost its zos-cache subvolume, so ZOS refuses every workload (zos#2043): ZOS's words as last
@@ -189,6 +191,11 @@ class Node(models.Model):
     zos_cache_missing = models.CharField(max_length=120, blank=True, default="")
     zos_cache_missing_source = models.CharField(max_length=40, blank=True, default="")
     zos_cache_missing_at = models.DateTimeField(null=True, blank=True)
+    zos_version_source = models.CharField(max_length=16, blank=True, default="")
+    # The node's contracts in their grace period (unpaid) that still hold a VM's capacity, as the slice audit
+    # last read them (services.catalog_audit), and when: None until it does (capacity.warnings).
+    grace_contracts = models.PositiveIntegerField(null=True, blank=True)
+    contracts_read_at = models.DateTimeField(null=True, blank=True)
 
     # The live used capacity last read from the grid (reserve included, as the proxy reports it).
     used_cru = models.PositiveIntegerField(null=True, blank=True)

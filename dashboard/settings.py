@@ -364,6 +364,10 @@ MEMORY_MODEL_MARGIN_SD = env_float("MEMORY_MODEL_MARGIN_SD", 1.0, minimum=0.0)
 SLICE_MIN_ODDS = env_float("SLICE_MIN_ODDS", 0.95, minimum=0.0)
 if SLICE_MIN_ODDS > 1:
     raise ImproperlyConfigured(f"SLICE_MIN_ODDS is a probability, from 0 to 1 (got {SLICE_MIN_ODDS})")
+# The largest full-VM image the marketplace deploys, GiB (0: not judged): a node whose zos-cache quota is
+# below it is warned of (capacity.warnings "cache-small"; zos#2147 saw a full Ubuntu 22.04 VM refused with
+# "disk quota exceeded" on a 10 GiB cache).
+FULL_VM_IMAGE_SRU = env_int("FULL_VM_IMAGE_GIB", 10, minimum=0) * 1024**3
 
 # --- Auth and security ----------------------------------------------------------------
 # Login throttling (django-axes): a username guessed wrong this often from one address is locked

@@ -17,6 +17,7 @@ from dashboard.views import (
     placement,
     policy,
     policy_history,
+    probes,
     waves,
     withholds,
 )
@@ -48,6 +49,7 @@ urlpatterns = [
     path("farms/<int:farm_id>/withhold/", withholds.farm_withhold, name="farm-withhold"),
     path("deployments/failed/", deployments.failed, name="deployments-failed"),
     path("placement/", placement.placement, name="placement"),
+    path("probes/", probes.probe_list, name="probes"),
     path("audit/", catalog_audit.audit_page, name="audit"),
     path("audit/run/", catalog_audit.audit_run, name="audit-run"),
     path("audit/fix/", catalog_audit.audit_fix, name="audit-fix"),

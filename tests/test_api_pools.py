@@ -68,6 +68,7 @@ def test_the_node_says_at_its_top_that_its_pools_are_unknown_until_reported(api_
         "zos_version": None,
         "refused": None,
         "refused_at": None,
+        "zos_version_source": None,
     }
 
 

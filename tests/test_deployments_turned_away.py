@@ -45,6 +45,6 @@ def test_the_node_page_and_the_api_count_them_apart(legacy_fleet, support_client
     detail = node_detail(node_id=node.grid_id)
     assert (detail.failed_deployments, detail.turned_away_deployments) == (2, 3)
     page = support_client.get(reverse("node", args=[node.grid_id])).content.decode()
-    assert "2 refused by ZOS" in page and "3 turned away before the grid" in page
+    assert "2 refused by ZOS" in page and "besides, 3 turned away by the precheck, never sent to the grid" in page
     body = api_call("get", f"/api/v1/nodes/{node.grid_id}", api_token()).json()
     assert (body["failed_deployments"], body["turned_away_deployments"]) == (2, 3)

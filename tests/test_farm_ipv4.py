@@ -340,7 +340,11 @@ class TestFarm:
                 judged.limited,
             )
             assert [(v.node_id, v.take) for v in counted.best] == [(v.node_id, v.take) for v in judged.best]
-        assert (counted.blocked["no_ipv4"], counted.blocked["farm_ips"], counted.slices_offered) == (1, 1, FREE_IPS)
+        assert (counted.blocked["no_ipv4"], counted.blocked["farm_ips_unread"], counted.slices_offered) == (
+            1,
+            1,
+            FREE_IPS,
+        )
 
     def test_the_failure_page_shows_the_chains_ip_refusal_with_its_badge_and_words(self, admins_client, farm, sim_node):
         sim_node.grid.farm_ips_set(FARM, 0)

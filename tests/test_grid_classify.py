@@ -205,3 +205,21 @@ def test_it_classifies_the_typed_grid_errors_as_their_own_cause(full_node):
     errors.append(raised.value)
 
     assert [classify(str(e)).cause for e in errors] == [e.cause for e in errors]
+
+
+def test_issue_45_defect_10_a_reason_after_error_state_is_said_not_dropped():
+    diagnosis = classify("vm deployment entered error state: failed to mount flist: zos-cache is read-only")
+    assert diagnosis.cause == "unknown"
+    assert diagnosis.reason == "failed to mount flist: zos-cache is read-only"
+    assert "failed to mount flist: zos-cache is read-only" in diagnosis.words
+    assert "did not pass on why" not in diagnosis.words
+
+
+def test_issue_45_defect_10_a_known_reason_after_error_state_is_classified_as_itself():
+    needed, usable = 4 * 1024**3, 3 * 1024**3
+    text = f"vm deployment entered error state: cannot fulfil required memory size {needed} bytes out of usable {usable} bytes"
+    assert (classify(text).cause, classify(text).needed_bytes) == ("memory", needed)
+
+
+def test_issue_45_defect_10_the_bare_wrapper_still_says_the_reason_was_dropped():
+    assert "did not pass on why" in classify("vm deployment entered error state").words

@@ -189,3 +189,10 @@ def test_finding_4_the_csv_says_until_when_the_nodes_held_slices_are_held(held_1
     hold_release(hold_id=live.pk, source="command")
     rows = list(csv.DictReader(io.StringIO(admins_client.get("/export.csv").content.decode())))
     assert (rows[0]["held"], rows[0]["held_until"]) == ("0", "")
+
+
+def test_issue_45_defect_4_the_map_cell_counts_a_held_slice_in_nominal(held_1774, support_client):
+    """A hold takes a slice off offer, not out of the catalog: 7 → 6 as on every other view."""
+    farm_totals_refresh()
+    page = support_client.get("/map/").content.decode()
+    assert "7 → 6 slices; 6 free" in page and "6 → 6 slices" not in page

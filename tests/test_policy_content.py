@@ -7,10 +7,10 @@ import pytest
 from django.urls import reverse
 
 from dashboard.capacity import PROFILES, GiB
-from dashboard.models import Node, Policy
+from dashboard.models import Node, Policy, PolicyVersion
 from dashboard.selectors.policy import policy_preview
 from dashboard.services.figures import figures_refresh_all
-from dashboard.services.policy import policy_update
+from dashboard.services.policy import policy_update, policy_version_record
 from dashboard.views.policy import PolicyForm
 from tests.factories import NODE_1774
 
@@ -20,6 +20,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def fleet_v1(sim_node):
     fleet = Policy.objects.create(name="fleet", scope=Policy.Scope.FLEET, **Policy.parameters_from(PROFILES["zos"]))
+    policy_version_record(fleet, action=PolicyVersion.Action.CREATED)  # as policy_create and demo_fleet do
     sim_node(1774, **NODE_1774)
     sim_node(1775, **NODE_1774)
     figures_refresh_all()
@@ -48,3 +49,34 @@ def test_finding_5_the_preview_of_a_revert_says_it_stales_nothing_and_makes_the_
     data |= {name: PolicyForm.base_fields[name].prepare_value(v1[name]) for name in v1 if name in data}
     page = admins_client.post(reverse("policy-edit", args=[fleet.pk]), {**data, "preview": "1"}).content.decode()
     assert "Saving it stales no node and makes 2 current again" in page
+
+
+def _deployed(node_grid_id: int, count: int) -> None:
+    from dashboard.models import Slice
+
+    Node.objects.get(grid_id=node_grid_id).slices.filter(index__lt=count).update(state=Slice.State.DEPLOYED)
+
+
+def test_issue_45_defect_2_a_revert_keeps_a_catalog_current_through_later_deploys(fleet_v1):
+    """Deploys round what is left up (4 of 1774's 151 GiB slices deployed: the policy would carve 152 GiB);
+    a catalog carved by identical values keeps that tolerance under the reverted version."""
+    v1 = Policy.parameters_from(PROFILES["zos"])
+    fleet, _ = policy_update(policy=fleet_v1, parameters={"slice_mru": 8 * GiB})
+    policy_update(policy=fleet, parameters=v1, reverted_from=1)
+    from dashboard.models import AuditEvent
+
+    said = AuditEvent.objects.get(action="policy.reverted").message
+    assert "catalogs carved under v1 (the same values) count as v3" in said
+    _deployed(1774, 4)
+    figures_refresh_all()
+    assert list(Node.objects.filter(grid_id=1774).values_list("stale", "stale_reason")) == [(False, "")]
+
+
+def test_issue_45_defect_2_a_catalog_already_rounded_under_v1_stays_current_after_the_revert(fleet_v1):
+    _deployed(1775, 4)
+    figures_refresh_all()
+    assert not Node.objects.get(grid_id=1775).stale
+    v1 = Policy.parameters_from(PROFILES["zos"])
+    fleet, _ = policy_update(policy=fleet_v1, parameters={"slice_mru": 8 * GiB})
+    policy_update(policy=fleet, parameters=v1, reverted_from=1)
+    assert list(Node.objects.filter(grid_id=1775).values_list("stale", "stale_reason")) == [(False, "")]

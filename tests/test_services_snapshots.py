@@ -157,3 +157,22 @@ def test_a_finished_job_leaves_a_snapshot_of_what_it_changed(legacy_fleet):
     snapshot = FiguresSnapshot.objects.get()
     assert snapshot.trigger == f"job {job.pk}"
     assert _row("node", 1).deployable == Node.objects.get(grid_id=1).deployable
+
+
+def test_issue_45_a_trend_is_said_from_the_first_hour_by_the_hour():
+    """Two snapshots 30 minutes apart (a fresh make run: one at start, one after the first job) already say
+    a trend, an hour at a time, and say the history is short; the run-out alert does not act on it."""
+    now = timezone.now()
+    trend = trend_of([now - timedelta(minutes=30), now], [100, 97])
+    assert trend.words == (
+        "Free deployable slices falling by 6.0 an hour over the last 30 minutes "
+        "(a short history: it firms up as snapshots gather); none left in about 16 hours."
+    )
+    assert (trend.per_day, trend.days_left) == (None, None)
+
+
+def test_issue_45_within_the_first_day_the_trend_is_by_the_hour_and_the_alert_may_act():
+    now = timezone.now()
+    trend = trend_of([now - timedelta(hours=3), now], [100, 94])
+    assert trend.words.startswith("Free deployable slices falling by 2.0 an hour over the last 3 hours")
+    assert round(trend.per_day) == -48 and round(trend.days_left * 24) == 47

@@ -280,7 +280,7 @@ def test_the_api_gives_the_uptime_and_the_grid_condition(registered, api_call, a
 def test_the_fleet_table_has_an_uptime_column(registered, support_client):
     fleet_watch(grid=client(registered))
     page = support_client.get("/").content.decode()
-    assert "Up 30 d" in page and page.count('class="num uptime col-more"') == 10
+    assert "Up 30 d" in page and page.count('class="num uptime"') == 10
 
 
 # --- the alerts the events make ---------------------------------------------------------------

@@ -118,7 +118,7 @@ def test_it_shows_a_real_failure_from_the_simulated_grid(support_client, sim_nod
 
 def _cause_cell(content: bytes) -> str:
     body = content.decode()
-    start = body.index('<td class="col-cause">')
+    start = body.index('<td data-label="Cause" class="col-cause">')
     return body[start : body.index("</td>", start)]
 
 

@@ -69,7 +69,20 @@ def test_issue_34_a_node_rented_by_another_twin_has_the_closed_colour_and_says_w
     figures = ("up", 6, 0, 0, 0, 6, 0, 6, {"rented": 6}, False, "rented", "")
     state = cell_state(*figures)
     assert (state, "closed" in STATES) == ("closed", True)
-    assert "closed: rented by another twin" in cell_label(20, 1, state, *figures)
+    assert "none placeable: rented by another twin" in cell_label(20, 1, state, *figures)
+
+
+def test_issue_45_defect_8_a_closure_is_said_once_in_a_cells_tooltip_with_no_literal_ellipsis():
+    figures = ("up", 6, 0, 0, 0, 6, 0, 6, {"rented": 6}, False, "rented", "4711")
+    label = cell_label(3150, 7, cell_state(*figures), *figures)
+    assert (
+        label
+        == "Node 3150, farm 7, up: 6 → 6 slices; 6 free; none placeable: the node is rented by twin 4711, not by the marketplace"
+    )
+    withheld = ("up", 6, 0, 0, 0, 6, 0, 6, {"withheld": 6}, False, "withheld", "disk swap, until released")
+    label = cell_label(1803, 7, cell_state(*withheld), *withheld)
+    assert label.count("withheld") == 1 and "disk swap, until released" in label
+    assert not any(words.endswith("...") or "..." in words for words in STATES.values())
 
 
 def test_issue_34_down_standby_and_withheld_keep_their_own_colours():

@@ -360,3 +360,32 @@ def test_the_pages_say_which_api_token_asked(support_client, role_user):
     shown = f"deployer-owner, with token {token.prefix}… (deployer)"
     assert shown in support_client.get(reverse("job", args=[job.pk])).content.decode()
     assert shown in support_client.get(reverse("jobs")).content.decode()
+
+
+@pytest.mark.django_db
+def test_issue_45_defect_5_the_list_says_what_a_fleet_watch_read_as_its_page_does(support_client):
+    """A bulk job's `nodes` sample is left out of the list's brief results; a watch's `nodes` count is not."""
+    from dashboard.job_results import WatchResult
+
+    job = Job.objects.create(
+        kind=Job.Kind.FLEET_WATCH,
+        state=Job.State.SUCCEEDED,
+        finished_at=timezone.now(),
+        result=WatchResult(nodes=86, read=86, pages=1, requests=1).stored(),
+    )
+    listed = support_client.get(reverse("jobs")).content.decode()
+    assert "Read 86 of 86 node(s)" in listed and "of 0 node" not in listed
+    assert "Read 86 of 86 node(s)" in support_client.get(reverse("job", args=[job.pk])).content.decode()
+
+
+@pytest.mark.django_db
+def test_issue_45_defect_5_a_skipped_watch_says_why_in_the_list(support_client):
+    from dashboard.job_results import WatchResult
+
+    Job.objects.create(
+        kind=Job.Kind.FLEET_WATCH,
+        state=Job.State.SUCCEEDED,
+        finished_at=timezone.now(),
+        result=WatchResult(skipped="the previous watch was still running").stored(),
+    )
+    assert "Skipped: the previous watch was still running" in support_client.get(reverse("jobs")).content.decode()

@@ -78,13 +78,13 @@ class TestNode1774:
 
     def test_it_shows_the_buttons_to_admins(self, admins_client, node_1774):
         content = admins_client.get(reverse("node", args=[1774])).content
-        assert b">Re-register</button>" in content
+        assert b">Re-register now</button>" in content and b">Re-register\xe2\x80\xa6</summary>" in content
         assert b">Preview</button>" in content
         assert b">Run precheck</button>" in content
 
     def test_it_shows_no_button_to_support(self, support_client, node_1774):
         content = support_client.get(reverse("node", args=[1774])).content
-        assert b"Re-register</button>" not in content
+        assert b"Re-register now</button>" not in content and b"reregister-confirm" not in content
         assert b"Run precheck</button>" not in content
 
     @pytest.mark.parametrize("action", ["node-reregister", "node-preview", "node-precheck"])

@@ -1,5 +1,7 @@
 """The node page's pools: where they came from and how old, what unknown pools cost, the admins' form."""
 
+import html
+
 import pytest
 from django.urls import reverse
 
@@ -30,7 +32,7 @@ def test_it_says_where_reported_pools_came_from_and_how_old_they_are(support_cli
     entries = [{"name": n, "type": "ssd", "size": 465 * GiB, "used": 0} for n in "ab"]
     pools_report(node=node, pools=entries, source="api")
     text = support_client.get(reverse("node", args=[2310])).content.decode()
-    assert "reported by API token (a deployer that reads them over RMB), just now" in text
+    assert "reported by an API token (a deployer that reads them over RMB), just now" in text
 
 
 def test_an_admin_reports_the_pools_and_the_catalog_turns_stale(admins_client, blind_2310):
@@ -67,7 +69,28 @@ def test_it_says_pools_heard_over_rmb_came_from_the_node_and_shows_its_build(sup
 
     entries = [{"name": n, "type": "ssd", "size": 465 * GiB, "used": 0} for n in "ab"]
     pools_report(node=blind_2310, pools=entries, source=PoolReport.Source.RMB, origin="rmb-peer")
-    Node.objects.filter(pk=blind_2310.pk).update(zos_version="v3.14.0-sim")
+    Node.objects.filter(pk=blind_2310.pk).update(zos_version="v3.14.0-sim", zos_version_source="rmb")
     text = support_client.get(reverse("node", args=[2310])).content.decode()
-    assert "reported by The node itself, over RMB (through rmb-peer), just now" in text
+    assert "reported by the node itself, over RMB (through rmb-peer), just now" in text
     assert "v3.14.0-sim" in text and "the node said it over RMB" in text
+
+
+def test_issue_45_defect_6_the_simulated_node_is_named_so_on_the_page_the_api_and_the_fleet(
+    support_client, sim_node, api_call, api_token
+):
+    """The demo's pools and build come from the simulated grid's node in process: no page says "over RMB"
+    while the fleet page says RMB is off, and the API does not call that source "zos"."""
+    from dashboard.services.registration import node_register_from_grid
+
+    sim_node(2310, register=False, zos_build="v3.14.0-sim", **TWO_SSDS)
+    # Registered as `node_register` and the demo do: the simulated grid answers the pools and build itself.
+    node = node_register_from_grid(live=sim_node.grid.node(2310), grid=sim_node.grid)
+    assert (node.pools_source, node.zos_version_source) == ("zos", "simulated")
+    text = support_client.get(reverse("node", args=[2310])).content.decode()
+    assert "reported by the simulated node itself, asked in process" in text
+    assert "the simulated node said it, asked in process (not over RMB)" in text
+    assert "over RMB (through rmb-peer)" not in text and "The node itself" not in text
+    pools = api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]
+    assert (pools["source"], pools["zos_version_source"]) == ("simulated", "simulated")
+    fleet = html.unescape(support_client.get(reverse("fleet")).content.decode())
+    assert "the simulated grid's nodes answer their pools and build in process" in fleet

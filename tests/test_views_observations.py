@@ -64,3 +64,9 @@ def test_support_cannot_clear_the_lessons(support_client, taught):
 
 def test_clearing_needs_a_post(admins_client, taught):
     assert admins_client.get(reverse("node-observations-clear", args=[2877])).status_code == 405
+
+
+def test_issue_45_defect_8_the_page_says_which_per_vm_figure_counts(support_client, taught):
+    page = support_client.get(reverse("node", args=[2877])).content.decode()
+    assert "The precheck and the carve count <strong>1 GiB hidden memory per running VM</strong>" in page
+    assert "the figure stored for it from the lesson above" in page and "Counting" not in page

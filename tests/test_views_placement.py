@@ -114,3 +114,17 @@ def test_it_shows_a_size_given_in_bytes_as_people_write_it(support_client, three
     response = support_client.get(URL, {"cru": 1, "mru": 4 * GiB, "sru": 151 * GiB + 1})
     assert b'value="4GiB"' in response.content
     assert f'value="{151 * GiB + 1}"'.encode() in response.content
+
+
+@pytest.mark.django_db
+def test_issue_45_the_page_shows_each_best_nodes_odds_and_takes_min_odds_as_the_api_does(
+    support_client, three_nodes, api_call, api_token
+):
+    asked = {"cru": 1, "mru": "4GiB", "sru": "100GiB"}
+    page = support_client.get(reverse("placement"), asked).content.decode()
+    assert 'name="min_odds"' in page and '<th class="num">Odds</th>' in page
+    assert 'data-odds="1.0"' in page or 'data-odds="1"' in page  # nothing taught: sure everywhere
+    api = api_call("get", "/api/v1/placement", api_token("read"), cru=1, mru=4 * GiB, sru=100 * GiB, min_odds=1.0)
+    strict = support_client.get(reverse("placement"), {**asked, "min_odds": "1.0"}).content.decode()
+    assert f'data-limit="min_odds" data-count="{api.json()["limited"]["min_odds"]}"' in strict
+    assert support_client.get(reverse("placement"), {**asked, "min_odds": "1.5"}).status_code == 400

@@ -13,6 +13,7 @@ from dashboard.api.auth import ACT, PRECHECK, READ, REPORT
 from dashboard.api.errors import BadInput, GridTrouble
 from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
 from dashboard.api.jobs import job_out, job_started
+from dashboard.api.node_room import room_out, wake_out
 from dashboard.api.schemas import (
     ErrorOut,
     FleetTotalsOut,
@@ -164,6 +165,8 @@ def node(
         "turned_away_deployments": detail.turned_away_deployments,
         "grid_condition": _grid_condition_out(n, now),
         "lessons": _lessons_out(detail),
+        "room": room_out(detail.breakdown) if detail.breakdown else None,
+        "wake": wake_out(detail.wake) if detail.wake else None,
     }
 
 
@@ -228,6 +231,7 @@ def _figures_out(detail: NodeDetail) -> dict:
         "phantom_by_reason": detail.node.phantom_reasons or {},
         "closure": detail.closure.key if detail.closure else "",
         "closure_words": detail.away_words,
+        "warnings": [w.as_dict() for w in detail.warnings],
         "stale": detail.stale,
         "stale_reason": detail.stale_reason,
     }
@@ -235,14 +239,16 @@ def _figures_out(detail: NodeDetail) -> dict:
 
 def _carries_out(carries: NodeCarries) -> dict:
     """What the node's slices can carry beyond memory and disk: public IPv4s and GPUs."""
+    read = carries.ipv4.farm.read_at is not None
     return {
         "light": carries.light,
         "gpus": carries.gpus,
-        "ipv4_slices": carries.ipv4.slices,
+        # Never read is not 0: null, so a program cannot take an unread pool for an empty one.
+        "ipv4_slices": carries.ipv4.slices if carries.ipv4.known else None,
         "ipv4_words": carries.ipv4.words,
-        "farm_ips_total": carries.ipv4.farm.total_ips,
-        "farm_ips_free": carries.ipv4.farm.available,
-        "farm_ipv4_slices": carries.ipv4.farm.ipv4_slices,
+        "farm_ips_total": carries.ipv4.farm.total_ips if read else None,
+        "farm_ips_free": carries.ipv4.farm.available if read else None,
+        "farm_ipv4_slices": carries.ipv4.farm.ipv4_slices if read else None,
         "farm_ips_read_at": carries.ipv4.farm.read_at,
         "gpu_slices": carries.gpu_slices,
         "gpu_words": carries.gpu_words,
@@ -261,6 +267,7 @@ def _pools_out(detail: NodeDetail, now: datetime) -> dict:
         "zos_version": n.zos_version or None,
         "refused": n.pools_refused or None,
         "refused_at": n.pools_refused_at if n.pools_refused else None,
+        "zos_version_source": n.zos_version_source or None,
     }
 
 
@@ -328,6 +335,7 @@ def _catalog_slice(c, *, buyer_shown: bool) -> dict:
         "generation": c.slice.generation,
         "fits_now": c.placeable,
         "odds": c.odds,
+        "odds_closed_by": c.closed_by.key if c.closed_by else None,
         "last_deployment_state": c.last_deployment_state,
         "last_deployment_cause": c.last_deployment_cause,
     }

@@ -48,4 +48,5 @@ def placement(request, size: Query[PlacementIn]):
         "best": answer.best,
         "slices_offered": answer.slices_offered,
         "ipv4": rules.ipv4,
+        "notes": list(answer.notes),
     }

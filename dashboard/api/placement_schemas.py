@@ -8,6 +8,7 @@ from datetime import datetime
 from ninja import Field, Schema
 
 from dashboard.api.inputs import Size
+from dashboard.api.node_room import WarningOut
 
 
 class PlacementIn(Schema):
@@ -57,6 +58,14 @@ class PlacementNodeOut(Schema):
         None, description="the slice's probability of deploying there at the first try now (capacity.odds)"
     )
     take: int | None = Field(None, description="the slices offered there: could_take within per_node and per_farm")
+    largest_disk: int | None = Field(
+        None,
+        description="the largest data disk (bytes) a VM of the asked cru and mru gets there now, by the precheck's "
+        "rules (the same figure as the node's room.disk.largest_disk for its slice size)",
+    )
+    warnings: list[WarningOut] = Field(
+        default_factory=list, description="why a deploy there may still fail though it fits (capacity.warnings)"
+    )
     words: str = Field(description="the precheck's verdict on the node's last reading, in words")
 
 
@@ -68,8 +77,10 @@ class PlacementOut(Schema):
     )
     blocked: dict[str, int] = Field(
         description="nodes that cannot host it, by the first block that holds: node_excluded, farm_excluded (the asked "
-        "exclusions), no_ipv4 (ZOS-light), farm_ips (no free IP; both with ipv4), down, standby, unread (never read), old (reading older than reading_max_age_seconds), memory, "
-        "disk (total), pool (no pool holds it), held (it would fit but for the live holds on it)"
+        "exclusions), no_ipv4 (ZOS-light), farm_ips_unread (its farm's IPs were never read), farm_ips (no free IP; "
+        "the three with ipv4), then every closure by its key (withheld, down, standby, rented, ...), unread (never "
+        "read), old (reading older than reading_max_age_seconds), memory, disk (total), pool (no pool holds it), held "
+        "(it would fit but for the live holds on it)"
     )
     reading_max_age_seconds: int
     strategy: str = "spread"
@@ -83,6 +94,11 @@ class PlacementOut(Schema):
         0, description="the slices the best nodes offer together (their take); with ipv4, within their farms' free IPs"
     )
     ipv4: bool = False
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what to know about the answer as a whole, e.g. that no policy sells a public IPv4 (so no farm's "
+        "IPs are read and ipv4 blocks every node)",
+    )
     best: list[PlacementNodeOut] = Field(
         description="most memory left after it first, then most disk, then the freshest reading"
     )

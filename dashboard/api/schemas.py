@@ -12,6 +12,7 @@ from typing import Literal
 from ninja import Field, Schema
 
 from dashboard.api.inputs import Line, ReportTime, Text, Whole
+from dashboard.api.node_room import RoomOut, WakeOut, WarningOut
 from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
@@ -92,6 +93,9 @@ class NodeRowOut(Schema):
         "", description='why the node offers nothing now: "down", "standby", ... (docs/zos.md); "" when it is open'
     )
     closure_detail: str = Field("", description="the closure's detail (the renting twin, ...)")
+    warnings: list[WarningOut] = Field(
+        default_factory=list, description="why a deploy may fail there though it looks free (capacity.warnings)"
+    )
     stale: bool
     stale_reason: str
     seen_at: datetime | None = Field(description="when the grid was last read for this node")
@@ -145,6 +149,9 @@ class NodeFiguresOut(Schema):
     )
     closure: str = Field("", description='why the node offers nothing now ("down", "standby", ...); "" open')
     closure_words: str = Field("", description="the closure in a sentence, for people")
+    warnings: list[WarningOut] = Field(
+        default_factory=list, description="why a deploy may fail there though it looks free (capacity.warnings)"
+    )
     stale: bool
     stale_reason: str
 
@@ -201,7 +208,12 @@ class CatalogSliceOut(Schema):
         None,
         description="a free slice's probability of deploying at the first try now (the memory lesson's "
         "uncertainty, the free slices before it deployed first); at or above SLICE_MIN_ODDS it counts in "
-        "deployable and placeable_now; null when not free",
+        "deployable and placeable_now; 0 on a closed node (odds_closed_by); null when not free",
+    )
+    odds_closed_by: str | None = Field(
+        None,
+        description="a free slice of a closed node: the closure's key (figures.closure: rented, withheld, down, ...) "
+        "that makes its odds 0; null when the node is open or the slice is not free",
     )
     last_deployment_state: str | None
     last_deployment_cause: str | None
@@ -294,13 +306,19 @@ class PoolsOut(Schema):
         description="the node's SSD pools are known; false: its disks are sized for every plausible layout"
     )
     source: str | None = Field(
-        description="where they came from: rmb (the node itself over RMB), zos (the simulated node), api, form, cli, "
-        "or registration (given when it was registered); null while unknown"
+        description="where they came from: rmb (the node itself over RMB), simulated (the simulated grid's node, "
+        "asked in process, not over RMB), api, form, cli, or registration (given when it was registered); null while "
+        "unknown"
     )
     at: datetime | None = Field(description="when they were reported")
     age_seconds: float | None
     sizes: list[int] | None = Field(description="SSD pool sizes in bytes, in ZOS's order")
-    zos_version: str | None = Field(description="the node's ZOS build as it said it over RMB (zos.system.version)")
+    zos_version: str | None = Field(description="the node's ZOS build as it said it (zos.system.version)")
+    zos_version_source: str | None = Field(
+        None,
+        description="how the build was heard: rmb (the node over RMB), simulated (the simulated grid's node, in "
+        "process); null when not kept",
+    )
     refused: str | None = Field(
         None,
         description="the node's own last pools answer that was not taken, and why (malformed, refused, not its SSD "
@@ -315,11 +333,18 @@ class CarriesOut(Schema):
         "public IPv4; false: full ZOS); null when not known (the Grid Proxy did not list the node's features)"
     )
     gpus: int = Field(description="GPUs the node reports (num_gpu)")
-    ipv4_slices: int = Field(description="of its placeable slices, those deployable with a public IPv4 now")
+    ipv4_slices: int | None = Field(
+        description="of its placeable slices, those deployable with a public IPv4 now; null: its farm's IPs were "
+        "never read (none is offered until they are)"
+    )
     ipv4_words: str
-    farm_ips_total: int = Field(description="its farm's public IPv4s, as last read (the pool all its nodes share)")
-    farm_ips_free: int = Field(description="of them free now, less those live holds keep")
-    farm_ipv4_slices: int = Field(description="IPv4 slices in the whole farm: min(its nodes' placeable, free IPs)")
+    farm_ips_total: int | None = Field(
+        description="its farm's public IPv4s, as last read (the pool all its nodes share); null: never read"
+    )
+    farm_ips_free: int | None = Field(description="of them free now, less those live holds keep; null: never read")
+    farm_ipv4_slices: int | None = Field(
+        description="IPv4 slices in the whole farm: min(its nodes' placeable, free IPs); null: never read"
+    )
     farm_ips_read_at: datetime | None
     gpu_slices: int = Field(description="GPU slices offered: only on a node the marketplace rents")
     gpu_words: str
@@ -348,6 +373,13 @@ class NodeDetailOut(Schema):
     )
     lessons: LessonsOut = Field(description="what ZOS's refusals taught about this node")
     grid_condition: GridConditionOut | None = None
+    room: RoomOut | None = Field(
+        None, description="what ZOS keeps for itself and the rest, its SSD pools now and the largest disk it takes now"
+    )
+    wake: WakeOut | None = Field(
+        None,
+        description="on standby: how long a wake takes in its farm (measured by the watch) and wait or go elsewhere",
+    )
 
 
 class JobsPageOut(Schema):

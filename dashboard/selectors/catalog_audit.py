@@ -38,6 +38,8 @@ class AuditRead:
     checked: int = 0
     requests: int = 0
     findings: list[Finding] = field(default_factory=list)
+    # Node pk -> its contracts in GracePeriod that hold capacity, for every node read (capacity.warnings).
+    grace: dict[int, int] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         found = {kind.value: 0 for kind in FindingKind}
@@ -116,6 +118,7 @@ def catalog_audit_read(
                 )
                 read.checked += 1
                 read.findings.extend(match.findings)
+                read.grace[pk] = sum(1 for c in contracts.contracts if c.holds_capacity and c.state == "GracePeriod")
         if why is not None:
             read.findings.append(
                 Finding(kind=FindingKind.NOT_CHECKED, node_id=grid_id, words=f"node {grid_id} not checked: {why}")

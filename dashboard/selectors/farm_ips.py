@@ -44,7 +44,7 @@ class FarmIpv4:
     def words(self) -> str:
         farm = f"farm {self.farm_id}" + (f" ({self.farm_name})" if self.farm_name else "")
         if self.read_at is None:
-            return f"0 IPv4 slices: {farm}'s public IPs were never read"
+            return f"IPv4 slices unknown: {farm}'s public IPs were never read (none is offered until they are)"
         if not self.total_ips:
             return f"0 IPv4 slices: {farm} has no public IPv4"
         if not self.available:
@@ -147,16 +147,19 @@ def farm_ipv4(farm_id: int, now: datetime | None = None) -> FarmIpv4:
 class NodeIpv4:
     """What one node offers with a public IPv4, and why."""
 
-    slices: int
+    slices: int  # 0 where its farm's IPs were never read too: none is offered; `known` says which
     words: str
     farm: FarmIpv4
+    known: bool = True  # False: its farm's IPs were never read, so the figure is not a count of anything
 
 
 def node_ipv4(node: Node, now: datetime | None = None) -> NodeIpv4:
     farm = farm_ipv4(node.farm_id, now)
     if node.light:
         return NodeIpv4(0, f"0 IPv4 slices: node {node.grid_id} is ZOS-light (no public IPv4 feature)", farm)
-    if not farm.available or farm.read_at is None:
+    if farm.read_at is None:
+        return NodeIpv4(0, farm.words, farm, known=False)
+    if not farm.available:
         return NodeIpv4(0, farm.words, farm)
     slices = min(node.placeable_now or 0, farm.ipv4_slices)
     # Unknown is said, not guessed: an older proxy lists no features, so ZOS-light is not ruled out.

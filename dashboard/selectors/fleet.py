@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import Node, reading_is_uncertain
+from dashboard.rules.warning import warnings_of_values
 from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
 from dashboard.selectors.holds import Held, held_among, held_by_node
 from dashboard.selectors.tiers import TIER_FIGURES, TIER_WORDS, TIERS, closed_by_reason, tier_of, tier_q, tier_sums
@@ -53,6 +54,10 @@ _ROW_FIELDS = (
     "reported_at",
     "closure",
     "closure_detail",
+    # What decides its warnings (rules.warning.WARNING_FIELDS, in that order).
+    "zos_cache_sru",
+    "pools_sru",
+    "grace_contracts",
     # The live holds summed on the row (services.held_figures): the rows take them off with no query.
     "held_slices",
     "held_first_expiry",
@@ -83,6 +88,8 @@ class NodeRow:
     reported_at: datetime | None = None  # the node's last report to the grid, as of that reading
     closure: str = ""  # why the node offers nothing (capacity.closures key, as stored); "" open
     closure_detail: str = ""
+    # Why a deploy there may still fail though it looks free (capacity.warnings), decided from its row.
+    warnings: tuple = ()
 
     @property
     def phantom_by_reason(self) -> dict:
@@ -459,6 +466,9 @@ def _node_row(values: tuple) -> NodeRow:
         reported_at,
         closure,
         closure_detail,
+        zos_cache_sru,
+        pools_sru,
+        grace_contracts,
         *held_stored,
     ) = values
     return NodeRow(
@@ -483,5 +493,8 @@ def _node_row(values: tuple) -> NodeRow:
         reported_at=reported_at,
         closure=closure,
         closure_detail=closure_detail,
+        warnings=warnings_of_values(
+            {"zos_cache_sru": zos_cache_sru, "pools_sru": pools_sru, "grace_contracts": grace_contracts}
+        ),
         held_stored=tuple(held_stored),
     )

@@ -29,7 +29,7 @@ from django.core.cache import caches
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS
+from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS, Closure
 from dashboard.models import FarmTotals, Node
 from dashboard.selectors.farm_ips import farms_ipv4_read
 from dashboard.selectors.farm_totals import farms_behind
@@ -41,8 +41,9 @@ STATES = {
     "withheld": "withheld (maintenance or quarantine)",
     "down": "down",
     "standby": "on standby (can be woken)",
-    # Any other closure (capacity.closures: rented by another twin, needs our rent, our rent in grace ...).
-    "closed": "closed to us (rented by another twin, needs our rent ...)",
+    # Any other closure (capacity.closures), each named: a new reason joins the legend with no edit.
+    "closed": "closed: "
+    + ", ".join(r.label for key, r in CLOSURE_REASONS.items() if key not in ("withheld", "down", "standby")),
     "memory": "offers slices memory refuses",
     "disk": "offers slices its disk cannot hold",
     "pool": "offers slices no SSD pool holds",
@@ -158,13 +159,13 @@ def farm_cells(rows, href: tuple[str, str], held: dict[int, int] | None = None) 
     farm_name, counts, links = "", {}, []
     for node_id, farm_id, name, *figures in rows:
         farm_name = farm_name or name
-        n = (held or {}).get(node_id, 0)
-        if n:  # status, free, ..., placeable: the held slices taken off what is on offer
-            figures[1] = max(figures[1] - n, 0)
+        n = min((held or {}).get(node_id, 0), figures[1])
+        if n:  # status, free, ..., placeable: the held slices taken off what is on offer (not off the catalog)
+            figures[1] -= n
             figures[6] = None if figures[6] is None else max(figures[6] - n, 0)
         state = cell_state(*figures)
         counts[state] = counts.get(state, 0) + 1
-        label = escape(cell_label(node_id, farm_id, state, *figures) + (f"; {n} held for a buyer" if n else ""))
+        label = escape(cell_label(node_id, farm_id, state, *figures, held=n))
         links.append(
             f'<a class="cell s-{state}" href="{before}{node_id}{after}" data-node="{node_id}" '
             f'data-state="{state}" aria-label="{label}"></a>'
@@ -273,9 +274,22 @@ def cell_label(
     stale,
     closure="",
     detail="",
+    *,
+    held=0,
 ) -> str:
-    nominal = free + rented + deployed + failed
+    """`free`: on offer; `held`: free slices a buyer holds (still in the catalog, so in its nominal count)."""
+    nominal = free + held + rented + deployed + failed
     parts = [f"Node {node_id}, farm {farm_id}, {status}", f"{nominal} → {deployable} slices", f"{free} free"]
+    if held:
+        parts.append(f"{held} held for a buyer")
+    if closure:
+        # Said once, with its detail: its phantom reasons and its colour would only repeat it.
+        closed = Closure(closure, detail)
+        said = f"the node {closed.what}" if detail or "{detail}" not in closed.reason.what else closed.label
+        parts.append(f"none placeable: {said}")
+        if stale:
+            parts.append("stale catalog")
+        return ": ".join([parts[0], "; ".join(parts[1:])])
     if placeable is None:
         parts.append("never prechecked")
     else:
@@ -287,8 +301,4 @@ def cell_label(
             parts.append(f"{phantom} phantom" + (f" ({why})" if why else ""))
     if stale:
         parts.append("stale catalog")
-    if closure == "withheld":
-        parts.append(f"withheld: {detail}")
-    elif state == "closed":
-        parts.append(f"closed: {CLOSURE_REASONS[closure].label if closure in CLOSURE_REASONS else closure}")
     return ": ".join([parts[0], "; ".join(parts[1:])]) + f" — {STATES[state]}"

@@ -93,36 +93,60 @@ def _sparkline(figure: str, label: str, times: list[datetime], values: list[int]
     return Sparkline(figure=figure, label=label, points=points, first=values[0], last=values[-1], low=low, high=high)
 
 
+# A trend is said from the first snapshots this far apart (the beat takes one every SNAPSHOT_EVERY, 15 min,
+# and one after every job): in an hour-old fleet, by the hour, until a day of history says it by the day.
+SHORT_SPAN = timedelta(minutes=10)
+# Below this span the trend is shown but not fed to the run-out alert (per_day None): too short to act on.
+ALERTING_SPAN = timedelta(hours=1)
+
+
+def _span_words(span: timedelta) -> str:
+    minutes = round(span.total_seconds() / 60)
+    return f"{minutes} minutes" if minutes < 120 else f"{minutes // 60} hours"
+
+
 def trend_of(times: list[datetime], values: list[int], *, days: int = TREND_DAYS) -> Trend:
-    """Free deployable slices a day, by least squares over the snapshots given, and when none are left."""
+    """Free deployable slices over time, by least squares over the snapshots given, and when none are left:
+    a day at a time once a day of history exists, an hour at a time before (from SHORT_SPAN on)."""
     method = (
         f"Least-squares line through the {len(values)} snapshot{'' if len(values) == 1 else 's'} of the last {days} days "
         "(free deployable = deployable slices less those rented or deployed)."
     )
-    if len(values) < 2 or (times[-1] - times[0]) < timedelta(hours=1):
+    span = times[-1] - times[0] if times else timedelta(0)
+    if len(values) < 2 or span < SHORT_SPAN:
         return Trend(
-            words="Not enough history for a trend yet: it needs snapshots an hour apart or more.", method=method
+            words="Not enough history for a trend yet: it needs snapshots 10 minutes apart or more "
+            "(one every SNAPSHOT_EVERY and one after every job).",
+            method=method,
         )
     xs = [(t - times[0]).total_seconds() / 86400 for t in times]
     mean_x, mean_y = sum(xs) / len(xs), sum(values) / len(values)
     spread = sum((x - mean_x) ** 2 for x in xs)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values, strict=True)) / spread
+    daily = span >= timedelta(days=1)
+    rate, unit = (slope, "a day") if daily else (slope / 24, "an hour")
+    short = "" if daily else f" over the last {_span_words(span)} (a short history: it firms up as snapshots gather)"
+    # Too short to act on: said on the page, not given to the run-out alert.
+    alerting = span >= ALERTING_SPAN
+    per_day = slope if alerting else None
     now_value = values[-1]
     if slope <= -STEADY:
-        if now_value <= 0:
-            return Trend(
-                words=f"Free deployable slices falling by {-slope:.1f} a day; none are left now.",
-                method=method,
-                per_day=slope,
-                days_left=0.0,
-            )
-        left = now_value / -slope
+        left_days = 0.0 if now_value <= 0 else now_value / -slope
+        left = (
+            "none are left now"
+            if now_value <= 0
+            else f"none left in about {left_days:.0f} days"
+            if left_days >= 2
+            else f"none left in about {left_days * 24:.0f} hours"
+        )
         return Trend(
-            words=f"Free deployable slices falling by {-slope:.1f} a day; none left in about {left:.0f} days.",
+            words=f"Free deployable slices falling by {-rate:.1f} {unit}{short}; {left}.",
             method=method,
-            per_day=slope,
-            days_left=left,
+            per_day=per_day,
+            days_left=left_days if alerting else None,
         )
     if slope >= STEADY:
-        return Trend(words=f"Free deployable slices rising by {slope:.1f} a day.", method=method, per_day=slope)
-    return Trend(words="Free deployable slices steady.", method=method, per_day=slope)
+        return Trend(
+            words=f"Free deployable slices rising by {rate:.1f} {unit}{short}.", method=method, per_day=per_day
+        )
+    return Trend(words=f"Free deployable slices steady{short}.", method=method, per_day=per_day)

@@ -9,15 +9,31 @@ from dashboard.models import AuditEvent, Job, Node
 
 # Keys of a result whose size follows the fleet (a bulk job's node sample and failures: each kind's
 # result model says which, LIST_LEAVES_OUT); the jobs list never reads them, so PostgreSQL leaves
-# them out before sending the row.
-_LIST_DROPS = tuple(sorted({key for kind in kinds() for key in kind.result.LIST_LEAVES_OUT}))
+# them out before sending the row. Per kind: the same key may be a list in one kind's result and a
+# count in another's (a bulk job's `nodes` sample, a fleet watch's `nodes` read).
+_LIST_DROPS = {kind.value: sorted(kind.result.LIST_LEAVES_OUT) for kind in kinds() if kind.result.LIST_LEAVES_OUT}
+
+
+def _sql_text(value: str) -> str:
+    # Constants from the job kinds' declarations, never input; quoted all the same.
+    return "'" + value.replace("'", "''") + "'"
 
 
 class _ResultBrief(Func):
-    """`result - ARRAY[...]`: the job's result without the keys in _LIST_DROPS (constants, no input)."""
+    """The job's result without its kind's keys in _LIST_DROPS: `CASE kind WHEN ... THEN result - ARRAY[...]`."""
 
-    template = "(%(expressions)s - ARRAY[" + ", ".join(f"'{key}'" for key in _LIST_DROPS) + "]::text[])"
+    template = (
+        "(CASE %(kind)s "
+        + " ".join(
+            f"WHEN {_sql_text(kind)} THEN %(expressions)s - ARRAY[{', '.join(map(_sql_text, keys))}]::text[]"
+            for kind, keys in sorted(_LIST_DROPS.items())
+        )
+        + " ELSE %(expressions)s END)"
+    )
     output_field = JSONField()
+
+    def __init__(self, expression, **extra):
+        super().__init__(expression, kind='"dashboard_job"."kind"', **extra)
 
 
 def jobs_list(*, state: str | None = None, kind: str | None = None, node_id: int | None = None) -> QuerySet[Job]:

@@ -13,13 +13,24 @@ from django.db.models import Count, OuterRef, Subquery
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.capacity.kept import Kept
 from dashboard.models import Deployment, Hold, Job, Node, Observation, PoolReport, Slice
 from dashboard.rules.closure import closure_of
+from dashboard.rules.warning import warnings_of
 from dashboard.selectors.holds import Held
 from dashboard.selectors.jobs import node_active_job, node_jobs
+from dashboard.selectors.node_room import NodeRoom, node_live, node_room, pools_told_words
 from dashboard.selectors.odds import free_slices_odds
+from dashboard.selectors.placement import placement_for
 from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 from dashboard.selectors.reconcile import Reconciliation, node_reconcile
+from dashboard.selectors.wake import WakeAdvice, farm_wakes
+
+# How the node's build was heard (Node.zos_version_source); its pools: selectors.node_room.POOLS_TOLD_BY.
+VERSION_TOLD_BY = {
+    "rmb": "the node said it over RMB",
+    "simulated": "the simulated node said it, asked in process (not over RMB)",
+}
 
 # Bars are drawn in thousandths of their width (SVG user units; CSP forbids inline styles).
 BAR_UNITS = 1000
@@ -28,13 +39,14 @@ BAR_TITLES = {"mru": "Memory", "sru": "SSD disk"}
 
 @dataclass(frozen=True)
 class BarPart:
-    kind: str  # reserve, occupied, free, unusable
+    kind: str  # reserve, step, hidden, occupied, free, unusable (BAR_KINDS)
     label: str
     size: int  # bytes
     x: int
     width: int
     # One (x, width) per slice, so the bar can be counted slice by slice.
     cells: tuple[tuple[int, int], ...] = ()
+    source: str = ""  # where the figure came from (capacity.kept)
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,8 @@ class CatalogSlice:
     hold: Hold | None = None  # the live hold keeping this free slice for one buyer
     # A free slice's odds of deploying at the first try now (capacity.odds); None when not free.
     odds: float | None = None
+    # The node's closure, for a free slice of a closed node: nothing deploys there now, so its odds are 0.
+    closed_by: capacity.Closure | None = None
 
     # One rule for every door that shows a slice (API catalog, node page): a free slice under a live hold
     # reads "held", until its hold ends; it is not on offer, so neither does it "fit now" (issue 34, finding 4).
@@ -133,6 +147,8 @@ class NodeDetail:
     observations: tuple[Observation, ...] = ()  # the live ones, newest first
     reconciliation: Reconciliation | None = None  # catalog, grid and lessons side by side
     holds: tuple[Hold, ...] = ()  # the live holds of its free slices (off offer until they end)
+    breakdown: NodeRoom | None = None  # what ZOS keeps and the rest, its pools and its largest disk now
+    wake: WakeAdvice | None = None  # on standby: how long its farm's wakes take, and whether to wait
 
     @property
     def held(self) -> int:
@@ -149,22 +165,30 @@ class NodeDetail:
 
     @property
     def pools_source_words(self) -> str:
-        """Who reported the pools: the node itself, an operator, a token; "registration" for older rows."""
-        source = self.node.pools_source
-        return PoolReport.Source(source).label if source in PoolReport.Source.values else "the registration"
+        """Who reported the pools, inside a sentence ("reported by ..."): the node over RMB, the simulated
+        node in process, an operator, a token; "the registration" for older rows."""
+        return pools_told_words(self.node)
 
     @property
     def pools_origin(self) -> str | None:
-        """Where the pools came from, in the API's words: rmb (the node over RMB), zos (the simulated
-        node in process), api (a token), form (an admin on the node page), cli (node_register --pools);
-        "registration" for pools given at registration before reports were kept; None when unknown."""
+        """Where the pools came from, in the API's words: rmb (the node over RMB), simulated (the simulated
+        grid's node, asked in process: stored as "zos"), api (a token), form (an admin on the node page),
+        cli (node_register --pools); "registration" for pools given at registration before reports were
+        kept; None when unknown."""
         if not self.pools_known:
             return None
         source = self.node.pools_source
         if source == PoolReport.Source.OPERATOR:
             by = self.node.pool_reports.values_list("by_id", flat=True).first()
             return "form" if by else "cli"  # the audit trail's rule: an operator with a user is the web
+        if source == PoolReport.Source.ZOS:
+            return "simulated"
         return source or "registration"
+
+    @property
+    def version_told_words(self) -> str:
+        """How the node's build was heard, inside a sentence: over RMB, or from the simulated node in process."""
+        return VERSION_TOLD_BY.get(self.node.zos_version_source, "the node said it")
 
     @property
     def phantom_reasons(self) -> list[tuple[str, int]]:
@@ -209,6 +233,11 @@ class NodeDetail:
     def closure(self) -> capacity.Closure | None:
         """Why the node offers nothing now (capacity.closures), decided from its row and the settings."""
         return closure_of(self.node)
+
+    @property
+    def warnings(self) -> tuple:
+        """Why a deploy may fail though the node looks free (capacity.warnings), decided from its row."""
+        return warnings_of(self.node)
 
     @property
     def rent_words(self) -> str:
@@ -273,6 +302,8 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
     observations = tuple(_live_observations(node))
     verdict_lines = _free_slice_verdicts(node, policy, free=free, occupied_sizes=occupied_sizes)
     holds = tuple(Hold.objects.live(timezone.now()).filter(node=node).order_by("slice_index"))
+    room = node_room(node, policy, occupied=occupied_sizes, free=[s.size.resources for s in free])
+    wake = _wake_advice(node, carve) if node.status == Node.Status.STANDBY else None
     return NodeDetail(
         node=node,
         policy=policy,
@@ -284,8 +315,8 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
         occupied=len(occupied),
         catalog=_catalog(node, policy, slices, free=free, occupied=occupied, verdicts=verdict_lines, holds=holds),
         bars=(
-            capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="mru"),
-            capacity_bar(node=node, policy=policy, occupied=occupied, free=free, resource="sru"),
+            capacity_bar(room.memory, reported_used=node.used_mru),
+            capacity_bar(room.disk, reported_used=node.used_sru),
         ),
         cpu=CpuFigures(
             total=node.total_cru,
@@ -303,7 +334,16 @@ def node_detail(*, node_id: int, job_limit: int = 10) -> NodeDetail:
             node=node, policy=policy, occupied=occupied, observations=observations, now=timezone.now()
         ),
         holds=holds,
+        breakdown=room,
+        wake=wake,
     )
+
+
+def _wake_advice(node: Node, carve: capacity.Carve) -> WakeAdvice:
+    """A standby node: its farm's measured wakes, and how many nodes up could host its slice size now."""
+    size = carve.slice
+    elsewhere = placement_for(cru=size.cru, mru=size.mru, sru=size.sru, best=1).can_host
+    return WakeAdvice(wake=farm_wakes([node.farm_id], now=timezone.now())[node.farm_id], elsewhere=elsewhere)
 
 
 def _deployments_gone_wrong(node: Node) -> dict[str, int]:
@@ -336,14 +376,7 @@ def _free_slice_verdicts(
     used = node.used
     if used is None:
         return None
-    live = capacity.live_node(
-        policy=policy,
-        pools=node.pools,
-        occupied=occupied_sizes,
-        observed=node.observed,
-        cache=node.zos_cache,
-        light=bool(node.light),
-    )
+    live = node_live(node, policy, occupied_sizes)  # as the stored figures judge it (services.precheck)
     check = capacity.precheck(
         [(s.index, s.size) for s in free], node.total, used, policy, live=live, closure=closure_of(node)
     )
@@ -363,7 +396,12 @@ def _catalog(
     """Each slice with its charge, last deployment, whether it fits now, its hold and its odds."""
     fits_by_index = {v.index: v.fits for v in verdicts} if verdicts is not None else {}
     hold_of = {h.slice_index: h for h in holds}
-    odds_of = free_slices_odds(node, free=free, occupied=occupied)
+    # The odds are the chance it deploys now: on a closed node (rented by another twin, withheld, down, ...)
+    # none does, whatever the memory model says (issue 45, defect 3).
+    closed = closure_of(node)
+    odds_of = (
+        {s.index: 0.0 for s in free} if closed is not None else free_slices_odds(node, free=free, occupied=occupied)
+    )
     return tuple(
         CatalogSlice(
             slice=s,
@@ -373,6 +411,7 @@ def _catalog(
             fits_now=fits_by_index.get(s.index) if s.state == Slice.State.FREE and verdicts is not None else None,
             hold=hold_of.get(s.index),
             odds=odds_of.get(s.index),
+            closed_by=closed if s.state == Slice.State.FREE else None,
         )
         for s in slices
     )
@@ -384,72 +423,53 @@ def _live_observations(node: Node):
     return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=oldest).order_by("-seen_at")
 
 
-def capacity_bar(
-    *, node: Node, policy: capacity.Policy, occupied: list[Slice], free: list[Slice], resource: str
-) -> CapacityBar:
-    """Reserve, then the VMs that hold slices, then the free slices, on one scale.
+# The bar's pattern of each part of capacity.kept: ZOS's own parts grey, what it learnt apart.
+BAR_KINDS = {
+    "reserve": "reserve",
+    "cache": "reserve",
+    "cache_step": "step",
+    "hidden": "hidden",
+    "vms": "occupied",
+    "free": "free",
+    "left": "unusable",
+}
 
-    The scale is the larger of the node's total and what the catalog promises, so a catalog
-    that promises more than the node has sticks out past the total line instead of being clipped.
+
+def capacity_bar(kept: Kept, *, reported_used: int | None) -> CapacityBar:
+    """The parts of capacity.kept on one scale: what ZOS keeps, the VMs, the free slices, what is left.
+
+    The scale is the larger of the node's total and what the catalog promises, so a catalog that
+    promises more than the node has sticks out past the total line instead of being clipped.
     """
-    total = getattr(node.total, resource)
-    reserve = getattr(policy.reserve(node.total), resource)
-    hidden = node.hidden_mru_per_vm
-    occupied_bytes = sum(_charges(policy, occupied, resource, hidden))
-    free_bytes = sum(_charges(policy, free, resource, hidden))
-    promised = reserve + occupied_bytes + free_bytes
-    unusable = max(total - promised, 0)
-    over = max(promised - total, 0)
-    scale = max(total, promised, 1)
+    total, over = kept.total, kept.over
+    scale = max(total, kept.promised, 1)
 
     def at(offset: int) -> int:
         return round(offset * BAR_UNITS / scale)
 
-    parts = []
-    offset = 0
-    for kind, label, charges in (
-        ("reserve", "ZOS reserve", [reserve]),
-        ("occupied", "Deployed or rented", _charges(policy, occupied, resource, hidden)),
-        ("free", "Free slices", _charges(policy, free, resource, hidden)),
-        ("unusable", "Left over, too small for a slice", [unusable]),
-    ):
-        size = sum(charges)
-        cells = []
-        cell_offset = offset
-        if kind in ("occupied", "free"):
-            for charge in charges:
-                cells.append((at(cell_offset), at(cell_offset + charge) - at(cell_offset)))
-                cell_offset += charge
-        parts.append(
-            BarPart(
-                kind=kind,
-                label=label,
-                size=size,
-                x=at(offset),
-                width=at(offset + size) - at(offset),
-                cells=tuple(cells),
-            )
-        )
-        offset += size
-    reported_used = getattr(node, f"used_{resource}")
+    parts, offset = [], 0
+    for part in kept.parts:
+        if part.key == "over":
+            continue
+        cells, cell_offset = [], offset
+        for charge in part.cells:
+            cells.append((at(cell_offset), at(cell_offset + charge) - at(cell_offset)))
+            cell_offset += charge
+        width = at(offset + part.size) - at(offset)
+        parts.append(BarPart(BAR_KINDS[part.key], part.label, part.size, at(offset), width, tuple(cells), part.source))
+        offset += part.size
     return CapacityBar(
-        resource=resource,
-        title=BAR_TITLES[resource],
+        resource=kept.resource,
+        title=BAR_TITLES[kept.resource],
         total=total,
-        reserve=reserve,
-        occupied=occupied_bytes,
-        free=free_bytes,
+        reserve=kept.zos_keeps,
+        occupied=kept.part("vms"),
+        free=kept.part("free"),
         parts=tuple(parts),
         over=over,
         total_x=at(total),
         over_width=BAR_UNITS - at(total) if over else 0,
-        unusable=unusable,
+        unusable=kept.part("left"),
         reported_used=reported_used,
         reported_x=min(at(reported_used), BAR_UNITS) if reported_used is not None else None,
     )
-
-
-def _charges(policy: capacity.Policy, slices: list[Slice], resource: str, hidden_mru: int = 0) -> list[int]:
-    # A VM's memory charge includes what it really uses beyond its size, as learnt from refusals.
-    extra = hidden_mru if resource == "mru" else 0
-    return [getattr(policy.vm_charge(s.cru, s.mru, s.sru), resource) + extra for s in slices]

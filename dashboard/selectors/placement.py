@@ -22,12 +22,15 @@ import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Node
+from dashboard.capacity.disk_room import largest_disk_now
+from dashboard.models import Node, Policy
 from dashboard.rules.closure import closure_of_values
 from dashboard.rules.reading_age import reading_untrusted_after
+from dashboard.rules.warning import warnings_of_values
 from dashboard.selectors import placement_cut
 from dashboard.selectors.farm_ips import farm_ips_available
 from dashboard.selectors.odds import lesson_fits
@@ -49,7 +52,8 @@ BLOCKS = {
     "node_excluded": "node excluded (exclude_nodes)",
     "farm_excluded": "farm excluded (exclude_farms)",
     "no_ipv4": "ZOS-light: takes no public IPv4 (ipv4)",
-    "farm_ips": "the farm's public IPv4s are all taken or never read (ipv4)",
+    "farm_ips_unread": "the farm's public IPv4s were never read (ipv4)",
+    "farm_ips": "the farm's public IPv4s are all taken (ipv4)",
     **{key: reason.label for key, reason in capacity.CLOSURE_REASONS.items()},
     "unread": "never read from the grid",
     "old": "reading too old",
@@ -85,6 +89,10 @@ class NodeVerdict:
     vms: int = 0  # rented and deployed slices: pack fills the busy nodes first
     take: int | None = None  # the slices this answer offers there: could_take within per_node / per_farm
     odds: float | None = None  # the slice's odds of deploying there at the first try (the best nodes only)
+    # Why a deploy there may still fail though it fits (capacity.warnings), for a node that can host it.
+    warnings: tuple = ()
+    # The largest data disk a VM of the asked vCPUs and memory gets there now (the best nodes only).
+    largest_disk: int | None = None
 
     @property
     def fits(self) -> bool:
@@ -124,6 +132,7 @@ class Placement:
     rules: Rules = NO_RULES
     limited: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LIMITS, 0))
     held_nodes: int = 0  # nodes with live holds, judged with them
+    notes: tuple[str, ...] = ()  # what the asker should know about the answer as a whole (ipv4 unsold, ...)
 
     @property
     def slices_offered(self) -> int:
@@ -174,8 +183,21 @@ def placement_for(
         rules = replace(rules, farm_ips_free=tuple(sorted(farm_ips_available(now).items())))
     if every_node:
         # The live holds, in one query whatever the fleet: a hold expired at `now` is simply not read.
-        return _placement_judged(size, policies, cutoff, best, rules, live_holds_by_node(now))
-    return _placement_counted(size, policies, cutoff, best, rules, now)
+        answer = _placement_judged(size, policies, cutoff, best, rules, live_holds_by_node(now))
+    else:
+        answer = _placement_counted(size, policies, cutoff, best, rules, now)
+    return replace(answer, notes=_notes(rules))
+
+
+def _notes(rules: Rules) -> tuple[str, ...]:
+    """The answer's caveats: asked for a public IPv4 while no policy sells one, no farm's IPs are read."""
+    if rules.ipv4 and not Policy.objects.filter(Q(public_ipv4__gt=0) | Q(ipv4_addon=True)).exists():
+        return (
+            "No policy sells a public IPv4 (every policy's slices carry 0 and none offers the add-on), so no farm's "
+            "IPs are read and every node is blocked for it: a policy that starts selling one has its farms' IPs "
+            "read at once.",
+        )
+    return ()
 
 
 def _placement_judged(
@@ -231,6 +253,7 @@ def _placement_counted(
         "exclude_nodes": tuple(sorted(rules.exclude_nodes)),
         "exclude_farms": tuple(sorted(rules.exclude_farms)),
         "ipv4_farms": tuple(farm for farm, free in rules.farm_ips_free if free > 0) if rules.ipv4 else None,
+        "ipv4_read_farms": tuple(farm for farm, _free in rules.farm_ips_free) if rules.ipv4 else None,
     }
     counts = placement_cut.first_cut(charges, **cut)
     judge = _Judge(size=size, policies=policies, cutoff=cutoff, rules=rules)
@@ -395,6 +418,22 @@ def _limited(hosts, size, by_node_id, policies, occupied, held, rules: Rules, be
     return tuple(shown), limited
 
 
+def _asker_block(values: dict, rules: Rules) -> str:
+    """The block the asker's own rules put on the node ("" none), in BLOCKS' order."""
+    if values["grid_id"] in rules.exclude_nodes:
+        return "node_excluded"
+    if values["farm_id"] in rules.exclude_farms:
+        return "farm_excluded"
+    if not rules.ipv4:
+        return ""
+    if values["light"]:
+        return "no_ipv4"
+    free = dict(rules.farm_ips_free)
+    if values["farm_id"] not in free:
+        return "farm_ips_unread"  # unknown is not none: said apart (issue 45, defect 7)
+    return "farm_ips" if free[values["farm_id"]] <= 0 else ""
+
+
 def _judge(
     row: tuple, size, policies, occupied, cutoff: datetime, judged: dict, rules: Rules, held: dict
 ) -> NodeVerdict:
@@ -402,14 +441,8 @@ def _judge(
     blocked_by, verdict = "", None
     holds = held.get(values["pk"], ())
     closed = closure_of_values(values)
-    if values["grid_id"] in rules.exclude_nodes:
-        blocked_by = "node_excluded"
-    elif values["farm_id"] in rules.exclude_farms:
-        blocked_by = "farm_excluded"
-    elif rules.ipv4 and values["light"]:
-        blocked_by = "no_ipv4"
-    elif rules.ipv4 and dict(rules.farm_ips_free).get(values["farm_id"], 0) <= 0:
-        blocked_by = "farm_ips"
+    if _asker_block(values, rules):
+        blocked_by = _asker_block(values, rules)
     elif closed is not None:
         blocked_by = closed.key
     elif values["used_mru"] is None or values["used_sru"] is None:
@@ -439,6 +472,7 @@ def _judge(
         verdict=verdict,
         closure_detail=closed.detail if closed is not None and blocked_by == closed.key else "",
         vms=values["slices_rented"] + values["slices_deployed"],
+        warnings=() if blocked_by else warnings_of_values(values),
     )
 
 
@@ -502,4 +536,5 @@ def _with_could_take(v: NodeVerdict, size, by_node_id: dict, policies, occupied,
     values = dict(zip(NODE_FIELDS, by_node_id[v.node_id], strict=True))
     total, used, policy, live = _fit_args(values, policies, occupied, held.get(values["pk"], ()))
     could = capacity.placeable_count(size, total, used, policy, live=live, limit=COULD_TAKE_LIMIT)
-    return NodeVerdict(**{**v.__dict__, "could_take": could})
+    largest, _why, _bound = largest_disk_now(total, used, policy, live=live, vm=size)
+    return NodeVerdict(**{**v.__dict__, "could_take": could, "largest_disk": largest})

@@ -80,12 +80,14 @@ def _blocked(
     exclude_nodes: tuple[int, ...] = (),
     exclude_farms: tuple[int, ...] = (),
     ipv4_farms: tuple[int, ...] | None = None,
+    ipv4_read_farms: tuple[int, ...] | None = None,
 ) -> QuerySet[Node]:
     """Each node's block (and `pool_group`, the key its pools are judged by) at `now`. A node's live holds
     are charged on its stored room from the sums on its row (services.held_figures) while all of them are
     live; one whose holds partly ended by time since is judged alone. `exclude_nodes` (grid ids) and
     `exclude_farms` are the asker's rules; `ipv4_farms`, when the slice asks a public IPv4, the farms with a
-    free one (a ZOS-light node, or a node of another farm, cannot take it)."""
+    free one (a ZOS-light node, or a node of another farm, cannot take it), and `ipv4_read_farms` those whose
+    IPs were read at all."""
     versions = [c.effective for c in charges]
     all_live, partly_live = _held(now)
     whens = []
@@ -95,7 +97,9 @@ def _blocked(
         whens.append(When(farm_id__in=exclude_farms, then=Value("farm_excluded")))
     if ipv4_farms is not None:
         whens.append(When(light=True, then=Value("no_ipv4")))
-        whens.append(When(~Q(farm_id__in=ipv4_farms or (0,)), then=Value("farm_ips")))  # no farm has id 0
+        # Never read before all taken: unknown is not none (no farm has id 0).
+        whens.append(When(~Q(farm_id__in=ipv4_read_farms or (0,)), then=Value("farm_ips_unread")))
+        whens.append(When(~Q(farm_id__in=ipv4_farms or (0,)), then=Value("farm_ips")))
     whens += [
         When(~Q(closure=""), then=F("closure")),
         When(Q(used_mru__isnull=True) | Q(used_sru__isnull=True), then=Value("unread")),

@@ -45,6 +45,7 @@ NODE_FIELDS = (
     "room_sru",
     "pools_shape",
     "memory_lesson_id",
+    "grace_contracts",  # with zos_cache_sru and pools_sru: rules.warning.WARNING_FIELDS
 )
 
 

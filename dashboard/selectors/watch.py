@@ -24,11 +24,17 @@ class WatchStatus:
     result: WatchResult | None
     missed: list[list] = field(default_factory=list)
     rmb_on: bool = False  # RMB_REDIS_URL set: the nodes are asked their pools through rmb-peer
+    simulated: bool = False  # GRID_BACKEND=simulator: its nodes answer pools and build in process
 
     @property
     def rmb_words(self) -> str:
         """Whether the nodes are asked over RMB, and what the last watch heard."""
         if not self.rmb_on:
+            if self.simulated:
+                return (
+                    "RMB is off (RMB_REDIS_URL unset): the simulated grid's nodes answer their pools and build in "
+                    "process; on the Grid Proxy pools would come from reports only."
+                )
             return "RMB is off (RMB_REDIS_URL unset): pools come from reports only."
         result = self.result
         if result is None or not result.pools_asked:
@@ -65,4 +71,5 @@ def watch_status() -> WatchStatus:
         result=result if isinstance(result, WatchResult) else None,
         missed=missed,
         rmb_on=bool(settings.RMB_REDIS_URL),
+        simulated=settings.GRID_BACKEND == "simulator",
     )

@@ -32,6 +32,7 @@ from dashboard.grid import get_grid
 from dashboard.grid.deadline import Deadline
 from dashboard.job_results import AuditFindingItem, CatalogAuditResult
 from dashboard.models import Deployment, Hold, Job, Node, NodeEvent, Slice
+from dashboard.rows import rows_update
 from dashboard.rules import node_events
 from dashboard.rules.catalog_audit import Finding, FindingKind, contract_of
 from dashboard.rules.outcomes import Holder, Move, Record, Report, outcome_move, report_order
@@ -75,6 +76,7 @@ def catalog_audit_run(*, job: Job, stop_on=(), grid=None, pace: Pace | None = No
             node_ids=asked.node_ids or None,
             on_node=on_node,
         )
+    grace_contracts_store(read.grace, at=timezone.now())
     fixed = Fixed()
     if not job.dry_run:
         job_progress(job=job, step="fixing what the audit found")
@@ -94,6 +96,17 @@ def catalog_audit_run(*, job: Job, stop_on=(), grid=None, pace: Pace | None = No
         job_succeed(job=job, result=result)
         transaction.on_commit(partial(_moved_meanwhile, job.started_at))
     return result
+
+
+def grace_contracts_store(grace: dict[int, int], *, at) -> None:
+    """Each node read: its contracts in their grace period that hold capacity, and when (one statement),
+    for the warning that they still hold it (capacity.warnings "grace-contracts")."""
+    if grace:
+        rows_update(
+            Node,
+            (("id", "bigint"), ("grace_contracts", "integer"), ("contracts_read_at", "timestamptz")),
+            [(pk, n, at) for pk, n in grace.items()],
+        )
 
 
 def _why_unfixable(finding: Finding) -> str:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dashboard.grid import get_grid
 from dashboard.grid.types import FarmPublicIps, Grid, GridError
-from dashboard.models import FarmIps
+from dashboard.models import FarmIps, Node
 
 log = logging.getLogger(__name__)
 
@@ -80,3 +80,16 @@ def farm_ips_refresh(*, farm_ids: Iterable[int], grid: Grid | None = None) -> Fa
         farm_ips_store(farm=farm)
         result.stored.append(farm_id)
     return result
+
+
+# Farms read at once when a policy starts selling IPv4: a second of the request budget; the rest wait for the
+# fleet watch, which reads the farms of every policy that sells it (selectors.farm_ips.farms_selling_ipv4).
+FARMS_READ_AT_ONCE = 15
+
+
+def farm_ips_read_for_nodes(node_pks: Iterable[int], *, grid: Grid | None = None) -> FarmIpsRead:
+    """The farms of these nodes whose IPs were never read, read now (up to FARMS_READ_AT_ONCE): a policy
+    that starts selling a public IPv4 must not offer "never read" for a whole watch interval."""
+    farms = set(Node.objects.filter(pk__in=list(node_pks)).values_list("farm_id", flat=True))
+    unread = sorted(farms - set(FarmIps.objects.filter(farm_id__in=farms).values_list("farm_id", flat=True)))
+    return farm_ips_refresh(farm_ids=unread[:FARMS_READ_AT_ONCE], grid=grid)

@@ -14,6 +14,7 @@ from dashboard.selectors.policy import policy_figures_active, policy_node_pks
 from dashboard.selectors.policy_history import SIZE_PARAMETERS
 from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
 from dashboard.services.audit_trail import audit_record
+from dashboard.services.farm_ips import farm_ips_read_for_nodes
 from dashboard.services.policy_figures import policy_figures_follow
 
 
@@ -56,6 +57,8 @@ def policy_update(
         before = {p: getattr(locked, p) for p in Policy.PARAMETERS}
         changes = {p: (before[p], value) for p, value in parameters.items() if before[p] != value}
         carried = {c: (getattr(locked, c), value) for c, value in carries.items() if getattr(locked, c) != value}
+        if carried:
+            _farm_ips_read_when_ipv4_starts(locked, carried)
         if not changes:
             if carried:
                 _carries_save(locked, carried, by=by, source=source)
@@ -74,8 +77,8 @@ def policy_update(
             setattr(locked, name, new)
         locked.version += 1
         locked.save()
+        reverted = _reverted_words(reverted_from) + _catalogs_restamped(locked)
         policy_figures_follow(locked, policy_node_pks(locked), by=by, source=source)
-        reverted = f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
         audit_record(
             action="policy.reverted" if reverted_from is not None else "policy.changed",
             actor=by,
@@ -153,6 +156,7 @@ def policy_create(
                 },
             )
             policy_version_record(row, action=PolicyVersion.Action.CREATED, by=by, source=source)
+            _farm_ips_read_when_ipv4_starts(row, {c: (None, getattr(row, c)) for c in Policy.CARRIES})
     except IntegrityError:
         raise PolicyConflict(_taken_words(name=name, scope=scope, farm_id=farm_id, node=node)) from None
     return row
@@ -181,6 +185,47 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
         policy.delete()
         # After the delete, so the nodes read their next policy; for many nodes a job does it.
         policy_figures_follow(gone, node_pks, by=by, source=source, deleted=True)
+
+
+def _sells_ipv4(public_ipv4, ipv4_addon) -> bool:
+    return bool(public_ipv4) or bool(ipv4_addon)
+
+
+def _farm_ips_read_when_ipv4_starts(policy: Policy, carried: dict[str, tuple]) -> None:
+    """A policy that starts selling a public IPv4 has its nodes' farms' IPs read once it is saved (never read
+    is not 0 free: until they are read, no IPv4 slice is offered), within the request budget like any read."""
+
+    def value(name: str, which: int):
+        return carried[name][which] if name in carried else getattr(policy, name)
+
+    if _sells_ipv4(value("public_ipv4", 1), value("ipv4_addon", 1)) and not _sells_ipv4(
+        value("public_ipv4", 0), value("ipv4_addon", 0)
+    ):
+        node_pks = policy_node_pks(policy)
+        transaction.on_commit(lambda: farm_ips_read_for_nodes(node_pks))
+
+
+def _reverted_words(reverted_from: int | None) -> str:
+    return f" (reverted to v{reverted_from}'s parameters)" if reverted_from is not None else ""
+
+
+def _catalogs_restamped(policy: Policy) -> str:
+    """A version is its content: catalogs carved under an earlier version with exactly these parameters
+    (a revert, an edit back) are relabelled as carved under this one, so they keep the rounding tolerance
+    a catalog of the policy in force has (rules.catalog.slice_is_current) and a later deploy or release
+    does not stale them. Returns the words the audit event says it in ("" when none)."""
+    now = {p: getattr(policy, p) for p in Policy.PARAMETERS}
+    same = sorted(
+        version
+        for version, parameters in PolicyVersion.objects.filter(policy=policy).values_list("version", "parameters")
+        if version != policy.version and {p: parameters.get(p) for p in Policy.PARAMETERS} == now
+    )
+    if not same:
+        return ""
+    Node.objects.filter(carved_policy_name=policy.name, carved_policy_version__in=same).update(
+        carved_policy_version=policy.version
+    )
+    return f"; catalogs carved under v{', v'.join(map(str, same))} (the same values) count as v{policy.version}"
 
 
 def policy_version_record(

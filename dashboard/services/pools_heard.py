@@ -55,6 +55,8 @@ class Heard:
     refused: set[int] = field(default_factory=set)
     # The peer's Redis failed during the round: why, in words ("" when it did not); nothing more was asked.
     peer_failed: str = ""
+    # Nodes whose build the simulated grid told in process (registration without an rmb-peer), not RMB.
+    versions_in_process: set[int] = field(default_factory=set)
 
     def refuse(self, node_id: int, why: str) -> None:
         """The node answered, and its answer is not taken: why, and its pools are not kept."""
@@ -156,7 +158,8 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
             told = version.zos[:128]
             if zos_build_key(told) != zos_build_key(Node.objects.values_list("zos_version", flat=True).get(pk=node.pk)):
                 regrouped.append(node.pk)
-            Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at)
+            told_by = "simulated" if node.grid_id in heard.versions_in_process else "rmb"
+            Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at, zos_version_source=told_by)
         pools = heard.pools.get(node.grid_id)
         if pools is not None:
             try:

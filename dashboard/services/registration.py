@@ -325,6 +325,7 @@ def node_register_from_grid(
         version = version_of_node(grid, node.grid_id)
         if version is not None:
             heard.versions[node.grid_id] = version
+            heard.versions_in_process.add(node.grid_id)
     if heard.pools or heard.versions or heard.refused:
         pools_heard_store([node], heard)
         node.refresh_from_db()

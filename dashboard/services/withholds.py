@@ -71,7 +71,7 @@ def window_checked(name: str, at: datetime | None, *, now: datetime) -> datetime
     if timezone.is_naive(at):
         raise WithholdError(f"--{name} {at.isoformat()} has no time zone; add one (e.g. +00:00 or Z)", field=name)
     past = timedelta(days=settings.REPORT_MAX_AGE_DAYS)
-    problem = moment_problem(at, now=now, past=past, future=WINDOW_AHEAD)
+    problem = moment_problem(at, now=now, past=past, future=WINDOW_AHEAD, planned=True)
     if problem:
         raise WithholdError(f"{name} {at.isoformat()} cannot be taken: {problem}", field=name)
     return at.astimezone(UTC)

@@ -60,6 +60,8 @@ CSV_COLUMNS = (
     *(f"phantom_{reason}" for reason in capacity.PHANTOM_REASONS),
     "closure",
     "closure_detail",
+    # Why a deploy may still fail where it looks free (capacity.warnings): "key: detail; ...".
+    "warnings",
     "stale",
     "stale_reason",
     "seen_at",
@@ -74,7 +76,7 @@ TIER_CHOICES = [
     ("now", "Now (up)"),
     ("after-wake", "After wake (standby)"),
     ("blocked", "Blocked (down)"),
-    ("closed", "Closed (withheld, rented away, ...)"),
+    ("closed", "Closed (withheld, rented away or another closure)"),
 ]
 
 
@@ -172,6 +174,7 @@ def export_csv(request):
         values["seen_at"] = row.seen_at.isoformat() if row.seen_at else ""
         values["held_until"] = row.held_until.isoformat() if row.held_until else ""
         values["tier"] = row.tier
+        values["warnings"] = "; ".join(f"{w.key}: {w.detail}" for w in row.warnings)
         farm = farms[row.farm_id]
         values["farm_ips_free"] = farm.available if farm.read_at else None
         values["farm_ipv4_slices"] = farm.ipv4_slices if farm.read_at else None
@@ -258,6 +261,8 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "watch": watch_status(),
         # The nodes the last fleet-wide reading refused, loudly (selectors.unreadable).
         "unreadable": last_unreadable(),
+        # The closed tier's tooltip names every closure reason there is (a new one joins it with no edit).
+        "closure_labels": ", ".join(reason.label for reason in capacity.CLOSURE_REASONS.values()),
         # Whether rent contracts are judged (capacity.closures): the page says so either way.
         "marketplace_twins": settings.MARKETPLACE_TWIN_ID,
         # The page's rows only: two queries whatever the fleet (selectors.uptime).

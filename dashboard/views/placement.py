@@ -1,13 +1,16 @@
 """Where a slice can go instead: the fleet-wide answer for one slice size, for support staff too."""
 
 from django import forms
+from django.conf import settings
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard import capacity
 from dashboard.selectors.placement import placement_for
 from dashboard.selectors.placement_rules import STRATEGIES, RulesError, rules_parsed
+from dashboard.selectors.wake import standby_wake
 
 # Anything above this is a typo, not a VM (parse_size draws the same line for a node).
 MAX_VM_BYTES = 1024 * capacity.TiB
@@ -60,6 +63,14 @@ class SliceSizeForm(forms.Form):
         choices=[(s, s) for s in STRATEGIES], required=False, initial="spread", label="Strategy"
     )
     ipv4 = forms.BooleanField(required=False, label="With a public IPv4")
+    # The odds a best node must give the slice of deploying at the first try (capacity.odds), as the API's min_odds.
+    min_odds = forms.FloatField(
+        min_value=0.0,
+        max_value=1.0,
+        required=False,
+        label="Least odds",
+        widget=forms.NumberInput(attrs={"step": "0.01", "placeholder": "e.g. 0.95"}),
+    )
 
     def clean(self):
         data = super().clean()
@@ -71,6 +82,7 @@ class SliceSizeForm(forms.Form):
                 per_farm=data.get("per_farm"),
                 strategy=data.get("strategy"),
                 ipv4=data.get("ipv4"),
+                min_odds=data.get("min_odds"),
             )
         except RulesError as exc:
             self.add_error(exc.field, str(exc))
@@ -92,6 +104,9 @@ def placement(request):
     context = {
         "section": "fleet",
         "form": form,
+        "slice_min_odds": settings.SLICE_MIN_ODDS,
+        # Nodes on standby can be woken: how long that took in their farms (selectors.wake).
+        "standby_wake": standby_wake(now=timezone.now()) if answer and answer.blocked.get("standby") else None,
         "answer": answer,
         "failed_on": form.cleaned_data.get("failed_on") if answer else None,
     }

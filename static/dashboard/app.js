@@ -48,13 +48,5 @@
     if (close) {
       document.getElementById("htmx-error").hidden = true;
     }
-    // The fleet table at a phone's width: the columns past node, status, deployable and phantom.
-    var toggle = event.target.closest("[data-toggle-columns]");
-    if (toggle) {
-      var table = document.getElementById(toggle.getAttribute("data-toggle-columns"));
-      var all = table.classList.toggle("all-columns");
-      toggle.setAttribute("aria-pressed", all ? "true" : "false");
-      toggle.textContent = all ? "Fewer columns" : "All columns";
-    }
   });
 })();

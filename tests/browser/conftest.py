@@ -108,6 +108,14 @@ def log_in(page, username: str, password: str, *, then: str = "/") -> None:
     page.wait_for_load_state()
 
 
+def confirm_reregister(page) -> None:
+    """Ask for the node's re-register as a person does: open the confirmation, then confirm it."""
+    confirm = page.locator("#reregister-confirm")
+    if confirm.get_attribute("open") is None:
+        confirm.locator("summary").click()
+    page.get_by_role("button", name="Re-register now").click()
+
+
 def screenshot(page, name: str, *, full_page: bool = True) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / name

@@ -7,7 +7,7 @@ policy (the fixture also fails on any console error); both clicks are the first 
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import log_in
+from tests.browser.conftest import confirm_reregister, log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -35,7 +35,7 @@ def test_the_first_precheck_and_re_register_clicks_raise_no_csp_violation(
     expect(page.locator('#job-panel .job[data-job-state="succeeded"]')).to_be_visible(timeout=60_000)
     assert page.evaluate("window.cspViolations") == []
     page.goto("/nodes/1774/")
-    page.get_by_role("button", name="Re-register", exact=True).click()
+    confirm_reregister(page)
     expect(page.locator('#job-panel .job[data-job-state="succeeded"]')).to_be_visible(timeout=60_000)
     page.wait_for_timeout(300)  # what the finished card asks for (the catalog's reload) settles too
     assert page.evaluate("window.cspViolations") == []

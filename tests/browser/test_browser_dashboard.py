@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.models import Job, Node
-from tests.browser.conftest import log_in, screenshot
+from tests.browser.conftest import confirm_reregister, log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -23,7 +23,7 @@ def test_it_reregisters_node_1774_live_without_reloading_the_page(browser_page, 
     navigations = []
     page.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None)
     page.evaluate("window.stillTheSamePage = true")
-    page.get_by_role("button", name="Re-register", exact=True).click()
+    confirm_reregister(page)
 
     expect(page.locator("#job-panel .job")).to_be_visible()
     expect(page.locator("#job-panel progress")).to_be_attached()
@@ -40,9 +40,9 @@ def test_it_shows_the_running_job_when_re_register_is_clicked_twice(browser_page
     # No worker here: the first job stays queued, so the second click must find it running.
     page = browser_page
     log_in(page, "admin", demo_fleet["admin"], then="/nodes/1774/")
-    page.get_by_role("button", name="Re-register", exact=True).click()
+    confirm_reregister(page)
     expect(page.locator("#job-panel .job")).to_be_visible()
-    page.get_by_role("button", name="Re-register", exact=True).click()
+    confirm_reregister(page)
     expect(page.locator("#job-panel")).to_contain_text("Already running")
     assert Job.objects.filter(node__grid_id=1774).count() == 1
 

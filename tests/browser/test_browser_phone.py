@@ -96,20 +96,29 @@ def test_every_navigation_link_and_log_out_is_on_screen_at_phone_width(phone, de
     expect(phone).to_have_url(re.compile(r"/policy/$"))
 
 
+# Every cell of a stacked table (table.stack) on the screen, each with its column's name beside it.
+CELLS_OFF_SCREEN = """(table) => {
+  const width = document.documentElement.clientWidth;
+  return [...table.querySelectorAll("tbody td, tbody th")]
+    .filter(c => c.offsetParent !== null && !c.classList.contains("empty"))
+    .map(c => [c.getAttribute("data-label") || c.tagName, c.getBoundingClientRect()])
+    .filter(([, r]) => r.left < -0.5 || r.right > width + 0.5)
+    .slice(0, 5).map(([label, r]) => `${label}: ${Math.round(r.left)}..${Math.round(r.right)}`);
+}"""
+
+
 @pytest.mark.django_db(transaction=True)
-def test_the_fleet_table_shows_node_status_deployable_and_phantom_first_and_the_rest_behind_a_tap(phone, demo_fleet):
+def test_issue_45_at_390_px_the_fleet_tables_rows_stack_with_every_figure_on_screen(phone, demo_fleet):
+    """Every figure of a fleet row (free, placeable now, catalog, reading age, not only deployable and phantom)
+    is on the screen, under its column's name: no figure hides past the edge or behind a tap."""
     log_in(phone, "support", demo_fleet["support"])
-    headers = phone.locator("#fleet-table thead th")
-    visible = [headers.nth(i).inner_text().strip() for i in range(headers.count()) if headers.nth(i).is_visible()]
-    assert [h.split()[0] for h in visible] == ["Node", "Status", "Nominal", "Phantom"], visible
-    phone.get_by_role("button", name="All columns").click()
-    expect(phone.locator("#fleet-table thead th", has_text="Reading age")).to_be_visible()
-    expect(phone.get_by_role("button", name="Fewer columns")).to_have_attribute("aria-pressed", "true")
-    wrap = phone.locator(".table-wrap").first
-    expect(wrap).to_be_visible()
-    sizes = wrap.evaluate("el => [el.scrollWidth, el.clientWidth]")
-    assert sizes[0] > sizes[1]  # the table is wider than its box ...
-    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # ... and the page is not
+    table = phone.locator("#fleet-table")
+    row = table.locator("tbody tr[data-node]").first
+    expect(row).to_be_visible()
+    assert table.evaluate(CELLS_OFF_SCREEN) == []
+    for label in ("Free", "Placeable now", "Phantom", "Catalog", "Reading age"):
+        expect(row.locator(f'td[data-label="{label}"]')).to_be_visible()
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -143,7 +152,8 @@ LABELS_OF = """(form) => {
 @pytest.mark.django_db(transaction=True)
 def test_at_390_px_the_fleet_tables_deployable_and_phantom_are_on_screen(phone, demo_fleet):
     """Issue 34: on a phone the deployable and phantom columns are on the screen itself, not past its
-    right edge inside the table's scroll box (header and every row of the first page)."""
+    right edge inside the table's scroll box (every row of the first page; the stacked rows keep their
+    header for screen readers only, issue 45)."""
     log_in(phone, "support", demo_fleet["support"])
     table = phone.locator("#fleet-table")
     expect(table.locator("tbody tr[data-node]").first).to_be_visible()
@@ -151,7 +161,7 @@ def test_at_390_px_the_fleet_tables_deployable_and_phantom_are_on_screen(phone, 
     names = [headers.nth(i).inner_text().strip() for i in range(headers.count())]
     for wanted in ("deployable", "Phantom"):
         column = next(i for i, name in enumerate(names) if wanted in name)
-        cells = table.locator(f"tr > :nth-child({column + 1})")
+        cells = table.locator(f"tbody tr > :nth-child({column + 1})")  # the header row is for screen readers
         boxes = cells.evaluate_all(
             "cells => cells.map(c => { const r = c.getBoundingClientRect(); return [r.left, r.right]; })"
         )
@@ -189,3 +199,40 @@ def test_the_maintenance_forms_labels_name_their_inputs(phone, demo_fleet):
         }
         found = [v["id"] for v in Axe().run(phone).response["violations"] if v["id"] in label_rules]
         assert found == [], (path, found)
+
+
+# Each label of the form directly above its own input (same column, nothing between): never beside the next one.
+LABEL_ABOVE_ITS_INPUT = """(form) => {
+  const problems = [];
+  for (const label of form.querySelectorAll("label")) {
+    const input = document.getElementById(label.htmlFor);
+    const l = label.getBoundingClientRect(), i = input.getBoundingClientRect();
+    if (!(l.bottom <= i.top + 1 && i.top - l.bottom < 12 && Math.abs(l.left - i.left) < 2))
+      problems.push(`${label.textContent.trim()}: label ${Math.round(l.left)},${Math.round(l.bottom)} input ${Math.round(i.left)},${Math.round(i.top)}`);
+  }
+  return problems;
+}"""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_issue_45_at_390_px_a_withheld_nodes_page_fits_and_its_form_pairs_each_label_with_its_input(phone, demo_fleet):
+    from dashboard.models import Node
+    from dashboard.services.withholds import node_withhold
+
+    # Any node will do: the first the demo registered that is up (not one of the tour's).
+    node = Node.objects.filter(status="up").order_by("-grid_id").first()
+    node_withhold(nodes=[node], reason="disk swap in rack 4, planned with the farmer", via="cli")
+    log_in(phone, "admin", demo_fleet["admin"], then=f"/nodes/{node.grid_id}/")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], phone.evaluate(WIDER_THAN_VIEWPORT)
+    assert phone.locator("#withhold-form").evaluate(LABEL_ABOVE_ITS_INPUT) == []
+    for table in ("table.windows", "#reconciliation table", "#catalog-table"):
+        assert phone.locator(table).evaluate(CELLS_OFF_SCREEN) == [], table
+
+
+@pytest.mark.django_db(transaction=True)
+def test_issue_45_at_390_px_a_failed_deployments_cause_and_figures_are_on_screen(phone, demo_fleet):
+    log_in(phone, "support", demo_fleet["support"], then="/deployments/failed/")
+    table = phone.locator("#failed-deployments")
+    expect(table.locator('tbody td[data-label="Cause"]').first).to_be_visible()
+    assert table.evaluate(CELLS_OFF_SCREEN) == []
+    assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]

@@ -54,7 +54,7 @@ def test_the_node_page_says_its_pools_came_from_the_node_over_rmb(browser_page, 
     log_in(page, "pools-support", PASSWORD, then="/nodes/2311/")
 
     expect(page.locator("#pools")).to_contain_text("465.75 GiB, 465.75 GiB")
-    expect(page.locator("#pools-source")).to_contain_text("reported by The node itself, over RMB (through rmb-peer)")
+    expect(page.locator("#pools-source")).to_contain_text("reported by the node itself, over RMB (through rmb-peer)")
     expect(page.locator("#zos-version")).to_contain_text("v3.14.0-sim")
 
     page.goto("/nodes/2312/")

@@ -51,7 +51,9 @@ def test_an_admin_withholds_a_node_and_sees_it_everywhere(browser_page, fleet, r
     page.goto("/map/")
     cell = page.locator('#fleet-map a.cell[data-node="1774"]')
     expect(cell).to_have_attribute("data-state", "withheld")
-    expect(cell).to_have_attribute("aria-label", re.compile(r"withheld: disk swap, until 2027-06-01 18:00 UTC"))
+    expect(cell).to_have_attribute(
+        "aria-label", re.compile(r"the node is withheld \(disk swap, until 2027-06-01 18:00 UTC\)")
+    )
     expect(page.locator('.map-legend li[data-state="withheld"]')).to_have_attribute("data-count", "1")
 
     page.goto("/nodes/1774/")

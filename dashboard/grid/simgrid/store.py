@@ -329,7 +329,8 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin, farm_pool.FarmPoo
                     # The twin that deployed it, as in its workload id ("<twin>-<contract>-<name>").
                     twin_id=int(vm.workload_id.split("-", 1)[0]),
                     node_id=node_id,
-                    state="Created",
+                    # A rent contract in grace takes the node's contracts into grace with it (tfchain).
+                    state="GracePeriod" if rent and rent.state == "GracePeriod" else "Created",
                     type="node",
                     created_at=vm.created_at or None,
                     deployment_type="vm",

@@ -398,7 +398,9 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             live=replace(live, pools_sru=pools), policy_name=spec.policy, source="command"
         )
         if spec.zos_version:
-            Node.objects.filter(pk=registered[spec.node_id].pk).update(zos_version=spec.zos_version)
+            Node.objects.filter(pk=registered[spec.node_id].pk).update(
+                zos_version=spec.zos_version, zos_version_source="simulated"
+            )
             registered[spec.node_id].zos_version = spec.zos_version
         if spec.rented:
             with transaction.atomic():

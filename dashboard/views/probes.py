@@ -1,0 +1,17 @@
+"""The probes page: the nodes whose memory a probe would teach the most, with the VM to send (the same
+selectors.probes the API's GET /api/v1/probes reads)."""
+
+from django.contrib.auth.decorators import login_required, permission_required
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from dashboard.selectors.probes import probes_to_send
+
+PROBES_SHOWN = 20
+
+
+@login_required
+@require_GET
+@permission_required("dashboard.view_node", raise_exception=True)
+def probe_list(request):
+    return render(request, "dashboard/probes.html", {"section": "failed", "probes": probes_to_send(limit=PROBES_SHOWN)})
