@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models import Model
 from django.utils import timezone
 
@@ -55,35 +55,49 @@ def rows_update(
         )
 
 
-def rows_insert(model: type[Model], objects: Sequence[Model]) -> None:
+def rows_insert(model: type[Model], objects: Sequence[Model], *, with_pk: bool = False) -> None:
     """INSERT these unsaved instances, every concrete field but an automatic primary key, by one COPY.
 
     What bulk_create would store: each field's value after its pre_save (auto_now, auto_now_add), the
-    defaults the constructor set. COPY returns no ids: a caller that needs them reads them back by a
-    unique column. The table's triggers fire as for an INSERT; a unique violation is an IntegrityError.
+    defaults the constructor set. COPY returns no ids: a caller that needs them gives them (`with_pk`,
+    from rows_pks) or reads them back. The table's triggers fire as for an INSERT; a unique violation
+    is an IntegrityError.
     """
     if not objects:
         return
-    fields = [f for f in model._meta.concrete_fields if not (f.primary_key and isinstance(f, models.AutoField))]
+    fields = [
+        f for f in model._meta.concrete_fields if with_pk or not (f.primary_key and isinstance(f, models.AutoField))
+    ]
     stamped = [f for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)]
     for obj in objects:
         for f in stamped:
             f.pre_save(obj, add=True)
-    prepared: list[Callable | None] = [
-        None if isinstance(f, _AS_IS) else (lambda value, f=f: f.get_db_prep_save(value, connection)) for f in fields
-    ]
+    db = connections[DEFAULT_DB_ALIAS]  # the wrapper itself: `connection` is a proxy, looked up at every use
+    prepared: list[Callable | None] = [None if isinstance(f, _AS_IS) else f.get_db_prep_save for f in fields]
     attnames = [f.attname for f in fields]
-    quote = connection.ops.quote_name
+    quote = db.ops.quote_name
     sql = f"COPY {quote(model._meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) FROM STDIN"
     started = time.monotonic()
-    with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+    with db.cursor() as cursor, db.wrap_database_errors, cursor.cursor.copy(sql) as copy:
         for obj in objects:
             values = obj.__dict__
+            row = [values[a] for a in attnames]
             copy.write_row(
-                [values[a] if prep is None else prep(values[a]) for a, prep in zip(attnames, prepared, strict=True)]
+                [v if prep is None or v is None else prep(v, db) for v, prep in zip(row, prepared, strict=True)]
             )
-    if connection.queries_logged:
+    if db.queries_logged:
         # As Django's debug cursor logs a statement: query counts (CaptureQueriesContext, the bench) see it.
-        connection.queries_log.append(
-            {"sql": f"{sql} ({len(objects)} rows)", "time": f"{time.monotonic() - started:.3f}"}
+        db.queries_log.append({"sql": f"{sql} ({len(objects)} rows)", "time": f"{time.monotonic() - started:.3f}"})
+
+
+def rows_pks(model: type[Model], count: int) -> list[int]:
+    """`count` new primary keys from the table's own sequence, for rows_insert(with_pk=True): one statement
+    where the rows' keys are needed before they are written (their figures, their slices)."""
+    if count <= 0:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+            [model._meta.db_table, model._meta.pk.column, count],
         )
+        return [pk for (pk,) in cursor.fetchall()]

@@ -115,17 +115,16 @@ class NodeFigures:
 
 # NodeFigures as a tuple in FIGURE_FIELDS' order: dataclasses.astuple deep-copies every value (the
 # phantom reasons' dict too), a third of storing a page of new nodes' figures (issue 43).
-_figures_row = operator.attrgetter(*FIGURE_FIELDS)
+figures_row = operator.attrgetter(*FIGURE_FIELDS)
 
 
-def figures_refresh(node_pks: Iterable[int], *, locked: bool = False, created: bool = False) -> int:
+def figures_refresh(node_pks: Iterable[int], *, locked: bool = False) -> int:
     """Recompute and store these nodes' figures; the number of nodes whose figures changed.
 
     Call it in the transaction that changed their slices, capacity or policy, after the change.
     It locks the nodes (in pk order, as every caller locks a node before its slices), so two
     writers of one node store figures in turn, each from what the other committed; `locked`
-    says the caller holds those locks already in this transaction. `created`: the nodes were inserted
-    in this transaction, so no hold can name their slices yet and their held sums stay the row's zeros.
+    says the caller holds those locks already in this transaction.
     """
     pks = sorted(set(node_pks))
     if not pks:
@@ -138,8 +137,7 @@ def figures_refresh(node_pks: Iterable[int], *, locked: bool = False, created: b
                 nodes_lock(batch)
             changed += _store(Node.objects.filter(pk__in=batch))
             # A slice rented, deployed or carved away under a hold no longer counts as held.
-            if not created:
-                held_store(batch)
+            held_store(batch)
         # Every service that changes a node calls this in its transaction: the farm totals follow on commit.
         farm_totals_refresh_on_commit()
     return changed
@@ -170,7 +168,7 @@ def _store(nodes: QuerySet[Node]) -> int:
     rows = [
         (pk, *(json.dumps(v) if isinstance(v, dict) else v for v in now))
         for pk, (figures, stored) in _computed(nodes).items()
-        if (now := _figures_row(figures)) != stored
+        if (now := figures_row(figures)) != stored
     ]
     # One UPDATE from arrays: bulk_update's CASE WHEN took 11.6 s for 10,000 nodes, one UPDATE a node
     # 1.5 s but fired the farm totals trigger (services.farm_totals_trigger) once a node; this, once.
@@ -178,7 +176,7 @@ def _store(nodes: QuerySet[Node]) -> int:
     return len(rows)
 
 
-_NODE_VALUES = (
+NODE_VALUES = (
     "pk",
     "farm_id",
     "light",
@@ -206,10 +204,10 @@ _NODE_VALUES = (
     *CLOSURE_FIELDS,
     *FIGURE_FIELDS,
 )
-_CLOSURE_AT = _NODE_VALUES.index(CLOSURE_FIELDS[0])
-_STORED_AT = len(_NODE_VALUES) - len(FIGURE_FIELDS)
+_CLOSURE_AT = NODE_VALUES.index(CLOSURE_FIELDS[0])
+_STORED_AT = len(NODE_VALUES) - len(FIGURE_FIELDS)
 # A node without slices, as slices_grouped would group it.
-_NO_SLICES = (0, 0, 0, 0, ((), ()), ())
+NO_SLICES = (0, 0, 0, 0, ((), ()), ())
 
 
 def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tuple[NodeFigures, tuple]]:
@@ -217,15 +215,15 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
     rows = _node_rows(nodes, pools)
     if not rows:
         return {}
-    fleet = _FleetFigures(nodes, rows)
+    fleet = FleetFigures(nodes, rows)
     return {row.pk: fleet.node(row) for row in rows}
 
 
 def _node_rows(nodes: QuerySet[Node], pools: dict | None) -> list:
-    """The nodes' _NODE_VALUES as named rows, with `pools` (figures_compute) in place of the stored pools."""
+    """The nodes' NODE_VALUES as named rows, with `pools` (figures_compute) in place of the stored pools."""
     # The pools as JSON text: a shape key as it is, parsed once per shape.
     rows = list(
-        nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES, named=True)
+        nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*NODE_VALUES, named=True)
     )
     if not pools:
         return rows
@@ -262,12 +260,13 @@ class _OnReading(NamedTuple):
     phantom_reasons: dict
 
 
-class _FleetFigures:
+class FleetFigures:
     """What one `_computed` call reads once and the memos its nodes share: the nodes of one shape share a
     carve and a stale verdict, the nodes of one shape on one reading a precheck."""
 
-    def __init__(self, nodes: QuerySet[Node], rows: list):
-        self.slices = slices_grouped(nodes)
+    def __init__(self, nodes: QuerySet[Node], rows: list, *, slices: dict[int, tuple] | None = None):
+        # `slices`: the nodes' slices grouped as slices_grouped groups them, when they are not stored yet.
+        self.slices = slices if slices is not None else slices_grouped(nodes, pks=[row.pk for row in rows])
         self.fits = lesson_fits(row.memory_lesson_id for row in rows)
         # What each node's odds are judged by: its lesson, or its build's prior (selectors.odds.beliefs_for).
         self.beliefs = beliefs_for({belief_key(row.memory_lesson_id, row.zos_version) for row in rows})
@@ -282,7 +281,7 @@ class _FleetFigures:
         """(figures now, figures stored) of one node's row."""
         pk, pools_text, lesson_id, stored = row.pk, row.pools_text, row.memory_lesson_id, tuple(row[_STORED_AT:])
         closed = closure_of_values(dict(zip(CLOSURE_FIELDS, row[_CLOSURE_AT:_STORED_AT], strict=True)))
-        free, rented, deployed, failed, slice_key, _free_order = self.slices.get(pk, _NO_SLICES)
+        free, rented, deployed, failed, slice_key, _free_order = self.slices.get(pk, NO_SLICES)
         policy = self.by_node.get(pk) or self.by_farm.get(row.farm_id) or self.fleet_policy  # as PolicyBook.for_node
         observed = capacity.observed_now(
             hidden_mru_per_vm=row.hidden_mru_per_vm,

@@ -17,10 +17,11 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.grid.types import NodeCapacity
 from dashboard.models import Node, Slice
-from dashboard.rows import rows_insert
+from dashboard.rows import rows_insert, rows_pks
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.audit_trail import AuditEntry, audit_records
-from dashboard.services.figures import figures_refresh
+from dashboard.services.farm_totals import farm_totals_refresh_on_commit
+from dashboard.services.figures_new import figures_of_new
 from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.readings import rent_of, reported_at_of
 
@@ -58,10 +59,18 @@ def nodes_register_from_grid(
     planned, refused = _page_planned(lives, policy_name=policy_name)
     if not planned:
         return [], refused
-    nodes = _nodes_insert([_page_node_row(entry, read_at=read_at) for entry in planned])
+    nodes = [
+        _page_node_row(entry, read_at=read_at, pk=pk)
+        for entry, pk in zip(planned, rows_pks(Node, len(planned)), strict=True)
+    ]
+    # Their figures with them: computed as figures_refresh computes them, from the rows and catalogs in memory.
+    figures_of_new(nodes, [entry.carve for entry in planned])
+    _nodes_insert(nodes)
     _slices_insert([(node.pk, carve) for node, (_live, _policy, carve) in zip(nodes, planned, strict=True)])
+    # A node whose build has a lesson takes it, and its figures are refreshed with it.
     memory_lessons_for_new([node.pk for node in nodes])
-    figures_refresh([node.pk for node in nodes], locked=True, created=True)
+    # As figures_refresh asks after any node write (the insert's trigger marked their farms).
+    farm_totals_refresh_on_commit()
     _page_audit(nodes, planned, by=by, source=source, origin=origin)
     return nodes, refused
 
@@ -97,22 +106,19 @@ def _page_planned(
     return planned, refused
 
 
-def _nodes_insert(nodes: list[Node]) -> list[Node]:
-    """The page's node rows written (rows.rows_insert: COPY), each given its primary key: one statement
-    to write and one to read the keys back by grid id, where bulk_create spent most of a page's Python
-    time preparing 81 values a node. A node registered meanwhile is an IntegrityError, as it was."""
-    rows_insert(Node, nodes)
-    pks = dict(Node.objects.filter(grid_id__in=[node.grid_id for node in nodes]).values_list("grid_id", "pk"))
+def _nodes_insert(nodes: list[Node]) -> None:
+    """The page's node rows, keys and figures given, in one statement (rows.rows_insert: COPY), where
+    bulk_create spent most of a page's Python time preparing 81 values a node (issue 43). A node
+    registered meanwhile is an IntegrityError, as it was."""
+    rows_insert(Node, nodes, with_pk=True)
     for node in nodes:
-        node.pk = pks[node.grid_id]
         node._state.adding = False
         node._state.db = connection.alias
-    return nodes
 
 
-def _page_node_row(entry: _Planned, *, read_at: datetime) -> Node:
+def _page_node_row(entry: _Planned, *, read_at: datetime, pk: int) -> Node:
     live = entry.live
-    return node_row(
+    node = node_row(
         node_id=live.node_id,
         total=live.total,
         farm_id=live.farm_id,
@@ -134,6 +140,8 @@ def _page_node_row(entry: _Planned, *, read_at: datetime) -> Node:
         carve=entry.carve,
         rent=rent_of(live),
     )
+    node.pk = pk
+    return node
 
 
 def _page_audit(nodes: list[Node], planned: list[_Planned], *, by, source: str, origin: str) -> None:
