@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, NodePage
+from dashboard.grid.types import Grid, GridError, MalformedPayload, NodeCapacity, NodeNotFound, NodePage
 
 T = TypeVar("T")
 
@@ -201,7 +201,8 @@ def id_pages(grid: Grid, *, node_ids: Sequence[int], status: str | None = None, 
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
         read = ids_page(grid, node_ids=chunk, status=status)
-        got = {n.node_id for n in read.nodes}
+        # An entry the page had but the parser refused is not lacking: asked alone, it would be refused again.
+        got = {n.node_id for n in read.nodes} | {int(label) for label, _why in read.skipped if label.isdigit()}
         yield read
         missing = [n for n in chunk if n not in got]
         if missing:
@@ -223,12 +224,15 @@ def ids_page(grid: Grid, *, node_ids: Sequence[int], status: str | None = None) 
 
 
 def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageRead:
-    nodes, not_found, left_out = [], [], []
+    nodes, not_found, left_out, refused = [], [], [], []
     for node_id in node_ids:
         try:
             node = grid.node(node_id)
         except NodeNotFound:
             not_found.append(node_id)
+            continue
+        except MalformedPayload as exc:
+            refused.append((str(node_id), str(exc)))  # refused as a page's malformed entry is: counted, said
             continue
         except GridError as exc:
             # One node the grid cannot answer for is that node's problem, not the run's.
@@ -242,6 +246,7 @@ def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageR
     return PageRead(
         what=f"{len(node_ids)} node(s) a page lacked, one by one ({shown})",
         nodes=tuple(nodes),
+        skipped=tuple(refused),
         not_found=tuple(not_found),
         left_out=tuple(left_out),
         requests=len(node_ids),

@@ -16,6 +16,7 @@ from dashboard.services.farm_totals import farm_totals_deferred
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.onboarding.apply import OnboardLimit, page_apply
 from dashboard.services.onboarding.request import OnboardError, OnboardRequest, OnboardStopped
+from dashboard.services.refused_readings import BY_ONBOARDING, readings_refused, refused_by_label
 
 Progress = Callable[[OnboardResult, str], None]
 
@@ -78,6 +79,9 @@ def _onboard(
             result.stopped = f"{read.what}: {exc}"
             _audit_run(result, request=request, by=by, source=source, origin=origin)
             raise OnboardStopped(result) from exc
+        if not request.dry_run:
+            # A known node whose entry was refused keeps its reading, and its page says so.
+            readings_refused(refused_by_label(read.skipped), by=BY_ONBOARDING)
         _count_read(result, read)
         if progress is not None:
             progress(result, read.what)
