@@ -35,6 +35,7 @@ from django.core.management.base import CommandError
 
 from dashboard import capacity
 from dashboard.grid import get_grid
+from dashboard.grid.budget import background
 from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.management.cli import ProductCommand
 from dashboard.management.commands.carve import (
@@ -209,14 +210,17 @@ class Command(ProductCommand):
             self.stderr.write(f"{what}: {result.nodes_read} node(s) so far{refused}")
 
         try:
-            result = grid_onboard(
-                request=request,
-                grid=get_grid(),
-                by=by,
-                source="command",
-                progress=progress,
-                origin=f"{getpass.getuser()}@{socket.gethostname()}",
-            )
+            # Background work, as the onboarding job kind is declared (job_kinds/onboard.py): its pages leave the
+            # request budget's reserve (GRID_RATE_RESERVE) to interactive requests, a precheck's click.
+            with background():
+                result = grid_onboard(
+                    request=request,
+                    grid=get_grid(),
+                    by=by,
+                    source="command",
+                    progress=progress,
+                    origin=f"{getpass.getuser()}@{socket.gethostname()}",
+                )
         except OnboardStopped as stopped:
             self._onboarded(stopped.result, options)
             raise CommandError(f"grid: {stopped.result.stopped}") from None
