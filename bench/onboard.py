@@ -159,7 +159,12 @@ def onboard_cli_measure(env, *, worker_wall_s: float, nodes: int = NODES, log=pr
     arrivals.unlink(missing_ok=True)
     server = SimulatorServer(env, path=path, latency_ms=LATENCY_MS, nodelay=True, arrivals=str(arrivals))
     url = server.start()
-    child = env.child_env() | {"GRID_BACKEND": "gridproxy", "GRID_PROXY_URL": url}
+    # Its database session is named, so that the CPU of the PostgreSQL backend serving it can be read too.
+    child = env.child_env() | {
+        "GRID_BACKEND": "gridproxy",
+        "GRID_PROXY_URL": url,
+        "DATABASE_URL": f"{env.database_url}?application_name={CLI_SESSION}",
+    }
     farms = [arg for farm in FARMS for arg in ("--farm-id", str(farm))]
 
     def manage(*args: str) -> tuple[float, float, subprocess.CompletedProcess]:
@@ -176,9 +181,10 @@ def onboard_cli_measure(env, *, worker_wall_s: float, nodes: int = NODES, log=pr
         startup_s, _, _ = manage("help", "node_register")
         log(f"onboarding {nodes:,} nodes from the command line, --policy legacy, {LATENCY_MS} ms a request")
         load = os.getloadavg()[0]
-        wall_s, cpu_s, done = manage(
-            "node_register", *farms, "--policy", "legacy", "--max-new-nodes", str(nodes), "--json"
-        )
+        with BackendCpu(env, CLI_SESSION) as backend:
+            wall_s, cpu_s, done = manage(
+                "node_register", *farms, "--policy", "legacy", "--max-new-nodes", str(nodes), "--json"
+            )
     finally:
         server.stop()
     if done.returncode != 0:
@@ -192,6 +198,9 @@ def onboard_cli_measure(env, *, worker_wall_s: float, nodes: int = NODES, log=pr
         "requests": result["requests"],
         "wall_s": round(wall_s, 2),
         "cpu_s": round(cpu_s, 2),
+        # The PostgreSQL backend's CPU for the command (its parallel workers' too): beside cpu_s, what a quiet
+        # machine has to do for it, since the load of this one stretches the wall time of both.
+        "db_cpu_s": round(backend.seconds, 2),
         "startup_s": round(startup_s, 2),
         "work_s": round(wall_s - startup_s, 2),
         "floor_s": floor_s,
@@ -206,6 +215,52 @@ def onboard_cli_measure(env, *, worker_wall_s: float, nodes: int = NODES, log=pr
 
 
 CLI_FLOOR_FACTOR = 2
+CLI_SESSION = "bench-onboard-cli"
+
+
+class BackendCpu:
+    """The CPU of the PostgreSQL backends of one named session (application_name), sampled every 20 ms
+    from /proc while the block runs (the database is on loopback: the bench refuses any other host)."""
+
+    def __init__(self, env, session: str) -> None:
+        import threading
+
+        self.env, self.session = env, session
+        self.seconds = 0.0
+        self._seen: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="bench-backend-cpu", daemon=True)
+
+    def __enter__(self) -> BackendCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.seconds = sum(self._seen.values())
+
+    def _sample(self) -> None:
+        import os
+
+        import psycopg
+
+        from bench.env import _maintenance_url
+
+        tick = os.sysconf("SC_CLK_TCK")
+        with psycopg.connect(_maintenance_url(self.env), autocommit=True) as conn:
+            while not self._stop.is_set():
+                for (pid,) in conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = %s", (self.session,)
+                ).fetchall():
+                    self._seen.setdefault(pid, 0.0)
+                for pid in list(self._seen):
+                    try:
+                        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    except OSError:  # ended: its last sample stands
+                        continue
+                    self._seen[pid] = (int(fields[11]) + int(fields[12])) / tick
+                self._stop.wait(0.02)
 
 
 def most_in_a_second(arrivals: Path) -> int:
@@ -289,3 +344,60 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
         "speedup": round(one_by_one_s / wall, 1) if wall else None,
         "worker_memory_mib": {"before": before, "after": after, "peak_rss_mib": after["peak_rss_mib"]},
     }
+
+
+# --- the command-line case alone: `python -m bench.onboard` ------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command-line onboarding alone, `--runs` times on one seeded grid (the nodes deleted between runs).
+
+        .venv/bin/python -m bench.onboard [--runs 3] [--nodes 2000]
+
+    Prints one JSON object: each run's wall, CPU, start-up, requests and most requests in a second.
+    Its own database (BENCH_DATABASE_URL) and Redis db (BENCH_BROKER_URL), as `make bench`'s.
+    """
+    import argparse
+    import shutil
+    import sys
+    import tempfile
+
+    from bench.env import BenchSetupError, bench_env, database_drop, database_recreate, django_setup
+
+    parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=NODES)
+    args = parser.parse_args(argv)
+    work_dir = Path(tempfile.mkdtemp(prefix="slicedash-bench-onboard-"))
+    try:
+        env = bench_env(work_dir)
+    except BenchSetupError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    database_recreate(env)
+    runs = []
+    try:
+        django_setup(env)
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        grid_seed(work_dir / "onboard-simgrid.sqlite3", nodes=args.nodes)
+        for run in range(1, args.runs + 1):
+            measured = onboard_cli_measure(
+                env, worker_wall_s=0.0, nodes=args.nodes, log=lambda m: print(m, file=sys.stderr)
+            )
+            measured.pop("worker_wall_s", None)
+            measured.pop("vs_worker", None)
+            runs.append({"run": run, **measured})
+            print(json.dumps(runs[-1]), file=sys.stderr)
+    finally:
+        database_drop(env)
+        shutil.rmtree(work_dir, ignore_errors=True)
+    print(json.dumps({"onboard_cli": runs}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -258,7 +258,8 @@ def _onboarding_cli_target(cli: dict) -> dict:
         ),
         "figure": (
             f"{cli['wall_s']} s against a floor of {cli.get('floor_s', '?')} s: {cli.get('vs_floor', '?')}× "
-            f"({cli['startup_s']} s of it the process's start-up; {cli.get('cpu_s', '?')} s of CPU; at most "
+            f"({cli['startup_s']} s of it the process's start-up; {cli.get('cpu_s', '?')} s of CPU, "
+            f"{cli.get('db_cpu_s', '?')} s of its database backend's; at most "
             f"{cli.get('most_requests_in_a_second', '?')} requests in a second; load average "
             f"{cli.get('load_average', '?')}); the worker's run {cli['worker_wall_s']} s, {cli['vs_worker']}×"
         ),

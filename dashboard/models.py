@@ -208,6 +208,12 @@ class Node(models.Model):
     reported_at = models.DateTimeField(
         null=True, blank=True, help_text="The node's last report (the proxy's updatedAt)"
     )
+    # The node's latest answer that could not be read (the parser refused it) and why, by which reader:
+    # everything above stays the last good reading's. One reason a node, cleared by the next good reading
+    # (services.refused_readings writes it, services.readings clears it).
+    refused_reading = models.CharField(max_length=300, blank=True, default="")
+    refused_reading_by = models.CharField(max_length=16, blank=True, default="")
+    refused_reading_at = models.DateTimeField(null=True, blank=True)
     # The latest precheck's figures, so the fleet table needs no per-row work.
     placeable_now = models.PositiveIntegerField(null=True, blank=True)
     phantom_slices = models.PositiveIntegerField(null=True, blank=True)

@@ -81,3 +81,23 @@ def test_past_the_new_node_limit_it_stops_and_says_how_to_confirm(two_farms, set
     assert Node.objects.count() == 2
     register("--farm-id", "4242", "--farm-id", "4243", "--max-new-nodes", "4")
     assert Node.objects.count() == 4
+
+
+@pytest.mark.django_db
+def test_its_grid_reads_are_background_work_as_the_onboarding_jobs_are(two_farms, monkeypatch):
+    # The reads leave the request budget's reserve to interactive requests (grid.budget), as the job kind says.
+    from dashboard.grid import budget
+    from dashboard.job_kinds import kind_of
+    from dashboard.models import Job
+
+    seen = []
+    nodes = two_farms.nodes
+
+    def nodes_seen(**query):
+        seen.append(budget.current_priority())
+        return nodes(**query)
+
+    monkeypatch.setattr(two_farms, "nodes", nodes_seen)
+    monkeypatch.setattr("dashboard.management.commands.node_register.get_grid", lambda: two_farms)
+    register("--farm-id", "4242")
+    assert seen and set(seen) == {budget.BACKGROUND} and kind_of(Job.Kind.ONBOARD).background

@@ -227,3 +227,108 @@ def test_pages_ahead_reads_in_the_callers_context():
     with background():
         assert list(pages_ahead(priorities())) == ["background"]
     assert list(pages_ahead(priorities())) == ["interactive"]
+
+
+# --- pages asked for two at a time once the count is known (issue 43) --------------------------
+
+
+class OverlapGrid(PagedGrid):
+    """A PagedGrid whose page `held` answers only once page `held + 1` has been asked for (or after
+    `patience` seconds): `overlapped` says whether the two were on the wire together."""
+
+    def __init__(self, pages, *, held=2, patience=10.0):
+        super().__init__(pages)
+        self.held, self.patience = held, patience
+        self.next_asked = threading.Event()
+        self.overlapped = None
+        self.lock = threading.Lock()
+
+    def nodes(self, *, farm_ids, status=None, page=1, size=50):
+        if page == self.held + 1:
+            self.next_asked.set()
+        if page == self.held:
+            self.overlapped = self.next_asked.wait(self.patience)
+        with self.lock:
+            return super().nodes(farm_ids=farm_ids, status=status, page=page, size=size)
+
+
+def count_of(total):
+    """Pages of `size` ids from 1 up to `total`, announcing `total` (the proxy's ret_count)."""
+    return lambda page, size: (range((page - 1) * size + 1, min(page * size, total) + 1), total)
+
+
+def test_once_the_count_is_known_the_next_page_is_on_the_wire_with_this_one():
+    grid = OverlapGrid(count_of(23), held=2)
+    pages = list(farm_pages(grid, farm_ids=[1], size=5, in_flight=2))
+    assert grid.overlapped is True
+    assert [[n.node_id for n in p.nodes] for p in pages] == [list(range(s, min(s + 5, 24))) for s in (1, 6, 11, 16, 21)]
+    assert sorted(grid.asked) == [1, 2, 3, 4, 5]  # never past the count's last page
+
+
+def test_one_at_a_time_unless_asked_and_never_before_the_count_is_known():
+    grid = OverlapGrid(count_of(23), held=1, patience=0.2)
+    list(farm_pages(grid, farm_ids=[1], size=5, in_flight=2))
+    assert grid.overlapped is False  # page 1 alone: how many pages there are is not known before it
+    grid = OverlapGrid(count_of(23), held=2, patience=0.2)
+    list(farm_pages(grid, farm_ids=[1], size=5))
+    assert grid.overlapped is False and grid.asked == [1, 2, 3, 4, 5]
+
+
+def test_without_a_count_nothing_is_read_ahead():
+    grid = OverlapGrid(lambda page, size: (range((page - 1) * size + 1, page * size + 1) if page < 4 else [99], None))
+    grid.patience = 0.2
+    assert [len(p.nodes) for p in farm_pages(grid, farm_ids=[1], size=5, in_flight=2)] == [5, 5, 5, 1]
+    assert grid.overlapped is False and grid.asked == [1, 2, 3, 4]
+
+
+def test_read_ahead_a_stop_is_where_it_was_and_nothing_past_it_is_yielded():
+    # Page 3 repeats page 2 while announcing 30 nodes: the read stops at page 3 as one at a time would.
+    grid = PagedGrid(lambda page, size: (range(1, 6) if page == 1 else range(6, 11), 30))
+    got, stopped = read_all(grid, in_flight=2)
+    assert got == list(range(1, 11))
+    assert stopped.startswith("page 3 of farm 1: it brought no node not already read")
+    assert set(grid.asked) <= {1, 2, 3, 4}  # at most one answer past the stop, unread
+
+
+def test_read_ahead_a_failed_page_is_raised_in_its_place_after_the_pages_before_it():
+    from dashboard.grid.types import GridUnavailable
+
+    def pages(page, size):
+        if page == 3:
+            raise GridUnavailable("the proxy answered 503")
+        return count_of(20)(page, size)
+
+    got = []
+    with pytest.raises(ReadFailed, match=r"^page 3 of farm 1: the proxy answered 503"):
+        for read in farm_pages(PagedGrid(pages), farm_ids=[1], size=5, in_flight=2):
+            got.extend(n.node_id for n in read.nodes)
+    assert got == list(range(1, 11))
+
+
+def test_read_ahead_each_page_asks_the_request_budget_in_the_callers_priority(canned):
+    from dashboard.grid.budget import BACKGROUND, MemoryWindow, RequestBudget, background
+
+    class Counted(MemoryWindow):
+        admitted: list = []
+
+        def admit(self, *, allowed, member=None, hold=0.0):
+            Counted.admitted.append(allowed)
+            return super().admit(allowed=allowed, member=member, hold=hold)
+
+    entries = [dict(sample("nodes-page.json")[0], farmId=7) for _ in range(4)]
+
+    def page_of(query):
+        page = int(query["page"])
+        return [dict(e, nodeId=page * 10 + i) for i, e in enumerate(entries[: 2 if page == 4 else 4])]
+
+    from tests.gridproxy_canned import Answer
+
+    canned.answer("/nodes", Answer(body=page_of, headers={"count": "14"}))
+    budget = RequestBudget(window=Counted(), limit=15, reserve=3)
+    with background():
+        pages = list(
+            farm_pages(GridProxyClient(canned.url, retries=0, budget=budget), farm_ids=[7], size=4, in_flight=2)
+        )
+    assert [len(p.nodes) for p in pages] == [4, 4, 4, 2]
+    # Every request the proxy saw was admitted by the budget, each at background work's share.
+    assert Counted.admitted == [budget.allowed(BACKGROUND)] * canned.hits["/nodes"] and canned.hits["/nodes"] == 4

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 KiB = 1024
@@ -114,7 +114,8 @@ class Resources:
         return Resources(self.cru * k, self.mru * k, self.sru * k, self.hru * k)
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        # Spelt out: dataclasses.asdict walks and copies each field, and a page of onboarded nodes asks 100 times.
+        return {"cru": self.cru, "mru": self.mru, "sru": self.sru, "hru": self.hru}
 
     @classmethod
     def total_of(cls, items: Iterable[Resources]) -> Resources:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound
+from dashboard.grid.types import Grid, GridError, MalformedPayload, NodeCapacity, NodeNotFound, NodePage
 
 T = TypeVar("T")
 
@@ -84,11 +84,15 @@ def farm_pages(
     status: str | None = None,
     size: int = 100,
     max_pages: int = DEFAULT_MAX_PAGES,
+    in_flight: int = 1,
 ) -> Iterator[PageRead]:
     """Every node of these farms, a page at a time, until a short page (the last one); see the module doc.
 
     Each page yielded holds only nodes not yielded before. Raises ReadStopped (nothing of that page
     yielded) when a page brings nothing new, passes the announced count, or would be past `max_pages`.
+    With `in_flight` > 1, once page 1 has announced the count, the pages after it are asked for up to
+    that many at a time (never past the count's last page nor `max_pages`); they are judged and yielded
+    in order as above, so a stop is where it was, only up to `in_flight - 1` answers past it unread.
     """
     size = _page_size(size)
     farms = ", ".join(str(f) for f in farm_ids)
@@ -96,6 +100,13 @@ def farm_pages(
     seen: set[str] = set()  # node ids, and the labels of malformed entries, read so far
     read_nodes = 0
     page = 1
+    last: int | None = None  # the count's last page, once page 1 has said the count
+
+    def fetch(page: int) -> NodePage:
+        what = f"page {page} of {of}"
+        return _read(what, lambda: grid.nodes(farm_ids=list(farm_ids), status=status, page=page, size=size))
+
+    reads = PagesInFlight(fetch, in_flight=in_flight)
     while True:
         what = f"page {page} of {of}"
         if page > max_pages:
@@ -104,7 +115,7 @@ def farm_pages(
                 f"not read: {max_pages} full pages of {size} were read (GRID_MAX_PAGES) and the proxy was still "
                 f"sending more; {read_nodes} node(s) read before it, nothing past the ceiling",
             )
-        read = _read(what, lambda page=page: grid.nodes(farm_ids=list(farm_ids), status=status, page=page, size=size))
+        read = reads.get(page, last=last)
         keys = {str(n.node_id) for n in read.nodes} | {label for label, _reason in read.skipped}
         if read.entries and not keys - seen:
             raise ReadStopped(
@@ -124,7 +135,59 @@ def farm_pages(
         yield PageRead(what=what, nodes=fresh, skipped=read.skipped)
         if read.entries < size or (read.count is not None and read_nodes >= read.count):
             return
+        if read.count is not None:
+            last = min(-(-read.count // size), max_pages)
         page += 1
+
+
+class PagesInFlight:
+    """Pages of one paged read, asked for up to `in_flight` at a time and handed back in page order.
+
+    `get(page, last=...)` returns page `page` (read in the caller's thread, or taken from a read started
+    earlier) after starting the reads of the next `in_flight - 1` pages up to `last`, each in a daemon
+    thread of its own in a copy of the caller's context (the request budget's priority, the step
+    deadline): every one goes through the grid's own request path, so the shared request budget
+    admits each as it admits any. Without `last` (no count announced yet) nothing is read ahead. An
+    error a read ahead raised is raised by the `get` of its page; reads never asked for are dropped.
+    """
+
+    def __init__(self, fetch: Callable[[int], T], *, in_flight: int = 1) -> None:
+        self._fetch = fetch
+        self._in_flight = max(1, int(in_flight))
+        self._started: dict[int, _ReadAhead] = {}
+
+    def get(self, page: int, *, last: int | None) -> T:
+        if last is not None:
+            for ahead in range(page + 1, min(page + self._in_flight - 1, last) + 1):
+                if ahead not in self._started:
+                    self._started[ahead] = _ReadAhead(self._fetch, ahead)
+        started = self._started.pop(page, None)
+        return started.result() if started is not None else self._fetch(page)
+
+
+class _ReadAhead:
+    """One page's read in a daemon thread (a caller that stops early leaves it to end by its own deadline)."""
+
+    def __init__(self, fetch: Callable[[int], object], page: int) -> None:
+        self._outcome: tuple[bool, object] = (False, None)
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run, fetch, page), name=f"grid-page-{page}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, fetch: Callable[[int], object], page: int) -> None:
+        try:
+            self._outcome = (True, fetch(page))
+        except BaseException as exc:  # raised again by result(), in the caller's thread
+            self._outcome = (False, exc)
+
+    def result(self):
+        self._thread.join()
+        ok, value = self._outcome
+        if not ok:
+            raise value
+        return value
 
 
 def id_pages(grid: Grid, *, node_ids: Sequence[int], status: str | None = None, size: int = 100) -> Iterator[PageRead]:
@@ -138,7 +201,8 @@ def id_pages(grid: Grid, *, node_ids: Sequence[int], status: str | None = None, 
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
         read = ids_page(grid, node_ids=chunk, status=status)
-        got = {n.node_id for n in read.nodes}
+        # An entry the page had but the parser refused is not lacking: asked alone, it would be refused again.
+        got = {n.node_id for n in read.nodes} | {int(label) for label, _why in read.skipped if label.isdigit()}
         yield read
         missing = [n for n in chunk if n not in got]
         if missing:
@@ -160,12 +224,15 @@ def ids_page(grid: Grid, *, node_ids: Sequence[int], status: str | None = None) 
 
 
 def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageRead:
-    nodes, not_found, left_out = [], [], []
+    nodes, not_found, left_out, refused = [], [], [], []
     for node_id in node_ids:
         try:
             node = grid.node(node_id)
         except NodeNotFound:
             not_found.append(node_id)
+            continue
+        except MalformedPayload as exc:
+            refused.append((str(node_id), str(exc)))  # refused as a page's malformed entry is: counted, said
             continue
         except GridError as exc:
             # One node the grid cannot answer for is that node's problem, not the run's.
@@ -179,6 +246,7 @@ def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageR
     return PageRead(
         what=f"{len(node_ids)} node(s) a page lacked, one by one ({shown})",
         nodes=tuple(nodes),
+        skipped=tuple(refused),
         not_found=tuple(not_found),
         left_out=tuple(left_out),
         requests=len(node_ids),
@@ -296,6 +364,7 @@ __all__ = [
     "DEFAULT_MAX_PAGES",
     "MAX_PAGE_SIZE",
     "PageRead",
+    "PagesInFlight",
     "ReadFailed",
     "ReadStopped",
     "farm_pages",

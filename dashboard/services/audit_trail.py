@@ -16,6 +16,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 
 from dashboard.models import AuditEvent, Job, Node
+from dashboard.rows import rows_insert
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +88,10 @@ def audit_record(
     return AuditEvent.objects.create(**entry.fields())
 
 
-def audit_records(entries: Iterable[AuditEntry]) -> list[AuditEvent]:
-    """Append these rows in one statement (in the caller's transaction); none when there are none."""
-    return AuditEvent.objects.bulk_create([AuditEvent(**entry.fields()) for entry in entries])
+def audit_records(entries: Iterable[AuditEntry]) -> None:
+    """Append these rows in one statement (in the caller's transaction); none when there are none.
+
+    By COPY (rows.rows_insert): a page of 100 onboarded nodes is 100 events, and bulk_create's
+    preparing of each value was a tenth of the page's time (issue 43). No row comes back: no caller reads one.
+    """
+    rows_insert(AuditEvent, [AuditEvent(**entry.fields()) for entry in entries])

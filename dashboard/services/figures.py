@@ -20,8 +20,9 @@ The catalog keeps the others (uncertain: offered at their odds, never promised).
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.conf import settings
@@ -112,6 +113,11 @@ class NodeFigures:
     phantom_reasons: dict
 
 
+# NodeFigures as a tuple in FIGURE_FIELDS' order: dataclasses.astuple deep-copies every value (the
+# phantom reasons' dict too), a third of storing a page of new nodes' figures (issue 43).
+figures_row = operator.attrgetter(*FIGURE_FIELDS)
+
+
 def figures_refresh(node_pks: Iterable[int], *, locked: bool = False) -> int:
     """Recompute and store these nodes' figures; the number of nodes whose figures changed.
 
@@ -160,9 +166,9 @@ def figures_compute(nodes: QuerySet[Node], *, pools: dict | None = None) -> dict
 
 def _store(nodes: QuerySet[Node]) -> int:
     rows = [
-        (pk, *(json.dumps(v) if isinstance(v, dict) else v for v in astuple(figures)))
+        (pk, *(json.dumps(v) if isinstance(v, dict) else v for v in now))
         for pk, (figures, stored) in _computed(nodes).items()
-        if astuple(figures) != stored
+        if (now := figures_row(figures)) != stored
     ]
     # One UPDATE from arrays: bulk_update's CASE WHEN took 11.6 s for 10,000 nodes, one UPDATE a node
     # 1.5 s but fired the farm totals trigger (services.farm_totals_trigger) once a node; this, once.
@@ -170,7 +176,7 @@ def _store(nodes: QuerySet[Node]) -> int:
     return len(rows)
 
 
-_NODE_VALUES = (
+NODE_VALUES = (
     "pk",
     "farm_id",
     "light",
@@ -198,10 +204,10 @@ _NODE_VALUES = (
     *CLOSURE_FIELDS,
     *FIGURE_FIELDS,
 )
-_CLOSURE_AT = _NODE_VALUES.index(CLOSURE_FIELDS[0])
-_STORED_AT = len(_NODE_VALUES) - len(FIGURE_FIELDS)
+_CLOSURE_AT = NODE_VALUES.index(CLOSURE_FIELDS[0])
+_STORED_AT = len(NODE_VALUES) - len(FIGURE_FIELDS)
 # A node without slices, as slices_grouped would group it.
-_NO_SLICES = (0, 0, 0, 0, ((), ()), ())
+NO_SLICES = (0, 0, 0, 0, ((), ()), ())
 
 
 def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tuple[NodeFigures, tuple]]:
@@ -209,15 +215,15 @@ def _computed(nodes: QuerySet[Node], pools: dict | None = None) -> dict[int, tup
     rows = _node_rows(nodes, pools)
     if not rows:
         return {}
-    fleet = _FleetFigures(nodes, rows)
+    fleet = FleetFigures(nodes, rows)
     return {row.pk: fleet.node(row) for row in rows}
 
 
 def _node_rows(nodes: QuerySet[Node], pools: dict | None) -> list:
-    """The nodes' _NODE_VALUES as named rows, with `pools` (figures_compute) in place of the stored pools."""
+    """The nodes' NODE_VALUES as named rows, with `pools` (figures_compute) in place of the stored pools."""
     # The pools as JSON text: a shape key as it is, parsed once per shape.
     rows = list(
-        nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*_NODE_VALUES, named=True)
+        nodes.order_by().annotate(pools_text=Cast("pools_sru", TextField())).values_list(*NODE_VALUES, named=True)
     )
     if not pools:
         return rows
@@ -254,12 +260,13 @@ class _OnReading(NamedTuple):
     phantom_reasons: dict
 
 
-class _FleetFigures:
+class FleetFigures:
     """What one `_computed` call reads once and the memos its nodes share: the nodes of one shape share a
     carve and a stale verdict, the nodes of one shape on one reading a precheck."""
 
-    def __init__(self, nodes: QuerySet[Node], rows: list):
-        self.slices = slices_grouped(nodes)
+    def __init__(self, nodes: QuerySet[Node], rows: list, *, slices: dict[int, tuple] | None = None):
+        # `slices`: the nodes' slices grouped as slices_grouped groups them, when they are not stored yet.
+        self.slices = slices if slices is not None else slices_grouped(nodes, pks=[row.pk for row in rows])
         self.fits = lesson_fits(row.memory_lesson_id for row in rows)
         # What each node's odds are judged by: its lesson, or its build's prior (selectors.odds.beliefs_for).
         self.beliefs = beliefs_for({belief_key(row.memory_lesson_id, row.zos_version) for row in rows})
@@ -274,7 +281,7 @@ class _FleetFigures:
         """(figures now, figures stored) of one node's row."""
         pk, pools_text, lesson_id, stored = row.pk, row.pools_text, row.memory_lesson_id, tuple(row[_STORED_AT:])
         closed = closure_of_values(dict(zip(CLOSURE_FIELDS, row[_CLOSURE_AT:_STORED_AT], strict=True)))
-        free, rented, deployed, failed, slice_key, _free_order = self.slices.get(pk, _NO_SLICES)
+        free, rented, deployed, failed, slice_key, _free_order = self.slices.get(pk, NO_SLICES)
         policy = self.by_node.get(pk) or self.by_farm.get(row.farm_id) or self.fleet_policy  # as PolicyBook.for_node
         observed = capacity.observed_now(
             hidden_mru_per_vm=row.hidden_mru_per_vm,

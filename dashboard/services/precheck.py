@@ -18,7 +18,7 @@ from dashboard import capacity
 from dashboard.grid import get_grid
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.rmb import Target, get_rmb
-from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeStatistics
+from dashboard.grid.types import Grid, GridError, MalformedPayload, NodeCapacity, NodeStatistics
 from dashboard.job_results import PrecheckResult
 from dashboard.models import Job, Node, Slice, reading_max_age
 from dashboard.rules.closure import closure_of
@@ -27,6 +27,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.pools import PoolsAnswer, pools_ask_node, pools_keep
 from dashboard.services.readings import LiveReading, readings_store, rent_state_read
+from dashboard.services.refused_readings import BY_PRECHECK, readings_refused
 from dashboard.services.zos_cache import OVER_RMB, THROUGH_PROXY, statistics_heard
 
 
@@ -119,7 +120,13 @@ def precheck_read(*, node: Node, grid: Grid | None = None) -> PrecheckRead:
     """Every call out a precheck makes (the Grid Proxy, the node over RMB), and nothing written: called
     outside any transaction, so a silent node or a slow grid never holds a row lock (issue 44)."""
     grid = grid or get_grid()
-    live = rent_state_read(grid, grid.node(node.grid_id))  # our rent contract's state: one more request
+    try:
+        read = grid.node(node.grid_id)
+    except MalformedPayload as exc:
+        # Nothing of it is written; the node keeps its reading, and its page says this one was refused.
+        readings_refused({node.grid_id: str(exc)}, by=BY_PRECHECK)
+        raise
+    live = rent_state_read(grid, read)  # our rent contract's state: one more request
     read_at = timezone.now()
     # Where the node itself can be asked (rmb-peer, the simulated grid; never the Grid Proxy), its pools too.
     return PrecheckRead(

@@ -6,7 +6,7 @@ Who owns which Node columns (one writer each, so two code paths never store two 
   the grid is not followed: the farm decides the policy, and moving a catalog is an admin's call);
 - the reading (status, total_*, used_*, pools_sru, country, city, farm_name, twin_id, dedicated,
   rented_by_twin_id, rent_contract_id, rent_state, in_dedicated_farm, extra_fee, light, gpus, healthy, power_state, power_target, uptime, seen_at, prechecked_at,
-  reported_at): here, `readings_store`, called by the precheck, a deploy, a re-register, the grid
+  reported_at, and clearing refused_reading*): here, `readings_store`, called by the precheck, a deploy, a re-register, the grid
   onboarding and the fleet watch; it also writes the node events (NodeEvent) the readings show;
 - how the catalog was carved (carved_*, catalog_generation): registration and re-register's apply;
 - what refusals taught (hidden_mru_per_vm, pool_room_below*): services.observations;
@@ -92,6 +92,10 @@ _COLUMNS = (
     ("seen_at", "timestamptz"),
     ("prechecked_at", "timestamptz"),
     ("reported_at", "timestamptz"),
+    # A good reading ends the refused one the node kept (services.refused_readings).
+    ("refused_reading", "text"),
+    ("refused_reading_by", "text"),
+    ("refused_reading_at", "timestamptz"),
 )
 
 
@@ -338,4 +342,7 @@ def _row(reading: LiveReading) -> tuple:
         reading.read_at,
         reading.read_at,
         reported_at_of(live),
+        "",
+        "",
+        None,
     )

@@ -33,7 +33,7 @@ from dashboard.grid.budget import background
 from dashboard.grid.deadline import grid_step_deadline
 from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, pages_ahead
 from dashboard.grid.rmb import STATISTICS, Target, get_rmb
-from dashboard.grid.types import Grid, GridError, NodeCapacity, NodeNotFound, QueryRefused
+from dashboard.grid.types import Grid, GridError, MalformedPayload, NodeCapacity, NodeNotFound, QueryRefused
 from dashboard.job_results import LISTED, WatchResult
 from dashboard.models import Job, Node, NodeEvent
 from dashboard.rules.node_events import TOTAL_CHANGED
@@ -43,6 +43,7 @@ from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
 from dashboard.services.pools_heard import pools_hear_nodes
 from dashboard.services.readings import LiveReading, ReadingsStored, readings_store, rent_state_needed, rent_state_read
+from dashboard.services.refused_readings import BY_WATCH, readings_refused, refused_by_label
 from dashboard.services.zos_cache import OVER_RMB, THROUGH_PROXY, statistics_heard_many
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ def fleet_watch(
             result.refuse(label, why)
             if label.isdigit():
                 run.miss(int(label), f"its answer could not be read: {why}")
+        # ...and its own page says so (services.refused_readings).
+        readings_refused(refused_by_label(page.skipped, registered=run.known), by=BY_WATCH, at=now())
         for node_id in page.not_found:
             run.miss(node_id, "the grid does not know this node any more (404)")
         for node_id, why in page.left_out:
@@ -234,7 +237,8 @@ def _reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int) -> I
             yield _Read(PageRead(what=exc.what, nodes=(), left_out=tuple((n, str(exc)) for n in chunk)), failed=True)
             continue
         yield _Read(read)
-        got = {node.node_id for node in read.nodes}
+        # A node whose entry the page had but the parser refused is not lacked: asked alone, it is refused again.
+        got = {node.node_id for node in read.nodes} | set(refused_by_label(read.skipped))
         lacked = [n for n in chunk if n not in got]
         if lacked:
             yield _Read(_one_by_one(grid, lacked))
@@ -267,18 +271,21 @@ def _farm_reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int,
 
 def _one_by_one(grid: Grid, node_ids: list[int]) -> PageRead:
     """The nodes a page lacked, each asked for on its own (a proxy's list can lag behind its nodes)."""
-    nodes, not_found, left_out = [], [], []
+    nodes, not_found, left_out, refused = [], [], [], []
     for node_id in node_ids:
         try:
             with grid_step_deadline(settings.GRID_STEP_DEADLINE):
                 nodes.append(grid.node(node_id))
         except NodeNotFound:
             not_found.append(node_id)
+        except MalformedPayload as exc:
+            refused.append((str(node_id), str(exc)))  # counted and kept as a page's refused entry is
         except GridError as exc:
             left_out.append((node_id, str(exc) or type(exc).__name__))
     return PageRead(
         what=f"{len(node_ids)} node(s) a page lacked, one by one",
         nodes=tuple(nodes),
+        skipped=tuple(refused),
         not_found=tuple(not_found),
         left_out=tuple(left_out),
         requests=len(node_ids),

@@ -31,6 +31,7 @@ from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.refused_readings import BY_REREGISTER, readings_refused
 from dashboard.services.reregister.plan import SLICE_KEY, ReregisterPlan, reregister_plan
 from dashboard.services.reregister.rollback import generations_record
 from dashboard.services.reregister.stale import deploying_slices, held_slices
@@ -104,13 +105,17 @@ def node_capacity_read(*, grid: Grid, node_id: int, job: Job | None = None, anno
             try:
                 with job_beating(job=job):
                     seen = grid.node(node_id)
+                if seen.node_id != node_id:
+                    raise MalformedPayload(f"asked the grid for node {node_id}, it answered for node {seen.node_id}")
             except GridUnavailable:
                 if attempt == GRID_READ_ATTEMPTS or step.passed():
                     raise
                 time.sleep(min(settings.GRID_BACKOFF * 2 ** (attempt - 1), max(step.remaining(), 0)))
                 continue
-            if seen.node_id != node_id:
-                raise MalformedPayload(f"asked the grid for node {node_id}, it answered for node {seen.node_id}")
+            except MalformedPayload as exc:
+                # Nothing of it is written; the node keeps its reading, and its page says this one was refused.
+                readings_refused({node_id: str(exc)}, by=BY_REREGISTER)
+                raise
             return seen
     raise AssertionError("unreachable")  # pragma: no cover
 
