@@ -18,8 +18,9 @@ import redis
 
 from dashboard.grid.rmb import POOLS, RmbPeerFailed, Target
 from dashboard.grid.rmb.client import REQUEST_QUEUE
+from dashboard.grid.rmb.parse import parse_envelope
 from dashboard.grid.simgrid.rmb_peer import envelope
-from dashboard.grid.types import MalformedPayload, NodeSilent, RmbRefused
+from dashboard.grid.types import MalformedPayload, NodeSilent, RmbRefused, RmbUndelivered
 from tests.hostile_redis import GOOD_POOLS, ONE_SSD, DripRedis, HungRedis, rmb_client
 
 
@@ -226,3 +227,48 @@ def test_a_round_begun_past_the_job_steps_deadline_sends_nothing_and_blames_no_r
         got = rmb_client(redis_url).ask_many(POOLS, TARGETS)
     assert all("the job step's deadline had passed" in str(got[t.node_id]) for t in TARGETS)
     assert not any(isinstance(a, RmbPeerFailed) for a in got.values())
+
+
+# --- the sender as rmb-rs writes it (issue 43) ----------------------------------------------------
+# rmb-rs 15f2092 src/types/mod.rs (`stringify`, `from_string`): "<twin>", or "<twin>:<connection>" when the
+# sender named a connection, the twin before the first ":". src/peer/postman.rs (`undeliverable`): our
+# own peer answers a call it could not deliver with the call's ref, dat "", src "", now 0 and an err
+# (src/peer/protocol.rs: 103 an unknown twin). That answer is not the node's: neither malformed nor silent.
+
+UNDELIVERABLE = {"dat": "", "src": "", "now": 0, "err": {"code": 103, "message": "unknown twin id '3310'"}}
+
+
+@pytest.mark.parametrize("src", ["3310:", "3310:conn-1", "3310:a:b", 3310])
+def test_a_sender_with_a_connection_is_its_twin(src):
+    assert parse_envelope(json.dumps({"ref": "r", "src": src, "dat": "", "err": None})).src == 3310
+
+
+@pytest.mark.parametrize("src", [":3310", "x:3310", "²:c", "", None, "33101234567:c"])
+def test_a_sender_whose_twin_is_not_a_number_is_refused(src):
+    with pytest.raises(MalformedPayload, match="not a twin id"):
+        parse_envelope(json.dumps({"ref": "r", "src": src, "dat": "", "err": None}))
+
+
+def test_an_empty_sender_is_only_the_peers_could_not_deliver():
+    assert parse_envelope(json.dumps({"ref": "r", **UNDELIVERABLE})).src is None
+
+
+def test_an_answer_from_a_named_connection_is_taken_in_a_round(redis_url, serve_round):
+    serve_round(lambda r: [raw_envelope(r, src="3310:dashboard-7")], requests=2)
+    got = rmb_client(redis_url).ask_many(POOLS, TARGETS)
+    assert (got[2310][0].size, got[2311][0].size) == (ONE_SSD, ONE_SSD)
+    assert GOOD_POOLS[0]["size"] == ONE_SSD
+
+
+@pytest.mark.parametrize("targets", [TARGETS[:1], TARGETS], ids=["alone", "in a round"])
+def test_a_call_the_peer_could_not_deliver_says_so_for_its_node_alone(redis_url, serve_round, targets):
+    serve_round(lambda r: [raw_envelope(r, **UNDELIVERABLE)], requests=len(targets))
+    got = rmb_client(redis_url).ask_many(POOLS, targets)
+    answer = got[2310]
+    assert isinstance(answer, RmbUndelivered) and not isinstance(answer, RmbRefused | NodeSilent)
+    assert str(answer) == (
+        "the RMB peer could not deliver zos.storage.pools to node 2310 (twin 3310): unknown twin id '3310' "
+        "(code 103); the node said nothing"
+    )
+    if len(targets) == 2:
+        assert got[2311][0].size == ONE_SSD

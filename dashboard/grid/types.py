@@ -248,6 +248,14 @@ class RmbRefused(GridError):
     cause = "unknown"
 
 
+class RmbUndelivered(GridError):
+    """Our rmb-peer could not deliver the call (rmb-rs src/peer/postman.rs `undeliverable`: an answer with
+    the call's `ref`, an empty `src`, `now` 0 and an `err`): the node said nothing. Code 103 (rmb-rs
+    src/peer/protocol.rs: an unknown twin) will not change by asking again; the others may."""
+
+    cause = "node-offline"
+
+
 @dataclass(frozen=True)
 class ZosVersion:
     """`zos.system.version`: the node's ZOS build and its zinit's, as it says them (cleaned text)."""

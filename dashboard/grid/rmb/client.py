@@ -300,7 +300,7 @@ class RmbClient:
             return
         target, _deadline = call.pending[envelope.ref]
         self._settle(envelope.ref, call)
-        if envelope.src != target.twin_id:
+        if envelope.src is not None and envelope.src != target.twin_id:
             call.results[target.node_id] = MalformedPayload(
                 f"twin {envelope.src} answered the {call.cmd} call to node {target.node_id} (twin {target.twin_id}); "
                 "an answer for another node is not taken"
@@ -310,7 +310,9 @@ class RmbClient:
                 f"node {target.node_id} answered {call.cmd} over RMB with {envelope.problem}; its answer was not taken"
             )
         elif envelope.err_code is not None or envelope.err_message:
-            call.results[target.node_id] = parse.refusal(envelope, node_id=target.node_id, cmd=call.cmd)
+            call.results[target.node_id] = parse.refusal(
+                envelope, node_id=target.node_id, twin_id=target.twin_id, cmd=call.cmd
+            )
         else:
             call.results[target.node_id] = _parsed(call.cmd, envelope.body, target)
 

@@ -1,7 +1,10 @@
 """What rmb-peer hands back, read as strictly as the Grid Proxy's answers (grid.proxy.parse).
 
 An answer on our reply queue is `{"ver": 1, "ref", "dat": base64(JSON), "src": "<twin>", "shm",
-"now", "err": null | {"code", "message"}}` (threefoldtech/rmb-rs docs/readme.md). Everything in it
+"now", "err": null | {"code", "message"}}` (threefoldtech/rmb-rs docs/readme.md). `src` is the sender's
+address as rmb-rs writes it (src/types/mod.rs `stringify`): "<twin>", or "<twin>:<connection>" when the
+sender named a connection; "" only on our own peer's answer that the call could not be delivered
+(src/peer/postman.rs `undeliverable`: the call's `ref`, `now` 0, an `err`). Everything in it
 comes from another party: the envelope is bounded before it is decoded, the body after, and every
 refusal is a MalformedPayload (or RmbRefused for an `err`) whose words name the node and the field.
 """
@@ -24,6 +27,7 @@ from dashboard.grid.types import (
     NodeStatistics,
     PoolMetrics,
     RmbRefused,
+    RmbUndelivered,
     ZosVersion,
 )
 
@@ -41,7 +45,7 @@ class Envelope:
     """One answer taken off the reply queue: whose call it answers, who sent it, its body or error."""
 
     ref: str
-    src: int
+    src: int | None  # the sender's twin; None on the peer's "could not deliver" answer
     body: Any  # the decoded JSON of `dat` (None when `err` is set)
     err_code: int | None = None
     err_message: str = ""
@@ -76,12 +80,7 @@ def parse_envelope(raw: bytes | str) -> Envelope:
     ref = payload.get("ref")
     if not isinstance(ref, str) or not 0 < len(ref) <= 128:
         raise MalformedPayload(f"an answer whose ref is {describe(ref)}, not the text of a call's id")
-    src = payload.get("src")
-    if isinstance(src, int) and not isinstance(src, bool):
-        src = str(src)
-    # ASCII digits only: "²".isdigit() is true, and int("²") fails.
-    if not isinstance(src, str) or not src.isascii() or not src.isdigit() or len(src) > 10:
-        raise MalformedPayload(f"an answer whose src is {describe(src)}, not a twin id")
+    src = _twin_of(payload.get("src"), undeliverable=payload.get("err") is not None)
     err = payload.get("err")
     if err is not None:
         if not isinstance(err, dict):
@@ -89,7 +88,7 @@ def parse_envelope(raw: bytes | str) -> Envelope:
         code, message = err.get("code"), err.get("message")
         return Envelope(
             ref=ref,
-            src=int(src),
+            src=src,
             body=None,
             err_code=code if isinstance(code, int) and not isinstance(code, bool) else None,
             err_message=text_printable(message if isinstance(message, str) else describe(message), 200),
@@ -97,8 +96,22 @@ def parse_envelope(raw: bytes | str) -> Envelope:
     try:
         body = _body(payload.get("dat"))
     except MalformedPayload as exc:
-        return Envelope(ref=ref, src=int(src), body=None, problem=str(exc))
-    return Envelope(ref=ref, src=int(src), body=body)
+        return Envelope(ref=ref, src=src, body=None, problem=str(exc))
+    return Envelope(ref=ref, src=src, body=body)
+
+
+def _twin_of(src: Any, *, undeliverable: bool) -> int | None:
+    """The sender's twin from `src` ("<twin>" or "<twin>:<connection>", rmb-rs src/types/mod.rs
+    `from_string`); None for "" with an `err`: our peer could not deliver the call."""
+    if src == "" and undeliverable:
+        return None
+    if isinstance(src, int) and not isinstance(src, bool):
+        src = str(src)
+    twin = src.split(":", 1)[0] if isinstance(src, str) else src
+    # ASCII digits only: "²".isdigit() is true, and int("²") fails.
+    if not isinstance(twin, str) or not twin.isascii() or not twin.isdigit() or len(twin) > 10:
+        raise MalformedPayload(f"an answer whose src is {describe(src)}, not a twin id")
+    return int(twin)
 
 
 def _body(dat: Any) -> Any:
@@ -112,8 +125,13 @@ def _body(dat: Any) -> Any:
     return json_read(decoded, what="an answer whose dat decodes to something") if dat else None
 
 
-def refusal(envelope: Envelope, *, node_id: int, cmd: str) -> RmbRefused:
+def refusal(envelope: Envelope, *, node_id: int, twin_id: int, cmd: str) -> RmbRefused | RmbUndelivered:
     code = f" (code {envelope.err_code})" if envelope.err_code is not None else ""
+    if envelope.src is None:
+        return RmbUndelivered(
+            f"the RMB peer could not deliver {cmd} to node {node_id} (twin {twin_id}): "
+            f"{envelope.err_message or 'no message'}{code}; the node said nothing"
+        )
     return RmbRefused(f"node {node_id} refused {cmd} over RMB: {envelope.err_message or 'no message'}{code}")
 
 
