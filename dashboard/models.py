@@ -922,6 +922,27 @@ class Observation(models.Model):
     cleared_at = models.DateTimeField(null=True, blank=True)
     cleared_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
+    class Standing(models.TextChoices):
+        """How far a memory reading is believed (issue 44; capacity.plausible, capacity.corroborate)."""
+
+        GROUP = "group", "Taught its group"
+        NODE = "node", "Its node alone, waiting for a second source"
+        HELD = "held", "Held aside: not plausible"
+
+    standing = models.CharField(max_length=8, choices=Standing.choices, default=Standing.GROUP)
+    held_why = models.TextField(blank=True, help_text="Why it is held aside, in plain words")
+    # Who vouches for the reading: "account <user id>", "the dashboard" (its own deploy), "a proposed probe".
+    vouched_by = models.CharField(max_length=40, blank=True)
+    reported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The actual use its group's fit reads (capacity.corroborate.admitted_point: within the line's doubt
+    # when it was admitted); null: total - usable, as told.
+    group_actual_mru = models.BigIntegerField(null=True, blank=True)
+    # When it was recorded (seen_at is when ZOS refused): reports are bounded in time by this.
+    recorded_at = models.DateTimeField(default=timezone.now, db_index=True)
+
     class Meta:
         ordering = ["node", "-seen_at"]
         constraints = [
@@ -930,6 +951,18 @@ class Observation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} on {self.node} at {self.seen_at:%Y-%m-%d %H:%M}"
+
+
+class ProbeProposal(models.Model):
+    """A node the probe list (GET /api/v1/probes, the probes page) proposed: a probe's refusal reported
+    there within PROBE_WINDOW_HOURS counts as a probe, the product's own question answered."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
+    proposed_at = models.DateTimeField(db_index=True)
+    token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["node", "proposed_at"], name="probe_proposal_node_at")]
 
 
 class MemoryLesson(models.Model):

@@ -357,6 +357,16 @@ POOLS_MAX_AGE = env_int("POOLS_MAX_AGE", 24, minimum=1)
 # --- What ZOS's refusals teach (services.observations, services.memory_model, docs/zos.md) ----
 # Days an observation counts; it stays on file after.
 OBSERVATION_MAX_AGE_DAYS = env_int("OBSERVATION_MAX_AGE_DAYS", 30, minimum=1)
+# Reports that teach (a memory or disk refusal, a probe) are bounded in time, as quarantine bounds what
+# one account's reports may withhold: past LESSON_REPORTS_PER_TOKEN from one token, or
+# LESSON_REPORTS_PER_BUILD on the nodes of one ZOS build, within LESSON_REPORTS_WINDOW seconds, a report
+# is refused (429) and an alert fires. 0: no bound.
+LESSON_REPORTS_WINDOW = env_int("LESSON_REPORTS_WINDOW", 3600, minimum=60)
+LESSON_REPORTS_PER_TOKEN = env_int("LESSON_REPORTS_PER_TOKEN", 30, minimum=0)
+LESSON_REPORTS_PER_BUILD = env_int("LESSON_REPORTS_PER_BUILD", 120, minimum=0)
+# A probe's refusal counts as a probe (the product's own question answered) only on a node the probe
+# list proposed within this many hours before it; elsewhere it is taken as a plain report.
+PROBE_WINDOW_HOURS = env_int("PROBE_WINDOW_HOURS", 6, minimum=1)
 # Standard deviations a build's fitted line is raised by for the carve and the precheck.
 MEMORY_MODEL_MARGIN_SD = env_float("MEMORY_MODEL_MARGIN_SD", 1.0, minimum=0.0)
 # The odds (capacity.odds) a free slice must have of deploying at the first try for "deployable" and

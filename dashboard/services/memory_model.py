@@ -64,19 +64,20 @@ def memory_points(build: str, *, now: datetime | None = None) -> tuple[list[capa
             total_mru__isnull=False,
             usable_mru__isnull=False,
             accounted_mru__isnull=False,
+            standing=Observation.Standing.GROUP,  # corroborated or applied (services.lesson_evidence)
         )
         .order_by("pk")
-        .values_list("pk", "node_id", "total_mru", "accounted_mru", "usable_mru", "vm_count")
+        .values_list("pk", "node_id", "total_mru", "accounted_mru", "usable_mru", "vm_count", "group_actual_mru")
     )
     points, ids = [], []
-    for pk, node, total, accounted, usable, vms in rows:
+    for pk, node, total, accounted, usable, vms, bounded in rows:
         points.append(
             capacity.MemoryPoint(
                 node=node,
                 total_mru=total,
                 vms=vms,
                 vm_mru=max(accounted - capacity.zos_reserve_mru(total), 0),
-                actual_mru=total - usable,
+                actual_mru=total - usable if bounded is None else bounded,
             )
         )
         ids.append(pk)
@@ -88,7 +89,9 @@ def lesson_current(build: str) -> MemoryLesson | None:
     return MemoryLesson.objects.filter(build=build, reverted_at__isnull=True).order_by("-learnt_at", "-pk").first()
 
 
-def memory_model_refit(*, build: str, trigger: Node | None = None, source: str = "deploy") -> MemoryLesson | None:
+def memory_model_refit(
+    *, build: str, trigger: Node | None = None, source: str = "deploy", by=None
+) -> MemoryLesson | None:
     """Fit the group's points again, keep the fit as its lesson, and apply it to every node of the
     group. The lesson now deciding (None when the group has no observation). Call in a transaction."""
     points, ids = memory_points(build)
@@ -96,7 +99,18 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
     if current is not None and sorted(current.observation_ids) == ids:
         lesson = current  # nothing new (e.g. a revert brought the one before back)
     elif not points:
+        # Its observations expired or were dropped: the lesson goes with them (issue 44).
         lesson = None
+        if current is not None:
+            MemoryLesson.objects.filter(pk=current.pk).update(reverted_at=timezone.now())
+            audit_record(
+                actor=by,
+                source=source,
+                action="memory_lesson.ended",
+                node=trigger,
+                message=f"{group_words(build)}: lesson {current.pk} ended, no observation that taught it counts now",
+                detail={"lesson": current.pk, "build": build},
+            )
     else:
         taken = capacity.tightest(accepted_by_build([build]).get(build, []))
         fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build), bounds=taken)
@@ -123,11 +137,12 @@ def memory_model_refit(*, build: str, trigger: Node | None = None, source: str =
             trigger_node=trigger,
         )
         audit_record(
+            actor=by,
             source=source,
             action="memory_lesson.learnt",
             node=trigger,
             message=f"{group_words(build)}: {lesson_words(lesson)}",
-            detail={"lesson": lesson.pk, "build": build, "observations": ids},
+            detail={"lesson": lesson.pk, "build": build, "observations": ids, "taught_by": _taught_by(ids)},
         )
     memory_model_apply(build=build, lesson=lesson)
     return lesson
@@ -313,3 +328,9 @@ def lesson_words(lesson: MemoryLesson) -> str:
             "beyond its memory"
         )
     return f"{what}, from {lesson.points} refusal(s) on node(s) {nodes}"
+
+
+def _taught_by(ids: list[int]) -> list[dict]:
+    """Who vouched for each observation a lesson rests on (the audit names every source)."""
+    rows = Observation.objects.filter(pk__in=ids).values_list("pk", "vouched_by", "reported_by_id", "token__prefix")
+    return [{"observation": pk, "vouched_by": v, "user": u, "token": t} for pk, v, u, t in sorted(rows)]

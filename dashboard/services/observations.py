@@ -21,9 +21,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import CapacitySample, Deployment, Node, Observation, Slice
+from dashboard.models import ApiToken, CapacitySample, Deployment, Node, Observation, Slice
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.lesson_evidence import memory_judged, node_readings_apply, observation_admit, vouched_by
 from dashboard.services.memory_model import memory_model_refit, observation_max_age, zos_build_key
 
 
@@ -89,12 +90,16 @@ def observations_learn(
     deployment: Deployment | None = None,
     source: str = "deploy",
     at: datetime | None = None,
+    by=None,
+    token: ApiToken | None = None,
 ) -> Observation | None:
     """Keep what `refusal` teaches about `node` and apply it to the node's figures at once.
 
     `at` is when ZOS refused (default: now): the observation is dated by it and ages from it, so an
-    old refusal reported late teaches only what is still young enough to count. Returns the new
-    Observation, or None when the refusal teaches nothing.
+    old refusal reported late teaches only what is still young enough to count. A memory reading is
+    believed in proportion to its evidence (services.lesson_evidence): held aside when implausible, its
+    node's alone until a second source agrees. `by` and `token` (who reported it) are named in the audit
+    trail. Returns the new Observation, or None when the refusal teaches nothing.
     """
     at = at or timezone.now()
     if refusal.cause == Deployment.Cause.MEMORY and refusal.usable_bytes is not None:
@@ -116,6 +121,21 @@ def observations_learn(
     lesson = refusal_lesson(refusal)
     if lesson is None:
         return None
+    build = zos_build_key(node.zos_version)
+    user = by if getattr(by, "pk", None) else None
+    standing = {"standing": Observation.Standing.GROUP}
+    if lesson["kind"] == Observation.Kind.MEMORY:
+        judged = memory_judged(
+            build=build,
+            total_mru=lesson["total_mru"],
+            usable_mru=lesson["usable_mru"],
+            accounted_mru=lesson["accounted_mru"],
+            vms=refusal.vm_count,
+        )
+        standing = {
+            "standing": Observation.Standing.NODE if judged.plausible else Observation.Standing.HELD,
+            "held_why": judged.why,
+        }
     with transaction.atomic():
         nodes_lock([node.pk])
         observation = Observation.objects.create(
@@ -125,22 +145,47 @@ def observations_learn(
             deployment=deployment,
             raw_error=refusal.raw_error,
             vm_count=refusal.vm_count,
-            zos_build=zos_build_key(node.zos_version),
+            zos_build=build,
+            vouched_by=vouched_by(source=source, by=user),
+            reported_by=user,
+            token=token,
+            **standing,
             **lesson,
         )
-        node_lessons_apply(node, source=source)
+        agreeing = observation_admit(observation)
+        node_lessons_apply(node, source=source, by=user)
         audit_record(
+            actor=user,
             source=source,
-            action="observation.learnt",
+            action="observation.learnt" if observation.standing != Observation.Standing.HELD else "observation.held",
             node=node,
-            message=f"node {node.grid_id}: {observation_words(observation)}",
+            message=f"node {node.grid_id}: {observation_words(observation)}; {standing_words(observation, agreeing)}"
+            + (f" (reported with token {token.prefix}…)" if token else ""),
             detail={
                 "observation": observation.pk,
                 "kind": observation.kind,
                 "deployment": deployment.pk if deployment else None,
+                "standing": observation.standing,
+                "held_why": observation.held_why,
+                "token": token.prefix if token else None,
+                "vouched_by": observation.vouched_by,
+                "corroborated_by": agreeing.pk if agreeing else None,
+                "corroborating_actor": agreeing.reported_by_id if agreeing else None,
             },
         )
     return observation
+
+
+def standing_words(observation: Observation, agreeing: Observation | None = None) -> str:
+    """How far the reading is believed, in plain words."""
+    if observation.standing == Observation.Standing.HELD:
+        return f"held aside, not applied: {observation.held_why}"
+    if observation.standing == Observation.Standing.NODE:
+        return "applied to this node alone until a second source (another node or account, a proposed probe) agrees"
+    if agreeing is not None:
+        node = agreeing.node.grid_id
+        return f"corroborated by observation {agreeing.pk} (node {node}, {agreeing.vouched_by}): taught its group"
+    return "taught its group"
 
 
 def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
@@ -168,7 +213,7 @@ def observations_live(node: Node, *, now: datetime | None = None):
     return Observation.objects.filter(node=node, cleared_at__isnull=True, seen_at__gte=now - observation_max_age())
 
 
-def node_lessons_apply(node: Node, *, source: str = "deploy") -> None:
+def node_lessons_apply(node: Node, *, source: str = "deploy", by=None) -> None:
     """Distil the node's live observations onto its row and refresh its stored figures.
 
     The disk bound is the latest refusal's. Memory is its ZOS build's lesson (services.memory_model):
@@ -190,7 +235,8 @@ def node_lessons_apply(node: Node, *, source: str = "deploy") -> None:
         .distinct()
     )
     for build in sorted(builds):
-        memory_model_refit(build=build, trigger=node, source=source)
+        memory_model_refit(build=build, trigger=node, source=source, by=by)
+        node_readings_apply(build=build)
     node.refresh_from_db(fields=[*fields, "hidden_mru_per_vm", "zos_own_mru", "memory_lesson", "memory_lesson_scope"])
     figures_refresh([node.pk])
 

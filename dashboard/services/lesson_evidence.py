@@ -1,0 +1,225 @@
+"""How far a memory reading is believed before it reaches other nodes (issue 44).
+
+A reported `usable` figure is judged against what is known of its node then (capacity.plausible): one far
+outside is kept on file but held aside (Observation.standing "held", with why). A plausible one changes
+its node alone ("node") until a second independent source agrees (capacity.corroborate.second_source:
+another node, another account, a probe the product proposed and saw answered, the dashboard's own
+deploy); then both reach the group's fit ("group"), each moved no further than the line's doubt
+(`group_actual_mru`). `node_readings_apply` writes a reading waiting for its second source onto its own
+node (the more cautious of it and the group's figure), never onto another.
+
+Reports that teach are bounded in time per token and per build, counted from the observations they left
+(as quarantine counts one account's reports, services.withholds): `lesson_reports_admit` raises
+LessonReportsBounded past the bound, which the API answers with 429 and the alert rule tells.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
+from dashboard.capacity.plausible import Judgement, usable_judged
+from dashboard.models import ApiToken, Node, Observation, ProbeProposal, Slice
+from dashboard.rows import rows_update
+from dashboard.selectors.odds import own_prior, per_vm_prior
+from dashboard.services.audit_trail import audit_record
+from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.memory_model import lesson_current
+
+DASHBOARD = "the dashboard"
+PROPOSED_PROBE = "a proposed probe"
+
+
+def vouched_by(*, source: str, by=None) -> str:
+    """Who vouches for a reading: the dashboard's own deploy, a proposed probe, or the reporting account."""
+    if source == "deploy":
+        return DASHBOARD
+    if source == "probe":
+        return PROPOSED_PROBE
+    return f"account {by.pk}" if getattr(by, "pk", None) else "an unnamed reporter"
+
+
+def _point(o: Observation, *, actual: int | None = None) -> capacity.MemoryPoint:
+    return capacity.MemoryPoint(
+        node=o.node_id,
+        total_mru=o.total_mru,
+        vms=o.vm_count,
+        vm_mru=max(o.accounted_mru - capacity.zos_reserve_mru(o.total_mru), 0),
+        actual_mru=actual if actual is not None else o.total_mru - o.usable_mru,
+    )
+
+
+def _expected(build: str, *, vms: int, total_mru: int) -> capacity.plausible.Expected:
+    lesson = lesson_current(build)
+    return group_expects(
+        lesson.fit() if lesson is not None else None,
+        vms=vms,
+        total_mru=total_mru,
+        own_prior_mru=own_prior(build),
+        per_vm_prior_mru=per_vm_prior(build),
+    )
+
+
+def memory_judged(*, build: str, total_mru: int, usable_mru: int, accounted_mru: int, vms: int) -> Judgement:
+    """Whether a memory refusal's `usable` is believable on its node now (capacity.plausible)."""
+    vm_mru = max(accounted_mru - capacity.zos_reserve_mru(total_mru), 0)
+    expected = _expected(build, vms=vms, total_mru=total_mru)
+    return usable_judged(total_mru=total_mru, usable_mru=usable_mru, vm_mru=vm_mru, vms=vms, expected=expected)
+
+
+def _live(build: str, *, now: datetime):
+    return Observation.objects.filter(
+        kind=Observation.Kind.MEMORY,
+        cleared_at__isnull=True,
+        seen_at__gte=now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+        zos_build=build,
+        total_mru__isnull=False,
+        usable_mru__isnull=False,
+        accounted_mru__isnull=False,
+    )
+
+
+def _witness(o: Observation) -> Witness:
+    return Witness(observation=o.pk, node=o.node_id, vouched_by=o.vouched_by, point=_point(o))
+
+
+def observation_admit(observation: Observation, *, now: datetime | None = None) -> Observation | None:
+    """The single door to the group's fit: a reading waiting on its node goes to the group once a second
+    source agrees; both are admitted within the line's doubt. The agreeing observation (None: it waits).
+    Call in the transaction that stored it, before the group is fitted again."""
+    if observation.kind != Observation.Kind.MEMORY or observation.standing != Observation.Standing.NODE:
+        return None
+    now = now or timezone.now()
+    others = list(
+        _live(observation.zos_build, now=now)
+        .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP])
+        .exclude(pk=observation.pk)
+        .order_by("seen_at", "pk")
+    )
+    agreeing = second_source(_witness(observation), [_witness(o) for o in others])
+    if agreeing is None:
+        return None
+    other = next(o for o in others if o.pk == agreeing.observation)
+    for admitted in (other, observation):
+        if admitted.standing == Observation.Standing.NODE:
+            group_admit(admitted)
+    return other
+
+
+def group_admit(observation: Observation) -> None:
+    """Admit one reading to its group's fit, within the doubt its line carries now."""
+    point = _point(observation)
+    expected = _expected(observation.zos_build, vms=point.vms, total_mru=point.total_mru)
+    bounded = admitted_point(point, expected)
+    observation.standing = Observation.Standing.GROUP
+    observation.group_actual_mru = bounded.actual_mru if bounded is not point else None
+    Observation.objects.filter(pk=observation.pk).update(
+        standing=observation.standing, group_actual_mru=observation.group_actual_mru
+    )
+
+
+def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
+    """Write each reading waiting for its second source onto its own node: the more cautious of it (per VM
+    over the reserve) and what the group gives the node now. Call after the group's lesson was applied,
+    in its transaction; the nodes changed."""
+    now = now or timezone.now()
+    readings: dict[int, int] = {}
+    for node_pk, per_vm in _live(build, now=now).filter(standing=Observation.Standing.NODE).values_list(
+        "node_id", "hidden_mru_per_vm"
+    ):
+        readings[node_pk] = max(readings.get(node_pk, 0), per_vm)
+    if not readings:
+        return 0
+    changed = []
+    rows = Node.objects.filter(pk__in=readings).values_list(
+        "pk", "total_mru", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope"
+    )
+    for pk, total, hidden, own, lesson_id, scope in rows:
+        carved = Slice.objects.filter(node_id=pk).exclude(state=Slice.State.FAILED).count()
+        group = capacity.Observed(hidden_mru_per_vm=hidden, zos_own_mru=own)
+        mine = capacity.Observed(hidden_mru_per_vm=readings[pk])
+        running = max(carved, 1)
+        if mine.hidden_mru(running, total) > group.hidden_mru(running, total):
+            want = (mine.hidden_mru_per_vm, None, lesson_id, "own")
+            if want != (hidden, own, lesson_id, scope):
+                changed.append((pk, *want))
+    if changed:
+        nodes_lock([row[0] for row in changed])
+        rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
+        figures_refresh([row[0] for row in changed], locked=True)
+    return len(changed)
+
+
+_COLUMNS = (
+    ("id", "bigint"),
+    ("hidden_mru_per_vm", "bigint"),
+    ("zos_own_mru", "bigint"),
+    ("memory_lesson_id", "bigint"),
+    ("memory_lesson_scope", "text"),
+)
+
+
+def probe_proposed(node: Node, *, at: datetime) -> bool:
+    """Whether the probe list proposed `node` within PROBE_WINDOW_HOURS before `at`."""
+    window = timedelta(hours=settings.PROBE_WINDOW_HOURS)
+    return ProbeProposal.objects.filter(node=node, proposed_at__gte=at - window, proposed_at__lte=at).exists()
+
+
+def probes_proposed(node_ids: list[int], *, token: ApiToken | None, now: datetime | None = None) -> None:
+    """Keep the nodes the probe list proposed now (their grid ids), so their probes count as probes."""
+    now = now or timezone.now()
+    pks = Node.objects.filter(grid_id__in=node_ids).values_list("pk", flat=True)
+    ProbeProposal.objects.bulk_create([ProbeProposal(node_id=pk, proposed_at=now, token=token) for pk in pks])
+
+
+class LessonReportsBounded(Exception):
+    """Too many reports that teach from one token, or on one build, within LESSON_REPORTS_WINDOW."""
+
+    def __init__(self, message: str, *, retry_after: int, subject: str):
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.subject = subject
+
+
+def lesson_reports_admit(*, token: ApiToken | None, node: Node, now: datetime | None = None) -> None:
+    """Raise LessonReportsBounded when this token's reports that taught, or those on the node's build, reached
+    their bound within the window (counted from the observations they left); nothing is written."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.LESSON_REPORTS_WINDOW)
+    build = (node.zos_version or "").strip()
+    checks = []
+    if token is not None and settings.LESSON_REPORTS_PER_TOKEN:
+        checks.append(
+            (f"token {token.prefix}…", Q(token=token), settings.LESSON_REPORTS_PER_TOKEN),
+        )
+    if settings.LESSON_REPORTS_PER_BUILD:
+        checks.append((f"ZOS {build or '(version unknown)'}", Q(zos_build=build), settings.LESSON_REPORTS_PER_BUILD))
+    for subject, where, limit in checks:
+        rows = Observation.objects.filter(where, token__isnull=False, recorded_at__gte=now - window)
+        count = rows.count()
+        if count >= limit:
+            oldest = rows.order_by("recorded_at").values_list("recorded_at", flat=True).first()
+            retry = max(int(((oldest or now) + window - now).total_seconds()) + 1, 1)
+            raise LessonReportsBounded(
+                f"{subject} sent {count} reports that teach within {settings.LESSON_REPORTS_WINDOW} s (the bound "
+                f"is {limit}): this one is refused, nothing was recorded; send it again in {retry} s",
+                retry_after=retry,
+                subject=subject,
+            )
+
+
+def lesson_reports_refused(*, error: LessonReportsBounded, token: ApiToken | None, node: Node) -> None:
+    """Record a refusal past the bound (its own transaction: the report's rolled back); the alert reads it."""
+    audit_record(
+        actor=token.user if token is not None else None,
+        source="api",
+        action="observation.refused",
+        node=node,
+        message=f"node {node.grid_id}: a report refused past its bound: {error}",
+        detail={"subject": error.subject, "token": token.prefix if token else None, "retry_after": error.retry_after},
+    )
