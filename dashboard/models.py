@@ -964,6 +964,9 @@ class ProbeProposal(models.Model):
     class Meta:
         indexes = [models.Index(fields=["node", "proposed_at"], name="probe_proposal_node_at")]
 
+    def __str__(self) -> str:
+        return f"probe of {self.node} proposed at {self.proposed_at:%Y-%m-%d %H:%M}"
+
 
 class MemoryLesson(models.Model):
     """One fit of a build's memory overhead model (capacity.overhead), kept as history: the newest

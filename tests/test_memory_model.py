@@ -97,27 +97,29 @@ BIG = (round(62.8 * GiB),)  # the nodes whose 4 GiB slices ZOS's hidden use refu
 def test_a_nodes_lesson_says_whose_it_is(sim_node):
     nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
     _fill(sim_node, nodes[:1])
+    # One node's refusal is one source: it changes that node alone (issue 44).
+    first, other = Node.objects.get(pk=nodes[0].pk), Node.objects.get(pk=nodes[2].pk)
+    assert (first.memory_lesson_scope, other.memory_lesson_scope) == ("own", "")
+    _fill(sim_node, nodes[1:2])  # a second node agrees: the build learns
     first, other = Node.objects.get(pk=nodes[0].pk), Node.objects.get(pk=nodes[2].pk)
     assert (first.memory_lesson_scope, other.memory_lesson_scope) == ("own", "build")
-    assert other.memory_lesson.learnt_from == [first.grid_id]
+    assert other.memory_lesson.learnt_from == [nodes[0].grid_id, nodes[1].grid_id]
 
 
 def test_a_node_whose_build_is_unknown_learns_from_the_fleet_group(sim_node):
-    nodes = _farm(sim_node, ["v3.14.0-sim"] * 2, BIG)
+    nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
     Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")
-    _fill(sim_node, nodes[:1])
-    assert Node.objects.get(pk=nodes[1].pk).memory_lesson_scope == "fleet"
-    assert Observation.objects.get().zos_build == ""
+    _fill(sim_node, nodes[:2])
+    assert Node.objects.get(pk=nodes[2].pk).memory_lesson_scope == "fleet"
+    assert set(Observation.objects.values_list("zos_build", flat=True)) == {""}
 
 
 def test_a_lesson_reverted_is_audited_and_the_one_before_decides_again(sim_node, django_user_model):
-    nodes = _farm(sim_node, ["v3.14.0-sim"] * 2, BIG)
-    nodes.append(sim_node(3010, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.14.0-sim", per_vm_overhead_mru=GiB))
-    Node.objects.filter(pk=nodes[2].pk).update(zos_version="v3.14.0-sim")
-    _fill(sim_node, nodes[:1])
-    slices_deploy_all_free(node=Node.objects.get(pk=nodes[2].pk), precheck=False)  # a node of its own deviation
+    nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
+    _fill(sim_node, nodes[:2])  # two nodes agree: the first lesson
+    slices_deploy_all_free(node=Node.objects.get(pk=nodes[2].pk), precheck=False)  # a third refusal, agreeing
     latest = lesson_current("v3.14.0-sim")
-    assert MemoryLesson.objects.count() == latest.points >= 2  # one lesson a refusal
+    assert MemoryLesson.objects.count() == latest.points - 1 >= 2  # one lesson a refusal after the second
     admin = django_user_model.objects.create_superuser("admin", "a@example.com", "x")
 
     now_deciding = memory_lesson_revert(lesson=latest, by=admin)
@@ -130,10 +132,10 @@ def test_a_lesson_reverted_is_audited_and_the_one_before_decides_again(sim_node,
 
 
 def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(sim_node):
-    nodes = _farm(sim_node, ["v3.14.0-sim"] * 2, BIG)
-    before = Node.objects.get(pk=nodes[1].pk).placeable_now
-    _fill(sim_node, nodes[:1])
-    after = Node.objects.get(pk=nodes[1].pk)
+    nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
+    before = Node.objects.get(pk=nodes[2].pk).placeable_now
+    _fill(sim_node, nodes[:2])
+    after = Node.objects.get(pk=nodes[2].pk)
     assert after.placeable_now < before
     # ZOS's own use and each VM's, where a full node runs: the refusal's 12 VMs told about 13.5 GiB.
     assert after.observed.hidden_mru(12, after.total_mru) + capacity.zos_reserve_mru(after.total_mru) > 12 * GiB
@@ -141,8 +143,8 @@ def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(sim_node):
 
 @pytest.fixture(scope="class")
 def taught_built(django_db_setup, django_db_blocker, tmp_path_factory):
-    """Two 62.8 GiB nodes of one build, the first filled (its refusal teaches the build); built once for
-    the class (its simulated grid in a folder of its own, its rows rolled back after)."""
+    """Three 62.8 GiB nodes of one build, the first two filled (their refusals agree: the build learns);
+    built once for the class (its simulated grid in a folder of its own, its rows rolled back after)."""
     from dashboard.grid.simgrid import SimulatedGrid
 
     path = tmp_path_factory.mktemp("taught") / "simgrid.sqlite3"
@@ -153,8 +155,8 @@ def taught_built(django_db_setup, django_db_blocker, tmp_path_factory):
 
     add.grid = grid
     with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
-        nodes = _farm(add, ["v3.14.0-sim"] * 2, BIG)
-        _fill(add, nodes[:1])
+        nodes = _farm(add, ["v3.14.0-sim"] * 3, BIG)
+        _fill(add, nodes[:2])
         yield path, [n.pk for n in nodes]
 
 
@@ -181,43 +183,44 @@ def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
 
 
 class TestTaught:
-    """The tests that read what the first node's refusal taught, built once for the class."""
+    """The tests that read what the first two nodes' refusals taught, built once for the class."""
 
     def test_the_node_page_says_which_lesson_decides_and_learnt_from_where(self, taught, admins_client):
         nodes = taught
-        page = admins_client.get(f"/nodes/{nodes[1].grid_id}/").content.decode()
-        assert "its ZOS build's lesson (v3.14.0-sim)" in page and f"learnt from node {nodes[0].grid_id}" in page
+        page = admins_client.get(f"/nodes/{nodes[2].grid_id}/").content.decode()
+        assert "its ZOS build's lesson (v3.14.0-sim)" in page and f"learnt from nodes {nodes[0].grid_id}, {nodes[1].grid_id}" in page
 
     def test_an_admin_reverts_the_lesson_from_the_node_page(self, taught, admins_client):
         nodes = taught
-        lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
-        response = admins_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/")
+        lesson = Node.objects.get(pk=nodes[2].pk).memory_lesson
+        response = admins_client.post(f"/nodes/{nodes[2].grid_id}/memory-lessons/{lesson.pk}/revert/")
         assert response.status_code == 302
-        assert Node.objects.get(pk=nodes[1].pk).memory_lesson is None
+        assert Node.objects.get(pk=nodes[2].pk).memory_lesson is None
         assert AuditEvent.objects.get(action="memory_lesson.reverted").actor.username == "ada"
 
     def test_support_may_not_revert_a_lesson(self, taught, support_client):
         nodes = taught
-        lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
-        assert support_client.post(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 403
+        lesson = Node.objects.get(pk=nodes[2].pk).memory_lesson
+        assert support_client.post(f"/nodes/{nodes[2].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 403
         assert MemoryLesson.objects.get(pk=lesson.pk).reverted_at is None
 
     def test_reverting_wants_a_post(self, taught, admins_client):
         nodes = taught
-        lesson = Node.objects.get(pk=nodes[1].pk).memory_lesson
-        assert admins_client.get(f"/nodes/{nodes[1].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 405
+        lesson = Node.objects.get(pk=nodes[2].pk).memory_lesson
+        assert admins_client.get(f"/nodes/{nodes[2].grid_id}/memory-lessons/{lesson.pk}/revert/").status_code == 405
 
     def test_the_api_says_which_lesson_decides(self, taught, api_call, api_token):
         nodes = taught
-        body = api_call("get", f"/api/v1/nodes/{nodes[1].grid_id}", api_token("read")).json()
+        body = api_call("get", f"/api/v1/nodes/{nodes[2].grid_id}", api_token("read")).json()
         lesson = body["lessons"]["memory_lesson"]
-        assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == ("build", "v3.14.0-sim", [nodes[0].grid_id])
+        assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == ("build", "v3.14.0-sim", [nodes[0].grid_id, nodes[1].grid_id])
 
     def test_a_node_registered_after_the_lesson_counts_it_at_once(self, taught, sim_node):
         nodes = taught
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")  # the fleet-wide group
         memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
-        _fill(sim_node, [Node.objects.get(pk=nodes[1].pk)])  # teaches the fleet group
+        # Two nodes refuse and agree: the fleet group learns.
+        _fill(sim_node, [Node.objects.get(pk=nodes[2].pk), sim_node(3097, cru=32, mru=BIG[0], sru=4000 * GiB)])
         late = sim_node(3099, cru=32, mru=BIG[0], sru=4000 * GiB)
         late = Node.objects.get(pk=late.pk)
         assert (late.memory_lesson_scope, late.memory_lesson_id) == ("fleet", lesson_current("").pk)
@@ -230,7 +233,8 @@ class TestTaught:
         nodes = taught
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")
         memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
-        _fill(sim_node, [Node.objects.get(pk=nodes[1].pk)])  # the fleet-wide group learns
+        # Two nodes refuse and agree: the fleet-wide group learns.
+        _fill(sim_node, [Node.objects.get(pk=nodes[2].pk), sim_node(3097, cru=32, mru=BIG[0], sru=4000 * GiB)])
         late = sim_node(3098, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.13.2-sim")
         assert Node.objects.get(pk=late.pk).memory_lesson_scope == "fleet"
 

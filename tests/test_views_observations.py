@@ -69,4 +69,6 @@ def test_clearing_needs_a_post(admins_client, taught):
 def test_issue_45_defect_8_the_page_says_which_per_vm_figure_counts(support_client, taught):
     page = support_client.get(reverse("node", args=[2877])).content.decode()
     assert "The precheck and the carve count <strong>1 GiB hidden memory per running VM</strong>" in page
-    assert "the figure stored for it from the lesson above" in page and "Counting" not in page
+    # One refusal is one source: its reading counts on its node alone (issue 44), and the page says so.
+    assert "its own reading alone: it reaches the node's group only once a second source agrees" in page
+    assert "Counting" not in page

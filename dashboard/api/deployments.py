@@ -15,6 +15,7 @@ from dashboard.api.schemas import DeploymentReportIn, DeploymentReportOut, Deplo
 from dashboard.api.writes import api_write
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import deployment_words, failed_deployments
+from dashboard.services.lesson_evidence import lesson_reports_checked
 from dashboard.services.outcomes import deployment_outcome_record
 from dashboard.services.outcomes.probe import probe_outcome_record
 
@@ -94,6 +95,7 @@ def deployments(request, filters: Query[DeploymentsFilter]):
         401: ErrorOut,
         403: ErrorOut,
         409: ErrorOut,
+        429: ErrorOut,
     },
     summary="Report a deployment's outcome (idempotent on marketplace_id)",
 )
@@ -103,9 +105,20 @@ def deployment_report(request, body: DeploymentReportIn):
     contradicts the record (another node or slice, a slice another id holds, a release for an id
     never seen, an impossible move, or a time before the move it would follow), naming the live
     deployment or the move. A failure older than the slice's last move is recorded as history
-    (effect "history") without changing the slice. Nothing is written on a 4xx."""
+    (effect "history") without changing the slice. 429 when the token's reports that teach (a memory or
+    disk refusal, a probe), or those on the node's ZOS build, reached their bound within
+    LESSON_REPORTS_WINDOW (LESSON_REPORTS_PER_TOKEN, LESSON_REPORTS_PER_BUILD): send it again after
+    Retry-After seconds. Nothing is written on a 4xx."""
     if body.slice_index is None and not body.probe:
         raise BadInput("slice_index is required (but for a probe, which is no slice)", field="slice_index")
+    lesson_reports_checked(
+        node_id=body.node_id,
+        marketplace_id=body.marketplace_id,
+        outcome=body.outcome,
+        error=body.error,
+        probe=body.probe,
+        token=request.auth,
+    )
     with api_write("deployments.report", request):
         if body.probe:
             recorded = probe_outcome_record(
@@ -115,6 +128,7 @@ def deployment_report(request, body: DeploymentReportIn):
                 error=body.error,
                 at=body.at,
                 by=request.auth.user,
+                token=request.auth,
             )
         else:
             recorded = deployment_outcome_record(
@@ -127,6 +141,7 @@ def deployment_report(request, body: DeploymentReportIn):
                 workload_id=body.workload_id,
                 by=request.auth.user,
                 source="api",
+                token=request.auth,
             )
         deployment = Deployment.objects.select_related("node").get(pk=recorded.deployment.pk)
         answer = DeploymentReportOut.model_validate(

@@ -23,6 +23,7 @@ from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble, JobNotQueued
 from dashboard.services.holds import HoldConflict, HoldError, HoldForbidden, HoldNotFound
 from dashboard.services.jobs import JobError
+from dashboard.services.lesson_evidence import LessonReportsBounded
 from dashboard.services.outcomes import OutcomeConflict, OutcomeError
 from dashboard.services.reregister.rollback import RollbackRefused
 from dashboard.services.reregister.waves import WaveRefused
@@ -156,6 +157,13 @@ def _forbidden(request, exc: AuthorizationError):
 @api.exception_handler(Throttled)
 def _throttled(request, exc: Throttled):
     return _error(request, 429, "too many requests for this token; wait for Retry-After seconds (API_THROTTLE_RATE)")
+
+
+@api.exception_handler(LessonReportsBounded)
+def _lesson_reports_bounded(request, exc: LessonReportsBounded):
+    response = _error(request, 429, str(exc))
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(HttpError)

@@ -8,6 +8,7 @@ from dashboard.api.auth import READ
 from dashboard.api.placement_schemas import ProbesOut
 from dashboard.api.schemas import ErrorOut
 from dashboard.selectors.probes import probes_to_send
+from dashboard.services.lesson_evidence import probes_proposed
 
 router = Router(tags=["deployments"])
 
@@ -25,7 +26,11 @@ class ProbesIn(Schema):
 def probes(request, query: Query[ProbesIn]):
     """Send each probe's VM to its node: ZOS refuses it, and the refusal, reported with POST
     /api/v1/deployments (outcome failed, probe true), teaches the node's group without a buyer's
-    deployment failing. It counts as no failure."""
+    deployment failing. It counts as no failure. Each node listed is kept as proposed: a probe reported
+    there within PROBE_WINDOW_HOURS counts as a probe; elsewhere it is taken as a plain report."""
+    listed = probes_to_send(limit=query.limit)
+    # What the product proposed, and when: a probe reported there within its window counts as a probe.
+    probes_proposed([p.node_id for p in listed], token=request.auth)
     return {
         "probes": [
             {
@@ -37,6 +42,6 @@ def probes(request, query: Query[ProbesIn]):
                 "why": p.why,
                 "probe": {"cru": p.cru, "mru": p.mru, "sru": p.sru},
             }
-            for p in probes_to_send(limit=query.limit)
+            for p in listed
         ]
     }

@@ -24,7 +24,8 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
 from dashboard.capacity.plausible import Judgement, usable_judged
-from dashboard.models import ApiToken, Node, Observation, ProbeProposal, Slice
+from dashboard.grid.classify import classify
+from dashboard.models import ApiToken, Deployment, Node, Observation, ProbeProposal, Slice
 from dashboard.rows import rows_update
 from dashboard.selectors.odds import own_prior, per_vm_prior
 from dashboard.services.audit_trail import audit_record
@@ -129,8 +130,8 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     in its transaction; the nodes changed."""
     now = now or timezone.now()
     readings: dict[int, int] = {}
-    for node_pk, per_vm in _live(build, now=now).filter(standing=Observation.Standing.NODE).values_list(
-        "node_id", "hidden_mru_per_vm"
+    for node_pk, per_vm in (
+        _live(build, now=now).filter(standing=Observation.Standing.NODE).values_list("node_id", "hidden_mru_per_vm")
     ):
         readings[node_pk] = max(readings.get(node_pk, 0), per_vm)
     if not readings:
@@ -223,3 +224,25 @@ def lesson_reports_refused(*, error: LessonReportsBounded, token: ApiToken | Non
         message=f"node {node.grid_id}: a report refused past its bound: {error}",
         detail={"subject": error.subject, "token": token.prefix if token else None, "retry_after": error.retry_after},
     )
+
+
+def report_teaches(*, outcome: str, error: str, probe: bool) -> bool:
+    """Whether a report would teach a lesson (a probe, or a memory or disk refusal): those are bounded."""
+    if probe:
+        return True
+    return outcome == "failed" and classify(error or "").cause in ("memory", "disk")
+
+
+def lesson_reports_checked(*, node_id, marketplace_id: str, outcome: str, error: str, probe: bool, token) -> None:
+    """The API door's check before a report is recorded: past its bound, the refusal is audited (in its own
+    transaction) and LessonReportsBounded raised (a 429). A repeat of a recorded id is never refused."""
+    if not report_teaches(outcome=outcome, error=error, probe=probe):
+        return
+    node = Node.objects.filter(grid_id=node_id).first() if isinstance(node_id, int) else None
+    if node is None or Deployment.objects.filter(marketplace_id=(marketplace_id or "").strip()).exists():
+        return
+    try:
+        lesson_reports_admit(token=token, node=node)
+    except LessonReportsBounded as exc:
+        lesson_reports_refused(error=exc, token=token, node=node)
+        raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -18,7 +19,8 @@ from dashboard.grid.classify import classify
 from dashboard.models import Deployment, Node
 from dashboard.rules.outcomes import Move
 from dashboard.services.figures import nodes_lock
-from dashboard.services.observations import deployment_refusal, observations_learn
+from dashboard.services.lesson_evidence import probe_proposed
+from dashboard.services.observations import deployment_refusal, observations_learn, standing_words
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.record import OutcomeRecorded, _capacity_last_read
 
@@ -33,8 +35,11 @@ def probe_outcome_record(
     by=None,
     source: str = "api",
     now: datetime | None = None,
+    token=None,
 ) -> OutcomeRecorded:
-    """Record a probe's refusal and learn from it; OutcomeError (nothing written) for anything else."""
+    """Record a probe's refusal and learn from it; OutcomeError (nothing written) for anything else. It
+    counts as a probe (the product's own question answered, services.lesson_evidence) only on a node the
+    probe list proposed within PROBE_WINDOW_HOURS; elsewhere it is taken as a plain report."""
     marketplace_id, at = outcome_checked(
         node_id=node_id,
         slice_index=0,
@@ -90,13 +95,29 @@ def probe_outcome_record(
         )
         Deployment.objects.filter(pk=deployment.pk).update(started_at=at)
         learnt = None
+        proposed = probe_proposed(node, at=at)
         if node.used is not None:
             refusal = deployment_refusal(deployment, total=node.total, used=node.used)
-            learnt = observations_learn(node=node, refusal=refusal, deployment=deployment, source="probe", at=at)
+            learnt = observations_learn(
+                node=node,
+                refusal=refusal,
+                deployment=deployment,
+                source="probe" if proposed else "reported",
+                at=at,
+                by=by,
+                token=token,
+            )
     words = (
         f"probe of node {node_id} recorded (no failure): ZOS's usable figure taught its memory"
         if learnt is not None
         else f"probe of node {node_id} recorded (no failure): it taught nothing ZOS's count did not say"
     )
+    if not proposed:
+        words += (
+            f"; the probe list did not propose node {node_id} within {settings.PROBE_WINDOW_HOURS} h, so it is "
+            "taken as a plain report, not as the product's own question answered"
+        )
+    if learnt is not None:
+        words += f"; {standing_words(learnt)}"
     deployment.refresh_from_db()
     return OutcomeRecorded(deployment, created=True, changed=True, move=Move.RECORD, words=words)

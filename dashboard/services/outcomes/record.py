@@ -71,8 +71,10 @@ def deployment_outcome_record(
     by=None,
     source: str = "api",
     now: datetime | None = None,
+    token=None,
 ) -> OutcomeRecorded:
-    """Record what the marketplace says happened to one slice's deployment; see the module doc."""
+    """Record what the marketplace says happened to one slice's deployment; see the module doc. `token`:
+    the API token it came with, named beside `by` in what a refusal teaches (services.observations)."""
     marketplace_id, at = outcome_checked(
         node_id=node_id,
         slice_index=slice_index,
@@ -98,6 +100,7 @@ def deployment_outcome_record(
                 workload_id=workload_id,
                 by=by,
                 source=source,
+                token=token,
             )
             break
         except IntegrityError:
@@ -108,7 +111,9 @@ def deployment_outcome_record(
     return recorded
 
 
-def _record(node: Node, *, slice_index, marketplace_id, report, error, at, workload_id, by, source) -> OutcomeRecorded:
+def _record(
+    node: Node, *, slice_index, marketplace_id, report, error, at, workload_id, by, source, token=None
+) -> OutcomeRecorded:
     with transaction.atomic():
         nodes_lock([node.pk])  # before the slice: see nodes_lock
         existing = Deployment.objects.select_for_update().filter(marketplace_id=marketplace_id).first()
@@ -168,6 +173,7 @@ def _record(node: Node, *, slice_index, marketplace_id, report, error, at, workl
             workload_id=workload_id,
             by=by,
             source=source,
+            token=token,
         )
 
 
@@ -260,7 +266,9 @@ def _record_last_move(existing: Deployment) -> datetime | None:
     return None
 
 
-def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, workload_id, by, source) -> OutcomeRecorded:
+def _create(
+    node, target: _Slice, *, marketplace_id, move: Move, error, at, workload_id, by, source, token=None
+) -> OutcomeRecorded:
     slice_ = target.row
     taken = move == Move.TAKE
     # What ZOS taking it tells of its build's line (services.memory_model), beside the last reading.
@@ -299,7 +307,7 @@ def _create(node, target: _Slice, *, marketplace_id, move: Move, error, at, work
             else f"{where} is deployed by {marketplace_id!r}"
         )
     else:
-        outcome_failed_record(deployment, raw=error)
+        outcome_failed_record(deployment, raw=error, token=token)
         words = (
             f"failure of {marketplace_id!r} on {where} recorded as history: it is older than the slice's last move "
             f"({when(target.last_move)}); the slice's state is unchanged"
@@ -325,7 +333,7 @@ def _release(existing: Deployment, *, node: Node, at, by, source) -> OutcomeReco
     return OutcomeRecorded(deployment=existing, created=False, changed=True, move=Move.RELEASE, words=words)
 
 
-def outcome_failed_record(deployment: Deployment, *, raw: str) -> Diagnosis:
+def outcome_failed_record(deployment: Deployment, *, raw: str, token=None) -> Diagnosis:
     """A reported failure, stored as slice_deploy stores one: raw text, cause, numbers.
 
     Called inside the recording transaction with the node locked. The slice stays free (a
@@ -339,13 +347,13 @@ def outcome_failed_record(deployment: Deployment, *, raw: str) -> Diagnosis:
     deployment.needed_bytes = diagnosis.needed_bytes
     deployment.usable_bytes = diagnosis.usable_bytes
     deployment.save(update_fields=["state", "raw_error", "cause", "needed_bytes", "usable_bytes"])
-    outcome_failed_learn(deployment, diagnosis)
+    outcome_failed_learn(deployment, diagnosis, token=token)
     # A failure nobody can explain counts towards a quarantine; a memory or disk refusal taught a lesson above.
     quarantine_consider(node=deployment.node)
     return diagnosis
 
 
-def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis) -> None:
+def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis, *, token=None) -> None:
     """What a reported refusal teaches about its node (the observations), same transaction.
 
     It counts exactly like one slice_deploy saw, with two differences: the marketplace sends no reading, so
@@ -359,7 +367,15 @@ def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis) -> None:
     if used is None or deployment.cause not in (Deployment.Cause.MEMORY, Deployment.Cause.DISK):
         return
     refusal = deployment_refusal(deployment, total=node.total, used=used)
-    observations_learn(node=node, refusal=refusal, deployment=deployment, source="reported", at=deployment.started_at)
+    observations_learn(
+        node=node,
+        refusal=refusal,
+        deployment=deployment,
+        source="reported",
+        at=deployment.started_at,
+        by=deployment.requested_by,
+        token=token,
+    )
 
 
 def _capacity_last_read(node: Node) -> dict:

@@ -1,0 +1,66 @@
+"""An admin's word on a memory reading: apply one waiting for its second source (or held aside) to its
+group, or drop it (issue 44). Both audited; the node's and the group's figures follow in the same
+transaction (services.observations.node_lessons_apply)."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from dashboard.models import Observation
+from dashboard.services.audit_trail import audit_record
+from dashboard.services.figures import nodes_lock
+from dashboard.services.observations import node_lessons_apply, observation_words
+
+REVIEWED = (Observation.Standing.NODE, Observation.Standing.HELD)
+
+
+class LessonReviewError(ValueError):
+    """The observation is no longer waiting (applied, dropped or expired since the page was read)."""
+
+
+def _reviewed(observation: Observation) -> Observation:
+    nodes_lock([observation.node_id])
+    fresh = Observation.objects.select_related("node").get(pk=observation.pk)
+    if fresh.kind != Observation.Kind.MEMORY or fresh.cleared_at is not None or fresh.standing not in REVIEWED:
+        raise LessonReviewError(f"observation {fresh.pk} of node {fresh.node.grid_id} is not waiting any more")
+    return fresh
+
+
+def observation_apply(*, observation: Observation, by, source: str = "web") -> Observation:
+    """Apply the reading to its group as told (the admin vouches for it): the group is fitted again."""
+    with transaction.atomic():
+        o = _reviewed(observation)
+        was = o.get_standing_display().lower()
+        Observation.objects.filter(pk=o.pk).update(standing=Observation.Standing.GROUP, group_actual_mru=None)
+        audit_record(
+            actor=by,
+            source=source,
+            action="observation.applied",
+            node=o.node,
+            message=f"node {o.node.grid_id}: observation {o.pk} applied to its group by hand (it was {was}): "
+            f"{observation_words(o)}",
+            detail={"observation": o.pk, "was": o.standing, "build": o.zos_build, "held_why": o.held_why},
+        )
+        node_lessons_apply(o.node, source=source, by=by)
+    o.refresh_from_db()
+    return o
+
+
+def observation_drop(*, observation: Observation, by, source: str = "web") -> Observation:
+    """Drop the reading: it no longer counts anywhere, and what it changed goes back."""
+    with transaction.atomic():
+        o = _reviewed(observation)
+        Observation.objects.filter(pk=o.pk).update(cleared_at=timezone.now(), cleared_by=by)
+        audit_record(
+            actor=by,
+            source=source,
+            action="observation.dropped",
+            node=o.node,
+            message=f"node {o.node.grid_id}: observation {o.pk} dropped ({o.get_standing_display().lower()}): "
+            f"{observation_words(o)}",
+            detail={"observation": o.pk, "was": o.standing, "build": o.zos_build},
+        )
+        node_lessons_apply(o.node, source=source, by=by)
+    o.refresh_from_db()
+    return o
