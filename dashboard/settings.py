@@ -192,6 +192,12 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Withhold windows (services.withholds) open and end by themselves: the beat copies the window in force
 # onto each node whose window opened or ended since (and refreshes its figures) every this many seconds.
+# Lessons never outlive the observations that taught them (services.lesson_evidence.memory_lessons_follow):
+# a group whose lesson rests on an observation aged past OBSERVATION_MAX_AGE_DAYS is fitted again this often.
+CELERY_BEAT_SCHEDULE["memory-lessons-follow"] = {
+    "task": "dashboard.memory_lessons_follow",
+    "schedule": env_float("MEMORY_LESSONS_FOLLOW_EVERY", 3600.0, minimum=10.0),
+}
 CELERY_BEAT_SCHEDULE["withhold-edges"] = {
     "task": "dashboard.withhold_edges",
     "schedule": env_float("WITHHOLD_EDGES_EVERY", 60.0, minimum=1.0),

@@ -19,7 +19,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, farm_totals, job_reaper, jobs, snapshots, watch, withholds
+from dashboard.services import alerts, farm_totals, job_reaper, jobs, lesson_evidence, snapshots, watch, withholds
 from dashboard.services.grid_requests import grid_requests_store
 from dashboard.services.job_run import job_execute
 
@@ -127,6 +127,15 @@ def catalog_audit() -> int | None:
 def fleet_watch() -> int:
     """Ask for a fleet watch (beat: every FLEET_WATCH_EVERY s); one still running makes this one a skipped job."""
     return watch.fleet_watch_request(source="beat").pk
+
+
+@shared_task(
+    name="dashboard.memory_lessons_follow", ignore_result=True, soft_time_limit=300, time_limit=360, expires=600
+)
+def memory_lessons_follow() -> int:
+    """Groups whose lesson rests on observations no longer live are fitted again, their nodes' figures
+    following (beat: every MEMORY_LESSONS_FOLLOW_EVERY s)."""
+    return len(lesson_evidence.memory_lessons_follow())
 
 
 @shared_task(name="dashboard.withhold_edges", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)

@@ -26,6 +26,7 @@ RUNNING_OUT = "slices-running-out"
 RENT_DARK = "rent-dark"
 IPS_RUNNING_OUT = "farm-ips-running-out"
 UNREADABLE = "nodes-unreadable"
+LESSON_REPORTS = "lesson-reports-bounded"
 
 # Phantom reasons that say the node itself cannot place what it offers (capacity.PHANTOM_REASONS);
 # a closed node (capacity.closures: down, standby, ...) is told by its closure, not a catalog to fix.
@@ -95,6 +96,15 @@ class FailureCount:
 
 
 @dataclass(frozen=True)
+class ReportsRefused:
+    """Reports that teach refused past their bound (a token's, or a build's) within the window."""
+
+    subject: str  # "token abcd1234…" or "ZOS v3.14.0"
+    refused: int
+    last_at: datetime
+
+
+@dataclass(frozen=True)
 class Limits:
     stale_catalog_after: timedelta = timedelta(hours=24)
     failed_spike: int = 5
@@ -120,6 +130,7 @@ class Figures:
     # The nodes the last fleet-wide reading refused (selectors.unreadable), and its one line.
     unreadable: int = 0
     unreadable_words: str = ""
+    reports_refused: Sequence[ReportsRefused] = ()
 
 
 @dataclass(frozen=True)
@@ -421,6 +432,23 @@ def nodes_unreadable(figures: Figures, limits: Limits) -> list[Condition]:
     ]
 
 
+def lesson_reports_bounded(figures: Figures, limits: Limits) -> list[Condition]:
+    """Per token or build: reports that teach refused (429) past their bound: a reporter louder than any
+    marketplace's refusals, or one build's fleet lesson under a flood (issue 44)."""
+    return [
+        Condition(
+            rule=LESSON_REPORTS,
+            subject=row.subject,
+            summary=f"{_count(row.refused, 'report')} from {row.subject} refused past the bound on reports that teach",
+            detail=f"Last at {_when(row.last_at)}. A memory or disk refusal or a probe moves what the fleet believes, "
+            "so they are bounded per token and per build (LESSON_REPORTS_*). See the audit trail "
+            "(observation.refused) and Lessons waiting; revoke the token if it is not the marketplace's.",
+        )
+        for row in sorted(figures.reports_refused, key=lambda r: r.subject)
+        if row.refused > 0
+    ]
+
+
 RULES = {
     PHANTOM: phantom_slices,
     STALE: stale_catalogs,
@@ -434,6 +462,7 @@ RULES = {
     RENT_DARK: rent_dark,
     IPS_RUNNING_OUT: farm_ips_running_out,
     UNREADABLE: nodes_unreadable,
+    LESSON_REPORTS: lesson_reports_bounded,
 }
 TITLES = {
     PHANTOM: "Phantom slices on up nodes",
@@ -448,6 +477,7 @@ TITLES = {
     RENT_DARK: "Dark with our rent contract",
     IPS_RUNNING_OUT: "A farm's public IPv4s running out",
     UNREADABLE: "Nodes whose answer could not be read",
+    LESSON_REPORTS: "Reports that teach refused past their bound",
 }
 
 
@@ -458,6 +488,7 @@ WORST_FIRST = (
     NO_WORKER,
     UNREADABLE,
     FAILURES,
+    LESSON_REPORTS,
     NODE_DOWN,
     RENT_DARK,
     WAKE_NOT_WOKEN,

@@ -1,10 +1,10 @@
 """What the alert rules read (stored figures into plain rows) and what the banner shows.
 
-alert_figures costs eight queries whatever the fleet size: only the nodes some rule could fire
+alert_figures costs nine queries whatever the fleet size: only the nodes some rule could fire
 for are read (phantom on an up node, stale, an old reading, down, a wake pending, a recent change
 of hardware, dark with our rent contract, with the times of their latest events), the policies (a handful of rows), the jobs
 twice, the recent failures grouped by cause, the snapshots the run-out trend reads (two), and the farms'
-stored IP readings (one).
+stored IP readings (one), and the reports refused past their bound (one).
 """
 
 from __future__ import annotations
@@ -12,10 +12,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db.models import BooleanField, Count, ExpressionWrapper, Max, Min, OuterRef, Q, Subquery
 
 from dashboard.alerts import rules
-from dashboard.models import Alert, Deployment, FarmIps, FiguresSnapshot, Job, Node, NodeEvent, Policy, SnapshotFigures
+from dashboard.models import (
+    Alert,
+    AuditEvent,
+    Deployment,
+    FarmIps,
+    FiguresSnapshot,
+    Job,
+    Node,
+    NodeEvent,
+    Policy,
+    SnapshotFigures,
+)
 from dashboard.rules import node_events
 from dashboard.selectors.deployments import ZOS_FAILED_STATES
 from dashboard.selectors.history import TREND_DAYS, trend_of
@@ -35,8 +47,20 @@ def alert_figures(*, now: datetime, limits: rules.Limits) -> rules.Figures:
         failures=_failures(since=now - limits.failed_window),
         trends=slices_trends(now=now),
         farm_ips=farm_ips_trends(now=now),
+        reports_refused=reports_refused(now=now),
         **_unreadable(),
     )
+
+
+def reports_refused(*, now: datetime) -> list[rules.ReportsRefused]:
+    """Reports refused past their bound (services.lesson_evidence) within LESSON_REPORTS_WINDOW, per subject."""
+    since = now - timedelta(seconds=settings.LESSON_REPORTS_WINDOW)
+    rows = (
+        AuditEvent.objects.filter(action="observation.refused", at__gte=since)
+        .values("detail__subject")
+        .annotate(n=Count("pk"), last=Max("at"))
+    )
+    return [rules.ReportsRefused(subject=str(r["detail__subject"]), refused=r["n"], last_at=r["last"]) for r in rows]
 
 
 def _unreadable() -> dict:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -25,12 +26,12 @@ from dashboard import capacity
 from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
 from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.grid.classify import classify
-from dashboard.models import ApiToken, Deployment, Node, Observation, ProbeProposal, Slice
+from dashboard.models import ApiToken, Deployment, MemoryLesson, Node, Observation, ProbeProposal, Slice
 from dashboard.rows import rows_update
 from dashboard.selectors.odds import own_prior, per_vm_prior
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
-from dashboard.services.memory_model import lesson_current
+from dashboard.services.memory_model import lesson_current, memory_model_refit, memory_points, zos_build_key
 
 DASHBOARD = "the dashboard"
 PROPOSED_PROBE = "a proposed probe"
@@ -246,3 +247,35 @@ def lesson_reports_checked(*, node_id, marketplace_id: str, outcome: str, error:
     except LessonReportsBounded as exc:
         lesson_reports_refused(error=exc, token=token, node=node)
         raise
+
+
+def memory_lessons_follow(*, now: datetime | None = None) -> list[str]:
+    """Lessons never outlive the observations that taught them (issue 44): each group whose lesson rests on
+    an observation no longer live (aged past OBSERVATION_MAX_AGE_DAYS, cleared, dropped), or whose node still
+    carries its own reading none of its live observations tells, is fitted again (or its lesson ended),
+    and its nodes' figures follow. The beat runs it (MEMORY_LESSONS_FOLLOW_EVERY); the groups refitted."""
+    now = now or timezone.now()
+    stale = set()
+    for lesson in MemoryLesson.objects.filter(reverted_at__isnull=True).order_by("build", "-learnt_at", "-pk"):
+        if lesson.build in stale or lesson_current(lesson.build).pk != lesson.pk:
+            continue
+        if sorted(lesson.observation_ids) != memory_points(lesson.build, now=now)[1]:
+            stale.add(lesson.build)
+    live_nodes = set(_live_any(now=now).values_list("node_id", flat=True))
+    for pk, version in Node.objects.filter(memory_lesson_scope="own").values_list("pk", "zos_version"):
+        if pk not in live_nodes:
+            stale.add(zos_build_key(version))
+    for build in sorted(stale):
+        with transaction.atomic():
+            memory_model_refit(build=build, source="beat")
+            node_readings_apply(build=build, now=now)
+    return sorted(stale)
+
+
+def _live_any(*, now: datetime):
+    return Observation.objects.filter(
+        kind=Observation.Kind.MEMORY,
+        cleared_at__isnull=True,
+        seen_at__gte=now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+        standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP],
+    )

@@ -6,6 +6,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from dashboard.selectors.probes import probes_to_send
+from dashboard.services.lesson_evidence import probes_proposed
 
 PROBES_SHOWN = 20
 
@@ -14,4 +15,7 @@ PROBES_SHOWN = 20
 @require_GET
 @permission_required("dashboard.view_node", raise_exception=True)
 def probe_list(request):
-    return render(request, "dashboard/probes.html", {"section": "failed", "probes": probes_to_send(limit=PROBES_SHOWN)})
+    listed = probes_to_send(limit=PROBES_SHOWN)
+    # Proposed by the product: a probe reported on one of these within its window counts as a probe.
+    probes_proposed([p.node_id for p in listed], token=None)
+    return render(request, "dashboard/probes.html", {"section": "failed", "probes": listed})
