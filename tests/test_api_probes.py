@@ -53,8 +53,9 @@ def test_it_lists_a_node_of_a_build_never_refused_with_a_vm_larger_than_it(api_c
     assert probes[0]["probe"]["mru"] > busy.total_mru
 
 
-def test_a_probes_refusal_teaches_the_build_and_counts_as_no_failure(api_call, api_token, sim_node):
-    _node(sim_node, 3501, running=8)
+def test_two_probes_refusals_teach_the_build_and_count_as_no_failure(api_call, api_token, sim_node):
+    first = _node(sim_node, 3501, running=8)
+    _node(sim_node, 3504, running=6)
     other = _node(sim_node, 3503, running=0)
     (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
 
@@ -62,10 +63,31 @@ def test_a_probes_refusal_teaches_the_build_and_counts_as_no_failure(api_call, a
 
     assert response.status_code == 201, response.json()
     assert response.json()["deployment"]["state"] == "probed"
-    assert Observation.objects.filter(kind="memory", source="probe").count() == 1
+    # One probe is one source: its node alone (issue 44); the list then proposes another node of the build.
+    assert (Node.objects.get(pk=first.pk).memory_lesson_scope, Node.objects.get(pk=other.pk).memory_lesson_scope) == (
+        "own",
+        "",
+    )
+    (second,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+    assert second["node_id"] == 3504
+    response = _report(api_call, api_token("report"), second, _sent(sim_node, second), marketplace_id="probe-2")
+    assert response.status_code == 201, response.json()
+    assert Observation.objects.filter(kind="memory", source="probe", standing="group").count() == 2
     assert Node.objects.get(pk=other.pk).memory_lesson_scope == "build"
     assert failed_deployments().count() == 0
     assert not Deployment.objects.filter(state=Deployment.State.FAILED).exists()
+
+
+def test_a_probe_on_a_node_the_list_never_proposed_is_a_plain_report(api_call, api_token, sim_node):
+    node = _node(sim_node, 3501, running=8)
+    size = SliceSize(cru=1, mru=node.total_mru + GiB, sru=0)
+    with pytest.raises(DeploymentFailed) as refused:
+        sim_node.grid.deploy_vm(node.grid_id, size, name="probe1")
+    response = _report(api_call, api_token("report"), {"node_id": node.grid_id}, refused.value.raw)
+    assert response.status_code == 201, response.json()
+    assert "taken as a plain report" in response.json()["words"]
+    observation = Observation.objects.get(kind="memory")
+    assert (observation.source, observation.vouched_by) == ("reported", f"account {observation.reported_by_id}")
 
 
 def test_a_probe_reported_twice_is_one_record(api_call, api_token, sim_node):

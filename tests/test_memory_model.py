@@ -141,6 +141,13 @@ def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(sim_node):
     assert after.observed.hidden_mru(12, after.total_mru) + capacity.zos_reserve_mru(after.total_mru) > 12 * GiB
 
 
+def _unversioned(sim_node, grid_id: int) -> Node:
+    """A 62.8 GiB node of the build whose version the dashboard was not told (the fleet-wide group)."""
+    node = sim_node(grid_id, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.14.0-sim")
+    Node.objects.filter(pk=node.pk).update(zos_version="")
+    return Node.objects.get(pk=node.pk)
+
+
 @pytest.fixture(scope="class")
 def taught_built(django_db_setup, django_db_blocker, tmp_path_factory):
     """Three 62.8 GiB nodes of one build, the first two filled (their refusals agree: the build learns);
@@ -188,7 +195,10 @@ class TestTaught:
     def test_the_node_page_says_which_lesson_decides_and_learnt_from_where(self, taught, admins_client):
         nodes = taught
         page = admins_client.get(f"/nodes/{nodes[2].grid_id}/").content.decode()
-        assert "its ZOS build's lesson (v3.14.0-sim)" in page and f"learnt from nodes {nodes[0].grid_id}, {nodes[1].grid_id}" in page
+        assert (
+            "its ZOS build's lesson (v3.14.0-sim)" in page
+            and f"learnt from nodes {nodes[0].grid_id}, {nodes[1].grid_id}" in page
+        )
 
     def test_an_admin_reverts_the_lesson_from_the_node_page(self, taught, admins_client):
         nodes = taught
@@ -213,16 +223,21 @@ class TestTaught:
         nodes = taught
         body = api_call("get", f"/api/v1/nodes/{nodes[2].grid_id}", api_token("read")).json()
         lesson = body["lessons"]["memory_lesson"]
-        assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == ("build", "v3.14.0-sim", [nodes[0].grid_id, nodes[1].grid_id])
+        assert (lesson["scope"], lesson["build"], lesson["learnt_from"]) == (
+            "build",
+            "v3.14.0-sim",
+            [nodes[0].grid_id, nodes[1].grid_id],
+        )
 
     def test_a_node_registered_after_the_lesson_counts_it_at_once(self, taught, sim_node):
         nodes = taught
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")  # the fleet-wide group
         memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
         # Two nodes refuse and agree: the fleet group learns.
-        _fill(sim_node, [Node.objects.get(pk=nodes[2].pk), sim_node(3097, cru=32, mru=BIG[0], sru=4000 * GiB)])
+        _fill(sim_node, [Node.objects.get(pk=nodes[2].pk), _unversioned(sim_node, 3097)])
         late = sim_node(3099, cru=32, mru=BIG[0], sru=4000 * GiB)
         late = Node.objects.get(pk=late.pk)
+
         assert (late.memory_lesson_scope, late.memory_lesson_id) == ("fleet", lesson_current("").pk)
         assert late.placeable_now < late.slices.count()
 
@@ -234,7 +249,7 @@ class TestTaught:
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")
         memory_lesson_revert(lesson=lesson_current("v3.14.0-sim"))
         # Two nodes refuse and agree: the fleet-wide group learns.
-        _fill(sim_node, [Node.objects.get(pk=nodes[2].pk), sim_node(3097, cru=32, mru=BIG[0], sru=4000 * GiB)])
+        _fill(sim_node, [Node.objects.get(pk=nodes[2].pk), _unversioned(sim_node, 3097)])
         late = sim_node(3098, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.13.2-sim")
         assert Node.objects.get(pk=late.pk).memory_lesson_scope == "fleet"
 

@@ -12,9 +12,13 @@ or a node far from its group's points; one node per group, the one that would te
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
 
 from dashboard.capacity.overhead import PROBE_BEYOND_MRU, probe_need
-from dashboard.models import MemoryLesson, Node
+from dashboard.models import MemoryLesson, Node, Observation
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,18 @@ def probes_to_send(*, limit: int = 20) -> list[Probe]:
     for lesson in MemoryLesson.objects.filter(reverted_at__isnull=True).order_by("-learnt_at", "-pk"):
         latest.setdefault(lesson.build, lesson)
     fits = {build: lesson.fit() for build, lesson in latest.items()}
+    # A node whose own reading waits for a second source (services.lesson_evidence) cannot be its own
+    # second source: a probe there teaches its group nothing until another node speaks.
+    waiting = Observation.objects.filter(
+        kind=Observation.Kind.MEMORY,
+        standing=Observation.Standing.NODE,
+        cleared_at__isnull=True,
+        seen_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+    ).values("node_id")
     rows = (
         Node.objects.filter(status=Node.Status.UP, used_mru__isnull=False)
         .filter(closure="")
+        .exclude(pk__in=waiting)
         .values_list("pk", "grid_id", "farm_id", "zos_version", "total_mru", "slices_rented", "slices_deployed")
     )
     best: dict[str, Probe] = {}

@@ -38,12 +38,13 @@ PROPOSED_PROBE = "a proposed probe"
 
 
 def vouched_by(*, source: str, by=None) -> str:
-    """Who vouches for a reading: the dashboard's own deploy, a proposed probe, or the reporting account."""
-    if source == "deploy":
-        return DASHBOARD
+    """Who vouches for a reading: a proposed probe, the reporting account (a report), or else the
+    dashboard's own deploy (slice_deploy, whichever door started it)."""
     if source == "probe":
         return PROPOSED_PROBE
-    return f"account {by.pk}" if getattr(by, "pk", None) else "an unnamed reporter"
+    if source == "reported":
+        return f"account {by.pk}" if getattr(by, "pk", None) else "an unnamed reporter"
+    return DASHBOARD
 
 
 def _point(o: Observation, *, actual: int | None = None) -> capacity.MemoryPoint:
