@@ -53,7 +53,7 @@ def point(*, node=1, vms=6, total=256 * GiB, beyond=8 * GiB, vm_mru=None):
     ],
 )
 def test_it_judges_a_usable_figure_against_the_node_and_its_group(usable, fit, plausible, words):
-    expected = group_expects(fit, vms=6, total_mru=256 * GiB)
+    expected = group_expects(fit, vms=6, total_mru=256 * GiB, per_vm_prior_sd=0)
     judged = usable_judged(total_mru=256 * GiB, usable_mru=usable, vm_mru=24 * GiB, vms=6, expected=expected)
     assert judged.plausible is plausible
     assert words in judged.why

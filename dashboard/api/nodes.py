@@ -315,6 +315,9 @@ def _lessons_out(detail: NodeDetail) -> dict:
                 "hidden_mru_per_vm": o.hidden_mru_per_vm,
                 "disk_size": o.disk_size,
                 "raw_error": o.raw_error,
+                "standing": o.standing,
+                "held_why": o.held_why,
+                "vouched_by": o.vouched_by,
             }
             for o in detail.observations
         ],

@@ -164,6 +164,12 @@ class ObservationOut(Schema):
     hidden_mru_per_vm: int
     disk_size: int | None
     raw_error: str
+    standing: str = Field(
+        description="how far a memory reading is believed: group (taught its ZOS build), node (its node alone, "
+        "waiting for a second source) or held (held aside, not applied: see held_why)"
+    )
+    held_why: str = Field(description="why it is held aside, in plain words; empty otherwise")
+    vouched_by: str = Field(description="who vouches for it: the dashboard, a proposed probe, or account <user id>")
 
 
 class MemoryLessonOut(Schema):

@@ -91,11 +91,13 @@ def group_expects(
     total_mru: int,
     own_prior_mru: int = OWN_PRIOR_MRU,
     per_vm_prior_mru: int = PER_VM_PRIOR_MRU,
+    per_vm_prior_sd: int = PER_VM_PRIOR_SD,
 ) -> Expected:
-    """What the group's lesson (`fit`; None: the priors) expects beyond the VMs' memory at `vms` VMs."""
+    """What the group's lesson (`fit`; None: the priors) expects beyond the VMs' memory at `vms` VMs. A judge
+    of plausibility passes `per_vm_prior_sd` 0: its own allowance for a node's deviation per VM stands for it."""
     if fit is None:
         return Expected(
-            beyond_mru=own_prior_mru + vms * per_vm_prior_mru, sd_mru=math.hypot(OWN_PRIOR_SD, vms * PER_VM_PRIOR_SD)
+            beyond_mru=own_prior_mru + vms * per_vm_prior_mru, sd_mru=math.hypot(OWN_PRIOR_SD, vms * per_vm_prior_sd)
         )
     return Expected(
         beyond_mru=fit.predicted(vms=vms, total_mru=total_mru),

@@ -57,7 +57,7 @@ def _point(o: Observation, *, actual: int | None = None) -> capacity.MemoryPoint
     )
 
 
-def _expected(build: str, *, vms: int, total_mru: int) -> capacity.plausible.Expected:
+def _expected(build: str, *, vms: int, total_mru: int, judging: bool = False) -> capacity.plausible.Expected:
     lesson = lesson_current(build)
     return group_expects(
         lesson.fit() if lesson is not None else None,
@@ -65,13 +65,14 @@ def _expected(build: str, *, vms: int, total_mru: int) -> capacity.plausible.Exp
         total_mru=total_mru,
         own_prior_mru=own_prior(build),
         per_vm_prior_mru=per_vm_prior(build),
+        **({"per_vm_prior_sd": 0} if judging else {}),
     )
 
 
 def memory_judged(*, build: str, total_mru: int, usable_mru: int, accounted_mru: int, vms: int) -> Judgement:
     """Whether a memory refusal's `usable` is believable on its node now (capacity.plausible)."""
     vm_mru = max(accounted_mru - capacity.zos_reserve_mru(total_mru), 0)
-    expected = _expected(build, vms=vms, total_mru=total_mru)
+    expected = _expected(build, vms=vms, total_mru=total_mru, judging=True)
     return usable_judged(total_mru=total_mru, usable_mru=usable_mru, vm_mru=vm_mru, vms=vms, expected=expected)
 
 
