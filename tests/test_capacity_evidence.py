@@ -114,8 +114,8 @@ def test_an_admitted_point_moves_its_group_no_further_than_its_doubt():
     expected = Expected(beyond_mru=8 * GiB, sd_mru=100 * MiB, measured=True)
     high = admitted_point(point(beyond=20 * GiB), expected)
     low = admitted_point(point(beyond=GiB), expected)
-    assert high.beyond_vms == 8 * GiB + 300 * MiB
-    assert low.beyond_vms == 8 * GiB - 300 * MiB
+    assert high.beyond_vms == 8 * GiB + 200 * MiB
+    assert low.beyond_vms == 8 * GiB - 200 * MiB
     near = point(beyond=8 * GiB + 50 * MiB)
     assert admitted_point(near, expected) is near
     assert admitted_point(near, None) is near

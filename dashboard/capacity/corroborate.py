@@ -12,7 +12,7 @@ both (`agree`). Once admitted, a point moves the group no further than the doubt
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from dashboard.capacity.hidden import PER_VM_PRIOR_MRU
@@ -27,8 +27,11 @@ AGREE_MRU = 768 * MiB
 # bounds (the simulated and reported builds: 1.5-2.5 GiB and 0.75-1 GiB, zos#1826, #1907; far wider here).
 OWN_MAX_MRU = 8 * GiB
 PER_VM_MAX_MRU = 4 * GiB
+# Before a line is measured, builds' per-VM overheads differ from the prior's by up to about this: two
+# readings at VM counts far apart may then lie that much a VM apart from the prior's line and agree.
+UNMEASURED_PER_VM_MRU = 512 * MiB
 # A point admitted to its group moves the line at most this many of the line's doubts at its VM count.
-MOVE_SD = 3.0
+MOVE_SD = 2.0
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,25 @@ def independent(a: Witness, b: Witness) -> bool:
     return a.node != b.node or a.vouched_by != b.vouched_by
 
 
-def agree(a: MemoryPoint, b: MemoryPoint, *, tolerance_mru: int = AGREE_MRU) -> bool:
+def agree(
+    a: MemoryPoint,
+    b: MemoryPoint,
+    *,
+    expects: Callable[[MemoryPoint], Expected | None] = lambda p: None,
+    tolerance_mru: int = AGREE_MRU,
+) -> bool:
+    """Whether the two readings tell one story: where the group expects something (`expects`), both lie as
+    far from its line (within `tolerance_mru`, and UNMEASURED_PER_VM_MRU a VM apart while no line is
+    measured); else one line ZOS could draw goes through both."""
+    ea, eb = expects(a), expects(b)
+    if ea is not None and eb is not None:
+        apart = abs((a.beyond_vms - ea.beyond_mru) - (b.beyond_vms - eb.beyond_mru))
+        measured = ea.measured and eb.measured
+        return apart <= tolerance_mru + (0 if measured else abs(a.vms - b.vms) * UNMEASURED_PER_VM_MRU)
+    return _one_line(a, b, tolerance_mru)
+
+
+def _one_line(a: MemoryPoint, b: MemoryPoint, tolerance_mru: int) -> bool:
     """Whether one line ZOS could draw goes through both points (within `tolerance_mru`)."""
     if a.vms == b.vms:
         return abs(a.beyond_vms - b.beyond_vms) <= tolerance_mru
@@ -62,14 +83,34 @@ def agree(a: MemoryPoint, b: MemoryPoint, *, tolerance_mru: int = AGREE_MRU) -> 
     return -tolerance_mru <= own <= OWN_MAX_MRU + tolerance_mru
 
 
-def second_source(candidate: Witness, others: Sequence[Witness]) -> Witness | None:
+def second_source(
+    candidate: Witness, others: Sequence[Witness], *, expects: Callable[[MemoryPoint], Expected | None] = lambda p: None
+) -> Witness | None:
     """The first of `others` (oldest first) that is another source agreeing with `candidate`; None: the
-    candidate stays its node's alone until one comes."""
+    candidate stays its node's alone until one comes.
+
+    One voice on two nodes (the same account, or two proposed probes) confirms what its group expects
+    (`expects`: the line and its doubt at a point's VM count) but cannot move it: its two readings count
+    only where both lie near that line. Another voice may move it: a hostile token agrees with itself on
+    every node it names, never with the marketplace's true refusals or the product's own probes."""
     for other in others:
-        if other.observation != candidate.observation and independent(candidate, other):
-            if agree(candidate.point, other.point):
-                return other
+        if other.observation == candidate.observation or not independent(candidate, other):
+            continue
+        if not agree(candidate.point, other.point, expects=expects):
+            continue
+        if other.vouched_by == candidate.vouched_by and not (
+            near(candidate.point, expects(candidate.point)) and near(other.point, expects(other.point))
+        ):
+            continue
+        return other
     return None
+
+
+def near(point: MemoryPoint, expected: Expected | None) -> bool:
+    """Whether a reading lies where its group's line expects it: within AGREE_MRU and one of its doubts."""
+    if expected is None:
+        return True
+    return abs(point.beyond_vms - expected.beyond_mru) <= AGREE_MRU + expected.sd_mru
 
 
 def admitted_point(point: MemoryPoint, expected: Expected | None, *, bound_sd: float = MOVE_SD) -> MemoryPoint:

@@ -105,7 +105,11 @@ def observation_admit(observation: Observation, *, now: datetime | None = None) 
         .exclude(pk=observation.pk)
         .order_by("seen_at", "pk")
     )
-    agreeing = second_source(_witness(observation), [_witness(o) for o in others])
+
+    def expects(point: capacity.MemoryPoint):
+        return _expected(observation.zos_build, vms=point.vms, total_mru=point.total_mru)
+
+    agreeing = second_source(_witness(observation), [_witness(o) for o in others], expects=expects)
     if agreeing is None:
         return None
     other = next(o for o in others if o.pk == agreeing.observation)

@@ -80,6 +80,8 @@ class PolicyFigures:
     odds_calibration: dict = field(default_factory=dict)
     # With probes: the probe contracts made, and buyer refusals on a build a probe had taught then.
     probes: dict = field(default_factory=dict)
+    # How far readings were believed (traffic.evidence), by who vouched; with --forged-reports, the forger's.
+    evidence: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return (
@@ -109,6 +111,7 @@ class PolicyFigures:
                 "odds_calibration": self.odds_calibration,
             }
             | ({"probes": self.probes} if self.probes else {})
+            | ({"evidence": self.evidence} if self.evidence else {})
             | self.drift
         )
 
@@ -152,6 +155,7 @@ def simulate(
     hidden_use: str = "builds",
     min_odds: float = MIN_ODDS,
     probes: bool = False,
+    forged_reports: int = 0,
 ) -> Simulation:
     """Replay one fleet and one event stream against each policy; the figures side by side.
 
@@ -168,6 +172,8 @@ def simulate(
     `hidden_use` (fleet.HIDDEN_USE_CHOICES) says how the stated mix's memory differs from ZOS's count;
     `min_odds` is SLICE_MIN_ODDS: the learning policy offers only slices at or above it. `probes`: the
     deployer of a learning policy sends what GET /api/v1/probes lists, every PROBE_EVERY_HOURS.
+    `forged_reports`: a hostile reporter's token sends that many made-up memory refusals over the month
+    (traffic.evidence.Forger), absurd and plausible in turn, to a learning policy.
     """
     if not 0.0 <= ipv4_share <= 1.0:
         raise ValueError(f"the IPv4 share is between 0 and 1, not {ipv4_share}")
@@ -185,7 +191,7 @@ def simulate(
     results = {}
     for entrant in contenders:
         run_started = time.perf_counter()
-        options = {"min_odds": min_odds, "probes": probes}
+        options = {"min_odds": min_odds, "probes": probes, "forged": forged_reports}
         run = (
             Run(entrant, specs, allowed, **options) if drift is None else drift.run(entrant, specs, allowed, **options)
         )
@@ -230,9 +236,10 @@ def _fleet_size(nodes: int | None, fleet: Sequence[NodeSpec] | None, events: int
 
 
 def _replay(run: Run, stream: Sequence, *, probes: bool, tick: Callable[[int, int], None] | None) -> None:
-    """Play the month's events through `run`, re-registering and probing on their own clocks between them."""
+    """Play the month's events through `run`, re-registering, probing and forging on their own clocks between them."""
     next_reregister = RE_REGISTER_EVERY_HOURS
     next_probe = 0.0 if probes else math.inf
+    forgeries = run.forger.due(HOURS) if run.forger is not None else []
     for done, event in enumerate(stream):
         if tick is not None and done % TICK_EVERY == 0:
             tick(done, len(stream))
@@ -245,6 +252,10 @@ def _replay(run: Run, stream: Sequence, *, probes: bool, tick: Callable[[int, in
             run.release_until(next_probe)
             run.probe(next_probe)
             next_probe += PROBE_EVERY_HOURS
+        while forgeries and forgeries[0] <= event.at:
+            at = forgeries.pop(0)
+            run.release_until(at)
+            run.forge(at)
         run.release_until(event.at)
         if event.kind == "deploy":
             run.deploy(event)
@@ -286,6 +297,17 @@ def _policy_figures(name: str, run: Run, specs: Sequence[NodeSpec], *, drifted: 
         probes={"sent": run.probes_sent, "refused_on_a_build_a_probe_taught": run.refused_on_probe_taught}
         if run.probes
         else {},
+        evidence=_evidence(run),
+    )
+
+
+def _evidence(run: Run) -> dict:
+    """How far the month's readings were believed, by who vouched: held aside, their node's alone, reached
+    their group, refused past the token's bound; with --forged-reports, the forger's among them."""
+    if run.evidence is None:
+        return {}
+    return {"by_source": {by: dict(counts) for by, counts in sorted(run.evidence.counts.items())}} | (
+        {"forged_sent": run.forger.sent} if run.forger is not None else {}
     )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from dataclasses import dataclass, field
 
 from dashboard import capacity
@@ -22,6 +23,7 @@ from dashboard.grid.simgrid import ZosMachine
 from dashboard.grid.types import DeploymentFailed
 from dashboard.rules.catalog import catalog_stale
 from dashboard.traffic import fleet
+from dashboard.traffic.evidence import FORGER, MARKETPLACE, PROPOSED_PROBE, Forger, MonthEvidence
 from dashboard.traffic.farm_ips import NO_FREE_IP, FarmIps
 from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
 from dashboard.traffic.memory import MIN_ODDS, FleetMemory
@@ -98,6 +100,7 @@ class Run:
         *,
         min_odds: float = MIN_ODDS,
         probes: bool = False,
+        forged: int = 0,
     ):
         self.name = contender.name
         self.min_odds = min_odds
@@ -107,6 +110,9 @@ class Run:
         self.refused_on_probe_taught = 0  # buyer refusals on a node of such a group
         # The fleet's memory lessons (services.memory_model), where the policy learns.
         self.memory = FleetMemory() if contender.mode.learning else None
+        # How far each reading is believed (traffic.evidence), and the hostile reporter (--forged-reports).
+        self.evidence = MonthEvidence() if contender.mode.learning else None
+        self.forger = Forger(forged, random.Random(forged)) if forged and contender.mode.learning else None
         self.odds_outcomes: list[tuple[float, bool]] = []  # (the slice's odds, deployed) of every deploy sent
         # Refusals by why: hidden memory before its group had a lesson, after, the test VM's, disk, ...
         self.refused_by_reason: dict[str, int] = {}
@@ -284,8 +290,11 @@ class Run:
         if diagnosis.cause == "memory" and diagnosis.usable_bytes is not None and self.memory is not None:
             self._learn_fleet(node, total, used, diagnosis.usable_bytes, now)
 
-    def _learn_fleet(self, node: SimNode, total: Resources, used: Resources, usable: int, now: float) -> None:
-        """The refusal's point refits its group, and the lesson reaches every node of it at once."""
+    def _learn_fleet(
+        self, node: SimNode, total: Resources, used: Resources, usable: int, now: float, by: str = MARKETPLACE
+    ) -> None:
+        """The refusal's point refits its group once a second source agrees (traffic.evidence), and the
+        lesson reaches every node of it at once; till then it is its node's alone."""
         running = sum(1 for s in node.slots if not s.free)
         group = node.spec.told_build
         point = capacity.MemoryPoint(
@@ -298,13 +307,18 @@ class Run:
         per_vm = capacity.hidden_use_per_vm(
             total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
         )
-        if self.memory.observe(group, point, per_vm=per_vm) is None:
+        taken = self.evidence.take(self.memory, group, point, usable=usable, per_vm=per_vm, by=by, now=now)
+        fitted = [self.memory.observe(group, p, per_vm=_per_vm(p)) for p in taken.admitted]
+        if not fitted or fitted[-1] is None:
             return
         for other in self.nodes:
             if other.spec.told_build != group:
                 continue
             observed = self.memory.observed_for(
                 group, node=other.spec.node_id, carved=len(other.slots), pool_room_below=other.observed.pool_room_below
+            )
+            observed = self.evidence.with_own(
+                other.spec.node_id, observed, carved=len(other.slots), total_mru=other.spec.mru
             )
             if observed != other.observed:
                 if other is not node:
@@ -517,8 +531,30 @@ class Run:
             if diagnosis.cause == "memory" and diagnosis.usable_bytes is not None:
                 self.probe_taught.add(group)
                 self._close(node, now)
-                self._learn_fleet(node, total, used, diagnosis.usable_bytes, now)
+                self._learn_fleet(node, total, used, diagnosis.usable_bytes, now, by=PROPOSED_PROBE)
                 self._judge(node)
+
+    def forge(self, now: float) -> None:
+        """The hostile reporter's next made-up memory refusal, on a random up node running VMs: the absurd
+        kind ("usable 1 bytes") and the plausible kind (next to no hidden use) in turn, from one token."""
+        if self.forger is None:
+            return
+        busy = [n for n in self.nodes if n.status == "up" and any(not s.free for s in n.slots)]
+        if not busy:
+            return
+        node = self.forger.rng.choice(busy)
+        total, used = node.machine.reading()
+        running = sum(1 for s in node.slots if not s.free)
+        usable, _absurd = self.forger.forged_usable(total_mru=total.mru, accounted_mru=used.mru, vms=running)
+        self._close(node, now)
+        before = self.evidence.counts.get(FORGER, {}).get("held", 0)
+        self._learn_fleet(node, total, used, usable, now, by=FORGER)
+        if self.evidence.counts[FORGER]["held"] == before:  # not held aside: its node takes it as a refusal's
+            per_vm = capacity.hidden_use_per_vm(
+                total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
+            )
+            node.observed = capacity.observed_after(node.observed, capacity.Lesson("memory", hidden_mru_per_vm=per_vm))
+        self._judge(node)
 
     def _count_reason(self, node: SimNode, cause: str, test_vm: bool) -> None:
         """Why ZOS refused: the test VM in the way, hidden memory before or after its group's lesson, disk, ..."""
@@ -580,3 +616,14 @@ class Run:
         for node in self.nodes:
             self._account(node, HOURS)
             node.changed_at = HOURS
+
+
+def _per_vm(point: capacity.MemoryPoint) -> int:
+    """The per-VM figure over the reserve a point tells (its node's own reading, as memory_model keeps it)."""
+    accounted = point.vm_mru + capacity.zos_reserve_mru(point.total_mru)
+    return capacity.hidden_use_per_vm(
+        total_mru=point.total_mru,
+        usable_mru=point.total_mru - point.actual_mru,
+        accounted_mru=accounted,
+        running=point.vms,
+    )

@@ -65,6 +65,13 @@ class Command(ProductCommand):
             help="the deployer sends the probes GET /api/v1/probes lists (learning policies): their cost and "
             "the buyer refusals they save (a second run without them)",
         )
+        parser.add_argument(
+            "--forged-reports",
+            type=int,
+            default=0,
+            help="a hostile reporter's token sends this many made-up memory refusals over the month (absurd and "
+            "plausible in turn; learning policies): what they cost against the same month without them",
+        )
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument(
             "--ipv4-share",
@@ -109,6 +116,20 @@ class Command(ProductCommand):
                 hidden_use=options["hidden_use"],
                 min_odds=settings.SLICE_MIN_ODDS,
             )
+            if options["forged_reports"]:
+                result = _with_forged(
+                    result,
+                    forged=options["forged_reports"],
+                    nodes=nodes,
+                    events=events,
+                    seed=seed,
+                    names=names,
+                    drift=drift,
+                    pools_reported=pools_reported,
+                    cache_grows=options["cache_grows"],
+                    hidden_use=options["hidden_use"],
+                    ipv4_share=options["ipv4_share"],
+                )
             if options["probes"]:
                 result = _with_probes(
                     result,
@@ -167,6 +188,36 @@ def _with_probes(result: Simulation, *, nodes, events, seed, names, drift, **opt
         if figures.probes:
             figures.probes["buyer_refusals_saved"] = result.policies[name].refused - figures.refused
     return probed
+
+
+def _with_forged(result: Simulation, *, forged: int, nodes, events, seed, names, drift, **options) -> Simulation:
+    """The month with a hostile reporter; each learning policy's figures say what it cost over `result`."""
+    if not 0 <= forged <= 10_000:
+        raise ValueError("--forged-reports must be between 0 and 10,000")
+    attacked = simulate(
+        nodes=nodes,
+        events=events,
+        seed=seed,
+        policies=names,
+        drift=drift,
+        min_odds=settings.SLICE_MIN_ODDS,
+        forged_reports=forged,
+        **options,
+    )
+    for name, figures in attacked.policies.items():
+        clean = result.policies[name]
+        if figures.evidence.get("forged_sent"):
+            figures.evidence["cost"] = {
+                "refused_without": clean.refused,
+                "refused_with": figures.refused,
+                "refused_per_1000_nodes_without": clean.refused_per_1000_nodes,
+                "refused_per_1000_nodes_with": figures.refused_per_1000_nodes,
+                "catalog_truth_without": clean.drift.get("catalog_truth"),
+                "catalog_truth_with": figures.drift.get("catalog_truth"),
+                "utilisation_without": clean.utilisation,
+                "utilisation_with": figures.utilisation,
+            }
+    return attacked
 
 
 def _dumps(data: dict) -> str:

@@ -1,0 +1,134 @@
+"""Belief in proportion to evidence in the month: services.lesson_evidence's rules on in-memory readings.
+
+Each memory reading (a buyer's refusal the marketplace reports, a proposed probe, a forged report) is
+judged as the product judges it (capacity.plausible): held aside when implausible; else its node's alone
+until a second independent source agrees (capacity.corroborate.second_source), then both reach the
+group's fit within its line's doubt (admitted_point). Reports that teach are bounded per token in time
+(LESSON_REPORTS_PER_TOKEN within LESSON_REPORTS_WINDOW). `Forger` is the hostile reporter of
+`simulate_traffic --forged-reports N`: one token sending absurd and plausible made-up figures.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from dashboard import capacity
+from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
+from dashboard.capacity.plausible import usable_judged
+from dashboard.capacity.sizes import MiB
+
+MARKETPLACE = "account marketplace"  # the buyers' refusals, reported by the marketplace's token
+PROPOSED_PROBE = "a proposed probe"
+FORGER = "account forger"
+# settings.LESSON_REPORTS_PER_TOKEN and LESSON_REPORTS_WINDOW's defaults (3600 s).
+PER_TOKEN = 30
+WINDOW_HOURS = 1.0
+
+
+@dataclass(frozen=True)
+class Taken:
+    held: bool = False
+    bounded: bool = False  # refused (429) past the token's bound
+    admitted: tuple[capacity.MemoryPoint, ...] = ()  # the points the group's fit takes now
+
+
+@dataclass
+class MonthEvidence:
+    """Each group's live readings (waiting or admitted), the readings waiting on their node, the counts."""
+
+    readings: dict[str, list[tuple[Witness, bool]]] = field(default_factory=dict)  # (witness, admitted)
+    waiting: dict[int, int] = field(default_factory=dict)  # node -> its per-VM reading waiting alone
+    sent: dict[str, deque] = field(default_factory=dict)  # token -> hours of its recent reports
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # who vouched -> held, alone, group, bounded
+    seq: int = 0
+
+    def take(self, memory, group: str, point: capacity.MemoryPoint, *, usable: int, per_vm: int, by: str, now: float):
+        """Judge one reading; the points its group's fit takes now (with a second source's, if that waited)."""
+        counts = self.counts.setdefault(by, {"held": 0, "alone": 0, "group": 0, "bounded": 0})
+        if by != PROPOSED_PROBE and self._bounded(by, now):
+            counts["bounded"] += 1
+            return Taken(bounded=True)
+        fit = memory.fits.get(group)
+        priors = {"own_prior_mru": memory.own_prior(group), "per_vm_prior_mru": memory.per_vm_prior(group)}
+        judging = group_expects(fit, vms=point.vms, total_mru=point.total_mru, per_vm_prior_sd=0, **priors)
+        judged = usable_judged(
+            total_mru=point.total_mru, usable_mru=usable, vm_mru=point.vm_mru, vms=point.vms, expected=judging
+        )
+        if not judged.plausible:
+            counts["held"] += 1
+            return Taken(held=True)
+        self.seq += 1
+        mine = Witness(observation=self.seq, node=point.node, vouched_by=by, point=point)
+        live = self.readings.setdefault(group, [])
+
+        def expects(p: capacity.MemoryPoint):
+            return group_expects(memory.fits.get(group), vms=p.vms, total_mru=p.total_mru, **priors)
+
+        other = second_source(mine, [w for w, _ in live], expects=expects)
+        if other is None:
+            live.append((mine, False))
+            self.waiting[point.node] = max(self.waiting.get(point.node, 0), per_vm)
+            counts["alone"] += 1
+            return Taken()
+        admitted = []
+        for witness in (other, mine):
+            if (witness, True) in live:
+                continue
+            expected = group_expects(
+                memory.fits.get(group), vms=witness.point.vms, total_mru=witness.point.total_mru, **priors
+            )
+            admitted.append(admitted_point(witness.point, expected))
+            if (witness, False) in live:
+                live.remove((witness, False))
+            live.append((witness, True))
+            tally = self.counts.setdefault(witness.vouched_by, {"held": 0, "alone": 0, "group": 0, "bounded": 0})
+            tally["group"] += 1
+            if witness is other:
+                tally["alone"] -= 1  # it waited alone until now
+            if not any(w.node == witness.node and not a for w, a in live):
+                self.waiting.pop(witness.node, None)
+        return Taken(admitted=tuple(admitted))
+
+    def _bounded(self, by: str, now: float) -> bool:
+        recent = self.sent.setdefault(by, deque())
+        while recent and recent[0] <= now - WINDOW_HOURS:
+            recent.popleft()
+        if len(recent) >= PER_TOKEN:
+            return True
+        recent.append(now)
+        return False
+
+    def with_own(self, node: int, observed: capacity.Observed, *, carved: int, total_mru: int) -> capacity.Observed:
+        """The group's figure for a node, or its own reading waiting alone where that is the more cautious."""
+        reading = self.waiting.get(node)
+        if reading is None:
+            return observed
+        mine = capacity.Observed(hidden_mru_per_vm=reading, pool_room_below=observed.pool_room_below)
+        running = max(carved, 1)
+        return mine if mine.hidden_mru(running, total_mru) > observed.hidden_mru(running, total_mru) else observed
+
+
+# A plausible forgery claims the node's VMs use next to nothing beyond ZOS's count: the lie that would
+# make the build's line offer more than its nodes hold (the issue's "three reports the other way").
+FORGED_HIDDEN_PER_VM = 16 * MiB
+
+
+@dataclass
+class Forger:
+    """One token's made-up reports, `total` over the month at even intervals, absurd and plausible in turn."""
+
+    total: int
+    rng: random.Random
+    sent: int = 0
+
+    def due(self, hours: float) -> list[float]:
+        return [hours * (i + 1) / (self.total + 1) for i in range(self.total)]
+
+    def forged_usable(self, *, total_mru: int, accounted_mru: int, vms: int) -> tuple[int, bool]:
+        """The usable figure to claim, and whether it is the absurd kind."""
+        self.sent += 1
+        if self.sent % 2:
+            return 1, True  # the issue's "out of usable 1 bytes"
+        return max(total_mru - accounted_mru - vms * FORGED_HIDDEN_PER_VM, 0), False
