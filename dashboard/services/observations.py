@@ -123,19 +123,7 @@ def observations_learn(
         return None
     build = zos_build_key(node.zos_version)
     user = by if getattr(by, "pk", None) else None
-    standing = {"standing": Observation.Standing.GROUP}
-    if lesson["kind"] == Observation.Kind.MEMORY:
-        judged = memory_judged(
-            build=build,
-            total_mru=lesson["total_mru"],
-            usable_mru=lesson["usable_mru"],
-            accounted_mru=lesson["accounted_mru"],
-            vms=refusal.vm_count,
-        )
-        standing = {
-            "standing": Observation.Standing.NODE if judged.plausible else Observation.Standing.HELD,
-            "held_why": judged.why,
-        }
+    standing = _standing(lesson, build=build, vms=refusal.vm_count)
     with transaction.atomic():
         nodes_lock([node.pk])
         observation = Observation.objects.create(
@@ -154,26 +142,48 @@ def observations_learn(
         )
         agreeing = observation_admit(observation)
         node_lessons_apply(node, source=source, by=user)
-        audit_record(
-            actor=user,
-            source=source,
-            action="observation.learnt" if observation.standing != Observation.Standing.HELD else "observation.held",
-            node=node,
-            message=f"node {node.grid_id}: {observation_words(observation)}; {standing_words(observation, agreeing)}"
-            + (f" (reported with token {token.prefix}…)" if token else ""),
-            detail={
-                "observation": observation.pk,
-                "kind": observation.kind,
-                "deployment": deployment.pk if deployment else None,
-                "standing": observation.standing,
-                "held_why": observation.held_why,
-                "token": token.prefix if token else None,
-                "vouched_by": observation.vouched_by,
-                "corroborated_by": agreeing.pk if agreeing else None,
-                "corroborating_actor": agreeing.reported_by_id if agreeing else None,
-            },
-        )
+        _learnt_audit(observation, agreeing, by=user, token=token, source=source)
     return observation
+
+
+def _standing(lesson: dict, *, build: str, vms: int) -> dict:
+    """How far a new reading is believed at first (services.lesson_evidence): a disk bound is its node's
+    anyway; a memory reading is held aside when implausible, else its node's until a second source agrees."""
+    if lesson["kind"] != Observation.Kind.MEMORY:
+        return {"standing": Observation.Standing.GROUP}
+    judged = memory_judged(
+        build=build,
+        total_mru=lesson["total_mru"],
+        usable_mru=lesson["usable_mru"],
+        accounted_mru=lesson["accounted_mru"],
+        vms=vms,
+    )
+    held = Observation.Standing.HELD
+    return {"standing": Observation.Standing.NODE if judged.plausible else held, "held_why": judged.why}
+
+
+def _learnt_audit(observation: Observation, agreeing: Observation | None, *, by, token, source: str) -> None:
+    """The trail names who reported it (user and token) and, when it reached its group, who agreed."""
+    node = observation.node
+    audit_record(
+        actor=by,
+        source=source,
+        action="observation.learnt" if observation.standing != Observation.Standing.HELD else "observation.held",
+        node=node,
+        message=f"node {node.grid_id}: {observation_words(observation)}; {standing_words(observation, agreeing)}"
+        + (f" (reported with token {token.prefix}…)" if token else ""),
+        detail={
+            "observation": observation.pk,
+            "kind": observation.kind,
+            "deployment": observation.deployment_id,
+            "standing": observation.standing,
+            "held_why": observation.held_why,
+            "token": token.prefix if token else None,
+            "vouched_by": observation.vouched_by,
+            "corroborated_by": agreeing.pk if agreeing else None,
+            "corroborating_actor": agreeing.reported_by_id if agreeing else None,
+        },
+    )
 
 
 def standing_words(observation: Observation, agreeing: Observation | None = None) -> str:

@@ -132,3 +132,37 @@ class Forger:
         if self.sent % 2:
             return 1, True  # the issue's "out of usable 1 bytes"
         return max(total_mru - accounted_mru - vms * FORGED_HIDDEN_PER_VM, 0), False
+
+
+def forge(run, now: float) -> None:
+    """The hostile reporter's next made-up memory refusal, on a random up node running VMs: the absurd
+    kind ("usable 1 bytes") and the plausible kind (next to no hidden use) in turn, from one token."""
+    if run.forger is None:
+        return
+    busy = [n for n in run.nodes if n.status == "up" and any(not s.free for s in n.slots)]
+    if not busy:
+        return
+    node = run.forger.rng.choice(busy)
+    total, used = node.machine.reading()
+    running = sum(1 for s in node.slots if not s.free)
+    usable, _absurd = run.forger.forged_usable(total_mru=total.mru, accounted_mru=used.mru, vms=running)
+    run._close(node, now)
+    before = run.evidence.counts.get(FORGER, {}).get("held", 0)
+    run._learn_fleet(node, total, used, usable, now, by=FORGER)
+    if run.evidence.counts[FORGER]["held"] == before:  # not held aside: its node takes it as a refusal's
+        per_vm = capacity.hidden_use_per_vm(
+            total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
+        )
+        node.observed = capacity.observed_after(node.observed, capacity.Lesson("memory", hidden_mru_per_vm=per_vm))
+    run._judge(node)
+
+
+def per_vm_of(point: capacity.MemoryPoint) -> int:
+    """The per-VM figure over the reserve a point tells (its node's own reading, as memory_model keeps it)."""
+    accounted = point.vm_mru + capacity.zos_reserve_mru(point.total_mru)
+    return capacity.hidden_use_per_vm(
+        total_mru=point.total_mru,
+        usable_mru=point.total_mru - point.actual_mru,
+        accounted_mru=accounted,
+        running=point.vms,
+    )

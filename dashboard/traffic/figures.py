@@ -22,6 +22,7 @@ from functools import partial
 
 from dashboard import capacity
 from dashboard.capacity import GiB
+from dashboard.traffic.evidence import forge
 from dashboard.traffic.fleet import (
     HOURS,
     MEAN_LIFETIME_HOURS,
@@ -255,7 +256,7 @@ def _replay(run: Run, stream: Sequence, *, probes: bool, tick: Callable[[int, in
         while forgeries and forgeries[0] <= event.at:
             at = forgeries.pop(0)
             run.release_until(at)
-            run.forge(at)
+            forge(run, at)
         run.release_until(event.at)
         if event.kind == "deploy":
             run.deploy(event)

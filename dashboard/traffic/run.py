@@ -23,7 +23,7 @@ from dashboard.grid.simgrid import ZosMachine
 from dashboard.grid.types import DeploymentFailed
 from dashboard.rules.catalog import catalog_stale
 from dashboard.traffic import fleet
-from dashboard.traffic.evidence import FORGER, MARKETPLACE, PROPOSED_PROBE, Forger, MonthEvidence
+from dashboard.traffic.evidence import MARKETPLACE, PROPOSED_PROBE, Forger, MonthEvidence, per_vm_of
 from dashboard.traffic.farm_ips import NO_FREE_IP, FarmIps
 from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
 from dashboard.traffic.memory import MIN_ODDS, FleetMemory
@@ -308,7 +308,7 @@ class Run:
             total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
         )
         taken = self.evidence.take(self.memory, group, point, usable=usable, per_vm=per_vm, by=by, now=now)
-        fitted = [self.memory.observe(group, p, per_vm=_per_vm(p)) for p in taken.admitted]
+        fitted = [self.memory.observe(group, p, per_vm=per_vm_of(p)) for p in taken.admitted]
         if not fitted or fitted[-1] is None:
             return
         for other in self.nodes:
@@ -534,28 +534,6 @@ class Run:
                 self._learn_fleet(node, total, used, diagnosis.usable_bytes, now, by=PROPOSED_PROBE)
                 self._judge(node)
 
-    def forge(self, now: float) -> None:
-        """The hostile reporter's next made-up memory refusal, on a random up node running VMs: the absurd
-        kind ("usable 1 bytes") and the plausible kind (next to no hidden use) in turn, from one token."""
-        if self.forger is None:
-            return
-        busy = [n for n in self.nodes if n.status == "up" and any(not s.free for s in n.slots)]
-        if not busy:
-            return
-        node = self.forger.rng.choice(busy)
-        total, used = node.machine.reading()
-        running = sum(1 for s in node.slots if not s.free)
-        usable, _absurd = self.forger.forged_usable(total_mru=total.mru, accounted_mru=used.mru, vms=running)
-        self._close(node, now)
-        before = self.evidence.counts.get(FORGER, {}).get("held", 0)
-        self._learn_fleet(node, total, used, usable, now, by=FORGER)
-        if self.evidence.counts[FORGER]["held"] == before:  # not held aside: its node takes it as a refusal's
-            per_vm = capacity.hidden_use_per_vm(
-                total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
-            )
-            node.observed = capacity.observed_after(node.observed, capacity.Lesson("memory", hidden_mru_per_vm=per_vm))
-        self._judge(node)
-
     def _count_reason(self, node: SimNode, cause: str, test_vm: bool) -> None:
         """Why ZOS refused: the test VM in the way, hidden memory before or after its group's lesson, disk, ..."""
         build = node.spec.zos_build or "none"
@@ -616,14 +594,3 @@ class Run:
         for node in self.nodes:
             self._account(node, HOURS)
             node.changed_at = HOURS
-
-
-def _per_vm(point: capacity.MemoryPoint) -> int:
-    """The per-VM figure over the reserve a point tells (its node's own reading, as memory_model keeps it)."""
-    accounted = point.vm_mru + capacity.zos_reserve_mru(point.total_mru)
-    return capacity.hidden_use_per_vm(
-        total_mru=point.total_mru,
-        usable_mru=point.total_mru - point.actual_mru,
-        accounted_mru=accounted,
-        running=point.vms,
-    )

@@ -117,19 +117,9 @@ class Command(ProductCommand):
                 min_odds=settings.SLICE_MIN_ODDS,
             )
             if options["forged_reports"]:
-                result = _with_forged(
-                    result,
-                    forged=options["forged_reports"],
-                    nodes=nodes,
-                    events=events,
-                    seed=seed,
-                    names=names,
-                    drift=drift,
-                    pools_reported=pools_reported,
-                    cache_grows=options["cache_grows"],
-                    hidden_use=options["hidden_use"],
-                    ipv4_share=options["ipv4_share"],
-                )
+                month = {k: options[k] for k in ("cache_grows", "hidden_use", "ipv4_share")}
+                month |= {"nodes": nodes, "events": events, "seed": seed, "pools_reported": pools_reported}
+                result = _with_forged(result, forged=options["forged_reports"], names=names, drift=drift, **month)
             if options["probes"]:
                 result = _with_probes(
                     result,

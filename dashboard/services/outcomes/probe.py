@@ -22,7 +22,8 @@ from dashboard.services.figures import nodes_lock
 from dashboard.services.lesson_evidence import probe_proposed
 from dashboard.services.observations import deployment_refusal, observations_learn, standing_words
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
-from dashboard.services.outcomes.record import OutcomeRecorded, _capacity_last_read
+from dashboard.services.outcomes.record import OutcomeRecorded
+from dashboard.services.outcomes.seen import capacity_last_read
 
 
 def probe_outcome_record(
@@ -89,24 +90,25 @@ def probe_outcome_record(
             needed_bytes=diagnosis.needed_bytes,
             usable_bytes=diagnosis.usable_bytes,
             marketplace_id=marketplace_id,
-            capacity_seen=_capacity_last_read(node),
+            capacity_seen=capacity_last_read(node),
             requested_by=by if getattr(by, "pk", None) else None,
             finished_at=at,
         )
         Deployment.objects.filter(pk=deployment.pk).update(started_at=at)
-        learnt = None
         proposed = probe_proposed(node, at=at)
+        learnt = None
         if node.used is not None:
             refusal = deployment_refusal(deployment, total=node.total, used=node.used)
+            source = "probe" if proposed else "reported"
             learnt = observations_learn(
-                node=node,
-                refusal=refusal,
-                deployment=deployment,
-                source="probe" if proposed else "reported",
-                at=at,
-                by=by,
-                token=token,
+                node=node, refusal=refusal, deployment=deployment, source=source, at=at, by=by, token=token
             )
+    words = _probe_words(node_id, learnt=learnt, proposed=proposed)
+    deployment.refresh_from_db()
+    return OutcomeRecorded(deployment, created=True, changed=True, move=Move.RECORD, words=words)
+
+
+def _probe_words(node_id: int, *, learnt, proposed: bool) -> str:
     words = (
         f"probe of node {node_id} recorded (no failure): ZOS's usable figure taught its memory"
         if learnt is not None
@@ -117,7 +119,4 @@ def probe_outcome_record(
             f"; the probe list did not propose node {node_id} within {settings.PROBE_WINDOW_HOURS} h, so it is "
             "taken as a plain report, not as the product's own question answered"
         )
-    if learnt is not None:
-        words += f"; {standing_words(learnt)}"
-    deployment.refresh_from_db()
-    return OutcomeRecorded(deployment, created=True, changed=True, move=Move.RECORD, words=words)
+    return words + (f"; {standing_words(learnt)}" if learnt is not None else "")

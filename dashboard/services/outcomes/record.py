@@ -25,6 +25,7 @@ from dashboard.services.holds import hold_turned_deployed, hold_words
 from dashboard.services.memory_model import accepted_seen, memory_model_accepted
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked, outcome_node
+from dashboard.services.outcomes.seen import capacity_last_read
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
 from dashboard.services.withholds import quarantine_consider
 from dashboard.services.zos_cache import OUTCOME_REPORTED, zos_cache_refused
@@ -73,8 +74,7 @@ def deployment_outcome_record(
     now: datetime | None = None,
     token=None,
 ) -> OutcomeRecorded:
-    """Record what the marketplace says happened to one slice's deployment; see the module doc. `token`:
-    the API token it came with, named beside `by` in what a refusal teaches (services.observations)."""
+    """Record what the marketplace says happened to one slice's deployment (`token`: the API's, named)."""
     marketplace_id, at = outcome_checked(
         node_id=node_id,
         slice_index=slice_index,
@@ -272,7 +272,7 @@ def _create(
     slice_ = target.row
     taken = move == Move.TAKE
     # What ZOS taking it tells of its build's line (services.memory_model), beside the last reading.
-    seen = _capacity_last_read(node) | (accepted_seen(node, slice_pk=slice_.pk, mru=slice_.mru) if taken else {})
+    seen = capacity_last_read(node) | (accepted_seen(node, slice_pk=slice_.pk, mru=slice_.mru) if taken else {})
     if taken and target.holder == Holder.NOBODY:
         Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.DEPLOYED, updated_at=timezone.now())
     if taken:  # the buyer's hold, if any, has become this deployment
@@ -376,20 +376,6 @@ def outcome_failed_learn(deployment: Deployment, diagnosis: Diagnosis, *, token=
         by=deployment.requested_by,
         token=token,
     )
-
-
-def _capacity_last_read(node: Node) -> dict:
-    """The node's last grid reading, in the shape slice_deploy stores, marked as not read live."""
-    seen = {
-        "status": node.status,
-        "source": "last reading",
-        "seen_at": node.seen_at.isoformat() if node.seen_at else None,
-    }
-    used = node.used
-    if used is not None:
-        seen["total"] = node.total.as_dict()
-        seen["used"] = used.as_dict()
-    return seen
 
 
 def _recheck_after_commit(node: Node, *, by) -> None:
