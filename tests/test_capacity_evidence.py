@@ -114,8 +114,26 @@ def test_an_admitted_point_moves_its_group_no_further_than_its_doubt():
     expected = Expected(beyond_mru=8 * GiB, sd_mru=100 * MiB, measured=True)
     high = admitted_point(point(beyond=20 * GiB), expected)
     low = admitted_point(point(beyond=GiB), expected)
-    assert high.beyond_vms == 8 * GiB + 200 * MiB
-    assert low.beyond_vms == 8 * GiB - 200 * MiB
+    assert high.beyond_vms == 8 * GiB + 300 * MiB
+    assert low.beyond_vms == 8 * GiB - 300 * MiB
     near = point(beyond=8 * GiB + 50 * MiB)
     assert admitted_point(near, expected) is near
     assert admitted_point(near, None) is near
+
+
+@pytest.mark.parametrize(
+    ("beyond", "voices", "corroborated"),
+    [
+        (8 * GiB, ("account 1", "account 1"), True),  # one voice confirming the line
+        (10 * GiB, ("account 1", "account 1"), True),  # one voice making the group more careful
+        (4 * GiB, ("account 1", "account 1"), False),  # one voice may not lower the line on its own
+        (4 * GiB, ("account 1", "account 2"), True),  # another voice may
+        (4 * GiB, ("account 1", "a proposed probe"), True),
+    ],
+)
+def test_one_voice_on_two_nodes_never_makes_its_group_less_careful(beyond, voices, corroborated):
+    expected = Expected(beyond_mru=8 * GiB, sd_mru=100 * MiB, measured=True)
+    first = Witness(observation=1, node=1, vouched_by=voices[0], point=point(node=1, beyond=beyond))
+    second = Witness(observation=2, node=2, vouched_by=voices[1], point=point(node=2, beyond=beyond + MiB))
+    found = second_source(second, [first], expects=lambda p: expected)
+    assert (found == first) is corroborated

@@ -31,7 +31,7 @@ PER_VM_MAX_MRU = 4 * GiB
 # readings at VM counts far apart may then lie that much a VM apart from the prior's line and agree.
 UNMEASURED_PER_VM_MRU = 512 * MiB
 # A point admitted to its group moves the line at most this many of the line's doubts at its VM count.
-MOVE_SD = 2.0
+MOVE_SD = 3.0
 
 
 @dataclass(frozen=True)
@@ -89,28 +89,30 @@ def second_source(
     """The first of `others` (oldest first) that is another source agreeing with `candidate`; None: the
     candidate stays its node's alone until one comes.
 
-    One voice on two nodes (the same account, or two proposed probes) confirms what its group expects
-    (`expects`: the line and its doubt at a point's VM count) but cannot move it: its two readings count
-    only where both lie near that line. Another voice may move it: a hostile token agrees with itself on
-    every node it names, never with the marketplace's true refusals or the product's own probes."""
+    One voice on two nodes (the same account, or two proposed probes) may make its group more careful but
+    never less: its two readings count only where neither lies below what the group expects (`expects`: the
+    line and its doubt at a point's VM count). A line too low refuses buyers; a line too high only sells
+    less. Lowering it takes another voice: a hostile token agrees with itself on every node it names, never
+    with the marketplace's true refusals or the product's own probes."""
     for other in others:
         if other.observation == candidate.observation or not independent(candidate, other):
             continue
         if not agree(candidate.point, other.point, expects=expects):
             continue
-        if other.vouched_by == candidate.vouched_by and not (
-            near(candidate.point, expects(candidate.point)) and near(other.point, expects(other.point))
+        if other.vouched_by == candidate.vouched_by and (
+            below(candidate.point, expects(candidate.point)) or below(other.point, expects(other.point))
         ):
             continue
         return other
     return None
 
 
-def near(point: MemoryPoint, expected: Expected | None) -> bool:
-    """Whether a reading lies where its group's line expects it: within AGREE_MRU and one of its doubts."""
+def below(point: MemoryPoint, expected: Expected | None) -> bool:
+    """Whether a reading tells less hidden use than its group's line expects, by more than AGREE_MRU and one
+    of the line's doubts (None: nothing expected, nothing below)."""
     if expected is None:
-        return True
-    return abs(point.beyond_vms - expected.beyond_mru) <= AGREE_MRU + expected.sd_mru
+        return False
+    return expected.beyond_mru - point.beyond_vms > AGREE_MRU + expected.sd_mru
 
 
 def admitted_point(point: MemoryPoint, expected: Expected | None, *, bound_sd: float = MOVE_SD) -> MemoryPoint:
