@@ -160,6 +160,7 @@ def test_every_rule_has_a_title_and_all_are_evaluated():
         farm_ips=[rules.FarmIpsTrend(1, "", free_now=2, per_day=-1.0, days_left=2.0)],
         unreadable=2,
         unreadable_words="2 node(s) could not be read: 8204: node 8204: features is an object",
+        reports_refused=[rules.ReportsRefused("token abcd1234…", refused=3, last_at=ago(minutes=5))],
     )
     found = rules.conditions(figures, LIMITS)
     assert sorted(c.rule for c in found) == sorted(rules.RULES) and set(rules.TITLES) == set(rules.RULES)

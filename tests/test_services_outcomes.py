@@ -53,14 +53,14 @@ def test_it_keeps_the_last_reading_beside_a_failure(node_1774):
 def test_it_hands_a_failure_to_the_learning_hook_once(node_1774, monkeypatch):
     seen = []
     monkeypatch.setattr(
-        outcomes.record, "outcome_failed_learn", lambda deployment, diagnosis: seen.append(diagnosis.cause)
+        outcomes.record, "outcome_failed_learn", lambda deployment, diagnosis, **_: seen.append(diagnosis.cause)
     )
     record(), record()
     assert seen == ["memory"]
 
 
 def test_it_writes_nothing_when_learning_fails(node_1774, monkeypatch):
-    def broken(deployment, diagnosis):
+    def broken(deployment, diagnosis, **_):
         raise RuntimeError("observation store down")
 
     monkeypatch.setattr(outcomes.record, "outcome_failed_learn", broken)

@@ -52,13 +52,13 @@ def url_of(name: str, route: str, world: dict) -> str:
 
 def url_world(node) -> dict:
     """One of each other thing a URL can name, beside `node`: a job, a policy, a token, an alert, a
-    lesson; their ids by URL argument (conftest's `world`)."""
+    lesson, a reading waiting for its second source; their ids by URL argument (conftest's `world`)."""
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
     from dashboard import capacity
     from dashboard.capacity import GiB
-    from dashboard.models import Alert, ApiToken, Job, MemoryLesson, Policy
+    from dashboard.models import Alert, ApiToken, Job, MemoryLesson, Observation, Policy
 
     job = Job.objects.create(kind=Job.Kind.PRECHECK, node=node, state=Job.State.SUCCEEDED, result={"words": "ok"})
     policy = Policy.objects.create(
@@ -74,6 +74,18 @@ def url_world(node) -> dict:
         evaluated_at=timezone.now(),
     )
     lesson = MemoryLesson.objects.create(build="", per_vm_mru=GiB, points=1, nodes=1, learnt_at=timezone.now())
+    waiting = Observation.objects.create(
+        node=node,
+        kind=Observation.Kind.MEMORY,
+        seen_at=timezone.now(),
+        source="reported",
+        raw_error="cannot fulfil required memory size 1 bytes out of usable 0 bytes",
+        vm_count=1,
+        total_mru=node.total_mru,
+        accounted_mru=node.total_mru,
+        usable_mru=0,
+        standing=Observation.Standing.NODE,
+    )
     return {
         "node_id": node.grid_id,
         "job_id": job.pk,
@@ -82,4 +94,5 @@ def url_world(node) -> dict:
         "alert_id": alert.pk,
         "farm_id": node.farm_id,
         "lesson_id": lesson.pk,
+        "observation_pk": waiting.pk,
     }
