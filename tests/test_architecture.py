@@ -150,6 +150,25 @@ def test_service_modules_stay_small():
             assert lines <= SERVICE_MODULE_MAX_LINES, f"{name} has {lines} lines"
 
 
+def test_the_product_never_imports_its_start_up():
+    # config/ (settings, URLs, the Celery and WSGI apps) starts the product; the product reads settings
+    # through django.conf and reaches the Celery app as celery's current_app.
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+        if name == "config" or name.startswith("config.")
+    ]
+    assert found == []
+
+
 def test_the_package_has_at_most_twelve_top_level_modules():
     # Django's own files and the few every room shares; everything else lives in a room (docs/architecture.md).
     top = sorted(p.name for p in (ROOT / "dashboard").glob("*.py"))

@@ -17,7 +17,7 @@ round, so a path that is absent may still be a suite running now. Without Redis 
 claimed) the hash's choice is used as it is.
 
 Where nothing answers on 127.0.0.1:5432 and DATABASE_URL is not set, the database is the checkout's
-own embedded PostgreSQL (var/postgres, dashboard.config.embedded_db), started for the run if it is not running.
+own embedded PostgreSQL (var/postgres, config.embedded_db), started for the run if it is not running.
 
 The session header prints what this run uses, and either variable set in the environment wins, e.g.
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine CELERY_BROKER_URL=redis://127.0.0.1:6379/3 make test
@@ -108,7 +108,7 @@ def embedded_database_url() -> str:
     """The checkout's own embedded PostgreSQL (var/postgres, as `make run` uses), started for this run
     and stopped when the run ends if this run started it."""
 
-    from dashboard.config.embedded_db import EmbeddedDb
+    from config.embedded_db import EmbeddedDb
 
     db = EmbeddedDb.of(CHECKOUT / "var")
     if db.start(database="postgres"):
