@@ -350,3 +350,20 @@ def test_the_map_names_every_room_and_fits_on_two_screens():
     assert not unnamed, f"docs/architecture.md does not name {unnamed}"
     assert len(text.splitlines()) <= 60
     assert "farm totals trigger" in text and "0002_farm_totals_trigger" in text
+
+
+def test_the_pool_total_tolerance_and_the_pool_list_parser_are_defined_once():
+    # One rule for "these pools are this node's" (capacity.pools_match_total) and one reader of a pool
+    # list (grid.rmb.parse.parse_pools): a second copy of either drifts from the first.
+    tolerance = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if re.search(r"TOLERANCE_PERMILLE \*|\* 1000 [<>]=? \w*TOLERANCE", path.read_text())
+    ]
+    readers = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if re.search(r"""\(\s*["']ssd["'],\s*["']hdd["']\s*\)""", path.read_text())
+    ]
+    assert tolerance == ["dashboard/capacity/placement.py"]
+    assert readers == ["dashboard/grid/rmb/parse.py"], readers

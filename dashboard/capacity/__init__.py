@@ -76,6 +76,7 @@ from dashboard.capacity.overhead import (
 from dashboard.capacity.placement import (
     MAX_POOL_SIZES,
     MAX_POOLS,
+    POOLS_TOLERANCE_PERMILLE,
     Blurred,
     PoolState,
     largest_pool_room,
@@ -85,6 +86,7 @@ from dashboard.capacity.placement import (
     pools_after,
     pools_at_boot,
     pools_bounded,
+    pools_match_total,
     vms_placed_in_every_order,
 )
 from dashboard.capacity.policy import (
@@ -169,6 +171,8 @@ __all__ = [
     "MAX_POOL_SIZES",
     "MAX_POOLS",
     "pools_bounded",
+    "POOLS_TOLERANCE_PERMILLE",
+    "pools_match_total",
     "largest_room",
     "vms_placed_in_every_order",
     "largest_pool_room",
