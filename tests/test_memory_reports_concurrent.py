@@ -78,7 +78,7 @@ def _refusal_error(node: Node, n: int) -> str:
     """ZOS's words for the last slice: the host used a little more than counted, as a node of the build does."""
     node.refresh_from_db()
     vms = _slices(node) - 1
-    hidden = 256 * MiB + vms * (512 * MiB + (node.grid_id % 7) * 16 * MiB)
+    hidden = 256 * MiB + vms * (512 * MiB + (node.grid_id % 50 % 7) * 16 * MiB)
     usable = node.total_mru - node.used_mru - hidden
     assert 0 < usable < 4 * GiB
     return f"failed to satisfy required capacity: cannot fulfil required memory size {4 * GiB} bytes out of usable {usable} bytes"
@@ -92,14 +92,16 @@ def _requests(refusing, releasing) -> list[tuple[str, dict]]:
         last = _slices(node) - 1
         for n in (1, 2):
             body = {"node_id": node.grid_id, "slice_index": last, "marketplace_id": f"refused-{node.grid_id}-{n}"}
-            calls.append(("/api/v1/deployments", body | {"outcome": "failed", "error": _refusal_error(node, n), "at": at}))
+            calls.append(
+                ("/api/v1/deployments", body | {"outcome": "failed", "error": _refusal_error(node, n), "at": at})
+            )
     for node in releasing:
         for index in (0, 1):
             body = {"node_id": node.grid_id, "slice_index": index, "marketplace_id": f"vm-{node.grid_id}-{index}"}
             calls.append(("/api/v1/deployments", body | {"outcome": "released", "at": at}))
         for index in (3, 4, 5):
             body = {"node_id": node.grid_id, "slice_index": index, "marketplace_id": f"hold-{node.grid_id}-{index}"}
-            calls.append(("/api/v1/holds", body | {"ttl_seconds": 3600}))
+            calls.append(("/api/v1/holds", body | {"ttl_seconds": 600}))
     return calls
 
 
