@@ -131,3 +131,13 @@ def test_the_simulators_own_reading_agrees_with_the_products(version):
     from dashboard.grid.simgrid.machine import _fifteen_minute_build
 
     assert _fifteen_minute_build(version) == capacity.test_vm_schedule(version).always_there
+
+
+def test_the_nodes_kept_memory_names_the_test_vm_on_a_15_minute_build():
+    from dashboard.capacity.kept import memory_kept
+
+    zos = capacity.PROFILES["zos"]
+    kept = memory_kept(NODE, zos, occupied=(), free=(), observed=_observed("v3.14.7"))
+    hidden = next(p for p in kept.parts if p.key == "hidden")
+    assert hidden.size == capacity.TEST_VM_MRU
+    assert hidden.source.startswith("ZOS's test VM kept (512 MiB, every 15 minutes on its build)")

@@ -10,6 +10,7 @@ one by one on a twin world (same sizes, same numbers) built before it.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 
 import pytest
@@ -21,6 +22,7 @@ from dashboard import capacity
 from dashboard.models import Deployment, Hold, MemoryLesson, Node, Observation, Slice
 from dashboard.services.figures import FIGURE_FIELDS
 from dashboard.services.outcomes import deployment_outcome_record
+from tests.test_services_group_steps import pg_deadlocks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -171,7 +173,7 @@ def _world_dropped(nodes: list[Node]) -> None:
     Node.objects.filter(pk__in=[n.pk for n in nodes]).delete()
 
 
-def test_thirty_refusals_of_one_build_at_once_answer_as_one_by_one(sim_node, api_token, broker_purged):
+def test_thirty_refusals_of_one_build_at_once_answer_as_one_by_one(sim_node, api_token, broker_purged, caplog):
     secrets = [api_token("report", name=f"marketplace-{n}") for n in range(5)]
 
     refusing, releasing = _world(sim_node, 4100)
@@ -180,10 +182,15 @@ def test_thirty_refusals_of_one_build_at_once_answer_as_one_by_one(sim_node, api
     _world_dropped(refusing + releasing)
 
     refusing, releasing = _world(sim_node, 4300)
-    statuses = _all_at_once(_requests(refusing, releasing), secrets)
+    calls = _requests(refusing, releasing)
+    deadlocks = pg_deadlocks()
+    with caplog.at_level(logging.WARNING, logger="dashboard.services.group_steps"):
+        statuses = _all_at_once(calls, secrets)
     together = _figures(refusing + releasing, 4300)
 
     assert 500 not in statuses
+    assert pg_deadlocks() - deadlocks == 0  # none at all, not some retried
+    assert [r.message for r in caplog.records] == []  # no lock conflict retried either
     assert statuses == serial_statuses  # every call answered as it was one by one
     assert sorted(set(statuses)) == [200, 201]
     assert together == serial

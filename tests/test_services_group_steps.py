@@ -54,6 +54,7 @@ def test_the_loser_of_a_real_deadlock_runs_again_and_both_finish(sim_node):
         except BaseException as exc:
             errors.append(exc)
 
+    before = pg_deadlocks()
     threads = [threading.Thread(target=run, args=pair) for pair in ((a, b), (b, a))]
     for t in threads:
         t.start()
@@ -61,6 +62,25 @@ def test_the_loser_of_a_real_deadlock_runs_again_and_both_finish(sim_node):
         t.join(60)
     assert errors == []
     assert len(tries) == 3  # two met in a deadlock, PostgreSQL rolled one back, it ran again
+    assert pg_deadlocks() - before == 1  # PostgreSQL's own count of it (the concurrent reports' test reads it)
+
+
+def pg_deadlocks() -> int:
+    """PostgreSQL's count of deadlocks in this test database, read until it holds for a second: a backend
+    sends its counts when idle (at most once a second) and when it ends."""
+    import time
+
+    last = None
+    with connection.cursor() as cursor:
+        for _ in range(10):
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+            count = cursor.fetchone()[0]
+            if count == last:
+                return count
+            last = count
+            time.sleep(1.1)
+    return count
 
 
 class _Deadlocked(Exception):

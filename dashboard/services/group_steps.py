@@ -20,6 +20,7 @@ the loser back; it may simply run again), then raises LockConflict: the doors an
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -31,6 +32,7 @@ from django.db import OperationalError, connection, transaction
 from psycopg import errors as pg_errors
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 LOCK_ATTEMPTS = 4
 _LOCK_CONFLICTS = (pg_errors.DeadlockDetected, pg_errors.SerializationFailure)
@@ -62,6 +64,9 @@ def lock_conflicts_retried(work: Callable[[], T], *, what: str) -> T:
                     f"{what}: the database refused it {attempt} times as a lock conflict ({exc.__cause__.sqlstate}); "
                     "nothing was written; try again"
                 ) from exc
+            log.warning(
+                "%s: lock conflict (%s), attempt %d of %d", what, exc.__cause__.sqlstate, attempt, LOCK_ATTEMPTS
+            )
             # Jittered, growing: two losers of one deadlock should not meet again at once.
             time.sleep(random.uniform(0.01, 0.05) * attempt)
     raise AssertionError("unreachable")
