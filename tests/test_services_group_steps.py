@@ -18,6 +18,7 @@ from dashboard.services.group_steps import (
     group_steps_after,
     lock_conflicts_retried,
 )
+from tests.pg_deadlocks import pg_deadlocks
 
 GiB = capacity.GiB
 
@@ -63,24 +64,6 @@ def test_the_loser_of_a_real_deadlock_runs_again_and_both_finish(sim_node):
     assert errors == []
     assert len(tries) == 3  # two met in a deadlock, PostgreSQL rolled one back, it ran again
     assert pg_deadlocks() - before == 1  # PostgreSQL's own count of it (the concurrent reports' test reads it)
-
-
-def pg_deadlocks() -> int:
-    """PostgreSQL's count of deadlocks in this test database, read until it holds for a second: a backend
-    sends its counts when idle (at most once a second) and when it ends."""
-    import time
-
-    last = None
-    with connection.cursor() as cursor:
-        for _ in range(10):
-            cursor.execute("SELECT pg_stat_clear_snapshot()")
-            cursor.execute("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
-            count = cursor.fetchone()[0]
-            if count == last:
-                return count
-            last = count
-            time.sleep(1.1)
-    return count
 
 
 class _Deadlocked(Exception):
