@@ -94,6 +94,7 @@ def deployments(request, filters: Query[DeploymentsFilter]):
         401: ErrorOut,
         403: ErrorOut,
         409: ErrorOut,
+        503: ErrorOut,
     },
     summary="Report a deployment's outcome (idempotent on marketplace_id)",
 )
