@@ -25,7 +25,9 @@ from dashboard.services.figures import FIGURE_FIELDS
 from dashboard.services.outcomes import deployment_outcome_record
 from tests.pg_deadlocks import pg_deadlocks
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Fifty-five threads against a live server: about 70 s, so `make test` runs it, not the quick loop
+# (tests/test_services_group_steps.py keeps a real two-thread deadlock and its retry there).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 GiB, MiB = capacity.GiB, capacity.MiB
 BUILD = "v3.14.0-sim"
