@@ -24,8 +24,8 @@ $(STAMP): requirements.txt | $(BIN)/python
 install: $(STAMP)
 
 # Without DATABASE_URL, a command on the embedded PostgreSQL (var/postgres): started for it when it
-# is not running, and stopped after it (dashboard/config/embedded_db.py).
-WITH_DB := $(BIN)/python -m dashboard.config.embedded_db with --
+# is not running, and stopped after it (config/embedded_db.py).
+WITH_DB := $(BIN)/python -m config.embedded_db with --
 
 migrate: install
 	$(WITH_DB) $(BIN)/python manage.py migrate --no-input
@@ -46,7 +46,7 @@ run: install
 
 # One worker on the configured broker (CELERY_BROKER_URL), as `make run` starts.
 worker: install
-	$(WITH_DB) $(BIN)/celery -A dashboard worker --beat --loglevel=INFO --schedule=var/celerybeat-schedule
+	$(WITH_DB) $(BIN)/celery -A config worker --beat --loglevel=INFO --schedule=var/celerybeat-schedule
 
 # Two pytest-xdist workers (a module's or a class's tests stay on one worker, so the fixtures they
 # share are built once); `make check XDIST=` runs in one process.

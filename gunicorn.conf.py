@@ -1,4 +1,4 @@
-"""gunicorn's settings for this dashboard: `gunicorn -c gunicorn.conf.py dashboard.wsgi`.
+"""gunicorn's settings for this dashboard: `gunicorn -c gunicorn.conf.py config.wsgi`.
 
 gunicorn trusts X-Forwarded-Proto (and X-Forwarded-Ssl, X-Forwarded-Protocol) from
 127.0.0.1 by default and then tells Django the request came over HTTPS, so a plain-HTTP
@@ -21,7 +21,7 @@ from pathlib import Path
 # gunicorn reads this file before it puts the application's directory on sys.path.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dashboard.config.env import env_bool  # after the path above
+from config.env import env_bool  # after the path above
 
 if env_bool("BEHIND_TLS_PROXY", False):
     forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")

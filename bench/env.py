@@ -53,7 +53,7 @@ class BenchEnv:
             "VAR_DIR": str(self.work_dir),
             "STATIC_ROOT": str(self.work_dir / "static"),
             "LOG_LEVEL": "WARNING",
-            "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "METRICS_TOKEN": self.metrics_token,
             # The per-token throttle stays on (its cost is part of every API call) but never
             # refuses: the bench times answers, not 429s.

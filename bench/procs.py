@@ -38,7 +38,7 @@ def memory_mib(pid: int) -> dict[str, float]:
 
 
 class Worker:
-    """`celery -A dashboard worker --pool=solo` on the bench's database and broker: tasks run in this pid."""
+    """`celery -A config worker --pool=solo` on the bench's database and broker: tasks run in this pid."""
 
     def __init__(self, env: BenchEnv, name: str, *, extra_env: dict[str, str] | None = None) -> None:
         self.env = env
@@ -61,7 +61,7 @@ class Worker:
             [
                 str(Path(sys.executable).with_name("celery")),
                 "-A",
-                "dashboard",
+                "config",
                 "worker",
                 "--pool=solo",
                 "--loglevel=INFO",

@@ -3,7 +3,7 @@
 from django.urls import path
 
 from bench.naive_admin import naive_site
-from dashboard.urls import urlpatterns as dashboard_urlpatterns
+from config.urls import urlpatterns as dashboard_urlpatterns
 
 urlpatterns = [
     path("bench-naive-admin/", naive_site.urls),

@@ -1,3 +1,1 @@
-from dashboard.celery import app as celery_app
-
-__all__ = ["celery_app"]
+"""The slice catalog dashboard: the Django app (models, rooms, doors). Start-up lives in config/."""

@@ -376,6 +376,7 @@ class Node(models.Model):
             bound_used_sru=self.pool_room_below_used_sru,
             used_sru=self.used_sru,
             zos_own_mru=self.zos_own_mru,
+            zos_version=self.zos_version,
         )
 
     @property

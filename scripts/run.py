@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/run.py [--host 127.0.0.1] [--port 8000]
 
-Without DATABASE_URL the private PostgreSQL under VAR_DIR/postgres (dashboard.config.embedded_db) starts
+Without DATABASE_URL the private PostgreSQL under VAR_DIR/postgres (config.embedded_db) starts
 first (a server a killed run left running is adopted) and is stopped last, after web and worker.
 
 Ctrl-C (SIGINT, sent by the terminal to the whole foreground process group), SIGTERM or SIGHUP stops both:
@@ -49,11 +49,11 @@ PREPARE = (
 # What `make run` decides for the demo, for every process: the marketplace twin (demo_fleet's
 # DEMO_MARKETPLACE_TWIN: rent contracts are judged for it and the simulated chain signs with it; an empty
 # value: not judged) and the simulated grid. The environment wins; the values are written to
-# VAR_DIR/run.env, which dashboard.settings reads in the embedded default, so a `manage.py` typed in
+# VAR_DIR/run.env, which config.settings reads in the embedded default, so a `manage.py` typed in
 # another terminal stores figures under the web's settings (issue 34: a precheck run without
 # MARKETPLACE_TWIN_ID opened a node rented by another twin on every page).
 RUN_SETTINGS = {"MARKETPLACE_TWIN_ID": "7", "GRID_BACKEND": "simulator"}
-RUN_SETTINGS_FILE = "run.env"  # dashboard.config.env.RUN_SETTINGS_FILE
+RUN_SETTINGS_FILE = "run.env"  # config.env.RUN_SETTINGS_FILE
 
 
 STOP_REQUESTED = []
@@ -167,7 +167,7 @@ def database_start():
     if os.environ.get("DATABASE_URL"):
         return None
     sys.path.insert(0, str(BASE_DIR))
-    from dashboard.config.embedded_db import EmbeddedDb
+    from config.embedded_db import EmbeddedDb
 
     db = EmbeddedDb.of(os.environ.get("VAR_DIR") or BASE_DIR / "var")
     started = time.monotonic()
@@ -221,7 +221,7 @@ def serve(args: argparse.Namespace) -> int:
         [
             str(bin_dir / "celery"),
             "-A",
-            "dashboard",
+            "config",
             "worker",
             "--beat",
             "--loglevel=INFO",

@@ -176,7 +176,7 @@ def broker_purged():
 
     Tests run with their own Redis db (CELERY_BROKER_URL), so nobody else's messages are here.
     """
-    from dashboard.celery import app
+    from config.celery import app
 
     app.control.purge()
     with app.connection_for_write() as conn:
@@ -469,7 +469,7 @@ def worker_process(tmp_path, simgrid_path, broker_purged):
             [
                 str(CELERY),
                 "-A",
-                "dashboard",
+                "config",
                 "worker",
                 f"--pool={pool}",
                 "--concurrency=1",

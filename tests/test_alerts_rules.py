@@ -125,7 +125,7 @@ def test_no_worker_says_what_waits_and_how_to_start_one():
     jobs = JobActivity(oldest_queued_at=ago(minutes=7), oldest_queued_kind="reregister", queued=2)
     (condition,) = rules.no_worker(Figures(now=NOW, jobs=jobs), LIMITS)
     assert condition.summary == "No worker is running: 2 jobs queued, the oldest (reregister) for 7 min"
-    assert "no job is running" in condition.detail and "celery -A dashboard worker" in condition.detail
+    assert "no job is running" in condition.detail and "celery -A config worker" in condition.detail
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from dashboard.celery import app as celery_app
+from config.celery import app as celery_app
 from dashboard.models import Job, Node, WaveRun
 from dashboard.services.holds import hold_create
 from dashboard.services.job_reaper import jobs_reap

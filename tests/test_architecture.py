@@ -150,6 +150,25 @@ def test_service_modules_stay_small():
             assert lines <= SERVICE_MODULE_MAX_LINES, f"{name} has {lines} lines"
 
 
+def test_the_product_never_imports_its_start_up():
+    # config/ (settings, URLs, the Celery and WSGI apps) starts the product; the product reads settings
+    # through django.conf and reaches the Celery app as celery's current_app.
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        for name in (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+        if name == "config" or name.startswith("config.")
+    ]
+    assert found == []
+
+
 def test_the_package_has_at_most_twelve_top_level_modules():
     # Django's own files and the few every room shares; everything else lives in a room (docs/architecture.md).
     top = sorted(p.name for p in (ROOT / "dashboard").glob("*.py"))
@@ -331,3 +350,20 @@ def test_the_map_names_every_room_and_fits_on_two_screens():
     assert not unnamed, f"docs/architecture.md does not name {unnamed}"
     assert len(text.splitlines()) <= 60
     assert "farm totals trigger" in text and "0002_farm_totals_trigger" in text
+
+
+def test_the_pool_total_tolerance_and_the_pool_list_parser_are_defined_once():
+    # One rule for "these pools are this node's" (capacity.pools_match_total) and one reader of a pool
+    # list (grid.rmb.parse.parse_pools): a second copy of either drifts from the first.
+    tolerance = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if re.search(r"TOLERANCE_PERMILLE \*|\* 1000 [<>]=? \w*TOLERANCE", path.read_text())
+    ]
+    readers = [
+        str(path.relative_to(ROOT))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if re.search(r"""\(\s*["']ssd["'],\s*["']hdd["']\s*\)""", path.read_text())
+    ]
+    assert tolerance == ["dashboard/capacity/placement.py"]
+    assert readers == ["dashboard/grid/rmb/parse.py"], readers

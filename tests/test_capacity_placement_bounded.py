@@ -210,3 +210,19 @@ def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_n
     node.refresh_from_db()
     assert node.pools_sru == sizes
     assert figures_service.figures_refresh([node.pk]) == 0  # stored as a fresh judgement says
+
+
+@pytest.mark.parametrize(
+    ("ssd_sum", "total", "theirs"),
+    [
+        (930 * GiB, 930 * GiB, True),
+        (928 * GiB, 930 * GiB, True),  # 0.2% short: ZOS's rounding against the proxy's copy
+        (900 * GiB, 930 * GiB, False),  # 3.2% short: another node's pools, or mistyped
+        (935 * GiB, 930 * GiB, False),  # 0.54% over
+        (934 * GiB, 930 * GiB, True),  # 0.43% over
+        (0, 0, True),
+        (1, 0, False),
+    ],
+)
+def test_pools_are_a_nodes_own_within_half_a_percent_of_its_ssd_total(ssd_sum, total, theirs):
+    assert capacity.pools_match_total(ssd_sum, total) is theirs

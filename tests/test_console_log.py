@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 from kombu import Connection
 
-from dashboard.config.log_filters import ForbiddenOnOneLine
+from config.log_filters import ForbiddenOnOneLine
 
 
 @pytest.mark.django_db
@@ -47,7 +47,7 @@ def test_the_filesystem_broker_says_nothing_about_a_hostname(tmp_path, caplog):
 @pytest.mark.parametrize(("broker", "warned"), [("filesystem://", False), ("redis://127.0.0.1:6379/0", True)])
 def test_celerys_superuser_warning_only_where_someone_can_act_on_it(broker, warned, tmp_path):
     # What the worker runs at start-up (celery.apps.worker), in a process of its own with that broker.
-    code = "import dashboard.celery\nfrom celery.platforms import check_privileges\ncheck_privileges(['json'])\n"
+    code = "import config.celery\nfrom celery.platforms import check_privileges\ncheck_privileges(['json'])\n"
     env = {**os.environ, "CELERY_BROKER_URL": broker, "VAR_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

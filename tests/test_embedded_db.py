@@ -1,4 +1,4 @@
-"""The embedded default's private PostgreSQL (dashboard.config.embedded_db): where it lives, that it really
+"""The embedded default's private PostgreSQL (config.embedded_db): where it lives, that it really
 starts, answers and stops, and that what a run killed outright leaves behind does not stop the next."""
 
 import os
@@ -11,7 +11,7 @@ import dj_database_url
 import psycopg
 import pytest
 
-from dashboard.config.embedded_db import EmbeddedDb
+from config.embedded_db import EmbeddedDb
 
 
 def test_it_keeps_its_data_and_socket_under_var_dir(tmp_path):
@@ -89,7 +89,7 @@ def test_it_starts_again_after_its_server_was_killed_and_its_pid_reused(tmp_path
 
 
 def test_its_default_folder_is_the_checkouts_var_where_the_settings_look(monkeypatch, settings):
-    from dashboard.config.embedded_db import default
+    from config.embedded_db import default
 
     monkeypatch.delenv("VAR_DIR", raising=False)
     # settings.BASE_DIR is the checkout (manage.py's folder); `make migrate` and manage.py must meet there.
@@ -101,7 +101,7 @@ def test_its_command_line_names_the_checkouts_var_folder(settings):
 
     env = {k: v for k, v in os.environ.items() if k not in ("VAR_DIR", "DATABASE_URL")}
     done = subprocess.run(
-        [sys.executable, "-m", "dashboard.config.embedded_db", "status"],
+        [sys.executable, "-m", "config.embedded_db", "status"],
         cwd=settings.BASE_DIR,
         env=env,
         capture_output=True,
@@ -122,7 +122,7 @@ def test_as_root_it_runs_from_private_folders_and_changes_no_folders_mode(tmp_pa
     folder only root may enter. The server must start there, and no folder above them may change."""
     import shutil
 
-    from dashboard.config.embedded_db import binaries
+    from config.embedded_db import binaries
 
     checkout = tmp_path / "private"
     checkout.mkdir(mode=0o700)
@@ -146,7 +146,7 @@ def test_as_root_it_runs_from_private_folders_and_changes_no_folders_mode(tmp_pa
 
 
 def test_where_namespaces_are_refused_it_says_which_folders_it_opened(tmp_path, capsys):
-    from dashboard.config.embedded_db import _searchable_to_others
+    from config.embedded_db import _searchable_to_others
 
     private = tmp_path / "private"
     private.mkdir(mode=0o700)

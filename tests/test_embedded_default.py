@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.config.embedded_db import EmbeddedDb
+from config.embedded_db import EmbeddedDb
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -31,7 +31,7 @@ def run(args: list[str], env: dict, timeout: float = 120) -> subprocess.Complete
 
 PAGES_AND_CLICK = """
 import json, django, os
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 from django.contrib.auth.models import User
 from django.test import Client
@@ -45,7 +45,7 @@ print(json.dumps({"statuses": statuses, "click": clicked.status_code}))
 
 JOB_STATE = """
 import json, django, os
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 from django.contrib.auth.models import User
 from django.test import Client
@@ -76,7 +76,7 @@ def served_and_reregistered(env: dict) -> None:
     assert set(pages["statuses"].values()) == {200} and pages["click"] == 302
 
     worker = subprocess.Popen(
-        [str(Path(sys.executable).parent / "celery"), "-A", "dashboard", "worker", "--pool=solo", "--loglevel=WARNING"],
+        [str(Path(sys.executable).parent / "celery"), "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING"],
         cwd=BASE_DIR,
         env=env,
         stdout=subprocess.DEVNULL,

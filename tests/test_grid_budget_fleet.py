@@ -67,7 +67,7 @@ class Workers:
             "FLEET_WATCH_EVERY": "10",
             "VAR_DIR": str(tmp_path),
             "LOG_LEVEL": "WARNING",
-            "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             "PYTHONPATH": str(django_settings.BASE_DIR),
         }
         self.tmp_path = tmp_path
@@ -79,7 +79,7 @@ class Workers:
         command = [
             str(Path(sys.executable).with_name("celery")),
             "-A",
-            "dashboard",
+            "config",
             "worker",
             "--pool=solo",
             "--loglevel=INFO",

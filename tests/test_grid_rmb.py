@@ -190,7 +190,7 @@ def test_more_pools_than_a_node_has_are_refused(redis_url, rmb):
 
 def test_a_negative_pool_size_is_refused(redis_url, rmb):
     hostile_peer(redis_url, pools_answer([{"name": "a", "type": "ssd", "size": -1, "used": 0}]))
-    with pytest.raises(MalformedPayload, match="pool 0 \\(a\\)'s size is -1, must be whole bytes"):
+    with pytest.raises(MalformedPayload, match="pool 0 \\(a\\)'s size is -1, must be a whole number of bytes"):
         rmb.storage_pools(target(2310, 3310))
 
 

@@ -41,7 +41,7 @@ def gunicorn_asked_with_forged_https(tmp_path, **variables) -> requests.Response
         **variables,
     }
     server = subprocess.Popen(
-        [str(GUNICORN), "-c", "gunicorn.conf.py", "dashboard.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        [str(GUNICORN), "-c", "gunicorn.conf.py", "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
         cwd=settings.BASE_DIR,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 """SIGKILL a real worker process in the middle of a re-register.
 
-The worker is `.venv/bin/celery -A dashboard worker` in a subprocess, pointed at this test's
+The worker is `.venv/bin/celery -A config worker` in a subprocess, pointed at this test's
 database by name and at the same Redis broker and simulated grid. JOB_TEST_PAUSE (honoured only
 with DEBUG on, see dashboard/services/jobs.py) holds it at a named point: "claimed" (job claimed,
 nothing read), "planned" (capacity read and carve done, no transaction yet) or "swapped" (INSIDE

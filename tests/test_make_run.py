@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.config.embedded_db import EmbeddedDb
+from config.embedded_db import EmbeddedDb
 from scripts.run import leftover_worker_stop
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -173,7 +173,7 @@ def test_it_leaves_a_process_alone_that_only_reused_the_pid(tmp_path):
 
 KEPT = """
 import json, django, os
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 from dashboard.models import Job, Node
 print(json.dumps({"registered": Node.objects.filter(grid_id=2117).exists(),
@@ -183,7 +183,7 @@ print(json.dumps({"registered": Node.objects.filter(grid_id=2117).exists(),
 # The farm of node 4247, one the demo leaves on the grid unregistered: onboarding that farm registers it.
 FARM_OF_4247 = """
 import django, os
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 from django.conf import settings
 from dashboard.grid.simgrid import SimulatedGrid
@@ -243,7 +243,7 @@ def test_a_second_run_keeps_the_trial_and_starts_within_fifteen_seconds_and_demo
         timeout=180,
     )
     assert reset.returncode == 0 and "demo fleet rebuilt" in reset.stdout, reset.stdout + reset.stderr
-    after = _manage(tmp_path, "-m", "dashboard.config.embedded_db", "with", "--", sys.executable, "-c", KEPT)
+    after = _manage(tmp_path, "-m", "config.embedded_db", "with", "--", sys.executable, "-c", KEPT)
     assert json.loads(after.stdout.splitlines()[-1]) == {
         "registered": False,
         "onboarded": False,

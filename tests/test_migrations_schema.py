@@ -118,7 +118,7 @@ else:
 
 def migrate(dbname: str, *args: str) -> str:
     """`manage.py migrate` on that database, in a process of its own as production runs it; what it printed."""
-    env = {**os.environ, "DATABASE_URL": _url(dbname), "DJANGO_SETTINGS_MODULE": "dashboard.settings"}
+    env = {**os.environ, "DATABASE_URL": _url(dbname), "DJANGO_SETTINGS_MODULE": "config.settings"}
     done = subprocess.run(
         [sys.executable, "-c", MIGRATE, SQUASHED[-1], *args],
         cwd=ROOT,

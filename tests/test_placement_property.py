@@ -154,8 +154,12 @@ def _do(grid: SimulatedGrid, step: tuple, holds: itertools.count) -> None:
 
 def _run(steps: list[tuple], sizes=SIZES) -> None:
     """One sequence on a fresh simulated grid and, rolled back after it, the database as the test found it."""
-    folder = Path(tempfile.mkdtemp(prefix="placement-prop-"))
-    with override_settings(SIMGRID_PATH=folder / "simgrid.sqlite3", MARKETPLACE_TWIN_ID=(OURS,)), transaction.atomic():
+    with (
+        tempfile.TemporaryDirectory(prefix="placement-prop-") as scratch,
+        override_settings(SIMGRID_PATH=Path(scratch) / "simgrid.sqlite3", MARKETPLACE_TWIN_ID=(OURS,)),
+        transaction.atomic(),
+    ):
+        folder = Path(scratch)
         grid = SimulatedGrid(folder / "simgrid.sqlite3", deployer_twin=OURS)
         for node_id, (cru, mru, sru, pools, farm) in SHAPES.items():
             grid.add_node(node_id, cru=cru, mru=mru, sru=sru, pools=pools, farm_id=farm)

@@ -30,7 +30,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.celery import app as celery_app
+from config.celery import app as celery_app
 from dashboard.models import Job, Slice
 from dashboard.services.job_reaper import jobs_reap
 from dashboard.services.jobs import job_request

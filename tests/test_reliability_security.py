@@ -1,6 +1,6 @@
 """Every view in the URL conf, tried anonymously, as support, and without a CSRF token.
 
-The views are read from dashboard.urls at collection time, so a new page is covered (or the
+The views are read from config.urls at collection time, so a new page is covered (or the
 test asks for a sample value for its URL argument) without anyone remembering to add it.
 Django's admin is tried at its root; it is Django's own and has its own login.
 

@@ -70,7 +70,7 @@ def rmb_peer_process(tmp_path_factory):
         pytest.skip("needs the suite's Redis")
     seen = SimulatedGrid(tmp_path_factory.mktemp("rmb-peer") / "peer.sqlite3")
     three_nodes(seen, third="down")
-    env = {**os.environ, "SIMGRID_PATH": str(seen.path), "DJANGO_SETTINGS_MODULE": "dashboard.settings"}
+    env = {**os.environ, "SIMGRID_PATH": str(seen.path), "DJANGO_SETTINGS_MODULE": "config.settings"}
     peer = subprocess.Popen(
         [sys.executable, "manage.py", "simgrid", "rmb-peer", "--redis", url],
         cwd=ROOT,

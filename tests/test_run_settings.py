@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from dashboard.config.env import RUN_SETTINGS_FILE, run_settings_load
+from config.env import RUN_SETTINGS_FILE, run_settings_load
 from dashboard.models import Node
 from dashboard.services.figures_settings import figures_settings_store
 from scripts.run import RUN_SETTINGS, run_settings_keep, run_settings_words
@@ -46,7 +46,7 @@ def test_finding_1_a_bad_line_in_the_run_settings_file_stops_start_up(tmp_path):
 def test_finding_1_manage_py_in_the_embedded_default_reads_make_runs_settings(tmp_path):
     (tmp_path / RUN_SETTINGS_FILE).write_text("MARKETPLACE_TWIN_ID=7\n")
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "MARKETPLACE_TWIN_ID")}
-    env |= {"VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "dashboard.settings"}
+    env |= {"VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "config.settings"}
     read = "import django; django.setup(); from django.conf import settings; print(settings.MARKETPLACE_TWIN_ID)"
     out = subprocess.run([sys.executable, "-c", read], cwd=BASE_DIR, env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "(7,)", out.stderr

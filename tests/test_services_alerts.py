@@ -275,7 +275,7 @@ def test_finding_7_a_farm_route_apprise_cannot_use_stops_start_up_naming_it():
         [
             sys.executable,
             "-c",
-            "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dashboard.settings'); django.setup()",
+            "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings'); django.setup()",
         ],
         env=env,
         capture_output=True,

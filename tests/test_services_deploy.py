@@ -294,11 +294,12 @@ _node_ids = itertools.count(50_000)
 )
 def test_it_deploys_every_slice_of_the_default_carve_of_any_node(cru, mru_gib, sru_gib, two_pools):
     node_id = next(_node_ids)
-    grid = SimulatedGrid(Path(tempfile.mkdtemp(prefix="deploy-prop-")) / "simgrid.sqlite3")
-    sru = sru_gib * GiB
-    pools = [sru // 2, sru - sru // 2] if two_pools else None
-    grid.add_node(node_id, cru=cru, mru=mru_gib * GiB, sru=sru, pools=pools)
-    node = node_register(node_id=node_id, total=grid.node(node_id).total, farm_id=1, pools=pools)
-    done = slices_deploy_all_free(node=node, grid=grid)
-    assert [(d.state, d.raw_error) for d in done] == [("deployed", "")] * node.slices.count()
-    assert len(grid.vms(node_id)) == len(done)
+    with tempfile.TemporaryDirectory(prefix="deploy-prop-") as scratch:
+        grid = SimulatedGrid(Path(scratch) / "simgrid.sqlite3")
+        sru = sru_gib * GiB
+        pools = [sru // 2, sru - sru // 2] if two_pools else None
+        grid.add_node(node_id, cru=cru, mru=mru_gib * GiB, sru=sru, pools=pools)
+        node = node_register(node_id=node_id, total=grid.node(node_id).total, farm_id=1, pools=pools)
+        done = slices_deploy_all_free(node=node, grid=grid)
+        assert [(d.state, d.raw_error) for d in done] == [("deployed", "")] * node.slices.count()
+        assert len(grid.vms(node_id)) == len(done)

@@ -100,7 +100,7 @@ def test_it_allows_a_small_difference_from_the_ssd_total(sim_node):
 @pytest.mark.parametrize(
     ("pools", "words"),
     [
-        ([], "must be a list"),
+        ([], "no pool at all"),
         ([{"name": "a", "type": "nvme", "size": 930 * GiB, "used": 0}], "not ssd or hdd"),
         ([{"name": "a", "type": "ssd", "size": 930 * GiB, "used": 931 * GiB}], "more than it holds"),
         ([{"name": "a", "type": "ssd", "size": "930GiB", "used": 0}], "whole number of bytes"),

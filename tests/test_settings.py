@@ -1,7 +1,7 @@
 """Settings from the environment: strict readers, the embedded default, production checks.
 
 Settings are read once per process, so what they make of an environment is seen by running
-dashboard/settings.py afresh in this process with an environment built here from nothing
+config/settings.py afresh in this process with an environment built here from nothing
 (`settings_of`): a refusal is the ImproperlyConfigured it raises. A few tests start real
 processes (`python`, `manage`) to show that a bare start-up and the deployment checks work end to end.
 """
@@ -20,7 +20,7 @@ import pytest
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.config.env import env_bool, env_choice, env_float, env_int, env_list, env_str
+from config.env import env_bool, env_choice, env_float, env_int, env_list, env_str
 
 BASE_DIR = Path(settings.BASE_DIR)
 
@@ -124,9 +124,7 @@ def clean_env(tmp_path, **variables) -> dict:
 
 
 def python(code: str, env: dict) -> subprocess.CompletedProcess:
-    prelude = (
-        "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'dashboard.settings'); django.setup(); "
-    )
+    prelude = "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'config.settings'); django.setup(); "
     return subprocess.run(
         [sys.executable, "-c", prelude + code], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60
     )
@@ -150,13 +148,13 @@ def settings_started(env: dict, *names: str) -> dict:
 
 
 def settings_of(env: dict) -> dict:
-    """dashboard/settings.py run afresh in this process with `env` as the whole environment: its names.
+    """config/settings.py run afresh in this process with `env` as the whole environment: its names.
 
     This process's own settings (django.conf.settings) are not touched; a bad value raises
     ImproperlyConfigured here, as it would at a process's start-up.
     """
     with mock.patch.dict(os.environ, env, clear=True):
-        return runpy.run_path(str(BASE_DIR / "dashboard" / "settings.py"))
+        return runpy.run_path(str(BASE_DIR / "config" / "settings.py"))
 
 
 def settings_in(env: dict, *names: str) -> dict:

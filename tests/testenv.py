@@ -17,7 +17,7 @@ round, so a path that is absent may still be a suite running now. Without Redis 
 claimed) the hash's choice is used as it is.
 
 Where nothing answers on 127.0.0.1:5432 and DATABASE_URL is not set, the database is the checkout's
-own embedded PostgreSQL (var/postgres, dashboard.config.embedded_db), started for the run if it is not running.
+own embedded PostgreSQL (var/postgres, config.embedded_db), started for the run if it is not running.
 
 The session header prints what this run uses, and either variable set in the environment wins, e.g.
 DATABASE_URL=postgres://postgres@127.0.0.1:5432/mine CELERY_BROKER_URL=redis://127.0.0.1:6379/3 make test
@@ -30,8 +30,10 @@ worker: gw0 keeps the checkout's own claim, gw1 and later claim "<checkout>#gw1"
 two workers never purge or read each other's broker.
 """
 
+import atexit
 import hashlib
 import os
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -105,9 +107,8 @@ def postgresql_answers(host: str = "127.0.0.1", port: int = 5432) -> bool:
 def embedded_database_url() -> str:
     """The checkout's own embedded PostgreSQL (var/postgres, as `make run` uses), started for this run
     and stopped when the run ends if this run started it."""
-    import atexit
 
-    from dashboard.config.embedded_db import EmbeddedDb
+    from config.embedded_db import EmbeddedDb
 
     db = EmbeddedDb.of(CHECKOUT / "var")
     if db.start(database="postgres"):
@@ -131,6 +132,9 @@ os.environ.setdefault("GRID_BACKEND", "simulator")
 if "VAR_DIR" not in os.environ:
     os.environ["VAR_DIR"] = tempfile.mkdtemp(prefix=f"slicedash-test-{WORKER}-" if WORKER else "slicedash-test-")
     _derived.add("VAR_DIR")
+    # A run leaves nothing behind in /tmp: this process made the folder, so it removes it on its way out
+    # (after pytest has stopped the workers and servers its tests started there).
+    atexit.register(shutil.rmtree, os.environ["VAR_DIR"], ignore_errors=True)
 os.environ[DERIVED_MARK] = ",".join(sorted(_derived))
 # Tests exercise retries; the production back-off would only make them slow.
 os.environ.setdefault("GRID_BACKOFF", "0.01")

@@ -1,4 +1,4 @@
-"""Every view in the URL conf, read from dashboard.urls at import (collection) time, and a URL for each.
+"""Every view in the URL conf, read from config.urls at import (collection) time, and a URL for each.
 
 Shared by tests/test_reliability_security.py and test_views_permissions.py, so a new page is covered
 by both (or they ask for a sample value of its URL argument in conftest's `world`) without anyone

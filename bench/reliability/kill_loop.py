@@ -141,7 +141,7 @@ class RedisServer:
 
 
 class Worker:
-    """`celery -A dashboard worker` (prefork, one child) in its own session, so it can be killed whole."""
+    """`celery -A config worker` (prefork, one child) in its own session, so it can be killed whole."""
 
     def __init__(self, *, env: dict, logdir: Path, name: str = "killloop"):
         self.env = env
@@ -159,7 +159,7 @@ class Worker:
             [
                 str(CELERY),
                 "-A",
-                "dashboard",
+                "config",
                 "worker",
                 "--pool=prefork",
                 "--concurrency=1",
@@ -625,7 +625,7 @@ def main(argv=None) -> int:
         "LOG_LEVEL": "WARNING",
     }
     os.environ.update(env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     database_ensure(env["DATABASE_URL"])
     import django
 

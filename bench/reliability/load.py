@@ -187,7 +187,7 @@ def served_env(*, workdir: Path, broker_url: str, **extra: str) -> dict[str, str
     """The production-like settings of a load run (this module's docstring), plus `extra`."""
     return {
         **{k: v for k, v in os.environ.items() if k not in ("JOB_TEST_PAUSE", "DJANGO_SETTINGS_MODULE")},
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL),
         "CELERY_BROKER_URL": broker_url,
         "DEBUG": "false",
@@ -207,7 +207,7 @@ def served_env(*, workdir: Path, broker_url: str, **extra: str) -> dict[str, str
 
 
 def gunicorn_start(*, env: dict, port: int, workers: int, threads: int, log_path: Path):
-    """`gunicorn -c gunicorn.conf.py dashboard.wsgi` (gthread) on 127.0.0.1:port, once /login/ answers 200.
+    """`gunicorn -c gunicorn.conf.py config.wsgi` (gthread) on 127.0.0.1:port, once /login/ answers 200.
 
     Returns (the process, its open log file); it dies with this process (PR_SET_PDEATHSIG).
     """
@@ -219,7 +219,7 @@ def gunicorn_start(*, env: dict, port: int, workers: int, threads: int, log_path
             str(GUNICORN),
             "-c",
             "gunicorn.conf.py",
-            "dashboard.wsgi:application",
+            "config.wsgi:application",
             "--bind",
             f"127.0.0.1:{port}",
             "--workers",

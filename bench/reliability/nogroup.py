@@ -10,7 +10,7 @@ The user "nora" is in no group; she once was in support and made a read-scope AP
 (a token outlives its user's group, so the API must check the permission on every call).
 She signs in through the login form and, with her session cookie:
 
-- GET on every view in dashboard.urls except login and logout (the URL conf is read at run
+- GET on every view in config.urls except login and logout (the URL conf is read at run
   time, so a new page is tried without anyone adding it), as a page and as an htmx request;
 - the CSV export (/export.csv and /?format=csv);
 - Django's admin: its root and every registered model's list;

@@ -25,7 +25,7 @@ def production_env(*, workdir: Path, broker_url: str, **extra: str) -> dict:
     """The environment for this process, gunicorn and the worker (extra entries win)."""
     env = {
         **{k: v for k, v in os.environ.items() if k not in ("JOB_TEST_PAUSE", "DJANGO_SETTINGS_MODULE")},
-        "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
         "DATABASE_URL": os.environ.get("DATABASE_URL", DEFAULT_DATABASE_URL),
         "CELERY_BROKER_URL": broker_url,
         "DEBUG": "false",
@@ -64,7 +64,7 @@ def django_fresh(env: dict) -> None:
 
 
 class Gunicorn:
-    """`gunicorn -c gunicorn.conf.py dashboard.wsgi` (gthread) on a free loopback port; its log in workdir."""
+    """`gunicorn -c gunicorn.conf.py config.wsgi` (gthread) on a free loopback port; its log in workdir."""
 
     def __init__(self, *, env: dict, workdir: Path, workers: int = 1, threads: int = 4):
         self.env = env
@@ -87,7 +87,7 @@ class Gunicorn:
                 str(GUNICORN),
                 "-c",
                 "gunicorn.conf.py",
-                "dashboard.wsgi:application",
+                "config.wsgi:application",
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--workers",

@@ -245,7 +245,7 @@ def no_worker(figures: Figures, limits: Limits) -> list[Condition]:
             summary=f"No worker is running: {_count(jobs.queued, 'job')} queued, the oldest "
             f"({jobs.oldest_queued_kind or 'job'}) for {_duration(waited)}",
             detail=f"Queued since {_when(jobs.oldest_queued_at)} and {last}. Start a Celery worker on this "
-            "broker (celery -A dashboard worker); queued jobs fail after JOB_QUEUED_TIMEOUT.",
+            "broker (celery -A config worker); queued jobs fail after JOB_QUEUED_TIMEOUT.",
         )
     ]
 

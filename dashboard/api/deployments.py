@@ -96,6 +96,7 @@ def deployments(request, filters: Query[DeploymentsFilter]):
         403: ErrorOut,
         409: ErrorOut,
         429: ErrorOut,
+        503: ErrorOut,
     },
     summary="Report a deployment's outcome (idempotent on marketplace_id)",
 )

@@ -21,6 +21,7 @@ from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Thr
 from dashboard.api import deployments, explain, holds, jobs, nodes, placement, policies, probes, withholds
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble, JobNotQueued
+from dashboard.services.group_steps import LockConflict
 from dashboard.services.holds import HoldConflict, HoldError, HoldForbidden, HoldNotFound
 from dashboard.services.jobs import JobError
 from dashboard.services.lesson_evidence import LessonReportsBounded
@@ -134,6 +135,14 @@ def _grid_trouble(request, exc: GridTrouble):
 def _job_not_queued(request, exc: JobNotQueued):
     response = _error(request, 503, str(exc), job_id=exc.job_id)
     response["Retry-After"] = "10"
+    return response
+
+
+@api.exception_handler(LockConflict)
+def _lock_conflict(request, exc: LockConflict):
+    # PostgreSQL refused the write as a lock conflict several times (services.group_steps): busy, not broken.
+    response = _error(request, 503, str(exc))
+    response["Retry-After"] = "1"
     return response
 
 

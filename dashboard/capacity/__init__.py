@@ -16,6 +16,7 @@ outside itself; its parts, each importing only those listed before it:
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
 - `overhead`: the fleet's memory line per ZOS build (`overhead_fit`), with its uncertainty;
+- `test_vm`: how often ZOS's test VM runs on a build (`test_vm_schedule`), and the memory kept for it;
 - `hidden`: the belief over a build's hidden use (a fit or a prior) weighted by the deployments ZOS took;
 - `odds`: the chance a free slice deploys at the first try now (`slices_odds`), and their calibration;
 - `carve`: the slices a node can host (`carve`, `carve_memoised`);
@@ -76,6 +77,7 @@ from dashboard.capacity.overhead import (
 from dashboard.capacity.placement import (
     MAX_POOL_SIZES,
     MAX_POOLS,
+    POOLS_TOLERANCE_PERMILLE,
     Blurred,
     PoolState,
     largest_pool_room,
@@ -85,6 +87,7 @@ from dashboard.capacity.placement import (
     pools_after,
     pools_at_boot,
     pools_bounded,
+    pools_match_total,
     vms_placed_in_every_order,
 )
 from dashboard.capacity.policy import (
@@ -140,6 +143,7 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
+from dashboard.capacity.test_vm import TEST_VM_MRU, TestVmSchedule, test_vm_reserve_mru, test_vm_schedule
 from dashboard.capacity.vcpus import MAX_VM_CRU, vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import RESOURCE_WORDS
 
@@ -169,6 +173,8 @@ __all__ = [
     "MAX_POOL_SIZES",
     "MAX_POOLS",
     "pools_bounded",
+    "POOLS_TOLERANCE_PERMILLE",
+    "pools_match_total",
     "largest_room",
     "vms_placed_in_every_order",
     "largest_pool_room",
@@ -229,6 +235,10 @@ __all__ = [
     "MemoryPoint",
     "OverheadFit",
     "overhead_fit",
+    "TEST_VM_MRU",
+    "TestVmSchedule",
+    "test_vm_reserve_mru",
+    "test_vm_schedule",
     "probe_need",
     "PROBE_BEYOND_MRU",
     "PRIOR_SPREAD_MRU",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from dashboard.capacity.sizes import CapacityError, GiB, Resources
+from dashboard.capacity.test_vm import test_vm_reserve_mru
 
 
 def zos_reserve_mru(total_mru: int) -> int:
@@ -29,11 +30,14 @@ class Observed:
     fleet model's intercept, capacity.overhead); None when only the per-VM figure is known, which
     then counts on top of the reserve. `pool_room_below`: a disk of this size was refused where
     the accounting had room, so no pool had that much room then (valid until something is freed).
+    `test_vm_mru`: ZOS's test VM kept as always there, on a build that boots it every 15 minutes
+    (capacity.test_vm); 0 where it runs once a day.
     """
 
     hidden_mru_per_vm: int = 0
     pool_room_below: int | None = None
     zos_own_mru: int | None = None
+    test_vm_mru: int = 0
 
     def __post_init__(self) -> None:
         if self.hidden_mru_per_vm < 0:
@@ -42,14 +46,19 @@ class Observed:
             raise CapacityError("ZOS's own memory use must not be negative")
         if self.pool_room_below is not None and self.pool_room_below < 1:
             raise CapacityError("a refused disk size must be above zero")
+        if self.test_vm_mru < 0:
+            raise CapacityError("the test VM's memory must not be negative")
 
     @property
     def anything(self) -> bool:
-        return bool(self.hidden_mru_per_vm) or self.pool_room_below is not None or self.zos_own_mru is not None
+        learnt = self.pool_room_below is not None or self.zos_own_mru is not None
+        return bool(self.hidden_mru_per_vm) or learnt or bool(self.test_vm_mru)
 
     def own_beyond_reserve(self, total_mru: int) -> int:
-        """ZOS's own use less the reserve it counts (negative when the reserve covers it)."""
-        return 0 if self.zos_own_mru is None else self.zos_own_mru - zos_reserve_mru(total_mru)
+        """ZOS's own use less the reserve it counts (negative when the reserve covers it), with its
+        test VM where that is always there (outside the count too)."""
+        own = 0 if self.zos_own_mru is None else self.zos_own_mru - zos_reserve_mru(total_mru)
+        return own + self.test_vm_mru
 
     def hidden_mru(self, running: int, total_mru: int) -> int:
         """Memory really used beyond ZOS's count with `running` VMs: used = max(counted, actual),
@@ -123,12 +132,19 @@ def observed_now(
     bound_used_sru: int | None,
     used_sru: int | None,
     zos_own_mru: int | None = None,
+    zos_version: str | None,
 ) -> Observed:
     """What still holds of a node's lessons: a refused disk size bounds the pools only while
-    nothing has been freed since (the used SSD is at least what it was at the refusal)."""
+    nothing has been freed since (the used SSD is at least what it was at the refusal). With the
+    test VM kept where the node's build (`zos_version`) boots it every 15 minutes (capacity.test_vm)."""
     if pool_room_below is not None and None not in (bound_used_sru, used_sru) and used_sru < bound_used_sru:
         pool_room_below = None
-    return Observed(hidden_mru_per_vm=hidden_mru_per_vm, pool_room_below=pool_room_below, zos_own_mru=zos_own_mru)
+    return Observed(
+        hidden_mru_per_vm=hidden_mru_per_vm,
+        pool_room_below=pool_room_below,
+        zos_own_mru=zos_own_mru,
+        test_vm_mru=test_vm_reserve_mru(zos_version, hidden_mru_per_vm=hidden_mru_per_vm),
+    )
 
 
 def vms_by_memory(

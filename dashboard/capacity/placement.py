@@ -106,6 +106,14 @@ MAX_SHAPES = 1024
 # real node mixes more than a few drive models, so more distinct sizes is a 400 naming this cap.
 MAX_POOL_SIZES = 8
 MAX_POOLS = 64
+# 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain. ZOS's SSD
+# total (sru) is the sum of its SSD pools' device sizes, so pools further off are another node's.
+POOLS_TOLERANCE_PERMILLE = 5
+
+
+def pools_match_total(ssd_sum: int, total_sru: int) -> bool:
+    """Whether SSD pools adding up to `ssd_sum` can be the pools of a node whose SSD total is `total_sru`."""
+    return abs(ssd_sum - total_sru) * 1000 <= POOLS_TOLERANCE_PERMILLE * max(total_sru, 1)
 
 
 def pools_bounded(sizes: Sequence[int], *, what: str = "pools") -> None:

@@ -494,6 +494,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         bound_used_sru=values["pool_room_below_used_sru"],
         used_sru=values["used_sru"],
         zos_own_mru=values["zos_own_mru"],
+        zos_version=values["zos_version"],
     )
     # Known pools, or unknown ones: then every plausible layout of the SSD total (capacity.layouts), with
     # the disks already placed in it, as the node's own figures (placeable now) count them.

@@ -39,6 +39,7 @@ NODE_FIELDS = (
     "slices_deployed",
     "hidden_mru_per_vm",
     "zos_own_mru",
+    "zos_version",  # the test VM kept where its build boots it every 15 minutes (capacity.test_vm)
     "pool_room_below",
     "pool_room_below_used_sru",
     "room_mru",

@@ -289,6 +289,7 @@ class FleetFigures:
             bound_used_sru=row.pool_room_below_used_sru,
             used_sru=row.used_sru,
             zos_own_mru=row.zos_own_mru,
+            zos_version=row.zos_version,
         )
         known = pools_text and pools_text not in ("null", "[]")
         cache = row.zos_cache_sru if known else None  # as Node.zos_cache

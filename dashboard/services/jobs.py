@@ -168,7 +168,8 @@ def _active_job(*, kind: str, node: Node | None, asked=None) -> Job | None:
 
 def job_enqueue(job_id: int) -> None:
     """Send the task after commit; a broker that cannot be reached fails the job at once, visibly."""
-    from dashboard.celery import app
+    # The app start-up made (config/celery.py, loaded with the settings): the product never imports config/.
+    from celery import current_app as app
 
     try:
         # Explicit None: the worker's own limits govern, not this process's (Celery copies the

@@ -10,6 +10,7 @@ from django.utils import timezone
 from dashboard.models import Observation
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import nodes_lock
+from dashboard.services.group_steps import group_steps_after
 from dashboard.services.observations import node_lessons_apply, observation_words
 
 REVIEWED = (Observation.Standing.NODE, Observation.Standing.HELD)
@@ -29,7 +30,7 @@ def _reviewed(observation: Observation) -> Observation:
 
 def observation_apply(*, observation: Observation, by, source: str = "web") -> Observation:
     """Apply the reading to its group as told (the admin vouches for it): the group is fitted again."""
-    with transaction.atomic():
+    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
         o = _reviewed(observation)
         was = o.get_standing_display().lower()
         Observation.objects.filter(pk=o.pk).update(standing=Observation.Standing.GROUP, group_actual_mru=None)
@@ -49,7 +50,7 @@ def observation_apply(*, observation: Observation, by, source: str = "web") -> O
 
 def observation_drop(*, observation: Observation, by, source: str = "web") -> Observation:
     """Drop the reading: it no longer counts anywhere, and what it changed goes back."""
-    with transaction.atomic():
+    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
         o = _reviewed(observation)
         Observation.objects.filter(pk=o.pk).update(cleared_at=timezone.now(), cleared_by=by)
         audit_record(

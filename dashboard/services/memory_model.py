@@ -20,7 +20,7 @@ import math
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
@@ -93,7 +93,12 @@ def memory_model_refit(
     *, build: str, trigger: Node | None = None, source: str = "deploy", by=None
 ) -> MemoryLesson | None:
     """Fit the group's points again, keep the fit as its lesson, and apply it to every node of the
-    group. The lesson now deciding (None when the group has no observation). Call in a transaction."""
+    group. The lesson now deciding (None when the group has no observation). Call in a transaction.
+
+    Refits of one build take turns (the build's advisory lock, held to the commit): each reads the points
+    the one before committed, so the last lesson counts them all, as if the reports came one by one.
+    Call it holding no node lock (services.group_steps): it locks the group's nodes after this one."""
+    _group_lock(build)
     points, ids = memory_points(build)
     current = lesson_current(build)
     if current is not None and sorted(current.observation_ids) == ids:
@@ -146,6 +151,11 @@ def memory_model_refit(
         )
     memory_model_apply(build=build, lesson=lesson)
     return lesson
+
+
+def _group_lock(build: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"memory-group:{build}"])
 
 
 def accepted_seen(node: Node, *, slice_pk: int, mru: int) -> dict:

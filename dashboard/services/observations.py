@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
@@ -24,6 +25,7 @@ from dashboard import capacity
 from dashboard.models import ApiToken, CapacitySample, Deployment, Node, Observation, Slice
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.group_steps import group_step_after, group_steps_after
 from dashboard.services.lesson_evidence import memory_judged, node_readings_apply, observation_admit, vouched_by
 from dashboard.services.memory_model import memory_model_refit, observation_max_age, zos_build_key
 
@@ -124,7 +126,7 @@ def observations_learn(
     build = zos_build_key(node.zos_version)
     user = by if getattr(by, "pk", None) else None
     standing = _standing(lesson, build=build, vms=refusal.vm_count)
-    with transaction.atomic():
+    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
         nodes_lock([node.pk])
         observation = Observation.objects.create(
             node=node,
@@ -200,7 +202,7 @@ def standing_words(observation: Observation, agreeing: Observation | None = None
 
 def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
     """Clear the node's live observations (audited); its lessons are recomputed. The count cleared."""
-    with transaction.atomic():
+    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
         nodes_lock([node.pk])
         cleared = Observation.objects.filter(node=node, cleared_at__isnull=True).update(
             cleared_at=timezone.now(), cleared_by=by if getattr(by, "pk", None) else None
@@ -227,8 +229,9 @@ def node_lessons_apply(node: Node, *, source: str = "deploy", by=None) -> None:
     """Distil the node's live observations onto its row and refresh its stored figures.
 
     The disk bound is the latest refusal's. Memory is its ZOS build's lesson (services.memory_model):
-    the group's observations fitted again and applied to every node of the group at once. Call
-    inside the transaction that changed them.
+    the group's observations fitted again and applied to every node of the group, after the transaction
+    that changed them (services.group_steps: the node is locked here, the group after it, in pk order).
+    Call inside that transaction.
     """
     live = list(observations_live(node).order_by("-seen_at", "-pk"))
     disk = next((o for o in live if o.kind == Observation.Kind.DISK), None)
@@ -245,10 +248,17 @@ def node_lessons_apply(node: Node, *, source: str = "deploy", by=None) -> None:
         .distinct()
     )
     for build in sorted(builds):
-        memory_model_refit(build=build, trigger=node, source=source, by=by)
-        node_readings_apply(build=build)
+        group_step_after(
+            ("memory refit", build), partial(_build_relearn, build=build, trigger=node, source=source, by=by)
+        )
     node.refresh_from_db(fields=[*fields, "hidden_mru_per_vm", "zos_own_mru", "memory_lesson", "memory_lesson_scope"])
     figures_refresh([node.pk])
+
+
+def _build_relearn(*, build: str, trigger: Node, source: str, by) -> None:
+    """The build's lesson fitted again, then each reading still waiting alone written onto its own node."""
+    memory_model_refit(build=build, trigger=trigger, source=source, by=by)
+    node_readings_apply(build=build)
 
 
 def observation_words(observation: Observation) -> str:

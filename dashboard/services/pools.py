@@ -10,7 +10,7 @@ each kept as a PoolReport with who, when and from where:
 
 A report whose SSD pools do not add up to the SSD total the grid reports (sru) is refused with the
 numbers: ZOS's SSD total is the sum of its SSD pools' device sizes, so a report that differs by
-more than POOLS_TOLERANCE_PERMILLE is about another node, or mistyped. The node's pools then are
+more than capacity.POOLS_TOLERANCE_PERMILLE is about another node, or mistyped. The node's pools then are
 the report's SSD pools; its figures are refreshed at once, so a catalog carved without pools
 becomes stale (catalog_rules) and a re-register gives the larger disks back.
 """
@@ -27,56 +27,32 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.grid.rmb import Target, get_rmb
-from dashboard.grid.types import MAX_POOLS, GridError, MalformedPayload, PoolMetrics, RmbRefused
+from dashboard.grid.rmb.parse import parse_pools
+from dashboard.grid.types import GridError, MalformedPayload, PoolMetrics, RmbRefused
 from dashboard.models import Node, PoolReport, Slice
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_compute, figures_refresh
-
-# 0.5%: what rounding between ZOS's own totals and the proxy's copy of them can explain.
-POOLS_TOLERANCE_PERMILLE = 5
-POOL_TYPES = ("ssd", "hdd")
 
 
 class PoolsError(ValueError):
     """A pool report that cannot be taken; the message says what and by how much. Nothing is written."""
 
 
-def pools_parsed(entries: Sequence[Mapping | PoolMetrics]) -> tuple[PoolMetrics, ...]:
-    """ZOS's `zos.storage.pools` answer (dicts or PoolMetrics) as PoolMetrics; PoolsError names the entry."""
-    if not isinstance(entries, Sequence) or isinstance(entries, str | bytes) or not entries:
-        raise PoolsError("pools must be a list of {name, type, size, used}, as zos.storage.pools answers")
-    if len(entries) > MAX_POOLS:
-        raise PoolsError(f"{len(entries)} pools: a node has at most {MAX_POOLS}")
-    parsed = [_pool_parsed(i, entry) for i, entry in enumerate(entries)]
-    if len({p.name for p in parsed}) != len(parsed):
-        raise PoolsError("two pools have the same name")
+def pools_parsed(entries: Sequence[Mapping | PoolMetrics], *, node_id: int) -> tuple[PoolMetrics, ...]:
+    """A report of ZOS's `zos.storage.pools` answer (dicts or PoolMetrics) as PoolMetrics, read by the
+    grid's one parser of a pool list; PoolsError names the entry and the field."""
+    if isinstance(entries, Sequence) and not isinstance(entries, str | bytes):
+        entries = [entry.as_dict() if isinstance(entry, PoolMetrics) else entry for entry in entries]
     try:
+        parsed = parse_pools(entries, node_id=node_id, what="pools report")
         capacity.pools_bounded([p.size for p in parsed if p.type == "ssd"])
-    except ValueError as exc:
-        raise PoolsError(str(exc)) from None
-    return tuple(parsed)
-
-
-def _pool_parsed(i: int, entry: Mapping | PoolMetrics) -> PoolMetrics:
-    """One entry of the answer, checked field by field; PoolsError names the entry and the field."""
-    item = entry.as_dict() if isinstance(entry, PoolMetrics) else entry
-    if not isinstance(item, Mapping):
-        raise PoolsError(f"pool {i}: {item!r} is not an object with name, type, size, used")
-    name, kind, size, used = (item.get(k) for k in ("name", "type", "size", "used"))
-    if not isinstance(name, str) or not 0 < len(name) <= 128:
-        raise PoolsError(f"pool {i}: name must be text of 1 to 128 characters")
-    if kind not in POOL_TYPES:
-        raise PoolsError(f"pool {i} ({name}): type {kind!r} is not ssd or hdd")
-    for what, value in (("size", size), ("used", used)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= capacity.TiB * 1024:
-            raise PoolsError(f"pool {i} ({name}): {what} must be a whole number of bytes (got {value!r})")
-    if kind == "ssd" and size <= 0:
-        raise PoolsError(f"pool {i} ({name}): an SSD pool's size must be above zero")
-    if used > size:
+    except (MalformedPayload, ValueError) as exc:
         raise PoolsError(
-            f"pool {i} ({name}): {capacity.format_size(used)} used of {capacity.format_size(size)}: more than it holds"
-        )
-    return PoolMetrics(name=name, type=kind, size=size, used=used)
+            f"{exc}; pools are a list of {{name, type, size, used}}, as zos.storage.pools answers"
+        ) from None
+    if any(p.type == "ssd" and p.size <= 0 for p in parsed):
+        raise PoolsError(f"node {node_id}: an SSD pool's size must be above zero")
+    return parsed
 
 
 def pools_check_total(pools: Sequence[PoolMetrics], *, node: Node) -> tuple[PoolMetrics, ...]:
@@ -85,12 +61,12 @@ def pools_check_total(pools: Sequence[PoolMetrics], *, node: Node) -> tuple[Pool
     if not ssd:
         raise PoolsError(f"node {node.grid_id}: the report has no SSD pool; ZOS places every VM disk in one")
     reported, total = sum(p.size for p in ssd), node.total_sru
-    if abs(reported - total) * 1000 > POOLS_TOLERANCE_PERMILLE * total:
+    if not capacity.pools_match_total(reported, total):
         off = f"{abs(reported - total) / total:.1%}" if total else "all"
         raise PoolsError(
             f"node {node.grid_id}: the SSD pools add up to {capacity.format_size(reported)} ({reported} bytes), "
             f"the grid's SSD total is {capacity.format_size(total)} ({total} bytes): {off} off, "
-            f"more than the {POOLS_TOLERANCE_PERMILLE / 10:g}% allowed; is this the node's own report?"
+            f"more than the {capacity.POOLS_TOLERANCE_PERMILLE / 10:g}% allowed; is this the node's own report?"
         )
     if max(p.size for p in ssd) < capacity.GiB * 20:
         raise PoolsError(f"node {node.grid_id}: no SSD pool holds the 20 GiB zos-cache ZOS keeps")
@@ -127,7 +103,7 @@ def pools_report(
     (`figures=False`: the caller refreshes them itself, once for many reports, as pools_heard_store does)."""
     if source not in PoolReport.Source.values:
         raise PoolsError(f"source {source!r} is not one of {', '.join(PoolReport.Source.values)}")
-    parsed = pools_parsed(pools)
+    parsed = pools_parsed(pools, node_id=node.grid_id)
     at = at or timezone.now()
     if figures:
         # Judging pools is the costly part of the figures: judged here, before the node is locked, so

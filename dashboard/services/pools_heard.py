@@ -15,6 +15,7 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from dashboard import capacity
 from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, RmbPeerFailed, Target, get_rmb
 from dashboard.grid.types import (
     GridError,
@@ -29,7 +30,6 @@ from dashboard.models import Node, PoolReport
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new, zos_build_key
 from dashboard.services.pools import (
-    POOLS_TOLERANCE_PERMILLE,
     PoolsError,
     pools_cache,
     pools_refused_note,
@@ -125,7 +125,7 @@ def _heard_one(heard: Heard, node_id: int, answer, *, total: int) -> None:
         heard.why_not[node_id] = str(answer)
         return
     ssd = sum(p.size for p in answer if p.type == "ssd")
-    if abs(ssd - total) * 1000 > POOLS_TOLERANCE_PERMILLE * max(total, 1):
+    if not capacity.pools_match_total(ssd, total):
         heard.refuse(
             node_id,
             f"node {node_id} answered SSD pools adding up to {pools_words([ssd])}, not the grid's SSD total "

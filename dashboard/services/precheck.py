@@ -320,6 +320,7 @@ def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None
         bound_used_sru=node.pool_room_below_used_sru,
         used_sru=used_sru,
         zos_own_mru=node.zos_own_mru,
+        zos_version=node.zos_version,
     )
     return capacity.live_node(
         policy=policy,

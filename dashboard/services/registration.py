@@ -23,7 +23,7 @@ from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new
-from dashboard.services.pools import POOLS_TOLERANCE_PERMILLE, pools_report
+from dashboard.services.pools import pools_report
 from dashboard.services.pools_heard import Heard, live_with_pools, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import rent_of, reported_at_of
 from dashboard.services.registration_checks import CatalogError, check_first_pool, check_is_a_node, check_registration
@@ -297,7 +297,7 @@ def node_register_from_grid(
     )
     if answer:
         ssd = tuple(p.size for p in answer if p.type == "ssd")
-        if ssd and abs(sum(ssd) - live.total.sru) * 1000 <= POOLS_TOLERANCE_PERMILLE * max(live.total.sru, 1):
+        if ssd and capacity.pools_match_total(sum(ssd), live.total.sru):
             live = live_with_pools(live, answer)
         else:
             answer = None

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, SliceSize
 from dashboard.grid.simgrid import ZosMachine
+from dashboard.grid.simgrid.machine import test_vm_running_at
 
 HOURS = 30 * 24  # a month
 MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the month
@@ -113,15 +114,10 @@ def hidden_use_for(specs: list[NodeSpec], hidden_use: str, seed: int) -> list[No
     ]
 
 
-TEST_VM_HOURS = 3 / 60  # zosbase provisiontest: up to ~3 minutes a day
-
-
 def test_vm_running(spec: NodeSpec, at: float) -> bool:
-    """The daily provisiontest VM runs on a node of a build for TEST_VM_HOURS at its own hour of the day."""
-    if not spec.zos_build:
-        return False
-    start = ((spec.node_id * 2654435761) % 2**32) / 2**32 * 24
-    return (at - start) % 24 < TEST_VM_HOURS
+    """ZOS's test VM runs on a node on its build's schedule (grid.simgrid.machine.test_vm_running_at):
+    daily, or every 15 minutes on v3.14.7/v3.14.8; a node of no build (the month before builds) runs none."""
+    return test_vm_running_at(spec.zos_build, spec.node_id, at)
 
 
 def event_stream(events: int, rng: random.Random) -> list[Event]:

@@ -156,6 +156,7 @@ class Run:
             zos_own_mru=node.observed.zos_own_mru,
             bound_used_sru=node.bound_used_sru,
             used_sru=used_sru,
+            zos_version=node.spec.told_build,  # the version it told (capacity.test_vm), as production reads it
         )
 
     def _occupied(self, node: SimNode) -> list[Resources]:

@@ -92,7 +92,7 @@ def celery_worker(transactional_db):
     """A real Celery worker in this process (solo pool) on the Redis broker from CELERY_BROKER_URL."""
     from celery.contrib.testing.worker import start_worker
 
-    from dashboard.celery import app
+    from config.celery import app
 
     # Messages left by an earlier run (or a test without a worker) name jobs that are gone.
     app.control.purge()

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from dashboard.capacity import pools_match_total
 from dashboard.grid.proxy.parse import describe, parse_statistics
 from dashboard.grid.text import text_printable, text_problem
 from dashboard.grid.types import (
@@ -36,8 +37,6 @@ MAX_ANSWER_BYTES = 256 * 1024
 POOL_TYPES = ("ssd", "hdd")
 _NAME_MAX = 128
 _VERSION_MAX = 128
-# 0.5%: what rounding between ZOS's own totals and the proxy's copy explains (services.pools keeps the same).
-TOTAL_TOLERANCE_PERMILLE = 5
 
 
 @dataclass(frozen=True)
@@ -135,11 +134,15 @@ def refusal(envelope: Envelope, *, node_id: int, twin_id: int, cmd: str) -> RmbR
     return RmbRefused(f"node {node_id} refused {cmd} over RMB: {envelope.err_message or 'no message'}{code}")
 
 
-def parse_pools(body: Any, *, node_id: int, total_sru: int | None = None) -> tuple[PoolMetrics, ...]:
+def parse_pools(
+    body: Any, *, node_id: int, total_sru: int | None = None, what: str = "zos.storage.pools"
+) -> tuple[PoolMetrics, ...]:
     """`zos.storage.pools`: `[{name, type, size, used}]` in bytes. Bounded: at most MAX_POOLS pools,
     sizes whole and within what a disk holds, `used` within `size`, names storable text; with the
-    node's SSD total (the proxy's sru), a set of SSD pools adding up to more than it is refused."""
-    where = f"node {node_id} zos.storage.pools"
+    node's SSD total (the proxy's sru), a set of SSD pools adding up to more than it is refused.
+    The one reader of a pool list: the node's own answer over RMB and a report of it (services.pools,
+    `what` names which) go through it."""
+    where = f"node {node_id} {what}"
     if not isinstance(body, list):
         raise MalformedPayload(f"{where}: the answer is {describe(body)}, must be a list of pools")
     if not body:
@@ -150,7 +153,7 @@ def parse_pools(body: Any, *, node_id: int, total_sru: int | None = None) -> tup
     if len({p.name for p in pools}) != len(pools):
         raise MalformedPayload(f"{where}: two pools have the same name")
     ssd_total = sum(p.size for p in pools if p.type == "ssd")
-    if total_sru is not None and (ssd_total - total_sru) * 1000 > TOTAL_TOLERANCE_PERMILLE * max(total_sru, 1):
+    if total_sru is not None and ssd_total > total_sru and not pools_match_total(ssd_total, total_sru):
         raise MalformedPayload(
             f"{where}: the SSD pools add up to {ssd_total} bytes, more than the node's SSD total of {total_sru} "
             "bytes the grid reports; not this node's pools"
@@ -174,11 +177,14 @@ def _pool(entry: Any, i: int, *, where: str) -> PoolMetrics:
         value = entry.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
             raise MalformedPayload(
-                f"{where}: pool {i} ({name})'s {key} is {describe(value)}, must be whole bytes from 0 to {limit}"
+                f"{where}: pool {i} ({name})'s {key} is {describe(value)}, must be a whole number of bytes "
+                f"from 0 to {limit}"
             )
         sizes[key] = value
     if sizes["used"] > sizes["size"]:
-        raise MalformedPayload(f"{where}: pool {i} ({name}) uses {sizes['used']} bytes of {sizes['size']}")
+        raise MalformedPayload(
+            f"{where}: pool {i} ({name}) uses {sizes['used']} bytes of {sizes['size']}: more than it holds"
+        )
     return PoolMetrics(name=name, type=kind, size=sizes["size"], used=sizes["used"])
 
 

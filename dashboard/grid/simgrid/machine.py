@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -41,7 +42,35 @@ NO_SPACE = "not enough space left in pools of this type ssd"
 # --- ZOS's arithmetic ------------------------------------------------------------------
 
 
-PROVISION_TEST_VM_MRU = 512 * MiB  # zosbase provisiontest: 1 vCPU / 512 MiB, for up to ~3 minutes a day
+PROVISION_TEST_VM_MRU = 512 * MiB  # zosbase's test VM: 1 vCPU / 512 MiB, daily or every 15 minutes by build
+
+
+TEST_VM_HOURS = 3 / 60  # zosbase's test VM: about 30 s plus boot and teardown, up to ~3 minutes
+
+
+def test_vm_running_at(zos_build: str, node_id: int, at_hours: float) -> bool:
+    """Whether a node of `zos_build` runs ZOS's test VM at `at_hours`: TEST_VM_HOURS once a period of its
+    build (daily, or every 15 minutes on v3.14.7/v3.14.8), at the node's own phase.
+    A node of no build runs none. The month drives it (traffic.fleet); SimulatedGrid's nodes, which the
+    tests deploy on at any time of day, run none (a test would fail three minutes a day)."""
+    if not zos_build:
+        return False
+    period = 0.25 if _fifteen_minute_build(zos_build) else 24.0
+    start = ((node_id * 2654435761) % 2**32) / 2**32 * period
+    return (at_hours - start) % period < TEST_VM_HOURS
+
+
+test_vm_running_at.__test__ = False  # type: ignore[attr-defined]  # a domain word, not a test
+
+
+def _fifteen_minute_build(zos_build: str) -> bool:
+    """zos v3.14.7 and v3.14.8 (zosbase v1.0.8) boot it every 15 minutes, v3.14.8-patch.1 on daily again
+    (zosbase pkg/perf/healthcheck/, pkg/perf/provisiontest/). The simulator's own reading, apart from
+    capacity.test_vm on purpose (tests/test_traffic.py: two implementations of ZOS's rules)."""
+    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)(?:-patch\.(\d+))?(?:-.*)?", zos_build.strip())
+    if match is None or match.group(1, 2, 3) not in (("3", "14", "7"), ("3", "14", "8")):
+        return False
+    return not (match.group(3) == "8" and match.group(4) is not None and int(match.group(4)) >= 1)
 
 
 def actual_mru(node: SimNode, vms: Sequence[SimVm], *, test_vm: bool = False) -> int:

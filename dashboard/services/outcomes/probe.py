@@ -19,6 +19,7 @@ from dashboard.grid.classify import classify
 from dashboard.models import Deployment, Node
 from dashboard.rules.outcomes import Move
 from dashboard.services.figures import nodes_lock
+from dashboard.services.group_steps import group_steps_after, lock_conflicts_retried
 from dashboard.services.lesson_evidence import probe_proposed
 from dashboard.services.observations import deployment_refusal, observations_learn, standing_words
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
@@ -63,6 +64,24 @@ def probe_outcome_record(
     node = Node.objects.filter(grid_id=node_id).first()
     if node is None:
         raise OutcomeError(f"node {node_id} is not registered with the dashboard", field="node_id")
+    # What the probe teaches the node's build runs after its transaction (services.group_steps).
+    with group_steps_after():
+        return lock_conflicts_retried(
+            lambda: _probe_recorded(
+                node,
+                node_id=node_id,
+                marketplace_id=marketplace_id,
+                error=error,
+                diagnosis=diagnosis,
+                at=at,
+                by=by,
+                token=token,
+            ),
+            what=f"the probe report of {marketplace_id!r}",
+        )
+
+
+def _probe_recorded(node: Node, *, node_id, marketplace_id, error, diagnosis, at, by, token) -> OutcomeRecorded:
     with transaction.atomic():
         nodes_lock([node.pk])
         node.refresh_from_db()

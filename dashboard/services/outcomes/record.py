@@ -21,6 +21,7 @@ from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refus
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.group_steps import group_step_after, group_steps_after, lock_conflicts_retried
 from dashboard.services.holds import hold_turned_deployed, hold_words
 from dashboard.services.memory_model import accepted_seen, memory_model_accepted
 from dashboard.services.observations import deployment_refusal, observations_learn
@@ -86,28 +87,23 @@ def deployment_outcome_record(
         now=now or timezone.now(),
     )
     node = outcome_node(node_id=node_id, outcome=outcome)  # the chain's rule: checks.CHAIN_REFUSES_OUR_CONTRACT
-    # A race on the same new marketplace id: the loser's insert hits the unique constraint and
-    # its savepoint is rolled back whole; the second pass then finds the winner's record.
-    for attempt in range(2):
+
+    fields = {"slice_index": slice_index, "marketplace_id": marketplace_id, "report": Report(outcome), "error": error}
+    fields |= {"at": at, "workload_id": workload_id, "by": by, "source": source, "token": token}
+
+    def recorded_once() -> OutcomeRecorded:
+        # A race on the same new marketplace id: the loser's insert hits the unique constraint and
+        # its savepoint is rolled back whole; the second pass then finds the winner's record.
         try:
-            recorded = _record(
-                node,
-                slice_index=slice_index,
-                marketplace_id=marketplace_id,
-                report=Report(outcome),
-                error=error,
-                at=at,
-                workload_id=workload_id,
-                by=by,
-                source=source,
-                token=token,
-            )
-            break
+            return _record(node, **fields)
         except IntegrityError:
-            if attempt:
-                raise
-    if recorded.move in (Move.TAKE, Move.RELEASE):
-        _recheck_after_commit(node, by=by)
+            return _record(node, **fields)
+
+    # What the report teaches the node's build runs after its transaction (services.group_steps).
+    with group_steps_after():
+        recorded = lock_conflicts_retried(recorded_once, what=f"the report of {marketplace_id!r}")
+        if recorded.move in (Move.TAKE, Move.RELEASE):
+            _recheck_after_commit(node, by=by)
     return recorded
 
 
@@ -300,7 +296,11 @@ def _create(
     where = f"slice {slice_.index} of node {node.grid_id}"
     if taken:
         figures_refresh([node.pk])
-        memory_model_accepted(node=node, deployment_pk=deployment.pk, seen=seen)
+        # The build's other nodes after this transaction, locked in pk order (services.group_steps).
+        group_step_after(
+            ("memory accepted", deployment.pk),
+            lambda: memory_model_accepted(node=Node.objects.get(pk=node.pk), deployment_pk=deployment.pk, seen=seen),
+        )
         words = (
             f"{marketplace_id!r} recorded as the holder of {where}, which the catalog already said was deployed"
             if target.holder == Holder.UNNAMED

@@ -219,6 +219,7 @@ def _carve_on_reading(
         bound_used_sru=node.pool_room_below_used_sru,
         used_sru=seen.used.sru,
         zos_own_mru=node.zos_own_mru,
+        zos_version=node.zos_version,
     )
     occupied_sizes = [s.size.resources for s in occupied]
     # Memoised: a fleet's nodes share a few shapes, and a carve with pools tries every device order.

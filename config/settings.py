@@ -12,8 +12,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from dashboard.config.embedded_db import EmbeddedDb
-from dashboard.config.env import (
+from config.embedded_db import EmbeddedDb
+from config.env import (
     RUN_SETTINGS_FILE,
     env_bool,
     env_choice,
@@ -86,8 +86,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "dashboard.urls"
-WSGI_APPLICATION = "dashboard.wsgi.application"
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
 
 TEMPLATES = [
     {
@@ -116,7 +116,7 @@ if DATABASE_URL:
         raise ImproperlyConfigured(f"DATABASE_URL is malformed: {exc}") from None
 else:
     # The embedded default: a private PostgreSQL under VAR_DIR/postgres, on a unix socket, that
-    # scripts/run.py (`make run`) and `python -m dashboard.config.embedded_db` start (dashboard.config.embedded_db).
+    # scripts/run.py (`make run`) and `python -m config.embedded_db` start (config.embedded_db).
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {"default": EmbeddedDb.of(VAR_DIR).settings()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -492,8 +492,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "forbidden_on_one_line": {"()": "dashboard.config.log_filters.ForbiddenOnOneLine"},
-        "no_hostname_noise": {"()": "dashboard.config.log_filters.NoHostnameNoise"},
+        "forbidden_on_one_line": {"()": "config.log_filters.ForbiddenOnOneLine"},
+        "no_hostname_noise": {"()": "config.log_filters.NoHostnameNoise"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {

@@ -8,7 +8,7 @@ from celery import Celery
 from celery.exceptions import SecurityWarning
 from celery.signals import worker_ready
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dashboard.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("dashboard")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -19,8 +19,8 @@ pg_ctl is driven directly.
   running from our data folder is adopted; a pid file naming anything else is removed, and a killed
   server's leftover backends (their working folder is the data folder) are ended first.
 
-    .venv/bin/python -m dashboard.config.embedded_db start|stop|status
-    .venv/bin/python -m dashboard.config.embedded_db with -- CMD ...   (started for CMD, stopped after if it was not running)
+    .venv/bin/python -m config.embedded_db start|stop|status
+    .venv/bin/python -m config.embedded_db with -- CMD ...   (started for CMD, stopped after if it was not running)
 
 No Django here: the settings and tests/testenv.py import it before Django is set up.
 """
@@ -343,13 +343,13 @@ def _call_through_ctrl_c(command: list[str]) -> int:
 
 def default() -> EmbeddedDb:
     """The server of this checkout's VAR_DIR (as the settings read it)."""
-    # dashboard/config/embedded_db.py: the checkout is three folders up, where settings.BASE_DIR is.
-    base = Path(__file__).resolve().parents[2]
+    # config/embedded_db.py: the checkout is two folders up, where settings.BASE_DIR is.
+    base = Path(__file__).resolve().parents[1]
     return EmbeddedDb.of(os.environ.get("VAR_DIR") or base / "var")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dashboard.config.embedded_db", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m config.embedded_db", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=("start", "stop", "status", "with"))
     parser.add_argument("command", nargs=argparse.REMAINDER, help="with: the command to run, after --")
     args = parser.parse_args(argv)

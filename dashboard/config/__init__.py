@@ -1,1 +1,0 @@
-"""How the process starts: environment parsing, the embedded PostgreSQL, log filters."""
