@@ -59,6 +59,12 @@ class AuditEntry:
         return fields
 
 
+def actor_of(by) -> AbstractBaseUser | None:
+    """The user a row names as who did it: a stored user, else None (no one signed in, a program's
+    token without a user, a command typed at the shell)."""
+    return by if getattr(by, "pk", None) is not None and not getattr(by, "is_anonymous", False) else None
+
+
 def audit_record(
     *,
     action: str,

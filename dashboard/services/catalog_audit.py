@@ -37,7 +37,7 @@ from dashboard.rules import node_events
 from dashboard.rules.catalog_audit import Finding, FindingKind, contract_of
 from dashboard.rules.outcomes import Holder, Move, Record, Report, outcome_move, report_order
 from dashboard.selectors.catalog_audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
@@ -274,7 +274,7 @@ def _foreign_count(node: Node, finding: Finding, *, by, source: str, job: Job | 
                 sru=slice_.sru,
                 state=Deployment.State.DEPLOYED,
                 grid_workload_id=workload_id,
-                requested_by=by if getattr(by, "pk", None) else None,
+                requested_by=actor_of(by),
                 finished_at=now,
             )
     except IntegrityError:  # a live record on that slice number after all (one live deployment a slice)

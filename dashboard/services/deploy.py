@@ -48,7 +48,7 @@ from dashboard.rules.closure import closure_of
 from dashboard.selectors.deployments import deployment_words
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.calibration import capacity_sample_record
 from dashboard.services.deploy_attemptable import slice_attemptable, slice_check_attemptable
 from dashboard.services.deploy_carries import carried_asked, carries_verdict, deploy_carried, farm_ips_read_again
@@ -153,7 +153,7 @@ def _attempt_record(
             gpus=gpus,
             state=Deployment.State.DEPLOYING,
             capacity_seen=seen,
-            requested_by=by if getattr(by, "pk", None) else None,
+            requested_by=actor_of(by),
             odds=vm_odds_now(node, mru=locked.mru, used_mru=live.used.mru),
         )
 

@@ -24,7 +24,7 @@ from dashboard.models import INTEGER_MAX, FarmIps, Hold, Node, Slice
 from dashboard.rules.closure import closure_of
 from dashboard.selectors.farm_ips import farm_ipv4
 from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import nodes_lock
 from dashboard.services.held_figures import held_store
 
@@ -149,7 +149,7 @@ def hold_create(
             public_ipv4=public_ipv4,
             created_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds),
-            by=by if getattr(by, "pk", None) else None,
+            by=actor_of(by),
             token=token,
         )
         held_store([node.pk], now=now)

@@ -29,7 +29,7 @@ from dashboard.grid.classify import classify
 from dashboard.models import ApiToken, Deployment, MemoryLesson, Node, Observation, ProbeProposal, Slice
 from dashboard.rows import rows_update
 from dashboard.selectors.odds import own_prior, per_vm_prior
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.memory_model import lesson_current, memory_model_refit, memory_points, zos_build_key
 
@@ -43,7 +43,8 @@ def vouched_by(*, source: str, by=None) -> str:
     if source == "probe":
         return PROPOSED_PROBE
     if source == "reported":
-        return f"account {by.pk}" if getattr(by, "pk", None) else "an unnamed reporter"
+        user = actor_of(by)
+        return f"account {user.pk}" if user is not None else "an unnamed reporter"
     return DASHBOARD
 
 

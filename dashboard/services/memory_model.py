@@ -34,7 +34,7 @@ from dashboard.selectors.odds import (
     lesson_fits,
     own_prior,
 )
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 
@@ -297,7 +297,7 @@ def memory_lesson_revert(*, lesson: MemoryLesson, by=None, source: str = "web") 
             .first()
         )
         added = set(lesson.observation_ids) - set(before.observation_ids if before else [])
-        user = by if getattr(by, "pk", None) else None
+        user = actor_of(by)
         now = timezone.now()
         cleared = Observation.objects.filter(pk__in=added, cleared_at__isnull=True).update(
             cleared_at=now, cleared_by=user

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import ApiToken, CapacitySample, Deployment, Node, Observation, Slice
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_step_after, group_steps_after
 from dashboard.services.lesson_evidence import memory_judged, node_readings_apply, observation_admit, vouched_by
@@ -124,7 +124,7 @@ def observations_learn(
     if lesson is None:
         return None
     build = zos_build_key(node.zos_version)
-    user = by if getattr(by, "pk", None) else None
+    user = actor_of(by)
     standing = _standing(lesson, build=build, vms=refusal.vm_count)
     with group_steps_after(), transaction.atomic():  # the build's refit after this commits
         nodes_lock([node.pk])
@@ -205,7 +205,7 @@ def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
     with group_steps_after(), transaction.atomic():  # the build's refit after this commits
         nodes_lock([node.pk])
         cleared = Observation.objects.filter(node=node, cleared_at__isnull=True).update(
-            cleared_at=timezone.now(), cleared_by=by if getattr(by, "pk", None) else None
+            cleared_at=timezone.now(), cleared_by=actor_of(by)
         )
         node_lessons_apply(node, source=source)
         audit_record(

@@ -13,7 +13,7 @@ from dashboard.models import Node, Policy, PolicyVersion
 from dashboard.selectors.policy import policy_figures_active, policy_node_pks
 from dashboard.selectors.policy_history import SIZE_PARAMETERS
 from dashboard.selectors.policy_history import WORDS as PARAMETER_WORDS
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.farm_ips import farm_ips_read_for_nodes
 from dashboard.services.policy_figures import policy_figures_follow
 
@@ -242,7 +242,7 @@ def policy_version_record(
         parameters={p: getattr(policy, p) for p in Policy.PARAMETERS},
         action=action,
         reverted_from=reverted_from,
-        by=by if getattr(by, "pk", None) is not None else None,
+        by=actor_of(by),
         source=source,
     )
 

@@ -15,6 +15,7 @@ from django.db import transaction
 from dashboard.job_results import PolicyFiguresResult
 from dashboard.models import Job, Node, Policy
 from dashboard.selectors.policy import policy_node_pks
+from dashboard.services.audit_trail import actor_of
 from dashboard.services.figures import STORE_BATCH, figures_refresh
 from dashboard.services.jobs import JobError, job_progress, job_request, job_succeed
 
@@ -33,7 +34,7 @@ def policy_figures_follow(
         parameters |= {"deleted_scope": policy.scope, "farm_id": policy.farm_id}
     return job_request(
         kind=Job.Kind.POLICY_FIGURES,
-        by=by if getattr(by, "pk", None) is not None else None,
+        by=actor_of(by),
         source=source if source in Job.Source.values else Job.Source.COMMAND,
         parameters=parameters,
     ).job

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.models import ApiToken
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 
 TOKEN_PREFIX = "sdk_"
 # Characters of the token kept in clear to recognise it in lists: "sdk_" and 8 of the secret.
@@ -92,7 +92,7 @@ def api_token_create(
     if not name or len(name) > ApiToken._meta.get_field("name").max_length:
         raise TokenError("a token needs a name of 1 to 80 characters, e.g. the program that will use it", field="name")
     chosen = scopes_parse(scopes)
-    maker = by if getattr(by, "pk", None) else None
+    maker = actor_of(by)
     if maker is not None and maker.pk != user.pk and not maker.is_superuser:
         raise TokenError(
             f"{maker.get_username()} may make tokens for themselves only, not for {user.get_username()}: whatever "
@@ -115,7 +115,7 @@ def api_token_create(
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     now = timezone.now()
     expires_at = now + timedelta(days=expires_days) if expires_days is not None else None
-    actor = by if getattr(by, "pk", None) else None
+    actor = actor_of(by)
     try:
         with transaction.atomic():
             token = ApiToken.objects.create(
@@ -146,7 +146,7 @@ def api_token_create(
 def api_token_revoke(*, token: ApiToken, by=None, source: str = "web") -> bool:
     """Revoke the token from now on; False when it was revoked already (nothing written then)."""
     now = timezone.now()
-    actor = by if getattr(by, "pk", None) else None
+    actor = actor_of(by)
     with transaction.atomic():
         changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now, revoked_by=actor)
         if changed:

@@ -31,7 +31,7 @@ from dashboard.grid.text import char_is_hidden, text_problem
 from dashboard.models import AuditEvent, Deployment, Node, NodeWithhold
 from dashboard.rules.outcomes import moment_problem
 from dashboard.selectors.withholds import in_force, nodes_marked_withheld, not_over, open_at
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 
 # The closure detail (Node.closure_detail, 200 characters) holds the reason and "until ...".
@@ -138,7 +138,7 @@ def node_withhold(
                 starts_at=starts_at,
                 ends_at=ends_at,
                 source=NodeWithhold.Source.MANUAL,
-                created_by=_user(by),
+                created_by=actor_of(by),
                 created_via=via,
             )
             for n in targets
@@ -146,7 +146,7 @@ def node_withhold(
         span = f"from {when_words(starts_at)} until {when_words(ends_at) if ends_at else 'released'}"
         for window in windows:
             audit_record(
-                actor=_user(by),
+                actor=actor_of(by),
                 source=via,
                 action="node withheld",
                 node=window.node,
@@ -173,11 +173,11 @@ def withhold_release(
         if not released:
             what = "quarantined" if source == NodeWithhold.Source.QUARANTINE else "withheld"
             raise WithholdError(f"node {node.grid_id} is not {what} now, nor has a window to come", field="node")
-        NodeWithhold.objects.filter(pk__in=[w.pk for w in released]).update(released_at=now, released_by=_user(by))
+        NodeWithhold.objects.filter(pk__in=[w.pk for w in released]).update(released_at=now, released_by=actor_of(by))
         for window in released:
             lifted = window.source == NodeWithhold.Source.QUARANTINE
             audit_record(
-                actor=_user(by),
+                actor=actor_of(by),
                 source=via,
                 action="quarantine lifted" if lifted else "node withhold released",
                 node=node,
@@ -325,7 +325,3 @@ def _duration(seconds: int) -> str:
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
     return f"{seconds // 60} min"
-
-
-def _user(by):
-    return by if getattr(by, "pk", None) else None

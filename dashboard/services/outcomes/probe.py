@@ -18,6 +18,7 @@ from django.utils import timezone
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment, Node
 from dashboard.rules.outcomes import Move
+from dashboard.services.audit_trail import actor_of
 from dashboard.services.figures import nodes_lock
 from dashboard.services.group_steps import group_steps_after, lock_conflicts_retried
 from dashboard.services.lesson_evidence import probe_proposed
@@ -110,7 +111,7 @@ def _probe_recorded(node: Node, *, node_id, marketplace_id, error, diagnosis, at
             usable_bytes=diagnosis.usable_bytes,
             marketplace_id=marketplace_id,
             capacity_seen=capacity_last_read(node),
-            requested_by=by if getattr(by, "pk", None) else None,
+            requested_by=actor_of(by),
             finished_at=at,
         )
         Deployment.objects.filter(pk=deployment.pk).update(started_at=at)

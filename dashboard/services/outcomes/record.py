@@ -19,7 +19,7 @@ from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
 from dashboard.rules.catalog_audit import contract_of
 from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
 from dashboard.selectors.odds import vm_odds_now
-from dashboard.services.audit_trail import audit_record
+from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_step_after, group_steps_after, lock_conflicts_retried
 from dashboard.services.holds import hold_turned_deployed, hold_words
@@ -286,7 +286,7 @@ def _create(
         marketplace_id=marketplace_id,
         grid_workload_id=workload_id,
         capacity_seen=seen,
-        requested_by=by if getattr(by, "pk", None) else None,
+        requested_by=actor_of(by),
         finished_at=at,
         odds=vm_odds_now(node, mru=slice_.mru),
     )
@@ -384,9 +384,7 @@ def _recheck_after_commit(node: Node, *, by) -> None:
 
     def queue():
         try:
-            job_request(
-                kind=Job.Kind.PRECHECK, node=node, by=by if getattr(by, "pk", None) else None, source=Job.Source.API
-            )
+            job_request(kind=Job.Kind.PRECHECK, node=node, by=actor_of(by), source=Job.Source.API)
         except JobError as exc:
             log.warning("node %s: no precheck queued after a reported outcome: %s", node.grid_id, exc)
 
