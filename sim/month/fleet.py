@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, SliceSize
-from dashboard.grid.simgrid import ZosMachine
+from sim.grid import ZosMachine
 
 HOURS = 30 * 24  # a month
 MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the month
