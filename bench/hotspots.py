@@ -85,9 +85,9 @@ def profile_bulk(nodes: int, top: int, env, *, cprofile: bool = True) -> None:
     from django.db import connection
 
     from bench import seed
-    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Job
     from dashboard.services import jobs, reregister
+    from sim.grid import SimulatedGrid
 
     specs = seed.fleet_specs(nodes)
     workloads, _ = seed.simulator_seed(SimulatedGrid(env.simgrid_path), specs)

@@ -29,7 +29,7 @@ ONBOARD_TARGET_FACTOR = 3
 def grid_seed(path: Path, *, nodes: int = NODES) -> None:
     """The farms on a simulated grid of their own, of a few real node shapes."""
     from dashboard.capacity import GiB
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     grid = SimulatedGrid(path)
     shapes = ((8, 31 * GiB, int(931.5 * GiB)), (16, 62 * GiB, 2 * int(931.5 * GiB)), (4, 15 * GiB, 476 * GiB))

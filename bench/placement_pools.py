@@ -31,7 +31,7 @@ def main(repo: Path, size: int) -> dict:
 
         call_command("migrate", verbosity=0)
         from bench import pages, seed
-        from dashboard.grid.simgrid import SimulatedGrid
+        from sim.grid import SimulatedGrid
 
         specs = seed.fleet_specs(size)
         workloads, _ = seed.simulator_seed(SimulatedGrid(env.simgrid_path), specs)

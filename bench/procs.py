@@ -99,7 +99,7 @@ class Worker:
 
 
 class SimulatorServer:
-    """The simulator's HTTP face (dashboard.grid.simgrid.serve_simulator) in its own process, on loopback."""
+    """The simulator's HTTP face (sim.grid.serve_simulator) in its own process, on loopback."""
 
     def __init__(
         self, env: BenchEnv, *, nodelay: bool = False, path: Path | None = None, latency_ms: int = 0, arrivals: str = ""

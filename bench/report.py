@@ -509,7 +509,7 @@ def _precheck_lines(pre: dict, click: dict) -> list[str]:
     if "end_to_end_nodelay" in pre:
         e = pre["end_to_end_nodelay"]
         lines.append(
-            f"- The same as served now (`dashboard/grid/simgrid/http.py` sets TCP_NODELAY): "
+            f"- The same as served now (`sim/grid/http.py` sets TCP_NODELAY): "
             f"median {e['median_ms']} ms, p99 {e['p99_ms']} ms (HTTP read: median {e['http_read_median_ms']} ms, "
             f"p99 {e['http_read_p99_ms']} ms)."
         )

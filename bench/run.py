@@ -158,7 +158,7 @@ def measure(args, env, workers: list, *, repeat: int, e2e_requests: int, pure_se
 
     from bench import precheck, seed
     from bench.report import machine_facts
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     call_command("migrate", verbosity=0)
     # Db 6 is the bench's own: nothing left from an interrupted run may reach its workers.

@@ -23,7 +23,7 @@ MAX_SECONDS = 30 * 60
 
 
 def main(path: str, *, nodelay: bool = False, latency_ms: int = 0, arrivals: str = "") -> None:
-    from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
+    from sim.grid import SimulatedGrid, serve_simulator
 
     server = serve_simulator(SimulatedGrid(path), host="127.0.0.1", port=0, latency=latency_ms / 1000)
     server.RequestHandlerClass.disable_nagle_algorithm = nodelay

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.core.management import call_command
 
         from bench import seed
-        from dashboard.grid.simgrid import SimulatedGrid
+        from sim.grid import SimulatedGrid
 
         call_command("migrate", verbosity=0)
         redis.Redis.from_url(env.broker_url).flushdb()

@@ -34,7 +34,7 @@ def main(repo: Path, size: int, repeat: int = 15) -> dict:
         call_command("migrate", verbosity=0)
         from bench import pages, seed
         from bench.api import NODES_PAGE, bench_token
-        from dashboard.grid.simgrid import SimulatedGrid
+        from sim.grid import SimulatedGrid
 
         specs = seed.fleet_specs(size)
         workloads, _ = seed.simulator_seed(SimulatedGrid(env.simgrid_path), specs)

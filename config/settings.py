@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     # django-ninja: serves its Swagger UI from our own static files (CSP allows only 'self').
     "ninja",
     "dashboard",
+    "sim",  # the simulated grid's and month's commands (simgrid, simulate_traffic, demo_fleet)
 ]
 
 MIDDLEWARE = [
@@ -317,6 +318,9 @@ RECONCILE_TOLERANCE_PERCENT = env_int("RECONCILE_TOLERANCE_PERCENT", 5, minimum=
 # offers nothing (capacity.closures). Unset: rent contracts are not judged (the fleet page says so).
 MARKETPLACE_TWIN_ID = env_ids("MARKETPLACE_TWIN_ID")
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))
+# The simulated world is named, never imported, by the product (sim/: the grid, the month of traffic).
+SIMULATED_GRID = "sim.grid.grid_from_settings"
+POLICY_TRIAL_MONTH = "sim.month"
 GRID_PROXY_URL = env_str("GRID_PROXY_URL", "https://gridproxy.grid.tf")
 GRID_CONNECT_TIMEOUT = env_float("GRID_CONNECT_TIMEOUT", 3.05, minimum=0.01)
 GRID_READ_TIMEOUT = env_float("GRID_READ_TIMEOUT", 10.0, minimum=0.01)

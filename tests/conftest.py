@@ -27,7 +27,7 @@ def sim_node(simgrid_path):
     sim_node(node_id, cru=.., mru=.., sru=.., policy_name=None, register=True, hide_pools=False, **add_node options)
     -> Node | None
     """
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     grid = SimulatedGrid(simgrid_path)
 
@@ -152,10 +152,10 @@ def legacy_node_1774(simgrid_path):
     """
     from dataclasses import replace
 
-    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Slice
     from dashboard.services.figures import figures_refresh
     from dashboard.services.registration import node_register_from_grid
+    from sim.grid import SimulatedGrid
     from tests.factories import TOTAL_1774, node_1774
 
     grid = SimulatedGrid(simgrid_path)
@@ -229,7 +229,7 @@ def legacy_fleet(simgrid_path):
     the legacy carve (stale under the fleet default), in one bulk insert per table.
     """
     from dashboard.capacity import GiB
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     grid = SimulatedGrid(simgrid_path)
 

@@ -169,6 +169,39 @@ def test_the_product_never_imports_its_start_up():
     assert found == []
 
 
+def _runtime_imports(path: Path) -> set[str]:
+    """Every module name this file imports at run time (an `if TYPE_CHECKING:` block names types only)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for inner in ast.walk(node)
+    }
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_production_code_never_imports_the_simulated_world():
+    # sim/ (the simulated grid and the month of traffic) is chosen by name in the settings
+    # (SIMULATED_GRID, POLICY_TRIAL_MONTH): nothing the product runs can lean on the simulator's insides.
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for folder in (PACKAGE, ROOT / "config")
+        for path in sorted(folder.rglob("*.py"))
+        for name in _runtime_imports(path)
+        if name == "sim" or name.startswith("sim.")
+    ]
+    assert found == []
+
+
 def test_the_package_has_at_most_twelve_top_level_modules():
     # Django's own files and the few every room shares; everything else lives in a room (docs/architecture.md).
     top = sorted(p.name for p in (ROOT / "dashboard").glob("*.py"))
@@ -294,7 +327,7 @@ def test_the_product_has_one_database_path():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         where = path.relative_to(ROOT)
-        if "migrations" in path.parts or "simgrid" in path.parts:
+        if "migrations" in path.parts:
             continue
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if VENDOR_BRANCH.search(line) and not line.lstrip().startswith("SIMGRID_PATH"):

@@ -1,7 +1,7 @@
 """Issue 43: a ZOS-light node's pools are partitions (zosbase 063d895 pkg/storage_light), unequal and
 several to a disk; a carve without a pool report must deploy in full on such a node too.
 
-Judged by the simulated ZOS machine (grid/simgrid: storaged's placement written on its own), booted with
+Judged by the simulated ZOS machine (sim/grid: storaged's placement written on its own), booted with
 the partitions ZOS-light would make: each free region of a partitioned disk of at least 5 GiB becomes a
 pool (storage.go initialize, filesystem/device.go GetUnallocatedSpaces, isValidAsDevice).
 """
@@ -12,7 +12,7 @@ import pytest
 
 from dashboard import capacity
 from dashboard.capacity.layouts import LIGHT_CUTS, LIGHT_MIN_PARTITION, light_cut, plausible_layouts
-from dashboard.grid.simgrid.machine import ZosMachine
+from sim.grid.machine import ZosMachine
 
 GiB = capacity.GiB
 ZOS = capacity.profile("zos")

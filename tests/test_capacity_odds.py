@@ -7,7 +7,7 @@ import pytest
 
 from dashboard.capacity import GiB, MemoryPoint, MiB, OverheadFit, overhead_fit
 from dashboard.capacity.odds import memory_odds, odds_calibration, slices_odds, sure_slices
-from dashboard.grid.simgrid.records import ZOS_BUILDS, build_spread
+from sim.grid.records import ZOS_BUILDS, build_spread
 
 LINE = OverheadFit(own_mru=GiB, per_vm_mru=0, own_sd=0, per_vm_sd=0, spread_mru=64 * MiB, points=2, nodes=2)
 

@@ -4,7 +4,7 @@ import pytest
 
 from dashboard.capacity import GiB, MemoryPoint, MiB, SliceSize, overhead_fit, zos_reserve_mru
 from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
-from dashboard.grid.simgrid import ZosMachine
+from sim.grid import ZosMachine
 
 SLICE = SliceSize(cru=1, mru=4 * GiB, sru=50 * GiB)
 
@@ -141,7 +141,7 @@ def test_a_refusal_where_zos_count_decided_is_no_point_of_the_line():
     # ZOS's rule on a simulated 64 GiB node: one 4 GiB VM, the reserve (6.4 GiB) above the actual use, so
     # a probe's `usable` tells the count; beside two refusals where the hidden use decided.
     from dashboard.capacity import SliceSize, zos_reserve_mru
-    from dashboard.grid.simgrid import ZosMachine
+    from sim.grid import ZosMachine
 
     def told(node_id, mru, vms):
         machine = ZosMachine.boot(node_id, cru=16, mru=mru, sru=1000 * GiB, zos_build="v3.14.0-sim")

@@ -8,10 +8,10 @@ import pytest
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB
-from dashboard.grid.simgrid import ZosMachine
-from dashboard.grid.simgrid.machine import TEST_VM_HOURS
-from dashboard.traffic import fleet
-from dashboard.traffic.fleet import NodeSpec
+from sim.grid import ZosMachine
+from sim.grid.machine import TEST_VM_HOURS
+from sim.month import fleet
+from sim.month.fleet import NodeSpec
 
 DAILY, EVERY_15 = timedelta(days=1), timedelta(minutes=15)
 
@@ -128,7 +128,7 @@ def test_a_simulated_15_minute_node_refuses_the_last_slice_while_its_test_vm_run
     ],
 )
 def test_the_simulators_own_reading_agrees_with_the_products(version):
-    from dashboard.grid.simgrid.machine import _fifteen_minute_build
+    from sim.grid.machine import _fifteen_minute_build
 
     assert _fifteen_minute_build(version) == capacity.test_vm_schedule(version).always_there
 

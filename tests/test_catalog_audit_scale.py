@@ -8,10 +8,10 @@ import pytest
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.selectors.catalog_audit import Pace
 from dashboard.services.catalog_audit import catalog_audit_here
 from dashboard.services.registration import node_register_from_grid
+from sim.grid import SimulatedGrid, serve_simulator
 
 NODES = 300
 LATENCY = 0.02  # seconds added to every answer

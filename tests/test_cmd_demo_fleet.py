@@ -13,10 +13,10 @@ from django.test import RequestFactory, override_settings
 from django.utils import timezone
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid import SimulatedGrid
-from dashboard.management.commands.demo_fleet import FLEET_SIZE
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Policy, Slice
 from dashboard.services.calibration import fleet_calibration
+from sim.grid import SimulatedGrid
+from sim.management.commands.demo_fleet import FLEET_SIZE
 from tests.conftest import rolled_back_after
 
 pytestmark = pytest.mark.django_db
@@ -229,7 +229,7 @@ class TestOneDemoFleet:
         assert state() == before
 
     def test_its_tour_names_each_special_node_with_a_command_that_exists(self, shared_demo):
-        from dashboard.management.commands.demo_fleet import TOUR
+        from sim.management.commands.demo_fleet import TOUR
 
         out = _demo("--tour")
         commands = {p.stem for p in (Path(__file__).parent.parent / "dashboard/management/commands").glob("*.py")}
@@ -268,8 +268,8 @@ class TestOneDemoFleet:
 # Two full builds of the demo of its own: `make test` runs it.
 @pytest.mark.slow
 def test_it_keeps_what_the_operator_did_across_runs_and_rebuilds_only_when_reset(demo, simgrid_path):
-    from dashboard.management.commands.demo_fleet import demo_nodes
     from dashboard.services.registration import node_register_from_grid
+    from sim.management.commands.demo_fleet import demo_nodes
 
     grid = SimulatedGrid(simgrid_path)
     spare = next(n.node_id for n in demo_nodes() if not n.registered)

@@ -14,13 +14,19 @@ from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE
 from tests.manage_in_process import manage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-COMMANDS = sorted(p.stem for p in (BASE_DIR / "dashboard/management/commands").glob("*.py") if p.stem != "__init__")
+# The operator's commands and the simulated world's (sim/: simgrid, simulate_traffic, demo_fleet).
+COMMANDS = sorted(
+    (app, p.stem)
+    for app in ("dashboard", "sim")
+    for p in (BASE_DIR / app / "management/commands").glob("*.py")
+    if p.stem != "__init__"
+)
 NOT_REGISTERED = "node 999999 is not registered; run manage.py node_register 999999"
 
 
-@pytest.mark.parametrize("name", COMMANDS)
-def test_each_commands_help_lists_its_exit_statuses(name):
-    command = load_command_class("dashboard", name)
+@pytest.mark.parametrize(("app", "name"), COMMANDS)
+def test_each_commands_help_lists_its_exit_statuses(app, name):
+    command = load_command_class(app, name)
     text = command.create_parser("manage.py", name).format_help()
     assert "exit statuses:" in text
     assert f"  {EXIT_USAGE}  " in text and "  0  " in text

@@ -12,8 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, Resources
-from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import AuditEvent, Node
+from sim.grid import SimulatedGrid
 
 pytestmark = pytest.mark.django_db
 # The suite's own copy of ../shared/gridproxy: CI's checkout must not depend on a sibling folder.

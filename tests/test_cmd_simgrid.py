@@ -13,7 +13,7 @@ import requests
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid import SimulatedGrid
+from sim.grid import SimulatedGrid
 from tests.manage_in_process import manage as manage_in_process
 
 REPO = Path(__file__).resolve().parent.parent

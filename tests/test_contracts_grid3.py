@@ -22,8 +22,8 @@ import redis
 import requests
 
 from dashboard.capacity import GiB, SliceSize
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
-from dashboard.grid.simgrid.rmb_peer import REQUEST_QUEUE, StandInPeer
+from sim.grid import SimulatedGrid, serve_simulator
+from sim.grid.rmb_peer import REQUEST_QUEUE, StandInPeer
 from tests.contracts_support import problems
 
 grid3_proxy = pytest.importorskip("grid3.proxy")

@@ -17,8 +17,8 @@ import requests
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.schemas import ZOS_COMMANDS
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
-from dashboard.grid.simgrid.rmb_peer import StandInPeer
+from sim.grid import SimulatedGrid, serve_simulator
+from sim.grid.rmb_peer import StandInPeer
 from tests.contracts_support import problems
 
 SLICE = SliceSize(cru=1, mru=4 * GiB, sru=151 * GiB)

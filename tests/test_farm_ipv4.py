@@ -12,7 +12,6 @@ from django.test import override_settings
 
 from dashboard.capacity import GiB
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simgrid import serve_simulator
 from dashboard.models import Deployment, FarmIps, Node, Policy
 from dashboard.selectors.carries import node_gpu_slices
 from dashboard.selectors.deployments import deployment_words
@@ -20,6 +19,7 @@ from dashboard.selectors.farm_ips import node_ipv4
 from dashboard.services.deploy import DeployError, slice_deploy
 from dashboard.services.farm_ips import farm_ips_refresh
 from dashboard.services.precheck import precheck_run
+from sim.grid import serve_simulator
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +43,7 @@ def slices_per_node() -> int:
 def farm_built(django_db_setup, django_db_blocker, tmp_path_factory):
     """The farm of NODE_IDS with FREE_IPS public IPv4s, read; built once for the class (its simulated
     grid in a folder of its own, its rows rolled back after)."""
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     path = tmp_path_factory.mktemp("ipv4-farm") / "simgrid.sqlite3"
     grid = SimulatedGrid(path)
@@ -154,7 +154,7 @@ def test_the_chains_and_zos_words_for_ips_and_gpus_are_classified(raw, cause, sa
 
 
 def test_simulated_traffic_reports_ip_refusals_and_the_shipped_policy_has_none():
-    from dashboard.traffic import simulate
+    from sim.month import simulate
 
     month = simulate(nodes=40, events=400, seed=7, policies=("legacy", "zos-learning"), ipv4_share=0.5)
     shipped, legacy = month.policies["zos-learning"], month.policies["legacy"]

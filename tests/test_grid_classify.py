@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 from dashboard.capacity import GiB, MiB, SliceSize
 from dashboard.grid.classify import CAUSES, classify
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import DeploymentFailed, GridUnavailable, NodeNotFound, NodeOffline
+from sim.grid import SimulatedGrid
 from tests.support import examples
 
 MEMORY = "failed to satisfy required capacity: cannot fulfil required memory size 4294967296 bytes out of usable 4187593114 bytes"

@@ -8,8 +8,8 @@ import requests
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.paging import ReadStopped
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.grid.types import MalformedPayload
+from sim.grid import SimulatedGrid, serve_simulator
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
 
 SLICE = SliceSize(cru=1, mru=4 * GiB, sru=100 * GiB)

@@ -7,7 +7,7 @@ import pytest
 from dashboard.capacity import GiB
 from dashboard.grid.paging import ReadFailed, farm_pages, id_pages
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
+from sim.grid import SimulatedGrid, serve_simulator
 from tests.gridproxy_canned import sample, start_canned_proxy
 
 

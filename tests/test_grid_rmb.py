@@ -1,4 +1,4 @@
-"""The RMB door (grid/rmb/) against real Redis, with the stand-in peer (grid/simgrid/rmb_peer.py) or a
+"""The RMB door (grid/rmb/) against real Redis, with the stand-in peer (sim/grid/rmb_peer.py) or a
 hostile one answering what a real node never would."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from dashboard.capacity import GiB
 from dashboard.grid.budget import RedisInFlight, RedisWindow, RequestBudget
 from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, Target
 from dashboard.grid.rmb.client import REQUEST_QUEUE
-from dashboard.grid.simgrid import SimulatedGrid
-from dashboard.grid.simgrid.rmb_peer import StandInPeer, envelope
 from dashboard.grid.types import MalformedPayload, NodeSilent, RmbRefused
+from sim.grid import SimulatedGrid
+from sim.grid.rmb_peer import StandInPeer, envelope
 
 DEADLINE = 0.6  # seconds a silent node is waited for: short, since nothing here measures time
 SILENT_DEADLINE = 0.05  # where only a silent node is asked: nothing has to answer within it

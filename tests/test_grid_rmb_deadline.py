@@ -17,8 +17,8 @@ from dashboard.grid.budget import RedisWindow, RequestBudget
 from dashboard.grid.deadline import Deadline
 from dashboard.grid.rmb import POOLS, Target
 from dashboard.grid.rmb.client import REQUEST_QUEUE
-from dashboard.grid.simgrid.rmb_peer import envelope
 from dashboard.grid.types import GridError, MalformedPayload, NodeSilent
+from sim.grid.rmb_peer import envelope
 from tests.hostile_redis import GOOD_POOLS, ONE_SSD, DripRedis, HungRedis, rmb_client
 
 pytestmark = pytest.mark.slow

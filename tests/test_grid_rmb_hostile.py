@@ -19,8 +19,8 @@ import redis
 from dashboard.grid.rmb import POOLS, RmbPeerFailed, Target
 from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.rmb.parse import parse_envelope
-from dashboard.grid.simgrid.rmb_peer import envelope
 from dashboard.grid.types import MalformedPayload, NodeSilent, RmbRefused, RmbUndelivered
+from sim.grid.rmb_peer import envelope
 from tests.hostile_redis import GOOD_POOLS, ONE_SSD, DripRedis, HungRedis, rmb_client
 
 

@@ -7,8 +7,8 @@ import requests
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.grid.types import NodeNotFound, NodeOffline, PoolsNotAvailable
+from sim.grid import SimulatedGrid, serve_simulator
 from tests.gridproxy_canned import sample
 from tests.support import wait_until
 

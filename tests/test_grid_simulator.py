@@ -8,7 +8,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dashboard.capacity import PROFILES, GiB, MiB, Resources, SliceSize, carve
-from dashboard.grid.simgrid import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
 from dashboard.grid.types import (
     DeploymentFailed,
     GridUnavailable,
@@ -17,6 +16,7 @@ from dashboard.grid.types import (
     NodeOffline,
     WorkloadNotFound,
 )
+from sim.grid import NodeAlreadyOnGrid, SimulatedGrid, zos_reserve_mru
 from tests.factories import TOTAL_1774
 
 NODE_1774 = {"cru": TOTAL_1774.cru, "mru": TOTAL_1774.mru, "sru": TOTAL_1774.sru}

@@ -114,7 +114,7 @@ def bulk_run_of_210_with_3_gone(django_db_setup, django_db_blocker, tmp_path_fac
     """210 stale nodes, 3 of them gone from the grid, and one bulk run over them (a sample of 5):
     built and run once for the class, rolled back after it (tests/conftest.py rolled_back_after)."""
     from dashboard.capacity import GiB
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     simgrid = tmp_path_factory.mktemp("bulk-210") / "simgrid.sqlite3"
     with override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):

@@ -186,7 +186,7 @@ import django, os
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django.setup()
 from django.conf import settings
-from dashboard.grid.simgrid import SimulatedGrid
+from sim.grid import SimulatedGrid
 print(SimulatedGrid(settings.SIMGRID_PATH).node(4247).farm_id)
 """
 

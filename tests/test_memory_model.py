@@ -11,10 +11,10 @@ from django.test import override_settings
 
 from dashboard import capacity
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid.machine import usable_mru
 from dashboard.models import AuditEvent, Deployment, MemoryLesson, Node, Observation
 from dashboard.services.deploy import slices_deploy_all_free
 from dashboard.services.memory_model import lesson_current, memory_lesson_revert
+from sim.grid.machine import usable_mru
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
@@ -152,7 +152,7 @@ def _unversioned(sim_node, grid_id: int) -> Node:
 def taught_built(django_db_setup, django_db_blocker, tmp_path_factory):
     """Three 62.8 GiB nodes of one build, the first two filled (their refusals agree: the build learns);
     built once for the class (its simulated grid in a folder of its own, its rows rolled back after)."""
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     path = tmp_path_factory.mktemp("taught") / "simgrid.sqlite3"
     grid = SimulatedGrid(path)

@@ -1,7 +1,7 @@
 """Issue 45: what operators ask of a node, answered on its page and in the API from one selector
 (selectors.node_room): what ZOS keeps for itself and the rest, summing to the node's total; each SSD pool's
 size, use and free room; the largest disk it takes now. The largest disk is checked against the simulated
-grid's own implementation of ZOS's storaged (grid/simgrid/storaged.py), not against the code that found it."""
+grid's own implementation of ZOS's storaged (sim/grid/storaged.py), not against the code that found it."""
 
 import re
 

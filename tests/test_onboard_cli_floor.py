@@ -26,8 +26,8 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import pytest
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.models import Node
+from sim.grid import SimulatedGrid, serve_simulator
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

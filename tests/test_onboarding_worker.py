@@ -6,11 +6,11 @@ import pytest
 from django.db.models import Count
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.grid.types import GridUnavailable
 from dashboard.models import Job, Node
 from dashboard.services.jobs import job_request
 from dashboard.services.onboarding import OnboardRequest
+from sim.grid import SimulatedGrid, serve_simulator
 
 PAGE = 4
 

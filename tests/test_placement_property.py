@@ -19,7 +19,6 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import Job, Node, Slice
 from dashboard.selectors.placement import placement_for
 from dashboard.services.deploy import slice_deploy
@@ -28,6 +27,7 @@ from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.registration import node_register_from_grid
 from dashboard.services.withholds import node_withhold, withhold_release
+from sim.grid import SimulatedGrid
 
 pytestmark = pytest.mark.django_db
 OURS, OTHER = 7, 42

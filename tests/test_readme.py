@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from dashboard.management.commands.demo_fleet import TOUR
+from sim.management.commands.demo_fleet import TOUR
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

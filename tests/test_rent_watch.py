@@ -10,12 +10,12 @@ from django.utils import timezone
 from dashboard.alerts import rules
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.proxy.parse import parse_node
-from dashboard.grid.simgrid import serve_simulator
 from dashboard.models import Node, NodeEvent
 from dashboard.rules import node_events
 from dashboard.selectors.alerts import alert_figures
 from dashboard.services.alerts import alert_limits
 from dashboard.services.watch import fleet_watch
+from sim.grid import serve_simulator
 from tests.factories import node_1774
 from tests.gridproxy_canned import sample, start_canned_proxy
 

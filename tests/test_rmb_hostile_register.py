@@ -22,11 +22,11 @@ from django.test import Client
 from dashboard.capacity import GiB
 from dashboard.grid import get_grid
 from dashboard.grid.rmb.client import REQUEST_QUEUE
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
-from dashboard.grid.simgrid.rmb_peer import envelope
 from dashboard.models import Node, PoolReport
 from dashboard.services.precheck import precheck_run
 from dashboard.services.watch import fleet_watch
+from sim.grid import SimulatedGrid, serve_simulator
+from sim.grid.rmb_peer import envelope
 from tests.hostile_redis import DripRedis, HungRedis
 
 pytestmark = pytest.mark.django_db

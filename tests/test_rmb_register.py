@@ -17,8 +17,8 @@ from django.core.management import call_command
 
 from dashboard.capacity import GiB
 from dashboard.grid.rmb.client import REQUEST_QUEUE
-from dashboard.grid.simgrid import SimulatedGrid, serve_simulator
 from dashboard.models import Node, PoolReport
+from sim.grid import SimulatedGrid, serve_simulator
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parent.parent

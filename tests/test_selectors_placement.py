@@ -58,7 +58,7 @@ def varied_fleet_build(grid) -> None:
 @pytest.fixture(scope="class")
 def varied_fleet_built(django_db_setup, django_db_blocker, tmp_path_factory):
     """varied_fleet, built once for the class and rolled back after it (tests/conftest.py rolled_back_after)."""
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     simgrid = tmp_path_factory.mktemp("varied-fleet") / "simgrid.sqlite3"
     with override_settings(SIMGRID_PATH=simgrid, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):

@@ -26,7 +26,7 @@ def planted_built(django_db_setup, django_db_blocker, tmp_path_factory):
     """Node 1774 with slices 0 and 1 deployed by the dashboard; slice 1's VM then deleted on the grid
     behind the catalog's back (an orphan), and a VM deployed on the node outside the catalog (foreign).
     Built once for the module: its simulated grid in a folder of its own, its rows rolled back after."""
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     path = tmp_path_factory.mktemp("planted") / "simgrid.sqlite3"
     grid = SimulatedGrid(path)
@@ -45,7 +45,7 @@ def planted_built(django_db_setup, django_db_blocker, tmp_path_factory):
 @pytest.fixture
 def planted(planted_built, simgrid_path, db):
     """The module's planted node on a copy of its simulated grid; what a test writes is undone after it."""
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     simgrid_copy(planted_built["path"], simgrid_path)
     return {

@@ -9,7 +9,6 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from dashboard.capacity import GiB, MiB, zos_rootfs
-from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Slice
 from dashboard.selectors.deployments import deployment_words
@@ -23,6 +22,7 @@ from dashboard.services.deploy import (
     slices_deploy_all_free,
 )
 from dashboard.services.registration import node_register
+from sim.grid import SimulatedGrid
 
 NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 pytestmark = pytest.mark.django_db

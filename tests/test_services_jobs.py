@@ -475,7 +475,7 @@ def test_it_fails_naming_the_field_when_the_grid_answers_garbage(legacy_node_177
 def test_it_reports_an_unexpected_exception_as_an_internal_error(legacy_node_1774, settings):
     # A corrupted row (pools_sru is not a list of sizes) and a grid that does not report pools.
     Node.objects.filter(pk=legacy_node_1774.pk).update(pools_sru="garbage")
-    from dashboard.grid.simgrid import serve_simulator
+    from sim.grid import serve_simulator
 
     server = serve_simulator(legacy_node_1774.grid)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()

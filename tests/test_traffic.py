@@ -9,8 +9,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, Resources, SliceSize, profile, with_overrides
-from dashboard.grid.simgrid import ZosMachine
-from dashboard.traffic import MODES, Contender, NodeSpec, contender, simulate
+from sim.grid import ZosMachine
+from sim.month import MODES, Contender, NodeSpec, contender, simulate
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_a_release_frees_exactly_what_the_deploy_took():
 
 def test_the_simulator_takes_no_decision_from_the_capacity_model():
     # Two implementations of ZOS's rules on purpose: the simulator may share sizes and types only.
-    trees = [ast.parse(path.read_text()) for path in sorted(Path("dashboard/grid/simgrid").glob("*.py"))]
+    trees = [ast.parse(path.read_text()) for path in sorted(Path("sim/grid").glob("*.py"))]
     imported = {
         alias.name
         for tree in trees

@@ -12,8 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, SliceSize
-from dashboard.traffic import HOURS, RE_REGISTER_EVERY_HOURS, Event, NodeSpec, allowed_mru, contender, simulate
-from dashboard.traffic.drift import (
+from sim.month import HOURS, RE_REGISTER_EVERY_HOURS, Event, NodeSpec, allowed_mru, contender, simulate
+from sim.month.drift import (
     WATCH_EVERY_HOURS,
     Drift,
     DriftEvent,

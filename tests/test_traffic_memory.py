@@ -3,10 +3,10 @@
 import pytest
 
 from dashboard.capacity import Accepted, GiB, MemoryPoint, MiB, overhead_fit, slices_odds, tightest
-from dashboard.grid.simgrid import ZOS_BUILDS, ZosMachine
-from dashboard.traffic import simulate
-from dashboard.traffic.drift import Drift
-from dashboard.traffic.fleet import BUILD_MAJOR, BUILD_MINOR, hidden_use_for
+from sim.grid import ZOS_BUILDS, ZosMachine
+from sim.month import simulate
+from sim.month.drift import Drift
+from sim.month.fleet import BUILD_MAJOR, BUILD_MINOR, hidden_use_for
 
 POLICIES = ("legacy", "zos", "zos-learning")
 
@@ -73,7 +73,7 @@ def test_the_probes_are_counted_and_refused_as_no_buyers(month_probed):
 def test_hidden_use_nodes_leaves_the_fleet_without_builds():
     import random
 
-    from dashboard.traffic import fleet_mix
+    from sim.month import fleet_mix
 
     specs = fleet_mix(20, random.Random(1))
     assert hidden_use_for(specs, "nodes", 1) == specs

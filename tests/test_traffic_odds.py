@@ -2,7 +2,7 @@
 
 import pytest
 
-from dashboard.traffic import simulate
+from sim.month import simulate
 
 
 @pytest.fixture(scope="module")

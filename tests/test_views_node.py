@@ -23,7 +23,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 def node_1774_built(django_db_setup, django_db_blocker, tmp_path_factory):
     """Node 1774 as the marketplace has it: the legacy 7-slice catalog, slice 0 deployed, prechecked;
     built once for the class (its simulated grid in a folder of its own, its rows rolled back after)."""
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     path = tmp_path_factory.mktemp("node-1774") / "simgrid.sqlite3"
     grid = SimulatedGrid(path)

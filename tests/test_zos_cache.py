@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, Resources, SliceSize
-from dashboard.grid.simgrid.machine import ZosMachine
-from dashboard.grid.simgrid.storaged import resized_cache
+from sim.grid.machine import ZosMachine
+from sim.grid.storaged import resized_cache
 from tests.factories import TOTAL_1774
 from tests.zos_model import SETTINGS, deploy_all, every_order, sane_nodes
 

@@ -20,7 +20,6 @@ from dashboard.capacity import GiB
 from dashboard.grid import get_grid
 from dashboard.grid.classify import classify
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.grid.simgrid import serve_simulator
 from dashboard.grid.types import GridError
 from dashboard.models import Node
 from dashboard.selectors.deployments import deployment_words
@@ -29,6 +28,7 @@ from dashboard.services.deploy import slices_deploy_all_free
 from dashboard.services.precheck import precheck_run
 from dashboard.services.watch import fleet_watch
 from dashboard.services.zos_cache import THROUGH_PROXY, statistics_heard
+from sim.grid import serve_simulator
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db
@@ -142,7 +142,7 @@ def rmb_peer(sim_node, settings):
     import redis
 
     from dashboard.grid.rmb.client import REQUEST_QUEUE
-    from dashboard.grid.simgrid.rmb_peer import StandInPeer
+    from sim.grid.rmb_peer import StandInPeer
 
     url = settings.CELERY_BROKER_URL
     if not url.startswith("redis://"):

@@ -16,8 +16,6 @@ import redis
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB
 from dashboard.grid.rmb.client import REQUEST_QUEUE
-from dashboard.grid.simgrid import SimulatedGrid
-from dashboard.grid.simgrid.rmb_peer import StandInPeer
 from dashboard.grid.types import DeploymentFailed
 from dashboard.models import Node
 from dashboard.selectors.node import node_detail
@@ -25,6 +23,8 @@ from dashboard.selectors.placement import placement_for
 from dashboard.services.deploy import slice_deploy
 from dashboard.services.precheck import node_live_facts, precheck_run
 from dashboard.services.registration import node_register_from_grid
+from sim.grid import SimulatedGrid
+from sim.grid.rmb_peer import StandInPeer
 from tests.factories import TOTAL_1774
 
 pytestmark = pytest.mark.django_db
@@ -211,8 +211,8 @@ def test_over_rmb_the_stand_in_peer_answers_the_grown_cache_and_the_carve_keeps_
 
 
 def test_in_traffic_the_step_kept_holds_the_grown_cache_before_the_dashboard_hears_it():
-    from dashboard.traffic import Event, NodeSpec, Run, contender
-    from dashboard.traffic.fleet import allowed_mru, image_of
+    from sim.month import Event, NodeSpec, Run, contender
+    from sim.month.fleet import allowed_mru, image_of
 
     # 14 slices (64 GiB less its 6.4 GiB reserve, in 4 GiB); the SSD chosen so that keeping the quota
     # and its step gives 32 GiB disks ((477.43 - 10) / 14 - 0.49 = 32.9) where the quota alone would

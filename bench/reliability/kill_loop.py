@@ -219,7 +219,7 @@ class Worker:
 class SlowGrid:
     """The simulated grid answering after `delay` seconds, as the public Grid Proxy takes a while.
 
-    Served over HTTP (dashboard.grid.simgrid) so the worker reads it with the real GridProxyClient;
+    Served over HTTP (sim.grid) so the worker reads it with the real GridProxyClient;
     the delay spreads a re-register over time, so random kills land in every step of it.
     """
 
@@ -243,7 +243,7 @@ def serve_slow_grid(grid, delay: float):
     """(server, url): the simulator behind a loopback Grid Proxy that takes `delay` s per answer."""
     import threading
 
-    from dashboard.grid.simgrid import serve_simulator
+    from sim.grid import serve_simulator
 
     server = serve_simulator(SlowGrid(grid, delay))
     # A killed worker leaves its request half-read; that is the point here, not an error to print.
@@ -603,7 +603,7 @@ def main(argv=None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="slicedash-kill-loop-"))
     redis_server = RedisServer(workdir)
     redis_server.start()
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     grid = SimulatedGrid(workdir / "simgrid.sqlite3")
     server, grid_url = serve_slow_grid(grid, args.grid_delay)

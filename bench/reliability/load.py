@@ -283,7 +283,7 @@ def fleet_seed(*, nodes: int, simgrid_path: str) -> None:
     from django.core.management import call_command
 
     from bench.seed import database_seed, fleet_specs, simulator_seed
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("collectstatic", verbosity=0, interactive=False)

@@ -65,10 +65,10 @@ def seed(*, nodes: int, workdir: Path) -> dict:
 
     from bench.seed import FARM_POLICY, database_seed, fleet_specs, simulator_seed
     from dashboard import capacity
-    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Alert, Deployment, Job, Node, Policy
     from dashboard.services.registration import node_register
     from dashboard.services.tokens import api_token_create
+    from sim.grid import SimulatedGrid
 
     GiB = capacity.GiB
     specs = fleet_specs(nodes)

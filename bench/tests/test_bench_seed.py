@@ -40,7 +40,7 @@ def test_it_empties_the_tables_before_seeding_again():
 
 
 def test_it_puts_the_nodes_and_vms_on_the_simulated_grid(tmp_path):
-    from dashboard.grid.simgrid import SimulatedGrid
+    from sim.grid import SimulatedGrid
 
     grid = SimulatedGrid(tmp_path / "sim.sqlite3")
     specs = seed.fleet_specs(16)

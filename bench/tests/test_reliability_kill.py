@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from bench.reliability.kill_loop import HEARTBEAT_TIMEOUT, Worker, kill_loop, seed_fleet, serve_slow_grid
-from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.models import Job, Slice
+from sim.grid import SimulatedGrid
 from tests.invariants import figures_violations, half_catalog_violations, occupied_slices, occupied_violations
 from tests.killed_workers import redeliver_unacked
 

@@ -5,6 +5,7 @@ types, never in models.
 """
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 
 from dashboard.grid.types import Grid
 
@@ -26,8 +27,5 @@ def get_grid() -> Grid:
             statistics_deadline=settings.GRID_STATISTICS_DEADLINE,
             budget=budget_from_settings(),
         )
-    from dashboard.grid.simgrid import SimulatedGrid
-
-    # The simulated chain asks who signs a contract: the marketplace's (first) twin, when one is set.
-    twins = settings.MARKETPLACE_TWIN_ID
-    return SimulatedGrid(settings.SIMGRID_PATH, deployer_twin=twins[0] if twins else None)
+    # The simulated grid by name (settings.SIMULATED_GRID): production code never imports sim/.
+    return import_string(settings.SIMULATED_GRID)()

@@ -3,7 +3,7 @@ force against a candidate (job kind "simulate", dashboard.job_kinds.policy_trial
 
 The policy page's "Try this change on a month of traffic" runs this as a job. The nodes are the ones
 the candidate would govern (its scope, as the preview counts them); each becomes a NodeSpec for
-dashboard.traffic: its total memory and SSD, its SSD pools when known (else one pool, hidden), its cores,
+sim.month: its total memory and SSD, its SSD pools when known (else one pool, hidden), its cores,
 and the hidden memory per VM its refusals taught (Node.hidden_mru_per_vm) as what ZOS really uses.
 Both policies run as the shipped product (precheck, learning, the daily re-register of stale
 nodes) over the same events, so the only difference between the two columns is the policy.
@@ -14,7 +14,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.db import transaction
 
 from dashboard import capacity
@@ -25,7 +29,9 @@ from dashboard.models import Job, Node
 from dashboard.selectors.policy import policy_nodes
 from dashboard.selectors.policy_book import policies_for_nodes
 from dashboard.services.jobs import JobError, job_progress, job_succeed
-from dashboard.traffic import HOURS, MODES, Contender, NodeSpec, PolicyFigures, simulate
+
+if TYPE_CHECKING:  # names for the annotations only; the month itself is chosen by name (month_of_traffic)
+    from sim.month import NodeSpec, PolicyFigures
 
 # A sample this size replays two policies in about 10 s on this machine's cores (300 nodes,
 # 3,000 events each); the whole fleet could take many minutes and hold a worker meanwhile.
@@ -34,7 +40,7 @@ EVENTS_PER_NODE = 10  # as `manage.py simulate_traffic` (1,000 nodes, 10,000 eve
 MIN_EVENTS = 200  # a handful of nodes still sees them fill, empty and fill again
 SEED = 7
 ZOS_CACHE_SRU = 20 * GiB  # a node boots only when its largest pool holds zos-cache
-SHIPPED = MODES["zos-learning"]
+SHIPPED = "zos-learning"  # the product as shipped: precheck, learning, the daily re-register
 FIGURES = (
     "deploys",
     "refused",
@@ -66,6 +72,12 @@ def policy_trial_parameters(
     ).stored()
 
 
+def month_of_traffic() -> ModuleType:
+    """The simulated month the trial replays (settings.POLICY_TRIAL_MONTH, sim.month as shipped): chosen
+    by name, as the grid backend is, so that production code never imports the simulated world."""
+    return import_module(settings.POLICY_TRIAL_MONTH)
+
+
 def node_spec(node: Node) -> NodeSpec | None:
     """The node's shape as the simulator boots it; None when it cannot boot (no SSD for zos-cache)."""
     pools = tuple(node.pools or (node.total_sru,))
@@ -73,7 +85,7 @@ def node_spec(node: Node) -> NodeSpec | None:
         pools = (node.total_sru,)  # pool sizes that do not fit the total were mistyped; one pool is the safe reading
     if node.total_mru <= 0 or node.total_cru < 1 or max(pools) < ZOS_CACHE_SRU:
         return None
-    return NodeSpec(
+    return month_of_traffic().NodeSpec(
         node_id=node.grid_id,
         cru=node.total_cru,
         mru=node.total_mru,
@@ -125,7 +137,7 @@ class PolicyComparison:
             "skipped": self.skipped,
             "hidden_use": self.hidden_use,
             "events": self.events,
-            "days": HOURS // 24,
+            "days": month_of_traffic().HOURS // 24,
             "seed": self.seed,
             "policies": {
                 "in_force": {"label": self.in_force, **pick(self.figures["in_force"])},
@@ -174,12 +186,17 @@ def policy_trial_run(*, job: Job, stop_on: tuple[type[BaseException], ...] = ())
             total=2 * total,
         )
 
-    month = simulate(
+    traffic = month_of_traffic()
+    shipped = traffic.MODES[SHIPPED]
+    month = traffic.simulate(
         fleet=specs,
         events=events,
         seed=seed,
         tick=tick,
-        policies=(Contender("in_force", in_force, SHIPPED), Contender("candidate", candidate, SHIPPED)),
+        policies=(
+            traffic.Contender("in_force", in_force, shipped),
+            traffic.Contender("candidate", candidate, shipped),
+        ),
     )
     comparison = PolicyComparison(
         candidate=names["candidate"],

@@ -20,8 +20,8 @@ PASSWORD = "not-a-real-password-1774"
 def planted(simgrid_path):
     """Node 1774 with slices 0 and 1 deployed; slice 1's VM deleted on the grid (an orphan) and a VM
     deployed there outside the catalog (a foreign one)."""
-    from dashboard.grid.simgrid import SimulatedGrid
     from dashboard.models import Deployment
+    from sim.grid import SimulatedGrid
 
     grid = SimulatedGrid(simgrid_path)
     grid.add_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")

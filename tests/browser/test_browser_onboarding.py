@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid import SimulatedGrid
+from sim.grid import SimulatedGrid
 from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]

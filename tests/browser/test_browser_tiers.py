@@ -4,8 +4,8 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.services.registration import node_register_from_grid
+from sim.grid import SimulatedGrid
 from tests.browser.conftest import log_in
 
 pytestmark = pytest.mark.browser

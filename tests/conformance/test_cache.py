@@ -11,7 +11,7 @@
 
 storage_test.go:407 TestCacheResize uses a multiplier of 5 bytes; the arithmetic is integer and scales,
 so its cases are run here with ZOS's real 5 GiB (every figure times 1 GiB). The simulated node
-(grid/simgrid/storaged.py resized_cache) is judged by them; the product (capacity.cache_keep) keeps the
+(sim/grid/storaged.py resized_cache) is judged by them; the product (capacity.cache_keep) keeps the
 quota and one step beside it, which these cases bound.
 """
 
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from dashboard import capacity
 from dashboard.grid import zos_words
-from dashboard.grid.simgrid.storaged import resized_cache
+from sim.grid.storaged import resized_cache
 
 GiB = capacity.GiB
 

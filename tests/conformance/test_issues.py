@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dashboard import capacity
 from dashboard.grid.classify import classify
-from dashboard.grid.simgrid.machine import ZosMachine, validation_error
+from sim.grid.machine import ZosMachine, validation_error
 
 GiB = capacity.GiB
 MiB = capacity.MiB

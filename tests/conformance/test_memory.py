@@ -21,8 +21,8 @@ import pytest
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, SliceSize
 from dashboard.grid.classify import classify
-from dashboard.grid.simgrid import records
-from dashboard.grid.simgrid.machine import ZosMachine, usable_mru
+from sim.grid import records
+from sim.grid.machine import ZosMachine, usable_mru
 
 ZOS = capacity.profile("zos")
 

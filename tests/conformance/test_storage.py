@@ -9,7 +9,7 @@ none -> pkg.ErrNotEnoughSpace{DeviceType: zos.SSDDevice}, whose words are pkg/st
 candidate that already holds a `vdisks` volume, else the first candidate.
 
 Each case is one of storage_test.go's (units as the test has them: bytes), run against the product's
-prediction (capacity.placement.place_disk) and the simulated node (grid/simgrid/storaged.py), each written
+prediction (capacity.placement.place_disk) and the simulated node (sim/grid/storaged.py), each written
 on its own.
 """
 
@@ -19,8 +19,8 @@ import pytest
 
 from dashboard.capacity.placement import PoolState, place_disk
 from dashboard.grid.classify import classify
-from dashboard.grid.simgrid.machine import NO_SPACE
-from dashboard.grid.simgrid.storaged import Storaged
+from sim.grid.machine import NO_SPACE
+from sim.grid.storaged import Storaged
 
 
 def product(pools, *, vdisks=()) -> list[PoolState]:

@@ -20,7 +20,7 @@ import pytest
 
 from dashboard import capacity
 from dashboard.capacity.layouts import LIGHT_MIN_PARTITION, in_plausible_set
-from dashboard.grid.simgrid.machine import ZosMachine
+from sim.grid.machine import ZosMachine
 
 GiB = capacity.GiB
 GB = 10**9

@@ -17,7 +17,7 @@ import pytest
 
 from dashboard import capacity
 from dashboard.grid.classify import classify
-from dashboard.grid.simgrid.machine import ZosMachine, vm_validate
+from sim.grid.machine import ZosMachine, vm_validate
 
 GiB = capacity.GiB
 ZOS = capacity.profile("zos")

@@ -21,7 +21,7 @@ import pytest
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, SliceSize
 from dashboard.grid.classify import classify
-from dashboard.grid.simgrid import machine
+from sim.grid import machine
 
 ZMACHINE_TEST_SRU = [
     # zmachine_test.go lines 18-73, in its order

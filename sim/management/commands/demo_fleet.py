@@ -35,7 +35,6 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.capacity import PROFILES, GiB
-from dashboard.grid.simgrid import SimulatedGrid
 from dashboard.grid.types import GridError
 from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, PolicyVersion, Slice
@@ -49,6 +48,7 @@ from dashboard.services.policy import policy_version_record
 from dashboard.services.precheck import precheck_run
 from dashboard.services.registration import node_register_from_grid
 from dashboard.services.snapshots import snapshot_take
+from sim.grid import SimulatedGrid
 
 LOGINS_FILE = "demo-logins.json"
 DEMO_LOGINS = (("admin", "admins"), ("support", "support"))

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, SliceSize
-from dashboard.grid.simgrid import ZosMachine
-from dashboard.grid.simgrid.machine import test_vm_running_at
+from sim.grid import ZosMachine
+from sim.grid.machine import test_vm_running_at
 
 HOURS = 30 * 24  # a month
 MEAN_LIFETIME_HOURS = 45 * 24  # about half the VMs are released within the month

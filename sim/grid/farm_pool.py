@@ -17,9 +17,9 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from dashboard.grid.simgrid.checks import positive
-from dashboard.grid.simgrid.records import SimNode
 from dashboard.grid.types import FarmPublicIps, NodeGpu, PublicIp
+from sim.grid.checks import positive
+from sim.grid.records import SimNode
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sim_farm_ip (

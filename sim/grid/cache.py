@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from dashboard.grid.simgrid.machine import ZosMachine
+from sim.grid.machine import ZosMachine
 
 # Before schema 5 a stored node's cache was taken as grown to 20 GiB: it keeps that quota.
 CACHE_COLUMN = "cache_sru INTEGER NOT NULL DEFAULT 21474836480 CHECK (cache_sru > 0)"

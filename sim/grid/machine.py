@@ -29,9 +29,9 @@ from dataclasses import replace
 
 # Sizes and types only: every decision below is ZOS's rule written here on its own.
 from dashboard.capacity import GiB, MiB, Resources, SliceSize
-from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, now
-from dashboard.grid.simgrid.storaged import Storaged
 from dashboard.grid.types import DeploymentFailed, PoolMetrics, WorkloadNotFound
+from sim.grid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, now
+from sim.grid.storaged import Storaged
 
 # zosbase pkg/storage/storage.go path(): errors.Wrapf(os.ErrNotExist, "subvolume '%s' not found", name).
 CACHE_NOT_FOUND = "subvolume 'zos-cache' not found: file does not exist"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from dashboard.grid.simgrid.records import SimNode, now
+from sim.grid.records import SimNode, now
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sim_rent (

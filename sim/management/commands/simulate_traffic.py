@@ -3,12 +3,12 @@
                                [--no-watch] [--write SIMULATION.md] [--chart docs/simulation.png]
 
 A month of marketplace traffic on simulated ZOS nodes, replayed against each policy with the
-dashboard's own decisions in the loop (dashboard/traffic/ says what is modelled and how each
+dashboard's own decisions in the loop (sim/month/ says what is modelled and how each
 figure is measured). By default the deployment has an rmb-peer: every node is up when it is registered
 and answers its pools (issue 33). With --no-rmb they are hidden from the dashboard, as from the Grid Proxy
 alone, but for --pools-reported of them (a share, 0 to 1), as the marketplace's deployer can report them; what
 the grid does behind the catalog's back and the product's fleet watch and slice audit come from
-dashboard/traffic/drift.py (--no-watch turns both off). Prints a table (or JSON); --write also writes
+sim/month/drift.py (--no-watch turns both off). Prints a table (or JSON); --write also writes
 the Markdown report and its chart, with catalog_truth with and without the watch (two runs).
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 from django.conf import settings
 
 from dashboard.management.cli import ProductCommand, usage_error
-from dashboard.traffic import HOURS, POLICY_NAMES, Simulation, simulate
-from dashboard.traffic.drift import Drift
-from dashboard.traffic.fleet import HIDDEN_USE_CHOICES
+from sim.month import HOURS, POLICY_NAMES, Simulation, simulate
+from sim.month.drift import Drift
+from sim.month.fleet import HIDDEN_USE_CHOICES
 
 
 class Command(ProductCommand):
@@ -319,8 +319,8 @@ def report(result: Simulation, *, chart: str, unwatched: Simulation | None = Non
     return f"""# A month of marketplace traffic, simulated
 
 Repeat with `make simulate` (or `{command} --write SIMULATION.md --chart docs/simulation.png`).
-What is modelled and how each figure is measured: `dashboard/traffic/`; what drifts behind the catalog's
-back and how the watch and audit answer it: `dashboard/traffic/drift.py`.
+What is modelled and how each figure is measured: `sim/month/`; what drifts behind the catalog's
+back and how the watch and audit answer it: `sim/month/drift.py`.
 
 {table(result)}{truth_table(result, unwatched)}
 {picture}
@@ -352,7 +352,7 @@ back and how the watch and audit answer it: `dashboard/traffic/drift.py`.
   against ZOS's real state, all deploy (no phantom). **where no use is hidden**: the same on the nodes
   whose memory use ZOS's statistics show in full; on the others the catalog cannot be true before the
   first refusal tells the hidden use (`phantom_hidden_use`), whatever watches it. What drifts and what the
-  fleet watch and the slice audit do about it: `dashboard/traffic/drift.py`; `--no-watch` turns both off.
+  fleet watch and the slice audit do about it: `sim/month/drift.py`; `--no-watch` turns both off.
 
 The policies: `legacy` is the seed's carve (1 GiB reserve, 100% of the disk) with no precheck;
 `flat-overhead` its proposed fix (+3 GiB, +20 GiB per VM); `zos` ZOS's accounting and disk placement in

@@ -22,15 +22,6 @@ from pathlib import Path
 # Sizes and types only: the decisions are ZosMachine's.
 from dashboard.capacity import Resources, SliceSize
 from dashboard.grid.proxy.features import ZOS3_FEATURES, ZOS4_FEATURES
-from dashboard.grid.simgrid import chain, farm_pool, records
-from dashboard.grid.simgrid.answers import NodeAnswers, ZosRefused
-from dashboard.grid.simgrid.cache import CACHE_COLUMN, CACHE_MISSING_COLUMN, CacheAdmin, cache_upgrade
-from dashboard.grid.simgrid.checks import bounded as _bounded
-from dashboard.grid.simgrid.checks import positive as _positive
-from dashboard.grid.simgrid.checks import status as _status
-from dashboard.grid.simgrid.checks import text as _text
-from dashboard.grid.simgrid.machine import CACHE_NOT_FOUND, ZosMachine, validation_error
-from dashboard.grid.simgrid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 from dashboard.grid.types import (
     MAX_NODE_CRU,
     MAX_NODE_MRU,
@@ -48,6 +39,15 @@ from dashboard.grid.types import (
     VmDeployed,
     WorkloadNotFound,
 )
+from sim.grid import chain, farm_pool, records
+from sim.grid.answers import NodeAnswers, ZosRefused
+from sim.grid.cache import CACHE_COLUMN, CACHE_MISSING_COLUMN, CacheAdmin, cache_upgrade
+from sim.grid.checks import bounded as _bounded
+from sim.grid.checks import positive as _positive
+from sim.grid.checks import status as _status
+from sim.grid.checks import text as _text
+from sim.grid.machine import CACHE_NOT_FOUND, ZosMachine, validation_error
+from sim.grid.records import ZOS_CACHE_SRU, SimNode, SimVm, checked_pools, node_from_row, now
 
 # 3: rent contracts, dedicated farms (chain.py); 4: ZOS build; 5: cache.py; 6: farm_pool.py; 7: cache.py (missing)
 SCHEMA_VERSION = 7

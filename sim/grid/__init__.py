@@ -21,10 +21,10 @@ Its parts:
 - `http.py`: the same behind the Grid Proxy's own HTTP paths (`serve_simulator`).
 """
 
-from dashboard.grid.simgrid.http import SimulatorServer, serve_simulator
-from dashboard.grid.simgrid.machine import ZosMachine
-from dashboard.grid.simgrid.records import ZOS_BUILDS, ZOS_CACHE_SRU, SimVm, zos_reserve_mru
-from dashboard.grid.simgrid.store import NodeAlreadyOnGrid, SimulatedGrid
+from sim.grid.http import SimulatorServer, serve_simulator
+from sim.grid.machine import ZosMachine
+from sim.grid.records import ZOS_BUILDS, ZOS_CACHE_SRU, SimVm, zos_reserve_mru
+from sim.grid.store import NodeAlreadyOnGrid, SimulatedGrid
 
 __all__ = [
     "NodeAlreadyOnGrid",
@@ -37,3 +37,12 @@ __all__ = [
     "serve_simulator",
     "zos_reserve_mru",
 ]
+
+
+def grid_from_settings() -> SimulatedGrid:
+    """The simulated grid `dashboard.grid.get_grid` serves when GRID_BACKEND is "simulator"."""
+    from django.conf import settings
+
+    # The simulated chain asks who signs a contract: the marketplace's (first) twin, when one is set.
+    twins = settings.MARKETPLACE_TWIN_ID
+    return SimulatedGrid(settings.SIMGRID_PATH, deployer_twin=twins[0] if twins else None)

@@ -22,8 +22,8 @@ from functools import partial
 
 from dashboard import capacity
 from dashboard.capacity import GiB
-from dashboard.traffic.evidence import forge
-from dashboard.traffic.fleet import (
+from sim.month.evidence import forge
+from sim.month.fleet import (
     HOURS,
     MEAN_LIFETIME_HOURS,
     MEMORY_CHOICES_GIB,
@@ -36,9 +36,9 @@ from dashboard.traffic.fleet import (
     in_plausible_set,
     pools_reported_for,
 )
-from dashboard.traffic.memory import MIN_ODDS
-from dashboard.traffic.policies import POLICY_NAMES, Contender, contender
-from dashboard.traffic.run import PROBE_EVERY_HOURS, RE_REGISTER_EVERY_HOURS, Run
+from sim.month.memory import MIN_ODDS
+from sim.month.policies import POLICY_NAMES, Contender, contender
+from sim.month.run import PROBE_EVERY_HOURS, RE_REGISTER_EVERY_HOURS, Run
 
 TICK_EVERY = 250  # events between two calls of simulate's `tick`
 

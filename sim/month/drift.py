@@ -1,6 +1,6 @@
 """What the real grid does behind the catalog's back, in the month of traffic, and how true the catalog stays.
 
-`dashboard.traffic` replays a month against each policy; `Drift` (passed as `simulate(drift=...)`) adds:
+`sim.month` replays a month against each policy; `Drift` (passed as `simulate(drift=...)`) adds:
 
 - **unreported releases**: a share of the VMs that end are never reported by the marketplace; the VM is
   gone on ZOS, the catalog keeps its slice taken (an orphan);
@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dashboard.capacity import GiB, SliceSize
-from dashboard.traffic import HOURS, SSD_CHOICES_GIB, Contender, Run, SimNode
+from sim.month import HOURS, SSD_CHOICES_GIB, Contender, Run, SimNode
 
 WATCH_EVERY_HOURS = 5 / 60  # FLEET_WATCH_EVERY = 300 s
 AUDIT_AT_HOUR = 3  # the nightly audit, each day at 03:00

@@ -43,8 +43,8 @@ Its parts: `memory` (the fleet's memory lessons and odds), `policies` (the four 
 each, the events), `run` (one policy's month, event by event), `trials` (what ZOS would say of a node's free slices now), `figures` (`simulate` and its figures).
 """
 
-from dashboard.traffic.figures import TICK_EVERY, PolicyFigures, Simulation, simulate
-from dashboard.traffic.fleet import (
+from sim.month.figures import TICK_EVERY, PolicyFigures, Simulation, simulate
+from sim.month.fleet import (
     HIDDEN_CHOICES,
     HOURS,
     MEAN_LIFETIME_HOURS,
@@ -58,8 +58,8 @@ from dashboard.traffic.fleet import (
     in_plausible_set,
     pools_reported_for,
 )
-from dashboard.traffic.policies import MODES, POLICY_NAMES, Contender, Mode, contender
-from dashboard.traffic.run import MAX_ATTEMPTS, RE_REGISTER_EVERY_HOURS, Run, SimNode, Slot
+from sim.month.policies import MODES, POLICY_NAMES, Contender, Mode, contender
+from sim.month.run import MAX_ATTEMPTS, RE_REGISTER_EVERY_HOURS, Run, SimNode, Slot
 
 __all__ = [
     "HIDDEN_CHOICES",

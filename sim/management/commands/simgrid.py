@@ -23,9 +23,9 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from dashboard.capacity import SizeError, format_size, parse_size
-from dashboard.grid.simgrid import ZOS_BUILDS, SimulatedGrid, serve_simulator
 from dashboard.grid.types import NODE_STATUSES, GridError
 from dashboard.management.cli import ProductCommand, refused, usage_error
+from sim.grid import ZOS_BUILDS, SimulatedGrid, serve_simulator
 
 
 class Command(ProductCommand):
@@ -170,8 +170,8 @@ class Command(ProductCommand):
             server.server_close()
 
     def _rmb_peer(self, grid: SimulatedGrid, *, redis, delay, error_rate, seed, **options) -> None:
-        from dashboard.grid.simgrid.rmb_peer import StandInPeer
         from dashboard.grid.text import url_redacted
+        from sim.grid.rmb_peer import StandInPeer
 
         peer = StandInPeer(grid, redis, delay=delay, error_rate=error_rate, seed=seed)
         self.stdout.write(

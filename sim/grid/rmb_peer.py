@@ -20,9 +20,9 @@ import threading
 import time
 from typing import Any
 
-from dashboard.grid.simgrid.answers import version_body
-from dashboard.grid.simgrid.store import SimulatedGrid
 from dashboard.grid.types import GridError, RmbRefused
+from sim.grid.answers import version_body
+from sim.grid.store import SimulatedGrid
 
 log = logging.getLogger(__name__)
 

@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from dashboard import capacity
 from dashboard.capacity import Resources, SliceSize
 from dashboard.grid.classify import classify
-from dashboard.grid.simgrid import ZosMachine
 from dashboard.grid.types import DeploymentFailed
 from dashboard.rules.catalog import catalog_stale
-from dashboard.traffic import fleet
-from dashboard.traffic.evidence import MARKETPLACE, PROPOSED_PROBE, Forger, MonthEvidence, per_vm_of
-from dashboard.traffic.farm_ips import NO_FREE_IP, FarmIps
-from dashboard.traffic.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
-from dashboard.traffic.memory import MIN_ODDS, FleetMemory
-from dashboard.traffic.policies import Contender
-from dashboard.traffic.trials import phantom_count, room_left
+from sim.grid import ZosMachine
+from sim.month import fleet
+from sim.month.evidence import MARKETPLACE, PROPOSED_PROBE, Forger, MonthEvidence, per_vm_of
+from sim.month.farm_ips import NO_FREE_IP, FarmIps
+from sim.month.fleet import HOURS, Event, NodeSpec, boot, in_plausible_set, test_vm_running
+from sim.month.memory import MIN_ODDS, FleetMemory
+from sim.month.policies import Contender
+from sim.month.trials import phantom_count, room_left
 
 RE_REGISTER_EVERY_HOURS = 24  # the beat's bulk re-register of stale nodes
 MAX_ATTEMPTS = 5  # nodes the marketplace tries for one request

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dashboard.capacity import GiB
-from dashboard.grid.simgrid.records import SimNode, SimVm
+from sim.grid.records import SimNode, SimVm
 
 # zosbase pkg/storage/storage.go: the zos-cache subvolume is created with a 5 GiB quota at first
 # boot (in the most free SSD pool), and every 5 minutes `checkAndResizeCache` grows the quota by
