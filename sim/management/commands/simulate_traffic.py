@@ -162,38 +162,27 @@ class Command(ProductCommand):
             self.stderr.write(f"wrote {write}" + (f" and {chart}" if chart else ""))
 
 
-def _with_probes(result: Simulation, *, nodes, events, seed, names, drift, **options) -> Simulation:
-    """The month with the probes sent; each policy's figures say what they saved over `result` (without)."""
-    probed = simulate(
-        nodes=nodes,
-        events=events,
-        seed=seed,
-        policies=names,
-        drift=drift,
-        min_odds=settings.SLICE_MIN_ODDS,
-        probes=True,
-        **options,
+def _month_again(*, nodes, events, seed, names, drift, **options) -> Simulation:
+    """The same month replayed with one thing changed (`options`), for a figure set beside the first."""
+    return simulate(
+        nodes=nodes, events=events, seed=seed, policies=names, drift=drift, min_odds=settings.SLICE_MIN_ODDS, **options
     )
+
+
+def _with_probes(result: Simulation, **month) -> Simulation:
+    """The month with the probes sent; each policy's figures say what they saved over `result` (without)."""
+    probed = _month_again(probes=True, **month)
     for name, figures in probed.policies.items():
         if figures.probes:
             figures.probes["buyer_refusals_saved"] = result.policies[name].refused - figures.refused
     return probed
 
 
-def _with_forged(result: Simulation, *, forged: int, nodes, events, seed, names, drift, **options) -> Simulation:
+def _with_forged(result: Simulation, *, forged: int, **month) -> Simulation:
     """The month with a hostile reporter; each learning policy's figures say what it cost over `result`."""
     if not 0 <= forged <= 10_000:
         raise ValueError("--forged-reports must be between 0 and 10,000")
-    attacked = simulate(
-        nodes=nodes,
-        events=events,
-        seed=seed,
-        policies=names,
-        drift=drift,
-        min_odds=settings.SLICE_MIN_ODDS,
-        forged_reports=forged,
-        **options,
-    )
+    attacked = _month_again(forged_reports=forged, **month)
     for name, figures in attacked.policies.items():
         clean = result.policies[name]
         if figures.evidence.get("forged_sent"):
