@@ -103,52 +103,21 @@ class Command(ProductCommand):
         unreported, foreign = options["unreported_releases"], options["foreign_deploys"]
         try:
             drift = Drift(unreported_releases=unreported, foreign_deploys=foreign, watch=not no_watch, seed=seed)
-            result = simulate(
-                nodes=nodes,
-                events=events,
-                seed=seed,
-                policies=names,
-                pools_reported=pools_reported,
-                ipv4_share=options["ipv4_share"],
-                progress=None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s"),
-                drift=drift,
-                cache_grows=options["cache_grows"],
-                hidden_use=options["hidden_use"],
-                min_odds=settings.SLICE_MIN_ODDS,
-            )
+            # One month's settings: every replay beside it (forger, probes, no watch) changes one thing only.
+            month = {"nodes": nodes, "events": events, "seed": seed, "names": names, "drift": drift}
+            month |= {"pools_reported": pools_reported} | {
+                k: options[k] for k in ("cache_grows", "hidden_use", "ipv4_share")
+            }
+            progress = None if json else lambda f: self.stderr.write(f"{f.name}: done in {f.seconds:.1f} s")
+            result = _month_again(progress=progress, **month)
             if options["forged_reports"]:
-                month = {k: options[k] for k in ("cache_grows", "hidden_use", "ipv4_share")}
-                month |= {"nodes": nodes, "events": events, "seed": seed, "pools_reported": pools_reported}
-                result = _with_forged(result, forged=options["forged_reports"], names=names, drift=drift, **month)
+                result = _with_forged(result, forged=options["forged_reports"], **month)
             if options["probes"]:
-                result = _with_probes(
-                    result,
-                    nodes=nodes,
-                    events=events,
-                    seed=seed,
-                    names=names,
-                    drift=drift,
-                    **{
-                        "pools_reported": pools_reported,
-                        "cache_grows": options["cache_grows"],
-                        "hidden_use": options["hidden_use"],
-                    },
-                )
+                result = _with_probes(result, **month)
             unwatched = None
             if write and drift.watch:  # the report sets the figure beside what it falls to without the watch
                 self.stderr.write("again without the watch and the audit")
-                unwatched = simulate(
-                    nodes=nodes,
-                    events=events,
-                    seed=seed,
-                    policies=names,
-                    pools_reported=pools_reported,
-                    ipv4_share=options["ipv4_share"],
-                    drift=replace(drift, watch=False),
-                    cache_grows=options["cache_grows"],
-                    hidden_use=options["hidden_use"],
-                    min_odds=settings.SLICE_MIN_ODDS,
-                )
+                unwatched = _month_again(**(month | {"drift": replace(drift, watch=False)}))
         except ValueError as exc:
             raise usage_error(str(exc)) from None
         if json:
