@@ -45,6 +45,8 @@ def test_each_commands_help_lists_its_exit_statuses(app, name):
         (("node_reregister", "1774", "--farm-id", "3"), "--farm-id only goes with --stale", EXIT_USAGE),
         (("simulate_traffic", "--nodes", "0"), "--nodes must be between 1 and 100,000", EXIT_USAGE),
         (("simulate_traffic", "--nodes", "-5"), "--nodes must be between 1 and 100,000", EXIT_USAGE),
+        (("simulate_traffic", "--forged-reports", "-1"), "--forged-reports must be between 0 and 10,000", EXIT_USAGE),
+        (("simulate_traffic", "--forged-reports", str(2**64)), "--forged-reports must be between 0", EXIT_USAGE),
         (("api_token", "create", "nobody", "--scope", "read"), "no user named 'nobody'", EXIT_USAGE),
         (("api_token", "revoke", "sdk_nosuch"), "no token 'sdk_nosuch'", EXIT_USAGE),
         (("carve", "--cru", "8", "--mru", "-31GiB", "--sru", "1GiB"), "--mru: '-31GiB' is negative", EXIT_USAGE),

@@ -100,6 +100,8 @@ class Command(ProductCommand):
             raise usage_error("--nodes must be between 1 and 100,000")
         if events < 0 or events > 10_000_000:
             raise usage_error("--events must be between 0 and 10,000,000")
+        if not 0 <= options["forged_reports"] <= 10_000:  # before any month is played, not after the first
+            raise usage_error("--forged-reports must be between 0 and 10,000")
         unreported, foreign = options["unreported_releases"], options["foreign_deploys"]
         try:
             drift = Drift(unreported_releases=unreported, foreign_deploys=foreign, watch=not no_watch, seed=seed)
@@ -149,8 +151,6 @@ def _with_probes(result: Simulation, **month) -> Simulation:
 
 def _with_forged(result: Simulation, *, forged: int, **month) -> Simulation:
     """The month with a hostile reporter; each learning policy's figures say what it cost over `result`."""
-    if not 0 <= forged <= 10_000:
-        raise ValueError("--forged-reports must be between 0 and 10,000")
     attacked = _month_again(forged_reports=forged, **month)
     for name, figures in attacked.policies.items():
         clean = result.policies[name]
