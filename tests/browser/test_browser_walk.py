@@ -84,6 +84,7 @@ def pages_to_walk(nodes: dict[str, int]) -> dict[str, str]:
         "failed": "/deployments/failed/",
         "placement": f"/placement/?{SIZE}",
         "probes": "/probes/",
+        "lessons-waiting": "/lessons/waiting/",
         "audit": "/audit/",
         "policy": "/policy/",
         "policy-history": "/policy/history/",
