@@ -177,3 +177,44 @@ def test_the_deployments_zos_took_tell_which_refusals_were_beside_the_test_vm():
     assert plain.own_mru - build.own_mru > GiB
     assert abs(read.per_vm_mru - build.per_vm_mru) <= 16 * MiB
     assert abs(read.own_mru - build.own_mru) <= 96 * MiB
+
+
+@pytest.mark.parametrize("hidden_use", ["wide", "nodes"])
+def test_the_oracle_meets_only_the_test_vm_and_sells_at_least_as_much(hidden_use):
+    """The oracle is told each node's hidden use (sim.grid's own, ZOS's own and each VM's): the physical
+    limit. Only the test VM, whose hour it cannot know, may refuse it; no learning policy sells more."""
+    figures = simulate(
+        nodes=80,
+        events=900,
+        seed=11,
+        policies=("oracle", "zos-learning"),
+        pools_reported=1.0,
+        hidden_use=hidden_use,
+        drift=Drift(seed=11),
+    ).as_dict()["policies"]
+    oracle, learning = figures["oracle"], figures["zos-learning"]
+    assert set(oracle["refused_by_reason"]) <= {"memory_test_vm"}
+    assert oracle["utilisation"] >= learning["utilisation"] - 0.005
+    assert oracle["catalog_truth"] >= 0.995
+
+
+def test_a_deviant_nodes_reading_stays_its_own_and_never_refuses_it_twice():
+    """In the world where a fifth of the nodes run VMs with a use of their own, one node's refusal teaches
+    that node (capacity.memory_more_cautious): no node is refused twice by the memory it already told."""
+    from sim.month import run as month_run
+
+    refusals: dict[int, int] = {}
+    count_reason = month_run.Run._count_reason
+
+    def counted(self, node, cause, test_vm):
+        if cause == "memory" and not test_vm:
+            refusals[node.spec.node_id] = refusals.get(node.spec.node_id, 0) + 1
+        return count_reason(self, node, cause, test_vm)
+
+    month_run.Run._count_reason = counted
+    try:
+        simulate(nodes=120, events=1500, seed=12, policies=("zos-learning",), pools_reported=1.0, hidden_use="nodes")
+    finally:
+        month_run.Run._count_reason = count_reason
+    assert refusals, "the month must meet deviant nodes for this test to tell anything"
+    assert max(refusals.values()) == 1, refusals

@@ -59,6 +59,7 @@ from dashboard.capacity.lessons import (
     Lesson,
     Observed,
     hidden_use_per_vm,
+    memory_more_cautious,
     observed_after,
     observed_now,
     refusal_lesson,
@@ -143,6 +144,7 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
+from dashboard.capacity.spread import NOTHING_READ, Spread
 from dashboard.capacity.test_vm import TEST_VM_MRU, TestVmSchedule, test_vm_reserve_mru, test_vm_schedule
 from dashboard.capacity.vcpus import MAX_VM_CRU, vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import RESOURCE_WORDS
@@ -230,6 +232,7 @@ __all__ = [
     # lessons
     "Observed",
     "NOTHING_OBSERVED",
+    "NOTHING_READ",
     "hidden_use_per_vm",
     "zos_reserve_mru",
     "MemoryPoint",
@@ -254,6 +257,7 @@ __all__ = [
     "odds_calibration",
     "Lesson",
     "refusal_lesson",
+    "memory_more_cautious",
     "observed_after",
     "observed_now",
     "vms_by_memory",
@@ -280,6 +284,7 @@ __all__ = [
     "PHANTOM_REASONS",
     "SHORTFALL_REASONS",
     "SliceVerdict",
+    "Spread",
     "Precheck",
     "precheck",
 ]

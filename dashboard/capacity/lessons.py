@@ -118,11 +118,22 @@ def refusal_lesson(
     return None
 
 
-def observed_after(observed: Observed, lesson: Lesson) -> Observed:
-    """The node's lessons with one more: the largest hidden use seen, the latest disk bound."""
+def observed_after(observed: Observed, lesson: Lesson, *, running: int, total_mru: int) -> Observed:
+    """The node's lessons with one more: the more cautious memory lesson (`memory_more_cautious`), the
+    latest disk bound."""
     if lesson.kind == "memory":
-        return replace(observed, hidden_mru_per_vm=max(observed.hidden_mru_per_vm, lesson.hidden_mru_per_vm))
+        return memory_more_cautious(observed, lesson.hidden_mru_per_vm, running=running, total_mru=total_mru)
     return replace(observed, pool_room_below=lesson.disk_size)
+
+
+def memory_more_cautious(observed: Observed, per_vm_mru: int, *, running: int, total_mru: int) -> Observed:
+    """The node's memory lesson beside its own reading `per_vm_mru` (per VM over the reserve, as a refusal
+    tells it): whichever holds back more with `running` VMs (at least one), the disk lesson kept. The two
+    are not mixed: a reading over the reserve beside a group's own use below the reserve would count the
+    difference off, and promise what the node just refused (issue 44's worlds)."""
+    mine = replace(observed, hidden_mru_per_vm=per_vm_mru, zos_own_mru=None)
+    running = max(running, 1)
+    return mine if mine.hidden_mru(running, total_mru) > observed.hidden_mru(running, total_mru) else observed
 
 
 def observed_now(

@@ -123,6 +123,13 @@ class OverheadFit:
         return Observed(hidden_mru_per_vm=0, zos_own_mru=math.ceil(y0) + spread)
 
 
+def count_decided(point: MemoryPoint) -> bool:
+    """Whether ZOS's count decided the refusal (used = counted to the byte: the VMs and the reserve), so its
+    `usable` tells the count, not actual: actual beyond the VMs was at most the reserve, a bound and no
+    point of the line (as a deployment ZOS took is: capacity.hidden.Accepted)."""
+    return point.actual_mru == point.vm_mru + zos_reserve_mru(point.total_mru)
+
+
 def overhead_fit(
     points: Sequence[MemoryPoint],
     *,
@@ -141,7 +148,7 @@ def overhead_fit(
     points = [p for p in points if p.actual_mru < p.total_mru] or list(points)
     # Where ZOS's count decided (used = counted to the byte: few VMs on a big node's reserve, as a probe
     # may find), usable tells the count, not actual, only that actual was no more: no point of the line.
-    points = [p for p in points if p.actual_mru != p.vm_mru + zos_reserve_mru(p.total_mru)] or points
+    points = [p for p in points if not count_decided(p)] or points
     if not points:
         return None
     priors = (prior_spread_mru, prior_own_mru, prior_own_sd)
@@ -171,6 +178,8 @@ def _far_left_out(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> Over
         # Three points leave the others' line one degree: two may look far, only one is; more points
         # tell each far point apart, and all go (the test VM runs on any node, any day).
         far = [points[i] for _intercept, i in above] if len(points) > 3 else [points[max(above)[1]]]
+        if len(points) > 3:
+            far = _far_from_the_rest(points, far)
         if len({p.vms for p in points if p not in far}) >= 2:
             return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
     line = fit.own_mru or 0
@@ -178,6 +187,30 @@ def _far_left_out(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> Over
     if not far or len(far) == len(points):
         return fit
     return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
+
+
+# Passes of `_far_from_the_rest`: each finds the points far above the line the rest draw once the far ones
+# found before are left out; a few suffice (the line only falls, towards the group's floor).
+FAR_PASSES = 4
+
+
+def _far_from_the_rest(points, far):
+    """`far` and the points far above the line the others draw without them, again until none is found:
+    where a fifth of the nodes run their VMs with a use of their own, the line through every point is pulled
+    up by them and the lesser deviants look near it; left out, the line falls to the group's floor and they
+    stand out (issue 44's worlds). Each far point's node keeps its excess (`_apart`)."""
+    far = list(far)
+    for _ in range(FAR_PASSES):
+        rest = [p for p in points if p not in far]
+        if len({p.vms for p in rest}) < 2:
+            break
+        slope, intercept = _line(rest)
+        line = max(intercept, 0.0), max(slope, 0.0)
+        more = [p for p in rest if p.beyond_vms - (line[0] + line[1] * p.vms) > ABOVE_LINE_MRU]
+        if not more or len(more) == len(rest):
+            break
+        far += more
+    return far
 
 
 # Up to this many points every reading of which were beside the test VM is weighed (2^n readings).
@@ -340,14 +373,20 @@ PER_VM_PRIOR_SD = GiB
 PROBE_BEYOND_MRU = GiB
 
 
-def probe_need(fit: OverheadFit | None, *, build: str, running: int, node: int | None) -> tuple[float, str]:
-    """How much a probe of a node running `running` VMs would teach its group (the standard deviation
-    of its memory use the model has now, bytes), and why; the probes' selector ranks nodes by it."""
+def probe_need(
+    fit: OverheadFit | None, *, build: str, running: int, node: int | None, own_unknown_mru: float = 0.0
+) -> tuple[float, str]:
+    """How much a probe of a node running `running` VMs would teach (the standard deviation of its memory
+    use the model has now, bytes), and why; the probes' selector ranks nodes by it. `own_unknown_mru`: what
+    is not known of a use of the node's own, where it was never read (capacity.spread)."""
     name = build or "version unknown"
     if fit is None:
-        unknown = (OWN_PRIOR_SD**2 + (running * PER_VM_PRIOR_SD) ** 2) ** 0.5
+        unknown = (OWN_PRIOR_SD**2 + (running * PER_VM_PRIOR_SD) ** 2 + own_unknown_mru**2) ** 0.5
         return unknown, f"ZOS {name} has no refusal yet: its hidden memory use is not known"
-    unknown = fit.predicted_sd(vms=running, node=node)
-    if fit.on_prior:
+    line = fit.predicted_sd(vms=running, node=node)
+    unknown = math.hypot(line, own_unknown_mru)
+    if fit.on_prior and line >= own_unknown_mru:
         return unknown, f"ZOS {name}'s refusals are all at {fit.mean_vms:.0f} VMs; this node runs {running}"
+    if own_unknown_mru > line:
+        return unknown, f"nodes of ZOS {name} differ from its line; this node runs {running} VMs and was never read"
     return unknown, f"this node runs {running} VMs, away from where ZOS {name} was seen refusing"

@@ -70,6 +70,11 @@ def usable_judged(*, total_mru: int, usable_mru: int, vm_mru: int, vms: int, exp
         f"usable {size(usable_mru)} says the host used {size(max(beyond, 0))} beyond the memory of its {vms} VM(s); "
         f"{line} expects {size(round(expected.beyond_mru))} (± {size(math.ceil(expected.sd_mru))})"
     )
+    # Where ZOS's count decided (used = the VMs and the reserve to the byte), usable tells ZOS's own count, not
+    # what the host used: only that it used no more (capacity.overhead.count_decided). Neither far above a
+    # line (the reserve is ZOS's rule, 10% of a big node) nor far below it.
+    if beyond == reserve:
+        return PLAUSIBLE
     if beyond > high:
         return Judgement(False, f"{told}: far above it, beyond what a node of its own deviation uses")
     if expected.measured and beyond < expected.beyond_mru - doubt:

@@ -6,7 +6,8 @@ failing. It teaches only where actual exceeds ZOS's count, which hidden use does
 an empty node's refusal says nothing ZOS's count did not. So the candidates are up, read nodes
 with VMs, scored by what the model does not know of their memory where they run: a group (ZOS
 version) with no lesson, a lesson whose refusals are all at one VM count (ZOS's own use a prior),
-or a node far from its group's points; one node per group, the one that would teach it most.
+or a node far from its group's points, or a node never read where its group's nodes were seen to differ
+(capacity.spread); every node a candidate, the most uncertain first.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from dashboard.capacity.overhead import PROBE_BEYOND_MRU, probe_need
+from dashboard.capacity.spread import NOTHING_READ, Spread
 from dashboard.models import MemoryLesson, Node, Observation
 
 
@@ -35,41 +37,66 @@ class Probe:
 
 
 def probes_to_send(*, limit: int = 20) -> list[Probe]:
-    """At most `limit` probes, one per group, the most uncertain first."""
+    """At most `limit` probes: up nodes running VMs that no live reading tells yet, the most uncertain first
+    (capacity.probe_need, with what its group's nodes read so far say of a use of a node's own:
+    capacity.spread). Every node is a candidate, not one per group: a node's own readings decide its own
+    figures, and what one node tells says little of the next where nodes differ (issue 44's worlds)."""
     latest: dict[str, MemoryLesson] = {}
     for lesson in MemoryLesson.objects.filter(reverted_at__isnull=True).order_by("-learnt_at", "-pk"):
         latest.setdefault(lesson.build, lesson)
     fits = {build: lesson.fit() for build, lesson in latest.items()}
-    # A node whose own reading waits for a second source (services.lesson_evidence) cannot be its own
-    # second source: a probe there teaches its group nothing until another node speaks.
-    waiting = Observation.objects.filter(
-        kind=Observation.Kind.MEMORY,
-        standing=Observation.Standing.NODE,
-        cleared_at__isnull=True,
-        seen_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-    ).values("node_id")
+    read, spreads = _nodes_read()
     rows = (
         Node.objects.filter(status=Node.Status.UP, used_mru__isnull=False)
         .filter(closure="")
-        .exclude(pk__in=waiting)
+        .exclude(pk__in=read)
         .values_list("pk", "grid_id", "farm_id", "zos_version", "total_mru", "slices_rented", "slices_deployed")
     )
-    best: dict[str, Probe] = {}
+    listed: list[Probe] = []
     for pk, grid_id, farm_id, version, total_mru, rented, deployed in rows:
         running = rented + deployed
         if not running:
             continue  # an empty node's refusal tells nothing ZOS's count did not
         build = (version or "").strip()
-        unknown, why = probe_need(fits.get(build), build=build, running=running, node=pk)
-        probe = Probe(
-            node_id=grid_id,
-            farm_id=farm_id,
-            zos_version=build,
-            running=running,
-            unknown_mru=round(unknown),
-            why=why,
-            mru=total_mru + PROBE_BEYOND_MRU,
+        spread = spreads.get(build, NOTHING_READ)
+        unknown, why = probe_need(
+            fits.get(build), build=build, running=running, node=pk, own_unknown_mru=spread.own_unknown_mru(running)
         )
-        if build not in best or probe.unknown_mru > best[build].unknown_mru:
-            best[build] = probe
-    return sorted(best.values(), key=lambda p: (-p.unknown_mru, p.node_id))[:limit]
+        listed.append(
+            Probe(
+                node_id=grid_id,
+                farm_id=farm_id,
+                zos_version=build,
+                running=running,
+                unknown_mru=round(unknown),
+                why=why,
+                mru=total_mru + PROBE_BEYOND_MRU,
+            )
+        )
+    return sorted(listed, key=lambda p: (-p.unknown_mru, p.node_id))[:limit]
+
+
+def _nodes_read() -> tuple[set[int], dict[str, Spread]]:
+    """The nodes a live memory reading tells (a probe there would tell it again), and per build its nodes
+    read and those whose reading stayed their own (standing "node"), as capacity.Spread counts them."""
+    rows = (
+        Observation.objects.filter(
+            kind=Observation.Kind.MEMORY,
+            standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP],
+            cleared_at__isnull=True,
+            seen_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+        )
+        .values_list("zos_build", "node_id", "standing")
+        .distinct()
+    )
+    read: dict[str, set[int]] = {}
+    own: dict[str, set[int]] = {}
+    for build, node, standing in rows:
+        read.setdefault(build, set()).add(node)
+        if standing == Observation.Standing.NODE:
+            own.setdefault(build, set()).add(node)
+    spreads = {
+        build: Spread(nodes_read=len(nodes), nodes_own=len(own.get(build, set()) & nodes))
+        for build, nodes in read.items()
+    }
+    return set().union(*read.values()) if read else set(), spreads

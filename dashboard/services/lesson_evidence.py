@@ -4,8 +4,9 @@ A reported `usable` figure is judged against what is known of its node then (cap
 outside is kept on file but held aside (Observation.standing "held", with why). A plausible one changes
 its node alone ("node") until a second independent source agrees (capacity.corroborate.second_source:
 another node, another account, a probe the product proposed and saw answered, the dashboard's own
-deploy); then both reach the group's fit ("group"), each moved no further than the line's doubt
-(`group_actual_mru`). `node_readings_apply` writes a reading waiting for its second source onto its own
+deploy), and no deployment ZOS took on another node of the build denies it (own_deviation: that excess
+is its node's own, and it stays there); then both reach the group's fit ("group"), each moved no further
+than the line's doubt (`group_actual_mru`). `node_readings_apply` writes a reading waiting for its second source onto its own
 node (the more cautious of it and the group's figure), never onto another.
 
 Reports that teach are bounded in time per token and per build, counted from the observations they left
@@ -23,12 +24,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
+from dashboard.capacity.corroborate import Witness, admitted_point, bounds_of, group_expects, second_source
 from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.grid.classify import classify
 from dashboard.models import ApiToken, Deployment, MemoryLesson, Node, Observation, ProbeProposal, Slice
 from dashboard.rows import rows_update
-from dashboard.selectors.odds import own_prior, per_vm_prior
+from dashboard.selectors.odds import accepted_by_build, own_prior, per_vm_prior
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.memory_model import lesson_current, memory_model_refit, memory_points, zos_build_key
@@ -110,7 +111,9 @@ def observation_admit(observation: Observation, *, now: datetime | None = None) 
     def expects(point: capacity.MemoryPoint):
         return _expected(observation.zos_build, vms=point.vms, total_mru=point.total_mru)
 
-    agreeing = second_source(_witness(observation), [_witness(o) for o in others], expects=expects)
+    taken = accepted_by_build([observation.zos_build]).get(observation.zos_build, [])
+    accepted = bounds_of(taken, [_point(o) for o in others])
+    agreeing = second_source(_witness(observation), [_witness(o) for o in others], expects=expects, accepted=accepted)
     if agreeing is None:
         return None
     other = next(o for o in others if o.pk == agreeing.observation)
@@ -133,13 +136,16 @@ def group_admit(observation: Observation) -> None:
 
 
 def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
-    """Write each reading waiting for its second source onto its own node: the more cautious of it (per VM
-    over the reserve) and what the group gives the node now. Call after the group's lesson was applied,
+    """Write each node's own live readings onto it, waiting for a second source or admitted to the group: the
+    more cautious of them (per VM over the reserve) and what the group gives the node now (a node's own
+    readings decide its own figures: a deviant node keeps what it told, its group only what it shares). Call after the group's lesson was applied,
     in its transaction; the nodes changed."""
     now = now or timezone.now()
     readings: dict[int, int] = {}
     for node_pk, per_vm in (
-        _live(build, now=now).filter(standing=Observation.Standing.NODE).values_list("node_id", "hidden_mru_per_vm")
+        _live(build, now=now)
+        .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP])
+        .values_list("node_id", "hidden_mru_per_vm")
     ):
         readings[node_pk] = max(readings.get(node_pk, 0), per_vm)
     if not readings:
@@ -151,9 +157,8 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     for pk, total, hidden, own, lesson_id, scope in rows:
         carved = Slice.objects.filter(node_id=pk).exclude(state=Slice.State.FAILED).count()
         group = capacity.Observed(hidden_mru_per_vm=hidden, zos_own_mru=own)
-        mine = capacity.Observed(hidden_mru_per_vm=readings[pk])
-        running = max(carved, 1)
-        if mine.hidden_mru(running, total) > group.hidden_mru(running, total):
+        mine = capacity.memory_more_cautious(group, readings[pk], running=carved, total_mru=total)
+        if mine is not group:
             want = (mine.hidden_mru_per_vm, None, lesson_id, "own")
             if want != (hidden, own, lesson_id, scope):
                 changed.append((pk, *want))

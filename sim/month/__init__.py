@@ -58,7 +58,7 @@ from sim.month.fleet import (
     in_plausible_set,
     pools_reported_for,
 )
-from sim.month.policies import MODES, POLICY_NAMES, Contender, Mode, contender
+from sim.month.policies import MODES, ORACLE, POLICY_NAMES, Contender, Mode, contender
 from sim.month.run import MAX_ATTEMPTS, RE_REGISTER_EVERY_HOURS, Run, SimNode, Slot
 
 __all__ = [
@@ -68,6 +68,7 @@ __all__ = [
     "MEAN_LIFETIME_HOURS",
     "MEMORY_CHOICES_GIB",
     "MODES",
+    "ORACLE",
     "POLICY_NAMES",
     "RE_REGISTER_EVERY_HOURS",
     "SSD_CHOICES_GIB",

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from dashboard import capacity
-from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
+from dashboard.capacity.corroborate import Witness, admitted_point, bounds_of, group_expects, second_source
 from dashboard.capacity.plausible import usable_judged
 from dashboard.capacity.sizes import MiB
 
@@ -36,10 +36,12 @@ class Taken:
 
 @dataclass
 class MonthEvidence:
-    """Each group's live readings (waiting or admitted), the readings waiting on their node, the counts."""
+    """Each group's live readings (waiting or admitted), each node's own reading, the counts."""
 
     readings: dict[str, list[tuple[Witness, bool]]] = field(default_factory=dict)  # (witness, admitted)
-    waiting: dict[int, int] = field(default_factory=dict)  # node -> its per-VM reading waiting alone
+    # node -> its most cautious per-VM reading, waiting alone or admitted: a node's own readings decide its
+    # own figures whatever its group takes of them (services.lesson_evidence.node_readings_apply).
+    own: dict[int, int] = field(default_factory=dict)
     sent: dict[str, deque] = field(default_factory=dict)  # token -> hours of its recent reports
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # who vouched -> held, alone, group, bounded
     seq: int = 0
@@ -60,16 +62,18 @@ class MonthEvidence:
             counts["held"] += 1
             return Taken(held=True)
         self.seq += 1
+        self.own[point.node] = max(self.own.get(point.node, 0), per_vm)
         mine = Witness(observation=self.seq, node=point.node, vouched_by=by, point=point)
         live = self.readings.setdefault(group, [])
 
         def expects(p: capacity.MemoryPoint):
             return group_expects(memory.fits.get(group), vms=p.vms, total_mru=p.total_mru, **priors)
 
-        other = second_source(mine, [w for w, _ in live], expects=expects)
+        taken = [capacity.Accepted(node, vms, room) for (node, vms), room in memory.taken.get(group, {}).items()]
+        accepted = bounds_of(taken, [w.point for w, _ in live])
+        other = second_source(mine, [w for w, _ in live], expects=expects, accepted=accepted)
         if other is None:
             live.append((mine, False))
-            self.waiting[point.node] = max(self.waiting.get(point.node, 0), per_vm)
             counts["alone"] += 1
             return Taken()
         admitted = []
@@ -87,9 +91,19 @@ class MonthEvidence:
             tally["group"] += 1
             if witness is other:
                 tally["alone"] -= 1  # it waited alone until now
-            if not any(w.node == witness.node and not a for w, a in live):
-                self.waiting.pop(witness.node, None)
         return Taken(admitted=tuple(admitted))
+
+    def spread(self, group: str) -> capacity.Spread:
+        """The group's nodes read so far and those whose reading stayed their own (capacity.spread), as
+        selectors.probes counts them from the live observations."""
+        live = self.readings.get(group, [])
+        read = {w.node for w, _admitted in live}
+        own = {w.node for w, admitted in live if not admitted}
+        return capacity.Spread(nodes_read=len(read), nodes_own=len(own))
+
+    def read(self, group: str) -> set[int]:
+        """The group's nodes with a live reading (a refusal or a probe): a probe there would tell it again."""
+        return {w.node for w, _admitted in self.readings.get(group, [])}
 
     def _bounded(self, by: str, now: float) -> bool:
         recent = self.sent.setdefault(by, deque())
@@ -101,13 +115,11 @@ class MonthEvidence:
         return False
 
     def with_own(self, node: int, observed: capacity.Observed, *, carved: int, total_mru: int) -> capacity.Observed:
-        """The group's figure for a node, or its own reading waiting alone where that is the more cautious."""
-        reading = self.waiting.get(node)
+        """The group's figure for a node, or its own reading where that is the more cautious."""
+        reading = self.own.get(node)
         if reading is None:
             return observed
-        mine = capacity.Observed(hidden_mru_per_vm=reading, pool_room_below=observed.pool_room_below)
-        running = max(carved, 1)
-        return mine if mine.hidden_mru(running, total_mru) > observed.hidden_mru(running, total_mru) else observed
+        return capacity.memory_more_cautious(observed, reading, running=carved, total_mru=total_mru)
 
 
 # A plausible forgery claims the node's VMs use next to nothing beyond ZOS's count: the lie that would
@@ -153,7 +165,8 @@ def forge(run, now: float) -> None:
         per_vm = capacity.hidden_use_per_vm(
             total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
         )
-        node.observed = capacity.observed_after(node.observed, capacity.Lesson("memory", hidden_mru_per_vm=per_vm))
+        lesson = capacity.Lesson("memory", hidden_mru_per_vm=per_vm)
+        node.observed = capacity.observed_after(node.observed, lesson, running=len(node.slots), total_mru=total.mru)
     run._judge(node)
 
 

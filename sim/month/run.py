@@ -144,6 +144,8 @@ class Run:
             {"refused": 0, "deploys": 0, "util_num": 0.0, "util_den": 0.0} for _ in range(HOURS // 24 + 1)
         ]
         for node in self.nodes:
+            if self.mode.oracle:
+                node.observed = oracle_observed(node.machine)
             self._carve(node, fresh=True)
             self._judge(node)
 
@@ -285,7 +287,7 @@ class Run:
             rootfs=capacity.zos_rootfs(slot.size.cru, slot.size.mru),
         )
         if lesson is not None:
-            node.observed = capacity.observed_after(node.observed, lesson)
+            node.observed = capacity.observed_after(node.observed, lesson, running=len(node.slots), total_mru=total.mru)
             if lesson.kind == "disk":
                 node.bound_used_sru = lesson.used_sru
         if diagnosis.cause == "memory" and diagnosis.usable_bytes is not None and self.memory is not None:
@@ -311,6 +313,10 @@ class Run:
         taken = self.evidence.take(self.memory, group, point, usable=usable, per_vm=per_vm, by=by, now=now)
         fitted = [self.memory.observe(group, p, per_vm=per_vm_of(p)) for p in taken.admitted]
         if not fitted or fitted[-1] is None:
+            # Its own reading still reaches its node, as node_readings_apply writes it after each report.
+            node.observed = self.evidence.with_own(
+                node.spec.node_id, node.observed, carved=len(node.slots), total_mru=node.spec.mru
+            )
             return
         for other in self.nodes:
             if other.spec.told_build != group:
@@ -501,24 +507,35 @@ class Run:
         self.unserved += 1
 
     def probe(self, now: float) -> None:
-        """The deployer sends the probes GET /api/v1/probes lists (its rule, capacity.probe_need: one node
-        per group, the one whose memory the model knows least, among up nodes running VMs): each a VM
-        larger than the node, which ZOS refuses with its `usable` figure; reported as a probe, no failure."""
+        """The deployer sends the probes GET /api/v1/probes lists (its rule, selectors.probes: up nodes running
+        VMs never read, the PROBES_LISTED whose memory the model knows least, capacity.probe_need with the
+        group's capacity.spread): each a VM larger than the node, which ZOS refuses with its `usable` figure;
+        reported as a probe, no failure."""
         if not self.probes or self.memory is None:
             return
-        best: dict[str, tuple[float, int]] = {}
+        spreads: dict[str, capacity.Spread] = {}
+        read: dict[str, set[int]] = {}
+        ranked: list[tuple[float, int, int]] = []
         for position, node in enumerate(self.nodes):
             running = sum(1 for s in node.slots if not s.free)
             if node.status != "up" or not running:
                 continue
             group = node.spec.told_build
+            if group not in spreads:
+                spreads[group], read[group] = self.evidence.spread(group), self.evidence.read(group)
+            if node.spec.node_id in read[group]:
+                continue
             unknown, _why = capacity.probe_need(
-                self.memory.fits.get(group), build=group, running=running, node=node.spec.node_id
+                self.memory.fits.get(group),
+                build=group,
+                running=running,
+                node=node.spec.node_id,
+                own_unknown_mru=spreads[group].own_unknown_mru(running),
             )
-            if group not in best or unknown > best[group][0]:
-                best[group] = (unknown, position)
-        for group, (_unknown, position) in sorted(best.items(), key=lambda kv: -kv[1][0])[:PROBES_LISTED]:
+            ranked.append((-unknown, node.spec.node_id, position))
+        for _unknown, _node_id, position in sorted(ranked)[:PROBES_LISTED]:
             node = self.nodes[position]
+            group = node.spec.told_build
             total, used = node.machine.reading()
             size = SliceSize(cru=1, mru=total.mru + capacity.PROBE_BEYOND_MRU, sru=0)
             self.seq += 1
@@ -595,3 +612,10 @@ class Run:
         for node in self.nodes:
             self._account(node, HOURS)
             node.changed_at = HOURS
+
+
+def oracle_observed(machine) -> capacity.Observed:
+    """What the oracle policy is told of a node before the month: its true hidden use, ZOS's own and each
+    VM's (the machine's, sim.grid.records.SimNode.hidden_use), as a memory lesson the carve and precheck take."""
+    own, per_vm = machine.node.hidden_use()
+    return capacity.Observed(hidden_mru_per_vm=per_vm, zos_own_mru=own)

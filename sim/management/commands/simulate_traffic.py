@@ -21,7 +21,7 @@ from pathlib import Path
 from django.conf import settings
 
 from dashboard.management.cli import ProductCommand, usage_error
-from sim.month import HOURS, POLICY_NAMES, Simulation, simulate
+from sim.month import HOURS, ORACLE, POLICY_NAMES, Simulation, simulate
 from sim.month.drift import Drift
 from sim.month.fleet import HIDDEN_USE_CHOICES
 
@@ -34,7 +34,9 @@ class Command(ProductCommand):
         parser.add_argument("--events", type=int, default=10000)
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument(
-            "--policies", default=",".join(POLICY_NAMES), help=f"comma-separated, from {', '.join(POLICY_NAMES)}"
+            "--policies",
+            default=",".join(POLICY_NAMES),
+            help=f"comma-separated, from {', '.join(POLICY_NAMES)}, and {ORACLE} (told every node's hidden use: the limit)",
         )
         parser.add_argument(
             "--pools-reported",

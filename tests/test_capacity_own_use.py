@@ -1,0 +1,163 @@
+"""A node's own use apart from its build's (issue 44's worlds): what other nodes' deployments deny of a
+reading, the bounds the count sets, the more cautious lesson, the robust line, the spread and the probes.
+
+Cases are worked by hand from ZOS's rule (zosbase pkg/primitives/statistics.go: a VM of `s` is refused
+when s > total - max(counted, actual)), not from the code under test."""
+
+import pytest
+
+from dashboard.capacity import GiB, MiB
+from dashboard.capacity.corroborate import AGREE_MRU, Witness, bounds_of, own_deviation, second_source
+from dashboard.capacity.hidden import Accepted
+from dashboard.capacity.lessons import Observed, memory_more_cautious, zos_reserve_mru
+from dashboard.capacity.overhead import MemoryPoint, count_decided, overhead_fit, probe_need
+from dashboard.capacity.spread import NOTHING_READ, Spread
+
+
+def point(*, node=1, vms=4, beyond=6 * GiB, total=64 * GiB, vm_mru=None):
+    vm_mru = vms * 4 * GiB if vm_mru is None else vm_mru
+    return MemoryPoint(node=node, total_mru=total, vms=vms, vm_mru=vm_mru, actual_mru=vm_mru + beyond)
+
+
+# --- own_deviation: a line ZOS's build draws is no lower at more VMs ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("taken", "denied"),
+    [
+        # Another node ran 4 VMs with 3 GiB of room beyond them: the reading's 6 GiB at 4 VMs is no build's.
+        ([Accepted(node=2, vms=4, room_mru=3 * GiB)], True),
+        # ... or more VMs with that room: a VM never frees memory.
+        ([Accepted(node=2, vms=9, room_mru=3 * GiB)], True),
+        # Fewer VMs say nothing of 4 (the line may rise between).
+        ([Accepted(node=2, vms=3, room_mru=3 * GiB)], False),
+        # Within the tolerance (the test VM beside a refusal, the nodes' spread): one story still.
+        ([Accepted(node=2, vms=4, room_mru=6 * GiB - AGREE_MRU)], False),
+        ([Accepted(node=2, vms=4, room_mru=6 * GiB - AGREE_MRU - 1)], True),
+        # Its own node's deployments never deny it: that is the node's own history.
+        ([Accepted(node=1, vms=6, room_mru=GiB)], False),
+        ([], False),
+    ],
+)
+def test_a_reading_other_nodes_deployments_deny_is_its_nodes_own(taken, denied):
+    assert (own_deviation(point(), taken) is not None) is denied
+
+
+def test_the_tightest_denial_is_named():
+    taken = [Accepted(node=2, vms=4, room_mru=3 * GiB), Accepted(node=3, vms=5, room_mru=GiB)]
+    assert own_deviation(point(), taken) == Accepted(node=3, vms=5, room_mru=GiB)
+
+
+def test_a_denied_reading_neither_finds_nor_is_a_second_source():
+    deviant = Witness(observation=1, node=1, vouched_by="account 7", point=point(node=1))
+    twin = Witness(observation=2, node=3, vouched_by="account 7", point=point(node=3))
+    fair = Witness(observation=3, node=4, vouched_by="account 8", point=point(node=4, beyond=2 * GiB))
+    taken = [Accepted(node=2, vms=6, room_mru=2 * GiB)]
+    # Two deviant nodes agree with each other, and without the deployments they would corroborate.
+    assert second_source(deviant, [twin]) == twin
+    assert second_source(deviant, [twin], accepted=taken) is None
+    # A fair reading finds no second source in a denied one either.
+    fair_twin = Witness(observation=4, node=5, vouched_by="account 9", point=point(node=5, beyond=2 * GiB))
+    assert second_source(fair, [twin, fair_twin], accepted=taken) == fair_twin
+
+
+def test_a_reading_the_count_decided_is_a_bound_not_a_point():
+    total = 64 * GiB
+    counted = point(node=2, vms=4, beyond=zos_reserve_mru(total), total=total)  # usable = total - counted
+    told = point(node=3, vms=4, beyond=zos_reserve_mru(total) + 2 * GiB, total=total)
+    assert count_decided(counted) and not count_decided(told)
+    assert bounds_of([], [counted, told]) == [Accepted(node=2, vms=4, room_mru=zos_reserve_mru(total))]
+    # 6.4 GiB reserve on 64 GiB: a reading of 6.4 + 2 GiB at 4 VMs is beyond it by more than the tolerance.
+    assert own_deviation(told, bounds_of([], [counted])) is not None
+    # The fit leaves it out as before (a count-decided point is no point of the line).
+    fit = overhead_fit([counted, told])
+    assert fit is not None and fit.points == 1
+
+
+# --- memory_more_cautious: never mix a reading over the reserve with a group's own use ------------
+
+
+def test_a_nodes_own_reading_is_not_counted_off_by_a_group_own_use_below_the_reserve():
+    total = 64 * GiB  # reserve 6.4 GiB
+    group = Observed(hidden_mru_per_vm=460 * MiB, zos_own_mru=int(4.76 * GiB))  # own 1.64 GiB below the reserve
+    mine = memory_more_cautious(group, 512 * MiB, running=12, total_mru=total)
+    # Mixed, the lesson would be 4.76 - 6.4 + 12 x 0.5 = 4.36 GiB; the reading alone tells 12 x 0.5 = 6 GiB.
+    assert (mine.hidden_mru_per_vm, mine.zos_own_mru) == (512 * MiB, None)
+    assert mine.hidden_mru(12, total) == 6 * GiB
+
+
+def test_the_group_stays_where_it_holds_back_more():
+    total = 64 * GiB
+    group = Observed(hidden_mru_per_vm=GiB, zos_own_mru=8 * GiB, pool_room_below=100 * GiB)
+    assert memory_more_cautious(group, 256 * MiB, running=4, total_mru=total) is group
+    # The disk lesson is kept either way.
+    assert memory_more_cautious(group, 4 * GiB, running=4, total_mru=total).pool_room_below == 100 * GiB
+
+
+# --- the line of a group where a fifth of its nodes run VMs with a use of their own ---------------
+
+
+def test_the_line_falls_to_the_groups_floor_past_its_deviant_nodes():
+    # 16 nodes on the line: ZOS 2 GiB, 1 GiB a VM (+-16 MiB); 4 with 256-1536 MiB a VM of their own.
+    points = [
+        point(node=n, vms=2 + n % 8, beyond=2 * GiB + (2 + n % 8) * GiB + (n % 3 - 1) * 16 * MiB) for n in range(16)
+    ]
+    own = {16: 256 * MiB, 17: 512 * MiB, 18: GiB, 19: 1536 * MiB}
+    for n, extra in own.items():
+        vms = 3 + n % 5
+        points.append(point(node=n, vms=vms, beyond=2 * GiB + vms * (GiB + extra)))
+    fit = overhead_fit(points)
+    assert abs(fit.per_vm_mru - GiB) < 64 * MiB
+    assert abs(fit.own_mru - 2 * GiB) < 256 * MiB
+    # Each deviant node keeps its excess as its own residual; the others are near the line.
+    for n, extra in own.items():
+        assert fit.residuals[n] >= (3 + n % 5) * extra - 128 * MiB
+
+
+# --- the spread: how often a node never read has a use of its own --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("read", "own", "share"),
+    [(0, 0, 0.5), (8, 0, 0.1), (8, 2, 0.3), (98, 19, 0.2)],
+)
+def test_the_share_is_laplaces_rule_over_the_nodes_read(read, own, share):
+    assert Spread(nodes_read=read, nodes_own=own).share == pytest.approx(share)
+
+
+def test_an_unread_nodes_own_unknown_grows_with_its_vms_and_vanishes_without():
+    spread = Spread(nodes_read=8, nodes_own=2)
+    assert spread.own_unknown_mru(0) == 0
+    assert 0 < spread.own_unknown_mru(2) < spread.own_unknown_mru(6)
+    assert spread.own_unknown_mru(6) == pytest.approx(3 * spread.own_unknown_mru(2))
+    with pytest.raises(ValueError):
+        Spread(nodes_read=1, nodes_own=2)
+
+
+def test_a_probe_of_an_unread_node_is_worth_more_where_its_group_differs():
+    fit = overhead_fit([point(node=n, vms=2 + n, beyond=2 * GiB + (2 + n) * GiB) for n in range(6)])
+    alike, _ = probe_need(fit, build="b", running=6, node=99, own_unknown_mru=Spread(30, 0).own_unknown_mru(6))
+    differ, why = probe_need(fit, build="b", running=6, node=99, own_unknown_mru=Spread(30, 8).own_unknown_mru(6))
+    assert differ > alike
+    assert "differ" in why and "never read" in why
+    assert probe_need(fit, build="b", running=6, node=99, own_unknown_mru=NOTHING_READ.own_unknown_mru(0))[0] > 0
+
+
+def test_a_reading_the_count_decided_is_never_far_below_a_line():
+    from dashboard.capacity.plausible import Expected, usable_judged
+
+    total, vms_mru = 64 * GiB, 16 * GiB
+    line = Expected(beyond_mru=24 * GiB, sd_mru=256 * MiB, measured=True)  # a line deviant nodes drew
+    counted = usable_judged(
+        total_mru=total, usable_mru=total - vms_mru - zos_reserve_mru(total), vm_mru=vms_mru, vms=4, expected=line
+    )
+    assert counted.plausible  # it says only that the host used no more than ZOS counted
+    # Nor far above a line below the reserve (ZOS keeps 10% of a big node: 6.4 GiB of 64 GiB).
+    low_line = Expected(beyond_mru=2 * GiB, sd_mru=128 * MiB, measured=True)
+    assert usable_judged(
+        total_mru=total, usable_mru=total - vms_mru - zos_reserve_mru(total), vm_mru=vms_mru, vms=1, expected=low_line
+    ).plausible
+    below = usable_judged(
+        total_mru=total, usable_mru=total - vms_mru - zos_reserve_mru(total) - GiB, vm_mru=vms_mru, vms=4, expected=line
+    )
+    assert not below.plausible and "far below" in below.why
