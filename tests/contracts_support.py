@@ -138,8 +138,12 @@ def problems(family: str, name: str, document, *, strict: bool = False) -> list[
 
 
 def documents(family: str, name: str):
-    """A strategy for documents the schema admits."""
-    return _hypothesis_jsonschema()(schema(family, name))
+    """A strategy for documents the schema admits.
+
+    Built when a test first draws from it, not when its module is imported: turning the schemas into
+    strategies costs about 2.5 s, which every xdist worker paid at collection, running the tests or not.
+    """
+    return st.deferred(lambda: _hypothesis_jsonschema()(schema(family, name)))
 
 
 def examples(full: int) -> int:
