@@ -4,12 +4,14 @@ always refuses; its refusal, reported as a probe, teaches the node's ZOS build a
 from datetime import UTC, datetime
 
 import pytest
+from django.test import override_settings
 
 from dashboard.capacity import GiB, SliceSize
 from dashboard.grid.types import DeploymentFailed
 from dashboard.models import Deployment, Node, Observation
 from dashboard.selectors.deployments import failed_deployments
 from dashboard.services.deploy import slice_deploy
+from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
 
@@ -45,69 +47,90 @@ def _report(api_call, token, probe: dict, error: str, **extra):
     return api_call("post", "/api/v1/deployments", token, json=body)
 
 
-def test_it_lists_a_node_of_a_build_never_refused_with_a_vm_larger_than_it(api_call, api_token, sim_node):
-    busy = _node(sim_node, 3501, running=8)
-    _node(sim_node, 3502, running=0)  # an empty node's refusal tells nothing ZOS's count did not
-    probes = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
-    assert [(p["node_id"], p["zos_version"], p["running"]) for p in probes] == [(busy.grid_id, BUILD, 8)]
-    assert probes[0]["probe"]["mru"] > busy.total_mru
+@pytest.fixture(scope="class")
+def busy_built(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Node 3501 of the build running 8 VMs (a probe's first candidate), built once for the class: its 8
+    deploys were most of each test's time. Its simulated grid is in a folder of its own, its rows are
+    rolled back after the class (tests/conftest.py rolled_back_after)."""
+    from sim.grid import SimulatedGrid
+
+    path = tmp_path_factory.mktemp("probes") / "simgrid.sqlite3"
+    grid = SimulatedGrid(path)
+
+    def add(node_id, **options):
+        return sim_node_add(grid, node_id, **options)
+
+    with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
+        yield path, _node(add, 3501, running=8).pk
 
 
-def test_two_probes_refusals_teach_the_build_and_count_as_no_failure(api_call, api_token, sim_node):
-    first = _node(sim_node, 3501, running=8)
-    _node(sim_node, 3504, running=6)
-    other = _node(sim_node, 3503, running=0)
-    # Every node running VMs that no reading tells is listed, the most uncertain (the more VMs) first.
-    listed = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
-    assert [p["node_id"] for p in listed] == [3501, 3504]
-    probe = listed[0]
-
-    response = _report(api_call, api_token("report"), probe, _sent(sim_node, probe))
-
-    assert response.status_code == 201, response.json()
-    assert response.json()["deployment"]["state"] == "probed"
-    # One probe is one source: its node alone (issue 44); the list then proposes only the node not read yet.
-    assert (Node.objects.get(pk=first.pk).memory_lesson_scope, Node.objects.get(pk=other.pk).memory_lesson_scope) == (
-        "own",
-        "",
-    )
-    (second,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
-    assert second["node_id"] == 3504
-    response = _report(api_call, api_token("report"), second, _sent(sim_node, second), marketplace_id="probe-2")
-    assert response.status_code == 201, response.json()
-    assert Observation.objects.filter(kind="memory", source="probe", standing="group").count() == 2
-    assert Node.objects.get(pk=other.pk).memory_lesson_scope == "build"
-    assert failed_deployments().count() == 0
-    assert not Deployment.objects.filter(state=Deployment.State.FAILED).exists()
+@pytest.fixture
+def busy(busy_built, simgrid_path, db) -> Node:
+    """The class's busy node on a copy of its simulated grid (a test's `sim_node` adds to that copy)."""
+    path, pk = busy_built
+    simgrid_copy(path, simgrid_path)
+    return Node.objects.get(pk=pk)
 
 
-def test_a_probe_on_a_node_the_list_never_proposed_is_a_plain_report(api_call, api_token, sim_node):
-    node = _node(sim_node, 3501, running=8)
-    size = SliceSize(cru=1, mru=node.total_mru + GiB, sru=0)
-    with pytest.raises(DeploymentFailed) as refused:
-        sim_node.grid.deploy_vm(node.grid_id, size, name="probe1")
-    response = _report(api_call, api_token("report"), {"node_id": node.grid_id}, refused.value.raw)
-    assert response.status_code == 201, response.json()
-    assert "taken as a plain report" in response.json()["words"]
-    observation = Observation.objects.get(kind="memory")
-    assert (observation.source, observation.vouched_by) == ("reported", f"account {observation.reported_by_id}")
+class TestABusyNode:
+    """The tests that start from node 3501 running 8 VMs."""
 
+    def test_it_lists_a_node_of_a_build_never_refused_with_a_vm_larger_than_it(
+        self, busy, api_call, api_token, sim_node
+    ):
+        _node(sim_node, 3502, running=0)  # an empty node's refusal tells nothing ZOS's count did not
+        probes = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        assert [(p["node_id"], p["zos_version"], p["running"]) for p in probes] == [(busy.grid_id, BUILD, 8)]
+        assert probes[0]["probe"]["mru"] > busy.total_mru
 
-def test_a_probe_reported_twice_is_one_record(api_call, api_token, sim_node):
-    _node(sim_node, 3501, running=8)
-    (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
-    error = _sent(sim_node, probe)
-    token = api_token("report")
-    assert [_report(api_call, token, probe, error).status_code for _ in range(2)] == [201, 200]
-    assert Deployment.objects.filter(state=Deployment.State.PROBED).count() == 1
+    def test_two_probes_refusals_teach_the_build_and_count_as_no_failure(self, busy, api_call, api_token, sim_node):
+        first = busy
+        _node(sim_node, 3504, running=6)
+        other = _node(sim_node, 3503, running=0)
+        # Every node running VMs that no reading tells is listed, the most uncertain (the more VMs) first.
+        listed = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        assert [p["node_id"] for p in listed] == [3501, 3504]
+        probe = listed[0]
 
+        response = _report(api_call, api_token("report"), probe, _sent(sim_node, probe))
 
-def test_a_probe_must_report_zos_memory_refusal(api_call, api_token, sim_node):
-    _node(sim_node, 3501, running=8)
-    (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
-    response = _report(api_call, api_token("report"), probe, "vm deployment entered error state")
-    assert (response.status_code, response.json()["field"]) == (400, "error")
-    assert not Deployment.objects.exists() or not Deployment.objects.filter(state="probed").exists()
+        assert response.status_code == 201, response.json()
+        assert response.json()["deployment"]["state"] == "probed"
+        # One probe is one source: its node alone (issue 44); the list then proposes only the node not read yet.
+        scopes = (Node.objects.get(pk=first.pk).memory_lesson_scope, Node.objects.get(pk=other.pk).memory_lesson_scope)
+        assert scopes == ("own", "")
+        (second,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        assert second["node_id"] == 3504
+        response = _report(api_call, api_token("report"), second, _sent(sim_node, second), marketplace_id="probe-2")
+        assert response.status_code == 201, response.json()
+        assert Observation.objects.filter(kind="memory", source="probe", standing="group").count() == 2
+        assert Node.objects.get(pk=other.pk).memory_lesson_scope == "build"
+        assert failed_deployments().count() == 0
+        assert not Deployment.objects.filter(state=Deployment.State.FAILED).exists()
+
+    def test_a_probe_on_a_node_the_list_never_proposed_is_a_plain_report(self, busy, api_call, api_token, sim_node):
+        node = busy
+        size = SliceSize(cru=1, mru=node.total_mru + GiB, sru=0)
+        with pytest.raises(DeploymentFailed) as refused:
+            sim_node.grid.deploy_vm(node.grid_id, size, name="probe1")
+        response = _report(api_call, api_token("report"), {"node_id": node.grid_id}, refused.value.raw)
+        assert response.status_code == 201, response.json()
+        assert "taken as a plain report" in response.json()["words"]
+        observation = Observation.objects.get(kind="memory")
+        assert (observation.source, observation.vouched_by) == ("reported", f"account {observation.reported_by_id}")
+
+    def test_a_probe_reported_twice_is_one_record(self, busy, api_call, api_token, sim_node):
+        (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        error = _sent(sim_node, probe)
+        token = api_token("report")
+        assert [_report(api_call, token, probe, error).status_code for _ in range(2)] == [201, 200]
+        assert Deployment.objects.filter(state=Deployment.State.PROBED).count() == 1
+
+    def test_a_probe_must_report_zos_memory_refusal(self, busy, api_call, api_token, sim_node):
+        (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        response = _report(api_call, api_token("report"), probe, "vm deployment entered error state")
+        assert (response.status_code, response.json()["field"]) == (400, "error")
+        assert not Deployment.objects.exists() or not Deployment.objects.filter(state="probed").exists()
 
 
 def test_a_report_that_is_no_probe_still_needs_its_slice(api_call, api_token, sim_node):

@@ -5,6 +5,7 @@ and build in time, every step audited with its actors. Real PostgreSQL, the API 
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from dashboard.alerts.rules import LESSON_REPORTS
@@ -13,6 +14,7 @@ from dashboard.models import Alert, AuditEvent, Deployment, MemoryLesson, Node, 
 from dashboard.services.alerts import alerts_evaluate
 from dashboard.services.deploy import slice_deploy
 from dashboard.services.lesson_evidence import memory_lessons_follow
+from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
 
@@ -29,10 +31,29 @@ def _node(sim_node, grid_id: int) -> Node:
     return Node.objects.get(pk=node.pk)
 
 
+@pytest.fixture(scope="module")
+def build_nodes_built(django_db_setup, django_db_blocker, tmp_path_factory):
+    """Three nodes of one ZOS build with 8 VMs each (no hidden use on the simulated grid: nothing learnt yet),
+    built once for the module: their 24 deploys were most of every test's time. Their simulated grid is in a
+    folder of its own, their rows are rolled back after the module (tests/conftest.py rolled_back_after)."""
+    from sim.grid import SimulatedGrid
+
+    path = tmp_path_factory.mktemp("lesson-evidence") / "simgrid.sqlite3"
+    grid = SimulatedGrid(path)
+
+    def add(node_id, **options):
+        return sim_node_add(grid, node_id, **options)
+
+    with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
+        yield path, [_node(add, 4101 + i).pk for i in range(3)]
+
+
 @pytest.fixture
-def build_nodes(sim_node):
-    """Three nodes of one ZOS build with 8 VMs each (no hidden use on the simulated grid: nothing learnt yet)."""
-    return [_node(sim_node, 4101 + i) for i in range(3)]
+def build_nodes(build_nodes_built, simgrid_path, db):
+    """The module's three nodes on a copy of their simulated grid; what a test writes is undone after it."""
+    path, pks = build_nodes_built
+    simgrid_copy(path, simgrid_path)
+    return [Node.objects.get(pk=pk) for pk in pks]
 
 
 def _figures(nodes) -> dict:

@@ -114,33 +114,6 @@ def test_a_node_whose_build_is_unknown_learns_from_the_fleet_group(sim_node):
     assert set(Observation.objects.values_list("zos_build", flat=True)) == {""}
 
 
-def test_a_lesson_reverted_is_audited_and_the_one_before_decides_again(sim_node, django_user_model):
-    nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
-    _fill(sim_node, nodes[:2])  # two nodes agree: the first lesson
-    slices_deploy_all_free(node=Node.objects.get(pk=nodes[2].pk), precheck=False)  # a third refusal, agreeing
-    latest = lesson_current("v3.14.0-sim")
-    assert MemoryLesson.objects.count() == latest.points - 1 >= 2  # one lesson a refusal after the second
-    admin = django_user_model.objects.create_superuser("admin", "a@example.com", "x")
-
-    now_deciding = memory_lesson_revert(lesson=latest, by=admin)
-
-    assert now_deciding.points == latest.points - 1 and now_deciding.pk != latest.pk
-    third = Node.objects.get(pk=nodes[1].pk)
-    assert third.memory_lesson_id == now_deciding.pk
-    event = AuditEvent.objects.get(action="memory_lesson.reverted")
-    assert event.actor == admin and Observation.objects.filter(cleared_at__isnull=False).count() == 1
-
-
-def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(sim_node):
-    nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
-    before = Node.objects.get(pk=nodes[2].pk).placeable_now
-    _fill(sim_node, nodes[:2])
-    after = Node.objects.get(pk=nodes[2].pk)
-    assert after.placeable_now < before
-    # ZOS's own use and each VM's, where a full node runs: the refusal's 12 VMs told about 13.5 GiB.
-    assert after.observed.hidden_mru(12, after.total_mru) + capacity.zos_reserve_mru(after.total_mru) > 12 * GiB
-
-
 def _unversioned(sim_node, grid_id: int) -> Node:
     """A 62.8 GiB node of the build whose version the dashboard was not told (the fleet-wide group)."""
     node = sim_node(grid_id, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.14.0-sim")
@@ -163,16 +136,23 @@ def taught_built(django_db_setup, django_db_blocker, tmp_path_factory):
     add.grid = grid
     with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
         nodes = _farm(add, ["v3.14.0-sim"] * 3, BIG)
+        never_refused_before = Node.objects.get(pk=nodes[2].pk).placeable_now
         _fill(add, nodes[:2])
-        yield path, [n.pk for n in nodes]
+        yield path, [n.pk for n in nodes], never_refused_before
 
 
 @pytest.fixture
 def taught(taught_built, simgrid_path, db):
     """The class's taught nodes on a copy of their simulated grid; what a test writes is undone after it."""
-    path, pks = taught_built
+    path, pks, _ = taught_built
     simgrid_copy(path, simgrid_path)
     return [Node.objects.get(pk=pk) for pk in pks]
+
+
+@pytest.fixture
+def placeable_before_the_lesson(taught_built) -> int:
+    """The third taught node's placeable_now before the first two nodes' refusals taught their build."""
+    return taught_built[2]
 
 
 def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
@@ -190,7 +170,28 @@ def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
 
 
 class TestTaught:
-    """The tests that read what the first two nodes' refusals taught, built once for the class."""
+    """The tests that start from what the first two nodes' refusals taught, built once for the class."""
+
+    def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(self, taught, placeable_before_the_lesson):
+        after = Node.objects.get(pk=taught[2].pk)
+        assert after.placeable_now < placeable_before_the_lesson
+        # ZOS's own use and each VM's, where a full node runs: the refusal's 12 VMs told about 13.5 GiB.
+        assert after.observed.hidden_mru(12, after.total_mru) + capacity.zos_reserve_mru(after.total_mru) > 12 * GiB
+
+    def test_a_lesson_reverted_is_audited_and_the_one_before_decides_again(self, taught, django_user_model):
+        nodes = taught  # two nodes agree: the first lesson
+        slices_deploy_all_free(node=Node.objects.get(pk=nodes[2].pk), precheck=False)  # a third refusal, agreeing
+        latest = lesson_current("v3.14.0-sim")
+        assert MemoryLesson.objects.count() == latest.points - 1 >= 2  # one lesson a refusal after the second
+        admin = django_user_model.objects.create_superuser("admin", "a@example.com", "x")
+
+        now_deciding = memory_lesson_revert(lesson=latest, by=admin)
+
+        assert now_deciding.points == latest.points - 1 and now_deciding.pk != latest.pk
+        third = Node.objects.get(pk=nodes[1].pk)
+        assert third.memory_lesson_id == now_deciding.pk
+        event = AuditEvent.objects.get(action="memory_lesson.reverted")
+        assert event.actor == admin and Observation.objects.filter(cleared_at__isnull=False).count() == 1
 
     def test_the_node_page_says_which_lesson_decides_and_learnt_from_where(self, taught, admins_client):
         nodes = taught
