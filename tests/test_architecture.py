@@ -19,8 +19,43 @@ MODULE_MAX_LINES = 600
 LONG_MODULES = {"dashboard/models.py"}
 # Over the limit, owned by other work now, and held where they stand until they are cut.
 NOT_YET_CUT: dict[str, int] = {}
-# A function (its docstring included) past this does several things: split it by concern.
-FUNCTION_MAX_LINES = 80
+# A function of the product (its docstring included) past this does several things: split it by concern.
+FUNCTION_MAX_LINES = 60
+# The product's code: the app, the simulated world, start-up and the scripts.
+PRODUCT = [ROOT / "dashboard", ROOT / "sim", ROOT / "config", ROOT / "scripts"]
+# Over the limit and held at their length until they are split. This list only shrinks: an entry leaves
+# when its function is cut, and a function not named here never joins it.
+LONG_FUNCTIONS_NOT_YET_SPLIT: dict[str, int] = {
+    "dashboard/capacity/carve.py:carve": 80,
+    "dashboard/grid/paging.py:farm_pages": 61,
+    "dashboard/rules/node_events.py:reading_changes": 66,
+    "dashboard/selectors/catalog_audit.py:catalog_audit_read": 69,
+    "dashboard/selectors/placement_cut.py:_blocked": 75,
+    "dashboard/services/holds.py:hold_create": 73,
+    "dashboard/services/jobs.py:job_request": 72,
+    "dashboard/services/memory_model.py:memory_model_refit": 62,
+    "dashboard/services/observations.py:observations_learn": 61,
+    "dashboard/services/outcomes/record.py:_record": 64,
+    "dashboard/services/policy.py:policy_update": 79,
+    "dashboard/services/policy_trial.py:policy_trial_run": 69,
+    "dashboard/services/pools.py:pools_report": 76,
+    "dashboard/services/registration.py:node_register": 80,
+    "dashboard/services/registration.py:node_register_from_grid": 65,
+    "dashboard/services/reregister/bulk.py:batch": 61,
+    "dashboard/services/reregister/plan.py:reregister_plan": 64,
+    "dashboard/services/slices.py:node_slices_write": 72,
+    "dashboard/services/tokens.py:api_token_create": 70,
+    "dashboard/services/withholds.py:quarantine_consider": 68,
+    "dashboard/views/policy.py:policy_edit": 77,
+    "sim/grid/http.py:_node_json": 66,
+    "sim/grid/store.py:add_node": 73,
+    "sim/management/commands/demo_fleet.py:handle": 62,
+    "sim/management/commands/simulate_traffic.py:table": 62,
+    "sim/month/figures.py:simulate": 73,
+    "sim/month/run.py:deploy": 63,
+}
+# The suite and the measurements: a table-driven test reads best whole, so they keep the older, looser cap.
+TEST_FUNCTION_MAX_LINES = 80
 
 
 def _module_name(path: Path) -> str:
@@ -217,15 +252,35 @@ def test_no_module_is_over_600_lines_but_the_models():
         assert lines <= NOT_YET_CUT.get(where, MODULE_MAX_LINES), f"{where} has {lines} lines; cut it by concern"
 
 
-def test_no_function_is_over_80_lines():
-    for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "bench").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
+def _function_lengths(roots: list[Path]) -> dict[str, int]:
+    """Every function's length in lines, its docstring included, as `path:name` (migrations excepted)."""
+    lengths = {}
+    for path in sorted(p for root in roots for p in root.rglob("*.py")):
         if "migrations" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 where = f"{path.relative_to(ROOT)}:{node.name}"
-                lines = node.end_lineno - node.lineno + 1
-                assert lines <= FUNCTION_MAX_LINES, f"{where} has {lines} lines; split it by concern"
+                lengths[where] = max(lengths.get(where, 0), node.end_lineno - node.lineno + 1)
+    return lengths
+
+
+def test_no_function_of_the_product_is_over_60_lines():
+    for where, lines in _function_lengths(PRODUCT).items():
+        limit = LONG_FUNCTIONS_NOT_YET_SPLIT.get(where, FUNCTION_MAX_LINES)
+        assert lines <= limit, f"{where} has {lines} lines; split it by concern"
+
+
+def test_the_long_functions_list_names_only_functions_still_too_long():
+    # A split function leaves the list, so the list cannot grow back into an allowance.
+    lengths = _function_lengths(PRODUCT)
+    cut = sorted(where for where in LONG_FUNCTIONS_NOT_YET_SPLIT if lengths.get(where, 0) <= FUNCTION_MAX_LINES)
+    assert cut == [], f"split, so take them off LONG_FUNCTIONS_NOT_YET_SPLIT: {cut}"
+
+
+def test_no_function_of_the_suite_or_the_measurements_is_over_80_lines():
+    for where, lines in _function_lengths([ROOT / "bench", ROOT / "tests"]).items():
+        assert lines <= TEST_FUNCTION_MAX_LINES, f"{where} has {lines} lines; split it by concern"
 
 
 # What a selector may not do: a write or a lock through the ORM, or SQL text that writes or locks.
