@@ -39,8 +39,6 @@ LONG_FUNCTIONS_NOT_YET_SPLIT: dict[str, int] = {
     "dashboard/services/policy.py:policy_update": 79,
     "dashboard/services/policy_trial.py:policy_trial_run": 69,
     "dashboard/services/pools.py:pools_report": 76,
-    "dashboard/services/registration.py:node_register": 80,
-    "dashboard/services/registration.py:node_register_from_grid": 65,
     "dashboard/services/reregister/bulk.py:batch": 61,
     "dashboard/services/reregister/plan.py:reregister_plan": 64,
     "dashboard/services/slices.py:node_slices_write": 72,
