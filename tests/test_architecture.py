@@ -34,7 +34,6 @@ LONG_FUNCTIONS_NOT_YET_SPLIT: dict[str, int] = {
     "dashboard/services/holds.py:hold_create": 73,
     "dashboard/services/jobs.py:job_request": 72,
     "dashboard/services/memory_model.py:memory_model_refit": 62,
-    "dashboard/services/observations.py:observations_learn": 61,
     "dashboard/services/outcomes/record.py:_record": 64,
     "dashboard/services/policy.py:policy_update": 79,
     "dashboard/services/policy_trial.py:policy_trial_run": 69,
