@@ -31,7 +31,6 @@ LONG_FUNCTIONS_NOT_YET_SPLIT: dict[str, int] = {
     "dashboard/rules/node_events.py:reading_changes": 66,
     "dashboard/selectors/catalog_audit.py:catalog_audit_read": 69,
     "dashboard/selectors/placement_cut.py:_blocked": 75,
-    "dashboard/services/holds.py:hold_create": 73,
     "dashboard/services/memory_model.py:memory_model_refit": 62,
     "dashboard/services/outcomes/record.py:_record": 64,
     "dashboard/services/policy.py:policy_update": 79,
