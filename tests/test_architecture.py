@@ -35,7 +35,6 @@ LONG_FUNCTIONS_NOT_YET_SPLIT: dict[str, int] = {
     "dashboard/services/outcomes/record.py:_record": 64,
     "dashboard/services/reregister/bulk.py:batch": 61,
     "dashboard/services/reregister/plan.py:reregister_plan": 64,
-    "dashboard/services/slices.py:node_slices_write": 72,
     "dashboard/views/policy.py:policy_edit": 77,
     "sim/grid/http.py:_node_json": 66,
     "sim/grid/store.py:add_node": 73,
