@@ -23,8 +23,9 @@ NOT_YET_CUT: dict[str, int] = {}
 FUNCTION_MAX_LINES = 60
 # The product's code: the app, the simulated world, start-up and the scripts.
 PRODUCT = [ROOT / "dashboard", ROOT / "sim", ROOT / "config", ROOT / "scripts"]
-# Over the limit and held at their length until they are split. This list only shrinks: an entry leaves
-# when its function is cut, and a function not named here never joins it.
+# Over the limit, owned by other work now (the memory model, outcomes, the simulated month), and held at
+# their length until they are split. This list only shrinks: an entry leaves when its function is cut (a
+# test below says so), and a function not named here never joins it.
 LONG_FUNCTIONS_NOT_YET_SPLIT: dict[str, int] = {
     "dashboard/services/memory_model.py:memory_model_refit": 62,
     "dashboard/services/outcomes/record.py:_record": 64,
@@ -80,13 +81,7 @@ def _cycles() -> list[list[str]]:
             elif w in on_stack:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
+            component = _component_popped(stack, on_stack, root=v)
             if len(component) > 1:
                 found.append(sorted(component))
 
@@ -94,6 +89,17 @@ def _cycles() -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+def _component_popped(stack: list[str], on_stack: set[str], *, root: str) -> list[str]:
+    """Tarjan's last step: the modules on the stack down to `root`, taken off it, are one component."""
+    component = []
+    while True:
+        w = stack.pop()
+        on_stack.discard(w)
+        component.append(w)
+        if w == root:
+            return component
 
 
 def test_no_module_of_ours_imports_itself_back_in_a_cycle():
