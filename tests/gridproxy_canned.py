@@ -62,6 +62,30 @@ class CannedProxy:
             return answers[min(self.hits[path], len(answers)) - 1]
 
 
+def _body_bytes(answer: Answer, query: str) -> bytes:
+    """The answer's body as sent: made from the query when it is a function, JSON for a dict or list."""
+    body = answer.body
+    if callable(body):
+        body = body(dict(parse_qsl(query)))
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body)
+    if isinstance(body, str):
+        body = body.encode()
+    return body or b""
+
+
+def _drip(wfile, body: bytes, answer: Answer) -> None:
+    """Send the body a byte at a time, `answer.drip` seconds apart (on the answer's clock when it has one)."""
+    wfile.flush()
+    for i in range(len(body)):
+        wfile.write(body[i : i + 1])
+        wfile.flush()
+        if answer.clock is not None:
+            answer.clock.advance(answer.drip)
+        else:
+            time.sleep(answer.drip)
+
+
 def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # http.server's naming
@@ -72,14 +96,7 @@ def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
             answer = canned.next_answer(parts.path) or Answer(404, {"error": "not found"})
             if answer.delay:
                 time.sleep(answer.delay)
-            body = answer.body
-            if callable(body):
-                body = body(dict(parse_qsl(parts.query)))
-            if isinstance(body, (dict, list)):
-                body = json.dumps(body)
-            if isinstance(body, str):
-                body = body.encode()
-            body = body or b""
+            body = _body_bytes(answer, parts.query)
             try:
                 self.send_response(answer.status)
                 self.send_header("Content-Type", "application/json")
@@ -88,14 +105,7 @@ def _handler(canned: CannedProxy) -> type[BaseHTTPRequestHandler]:
                     self.send_header(name, value)
                 self.end_headers()
                 if answer.drip:
-                    self.wfile.flush()
-                    for i in range(len(body)):
-                        self.wfile.write(body[i : i + 1])
-                        self.wfile.flush()
-                        if answer.clock is not None:
-                            answer.clock.advance(answer.drip)
-                        else:
-                            time.sleep(answer.drip)
+                    _drip(self.wfile, body, answer)
                 else:
                     self.wfile.write(body)
             except (BrokenPipeError, ConnectionResetError):

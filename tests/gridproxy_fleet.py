@@ -133,30 +133,40 @@ class FleetProxy:
         with self.lock:
             snapshot = {k: json.loads(json.dumps(v)) for k, v in self.nodes.items()}
         if path.startswith("/nodes/"):
-            tail = path[len("/nodes/") :]
-            if not tail.isdigit() or int(tail) not in snapshot:
-                return 404, {"error": "node not found"}, {}
-            node = snapshot[int(tail)]
-            node["capacity"] = {
-                "total_resources": node.pop("total_resources"),
-                "used_resources": node.pop("used_resources"),
-            }
-            return 200, node, {}
+            return _one_node(snapshot, path[len("/nodes/") :])
         if path != "/nodes":
             return 404, {"error": "not found"}, {}
-        chosen = sorted(snapshot.values(), key=lambda n: n["nodeId"])
-        if "node_ids" in query:
-            wanted = {int(n) for n in query["node_ids"].split(",") if n}
-            chosen = [n for n in chosen if n["nodeId"] in wanted]
-        if "farm_ids" in query:
-            farms = {int(f) for f in query["farm_ids"].split(",") if f}
-            chosen = [n for n in chosen if n["farmId"] in farms]
-        if "status" in query:
-            statuses = set(query["status"].split(","))
-            chosen = [n for n in chosen if n["status"] in statuses]
+        chosen = _nodes_chosen(snapshot, query)
         size, page = int(query.get("size", 50)), int(query.get("page", 1))
         headers = {"count": str(len(chosen))} if query.get("ret_count") == "true" else {}
         return 200, chosen[(page - 1) * size : page * size], headers
+
+
+def _one_node(snapshot: dict[int, dict], tail: str) -> tuple[int, Any, dict[str, str]]:
+    """GET /nodes/<id>: the node with its capacity nested, as the proxy answers it, or 404."""
+    if not tail.isdigit() or int(tail) not in snapshot:
+        return 404, {"error": "node not found"}, {}
+    node = snapshot[int(tail)]
+    node["capacity"] = {
+        "total_resources": node.pop("total_resources"),
+        "used_resources": node.pop("used_resources"),
+    }
+    return 200, node, {}
+
+
+def _nodes_chosen(snapshot: dict[int, dict], query: dict[str, str]) -> list[dict]:
+    """GET /nodes: the nodes its filters (node_ids, farm_ids, status) keep, by node id."""
+    chosen = sorted(snapshot.values(), key=lambda n: n["nodeId"])
+    if "node_ids" in query:
+        wanted = {int(n) for n in query["node_ids"].split(",") if n}
+        chosen = [n for n in chosen if n["nodeId"] in wanted]
+    if "farm_ids" in query:
+        farms = {int(f) for f in query["farm_ids"].split(",") if f}
+        chosen = [n for n in chosen if n["farmId"] in farms]
+    if "status" in query:
+        statuses = set(query["status"].split(","))
+        chosen = [n for n in chosen if n["status"] in statuses]
+    return chosen
 
 
 def _handler(proxy: FleetProxy) -> type[BaseHTTPRequestHandler]:

@@ -19,8 +19,21 @@ MODULE_MAX_LINES = 600
 LONG_MODULES = {"dashboard/models.py"}
 # Over the limit, owned by other work now, and held where they stand until they are cut.
 NOT_YET_CUT: dict[str, int] = {}
-# A function (its docstring included) past this does several things: split it by concern.
-FUNCTION_MAX_LINES = 80
+# A function of the product (its docstring included) past this does several things: split it by concern.
+FUNCTION_MAX_LINES = 60
+# The product's code: the app, the simulated world, start-up and the scripts.
+PRODUCT = [ROOT / "dashboard", ROOT / "sim", ROOT / "config", ROOT / "scripts"]
+# Over the limit, owned by other work now (the memory model, outcomes, the simulated month), and held at
+# their length until they are split. This list only shrinks: an entry leaves when its function is cut (a
+# test below says so), and a function not named here never joins it.
+LONG_FUNCTIONS_NOT_YET_SPLIT: dict[str, int] = {
+    "dashboard/services/memory_model.py:memory_model_refit": 62,
+    "dashboard/services/outcomes/record.py:_record": 64,
+    "sim/month/figures.py:simulate": 73,
+    "sim/month/run.py:deploy": 63,
+}
+# The suite and the measurements: a table-driven test reads best whole, so they keep the older, looser cap.
+TEST_FUNCTION_MAX_LINES = 80
 
 
 def _module_name(path: Path) -> str:
@@ -68,13 +81,7 @@ def _cycles() -> list[list[str]]:
             elif w in on_stack:
                 low[v] = min(low[v], index[w])
         if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
+            component = _component_popped(stack, on_stack, root=v)
             if len(component) > 1:
                 found.append(sorted(component))
 
@@ -82,6 +89,17 @@ def _cycles() -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+def _component_popped(stack: list[str], on_stack: set[str], *, root: str) -> list[str]:
+    """Tarjan's last step: the modules on the stack down to `root`, taken off it, are one component."""
+    component = []
+    while True:
+        w = stack.pop()
+        on_stack.discard(w)
+        component.append(w)
+        if w == root:
+            return component
 
 
 def test_no_module_of_ours_imports_itself_back_in_a_cycle():
@@ -217,15 +235,35 @@ def test_no_module_is_over_600_lines_but_the_models():
         assert lines <= NOT_YET_CUT.get(where, MODULE_MAX_LINES), f"{where} has {lines} lines; cut it by concern"
 
 
-def test_no_function_is_over_80_lines():
-    for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "bench").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
+def _function_lengths(roots: list[Path]) -> dict[str, int]:
+    """Every function's length in lines, its docstring included, as `path:name` (migrations excepted)."""
+    lengths = {}
+    for path in sorted(p for root in roots for p in root.rglob("*.py")):
         if "migrations" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 where = f"{path.relative_to(ROOT)}:{node.name}"
-                lines = node.end_lineno - node.lineno + 1
-                assert lines <= FUNCTION_MAX_LINES, f"{where} has {lines} lines; split it by concern"
+                lengths[where] = max(lengths.get(where, 0), node.end_lineno - node.lineno + 1)
+    return lengths
+
+
+def test_no_function_of_the_product_is_over_60_lines():
+    for where, lines in _function_lengths(PRODUCT).items():
+        limit = LONG_FUNCTIONS_NOT_YET_SPLIT.get(where, FUNCTION_MAX_LINES)
+        assert lines <= limit, f"{where} has {lines} lines; split it by concern"
+
+
+def test_the_long_functions_list_names_only_functions_still_too_long():
+    # A split function leaves the list, so the list cannot grow back into an allowance.
+    lengths = _function_lengths(PRODUCT)
+    cut = sorted(where for where in LONG_FUNCTIONS_NOT_YET_SPLIT if lengths.get(where, 0) <= FUNCTION_MAX_LINES)
+    assert cut == [], f"split, so take them off LONG_FUNCTIONS_NOT_YET_SPLIT: {cut}"
+
+
+def test_no_function_of_the_suite_or_the_measurements_is_over_80_lines():
+    for where, lines in _function_lengths([ROOT / "bench", ROOT / "tests"]).items():
+        assert lines <= TEST_FUNCTION_MAX_LINES, f"{where} has {lines} lines; split it by concern"
 
 
 # What a selector may not do: a write or a lock through the ORM, or SQL text that writes or locks.

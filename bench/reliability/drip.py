@@ -103,19 +103,7 @@ class DripProxy:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
-                    self.wfile.flush()
-                    for i in range(len(body)):
-                        self.wfile.write(body[i : i + 1])
-                        self.wfile.flush()
-                        record["bytes_sent"] = i + 1
-                        if self._hung_up(proxy.drip):
-                            record["ended"] = "client hung up"
-                            break
-                        if proxy.stopping.is_set() or time.monotonic() - began > proxy.max_seconds:
-                            record["ended"] = "dropped by the proxy (--max-drip)"
-                            break
-                    else:
-                        record["ended"] = "answer complete"
+                    record["ended"] = _drip(self, body, proxy=proxy, record=record, began=began)
                 except OSError:
                     record["ended"] = "client hung up"
                 record["held_s"] = round(time.monotonic() - began, 2)
@@ -147,6 +135,20 @@ class DripProxy:
 
 
 # --- 1. the command -----------------------------------------------------------------------------
+
+
+def _drip(handler, body: bytes, *, proxy: DripProxy, record: dict, began: float) -> str:
+    """Send the answer's body a byte at a time, `proxy.drip` seconds apart; how the answer ended."""
+    handler.wfile.flush()
+    for i in range(len(body)):
+        handler.wfile.write(body[i : i + 1])
+        handler.wfile.flush()
+        record["bytes_sent"] = i + 1
+        if handler._hung_up(proxy.drip):
+            return "client hung up"
+        if proxy.stopping.is_set() or time.monotonic() - began > proxy.max_seconds:
+            return "dropped by the proxy (--max-drip)"
+    return "answer complete"
 
 
 def command_round(*, env: dict, node_id: int, timeout: float = 60) -> dict:

@@ -102,6 +102,98 @@ def carve(
     layouts = pool_layouts(
         total.sru, pools, cache=budget.reserve.sru, occupied=occupied_disks, observed=observed, light=light
     )
+    by_mru, by_sru = _new_slices_room(
+        total, policy, budget, occupied, occupied_disks, layouts, observed=observed, pools=pools, light=light
+    )
+    overcommitted = budget.left.mru < 0 or budget.left.sru < 0
+    # ZOS's vmd refuses every VM of more vCPUs than the node's threads (capacity.vcpus): none is new.
+    cpu_refused = vcpus_refused(policy.slice_cru, total.cru)
+    count = 0 if overcommitted or cpu_refused else min(by_mru, by_sru)
+    disk = _NewDisk(data_sru=0, given_up=0)
+    if count > 0:
+        disk = _new_slice_disk(policy, budget, count, layouts, occupied, occupied_disks, pools_known=bool(pools))
+    limited_by = _limited_by(by_mru, by_sru, budget, occupied=bool(occupied), count=count, cpu_refused=cpu_refused)
+    return _carved(
+        total,
+        policy,
+        budget,
+        occupied,
+        observed,
+        count=count,
+        disk=disk,
+        limited_by=limited_by,
+        layouts=layouts,
+        pools=pools,
+        overcommitted=overcommitted,
+        cpu_refused=cpu_refused,
+    )
+
+
+def _carved(
+    total: Resources,
+    policy: Policy,
+    budget: _Budget,
+    occupied: Sequence[Resources],
+    observed: Observed,
+    *,
+    count: int,
+    disk: _NewDisk,
+    limited_by: str,
+    layouts: tuple[tuple[int, ...], ...],
+    pools: Sequence[int] | None,
+    overcommitted: bool,
+    cpu_refused: bool,
+) -> Carve:
+    """The carve, once the number of new slices and their disk are settled: their size, what is left, the notes."""
+    notes = _carve_notes(
+        budget,
+        occupied,
+        observed,
+        count=count,
+        limited_by=limited_by,
+        layouts=layouts,
+        pools=pools,
+        disk=disk,
+        cpu=(policy.slice_cru, total.cru) if cpu_refused else None,
+    )
+    slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=disk.data_sru, rootfs=budget.rootfs)
+    return Carve(
+        policy=policy.name,
+        slices=len(occupied) + count,
+        new_slices=count,
+        occupied=len(occupied),
+        slice=slice_size,
+        limited_by=limited_by,
+        reserve=budget.reserve,
+        unallocated=_unallocated(total, policy, budget, slice_size, count),
+        overcommitted=overcommitted,
+        notes=notes,
+        pools_known=bool(pools),
+        disk_given_up=disk.given_up,
+    )
+
+
+def _unallocated(total: Resources, policy: Policy, budget: _Budget, slice_size: SliceSize, count: int) -> Resources:
+    """What the new slices leave of the budget (never below zero), the HDD as the node has it."""
+    unallocated = budget.left - policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
+    return Resources(
+        cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
+    )
+
+
+def _new_slices_room(
+    total: Resources,
+    policy: Policy,
+    budget: _Budget,
+    occupied: Sequence[Resources],
+    occupied_disks: list[tuple[int, int]],
+    layouts: tuple[tuple[int, ...], ...],
+    *,
+    observed: Observed,
+    pools: Sequence[int] | None,
+    light: bool,
+) -> tuple[int, int]:
+    """How many new slices the memory left holds, and how many the disks left hold."""
     by_mru = vms_by_memory(
         budget.left.mru,
         budget.per_vm_mru,
@@ -115,44 +207,7 @@ def carve(
         # room left lies is unknown; no new disk is offered until something is freed (a smaller one
         # could be refused again, and every refusal after the first is one too many).
         by_sru = 0
-    overcommitted = budget.left.mru < 0 or budget.left.sru < 0
-    # ZOS's vmd refuses every VM of more vCPUs than the node's threads (capacity.vcpus): none is new.
-    cpu_refused = vcpus_refused(policy.slice_cru, total.cru)
-    count = 0 if overcommitted or cpu_refused else min(by_mru, by_sru)
-    disk = _NewDisk(data_sru=0, given_up=0)
-    if count > 0:
-        disk = _new_slice_disk(policy, budget, count, layouts, occupied, occupied_disks, pools_known=bool(pools))
-    limited_by = _limited_by(by_mru, by_sru, budget, occupied=bool(occupied), count=count, cpu_refused=cpu_refused)
-    notes = _carve_notes(
-        budget,
-        occupied,
-        observed,
-        count=count,
-        limited_by=limited_by,
-        layouts=layouts,
-        pools=pools,
-        disk=disk,
-        cpu=(policy.slice_cru, total.cru) if cpu_refused else None,
-    )
-
-    slice_size = SliceSize(cru=policy.slice_cru, mru=policy.slice_mru, sru=disk.data_sru, rootfs=budget.rootfs)
-    unallocated = budget.left - policy.vm_charge(slice_size.cru, slice_size.mru, slice_size.sru).times(count)
-    return Carve(
-        policy=policy.name,
-        slices=len(occupied) + count,
-        new_slices=count,
-        occupied=len(occupied),
-        slice=slice_size,
-        limited_by=limited_by,
-        reserve=budget.reserve,
-        unallocated=Resources(
-            cru=max(unallocated.cru, 0), mru=max(unallocated.mru, 0), sru=max(unallocated.sru, 0), hru=total.hru
-        ),
-        overcommitted=overcommitted,
-        notes=notes,
-        pools_known=bool(pools),
-        disk_given_up=disk.given_up,
-    )
+    return by_mru, by_sru
 
 
 def _limited_by(by_mru: int, by_sru: int, budget: _Budget, *, occupied: bool, count: int, cpu_refused: bool) -> str:

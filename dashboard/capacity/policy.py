@@ -115,14 +115,7 @@ class Policy:
     version: int = 1
 
     def __post_init__(self) -> None:
-        problems = []
-        if self.slice_mru < MIN_VM_MRU:
-            problems.append(f"slice memory {format_size(self.slice_mru)} is below ZOS's minimum of 250 MiB")
-        if self.slice_cru < 1:
-            problems.append("vCPUs per slice must be at least 1")
-        elif self.slice_cru > MAX_VM_CRU:
-            # zos.MachineCapacity.CPU is a uint8: a VM cannot even ask for more (capacity.vcpus).
-            problems.append(f"vCPUs per slice must be at most {MAX_VM_CRU} (ZOS counts a VM's vCPUs in one byte)")
+        problems = self._slice_problems()
         if not 0 <= self.reserve_mru_percent <= 90:
             problems.append("memory reserve percent must be between 0 and 90")
         for name in ("reserve_mru_floor", "reserve_sru", "overhead_mru_per_vm", "overhead_sru_per_vm", "min_slice_sru"):
@@ -136,6 +129,18 @@ class Policy:
             problems.append(f"arithmetic must be one of {', '.join(ARITHMETICS)}")
         if problems:
             raise PolicyError(f"policy {self.name!r}: " + "; ".join(problems))
+
+    def _slice_problems(self) -> list[str]:
+        """What ZOS would refuse in the slice's own size: too little memory, or no vCPU or too many."""
+        problems = []
+        if self.slice_mru < MIN_VM_MRU:
+            problems.append(f"slice memory {format_size(self.slice_mru)} is below ZOS's minimum of 250 MiB")
+        if self.slice_cru < 1:
+            problems.append("vCPUs per slice must be at least 1")
+        elif self.slice_cru > MAX_VM_CRU:
+            # zos.MachineCapacity.CPU is a uint8: a VM cannot even ask for more (capacity.vcpus).
+            problems.append(f"vCPUs per slice must be at most {MAX_VM_CRU} (ZOS counts a VM's vCPUs in one byte)")
+        return problems
 
     def reserve(self, total: Resources) -> Resources:
         """What the node keeps for itself, by this policy's reckoning."""

@@ -44,24 +44,7 @@ def parse_size(text: str | int, *, what: str = "size", allow_zero: bool = True) 
     if isinstance(text, int):
         value = text
     else:
-        raw = str(text)
-        match = _SIZE_RE.match(raw)
-        if not match:
-            if raw.strip().startswith("-"):
-                raise SizeError(f"{what}: {raw!r} is negative; sizes are zero or more")
-            raise SizeError(f"{what}: {raw!r} is not a size; write e.g. 4GiB, 931.5GiB, 512MiB or a byte count")
-        number, unit = match.group(1), match.group(2).lower()
-        if unit in _DECIMAL_UNITS:
-            raise SizeError(
-                f"{what}: {raw!r} uses a decimal unit; ZOS counts 1024-based units, write {number}GiB or {number}MiB"
-            )
-        if unit not in _UNITS:
-            raise SizeError(f"{what}: unknown unit {match.group(2)!r} in {raw!r}; use B, KiB, MiB, GiB or TiB")
-        try:
-            exact = Decimal(number) * _UNITS[unit]
-        except InvalidOperation:
-            raise SizeError(f"{what}: {raw!r} is not a number") from None
-        value = int(exact)  # whole bytes, rounded down
+        value = int(_bytes_written(str(text), what=what))  # whole bytes, rounded down
     if value < 0:
         raise SizeError(f"{what}: {value} is negative; sizes are zero or more")
     if value == 0 and not allow_zero:
@@ -69,6 +52,26 @@ def parse_size(text: str | int, *, what: str = "size", allow_zero: bool = True) 
     if value > 1024 * TiB:
         raise SizeError(f"{what}: {format_size(value)} is absurd for one node (over 1 PiB)")
     return value
+
+
+def _bytes_written(raw: str, *, what: str) -> Decimal:
+    """The bytes a written size says, exactly ('931.5GiB'); SizeError for anything but a 1024-based size."""
+    match = _SIZE_RE.match(raw)
+    if not match:
+        if raw.strip().startswith("-"):
+            raise SizeError(f"{what}: {raw!r} is negative; sizes are zero or more")
+        raise SizeError(f"{what}: {raw!r} is not a size; write e.g. 4GiB, 931.5GiB, 512MiB or a byte count")
+    number, unit = match.group(1), match.group(2).lower()
+    if unit in _DECIMAL_UNITS:
+        raise SizeError(
+            f"{what}: {raw!r} uses a decimal unit; ZOS counts 1024-based units, write {number}GiB or {number}MiB"
+        )
+    if unit not in _UNITS:
+        raise SizeError(f"{what}: unknown unit {match.group(2)!r} in {raw!r}; use B, KiB, MiB, GiB or TiB")
+    try:
+        return Decimal(number) * _UNITS[unit]
+    except InvalidOperation:
+        raise SizeError(f"{what}: {raw!r} is not a number") from None
 
 
 def format_size(n: int) -> str:

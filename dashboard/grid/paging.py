@@ -116,20 +116,7 @@ def farm_pages(
                 f"sending more; {read_nodes} node(s) read before it, nothing past the ceiling",
             )
         read = reads.get(page, last=last)
-        keys = {str(n.node_id) for n in read.nodes} | {label for label, _reason in read.skipped}
-        if read.entries and not keys - seen:
-            raise ReadStopped(
-                what,
-                f"it brought no node not already read (the proxy sent a page it had sent: does it ignore `page`?); "
-                f"stopped after {read_nodes} node(s)",
-            )
-        fresh = tuple(n for n in read.nodes if str(n.node_id) not in seen)
-        if read.count is not None and read_nodes + len(fresh) > read.count:
-            raise ReadStopped(
-                what,
-                f"it would bring the read to {read_nodes + len(fresh)} node(s), past the {read.count} the proxy "
-                f"announced; nothing of it kept",
-            )
+        keys, fresh = _page_judged(read, what=what, seen=seen, read_nodes=read_nodes)
         seen |= keys
         read_nodes += len(fresh)
         yield PageRead(what=what, nodes=fresh, skipped=read.skipped)
@@ -138,6 +125,28 @@ def farm_pages(
         if read.count is not None:
             last = min(-(-read.count // size), max_pages)
         page += 1
+
+
+def _page_judged(
+    read: NodePage, *, what: str, seen: set[str], read_nodes: int
+) -> tuple[set[str], tuple[NodeCapacity, ...]]:
+    """The page's keys (node ids and malformed entries' labels) and its nodes not read before; ReadStopped
+    when it brings nothing new or would pass the count the proxy announced."""
+    keys = {str(n.node_id) for n in read.nodes} | {label for label, _reason in read.skipped}
+    if read.entries and not keys - seen:
+        raise ReadStopped(
+            what,
+            f"it brought no node not already read (the proxy sent a page it had sent: does it ignore `page`?); "
+            f"stopped after {read_nodes} node(s)",
+        )
+    fresh = tuple(n for n in read.nodes if str(n.node_id) not in seen)
+    if read.count is not None and read_nodes + len(fresh) > read.count:
+        raise ReadStopped(
+            what,
+            f"it would bring the read to {read_nodes + len(fresh)} node(s), past the {read.count} the proxy "
+            f"announced; nothing of it kept",
+        )
+    return keys, fresh
 
 
 class PagesInFlight:
@@ -256,6 +265,35 @@ def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageR
 _DONE = object()
 
 
+def _hand(ahead: queue.Queue, stop: threading.Event, item) -> bool:
+    """Put the item in the queue for the caller; False when the caller stopped first."""
+    while not stop.is_set():
+        try:
+            ahead.put(item, timeout=0.2)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _read_ahead(reads: Iterator, ahead: queue.Queue, stop: threading.Event, step_seconds: float | None) -> None:
+    """pages_ahead's thread: each read (inside its own step deadline when given) handed over in order,
+    then _DONE; an error a read raises is handed over in its place, and ends the reading."""
+    iterator = iter(reads)
+    while not stop.is_set():
+        try:
+            if step_seconds is not None:
+                with grid_step_deadline(step_seconds):
+                    item = next(iterator, _DONE)
+            else:
+                item = next(iterator, _DONE)
+        except BaseException as exc:  # handed to the caller, who raises it
+            _hand(ahead, stop, exc)
+            return
+        if not _hand(ahead, stop, item) or item is _DONE:
+            return
+
+
 def pages_ahead(reads: Iterator[T], *, depth: int = 2, step_seconds: float | None = None) -> Iterator[T]:
     """The same reads, made in a thread of their own up to `depth` reads ahead of the caller.
 
@@ -268,33 +306,13 @@ def pages_ahead(reads: Iterator[T], *, depth: int = 2, step_seconds: float | Non
     """
     ahead: queue.Queue = queue.Queue(maxsize=max(depth, 1))
     stop = threading.Event()
-
-    def hand(item) -> bool:
-        while not stop.is_set():
-            try:
-                ahead.put(item, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def read_all() -> None:
-        iterator = iter(reads)
-        while not stop.is_set():
-            try:
-                if step_seconds is not None:
-                    with grid_step_deadline(step_seconds):
-                        item = next(iterator, _DONE)
-                else:
-                    item = next(iterator, _DONE)
-            except BaseException as exc:  # handed to the caller, who raises it
-                hand(exc)
-                return
-            if not hand(item) or item is _DONE:
-                return
-
     context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(read_all,), name="grid-pages-ahead", daemon=True)
+    thread = threading.Thread(
+        target=context.run,
+        args=(_read_ahead, reads, ahead, stop, step_seconds),
+        name="grid-pages-ahead",
+        daemon=True,
+    )
     thread.start()
     try:
         while True:

@@ -105,6 +105,16 @@ def reading_changes(before: Reading | None, after: Reading, *, outcome_reported:
     """
     if before is None:
         return []
+    return [
+        *_life_changes(before, after),
+        *_total_changes(before, after),
+        *_rent_changes(before, after),
+        *_used_changes(before, after, outcome_reported=outcome_reported),
+    ]
+
+
+def _life_changes(before: Reading, after: Reading) -> list[Change]:
+    """The node's status moved, it was asked up and is still off, it turned unhealthy, or it rebooted."""
     changes: list[Change] = []
     if before.status != after.status:
         kind = _status_kind(before.status, after.status)
@@ -135,6 +145,11 @@ def reading_changes(before: Reading | None, after: Reading, *, outcome_reported:
                 detail={"uptime_before": before.uptime, "uptime_after": after.uptime},
             )
         )
+    return changes
+
+
+def _total_changes(before: Reading, after: Reading) -> list[Change]:
+    changes: list[Change] = []
     if before.total != after.total:
         moved = _moves(before.total, after.total)
         changes.append(
@@ -145,7 +160,12 @@ def reading_changes(before: Reading | None, after: Reading, *, outcome_reported:
                 detail={"total_before": list(before.total), "total_after": list(after.total)},
             )
         )
-    changes.extend(_rent_changes(before, after))
+    return changes
+
+
+def _used_changes(before: Reading, after: Reading, *, outcome_reported: bool) -> list[Change]:
+    """Used capacity moved with no outcome reported to explain it (on the same total)."""
+    changes: list[Change] = []
     if (
         not outcome_reported
         and before.used is not None

@@ -75,12 +75,7 @@ def catalog_audit_read(
     rows = list(nodes.values_list("pk", "grid_id", "slices_free"))
     taken, records = _catalog(pk for pk, _grid_id, _free in rows)
     now = datetime.now(tz=UTC)
-    # A foreign VM is counted against a free slice no live hold keeps (the hold is its buyer's).
-    held = defaultdict(int)
-    for node_pk in (
-        Hold.objects.live(now).filter(node_id__in=[pk for pk, _g, _f in rows]).values_list("node_id", flat=True)
-    ):
-        held[node_pk] += 1
+    held = _live_holds_by_node([pk for pk, _g, _f in rows], now=now)
     fixable_before = now - timedelta(seconds=settings.CATALOG_AUDIT_ORPHAN_GRACE)
     read = AuditRead(nodes=len(rows))
     started = pace.clock()
@@ -99,20 +94,11 @@ def catalog_audit_read(
                 why = f"the grid did not answer for its contracts: {exc or type(exc).__name__}"
             else:
                 read.requests += contracts.requests
-                vms = [
-                    GridVm(
-                        contract_id=c.contract_id,
-                        workload_id=c.workload_id or f"{c.twin_id}-{c.contract_id}-unnamed",
-                        created_at=_moment(c.created_at),
-                    )
-                    for c in contracts.contracts
-                    if c.holds_capacity
-                ]
                 match = node_match(
                     node_id=grid_id,
                     taken=taken.get(pk, []),
                     records=records.get(pk, 0),
-                    vms=vms,
+                    vms=_vms_holding_capacity(contracts.contracts),
                     free_slices=max((free or 0) - held[pk], 0),
                     fixable_before=fixable_before,
                 )
@@ -126,6 +112,28 @@ def catalog_audit_read(
         if on_node is not None:
             on_node(done, len(rows))
     return read
+
+
+def _live_holds_by_node(node_pks: list[int], *, now: datetime) -> dict[int, int]:
+    """Node pk -> its live holds: a foreign VM is counted against a free slice no live hold keeps (the hold is
+    its buyer's)."""
+    held: dict[int, int] = defaultdict(int)
+    for node_pk in Hold.objects.live(now).filter(node_id__in=node_pks).values_list("node_id", flat=True):
+        held[node_pk] += 1
+    return held
+
+
+def _vms_holding_capacity(contracts) -> list[GridVm]:
+    """The node's contracts that hold capacity, as the audit matches them against its catalog."""
+    return [
+        GridVm(
+            contract_id=c.contract_id,
+            workload_id=c.workload_id or f"{c.twin_id}-{c.contract_id}-unnamed",
+            created_at=_moment(c.created_at),
+        )
+        for c in contracts
+        if c.holds_capacity
+    ]
 
 
 def _why_not_read(deadline: Deadline, wait: float) -> str | None:

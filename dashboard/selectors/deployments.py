@@ -113,6 +113,11 @@ def deployment_words(deployment: Deployment) -> str:
     if deployment.state == Deployment.State.REFUSED:
         verdict = deployment.capacity_seen.get("verdict") or {}
         return f"{where} refused by the precheck, nothing was sent to the grid: " + verdict.get("words", "does not fit")
+    return _failure_words(deployment, where=where)
+
+
+def _failure_words(deployment: Deployment, *, where: str) -> str:
+    """A failed attempt in words, by its cause."""
     if deployment.cause == Deployment.Cause.GRID_UNAVAILABLE:
         return (
             f"{where}: the grid did not answer ({deployment.raw_error}); the VM may or may not exist, "

@@ -70,6 +70,53 @@ def _held(now: datetime) -> tuple[Q, Q]:
     return Q(held_first_expiry__gt=now), Q(held_first_expiry__lte=now, held_last_expiry__gt=now)
 
 
+def _askers_whens(
+    *,
+    exclude_nodes: tuple[int, ...],
+    exclude_farms: tuple[int, ...],
+    ipv4_farms: tuple[int, ...] | None,
+    ipv4_read_farms: tuple[int, ...] | None,
+) -> list[When]:
+    """The blocks the asker's own rules set, first: nodes and farms left out, and no free public IPv4."""
+    whens = []
+    if exclude_nodes:
+        whens.append(When(grid_id__in=exclude_nodes, then=Value("node_excluded")))
+    if exclude_farms:
+        whens.append(When(farm_id__in=exclude_farms, then=Value("farm_excluded")))
+    if ipv4_farms is not None:
+        whens.append(When(light=True, then=Value("no_ipv4")))
+        # Never read before all taken: unknown is not none (no farm has id 0).
+        whens.append(When(~Q(farm_id__in=ipv4_read_farms or (0,)), then=Value("farm_ips_unread")))
+        whens.append(When(~Q(farm_id__in=ipv4_farms or (0,)), then=Value("farm_ips")))
+    return whens
+
+
+def _room_whens(charges: list[PolicyCharge], *, vcpus: int | None, below_min_mru: bool) -> list[When]:
+    """The blocks of a node with too few vCPUs, or too little memory or disk room for the slice."""
+    whens = []
+    if vcpus is not None:
+        # VM.Validate: vm.CPU == 0 || vm.CPU > uint8(cpus) (capacity.vcpus), on nodes whose threads are known.
+        refused = Q(total_cru__gt=0) if vcpus == 0 else Q(total_cru__gt=0, vcpu_limit__lt=vcpus)
+        whens.append(When(refused, then=Value("cpu")))
+    if below_min_mru:
+        whens.append(When(pk__isnull=False, then=Value("memory")))
+    whens += [When(effective_policy=c.effective, room_mru__lt=c.need_mru, then=Value("memory")) for c in charges]
+    whens += [When(effective_policy=c.effective, room_sru__lt=c.need_sru, then=Value("disk")) for c in charges]
+    return whens
+
+
+def _held_when(charges: list[PolicyCharge], *, all_live: Q, pools_or_fits: Case) -> When:
+    """The held nodes' own whens behind one test, so a node with no live hold pays one comparison for
+    them; held_mru counts each held VM's hidden use already (services.held_figures)."""
+    held_whens = [
+        When(effective_policy=c.effective, **{f"room_{r}__lt": F(f"held_{r}") + need}, then=Value(HELD_SHORT))
+        for r in ("mru", "sru")
+        for c in charges
+        for need in ((c.need_mru if r == "mru" else c.need_sru),)
+    ]
+    return When(all_live, then=Case(*held_whens, default=pools_or_fits, output_field=CharField()))
+
+
 def _blocked(
     charges: list[PolicyCharge],
     *,
@@ -90,16 +137,12 @@ def _blocked(
     IPs were read at all."""
     versions = [c.effective for c in charges]
     all_live, partly_live = _held(now)
-    whens = []
-    if exclude_nodes:
-        whens.append(When(grid_id__in=exclude_nodes, then=Value("node_excluded")))
-    if exclude_farms:
-        whens.append(When(farm_id__in=exclude_farms, then=Value("farm_excluded")))
-    if ipv4_farms is not None:
-        whens.append(When(light=True, then=Value("no_ipv4")))
-        # Never read before all taken: unknown is not none (no farm has id 0).
-        whens.append(When(~Q(farm_id__in=ipv4_read_farms or (0,)), then=Value("farm_ips_unread")))
-        whens.append(When(~Q(farm_id__in=ipv4_farms or (0,)), then=Value("farm_ips")))
+    whens = _askers_whens(
+        exclude_nodes=exclude_nodes,
+        exclude_farms=exclude_farms,
+        ipv4_farms=ipv4_farms,
+        ipv4_read_farms=ipv4_read_farms,
+    )
     whens += [
         When(~Q(closure=""), then=F("closure")),
         When(Q(used_mru__isnull=True) | Q(used_sru__isnull=True), then=Value("unread")),
@@ -112,24 +155,9 @@ def _blocked(
             then=Value(JUDGE_ALONE),
         ),
     ]
-    if vcpus is not None:
-        # VM.Validate: vm.CPU == 0 || vm.CPU > uint8(cpus) (capacity.vcpus), on nodes whose threads are known.
-        refused = Q(total_cru__gt=0) if vcpus == 0 else Q(total_cru__gt=0, vcpu_limit__lt=vcpus)
-        whens.append(When(refused, then=Value("cpu")))
-    if below_min_mru:
-        whens.append(When(pk__isnull=False, then=Value("memory")))
-    whens += [When(effective_policy=c.effective, room_mru__lt=c.need_mru, then=Value("memory")) for c in charges]
-    whens += [When(effective_policy=c.effective, room_sru__lt=c.need_sru, then=Value("disk")) for c in charges]
+    whens += _room_whens(charges, vcpus=vcpus, below_min_mru=below_min_mru)
     pools_or_fits = Case(When(~Q(pools_shape=""), then=Value(POOLS_TO_JUDGE)), default=Value(""))
-    # The held nodes' own whens behind one test, so a node with no live hold pays one comparison for
-    # them; held_mru counts each held VM's hidden use already (services.held_figures).
-    held_whens = [
-        When(effective_policy=c.effective, **{f"room_{r}__lt": F(f"held_{r}") + need}, then=Value(HELD_SHORT))
-        for r in ("mru", "sru")
-        for c in charges
-        for need in ((c.need_mru if r == "mru" else c.need_sru),)
-    ]
-    whens.append(When(all_live, then=Case(*held_whens, default=pools_or_fits, output_field=CharField())))
+    whens.append(_held_when(charges, all_live=all_live, pools_or_fits=pools_or_fits))
     pool_group = Case(
         When(all_live, then=Concat("pools_shape", Value(":"), "held_sizes")),
         default=F("pools_shape"),

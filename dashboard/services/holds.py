@@ -89,6 +89,29 @@ def hold_checked(*, node_id, slice_index, ttl_seconds, marketplace_id) -> str:
     return marketplace_id
 
 
+def _slice_holdable(node: Node, row: Slice, *, node_id: int, now: datetime) -> None:
+    """HoldConflict unless the slice is free on an open node and unheld; a hold that ran out is ended here."""
+    # A closed node offers nothing (withheld, rented by another twin, down ...): nothing to hold there.
+    # On standby is the one exception: a buyer may hold a slice while the farm's power manager wakes it.
+    closed = closure_of(Node.objects.get(pk=node.pk))
+    if closed is not None and closed.key != "standby":
+        raise HoldConflict(
+            f"node {node_id} {closed.what}: none of its slices can be held {closed.reason.until}", field="node_id"
+        )
+    if row.state != Slice.State.FREE:
+        raise HoldConflict(
+            f"slice {row.index} of node {node_id} is {row.state}, not free: it cannot be held",
+            field="slice_index",
+        )
+    open_hold = Hold.objects.filter(slice=row, ended_at__isnull=True).select_related("node").first()
+    if open_hold is not None and open_hold.expires_at > now:
+        raise HoldConflict(
+            f"slice {row.index} of node {node_id} is held: {hold_words(open_hold, now)}", field="slice_index"
+        )
+    if open_hold is not None:
+        Hold.objects.filter(pk=open_hold.pk).update(ended_at=open_hold.expires_at, end=Hold.End.EXPIRED)
+
+
 def hold_create(
     *,
     node_id: int,
@@ -117,25 +140,7 @@ def hold_create(
             raise HoldError(f"node {node_id} has no slice {slice_index} (its slices: {listed})", field="slice_index")
         # The time is read under the lock: a hold that just expired is seen expired by the one who waited.
         now = now or timezone.now()
-        # A closed node offers nothing (withheld, rented by another twin, down ...): nothing to hold there.
-        # On standby is the one exception: a buyer may hold a slice while the farm's power manager wakes it.
-        closed = closure_of(Node.objects.get(pk=node.pk))
-        if closed is not None and closed.key != "standby":
-            raise HoldConflict(
-                f"node {node_id} {closed.what}: none of its slices can be held {closed.reason.until}", field="node_id"
-            )
-        if row.state != Slice.State.FREE:
-            raise HoldConflict(
-                f"slice {slice_index} of node {node_id} is {row.state}, not free: it cannot be held",
-                field="slice_index",
-            )
-        open_hold = Hold.objects.filter(slice=row, ended_at__isnull=True).select_related("node").first()
-        if open_hold is not None and open_hold.expires_at > now:
-            raise HoldConflict(
-                f"slice {slice_index} of node {node_id} is held: {hold_words(open_hold, now)}", field="slice_index"
-            )
-        if open_hold is not None:
-            Hold.objects.filter(pk=open_hold.pk).update(ended_at=open_hold.expires_at, end=Hold.End.EXPIRED)
+        _slice_holdable(node, row, node_id=node_id, now=now)
         if public_ipv4:
             _ipv4_holdable(node, public_ipv4, now)
         charge = policy_for_node(node).vm_charge(row.cru, row.mru, row.sru)

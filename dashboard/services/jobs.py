@@ -93,13 +93,12 @@ def job_request(
     with the job id as its task id (not with enqueue=False: a run that waits for an approval is sent
     by it, services.reregister.waves). Bad input raises JobError and writes nothing.
     """
-    problem = job_request_problem(kind=kind, by=by, token=token, source=source)
-    declared = kind_of(kind)
-    if problem is None:
-        problem = declared.request_problem(node=node, farm_id=farm_id, dry_run=dry_run, parameters=parameters)
+    problem = job_request_problem(
+        kind=kind, by=by, token=token, source=source, node=node, farm_id=farm_id, dry_run=dry_run, parameters=parameters
+    )
     if problem:
         raise JobError(problem)
-    asked = declared.parameters_checked(parameters)
+    asked = kind_of(kind).parameters_checked(parameters)
     requester, requester_detail = _requester(by, source, token)
     # The unique index refuses our insert while another job is active; if that job finishes
     # between our insert and our look-up, there is nothing to return, so try once more.
@@ -122,32 +121,31 @@ def job_request(
                 active = _active_job(kind=kind, node=node, asked=asked)
                 if active is None:
                     continue
-                audit_record(
-                    action="job.already-active",
-                    actor=by,
-                    source=source,
-                    node=active.node,
-                    job=active,
-                    message=f"{requester} asked for {job_describe(active)}; already {active.state}: job #{active.pk}",
-                )
+                _request_record(active, created=False, by=by, source=source, requester=requester)
                 return JobRequest(job=active, created=False)
-            audit_record(
-                action="job.requested",
-                actor=by,
-                source=source,
-                node=job.node,
-                job=job,
-                message=f"{job_describe(job)} requested by {requester}",
-                detail=requester_detail,
-            )
+            _request_record(job, created=True, by=by, source=source, requester=requester, detail=requester_detail)
             if enqueue:
                 transaction.on_commit(partial(job_enqueue, job.pk))
             return JobRequest(job=job, created=True)
     raise JobError("could not queue the job: another job for the same target kept appearing and finishing; try again")
 
 
-def job_request_problem(*, kind, by, token, source) -> str | None:
-    """What every request must be, whatever its kind (the kind's own checks are its declaration's)."""
+def _request_record(job: Job, *, created: bool, by, source: str, requester: str, detail: dict | None = None) -> None:
+    """The request's audit event: the job it queued, or the one already active that it got back."""
+    message = (
+        f"{job_describe(job)} requested by {requester}"
+        if created
+        else f"{requester} asked for {job_describe(job)}; already {job.state}: job #{job.pk}"
+    )
+    action = "job.requested" if created else "job.already-active"
+    audit_record(action=action, actor=by, source=source, node=job.node, job=job, message=message, detail=detail)
+
+
+def job_request_problem(
+    *, kind, by, token, source, node=None, farm_id=None, dry_run=False, parameters=None
+) -> str | None:
+    """What is wrong with the request, if anything: first what every request must be, then what its
+    kind's declaration asks of it."""
     if kind_of(kind) is None:
         return f"unknown job kind {kind!r}; use one of: {', '.join(k.value for k in kinds())}"
     if source not in Job.Source.values:
@@ -156,7 +154,7 @@ def job_request_problem(*, kind, by, token, source) -> str | None:
         return "jobs are requested by a signed-in user (or by nobody, from the command line)"
     if token is not None and (by is None or token.user_id != by.pk):
         return "a job asked with an API token is asked by the token's holder"
-    return None
+    return kind_of(kind).request_problem(node=node, farm_id=farm_id, dry_run=dry_run, parameters=parameters)
 
 
 def _active_job(*, kind: str, node: Node | None, asked=None) -> Job | None:

@@ -85,6 +85,25 @@ def refusal_lesson(refusal: Refusal) -> dict | None:
     return {"kind": Observation.Kind.DISK, "disk_size": lesson.disk_size, "used_sru": lesson.used_sru}
 
 
+def _refusal_sample_store(*, node: Node, refusal: Refusal, at: datetime) -> None:
+    """Keep a memory refusal as a capacity sample for calibration."""
+    # Any memory refusal is a reading of what the host really used (hidden use or none):
+    # calibration fits these. Dated by the refusal, like its observation.
+    zos = capacity.PROFILES["zos"]
+    sample = CapacitySample.objects.create(
+        node=node,
+        source="refusal",
+        vm_count=refusal.vm_count,
+        vm_mru=max(refusal.used.mru - zos.reserve(refusal.total).mru, 0),
+        vm_sru=max(refusal.used.sru - zos.reserve_sru, 0),
+        total_mru=refusal.total.mru,
+        total_sru=refusal.total.sru,
+        used_mru=max(refusal.total.mru - refusal.usable_bytes, 0),
+        used_sru=max(refusal.used.sru, 0),
+    )
+    CapacitySample.objects.filter(pk=sample.pk).update(at=at)  # `at` is auto_now_add
+
+
 def observations_learn(
     *,
     node: Node,
@@ -105,21 +124,7 @@ def observations_learn(
     """
     at = at or timezone.now()
     if refusal.cause == Deployment.Cause.MEMORY and refusal.usable_bytes is not None:
-        # Any memory refusal is a reading of what the host really used (hidden use or none):
-        # calibration fits these. Dated by the refusal, like its observation.
-        zos = capacity.PROFILES["zos"]
-        sample = CapacitySample.objects.create(
-            node=node,
-            source="refusal",
-            vm_count=refusal.vm_count,
-            vm_mru=max(refusal.used.mru - zos.reserve(refusal.total).mru, 0),
-            vm_sru=max(refusal.used.sru - zos.reserve_sru, 0),
-            total_mru=refusal.total.mru,
-            total_sru=refusal.total.sru,
-            used_mru=max(refusal.total.mru - refusal.usable_bytes, 0),
-            used_sru=max(refusal.used.sru, 0),
-        )
-        CapacitySample.objects.filter(pk=sample.pk).update(at=at)  # `at` is auto_now_add
+        _refusal_sample_store(node=node, refusal=refusal, at=at)
     lesson = refusal_lesson(refusal)
     if lesson is None:
         return None

@@ -48,12 +48,7 @@ def policy_update(
         raise capacity.PolicyError(f"unknown policy parameter(s): {', '.join(sorted(unknown))}")
     carries = policy_carries_checked(carries or {})
     with transaction.atomic():
-        locked = Policy.objects.select_for_update().get(pk=policy.pk)
-        if expected_version is not None and locked.version != expected_version:
-            raise PolicyConflict(
-                f"policy {locked.name!r} was changed by someone else meanwhile (now v{locked.version}, "
-                f"you previewed v{expected_version}); review the preview again"
-            )
+        locked = _policy_locked(policy, expected_version=expected_version)
         before = {p: getattr(locked, p) for p in Policy.PARAMETERS}
         changes = {p: (before[p], value) for p, value in parameters.items() if before[p] != value}
         carried = {c: (getattr(locked, c), value) for c, value in carries.items() if getattr(locked, c) != value}
@@ -64,13 +59,7 @@ def policy_update(
                 _carries_save(locked, carried, by=by, source=source)
                 return locked, True
             return locked, False
-        rewriting = policy_figures_active([locked.pk]).get(locked.pk)
-        if rewriting is not None:
-            raise PolicyConflict(
-                f"the figures of policy {locked.name!r} v{locked.version} are still being rewritten "
-                f"(job #{rewriting.pk}, {rewriting.progress_done:,} of {rewriting.progress_total:,} nodes); "
-                "edit it again when that job ends"
-            )
+        _check_not_rewriting(locked)
         # Validates the combination (raises PolicyError) before anything is written.
         capacity.Policy(name=locked.name, version=locked.version + 1, **{**before, **parameters})
         for name, (_old, new) in {**changes, **carried}.items():
@@ -79,28 +68,59 @@ def policy_update(
         locked.save()
         reverted = _reverted_words(reverted_from) + _catalogs_restamped(locked)
         policy_figures_follow(locked, policy_node_pks(locked), by=by, source=source)
-        audit_record(
-            action="policy.reverted" if reverted_from is not None else "policy.changed",
-            actor=by,
-            source=source,
-            node=locked.node,
-            message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}{reverted}: "
-            f"{policy_changes_words({**changes, **carried})}",
-            detail={
-                **_policy_detail(locked),
-                "version": locked.version,
-                "changes": {name: [old, new] for name, (old, new) in {**changes, **carried}.items()},
-                "reverted_from": reverted_from,
-            },
-        )
-        policy_version_record(
-            locked,
-            action=PolicyVersion.Action.REVERTED if reverted_from is not None else PolicyVersion.Action.CHANGED,
-            by=by,
-            source=source,
-            reverted_from=reverted_from,
+        _policy_changed_record(
+            locked, changes={**changes, **carried}, reverted=reverted, reverted_from=reverted_from, by=by, source=source
         )
     return locked, True
+
+
+def _policy_locked(policy: Policy, *, expected_version: int | None) -> Policy:
+    """The policy's row, locked; PolicyConflict when it is no longer the version the person previewed."""
+    locked = Policy.objects.select_for_update().get(pk=policy.pk)
+    if expected_version is not None and locked.version != expected_version:
+        raise PolicyConflict(
+            f"policy {locked.name!r} was changed by someone else meanwhile (now v{locked.version}, "
+            f"you previewed v{expected_version}); review the preview again"
+        )
+    return locked
+
+
+def _check_not_rewriting(locked: Policy) -> None:
+    """PolicyConflict while a job still rewrites the figures of the policy's current version."""
+    rewriting = policy_figures_active([locked.pk]).get(locked.pk)
+    if rewriting is not None:
+        raise PolicyConflict(
+            f"the figures of policy {locked.name!r} v{locked.version} are still being rewritten "
+            f"(job #{rewriting.pk}, {rewriting.progress_done:,} of {rewriting.progress_total:,} nodes); "
+            "edit it again when that job ends"
+        )
+
+
+def _policy_changed_record(
+    locked: Policy, *, changes: dict, reverted: str, reverted_from: int | None, by, source: str
+) -> None:
+    """The audit event and the history entry of the policy's new version."""
+    audit_record(
+        action="policy.reverted" if reverted_from is not None else "policy.changed",
+        actor=by,
+        source=source,
+        node=locked.node,
+        message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}{reverted}: "
+        f"{policy_changes_words(changes)}",
+        detail={
+            **_policy_detail(locked),
+            "version": locked.version,
+            "changes": {name: [old, new] for name, (old, new) in changes.items()},
+            "reverted_from": reverted_from,
+        },
+    )
+    policy_version_record(
+        locked,
+        action=PolicyVersion.Action.REVERTED if reverted_from is not None else PolicyVersion.Action.CHANGED,
+        by=by,
+        source=source,
+        reverted_from=reverted_from,
+    )
 
 
 def policy_create(

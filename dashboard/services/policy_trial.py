@@ -146,29 +146,39 @@ class PolicyComparison:
         }
 
 
-def policy_trial_run(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PolicyTrialResult:
-    """Replay a month of traffic on the sampled fleet under the policy in force and under the candidate."""
-    asked: PolicyTrialParameters = job.asked
+def _trial_candidate(asked: PolicyTrialParameters) -> capacity.Policy:
     try:
-        candidate = capacity.Policy(**asked.candidate)
+        return capacity.Policy(**asked.candidate)
     except (KeyError, TypeError) as exc:
         raise JobError(
             f"this policy trial's candidate policy cannot be read ({exc}); start it again from the policy page"
         ) from None
-    seed = asked.seed
-    job_progress(job=job, step="reading the shapes of the nodes under this policy")
+
+
+def _trial_fleet(asked: PolicyTrialParameters) -> tuple[list[Node], list[Node], list[NodeSpec]]:
+    """The nodes the policy governs, the sample of them replayed, and the shapes of those the replay can boot."""
     node = None
     if asked.scope == "node":
         node = Node.objects.filter(grid_id=asked.node_id).first()
         if node is None:
             raise JobError(f"node {asked.node_id} is no longer registered; nothing to try the policy on")
     in_scope = list(policy_nodes(scope=asked.scope, farm_id=asked.farm_id, node=node))
-    sample = fleet_sample(in_scope, seed=seed)
+    sample = fleet_sample(in_scope, seed=asked.seed)
     specs = [spec for spec in map(node_spec, sample) if spec is not None]
     if not specs:
         raise JobError(
             "no registered node this policy would govern has a shape the traffic replay can boot; nothing to try it on"
         )
+    return in_scope, sample, specs
+
+
+def policy_trial_run(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) -> PolicyTrialResult:
+    """Replay a month of traffic on the sampled fleet under the policy in force and under the candidate."""
+    asked: PolicyTrialParameters = job.asked
+    candidate = _trial_candidate(asked)
+    seed = asked.seed
+    job_progress(job=job, step="reading the shapes of the nodes under this policy")
+    in_scope, sample, specs = _trial_fleet(asked)
     in_force_counts = Counter(policies_for_nodes(sample).values())
     in_force, most = in_force_counts.most_common(1)[0]
     events = max(EVENTS_PER_NODE * len(specs), MIN_EVENTS)

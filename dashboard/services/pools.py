@@ -88,6 +88,46 @@ def deployed_disks(node: Node) -> int:
     return sum(sru + capacity.zos_rootfs(cru, mru) for cru, mru, sru in slices)
 
 
+def _figures_judged_before_the_lock(node: Node, parsed: tuple[PoolMetrics, ...]) -> None:
+    """Judging pools is the costly part of the figures: judged here, before the node is locked, so
+    that inside the lock it is found again (memoised), unless the node changed in between."""
+    ssd = pools_check_total(parsed, node=node)
+    cache = pools_cache(ssd, node.used_sru, deployed=deployed_disks(node))
+    figures_compute(
+        Node.objects.filter(pk=node.pk),
+        pools={node.pk: ([p.size for p in ssd], [p.used for p in ssd], cache[0] if cache else None)},
+    )
+
+
+def _pools_said_again(
+    locked: Node, *, at: datetime, source: str, cache: tuple[int | None, int | None], figures: bool
+) -> None:
+    """The node says what it said last time: one row per change, the age moves on (and the cache with it)."""
+    cache_sru, cache_pool = cache
+    Node.objects.filter(pk=locked.pk).update(
+        pools_reported_at=at,
+        pools_source=source,
+        zos_cache_sru=cache_sru,
+        zos_cache_pool=cache_pool,
+        **_refusal_cleared(True),
+    )
+    if (cache_sru, cache_pool) != (locked.zos_cache_sru, locked.zos_cache_pool) and figures:
+        figures_refresh([locked.pk], locked=True)
+
+
+def _pools_reported_record(report: PoolReport, *, node: Node, ssd: tuple[PoolMetrics, ...], by, origin: str) -> None:
+    """The audit event of a second-hand report that changed the node's SSD pools (`origin` as given)."""
+    source = report.source
+    audit_record(
+        actor=by,
+        source="api" if source == PoolReport.Source.API else "web" if by else "command",
+        action="pools reported",
+        node=node,
+        message=f"node {node.grid_id}: SSD pools {pools_words(p.size for p in ssd)} ({source})",
+        detail={"origin": origin, "pools": report.pools},
+    )
+
+
 def pools_report(
     *,
     node: Node,
@@ -106,14 +146,7 @@ def pools_report(
     parsed = pools_parsed(pools, node_id=node.grid_id)
     at = at or timezone.now()
     if figures:
-        # Judging pools is the costly part of the figures: judged here, before the node is locked, so
-        # that inside the lock it is found again (memoised), unless the node changed in between.
-        ssd = pools_check_total(parsed, node=node)
-        cache = pools_cache(ssd, node.used_sru, deployed=deployed_disks(node))
-        figures_compute(
-            Node.objects.filter(pk=node.pk),
-            pools={node.pk: ([p.size for p in ssd], [p.used for p in ssd], cache[0] if cache else None)},
-        )
+        _figures_judged_before_the_lock(node, parsed)
     with transaction.atomic():
         locked = Node.objects.select_for_update().get(pk=node.pk)
         ssd = pools_check_total(parsed, node=locked)
@@ -122,16 +155,7 @@ def pools_report(
         # With each report, beside the reading the node has now (the cache is not reported on its own).
         cache_sru, cache_pool = pools_cache(ssd, locked.used_sru, deployed=deployed_disks(locked)) or (None, None)
         if first_hand and latest is not None and latest.pools == [p.as_dict() for p in parsed]:
-            # The node says what it said last time: one row per change, the age moves on.
-            Node.objects.filter(pk=locked.pk).update(
-                pools_reported_at=at,
-                pools_source=source,
-                zos_cache_sru=cache_sru,
-                zos_cache_pool=cache_pool,
-                **_refusal_cleared(first_hand),
-            )
-            if (cache_sru, cache_pool) != (locked.zos_cache_sru, locked.zos_cache_pool) and figures:
-                figures_refresh([locked.pk], locked=True)
+            _pools_said_again(locked, at=at, source=source, cache=(cache_sru, cache_pool), figures=figures)
             return latest
         report = PoolReport.objects.create(
             node=locked,
@@ -153,14 +177,7 @@ def pools_report(
             **_refusal_cleared(first_hand),
         )
         if changed and not first_hand:
-            audit_record(
-                actor=by,
-                source="api" if source == PoolReport.Source.API else "web" if by else "command",
-                action="pools reported",
-                node=locked,
-                message=f"node {locked.grid_id}: SSD pools {pools_words(p.size for p in ssd)} ({source})",
-                detail={"origin": origin, "pools": report.pools},
-            )
+            _pools_reported_record(report, node=locked, ssd=ssd, by=by, origin=origin)
         if figures:
             figures_refresh([locked.pk], locked=True)
     return report

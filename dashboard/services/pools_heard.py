@@ -154,12 +154,8 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
     regrouped: list[int] = []
     for node in nodes:
         version = heard.versions.get(node.grid_id)
-        if version is not None:
-            told = version.zos[:128]
-            if zos_build_key(told) != zos_build_key(Node.objects.values_list("zos_version", flat=True).get(pk=node.pk)):
-                regrouped.append(node.pk)
-            told_by = "simulated" if node.grid_id in heard.versions_in_process else "rmb"
-            Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at, zos_version_source=told_by)
+        if version is not None and _version_store(node, version.zos, heard=heard, at=at):
+            regrouped.append(node.pk)
         pools = heard.pools.get(node.grid_id)
         if pools is not None:
             try:
@@ -184,6 +180,15 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
     for start in range(0, len(kept), 100):
         figures_refresh(kept[start : start + 100])
     return len(kept)
+
+
+def _version_store(node: Node, zos: str, *, heard: Heard, at: datetime) -> bool:
+    """Keep the ZOS version the node told; whether it moved the node to another build's group."""
+    told = zos[:128]
+    regrouped = zos_build_key(told) != zos_build_key(Node.objects.values_list("zos_version", flat=True).get(pk=node.pk))
+    told_by = "simulated" if node.grid_id in heard.versions_in_process else "rmb"
+    Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at, zos_version_source=told_by)
+    return regrouped
 
 
 def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbClient | None = None) -> Heard:

@@ -8,6 +8,7 @@ whichever door it came in by.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -16,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.grid.types import GridError, NodeCapacity
+from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics
 from dashboard.models import Node, PoolReport, Slice
 from dashboard.rules.catalog import size_words
 from dashboard.selectors.policy_book import policy_book, policy_named
@@ -103,28 +104,8 @@ def node_register(
         raise NodeAlreadyRegistered(node_id)
     if used is not None and seen_at is None:
         seen_at = timezone.now()  # a live reading is from now unless told otherwise
-    node = node_row(
-        node_id=node_id,
-        total=total,
-        farm_id=farm_id,
-        farm_name=farm_name,
-        twin_id=twin_id,
-        status=status,
-        dedicated=dedicated,
-        pools=pools,
-        used=used,
-        seen_at=seen_at,
-        reported_at=reported_at,
-        country=country,
-        city=city,
-        healthy=healthy,
-        power_state=power_state,
-        power_target=power_target,
-        uptime=uptime,
-        policy=policy,
-        carve=carve,
-        rent=rent,
-    )
+    # The row takes every fact as given (pools and seen_at as settled just above), with the policy and carve.
+    node = node_row(**{name: value for name, value in locals().items() if name in _NODE_ROW_KEYWORDS})
     _node_insert(node, total=total, policy=policy, carve=carve, pools=pools, by=by, source=source, origin=origin)
     return node
 
@@ -257,6 +238,10 @@ def node_row(
     )
 
 
+# node_row's keywords: each is a fact node_register holds under the same name.
+_NODE_ROW_KEYWORDS = frozenset(inspect.signature(node_row).parameters)
+
+
 def _registered_words(node_id: int, policy: capacity.Policy, carve: capacity.Carve) -> str:
     if not carve.new_slices:
         return f"node {node_id} registered with policy {policy.name} v{policy.version}: no slice fits ({', '.join(carve.notes)})"
@@ -292,15 +277,7 @@ def node_register_from_grid(
     # `ask_rmb=False`: the caller asked already (an onboarding page) or holds a transaction open.
     heard = pools_hear([live]) if not live.pools_sru and ask_rmb else Heard()
     live = lives_with_pools([live], heard)[0]
-    answer = (
-        pools_of_node(grid, live.node_id) if grid is not None and not live.pools_sru and not heard.why_not else None
-    )
-    if answer:
-        ssd = tuple(p.size for p in answer if p.type == "ssd")
-        if ssd and capacity.pools_match_total(sum(ssd), live.total.sru):
-            live = live_with_pools(live, answer)
-        else:
-            answer = None
+    live, answer = _live_with_own_pools_answer(live, grid=grid, heard=heard)
     facts = dict(
         policy_name=policy_name,
         by=by,
@@ -322,15 +299,36 @@ def node_register_from_grid(
         pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
         node.refresh_from_db()
     if grid is not None and not heard.why_not and node.grid_id not in heard.versions:
-        version = version_of_node(grid, node.grid_id)
-        if version is not None:
-            heard.versions[node.grid_id] = version
-            heard.versions_in_process.add(node.grid_id)
+        _hear_own_version(node.grid_id, grid=grid, heard=heard)
     if heard.pools or heard.versions or heard.refused:
         pools_heard_store([node], heard)
         node.refresh_from_db()
     node.pools_heard_words = heard.words(node.grid_id)
     return node
+
+
+def _live_with_own_pools_answer(
+    live: NodeCapacity, *, grid, heard: Heard
+) -> tuple[NodeCapacity, tuple[PoolMetrics, ...] | None]:
+    """The reading with the node's own pools answer where the backend can ask it in process (and RMB did
+    not already), and that answer; an answer whose SSD pools do not add up to the total is not taken."""
+    if grid is None or live.pools_sru or heard.why_not:
+        return live, None
+    answer = pools_of_node(grid, live.node_id)
+    if not answer:
+        return live, None
+    ssd = tuple(p.size for p in answer if p.type == "ssd")
+    if ssd and capacity.pools_match_total(sum(ssd), live.total.sru):
+        return live_with_pools(live, answer), answer
+    return live, None
+
+
+def _hear_own_version(node_id: int, *, grid, heard: Heard) -> None:
+    """Add the node's own version answer, asked in process, to what was heard, where it tells one."""
+    version = version_of_node(grid, node_id)
+    if version is not None:
+        heard.versions[node_id] = version
+        heard.versions_in_process.add(node_id)
 
 
 def _node_register_live(live: NodeCapacity, **facts) -> Node:

@@ -45,57 +45,78 @@ def node_slices_write(
             if pk in stored and stored[pk].is_occupied:
                 s = stored[pk]
                 raise SliceOccupied(f"slice {s.index} of node {node.grid_id} is {s.state}: it holds a VM")
-        generation = node.catalog_generation + 1
-        events = []
-        for s in deleted:
-            events.append(
-                _event(
-                    node,
-                    by,
-                    source,
-                    "slice.deleted",
-                    f"slice {s.index} deleted by hand ({s.state})",
-                    {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
-                )
-            )
-        Slice.objects.filter(pk__in=[s.pk for s in deleted]).delete()
-        for s, fields in changed:
-            before = {name: getattr(stored[s.pk], name) for name in fields}
-            if fields:
-                s.save(update_fields=[*fields, "updated_at"])
-            words = ", ".join(f"{name} {before[name]} → {getattr(s, name)}" for name in fields) or "nothing changed"
-            events.append(
-                _event(
-                    node,
-                    by,
-                    source,
-                    "slice.edited",
-                    f"slice {s.index} edited by hand: {words}",
-                    {"slice": s.pk, "before": _plain(before), "after": _plain({n: getattr(s, n) for n in fields})},
-                )
-            )
-        for s in added:
-            if s.index < node.slice_index_next:
-                raise SliceNumberUsed(
-                    f"slice number {s.index} of node {node.grid_id} was used before; slice numbers are never reused "
-                    f"(a failure record may name it): the next free number is {node.slice_index_next}"
-                )
-            s.node, s.generation = node, generation
-            s.save()
-            node.slice_index_next = max(node.slice_index_next, s.index + 1)
-            Node.objects.filter(pk=node.pk).update(slice_index_next=node.slice_index_next)
-            events.append(
-                _event(
-                    node,
-                    by,
-                    source,
-                    "slice.added",
-                    f"slice {s.index} added by hand ({s.state})",
-                    {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
-                )
-            )
+        events = _slices_delete(node, deleted, by=by, source=source)
+        events += _slices_change(node, changed, stored=stored, by=by, source=source)
+        events += _slices_add(node, added, generation=node.catalog_generation + 1, by=by, source=source)
         _catalog_changed([node.pk])
         audit_records(events)
+
+
+def _slices_delete(node: Node, deleted: list[Slice], *, by, source: str) -> list[AuditEntry]:
+    """Delete the slices; an audit entry for each."""
+    events = []
+    for s in deleted:
+        events.append(
+            _event(
+                node,
+                by,
+                source,
+                "slice.deleted",
+                f"slice {s.index} deleted by hand ({s.state})",
+                {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
+            )
+        )
+    Slice.objects.filter(pk__in=[s.pk for s in deleted]).delete()
+    return events
+
+
+def _slices_change(
+    node: Node, changed: list[tuple[Slice, list[str]]], *, stored: dict[int, Slice], by, source: str
+) -> list[AuditEntry]:
+    """Save the changed fields (`stored`: the rows as they were); an audit entry for each slice, before and after."""
+    events = []
+    for s, fields in changed:
+        before = {name: getattr(stored[s.pk], name) for name in fields}
+        if fields:
+            s.save(update_fields=[*fields, "updated_at"])
+        words = ", ".join(f"{name} {before[name]} → {getattr(s, name)}" for name in fields) or "nothing changed"
+        events.append(
+            _event(
+                node,
+                by,
+                source,
+                "slice.edited",
+                f"slice {s.index} edited by hand: {words}",
+                {"slice": s.pk, "before": _plain(before), "after": _plain({n: getattr(s, n) for n in fields})},
+            )
+        )
+    return events
+
+
+def _slices_add(node: Node, added: list[Slice], *, generation: int, by, source: str) -> list[AuditEntry]:
+    """Store the new slices under numbers never used on the node; an audit entry for each."""
+    events = []
+    for s in added:
+        if s.index < node.slice_index_next:
+            raise SliceNumberUsed(
+                f"slice number {s.index} of node {node.grid_id} was used before; slice numbers are never reused "
+                f"(a failure record may name it): the next free number is {node.slice_index_next}"
+            )
+        s.node, s.generation = node, generation
+        s.save()
+        node.slice_index_next = max(node.slice_index_next, s.index + 1)
+        Node.objects.filter(pk=node.pk).update(slice_index_next=node.slice_index_next)
+        events.append(
+            _event(
+                node,
+                by,
+                source,
+                "slice.added",
+                f"slice {s.index} added by hand ({s.state})",
+                {"slice": s.pk, "index": s.index, "cru": s.cru, "mru": s.mru, "sru": s.sru},
+            )
+        )
+    return events
 
 
 def slice_edit(*, slice_: Slice, fields: Iterable[str], by=None, source: str = "admin") -> Slice:

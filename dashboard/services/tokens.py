@@ -71,6 +71,27 @@ def scopes_parse(text: str | list[str]) -> list[str]:
     return [scope for scope in ApiToken.Scope.values if scope in wanted]
 
 
+def _check_may_hold(*, user, maker, scopes: list[str]) -> None:
+    """TokenError unless `maker` (None: the operator's shell) may make `user` a token with these scopes:
+    oneself or, for a superuser, anyone; an active user; no scope beyond what the user may do."""
+    if maker is not None and maker.pk != user.pk and not maker.is_superuser:
+        raise TokenError(
+            f"{maker.get_username()} may make tokens for themselves only, not for {user.get_username()}: whatever "
+            f"a token does is done in its user's name. A superuser can make one for someone else",
+            field="user",
+        )
+    if not user.is_active:
+        raise TokenError(f"{user.get_username()} is not an active user; tokens are for active users only", field="user")
+    refused = [scope for scope in scopes if not user.has_perm(SCOPE_PERMISSIONS[scope])]
+    if refused:
+        raise TokenError(
+            f"{user.get_username()} may not hold the {', '.join(refused)} scope"
+            f"{'s' if len(refused) > 1 else ''}: a token can do no more than its user may do on the pages "
+            f"(support users can hold read only)",
+            field="scopes",
+        )
+
+
 def api_token_create(
     *,
     user,
@@ -93,22 +114,7 @@ def api_token_create(
         raise TokenError("a token needs a name of 1 to 80 characters, e.g. the program that will use it", field="name")
     chosen = scopes_parse(scopes)
     maker = actor_of(by)
-    if maker is not None and maker.pk != user.pk and not maker.is_superuser:
-        raise TokenError(
-            f"{maker.get_username()} may make tokens for themselves only, not for {user.get_username()}: whatever "
-            f"a token does is done in its user's name. A superuser can make one for someone else",
-            field="user",
-        )
-    if not user.is_active:
-        raise TokenError(f"{user.get_username()} is not an active user; tokens are for active users only", field="user")
-    refused = [scope for scope in chosen if not user.has_perm(SCOPE_PERMISSIONS[scope])]
-    if refused:
-        raise TokenError(
-            f"{user.get_username()} may not hold the {', '.join(refused)} scope"
-            f"{'s' if len(refused) > 1 else ''}: a token can do no more than its user may do on the pages "
-            f"(support users can hold read only)",
-            field="scopes",
-        )
+    _check_may_hold(user=user, maker=maker, scopes=chosen)
     if expires_days is not None and not (1 <= expires_days <= MAX_EXPIRES_DAYS):
         raise TokenError(f"expiry must be 1 to {MAX_EXPIRES_DAYS} days, not {expires_days}", field="expires_days")
 

@@ -236,24 +236,10 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
         if NodeWithhold.objects.filter(open_at(now), node=node, source=NodeWithhold.Source.QUARANTINE).exists():
             return None
         since = now - timedelta(seconds=settings.QUARANTINE_WINDOW)
-        earlier = list(
-            NodeWithhold.objects.filter(
-                node=node, source=NodeWithhold.Source.QUARANTINE, starts_at__gte=now - QUARANTINE_REPEAT_WITHIN
-            ).values_list("starts_at", flat=True)
-        )
+        earlier = _quarantines_recent(node, now=now)
         if earlier:
             since = max(since, max(earlier))  # a failure counted once never counts again
-        failures = list(
-            Deployment.objects.filter(
-                node=node,
-                state=Deployment.State.FAILED,
-                cause__in=QUARANTINE_CAUSES,
-                started_at__gt=since,
-                started_at__lte=now,
-            )
-            .order_by("started_at", "pk")
-            .values_list("pk", "cause", "marketplace_id", "requested_by_id", "requested_by__username")
-        )
+        failures = _quarantine_failures(node, since=since, now=now)
         if len(failures) < k:
             return None
         # Who says so: the dashboard's own deploys (no marketplace id), or each reporting account.
@@ -292,6 +278,30 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
         )
         withhold_sync([node.pk], now=now, locked=True)
     return window
+
+
+def _quarantines_recent(node: Node, *, now: datetime) -> list[datetime]:
+    """When each of the node's quarantines within QUARANTINE_REPEAT_WITHIN started: they make a repeat."""
+    return list(
+        NodeWithhold.objects.filter(
+            node=node, source=NodeWithhold.Source.QUARANTINE, starts_at__gte=now - QUARANTINE_REPEAT_WITHIN
+        ).values_list("starts_at", flat=True)
+    )
+
+
+def _quarantine_failures(node: Node, *, since: datetime, now: datetime) -> list[tuple]:
+    """The node's failures a quarantine counts, oldest first: (pk, cause, marketplace id, requester pk, name)."""
+    return list(
+        Deployment.objects.filter(
+            node=node,
+            state=Deployment.State.FAILED,
+            cause__in=QUARANTINE_CAUSES,
+            started_at__gt=since,
+            started_at__lte=now,
+        )
+        .order_by("started_at", "pk")
+        .values_list("pk", "cause", "marketplace_id", "requested_by_id", "requested_by__username")
+    )
 
 
 def _reports_bound_reached(reporter: int, *, node: Node, now: datetime) -> bool:

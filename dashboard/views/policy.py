@@ -156,6 +156,33 @@ def policy_list(request):
     return render(request, template, context)
 
 
+def _tell_what_was_saved(request, saved: Policy, *, changed: bool, bumped: bool) -> None:
+    """Tell the person what the save did: carries only, a new version whose figures a job rewrites, a new
+    version, or nothing."""
+    rewrite = policy_figures_active([saved.pk]).get(saved.pk) if bumped else None
+    if changed and not bumped:
+        messages.success(
+            request,
+            f"Saved what {saved.name}'s slices carry; it stays at v{saved.version}, since no catalog goes "
+            "stale by it. IPv4 slices are bounded by each farm's free public IPv4s.",
+        )
+    elif rewrite is not None:
+        messages.success(
+            request,
+            f"Saved {saved.name} v{saved.version}. Its nodes' figures are being rewritten (job #{rewrite.pk}, "
+            "progress below); the fleet pages show the change when it ends, and catalogs carved under the "
+            "old version are stale from then.",
+        )
+    elif changed:
+        messages.success(
+            request,
+            f"Saved {saved.name} v{saved.version}. Catalogs carved under the old version are now stale; "
+            "re-register them from the fleet page.",
+        )
+    else:
+        messages.info(request, f"Nothing changed: {saved.name} stays at v{saved.version}.")
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
 @permission_required("dashboard.change_policy", raise_exception=True)
@@ -192,29 +219,7 @@ def policy_edit(request, policy_id: int):
         except capacity.PolicyError as exc:
             form.add_error(None, str(exc))
             return render(request, "dashboard/policy_edit.html", {**context, "form": form}, status=409)
-        bumped = saved.version != row.version
-        rewrite = policy_figures_active([saved.pk]).get(saved.pk) if bumped else None
-        if changed and not bumped:
-            messages.success(
-                request,
-                f"Saved what {saved.name}'s slices carry; it stays at v{saved.version}, since no catalog goes "
-                "stale by it. IPv4 slices are bounded by each farm's free public IPv4s.",
-            )
-        elif rewrite is not None:
-            messages.success(
-                request,
-                f"Saved {saved.name} v{saved.version}. Its nodes' figures are being rewritten (job #{rewrite.pk}, "
-                "progress below); the fleet pages show the change when it ends, and catalogs carved under the "
-                "old version are stale from then.",
-            )
-        elif changed:
-            messages.success(
-                request,
-                f"Saved {saved.name} v{saved.version}. Catalogs carved under the old version are now stale; "
-                "re-register them from the fleet page.",
-            )
-        else:
-            messages.info(request, f"Nothing changed: {saved.name} stays at v{saved.version}.")
+        _tell_what_was_saved(request, saved, changed=changed, bumped=saved.version != row.version)
         return redirect("policy")
     # Any other POST (or one whose values differ from what was previewed) shows the preview first.
     changes = _changes(row, {**parameters, **carries})

@@ -24,6 +24,12 @@ def bounded(value: object, what: str, *, low: int, high: int, unit: str = "bytes
     return value
 
 
+def flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false (got {value!r})")
+    return value
+
+
 def status(status: object) -> str:
     if status not in NODE_STATUSES:
         raise ValueError(f"status {status!r} is not one of {', '.join(NODE_STATUSES)}")

@@ -291,8 +291,19 @@ def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
     nothing here may be invented. What the simulation does not model is the Go zero value.
     """
     total, used = _resources_json(node.total), _resources_json(node.used)
-    up = node.status == "up"
-    data: dict[str, Any] = {
+    data = _node_head_json(node)
+    if nested:
+        data["capacity"] = {"total_resources": total, "used_resources": used}
+    else:
+        data["total_resources"] = total
+        data["used_resources"] = used
+    data.update(_node_tail_json(node))
+    return data
+
+
+def _node_head_json(node: NodeCapacity) -> dict[str, Any]:
+    """The node's fields before its capacity, in the proxy's order."""
+    return {
         "id": f"{node.node_id:010d}-{node.farm_id:06d}-simulated",
         "nodeId": node.node_id,
         "farmId": node.farm_id,
@@ -306,49 +317,46 @@ def _node_json(node: NodeCapacity, *, nested: bool) -> dict[str, Any]:
         "farmingPolicyId": 1,
         "updatedAt": node.updated_at or 0,
     }
-    if nested:
-        data["capacity"] = {"total_resources": total, "used_resources": used}
-    else:
-        data["total_resources"] = total
-        data["used_resources"] = used
-    data.update(
-        {
-            "location": {"country": node.country, "city": node.city, "longitude": None, "latitude": None},
-            "publicConfig": {"domain": "", "gw4": "", "gw6": "", "ipv4": "", "ipv6": ""},
-            "status": node.status,
-            "certificationType": "Diy",
-            "dedicated": node.dedicated,
-            "inDedicatedFarm": node.in_dedicated_farm,
-            "rentContractId": node.rent_contract_id or 0,
-            "rented": node.rented_by_twin_id is not None,
-            "rentable": node.rented_by_twin_id is None,
-            "rentedByTwinId": node.rented_by_twin_id or 0,
-            "serialNumber": "simulated",
-            # tfchain's PowerState and PowerTarget as farmerbot sets them: a standby or down node is off.
-            "power": {"state": "Up" if up else "Down", "target": "Up" if up else "Down"},
-            "num_gpu": node.num_gpu,
-            "extraFee": node.extra_fee,
-            "healthy": up,
-            "dmi": {
-                "bios": {"vendor": "", "version": ""},
-                "baseboard": {"manufacturer": "", "product_name": ""},
-                "processor": [],
-                "memory": [],
-            },
-            "speed": {"upload": 0, "download": 0},
-            "cpu_benchmark": {"single": 0, "multi": 0, "threads": 0, "workloads": 0},
-            # ZOS's zos.gpu.list as the proxy's GPU indexer keeps it; `[]` without GPUs (converters.go).
-            "gpus": [
-                {"id": g.id, "vendor": g.vendor, "device": g.device, "contract": g.contract, "vram": g.vram}
-                for g in node.gpus
-            ],
-            "price_usd": 0.0,
-            "farm_free_ips": 0,
-            # A list of names, `[]` when none are known (converters.go): never an object.
-            "features": list(node.features or ()),
-        }
-    )
-    return data
+
+
+def _node_tail_json(node: NodeCapacity) -> dict[str, Any]:
+    """The node's fields after its capacity, in the proxy's order."""
+    up = node.status == "up"
+    return {
+        "location": {"country": node.country, "city": node.city, "longitude": None, "latitude": None},
+        "publicConfig": {"domain": "", "gw4": "", "gw6": "", "ipv4": "", "ipv6": ""},
+        "status": node.status,
+        "certificationType": "Diy",
+        "dedicated": node.dedicated,
+        "inDedicatedFarm": node.in_dedicated_farm,
+        "rentContractId": node.rent_contract_id or 0,
+        "rented": node.rented_by_twin_id is not None,
+        "rentable": node.rented_by_twin_id is None,
+        "rentedByTwinId": node.rented_by_twin_id or 0,
+        "serialNumber": "simulated",
+        # tfchain's PowerState and PowerTarget as farmerbot sets them: a standby or down node is off.
+        "power": {"state": "Up" if up else "Down", "target": "Up" if up else "Down"},
+        "num_gpu": node.num_gpu,
+        "extraFee": node.extra_fee,
+        "healthy": up,
+        "dmi": {
+            "bios": {"vendor": "", "version": ""},
+            "baseboard": {"manufacturer": "", "product_name": ""},
+            "processor": [],
+            "memory": [],
+        },
+        "speed": {"upload": 0, "download": 0},
+        "cpu_benchmark": {"single": 0, "multi": 0, "threads": 0, "workloads": 0},
+        # ZOS's zos.gpu.list as the proxy's GPU indexer keeps it; `[]` without GPUs (converters.go).
+        "gpus": [
+            {"id": g.id, "vendor": g.vendor, "device": g.device, "contract": g.contract, "vram": g.vram}
+            for g in node.gpus
+        ],
+        "price_usd": 0.0,
+        "farm_free_ips": 0,
+        # A list of names, `[]` when none are known (converters.go): never an object.
+        "features": list(node.features or ()),
+    }
 
 
 def _farm_json(farm) -> dict[str, Any]:

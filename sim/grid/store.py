@@ -43,6 +43,7 @@ from sim.grid import chain, farm_pool, records
 from sim.grid.answers import NodeAnswers, ZosRefused
 from sim.grid.cache import CACHE_COLUMN, CACHE_MISSING_COLUMN, CacheAdmin, cache_upgrade
 from sim.grid.checks import bounded as _bounded
+from sim.grid.checks import flag as _flag
 from sim.grid.checks import positive as _positive
 from sim.grid.checks import status as _status
 from sim.grid.checks import text as _text
@@ -144,34 +145,20 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin, farm_pool.FarmPoo
     ) -> NodeCapacity:
         """Put a node on the simulated grid. With replace=True an existing node and its VMs are dropped first."""
         node_id = _positive(node_id, "node id")
-        cru = _bounded(cru, "cru", low=1, high=MAX_NODE_CRU, unit="cores")
-        mru = _bounded(mru, "mru", low=1, high=MAX_NODE_MRU)
-        sru = _bounded(sru, "sru", low=ZOS_CACHE_SRU, high=MAX_NODE_SRU, why_low="the 20 GiB zos-cache ZOS keeps")
+        cru, mru, sru = _node_sizes(cru, mru, sru)
         pool_sizes = checked_pools(pools, sru)
-        # At boot zos-cache goes to the pool with the most space (the first of equals).
-        cache = pool_sizes.index(max(pool_sizes))
+        cache = _boot_cache_pool(pool_sizes)
         farm_id = _positive(farm_id, "farm id")
         twin_id = _positive(twin_id, "twin id") if twin_id is not None else node_id + 1000
         status = _status(status)
         per_vm_overhead_mru = _bounded(per_vm_overhead_mru, "per-VM memory overhead", low=0, high=mru)
         zos_build = records.checked_build(zos_build)
-        if not isinstance(dedicated, bool):
-            raise ValueError(f"dedicated must be true or false (got {dedicated!r})")
-        farm_name, country, city = (
-            _text(v, what, limit)
-            for v, what, limit in ((farm_name, "farm name", 128), (country, "country", 64), (city, "city", 64))
-        )
+        dedicated = _flag(dedicated, "dedicated")
+        farm_name, country, city = _place_names(farm_name, country, city)
         with self._transaction() as conn:
-            exists = conn.execute("SELECT 1 FROM sim_node WHERE node_id = ?", (node_id,)).fetchone()
-            if exists and not replace:
-                raise NodeAlreadyOnGrid(
-                    f"node {node_id} is already on the simulated grid; replace it to overwrite it (its VMs are dropped)"
-                )
-            conn.execute("DELETE FROM sim_node WHERE node_id = ?", (node_id,))
+            _node_make_room(conn, node_id, replace=replace)
             conn.execute(
-                "INSERT INTO sim_node (node_id, farm_id, farm_name, twin_id, status, dedicated, cru, mru, sru, pools,"
-                " per_vm_overhead_mru, country, city, status_changed_at, cache_pool, mounted, zos_build)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _NODE_INSERT,
                 (
                     node_id,
                     farm_id,
@@ -583,6 +570,46 @@ class SimulatedGrid(chain.ChainAdmin, NodeAnswers, CacheAdmin, farm_pool.FarmPoo
             updated_at=now() if node.status == "up" else node.status_changed_at,
             # The Grid Proxy's face tells no pools: the node tells them itself (storage_pools).
         )
+
+
+# One node's row on the simulated grid.
+_NODE_INSERT = (
+    "INSERT INTO sim_node (node_id, farm_id, farm_name, twin_id, status, dedicated, cru, mru, sru, pools,"
+    " per_vm_overhead_mru, country, city, status_changed_at, cache_pool, mounted, zos_build)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _node_sizes(cru: int, mru: int, sru: int) -> tuple[int, int, int]:
+    """The node's cores, memory and SSD, each within what a single node has."""
+    cru = _bounded(cru, "cru", low=1, high=MAX_NODE_CRU, unit="cores")
+    mru = _bounded(mru, "mru", low=1, high=MAX_NODE_MRU)
+    sru = _bounded(sru, "sru", low=ZOS_CACHE_SRU, high=MAX_NODE_SRU, why_low="the 20 GiB zos-cache ZOS keeps")
+    return cru, mru, sru
+
+
+def _boot_cache_pool(pool_sizes: list[int]) -> int:
+    """At boot zos-cache goes to the pool with the most space (the first of equals)."""
+    return pool_sizes.index(max(pool_sizes))
+
+
+def _place_names(farm_name: str, country: str, city: str) -> tuple[str, str, str]:
+    """The farm's name and the node's country and city, checked as the chain bounds them."""
+    farm_name, country, city = (
+        _text(v, what, limit)
+        for v, what, limit in ((farm_name, "farm name", 128), (country, "country", 64), (city, "city", 64))
+    )
+    return farm_name, country, city
+
+
+def _node_make_room(conn: sqlite3.Connection, node_id: int, *, replace: bool) -> None:
+    """Drop the node already under this id when told to replace it; NodeAlreadyOnGrid when not."""
+    exists = conn.execute("SELECT 1 FROM sim_node WHERE node_id = ?", (node_id,)).fetchone()
+    if exists and not replace:
+        raise NodeAlreadyOnGrid(
+            f"node {node_id} is already on the simulated grid; replace it to overwrite it (its VMs are dropped)"
+        )
+    conn.execute("DELETE FROM sim_node WHERE node_id = ?", (node_id,))
 
 
 def _require_up(node: SimNode, doing: str) -> None:

@@ -462,21 +462,10 @@ class GridProxyClient:
     def _transport_words(
         self, exc: requests.exceptions.RequestException, url: str, tries: int, *, short: bool = False
     ) -> str:
-        reason: BaseException = exc
-        inner = exc.args[0] if exc.args else None
-        if isinstance(inner, MaxRetryError):
-            reason = inner.reason or inner
-        elif isinstance(inner, BaseException):
-            reason = inner
+        reason = _transport_reason(exc)
         # NewConnectionError subclasses ConnectTimeoutError in urllib3 2, so it is asked first.
         if isinstance(reason, NewConnectionError):
-            text = str(reason).lower()
-            if "refused" in text:
-                what = "connection refused"
-            elif "resolution" in text or "name or service" in text or "nodename" in text:
-                what = f"its host name could not be resolved ({short_words(reason)})"
-            else:
-                what = f"could not connect ({short_words(reason)})"
+            what = _connect_failed_words(reason)
         elif isinstance(reason, ConnectTimeoutError) or isinstance(exc, requests.exceptions.ConnectTimeout):
             what = f"timed out connecting (connect timeout {self.connect_timeout:g}s)"
         elif isinstance(reason, ReadTimeoutError) or isinstance(exc, requests.exceptions.ReadTimeout):
@@ -490,6 +479,26 @@ class GridProxyClient:
         if short:
             return what
         return f"the grid proxy at {url} is unavailable: {what}, after {tries} {'try' if tries == 1 else 'tries'}"
+
+
+def _transport_reason(exc: requests.exceptions.RequestException) -> BaseException:
+    """What urllib3 says went wrong under requests' wrapping (a MaxRetryError's reason), else `exc` itself."""
+    inner = exc.args[0] if exc.args else None
+    if isinstance(inner, MaxRetryError):
+        return inner.reason or inner
+    if isinstance(inner, BaseException):
+        return inner
+    return exc
+
+
+def _connect_failed_words(reason: NewConnectionError) -> str:
+    """Why no connection was made: refused, a host name that does not resolve, or another reason."""
+    text = str(reason).lower()
+    if "refused" in text:
+        return "connection refused"
+    if "resolution" in text or "name or service" in text or "nodename" in text:
+        return f"its host name could not be resolved ({short_words(reason)})"
+    return f"could not connect ({short_words(reason)})"
 
 
 def _new_session() -> requests.Session:

@@ -193,23 +193,30 @@ class _BulkRun:
                     plans[node.pk] = plan_of(node, again[node.pk]) if node.pk in again else None
         ready = [plan for plan in plans.values() if plan is not None]
         outcomes.update(self._apply(ready, failed=len(outcomes)))
+        self._count(nodes, outcomes)
+        self.done += len(outcomes)
+        if stop is not None:
+            self._stop(*stop)
+
+    def _count(self, nodes: list[Node], outcomes: dict[int, BulkNode | str]) -> None:
+        """Each node's outcome into the result, in node order: its summary, or its failure."""
         for node in nodes:
             outcome = outcomes.get(node.pk)
             if isinstance(outcome, BulkNode):
                 bulk_count_node(self.result, outcome, sample=self.limits.sample)
             elif outcome is not None:
                 bulk_count_failure(self.result, node_id=node.grid_id, error=outcome, kept=self.limits.failures_kept)
-        self.done += len(outcomes)
-        if stop is not None:
-            handled, error, exc = stop
-            self.result.notes.append(f"stopped after {handled} of {self.total} nodes")
-            bulk_words(self.result, job=self.job, total=self.total)
-            raise JobError(
-                f"the grid is unreachable: {self.unreachable_in_a_row} nodes in a row could not be read "
-                f"(last: {error}); stopped after {handled} of {self.total} nodes, "
-                f"{self.result.reregistered} re-registered",
-                result=self.result,
-            ) from exc
+
+    def _stop(self, handled: int, error: str, exc: BaseException) -> None:
+        """The grid is unreachable: the run stops with what it did so far as its result."""
+        self.result.notes.append(f"stopped after {handled} of {self.total} nodes")
+        bulk_words(self.result, job=self.job, total=self.total)
+        raise JobError(
+            f"the grid is unreachable: {self.unreachable_in_a_row} nodes in a row could not be read "
+            f"(last: {error}); stopped after {handled} of {self.total} nodes, "
+            f"{self.result.reregistered} re-registered",
+            result=self.result,
+        ) from exc
 
     def _read(self, nodes: list[Node], outcomes: dict) -> tuple[dict[int, tuple[NodeCapacity, datetime]], tuple | None]:
         """These nodes' readings: ONE page by id, then one at a time only the nodes it lacks or failed on.

@@ -118,13 +118,12 @@ def reregister_plan(
 ) -> ReregisterPlan:
     """The diff that re-carving `node` on the capacity `seen` would make; pure apart from building Slice objects.
 
-    `deploying` holds the pks of free slices whose deploy is in flight (slice_deploy records the
-    attempt, then asks the grid, then marks the slice deployed): they are about to hold a VM, so
-    they are kept and counted as occupied, like rented and deployed ones.
-
-    `held` holds the pks of free slices under a hold live at the caller's `now` (stale.held_slices):
-    a buyer was promised each until its hold ends, and their `deployed` report will take it, so they
-    are kept as they are and counted as occupied too, never removed or resized.
+    `deploying` holds the pks of free slices whose deploy is in flight (slice_deploy records the attempt,
+    then asks the grid, then marks the slice deployed): they are about to hold a VM, so they are kept and
+    counted as occupied, like rented and deployed ones. `held` holds the pks of free slices under a hold
+    live at the caller's `now` (stale.held_slices): a buyer was promised each until its hold ends, and
+    their `deployed` report will take it, so they are kept as they are and counted as occupied too, never
+    removed or resized.
     """
     _refuse_an_empty_reading(node=node, seen=seen)
     slices = sorted(slices, key=lambda s: s.index)
@@ -164,12 +163,14 @@ def reregister_plan(
         phantom_reasons_after=figures.phantom_reasons_after,
         placeable_after=figures.placeable_after,
         slice_index_next=diff.start + len(diff.added),
-        # Kept slices of the size the node was carved with keep that size on record (catalog_rules).
-        carved_slice_sru=(
-            node.carved_slice_sru if any(s.sru != carve.slice.sru for s in diff.kept_free) else carve.slice.sru
-        ),
+        carved_slice_sru=_carved_slice_sru(node, carve=carve, diff=diff),
         notes=notes,
     )
+
+
+def _carved_slice_sru(node: Node, *, carve: capacity.Carve, diff: _CatalogDiff) -> int:
+    """The slice size on record: kept slices of the size the node was carved with keep it (catalog_rules)."""
+    return node.carved_slice_sru if any(s.sru != carve.slice.sru for s in diff.kept_free) else carve.slice.sru
 
 
 def _refuse_an_empty_reading(*, node: Node, seen: NodeCapacity) -> None:

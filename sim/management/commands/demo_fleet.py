@@ -257,24 +257,7 @@ class Command(ProductCommand):
         grid = SimulatedGrid(settings.SIMGRID_PATH, deployer_twin=demo_marketplace_twin())
         nodes = demo_nodes()
         try:
-            kept = _demo_built() and not reset
-            if kept:
-                self.stdout.write(
-                    f"demo fleet kept as you left it: {len(nodes)} nodes on the simulated grid "
-                    "(make demo-reset builds it anew, and forgets what was done to it)"
-                )
-                missing = sorted({n.node_id for n in nodes} - set(grid.node_ids()))
-                if missing:
-                    self.stdout.write(f"  not on the simulated grid any more: {len(missing)} of its nodes")
-            else:
-                with transaction.atomic():
-                    _demo_remove(grid, nodes)
-                    _demo_build(grid, nodes)
-                    audit_record(source="command", action=DEMO_BUILT, message=f"demo fleet built: {len(nodes)} nodes")
-                self.stdout.write(
-                    f"demo fleet {'rebuilt' if reset else 'built'}: {len(nodes)} nodes on the simulated grid "
-                    f"at {settings.SIMGRID_PATH}"
-                )
+            kept = self._keep_or_build(grid, nodes, reset=reset)
             # Which nodes are registered as the database says, not as the demo meant: the fleet page's count.
             registered = set(Node.objects.values_list("grid_id", flat=True))
             self.stdout.write(unregistered_words([replace(n, registered=n.node_id in registered) for n in nodes]))
@@ -300,6 +283,28 @@ class Command(ProductCommand):
         if tour:
             self._print_logins(logins_path)
             self.stdout.write(tour_words())
+
+    def _keep_or_build(self, grid: SimulatedGrid, nodes: list[DemoNode], *, reset: bool) -> bool:
+        """Keep the demo as it was left (True), or build it anew in one transaction (False)."""
+        kept = _demo_built() and not reset
+        if kept:
+            self.stdout.write(
+                f"demo fleet kept as you left it: {len(nodes)} nodes on the simulated grid "
+                "(make demo-reset builds it anew, and forgets what was done to it)"
+            )
+            missing = sorted({n.node_id for n in nodes} - set(grid.node_ids()))
+            if missing:
+                self.stdout.write(f"  not on the simulated grid any more: {len(missing)} of its nodes")
+        else:
+            with transaction.atomic():
+                _demo_remove(grid, nodes)
+                _demo_build(grid, nodes)
+                audit_record(source="command", action=DEMO_BUILT, message=f"demo fleet built: {len(nodes)} nodes")
+            self.stdout.write(
+                f"demo fleet {'rebuilt' if reset else 'built'}: {len(nodes)} nodes on the simulated grid "
+                f"at {settings.SIMGRID_PATH}"
+            )
+        return kept
 
     def _print_logins(self, path: Path) -> None:
         passwords = _read_logins(path)

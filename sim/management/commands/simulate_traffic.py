@@ -98,12 +98,7 @@ class Command(ProductCommand):
             # Every node of the month is up when it is registered, so with an rmb-peer each answers its pools.
             pools_reported = 0.0 if options["no_rmb"] else 1.0
         names = tuple(p.strip() for p in policies.split(",") if p.strip())
-        if nodes < 1 or nodes > 100_000:
-            raise usage_error("--nodes must be between 1 and 100,000")
-        if events < 0 or events > 10_000_000:
-            raise usage_error("--events must be between 0 and 10,000,000")
-        if not 0 <= options["forged_reports"] <= 10_000:  # before any month is played, not after the first
-            raise usage_error("--forged-reports must be between 0 and 10,000")
+        _check_sizes(nodes=nodes, events=events, forged_reports=options["forged_reports"])
         unreported, foreign = options["unreported_releases"], options["foreign_deploys"]
         try:
             drift = Drift(unreported_releases=unreported, foreign_deploys=foreign, watch=not no_watch, seed=seed)
@@ -133,6 +128,16 @@ class Command(ProductCommand):
         if write:
             Path(write).write_text(report(result, chart=chart, unwatched=unwatched))
             self.stderr.write(f"wrote {write}" + (f" and {chart}" if chart else ""))
+
+
+def _check_sizes(*, nodes: int, events: int, forged_reports: int) -> None:
+    """A usage error (exit 2, one line) for a size out of range, before any month is played."""
+    if nodes < 1 or nodes > 100_000:
+        raise usage_error("--nodes must be between 1 and 100,000")
+    if events < 0 or events > 10_000_000:
+        raise usage_error("--events must be between 0 and 10,000,000")
+    if not 0 <= forged_reports <= 10_000:  # before any month is played, not after the first
+        raise usage_error("--forged-reports must be between 0 and 10,000")
 
 
 def _month_again(*, nodes, events, seed, names, drift, **options) -> Simulation:
@@ -199,7 +204,13 @@ def table(result: Simulation) -> str:
         )
     ipv4 = "; ".join(f"{name} {f.refused_for_ipv4:,} of {f.ipv4_requests:,}" for name, f in result.policies.items())
     lines += ["", f"Requests asking a public IPv4, and the chain's refusals for the farm's IPs: {ipv4}"]
-    lines += [
+    lines += _several_pools_table(result) + _refusals_by_reason_table(result)
+    return "\n".join(lines)
+
+
+def _several_pools_table(result: Simulation) -> list[str]:
+    """Refusals on nodes of several SSDs, and disk refusals by what the dashboard knew of the pools."""
+    lines = [
         "",
         "Refusals on nodes of several SSDs, and disk refusals by what the dashboard knew of the pools:",
         "",
@@ -214,7 +225,12 @@ def table(result: Simulation) -> str:
             f"| {name} | {causes} | {disk['in_plausible_set']:,} | {disk['outside_plausible_set']:,} "
             f"| {disk['pools_reported']:,} |"
         )
-    lines += [
+    return lines
+
+
+def _refusals_by_reason_table(result: Simulation) -> list[str]:
+    """The month by why ZOS refused, by ZOS build, and the odds against what happened."""
+    lines = [
         "",
         "The month by why ZOS refused, by ZOS build, and the odds against what happened:",
         "",
@@ -235,7 +251,7 @@ def table(result: Simulation) -> str:
             f"| {name} | {f.refused_per_1000_nodes:.1f} | {_counts(f.refused_by_reason)} | "
             f"{_counts(f.refused_by_build)} | {_counts(f.first_refusals_by_build)} | {odds} | {probes} |"
         )
-    return "\n".join(lines)
+    return lines
 
 
 def _counts(counts: dict) -> str:
