@@ -107,40 +107,9 @@ def memory_model_refit(
         # Its observations expired or were dropped: the lesson goes with them (issue 44).
         lesson = None
         if current is not None:
-            MemoryLesson.objects.filter(pk=current.pk).update(reverted_at=timezone.now())
-            audit_record(
-                actor=by,
-                source=source,
-                action="memory_lesson.ended",
-                node=trigger,
-                message=f"{group_words(build)}: lesson {current.pk} ended, no observation that taught it counts now",
-                detail={"lesson": current.pk, "build": build},
-            )
+            _lesson_ended(current, trigger=trigger, source=source, by=by)
     else:
-        taken = capacity.tightest(accepted_by_build([build]).get(build, []))
-        fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build), bounds=taken)
-        node_ids = sorted({p.node for p in points})
-        lesson = MemoryLesson.objects.create(
-            build=build,
-            own_mru=fit.own_mru,
-            per_vm_mru=fit.per_vm_mru,
-            own_sd=fit.own_sd,
-            per_vm_sd=fit.per_vm_sd,
-            spread_mru=fit.spread_mru,
-            line_sd=fit.line_sd,
-            per_vm_doubt=fit.per_vm_doubt,
-            mean_vms=fit.mean_vms,
-            points=fit.points,
-            nodes=fit.nodes,
-            residuals={str(node): value for node, value in fit.residuals.items()},
-            on_prior=fit.on_prior,
-            observation_ids=ids,
-            learnt_from=list(
-                Node.objects.filter(pk__in=node_ids).order_by("grid_id").values_list("grid_id", flat=True)
-            ),
-            learnt_at=timezone.now(),
-            trigger_node=trigger,
-        )
+        lesson = _lesson_learnt(build, points, ids, trigger=trigger)
         audit_record(
             actor=by,
             source=source,
@@ -151,6 +120,46 @@ def memory_model_refit(
         )
     memory_model_apply(build=build, lesson=lesson)
     return lesson
+
+
+def _lesson_ended(current: MemoryLesson, *, trigger: Node | None, source: str, by) -> None:
+    MemoryLesson.objects.filter(pk=current.pk).update(reverted_at=timezone.now())
+    audit_record(
+        actor=by,
+        source=source,
+        action="memory_lesson.ended",
+        node=trigger,
+        message=f"{group_words(current.build)}: lesson {current.pk} ended, no observation that taught it counts now",
+        detail={"lesson": current.pk, "build": current.build},
+    )
+
+
+def _lesson_learnt(
+    build: str, points: list[capacity.MemoryPoint], ids: list[int], *, trigger: Node | None
+) -> MemoryLesson:
+    """The group's points fitted (capacity.overhead, within the bounds its accepted deployments set), kept."""
+    taken = capacity.tightest(accepted_by_build([build]).get(build, []))
+    fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build), bounds=taken)
+    node_ids = sorted({p.node for p in points})
+    return MemoryLesson.objects.create(
+        build=build,
+        own_mru=fit.own_mru,
+        per_vm_mru=fit.per_vm_mru,
+        own_sd=fit.own_sd,
+        per_vm_sd=fit.per_vm_sd,
+        spread_mru=fit.spread_mru,
+        line_sd=fit.line_sd,
+        per_vm_doubt=fit.per_vm_doubt,
+        mean_vms=fit.mean_vms,
+        points=fit.points,
+        nodes=fit.nodes,
+        residuals={str(node): value for node, value in fit.residuals.items()},
+        on_prior=fit.on_prior,
+        observation_ids=ids,
+        learnt_from=list(Node.objects.filter(pk__in=node_ids).order_by("grid_id").values_list("grid_id", flat=True)),
+        learnt_at=timezone.now(),
+        trigger_node=trigger,
+    )
 
 
 def _group_lock(build: str) -> None:

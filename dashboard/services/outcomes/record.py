@@ -112,47 +112,13 @@ def _record(
 ) -> OutcomeRecorded:
     with transaction.atomic():
         nodes_lock([node.pk])  # before the slice: see nodes_lock
-        existing = Deployment.objects.select_for_update().filter(marketplace_id=marketplace_id).first()
-        if existing is not None and (existing.node_id != node.pk or existing.slice_index != slice_index):
-            raise OutcomeConflict(
-                f"marketplace id {existing.marketplace_id!r} was reported for slice {existing.slice_index} of node "
-                f"{existing.node.grid_id}, not slice {slice_index} of node {node.grid_id}",
-                field="marketplace_id",
-            )
+        existing = _existing_read(node, slice_index=slice_index, marketplace_id=marketplace_id)
         if report == Report.DEPLOYED and existing is None and workload_id:
             _counted_move(node, slice_index=slice_index, workload_id=workload_id, by=by, source=source)
         target = _slice_read(node, slice_index, existing, marketplace_id=marketplace_id)
-        if target.row is None and existing is None:
-            indices = list(node.slices.order_by("index").values_list("index", flat=True))
-            listed = ", ".join(map(str, indices)) or "none"
-            raise OutcomeError(
-                f"node {node.grid_id} has no slice {slice_index} (its slices: {listed})", field="slice_index"
-            )
-        record = _RECORD_OF.get(existing.state, Record.NONE) if existing is not None else Record.NONE
-        if existing is not None and existing.state not in _RECORD_OF:  # the dashboard's own deploy's row
-            raise OutcomeConflict(
-                f"marketplace id {marketplace_id!r} names deployment {existing.pk}, which is {existing.state}",
-                field="marketplace_id",
-            )
-        last_move = _record_last_move(existing) if existing is not None else target.last_move
-        order = report_order(
-            at=at, last_move=last_move, slice_created=target.row.created_at if target.row is not None else None
+        decided, last_move = _move_decided(
+            node, target, existing, slice_index=slice_index, marketplace_id=marketplace_id, report=report, at=at
         )
-        decided = outcome_move(record=record, holder=target.holder, report=report, order=order)
-        if isinstance(decided, Refusal):
-            words = refusal_words(
-                decided,
-                node=node,
-                slice_index=slice_index,
-                marketplace_id=marketplace_id,
-                report=report,
-                at=at,
-                existing=existing,
-                holder_words=target.holder_words,
-                slice_created=target.row.created_at if target.row is not None else None,
-                last_move=last_move,
-            )
-            raise OutcomeConflict(words, field=REFUSAL_FIELDS[decided])
         if decided == Move.REPEAT:
             return OutcomeRecorded(
                 deployment=existing, created=False, changed=False, move=decided, words=repeat_words(existing, report)
@@ -171,6 +137,59 @@ def _record(
             source=source,
             token=token,
         )
+
+
+def _existing_read(node: Node, *, slice_index: int, marketplace_id: str) -> Deployment | None:
+    """The record of this marketplace id (locked), refused when it names another node or slice, or is the
+    dashboard's own deploy's row; the node is locked already."""
+    existing = Deployment.objects.select_for_update().filter(marketplace_id=marketplace_id).first()
+    if existing is None:
+        return None
+    if existing.node_id != node.pk or existing.slice_index != slice_index:
+        raise OutcomeConflict(
+            f"marketplace id {existing.marketplace_id!r} was reported for slice {existing.slice_index} of node "
+            f"{existing.node.grid_id}, not slice {slice_index} of node {node.grid_id}",
+            field="marketplace_id",
+        )
+    return existing
+
+
+def _move_decided(
+    node: Node, target: _Slice, existing: Deployment | None, *, slice_index, marketplace_id, report, at
+) -> tuple[Move, datetime | None]:
+    """The rules' move for this report (dashboard.rules.outcomes) and the move it follows; a refusal raises
+    OutcomeConflict (or OutcomeError for a slice the node does not have), naming why."""
+    if target.row is None and existing is None:
+        indices = list(node.slices.order_by("index").values_list("index", flat=True))
+        listed = ", ".join(map(str, indices)) or "none"
+        raise OutcomeError(
+            f"node {node.grid_id} has no slice {slice_index} (its slices: {listed})", field="slice_index"
+        )
+    if existing is not None and existing.state not in _RECORD_OF:  # the dashboard's own deploy's row
+        raise OutcomeConflict(
+            f"marketplace id {marketplace_id!r} names deployment {existing.pk}, which is {existing.state}",
+            field="marketplace_id",
+        )
+    record = _RECORD_OF[existing.state] if existing is not None else Record.NONE
+    last_move = _record_last_move(existing) if existing is not None else target.last_move
+    slice_created = target.row.created_at if target.row is not None else None
+    order = report_order(at=at, last_move=last_move, slice_created=slice_created)
+    decided = outcome_move(record=record, holder=target.holder, report=report, order=order)
+    if isinstance(decided, Refusal):
+        words = refusal_words(
+            decided,
+            node=node,
+            slice_index=slice_index,
+            marketplace_id=marketplace_id,
+            report=report,
+            at=at,
+            existing=existing,
+            holder_words=target.holder_words,
+            slice_created=slice_created,
+            last_move=last_move,
+        )
+        raise OutcomeConflict(words, field=REFUSAL_FIELDS[decided])
+    return decided, last_move
 
 
 def _counted_move(node: Node, *, slice_index: int, workload_id: str, by, source: str) -> None:
