@@ -13,6 +13,10 @@ observation committed before it: the figures end as if the reports had come one 
 A step fits what is committed, so running one more than needed changes nothing. With no collecting
 block around it (a caller that never opened one) a step runs at once, as before.
 
+A step that fails once its change is committed does not undo the change nor fail the caller: it is
+logged with the reason, and the hourly follow (services.lesson_evidence.memory_lessons_follow) fits
+the group from what is committed.
+
 `lock_conflicts_retried` retries a deadlock or serialisation failure a few times (PostgreSQL rolls
 the loser back; it may simply run again), then raises LockConflict: the doors answer it as busy
 (503, try again), never as a failure of the dashboard.
@@ -88,7 +92,22 @@ def group_steps_after() -> Iterator[None]:
     finally:
         _pending.steps = None
     for key, step in steps:
-        lock_conflicts_retried(lambda step=step: _in_transaction(step), what=f"group step {key}")
+        _step_run(key, step)
+
+
+def _step_run(key: tuple, step: Callable[[], object]) -> None:
+    """One step, in its own transaction; a failure is logged and left for the hourly follow, since the
+    change that asked for it is committed and stands."""
+    try:
+        lock_conflicts_retried(lambda: _in_transaction(step), what=f"group step {key}")
+    except Exception as exc:
+        log.error(
+            "group step %s failed after its change was committed (%s: %s); the hourly follow applies it",
+            key,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
 
 
 def group_step_after(key: tuple, step: Callable[[], object]) -> None:

@@ -136,14 +136,21 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     """Write each reading waiting for its second source onto its own node: the more cautious of it (per VM
     over the reserve) and what the group gives the node now. Call after the group's lesson was applied,
     in its transaction; the nodes changed."""
-    now = now or timezone.now()
+    changed = _node_readings_wanted(build=build, now=now or timezone.now())
+    if changed:
+        nodes_lock([row[0] for row in changed])
+        rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
+        figures_refresh([row[0] for row in changed], locked=True)
+    return len(changed)
+
+
+def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
+    """The rows (_COLUMNS) of the nodes whose own waiting reading is more cautious than what they carry."""
     readings: dict[int, int] = {}
     for node_pk, per_vm in (
         _live(build, now=now).filter(standing=Observation.Standing.NODE).values_list("node_id", "hidden_mru_per_vm")
     ):
         readings[node_pk] = max(readings.get(node_pk, 0), per_vm)
-    if not readings:
-        return 0
     changed = []
     rows = Node.objects.filter(pk__in=readings).values_list(
         "pk", "total_mru", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope"
@@ -157,11 +164,7 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
             want = (mine.hidden_mru_per_vm, None, lesson_id, "own")
             if want != (hidden, own, lesson_id, scope):
                 changed.append((pk, *want))
-    if changed:
-        nodes_lock([row[0] for row in changed])
-        rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
-        figures_refresh([row[0] for row in changed], locked=True)
-    return len(changed)
+    return changed
 
 
 _COLUMNS = (
@@ -257,26 +260,44 @@ def lesson_reports_checked(*, node_id, marketplace_id: str, outcome: str, error:
 
 
 def memory_lessons_follow(*, now: datetime | None = None) -> list[str]:
-    """Lessons never outlive the observations that taught them (issue 44): each group whose lesson rests on
-    an observation no longer live (aged past OBSERVATION_MAX_AGE_DAYS, cleared, dropped), or whose node still
-    carries its own reading none of its live observations tells, is fitted again (or its lesson ended),
-    and its nodes' figures follow. The beat runs it (MEMORY_LESSONS_FOLLOW_EVERY); the groups refitted."""
+    """Lessons never outlive the observations that taught them (issue 44), and none is left behind them: each
+    group whose lesson does not rest on exactly its live points (one aged past OBSERVATION_MAX_AGE_DAYS,
+    cleared or dropped; or one whose refit after its report failed, services.group_steps), whose node still
+    carries its own reading none of its live observations tells, or whose waiting reading its node does not
+    carry yet, is fitted again (or its lesson ended), and its nodes' figures follow. The beat runs it
+    (MEMORY_LESSONS_FOLLOW_EVERY); the groups refitted."""
     now = now or timezone.now()
-    stale = set()
-    for lesson in MemoryLesson.objects.filter(reverted_at__isnull=True).order_by("build", "-learnt_at", "-pk"):
-        if lesson.build in stale or lesson_current(lesson.build).pk != lesson.pk:
-            continue
-        if sorted(lesson.observation_ids) != memory_points(lesson.build, now=now)[1]:
-            stale.add(lesson.build)
-    live_nodes = set(_live_any(now=now).values_list("node_id", flat=True))
-    for pk, version in Node.objects.filter(memory_lesson_scope="own").values_list("pk", "zos_version"):
-        if pk not in live_nodes:
-            stale.add(zos_build_key(version))
+    stale = _lessons_behind(now=now) | _own_readings_gone(now=now) | _readings_unapplied(now=now)
     for build in sorted(stale):
         with transaction.atomic():
             memory_model_refit(build=build, source="beat")
             node_readings_apply(build=build, now=now)
     return sorted(stale)
+
+
+def _lessons_behind(*, now: datetime) -> set[str]:
+    """Groups whose lesson now (or its absence) does not rest on exactly their live points."""
+    builds = set(MemoryLesson.objects.filter(reverted_at__isnull=True).values_list("build", flat=True))
+    builds |= set(_live_any(now=now).filter(standing=Observation.Standing.GROUP).values_list("zos_build", flat=True))
+    behind = set()
+    for build in builds:
+        lesson = lesson_current(build)
+        if sorted(lesson.observation_ids if lesson is not None else []) != memory_points(build, now=now)[1]:
+            behind.add(build)
+    return behind
+
+
+def _own_readings_gone(*, now: datetime) -> set[str]:
+    """Groups with a node carrying its own reading while none of its observations is live."""
+    live_nodes = set(_live_any(now=now).values_list("node_id", flat=True))
+    own = Node.objects.filter(memory_lesson_scope="own").values_list("pk", "zos_version")
+    return {zos_build_key(version) for pk, version in own if pk not in live_nodes}
+
+
+def _readings_unapplied(*, now: datetime) -> set[str]:
+    """Groups with a reading waiting on its node that the node does not carry (its step after the report failed)."""
+    waiting = _live_any(now=now).filter(standing=Observation.Standing.NODE).values_list("zos_build", flat=True)
+    return {build for build in set(waiting) if _node_readings_wanted(build=build, now=now)}
 
 
 def _live_any(*, now: datetime):
