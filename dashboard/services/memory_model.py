@@ -36,6 +36,7 @@ from dashboard.selectors.odds import (
 )
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.group_steps import group_turn
 
 
 def zos_build_key(zos_version: str | None) -> str:
@@ -162,9 +163,20 @@ def _lesson_learnt(
     )
 
 
+def _group_key(build: str) -> str:
+    return f"memory-group:{build}"
+
+
 def _group_lock(build: str) -> None:
+    """The build's advisory lock to the transaction's end (reentrant: a report holding its turn passes)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"memory-group:{build}"])
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [_group_key(build)])
+
+
+def memory_group_turn(build: str) -> None:
+    """Wait for the build's turn before locking any node: reports that teach one build, and its refits, run
+    one after another, each seeing the lesson the one before left (services.group_steps.group_turn)."""
+    group_turn(_group_key(build))
 
 
 def accepted_seen(node: Node, *, slice_pk: int, mru: int) -> dict:
@@ -296,6 +308,7 @@ def memory_lesson_revert(*, lesson: MemoryLesson, by=None, source: str = "web") 
     """Revert a lesson (audited): the observations it added are cleared, and the group's lesson
     before it decides again. The lesson now deciding."""
     with transaction.atomic():
+        _group_lock(lesson.build)  # before the lesson's row: a refit of the build holds it, then writes lessons
         lesson = MemoryLesson.objects.select_for_update().get(pk=lesson.pk)
         if lesson.reverted_at is not None:
             return lesson_current(lesson.build)

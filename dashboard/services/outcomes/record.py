@@ -23,7 +23,8 @@ from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_step_after, group_steps_after, lock_conflicts_retried
 from dashboard.services.holds import hold_turned_deployed, hold_words
-from dashboard.services.memory_model import accepted_seen, memory_model_accepted
+from dashboard.services.lesson_evidence import report_teaches
+from dashboard.services.memory_model import accepted_seen, memory_group_turn, memory_model_accepted, zos_build_key
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked, outcome_node
 from dashboard.services.outcomes.seen import capacity_last_read
@@ -101,6 +102,8 @@ def deployment_outcome_record(
 
     # What the report teaches the node's build runs after its transaction (services.group_steps).
     with group_steps_after():
+        if report_teaches(outcome=outcome, error=error, probe=False):
+            memory_group_turn(zos_build_key(node.zos_version))  # before its node: reports of a build take turns
         recorded = lock_conflicts_retried(recorded_once, what=f"the report of {marketplace_id!r}")
         if recorded.move in (Move.TAKE, Move.RELEASE):
             _recheck_after_commit(node, by=by)
