@@ -11,12 +11,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 
 from dashboard.grid.classify import Diagnosis, classify
-from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
-from dashboard.rules.catalog_audit import contract_of
+from dashboard.models import Deployment, Hold, Job, Node, Slice
 from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.audit_trail import actor_of, audit_record
@@ -27,6 +26,7 @@ from dashboard.services.lesson_evidence import report_teaches
 from dashboard.services.memory_model import accepted_seen, memory_group_turn, memory_model_accepted, zos_build_key
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked, outcome_node
+from dashboard.services.outcomes.counted import counted_move
 from dashboard.services.outcomes.seen import capacity_last_read
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
 from dashboard.services.withholds import quarantine_consider
@@ -117,7 +117,7 @@ def _record(
         nodes_lock([node.pk])  # before the slice: see nodes_lock
         existing = _existing_read(node, slice_index=slice_index, marketplace_id=marketplace_id)
         if report == Report.DEPLOYED and existing is None and workload_id:
-            _counted_move(node, slice_index=slice_index, workload_id=workload_id, by=by, source=source)
+            counted_move(node, slice_index=slice_index, workload_id=workload_id, by=by, source=source)
         target = _slice_read(node, slice_index, existing, marketplace_id=marketplace_id)
         decided, last_move = _move_decided(
             node, target, existing, slice_index=slice_index, marketplace_id=marketplace_id, report=report, at=at
@@ -193,45 +193,6 @@ def _move_decided(
         )
         raise OutcomeConflict(words, field=REFUSAL_FIELDS[decided])
     return decided, last_move
-
-
-def _counted_move(node: Node, *, slice_index: int, workload_id: str, by, source: str) -> None:
-    """The VM this report names was counted by the slice audit on a slice of its choosing (a record
-    with no marketplace id): that record gives way, so one VM holds one slice, the reported one. The
-    audit's record on another node is refused, naming it (the report or the audit is wrong there)."""
-    contract = contract_of(workload_id)
-    named = Q(grid_workload_id=workload_id) | (Q(grid_workload_id__contains=f"-{contract}-") if contract else Q())
-    candidates = Deployment.objects.filter(named, state=Deployment.State.DEPLOYED, marketplace_id="")
-    audited = AuditEvent.objects.filter(
-        action="audit.foreign-counted", detail__deployment__in=[d.pk for d in candidates]
-    )
-    counted = [
-        d
-        for d in candidates.filter(pk__in=[e.detail["deployment"] for e in audited]).select_related("node")
-        if d.grid_workload_id == workload_id or (contract is not None and contract_of(d.grid_workload_id) == contract)
-    ]
-    for record in counted:
-        if record.node_id != node.pk:
-            raise OutcomeConflict(
-                f"workload {workload_id!r} is counted by the slice audit on slice {record.slice_index} of node "
-                f"{record.node.grid_id}, not node {node.grid_id}: one VM runs on one node; check the report",
-                field="workload_id",
-            )
-        now = timezone.now()
-        record.state, record.finished_at = Deployment.State.DELETED, now
-        record.save(update_fields=["state", "finished_at"])
-        Slice.objects.filter(node=node, index=record.slice_index, state=Slice.State.DEPLOYED).update(
-            state=Slice.State.FREE, updated_at=now
-        )
-        audit_record(
-            actor=by,
-            source=source,
-            action="audit.counted-moved",
-            node=node,
-            message=f"workload {workload_id!r}, counted by the slice audit on slice {record.slice_index} of node "
-            f"{node.grid_id}, is reported on slice {slice_index}: the audit's count moves there",
-            detail={"deployment": record.pk, "from_slice": record.slice_index, "to_slice": slice_index},
-        )
 
 
 def _slice_read(node: Node, slice_index: int, existing: Deployment | None, *, marketplace_id: str) -> _Slice:
