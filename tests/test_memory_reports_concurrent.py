@@ -272,3 +272,49 @@ def test_thirty_refusals_of_one_build_at_once_end_as_one_serial_run(sim_node, ap
     assert {place: {f: row[f] for f in ORDER_FREE} for place, row in together["nodes"].items()} == {
         place: {f: row[f] for f in ORDER_FREE} for place, row in serial["nodes"].items()
     }
+
+
+def _refusals_past_the_bound(refusing: list[Node]) -> list[tuple[str, dict]]:
+    """One refusal on each node (its last slice), sent at once."""
+    at = (timezone.now() - dt.timedelta(seconds=5)).isoformat()
+    return [
+        (
+            "/api/v1/deployments",
+            {
+                "node_id": node.grid_id,
+                "slice_index": _slices(node) - 1,
+                "marketplace_id": f"bounded-{node.grid_id}",
+                "outcome": "failed",
+                "error": _refusal_error(node, 1),
+                "at": at,
+            },
+        )
+        for node in refusing
+    ]
+
+
+def test_reports_past_a_tokens_bound_at_once_get_exactly_their_429s(sim_node, api_token, settings):
+    settings.LESSON_REPORTS_PER_TOKEN, settings.LESSON_REPORTS_PER_BUILD = 4, 0
+    secret = api_token("report", name="marketplace")
+    refusing, _releasing = _world(sim_node, 4700)
+    sent = refusing[:10]
+    # Two builds: the token's count, not the build's turn, is what keeps them apart.
+    Node.objects.filter(pk__in=[n.pk for n in sent[::2]]).update(zos_version="v3.15.0-sim")
+
+    statuses = _all_at_once(_refusals_past_the_bound(sent), [secret])
+
+    assert Counter(statuses) == {201: 4, 429: 6}
+    assert Observation.objects.filter(node__in=sent, token__isnull=False).count() == 4
+    assert AuditEvent.objects.filter(action="observation.refused", node__in=sent).count() == 6
+
+
+def test_reports_past_a_builds_bound_at_once_get_exactly_their_429s(sim_node, api_token, settings):
+    settings.LESSON_REPORTS_PER_TOKEN, settings.LESSON_REPORTS_PER_BUILD = 0, 4
+    secrets = [api_token("report", name=f"marketplace-{n}") for n in range(5)]
+    refusing, _releasing = _world(sim_node, 4900)
+    sent = refusing[:10]
+
+    statuses = _all_at_once(_refusals_past_the_bound(sent), secrets)
+
+    assert Counter(statuses) == {201: 4, 429: 6}
+    assert Observation.objects.filter(node__in=sent, token__isnull=False).count() == 4

@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -31,7 +31,13 @@ from dashboard.rows import rows_update
 from dashboard.selectors.odds import own_prior, per_vm_prior
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
-from dashboard.services.memory_model import lesson_current, memory_model_refit, memory_points, zos_build_key
+from dashboard.services.memory_model import (
+    lesson_current,
+    memory_group_turn,
+    memory_model_refit,
+    memory_points,
+    zos_build_key,
+)
 
 DASHBOARD = "the dashboard"
 PROPOSED_PROBE = "a proposed probe"
@@ -192,20 +198,26 @@ def probes_proposed(node_ids: list[int], *, token: ApiToken | None, now: datetim
 class LessonReportsBounded(Exception):
     """Too many reports that teach from one token, or on one build, within LESSON_REPORTS_WINDOW."""
 
-    def __init__(self, message: str, *, retry_after: int, subject: str):
+    def __init__(self, message: str, *, retry_after: int, subject: str, node: Node | None = None):
         super().__init__(message)
         self.retry_after = retry_after
         self.subject = subject
+        self.node = node
 
 
 def lesson_reports_admit(*, token: ApiToken | None, node: Node, now: datetime | None = None) -> None:
     """Raise LessonReportsBounded when this token's reports that taught, or those on the node's build, reached
-    their bound within the window (counted from the observations they left); nothing is written."""
+    their bound within the window (counted from the observations they left); nothing is written.
+
+    Counted in turns, so N reports at once past the bound get exactly their 429s: the caller holds the
+    build's turn (memory_group_turn) and the token's lock is taken here, to the transaction's end, which
+    stores the report's observation before the next report of the token counts."""
     now = now or timezone.now()
     window = timedelta(seconds=settings.LESSON_REPORTS_WINDOW)
     build = (node.zos_version or "").strip()
     checks = []
     if token is not None and settings.LESSON_REPORTS_PER_TOKEN:
+        _token_lock(token)
         checks.append(
             (f"token {token.prefix}…", Q(token=token), settings.LESSON_REPORTS_PER_TOKEN),
         )
@@ -222,11 +234,19 @@ def lesson_reports_admit(*, token: ApiToken | None, node: Node, now: datetime | 
                 f"is {limit}): this one is refused, nothing was recorded; send it again in {retry} s",
                 retry_after=retry,
                 subject=subject,
+                node=node,
             )
 
 
-def lesson_reports_refused(*, error: LessonReportsBounded, token: ApiToken | None, node: Node) -> None:
-    """Record a refusal past the bound (its own transaction: the report's rolled back); the alert reads it."""
+def _token_lock(token: ApiToken) -> None:
+    """The token's reports that teach are counted one at a time (its reports may be on several builds)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"lesson-reports-token:{token.pk}"])
+
+
+def lesson_reports_refused(*, error: LessonReportsBounded, token: ApiToken | None) -> None:
+    """Record a refusal past the bound (after the report's transaction was rolled back); the alert reads it."""
+    node = error.node
     audit_record(
         actor=token.user if token is not None else None,
         source="api",
@@ -245,18 +265,19 @@ def report_teaches(*, outcome: str, error: str, probe: bool) -> bool:
 
 
 def lesson_reports_checked(*, node_id, marketplace_id: str, outcome: str, error: str, probe: bool, token) -> None:
-    """The API door's check before a report is recorded: past its bound, the refusal is audited (in its own
-    transaction) and LessonReportsBounded raised (a 429). A repeat of a recorded id is never refused."""
+    """The API door's check before a report is recorded, in the report's transaction and collecting block
+    (services.group_steps): the build's turn is taken first, so the count and the report are one step.
+    Past its bound LessonReportsBounded is raised (a 429; the door audits it with lesson_reports_refused
+    once the transaction is rolled back). A repeat of a recorded id is never refused."""
     if not report_teaches(outcome=outcome, error=error, probe=probe):
         return
     node = Node.objects.filter(grid_id=node_id).first() if isinstance(node_id, int) else None
-    if node is None or Deployment.objects.filter(marketplace_id=(marketplace_id or "").strip()).exists():
+    if node is None:
         return
-    try:
-        lesson_reports_admit(token=token, node=node)
-    except LessonReportsBounded as exc:
-        lesson_reports_refused(error=exc, token=token, node=node)
-        raise
+    memory_group_turn(zos_build_key(node.zos_version))
+    if Deployment.objects.filter(marketplace_id=(marketplace_id or "").strip()).exists():
+        return
+    lesson_reports_admit(token=token, node=node)
 
 
 def memory_lessons_follow(*, now: datetime | None = None) -> list[str]:
