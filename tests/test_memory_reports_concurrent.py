@@ -8,9 +8,10 @@ and keeps it until its refit has run, so the reports of one build run one after 
 Here every request goes through the real API in its own thread, so its own PostgreSQL connection, all
 released at once. What they leave is compared, every figure, with the same requests run one by one in the
 order the build's turns were taken, on a twin world (same sizes, same numbers): the result is one serial
-run's. The lesson itself depends on the order readings came in (each is judged and bounded by the line of
-its moment, services.lesson_evidence), so against the requests one by one in the order they were sent only
-the order-free facts are compared (slices, holds, deployments, observations, who got a lesson).
+run's (probe answers sent at once too). The lesson itself depends on the order readings came in (each is
+judged and bounded by the line of its moment, services.lesson_evidence), so against the requests one by
+one in the order they were sent only the order-free facts are compared (slices, holds, deployments,
+observations, who got a lesson). Past a token's or a build's bound, reports at once get exactly their 429s.
 """
 
 from __future__ import annotations
@@ -318,3 +319,43 @@ def test_reports_past_a_builds_bound_at_once_get_exactly_their_429s(sim_node, ap
 
     assert Counter(statuses) == {201: 4, 429: 6}
     assert Observation.objects.filter(node__in=sent, token__isnull=False).count() == 4
+
+
+def _probes(refusing: list[Node]) -> list[tuple[str, dict]]:
+    """A probe's answer from each node: a VM larger than the node, refused with the node's usable figure."""
+    at = (timezone.now() - dt.timedelta(seconds=5)).isoformat()
+    calls = []
+    for node in refusing:
+        usable = int(_refusal_error(node, 1).rsplit(" out of usable ", 1)[1].split()[0])
+        error = (
+            "failed to satisfy required capacity: cannot fulfil required memory size "
+            f"{node.total_mru + 4 * GiB} bytes out of usable {usable} bytes"
+        )
+        body = {"node_id": node.grid_id, "marketplace_id": f"probe-{node.grid_id}-1", "outcome": "failed"}
+        calls.append(("/api/v1/deployments", body | {"probe": True, "error": error, "at": at}))
+    return calls
+
+
+def test_probe_answers_of_one_build_at_once_end_as_one_serial_run(sim_node, api_token, caplog):
+    secrets = [api_token("report", name=f"marketplace-{n}") for n in range(5)]
+    refusing, releasing = _world(sim_node, 5300)
+    calls = _probes(refusing)
+    deadlocks = pg_deadlocks()
+    with caplog.at_level(logging.WARNING, logger="dashboard.services.group_steps"):
+        statuses = _all_at_once(calls, secrets)
+    together = _figures(refusing + releasing, 5300)
+    # The probes' records, numbered as written: each in its build's turn.
+    ids = [body["marketplace_id"] for _url, body in calls]
+    written = dict(Deployment.objects.filter(marketplace_id__in=ids).values_list("marketplace_id", "pk"))
+    served = sorted(range(len(calls)), key=lambda n: written[ids[n]])
+    _world_dropped(refusing + releasing)
+
+    refusing, releasing = _world(sim_node, 5100)
+    again = _probes(refusing)
+    replayed = _one_by_one([again[n] for n in served], [secrets[n % len(secrets)] for n in served])
+
+    assert Counter(statuses) == {201: len(calls)}
+    assert pg_deadlocks() - deadlocks == 0
+    assert [r.message for r in caplog.records] == []
+    assert replayed == [201] * len(calls)
+    assert _differences(together, _figures(refusing + releasing, 5100)) == []
