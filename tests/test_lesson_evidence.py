@@ -258,3 +258,54 @@ class TestReviewPage:
         assert support_client.get(reverse("lessons-waiting")).status_code == 403
         assert support_client.post(reverse("lesson-observation-drop", args=[alone.pk])).status_code == 403
         assert Observation.objects.get(pk=alone.pk).cleared_at is None
+
+
+def _refit_broken(monkeypatch):
+    def broken(**_kwargs):
+        raise RuntimeError("the refit broke")
+
+    monkeypatch.setattr("dashboard.services.observations.memory_model_refit", broken)
+
+
+def test_a_group_step_that_fails_leaves_the_report_recorded_and_the_follow_applies_it(
+    api_call, build_nodes, two_tokens, monkeypatch, caplog
+):
+    (first_token, _first), (second_token, _second) = two_tokens
+    a, b, c = build_nodes
+    _refit_broken(monkeypatch)
+
+    answers = [
+        _report(api_call, first_token, a, _usable(a), mid="one-1"),
+        _report(api_call, second_token, b, _usable(b), mid="two-1"),
+    ]
+
+    assert [r.status_code for r in answers] == [201, 201]  # the report's answer, not a 500
+    assert answers[1].json()["deployment"]["marketplace_id"] == "two-1"
+    assert set(Observation.objects.values_list("standing", flat=True)) == {"group"}  # the reports stand
+    assert not MemoryLesson.objects.exists()
+    failed = [r for r in caplog.records if r.name == "dashboard.services.group_steps" and r.levelname == "ERROR"]
+    assert len(failed) == 2 and "the refit broke" in failed[0].getMessage()
+
+    monkeypatch.undo()
+    assert memory_lessons_follow() == [BUILD]
+    lesson = MemoryLesson.objects.get()
+    assert sorted(lesson.observation_ids) == sorted(Observation.objects.values_list("pk", flat=True))
+    assert Node.objects.get(pk=c.pk).memory_lesson_scope == "build"
+    assert memory_lessons_follow() == []
+
+
+def test_a_reading_left_off_its_node_by_a_failed_step_is_applied_by_the_follow(
+    api_call, build_nodes, two_tokens, monkeypatch
+):
+    (token, _user), _ = two_tokens
+    a = build_nodes[0]
+    before = _figures([a])
+    _refit_broken(monkeypatch)
+
+    assert _report(api_call, token, a, _usable(a), mid="one-1").status_code == 201
+
+    assert _figures([a]) == before  # its step did not run
+    monkeypatch.undo()
+    assert memory_lessons_follow() == [BUILD]
+    node = Node.objects.get(pk=a.pk)
+    assert (node.memory_lesson_scope, node.hidden_mru_per_vm) == ("own", HIDDEN_PER_VM)

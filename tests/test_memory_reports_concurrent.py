@@ -2,9 +2,16 @@
 
 A report locks its node; the build's lesson then reaches every node of the build. Done in one
 transaction that was two locks in two orders, and PostgreSQL answered DeadlockDetected (16 of 30 as
-500s). Here every request goes through the real API in its own thread, so its own PostgreSQL
-connection, all released at once; the figures they leave are compared with the same requests run
-one by one on a twin world (same sizes, same numbers) built before it.
+500s). Now a report that teaches takes its build's turn before its node (services.group_steps.group_turn)
+and keeps it until its refit has run, so the reports of one build run one after another.
+
+Here every request goes through the real API in its own thread, so its own PostgreSQL connection, all
+released at once. What they leave is compared, every figure, with the same requests run one by one in the
+order the build's turns were taken, on a twin world (same sizes, same numbers): the result is one serial
+run's (probe answers sent at once too). The lesson itself depends on the order readings came in (each is
+judged and bounded by the line of its moment, services.lesson_evidence), so against the requests one by
+one in the order they were sent only the order-free facts are compared (slices, holds, deployments,
+observations, who got a lesson). Past a token's or a build's bound, reports at once get exactly their 429s.
 """
 
 from __future__ import annotations
@@ -20,12 +27,13 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Deployment, Hold, MemoryLesson, Node, Observation, Slice
+from dashboard.models import AuditEvent, Deployment, Hold, MemoryLesson, Node, Observation, Slice
+from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.figures import FIGURE_FIELDS, figures_refresh
 from dashboard.services.outcomes import deployment_outcome_record
 from tests.pg_deadlocks import pg_deadlocks
 
-# Fifty-five threads against a live server: about 70 s, so `make test` runs it, not the quick loop
+# Fifty-five threads against a live server and two serial runs: about 100 s, so `make test` runs it, not the quick loop
 # (tests/test_services_group_steps.py keeps a real two-thread deadlock and its retry there).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -111,6 +119,7 @@ def _requests(refusing, releasing) -> list[tuple[str, dict]]:
 
 
 def _one_by_one(calls, secrets) -> list[int]:
+    """Each call in turn; call n with secrets[n] (or cycling through them, as _all_at_once does)."""
     client = Client()
     statuses = []
     for n, (url, body) in enumerate(calls):
@@ -156,18 +165,38 @@ def _figures(nodes: list[Node], base: int) -> dict:
             "zos_own_mru": node.zos_own_mru,
             "memory_lesson_scope": node.memory_lesson_scope,
             "has_lesson": node.memory_lesson_id is not None,
+            "odds_of_one_more": vm_odds_now(node, mru=4 * GiB),
             "slices": list(node.slices.order_by("index").values_list("index", "state")),
             "holds": sorted(Hold.objects.live(timezone.now()).filter(node=node).values_list("slice_index", flat=True)),
             "deployments": sorted(node.deployments.values_list("slice_index", "state", "cause")),
+            "deployment_odds": sorted(
+                (_unplaced(mid, node), odds) for mid, odds in node.deployments.values_list("marketplace_id", "odds")
+            ),
             "observations": Observation.objects.filter(node=node, cleared_at__isnull=True).count(),
+            "readings": sorted(
+                (_unplaced(mid, node), *rest)
+                for mid, *rest in Observation.objects.filter(node=node, cleared_at__isnull=True).values_list(
+                    "deployment__marketplace_id", "standing", "hidden_mru_per_vm", "group_actual_mru", "held_why"
+                )
+            ),
         }
+    lessons = MemoryLesson.objects.filter(build=BUILD).order_by("learnt_at", "pk")
     lesson = MemoryLesson.objects.filter(build=BUILD, reverted_at__isnull=True).order_by("-learnt_at", "-pk").first()
     fields = ("own_mru", "per_vm_mru", "own_sd", "per_vm_sd", "spread_mru", "line_sd", "points", "nodes", "on_prior")
-    return {"nodes": by_place, "lesson": {f: getattr(lesson, f) for f in fields}}
+    return {
+        "nodes": by_place,
+        "lesson": {f: getattr(lesson, f) for f in fields} | {"learnt_from": [g - base for g in lesson.learnt_from]},
+        "lessons_learnt": lessons.count(),
+    }
+
+
+def _unplaced(marketplace_id: str, node: Node) -> str:
+    """A marketplace id without its node's grid id (_requests puts it in), the same in every world."""
+    return marketplace_id.replace(f"-{node.grid_id}-", "-")
 
 
 def _world_dropped(nodes: list[Node]) -> None:
-    """The serial world leaves no trace the second one could learn from (own_prior reads other lessons)."""
+    """The world leaves no trace the next one could learn from (own_prior reads other lessons)."""
     Hold.objects.filter(node__in=nodes).delete()
     Observation.objects.filter(node__in=nodes).delete()
     Deployment.objects.filter(node__in=nodes).delete()
@@ -176,13 +205,36 @@ def _world_dropped(nodes: list[Node]) -> None:
     Node.objects.filter(pk__in=[n.pk for n in nodes]).delete()
 
 
-def test_thirty_refusals_of_one_build_at_once_answer_as_one_by_one(sim_node, api_token, broker_purged, caplog):
-    secrets = [api_token("report", name=f"marketplace-{n}") for n in range(5)]
+def _served_order(calls) -> list[int]:
+    """The calls' places in the order the database took them: each call's own audit event (its report or
+    hold, by marketplace id), numbered as written. A report that teaches writes it in its build's turn."""
+    written = {}
+    events = AuditEvent.objects.filter(
+        action__in=["deployment.reported-failed", "deployment.reported-released", "hold.made"]
+    )
+    for pk, marketplace_id in events.values_list("pk", "detail__marketplace_id"):
+        written[marketplace_id] = pk
+    ids = [body["marketplace_id"] for _url, body in calls]
+    assert all(i in written for i in ids), "every call wrote its event"
+    return sorted(range(len(calls)), key=lambda n: written[ids[n]])
 
-    refusing, releasing = _world(sim_node, 4100)
-    serial_statuses = _one_by_one(_requests(refusing, releasing), secrets)
-    serial = _figures(refusing + releasing, 4100)
-    _world_dropped(refusing + releasing)
+
+def _differences(one: dict, other: dict) -> list[tuple]:
+    """(node's place, figure, one's, other's) for each figure that differs, then the lessons'."""
+    found = [
+        (place, field, value, other["nodes"][place][field])
+        for place, row in one["nodes"].items()
+        for field, value in row.items()
+        if other["nodes"][place][field] != value
+    ]
+    return found + [(None, k, one[k], other[k]) for k in ("lesson", "lessons_learnt") if one[k] != other[k]]
+
+
+ORDER_FREE = ("slices", "holds", "deployments", "observations", "has_lesson", "memory_lesson_scope")
+
+
+def test_thirty_refusals_of_one_build_at_once_end_as_one_serial_run(sim_node, api_token, broker_purged, caplog):
+    secrets = [api_token("report", name=f"marketplace-{n}") for n in range(5)]
 
     refusing, releasing = _world(sim_node, 4300)
     calls = _requests(refusing, releasing)
@@ -190,30 +242,120 @@ def test_thirty_refusals_of_one_build_at_once_answer_as_one_by_one(sim_node, api
     with caplog.at_level(logging.WARNING, logger="dashboard.services.group_steps"):
         statuses = _all_at_once(calls, secrets)
     together = _figures(refusing + releasing, 4300)
+    served = _served_order(calls)
+    pks = [n.pk for n in refusing + releasing]
+    with transaction.atomic():
+        stale = figures_refresh(pks)  # computed again from what is stored
+    _world_dropped(refusing + releasing)
+
+    # The same calls one by one, in the order the database served them at once (the same token each).
+    refusing, releasing = _world(sim_node, 4100)
+    again = _requests(refusing, releasing)
+    replayed = _one_by_one([again[n] for n in served], [secrets[n % len(secrets)] for n in served])
+    in_turn = _figures(refusing + releasing, 4100)
+    _world_dropped(refusing + releasing)
+
+    # And one by one in the order they were sent.
+    refusing, releasing = _world(sim_node, 4500)
+    serial_statuses = _one_by_one(_requests(refusing, releasing), secrets)
+    serial = _figures(refusing + releasing, 4500)
 
     assert 500 not in statuses, Counter(statuses)
     assert pg_deadlocks() - deadlocks == 0  # none at all, not some retried
-    assert [r.message for r in caplog.records] == []  # no lock conflict retried either
-    assert statuses == serial_statuses  # every call answered as it was one by one
+    assert [r.message for r in caplog.records] == []  # no lock conflict retried, no group step failed
     assert sorted(set(statuses)) == [200, 201]
-    # What the calls wrote is what they write one by one: every slice, hold, deployment and observation.
-    facts = ("slices", "holds", "deployments", "observations", "has_lesson", "memory_lesson_scope")
-    assert {place: {f: row[f] for f in facts} for place, row in together["nodes"].items()} == {
-        place: {f: row[f] for f in facts} for place, row in serial["nodes"].items()
+    assert statuses == serial_statuses  # every call answered as it was one by one
+    assert [statuses[n] for n in served] == replayed
+    # Every figure, every reading's standing, every lesson is one serial run's: the order the turns were taken.
+    assert _differences(together, in_turn) == []
+    assert stale == 0  # no figure left stale by the race
+    # What does not hang on the order of readings is the same as one by one in the order sent.
+    assert {place: {f: row[f] for f in ORDER_FREE} for place, row in together["nodes"].items()} == {
+        place: {f: row[f] for f in ORDER_FREE} for place, row in serial["nodes"].items()
     }
-    # The build's lesson is not this one order's: under the evidence rules (capacity.corroborate) a reading
-    # waits on its node until a second source agrees, and two readings sent at the same moment do not see
-    # each other (neither is committed), so some wait where one by one they would have met. Issue 44 keeps
-    # this open. What holds: at once never teaches the build more than one by one, and every reading left
-    # waiting is written onto its own node (its node no bolder than its own reading).
-    assert together["lesson"]["points"] <= serial["lesson"]["points"]
-    waiting = Observation.objects.filter(
-        node__in=refusing, standing=Observation.Standing.NODE, cleared_at__isnull=True
-    ).values_list("node__grid_id", "hidden_mru_per_vm")
-    for grid_id, per_vm in waiting:
-        assert together["nodes"][grid_id - 4300]["hidden_mru_per_vm"] >= per_vm, grid_id
-    # And no figure is left stale by the race: computed again from what is stored, none moves.
-    pks = [n.pk for n in refusing + releasing]
-    with transaction.atomic():
-        assert figures_refresh(pks) == 0
-    assert _figures(refusing + releasing, 4300) == together
+
+
+def _refusals_past_the_bound(refusing: list[Node]) -> list[tuple[str, dict]]:
+    """One refusal on each node (its last slice), sent at once."""
+    at = (timezone.now() - dt.timedelta(seconds=5)).isoformat()
+    return [
+        (
+            "/api/v1/deployments",
+            {
+                "node_id": node.grid_id,
+                "slice_index": _slices(node) - 1,
+                "marketplace_id": f"bounded-{node.grid_id}",
+                "outcome": "failed",
+                "error": _refusal_error(node, 1),
+                "at": at,
+            },
+        )
+        for node in refusing
+    ]
+
+
+def test_reports_past_a_tokens_bound_at_once_get_exactly_their_429s(sim_node, api_token, settings):
+    settings.LESSON_REPORTS_PER_TOKEN, settings.LESSON_REPORTS_PER_BUILD = 4, 0
+    secret = api_token("report", name="marketplace")
+    refusing, _releasing = _world(sim_node, 4700)
+    sent = refusing[:10]
+    # Two builds: the token's count, not the build's turn, is what keeps them apart.
+    Node.objects.filter(pk__in=[n.pk for n in sent[::2]]).update(zos_version="v3.15.0-sim")
+
+    statuses = _all_at_once(_refusals_past_the_bound(sent), [secret])
+
+    assert Counter(statuses) == {201: 4, 429: 6}
+    assert Observation.objects.filter(node__in=sent, token__isnull=False).count() == 4
+    assert AuditEvent.objects.filter(action="observation.refused", node__in=sent).count() == 6
+
+
+def test_reports_past_a_builds_bound_at_once_get_exactly_their_429s(sim_node, api_token, settings):
+    settings.LESSON_REPORTS_PER_TOKEN, settings.LESSON_REPORTS_PER_BUILD = 0, 4
+    secrets = [api_token("report", name=f"marketplace-{n}") for n in range(5)]
+    refusing, _releasing = _world(sim_node, 4900)
+    sent = refusing[:10]
+
+    statuses = _all_at_once(_refusals_past_the_bound(sent), secrets)
+
+    assert Counter(statuses) == {201: 4, 429: 6}
+    assert Observation.objects.filter(node__in=sent, token__isnull=False).count() == 4
+
+
+def _probes(refusing: list[Node]) -> list[tuple[str, dict]]:
+    """A probe's answer from each node: a VM larger than the node, refused with the node's usable figure."""
+    at = (timezone.now() - dt.timedelta(seconds=5)).isoformat()
+    calls = []
+    for node in refusing:
+        usable = int(_refusal_error(node, 1).rsplit(" out of usable ", 1)[1].split()[0])
+        error = (
+            "failed to satisfy required capacity: cannot fulfil required memory size "
+            f"{node.total_mru + 4 * GiB} bytes out of usable {usable} bytes"
+        )
+        body = {"node_id": node.grid_id, "marketplace_id": f"probe-{node.grid_id}-1", "outcome": "failed"}
+        calls.append(("/api/v1/deployments", body | {"probe": True, "error": error, "at": at}))
+    return calls
+
+
+def test_probe_answers_of_one_build_at_once_end_as_one_serial_run(sim_node, api_token, caplog):
+    secrets = [api_token("report", name=f"marketplace-{n}") for n in range(5)]
+    refusing, releasing = _world(sim_node, 5300)
+    calls = _probes(refusing)
+    deadlocks = pg_deadlocks()
+    with caplog.at_level(logging.WARNING, logger="dashboard.services.group_steps"):
+        statuses = _all_at_once(calls, secrets)
+    together = _figures(refusing + releasing, 5300)
+    # The probes' records, numbered as written: each in its build's turn.
+    ids = [body["marketplace_id"] for _url, body in calls]
+    written = dict(Deployment.objects.filter(marketplace_id__in=ids).values_list("marketplace_id", "pk"))
+    served = sorted(range(len(calls)), key=lambda n: written[ids[n]])
+    _world_dropped(refusing + releasing)
+
+    refusing, releasing = _world(sim_node, 5100)
+    again = _probes(refusing)
+    replayed = _one_by_one([again[n] for n in served], [secrets[n % len(secrets)] for n in served])
+
+    assert Counter(statuses) == {201: len(calls)}
+    assert pg_deadlocks() - deadlocks == 0
+    assert [r.message for r in caplog.records] == []
+    assert replayed == [201] * len(calls)
+    assert _differences(together, _figures(refusing + releasing, 5100)) == []

@@ -15,8 +15,8 @@ from dashboard.api.schemas import DeploymentReportIn, DeploymentReportOut, Deplo
 from dashboard.api.writes import api_write
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import deployment_words, failed_deployments
-from dashboard.services.lesson_evidence import lesson_reports_checked
-from dashboard.services.outcomes import deployment_outcome_record
+from dashboard.services.lesson_evidence import LessonReportsBounded, lesson_reports_checked, lesson_reports_refused
+from dashboard.services.outcomes import OutcomeRecorded, deployment_outcome_record
 from dashboard.services.outcomes.probe import probe_outcome_record
 
 router = Router(tags=["deployments"])
@@ -112,15 +112,26 @@ def deployment_report(request, body: DeploymentReportIn):
     Retry-After seconds. Nothing is written on a 4xx."""
     if body.slice_index is None and not body.probe:
         raise BadInput("slice_index is required (but for a probe, which is no slice)", field="slice_index")
-    lesson_reports_checked(
-        node_id=body.node_id,
-        marketplace_id=body.marketplace_id,
-        outcome=body.outcome,
-        error=body.error,
-        probe=body.probe,
-        token=request.auth,
-    )
+    try:
+        recorded, answer = _report_recorded(request, body)
+    except LessonReportsBounded as exc:
+        lesson_reports_refused(error=exc, token=request.auth)  # the report's transaction is rolled back
+        raise
+    return Status(201 if recorded.created else 200, answer)
+
+
+def _report_recorded(request, body: DeploymentReportIn) -> tuple[OutcomeRecorded, DeploymentReportOut]:
+    """The report recorded and its answer, in one transaction (api_write)."""
     with api_write("deployments.report", request):
+        # Counted in the build's turn, inside the report's transaction (services.lesson_evidence).
+        lesson_reports_checked(
+            node_id=body.node_id,
+            marketplace_id=body.marketplace_id,
+            outcome=body.outcome,
+            error=body.error,
+            probe=body.probe,
+            token=request.auth,
+        )
         if body.probe:
             recorded = probe_outcome_record(
                 node_id=body.node_id,
@@ -153,4 +164,4 @@ def deployment_report(request, body: DeploymentReportIn):
                 "deployment": deployment_out(deployment),
             }
         )
-    return Status(201 if recorded.created else 200, answer)
+    return recorded, answer

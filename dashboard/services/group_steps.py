@@ -13,6 +13,16 @@ observation committed before it: the figures end as if the reports had come one 
 A step fits what is committed, so running one more than needed changes nothing. With no collecting
 block around it (a caller that never opened one) a step runs at once, as before.
 
+A group's writers take turns (`group_turn`): a report that teaches a build waits for the build's
+advisory lock before it locks any node, and keeps it until its group steps have run, so reports of
+one build run one after another, each seeing the lesson the one before left (one lock order: the
+group's turn, then node rows in pk order). Outside any transaction the turn is a session lock
+released at the end of the collecting block; inside one it is held to that transaction's end.
+
+A step that fails once its change is committed does not undo the change nor fail the caller: it is
+logged with the reason, and the hourly follow (services.lesson_evidence.memory_lessons_follow) fits
+the group from what is committed.
+
 `lock_conflicts_retried` retries a deadlock or serialisation failure a few times (PostgreSQL rolls
 the loser back; it may simply run again), then raises LockConflict: the doors answer it as busy
 (503, try again), never as a failure of the dashboard.
@@ -28,7 +38,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from django.db import OperationalError, connection, transaction
+from django.db import DatabaseError, OperationalError, connection, transaction
 from psycopg import errors as pg_errors
 
 T = TypeVar("T")
@@ -74,21 +84,67 @@ def lock_conflicts_retried(work: Callable[[], T], *, what: str) -> T:
 
 @contextmanager
 def group_steps_after() -> Iterator[None]:
-    """Collect the group steps asked for inside; the outermost block runs them after it ends.
+    """Collect the group steps asked for inside; the outermost block runs them after it ends, then
+    gives back the groups' turns taken inside (`group_turn`).
 
     Nothing runs when the block raises: its writes are rolled back, and the next step of the group
     fits what is committed then."""
     if getattr(_pending, "steps", None) is not None:  # an outer block runs them after its own end
         yield
         return
-    _pending.steps = {}
+    _pending.steps, _pending.turns = {}, []
+    # Inside a transaction the turns end with it (after these steps); outside, this block gives them back.
+    _pending.turns_end_with_transaction = connection.in_atomic_block
     try:
         yield
         steps = list(_pending.steps.items())
+        _pending.steps = None  # a step asking for a step runs it at once
+        for key, step in steps:
+            _step_run(key, step)
     finally:
         _pending.steps = None
-    for key, step in steps:
-        lock_conflicts_retried(lambda step=step: _in_transaction(step), what=f"group step {key}")
+        _turns_given_back()
+
+
+def group_turn(key: str) -> None:
+    """Wait for this group's turn (PostgreSQL's advisory lock on `key`) and keep it to the end of the open
+    collecting block, or of the transaction without one. Take it before any row lock: every writer
+    takes a group's turn first, then node rows in pk order."""
+    if getattr(_pending, "steps", None) is None or _pending.turns_end_with_transaction:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [key])
+        return
+    if key in _pending.turns:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(hashtext(%s))", [key])
+    _pending.turns.append(key)
+
+
+def _turns_given_back() -> None:
+    turns, _pending.turns = getattr(_pending, "turns", None) or [], []
+    for key in reversed(turns):
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(hashtext(%s))", [key])
+        except DatabaseError as exc:  # the connection broke: the session, and its locks, end with it
+            log.warning("group turn %s not given back (%s); it ends with the connection", key, exc)
+            connection.close()
+
+
+def _step_run(key: tuple, step: Callable[[], object]) -> None:
+    """One step, in its own transaction; a failure is logged and left for the hourly follow, since the
+    change that asked for it is committed and stands."""
+    try:
+        lock_conflicts_retried(lambda: _in_transaction(step), what=f"group step {key}")
+    except Exception as exc:
+        log.error(
+            "group step %s failed after its change was committed (%s: %s); the hourly follow applies it",
+            key,
+            type(exc).__name__,
+            exc,
+            exc_info=exc,
+        )
 
 
 def group_step_after(key: tuple, step: Callable[[], object]) -> None:

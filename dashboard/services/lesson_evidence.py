@@ -19,7 +19,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -32,7 +32,13 @@ from dashboard.rows import rows_update
 from dashboard.selectors.odds import accepted_by_build, own_prior, per_vm_prior
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
-from dashboard.services.memory_model import lesson_current, memory_model_refit, memory_points, zos_build_key
+from dashboard.services.memory_model import (
+    lesson_current,
+    memory_group_turn,
+    memory_model_refit,
+    memory_points,
+    zos_build_key,
+)
 
 DASHBOARD = "the dashboard"
 PROPOSED_PROBE = "a proposed probe"
@@ -140,7 +146,16 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     more cautious of them (per VM over the reserve) and what the group gives the node now (a node's own
     readings decide its own figures: a deviant node keeps what it told, its group only what it shares). Call after the group's lesson was applied,
     in its transaction; the nodes changed."""
-    now = now or timezone.now()
+    changed = _node_readings_wanted(build=build, now=now or timezone.now())
+    if changed:
+        nodes_lock([row[0] for row in changed])
+        rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
+        figures_refresh([row[0] for row in changed], locked=True)
+    return len(changed)
+
+
+def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
+    """The rows (_COLUMNS) of the nodes whose own waiting reading is more cautious than what they carry."""
     readings: dict[int, int] = {}
     for node_pk, per_vm in (
         _live(build, now=now)
@@ -148,8 +163,6 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
         .values_list("node_id", "hidden_mru_per_vm")
     ):
         readings[node_pk] = max(readings.get(node_pk, 0), per_vm)
-    if not readings:
-        return 0
     changed = []
     rows = Node.objects.filter(pk__in=readings).values_list(
         "pk", "total_mru", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope"
@@ -162,11 +175,7 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
             want = (mine.hidden_mru_per_vm, None, lesson_id, "own")
             if want != (hidden, own, lesson_id, scope):
                 changed.append((pk, *want))
-    if changed:
-        nodes_lock([row[0] for row in changed])
-        rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
-        figures_refresh([row[0] for row in changed], locked=True)
-    return len(changed)
+    return changed
 
 
 _COLUMNS = (
@@ -194,20 +203,26 @@ def probes_proposed(node_ids: list[int], *, token: ApiToken | None, now: datetim
 class LessonReportsBounded(Exception):
     """Too many reports that teach from one token, or on one build, within LESSON_REPORTS_WINDOW."""
 
-    def __init__(self, message: str, *, retry_after: int, subject: str):
+    def __init__(self, message: str, *, retry_after: int, subject: str, node: Node | None = None):
         super().__init__(message)
         self.retry_after = retry_after
         self.subject = subject
+        self.node = node
 
 
 def lesson_reports_admit(*, token: ApiToken | None, node: Node, now: datetime | None = None) -> None:
     """Raise LessonReportsBounded when this token's reports that taught, or those on the node's build, reached
-    their bound within the window (counted from the observations they left); nothing is written."""
+    their bound within the window (counted from the observations they left); nothing is written.
+
+    Counted in turns, so N reports at once past the bound get exactly their 429s: the caller holds the
+    build's turn (memory_group_turn) and the token's lock is taken here, to the transaction's end, which
+    stores the report's observation before the next report of the token counts."""
     now = now or timezone.now()
     window = timedelta(seconds=settings.LESSON_REPORTS_WINDOW)
     build = (node.zos_version or "").strip()
     checks = []
     if token is not None and settings.LESSON_REPORTS_PER_TOKEN:
+        _token_lock(token)
         checks.append(
             (f"token {token.prefix}…", Q(token=token), settings.LESSON_REPORTS_PER_TOKEN),
         )
@@ -224,11 +239,19 @@ def lesson_reports_admit(*, token: ApiToken | None, node: Node, now: datetime | 
                 f"is {limit}): this one is refused, nothing was recorded; send it again in {retry} s",
                 retry_after=retry,
                 subject=subject,
+                node=node,
             )
 
 
-def lesson_reports_refused(*, error: LessonReportsBounded, token: ApiToken | None, node: Node) -> None:
-    """Record a refusal past the bound (its own transaction: the report's rolled back); the alert reads it."""
+def _token_lock(token: ApiToken) -> None:
+    """The token's reports that teach are counted one at a time (its reports may be on several builds)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"lesson-reports-token:{token.pk}"])
+
+
+def lesson_reports_refused(*, error: LessonReportsBounded, token: ApiToken | None) -> None:
+    """Record a refusal past the bound (after the report's transaction was rolled back); the alert reads it."""
+    node = error.node
     audit_record(
         actor=token.user if token is not None else None,
         source="api",
@@ -247,41 +270,60 @@ def report_teaches(*, outcome: str, error: str, probe: bool) -> bool:
 
 
 def lesson_reports_checked(*, node_id, marketplace_id: str, outcome: str, error: str, probe: bool, token) -> None:
-    """The API door's check before a report is recorded: past its bound, the refusal is audited (in its own
-    transaction) and LessonReportsBounded raised (a 429). A repeat of a recorded id is never refused."""
+    """The API door's check before a report is recorded, in the report's transaction and collecting block
+    (services.group_steps): the build's turn is taken first, so the count and the report are one step.
+    Past its bound LessonReportsBounded is raised (a 429; the door audits it with lesson_reports_refused
+    once the transaction is rolled back). A repeat of a recorded id is never refused."""
     if not report_teaches(outcome=outcome, error=error, probe=probe):
         return
     node = Node.objects.filter(grid_id=node_id).first() if isinstance(node_id, int) else None
-    if node is None or Deployment.objects.filter(marketplace_id=(marketplace_id or "").strip()).exists():
+    if node is None:
         return
-    try:
-        lesson_reports_admit(token=token, node=node)
-    except LessonReportsBounded as exc:
-        lesson_reports_refused(error=exc, token=token, node=node)
-        raise
+    memory_group_turn(zos_build_key(node.zos_version))
+    if Deployment.objects.filter(marketplace_id=(marketplace_id or "").strip()).exists():
+        return
+    lesson_reports_admit(token=token, node=node)
 
 
 def memory_lessons_follow(*, now: datetime | None = None) -> list[str]:
-    """Lessons never outlive the observations that taught them (issue 44): each group whose lesson rests on
-    an observation no longer live (aged past OBSERVATION_MAX_AGE_DAYS, cleared, dropped), or whose node still
-    carries its own reading none of its live observations tells, is fitted again (or its lesson ended),
-    and its nodes' figures follow. The beat runs it (MEMORY_LESSONS_FOLLOW_EVERY); the groups refitted."""
+    """Lessons never outlive the observations that taught them (issue 44), and none is left behind them: each
+    group whose lesson does not rest on exactly its live points (one aged past OBSERVATION_MAX_AGE_DAYS,
+    cleared or dropped; or one whose refit after its report failed, services.group_steps), whose node still
+    carries its own reading none of its live observations tells, or whose waiting reading its node does not
+    carry yet, is fitted again (or its lesson ended), and its nodes' figures follow. The beat runs it
+    (MEMORY_LESSONS_FOLLOW_EVERY); the groups refitted."""
     now = now or timezone.now()
-    stale = set()
-    for lesson in MemoryLesson.objects.filter(reverted_at__isnull=True).order_by("build", "-learnt_at", "-pk"):
-        if lesson.build in stale or lesson_current(lesson.build).pk != lesson.pk:
-            continue
-        if sorted(lesson.observation_ids) != memory_points(lesson.build, now=now)[1]:
-            stale.add(lesson.build)
-    live_nodes = set(_live_any(now=now).values_list("node_id", flat=True))
-    for pk, version in Node.objects.filter(memory_lesson_scope="own").values_list("pk", "zos_version"):
-        if pk not in live_nodes:
-            stale.add(zos_build_key(version))
+    stale = _lessons_behind(now=now) | _own_readings_gone(now=now) | _readings_unapplied(now=now)
     for build in sorted(stale):
         with transaction.atomic():
             memory_model_refit(build=build, source="beat")
             node_readings_apply(build=build, now=now)
     return sorted(stale)
+
+
+def _lessons_behind(*, now: datetime) -> set[str]:
+    """Groups whose lesson now (or its absence) does not rest on exactly their live points."""
+    builds = set(MemoryLesson.objects.filter(reverted_at__isnull=True).values_list("build", flat=True))
+    builds |= set(_live_any(now=now).filter(standing=Observation.Standing.GROUP).values_list("zos_build", flat=True))
+    behind = set()
+    for build in builds:
+        lesson = lesson_current(build)
+        if sorted(lesson.observation_ids if lesson is not None else []) != memory_points(build, now=now)[1]:
+            behind.add(build)
+    return behind
+
+
+def _own_readings_gone(*, now: datetime) -> set[str]:
+    """Groups with a node carrying its own reading while none of its observations is live."""
+    live_nodes = set(_live_any(now=now).values_list("node_id", flat=True))
+    own = Node.objects.filter(memory_lesson_scope="own").values_list("pk", "zos_version")
+    return {zos_build_key(version) for pk, version in own if pk not in live_nodes}
+
+
+def _readings_unapplied(*, now: datetime) -> set[str]:
+    """Groups with a reading waiting on its node that the node does not carry (its step after the report failed)."""
+    waiting = _live_any(now=now).filter(standing=Observation.Standing.NODE).values_list("zos_build", flat=True)
+    return {build for build in set(waiting) if _node_readings_wanted(build=build, now=now)}
 
 
 def _live_any(*, now: datetime):

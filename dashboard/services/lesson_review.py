@@ -11,6 +11,7 @@ from dashboard.models import Observation
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import nodes_lock
 from dashboard.services.group_steps import group_steps_after
+from dashboard.services.memory_model import memory_group_turn
 from dashboard.services.observations import node_lessons_apply, observation_words
 
 REVIEWED = (Observation.Standing.NODE, Observation.Standing.HELD)
@@ -30,38 +31,42 @@ def _reviewed(observation: Observation) -> Observation:
 
 def observation_apply(*, observation: Observation, by, source: str = "web") -> Observation:
     """Apply the reading to its group as told (the admin vouches for it): the group is fitted again."""
-    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
-        o = _reviewed(observation)
-        was = o.get_standing_display().lower()
-        Observation.objects.filter(pk=o.pk).update(standing=Observation.Standing.GROUP, group_actual_mru=None)
-        audit_record(
-            actor=by,
-            source=source,
-            action="observation.applied",
-            node=o.node,
-            message=f"node {o.node.grid_id}: observation {o.pk} applied to its group by hand (it was {was}): "
-            f"{observation_words(o)}",
-            detail={"observation": o.pk, "was": o.standing, "build": o.zos_build, "held_why": o.held_why},
-        )
-        node_lessons_apply(o.node, source=source, by=by)
+    with group_steps_after():  # the build's refit after this commits
+        memory_group_turn(observation.zos_build)  # in the build's turn, as a report that teaches it
+        with transaction.atomic():
+            o = _reviewed(observation)
+            was = o.get_standing_display().lower()
+            Observation.objects.filter(pk=o.pk).update(standing=Observation.Standing.GROUP, group_actual_mru=None)
+            audit_record(
+                actor=by,
+                source=source,
+                action="observation.applied",
+                node=o.node,
+                message=f"node {o.node.grid_id}: observation {o.pk} applied to its group by hand (it was {was}): "
+                f"{observation_words(o)}",
+                detail={"observation": o.pk, "was": o.standing, "build": o.zos_build, "held_why": o.held_why},
+            )
+            node_lessons_apply(o.node, source=source, by=by)
     o.refresh_from_db()
     return o
 
 
 def observation_drop(*, observation: Observation, by, source: str = "web") -> Observation:
     """Drop the reading: it no longer counts anywhere, and what it changed goes back."""
-    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
-        o = _reviewed(observation)
-        Observation.objects.filter(pk=o.pk).update(cleared_at=timezone.now(), cleared_by=by)
-        audit_record(
-            actor=by,
-            source=source,
-            action="observation.dropped",
-            node=o.node,
-            message=f"node {o.node.grid_id}: observation {o.pk} dropped ({o.get_standing_display().lower()}): "
-            f"{observation_words(o)}",
-            detail={"observation": o.pk, "was": o.standing, "build": o.zos_build},
-        )
-        node_lessons_apply(o.node, source=source, by=by)
+    with group_steps_after():  # the build's refit after this commits
+        memory_group_turn(observation.zos_build)  # in the build's turn, as a report that teaches it
+        with transaction.atomic():
+            o = _reviewed(observation)
+            Observation.objects.filter(pk=o.pk).update(cleared_at=timezone.now(), cleared_by=by)
+            audit_record(
+                actor=by,
+                source=source,
+                action="observation.dropped",
+                node=o.node,
+                message=f"node {o.node.grid_id}: observation {o.pk} dropped ({o.get_standing_display().lower()}): "
+                f"{observation_words(o)}",
+                detail={"observation": o.pk, "was": o.standing, "build": o.zos_build},
+            )
+            node_lessons_apply(o.node, source=source, by=by)
     o.refresh_from_db()
     return o

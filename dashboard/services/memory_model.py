@@ -36,6 +36,7 @@ from dashboard.selectors.odds import (
 )
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.group_steps import group_turn
 
 
 def zos_build_key(zos_version: str | None) -> str:
@@ -107,40 +108,9 @@ def memory_model_refit(
         # Its observations expired or were dropped: the lesson goes with them (issue 44).
         lesson = None
         if current is not None:
-            MemoryLesson.objects.filter(pk=current.pk).update(reverted_at=timezone.now())
-            audit_record(
-                actor=by,
-                source=source,
-                action="memory_lesson.ended",
-                node=trigger,
-                message=f"{group_words(build)}: lesson {current.pk} ended, no observation that taught it counts now",
-                detail={"lesson": current.pk, "build": build},
-            )
+            _lesson_ended(current, trigger=trigger, source=source, by=by)
     else:
-        taken = capacity.tightest(accepted_by_build([build]).get(build, []))
-        fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build), bounds=taken)
-        node_ids = sorted({p.node for p in points})
-        lesson = MemoryLesson.objects.create(
-            build=build,
-            own_mru=fit.own_mru,
-            per_vm_mru=fit.per_vm_mru,
-            own_sd=fit.own_sd,
-            per_vm_sd=fit.per_vm_sd,
-            spread_mru=fit.spread_mru,
-            line_sd=fit.line_sd,
-            per_vm_doubt=fit.per_vm_doubt,
-            mean_vms=fit.mean_vms,
-            points=fit.points,
-            nodes=fit.nodes,
-            residuals={str(node): value for node, value in fit.residuals.items()},
-            on_prior=fit.on_prior,
-            observation_ids=ids,
-            learnt_from=list(
-                Node.objects.filter(pk__in=node_ids).order_by("grid_id").values_list("grid_id", flat=True)
-            ),
-            learnt_at=timezone.now(),
-            trigger_node=trigger,
-        )
+        lesson = _lesson_learnt(build, points, ids, trigger=trigger)
         audit_record(
             actor=by,
             source=source,
@@ -153,9 +123,60 @@ def memory_model_refit(
     return lesson
 
 
+def _lesson_ended(current: MemoryLesson, *, trigger: Node | None, source: str, by) -> None:
+    MemoryLesson.objects.filter(pk=current.pk).update(reverted_at=timezone.now())
+    audit_record(
+        actor=by,
+        source=source,
+        action="memory_lesson.ended",
+        node=trigger,
+        message=f"{group_words(current.build)}: lesson {current.pk} ended, no observation that taught it counts now",
+        detail={"lesson": current.pk, "build": current.build},
+    )
+
+
+def _lesson_learnt(
+    build: str, points: list[capacity.MemoryPoint], ids: list[int], *, trigger: Node | None
+) -> MemoryLesson:
+    """The group's points fitted (capacity.overhead, within the bounds its accepted deployments set), kept."""
+    taken = capacity.tightest(accepted_by_build([build]).get(build, []))
+    fit = capacity.overhead_fit(points, prior_own_mru=own_prior(build), bounds=taken)
+    node_ids = sorted({p.node for p in points})
+    return MemoryLesson.objects.create(
+        build=build,
+        own_mru=fit.own_mru,
+        per_vm_mru=fit.per_vm_mru,
+        own_sd=fit.own_sd,
+        per_vm_sd=fit.per_vm_sd,
+        spread_mru=fit.spread_mru,
+        line_sd=fit.line_sd,
+        per_vm_doubt=fit.per_vm_doubt,
+        mean_vms=fit.mean_vms,
+        points=fit.points,
+        nodes=fit.nodes,
+        residuals={str(node): value for node, value in fit.residuals.items()},
+        on_prior=fit.on_prior,
+        observation_ids=ids,
+        learnt_from=list(Node.objects.filter(pk__in=node_ids).order_by("grid_id").values_list("grid_id", flat=True)),
+        learnt_at=timezone.now(),
+        trigger_node=trigger,
+    )
+
+
+def _group_key(build: str) -> str:
+    return f"memory-group:{build}"
+
+
 def _group_lock(build: str) -> None:
+    """The build's advisory lock to the transaction's end (reentrant: a report holding its turn passes)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"memory-group:{build}"])
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [_group_key(build)])
+
+
+def memory_group_turn(build: str) -> None:
+    """Wait for the build's turn before locking any node: reports that teach one build, and its refits, run
+    one after another, each seeing the lesson the one before left (services.group_steps.group_turn)."""
+    group_turn(_group_key(build))
 
 
 def accepted_seen(node: Node, *, slice_pk: int, mru: int) -> dict:
@@ -287,6 +308,7 @@ def memory_lesson_revert(*, lesson: MemoryLesson, by=None, source: str = "web") 
     """Revert a lesson (audited): the observations it added are cleared, and the group's lesson
     before it decides again. The lesson now deciding."""
     with transaction.atomic():
+        _group_lock(lesson.build)  # before the lesson's row: a refit of the build holds it, then writes lessons
         lesson = MemoryLesson.objects.select_for_update().get(pk=lesson.pk)
         if lesson.reverted_at is not None:
             return lesson_current(lesson.build)

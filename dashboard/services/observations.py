@@ -27,7 +27,12 @@ from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_step_after, group_steps_after
 from dashboard.services.lesson_evidence import memory_judged, node_readings_apply, observation_admit, vouched_by
-from dashboard.services.memory_model import memory_model_refit, observation_max_age, zos_build_key
+from dashboard.services.memory_model import (
+    memory_group_turn,
+    memory_model_refit,
+    observation_max_age,
+    zos_build_key,
+)
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,29 @@ def observations_learn(
         return None
     build = zos_build_key(node.zos_version)
     user = actor_of(by)
-    standing = _standing(lesson, build=build, vms=refusal.vm_count)
-    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
+    with group_steps_after():  # the build's refit after this commits
+        # Judged and stored in the build's turn (a report holds it already): readings one after another.
+        memory_group_turn(build)
+        standing = _standing(lesson, build=build, vms=refusal.vm_count)
+        observation = _observation_stored(
+            node,
+            refusal,
+            lesson | standing,
+            build=build,
+            deployment=deployment,
+            source=source,
+            at=at,
+            by=user,
+            token=token,
+        )
+    return observation
+
+
+def _observation_stored(
+    node: Node, refusal: Refusal, fields: dict, *, build: str, deployment, source: str, at, by, token
+) -> Observation:
+    """The reading kept, offered to its group (a second source) and applied to its node, audited."""
+    with transaction.atomic():
         nodes_lock([node.pk])
         observation = Observation.objects.create(
             node=node,
@@ -141,15 +167,14 @@ def observations_learn(
             raw_error=refusal.raw_error,
             vm_count=refusal.vm_count,
             zos_build=build,
-            vouched_by=vouched_by(source=source, by=user),
-            reported_by=user,
+            vouched_by=vouched_by(source=source, by=by),
+            reported_by=by,
             token=token,
-            **standing,
-            **lesson,
+            **fields,
         )
         agreeing = observation_admit(observation)
-        node_lessons_apply(node, source=source, by=user)
-        _learnt_audit(observation, agreeing, by=user, token=token, source=source)
+        node_lessons_apply(node, source=source, by=by)
+        _learnt_audit(observation, agreeing, by=by, token=token, source=source)
     return observation
 
 

@@ -27,7 +27,8 @@ follows what really happened. `deployment_outcome_record` is the one door for th
   can hold, text without NUL, lone surrogates or control characters (dashboard.grid.text), and a
   time within REPORT_MAX_AGE_DAYS back and CLOCK_SKEW ahead, stored in UTC.
 
-Modules: `checks` (the input's bounds and errors), `record` (the door and the moves), `words`
+Modules: `checks` (the input's bounds and errors), `record` (the door and the moves), `counted` (a VM the
+slice audit counted gives way to its report), `probe` (a probe's refusal), `words`
 (the sentences of refusals and repeats).
 """
 

@@ -22,6 +22,7 @@ from dashboard.services.audit_trail import actor_of
 from dashboard.services.figures import nodes_lock
 from dashboard.services.group_steps import group_steps_after, lock_conflicts_retried
 from dashboard.services.lesson_evidence import probe_proposed
+from dashboard.services.memory_model import memory_group_turn, zos_build_key
 from dashboard.services.observations import deployment_refusal, observations_learn, standing_words
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.record import OutcomeRecorded
@@ -67,6 +68,7 @@ def probe_outcome_record(
         raise OutcomeError(f"node {node_id} is not registered with the dashboard", field="node_id")
     # What the probe teaches the node's build runs after its transaction (services.group_steps).
     with group_steps_after():
+        memory_group_turn(zos_build_key(node.zos_version))  # before its node: reports of a build take turns
         return lock_conflicts_retried(
             lambda: _probe_recorded(
                 node,

@@ -11,21 +11,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils import timezone
 
 from dashboard.grid.classify import Diagnosis, classify
-from dashboard.models import AuditEvent, Deployment, Hold, Job, Node, Slice
-from dashboard.rules.catalog_audit import contract_of
+from dashboard.models import Deployment, Hold, Job, Node, Slice
 from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_step_after, group_steps_after, lock_conflicts_retried
 from dashboard.services.holds import hold_turned_deployed, hold_words
-from dashboard.services.memory_model import accepted_seen, memory_model_accepted
+from dashboard.services.lesson_evidence import report_teaches
+from dashboard.services.memory_model import accepted_seen, memory_group_turn, memory_model_accepted, zos_build_key
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked, outcome_node
+from dashboard.services.outcomes.counted import counted_move
 from dashboard.services.outcomes.seen import capacity_last_read
 from dashboard.services.outcomes.words import STATE_OF, holder_words, refusal_words, repeat_words, when
 from dashboard.services.withholds import quarantine_consider
@@ -101,6 +102,8 @@ def deployment_outcome_record(
 
     # What the report teaches the node's build runs after its transaction (services.group_steps).
     with group_steps_after():
+        if report_teaches(outcome=outcome, error=error, probe=False):
+            memory_group_turn(zos_build_key(node.zos_version))  # before its node: reports of a build take turns
         recorded = lock_conflicts_retried(recorded_once, what=f"the report of {marketplace_id!r}")
         if recorded.move in (Move.TAKE, Move.RELEASE):
             _recheck_after_commit(node, by=by)
@@ -112,47 +115,13 @@ def _record(
 ) -> OutcomeRecorded:
     with transaction.atomic():
         nodes_lock([node.pk])  # before the slice: see nodes_lock
-        existing = Deployment.objects.select_for_update().filter(marketplace_id=marketplace_id).first()
-        if existing is not None and (existing.node_id != node.pk or existing.slice_index != slice_index):
-            raise OutcomeConflict(
-                f"marketplace id {existing.marketplace_id!r} was reported for slice {existing.slice_index} of node "
-                f"{existing.node.grid_id}, not slice {slice_index} of node {node.grid_id}",
-                field="marketplace_id",
-            )
+        existing = _existing_read(node, slice_index=slice_index, marketplace_id=marketplace_id)
         if report == Report.DEPLOYED and existing is None and workload_id:
-            _counted_move(node, slice_index=slice_index, workload_id=workload_id, by=by, source=source)
+            counted_move(node, slice_index=slice_index, workload_id=workload_id, by=by, source=source)
         target = _slice_read(node, slice_index, existing, marketplace_id=marketplace_id)
-        if target.row is None and existing is None:
-            indices = list(node.slices.order_by("index").values_list("index", flat=True))
-            listed = ", ".join(map(str, indices)) or "none"
-            raise OutcomeError(
-                f"node {node.grid_id} has no slice {slice_index} (its slices: {listed})", field="slice_index"
-            )
-        record = _RECORD_OF.get(existing.state, Record.NONE) if existing is not None else Record.NONE
-        if existing is not None and existing.state not in _RECORD_OF:  # the dashboard's own deploy's row
-            raise OutcomeConflict(
-                f"marketplace id {marketplace_id!r} names deployment {existing.pk}, which is {existing.state}",
-                field="marketplace_id",
-            )
-        last_move = _record_last_move(existing) if existing is not None else target.last_move
-        order = report_order(
-            at=at, last_move=last_move, slice_created=target.row.created_at if target.row is not None else None
+        decided, last_move = _move_decided(
+            node, target, existing, slice_index=slice_index, marketplace_id=marketplace_id, report=report, at=at
         )
-        decided = outcome_move(record=record, holder=target.holder, report=report, order=order)
-        if isinstance(decided, Refusal):
-            words = refusal_words(
-                decided,
-                node=node,
-                slice_index=slice_index,
-                marketplace_id=marketplace_id,
-                report=report,
-                at=at,
-                existing=existing,
-                holder_words=target.holder_words,
-                slice_created=target.row.created_at if target.row is not None else None,
-                last_move=last_move,
-            )
-            raise OutcomeConflict(words, field=REFUSAL_FIELDS[decided])
         if decided == Move.REPEAT:
             return OutcomeRecorded(
                 deployment=existing, created=False, changed=False, move=decided, words=repeat_words(existing, report)
@@ -173,43 +142,57 @@ def _record(
         )
 
 
-def _counted_move(node: Node, *, slice_index: int, workload_id: str, by, source: str) -> None:
-    """The VM this report names was counted by the slice audit on a slice of its choosing (a record
-    with no marketplace id): that record gives way, so one VM holds one slice, the reported one. The
-    audit's record on another node is refused, naming it (the report or the audit is wrong there)."""
-    contract = contract_of(workload_id)
-    named = Q(grid_workload_id=workload_id) | (Q(grid_workload_id__contains=f"-{contract}-") if contract else Q())
-    candidates = Deployment.objects.filter(named, state=Deployment.State.DEPLOYED, marketplace_id="")
-    audited = AuditEvent.objects.filter(
-        action="audit.foreign-counted", detail__deployment__in=[d.pk for d in candidates]
-    )
-    counted = [
-        d
-        for d in candidates.filter(pk__in=[e.detail["deployment"] for e in audited]).select_related("node")
-        if d.grid_workload_id == workload_id or (contract is not None and contract_of(d.grid_workload_id) == contract)
-    ]
-    for record in counted:
-        if record.node_id != node.pk:
-            raise OutcomeConflict(
-                f"workload {workload_id!r} is counted by the slice audit on slice {record.slice_index} of node "
-                f"{record.node.grid_id}, not node {node.grid_id}: one VM runs on one node; check the report",
-                field="workload_id",
-            )
-        now = timezone.now()
-        record.state, record.finished_at = Deployment.State.DELETED, now
-        record.save(update_fields=["state", "finished_at"])
-        Slice.objects.filter(node=node, index=record.slice_index, state=Slice.State.DEPLOYED).update(
-            state=Slice.State.FREE, updated_at=now
+def _existing_read(node: Node, *, slice_index: int, marketplace_id: str) -> Deployment | None:
+    """The record of this marketplace id (locked), refused when it names another node or slice, or is the
+    dashboard's own deploy's row; the node is locked already."""
+    existing = Deployment.objects.select_for_update().filter(marketplace_id=marketplace_id).first()
+    if existing is None:
+        return None
+    if existing.node_id != node.pk or existing.slice_index != slice_index:
+        raise OutcomeConflict(
+            f"marketplace id {existing.marketplace_id!r} was reported for slice {existing.slice_index} of node "
+            f"{existing.node.grid_id}, not slice {slice_index} of node {node.grid_id}",
+            field="marketplace_id",
         )
-        audit_record(
-            actor=by,
-            source=source,
-            action="audit.counted-moved",
+    return existing
+
+
+def _move_decided(
+    node: Node, target: _Slice, existing: Deployment | None, *, slice_index, marketplace_id, report, at
+) -> tuple[Move, datetime | None]:
+    """The rules' move for this report (dashboard.rules.outcomes) and the move it follows; a refusal raises
+    OutcomeConflict (or OutcomeError for a slice the node does not have), naming why."""
+    if target.row is None and existing is None:
+        indices = list(node.slices.order_by("index").values_list("index", flat=True))
+        listed = ", ".join(map(str, indices)) or "none"
+        raise OutcomeError(
+            f"node {node.grid_id} has no slice {slice_index} (its slices: {listed})", field="slice_index"
+        )
+    if existing is not None and existing.state not in _RECORD_OF:  # the dashboard's own deploy's row
+        raise OutcomeConflict(
+            f"marketplace id {marketplace_id!r} names deployment {existing.pk}, which is {existing.state}",
+            field="marketplace_id",
+        )
+    record = _RECORD_OF[existing.state] if existing is not None else Record.NONE
+    last_move = _record_last_move(existing) if existing is not None else target.last_move
+    slice_created = target.row.created_at if target.row is not None else None
+    order = report_order(at=at, last_move=last_move, slice_created=slice_created)
+    decided = outcome_move(record=record, holder=target.holder, report=report, order=order)
+    if isinstance(decided, Refusal):
+        words = refusal_words(
+            decided,
             node=node,
-            message=f"workload {workload_id!r}, counted by the slice audit on slice {record.slice_index} of node "
-            f"{node.grid_id}, is reported on slice {slice_index}: the audit's count moves there",
-            detail={"deployment": record.pk, "from_slice": record.slice_index, "to_slice": slice_index},
+            slice_index=slice_index,
+            marketplace_id=marketplace_id,
+            report=report,
+            at=at,
+            existing=existing,
+            holder_words=target.holder_words,
+            slice_created=slice_created,
+            last_move=last_move,
         )
+        raise OutcomeConflict(words, field=REFUSAL_FIELDS[decided])
+    return decided, last_move
 
 
 def _slice_read(node: Node, slice_index: int, existing: Deployment | None, *, marketplace_id: str) -> _Slice:
