@@ -161,3 +161,13 @@ def test_a_reading_the_count_decided_is_never_far_below_a_line():
         total_mru=total, usable_mru=total - vms_mru - zos_reserve_mru(total) - GiB, vm_mru=vms_mru, vms=4, expected=line
     )
     assert not below.plausible and "far below" in below.why
+
+
+def test_a_node_near_full_is_probed_before_one_with_room():
+    from dashboard.capacity.spread import probe_rank
+
+    unknown = GiB
+    assert probe_rank(unknown, free_slices=1) > probe_rank(unknown, free_slices=5) > 0
+    assert probe_rank(unknown, free_slices=0) == 0  # a full node offers nothing to refuse until a slice frees
+    # More unknown at one free slice still ranks first.
+    assert probe_rank(2 * unknown, free_slices=2) == probe_rank(unknown, free_slices=1)

@@ -218,3 +218,31 @@ def test_a_deviant_nodes_reading_stays_its_own_and_never_refuses_it_twice():
         month_run.Run._count_reason = count_reason
     assert refusals, "the month must meet deviant nodes for this test to tell anything"
     assert max(refusals.values()) == 1, refusals
+
+
+def test_the_six_worlds_are_each_world_with_and_without_probes_beside_the_oracle():
+    from sim.month.worlds import six_worlds, worlds_markdown
+
+    played = []
+
+    def month(**options):
+        played.append((options["hidden_use"], options["probes"], options["names"]))
+        return simulate(
+            nodes=30,
+            events=200,
+            seed=2,
+            policies=options["names"],
+            hidden_use=options["hidden_use"],
+            probes=options["probes"],
+            pools_reported=1.0,
+            drift=Drift(seed=2),
+        )
+
+    worlds = six_worlds(month)
+    assert [(h, p) for h, p, _names in played] == [(h, p) for h in ("builds", "wide", "nodes") for p in (False, True)]
+    assert {names for _h, _p, names in played} == {("oracle", "zos-learning")}
+    text = worlds_markdown(worlds, command="simulate_traffic --worlds")
+    assert len([line for line in text.splitlines() if line.startswith("| ")]) == 1 + 6  # the header and six months
+    # The oracle is the limit: no learning month sells clearly more than it in the same world.
+    assert all(w.utilisation <= w.oracle_utilisation + 0.01 for w in worlds)
+    assert "-0.0" not in text

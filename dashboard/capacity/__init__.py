@@ -144,7 +144,7 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
-from dashboard.capacity.spread import NOTHING_READ, Spread
+from dashboard.capacity.spread import NOTHING_READ, Spread, probe_rank
 from dashboard.capacity.test_vm import TEST_VM_MRU, TestVmSchedule, test_vm_reserve_mru, test_vm_schedule
 from dashboard.capacity.vcpus import MAX_VM_CRU, vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import RESOURCE_WORDS
@@ -243,6 +243,7 @@ __all__ = [
     "test_vm_reserve_mru",
     "test_vm_schedule",
     "probe_need",
+    "probe_rank",
     "PROBE_BEYOND_MRU",
     "PRIOR_SPREAD_MRU",
     "memory_odds",

@@ -42,3 +42,10 @@ class Spread:
 
 
 NOTHING_READ = Spread()
+
+
+def probe_rank(unknown_mru: float, *, free_slices: int) -> float:
+    """Which probe first: what the model does not know of a node's memory (capacity.overhead.probe_need) per
+    slice it still offers. A hidden use refuses a node's last slices first, so a node near full is at risk
+    soonest; a full node offers nothing to refuse until a slice is freed (0: last)."""
+    return unknown_mru / free_slices if free_slices > 0 else 0.0

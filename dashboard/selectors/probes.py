@@ -19,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from dashboard.capacity.overhead import PROBE_BEYOND_MRU, probe_need
-from dashboard.capacity.spread import NOTHING_READ, Spread
+from dashboard.capacity.spread import NOTHING_READ, Spread, probe_rank
 from dashboard.models import MemoryLesson, Node, Observation
 
 
@@ -37,9 +37,10 @@ class Probe:
 
 
 def probes_to_send(*, limit: int = 20) -> list[Probe]:
-    """At most `limit` probes: up nodes running VMs that no live reading tells yet, the most uncertain first
-    (capacity.probe_need, with what its group's nodes read so far say of a use of a node's own:
-    capacity.spread). Every node is a candidate, not one per group: a node's own readings decide its own
+    """At most `limit` probes: up nodes running VMs that no live reading tells yet, the most uncertain per
+    slice they still offer first (capacity.probe_rank: a hidden use refuses the last slices first), what is
+    not known including what the group's nodes read so far say of a use of a node's own (capacity.spread,
+    capacity.probe_need). Every node is a candidate, not one per group: a node's own readings decide its own
     figures, and what one node tells says little of the next where nodes differ (issue 44's worlds)."""
     latest: dict[str, MemoryLesson] = {}
     for lesson in MemoryLesson.objects.filter(reverted_at__isnull=True).order_by("-learnt_at", "-pk"):
@@ -50,10 +51,12 @@ def probes_to_send(*, limit: int = 20) -> list[Probe]:
         Node.objects.filter(status=Node.Status.UP, used_mru__isnull=False)
         .filter(closure="")
         .exclude(pk__in=read)
-        .values_list("pk", "grid_id", "farm_id", "zos_version", "total_mru", "slices_rented", "slices_deployed")
+        .values_list(
+            "pk", "grid_id", "farm_id", "zos_version", "total_mru", "slices_rented", "slices_deployed", "slices_free"
+        )
     )
-    listed: list[Probe] = []
-    for pk, grid_id, farm_id, version, total_mru, rented, deployed in rows:
+    listed: list[tuple[float, Probe]] = []
+    for pk, grid_id, farm_id, version, total_mru, rented, deployed, free in rows:
         running = rented + deployed
         if not running:
             continue  # an empty node's refusal tells nothing ZOS's count did not
@@ -62,18 +65,18 @@ def probes_to_send(*, limit: int = 20) -> list[Probe]:
         unknown, why = probe_need(
             fits.get(build), build=build, running=running, node=pk, own_unknown_mru=spread.own_unknown_mru(running)
         )
-        listed.append(
-            Probe(
-                node_id=grid_id,
-                farm_id=farm_id,
-                zos_version=build,
-                running=running,
-                unknown_mru=round(unknown),
-                why=why,
-                mru=total_mru + PROBE_BEYOND_MRU,
-            )
+        probe = Probe(
+            node_id=grid_id,
+            farm_id=farm_id,
+            zos_version=build,
+            running=running,
+            unknown_mru=round(unknown),
+            why=why,
+            mru=total_mru + PROBE_BEYOND_MRU,
         )
-    return sorted(listed, key=lambda p: (-p.unknown_mru, p.node_id))[:limit]
+        listed.append((probe_rank(unknown, free_slices=free), probe))
+    ranked = sorted(listed, key=lambda ranked: (-ranked[0], ranked[1].node_id))
+    return [probe for _rank, probe in ranked[:limit]]
 
 
 def _nodes_read() -> tuple[set[int], dict[str, Spread]]:

@@ -32,7 +32,9 @@ from sim.month.trials import phantom_count, room_left
 
 RE_REGISTER_EVERY_HOURS = 24  # the beat's bulk re-register of stale nodes
 MAX_ATTEMPTS = 5  # nodes the marketplace tries for one request
-PROBE_EVERY_HOURS = 6  # how often the deployer asks GET /api/v1/probes and sends what it lists
+PROBE_EVERY_HOURS = (
+    1  # how often the deployer asks GET /api/v1/probes and sends what it lists (hourly: a node fills within hours)
+)
 PROBES_LISTED = 20  # the endpoint's default limit
 # A buyer takes an uncertain slice (below SLICE_MIN_ODDS) only at these odds or better.
 UNCERTAIN_FLOOR = 0.7
@@ -508,8 +510,8 @@ class Run:
 
     def probe(self, now: float) -> None:
         """The deployer sends the probes GET /api/v1/probes lists (its rule, selectors.probes: up nodes running
-        VMs never read, the PROBES_LISTED whose memory the model knows least, capacity.probe_need with the
-        group's capacity.spread): each a VM larger than the node, which ZOS refuses with its `usable` figure;
+        VMs never read, the PROBES_LISTED whose memory the model knows least per slice they still offer,
+        capacity.probe_need with the group's capacity.spread, capacity.probe_rank): each a VM larger than the node, which ZOS refuses with its `usable` figure;
         reported as a probe, no failure."""
         if not self.probes or self.memory is None:
             return
@@ -532,7 +534,8 @@ class Run:
                 node=node.spec.node_id,
                 own_unknown_mru=spreads[group].own_unknown_mru(running),
             )
-            ranked.append((-unknown, node.spec.node_id, position))
+            rank = capacity.probe_rank(unknown, free_slices=len(node.free_slots()))
+            ranked.append((-rank, node.spec.node_id, position))
         for _unknown, _node_id, position in sorted(ranked)[:PROBES_LISTED]:
             node = self.nodes[position]
             group = node.spec.told_build

@@ -24,6 +24,7 @@ from dashboard.management.cli import ProductCommand, usage_error
 from sim.month import HOURS, ORACLE, POLICY_NAMES, Simulation, simulate
 from sim.month.drift import Drift
 from sim.month.fleet import HIDDEN_USE_CHOICES
+from sim.month.worlds import six_worlds, worlds_markdown
 
 # The oracle (told every node's hidden use) is asked by name: the limit the others are measured against.
 POLICIES_HELP = f"comma-separated, from {', '.join((*POLICY_NAMES, ORACLE))}"
@@ -87,6 +88,11 @@ class Command(ProductCommand):
             "--foreign-deploys", type=float, default=0.02, help="share of deploys that land outside the catalog"
         )
         parser.add_argument("--no-watch", action="store_true", help="without the fleet watch and the slice audit")
+        parser.add_argument(
+            "--worlds",
+            action="store_true",
+            help="six months instead: each --hidden-use world without and with probes, beside the oracle",
+        )
         parser.add_argument("--write", default="", help="also write the Markdown report here (e.g. SIMULATION.md)")
         parser.add_argument("--chart", default="", help="and its chart, a PNG (e.g. docs/simulation.png)")
 
@@ -98,6 +104,15 @@ class Command(ProductCommand):
             pools_reported = 0.0 if options["no_rmb"] else 1.0
         names = tuple(p.strip() for p in policies.split(",") if p.strip())
         _check_sizes(nodes=nodes, events=events, forged_reports=options["forged_reports"])
+        if options["worlds"]:
+            drift = Drift(
+                unreported_releases=options["unreported_releases"],
+                foreign_deploys=options["foreign_deploys"],
+                seed=seed,
+            )
+            return self._worlds(
+                nodes=nodes, events=events, seed=seed, drift=drift, pools_reported=pools_reported, write=write
+            )
         unreported, foreign = options["unreported_releases"], options["foreign_deploys"]
         try:
             drift = Drift(unreported_releases=unreported, foreign_deploys=foreign, watch=not no_watch, seed=seed)
@@ -127,6 +142,22 @@ class Command(ProductCommand):
         if write:
             Path(write).write_text(report(result, chart=chart, unwatched=unwatched))
             self.stderr.write(f"wrote {write}" + (f" and {chart}" if chart else ""))
+
+    def _worlds(self, *, nodes: int, events: int, seed: int, drift: Drift, pools_reported: float, write: str) -> None:
+        """Six months (sim.month.worlds), each with the month's drift and pools as told."""
+
+        def month(**options) -> Simulation:
+            self.stderr.write(f"{options['hidden_use']}{' with probes' if options['probes'] else ''}")
+            return _month_again(
+                nodes=nodes, events=events, seed=seed, drift=drift, pools_reported=pools_reported, **options
+            )
+
+        command = f"python manage.py simulate_traffic --worlds --nodes {nodes} --events {events} --seed {seed}"
+        text = worlds_markdown(six_worlds(month), command=command)
+        self.stdout.write(text)
+        if write:
+            Path(write).write_text(f"# Six worlds of hidden memory use, beside the oracle\n\n{text}")
+            self.stderr.write(f"wrote {write}")
 
 
 def _check_sizes(*, nodes: int, events: int, forged_reports: int) -> None:
