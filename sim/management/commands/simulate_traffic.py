@@ -53,27 +53,7 @@ class Command(ProductCommand):
             action="store_true",
             help="every node's zos-cache boots at 5 GiB and grows a step at 60%% full with the images pulled",
         )
-        parser.add_argument(
-            "--hidden-use",
-            choices=HIDDEN_USE_CHOICES,
-            default="builds",
-            help="how memory use differs from ZOS's count: builds (most nodes on one ZOS build, a few on "
-            "another, a small spread, the daily test VM), wide (builds and a fifth of the nodes with a "
-            "per-VM use of their own), nodes (no builds: a fifth of the nodes with a hidden use of their own)",
-        )
-        parser.add_argument(
-            "--probes",
-            action="store_true",
-            help="the deployer sends the probes GET /api/v1/probes lists (learning policies): their cost and "
-            "the buyer refusals they save (a second run without them)",
-        )
-        parser.add_argument(
-            "--forged-reports",
-            type=int,
-            default=0,
-            help="a hostile reporter's token sends this many made-up memory refusals over the month (absurd and "
-            "plausible in turn; learning policies): what they cost against the same month without them",
-        )
+        _world_arguments(parser)
         parser.add_argument("--json", action="store_true", help="print the figures as JSON")
         parser.add_argument(
             "--ipv4-share",
@@ -88,11 +68,6 @@ class Command(ProductCommand):
             "--foreign-deploys", type=float, default=0.02, help="share of deploys that land outside the catalog"
         )
         parser.add_argument("--no-watch", action="store_true", help="without the fleet watch and the slice audit")
-        parser.add_argument(
-            "--worlds",
-            action="store_true",
-            help="six months instead: each --hidden-use world without and with probes, beside the oracle",
-        )
         parser.add_argument("--write", default="", help="also write the Markdown report here (e.g. SIMULATION.md)")
         parser.add_argument("--chart", default="", help="and its chart, a PNG (e.g. docs/simulation.png)")
 
@@ -158,6 +133,36 @@ class Command(ProductCommand):
         if write:
             Path(write).write_text(f"# Six worlds of hidden memory use, beside the oracle\n\n{text}")
             self.stderr.write(f"wrote {write}")
+
+
+def _world_arguments(parser) -> None:
+    """The world the month is played in: hidden memory use, probes, a hostile reporter, six worlds at once."""
+    parser.add_argument(
+        "--hidden-use",
+        choices=HIDDEN_USE_CHOICES,
+        default="builds",
+        help="how memory use differs from ZOS's count: builds (most nodes on one ZOS build, a few on "
+        "another, a small spread, the daily test VM), wide (builds and a fifth of the nodes with a "
+        "per-VM use of their own), nodes (no builds: a fifth of the nodes with a hidden use of their own)",
+    )
+    parser.add_argument(
+        "--probes",
+        action="store_true",
+        help="the deployer sends the probes GET /api/v1/probes lists (learning policies): their cost and "
+        "the buyer refusals they save (a second run without them)",
+    )
+    parser.add_argument(
+        "--forged-reports",
+        type=int,
+        default=0,
+        help="a hostile reporter's token sends this many made-up memory refusals over the month (absurd and "
+        "plausible in turn; learning policies): what they cost against the same month without them",
+    )
+    parser.add_argument(
+        "--worlds",
+        action="store_true",
+        help="six months instead: each --hidden-use world without and with probes, beside the oracle",
+    )
 
 
 def _check_sizes(*, nodes: int, events: int, forged_reports: int) -> None:
