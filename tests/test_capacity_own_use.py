@@ -171,3 +171,16 @@ def test_a_node_near_full_is_probed_before_one_with_room():
     assert probe_rank(unknown, free_slices=0) == 0  # a full node offers nothing to refuse until a slice frees
     # More unknown at one free slice still ranks first.
     assert probe_rank(2 * unknown, free_slices=2) == probe_rank(unknown, free_slices=1)
+
+
+def test_a_use_within_the_reserve_and_a_deviation_is_never_far_above_a_lower_line():
+    from dashboard.capacity.plausible import Expected, usable_judged
+
+    # A 64 GiB node (reserve 6.4 GiB) running one 4 GiB VM with 256 MiB of its own: the host used the
+    # reserve and 256 MiB beyond the VM, above a line of 2.36 GiB drawn on small nodes, yet plausible.
+    total, vm = 64 * GiB, 4 * GiB
+    line = Expected(beyond_mru=2.36 * GiB, sd_mru=180 * MiB, measured=True)
+    used = zos_reserve_mru(total) + 256 * MiB
+    assert usable_judged(total_mru=total, usable_mru=total - vm - used, vm_mru=vm, vms=1, expected=line).plausible
+    # The absurd report stays far above: usable 1 byte.
+    assert not usable_judged(total_mru=total, usable_mru=1, vm_mru=vm, vms=1, expected=line).plausible
