@@ -8,9 +8,8 @@ whichever door it came in by.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
@@ -46,6 +45,29 @@ def catalog_slices(*, node: Node, carve: capacity.Carve, start_index: int, gener
         Slice(node=node, index=start_index + i, cru=size.cru, mru=size.mru, sru=size.sru, generation=generation)
         for i in range(carve.new_slices)
     ]
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What is stated of a node (typed by hand or read from the grid), as its new row stores it (node_row)."""
+
+    node_id: int
+    total: capacity.Resources
+    farm_id: int
+    farm_name: str
+    twin_id: int | None
+    status: str
+    dedicated: bool
+    used: capacity.Resources | None  # the live used capacity, as read at seen_at
+    seen_at: datetime | None
+    reported_at: datetime | None
+    country: str
+    city: str
+    healthy: bool | None
+    power_state: str
+    power_target: str
+    uptime: int | None
+    rent: dict | None = None  # the chain's rent columns as read (readings.rent_of)
 
 
 def node_register(
@@ -87,51 +109,50 @@ def node_register(
     zos-cache's quota when the node's own pools answer told it (services.pools.pools_cache): the carve
     then keeps its next step, as the figures will once that answer is kept as the node's pool report.
     """
-    policy, carve = _registration_carve(
+    facts = NodeFacts(
         node_id=node_id,
         total=total,
         farm_id=farm_id,
+        farm_name=farm_name,
         twin_id=twin_id,
         status=status,
-        pools=pools,
-        cache=cache,
-        policy_name=policy_name,
-        refuse_no_node=refuse_no_node,
-        light=bool((rent or {}).get("light")),
+        dedicated=dedicated,
+        used=used,
+        seen_at=seen_at,
+        reported_at=reported_at,
+        country=country,
+        city=city,
+        healthy=healthy,
+        power_state=power_state,
+        power_target=power_target,
+        uptime=uptime,
+        rent=rent,
     )
-    pools = list(pools) if pools else None
-    if Node.objects.filter(grid_id=node_id).exists():
-        raise NodeAlreadyRegistered(node_id)
-    if used is not None and seen_at is None:
-        seen_at = timezone.now()  # a live reading is from now unless told otherwise
-    # The row takes every fact as given (pools and seen_at as settled just above), with the policy and carve.
-    node = node_row(**{name: value for name, value in locals().items() if name in _NODE_ROW_KEYWORDS})
-    _node_insert(node, total=total, policy=policy, carve=carve, pools=pools, by=by, source=source, origin=origin)
-    return node
+    policy, carve = _registration_carve(facts, pools, cache, policy_name=policy_name, refuse_no_node=refuse_no_node)
+    return _node_insert(facts, pools=pools, policy=policy, carve=carve, by=by, source=source, origin=origin)
 
 
 def _registration_carve(
-    *,
-    node_id: int,
-    total: capacity.Resources,
-    farm_id: int,
-    twin_id: int | None,
-    status: str,
+    facts: NodeFacts,
     pools: Sequence[int] | None,
     cache: int | None,
+    *,
     policy_name: str | None,
     refuse_no_node: bool,
-    light: bool = False,
 ) -> tuple[capacity.Policy, capacity.Carve]:
     """The node's effective policy and its carve, once the facts are checked (CatalogError if not)."""
+    node_id, total, farm_id = facts.node_id, facts.total, facts.farm_id
     # Checked as given: an empty list of pools is refused, not read as pools unknown.
-    check_registration(node_id=node_id, total=total, farm_id=farm_id, twin_id=twin_id, status=status, pools=pools)
+    check_registration(
+        node_id=node_id, total=total, farm_id=farm_id, twin_id=facts.twin_id, status=facts.status, pools=pools
+    )
     pools = list(pools) if pools else None
     if policy_name:
         policy = policy_named(policy_name)
     else:
         policy = policy_book(node_pks=[], farm_ids=[farm_id]).for_farm(farm_id)
     check_first_pool(node_id=node_id, pools=pools, policy=policy)
+    light = bool((facts.rent or {}).get("light"))
     carve = capacity.carve(total, policy, pools=pools, cache=cache, light=light)
     if refuse_no_node:
         check_is_a_node(node_id, total, policy, carve)
@@ -139,18 +160,24 @@ def _registration_carve(
 
 
 def _node_insert(
-    node: Node,
+    facts: NodeFacts,
     *,
-    total: capacity.Resources,
+    pools: Sequence[int] | None,
     policy: capacity.Policy,
     carve: capacity.Carve,
-    pools: list[int] | None,
     by,
     source: str,
     origin: str,
-) -> None:
-    """Store the new node, its slices, figures and audit event in one transaction, or nothing."""
-    node_id = node.grid_id
+) -> Node:
+    """The new node's row, stored with its slices, figures and audit event in one transaction, or nothing
+    (NodeAlreadyRegistered if its grid id is taken)."""
+    if Node.objects.filter(grid_id=facts.node_id).exists():
+        raise NodeAlreadyRegistered(facts.node_id)
+    pools = list(pools) if pools else None
+    if facts.used is not None and facts.seen_at is None:
+        facts = replace(facts, seen_at=timezone.now())  # a live reading is from now unless told otherwise
+    node = node_row(facts, pools=pools, policy=policy, carve=carve)
+    node_id, total = facts.node_id, facts.total
     try:
         with transaction.atomic():
             node.save(force_insert=True)
@@ -176,58 +203,37 @@ def _node_insert(
         if Node.objects.filter(grid_id=node_id).exists():
             raise NodeAlreadyRegistered(node_id) from None
         raise
+    return node
 
 
-def node_row(
-    *,
-    node_id: int,
-    total: capacity.Resources,
-    farm_id: int,
-    farm_name: str,
-    twin_id: int | None,
-    status: str,
-    dedicated: bool,
-    pools: list[int] | None,
-    used: capacity.Resources | None,
-    seen_at: datetime | None,
-    reported_at: datetime | None,
-    country: str,
-    city: str,
-    healthy: bool | None,
-    power_state: str,
-    power_target: str,
-    uptime: int | None,
-    policy: capacity.Policy,
-    carve: capacity.Carve,
-    rent: dict | None = None,
-) -> Node:
-    """The new node's row, unsaved: one place for what a registration stores (one node or a page).
-    `rent`: the chain's rent columns as read (readings.rent_of)."""
+def node_row(facts: NodeFacts, *, pools: list[int] | None, policy: capacity.Policy, carve: capacity.Carve) -> Node:
+    """The new node's row, unsaved: one place for what a registration stores (one node or a page)."""
+    used = facts.used
     return Node(
-        **(rent or {}),
-        grid_id=node_id,
-        farm_id=farm_id,
-        farm_name=farm_name,
-        country=country,
-        city=city,
-        twin_id=twin_id,
-        status=status,
-        dedicated=dedicated,
-        total_cru=total.cru,
-        total_mru=total.mru,
-        total_sru=total.sru,
-        total_hru=total.hru,
+        **(facts.rent or {}),
+        grid_id=facts.node_id,
+        farm_id=facts.farm_id,
+        farm_name=facts.farm_name,
+        country=facts.country,
+        city=facts.city,
+        twin_id=facts.twin_id,
+        status=facts.status,
+        dedicated=facts.dedicated,
+        total_cru=facts.total.cru,
+        total_mru=facts.total.mru,
+        total_sru=facts.total.sru,
+        total_hru=facts.total.hru,
         pools_sru=pools,
         used_cru=used.cru if used else None,
         used_mru=used.mru if used else None,
         used_sru=used.sru if used else None,
         used_hru=used.hru if used else None,
-        seen_at=seen_at,
-        reported_at=reported_at,
-        healthy=healthy,
-        power_state=power_state,
-        power_target=power_target,
-        uptime=uptime,
+        seen_at=facts.seen_at,
+        reported_at=facts.reported_at,
+        healthy=facts.healthy,
+        power_state=facts.power_state,
+        power_target=facts.power_target,
+        uptime=facts.uptime,
         carved_policy_name=policy.name,
         carved_policy_version=policy.version,
         carved_slice_sru=carve.slice.sru,
@@ -236,10 +242,6 @@ def node_row(
         catalog_generation=1,
         slice_index_next=carve.new_slices,
     )
-
-
-# node_row's keywords: each is a fact node_register holds under the same name.
-_NODE_ROW_KEYWORDS = frozenset(inspect.signature(node_row).parameters)
 
 
 def _registered_words(node_id: int, policy: capacity.Policy, carve: capacity.Carve) -> str:

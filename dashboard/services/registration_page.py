@@ -27,7 +27,7 @@ from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.readings import rent_of, reported_at_of
 
 # One place for what a registration checks and stores, shared with the one-by-one path.
-from dashboard.services.registration import _registered_words, node_row
+from dashboard.services.registration import NodeFacts, _registered_words, node_row
 from dashboard.services.registration_checks import CatalogError, check_first_pool, check_registration
 
 
@@ -134,7 +134,7 @@ def _nodes_insert(nodes: list[Node]) -> None:
 
 def _page_node_row(entry: _Planned, *, read_at: datetime, pk: int) -> Node:
     live = entry.live
-    node = node_row(
+    facts = NodeFacts(
         node_id=live.node_id,
         total=live.total,
         farm_id=live.farm_id,
@@ -142,7 +142,6 @@ def _page_node_row(entry: _Planned, *, read_at: datetime, pk: int) -> Node:
         twin_id=live.twin_id,
         status=live.status,
         dedicated=live.dedicated,
-        pools=list(live.pools_sru) if live.pools_sru else None,
         used=live.used,
         seen_at=read_at,
         reported_at=reported_at_of(live),
@@ -152,10 +151,10 @@ def _page_node_row(entry: _Planned, *, read_at: datetime, pk: int) -> Node:
         power_state=live.power_state,
         power_target=live.power_target,
         uptime=live.uptime,
-        policy=entry.policy,
-        carve=entry.carve,
         rent=rent_of(live),
     )
+    pools = list(live.pools_sru) if live.pools_sru else None
+    node = node_row(facts, pools=pools, policy=entry.policy, carve=entry.carve)
     if entry.pools_refused:
         node.pools_refused, node.pools_refused_at = entry.pools_refused[:300], read_at
     node.pk = pk

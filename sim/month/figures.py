@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
+from typing import TYPE_CHECKING
 
 from dashboard import capacity
 from dashboard.capacity import GiB
@@ -39,6 +40,9 @@ from sim.month.fleet import (
 from sim.month.memory import MIN_ODDS
 from sim.month.policies import POLICY_NAMES, Contender, contender
 from sim.month.run import PROBE_EVERY_HOURS, RE_REGISTER_EVERY_HOURS, Run
+
+if TYPE_CHECKING:  # sim.month.drift imports this package back at run time
+    from sim.month.drift import Drift
 
 TICK_EVERY = 250  # events between two calls of simulate's `tick`
 
@@ -181,38 +185,72 @@ def simulate(
     contenders = _contenders(policies)
     nodes = _fleet_size(nodes, fleet, events)
     started = time.perf_counter()
-    rng = random.Random(seed)
-    specs = pools_reported_for(fleet_mix(nodes, rng), pools_reported, seed) if fleet is None else list(fleet)
-    if fleet is None:
-        specs = hidden_use_for(specs, hidden_use, seed)
-    if cache_grows:
-        specs = [replace(spec, cache_grows=True) for spec in specs]
-    stream = event_stream(events, rng) if drift is None else drift.stream(event_stream(events, rng), rng)
-    allowed = {spec.node_id: allowed_mru(spec) for spec in specs}
+    world = _world(
+        nodes, events, seed, fleet, drift, pools_reported=pools_reported, hidden_use=hidden_use, cache_grows=cache_grows
+    )
+    options = {"min_odds": min_odds, "probes": probes, "forged": forged_reports}
     results = {}
     for entrant in contenders:
-        run_started = time.perf_counter()
-        options = {"min_odds": min_odds, "probes": probes, "forged": forged_reports}
-        run = (
-            Run(entrant, specs, allowed, **options) if drift is None else drift.run(entrant, specs, allowed, **options)
-        )
-        run.ipv4_share = ipv4_share
-        _replay(run, stream, probes=probes, tick=None if tick is None else partial(tick, entrant.name))
-        results[entrant.name] = _policy_figures(
-            entrant.name, run, specs, drifted=drift is not None, seconds=round(time.perf_counter() - run_started, 2)
-        )
+        results[entrant.name] = _month(entrant, world, ipv4_share=ipv4_share, tick=tick, options=options)
         if progress is not None:
             progress(results[entrant.name])
     return Simulation(
         nodes=nodes,
         events=events,
         seed=seed,
-        mix=_mix(specs, stated=fleet is None, hidden_use=hidden_use)
+        mix=_mix(world.specs, stated=fleet is None, hidden_use=hidden_use)
         | ({} if drift is None else {"drift": drift.as_dict()}),
         policies=results,
         seconds=round(time.perf_counter() - started, 2),
         peak_memory_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     )
+
+
+@dataclass(frozen=True)
+class _World:
+    """What every policy replays alike: the fleet, the memory ZOS lets each node hold, the events, the drift."""
+
+    specs: list[NodeSpec]
+    allowed: dict[int, int]  # node_id -> allowed_mru, for utilisation
+    stream: Sequence
+    drift: Drift | None
+
+
+def _world(
+    nodes: int,
+    events: int,
+    seed: int,
+    fleet: Sequence[NodeSpec] | None,
+    drift: Drift | None,
+    *,
+    pools_reported: float,
+    hidden_use: str,
+    cache_grows: bool,
+) -> _World:
+    """The month drawn from the seed: the stated mix (unless the caller's fleet), then the events, in that order."""
+    rng = random.Random(seed)
+    if fleet is None:
+        specs = hidden_use_for(pools_reported_for(fleet_mix(nodes, rng), pools_reported, seed), hidden_use, seed)
+    else:
+        specs = list(fleet)
+    if cache_grows:
+        specs = [replace(spec, cache_grows=True) for spec in specs]
+    stream = event_stream(events, rng) if drift is None else drift.stream(event_stream(events, rng), rng)
+    return _World(specs, {spec.node_id: allowed_mru(spec) for spec in specs}, stream, drift)
+
+
+def _month(
+    entrant: Contender, world: _World, *, ipv4_share: float, tick: Callable[[str, int, int], None] | None, options: dict
+) -> PolicyFigures:
+    """One policy's month: its Run (the drift's, with a drift) replayed over the world's events, and its figures."""
+    started = time.perf_counter()  # the policy's own seconds count its Run's setup too
+    specs, allowed, drift = world.specs, world.allowed, world.drift
+    run = Run(entrant, specs, allowed, **options) if drift is None else drift.run(entrant, specs, allowed, **options)
+    run.ipv4_share = ipv4_share
+    probes = options["probes"]
+    _replay(run, world.stream, probes=probes, tick=None if tick is None else partial(tick, entrant.name))
+    seconds = round(time.perf_counter() - started, 2)
+    return _policy_figures(entrant.name, run, specs, drifted=drift is not None, seconds=seconds)
 
 
 def _contenders(policies: Sequence[str | Contender]) -> list[Contender]:

@@ -21,7 +21,7 @@ from dashboard.capacity import Resources, SliceSize
 from dashboard.grid.classify import classify
 from dashboard.grid.types import DeploymentFailed
 from dashboard.rules.catalog import catalog_stale
-from sim.grid import ZosMachine
+from sim.grid import SimVm, ZosMachine
 from sim.month import fleet
 from sim.month.evidence import MARKETPLACE, PROPOSED_PROBE, Forger, MonthEvidence, per_vm_of
 from sim.month.farm_ips import NO_FREE_IP, FarmIps
@@ -459,54 +459,82 @@ class Run:
                 self.unserved += 1
                 return
             tried.add(position)
-            node = self.nodes[position]
-            slot = min(node.free_slots(), key=lambda s: s.index)
-            if self.mode.precheck and not self._fits(node, slot):
-                self.precheck_stops += 1
-                continue
-            self.deploys += 1
-            self.daily[int(event.at // 24)]["deploys"] += 1
-            total, used = node.machine.reading()
-            running = sum(1 for s in node.slots if not s.free)
-            odds = self._odds(node, node.free_slots())[0]  # the slot is the first free one
-            self.seq += 1
-            self._close(node, event.at)
-            node.machine.test_vm = test_vm_running(node.spec, event.at)
-            test_vm_in_the_way = False
-            if ipv4 and self.ips.free(self.ips.farm(position)) <= 0:
-                vm, refusal = None, DeploymentFailed(NO_FREE_IP.format(node=node.spec.node_id))
-            else:
-                vm, refusal = node.machine.place(slot.size, name=f"s{slot.index}", deployment_id=self.seq)
-                if vm is None and node.machine.test_vm:
-                    node.machine.test_vm = False
-                    test_vm_in_the_way = node.machine.copy().place(slot.size, name="t", deployment_id=0)[0] is not None
-            node.machine.test_vm = False
-            self.odds_outcomes.append((odds, vm is not None))
-            if vm is not None and self.memory is not None:
-                self._learn_taken(node, slot, total, used, running, event.at)
-            if vm is not None:
-                if ipv4:
-                    self.ips.hold(position, vm.workload_id)
-                slot.workload = vm.workload_id
-                heapq.heappush(self.releases, (event.at + event.lifetime, self.seq, position, vm.workload_id))
-                if node.spec.cache_grows:
-                    # Its image is pulled into the zos-cache; storaged's check (every 5 minutes) resizes it.
-                    node.images.add(fleet.image_of(event))
-                    node.machine.cache_check(len(node.images) * fleet.IMAGE_CACHE_USE)
-                self._judge(node)
+            if self._attempt(position, event, ipv4=ipv4):
                 return
-            cause = classify(refusal.raw).cause
-            self.refused_by_cause[cause] = self.refused_by_cause.get(cause, 0) + 1
-            self._count_pools_refusal(node, cause)
-            self._count_reason(node, cause, test_vm_in_the_way)
-            self.refused_on_probe_taught += node.spec.told_build in self.probe_taught
-            self.daily[int(event.at // 24)]["refused"] += 1
-            node.refusals += 1
-            node.turned_away = True
-            if self.mode.learning and cause != "public-ip":  # an IP refusal teaches nothing of the node
-                self._learn(node, slot, refusal.raw, total, used, event.at)
-            self._judge(node)
         self.unserved += 1
+
+    def _attempt(self, position: int, event: Event, *, ipv4: bool) -> bool:
+        """The marketplace tries the node at `position`: the precheck, then ZOS. True once the VM runs."""
+        node = self.nodes[position]
+        slot = min(node.free_slots(), key=lambda s: s.index)
+        if self.mode.precheck and not self._fits(node, slot):
+            self.precheck_stops += 1
+            return False
+        self.deploys += 1
+        self.daily[int(event.at // 24)]["deploys"] += 1
+        total, used = node.machine.reading()
+        running = sum(1 for s in node.slots if not s.free)
+        odds = self._odds(node, node.free_slots())[0]  # the slot is the first free one
+        self.seq += 1
+        self._close(node, event.at)
+        vm, refusal, test_vm_in_the_way = self._place(node, slot, position, event.at, ipv4=ipv4)
+        self.odds_outcomes.append((odds, vm is not None))
+        if vm is None:
+            assert refusal is not None  # ZOS answers a VM or a refusal
+            self._refused(node, slot, refusal, test_vm_in_the_way, total, used, event.at)
+            return False
+        if self.memory is not None:
+            self._learn_taken(node, slot, total, used, running, event.at)
+        if ipv4:
+            self.ips.hold(position, vm.workload_id)
+        slot.workload = vm.workload_id
+        heapq.heappush(self.releases, (event.at + event.lifetime, self.seq, position, vm.workload_id))
+        if node.spec.cache_grows:
+            # Its image is pulled into the zos-cache; storaged's check (every 5 minutes) resizes it.
+            node.images.add(fleet.image_of(event))
+            node.machine.cache_check(len(node.images) * fleet.IMAGE_CACHE_USE)
+        self._judge(node)
+        return True
+
+    def _place(
+        self, node: SimNode, slot: Slot, position: int, now: float, *, ipv4: bool
+    ) -> tuple[SimVm | None, DeploymentFailed | None, bool]:
+        """ZOS's answer to the slot's VM (the chain's first, for a public IPv4): the VM or the refusal, and
+        whether the node's test VM running then was what stood in the way."""
+        node.machine.test_vm = test_vm_running(node.spec, now)
+        test_vm_in_the_way = False
+        if ipv4 and self.ips.free(self.ips.farm(position)) <= 0:
+            vm, refusal = None, DeploymentFailed(NO_FREE_IP.format(node=node.spec.node_id))
+        else:
+            vm, refusal = node.machine.place(slot.size, name=f"s{slot.index}", deployment_id=self.seq)
+            if vm is None and node.machine.test_vm:
+                node.machine.test_vm = False
+                test_vm_in_the_way = node.machine.copy().place(slot.size, name="t", deployment_id=0)[0] is not None
+        node.machine.test_vm = False
+        return vm, refusal, test_vm_in_the_way
+
+    def _refused(
+        self,
+        node: SimNode,
+        slot: Slot,
+        refusal: DeploymentFailed,
+        test_vm_in_the_way: bool,
+        total: Resources,
+        used: Resources,
+        now: float,
+    ) -> None:
+        """A refusal counted by cause and reason; the marketplace turns away from the node, a learning policy learns."""
+        cause = classify(refusal.raw).cause
+        self.refused_by_cause[cause] = self.refused_by_cause.get(cause, 0) + 1
+        self._count_pools_refusal(node, cause)
+        self._count_reason(node, cause, test_vm_in_the_way)
+        self.refused_on_probe_taught += node.spec.told_build in self.probe_taught
+        self.daily[int(now // 24)]["refused"] += 1
+        node.refusals += 1
+        node.turned_away = True
+        if self.mode.learning and cause != "public-ip":  # an IP refusal teaches nothing of the node
+            self._learn(node, slot, refusal.raw, total, used, now)
+        self._judge(node)
 
     def probe(self, now: float) -> None:
         """The deployer sends the probes GET /api/v1/probes lists (its rule, selectors.probes: up nodes running
