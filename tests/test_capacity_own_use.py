@@ -1,5 +1,5 @@
-"""A node's own use apart from its build's (issue 44's worlds): what other nodes' deployments deny of a
-reading, the bounds the count sets, the more cautious lesson, the robust line, the spread and the probes.
+"""A node's own use apart from its build's (issue 44's worlds): a reading the count decided, the more
+cautious lesson, the spread, plausibility within the reserve and the probes' order.
 
 Cases are worked by hand from ZOS's rule (zosbase pkg/primitives/statistics.go: a VM of `s` is refused
 when s > total - max(counted, actual)), not from the code under test."""
@@ -7,8 +7,6 @@ when s > total - max(counted, actual)), not from the code under test."""
 import pytest
 
 from dashboard.capacity import GiB, MiB
-from dashboard.capacity.corroborate import AGREE_MRU, Witness, bounds_of, own_deviation, second_source
-from dashboard.capacity.hidden import Accepted
 from dashboard.capacity.lessons import Observed, memory_more_cautious, zos_reserve_mru
 from dashboard.capacity.overhead import MemoryPoint, count_decided, overhead_fit, probe_need
 from dashboard.capacity.spread import NOTHING_READ, Spread
@@ -19,57 +17,14 @@ def point(*, node=1, vms=4, beyond=6 * GiB, total=64 * GiB, vm_mru=None):
     return MemoryPoint(node=node, total_mru=total, vms=vms, vm_mru=vm_mru, actual_mru=vm_mru + beyond)
 
 
-# --- own_deviation: a line ZOS's build draws is no lower at more VMs ------------------------------
+# --- a reading ZOS's count decided ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("taken", "denied"),
-    [
-        # Another node ran 4 VMs with 3 GiB of room beyond them: the reading's 6 GiB at 4 VMs is no build's.
-        ([Accepted(node=2, vms=4, room_mru=3 * GiB)], True),
-        # ... or more VMs with that room: a VM never frees memory.
-        ([Accepted(node=2, vms=9, room_mru=3 * GiB)], True),
-        # Fewer VMs say nothing of 4 (the line may rise between).
-        ([Accepted(node=2, vms=3, room_mru=3 * GiB)], False),
-        # Within the tolerance (the test VM beside a refusal, the nodes' spread): one story still.
-        ([Accepted(node=2, vms=4, room_mru=6 * GiB - AGREE_MRU)], False),
-        ([Accepted(node=2, vms=4, room_mru=6 * GiB - AGREE_MRU - 1)], True),
-        # Its own node's deployments never deny it: that is the node's own history.
-        ([Accepted(node=1, vms=6, room_mru=GiB)], False),
-        ([], False),
-    ],
-)
-def test_a_reading_other_nodes_deployments_deny_is_its_nodes_own(taken, denied):
-    assert (own_deviation(point(), taken) is not None) is denied
-
-
-def test_the_tightest_denial_is_named():
-    taken = [Accepted(node=2, vms=4, room_mru=3 * GiB), Accepted(node=3, vms=5, room_mru=GiB)]
-    assert own_deviation(point(), taken) == Accepted(node=3, vms=5, room_mru=GiB)
-
-
-def test_a_denied_reading_neither_finds_nor_is_a_second_source():
-    deviant = Witness(observation=1, node=1, vouched_by="account 7", point=point(node=1))
-    twin = Witness(observation=2, node=3, vouched_by="account 7", point=point(node=3))
-    fair = Witness(observation=3, node=4, vouched_by="account 8", point=point(node=4, beyond=2 * GiB))
-    taken = [Accepted(node=2, vms=6, room_mru=2 * GiB)]
-    # Two deviant nodes agree with each other, and without the deployments they would corroborate.
-    assert second_source(deviant, [twin]) == twin
-    assert second_source(deviant, [twin], accepted=taken) is None
-    # A fair reading finds no second source in a denied one either.
-    fair_twin = Witness(observation=4, node=5, vouched_by="account 9", point=point(node=5, beyond=2 * GiB))
-    assert second_source(fair, [twin, fair_twin], accepted=taken) == fair_twin
-
-
-def test_a_reading_the_count_decided_is_a_bound_not_a_point():
+def test_a_reading_the_count_decided_is_no_point_of_the_line():
     total = 64 * GiB
     counted = point(node=2, vms=4, beyond=zos_reserve_mru(total), total=total)  # usable = total - counted
     told = point(node=3, vms=4, beyond=zos_reserve_mru(total) + 2 * GiB, total=total)
     assert count_decided(counted) and not count_decided(told)
-    assert bounds_of([], [counted, told]) == [Accepted(node=2, vms=4, room_mru=zos_reserve_mru(total))]
-    # 6.4 GiB reserve on 64 GiB: a reading of 6.4 + 2 GiB at 4 VMs is beyond it by more than the tolerance.
-    assert own_deviation(told, bounds_of([], [counted])) is not None
-    # The fit leaves it out as before (a count-decided point is no point of the line).
     fit = overhead_fit([counted, told])
     assert fit is not None and fit.points == 1
 
@@ -92,26 +47,6 @@ def test_the_group_stays_where_it_holds_back_more():
     assert memory_more_cautious(group, 256 * MiB, running=4, total_mru=total) is group
     # The disk lesson is kept either way.
     assert memory_more_cautious(group, 4 * GiB, running=4, total_mru=total).pool_room_below == 100 * GiB
-
-
-# --- the line of a group where a fifth of its nodes run VMs with a use of their own ---------------
-
-
-def test_the_line_falls_to_the_groups_floor_past_its_deviant_nodes():
-    # 16 nodes on the line: ZOS 2 GiB, 1 GiB a VM (+-16 MiB); 4 with 256-1536 MiB a VM of their own.
-    points = [
-        point(node=n, vms=2 + n % 8, beyond=2 * GiB + (2 + n % 8) * GiB + (n % 3 - 1) * 16 * MiB) for n in range(16)
-    ]
-    own = {16: 256 * MiB, 17: 512 * MiB, 18: GiB, 19: 1536 * MiB}
-    for n, extra in own.items():
-        vms = 3 + n % 5
-        points.append(point(node=n, vms=vms, beyond=2 * GiB + vms * (GiB + extra)))
-    fit = overhead_fit(points)
-    assert abs(fit.per_vm_mru - GiB) < 64 * MiB
-    assert abs(fit.own_mru - 2 * GiB) < 256 * MiB
-    # Each deviant node keeps its excess as its own residual; the others are near the line.
-    for n, extra in own.items():
-        assert fit.residuals[n] >= (3 + n % 5) * extra - 128 * MiB
 
 
 # --- the spread: how often a node never read has a use of its own --------------------------------

@@ -15,15 +15,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from dashboard.capacity.hidden import PER_VM_PRIOR_MRU, Accepted
-from dashboard.capacity.overhead import (
-    OWN_PRIOR_MRU,
-    OWN_PRIOR_SD,
-    PER_VM_PRIOR_SD,
-    MemoryPoint,
-    OverheadFit,
-    count_decided,
-)
+from dashboard.capacity.hidden import PER_VM_PRIOR_MRU
+from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD, PER_VM_PRIOR_SD, MemoryPoint, OverheadFit
 from dashboard.capacity.plausible import Expected
 from dashboard.capacity.sizes import GiB, MiB
 
@@ -90,37 +83,11 @@ def _one_line(a: MemoryPoint, b: MemoryPoint, tolerance_mru: int) -> bool:
     return -tolerance_mru <= own <= OWN_MAX_MRU + tolerance_mru
 
 
-def own_deviation(
-    point: MemoryPoint, accepted: Sequence[Accepted], *, tolerance_mru: int = AGREE_MRU
-) -> Accepted | None:
-    """A deployment ZOS took on another node of the group that no line through `point` allows: as many VMs
-    running or more, and less room beyond their memory than the point's hidden use, by more than
-    `tolerance_mru` (the test VM beside a refusal, the nodes' spread). A VM never frees memory, so a line
-    ZOS's build draws is no lower at more VMs: if another node of the build ran that many with less, the
-    point's excess is its own node's, not its build's (issue 44's worlds: a fifth of the nodes with a
-    per-VM use of their own). The first such deployment (the tightest), or None."""
-    against = [
-        a
-        for a in accepted
-        if a.node != point.node and a.vms >= point.vms and a.room_mru < point.beyond_vms - tolerance_mru
-    ]
-    return min(against, key=lambda a: a.room_mru) if against else None
-
-
-def bounds_of(accepted: Sequence[Accepted], readings: Sequence[MemoryPoint]) -> list[Accepted]:
-    """The bounds a group's other nodes set on its line: the deployments ZOS took, and the readings ZOS's
-    count decided (a probe or refusal on a node whose VMs use nothing beyond the count: actual beyond them
-    was at most the reserve, `count_decided`)."""
-    told = [Accepted(node=p.node, vms=p.vms, room_mru=p.beyond_vms) for p in readings if count_decided(p)]
-    return [*accepted, *told]
-
-
 def second_source(
     candidate: Witness,
     others: Sequence[Witness],
     *,
     expects: Callable[[MemoryPoint], Expected | None] = lambda p: None,
-    accepted: Sequence[Accepted] = (),
 ) -> Witness | None:
     """The first of `others` (oldest first) that is another source agreeing with `candidate`; None: the
     candidate stays its node's alone until one comes.
@@ -129,19 +96,11 @@ def second_source(
     never less: its two readings count only where neither lies below what the group expects (`expects`: the
     line and its doubt at a point's VM count). A line too low refuses buyers; a line too high only sells
     less. Lowering it takes another voice: a hostile token agrees with itself on every node it names, never
-    with the marketplace's true refusals or the product's own probes.
-
-    A reading the deployments ZOS took on other nodes deny (`own_deviation`) is its node's own: it waits
-    on its node, and it is no second source for another; so one deviant node, or two, never move the
-    nodes that run their VMs without that use."""
-    if own_deviation(candidate.point, accepted) is not None:
-        return None
+    with the marketplace's true refusals or the product's own probes."""
     for other in others:
         if other.observation == candidate.observation or not independent(candidate, other):
             continue
         if not agree(candidate.point, other.point, expects=expects):
-            continue
-        if own_deviation(other.point, accepted) is not None:
             continue
         if other.vouched_by == candidate.vouched_by and (
             below(candidate.point, expects(candidate.point)) or below(other.point, expects(other.point))

@@ -178,8 +178,6 @@ def _far_left_out(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> Over
         # Three points leave the others' line one degree: two may look far, only one is; more points
         # tell each far point apart, and all go (the test VM runs on any node, any day).
         far = [points[i] for _intercept, i in above] if len(points) > 3 else [points[max(above)[1]]]
-        if len(points) > 3:
-            far = _far_from_the_rest(points, far)
         if len({p.vms for p in points if p not in far}) >= 2:
             return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
     line = fit.own_mru or 0
@@ -187,30 +185,6 @@ def _far_left_out(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> Over
     if not far or len(far) == len(points):
         return fit
     return _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd)
-
-
-# Passes of `_far_from_the_rest`: each finds the points far above the line the rest draw once the far ones
-# found before are left out; a few suffice (the line only falls, towards the group's floor).
-FAR_PASSES = 4
-
-
-def _far_from_the_rest(points, far):
-    """`far` and the points far above the line the others draw without them, again until none is found:
-    where a fifth of the nodes run their VMs with a use of their own, the line through every point is pulled
-    up by them and the lesser deviants look near it; left out, the line falls to the group's floor and they
-    stand out (issue 44's worlds). Each far point's node keeps its excess (`_apart`)."""
-    far = list(far)
-    for _ in range(FAR_PASSES):
-        rest = [p for p in points if p not in far]
-        if len({p.vms for p in rest}) < 2:
-            break
-        slope, intercept = _line(rest)
-        line = max(intercept, 0.0), max(slope, 0.0)
-        more = [p for p in rest if p.beyond_vms - (line[0] + line[1] * p.vms) > ABOVE_LINE_MRU]
-        if not more or len(more) == len(rest):
-            break
-        far += more
-    return far
 
 
 # Up to this many points every reading of which were beside the test VM is weighed (2^n readings).

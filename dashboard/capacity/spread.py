@@ -2,8 +2,7 @@
 
 A build's line (capacity.overhead) is what its nodes share. A node may run its VMs with a use of its own on
 top (another driver, a kernel module, a leak: issue 44's worlds "wide" and "nodes"), and nothing but a
-reading of that node (a refusal or a probe) tells it: what one deviant node teaches is its own
-(capacity.corroborate.own_deviation), and a node never read may be the next. The nodes read so far tell
+reading of that node (a refusal or a probe) tells it: a node never read may be the next. The nodes read so far tell
 how often: `Spread.share`, Laplace's rule over the group's nodes read (one in two before any is read, each
 node found on the line moving it down). A probe of an unread node is then worth that chance times what
 such a use would be where it runs (`own_unknown_mru`), beside what the line itself does not know

@@ -4,8 +4,7 @@ A reported `usable` figure is judged against what is known of its node then (cap
 outside is kept on file but held aside (Observation.standing "held", with why). A plausible one changes
 its node alone ("node") until a second independent source agrees (capacity.corroborate.second_source:
 another node, another account, a probe the product proposed and saw answered, the dashboard's own
-deploy), and no deployment ZOS took on another node of the build denies it (own_deviation: that excess
-is its node's own, and it stays there); then both reach the group's fit ("group"), each moved no further
+deploy); then both reach the group's fit ("group"), each moved no further
 than the line's doubt (`group_actual_mru`). `node_readings_apply` writes a reading waiting for its second source onto its own
 node (the more cautious of it and the group's figure), never onto another.
 
@@ -24,12 +23,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.capacity.corroborate import Witness, admitted_point, bounds_of, group_expects, second_source
+from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
 from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.grid.classify import classify
 from dashboard.models import ApiToken, Deployment, MemoryLesson, Node, Observation, ProbeProposal, Slice
 from dashboard.rows import rows_update
-from dashboard.selectors.odds import accepted_by_build, own_prior, per_vm_prior
+from dashboard.selectors.odds import own_prior, per_vm_prior
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.memory_model import (
@@ -117,9 +116,7 @@ def observation_admit(observation: Observation, *, now: datetime | None = None) 
     def expects(point: capacity.MemoryPoint):
         return _expected(observation.zos_build, vms=point.vms, total_mru=point.total_mru)
 
-    taken = accepted_by_build([observation.zos_build]).get(observation.zos_build, [])
-    accepted = bounds_of(taken, [_point(o) for o in others])
-    agreeing = second_source(_witness(observation), [_witness(o) for o in others], expects=expects, accepted=accepted)
+    agreeing = second_source(_witness(observation), [_witness(o) for o in others], expects=expects)
     if agreeing is None:
         return None
     other = next(o for o in others if o.pk == agreeing.observation)

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from dashboard import capacity
-from dashboard.capacity.corroborate import Witness, admitted_point, bounds_of, group_expects, second_source
+from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
 from dashboard.capacity.plausible import usable_judged
 from dashboard.capacity.sizes import MiB
 
@@ -69,9 +69,7 @@ class MonthEvidence:
         def expects(p: capacity.MemoryPoint):
             return group_expects(memory.fits.get(group), vms=p.vms, total_mru=p.total_mru, **priors)
 
-        taken = [capacity.Accepted(node, vms, room) for (node, vms), room in memory.taken.get(group, {}).items()]
-        accepted = bounds_of(taken, [w.point for w, _ in live])
-        other = second_source(mine, [w for w, _ in live], expects=expects, accepted=accepted)
+        other = second_source(mine, [w for w, _ in live], expects=expects)
         if other is None:
             live.append((mine, False))
             counts["alone"] += 1
