@@ -84,10 +84,7 @@ def _one_line(a: MemoryPoint, b: MemoryPoint, tolerance_mru: int) -> bool:
 
 
 def second_source(
-    candidate: Witness,
-    others: Sequence[Witness],
-    *,
-    expects: Callable[[MemoryPoint], Expected | None] = lambda p: None,
+    candidate: Witness, others: Sequence[Witness], *, expects: Callable[[MemoryPoint], Expected | None] = lambda p: None
 ) -> Witness | None:
     """The first of `others` (oldest first) that is another source agreeing with `candidate`; None: the
     candidate stays its node's alone until one comes.

@@ -4,9 +4,9 @@ A reported `usable` figure is judged against what is known of its node then (cap
 outside is kept on file but held aside (Observation.standing "held", with why). A plausible one changes
 its node alone ("node") until a second independent source agrees (capacity.corroborate.second_source:
 another node, another account, a probe the product proposed and saw answered, the dashboard's own
-deploy); then both reach the group's fit ("group"), each moved no further
-than the line's doubt (`group_actual_mru`). `node_readings_apply` writes a reading waiting for its second source onto its own
-node (the more cautious of it and the group's figure), never onto another.
+deploy); then both reach the group's fit ("group"), each moved no further than the line's doubt
+(`group_actual_mru`). `node_readings_apply` writes a node's own readings onto it (the more cautious of
+them and the group's figure), never onto another.
 
 Reports that teach are bounded in time per token and per build, counted from the observations they left
 (as quarantine counts one account's reports, services.withholds): `lesson_reports_admit` raises
@@ -141,8 +141,8 @@ def group_admit(observation: Observation) -> None:
 def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     """Write each node's own live readings onto it, waiting for a second source or admitted to the group: the
     more cautious of them (per VM over the reserve) and what the group gives the node now (a node's own
-    readings decide its own figures: a deviant node keeps what it told, its group only what it shares). Call after the group's lesson was applied,
-    in its transaction; the nodes changed."""
+    readings decide its own figures: a deviant node keeps what it told, its group only what it shares).
+    Call after the group's lesson was applied, in its transaction; the nodes changed."""
     changed = _node_readings_wanted(build=build, now=now or timezone.now())
     if changed:
         nodes_lock([row[0] for row in changed])
@@ -152,7 +152,7 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
 
 
 def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
-    """The rows (_COLUMNS) of the nodes whose own waiting reading is more cautious than what they carry."""
+    """The rows (_COLUMNS) of the nodes whose own reading is more cautious than what they carry."""
     readings: dict[int, int] = {}
     for node_pk, per_vm in (
         _live(build, now=now)
