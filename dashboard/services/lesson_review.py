@@ -31,41 +31,41 @@ def _reviewed(observation: Observation) -> Observation:
 
 def observation_apply(*, observation: Observation, by, source: str = "web") -> Observation:
     """Apply the reading to its group as told (the admin vouches for it): the group is fitted again."""
-    with group_steps_after():  # the build's refit after this commits
-        memory_group_turn(observation.zos_build)  # in the build's turn, as a report that teaches it
-        with transaction.atomic():
-            o = _reviewed(observation)
-            was = o.get_standing_display().lower()
-            Observation.objects.filter(pk=o.pk).update(standing=Observation.Standing.GROUP, group_actual_mru=None)
-            audit_record(
-                actor=by,
-                source=source,
-                action="observation.applied",
-                node=o.node,
-                message=f"node {o.node.grid_id}: observation {o.pk} applied to its group by hand (it was {was}): "
-                f"{observation_words(o)}",
-                detail={"observation": o.pk, "was": o.standing, "build": o.zos_build, "held_why": o.held_why},
-            )
-            node_lessons_apply(o.node, source=source, by=by)
-    o.refresh_from_db()
-    return o
+
+    def applied(o: Observation) -> tuple[str, dict]:
+        was = o.get_standing_display().lower()
+        Observation.objects.filter(pk=o.pk).update(standing=Observation.Standing.GROUP, group_actual_mru=None)
+        return f"applied to its group by hand (it was {was})", {"held_why": o.held_why}
+
+    return _review(observation, action="observation.applied", change=applied, by=by, source=source)
 
 
 def observation_drop(*, observation: Observation, by, source: str = "web") -> Observation:
     """Drop the reading: it no longer counts anywhere, and what it changed goes back."""
-    with group_steps_after():  # the build's refit after this commits
-        memory_group_turn(observation.zos_build)  # in the build's turn, as a report that teaches it
+
+    def dropped(o: Observation) -> tuple[str, dict]:
+        Observation.objects.filter(pk=o.pk).update(cleared_at=timezone.now(), cleared_by=by)
+        return f"dropped ({o.get_standing_display().lower()})", {}
+
+    return _review(observation, action="observation.dropped", change=dropped, by=by, source=source)
+
+
+def _review(observation: Observation, *, action: str, change, by, source: str) -> Observation:
+    """One admin's word on a waiting reading, in the build's turn (as a report that teaches it) and one
+    transaction: `change` writes it and says what it did; the audit event and the node's lessons follow;
+    the build's refit runs after the commit."""
+    with group_steps_after():
+        memory_group_turn(observation.zos_build)
         with transaction.atomic():
             o = _reviewed(observation)
-            Observation.objects.filter(pk=o.pk).update(cleared_at=timezone.now(), cleared_by=by)
+            did, detail = change(o)
             audit_record(
                 actor=by,
                 source=source,
-                action="observation.dropped",
+                action=action,
                 node=o.node,
-                message=f"node {o.node.grid_id}: observation {o.pk} dropped ({o.get_standing_display().lower()}): "
-                f"{observation_words(o)}",
-                detail={"observation": o.pk, "was": o.standing, "build": o.zos_build},
+                message=f"node {o.node.grid_id}: observation {o.pk} {did}: {observation_words(o)}",
+                detail={"observation": o.pk, "was": o.standing, "build": o.zos_build, **detail},
             )
             node_lessons_apply(o.node, source=source, by=by)
     o.refresh_from_db()
