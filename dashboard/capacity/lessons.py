@@ -118,6 +118,13 @@ def refusal_lesson(
     return None
 
 
+def used_is_the_count(*, total_mru: int, vm_mru: int, actual_mru: int) -> bool:
+    """Whether ZOS's `usable` told its own count (used = the VMs and the reserve to the byte), not what the
+    host used: only that it used no more. One rule for the fit (capacity.overhead.count_decided) and the
+    judge of plausibility (capacity.plausible)."""
+    return actual_mru == vm_mru + zos_reserve_mru(total_mru)
+
+
 def observed_after(observed: Observed, lesson: Lesson, *, running: int, total_mru: int) -> Observed:
     """The node's lessons with one more: the more cautious memory lesson (`memory_more_cautious`), the
     latest disk bound."""

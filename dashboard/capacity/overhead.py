@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from dashboard.capacity.lessons import Observed, zos_reserve_mru
+from dashboard.capacity.lessons import Observed, used_is_the_count, zos_reserve_mru
 from dashboard.capacity.sizes import GiB, MiB
 
 # The spread of a node around its build's line when the fit has no degrees of freedom left to
@@ -127,7 +127,7 @@ def count_decided(point: MemoryPoint) -> bool:
     """Whether ZOS's count decided the refusal (used = counted to the byte: the VMs and the reserve), so its
     `usable` tells the count, not actual: actual beyond the VMs was at most the reserve, a bound and no
     point of the line (as a deployment ZOS took is: capacity.hidden.Accepted)."""
-    return point.actual_mru == point.vm_mru + zos_reserve_mru(point.total_mru)
+    return used_is_the_count(total_mru=point.total_mru, vm_mru=point.vm_mru, actual_mru=point.actual_mru)
 
 
 def overhead_fit(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dashboard.capacity.lessons import zos_reserve_mru
+from dashboard.capacity.lessons import used_is_the_count, zos_reserve_mru
 from dashboard.capacity.sizes import GiB, MiB, format_size
 
 # How many of the line's standard deviations a point may lie from it: far enough that a node of its
@@ -73,9 +73,9 @@ def usable_judged(*, total_mru: int, usable_mru: int, vm_mru: int, vms: int, exp
         f"{line} expects {size(round(expected.beyond_mru))} (± {size(math.ceil(expected.sd_mru))})"
     )
     # Where ZOS's count decided (used = the VMs and the reserve to the byte), usable tells ZOS's own count, not
-    # what the host used: only that it used no more (capacity.overhead.count_decided). Neither far above a
+    # what the host used: only that it used no more (capacity.lessons.used_is_the_count). Neither far above a
     # line (the reserve is ZOS's rule, 10% of a big node) nor far below it.
-    if beyond == reserve:
+    if used_is_the_count(total_mru=total_mru, vm_mru=vm_mru, actual_mru=total_mru - usable_mru):
         return PLAUSIBLE
     if beyond > high:
         return Judgement(False, f"{told}: far above it, beyond what a node of its own deviation uses")
