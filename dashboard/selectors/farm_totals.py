@@ -61,11 +61,14 @@ class FarmSums:
 _NOT_SUMMED = ("farm_id", "oldest_reading_at")
 COUNTED = [f.name for f in fields(FarmSums) if f.name not in (*_NOT_SUMMED, "held")]
 
+# Slices in a node's stored catalog.
+NOMINAL = F("slices_free") + F("slices_rented") + F("slices_deployed") + F("slices_failed")
+
 # Every FarmSums figure as an aggregate over one farm's Node rows.
 AGGREGATES = dict(
     nodes=Count("pk"),
     nodes_up=Count("pk", filter=Q(status="up")),
-    nominal=Sum(F("slices_free") + F("slices_rented") + F("slices_deployed") + F("slices_failed")),
+    nominal=Sum(NOMINAL),
     deployable=Sum("deployable"),
     free=Sum("slices_free"),
     rented=Sum("slices_rented"),
@@ -117,6 +120,13 @@ def fleet_totals() -> FarmSums:
     if not behind:
         return _offered(kept, held)
     return _offered(FarmSums.total([kept, *summed(Node.objects.filter(farm_id__in=behind))]), held)
+
+
+def nodes_totals(nodes) -> FarmSums:
+    """Any set of nodes' sums (farm_id 0) in one aggregate, each figure counted as a farm's is, their
+    live holds taken off: the fleet page's totals when its filters keep no whole farms."""
+    row = nodes.aggregate(**{f"s_{k}": v for k, v in AGGREGATES.items()})
+    return _offered(_sums({"farm_id": 0, **row}), held_among(now=timezone.now(), nodes=nodes))
 
 
 def summed(nodes) -> list[FarmSums]:
