@@ -35,15 +35,20 @@ class FarmSums:
     deployed: int = 0
     failed: int = 0
     placeable: int = 0  # over the prechecked nodes
-    phantom: int = 0
+    phantom: int = 0  # over the prechecked nodes
+    # The one split of `phantom` every page, the API, /metrics and the alerts use: on nodes that are
+    # up it is something to fix (a re-register, a precheck); on nodes on standby or down it waits on a
+    # wake or a repair, which no catalog change fixes.
     phantom_on_up_nodes: int = 0
     stale: int = 0
     unprechecked: int = 0
     never_read: int = 0
+    # `deployable` split into its tiers (selectors.tiers), which add up to it: up and open, standby,
+    # down or unknown, and closed for a reason of its own (withheld, rented away, ...).
     deployable_now: int = 0
     deployable_after_wake: int = 0
     deployable_blocked: int = 0
-    deployable_closed: int = 0  # the tiers add up to `deployable` (selectors.tiers)
+    deployable_closed: int = 0
     oldest_reading_at: datetime | None = None
     # Free slices held for a buyer now (live holds): read at each read, never kept; `free` is then the
     # free slices on offer, those held left out (selectors.holds).

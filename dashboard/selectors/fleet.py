@@ -132,40 +132,24 @@ class NodeRow:
 
 
 @dataclass(frozen=True)
-class FleetTotals:
-    nodes: int = 0
-    nominal: int = 0
-    deployable: int = 0
-    free: int = 0
-    rented: int = 0
-    deployed: int = 0
-    failed: int = 0
-    placeable_now: int = 0  # over the prechecked nodes
-    phantom: int = 0  # over the prechecked nodes
-    # The one split of `phantom` every page, the API, /metrics and the alerts use: on nodes that are
-    # up it is something to fix (a re-register, a precheck); on nodes on standby or down it waits on a
-    # wake or a repair, which no catalog change fixes.
-    phantom_on_up_nodes: int = 0
-    stale: int = 0
-    unprechecked: int = 0
-    # `deployable` split into its tiers (selectors.tiers), which add up to it: up and open, standby,
-    # down or unknown, and closed for a reason of its own (withheld, rented away, ...), by reason.
-    deployable_now: int = 0
-    deployable_after_wake: int = 0
-    deployable_blocked: int = 0
-    deployable_closed: int = 0
+class FleetTotals(FarmSums):
+    """The farms' sums (selectors.farm_totals: one shape for a farm, the fleet and any set of nodes), with
+    the closed tier by reason and the words the pages say of them."""
+
+    farm_id: int = 0  # the whole fleet, or the nodes a page's filters keep
     deployable_closed_by_reason: dict = field(default_factory=dict)
-    held: int = 0  # free slices held for a buyer now; `free` leaves them out
 
     @classmethod
     def of(cls, sums: FarmSums, *, closed_by_reason: dict[str, int]) -> FleetTotals:
-        """The page's totals from the farms' sums (selectors.farm_totals), figure for figure."""
-        named = {"placeable_now": "placeable"}
-        figures = (f.name for f in fields(cls) if f.name != "deployable_closed_by_reason")
+        """The farms' sums figure for figure, with the closed tier by reason."""
         return cls(
-            **{name: getattr(sums, named.get(name, name)) for name in figures},
-            deployable_closed_by_reason=closed_by_reason,
+            **{f.name: getattr(sums, f.name) for f in fields(FarmSums)}, deployable_closed_by_reason=closed_by_reason
         )
+
+    @property
+    def placeable_now(self) -> int:
+        """Free slices placeable now, over the prechecked nodes (a node row's own name for it)."""
+        return self.placeable
 
     @property
     def gap(self) -> int:
