@@ -445,3 +445,37 @@ def test_who_did_it_is_read_in_one_place():
         if re.search(r"\bby if getattr\(by, \"pk\"", line)
     ]
     assert found == []
+
+
+def _lines_matching(pattern: str) -> list[str]:
+    """`path:line` of every line of the product package matching `pattern` (migrations aside)."""
+    return [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "migrations" not in path.parts
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(pattern, line)
+    ]
+
+
+def test_a_least_squares_line_is_drawn_in_one_place():
+    # capacity.least_squares: the build's memory line, a node's calibration and the history's trend
+    # were four copies of the same sums; a centred sum of squares anywhere else is a fifth.
+    found = _lines_matching(r"- mean_\w+\) \*\* 2")
+    assert [where.split(":")[0] for where in found] == ["dashboard/capacity/line.py"], found
+
+
+def test_the_nodes_figures_are_summed_by_one_set_of_aggregates():
+    # selectors.farm_totals.AGGREGATES: the farms, the fleet page's filtered totals and the snapshots
+    # count each figure through it; a second Sum of the catalog's slices drifts from the first.
+    found = _lines_matching(r"""Sum\(\s*["']slices_free["']|Sum\(\s*["']phantom_slices["']""")
+    assert {where.split(":")[0] for where in found} == {"dashboard/selectors/farm_totals.py"}, found
+
+
+def test_a_registration_is_checked_and_carved_in_one_place():
+    # services.registration.registration_carve: one node and a page of an onboarding check, choose the
+    # policy and carve through it.
+    found = _lines_matching(r"\bcheck_registration\(|\bcheck_first_pool\(")
+    calls = [where for where in found if not where.startswith("dashboard/services/registration_checks.py")]
+    assert {where.split(":")[0] for where in calls} == {"dashboard/services/registration.py"}, calls
+    assert len(calls) == 2, calls

@@ -15,6 +15,7 @@ outside itself; its parts, each importing only those listed before it:
 - `words`: every sentence the model says (verdicts, carve notes, a node that is away);
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;
 - `lessons`: what ZOS's refusals teach (`Observed`), ZOS's memory check;
+- `line`: the one least-squares line (`least_squares`), for every fit and trend;
 - `overhead`: the fleet's memory line per ZOS build (`overhead_fit`), with its uncertainty;
 - `test_vm`: how often ZOS's test VM runs on a build (`test_vm_schedule`), and the memory kept for it;
 - `hidden`: the belief over a build's hidden use (a fit or a prior) weighted by the deployments ZOS took;
@@ -66,6 +67,7 @@ from dashboard.capacity.lessons import (
     vms_by_memory,
     zos_reserve_mru,
 )
+from dashboard.capacity.line import Line, least_squares
 from dashboard.capacity.odds import memory_odds, odds_calibration, odds_on_reading, slices_odds, sure_slices
 from dashboard.capacity.overhead import (
     PRIOR_SPREAD_MRU,
@@ -238,6 +240,8 @@ __all__ = [
     "MemoryPoint",
     "OverheadFit",
     "overhead_fit",
+    "Line",
+    "least_squares",
     "TEST_VM_MRU",
     "TestVmSchedule",
     "test_vm_reserve_mru",

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dashboard.capacity.lessons import Observed, used_is_the_count, zos_reserve_mru
+from dashboard.capacity.line import Line, least_squares
 from dashboard.capacity.sizes import GiB, MiB
 
 # The spread of a node around its build's line when the fit has no degrees of freedom left to
@@ -171,7 +172,8 @@ def _far_left_out(points, prior_spread_mru, prior_own_mru, prior_own_sd) -> Over
         others = [*points[:i], *points[i + 1 :]]
         if len({p.vms for p in others}) < 2:
             continue
-        slope, intercept = _line(others)
+        line = _line(others)
+        slope, intercept = line.slope, line.intercept
         if point.beyond_vms - (max(intercept, 0.0) + max(slope, 0.0) * point.vms) > ABOVE_LINE_MRU:
             above.append((intercept, i))
     if above:
@@ -269,13 +271,9 @@ def _apart(points, far, prior_spread_mru, prior_own_mru, prior_own_sd) -> Overhe
     return replace(fit, points=len(points), nodes=len({p.node for p in points}), residuals=residuals)
 
 
-def _line(points: Sequence[MemoryPoint]) -> tuple[float, float]:
-    """Least squares (slope, intercept) of beyond_vms over VMs; points at two VM counts at least."""
-    n = len(points)
-    mean_x = sum(p.vms for p in points) / n
-    mean_y = sum(p.beyond_vms for p in points) / n
-    slope = sum((p.vms - mean_x) * (p.beyond_vms - mean_y) for p in points) / sum((p.vms - mean_x) ** 2 for p in points)
-    return slope, mean_y - slope * mean_x
+def _line(points: Sequence[MemoryPoint]) -> Line:
+    """Least squares of beyond_vms over VMs; points at two VM counts at least."""
+    return least_squares([(p.vms, p.beyond_vms) for p in points])
 
 
 def _fit(points: Sequence[MemoryPoint], prior_spread_mru: int, prior_own_mru: int, prior_own_sd: int) -> OverheadFit:
@@ -284,11 +282,9 @@ def _fit(points: Sequence[MemoryPoint], prior_spread_mru: int, prior_own_mru: in
     if len(counts) < 2:
         return _fit_on_prior(points, prior_own_mru, prior_own_sd, prior_spread_mru)
     n = len(points)
-    mean_x = sum(p.vms for p in points) / n
-    mean_y = sum(p.beyond_vms for p in points) / n
-    sxx = sum((p.vms - mean_x) ** 2 for p in points)
-    slope = sum((p.vms - mean_x) * (p.beyond_vms - mean_y) for p in points) / sxx
-    slope = max(slope, 0.0)  # a VM never frees memory: noise below zero is none
+    line = _line(points)
+    mean_x, mean_y, sxx = line.mean_x, line.mean_y, line.sxx
+    slope = max(line.slope, 0.0)  # a VM never frees memory: noise below zero is none
     intercept = max(mean_y - slope * mean_x, 0.0)
     residual = {p: p.beyond_vms - (intercept + slope * p.vms) for p in points}
     # The nodes' spread: measured once there are degrees of freedom left, never below the prior

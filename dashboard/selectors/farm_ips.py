@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import OuterRef, Q, Subquery, Sum
+from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -60,14 +60,7 @@ class FarmIpv4:
 
 def farm_ips_available(now: datetime | None = None) -> dict[int, int]:
     """Farm id -> its public IPv4s free now (as last read, less those live holds keep): one query."""
-    held = (
-        live_holds(now or timezone.now())
-        .filter(public_ipv4__gt=0, node__farm_id=OuterRef("farm_id"))
-        .order_by()
-        .values("node__farm_id")
-        .annotate(n=Sum("public_ipv4"))
-        .values("n")
-    )
+    held = _held_ips_of_farm(now or timezone.now())
     rows = FarmIps.objects.annotate(held=Coalesce(Subquery(held), 0)).values_list("farm_id", "ips", "held")
     return {farm_id: max(sum(1 for ip in ips if not ip.get("contract_id")) - held, 0) for farm_id, ips, held in rows}
 
@@ -104,14 +97,7 @@ def farms_ipv4(farm_ids: Iterable[int], now: datetime | None = None) -> dict[int
 def farms_ipv4_read(farm_ids: Iterable[int] | None = None, now: datetime | None = None) -> dict[int, FarmIpv4]:
     """The IPv4 bound of every farm whose IPs were read (of `farm_ids` only, if given), in one query whatever
     the number of farms or nodes: the map's farm tooltips read it (a farm never read has none to say)."""
-    held = (
-        live_holds(now or timezone.now())
-        .filter(public_ipv4__gt=0, node__farm_id=OuterRef("farm_id"))
-        .order_by()
-        .values("node__farm_id")
-        .annotate(n=Sum("public_ipv4"))
-        .values("n")
-    )
+    held = _held_ips_of_farm(now or timezone.now())
     slices = (
         Node.objects.filter(farm_id=OuterRef("farm_id"))
         .exclude(light=True)
@@ -169,6 +155,18 @@ def node_ipv4(node: Node, now: datetime | None = None) -> NodeIpv4:
         else ""
     )
     return NodeIpv4(slices, f"{slices} of its slices with a public IPv4; {farm.words}{unknown}", farm)
+
+
+def _held_ips_of_farm(now: datetime) -> QuerySet:
+    """The public IPv4s live holds keep in the outer query's farm (OuterRef "farm_id"), as a subquery."""
+    return (
+        live_holds(now)
+        .filter(public_ipv4__gt=0, node__farm_id=OuterRef("farm_id"))
+        .order_by()
+        .values("node__farm_id")
+        .annotate(n=Sum("public_ipv4"))
+        .values("n")
+    )
 
 
 def _held_ips(now: datetime, farm_ids: list[int] | None = None) -> dict[int, int]:

@@ -35,15 +35,20 @@ class FarmSums:
     deployed: int = 0
     failed: int = 0
     placeable: int = 0  # over the prechecked nodes
-    phantom: int = 0
+    phantom: int = 0  # over the prechecked nodes
+    # The one split of `phantom` every page, the API, /metrics and the alerts use: on nodes that are
+    # up it is something to fix (a re-register, a precheck); on nodes on standby or down it waits on a
+    # wake or a repair, which no catalog change fixes.
     phantom_on_up_nodes: int = 0
     stale: int = 0
     unprechecked: int = 0
     never_read: int = 0
+    # `deployable` split into its tiers (selectors.tiers), which add up to it: up and open, standby,
+    # down or unknown, and closed for a reason of its own (withheld, rented away, ...).
     deployable_now: int = 0
     deployable_after_wake: int = 0
     deployable_blocked: int = 0
-    deployable_closed: int = 0  # the tiers add up to `deployable` (selectors.tiers)
+    deployable_closed: int = 0
     oldest_reading_at: datetime | None = None
     # Free slices held for a buyer now (live holds): read at each read, never kept; `free` is then the
     # free slices on offer, those held left out (selectors.holds).
@@ -61,11 +66,14 @@ class FarmSums:
 _NOT_SUMMED = ("farm_id", "oldest_reading_at")
 COUNTED = [f.name for f in fields(FarmSums) if f.name not in (*_NOT_SUMMED, "held")]
 
+# Slices in a node's stored catalog.
+NOMINAL = F("slices_free") + F("slices_rented") + F("slices_deployed") + F("slices_failed")
+
 # Every FarmSums figure as an aggregate over one farm's Node rows.
 AGGREGATES = dict(
     nodes=Count("pk"),
     nodes_up=Count("pk", filter=Q(status="up")),
-    nominal=Sum(F("slices_free") + F("slices_rented") + F("slices_deployed") + F("slices_failed")),
+    nominal=Sum(NOMINAL),
     deployable=Sum("deployable"),
     free=Sum("slices_free"),
     rented=Sum("slices_rented"),
@@ -117,6 +125,13 @@ def fleet_totals() -> FarmSums:
     if not behind:
         return _offered(kept, held)
     return _offered(FarmSums.total([kept, *summed(Node.objects.filter(farm_id__in=behind))]), held)
+
+
+def nodes_totals(nodes) -> FarmSums:
+    """Any set of nodes' sums (farm_id 0) in one aggregate, each figure counted as a farm's is, their
+    live holds taken off: the fleet page's totals when its filters keep no whole farms."""
+    row = nodes.aggregate(**{f"s_{k}": v for k, v in AGGREGATES.items()})
+    return _offered(_sums({"farm_id": 0, **row}), held_among(now=timezone.now(), nodes=nodes))
 
 
 def summed(nodes) -> list[FarmSums]:

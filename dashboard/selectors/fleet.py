@@ -7,20 +7,20 @@ whatever the fleet size; filters and sorts are SQL.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from django.core.paginator import Page, Paginator
-from django.db.models import CharField, Count, F, Q, QuerySet, Sum
+from django.db.models import CharField, F, Q, QuerySet
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import Node, reading_is_uncertain
 from dashboard.rules.warning import warnings_of_values
-from dashboard.selectors.farm_totals import FarmSums, farm_totals, fleet_totals
-from dashboard.selectors.holds import Held, held_among, held_by_node
-from dashboard.selectors.tiers import TIER_FIGURES, TIER_WORDS, TIERS, closed_by_reason, tier_of, tier_q, tier_sums
+from dashboard.selectors.farm_totals import NOMINAL, FarmSums, farm_totals, fleet_totals, nodes_totals
+from dashboard.selectors.holds import Held, held_by_node
+from dashboard.selectors.tiers import TIER_FIGURES, TIER_WORDS, TIERS, closed_by_reason, tier_of, tier_q
 
 # Sort keys; "-" in front sorts descending. "seen" is short for "seen_at". A missing value
 # (never prechecked, never seen) sorts as the smallest: first ascending, last descending.
@@ -30,8 +30,6 @@ SORT_KEYS = ("node_id", "farm", "status", "gap", "phantom", "free", "seen_at", "
 # The largest farm id the column holds (a PositiveIntegerField is a 32-bit integer in PostgreSQL).
 FARM_ID_MAX = 2**31 - 1
 
-# Slices in the stored catalog.
-NOMINAL = F("slices_free") + F("slices_rented") + F("slices_deployed") + F("slices_failed")
 
 _ROW_FIELDS = (
     "grid_id",
@@ -134,30 +132,24 @@ class NodeRow:
 
 
 @dataclass(frozen=True)
-class FleetTotals:
-    nodes: int = 0
-    nominal: int = 0
-    deployable: int = 0
-    free: int = 0
-    rented: int = 0
-    deployed: int = 0
-    failed: int = 0
-    placeable_now: int = 0  # over the prechecked nodes
-    phantom: int = 0  # over the prechecked nodes
-    # The one split of `phantom` every page, the API, /metrics and the alerts use: on nodes that are
-    # up it is something to fix (a re-register, a precheck); on nodes on standby or down it waits on a
-    # wake or a repair, which no catalog change fixes.
-    phantom_on_up_nodes: int = 0
-    stale: int = 0
-    unprechecked: int = 0
-    # `deployable` split into its tiers (selectors.tiers), which add up to it: up and open, standby,
-    # down or unknown, and closed for a reason of its own (withheld, rented away, ...), by reason.
-    deployable_now: int = 0
-    deployable_after_wake: int = 0
-    deployable_blocked: int = 0
-    deployable_closed: int = 0
+class FleetTotals(FarmSums):
+    """The farms' sums (selectors.farm_totals: one shape for a farm, the fleet and any set of nodes), with
+    the closed tier by reason and the words the pages say of them."""
+
+    farm_id: int = 0  # the whole fleet, or the nodes a page's filters keep
     deployable_closed_by_reason: dict = field(default_factory=dict)
-    held: int = 0  # free slices held for a buyer now; `free` leaves them out
+
+    @classmethod
+    def of(cls, sums: FarmSums, *, closed_by_reason: dict[str, int]) -> FleetTotals:
+        """The farms' sums figure for figure, with the closed tier by reason."""
+        return cls(
+            **{f.name: getattr(sums, f.name) for f in fields(FarmSums)}, deployable_closed_by_reason=closed_by_reason
+        )
+
+    @property
+    def placeable_now(self) -> int:
+        """Free slices placeable now, over the prechecked nodes (a node row's own name for it)."""
+        return self.placeable
 
     @property
     def gap(self) -> int:
@@ -393,50 +385,13 @@ def keeps_whole_farms(**filters) -> bool:
 
 def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | None = None) -> FleetTotals:
     """The nodes' totals: from the kept farm totals when the nodes are whole farms (one row a farm,
-    whatever their size: selectors.farm_totals), else one aggregate over the matching nodes."""
+    whatever their size: selectors.farm_totals), else one aggregate over the matching nodes (the farm
+    totals' own aggregates: a figure is counted one way)."""
     if whole_farms:
-        t = fleet_totals() if farm_id is None else FarmSums.total(farm_totals(farm_id=farm_id))
-        return FleetTotals(
-            nodes=t.nodes,
-            nominal=t.nominal,
-            deployable=t.deployable,
-            free=t.free,
-            rented=t.rented,
-            deployed=t.deployed,
-            failed=t.failed,
-            placeable_now=t.placeable,
-            phantom=t.phantom,
-            phantom_on_up_nodes=t.phantom_on_up_nodes,
-            stale=t.stale,
-            unprechecked=t.unprechecked,
-            deployable_now=t.deployable_now,
-            deployable_after_wake=t.deployable_after_wake,
-            deployable_blocked=t.deployable_blocked,
-            deployable_closed=t.deployable_closed,
-            deployable_closed_by_reason=_closed_by_reason(t.deployable_closed, nodes),
-            held=t.held,
-        )
-    # Aggregate names must not be the columns' own names, hence the prefix.
-    figures = nodes.aggregate(
-        total_nodes=Count("pk"),
-        total_nominal=Sum(NOMINAL),
-        total_deployable=Sum("deployable"),
-        total_free=Sum("slices_free"),
-        total_rented=Sum("slices_rented"),
-        total_deployed=Sum("slices_deployed"),
-        total_failed=Sum("slices_failed"),
-        total_placeable_now=Sum("placeable_now"),
-        total_phantom=Sum("phantom_slices"),
-        total_phantom_on_up_nodes=Sum("phantom_slices", filter=Q(status="up", closure="")),
-        total_stale=Count("pk", filter=Q(stale=True)),
-        total_unprechecked=Count("pk", filter=Q(placeable_now__isnull=True)),
-        # The same aggregate, no query more: deployable in its tiers (selectors.tiers).
-        **tier_sums("total_"),
-    )
-    totals = FleetTotals(**{name.removeprefix("total_"): int(value or 0) for name, value in figures.items()})
-    totals = replace(totals, deployable_closed_by_reason=_closed_by_reason(totals.deployable_closed, nodes))
-    held = held_among(now=timezone.now(), nodes=nodes)
-    return held.offered(totals, placeable="placeable_now", up="phantom_on_up_nodes")
+        sums = fleet_totals() if farm_id is None else FarmSums.total(farm_totals(farm_id=farm_id))
+    else:
+        sums = nodes_totals(nodes)
+    return FleetTotals.of(sums, closed_by_reason=_closed_by_reason(sums.deployable_closed, nodes))
 
 
 def _closed_by_reason(closed: int, nodes: QuerySet[Node]) -> dict[str, int]:

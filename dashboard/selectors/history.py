@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from dashboard import capacity
 from dashboard.models import SnapshotFigures
 
 TREND_DAYS = 14
@@ -120,9 +121,7 @@ def trend_of(times: list[datetime], values: list[int], *, days: int = TREND_DAYS
             method=method,
         )
     xs = [(t - times[0]).total_seconds() / 86400 for t in times]
-    mean_x, mean_y = sum(xs) / len(xs), sum(values) / len(values)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values, strict=True)) / spread
+    slope = capacity.least_squares(list(zip(xs, values, strict=True))).slope
     daily = span >= timedelta(days=1)
     rate, unit = (slope, "a day") if daily else (slope / 24, "an hour")
     short = "" if daily else f" over the last {_span_words(span)} (a short history: it firms up as snapshots gather)"

@@ -72,12 +72,8 @@ def fit_overhead(points: Iterable[tuple[int, int, int]]) -> Fit | None:
     if len(counts) < 2:
         return None
     k = len(rows)
-    mean_n = sum(n for n, _ in rows) / k
-    mean_y = sum(y for _, y in rows) / k
-    sxx = sum((n - mean_n) ** 2 for n, _ in rows)
-    sxy = sum((n - mean_n) * (y - mean_y) for n, y in rows)
-    slope = sxy / sxx
-    intercept = mean_y - slope * mean_n
+    line = capacity.least_squares(rows)
+    slope, intercept = line.slope, line.intercept
     residual = (sum((y - intercept - slope * n) ** 2 for n, y in rows) / k) ** 0.5
     return Fit(
         reserve=round(intercept),
@@ -101,10 +97,9 @@ def fit_pooled_overhead(groups: Iterable[Sequence[tuple[int, int, int]]]) -> int
         rows = [(int(n), int(used) - int(vm)) for n, vm, used in points]
         if len({n for n, _ in rows}) < 2:
             continue
-        mean_n = sum(n for n, _ in rows) / len(rows)
-        mean_y = sum(y for _, y in rows) / len(rows)
-        sxx += sum((n - mean_n) ** 2 for n, _ in rows)
-        sxy += sum((n - mean_n) * (y - mean_y) for n, y in rows)
+        line = capacity.least_squares(rows)
+        sxx += line.sxx
+        sxy += line.sxy
     if not sxx:
         return None
     return round(sxy / sxx)

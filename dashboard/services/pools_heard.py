@@ -147,6 +147,16 @@ def live_with_pools(live: NodeCapacity, pools: Sequence[PoolMetrics]) -> NodeCap
     return replace(live, pools_sru=tuple(p.size for p in ssd), zos_cache_sru=cache[0] if cache else None)
 
 
+def without_pools(live: NodeCapacity) -> NodeCapacity:
+    """The reading as if the node had not told its pools: carved for every plausible layout."""
+    return replace(live, pools_sru=None, zos_cache_sru=None)
+
+
+def pools_not_taken_words(node_id: int, exc: Exception) -> str:
+    """Why a registration carved a node as for unknown pools though it answered them."""
+    return f"node {node_id}'s pools answer was not taken: {exc}"
+
+
 def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | None = None) -> int:
     """Keep each registered node's heard pools as a pool report (source rmb) and its build; how many kept."""
     at = at or timezone.now()

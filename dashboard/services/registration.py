@@ -8,7 +8,7 @@ whichever door it came in by.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -24,7 +24,15 @@ from dashboard.services.audit_trail import audit_record
 from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new
 from dashboard.services.pools import pools_report
-from dashboard.services.pools_heard import Heard, live_with_pools, lives_with_pools, pools_hear, pools_heard_store
+from dashboard.services.pools_heard import (
+    Heard,
+    live_with_pools,
+    lives_with_pools,
+    pools_hear,
+    pools_heard_store,
+    pools_not_taken_words,
+    without_pools,
+)
 from dashboard.services.readings import rent_of, reported_at_of
 from dashboard.services.registration_checks import CatalogError, check_first_pool, check_is_a_node, check_registration
 
@@ -69,6 +77,29 @@ class NodeFacts:
     uptime: int | None
     rent: dict | None = None  # the chain's rent columns as read (readings.rent_of)
 
+    @classmethod
+    def of_live(cls, live: NodeCapacity, *, seen_at: datetime | None) -> NodeFacts:
+        """Every fact a grid reading states of the node, as read at `seen_at`."""
+        return cls(
+            node_id=live.node_id,
+            total=live.total,
+            farm_id=live.farm_id,
+            farm_name=live.farm_name,
+            twin_id=live.twin_id,
+            status=live.status,
+            dedicated=live.dedicated,
+            used=live.used,
+            seen_at=seen_at,
+            reported_at=reported_at_of(live),
+            country=live.country,
+            city=live.city,
+            healthy=live.healthy,
+            power_state=live.power_state,
+            power_target=live.power_target,
+            uptime=live.uptime,
+            rent=rent_of(live),
+        )
+
 
 def node_register(
     *,
@@ -103,8 +134,8 @@ def node_register(
     at all (no SSD, memory below one slice and the reserve); a farm's onboarding and the demo keep such a
     node, with its empty catalog, to show it.
 
-    One transaction: the node, its slices and an audit event, or nothing. `by` is the user
-    (None for the command line); `source` and `origin` (a host or address) say from where.
+    One transaction: the node, its slices and an audit event, or nothing. `by` is the user (None for
+    the command line); `source` and `origin` (a host or address) say from where.
     `used` is the live used capacity when it was read (at `seen_at`, default now). `cache` bounds the
     zos-cache's quota when the node's own pools answer told it (services.pools.pools_cache): the carve
     then keeps its next step, as the figures will once that answer is kept as the node's pool report.
@@ -128,32 +159,36 @@ def node_register(
         uptime=uptime,
         rent=rent,
     )
-    policy, carve = _registration_carve(facts, pools, cache, policy_name=policy_name, refuse_no_node=refuse_no_node)
+    policy, carve = registration_carve(facts, pools, cache, _policy_for(policy_name), refuse_no_node=refuse_no_node)
     return _node_insert(facts, pools=pools, policy=policy, carve=carve, by=by, source=source, origin=origin)
 
 
-def _registration_carve(
+def _policy_for(policy_name: str | None) -> Callable[[int], capacity.Policy]:
+    if policy_name:
+        return lambda _farm_id: policy_named(policy_name)
+    return lambda farm_id: policy_book(node_pks=[], farm_ids=[farm_id]).for_farm(farm_id)
+
+
+def registration_carve(
     facts: NodeFacts,
     pools: Sequence[int] | None,
     cache: int | None,
+    policy_for: Callable[[int], capacity.Policy],
     *,
-    policy_name: str | None,
-    refuse_no_node: bool,
+    refuse_no_node: bool = False,
 ) -> tuple[capacity.Policy, capacity.Carve]:
-    """The node's effective policy and its carve, once the facts are checked (CatalogError if not)."""
-    node_id, total, farm_id = facts.node_id, facts.total, facts.farm_id
+    """The new node's effective policy (`policy_for` its farm) and its carve, once the facts are checked
+    (CatalogError or CapacityError if not): the one path of a registration, one node or a page's."""
+    node_id, total = facts.node_id, facts.total
     # Checked as given: an empty list of pools is refused, not read as pools unknown.
     check_registration(
-        node_id=node_id, total=total, farm_id=farm_id, twin_id=facts.twin_id, status=facts.status, pools=pools
+        node_id=node_id, total=total, farm_id=facts.farm_id, twin_id=facts.twin_id, status=facts.status, pools=pools
     )
     pools = list(pools) if pools else None
-    if policy_name:
-        policy = policy_named(policy_name)
-    else:
-        policy = policy_book(node_pks=[], farm_ids=[farm_id]).for_farm(farm_id)
+    policy = policy_for(facts.farm_id)
     check_first_pool(node_id=node_id, pools=pools, policy=policy)
     light = bool((facts.rent or {}).get("light"))
-    carve = capacity.carve(total, policy, pools=pools, cache=cache, light=light)
+    carve = capacity.carve_memoised(total, policy, pools=pools, cache=cache, light=light)
     if refuse_no_node:
         check_is_a_node(node_id, total, policy, carve)
     return policy, carve
@@ -280,7 +315,7 @@ def node_register_from_grid(
     heard = pools_hear([live]) if not live.pools_sru and ask_rmb else Heard()
     live = lives_with_pools([live], heard)[0]
     live, answer = _live_with_own_pools_answer(live, grid=grid, heard=heard)
-    facts = dict(
+    how = dict(
         policy_name=policy_name,
         by=by,
         source=source,
@@ -289,14 +324,14 @@ def node_register_from_grid(
         refuse_no_node=refuse_no_node,
     )
     try:
-        node = _node_register_live(live, **facts)
+        node = _node_register_live(live, **how)
     except (CatalogError, capacity.CapacityError) as exc:
         if not live.pools_sru or isinstance(exc, NodeAlreadyRegistered):
             raise
         # What the node said of its pools is what the checks refused: carved as for unknown pools instead.
-        heard.refuse(live.node_id, f"node {live.node_id}'s pools answer was not taken: {exc}")
+        heard.refuse(live.node_id, pools_not_taken_words(live.node_id, exc))
         answer = None
-        node = _node_register_live(replace(live, pools_sru=None, zos_cache_sru=None), **facts)
+        node = _node_register_live(without_pools(live), **how)
     if answer:
         pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
         node.refresh_from_db()
@@ -333,28 +368,14 @@ def _hear_own_version(node_id: int, *, grid, heard: Heard) -> None:
         heard.versions_in_process.add(node_id)
 
 
-def _node_register_live(live: NodeCapacity, **facts) -> Node:
-    """node_register with every fact the reading states; `facts`: who, from where, the policy, when."""
+def _node_register_live(live: NodeCapacity, *, seen_at: datetime, **how) -> Node:
+    """node_register with every fact the reading states (NodeFacts.of_live); `how`: who, from where, the policy."""
+    facts = NodeFacts.of_live(live, seen_at=seen_at)
     return node_register(
-        node_id=live.node_id,
-        total=live.total,
-        farm_id=live.farm_id,
-        farm_name=live.farm_name,
-        twin_id=live.twin_id,
-        status=live.status,
-        dedicated=live.dedicated,
+        **{name: getattr(facts, name) for name in NodeFacts.__dataclass_fields__},
         pools=list(live.pools_sru) if live.pools_sru else None,
         cache=live.zos_cache_sru if live.pools_sru else None,
-        used=live.used,
-        reported_at=reported_at_of(live),
-        country=live.country,
-        city=live.city,
-        healthy=live.healthy,
-        power_state=live.power_state,
-        power_target=live.power_target,
-        uptime=live.uptime,
-        rent=rent_of(live),
-        **facts,
+        **how,
     )
 
 

@@ -8,7 +8,6 @@ INSERT from arrays on PostgreSQL), then their figures, then their audit events.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import NamedTuple
 
@@ -24,17 +23,18 @@ from dashboard.services.audit_trail import AuditEntry, audit_records
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.figures_new import figures_of_new
 from dashboard.services.memory_model import memory_lessons_for_new
-from dashboard.services.readings import rent_of, reported_at_of
+from dashboard.services.pools_heard import pools_not_taken_words, without_pools
 
 # One place for what a registration checks and stores, shared with the one-by-one path.
-from dashboard.services.registration import NodeFacts, _registered_words, node_row
-from dashboard.services.registration_checks import CatalogError, check_first_pool, check_registration
+from dashboard.services.registration import NodeFacts, _registered_words, node_row, registration_carve
+from dashboard.services.registration_checks import CatalogError
 
 
 class _Planned(NamedTuple):
     """A node of the page that passed the checks, with what it will be carved by."""
 
     live: NodeCapacity
+    facts: NodeFacts
     policy: capacity.Policy
     carve: capacity.Carve
     pools_refused: str = ""  # the pools it said, refused by the checks: carved as for unknown pools, and why
@@ -58,7 +58,7 @@ def nodes_register_from_grid(
     someone else makes the insert fail: the caller gets NodeAlreadyRegistered's IntegrityError
     and falls back to one by one (which says which).
     """
-    planned, refused = _page_planned(lives, policy_name=policy_name)
+    planned, refused = _page_planned(lives, policy_name=policy_name, read_at=read_at)
     if not planned:
         return [], refused
     nodes = [
@@ -78,24 +78,28 @@ def nodes_register_from_grid(
 
 
 def _page_planned(
-    lives: Sequence[NodeCapacity], *, policy_name: str | None
+    lives: Sequence[NodeCapacity], *, policy_name: str | None, read_at: datetime
 ) -> tuple[list[_Planned], list[tuple[int, str]]]:
     """The page's nodes that pass the checks, each with its policy and carve; [(node id, why not)] for the others."""
     named = policy_named(policy_name) if policy_name else None
     book = policy_book(node_pks=[], farm_ids={live.farm_id for live in lives}) if named is None else None
+
+    def policy_for(farm_id: int) -> capacity.Policy:
+        return named or book.for_farm(farm_id)
+
     planned: list[_Planned] = []
     refused: list[tuple[int, str]] = []
     for live in lives:
         try:
-            planned.append(_node_planned(live, named=named, book=book))
+            planned.append(_node_planned(live, policy_for=policy_for, read_at=read_at))
         except (CatalogError, capacity.CapacityError) as exc:
             if not live.pools_sru:
                 refused.append((live.node_id, f"not registered: {exc}"))
                 continue
             # What the node said of its pools is what the checks refused: carved as for unknown pools instead.
-            why = f"node {live.node_id}'s pools answer was not taken: {exc}"
+            why = pools_not_taken_words(live.node_id, exc)
             try:
-                prudent = _node_planned(replace(live, pools_sru=None, zos_cache_sru=None), named=named, book=book)
+                prudent = _node_planned(without_pools(live), policy_for=policy_for, read_at=read_at)
             except (CatalogError, capacity.CapacityError) as again:
                 refused.append((live.node_id, f"not registered: {again}"))
                 continue
@@ -103,23 +107,11 @@ def _page_planned(
     return planned, refused
 
 
-def _node_planned(live: NodeCapacity, *, named: capacity.Policy | None, book) -> _Planned:
+def _node_planned(live: NodeCapacity, *, policy_for, read_at: datetime) -> _Planned:
     """The node's checks, policy and carve (CatalogError or CapacityError when it cannot be registered so)."""
-    pools = list(live.pools_sru) if live.pools_sru else None
-    check_registration(
-        node_id=live.node_id,
-        total=live.total,
-        farm_id=live.farm_id,
-        twin_id=live.twin_id,
-        status=live.status,
-        pools=pools,
-    )
-    policy = named or book.for_farm(live.farm_id)
-    check_first_pool(node_id=live.node_id, pools=pools, policy=policy)
-    carve = capacity.carve_memoised(
-        live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru, light=bool(live.light)
-    )
-    return _Planned(live, policy, carve)
+    facts = NodeFacts.of_live(live, seen_at=read_at)
+    policy, carve = registration_carve(facts, live.pools_sru or None, live.zos_cache_sru, policy_for)
+    return _Planned(live, facts, policy, carve)
 
 
 def _nodes_insert(nodes: list[Node]) -> None:
@@ -134,27 +126,8 @@ def _nodes_insert(nodes: list[Node]) -> None:
 
 def _page_node_row(entry: _Planned, *, read_at: datetime, pk: int) -> Node:
     live = entry.live
-    facts = NodeFacts(
-        node_id=live.node_id,
-        total=live.total,
-        farm_id=live.farm_id,
-        farm_name=live.farm_name,
-        twin_id=live.twin_id,
-        status=live.status,
-        dedicated=live.dedicated,
-        used=live.used,
-        seen_at=read_at,
-        reported_at=reported_at_of(live),
-        country=live.country,
-        city=live.city,
-        healthy=live.healthy,
-        power_state=live.power_state,
-        power_target=live.power_target,
-        uptime=live.uptime,
-        rent=rent_of(live),
-    )
     pools = list(live.pools_sru) if live.pools_sru else None
-    node = node_row(facts, pools=pools, policy=entry.policy, carve=entry.carve)
+    node = node_row(entry.facts, pools=pools, policy=entry.policy, carve=entry.carve)
     if entry.pools_refused:
         node.pools_refused, node.pools_refused_at = entry.pools_refused[:300], read_at
     node.pk = pk
@@ -182,7 +155,7 @@ def _page_audit(nodes: list[Node], planned: list[_Planned], *, by, source: str, 
                     "carve": carves.get(id(carve)) or carves.setdefault(id(carve), carve.as_dict()),
                 },
             )
-            for node, (live, policy, carve, _refused) in zip(nodes, planned, strict=True)
+            for node, (live, _facts, policy, carve, _refused) in zip(nodes, planned, strict=True)
         ]
     )
 

@@ -16,22 +16,9 @@ from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.onboarding.request import OnboardRequest
 from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
-from dashboard.services.readings import LiveReading, readings_store
+from dashboard.services.readings import COMPARED, LiveReading, readings_store
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register_from_grid
 from dashboard.services.registration_page import nodes_register_from_grid
-
-# What a known node's reading is compared on ("changed"): the capacity and the status it reports.
-COMPARED = (
-    "status",
-    "total_cru",
-    "total_mru",
-    "total_sru",
-    "total_hru",
-    "used_cru",
-    "used_mru",
-    "used_sru",
-    "used_hru",
-)
 
 
 class OnboardLimit(Exception):
