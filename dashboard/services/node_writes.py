@@ -65,8 +65,9 @@ def node_writes(node_pks: Iterable[int] = (), *, refresh: bool = True) -> Iterat
 
 
 def figures_follow(node_pks: Iterable[int]) -> int:
-    """Store these nodes' figures after a change that is not theirs (a policy edited, a group's belief
-    moved, an admin's edit of the row), each node locked first; how many changed."""
+    """Store these nodes' figures now, each node locked first (a block's own nodes are locked already):
+    after a change that is not theirs (a policy edited, a group's belief moved) or a move made in an outer
+    block that stores figures only for some of its outcomes (services.outcomes); how many changed."""
     with node_writes(node_pks) as writes:
         pass
     return writes.changed
