@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from dashboard import capacity
 from dashboard.models import ApiToken, AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
 from dashboard.selectors.fleet import NOMINAL, NodeRow, fleet_rows
-from dashboard.services.figures import figures_refresh
+from dashboard.services.node_writes import figures_follow
 from dashboard.services.slices import node_slices_write, slice_edit, slices_delete
 from dashboard.views.auth import AdminLoginForm
 
@@ -186,7 +186,7 @@ class NodeAdmin(admin.ModelAdmin):
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)
-        figures_refresh([form.instance.pk])  # the node's own columns may have changed its figures
+        figures_follow([form.instance.pk])  # the node's own columns may have changed its figures
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(nominal=NOMINAL)

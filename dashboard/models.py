@@ -214,14 +214,31 @@ class Node(models.Model):
     refused_reading = models.CharField(max_length=300, blank=True, default="")
     refused_reading_by = models.CharField(max_length=16, blank=True, default="")
     refused_reading_at = models.DateTimeField(null=True, blank=True)
-    # The latest precheck's figures, so the fleet table needs no per-row work.
-    placeable_now = models.PositiveIntegerField(null=True, blank=True)
-    phantom_slices = models.PositiveIntegerField(null=True, blank=True)
-    # Phantom slices by reason (capacity.PHANTOM_REASONS: down, standby, memory, disk, pool).
-    phantom_reasons = models.JSONField(default=dict, blank=True)
-    prechecked_at = models.DateTimeField(null=True, blank=True)
 
-    # What ZOS's refusals taught about this node, distilled from its live Observations by
+    # The policy the stored catalog was carved with; compared with the effective one to find stale catalogs.
+    carved_policy_name = models.CharField(max_length=64)
+    carved_policy_version = models.PositiveIntegerField(default=1)
+    carved_slice_sru = models.BigIntegerField(default=0)
+    carved_deployable = models.PositiveIntegerField(default=0)
+    # Carved with the pools known; a catalog carved without them is sized for every plausible layout,
+    # and is stale once the pools are reported (the larger disks come back with a re-register).
+    carved_pools_known = models.BooleanField(default=False)
+    catalog_generation = models.PositiveIntegerField(default=1)
+    # Slice numbers are never reused: a re-carve numbers its new slices from here, so a failure row
+    # (Deployment.slice_index) names the same slice forever, shown as retired once it is gone.
+    slice_index_next = models.PositiveIntegerField(default=0)
+    # When the reading the placeable and phantom figures come from was taken (services.readings).
+    prechecked_at = models.DateTimeField(null=True, blank=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    # ------------------------------------------------------------------------------------------------
+    # Above: the facts (what the grid and the node said, what the product did). Below: derived and copied
+    # columns, never facts of their own: each is worked out from other rows by its one writer, in the
+    # transaction that changed those rows, so every page reads a column instead of working it out.
+    # ------------------------------------------------------------------------------------------------
+
+    # Copies of other tables, each kept by that table's writer. What ZOS's refusals taught about this node, distilled from its live Observations by
     # services.observations (the evidence stays in those rows): hidden memory each running VM
     # really uses, and a disk size no pool had room for, valid while nothing has been freed
     # (while the used SSD is at least what it was then).
@@ -237,21 +254,27 @@ class Node(models.Model):
     )
     memory_lesson_scope = models.CharField(max_length=8, blank=True)  # "", own, build, fleet
 
-    # The policy the stored catalog was carved with; compared with the effective one to find stale catalogs.
-    carved_policy_name = models.CharField(max_length=64)
-    carved_policy_version = models.PositiveIntegerField(default=1)
-    carved_slice_sru = models.BigIntegerField(default=0)
-    carved_deployable = models.PositiveIntegerField(default=0)
-    # Carved with the pools known; a catalog carved without them is sized for every plausible layout,
-    # and is stale once the pools are reported (the larger disks come back with a re-register).
-    carved_pools_known = models.BooleanField(default=False)
-    catalog_generation = models.PositiveIntegerField(default=1)
-    # Slice numbers are never reused: a re-carve numbers its new slices from here, so a failure row
-    # (Deployment.slice_index) names the same slice forever, shown as retired once it is gone.
-    slice_index_next = models.PositiveIntegerField(default=0)
+    # The live holds on the node's free slices as the last write of a hold or a slice left them
+    # (services.held_figures): how many, their charges summed (memory with each held VM's hidden use),
+    # a key of their sizes in slice order, and
+    # the first and last of their expiries. A hold ends by time with no write, so placement's first cut
+    # charges them on the stored room while all are live (now < held_first_expiry), forgets them once
+    # all have expired (now >= held_last_expiry), and judges the node alone between the two.
+    held_slices = models.PositiveIntegerField(default=0)
+    held_mru = models.BigIntegerField(default=0)
+    held_sru = models.BigIntegerField(default=0)
+    held_sizes = models.CharField(max_length=16, blank=True, default="")
+    held_first_expiry = models.DateTimeField(null=True, blank=True)
+    held_last_expiry = models.DateTimeField(null=True, blank=True, db_index=True)
+    # The withhold window in force (NodeWithhold), copied here by services.withholds when a window is
+    # made, released, or opens or ends by itself (the beat's withhold edges), so every figure reads the
+    # node row: "" when nothing withholds the node; until None: until released.
+    withheld_reason = models.CharField(max_length=160, blank=True, default="")
+    withheld_until = models.DateTimeField(null=True, blank=True)
 
-    # The catalog's figures, written by services.figures.figures_refresh in every transaction
-    # that changes them, so the fleet overview sorts, filters and totals plain columns.
+    # The catalog's figures (services.figures.FIGURE_FIELDS), worked out from the facts above, the slices and
+    # the policies; stored only on the exit of a services.node_writes block (`manage.py figures_refresh
+    # --check` finds any that drifted), so the fleet overview sorts, filters and totals plain columns.
     slices_free = models.PositiveIntegerField(default=0)
     slices_rented = models.PositiveIntegerField(default=0)
     slices_deployed = models.PositiveIntegerField(default=0)
@@ -270,31 +293,17 @@ class Node(models.Model):
     room_mru = models.BigIntegerField(null=True, blank=True)
     room_sru = models.BigIntegerField(null=True, blank=True)
     pools_shape = models.CharField(max_length=16, blank=True, default=NOT_WORKED_OUT)
-    # The live holds on the node's free slices as the last write of a hold or a slice left them
-    # (services.held_figures): how many, their charges summed (memory with each held VM's hidden use),
-    # a key of their sizes in slice order, and
-    # the first and last of their expiries. A hold ends by time with no write, so placement's first cut
-    # charges them on the stored room while all are live (now < held_first_expiry), forgets them once
-    # all have expired (now >= held_last_expiry), and judges the node alone between the two.
-    held_slices = models.PositiveIntegerField(default=0)
-    held_mru = models.BigIntegerField(default=0)
-    held_sru = models.BigIntegerField(default=0)
-    held_sizes = models.CharField(max_length=16, blank=True, default="")
-    held_first_expiry = models.DateTimeField(null=True, blank=True)
-    held_last_expiry = models.DateTimeField(null=True, blank=True, db_index=True)
-    # The withhold window in force (NodeWithhold), copied here by services.withholds when a window is
-    # made, released, or opens or ends by itself (the beat's withhold edges), so every figure reads the
-    # node row: "" when nothing withholds the node; until None: until released.
-    withheld_reason = models.CharField(max_length=160, blank=True, default="")
-    withheld_until = models.DateTimeField(null=True, blank=True)
+    # The free slices placed on the last reading (services.figures: the precheck's own arithmetic) and
+    # the slices that would fail now, by reason.
+    placeable_now = models.PositiveIntegerField(null=True, blank=True)
+    phantom_slices = models.PositiveIntegerField(null=True, blank=True)
+    # Phantom slices by reason (capacity.PHANTOM_REASONS: down, standby, memory, disk, pool).
+    phantom_reasons = models.JSONField(default=dict, blank=True)
     # Why the node offers nothing now, whatever its numbers (capacity.closures: "down", "standby", ...;
     # "" open), with the closure's detail; decided by dashboard.rules.closure from this row and the
     # settings, stored by the figures writer so the placement cut and the pages read a column.
     closure = models.CharField(max_length=32, blank=True, default="", db_index=True)
     closure_detail = models.CharField(max_length=200, blank=True, default="")
-
-    registered_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["grid_id"]

@@ -351,6 +351,43 @@ def test_the_audit_trail_is_written_in_one_module():
     assert writers == {"dashboard/services/audit_trail.py"}
 
 
+def _node_store_calls(source: str) -> list[str]:
+    """Where this source calls services.figures' store or lock: figures_refresh(...), nodes_lock(...), by name or attribute."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if name in NODE_STORE:
+                found.append(f"{node.lineno}: {name}()")
+    return found
+
+
+# services.figures' store of a node's figures and its lock of the nodes, reached through services.node_writes.
+NODE_STORE = {"figures_refresh", "nodes_lock"}
+
+
+def test_the_scan_for_the_node_store_finds_each_way_to_call_it():
+    source = """
+figures_refresh([1])
+figures.nodes_lock([1]); figures_refresh_all()
+node_writes([1])
+"""
+    assert [line.split(": ")[0] for line in _node_store_calls(source)] == ["2", "3"]
+
+
+def test_nodes_are_written_through_one_block():
+    # One writer of a node's figures (services.node_writes): every writer locks and refreshes in its block.
+    # services.figures defines the store and the lock (figures_refresh locks its own batches; figures_refresh_all,
+    # the repair of every node, stores a batch a transaction through it).
+    writers = {
+        str(path.relative_to(ROOT))
+        for room in PRODUCT
+        for path in room.rglob("*.py")
+        if "migrations" not in path.parts and _node_store_calls(path.read_text())
+    }
+    assert writers == {"dashboard/services/figures.py", "dashboard/services/node_writes.py"}
+
+
 # One database everywhere (PostgreSQL, embedded or not): no branch on the vendor, no SQLite path.
 # The simulated grid's own store plays the outside world and may keep its SQLite file.
 VENDOR_BRANCH = re.compile(r"connection\.vendor|\bsqlite3?\b", re.IGNORECASE)

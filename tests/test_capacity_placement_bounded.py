@@ -183,6 +183,7 @@ def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_n
     from dashboard.capacity.carve import _carve_memo
     from dashboard.services import figures as figures_service
     from dashboard.services import figures_shapes
+    from dashboard.services import node_writes as node_writes_service
     from dashboard.services import pools as pools_service
 
     sizes = [500 * GiB + i % 3 for i in range(12)]
@@ -190,7 +191,7 @@ def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_n
     figures_shapes.placeable_on_reading.cache_clear()
     _carve_memo.cache_clear()
     weighed = {}
-    real_refresh = pools_service.figures_refresh
+    real_refresh = node_writes_service.figures_refresh  # the store pools_report's node_writes block calls
 
     def refresh_in_the_lock(pks, *, locked=False):
         weighed["before the lock"] = placement.TALLY.shapes
@@ -199,7 +200,7 @@ def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_n
         weighed["inside the lock"] = placement.TALLY.shapes
         return changed
 
-    monkeypatch.setattr(pools_service, "figures_refresh", refresh_in_the_lock)
+    monkeypatch.setattr(node_writes_service, "figures_refresh", refresh_in_the_lock)
     placement.TALLY.shapes = 0
     entries = [{"name": f"p{i}", "type": "ssd", "size": s, "used": 0} for i, s in enumerate(sizes)]
     entries[0]["used"] = 20 * GiB

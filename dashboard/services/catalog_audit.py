@@ -38,9 +38,9 @@ from dashboard.rules.catalog_audit import Finding, FindingKind, contract_of
 from dashboard.rules.outcomes import Holder, Move, Record, Report, outcome_move, report_order
 from dashboard.selectors.catalog_audit import AuditRead, Pace, audit_first_seen, audit_latest, catalog_audit_read
 from dashboard.services.audit_trail import actor_of, audit_record
-from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
+from dashboard.services.node_writes import node_writes
 
 log = logging.getLogger(__name__)
 
@@ -211,9 +211,10 @@ def catalog_audit_fix(
         if fix is None:
             done.not_fixed.append((finding.key, "only orphans and foreign VMs are fixed"))
             continue
-        with transaction.atomic():
-            nodes_lock([node.pk])
+        with node_writes([node.pk]) as writes:
             why = fix(node, finding, by=by, source=source, job=job)
+            if why:
+                writes.refresh_only(())  # not fixed: nothing written
         (done.not_fixed.append((finding.key, why)) if why else done.fixed.append(finding.key))
     return done
 
@@ -236,7 +237,6 @@ def _orphan_free(node: Node, finding: Finding, *, by, source: str, job: Job | No
     record.state, record.finished_at = Deployment.State.DELETED, now
     record.save(update_fields=["state", "finished_at"])
     Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.FREE, rented_by_twin_id=None, updated_at=now)
-    figures_refresh([node.pk], locked=True)
     audit_record(
         actor=by,
         source=source,
@@ -280,7 +280,6 @@ def _foreign_count(node: Node, finding: Finding, *, by, source: str, job: Job | 
     except IntegrityError:  # a live record on that slice number after all (one live deployment a slice)
         return f"slice {slice_.index} already has a live record; run the audit again"
     Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.DEPLOYED, updated_at=now)
-    figures_refresh([node.pk], locked=True)
     audit_record(
         actor=by,
         source=source,

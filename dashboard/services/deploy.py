@@ -53,7 +53,7 @@ from dashboard.services.calibration import capacity_sample_record
 from dashboard.services.deploy_attemptable import slice_attemptable, slice_check_attemptable
 from dashboard.services.deploy_carries import carried_asked, carries_verdict, deploy_carried, farm_ips_read_again
 from dashboard.services.deploy_errors import DeployError, SliceBusy, SliceChanged, SliceNotFound, SliceNotFree
-from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.node_writes import node_writes
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
@@ -246,14 +246,14 @@ def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = No
         raise DeployError(f"deployment {deployment.pk} is {deployment.state}, not deployed; there is no VM to delete")
     grid = grid or get_grid()
     grid.delete_vm(deployment.node.grid_id, deployment.grid_workload_id)
-    with transaction.atomic():
-        nodes_lock([deployment.node_id])  # before the slice: see nodes_lock
+    with node_writes([deployment.node_id]) as writes:  # the node before the slice: see services.figures.nodes_lock
         Deployment.objects.filter(pk=deployment.pk).update(state=Deployment.State.DELETED, finished_at=timezone.now())
         if deployment.slice_id:
             Slice.objects.filter(pk=deployment.slice_id, state=Slice.State.DEPLOYED).update(
                 state=Slice.State.FREE, updated_at=timezone.now()
             )
-            figures_refresh([deployment.node_id])
+        else:
+            writes.refresh_only(())  # no slice given back: the figures are the same
         deployment.state = Deployment.State.DELETED
         _audit(
             deployment,
@@ -373,8 +373,7 @@ def _finish_deployed(
     deployment.grid_workload_id = workload_id
     deployment.finished_at = now
     notes = ""
-    with transaction.atomic():
-        nodes_lock([node.pk])  # before the slice: see nodes_lock
+    with node_writes([node.pk]):  # the node before the slice: see services.figures.nodes_lock
         deployment.save(update_fields=["state", "grid_workload_id", "finished_at"])
         taken = Slice.objects.filter(pk=deployment.slice_id, state=Slice.State.FREE).update(
             state=Slice.State.DEPLOYED, updated_at=now
@@ -382,7 +381,6 @@ def _finish_deployed(
         # The fleet table stays honest without another grid read: the reading taken just before the
         # deploy plus the VM's own charge is what the grid will report next.
         readings_store([LiveReading(node.pk, replace(live, used=live.used + _vm_charge(deployment)), read_at)])
-        figures_refresh([node.pk], locked=True)
         if not taken:
             # Rented (or re-carved) while the grid was deploying: the VM exists, the record says so.
             notes = "; note: the slice was no longer free when the deploy finished"

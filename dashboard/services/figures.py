@@ -3,7 +3,8 @@
 The fleet overview sorts, filters and totals thousands of nodes on every request; computing
 these there meant grouping every slice and carving every node each time. They change only
 when a catalog, a node's capacity or a policy changes, so the services that make those
-changes call `figures_refresh` in the same transaction, and the overview reads plain columns.
+changes write in a services.node_writes block, which stores them in the same transaction, and the
+overview reads plain columns. Only that block calls `figures_refresh` and `nodes_lock` (tests/test_architecture.py).
 
 `figures_compute` is the truth: three queries for any number of nodes (the nodes, their
 slices grouped, the policies; a fourth for the memory lessons when a node has one). Nodes of
@@ -121,8 +122,8 @@ figures_row = operator.attrgetter(*FIGURE_FIELDS)
 def figures_refresh(node_pks: Iterable[int], *, locked: bool = False) -> int:
     """Recompute and store these nodes' figures; the number of nodes whose figures changed.
 
-    Call it in the transaction that changed their slices, capacity or policy, after the change.
-    It locks the nodes (in pk order, as every caller locks a node before its slices), so two
+    services.node_writes calls it on a block's exit, in the transaction that changed their slices, capacity
+    or policy; the repair (figures_refresh_all) and the suite call it alone. It locks the nodes (in pk order, as every caller locks a node before its slices), so two
     writers of one node store figures in turn, each from what the other committed; `locked`
     says the caller holds those locks already in this transaction.
     """

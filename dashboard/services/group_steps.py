@@ -1,6 +1,6 @@
 """What one node's change does to its whole group runs after the change's own transaction (issue 44).
 
-Every writer locks its node first (services.figures.nodes_lock); a memory lesson then reaches every
+Every writer locks its node first (services.node_writes); a memory lesson then reaches every
 node of its build. Done inside the report's transaction, that was one node locked, then the group: two
 reports on two nodes of a build each held its own node and waited for the other's (16 of 30 refusals
 answered 500 DeadlockDetected, holds and releases caught with them). So a group's step is collected

@@ -1,7 +1,7 @@
 """Holds: one free slice kept for one buyer (a marketplace id) for a while, made and released here.
 
 Exactly one winner when many ask for the same slice at once: the node's row and then the slice's row
-are locked (the order every writer takes, services.figures.nodes_lock), the slice's open holds are read
+are locked (the order every writer takes, services.node_writes), the slice's open holds are read
 under that lock, and a partial unique index (one open hold per slice) stands behind it in the database.
 An expired hold is free at once for every reader (they apply `Hold.objects.live(now)`), so nothing
 needs a worker; the next hold of that slice ends it here ("expired") before it inserts its own.
@@ -25,8 +25,8 @@ from dashboard.rules.closure import closure_of
 from dashboard.selectors.farm_ips import farm_ipv4
 from dashboard.selectors.policy_book import policy_for_node
 from dashboard.services.audit_trail import actor_of, audit_record
-from dashboard.services.figures import nodes_lock
 from dashboard.services.held_figures import held_store
+from dashboard.services.node_writes import node_writes
 
 MARKETPLACE_ID_MAX = Hold._meta.get_field("marketplace_id").max_length
 
@@ -132,8 +132,7 @@ def hold_create(
     node = Node.objects.filter(grid_id=node_id).first()
     if node is None:
         raise HoldError(f"node {node_id} is not registered with the dashboard", field="node_id")
-    with transaction.atomic():
-        nodes_lock([node.pk])
+    with node_writes([node.pk], refresh=False):  # a hold's sums only (held_store)
         row = Slice.objects.select_for_update().filter(node=node, index=slice_index).first()
         if row is None:
             listed = ", ".join(map(str, node.slices.order_by("index").values_list("index", flat=True))) or "none"
@@ -175,28 +174,28 @@ def hold_release(*, hold_id: int, by=None, token=None, source: str = "api", now:
         hold = Hold.objects.select_related("node").filter(pk=hold_id).first()
         if hold is None:
             raise HoldNotFound(f"there is no hold #{hold_id}", field="hold_id")
-        nodes_lock([hold.node_id])
-        hold = Hold.objects.select_for_update().select_related("node").get(pk=hold_id)
-        now = now or timezone.now()
-        _release_allowed(hold, by=by, token=token)
-        state = hold.state_at(now)
-        if state != "live":
-            when = hold.ended_at or hold.expires_at
-            raise HoldConflict(
-                f"hold #{hold.pk} has ended already ({state} at {when:%Y-%m-%d %H:%M:%S} UTC); nothing to release",
-                field="hold_id",
+        with node_writes([hold.node_id], refresh=False):  # a hold's sums only (held_store)
+            hold = Hold.objects.select_for_update().select_related("node").get(pk=hold_id)
+            now = now or timezone.now()
+            _release_allowed(hold, by=by, token=token)
+            state = hold.state_at(now)
+            if state != "live":
+                when = hold.ended_at or hold.expires_at
+                raise HoldConflict(
+                    f"hold #{hold.pk} has ended already ({state} at {when:%Y-%m-%d %H:%M:%S} UTC); nothing to release",
+                    field="hold_id",
+                )
+            hold.ended_at, hold.end = now, Hold.End.RELEASED
+            hold.save(update_fields=["ended_at", "end"])
+            held_store([hold.node_id], now=now)
+            audit_record(
+                action="hold.released",
+                actor=by,
+                source=source,
+                node=hold.node,
+                message=f"hold of slice {hold.slice_index} on node {hold.node.grid_id} for {hold.marketplace_id!r} released",
+                detail=_hold_detail(hold, token=token),
             )
-        hold.ended_at, hold.end = now, Hold.End.RELEASED
-        hold.save(update_fields=["ended_at", "end"])
-        held_store([hold.node_id], now=now)
-        audit_record(
-            action="hold.released",
-            actor=by,
-            source=source,
-            node=hold.node,
-            message=f"hold of slice {hold.slice_index} on node {hold.node.grid_id} for {hold.marketplace_id!r} released",
-            detail=_hold_detail(hold, token=token),
-        )
     return hold
 
 

@@ -30,7 +30,6 @@ from dashboard.models import ApiToken, Deployment, MemoryLesson, Node, Observati
 from dashboard.rows import rows_update
 from dashboard.selectors.odds import own_prior, per_vm_prior
 from dashboard.services.audit_trail import actor_of, audit_record
-from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.memory_model import (
     lesson_current,
     memory_group_turn,
@@ -38,6 +37,7 @@ from dashboard.services.memory_model import (
     memory_points,
     zos_build_key,
 )
+from dashboard.services.node_writes import node_writes
 
 DASHBOARD = "the dashboard"
 PROPOSED_PROBE = "a proposed probe"
@@ -145,9 +145,8 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     Call after the group's lesson was applied, in its transaction; the nodes changed."""
     changed = _node_readings_wanted(build=build, now=now or timezone.now())
     if changed:
-        nodes_lock([row[0] for row in changed])
-        rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
-        figures_refresh([row[0] for row in changed], locked=True)
+        with node_writes([row[0] for row in changed]):
+            rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
     return len(changed)
 
 

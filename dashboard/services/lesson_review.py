@@ -4,14 +4,13 @@ transaction (services.observations.node_lessons_apply)."""
 
 from __future__ import annotations
 
-from django.db import transaction
 from django.utils import timezone
 
 from dashboard.models import Observation
 from dashboard.services.audit_trail import audit_record
-from dashboard.services.figures import nodes_lock
 from dashboard.services.group_steps import group_steps_after
 from dashboard.services.memory_model import memory_group_turn
+from dashboard.services.node_writes import node_writes
 from dashboard.services.observations import node_lessons_apply, observation_words
 
 REVIEWED = (Observation.Standing.NODE, Observation.Standing.HELD)
@@ -22,7 +21,7 @@ class LessonReviewError(ValueError):
 
 
 def _reviewed(observation: Observation) -> Observation:
-    nodes_lock([observation.node_id])
+    """The reading read again under its node's lock (node_lessons_apply stores the figures)."""
     fresh = Observation.objects.select_related("node").get(pk=observation.pk)
     if fresh.kind != Observation.Kind.MEMORY or fresh.cleared_at is not None or fresh.standing not in REVIEWED:
         raise LessonReviewError(f"observation {fresh.pk} of node {fresh.node.grid_id} is not waiting any more")
@@ -56,7 +55,7 @@ def _review(observation: Observation, *, action: str, change, by, source: str) -
     the build's refit runs after the commit."""
     with group_steps_after():
         memory_group_turn(observation.zos_build)
-        with transaction.atomic():
+        with node_writes([observation.node_id], refresh=False):
             o = _reviewed(observation)
             did, detail = change(o)
             audit_record(

@@ -35,8 +35,8 @@ from dashboard.selectors.odds import (
     own_prior,
 )
 from dashboard.services.audit_trail import actor_of, audit_record
-from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_turn
+from dashboard.services.node_writes import figures_follow, node_writes
 
 
 def zos_build_key(zos_version: str | None) -> str:
@@ -220,7 +220,7 @@ def memory_model_accepted(*, node: Node, deployment_pk: int, seen: dict) -> int:
         group = Node.objects.filter(memory_lesson_id=node.memory_lesson_id)
     else:
         group = Node.objects.filter(zos_version__in=_versions(build), memory_lesson__isnull=True)
-    return figures_refresh(list(group.exclude(pk=node.pk).values_list("pk", flat=True)))
+    return figures_follow(list(group.exclude(pk=node.pk).values_list("pk", flat=True)))
 
 
 def memory_lessons_for_new(node_pks: list[int]) -> int:
@@ -282,10 +282,9 @@ def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: lis
             changed.append((pk, want))
     if not changed:
         return 0
-    nodes_lock([pk for pk, _ in changed])
-    # One statement for the whole group: a lesson reaches thousands of nodes at once.
-    rows_update(Node, _LESSON_COLUMNS, [(pk, *want) for pk, want in changed], stamped=("updated_at",))
-    figures_refresh([pk for pk, _ in changed], locked=True)
+    with node_writes([pk for pk, _ in changed]):
+        # One statement for the whole group: a lesson reaches thousands of nodes at once.
+        rows_update(Node, _LESSON_COLUMNS, [(pk, *want) for pk, want in changed], stamped=("updated_at",))
     return len(changed)
 
 

@@ -18,13 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
-from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.models import ApiToken, CapacitySample, Deployment, Node, Observation, Slice
 from dashboard.services.audit_trail import actor_of, audit_record
-from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_step_after, group_steps_after
 from dashboard.services.lesson_evidence import memory_judged, node_readings_apply, observation_admit, vouched_by
 from dashboard.services.memory_model import (
@@ -33,6 +31,7 @@ from dashboard.services.memory_model import (
     observation_max_age,
     zos_build_key,
 )
+from dashboard.services.node_writes import node_writes
 
 
 @dataclass(frozen=True)
@@ -157,8 +156,7 @@ def _observation_stored(
     node: Node, refusal: Refusal, fields: dict, *, build: str, deployment, source: str, at, by, token
 ) -> Observation:
     """The reading kept, offered to its group (a second source) and applied to its node, audited."""
-    with transaction.atomic():
-        nodes_lock([node.pk])
+    with node_writes([node.pk], refresh=False):  # node_lessons_apply stores the figures
         observation = Observation.objects.create(
             node=node,
             seen_at=at,
@@ -232,8 +230,8 @@ def standing_words(observation: Observation, agreeing: Observation | None = None
 
 def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
     """Clear the node's live observations (audited); its lessons are recomputed. The count cleared."""
-    with group_steps_after(), transaction.atomic():  # the build's refit after this commits
-        nodes_lock([node.pk])
+    # The build's refit after this commits; node_lessons_apply stores the figures.
+    with group_steps_after(), node_writes([node.pk], refresh=False):
         cleared = Observation.objects.filter(node=node, cleared_at__isnull=True).update(
             cleared_at=timezone.now(), cleared_by=actor_of(by)
         )
@@ -263,26 +261,28 @@ def node_lessons_apply(node: Node, *, source: str = "deploy", by=None) -> None:
     that changed them (services.group_steps: the node is locked here, the group after it, in pk order).
     Call inside that transaction.
     """
-    live = list(observations_live(node).order_by("-seen_at", "-pk"))
-    disk = next((o for o in live if o.kind == Observation.Kind.DISK), None)
-    fields = {
-        "pool_room_below": disk.disk_size if disk else None,
-        "pool_room_below_used_sru": disk.used_sru if disk else None,
-    }
-    Node.objects.filter(pk=node.pk).update(**fields)
-    builds = {zos_build_key(node.zos_version)}
-    builds |= {o.zos_build for o in live if o.kind == Observation.Kind.MEMORY}
-    builds |= set(
-        Observation.objects.filter(node=node, kind=Observation.Kind.MEMORY, cleared_at__isnull=False)
-        .values_list("zos_build", flat=True)
-        .distinct()
-    )
-    for build in sorted(builds):
-        group_step_after(
-            ("memory refit", build), partial(_build_relearn, build=build, trigger=node, source=source, by=by)
+    with node_writes([node.pk]):  # locked by its caller already
+        live = list(observations_live(node).order_by("-seen_at", "-pk"))
+        disk = next((o for o in live if o.kind == Observation.Kind.DISK), None)
+        fields = {
+            "pool_room_below": disk.disk_size if disk else None,
+            "pool_room_below_used_sru": disk.used_sru if disk else None,
+        }
+        Node.objects.filter(pk=node.pk).update(**fields)
+        builds = {zos_build_key(node.zos_version)}
+        builds |= {o.zos_build for o in live if o.kind == Observation.Kind.MEMORY}
+        builds |= set(
+            Observation.objects.filter(node=node, kind=Observation.Kind.MEMORY, cleared_at__isnull=False)
+            .values_list("zos_build", flat=True)
+            .distinct()
         )
-    node.refresh_from_db(fields=[*fields, "hidden_mru_per_vm", "zos_own_mru", "memory_lesson", "memory_lesson_scope"])
-    figures_refresh([node.pk])
+        for build in sorted(builds):
+            group_step_after(
+                ("memory refit", build), partial(_build_relearn, build=build, trigger=node, source=source, by=by)
+            )
+        node.refresh_from_db(
+            fields=[*fields, "hidden_mru_per_vm", "zos_own_mru", "memory_lesson", "memory_lesson_scope"]
+        )
 
 
 def _build_relearn(*, build: str, trigger: Node, source: str, by) -> None:

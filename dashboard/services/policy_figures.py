@@ -16,8 +16,9 @@ from dashboard.job_results import PolicyFiguresResult
 from dashboard.models import Job, Node, Policy
 from dashboard.selectors.policy import policy_node_pks
 from dashboard.services.audit_trail import actor_of
-from dashboard.services.figures import STORE_BATCH, figures_refresh
+from dashboard.services.figures import STORE_BATCH
 from dashboard.services.jobs import JobError, job_progress, job_request, job_succeed
+from dashboard.services.node_writes import figures_follow
 
 
 def policy_figures_follow(
@@ -27,7 +28,7 @@ def policy_figures_follow(
     the job that will (sent on commit); the job, or None when they were rewritten here. `deleted`: the
     row is being deleted, so the job finds its nodes by the scope it had."""
     if len(node_pks) <= settings.POLICY_FIGURES_INLINE_NODES:
-        figures_refresh(node_pks)
+        figures_follow(node_pks)
         return None
     parameters = {"policy_id": policy.pk, "version": policy.version}
     if deleted:
@@ -67,7 +68,7 @@ def policy_figures_run(*, job: Job, stop_on: tuple[type[BaseException], ...] = (
         batch = pks[start : start + STORE_BATCH]
         # A node deleted since the list was read is simply not found; each batch reads the policy book
         # again, so what it stores is what the policies say at that moment.
-        changed += figures_refresh(batch)
+        changed += figures_follow(batch)
         done = min(start + STORE_BATCH, len(pks))
         job_progress(job=job, step=f"rewriting the figures under {label}", done=done, total=len(pks))
     result = PolicyFiguresResult(

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from dashboard import capacity
@@ -31,7 +30,8 @@ from dashboard.grid.rmb.parse import parse_pools
 from dashboard.grid.types import GridError, MalformedPayload, PoolMetrics, RmbRefused
 from dashboard.models import Node, PoolReport, Slice
 from dashboard.services.audit_trail import audit_record
-from dashboard.services.figures import figures_compute, figures_refresh
+from dashboard.services.figures import figures_compute
+from dashboard.services.node_writes import node_writes
 
 
 class PoolsError(ValueError):
@@ -99,10 +99,9 @@ def _figures_judged_before_the_lock(node: Node, parsed: tuple[PoolMetrics, ...])
     )
 
 
-def _pools_said_again(
-    locked: Node, *, at: datetime, source: str, cache: tuple[int | None, int | None], figures: bool
-) -> None:
-    """The node says what it said last time: one row per change, the age moves on (and the cache with it)."""
+def _pools_said_again(locked: Node, *, at: datetime, source: str, cache: tuple[int | None, int | None]) -> bool:
+    """The node says what it said last time: one row per change, the age moves on (and the cache with it);
+    whether the cache moved (the figures with it)."""
     cache_sru, cache_pool = cache
     Node.objects.filter(pk=locked.pk).update(
         pools_reported_at=at,
@@ -111,8 +110,7 @@ def _pools_said_again(
         zos_cache_pool=cache_pool,
         **_refusal_cleared(True),
     )
-    if (cache_sru, cache_pool) != (locked.zos_cache_sru, locked.zos_cache_pool) and figures:
-        figures_refresh([locked.pk], locked=True)
+    return (cache_sru, cache_pool) != (locked.zos_cache_sru, locked.zos_cache_pool)
 
 
 def _pools_reported_record(report: PoolReport, *, node: Node, ssd: tuple[PoolMetrics, ...], by, origin: str) -> None:
@@ -147,15 +145,16 @@ def pools_report(
     at = at or timezone.now()
     if figures:
         _figures_judged_before_the_lock(node, parsed)
-    with transaction.atomic():
-        locked = Node.objects.select_for_update().get(pk=node.pk)
+    with node_writes([node.pk], refresh=figures) as writes:
+        locked = Node.objects.get(pk=node.pk)
         ssd = pools_check_total(parsed, node=locked)
         latest = locked.pool_reports.first()
         first_hand = source in (PoolReport.Source.ZOS, PoolReport.Source.RMB)
         # With each report, beside the reading the node has now (the cache is not reported on its own).
         cache_sru, cache_pool = pools_cache(ssd, locked.used_sru, deployed=deployed_disks(locked)) or (None, None)
         if first_hand and latest is not None and latest.pools == [p.as_dict() for p in parsed]:
-            _pools_said_again(locked, at=at, source=source, cache=(cache_sru, cache_pool), figures=figures)
+            if not _pools_said_again(locked, at=at, source=source, cache=(cache_sru, cache_pool)):
+                writes.refresh_only(())  # the same pools and cache: the same figures
             return latest
         report = PoolReport.objects.create(
             node=locked,
@@ -178,8 +177,6 @@ def pools_report(
         )
         if changed and not first_hand:
             _pools_reported_record(report, node=locked, ssd=ssd, by=by, origin=origin)
-        if figures:
-            figures_refresh([locked.pk], locked=True)
     return report
 
 

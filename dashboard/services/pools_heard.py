@@ -27,8 +27,8 @@ from dashboard.grid.types import (
     ZosVersion,
 )
 from dashboard.models import Node, PoolReport
-from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new, zos_build_key
+from dashboard.services.node_writes import figures_follow
 from dashboard.services.pools import (
     PoolsError,
     pools_cache,
@@ -188,7 +188,7 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
             memory_lessons_for_new(regrouped)
     # The figures of every node whose pools were kept, in batches rather than one transaction each.
     for start in range(0, len(kept), 100):
-        figures_refresh(kept[start : start + 100])
+        figures_follow(kept[start : start + 100])
     return len(kept)
 
 

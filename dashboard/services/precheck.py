@@ -23,8 +23,8 @@ from dashboard.job_results import PrecheckResult
 from dashboard.models import Job, Node, Slice, reading_max_age
 from dashboard.rules.closure import closure_of
 from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
+from dashboard.services.node_writes import node_writes
 from dashboard.services.pools import PoolsAnswer, pools_ask_node, pools_keep
 from dashboard.services.readings import LiveReading, readings_store, rent_state_read
 from dashboard.services.refused_readings import BY_PRECHECK, readings_refused
@@ -303,10 +303,8 @@ def precheck_store(*, node: Node, reading: LiveReading, policy: capacity.Policy)
         live=node_live_facts(node, policy, used_sru=live.used.sru),
         closure=closure_of(node, live=live),
     )
-    with transaction.atomic():
-        nodes_lock([node.pk])
+    with node_writes([node.pk]):
         readings_store([reading])
-        figures_refresh([node.pk], locked=True)
     node.refresh_from_db()
     return result
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 from django.utils import timezone
 
 from dashboard import capacity
@@ -21,8 +21,8 @@ from dashboard.models import Node, PoolReport, Slice
 from dashboard.rules.catalog import size_words
 from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.audit_trail import audit_record
-from dashboard.services.figures import figures_refresh
 from dashboard.services.memory_model import memory_lessons_for_new
+from dashboard.services.node_writes import node_writes
 from dashboard.services.pools import pools_report
 from dashboard.services.pools_heard import (
     Heard,
@@ -214,11 +214,11 @@ def _node_insert(
     node = node_row(facts, pools=pools, policy=policy, carve=carve)
     node_id, total = facts.node_id, facts.total
     try:
-        with transaction.atomic():
+        with node_writes() as writes:
             node.save(force_insert=True)
+            writes.lock([node.pk])  # its own new row, seen by no one else yet: its figures on exit
             Slice.objects.bulk_create(catalog_slices(node=node, carve=carve, start_index=0, generation=1))
             memory_lessons_for_new([node.pk])
-            figures_refresh([node.pk])
             audit_record(
                 actor=by,
                 source=source,

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import transaction
 from django.db.models import F
 
 from dashboard.models import Node, Slice
 from dashboard.services.audit_trail import AuditEntry, audit_records
-from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.node_writes import node_writes
 
 
 class SliceNumberUsed(ValueError):
@@ -37,8 +36,7 @@ def node_slices_write(
     already), deleted slices. SliceOccupied, and nothing written, if a changed or deleted one holds a VM."""
     added, deleted = list(added), list(deleted)
     changed = [(s, [name for name in fields if name not in ("id", "node")]) for s, fields in changed]
-    with transaction.atomic():
-        nodes_lock([node.pk])  # before the slices: see nodes_lock
+    with node_writes([node.pk]):  # the node before the slices: see services.figures.nodes_lock
         touched = [s.pk for s, _ in changed] + [s.pk for s in deleted]
         stored = {s.pk: s for s in Slice.objects.select_for_update().filter(pk__in=touched)}
         for pk in touched:
@@ -128,9 +126,9 @@ def slice_edit(*, slice_: Slice, fields: Iterable[str], by=None, source: str = "
 def slices_delete(*, slice_pks: Iterable[int], by=None, source: str = "admin") -> int:
     """Delete these slices, but never one that holds a VM; how many went."""
     pks = list(slice_pks)
-    with transaction.atomic():
+    with node_writes() as writes:
         node_pks = sorted(set(Slice.objects.filter(pk__in=pks).values_list("node_id", flat=True)))
-        nodes_lock(node_pks)
+        writes.lock(node_pks)
         doomed = list(
             Slice.objects.select_for_update()
             .filter(pk__in=pks)
@@ -157,7 +155,6 @@ def slices_delete(*, slice_pks: Iterable[int], by=None, source: str = "admin") -
 def _catalog_changed(node_pks: list[int]) -> None:
     # A re-register planned before this edit sees another generation and writes nothing (CATALOG_CHANGED).
     Node.objects.filter(pk__in=node_pks).update(catalog_generation=F("catalog_generation") + 1)
-    figures_refresh(node_pks, locked=True)
 
 
 def _event(node: Node, by, source: str, action: str, words: str, detail: dict) -> AuditEntry:

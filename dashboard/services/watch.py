@@ -39,8 +39,8 @@ from dashboard.models import Job, Node, NodeEvent
 from dashboard.rules.node_events import TOTAL_CHANGED
 from dashboard.selectors.farm_ips import farms_selling_ipv4
 from dashboard.services.farm_ips import farm_ips_refresh
-from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
+from dashboard.services.node_writes import node_writes
 from dashboard.services.pools_heard import pools_hear_nodes
 from dashboard.services.readings import LiveReading, ReadingsStored, readings_store, rent_state_needed, rent_state_read
 from dashboard.services.refused_readings import BY_WATCH, readings_refused, refused_by_label
@@ -210,10 +210,8 @@ def _cache_recheck(grid: Grid, result: WatchResult) -> None:
 def watch_page_store(nodes: list[NodeCapacity], *, known: dict[int, int], read_at: datetime) -> ReadingsStored:
     """One page in one transaction: the nodes locked, their readings written (one statement), their figures."""
     pks = [known[n.node_id] for n in nodes]
-    with transaction.atomic():
-        nodes_lock(pks)
+    with node_writes(pks):
         stored = readings_store([LiveReading(known[n.node_id], n, read_at) for n in nodes])
-        figures_refresh(pks, locked=True)
     return stored
 
 

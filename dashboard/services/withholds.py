@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from dashboard.grid.text import char_is_hidden, text_problem
@@ -32,7 +31,7 @@ from dashboard.models import AuditEvent, Deployment, Node, NodeWithhold
 from dashboard.rules.outcomes import moment_problem
 from dashboard.selectors.withholds import in_force, nodes_marked_withheld, not_over, open_at
 from dashboard.services.audit_trail import actor_of, audit_record
-from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.node_writes import node_writes
 
 # The closure detail (Node.closure_detail, 200 characters) holds the reason and "until ...".
 REASON_MAX = 160
@@ -129,8 +128,7 @@ def node_withhold(
     targets = sorted({n.pk: n for n in nodes}.values(), key=lambda n: n.pk)
     if not targets:
         raise WithholdError("no node to withhold", field="node")
-    with transaction.atomic():
-        nodes_lock([n.pk for n in targets])
+    with node_writes([n.pk for n in targets], refresh=False):  # withhold_sync stores the figures
         windows = tuple(
             NodeWithhold.objects.create(
                 node=n,
@@ -153,7 +151,7 @@ def node_withhold(
                 message=f"node {window.node.grid_id} withheld {span}: {reason}",
                 detail=_detail(window),
             )
-        withhold_sync([n.pk for n in targets], now=now, locked=True)
+        withhold_sync([n.pk for n in targets], now=now)
     ids = ", ".join(str(n.grid_id) for n in targets)
     words = f"node{'s' if len(targets) > 1 else ''} {ids} withheld {span}: {reason}"
     return Withheld(windows=windows, words=words)
@@ -164,8 +162,7 @@ def withhold_release(
 ) -> Withheld:
     """End the node's windows open or to come (of `source` only, when given), audited; WithholdError if none."""
     now = now or timezone.now()
-    with transaction.atomic():
-        nodes_lock([node.pk])
+    with node_writes([node.pk], refresh=False):  # withhold_sync stores the figures
         windows = NodeWithhold.objects.select_for_update().filter(not_over(now), node=node)
         if source:
             windows = windows.filter(source=source)
@@ -184,20 +181,18 @@ def withhold_release(
                 message=f"node {node.grid_id}: {'quarantine lifted' if lifted else 'withhold released'} ({window.reason})",
                 detail=_detail(window),
             )
-        withhold_sync([node.pk], now=now, locked=True)
+        withhold_sync([node.pk], now=now)
     n = len(released)
     return Withheld(windows=released, words=f"node {node.grid_id}: {n} window{'s' if n > 1 else ''} released")
 
 
-def withhold_sync(node_pks: Iterable[int], *, now: datetime, locked: bool = False) -> list[int]:
+def withhold_sync(node_pks: Iterable[int], *, now: datetime) -> list[int]:
     """Copy the window in force at `now` onto these nodes' rows, refreshing the figures of those that
     changed (same transaction); the pks changed."""
     pks = sorted(set(node_pks))
     if not pks:
         return []
-    with transaction.atomic():
-        if not locked:
-            nodes_lock(pks)
+    with node_writes(pks) as writes:
         held = in_force(now=now, node_pks=pks)
         rows = Node.objects.filter(pk__in=pks).values_list("pk", "withheld_reason", "withheld_until")
         changed = []
@@ -207,8 +202,7 @@ def withhold_sync(node_pks: Iterable[int], *, now: datetime, locked: bool = Fals
             if (reason, until) != (want_reason, want_until):
                 Node.objects.filter(pk=pk).update(withheld_reason=want_reason, withheld_until=want_until)
                 changed.append(pk)
-        if changed:
-            figures_refresh(changed, locked=True)
+        writes.refresh_only(changed)
     return changed
 
 
@@ -231,8 +225,7 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
     if k <= 0:
         return None
     now = now or timezone.now()
-    with transaction.atomic():
-        nodes_lock([node.pk])
+    with node_writes([node.pk], refresh=False):  # withhold_sync stores the figures
         if NodeWithhold.objects.filter(open_at(now), node=node, source=NodeWithhold.Source.QUARANTINE).exists():
             return None
         since = now - timedelta(seconds=settings.QUARANTINE_WINDOW)
@@ -276,7 +269,7 @@ def quarantine_consider(*, node: Node, now: datetime | None = None) -> NodeWithh
             message=f"node {node.grid_id} quarantined for {hours} h, until {when_words(window.ends_at)}: {reason}",
             detail={**_detail(window), "reported_by": reporter},
         )
-        withhold_sync([node.pk], now=now, locked=True)
+        withhold_sync([node.pk], now=now)
     return window
 
 

@@ -19,13 +19,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from django.db import transaction
 from django.utils import timezone
 
 from dashboard.grid.types import GridError, NodeStatistics
 from dashboard.grid.zos_words import CACHE_MISSING
 from dashboard.models import Deployment, Node
-from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.node_writes import node_writes
 
 # Who heard the node say it (Node.zos_cache_missing_source, 40 characters).
 OVER_RMB = "zos.statistics.get over RMB"
@@ -42,14 +41,12 @@ def zos_cache_heard(*, node: Node, said: str | None, source: str, at: datetime |
     if said is not None and missing is None:
         return False
     at = at or timezone.now()
-    with transaction.atomic():
-        nodes_lock([node.pk])
+    with node_writes([node.pk]) as writes:
         was = Node.objects.filter(pk=node.pk).values_list("zos_cache_missing", flat=True).first()
-        if was is None:
-            return False  # deleted meanwhile
+        if was is None or (missing is None and not was):
+            writes.refresh_only(())
+            return False  # deleted meanwhile, or open already
         if missing is None:
-            if not was:
-                return False
             Node.objects.filter(pk=node.pk).update(
                 zos_cache_missing="", zos_cache_missing_source="", zos_cache_missing_at=None
             )
@@ -58,8 +55,8 @@ def zos_cache_heard(*, node: Node, said: str | None, source: str, at: datetime |
                 zos_cache_missing=missing.group(0)[:120], zos_cache_missing_source=source[:40], zos_cache_missing_at=at
             )
             if was:
+                writes.refresh_only(())
                 return False  # closed already: the newer words and time are kept, the figures are the same
-        figures_refresh([node.pk], locked=True)
     return True
 
 

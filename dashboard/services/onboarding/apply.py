@@ -13,7 +13,7 @@ from dashboard.grid.types import NodeCapacity
 from dashboard.job_results import LISTED, OnboardResult
 from dashboard.models import Node
 from dashboard.selectors.policy_book import policy_book, policy_named
-from dashboard.services.figures import figures_refresh, nodes_lock
+from dashboard.services.node_writes import node_writes
 from dashboard.services.onboarding.request import OnboardRequest
 from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import COMPARED, LiveReading, readings_store
@@ -156,17 +156,15 @@ def _refresh(
 ) -> None:
     """A known node gets a fresh reading (services.readings, its one writer) and its figures, never a carve."""
     pks = [known[n.node_id] for n in reread]
-    if write:
-        nodes_lock(pks)  # as every writer does: the node before its figures
-    stored = {row[0]: row[1:] for row in Node.objects.filter(pk__in=pks).values_list("grid_id", *COMPARED)}
-    for live in reread:
-        total, used = live.total, live.used
-        values = (live.status, total.cru, total.mru, total.sru, total.hru, used.cru, used.mru, used.sru, used.hru)
-        if values != tuple(stored.get(live.node_id, ())):
-            result.changed += 1
-    result.refreshed += len(reread)
-    if not write:
-        return
-    readings_store([LiveReading(known[live.node_id], live, now) for live in reread])
-    # A new total, status or used capacity moves stale, deployable, placeable and phantom.
-    figures_refresh(pks, locked=True)
+    # A dry run locks and stores nothing; a write locks the nodes before it compares (as every writer does).
+    with node_writes(pks if write else ()):
+        stored = {row[0]: row[1:] for row in Node.objects.filter(pk__in=pks).values_list("grid_id", *COMPARED)}
+        for live in reread:
+            total, used = live.total, live.used
+            values = (live.status, total.cru, total.mru, total.sru, total.hru, used.cru, used.mru, used.sru, used.hru)
+            if values != tuple(stored.get(live.node_id, ())):
+                result.changed += 1
+        result.refreshed += len(reread)
+        if write:
+            readings_store([LiveReading(known[live.node_id], live, now) for live in reread])
+            # A new total, status or used capacity moves stale, deployable, placeable and phantom: stored on exit.

@@ -12,17 +12,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from dashboard.grid.classify import classify
 from dashboard.models import Deployment, Node
 from dashboard.rules.outcomes import Move
 from dashboard.services.audit_trail import actor_of
-from dashboard.services.figures import nodes_lock
 from dashboard.services.group_steps import group_steps_after, lock_conflicts_retried
 from dashboard.services.lesson_evidence import probe_proposed
 from dashboard.services.memory_model import memory_group_turn, zos_build_key
+from dashboard.services.node_writes import node_writes
 from dashboard.services.observations import deployment_refusal, observations_learn, standing_words
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.services.outcomes.record import OutcomeRecorded
@@ -85,8 +84,7 @@ def probe_outcome_record(
 
 
 def _probe_recorded(node: Node, *, node_id, marketplace_id, error, diagnosis, at, by, token) -> OutcomeRecorded:
-    with transaction.atomic():
-        nodes_lock([node.pk])
+    with node_writes([node.pk], refresh=False):  # what it teaches stores the figures (services.observations)
         node.refresh_from_db()
         existing = Deployment.objects.filter(marketplace_id=marketplace_id).first()
         if existing is not None:

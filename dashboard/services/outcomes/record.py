@@ -19,11 +19,11 @@ from dashboard.models import Deployment, Hold, Job, Node, Slice
 from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.audit_trail import actor_of, audit_record
-from dashboard.services.figures import figures_refresh, nodes_lock
 from dashboard.services.group_steps import group_step_after, group_steps_after, lock_conflicts_retried
 from dashboard.services.holds import hold_turned_deployed, hold_words
 from dashboard.services.lesson_evidence import report_teaches
 from dashboard.services.memory_model import accepted_seen, memory_group_turn, memory_model_accepted, zos_build_key
+from dashboard.services.node_writes import figures_follow, node_writes
 from dashboard.services.observations import deployment_refusal, observations_learn
 from dashboard.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked, outcome_node
 from dashboard.services.outcomes.counted import counted_move
@@ -113,8 +113,8 @@ def deployment_outcome_record(
 def _record(
     node: Node, *, slice_index, marketplace_id, report, error, at, workload_id, by, source, token=None
 ) -> OutcomeRecorded:
-    with transaction.atomic():
-        nodes_lock([node.pk])  # before the slice: see nodes_lock
+    # The node before the slice (services.figures.nodes_lock); a move's figures are stored where it is made.
+    with node_writes([node.pk], refresh=False):
         existing = _existing_read(node, slice_index=slice_index, marketplace_id=marketplace_id)
         if report == Report.DEPLOYED and existing is None and workload_id:
             counted_move(node, slice_index=slice_index, workload_id=workload_id, by=by, source=source)
@@ -278,7 +278,7 @@ def _create(
     deployment.started_at = at
     where = f"slice {slice_.index} of node {node.grid_id}"
     if taken:
-        figures_refresh([node.pk])
+        figures_follow([node.pk])
         # The build's other nodes after this transaction, locked in pk order (services.group_steps).
         group_step_after(
             ("memory accepted", deployment.pk),
@@ -310,7 +310,7 @@ def _release(existing: Deployment, *, node: Node, at, by, source) -> OutcomeReco
         Slice.objects.filter(pk=existing.slice_id, state=Slice.State.DEPLOYED).update(
             state=Slice.State.FREE, updated_at=timezone.now()
         )
-    figures_refresh([node.pk])
+    figures_follow([node.pk])
     _audit(existing, by=by, source=source, created=False, move=Move.RELEASE)
     words = f"slice {existing.slice_index} of node {node.grid_id} is free again: {existing.marketplace_id!r} released"
     return OutcomeRecorded(deployment=existing, created=False, changed=True, move=Move.RELEASE, words=words)

@@ -26,9 +26,9 @@ from dashboard.models import Deployment, Hold, Job, Node, Policy, Slice
 from dashboard.rows import rows_update
 from dashboard.selectors.policy_book import policies_for_nodes, policy_for_node
 from dashboard.services.audit_trail import AuditEntry, audit_records
-from dashboard.services.figures import figures_refresh
 from dashboard.services.job_pause import job_test_pause
 from dashboard.services.jobs import JobError, job_beating, job_progress, job_succeed
+from dashboard.services.node_writes import node_writes
 from dashboard.services.pools import pools_read_from_node
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.refused_readings import BY_REREGISTER, readings_refused
@@ -238,37 +238,37 @@ def catalogs_write(plans: list[ReregisterPlan]) -> None:
     the carve the figures need is the plan's own (capacity.carve_memoised), and the nodes are
     already locked by catalogs_lock_and_check.
     """
-    removed = [s.pk for plan in plans for s in plan.removed]
-    added, records = [], []
-    for plan in plans:
-        generation = plan.generation + (1 if plan.changes_slices else 0)
-        for s in plan.added:
-            s.generation = generation
-        added.extend(plan.added)
-        records.append(_carve_record(plan, generation=generation))
-    if removed:
-        # What Slice.delete() does (a failed deploy's record keeps its slice index, not the row), in
-        # two statements: the delete collector reads every slice first and deletes them 100 at a time.
-        Deployment.objects.filter(slice_id__in=removed).update(slice=None)
-        # A live hold on a free slice keeps it (the plan kept it; the check above refused one made since).
-        # An open hold left on a removed slice has expired, with no write: it is ended as such, at its
-        # expiry. One still running on a slice marked failed (no reader counts it) ends with the slice.
-        # Both are kept as history, without their slice.
-        now = timezone.now()
-        expired = Q(expires_at__lte=now)
-        Hold.objects.filter(slice_id__in=removed, ended_at__isnull=True).update(
-            ended_at=Case(When(expired, then=F("expires_at")), default=Value(now)),
-            end=Case(When(expired, then=Value(Hold.End.EXPIRED)), default=Value(Hold.End.RETIRED)),
-        )
-        Hold.objects.filter(slice_id__in=removed).update(slice=None)
-        with connection.cursor() as cursor:
-            table = connection.ops.quote_name(Slice._meta.db_table)
-            cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(removed))})", removed)
-    if added:
-        Slice.objects.bulk_create(added)
-    readings_store([LiveReading(plan.node.pk, plan.seen, plan.read_at) for plan in plans])
-    rows_update(Node, _CARVE_COLUMNS, records, stamped=("updated_at",))
-    figures_refresh([plan.node.pk for plan in plans], locked=True)
+    with node_writes([plan.node.pk for plan in plans]):  # locked by catalogs_lock_and_check already
+        removed = [s.pk for plan in plans for s in plan.removed]
+        added, records = [], []
+        for plan in plans:
+            generation = plan.generation + (1 if plan.changes_slices else 0)
+            for s in plan.added:
+                s.generation = generation
+            added.extend(plan.added)
+            records.append(_carve_record(plan, generation=generation))
+        if removed:
+            # What Slice.delete() does (a failed deploy's record keeps its slice index, not the row), in
+            # two statements: the delete collector reads every slice first and deletes them 100 at a time.
+            Deployment.objects.filter(slice_id__in=removed).update(slice=None)
+            # A live hold on a free slice keeps it (the plan kept it; the check above refused one made since).
+            # An open hold left on a removed slice has expired, with no write: it is ended as such, at its
+            # expiry. One still running on a slice marked failed (no reader counts it) ends with the slice.
+            # Both are kept as history, without their slice.
+            now = timezone.now()
+            expired = Q(expires_at__lte=now)
+            Hold.objects.filter(slice_id__in=removed, ended_at__isnull=True).update(
+                ended_at=Case(When(expired, then=F("expires_at")), default=Value(now)),
+                end=Case(When(expired, then=Value(Hold.End.EXPIRED)), default=Value(Hold.End.RETIRED)),
+            )
+            Hold.objects.filter(slice_id__in=removed).update(slice=None)
+            with connection.cursor() as cursor:
+                table = connection.ops.quote_name(Slice._meta.db_table)
+                cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(removed))})", removed)
+        if added:
+            Slice.objects.bulk_create(added)
+        readings_store([LiveReading(plan.node.pk, plan.seen, plan.read_at) for plan in plans])
+        rows_update(Node, _CARVE_COLUMNS, records, stamped=("updated_at",))
 
 
 # How each node's catalog was carved: this module's columns (services.readings has the reading's).

@@ -25,8 +25,8 @@ from dashboard.job_results import RunRollbackResult
 from dashboard.models import CatalogGeneration, Deployment, Hold, Job, Node, Slice, WaveRun
 from dashboard.selectors.holds import live_holds
 from dashboard.services.audit_trail import audit_record
-from dashboard.services.figures import figures_refresh
 from dashboard.services.jobs import JobError, JobRequest, job_beating, job_progress, job_request, job_succeed
+from dashboard.services.node_writes import node_writes
 
 CARVE_COLUMNS = (
     "carved_policy_name",
@@ -134,46 +134,46 @@ def node_rollback(*, generation: CatalogGeneration, by=None, source: str = "web"
     """
     with transaction.atomic():
         generation = CatalogGeneration.objects.select_for_update().get(pk=generation.pk)
-        node = Node.objects.select_for_update().get(pk=generation.node_id)
-        slices = list(Slice.objects.select_for_update().filter(node=node).order_by("index"))
-        problem = changed_hands(generation, node=node, slices=slices)
-        if problem:
-            raise RollbackRefused(problem)
-        added = [s.pk for s in slices if s.index in set(generation.added_indices)]
-        if added:
-            Deployment.objects.filter(slice_id__in=added).update(slice=None)
-            # Only expired holds can be open here (changed_hands refused a live one): ended at their expiry.
-            Hold.objects.filter(slice_id__in=added, ended_at__isnull=True).update(
-                ended_at=F("expires_at"), end=Hold.End.EXPIRED
+        with node_writes([generation.node_id]):  # the generation's row first, then its node
+            node = Node.objects.get(pk=generation.node_id)
+            slices = list(Slice.objects.select_for_update().filter(node=node).order_by("index"))
+            problem = changed_hands(generation, node=node, slices=slices)
+            if problem:
+                raise RollbackRefused(problem)
+            added = [s.pk for s in slices if s.index in set(generation.added_indices)]
+            if added:
+                Deployment.objects.filter(slice_id__in=added).update(slice=None)
+                # Only expired holds can be open here (changed_hands refused a live one): ended at their expiry.
+                Hold.objects.filter(slice_id__in=added, ended_at__isnull=True).update(
+                    ended_at=F("expires_at"), end=Hold.End.EXPIRED
+                )
+                Slice.objects.filter(pk__in=added).delete()
+            new_generation = node.catalog_generation + 1
+            Slice.objects.bulk_create(
+                Slice(node=node, index=r["index"], cru=r["cru"], mru=r["mru"], sru=r["sru"], generation=new_generation)
+                for r in generation.removed
             )
-            Slice.objects.filter(pk__in=added).delete()
-        new_generation = node.catalog_generation + 1
-        Slice.objects.bulk_create(
-            Slice(node=node, index=r["index"], cru=r["cru"], mru=r["mru"], sru=r["sru"], generation=new_generation)
-            for r in generation.removed
-        )
-        for column in CARVE_COLUMNS:
-            setattr(node, column, generation.before[column])
-        node.catalog_generation = new_generation
-        node.save(update_fields=[*CARVE_COLUMNS, "catalog_generation", "updated_at"])
-        figures_refresh([node.pk], locked=True)
-        generation.rolled_back_at, generation.rolled_back_by = timezone.now(), by
-        generation.save(update_fields=["rolled_back_at", "rolled_back_by"])
-        kept = sum(1 for s in slices if s.is_occupied)
-        done = {"node_id": node.grid_id, "removed": len(added), "restored": len(generation.removed), "kept": kept}
-        audit_record(
-            actor=by,
-            source=source,
-            action="job.node-rolled-back",
-            node=node,
-            job_id=generation.job_id,
-            message=(
-                f"node {node.grid_id} rolled back to its catalog before job #{generation.job_id} "
-                f"(policy {generation.before['carved_policy_name']} v{generation.before['carved_policy_version']}): "
-                f"{len(added)} slice(s) removed, {len(generation.removed)} put back, {kept} occupied kept"
-            ),
-            detail=done,
-        )
+            for column in CARVE_COLUMNS:
+                setattr(node, column, generation.before[column])
+            node.catalog_generation = new_generation
+            node.save(update_fields=[*CARVE_COLUMNS, "catalog_generation", "updated_at"])
+            generation.rolled_back_at, generation.rolled_back_by = timezone.now(), by
+            generation.save(update_fields=["rolled_back_at", "rolled_back_by"])
+            kept = sum(1 for s in slices if s.is_occupied)
+            done = {"node_id": node.grid_id, "removed": len(added), "restored": len(generation.removed), "kept": kept}
+            audit_record(
+                actor=by,
+                source=source,
+                action="job.node-rolled-back",
+                node=node,
+                job_id=generation.job_id,
+                message=(
+                    f"node {node.grid_id} rolled back to its catalog before job #{generation.job_id} "
+                    f"(policy {generation.before['carved_policy_name']} v{generation.before['carved_policy_version']}): "
+                    f"{len(added)} slice(s) removed, {len(generation.removed)} put back, {kept} occupied kept"
+                ),
+                detail=done,
+            )
     return done
 
 

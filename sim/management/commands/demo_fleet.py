@@ -42,8 +42,9 @@ from dashboard.selectors.fleet import fleet_page
 from dashboard.services.audit_trail import audit_record
 from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
-from dashboard.services.figures import figures_refresh, figures_refresh_all
+from dashboard.services.figures import figures_refresh_all
 from dashboard.services.figures_settings import figures_settings_differ, figures_settings_store, figures_settings_words
+from dashboard.services.node_writes import figures_follow, node_writes
 from dashboard.services.policy import policy_version_record
 from dashboard.services.precheck import precheck_run
 from dashboard.services.registration import node_register_from_grid
@@ -408,11 +409,10 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             )
             registered[spec.node_id].zos_version = spec.zos_version
         if spec.rented:
-            with transaction.atomic():
+            with node_writes([registered[spec.node_id].pk]):
                 Slice.objects.filter(node=registered[spec.node_id], index__in=spec.rented).update(
                     state=Slice.State.RENTED, rented_by_twin_id=spec.node_id + 20000
                 )
-                figures_refresh([registered[spec.node_id].pk])
     _demo_deployments(grid, registered)
 
 
@@ -425,7 +425,7 @@ def _fleet_policy() -> None:
         )
         if created:
             policy_version_record(row, action=PolicyVersion.Action.CREATED, source="command")
-            figures_refresh(Node.objects.values_list("pk", flat=True))  # nodes registered before it
+            figures_follow(Node.objects.values_list("pk", flat=True))  # nodes registered before it
 
 
 def _demo_deployments(grid: SimulatedGrid, registered: dict[int, Node]) -> None:
