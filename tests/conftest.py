@@ -118,6 +118,44 @@ def role_user(db, django_user_model):
     return make
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, with the role groups 0003_roles makes: a database kept from an
+    earlier run (--reuse-db) was left flushed by that run's transactional tests."""
+    from django.apps import apps
+
+    from dashboard.roles import roles_restore
+
+    with django_db_blocker.unblock():
+        roles_restore(apps)
+
+
+def flushes_the_database(item) -> bool:
+    """Whether this test is a transactional one, whose teardown flushes every table."""
+    marker = item.get_closest_marker("django_db")
+    if marker and (marker.kwargs.get("transaction") or (marker.args and marker.args[0])):
+        return True
+    return bool({"transactional_db", "live_server"} & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After a transactional test's flush (its fixtures' teardown, inside this hook) the role groups are
+    made again and committed, as 0003_roles makes them, so the next test finds the database as migrate
+    leaves it. Without this every role_user call after a flush made them again in its own test (0.04 s
+    a call, hundreds of calls a run). The last test's teardown drops the database: nothing to do then."""
+    result = yield
+    if nextitem is not None and flushes_the_database(item):
+        from django.apps import apps
+        from pytest_django.plugin import blocking_manager_key
+
+        from dashboard.roles import roles_restore
+
+        with item.config.stash[blocking_manager_key].unblock():
+            roles_restore(apps)
+    return result
+
+
 @pytest.fixture
 def admins_client(client, role_user):
     """A test client logged in as a member of the admins group."""

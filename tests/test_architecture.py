@@ -4,6 +4,7 @@ Imports inside functions count too: they are how a cycle hides. See README "Wher
 """
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -43,10 +44,24 @@ MODULES = {
 }
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of this file's syntax tree (ast.walk's order), parsed once for the module's tests: half
+    of them read the same files (module_trees_forgotten drops them when the module is done)."""
+    return tuple(ast.walk(ast.parse(path.read_text())))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def module_trees_forgotten():
+    yield
+    _nodes.cache_clear()
+    _graph.cache_clear()
+
+
 def _imports(path: Path) -> set[str]:
     """The dashboard modules this file imports, anywhere in it (`from x import y` counts y if it is a module)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.startswith("dashboard"))
         elif (
@@ -58,7 +73,11 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-GRAPH = {name: _imports(path) & MODULES.keys() for name, path in MODULES.items()}
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+    """Which of our modules each of our modules imports; built when a test first asks (not at collection,
+    which every xdist worker does)."""
+    return {name: _imports(path) & MODULES.keys() for name, path in MODULES.items()}
 
 
 def _cycles() -> list[list[str]]:
@@ -69,7 +88,7 @@ def _cycles() -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in GRAPH.get(v, ()):
+        for w in _graph().get(v, ()):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -80,7 +99,7 @@ def _cycles() -> list[list[str]]:
             if len(component) > 1:
                 found.append(sorted(component))
 
-    for v in sorted(GRAPH):
+    for v in sorted(_graph()):
         if v not in index:
             visit(v)
     return found
@@ -102,7 +121,7 @@ def test_no_module_of_ours_imports_itself_back_in_a_cycle():
 
 
 def _capacity_modules() -> dict[str, set[str]]:
-    return {name: edges for name, edges in GRAPH.items() if name.split(".")[:2] == ["dashboard", "capacity"]}
+    return {name: edges for name, edges in _graph().items() if name.split(".")[:2] == ["dashboard", "capacity"]}
 
 
 def test_the_capacity_rules_import_nothing_of_ours():
@@ -111,19 +130,19 @@ def test_the_capacity_rules_import_nothing_of_ours():
     for name, edges in parts.items():
         outside = {e for e in edges if not e.startswith("dashboard.capacity.")}
         assert not outside, f"{name} imports {sorted(outside)}"
-    assert GRAPH["dashboard.rules.catalog"] == {"dashboard.capacity"}
+    assert _graph()["dashboard.rules.catalog"] == {"dashboard.capacity"}
 
 
 def test_the_capacity_arithmetic_needs_no_sentence():
     # The sentences live in words.py; sizes, placement, policy and lessons are figures alone,
     # and words.py needs nothing but the sizes (it is handed the figures it says).
     for part in ("sizes", "placement", "policy", "lessons"):
-        assert "dashboard.capacity.words" not in GRAPH[f"dashboard.capacity.{part}"]
-    assert GRAPH["dashboard.capacity.words"] == {"dashboard.capacity.sizes"}
+        assert "dashboard.capacity.words" not in _graph()[f"dashboard.capacity.{part}"]
+    assert _graph()["dashboard.capacity.words"] == {"dashboard.capacity.sizes"}
 
 
 def test_the_grid_knows_only_the_capacity_types():
-    for name, edges in GRAPH.items():
+    for name, edges in _graph().items():
         if name.startswith("dashboard.grid"):
             outside = {e for e in edges if not e.startswith("dashboard.grid") and e != "dashboard.capacity"}
             assert not outside, f"{name} imports {sorted(outside)}"
@@ -131,7 +150,7 @@ def test_the_grid_knows_only_the_capacity_types():
 
 @pytest.mark.parametrize("layer", ["dashboard.selectors", "dashboard.models", "dashboard.grid", "dashboard.capacity"])
 def test_reads_and_lower_layers_never_import_the_services(layer):
-    for name, edges in GRAPH.items():
+    for name, edges in _graph().items():
         if name == layer or name.startswith(layer + "."):
             services = {e for e in edges if e.startswith("dashboard.services")}
             assert not services, f"{name} imports {sorted(services)}"
@@ -139,18 +158,18 @@ def test_reads_and_lower_layers_never_import_the_services(layer):
 
 def test_the_job_life_cycle_knows_no_job_kind():
     # It reads what each kind takes from the declarations (dashboard.job_kinds), never what a kind runs.
-    assert not {e for e in GRAPH["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
+    assert not {e for e in _graph()["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
         "dashboard.services.audit_trail",
         "dashboard.services.grid_requests",
     }
     for runs_any_kind in ("dashboard.services.job_run", "dashboard.services.job_reaper"):
-        assert not {e for e in GRAPH[runs_any_kind] if e.startswith("dashboard.services.")} - {
+        assert not {e for e in _graph()[runs_any_kind] if e.startswith("dashboard.services.")} - {
             "dashboard.services.jobs",
         }
 
 
 def test_the_job_kinds_sit_below_the_models_and_name_their_runners_without_importing_them():
-    for name, edges in GRAPH.items():
+    for name, edges in _graph().items():
         if name.startswith("dashboard.job_kinds"):
             above = {e for e in edges if e.split(".")[1] in ("models", "services", "selectors", "views", "api")}
             assert not above, f"{name} imports {sorted(above)}"
@@ -169,7 +188,7 @@ def test_the_product_never_imports_its_start_up():
     found = [
         f"{path.relative_to(ROOT)}: {name}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        for node in ast.walk(ast.parse(path.read_text()))
+        for node in _nodes(path)
         for name in (
             [alias.name for alias in node.names]
             if isinstance(node, ast.Import)
@@ -184,15 +203,15 @@ def test_the_product_never_imports_its_start_up():
 
 def _runtime_imports(path: Path) -> set[str]:
     """Every module name this file imports at run time (an `if TYPE_CHECKING:` block names types only)."""
-    tree = ast.parse(path.read_text())
+    nodes = _nodes(path)
     typing_only = {
         id(inner)
-        for node in ast.walk(tree)
+        for node in nodes
         if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
         for inner in ast.walk(node)
     }
     names = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if id(node) in typing_only:
             continue
         if isinstance(node, ast.Import):
@@ -236,7 +255,7 @@ def _function_lengths(roots: list[Path]) -> dict[str, int]:
     for path in sorted(p for root in roots for p in root.rglob("*.py")):
         if "migrations" in path.parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in _nodes(path):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 where = f"{path.relative_to(ROOT)}:{node.name}"
                 lengths[where] = max(lengths.get(where, 0), node.end_lineno - node.lineno + 1)
@@ -313,8 +332,12 @@ def test_no_selector_writes_or_locks(path):
 
 def _audit_rows_made(source: str) -> list[str]:
     """Where this source makes audit-trail rows: AuditEvent(...) or AuditEvent.objects.create/bulk_create/..."""
+    return _audit_rows_among(ast.walk(ast.parse(source)))
+
+
+def _audit_rows_among(nodes) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in nodes:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -346,7 +369,7 @@ def test_the_audit_trail_is_written_in_one_module():
     writers = {
         str(path.relative_to(ROOT))
         for path in PACKAGE.rglob("*.py")
-        if "migrations" not in path.parts and _audit_rows_made(path.read_text())
+        if "migrations" not in path.parts and _audit_rows_among(_nodes(path))
     }
     assert writers == {"dashboard/services/audit_trail.py"}
 
@@ -422,7 +445,7 @@ TESTS = ROOT / "tests"
 def _test_modules_imported(path: Path) -> set[str]:
     """The test modules (tests/**/test_*.py) this file imports, anywhere in it."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         names = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]

@@ -14,8 +14,9 @@ from django.urls import reverse
 
 from dashboard import capacity
 from dashboard.models import Job
+from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 from tests.invariants import state_snapshot
-from tests.url_conf import ACTIONS, HTMX, TOKEN_DOORS, VIEWS, url_of
+from tests.url_conf import ACTIONS, HTMX, TOKEN_DOORS, VIEWS, url_of, url_world
 
 # Long: part of `make test` and `make reliability`, not of the quick loop (`make check`).
 pytestmark = pytest.mark.slow
@@ -25,6 +26,30 @@ GiB = capacity.GiB
 # pasted error never lands in a URL or an access log (issue 34). A bad form there is a 400, and the
 # test below still checks that nothing was written.
 READING_POSTS = {"deployments-failed"}
+
+
+@pytest.fixture(scope="module")
+def world_built_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """conftest's `world` (the same node, registered from the same simulated grid) built once for the
+    module's 305 tests instead of once each; its simulated grid in a folder of its own, its rows rolled
+    back after the module (tests/conftest.py rolled_back_after)."""
+    from django.test import override_settings
+
+    from sim.grid import SimulatedGrid
+
+    path = tmp_path_factory.mktemp("security-world") / "simgrid.sqlite3"
+    grid = SimulatedGrid(path)
+    with override_settings(SIMGRID_PATH=path, GRID_BACKEND="simulator"), rolled_back_after(django_db_blocker):
+        node = sim_node_add(grid, 1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, policy_name="legacy")
+        yield path, url_world(node)
+
+
+@pytest.fixture
+def world(world_built_once, simgrid_path, db):
+    """The module's world on a copy of its simulated grid; what a test writes is undone after it."""
+    path, world = world_built_once
+    simgrid_copy(path, simgrid_path)
+    return world
 
 
 def refused_by_token_door(name: str, response) -> bool:

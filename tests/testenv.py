@@ -38,6 +38,8 @@ import socket
 import tempfile
 from pathlib import Path
 
+import pytest
+
 CHECKOUT = Path(__file__).resolve().parent.parent
 # db 0 is the usual application db (README), 6 is `make bench`'s, 7 `make reliability`'s.
 REDIS_DBS = tuple(n for n in range(1, 16) if n not in (6, 7))
@@ -146,3 +148,14 @@ def pytest_report_header(config):
         f"database: {os.environ['DATABASE_URL']} (pytest-django prefixes test_)",
         f"broker: {os.environ['CELERY_BROKER_URL']}   (both derived from {CHECKOUT} unless set in the environment)",
     ]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """pytest's own folders (tmp_path, tmp_path_factory) in a folder of this run's, removed at exit,
+    rather than /tmp/pytest-of-<user>, where pytest keeps the last three runs'. `--basetemp=DIR` keeps
+    them in DIR instead (to look at a failure's files); xdist hands each worker a folder inside its
+    controller's. The name stays short: a test's folder must hold a unix socket's path (107 bytes)."""
+    if config.option.basetemp is None:
+        config.option.basetemp = tempfile.mkdtemp(prefix="pytest-")
+        atexit.register(shutil.rmtree, config.option.basetemp, ignore_errors=True)
