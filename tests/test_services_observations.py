@@ -94,3 +94,25 @@ def test_clearing_the_observations_gives_the_node_its_accounting_back(sim_node):
     assert observations_clear(node=node) == 1
     node = Node.objects.get(pk=node.pk)
     assert (node.hidden_mru_per_vm, node.placeable_now) == (0, node.slices_free)
+
+
+@pytest.mark.django_db(transaction=True)  # the refusals' own turns end with their committed transactions
+def test_clearing_waits_for_the_turn_of_the_build_its_readings_taught(sim_node):
+    """A clear changes what its build's reports are judged against, so it takes the build's turn first
+    (services.group_steps.group_turn) as reports do: while another session holds that turn, it waits."""
+    import psycopg
+    from django.db import OperationalError, connection, transaction
+
+    node = sim_node(2878, **HIDDEN)
+    slices_deploy_all_free(node=node)
+    build = Observation.objects.get(node=node).zos_build
+    params = connection.get_connection_params()
+    with psycopg.connect(**{k: v for k, v in params.items() if k != "cursor_factory"}, autocommit=True) as other:
+        other.execute("SET lock_timeout = '5s'")  # never hang the suite
+        other.execute("SELECT pg_advisory_lock(hashtext(%s))", [f"memory-group:{build}"])
+        with pytest.raises(OperationalError, match="lock timeout"), transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '300ms'")
+            observations_clear(node=node)
+    assert Observation.objects.get(node=node).cleared_at is None  # nothing cleared while it waited
+    assert observations_clear(node=node) == 1  # the turn given back, it runs

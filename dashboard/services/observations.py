@@ -230,20 +230,30 @@ def standing_words(observation: Observation, agreeing: Observation | None = None
 
 def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
     """Clear the node's live observations (audited); its lessons are recomputed. The count cleared."""
+    builds = {zos_build_key(node.zos_version)} | set(
+        Observation.objects.filter(node=node, kind=Observation.Kind.MEMORY, cleared_at__isnull=True)
+        .values_list("zos_build", flat=True)
+        .distinct()
+    )
     # The build's refit after this commits; node_lessons_apply stores the figures.
-    with group_steps_after(), node_writes([node.pk], refresh=False):
-        cleared = Observation.objects.filter(node=node, cleared_at__isnull=True).update(
-            cleared_at=timezone.now(), cleared_by=actor_of(by)
-        )
-        node_lessons_apply(node, source=source)
-        audit_record(
-            actor=by,
-            source=source,
-            action="observation.cleared",
-            node=node,
-            message=f"node {node.grid_id}: {cleared} observation(s) cleared; the node's figures no longer count them",
-            detail={"cleared": cleared},
-        )
+    with group_steps_after():
+        # The turn of every build its readings taught, before its node, in one order: a clear changes what
+        # those builds' reports are judged against, so it waits for theirs as they wait for each other.
+        for build in sorted(builds):
+            memory_group_turn(build)
+        with node_writes([node.pk], refresh=False):
+            cleared = Observation.objects.filter(node=node, cleared_at__isnull=True).update(
+                cleared_at=timezone.now(), cleared_by=actor_of(by)
+            )
+            node_lessons_apply(node, source=source)
+            audit_record(
+                actor=by,
+                source=source,
+                action="observation.cleared",
+                node=node,
+                message=f"node {node.grid_id}: {cleared} observation(s) cleared; the node's figures no longer count them",
+                detail={"cleared": cleared},
+            )
     return cleared
 
 
