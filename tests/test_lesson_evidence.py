@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 from dashboard.alerts.rules import LESSON_REPORTS
 from dashboard.capacity import GiB, MiB
@@ -309,3 +310,24 @@ def test_a_reading_left_off_its_node_by_a_failed_step_is_applied_by_the_follow(
     assert memory_lessons_follow() == [BUILD]
     node = Node.objects.get(pk=a.pk)
     assert (node.memory_lesson_scope, node.hidden_mru_per_vm) == ("own", HIDDEN_PER_VM)
+
+
+def test_the_nodes_own_readings_are_weighed_in_queries_flat_in_the_nodes_read(api_call, build_nodes, two_tokens):
+    """node_readings_apply's reading of the nodes (lesson_evidence._node_readings_wanted) costs the same
+    queries for one node read as for three: no query per node."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from dashboard.services.lesson_evidence import _node_readings_wanted
+
+    (token, _user), _ = two_tokens
+    a, *others = build_nodes
+    _report(api_call, token, a, _usable(a), mid="flat-1")
+    with CaptureQueriesContext(connection) as one:
+        _node_readings_wanted(build=BUILD, now=timezone.now())
+    for i, node in enumerate(others):
+        _report(api_call, token, node, _usable(node, hidden_per_vm=HIDDEN_PER_VM + i * MiB), mid=f"flat-{i + 2}")
+    with CaptureQueriesContext(connection) as three:
+        _node_readings_wanted(build=BUILD, now=timezone.now())
+    assert Observation.objects.values("node").distinct().count() == 3
+    assert len(three.captured_queries) == len(one.captured_queries)

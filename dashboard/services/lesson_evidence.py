@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from dashboard import capacity
@@ -160,11 +160,15 @@ def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
     ):
         readings[node_pk] = max(readings.get(node_pk, 0), per_vm)
     changed = []
-    rows = Node.objects.filter(pk__in=readings).values_list(
-        "pk", "total_mru", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope"
+    # The carved count in the same query (as memory_model_apply reads it): no query per node.
+    rows = (
+        Node.objects.filter(pk__in=readings)
+        .annotate(carved=Count("slices", filter=~Q(slices__state=Slice.State.FAILED)))
+        .values_list(
+            "pk", "total_mru", "hidden_mru_per_vm", "zos_own_mru", "memory_lesson_id", "memory_lesson_scope", "carved"
+        )
     )
-    for pk, total, hidden, own, lesson_id, scope in rows:
-        carved = Slice.objects.filter(node_id=pk).exclude(state=Slice.State.FAILED).count()
+    for pk, total, hidden, own, lesson_id, scope, carved in rows:
         group = capacity.Observed(hidden_mru_per_vm=hidden, zos_own_mru=own)
         mine = capacity.memory_more_cautious(group, readings[pk], running=carved, total_mru=total)
         if mine is not group:
