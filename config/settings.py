@@ -195,9 +195,12 @@ CELERY_BEAT_SCHEDULE = {
 # onto each node whose window opened or ended since (and refreshes its figures) every this many seconds.
 # Lessons never outlive the observations that taught them (services.lesson_evidence.memory_lessons_follow):
 # a group whose lesson rests on an observation aged past OBSERVATION_MAX_AGE_DAYS is fitted again this often.
+# It also refreshes the figures of a build whose deployments ZOS took changed since the last follow (one
+# taken, or aged out of the belief): their odds rest on them.
+MEMORY_LESSONS_FOLLOW_EVERY = env_float("MEMORY_LESSONS_FOLLOW_EVERY", 3600.0, minimum=10.0)
 CELERY_BEAT_SCHEDULE["memory-lessons-follow"] = {
     "task": "dashboard.memory_lessons_follow",
-    "schedule": env_float("MEMORY_LESSONS_FOLLOW_EVERY", 3600.0, minimum=10.0),
+    "schedule": MEMORY_LESSONS_FOLLOW_EVERY,
 }
 CELERY_BEAT_SCHEDULE["withhold-edges"] = {
     "task": "dashboard.withhold_edges",

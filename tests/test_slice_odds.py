@@ -158,6 +158,49 @@ def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
     assert Node.objects.get(pk=node.pk).deployable == told.deployable + 1
 
 
+def test_the_hourly_follow_refreshes_a_build_whose_deployments_taken_changed(sim_node, settings):
+    """A deployment ZOS took moves its build's odds; its figures step runs after its report committed and may
+    fail (services.group_steps), and a bound ages out of the belief after OBSERVATION_MAX_AGE_DAYS: either
+    way the hourly memory_lessons_follow refreshes the build's nodes (none here is refreshed by hand)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.models import Deployment
+    from dashboard.services.lesson_evidence import memory_lessons_follow
+
+    node = sim_node(3308, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    told = _told(node, "v-untaught")
+    other = sim_node(3309, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    sizes = [s.mru for s in node.slices.order_by("index")]
+    last = told.deployable
+    first = other.slices.order_by("index").first()
+    taken = Deployment.objects.create(  # as a report's row is written, its figures step left undone
+        node=other,
+        slice=first,
+        slice_index=first.index,
+        cru=first.cru,
+        mru=first.mru,
+        sru=first.sru,
+        state=Deployment.State.DEPLOYED,
+        capacity_seen={
+            "vms": last,
+            "room_mru": node.total_mru - sizes[last] - sum(sizes[:last]),
+            "zos_build": "v-untaught",
+        },
+    )
+    assert Node.objects.get(pk=node.pk).deployable == told.deployable  # stale: nothing refreshed it
+
+    memory_lessons_follow()
+    assert Node.objects.get(pk=node.pk).deployable == told.deployable + 1
+
+    # Two follows later the bound is older than the belief counts: the next follow takes the slice back.
+    age = timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS, seconds=settings.MEMORY_LESSONS_FOLLOW_EVERY)
+    Deployment.objects.filter(pk=taken.pk).update(started_at=timezone.now() - age)
+    memory_lessons_follow()
+    assert Node.objects.get(pk=node.pk).deployable == told.deployable
+
+
 def test_a_tighter_bound_is_judged_less_each_nodes_residual(sim_node):
     # As capacity.tightest counts a bound: a node that uses less than its build (a residual below
     # zero) had more room than its raw figure, so its bound is not the tighter one.

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Q
+from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
 from dashboard import capacity
@@ -31,13 +32,14 @@ from dashboard.rows import rows_update
 from dashboard.selectors.odds import own_prior, per_vm_prior
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.memory_model import (
+    build_node_pks,
     lesson_current,
     memory_group_turn,
     memory_model_refit,
     memory_points,
     zos_build_key,
 )
-from dashboard.services.node_writes import node_writes
+from dashboard.services.node_writes import figures_follow, node_writes
 
 DASHBOARD = "the dashboard"
 PROPOSED_PROBE = "a proposed probe"
@@ -298,7 +300,33 @@ def memory_lessons_follow(*, now: datetime | None = None) -> list[str]:
         with transaction.atomic():
             memory_model_refit(build=build, source="beat")
             node_readings_apply(build=build, now=now)
+    for build in sorted(_accepted_moved(now=now) - stale):  # a refit refreshed its nodes already
+        with transaction.atomic():
+            memory_group_turn(build)
+            figures_follow(build_node_pks(build))
     return sorted(stale)
+
+
+def _accepted_moved(*, now: datetime) -> set[str]:
+    """Builds whose deployments ZOS took changed since the last follow, so their nodes' odds may have: one
+    taken (its group step may have failed once its report had committed, services.group_steps) or one aged
+    past OBSERVATION_MAX_AGE_DAYS (its bound no longer counts, selectors.odds.accepted_by_build). Twice the
+    follow's period back, so a late beat misses none."""
+    window = timedelta(seconds=2 * settings.MEMORY_LESSONS_FOLLOW_EVERY)
+    aged = now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS)
+    moved = Q(started_at__gte=now - window) | Q(started_at__gte=aged - window, started_at__lt=aged)
+    builds = (
+        Deployment.objects.filter(
+            moved,
+            state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED),
+            capacity_seen__has_key="room_mru",
+        )
+        .annotate(build=KeyTextTransform("zos_build", "capacity_seen"))
+        .order_by()
+        .values_list("build", flat=True)
+        .distinct()
+    )
+    return {build for build in builds if build}
 
 
 def _lessons_behind(*, now: datetime) -> set[str]:

@@ -297,6 +297,12 @@ _LESSON_COLUMNS = (
 )
 
 
+def build_node_pks(build: str) -> list[int]:
+    """The nodes whose odds the build's belief judges: those of its versions and those holding its lesson."""
+    group = Node.objects.filter(Q(zos_version__in=_versions(build)) | Q(memory_lesson__build=build))
+    return list(group.values_list("pk", flat=True))
+
+
 def _versions(build: str) -> list[str]:
     """The zos_version values stored for the group (a version may be stored with spaces around it)."""
     stored = Node.objects.order_by().values_list("zos_version", flat=True).distinct()
