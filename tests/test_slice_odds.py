@@ -134,26 +134,32 @@ def test_a_node_of_no_known_version_and_no_lesson_keeps_its_slices(sim_node):
     assert _told(node, "").deployable == node.deployable
 
 
-def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
+def _taken_on(node: Node, *, vms: int, room_mru: int):
+    """A deployment ZOS took on the node's first slice with `vms` VMs beside it and `room_mru` beyond their
+    memory (its accepted_seen), on the build "v-untaught"; no figures refreshed."""
     from dashboard.models import Deployment
 
-    node = sim_node(3304, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
-    told = _told(node, "v-untaught")
-    other = sim_node(3305, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
-    sizes = [s.mru for s in node.slices.order_by("index")]
-    last = told.deployable  # the first slice not promised, with the promised ones running
-    room = node.total_mru - sizes[last] - sum(sizes[:last])
-    first = other.slices.order_by("index").first()
-    Deployment.objects.create(
-        node=other,
+    first = node.slices.order_by("index").first()
+    return Deployment.objects.create(
+        node=node,
         slice=first,
         slice_index=first.index,
         cru=first.cru,
         mru=first.mru,
         sru=first.sru,
         state=Deployment.State.DEPLOYED,
-        capacity_seen={"vms": last, "room_mru": room, "zos_build": "v-untaught"},
+        capacity_seen={"vms": vms, "room_mru": room_mru, "zos_build": "v-untaught"},
     )
+
+
+def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
+
+    node = sim_node(3304, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    told = _told(node, "v-untaught")
+    other = sim_node(3305, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    sizes = [s.mru for s in node.slices.order_by("index")]
+    last = told.deployable  # the first slice not promised, with the promised ones running
+    _taken_on(other, vms=last, room_mru=node.total_mru - sizes[last] - sum(sizes[:last]))
     figures_refresh([node.pk])
     assert Node.objects.get(pk=node.pk).deployable == told.deployable + 1
 
@@ -174,21 +180,8 @@ def test_the_hourly_follow_refreshes_a_build_whose_deployments_taken_changed(sim
     other = sim_node(3309, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
     sizes = [s.mru for s in node.slices.order_by("index")]
     last = told.deployable
-    first = other.slices.order_by("index").first()
-    taken = Deployment.objects.create(  # as a report's row is written, its figures step left undone
-        node=other,
-        slice=first,
-        slice_index=first.index,
-        cru=first.cru,
-        mru=first.mru,
-        sru=first.sru,
-        state=Deployment.State.DEPLOYED,
-        capacity_seen={
-            "vms": last,
-            "room_mru": node.total_mru - sizes[last] - sum(sizes[:last]),
-            "zos_build": "v-untaught",
-        },
-    )
+    # As a report's row is written, its figures step left undone.
+    taken = _taken_on(other, vms=last, room_mru=node.total_mru - sizes[last] - sum(sizes[:last]))
     assert Node.objects.get(pk=node.pk).deployable == told.deployable  # stale: nothing refreshed it
 
     memory_lessons_follow()
