@@ -230,11 +230,7 @@ def standing_words(observation: Observation, agreeing: Observation | None = None
 
 def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
     """Clear the node's live observations (audited); its lessons are recomputed. The count cleared."""
-    builds = {zos_build_key(node.zos_version)} | set(
-        Observation.objects.filter(node=node, kind=Observation.Kind.MEMORY, cleared_at__isnull=True)
-        .values_list("zos_build", flat=True)
-        .distinct()
-    )
+    builds = builds_taught(node)
     # The build's refit after this commits; node_lessons_apply stores the figures.
     with group_steps_after():
         # The turn of every build its readings taught, before its node, in one order: a clear changes what
@@ -255,6 +251,13 @@ def observations_clear(*, node: Node, by=None, source: str = "web") -> int:
                 detail={"cleared": cleared},
             )
     return cleared
+
+
+def builds_taught(node: Node) -> set[str]:
+    """The node's build and every build its memory observations taught (live, aged or cleared): the groups
+    a change of its observations refits, and whose turns a clear waits for."""
+    taught = Observation.objects.filter(node=node, kind=Observation.Kind.MEMORY).values_list("zos_build", flat=True)
+    return {zos_build_key(node.zos_version)} | set(taught.distinct())
 
 
 def observations_live(node: Node, *, now: datetime | None = None):
@@ -279,14 +282,7 @@ def node_lessons_apply(node: Node, *, source: str = "deploy", by=None) -> None:
             "pool_room_below_used_sru": disk.used_sru if disk else None,
         }
         Node.objects.filter(pk=node.pk).update(**fields)
-        builds = {zos_build_key(node.zos_version)}
-        builds |= {o.zos_build for o in live if o.kind == Observation.Kind.MEMORY}
-        builds |= set(
-            Observation.objects.filter(node=node, kind=Observation.Kind.MEMORY, cleared_at__isnull=False)
-            .values_list("zos_build", flat=True)
-            .distinct()
-        )
-        for build in sorted(builds):
+        for build in sorted(builds_taught(node)):
             group_step_after(
                 ("memory refit", build), partial(_build_relearn, build=build, trigger=node, source=source, by=by)
             )
