@@ -16,7 +16,8 @@ from dashboard.models import Deployment, FarmIps, Node, Policy
 from dashboard.selectors.carries import node_gpu_slices
 from dashboard.selectors.deployments import deployment_words
 from dashboard.selectors.farm_ips import node_ipv4
-from dashboard.services.deploy import DeployError, slice_deploy
+from dashboard.services.deploy import slice_deploy
+from dashboard.services.deploy_errors import DeployError
 from dashboard.services.farm_ips import farm_ips_refresh
 from dashboard.services.precheck import precheck_run
 from sim.grid import serve_simulator
@@ -270,7 +271,7 @@ class TestFarm:
             sim_node.grid.farm_ips_set(FARM, 0)
 
     def test_a_release_gives_the_ip_back_to_the_farm(self, farm, sim_node):
-        from dashboard.services.deploy import deployment_delete
+        from dashboard.services.deploy_delete import deployment_delete
 
         deployed = _deploy_ipv4(farm[0])
         assert sim_node.grid.farm_ips(FARM).free == FREE_IPS - 1

@@ -17,10 +17,10 @@ from dashboard.services.deploy import (
     SliceChanged,
     SliceNotFound,
     SliceNotFree,
-    deployment_delete,
     slice_deploy,
     slices_deploy_all_free,
 )
+from dashboard.services.deploy_delete import deployment_delete
 from dashboard.services.registration import node_register
 from sim.grid import SimulatedGrid
 

@@ -9,7 +9,8 @@ from django.db import connection, transaction
 
 from dashboard.capacity import PROFILES, GiB
 from dashboard.models import Node, Policy, Slice
-from dashboard.services.deploy import deployment_delete, slice_deploy
+from dashboard.services.deploy import slice_deploy
+from dashboard.services.deploy_delete import deployment_delete
 from dashboard.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh, figures_refresh_all, nodes_lock
 from dashboard.services.policy import policy_create, policy_delete, policy_update
 from dashboard.services.registration import node_register

@@ -4,7 +4,8 @@ import pytest
 
 from dashboard.capacity import GiB
 from dashboard.models import Deployment, Job, Node, Observation
-from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
+from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.services.deploy_delete import deployment_delete
 from dashboard.services.job_run import job_execute
 from dashboard.services.jobs import job_claim, job_request
 from dashboard.services.observations import observations_clear

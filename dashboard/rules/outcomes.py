@@ -40,7 +40,13 @@ checks every entry and that the table covers every case.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
+
+# The dashboard's own deploy (slice_deploy) holds its slice this long while it is in flight: a deploy row older
+# than this is a process that died, and the slice is free again. One figure for the deploy, the re-register's
+# stale slices and the reported outcomes.
+DEPLOY_IN_FLIGHT = timedelta(minutes=15)
 
 
 class Report(StrEnum):

@@ -1,4 +1,5 @@
-"""Deploying slices: slice_deploy, slices_deploy_all_free, deployment_delete, and the words for support.
+"""Deploying slices: slice_deploy, slices_deploy_all_free, and the words for support (deployment_delete
+gives a VM's slice back: services.deploy_delete).
 
 Every attempt to deploy leaves a Deployment row, whatever happens:
 
@@ -52,10 +53,10 @@ from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.calibration import capacity_sample_record
 from dashboard.services.deploy_attemptable import slice_attemptable, slice_check_attemptable
 from dashboard.services.deploy_carries import carried_asked, carries_verdict, deploy_carried, farm_ips_read_again
-from dashboard.services.deploy_errors import DeployError, SliceBusy, SliceChanged, SliceNotFound, SliceNotFree
+from dashboard.services.deploy_errors import SliceBusy, SliceChanged, SliceNotFound, SliceNotFree
 from dashboard.services.node_writes import node_writes
 from dashboard.services.observations import deployment_refusal, observations_learn
-from dashboard.services.precheck import node_live_facts, precheck_run, precheck_store
+from dashboard.services.precheck import node_live_facts, precheck_store
 from dashboard.services.readings import LiveReading, readings_store
 from dashboard.services.withholds import quarantine_consider
 from dashboard.services.zos_cache import DEPLOY_REFUSED, zos_cache_heard
@@ -237,41 +238,6 @@ def slices_deploy_all_free(
     return deployments
 
 
-def deployment_delete(*, deployment: Deployment, by=None, grid: Grid | None = None, source: str = "web") -> Deployment:
-    """Remove a deployed slice's VM from the grid and give the slice back to the catalog.
-
-    A grid error deleting the VM propagates and nothing changes here.
-    """
-    if deployment.state != Deployment.State.DEPLOYED:
-        raise DeployError(f"deployment {deployment.pk} is {deployment.state}, not deployed; there is no VM to delete")
-    grid = grid or get_grid()
-    grid.delete_vm(deployment.node.grid_id, deployment.grid_workload_id)
-    with node_writes([deployment.node_id]) as writes:  # the node before the slice: see services.figures.nodes_lock
-        Deployment.objects.filter(pk=deployment.pk).update(state=Deployment.State.DELETED, finished_at=timezone.now())
-        if deployment.slice_id:
-            Slice.objects.filter(pk=deployment.slice_id, state=Slice.State.DEPLOYED).update(
-                state=Slice.State.FREE, updated_at=timezone.now()
-            )
-        else:
-            writes.refresh_only(())  # no slice given back: the figures are the same
-        deployment.state = Deployment.State.DELETED
-        _audit(
-            deployment,
-            message=f"deleted the VM of slice {deployment.slice_index} on node {deployment.node.grid_id} "
-            f"(workload {deployment.grid_workload_id}); the slice is free again",
-            by=by,
-            source=source,
-        )
-    deployment.refresh_from_db()
-    if deployment.public_ipv4:
-        farm_ips_read_again(deployment.node, grid)  # its IPs are free again for every node of the farm
-    try:
-        precheck_run(node=deployment.node, grid=grid)  # the freed room changes placeable/phantom
-    except GridError as exc:
-        log.warning("node %s figures not refreshed after deleting a VM: %s", deployment.node.grid_id, exc)
-    return deployment
-
-
 # --- internals ---------------------------------------------------------------------------
 
 
@@ -330,7 +296,7 @@ def _finish_refused(deployment: Deployment, verdict: capacity.Verdict, *, by, so
     deployment.finished_at = timezone.now()
     with transaction.atomic():
         deployment.save(update_fields=["state", "cause", "needed_bytes", "usable_bytes", "finished_at"])
-        _audit(deployment, message=deployment_words(deployment), by=by, source=source)
+        deployment_audit(deployment, message=deployment_words(deployment), by=by, source=source)
     return deployment
 
 
@@ -352,7 +318,7 @@ def _finish_failed(
     deployment.finished_at = timezone.now()
     with transaction.atomic():
         deployment.save(update_fields=["state", "raw_error", "cause", "needed_bytes", "usable_bytes", "finished_at"])
-        _audit(deployment, message=deployment_words(deployment), by=by, source=source)
+        deployment_audit(deployment, message=deployment_words(deployment), by=by, source=source)
         quarantine_consider(node=deployment.node)
     return deployment
 
@@ -384,7 +350,7 @@ def _finish_deployed(
         if not taken:
             # Rented (or re-carved) while the grid was deploying: the VM exists, the record says so.
             notes = "; note: the slice was no longer free when the deploy finished"
-        _audit(deployment, message=deployment_words(deployment) + notes, by=by, source=source)
+        deployment_audit(deployment, message=deployment_words(deployment) + notes, by=by, source=source)
     capacity_sample_record(node, grid)
     return deployment
 
@@ -398,7 +364,7 @@ def _vm_charge(deployment: Deployment) -> Resources:
     )
 
 
-def _audit(deployment: Deployment, *, message: str, by, source: str) -> None:
+def deployment_audit(deployment: Deployment, *, message: str, by, source: str) -> None:
     # The four ends of a deploy write one shape of row; services.audit_trail stores it.
     audit_record(
         actor=by,

@@ -3,17 +3,15 @@ flight and no buyer's hold. Checked before the grid is read, and again under the
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.utils import timezone
 
 from dashboard.models import Deployment, Hold, Node, Slice
+from dashboard.rules.outcomes import DEPLOY_IN_FLIGHT
 from dashboard.services.deploy_errors import SliceBusy, SliceNotFound, SliceNotFree
 from dashboard.services.holds import hold_words
 
 # A "deploying" row younger than this is taken to be a deploy still in flight; an older one is
 # a process that died mid-deploy, and the slice may be tried again (the old row stays as it is).
-IN_FLIGHT = timedelta(minutes=15)
 
 
 def slice_attemptable(node: Node, slice_index: int) -> Slice:
@@ -36,7 +34,7 @@ def slice_check_attemptable(node: Node, slice_: Slice) -> None:
         )
     in_flight = (
         Deployment.objects.filter(
-            slice=slice_, state=Deployment.State.DEPLOYING, started_at__gte=timezone.now() - IN_FLIGHT
+            slice=slice_, state=Deployment.State.DEPLOYING, started_at__gte=timezone.now() - DEPLOY_IN_FLIGHT
         )
         .order_by("-started_at")
         .first()

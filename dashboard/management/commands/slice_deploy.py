@@ -8,7 +8,8 @@ from dashboard.grid.types import GridError
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered
 from dashboard.models import Deployment, Node
 from dashboard.selectors.deployments import deployment_words
-from dashboard.services.deploy import DeployError, slice_deploy, slices_deploy_all_free
+from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.services.deploy_errors import DeployError
 
 SOME_NOT_DEPLOYED = EXIT_REFUSED
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -16,7 +16,17 @@ from django.utils import timezone
 
 from dashboard.grid.classify import Diagnosis, classify
 from dashboard.models import Deployment, Hold, Job, Node, Slice
-from dashboard.rules.outcomes import REFUSAL_FIELDS, Holder, Move, Record, Refusal, Report, outcome_move, report_order
+from dashboard.rules.outcomes import (
+    DEPLOY_IN_FLIGHT,
+    REFUSAL_FIELDS,
+    Holder,
+    Move,
+    Record,
+    Refusal,
+    Report,
+    outcome_move,
+    report_order,
+)
 from dashboard.selectors.odds import vm_odds_now
 from dashboard.services.audit_trail import actor_of, audit_record
 from dashboard.services.group_steps import group_step_after, group_steps_after, lock_conflicts_retried
@@ -39,8 +49,6 @@ _RECORD_OF = {
     Deployment.State.FAILED: Record.FAILED,
     Deployment.State.DELETED: Record.RELEASED,
 }
-# The dashboard's own deploy (slice_deploy) in flight holds its slice this long (services.deploy_attemptable.IN_FLIGHT).
-OWN_DEPLOY_IN_FLIGHT = timedelta(minutes=15)
 
 
 @dataclass(frozen=True)
@@ -211,7 +219,7 @@ def _slice_read(node: Node, slice_index: int, existing: Deployment | None, *, ma
             node=node,
             slice_index=slice_index,
             state=Deployment.State.DEPLOYING,
-            started_at__gte=timezone.now() - OWN_DEPLOY_IN_FLIGHT,
+            started_at__gte=timezone.now() - DEPLOY_IN_FLIGHT,
         )
         .order_by("-started_at")
         .first()

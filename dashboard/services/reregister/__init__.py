@@ -12,7 +12,7 @@ Re-registering a node (`node_reregister`):
 - Free slices already of the carved size are kept as they are (same rows, same indices):
   running twice changes nothing the second time ("already up to date").
 - A free slice whose deploy is in flight (a "deploying" Deployment younger than
-  services.deploy_attemptable.IN_FLIGHT) is about to hold a VM: kept and counted as occupied. The final
+  rules.outcomes.DEPLOY_IN_FLIGHT) is about to hold a VM: kept and counted as occupied. The final
   transaction, holding every slice row's lock, re-checks that no slice it deletes has a deploy
   started meanwhile (slice_deploy records its attempt under that same lock).
 - A free slice under a live hold (selectors.holds.live_holds, judged at the plan's `now`) was

@@ -7,8 +7,8 @@ from datetime import datetime
 from django.utils import timezone
 
 from dashboard.models import Deployment, Node, Slice
+from dashboard.rules.outcomes import DEPLOY_IN_FLIGHT
 from dashboard.selectors.holds import live_holds
-from dashboard.services.deploy_attemptable import IN_FLIGHT
 from dashboard.services.figures import figures_compute
 
 # Finding the stale nodes computes this many nodes' figures at a time (~1.3 MiB at 1,000).
@@ -44,11 +44,11 @@ def stale_node_pks(*, farm_id: int | None = None) -> list[int]:
 
 def deploying_slices(node_pks: list[int]) -> dict[int, set[int]]:
     """Node pk -> pks of its slices with a deploy in flight (a "deploying" Deployment younger than
-    services.deploy_attemptable.IN_FLIGHT; an older one is a process that died and the slice is free again)."""
+    rules.outcomes.DEPLOY_IN_FLIGHT; an older one is a process that died and the slice is free again)."""
     rows = Deployment.objects.filter(
         node_id__in=node_pks,
         state=Deployment.State.DEPLOYING,
-        started_at__gte=timezone.now() - IN_FLIGHT,
+        started_at__gte=timezone.now() - DEPLOY_IN_FLIGHT,
         slice__isnull=False,
     ).values_list("node_id", "slice_id")
     by_node: dict[int, set[int]] = {}

@@ -40,7 +40,8 @@ from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, PolicyVersion, Slice
 from dashboard.selectors.fleet import fleet_page
 from dashboard.services.audit_trail import audit_record
-from dashboard.services.deploy import deployment_delete, slice_deploy, slices_deploy_all_free
+from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.services.deploy_delete import deployment_delete
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.services.figures import figures_refresh_all
 from dashboard.services.figures_settings import figures_settings_differ, figures_settings_store, figures_settings_words
