@@ -116,6 +116,19 @@ class Policy(models.Model):
         return {p: getattr(policy, p) for p in cls.PARAMETERS}
 
 
+# The capacity a node reports to the grid, total and used: what a reading brings, column by column.
+NODE_CAPACITY_FIELDS = (
+    "total_cru",
+    "total_mru",
+    "total_sru",
+    "total_hru",
+    "used_cru",
+    "used_mru",
+    "used_sru",
+    "used_hru",
+)
+
+
 class Node(models.Model):
     class Status(models.TextChoices):
         UP = "up", "Up"
