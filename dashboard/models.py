@@ -6,6 +6,7 @@ unique per node, sizes are never negative, and a node has at most one active job
 
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -701,6 +702,11 @@ class Deployment(models.Model):
 
     def __str__(self) -> str:
         return f"deployment of {self.node} slice {self.slice_index} ({self.state})"
+
+    @staticmethod
+    def of_slice(slice_: Slice) -> dict[str, Any]:
+        """The fields that say which slice a new record is of and its size then (kept if it is re-carved)."""
+        return {"slice": slice_, "slice_index": slice_.index, "cru": slice_.cru, "mru": slice_.mru, "sru": slice_.sru}
 
 
 class Job(models.Model):
