@@ -228,7 +228,35 @@ class PolicyTrialResult(JobResult):
 LISTED = 200
 
 
-class OnboardResult(JobResult):
+def _listed(entries: list, entry: Any) -> None:
+    """Keep `entry` among the first LISTED of its list (the caller counts every one in its `_total`)."""
+    if len(entries) < LISTED:
+        entries.append(entry)
+
+
+def _unreadable_words(total: int, listed: list[list[str]]) -> str:
+    """ "; 3 node(s) could not be read (first: label: reason)" for the grid's entries refused, "" for none."""
+    if not total:
+        return ""
+    first = f" (first: {listed[0][0]}: {listed[0][1]})" if listed else ""
+    return f"; {total} node(s) could not be read{first}"
+
+
+class _SaidInWords(JobResult):
+    """A result whose one line is its words(), stored with it: the jobs list shows them without reading
+    the lists back."""
+
+    def stored(self) -> dict[str, Any]:
+        return {**super().stored(), "words": self.words()}
+
+    def sentence(self) -> str:
+        return self.words()
+
+    def words(self) -> str:
+        raise NotImplementedError
+
+
+class OnboardResult(_SaidInWords):
     """What adding nodes from the grid did (or, in a dry run, would do)."""
 
     dry_run: bool = False
@@ -263,21 +291,13 @@ class OnboardResult(JobResult):
         {"new_nodes", "skipped", "left_out", "not_found", "pages_done"}
     )
 
-    def stored(self) -> dict[str, Any]:
-        # The words too: the jobs list shows them without reading the lists back.
-        return {**super().stored(), "words": self.words()}
-
     def leave_out(self, node_id: int, why: str) -> None:
         self.left_out_total += 1
-        if len(self.left_out) < LISTED:
-            self.left_out.append([node_id, why])
+        _listed(self.left_out, [node_id, why])
 
     @property
     def nodes_read(self) -> int:
         return self.registered + self.refreshed
-
-    def sentence(self) -> str:
-        return self.words()
 
     def words(self) -> str:
         verb = "would register" if self.dry_run else "registered"
@@ -286,9 +306,7 @@ class OnboardResult(JobResult):
             f"{'would refresh' if self.dry_run else 'refreshed'} {self.refreshed} known node(s)"
             f"{f' ({self.changed} changed)' if self.changed else ''}; {self.reads} read(s), {self.requests} request(s)"
         )
-        if self.skipped_total:
-            first = f" (first: {self.skipped[0][0]}: {self.skipped[0][1]})" if self.skipped else ""
-            text += f"; {self.skipped_total} node(s) could not be read{first}"
+        text += _unreadable_words(self.skipped_total, self.skipped)
         if self.not_found_total:
             text += f"; {self.not_found_total} id(s) not on the grid"
         if self.left_out_total:
@@ -309,7 +327,7 @@ class PolicyFiguresResult(JobResult):
     words: str = ""
 
 
-class WatchResult(JobResult):
+class WatchResult(_SaidInWords):
     """What one fleet watch read: every registered node, a page at a time (services.watch)."""
 
     skipped: str = ""  # not run: why (the previous watch was still running)
@@ -334,21 +352,13 @@ class WatchResult(JobResult):
     AUDIT_LEAVES_OUT: ClassVar[frozenset[str]] = JobResult.AUDIT_LEAVES_OUT | {"missed", "refused"}
     LIST_LEAVES_OUT: ClassVar[frozenset[str]] = frozenset({"missed", "refused"})
 
-    def stored(self) -> dict[str, Any]:
-        return {**super().stored(), "words": self.words()}
-
     def refuse(self, label: str, why: str) -> None:
         self.refused_total += 1
-        if len(self.refused) < LISTED:
-            self.refused.append([label, why])
+        _listed(self.refused, [label, why])
 
     def miss(self, node_id: int, why: str) -> None:
         self.missed_total += 1
-        if len(self.missed) < LISTED:
-            self.missed.append([node_id, why])
-
-    def sentence(self) -> str:
-        return self.words()
+        _listed(self.missed, [node_id, why])
 
     def words(self) -> str:
         if self.skipped:
@@ -358,9 +368,7 @@ class WatchResult(JobResult):
             f"{' by farm (the grid proxy refused node_ids)' if self.by_farm else ''}; "
             f"{self.changed} changed, {self.events} event(s)"
         )
-        if self.refused_total:
-            first = f" (first: {self.refused[0][0]}: {self.refused[0][1]})" if self.refused else ""
-            text += f"; {self.refused_total} node(s) could not be read{first}"
+        text += _unreadable_words(self.refused_total, self.refused)
         if self.missed_total:
             text += f"; the grid did not answer for {self.missed_total} node(s)"
         return text

@@ -6,6 +6,7 @@ unique per node, sizes are never negative, and a node has at most one active job
 
 import re
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -114,6 +115,19 @@ class Policy(models.Model):
     @classmethod
     def parameters_from(cls, policy: capacity.Policy) -> dict:
         return {p: getattr(policy, p) for p in cls.PARAMETERS}
+
+
+# The capacity a node reports to the grid, total and used: what a reading brings, column by column.
+NODE_CAPACITY_FIELDS = (
+    "total_cru",
+    "total_mru",
+    "total_sru",
+    "total_hru",
+    "used_cru",
+    "used_mru",
+    "used_sru",
+    "used_hru",
+)
 
 
 class Node(models.Model):
@@ -688,6 +702,11 @@ class Deployment(models.Model):
 
     def __str__(self) -> str:
         return f"deployment of {self.node} slice {self.slice_index} ({self.state})"
+
+    @staticmethod
+    def of_slice(slice_: Slice) -> dict[str, Any]:
+        """The fields that say which slice a new record is of and its size then (kept if it is re-carved)."""
+        return {"slice": slice_, "slice_index": slice_.index, "cru": slice_.cru, "mru": slice_.mru, "sru": slice_.sru}
 
 
 class Job(models.Model):

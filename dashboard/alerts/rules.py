@@ -8,9 +8,10 @@ for many nodes still sends one message, and a second farm going wrong is told on
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from dashboard.capacity import SHORTFALL_REASONS
 
@@ -278,65 +279,85 @@ def _per_farm(nodes: Sequence[NodeReading]) -> dict[int, list[NodeReading]]:
     return dict(sorted(by_farm.items()))
 
 
+def _farm_conditions(
+    rule: str,
+    nodes: Sequence[NodeReading],
+    *,
+    order: Callable[[NodeReading], Any],
+    named: Callable[[NodeReading], str],
+    summary: Callable[[int, int], str],
+    detail: Callable[[str], str],
+) -> list[Condition]:
+    """One condition per farm of `nodes`: its nodes in `order`, the first NAMED_NODES named (summary takes
+    the farm and how many nodes, detail the named list with its "and N more")."""
+    conditions = []
+    for farm_id, farm_nodes in _per_farm(nodes).items():
+        farm_nodes.sort(key=order)
+        names = ", ".join(named(n) for n in farm_nodes[:NAMED_NODES]) + _more(farm_nodes)
+        conditions.append(
+            Condition(
+                rule=rule,
+                subject=f"farm {farm_id}",
+                summary=summary(farm_id, len(farm_nodes)),
+                detail=detail(names),
+            )
+        )
+    return conditions
+
+
 def nodes_down(figures: Figures, limits: Limits) -> list[Condition]:
     """Per farm: nodes down for longer than the limit (standby is the power manager's, not a fault)."""
     cutoff = figures.now - limits.node_down_after
     down = [n for n in figures.nodes if n.status == "down" and n.down_since is not None and n.down_since <= cutoff]
-    conditions = []
-    for farm_id, nodes in _per_farm(down).items():
-        nodes.sort(key=lambda n: (n.down_since, n.node_id))
-        named = ", ".join(f"node {n.node_id} (since {_when(n.down_since)})" for n in nodes[:NAMED_NODES])
-        conditions.append(
-            Condition(
-                rule=NODE_DOWN,
-                subject=f"farm {farm_id}",
-                summary=f"Farm {farm_id}: {_count(len(nodes), 'node')} down for over {_duration(limits.node_down_after)}",
-                detail=f"Down: {named}{_more(nodes)}. Their slices cannot be deployed; check the machines, "
-                "their power and their network.",
-            )
-        )
-    return conditions
+    return _farm_conditions(
+        NODE_DOWN,
+        down,
+        order=lambda n: (n.down_since, n.node_id),
+        named=lambda n: f"node {n.node_id} (since {_when(n.down_since)})",
+        summary=lambda farm_id, count: (
+            f"Farm {farm_id}: {_count(count, 'node')} down for over {_duration(limits.node_down_after)}"
+        ),
+        detail=lambda named: (
+            f"Down: {named}. Their slices cannot be deployed; check the machines, their power and their network."
+        ),
+    )
 
 
 def wakes_not_happened(figures: Figures, limits: Limits) -> list[Condition]:
     """Per farm: the power manager asked nodes up (power target up) and they are still off past the limit."""
     cutoff = figures.now - limits.wake_after
     stuck = [n for n in figures.nodes if n.wake_asked_since is not None and n.wake_asked_since <= cutoff]
-    conditions = []
-    for farm_id, nodes in _per_farm(stuck).items():
-        nodes.sort(key=lambda n: (n.wake_asked_since, n.node_id))
-        named = ", ".join(f"node {n.node_id} (asked {_when(n.wake_asked_since)})" for n in nodes[:NAMED_NODES])
-        conditions.append(
-            Condition(
-                rule=WAKE_NOT_WOKEN,
-                subject=f"farm {farm_id}",
-                summary=f"Farm {farm_id}: {_count(len(nodes), 'node')} asked to wake {'has' if len(nodes) == 1 else 'have'} "
-                f"not woken in {_duration(limits.wake_after)}",
-                detail=f"Power target up, state still down: {named}{_more(nodes)}. Their after-wake slices are not "
-                "coming; check the farm's power manager (farmerbot) and the machines' wake-on-LAN.",
-            )
-        )
-    return conditions
+    return _farm_conditions(
+        WAKE_NOT_WOKEN,
+        stuck,
+        order=lambda n: (n.wake_asked_since, n.node_id),
+        named=lambda n: f"node {n.node_id} (asked {_when(n.wake_asked_since)})",
+        summary=lambda farm_id, count: (
+            f"Farm {farm_id}: {_count(count, 'node')} asked to wake {'has' if count == 1 else 'have'} "
+            f"not woken in {_duration(limits.wake_after)}"
+        ),
+        detail=lambda named: (
+            f"Power target up, state still down: {named}. Their after-wake slices are not "
+            "coming; check the farm's power manager (farmerbot) and the machines' wake-on-LAN."
+        ),
+    )
 
 
 def hardware_changed(figures: Figures, limits: Limits) -> list[Condition]:
     """Per farm: nodes whose total capacity changed recently; their catalogs were carved on the old total."""
     since = figures.now - limits.hardware_changed_for
     changed = [n for n in figures.nodes if n.total_changed_at is not None and n.total_changed_at >= since]
-    conditions = []
-    for farm_id, nodes in _per_farm(changed).items():
-        nodes.sort(key=lambda n: (n.total_changed_at, n.node_id))
-        named = ", ".join(f"node {n.node_id} ({_when(n.total_changed_at)})" for n in nodes[:NAMED_NODES])
-        conditions.append(
-            Condition(
-                rule=HARDWARE_CHANGED,
-                subject=f"farm {farm_id}",
-                summary=f"Farm {farm_id}: the hardware of {_count(len(nodes), 'node')} changed",
-                detail=f"Total capacity changed: {named}{_more(nodes)}. Their catalogs were carved on the old total: "
-                "re-register them (the node page says what changed).",
-            )
-        )
-    return conditions
+    return _farm_conditions(
+        HARDWARE_CHANGED,
+        changed,
+        order=lambda n: (n.total_changed_at, n.node_id),
+        named=lambda n: f"node {n.node_id} ({_when(n.total_changed_at)})",
+        summary=lambda farm_id, count: f"Farm {farm_id}: the hardware of {_count(count, 'node')} changed",
+        detail=lambda named: (
+            f"Total capacity changed: {named}. Their catalogs were carved on the old total: "
+            "re-register them (the node page says what changed)."
+        ),
+    )
 
 
 def slices_running_out(figures: Figures, limits: Limits) -> list[Condition]:
@@ -396,23 +417,21 @@ def rent_dark(figures: Figures, limits: Limits) -> list[Condition]:
         for n in figures.nodes
         if n.closure == "rent-grace" or (n.closure == "needs-rent" and n.rent_ended_at is not None)
     ]
-    conditions = []
-    for farm_id, nodes in _per_farm(dark).items():
-        nodes.sort(key=lambda n: n.node_id)
-        named = ", ".join(
+    return _farm_conditions(
+        RENT_DARK,
+        dark,
+        order=lambda n: n.node_id,
+        named=lambda n: (
             f"node {n.node_id} ({'rent contract ' + n.closure_detail + ' in grace' if n.closure == 'rent-grace' else 'rent ended ' + _when(n.rent_ended_at)})"
-            for n in nodes[:NAMED_NODES]
-        )
-        conditions.append(
-            Condition(
-                rule=RENT_DARK,
-                subject=f"farm {farm_id}",
-                summary=f"Farm {farm_id}: {_count(len(nodes), 'node')} dark with the marketplace's rent contract",
-                detail=f"{named}{_more(nodes)}. Their catalogs offer nothing: fund the marketplace's twin (a rent "
-                "contract in grace moves its node's contracts to grace) or rent the nodes again.",
-            )
-        )
-    return conditions
+        ),
+        summary=lambda farm_id, count: (
+            f"Farm {farm_id}: {_count(count, 'node')} dark with the marketplace's rent contract"
+        ),
+        detail=lambda named: (
+            f"{named}. Their catalogs offer nothing: fund the marketplace's twin (a rent "
+            "contract in grace moves its node's contracts to grace) or rent the nodes again."
+        ),
+    )
 
 
 def nodes_unreadable(figures: Figures, limits: Limits) -> list[Condition]:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from django.core.paginator import Paginator
 from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import READ, REPORT
 from dashboard.api.errors import BadInput
 from dashboard.api.inputs import Counting, Whole
-from dashboard.api.schemas import DeploymentReportIn, DeploymentReportOut, DeploymentsPageOut, ErrorOut
+from dashboard.api.schemas import (
+    ERRORS,
+    DeploymentReportIn,
+    DeploymentReportOut,
+    DeploymentsPageOut,
+    ErrorOut,
+    page_out,
+)
 from dashboard.api.writes import api_write
 from dashboard.models import Deployment
 from dashboard.selectors.deployments import deployment_words, failed_deployments
@@ -60,7 +66,7 @@ def deployment_out(d: Deployment) -> dict:
 @router.get(
     "/deployments",
     auth=READ,
-    response={200: DeploymentsPageOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    response={200: DeploymentsPageOut, **ERRORS},
     summary="Failed deployments, newest first, as on /deployments/failed/",
 )
 def deployments(request, filters: Query[DeploymentsFilter]):
@@ -75,14 +81,7 @@ def deployments(request, filters: Query[DeploymentsFilter]):
         since=filters.since,
         until=filters.until,
     )
-    shown = Paginator(listed, filters.per_page).get_page(filters.page)
-    return {
-        "count": shown.paginator.count,
-        "page": shown.number,
-        "pages": shown.paginator.num_pages,
-        "per_page": filters.per_page,
-        "deployments": [deployment_out(d) for d in shown],
-    }
+    return page_out(listed, page=filters.page, per_page=filters.per_page, items="deployments", out=deployment_out)
 
 
 @router.post(
@@ -91,9 +90,7 @@ def deployments(request, filters: Query[DeploymentsFilter]):
     response={
         200: DeploymentReportOut,
         201: DeploymentReportOut,
-        400: ErrorOut,
-        401: ErrorOut,
-        403: ErrorOut,
+        **ERRORS,
         409: ErrorOut,
         429: ErrorOut,
         503: ErrorOut,

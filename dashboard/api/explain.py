@@ -5,7 +5,7 @@ from __future__ import annotations
 from ninja import Router
 
 from dashboard.api.auth import READ
-from dashboard.api.schemas import DiagnosisOut, ErrorOut, ExplainIn
+from dashboard.api.schemas import ERRORS, DiagnosisOut, ExplainIn
 from dashboard.grid.classify import classify
 
 router = Router(tags=["explain"])
@@ -14,7 +14,7 @@ router = Router(tags=["explain"])
 @router.post(
     "/explain",
     auth=READ,
-    response={200: DiagnosisOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    response={200: DiagnosisOut, **ERRORS},
     summary="Explain a ZOS error message",
 )
 def explain(request, body: ExplainIn):

@@ -9,14 +9,13 @@ from ninja import Field, Query, Router, Schema, Status
 
 from dashboard.api.auth import READ, REPORT
 from dashboard.api.inputs import Counting, Line, Strict, Whole
-from dashboard.api.schemas import ErrorOut
+from dashboard.api.schemas import ERRORS, ErrorOut, PageOut
 from dashboard.api.writes import api_write
 from dashboard.models import Hold
 from dashboard.selectors.holds import buyer_shown
 from dashboard.services.holds import hold_create, hold_release
 
 router = Router(tags=["holds"])
-ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut}
 
 
 class HoldIn(Schema):
@@ -51,11 +50,8 @@ class HoldsFilter(Schema):
     per_page: int = Field(500, ge=1, le=1000)
 
 
-class HoldsPageOut(Schema):
+class HoldsPageOut(PageOut):
     count: int = Field(description="live holds matching the filters, on all pages")
-    page: int
-    pages: int
-    per_page: int
     holds: list[HoldOut]
 
 

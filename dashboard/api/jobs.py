@@ -8,7 +8,6 @@ action is a 409 with the service's words; every action is audited by its service
 
 from __future__ import annotations
 
-from django.core.paginator import Paginator
 from django.http import Http404
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import AuthorizationError
@@ -16,7 +15,16 @@ from ninja.errors import AuthorizationError
 from dashboard.api.auth import ACT, READ
 from dashboard.api.errors import JobNotQueued
 from dashboard.api.inputs import Counting, Whole
-from dashboard.api.schemas import ErrorOut, JobsPageOut, JobStartedOut, NodeRollbackOut, WavesOut
+from dashboard.api.schemas import (
+    ERRORS,
+    ERRORS_OR_404,
+    ErrorOut,
+    JobsPageOut,
+    JobStartedOut,
+    NodeRollbackOut,
+    WavesOut,
+    page_out,
+)
 from dashboard.api.writes import api_write
 from dashboard.models import Job, WaveRun
 from dashboard.selectors.jobs import jobs_list
@@ -28,7 +36,7 @@ from dashboard.services.reregister.waves import wave_run_approve, wave_run_resum
 router = Router(tags=["jobs"])
 # The page's permissions for steering a run (dashboard.views.waves.STEER), asked of the token's user.
 STEER = ("dashboard.view_job", "dashboard.bulk_reregister")
-STEERING = {200: WavesOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
+STEERING = {200: WavesOut, **ERRORS_OR_404, 409: ErrorOut}
 
 
 class JobsFilter(Schema):
@@ -82,25 +90,18 @@ def job_started(requested: JobRequest) -> Status:
 @router.get(
     "/jobs",
     auth=READ,
-    response={200: JobsPageOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    response={200: JobsPageOut, **ERRORS},
     summary="Jobs, newest first",
 )
 def jobs(request, filters: Query[JobsFilter]):
     listed = jobs_list(state=filters.state, kind=filters.kind, node_id=filters.node_id)
-    shown = Paginator(listed, filters.per_page).get_page(filters.page)
-    return {
-        "count": shown.paginator.count,
-        "page": shown.number,
-        "pages": shown.paginator.num_pages,
-        "per_page": filters.per_page,
-        "jobs": [job_out(job) for job in shown],
-    }
+    return page_out(listed, page=filters.page, per_page=filters.per_page, items="jobs", out=job_out)
 
 
 @router.get(
     "/jobs/{job_id}/waves",
     auth=READ,
-    response={200: WavesOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut},
+    response={200: WavesOut, **ERRORS_OR_404},
     summary="A re-register's waves, budget and kept catalogs (what its job page shows)",
 )
 def job_waves(request, job_id: Whole):

@@ -15,6 +15,7 @@ from dashboard.api.inputs import INTEGER_MAX, Counting, Line, Whole
 from dashboard.api.jobs import job_out, job_started
 from dashboard.api.node_room import room_out, wake_out
 from dashboard.api.schemas import (
+    ERRORS_OR_404,
     ErrorOut,
     FleetTotalsOut,
     JobStartedOut,
@@ -38,8 +39,6 @@ from dashboard.services.pools import PoolsError, pools_report
 from dashboard.services.precheck import PrecheckReport, precheck_prepare, precheck_write
 
 router = Router(tags=["fleet"])
-
-ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 
 def node_id_path():
@@ -66,13 +65,16 @@ class NodesFilter(Schema):
     per_page: int = Field(50, ge=1, le=500)
 
 
-@router.get("/fleet", auth=READ, response={200: FleetTotalsOut, **ERRORS}, summary="Fleet totals")
+@router.get("/fleet", auth=READ, response={200: FleetTotalsOut, **ERRORS_OR_404}, summary="Fleet totals")
 def fleet(request):
     return fleet_page(per_page=1).totals
 
 
 @router.get(
-    "/nodes", auth=READ, response={200: NodesPageOut, **ERRORS}, summary="Nodes, filtered and paged as the fleet page"
+    "/nodes",
+    auth=READ,
+    response={200: NodesPageOut, **ERRORS_OR_404},
+    summary="Nodes, filtered and paged as the fleet page",
 )
 def nodes(request, filters: Query[NodesFilter]):
     try:
@@ -118,7 +120,7 @@ def _with_uptime(rows) -> list[_RowWithUptime]:
 @router.get(
     "/nodes/{node_id}",
     auth=READ,
-    response={200: NodeDetailOut, **ERRORS},
+    response={200: NodeDetailOut, **ERRORS_OR_404},
     summary="One node: catalog, figures, reading ages",
 )
 def node(
@@ -173,7 +175,7 @@ def node(
 @router.post(
     "/nodes/{node_id}/precheck",
     auth=PRECHECK,
-    response={200: PrecheckOut, 503: ErrorOut, **ERRORS},
+    response={200: PrecheckOut, 503: ErrorOut, **ERRORS_OR_404},
     summary="Read the node's live capacity now and say which free slices can be placed",
 )
 def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = None):
@@ -347,7 +349,7 @@ def _catalog_slice(c, *, buyer_shown: bool) -> dict:
 @router.post(
     "/nodes/{node_id}/reregister",
     auth=ACT,
-    response={200: JobStartedOut, 202: JobStartedOut, 503: ErrorOut, **ERRORS},
+    response={200: JobStartedOut, 202: JobStartedOut, 503: ErrorOut, **ERRORS_OR_404},
     summary="Start a re-register job (202), or get the node's active job (200)",
 )
 def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None = None):
@@ -397,7 +399,7 @@ class PoolReportOut(Schema):
 @router.put(
     "/nodes/{node_id}/pools",
     auth=REPORT,
-    response={200: PoolReportOut, **ERRORS},
+    response={200: PoolReportOut, **ERRORS_OR_404},
     summary="Report the node's storage pools, as ZOS answers zos.storage.pools over RMB",
 )
 def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):

@@ -7,7 +7,7 @@ from ninja import Query, Router
 from dashboard.api.auth import READ
 from dashboard.api.errors import BadInput
 from dashboard.api.placement_schemas import PlacementIn, PlacementOut
-from dashboard.api.schemas import ErrorOut
+from dashboard.api.schemas import ERRORS
 from dashboard.selectors.placement import placement_for
 from dashboard.selectors.placement_rules import RulesError, rules_parsed
 
@@ -17,7 +17,7 @@ router = Router(tags=["fleet"])
 @router.get(
     "/placement",
     auth=READ,
-    response={200: PlacementOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    response={200: PlacementOut, **ERRORS},
     summary="Where a slice of this size can go now (no grid read)",
 )
 def placement(request, size: Query[PlacementIn]):

@@ -6,7 +6,7 @@ from ninja import Field, Query, Router, Schema
 
 from dashboard.api.auth import READ
 from dashboard.api.placement_schemas import ProbesOut
-from dashboard.api.schemas import ErrorOut
+from dashboard.api.schemas import ERRORS
 from dashboard.selectors.probes import probes_to_send
 from dashboard.services.lesson_evidence import probes_proposed
 
@@ -20,7 +20,7 @@ class ProbesIn(Schema):
 @router.get(
     "/probes",
     auth=READ,
-    response={200: ProbesOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
+    response={200: ProbesOut, **ERRORS},
     summary="Nodes whose memory a probe would teach the most (a VM ZOS always refuses)",
 )
 def probes(request, query: Query[ProbesIn]):

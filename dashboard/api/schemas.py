@@ -6,9 +6,11 @@ is a field there; nothing is a dict whose keys a client has to guess.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
+from django.core.paginator import Paginator
 from ninja import Field, Schema
 
 from dashboard.api.inputs import Line, ReportTime, Text, Whole
@@ -19,6 +21,33 @@ from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORK
 class ErrorOut(Schema):
     detail: str = Field(description="What went wrong and what to do, in words")
     field: str | None = Field(None, description="The input at fault, when one is")
+
+
+# The refusals of every endpoint that reads an input: a bad input, no token, a token without the scope;
+# and those of one that names a row (a node, a job), which may not be there.
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut}
+ERRORS_OR_404 = {**ERRORS, 404: ErrorOut}
+
+
+class PageOut(Schema):
+    """One page of a paged list: the count over all pages, the page, how many pages, and their size."""
+
+    count: int
+    page: int
+    pages: int
+    per_page: int
+
+
+def page_out(listed, *, page: int, per_page: int, items: str, out: Callable[[Any], Any]) -> dict:
+    """The page asked for of `listed` (a query or a list) as a PageOut: its rows under `items`, each `out`."""
+    shown = Paginator(listed, per_page).get_page(page)
+    return {
+        "count": shown.paginator.count,
+        "page": shown.number,
+        "pages": shown.paginator.num_pages,
+        "per_page": per_page,
+        items: [out(row) for row in shown],
+    }
 
 
 class ResourcesOut(Schema):
@@ -105,11 +134,8 @@ class NodeRowOut(Schema):
     )
 
 
-class NodesPageOut(Schema):
+class NodesPageOut(PageOut):
     count: int = Field(description="nodes matching the filters, on all pages")
-    page: int
-    pages: int
-    per_page: int
     totals: FleetTotalsOut = Field(description="totals over every matching node, not only this page")
     nodes: list[NodeRowOut]
 
@@ -388,11 +414,7 @@ class NodeDetailOut(Schema):
     )
 
 
-class JobsPageOut(Schema):
-    count: int
-    page: int
-    pages: int
-    per_page: int
+class JobsPageOut(PageOut):
     jobs: list[JobOut]
 
 
@@ -421,11 +443,7 @@ class DeploymentOut(Schema):
     finished_at: datetime | None
 
 
-class DeploymentsPageOut(Schema):
-    count: int
-    page: int
-    pages: int
-    per_page: int
+class DeploymentsPageOut(PageOut):
     deployments: list[DeploymentOut]
 
 

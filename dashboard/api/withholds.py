@@ -15,14 +15,13 @@ from ninja.errors import HttpError
 from dashboard.api.auth import ACT, READ
 from dashboard.api.errors import BadInput
 from dashboard.api.inputs import Line, WindowTime
-from dashboard.api.schemas import ErrorOut
+from dashboard.api.schemas import ERRORS_OR_404
 from dashboard.api.writes import api_write
 from dashboard.models import Node, NodeWithhold
 from dashboard.selectors.withholds import node_windows
 from dashboard.services.withholds import REASON_MAX, WithholdError, node_withhold, withhold_release
 
 router = Router(tags=["withhold"])
-ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 PERMISSION = "dashboard.withhold_node"
 
 
@@ -101,7 +100,10 @@ def _window(w: NodeWithhold, node: Node, *, open: bool) -> dict:
 
 
 @router.get(
-    "/nodes/{node_id}/withhold", auth=READ, response={200: NodeWithheldOut, **ERRORS}, summary="The node's windows"
+    "/nodes/{node_id}/withhold",
+    auth=READ,
+    response={200: NodeWithheldOut, **ERRORS_OR_404},
+    summary="The node's windows",
 )
 def withheld(request, node_id: int):
     return _answer(_node_or_404(node_id))
@@ -110,7 +112,7 @@ def withheld(request, node_id: int):
 @router.post(
     "/nodes/{node_id}/withhold",
     auth=ACT,
-    response={201: NodeWithheldOut, **ERRORS},
+    response={201: NodeWithheldOut, **ERRORS_OR_404},
     summary="Withhold the node's free slices (maintenance) with a reason, from now or later, until a time or released",
 )
 def withhold(request, node_id: int, body: WithholdIn):
@@ -137,7 +139,7 @@ def withhold(request, node_id: int, body: WithholdIn):
 @router.delete(
     "/nodes/{node_id}/withhold",
     auth=ACT,
-    response={200: NodeWithheldOut, **ERRORS},
+    response={200: NodeWithheldOut, **ERRORS_OR_404},
     summary="Release the node's windows open or to come (source=quarantine: lift its quarantine only)",
 )
 def release(request, node_id: int, filters: Query[ReleaseQuery]):

@@ -64,13 +64,10 @@ def bulk_kept_when_lost(job) -> BulkResult:
 
 KIND = JobKind(
     value="bulk-reregister",
-    member="BULK_REREGISTER",
     label="Bulk re-register",
-    words="bulk re-register",
     result=BulkResult,
     parameters=BulkParameters,
     runner="dashboard.services.reregister:bulk_reregister",
-    template="dashboard/job_kinds/bulk_reregister.html",
     target="fleet",
     describe=bulk_target,
     farm=True,

@@ -41,12 +41,9 @@ def audit_kept_when_lost(job) -> CatalogAuditResult | None:
 
 KIND = JobKind(
     value="catalog-audit",
-    member="CATALOG_AUDIT",
     label="Slice audit",
-    words="slice audit",
     result=CatalogAuditResult,
     runner="dashboard.services.catalog_audit:catalog_audit_run",
-    template="dashboard/job_kinds/catalog_audit.html",
     target="fleet",
     describe=audit_target,
     parameters=CatalogAuditParameters,

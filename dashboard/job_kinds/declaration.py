@@ -52,22 +52,24 @@ class NoParameters(JobParameters):
 StopOn = tuple[type[BaseException], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobKind:
     """One kind of job. Only `value` is stored (in Job.kind): never change it, old rows keep theirs."""
 
     value: str
     label: str  # Job.Kind's label and the job page's heading: "Bulk re-register"
-    words: str  # inside a sentence: "bulk re-register of all stale nodes (job #12)"
     result: type[JobResult]
     # "package.module:function", called as function(*, job, stop_on, **options); it finishes its job
     # itself (job_succeed in its last transaction) or raises.
     runner: str
-    template: str  # the result's partial, a template of its own: "dashboard/job_kinds/<kind>.html"
     # What a request names: "node" (a registered node), or "fleet" (no node; a farm only with `farm`).
     target: Literal["node", "fleet"]
     # The job's target in words, from the job and its parameters read back (None when unreadable).
     describe: Callable[[Any, JobParameters | None], str]
+    # Inside a sentence: "bulk re-register of all stale nodes (job #12)"; the label in lower case by default.
+    words: str = ""
+    # The result's partial, a template of its own; "dashboard/job_kinds/<value, with _ for ->.html" by default.
+    template: str = ""
     parameters: type[JobParameters] = NoParameters
     farm: bool = False  # a fleet kind that one farm may narrow
     dry_run: bool = True  # whether it can be previewed
@@ -93,6 +95,12 @@ class JobKind:
     # Background work (many grid reads nobody waits on): it leaves GRID_RATE_RESERVE to interactive requests.
     background: bool = False
     _runner: list = field(default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.words:
+            object.__setattr__(self, "words", self.label.lower())
+        if not self.template:
+            object.__setattr__(self, "template", f"dashboard/job_kinds/{self.value.replace('-', '_')}.html")
 
     @property
     def name(self) -> str:

@@ -10,12 +10,9 @@ def watch_target(_job, _asked) -> str:
 
 KIND = JobKind(
     value="fleet-watch",
-    member="FLEET_WATCH",
     label="Fleet watch",
-    words="fleet watch",
     result=WatchResult,
     runner="dashboard.services.watch:fleet_watch_job",
-    template="dashboard/job_kinds/fleet_watch.html",
     target="fleet",
     describe=watch_target,
     dry_run=False,

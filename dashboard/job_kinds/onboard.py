@@ -39,7 +39,6 @@ KIND = JobKind(
     words="adding nodes from the grid",
     result=OnboardResult,
     runner="dashboard.services.onboarding:onboard_job",
-    template="dashboard/job_kinds/onboard.html",
     target="fleet",
     describe=onboard_target,
     of=": ",

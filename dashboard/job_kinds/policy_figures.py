@@ -33,13 +33,10 @@ def policy_figures_target(job, asked: PolicyFiguresParameters | None) -> str:
 
 KIND = JobKind(
     value="policy-figures",
-    member="POLICY_FIGURES",
     label="Figures rewrite",
-    words="figures rewrite",
     result=PolicyFiguresResult,
     parameters=PolicyFiguresParameters,
     runner="dashboard.services.policy_figures:policy_figures_run",
-    template="dashboard/job_kinds/policy_figures.html",
     target="fleet",
     describe=policy_figures_target,
     dry_run=False,

@@ -28,9 +28,7 @@ def policy_trial_target(job, asked: PolicyTrialParameters | None) -> str:
 
 KIND = JobKind(
     value="simulate",
-    member="SIMULATE",
     label="Policy trial",
-    words="policy trial",
     result=PolicyTrialResult,
     runner="dashboard.services.policy_trial:policy_trial_run",
     template="dashboard/job_kinds/policy_trial.html",

@@ -18,10 +18,8 @@ class PrecheckParameters(JobParameters):
 KIND = JobKind(
     value="precheck",
     label="Precheck",
-    words="precheck",
     result=PrecheckResult,
     runner="dashboard.services.precheck:precheck_job",
-    template="dashboard/job_kinds/precheck.html",
     target="node",
     describe=node_target,
     parameters=PrecheckParameters,

@@ -6,10 +6,8 @@ from dashboard.job_results import ReregisterResult
 KIND = JobKind(
     value="reregister",
     label="Re-register",
-    words="re-register",
     result=ReregisterResult,
     runner="dashboard.services.reregister:node_reregister",
-    template="dashboard/job_kinds/reregister.html",
     target="node",
     describe=node_target,
 )

@@ -21,13 +21,10 @@ def rollback_target(job, asked: RunRollbackParameters | None) -> str:
 
 KIND = JobKind(
     value="run-rollback",
-    member="RUN_ROLLBACK",
     label="Rollback",
-    words="rollback",
     result=RunRollbackResult,
     parameters=RunRollbackParameters,
     runner="dashboard.services.reregister.rollback:run_rollback_job",
-    template="dashboard/job_kinds/run_rollback.html",
     target="fleet",
     describe=rollback_target,
     dry_run=False,

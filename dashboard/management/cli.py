@@ -85,6 +85,17 @@ def grid_id(text: str) -> int:
     return int(raw)
 
 
+def timeout_argument(parser, *, default: float) -> None:
+    """--timeout S: how long --wait follows a job before it gives up."""
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=default,
+        metavar="S",
+        help=f"with --wait: give up after S seconds (default {default:g})",
+    )
+
+
 def not_registered(node_id: int) -> CommandError:
     """An unknown node is a usage error; the suggestion is only for an id the grid could have."""
     return usage_error(f"node {node_id} is not registered; run manage.py node_register {node_id}")

@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db.models import FilteredRelation, Q
 
 from dashboard import capacity
-from dashboard.models import Node, Policy, Slice
+from dashboard.models import NODE_CAPACITY_FIELDS, Node, Policy, Slice
 from dashboard.rules.closure import CLOSURE_FIELDS
 from dashboard.selectors.holds import live_holds
 
@@ -25,14 +25,7 @@ NODE_FIELDS = (
     *(name for name in CLOSURE_FIELDS if name != "status"),
     "effective_policy",
     "seen_at",
-    "total_cru",
-    "total_mru",
-    "total_sru",
-    "total_hru",
-    "used_cru",
-    "used_mru",
-    "used_sru",
-    "used_hru",
+    *NODE_CAPACITY_FIELDS,
     "pools_sru",
     "zos_cache_sru",
     "slices_rented",

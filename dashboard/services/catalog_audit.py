@@ -267,11 +267,7 @@ def _foreign_count(node: Node, finding: Finding, *, by, source: str, job: Job | 
         with transaction.atomic():
             record = Deployment.objects.create(
                 node=node,
-                slice=slice_,
-                slice_index=slice_.index,
-                cru=slice_.cru,
-                mru=slice_.mru,
-                sru=slice_.sru,
+                **Deployment.of_slice(slice_),
                 state=Deployment.State.DEPLOYED,
                 grid_workload_id=workload_id,
                 requested_by=actor_of(by),

@@ -145,11 +145,7 @@ def _attempt_record(
         slice_check_attemptable(node, locked)
         return Deployment.objects.create(
             node=node,
-            slice=locked,
-            slice_index=locked.index,
-            cru=locked.cru,
-            mru=locked.mru,
-            sru=locked.sru,
+            **Deployment.of_slice(locked),
             public_ipv4=ips,
             gpus=gpus,
             state=Deployment.State.DEPLOYING,

@@ -156,14 +156,14 @@ def hold_create(
             by=actor_of(by),
             token=token,
         )
-        held_store([node.pk], now=now)
-        audit_record(
-            action="hold.made",
-            actor=by,
+        _hold_recorded(
+            hold,
+            "hold.made",
+            f"slice {row.index} of node {node_id} held for {marketplace_id!r} for {ttl_seconds} s",
+            now=now,
+            by=by,
             source=source,
-            node=hold.node,
-            message=f"slice {row.index} of node {node_id} held for {marketplace_id!r} for {ttl_seconds} s",
-            detail=_hold_detail(hold, token=token),
+            token=token,
         )
     return hold
 
@@ -187,14 +187,14 @@ def hold_release(*, hold_id: int, by=None, token=None, source: str = "api", now:
                 )
             hold.ended_at, hold.end = now, Hold.End.RELEASED
             hold.save(update_fields=["ended_at", "end"])
-            held_store([hold.node_id], now=now)
-            audit_record(
-                action="hold.released",
-                actor=by,
+            _hold_recorded(
+                hold,
+                "hold.released",
+                f"hold of slice {hold.slice_index} on node {hold.node.grid_id} for {hold.marketplace_id!r} released",
+                now=now,
+                by=by,
                 source=source,
-                node=hold.node,
-                message=f"hold of slice {hold.slice_index} on node {hold.node.grid_id} for {hold.marketplace_id!r} released",
-                detail=_hold_detail(hold, token=token),
+                token=token,
             )
     return hold
 
@@ -224,17 +224,30 @@ def hold_turned_deployed(
         return None
     hold.ended_at, hold.end = now, Hold.End.DEPLOYED
     hold.save(update_fields=["ended_at", "end"])
-    held_store([node.pk], now=now)
     where = f"slice {slice_index} of node {node.grid_id}"
+    _hold_recorded(
+        hold,
+        "hold.deployed",
+        f"hold of {where} for {marketplace_id!r} became its deployment",
+        now=now,
+        by=by,
+        source=source,
+        token=None,
+    )
+    return hold
+
+
+def _hold_recorded(hold: Hold, action: str, message: str, *, now: datetime, by, source: str, token) -> None:
+    """A hold made or ended: its node's held sums stored again, then the audit trail told (with the hold)."""
+    held_store([hold.node_id], now=now)
     audit_record(
-        action="hold.deployed",
+        action=action,
         actor=by,
         source=source,
         node=hold.node,
-        message=f"hold of {where} for {marketplace_id!r} became its deployment",
-        detail=_hold_detail(hold, token=None),
+        message=message,
+        detail=_hold_detail(hold, token=token),
     )
-    return hold
 
 
 def _hold_detail(hold: Hold, *, token) -> dict:

@@ -100,19 +100,15 @@ def _policy_changed_record(
     locked: Policy, *, changes: dict, reverted: str, reverted_from: int | None, by, source: str
 ) -> None:
     """The audit event and the history entry of the policy's new version."""
-    audit_record(
-        action="policy.reverted" if reverted_from is not None else "policy.changed",
-        actor=by,
+    _policy_audited(
+        locked,
+        "policy.reverted" if reverted_from is not None else "policy.changed",
+        f"policy {locked.name} v{locked.version - 1} -> v{locked.version}{reverted}: {policy_changes_words(changes)}",
+        by=by,
         source=source,
-        node=locked.node,
-        message=f"policy {locked.name} v{locked.version - 1} -> v{locked.version}{reverted}: "
-        f"{policy_changes_words(changes)}",
-        detail={
-            **_policy_detail(locked),
-            "version": locked.version,
-            "changes": {name: [old, new] for name, (old, new) in changes.items()},
-            "reverted_from": reverted_from,
-        },
+        version=locked.version,
+        changes={name: [old, new] for name, (old, new) in changes.items()},
+        reverted_from=reverted_from,
     )
     policy_version_record(
         locked,
@@ -161,19 +157,16 @@ def policy_create(
         with transaction.atomic():
             row.save()
             policy_figures_follow(row, policy_node_pks(row), by=by, source=source)
-            audit_record(
-                action="policy.created",
-                actor=by,
-                source=source,
-                node=row.node,
-                message=f"policy {row.name} v1 created as {row.get_scope_display().lower()}"
+            _policy_audited(
+                row,
+                "policy.created",
+                f"policy {row.name} v1 created as {row.get_scope_display().lower()}"
                 + (f" for farm {farm_id}" if row.scope == Policy.Scope.FARM else "")
                 + (f" for node {node.grid_id}" if row.scope == Policy.Scope.NODE else ""),
-                detail={
-                    **_policy_detail(row),
-                    "parameters": {p: parameters[p] for p in Policy.PARAMETERS},
-                    "carries": {c: getattr(row, c) for c in Policy.CARRIES},
-                },
+                by=by,
+                source=source,
+                parameters={p: parameters[p] for p in Policy.PARAMETERS},
+                carries={c: getattr(row, c) for c in Policy.CARRIES},
             )
             policy_version_record(row, action=PolicyVersion.Action.CREATED, by=by, source=source)
             _farm_ips_read_when_ipv4_starts(row, {c: (None, getattr(row, c)) for c in Policy.CARRIES})
@@ -193,13 +186,13 @@ def policy_delete(*, policy: Policy, by=None, source: str = "web") -> None:
                 f"(job #{rewriting.pk}); delete it when that job ends"
             )
         node_pks = policy_node_pks(policy)
-        audit_record(
-            action="policy.deleted",
-            actor=by,
+        _policy_audited(
+            policy,
+            "policy.deleted",
+            f"policy {policy.name} v{policy.version} deleted; its nodes fall back to the next policy",
+            by=by,
             source=source,
-            node=policy.node,
-            message=f"policy {policy.name} v{policy.version} deleted; its nodes fall back to the next policy",
-            detail={**_policy_detail(policy), "version": policy.version},
+            version=policy.version,
         )
         gone = Policy(pk=policy.pk, version=policy.version, scope=policy.scope, farm_id=policy.farm_id)
         policy.delete()
@@ -290,24 +283,27 @@ def _carries_save(policy: Policy, carried: dict[str, tuple], *, by, source: str)
     for name, (_old, new) in carried.items():
         setattr(policy, name, new)
     policy.save(update_fields=[*carried, "updated_at"])
-    audit_record(
-        action="policy.changed",
-        actor=by,
+    _policy_audited(
+        policy,
+        "policy.changed",
+        f"policy {policy.name} v{policy.version} (version kept: no catalog goes stale): {policy_changes_words(carried)}",
+        by=by,
         source=source,
-        node=policy.node,
-        message=f"policy {policy.name} v{policy.version} (version kept: no catalog goes stale): "
-        f"{policy_changes_words(carried)}",
-        detail={
-            **_policy_detail(policy),
-            "version": policy.version,
-            "changes": {name: [old, new] for name, (old, new) in carried.items()},
-        },
+        version=policy.version,
+        changes={name: [old, new] for name, (old, new) in carried.items()},
     )
 
 
-def _policy_detail(policy: Policy) -> dict:
-    """Which policy an audit row is about (its detail's first keys)."""
-    return {"policy": policy.name, "scope": policy.scope}
+def _policy_audited(policy: Policy, action: str, message: str, *, by, source: str, **detail) -> None:
+    """The policy's audit event: which policy (its detail's first keys), then what the action adds."""
+    audit_record(
+        action=action,
+        actor=by,
+        source=source,
+        node=policy.node,
+        message=message,
+        detail={"policy": policy.name, "scope": policy.scope, **detail},
+    )
 
 
 def policy_changes_words(changes: dict[str, tuple]) -> str:

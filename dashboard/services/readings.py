@@ -29,7 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.grid.types import GridError, NodeCapacity
-from dashboard.models import Deployment, Node, NodeEvent
+from dashboard.models import NODE_CAPACITY_FIELDS, Deployment, Node, NodeEvent
 from dashboard.rows import rows_update
 from dashboard.rules import node_events
 from dashboard.services.farm_totals import farm_totals_refresh_on_commit
@@ -100,17 +100,7 @@ _COLUMNS = (
 
 
 # What a reading is compared on ("changed"): the status and the capacity the node reports.
-COMPARED = (
-    "status",
-    "total_cru",
-    "total_mru",
-    "total_sru",
-    "total_hru",
-    "used_cru",
-    "used_mru",
-    "used_sru",
-    "used_hru",
-)
+COMPARED = ("status", *NODE_CAPACITY_FIELDS)
 # What the events compare besides (dashboard.rules.node_events), and when the last reading was taken.
 _BEFORE = (
     *COMPARED,

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from dashboard.models import Job
 from dashboard.selectors.catalog_audit import audit_latest
 from dashboard.services.jobs import JobError, job_request
+from dashboard.views.jobs import job_start_said
 
 KIND_WORDS = {
     "orphan": "Orphan slices (marked taken, VM gone)",
@@ -114,15 +115,7 @@ def _start(request, *, dry_run: bool, parameters: dict | None):
     except JobError as exc:
         messages.error(request, str(exc))
         return redirect("audit")
-    if requested.created:
-        requested.job.refresh_from_db()  # a broker that is down has already failed it
-    if requested.created and requested.job.state == Job.State.FAILED:
-        messages.error(request, f"Could not start {requested.job}: {requested.job.error}")
-    elif requested.created:
-        messages.success(request, f"Started {requested.job}.")
-    else:
-        messages.warning(request, f"Already running: {requested.job} has not finished, so no new job was started.")
-    return redirect("job", job_id=requested.job.pk)
+    return job_start_said(request, requested)
 
 
 def _fixed_already(dry_run_job: int) -> Job | None:

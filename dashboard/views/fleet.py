@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
-from dashboard.models import Job, Node, SnapshotFigures
+from dashboard.models import Node, SnapshotFigures
 from dashboard.selectors.farm_ips import farm_ipv4, farms_ipv4
 from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
 from dashboard.selectors.fleet_map import fleet_map
@@ -25,6 +25,7 @@ from dashboard.selectors.uptime import uptime_percent
 from dashboard.selectors.watch import watch_status
 from dashboard.services.jobs import JobError
 from dashboard.services.reregister.waves import bulk_request
+from dashboard.views.jobs import job_start_said
 from dashboard.views.withholds import WithholdForm
 
 NODES_PER_PAGE = 50
@@ -196,17 +197,7 @@ def reregister_stale(request):
         except JobError as exc:
             messages.error(request, f"Could not start the re-register: {exc}")
             return redirect("fleet-reregister-stale")
-        if requested.created:
-            requested.job.refresh_from_db()  # a broker that is down has already failed it (see node._job_start)
-        if requested.created and requested.job.state == Job.State.FAILED:
-            messages.error(request, f"Could not start {requested.job}: {requested.job.error}")
-        elif requested.created and requested.job.step.startswith("waiting for a second admin"):
-            messages.warning(request, f"{requested.job} is {requested.job.step}; it starts once approved.")
-        elif requested.created:
-            messages.success(request, f"Started {requested.job}.")
-        else:
-            messages.warning(request, f"Already running: {requested.job} has not finished, so no new job was started.")
-        return redirect("job", job_id=requested.job.pk)
+        return job_start_said(request, requested)
     return _stale_page(request, waves)
 
 

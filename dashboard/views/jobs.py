@@ -1,10 +1,11 @@
 """The jobs pages: the list, one job's page, and the progress fragment that polls."""
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
@@ -14,6 +15,23 @@ from dashboard.selectors.jobs import job_detail, jobs_list
 from dashboard.selectors.waves import waves_view
 
 JOBS_PER_PAGE = 50
+
+
+def job_start_said(request, requested):
+    """What a start request from a form did, as a message, and the job's page to go to: started, could not
+    start (a broker that is down has already failed it), waiting for a second admin, or already running."""
+    job = requested.job
+    if requested.created:
+        job.refresh_from_db()  # the message went to the broker on commit, inside job_request
+    if requested.created and job.state == Job.State.FAILED:
+        messages.error(request, f"Could not start {job}: {job.error}")
+    elif requested.created and job.step.startswith("waiting for a second admin"):
+        messages.warning(request, f"{job} is {job.step}; it starts once approved.")
+    elif requested.created:
+        messages.success(request, f"Started {job}.")
+    else:
+        messages.warning(request, f"Already running: {job} has not finished, so no new job was started.")
+    return redirect("job", job_id=job.pk)
 
 
 class JobFilterForm(forms.Form):

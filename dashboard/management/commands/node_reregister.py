@@ -18,7 +18,15 @@ from django.core.management.base import CommandError
 from dashboard.capacity import format_size
 from dashboard.job_kinds import job_describe
 from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
-from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered, refused
+from dashboard.management.cli import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    ProductCommand,
+    grid_id,
+    not_registered,
+    refused,
+    timeout_argument,
+)
 from dashboard.models import Job, Node, WaveRun
 from dashboard.services.jobs import JobError, JobRequest, job_request, job_wait
 from dashboard.services.reregister.rollback import rollback_job_active, run_node_rollback, run_rollback
@@ -51,13 +59,7 @@ class Command(ProductCommand):
             "--dry-run", action="store_true", help="compute and print the change (waiting for it); change nothing"
         )
         parser.add_argument("--wait", action="store_true", help="follow the job until it ends and print its result")
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=600.0,
-            metavar="S",
-            help="with --wait: give up after S seconds (default 600)",
-        )
+        timeout_argument(parser, default=600.0)
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the outcome as JSON")
         waves = parser.add_argument_group("waves (with --stale; any of them asks for waves)")
         waves.add_argument("--waves", action="store_true", help="run in waves with the WAVES_* settings' defaults")

@@ -13,7 +13,15 @@ from dashboard.capacity import format_size
 from dashboard.grid.types import GridError
 from dashboard.job_kinds import job_describe
 from dashboard.job_results import PrecheckResult
-from dashboard.management.cli import EXIT_REFUSED, ProductCommand, grid_id, not_registered, refused, usage_error
+from dashboard.management.cli import (
+    EXIT_REFUSED,
+    ProductCommand,
+    grid_id,
+    not_registered,
+    refused,
+    timeout_argument,
+    usage_error,
+)
 from dashboard.models import Job, Node
 from dashboard.services.jobs import JobError, job_request, job_wait
 from dashboard.services.precheck import PrecheckReport, precheck_run
@@ -40,13 +48,7 @@ class Command(ProductCommand):
             "--job", action="store_true", help="run it as a job on the worker (audited, on the Jobs page)"
         )
         parser.add_argument("--wait", action="store_true", help="with --job: wait for the job and print its report")
-        parser.add_argument(
-            "--timeout",
-            type=float,
-            default=120.0,
-            metavar="S",
-            help="with --wait: give up after S seconds (default 120)",
-        )
+        timeout_argument(parser, default=120.0)
 
     def handle(self, *args, node_id, as_json, job, wait, timeout, **options):
         if wait and not job:

@@ -268,11 +268,7 @@ def _create(
         )
     deployment = Deployment.objects.create(
         node=node,
-        slice=slice_,
-        slice_index=slice_.index,
-        cru=slice_.cru,
-        mru=slice_.mru,
-        sru=slice_.sru,
+        **Deployment.of_slice(slice_),
         state=Deployment.State.DEPLOYED if taken else Deployment.State.FAILED,
         marketplace_id=marketplace_id,
         grid_workload_id=workload_id,

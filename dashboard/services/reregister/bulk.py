@@ -136,8 +136,10 @@ class _BulkRun:
         limits: BulkLimits,
         hooks: BulkHooks,
     ):
-        self.job, self.grid, self.total, self.stop_on = job, grid, total, stop_on
+        self.job, self.grid, self.total = job, grid, total
         self.limits, self.hooks = limits, hooks
+        # What a node's (or a batch's) failure never swallows: the task's time limit, the job taken away.
+        self.passed_on = (*stop_on, JobLost)
         self.result = bulk_result_new(job=job, total=total)
         self.done = 0
         self.unreachable_in_a_row = 0
@@ -172,9 +174,7 @@ class _BulkRun:
                 if self.hooks.planned:
                     self.hooks.planned(node)
                 return plan
-            except self.stop_on:
-                raise
-            except JobLost:
+            except self.passed_on:
                 raise
             except Exception as exc:
                 outcomes[node.pk] = self._failure_words(node, exc)
@@ -252,9 +252,7 @@ class _BulkRun:
                 self.result.read_alone += 1
                 self.result.requests += 1
                 live = node_capacity_read(grid=self.grid, node_id=node.grid_id, job=self.job, announce=False)
-            except self.stop_on:
-                raise
-            except JobLost:
+            except self.passed_on:
                 raise
             except Exception as exc:
                 outcomes[node.pk] = self._failure_words(node, exc)
@@ -279,9 +277,7 @@ class _BulkRun:
                 hooks=self.hooks,
                 policy_moved=policy_moved,
             )
-        except self.stop_on:
-            raise
-        except JobLost:
+        except self.passed_on:
             raise
         except Exception:
             # Nothing of the batch was written: each node on its own then fails alone, if at all.
@@ -304,9 +300,7 @@ class _BulkRun:
                 self.hooks.progressed(progress)
             try:
                 outcomes[plan.node.pk] = _bulk_one(job=self.job, plan=plan, progress=progress, hooks=self.hooks)
-            except self.stop_on:
-                raise
-            except JobLost:
+            except self.passed_on:
                 raise
             except Exception as exc:
                 outcomes[plan.node.pk] = self._failure_words(plan.node, exc)
