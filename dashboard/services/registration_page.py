@@ -30,7 +30,7 @@ from dashboard.services.registration import NodeFacts, _registered_words, node_r
 from dashboard.services.registration_checks import CatalogError
 
 
-class _Planned(NamedTuple):
+class Planned(NamedTuple):
     """A node of the page that passed the checks, with what it will be carved by."""
 
     live: NodeCapacity
@@ -58,7 +58,8 @@ def nodes_register_from_grid(
     someone else makes the insert fail: the caller gets NodeAlreadyRegistered's IntegrityError
     and falls back to one by one (which says which).
     """
-    planned, refused = _page_planned(lives, policy_name=policy_name, read_at=read_at)
+    planned, refused = page_planned(lives, policy_name=policy_name, read_at=read_at)
+    refused = [(node_id, f"not registered: {why}") for node_id, why in refused]
     if not planned:
         return [], refused
     nodes = [
@@ -77,41 +78,42 @@ def nodes_register_from_grid(
     return nodes, refused
 
 
-def _page_planned(
+def page_planned(
     lives: Sequence[NodeCapacity], *, policy_name: str | None, read_at: datetime
-) -> tuple[list[_Planned], list[tuple[int, str]]]:
-    """The page's nodes that pass the checks, each with its policy and carve; [(node id, why not)] for the others."""
+) -> tuple[list[Planned], list[tuple[int, str]]]:
+    """The page's nodes that pass the checks, each with its policy and carve; [(node id, why not)] for the others.
+    The one plan of a page: its registration, and the onboarding's preview of it (what it would carve)."""
     named = policy_named(policy_name) if policy_name else None
     book = policy_book(node_pks=[], farm_ids={live.farm_id for live in lives}) if named is None else None
 
     def policy_for(farm_id: int) -> capacity.Policy:
         return named or book.for_farm(farm_id)
 
-    planned: list[_Planned] = []
+    planned: list[Planned] = []
     refused: list[tuple[int, str]] = []
     for live in lives:
         try:
             planned.append(_node_planned(live, policy_for=policy_for, read_at=read_at))
         except (CatalogError, capacity.CapacityError) as exc:
             if not live.pools_sru:
-                refused.append((live.node_id, f"not registered: {exc}"))
+                refused.append((live.node_id, str(exc)))
                 continue
             # What the node said of its pools is what the checks refused: carved as for unknown pools instead.
             why = pools_not_taken_words(live.node_id, exc)
             try:
                 prudent = _node_planned(without_pools(live), policy_for=policy_for, read_at=read_at)
             except (CatalogError, capacity.CapacityError) as again:
-                refused.append((live.node_id, f"not registered: {again}"))
+                refused.append((live.node_id, str(again)))
                 continue
             planned.append(prudent._replace(pools_refused=why))
     return planned, refused
 
 
-def _node_planned(live: NodeCapacity, *, policy_for, read_at: datetime) -> _Planned:
+def _node_planned(live: NodeCapacity, *, policy_for, read_at: datetime) -> Planned:
     """The node's checks, policy and carve (CatalogError or CapacityError when it cannot be registered so)."""
     facts = NodeFacts.of_live(live, seen_at=read_at)
     policy, carve = registration_carve(facts, live.pools_sru or None, live.zos_cache_sru, policy_for)
-    return _Planned(live, facts, policy, carve)
+    return Planned(live, facts, policy, carve)
 
 
 def _nodes_insert(nodes: list[Node]) -> None:
@@ -124,7 +126,7 @@ def _nodes_insert(nodes: list[Node]) -> None:
         node._state.db = connection.alias
 
 
-def _page_node_row(entry: _Planned, *, read_at: datetime, pk: int) -> Node:
+def _page_node_row(entry: Planned, *, read_at: datetime, pk: int) -> Node:
     live = entry.live
     pools = list(live.pools_sru) if live.pools_sru else None
     node = node_row(entry.facts, pools=pools, policy=entry.policy, carve=entry.carve)
@@ -134,7 +136,7 @@ def _page_node_row(entry: _Planned, *, read_at: datetime, pk: int) -> Node:
     return node
 
 
-def _page_audit(nodes: list[Node], planned: list[_Planned], *, by, source: str, origin: str) -> None:
+def _page_audit(nodes: list[Node], planned: list[Planned], *, by, source: str, origin: str) -> None:
     """One "node registered" event per node of the page, in one statement."""
     # The nodes of one shape share a carve (capacity.carve_memoised): its dict is made once a page, not
     # once a node (dataclasses.asdict copies every field; the event's detail is written, never changed).

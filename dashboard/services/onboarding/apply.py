@@ -12,13 +12,12 @@ from dashboard import capacity
 from dashboard.grid.types import NodeCapacity
 from dashboard.job_results import LISTED, OnboardResult
 from dashboard.models import Node
-from dashboard.selectors.policy_book import policy_book, policy_named
 from dashboard.services.node_writes import node_writes
 from dashboard.services.onboarding.request import OnboardRequest
 from dashboard.services.pools_heard import Heard, lives_with_pools, pools_hear, pools_heard_store
 from dashboard.services.readings import COMPARED, LiveReading, readings_store
 from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register_from_grid
-from dashboard.services.registration_page import nodes_register_from_grid
+from dashboard.services.registration_page import nodes_register_from_grid, page_planned
 
 
 class OnboardLimit(Exception):
@@ -62,7 +61,7 @@ def page_apply(
                 f"and confirm the number of new nodes (the page, or node_register --max-new-nodes N)"
             )
         if request.dry_run:
-            _preview_new(new, request=request, result=result)
+            _preview_new(new, request=request, result=result, now=now)
         elif new:
             _register_page(new, request=request, result=result, by=by, source=source, origin=origin, now=now)
             _pools_refused_heard(new, heard)
@@ -121,19 +120,14 @@ def _register(live: NodeCapacity, *, request, result: OnboardResult, by, source,
     _count_new(result, live, deployable=node.carved_deployable, policy=node.carved_policy_name)
 
 
-def _preview_new(new: Sequence[NodeCapacity], *, request: OnboardRequest, result: OnboardResult) -> None:
-    book = policy_book(node_pks=[], farm_ids={n.farm_id for n in new}) if not request.policy else None
-    named = policy_named(request.policy) if request.policy else None
-    for live in new:
-        policy = named or book.for_farm(live.farm_id)
-        try:
-            cut = capacity.carve_memoised(
-                live.total, policy, pools=live.pools_sru, cache=live.zos_cache_sru, light=bool(live.light)
-            )
-        except capacity.CapacityError as exc:
-            result.leave_out(live.node_id, f"would not be registered: {exc}")
-            continue
-        _count_new(result, live, deployable=cut.slices, policy=policy.name)
+def _preview_new(new: Sequence[NodeCapacity], *, request: OnboardRequest, result: OnboardResult, now) -> None:
+    # The registration's own plan of the page (its checks, its prudent carve of refused pools, its carve):
+    # what the operator confirms is what the run will register.
+    planned, refused = page_planned(new, policy_name=request.policy, read_at=now)
+    for entry in planned:
+        _count_new(result, entry.live, deployable=entry.carve.slices, policy=entry.policy.name)
+    for node_id, why in refused:
+        result.leave_out(node_id, f"would not be registered: {why}")
 
 
 def _count_new(result: OnboardResult, live: NodeCapacity, *, deployable: int, policy: str) -> None:
