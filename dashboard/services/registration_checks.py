@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from dashboard import capacity
+from dashboard.grid.types import MAX_NODE_CRU  # one line for the parser and the registration
 from dashboard.models import Node
 
 # Anything above this is a typo, not a node (parse_size draws the same line).
 MAX_NODE_BYTES = 1024 * capacity.TiB
-MAX_NODE_CRU = 4096
 
 
 class CatalogError(ValueError):
