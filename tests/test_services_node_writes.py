@@ -51,6 +51,15 @@ def test_refresh_only_leaves_the_others_as_stored(sim_node):
     assert (stored(first)["slices_rented"], stored(second)["slices_rented"]) == (1, 0)
 
 
+def test_refreshing_a_node_the_block_does_not_hold_is_refused_and_nothing_is_kept(sim_node):
+    first, second = sim_node(11, **NODE_1774), sim_node(12, **NODE_1774)
+    with pytest.raises(ValueError, match=rf"nodes \[{second.pk}\] are refreshed but not locked"):
+        with node_writes([first.pk]) as writes:
+            rent_slice_0(first)
+            writes.refresh_only([first.pk, second.pk])
+    assert Slice.objects.filter(state=Slice.State.RENTED).count() == 0
+
+
 def test_a_block_that_only_locks_stores_no_figures(sim_node):
     node = sim_node(1774, **NODE_1774)
     with node_writes([node.pk], refresh=False):

@@ -42,7 +42,8 @@ class NodeWrites:
     def refresh_only(self, node_pks: Iterable[int]) -> None:
         """Refresh only these of the locked nodes on exit (none: the block changed nothing they are figured from)."""
         only = set(node_pks)
-        assert only <= self.locked, f"nodes {sorted(only - self.locked)} are refreshed but not locked"
+        if not only <= self.locked:  # a writer's mistake: refreshing a node it does not hold (not an assert: -O)
+            raise ValueError(f"nodes {sorted(only - self.locked)} are refreshed but not locked")
         self.refreshed = only
 
     def _refresh(self) -> None:
