@@ -220,3 +220,23 @@ def test_a_tighter_bound_is_judged_less_each_nodes_residual(sim_node):
     assert accepted_tighter_exists(**ask)  # raw rooms: 4 GiB is tighter
     assert not accepted_tighter_exists(**ask, residuals={roomy.pk: -GiB})  # 5 GiB less nothing: not tighter
     assert accepted_tighter_exists(**ask, residuals={roomy.pk: -GiB, new.pk: -GiB})  # 5 against 5.5 GiB
+
+
+def test_placement_gives_a_host_the_odds_its_node_page_gives(sim_node):
+    # One definition of "the odds one more VM deploys now" (selectors.odds.vm_odds_now): a node with no
+    # lesson is judged by its build's prior (and the bounds its build's deployments set), where placement
+    # read lessons' fits alone and took such a node for sure.
+    from dashboard.capacity import zos_reserve_mru
+    from dashboard.selectors.odds import vm_odds_now
+    from dashboard.selectors.placement import placement_for
+
+    node = _told(Node.objects.get(pk=sim_node(3306, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=77).pk), "v-x")
+    promised = node.slices.filter(index__lt=node.deployable)
+    running = sum(promised.values_list("mru", flat=True))
+    promised.update(state="rented")  # the promised slices running, and read so
+    Node.objects.filter(pk=node.pk).update(used_mru=zos_reserve_mru(node.total_mru) + running)
+    figures_refresh([node.pk])
+    size = node.slices.get(index=node.deployable)
+    (host,) = placement_for(cru=size.cru, mru=size.mru, sru=size.sru).best
+    odds = vm_odds_now(Node.objects.get(pk=node.pk), mru=size.mru)
+    assert (host.node_id, host.odds) == (node.grid_id, odds) and odds < 1.0

@@ -270,8 +270,6 @@ def vm_odds_now(node: Node, *, mru: int, used_mru: int | None = None) -> float:
     """The odds ZOS takes one more VM of `mru` on the node now: on `used_mru` (a reading just taken) or the
     node's last reading, with its rented and deployed slices running. Kept on each deployment sent or
     reported, for calibration."""
-    fit = node_belief(node)
-    running = node.slices_rented + node.slices_deployed
     if used_mru is None and node.used is not None:
         used_mru = node.used.mru
     vm_mru = (
@@ -279,7 +277,12 @@ def vm_odds_now(node: Node, *, mru: int, used_mru: int | None = None) -> float:
         if used_mru is not None
         else int(node.slices.filter(state__in=Slice.OCCUPIED_STATES).aggregate(m=Sum("mru"))["m"] or 0)
     )
-    odds = capacity.memory_odds(
-        fit, total_mru=node.total_mru, vm_mru=vm_mru, running=running, slice_mru=mru, node=node.pk
-    )
+    running = node.slices_rented + node.slices_deployed
+    return vm_odds(node_belief(node), total_mru=node.total_mru, vm_mru=vm_mru, running=running, mru=mru, pk=node.pk)
+
+
+def vm_odds(belief: capacity.odds.Belief, *, total_mru: int, vm_mru: int, running: int, mru: int, pk: int) -> float:
+    """The odds ZOS takes one more VM of `mru` beside `running` VMs using `vm_mru`, judged by the node's
+    belief (beliefs_for): the one rule the node page, the reports and placement give a host's odds by."""
+    odds = capacity.memory_odds(belief, total_mru=total_mru, vm_mru=vm_mru, running=running, slice_mru=mru, node=pk)
     return round(odds, 4)

@@ -33,7 +33,7 @@ from dashboard.rules.reading_age import reading_untrusted_after
 from dashboard.rules.warning import warnings_of_values
 from dashboard.selectors import placement_cut
 from dashboard.selectors.farm_ips import farm_ips_available
-from dashboard.selectors.odds import lesson_fits
+from dashboard.selectors.odds import belief_key, beliefs_for, vm_odds
 from dashboard.selectors.placement_rows import (
     NODE_FIELDS,
     live_holds_by_node,
@@ -513,22 +513,23 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
 
 
 def _with_odds(hosts: list[NodeVerdict], size, by_node_id: dict) -> list[NodeVerdict]:
-    """The hosts with the slice's odds there (capacity.memory_odds on the node's reading and lesson),
+    """The hosts with the slice's odds there (selectors.odds.vm_odds on the node's reading and belief),
     surest first: odds in steps of 1%, then the strategy's own order."""
     rows = {v.node_id: dict(zip(NODE_FIELDS, by_node_id[v.node_id], strict=True)) for v in hosts}
-    fits = lesson_fits(values["memory_lesson_id"] for values in rows.values())
+    key = {node_id: belief_key(values["memory_lesson_id"], values["zos_version"]) for node_id, values in rows.items()}
+    beliefs = beliefs_for(key.values())
     judged = []
     for v in hosts:
         values = rows[v.node_id]
-        odds = capacity.memory_odds(
-            fits.get(values["memory_lesson_id"]),
+        odds = vm_odds(
+            beliefs[key[v.node_id]],
             total_mru=values["total_mru"],
             vm_mru=max(values["used_mru"] - capacity.zos_reserve_mru(values["total_mru"]), 0),
             running=values["slices_rented"] + values["slices_deployed"],
-            slice_mru=size.mru,
-            node=values["pk"],
+            mru=size.mru,
+            pk=values["pk"],
         )
-        judged.append(replace(v, odds=round(odds, 4)))
+        judged.append(replace(v, odds=odds))
     # A stable sort: among nodes of the same odds the strategy's order stands.
     return sorted(judged, key=lambda v: -math.floor(v.odds * 100))
 
