@@ -232,8 +232,13 @@ def live_worker(transactional_db, broker_purged, monkeypatch):
     """
     from celery.contrib.testing.worker import start_worker
 
+    from tests.support import worker_stops_quickly
+
     monkeypatch.setenv("CELERY_SKIP_CHECKS", "1")
-    with start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30) as worker:
+    with (
+        worker_stops_quickly(broker_purged),
+        start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30) as worker,
+    ):
         yield worker
 
 
