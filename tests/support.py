@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 class FakeClock:
@@ -68,3 +69,21 @@ def examples(full: int) -> int:
 def farm_cell_node_ids(farm) -> list[int]:
     """The nodes of a fleet-map farm, in the order of its cells (selectors.fleet_map)."""
     return [int(node_id) for node_id in re.findall(r'data-node="(\d+)"', farm.cells_html)]
+
+
+@contextmanager
+def worker_stops_quickly(app) -> Iterator[None]:
+    """An in-process worker started after this (start_worker) stops within a tenth of a second.
+
+    Told to stop, the worker's thread ends at its loop's next turn, and on Redis a turn ends when its
+    BRPOP returns: after a second (kombu's brpop_timeout) when no message comes, a second on every worker
+    test's teardown. kombu takes the BRPOP's timeout from the transport option polling_interval. Only
+    the consumer's wait changes; what a task does and what is sent are as in production.
+    """
+    options = app.conf.broker_transport_options
+    if app.conf.broker_url.startswith("redis"):
+        app.conf.broker_transport_options = options | {"polling_interval": 0.1}
+    try:
+        yield
+    finally:
+        app.conf.broker_transport_options = options

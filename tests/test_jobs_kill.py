@@ -28,7 +28,7 @@ from dashboard.models import Job, Node, Slice
 from dashboard.services.job_reaper import jobs_reap
 from dashboard.services.jobs import job_request
 from tests.killed_workers import bulk_node_states, redeliver_unacked, worker_sessions
-from tests.support import wait_until
+from tests.support import wait_until, worker_stops_quickly
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -70,7 +70,10 @@ def test_it_survives_a_sigkill(
     if recovery == "reaper":
         assert jobs_reap() == 1
     redeliver_unacked(broker_purged)
-    with start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+    with (
+        worker_stops_quickly(broker_purged),
+        start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30),
+    ):
         if recovery == "reaper":
             wait_until(
                 lambda: not broker_purged.connection_for_write().default_channel.client.llen("celery"),
@@ -132,7 +135,10 @@ def test_it_leaves_no_node_half_applied_when_killed_inside_a_bulk_batch(
     settings.JOB_HEARTBEAT_TIMEOUT = 1
     time.sleep(1.1)
     redeliver_unacked(broker_purged)
-    with start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+    with (
+        worker_stops_quickly(broker_purged),
+        start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30),
+    ):
         job = job_finished(job, timeout=60)
     assert (job.state, job.attempts, job.result["stale"], job.result["reregistered"]) == (
         Job.State.SUCCEEDED,

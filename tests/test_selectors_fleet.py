@@ -267,7 +267,9 @@ def fleet_of(count: int) -> None:
     )
     slices = []
     for i, node in enumerate(nodes):
-        carve = capacity.carve(node.total, zos, pools=node.pools_sru)
+        # Remembered (the carve is pure): a few sizes over and over, and a carve with pools tries every
+        # device order of them.
+        carve = capacity.carve_memoised(node.total, zos, pools=node.pools_sru)
         made = registration.catalog_slices(node=node, carve=carve, start_index=0, generation=1)
         for s in made[: i % 3]:
             s.state = Slice.State.DEPLOYED

@@ -12,7 +12,7 @@ from dashboard.models import CatalogGeneration, Job, Node, Slice, WaveRun
 from dashboard.services.reregister.rollback import run_rollback
 from dashboard.services.reregister.waves import bulk_request
 from tests.killed_workers import bulk_node_states, redeliver_unacked, worker_sessions
-from tests.support import wait_until
+from tests.support import wait_until, worker_stops_quickly
 
 
 def sizes() -> dict[int, list[tuple[int, int, int]]]:
@@ -54,7 +54,10 @@ def test_a_run_in_waves_killed_inside_a_batch_leaves_whole_nodes_and_their_gener
     settings.JOB_HEARTBEAT_TIMEOUT = 1
     time.sleep(1.1)
     redeliver_unacked(broker_purged)
-    with start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30):
+    with (
+        worker_stops_quickly(broker_purged),
+        start_worker(broker_purged, pool="solo", perform_ping_check=False, shutdown_timeout=30),
+    ):
         job = job_finished(job, timeout=60)
     assert (job.state, job.attempts, WaveRun.objects.get(job=job).state) == (Job.State.SUCCEEDED, 2, "done")
     assert set(bulk_node_states().values()) == {"new"}

@@ -93,10 +93,11 @@ def celery_worker(transactional_db):
     from celery.contrib.testing.worker import start_worker
 
     from config.celery import app
+    from tests.support import worker_stops_quickly
 
     # Messages left by an earlier run (or a test without a worker) name jobs that are gone.
     app.control.purge()
-    with start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
+    with worker_stops_quickly(app), start_worker(app, pool="solo", perform_ping_check=False, loglevel="WARNING"):
         yield app
 
 
