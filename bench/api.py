@@ -1,7 +1,7 @@
 """The API and /metrics at fleet scale, as another program calls them: with real bearer tokens.
 
 - `GET /api/v1/nodes?per_page=100` (the first page of 100, default sort) with a `read` token made
-  by `services.tokens.api_token_create`, and a `/metrics` scrape with the METRICS_TOKEN of the
+  by `access.services.tokens.api_token_create`, and a `/metrics` scrape with the METRICS_TOKEN of the
   bench's settings: timed as bench/pages.py times pages (median of `repeat` after 2 warm-up
   requests, the query count of one more under CaptureQueriesContext). The client holds no session:
   an API client sends its token and nothing else.
@@ -35,7 +35,7 @@ def bench_token(*, scope: str, name: str) -> str:
     from django.contrib.auth import get_user_model
 
     from bench.seed import ADMIN_USERNAME
-    from dashboard.services.tokens import api_token_create
+    from dashboard.access.services.tokens import api_token_create
 
     admin = get_user_model().objects.get(username=ADMIN_USERNAME)
     return api_token_create(user=admin, name=name, scopes=[scope], source="command").secret

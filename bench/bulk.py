@@ -34,9 +34,9 @@ def job_wait(job_id: int, *, worker: Worker, timeout: float, poll: float = 0.05)
 
 def bulk_measure(*, size: int, worker: Worker, timeout: float) -> dict:
     """Bulk re-register of every (stale) node: wall time, nodes per second, the worker's memory."""
+    from dashboard.figures.selectors.fleet import fleet_overview
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Job
-    from dashboard.selectors.fleet import fleet_overview
-    from dashboard.services.jobs import job_request
 
     before = worker.memory()
     started = time.perf_counter()
@@ -132,9 +132,9 @@ def _grid_seen(grid, count: int) -> dict:
 
 def _floor_plan(nodes: list, seen: dict, *, now) -> FloorPlan:
     """Each node's re-register planned with the job's own reregister_plan, under the policies it resolves."""
+    from dashboard.catalogs.services.reregister import reregister_plan
     from dashboard.models import Slice
-    from dashboard.selectors.policy_book import policies_for_nodes
-    from dashboard.services.reregister import reregister_plan
+    from dashboard.policies.selectors.policy_book import policies_for_nodes
 
     policies = policies_for_nodes(nodes)
     slices_by_node: dict[int, list] = {}

@@ -85,8 +85,9 @@ def profile_bulk(nodes: int, top: int, env, *, cprofile: bool = True) -> None:
     from django.db import connection
 
     from bench import seed
+    from dashboard.catalogs.services import reregister
+    from dashboard.jobs.services import jobs
     from dashboard.models import Job
-    from dashboard.services import jobs, reregister
     from sim.grid import SimulatedGrid
 
     specs = seed.fleet_specs(nodes)
@@ -120,9 +121,9 @@ def profile_onboard(nodes: int, top: int, *, cprofile: bool = True) -> None:
     from bench.onboard import FARMS, FIRST_NODE_ID
     from dashboard.capacity import GiB, Resources
     from dashboard.grid.types import NodeCapacity
-    from dashboard.job_results import OnboardResult
-    from dashboard.services.onboarding.apply import page_apply
-    from dashboard.services.onboarding.request import OnboardRequest
+    from dashboard.jobs.results import OnboardResult
+    from dashboard.nodes.services.onboarding.apply import page_apply
+    from dashboard.nodes.services.onboarding.request import OnboardRequest
 
     shapes = ((8, 31 * GiB, int(931.5 * GiB)), (16, 62 * GiB, 2 * int(931.5 * GiB)), (4, 15 * GiB, 476 * GiB))
     lives = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from dashboard.models import Node, Slice
-from dashboard.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
+from dashboard.policies.selectors.policy_book import catalog_is_stale, node_carve, policy_for_node
 
 naive_site = admin.AdminSite(name="bench_naive_admin")
 

@@ -48,8 +48,8 @@ def grid_seed(path: Path, *, nodes: int = NODES) -> None:
 
 
 def onboard_measure(env, workers: list, *, nodes: int = NODES, log=print) -> dict:
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Job, Node
-    from dashboard.services.jobs import job_request
 
     path = env.work_dir / "onboard-simgrid.sqlite3"
     grid_seed(path, nodes=nodes)
@@ -290,9 +290,9 @@ def bulk_pages_measure(env, workers: list, *, nodes: int = NODES, log=print) -> 
     the onboarding's: the median GET /nodes/{id} on the same server, times the node count.
     """
     from dashboard.capacity import GiB
+    from dashboard.figures.selectors.fleet import fleet_overview
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Deployment, Job, Node, Policy
-    from dashboard.selectors.fleet import fleet_overview
-    from dashboard.services.jobs import job_request
 
     path = env.work_dir / "onboard-simgrid.sqlite3"
     if not path.exists():

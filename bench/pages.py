@@ -141,7 +141,7 @@ def pages_measure(*, size: int, node_id: int, repeat: int, baselines: bool) -> d
 
 def map_cold_figures(*, repeat: int) -> dict:
     """The first /map/ after a write to every node row: each farm's totals summed and its cells made again
-    (selectors.fleet_map), as after a bulk job. A figure, not a target: the target is the map read again.
+    (figures.selectors.fleet_map), as after a bulk job. A figure, not a target: the target is the map read again.
     Measured after the other pages and the API: each write leaves a dead version of every node row."""
     client = admin_client()
     from django.db.models import F
@@ -200,10 +200,10 @@ def policy_edit_measure(*, repeat: int = 4) -> dict:
 def policy_edit(policy, parameters: dict) -> tuple[float, float | None]:
     """policy_update as the request calls it, then the figures rewrite it queued (if it queued one),
     claimed and run in this process as a worker would: (edit seconds, rewrite seconds or None)."""
+    from dashboard.jobs.services.job_run import job_execute
+    from dashboard.jobs.services.jobs import job_claim
     from dashboard.models import Job
-    from dashboard.services.job_run import job_execute
-    from dashboard.services.jobs import job_claim
-    from dashboard.services.policy import policy_update
+    from dashboard.policies.services.policy import policy_update
 
     started = time.perf_counter()
     policy_update(policy=policy, parameters=parameters)

@@ -45,8 +45,8 @@ def main(repo: Path, size: int) -> dict:
 
         call_command("migrate", verbosity=0)
         from bench import pages, seed
+        from dashboard.deployments.services.holds import hold_create
         from dashboard.models import Hold, Slice
-        from dashboard.services.holds import hold_create
         from sim.grid import SimulatedGrid
 
         specs = seed.fleet_specs(size)
@@ -55,7 +55,7 @@ def main(repo: Path, size: int) -> dict:
         call_command("figures_refresh", verbosity=0)
         from bench.api import bench_token
         from dashboard.models import Node
-        from dashboard.services.withholds import node_withhold
+        from dashboard.nodes.services.withholds import node_withhold
 
         client = pages.admin_client()
         read = bench_token(scope="read", name="bench-read")
@@ -90,8 +90,8 @@ def main(repo: Path, size: int) -> dict:
         assert Hold.objects.count() == len(chosen)
         out[f"1% withheld, {len(chosen)} live holds"] = measure()
         # Every hold released and every window ended: the fleet as seeded again, what the machine drifted.
-        from dashboard.services.holds import hold_release
-        from dashboard.services.withholds import withhold_release
+        from dashboard.deployments.services.holds import hold_release
+        from dashboard.nodes.services.withholds import withhold_release
 
         for pk in Hold.objects.values_list("pk", flat=True):
             hold_release(hold_id=pk, source="command")

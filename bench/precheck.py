@@ -1,6 +1,6 @@
 """The precheck: pure (capacity.precheck) checks per second, and end to end over HTTP.
 
-End to end is services.precheck.precheck_run with a GridProxyClient pointed at the simulator's
+End to end is catalogs.services.precheck.precheck_run with a GridProxyClient pointed at the simulator's
 HTTP face in another process on loopback: GET /nodes/{id}, the node's policy and free
 slices from PostgreSQL, the verdicts, and the UPDATE of the node's figures.
 """
@@ -44,9 +44,9 @@ def precheck_pure(*, seconds: float) -> dict:
 
 def precheck_end_to_end(*, env: BenchEnv, node_ids: list[int], requests: int, nodelay: bool = False) -> dict:
     """precheck_run over HTTP: median and p99; with nodelay the server sets TCP_NODELAY (see bench.simserve)."""
+    from dashboard.catalogs.services.precheck import precheck_run
     from dashboard.grid.proxy import GridProxyClient
     from dashboard.models import Node
-    from dashboard.services.precheck import precheck_run
 
     server = SimulatorServer(env, nodelay=nodelay)
     url = server.start()

@@ -149,8 +149,8 @@ def onboard_figures(args, run: OnboardRun, *, onboard) -> dict:
 
 
 def job_request_onboard(onboard, nodes: int):
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Job
-    from dashboard.services.jobs import job_request
 
     return job_request(
         kind=Job.Kind.ONBOARD,

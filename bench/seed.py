@@ -184,7 +184,7 @@ def database_seed(specs: Sequence[NodeSpec], workloads: dict[tuple[int, int], st
     copy_rows(Deployment, deployments)
     copied_rows = time.perf_counter()
     # COPY bypasses the services, so the nodes' stored figures are written as the repair command does.
-    from dashboard.services.figures import figures_refresh_all
+    from dashboard.figures.services.figures import figures_refresh_all
 
     figures_refresh_all()
     figured = time.perf_counter()

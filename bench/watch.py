@@ -41,7 +41,7 @@ def cpu_seconds(pid: int) -> float:
 def watch_measure(env, workers: list, *, log=print, runs: int = 2) -> dict:
     """Run the fleet watch `runs` times over every registered node (the bench's seeded fleet) and time it."""
     from dashboard.models import Job, Node
-    from dashboard.services.watch import fleet_watch_request
+    from dashboard.nodes.services.watch import fleet_watch_request
 
     nodes = Node.objects.count()
     pages = -(-nodes // PAGE_SIZE)

@@ -59,7 +59,7 @@ def main(repo: Path, size: int, repeat: int = 15) -> dict:
         from django.utils import timezone
 
         from dashboard.models import Node
-        from dashboard.services.withholds import node_withhold, withhold_edges
+        from dashboard.nodes.services.withholds import node_withhold, withhold_edges
 
         now = timezone.now()
         chosen = list(Node.objects.order_by("grid_id")[::100])

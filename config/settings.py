@@ -162,7 +162,7 @@ JOB_QUEUED_TIMEOUT = env_int("JOB_QUEUED_TIMEOUT", 900, minimum=10)
 JOB_RESEND_AFTER = env_int("JOB_RESEND_AFTER", 120, minimum=5)
 # A job whose worker died this many times is given up rather than retried again.
 JOB_MAX_ATTEMPTS = env_int("JOB_MAX_ATTEMPTS", 3, minimum=1)
-# A policy edit over more nodes than this saves at once and leaves their figures to a job (services.policy_figures).
+# A policy edit over more nodes than this saves at once and leaves their figures to a job (policies.services.policy_figures).
 POLICY_FIGURES_INLINE_NODES = env_int("POLICY_FIGURES_INLINE_NODES", 500, minimum=0)
 # A fleet map of more nodes than this shows each farm's counts, its cells loaded when it is opened.
 MAP_CELLS_INLINE_NODES = env_int("MAP_CELLS_INLINE_NODES", 1000, minimum=0)
@@ -174,12 +174,12 @@ CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "dashboard.jobs_reap", "schedule": env_float("JOB_REAP_EVERY", 30.0, minimum=1.0)},
     "evaluate-alerts": {"task": "dashboard.alerts_evaluate", "schedule": env_float("ALERT_EVERY", 60.0, minimum=5.0)},
     # The farm totals of farms written outside the services (by hand, a raw UPDATE): the services
-    # refresh them on commit already (services.farm_totals); until then readers sum such a farm live.
+    # refresh them on commit already (figures.services.farm_totals); until then readers sum such a farm live.
     "refresh-farm-totals": {
         "task": "dashboard.farm_totals_refresh",
         "schedule": env_float("FARM_TOTALS_EVERY", 60.0, minimum=1.0),
     },
-    # The fleet watch (services.watch): every registered node read again, unless FLEET_WATCH_EVERY is 0.
+    # The fleet watch (nodes.services.watch): every registered node read again, unless FLEET_WATCH_EVERY is 0.
     **(
         {"fleet-watch": {"task": "dashboard.fleet_watch", "schedule": float(FLEET_WATCH_EVERY)}}
         if FLEET_WATCH_EVERY
@@ -191,9 +191,9 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env_float("SNAPSHOT_EVERY", 900.0, minimum=10.0),
     },
 }
-# Withhold windows (services.withholds) open and end by themselves: the beat copies the window in force
+# Withhold windows (nodes.services.withholds) open and end by themselves: the beat copies the window in force
 # onto each node whose window opened or ended since (and refreshes its figures) every this many seconds.
-# Lessons never outlive the observations that taught them (services.lesson_evidence.memory_lessons_follow):
+# Lessons never outlive the observations that taught them (lessons.services.lesson_evidence.memory_lessons_follow):
 # a group whose lesson rests on an observation aged past OBSERVATION_MAX_AGE_DAYS is fitted again this often.
 # It also refreshes the figures of a build whose deployments ZOS took changed since the last follow (one
 # taken, or aged out of the belief): their odds rest on them.
@@ -221,7 +221,7 @@ if QUARANTINE_MAX_HOURS < QUARANTINE_FIRST_HOURS:
     raise ImproperlyConfigured(
         f"QUARANTINE_MAX_HOURS ({QUARANTINE_MAX_HOURS}) must be at least QUARANTINE_FIRST_HOURS ({QUARANTINE_FIRST_HOURS})"
     )
-# The slice audit (services.catalog_audit): every node's catalog against its live contracts. Nightly by
+# The slice audit (catalogs.services.catalog_audit): every node's catalog against its live contracts. Nightly by
 # default (0 turns it off); at most CATALOG_AUDIT_RATE contract requests a second (the proxy allows
 # 20 a second per client IP, shared by every process), all within CATALOG_AUDIT_DEADLINE seconds,
 # and within the task's soft time limit less a minute (a job killed by it would keep nothing it read):
@@ -295,7 +295,7 @@ REPORT_MAX_AGE_DAYS = env_int("REPORT_MAX_AGE_DAYS", 30, minimum=1)
 # A bulk re-register's plan made from a reading older than this many seconds is read again before
 # it is applied (a batch whose page was read before a long run of one-by-one reads, say).
 BULK_READING_MAX_AGE = env_int("BULK_READING_MAX_AGE", 300, minimum=1)
-# Waves (a bulk re-register asked with waves; services.reregister.waves): the canary's share of the
+# Waves (a bulk re-register asked with waves; catalogs.services.reregister.waves): the canary's share of the
 # stale nodes when no canary farm is named (percent, 0: no canary), the batch size after it, the
 # refusals and failures allowed before the run pauses itself, and how long a paused run holds its
 # worker waiting for an admin before it stops itself (after the batch in hand, nothing half-written).
@@ -367,7 +367,7 @@ if RMB_RATE_RESERVE >= RMB_RATE_LIMIT:
 RMB_MAX_IN_FLIGHT = env_int("RMB_MAX_IN_FLIGHT", 50, minimum=1)
 # Pools heard longer ago than this many hours are asked again by the fleet watch (with RMB on).
 POOLS_MAX_AGE = env_int("POOLS_MAX_AGE", 24, minimum=1)
-# --- What ZOS's refusals teach (services.observations, services.memory_model, docs/zos.md) ----
+# --- What ZOS's refusals teach (lessons.services.observations, lessons.services.memory_model, docs/zos.md) ----
 # Days an observation counts; it stays on file after.
 OBSERVATION_MAX_AGE_DAYS = env_int("OBSERVATION_MAX_AGE_DAYS", 30, minimum=1)
 # Reports that teach (a memory or disk refusal, a probe) are bounded in time, as quarantine bounds what
@@ -461,7 +461,7 @@ if CACHE_URL and not CACHE_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r} must be a redis:// URL (or unset for per-process memory)")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "default"},
-    # The fleet map's rendered cells, one entry a farm and state (selectors.fleet_map); each process its own.
+    # The fleet map's rendered cells, one entry a farm and state (figures.selectors.fleet_map); each process its own.
     "fleet-map": {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
         "LOCATION": "fleet-map",

@@ -13,10 +13,10 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from dashboard import capacity
+from dashboard.catalogs.services.slices import node_slices_write, slice_edit, slices_delete
+from dashboard.figures.selectors.fleet import NOMINAL, NodeRow, fleet_rows
+from dashboard.figures.services.node_writes import figures_follow
 from dashboard.models import ApiToken, AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
-from dashboard.selectors.fleet import NOMINAL, NodeRow, fleet_rows
-from dashboard.services.node_writes import figures_follow
-from dashboard.services.slices import node_slices_write, slice_edit, slices_delete
 from dashboard.views.auth import AdminLoginForm
 
 admin.site.site_header = "Slice catalog administration"
@@ -174,7 +174,7 @@ class NodeAdmin(admin.ModelAdmin):
     def save_formset(self, request, form, formset, change):
         if formset.model is not Slice:
             return super().save_formset(request, form, formset, change)
-        # The inline's slices are written by services.slices: locked, audited, the generation moved on.
+        # The inline's slices are written by catalogs.services.slices: locked, audited, the generation moved on.
         formset.save(commit=False)
         node_slices_write(
             node=form.instance,
@@ -281,7 +281,7 @@ class SliceAdmin(admin.ModelAdmin):
             return False
         return super().has_delete_permission(request, obj)
 
-    # Every write goes through services.slices: the node locked, the catalog's generation moved on
+    # Every write goes through catalogs.services.slices: the node locked, the catalog's generation moved on
     # (a re-register planned before the edit refuses to overwrite it), the figures refreshed, audited.
     def delete_queryset(self, request, queryset):
         # The bulk action must not remove someone's VM either.
@@ -312,7 +312,7 @@ class PolicyForm(forms.ModelForm):
             return data
         if not self.instance.pk and data.get("name") in capacity.PROFILES:
             raise ValidationError(f"{data['name']!r} is the name of a built-in profile; choose another name")
-        from dashboard.services.policy import policy_carries_checked
+        from dashboard.policies.services.policy import policy_carries_checked
 
         try:
             capacity.Policy(name=data.get("name") or self.instance.name, **{p: data[p] for p in Policy.PARAMETERS})
@@ -346,7 +346,7 @@ class PolicyAdmin(admin.ModelAdmin):
         return f"max({obj.reserve_mru_percent}%, {_gib(obj.reserve_mru_floor)}); SSD {_gib(obj.reserve_sru)}"
 
     def save_model(self, request, obj, form, change):
-        from dashboard.services.policy import policy_create, policy_update
+        from dashboard.policies.services.policy import policy_create, policy_update
 
         parameters = {p: form.cleaned_data[p] for p in Policy.PARAMETERS}
         carries = {c: form.cleaned_data[c] for c in Policy.CARRIES}
@@ -371,7 +371,7 @@ class PolicyAdmin(admin.ModelAdmin):
         self.delete_queryset(request, [obj])
 
     def delete_queryset(self, request, queryset):
-        from dashboard.services.policy import PolicyConflict, policy_delete
+        from dashboard.policies.services.policy import PolicyConflict, policy_delete
 
         for policy in queryset:
             try:

@@ -14,18 +14,19 @@ from django.db.models import F, Q
 from django.db.models.fields.json import KeyTextTransform
 from django.utils import timezone
 
-from dashboard import capacity, job_kinds
+from dashboard import capacity
 from dashboard.alerts.rules import TITLES as ALERT_TITLES
-from dashboard.job_results import JobResult
-from dashboard.rules import node_events
-from dashboard.rules.reading_age import reading_is_uncertain, reading_uncertain_after
+from dashboard.capacity import node_events
+from dashboard.jobs import kinds as job_kinds
+from dashboard.jobs.results import JobResult
+from dashboard.nodes.reading_age import reading_is_uncertain, reading_uncertain_after
 
 # The largest value an IntegerField (PositiveIntegerField included) holds in PostgreSQL: every
 # whole number that comes in and is stored, or compared with a stored one, is bounded by it first.
 INTEGER_MAX = 2**31 - 1
 
 
-# A reading's age: the rules live in dashboard.rules.reading_age (named once); these names are its, kept for
+# A reading's age: the rules live in dashboard.nodes.reading_age (named once); these names are its, kept for
 # the many readers of the model module.
 reading_max_age = reading_uncertain_after
 
@@ -177,7 +178,7 @@ class Node(models.Model):
     total_sru = models.BigIntegerField()
     total_hru = models.BigIntegerField(default=0)
     # SSD pool sizes when known (the Grid Proxy does not report them); ZOS places a disk in one pool.
-    # Written with the latest PoolReport (services.pools), which keeps who reported them, when, from where.
+    # Written with the latest PoolReport (nodes.services.pools), which keeps who reported them, when, from where.
     pools_sru = models.JSONField(null=True, blank=True)
     # What each pool held as ZOS reported it (same order as pools_sru), used as it is by the precheck.
     pools_used = models.JSONField(null=True, blank=True)
@@ -201,13 +202,13 @@ class Node(models.Model):
     zos_version_at = models.DateTimeField(null=True, blank=True)
     # The node lost its zos-cache subvolume, so ZOS refuses every workload (zos#2043): ZOS's words as last
     # heard ("" while it has its cache), who said them (zos.statistics.get over RMB, the proxy's
-    # /statistics, a refused deploy) and when. Kept by services.zos_cache until it answers its statistics again.
+    # /statistics, a refused deploy) and when. Kept by nodes.services.zos_cache until it answers its statistics again.
     zos_cache_missing = models.CharField(max_length=120, blank=True, default="")
     zos_cache_missing_source = models.CharField(max_length=40, blank=True, default="")
     zos_cache_missing_at = models.DateTimeField(null=True, blank=True)
     zos_version_source = models.CharField(max_length=16, blank=True, default="")
     # The node's contracts in their grace period (unpaid) that still hold a VM's capacity, as the slice audit
-    # last read them (services.catalog_audit), and when: None until it does (capacity.warnings).
+    # last read them (catalogs.services.catalog_audit), and when: None until it does (capacity.warnings).
     grace_contracts = models.PositiveIntegerField(null=True, blank=True)
     contracts_read_at = models.DateTimeField(null=True, blank=True)
 
@@ -224,7 +225,7 @@ class Node(models.Model):
     )
     # The node's latest answer that could not be read (the parser refused it) and why, by which reader:
     # everything above stays the last good reading's. One reason a node, cleared by the next good reading
-    # (services.refused_readings writes it, services.readings clears it).
+    # (lessons.services.refused_readings writes it, nodes.services.readings clears it).
     refused_reading = models.CharField(max_length=300, blank=True, default="")
     refused_reading_by = models.CharField(max_length=16, blank=True, default="")
     refused_reading_at = models.DateTimeField(null=True, blank=True)
@@ -241,7 +242,7 @@ class Node(models.Model):
     # Slice numbers are never reused: a re-carve numbers its new slices from here, so a failure row
     # (Deployment.slice_index) names the same slice forever, shown as retired once it is gone.
     slice_index_next = models.PositiveIntegerField(default=0)
-    # When the reading the placeable and phantom figures come from was taken (services.readings).
+    # When the reading the placeable and phantom figures come from was taken (nodes.services.readings).
     prechecked_at = models.DateTimeField(null=True, blank=True)
     registered_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -253,13 +254,13 @@ class Node(models.Model):
     # ------------------------------------------------------------------------------------------------
 
     # Copies of other tables, each kept by that table's writer. What ZOS's refusals taught about this node, distilled from its live Observations by
-    # services.observations (the evidence stays in those rows): hidden memory each running VM
+    # lessons.services.observations (the evidence stays in those rows): hidden memory each running VM
     # really uses, and a disk size no pool had room for, valid while nothing has been freed
     # (while the used SSD is at least what it was then).
     hidden_mru_per_vm = models.BigIntegerField(default=0)
     pool_room_below = models.BigIntegerField(null=True, blank=True)
     pool_room_below_used_sru = models.BigIntegerField(null=True, blank=True)
-    # ZOS's own memory use on the host, from the fleet's overhead model (services.memory_model):
+    # ZOS's own memory use on the host, from the fleet's overhead model (lessons.services.memory_model):
     # null when only a per-VM figure is known (counted on top of the reserve). The lesson that
     # decides the node's memory, and whose: its own observations, its build's, or the fleet's.
     zos_own_mru = models.BigIntegerField(null=True, blank=True)
@@ -269,7 +270,7 @@ class Node(models.Model):
     memory_lesson_scope = models.CharField(max_length=8, blank=True)  # "", own, build, fleet
 
     # The live holds on the node's free slices as the last write of a hold or a slice left them
-    # (services.held_figures): how many, their charges summed (memory with each held VM's hidden use),
+    # (figures.services.held_figures): how many, their charges summed (memory with each held VM's hidden use),
     # a key of their sizes in slice order, and
     # the first and last of their expiries. A hold ends by time with no write, so placement's first cut
     # charges them on the stored room while all are live (now < held_first_expiry), forgets them once
@@ -280,14 +281,14 @@ class Node(models.Model):
     held_sizes = models.CharField(max_length=16, blank=True, default="")
     held_first_expiry = models.DateTimeField(null=True, blank=True)
     held_last_expiry = models.DateTimeField(null=True, blank=True, db_index=True)
-    # The withhold window in force (NodeWithhold), copied here by services.withholds when a window is
+    # The withhold window in force (NodeWithhold), copied here by nodes.services.withholds when a window is
     # made, released, or opens or ends by itself (the beat's withhold edges), so every figure reads the
     # node row: "" when nothing withholds the node; until None: until released.
     withheld_reason = models.CharField(max_length=160, blank=True, default="")
     withheld_until = models.DateTimeField(null=True, blank=True)
 
-    # The catalog's figures (services.figures.FIGURE_FIELDS), worked out from the facts above, the slices and
-    # the policies; stored only on the exit of a services.node_writes block (`manage.py figures_refresh
+    # The catalog's figures (figures.services.figures.FIGURE_FIELDS), worked out from the facts above, the slices and
+    # the policies; stored only on the exit of a figures.services.node_writes block (`manage.py figures_refresh
     # --check` finds any that drifted), so the fleet overview sorts, filters and totals plain columns.
     slices_free = models.PositiveIntegerField(default=0)
     slices_rented = models.PositiveIntegerField(default=0)
@@ -297,7 +298,7 @@ class Node(models.Model):
     stale = models.BooleanField(default=False)
     stale_reason = models.TextField(blank=True)
     effective_policy = models.CharField(max_length=80, blank=True, help_text='"name vN" of the effective policy')
-    # What the placement answer's first cut compares (selectors.placement), worked out by capacity on the
+    # What the placement answer's first cut compares (deployments.selectors.placement), worked out by capacity on the
     # last reading: the memory and SSD one more VM can be charged (capacity.room_now; None without a
     # reading), and which nodes only the pool model can judge: "" when the pools cannot refuse what
     # memory and SSD allow (capacity.pools_decide), else a key shared by the nodes whose pools judge
@@ -307,14 +308,14 @@ class Node(models.Model):
     room_mru = models.BigIntegerField(null=True, blank=True)
     room_sru = models.BigIntegerField(null=True, blank=True)
     pools_shape = models.CharField(max_length=16, blank=True, default=NOT_WORKED_OUT)
-    # The free slices placed on the last reading (services.figures: the precheck's own arithmetic) and
+    # The free slices placed on the last reading (figures.services.figures: the precheck's own arithmetic) and
     # the slices that would fail now, by reason.
     placeable_now = models.PositiveIntegerField(null=True, blank=True)
     phantom_slices = models.PositiveIntegerField(null=True, blank=True)
     # Phantom slices by reason (capacity.PHANTOM_REASONS: down, standby, memory, disk, pool).
     phantom_reasons = models.JSONField(default=dict, blank=True)
     # Why the node offers nothing now, whatever its numbers (capacity.closures: "down", "standby", ...;
-    # "" open), with the closure's detail; decided by dashboard.rules.closure from this row and the
+    # "" open), with the closure's detail; decided by dashboard.figures.closure from this row and the
     # settings, stored by the figures writer so the placement cut and the pages read a column.
     closure = models.CharField(max_length=32, blank=True, default="", db_index=True)
     closure_detail = models.CharField(max_length=200, blank=True, default="")
@@ -411,7 +412,7 @@ class Node(models.Model):
 
 class NodeWithhold(models.Model):
     """A window in which a node's free slices are off offer, with its reason: a maintenance an operator
-    asked for (manual) or a quarantine the failures of unknown cause started (services.withholds).
+    asked for (manual) or a quarantine the failures of unknown cause started (nodes.services.withholds).
 
     Open while starts_at <= now < ends_at (ends_at None: until released) and not released. Rented and
     deployed slices are untouched. Never deleted: a release stamps released_at/by.
@@ -535,7 +536,7 @@ class Hold(models.Model):
 
     A hold changes what is on offer, not what is true: the slice stays free in the catalog and the
     stored figures do not count it; every reader takes the live holds off what it shows at its own
-    `now`, from the sums on the node row (Node.held_*, services.held_figures) or, for a node whose holds
+    `now`, from the sums on the node row (Node.held_*, figures.services.held_figures) or, for a node whose holds
     partly ended by time since, from `Hold.objects.live(now)` (docs/architecture.md says why). At most one open hold per slice is a
     partial unique index; hold_create ends an expired one under the node's and slice's locks first.
     """
@@ -595,10 +596,10 @@ class Hold(models.Model):
 
 
 class NodeEvent(models.Model):
-    """A change one reading of a node showed against the one before (dashboard.rules.node_events says which).
+    """A change one reading of a node showed against the one before (dashboard.capacity.node_events says which).
 
-    Written by services.readings, the one writer of a node's reading, in the same transaction; never
-    edited. The node page's timeline, the uptime (selectors.uptime) and the node alerts read them.
+    Written by nodes.services.readings, the one writer of a node's reading, in the same transaction; never
+    edited. The node page's timeline, the uptime (nodes.selectors.uptime) and the node alerts read them.
     """
 
     Kind = models.TextChoices(
@@ -692,7 +693,7 @@ class Deployment(models.Model):
                 fields=["marketplace_id"], condition=~Q(marketplace_id=""), name="one_deployment_per_marketplace_id"
             ),
             # A slice holds one VM: at most one live deployment per node and slice number (numbers are
-            # never reused, so a retired slice keeps its own). dashboard.rules.outcomes relies on it.
+            # never reused, so a retired slice keeps its own). dashboard.capacity.outcomes relies on it.
             models.UniqueConstraint(
                 fields=["node", "slice_index"], condition=Q(state="deployed"), name="one_live_deployment_per_slice"
             ),
@@ -712,7 +713,7 @@ class Deployment(models.Model):
 class Job(models.Model):
     """A long operation run by a worker; its row is what the page polls."""
 
-    # One member per declared kind (dashboard.job_kinds): Job.Kind.PRECHECK == "precheck".
+    # One member per declared kind (dashboard.jobs.kinds): Job.Kind.PRECHECK == "precheck".
     Kind = models.TextChoices("Kind", [(kind.name, (kind.value, kind.label)) for kind in job_kinds.kinds()])
 
     class State(models.TextChoices):
@@ -792,7 +793,7 @@ class Job(models.Model):
 
     @property
     def declared(self) -> job_kinds.JobKind | None:
-        """This job's kind as declared (dashboard.job_kinds): its words, partial, parameters and runner."""
+        """This job's kind as declared (dashboard.jobs.kinds): its words, partial, parameters and runner."""
         return job_kinds.kind_of(self.kind)
 
     @property
@@ -822,7 +823,7 @@ class Job(models.Model):
 
     @property
     def outcome(self) -> JobResult | None:
-        """The result read back typed (dashboard.job_results), or None (none yet, or unreadable)."""
+        """The result read back typed (dashboard.jobs.results), or None (none yet, or unreadable)."""
         # A jobs list reads `result_brief` (the result without its fleet-sized lists) and defers `result`.
         stored = self.__dict__["result_brief"] if "result_brief" in self.__dict__ else self.result
         return job_kinds.result_of(self.kind, stored)
@@ -1187,7 +1188,7 @@ class GridRequestTally(models.Model):
 
 
 class FiguresSettings(models.Model):
-    """The settings the stored figures were computed under (one row, services.figures_settings): a
+    """The settings the stored figures were computed under (one row, figures.services.figures_settings): a
     process whose figure-deciding settings differ (a `manage.py` without the web's MARKETPLACE_TWIN_ID)
     refuses to store figures rather than overwrite the others' with figures nobody else would compute."""
 
@@ -1201,7 +1202,7 @@ class FiguresSettings(models.Model):
 
 class FiguresSnapshot(models.Model):
     """One moment's capacity figures (taken by the beat every SNAPSHOT_EVERY s and after every job);
-    its rows are SnapshotFigures. Thinned by services.snapshots so storage stays bounded."""
+    its rows are SnapshotFigures. Thinned by figures.services.snapshots so storage stays bounded."""
 
     at = models.DateTimeField(db_index=True)
     trigger = models.CharField(max_length=40, help_text='"beat", or the job that finished ("job 12")')
@@ -1215,7 +1216,7 @@ class FiguresSnapshot(models.Model):
 
 class SnapshotFigures(models.Model):
     """The fleet's, one farm's or one node's figures in a snapshot: the stored Node figure columns
-    summed (services.figures' meanings), with the phantom slices by reason."""
+    summed (figures.services.figures' meanings), with the phantom slices by reason."""
 
     class Scope(models.TextChoices):
         FLEET = "fleet", "Fleet"
@@ -1241,7 +1242,7 @@ class SnapshotFigures(models.Model):
     phantom_pool = models.PositiveIntegerField(default=0)
     # Phantom because the node was closed, for any reason of capacity.CLOSURE_REASONS (down and standby too).
     phantom_closed = models.PositiveIntegerField(default=0)
-    # `deployable` in its tiers (selectors.tiers, the fleet page's definition): they add up to it.
+    # `deployable` in its tiers (figures.selectors.tiers, the fleet page's definition): they add up to it.
     deployable_now = models.PositiveIntegerField(default=0)
     deployable_after_wake = models.PositiveIntegerField(default=0)
     deployable_blocked = models.PositiveIntegerField(default=0)
@@ -1258,8 +1259,8 @@ class FarmTotals(models.Model):
     """Each farm's figures summed over its nodes, kept so the fleet's totals cost one row a farm to read.
 
     Derived data, like an index: a PostgreSQL trigger marks a farm changed (FarmTotalsChanged) in the
-    same transaction as any write to its nodes; services.farm_totals sums the marked farms again after
-    the writes that changed them (on commit) and on the beat, and selectors.farm_totals reads a farm
+    same transaction as any write to its nodes; figures.services.farm_totals sums the marked farms again after
+    the writes that changed them (on commit) and on the beat, and figures.selectors.farm_totals reads a farm
     still marked live from its nodes. Never written by hand.
     """
 
@@ -1301,7 +1302,7 @@ class FarmTotalsChanged(models.Model):
 class WaveRun(models.Model):
     """A bulk re-register's state between its batches: its waves, its budget, paused, stopped, approved.
 
-    One per bulk job that runs in waves or waits for a second admin (services.reregister.waves). The
+    One per bulk job that runs in waves or waits for a second admin (catalogs.services.reregister.waves). The
     job's row keeps its life (queued, running, finished); this keeps what an admin steers: the run
     pauses itself when the refusals and failures since it started (or since it was last resumed)
     pass its budget, and an admin resumes or stops it; Stop ends it after the batch in hand.
@@ -1359,8 +1360,8 @@ class WaveRun(models.Model):
 class CatalogGeneration(models.Model):
     """A node's catalog as it was before a re-register wrote a new one, kept so an admin can roll it back.
 
-    Written in the same transaction as the new catalog (services.reregister.bulk). A rollback
-    (services.reregister.rollback) puts the free slices back as they were while none of the node's
+    Written in the same transaction as the new catalog (catalogs.services.reregister.bulk). A rollback
+    (catalogs.services.reregister.rollback) puts the free slices back as they were while none of the node's
     slices changed hands since; occupied slices are never touched.
     """
 
@@ -1393,7 +1394,7 @@ class CatalogGeneration(models.Model):
 class PolicyVersion(models.Model):
     """Every version of every policy, as it was saved: who, when, from where, and its parameters.
 
-    Written by services.policy with each create, change and revert, in the same transaction. The
+    Written by policies.services.policy with each create, change and revert, in the same transaction. The
     migration that made this table recorded each policy's state at that time as its first entry.
     """
 
@@ -1430,14 +1431,14 @@ class PolicyVersion(models.Model):
 class FarmIps(models.Model):
     """A farm's public IPv4 pool as the Grid Proxy last told it (the chain's `{ip, gateway, contract_id}`,
     contract 0 = free): shared by every node of the farm, so it bounds their IPv4 slices together.
-    One writer: services.farm_ips."""
+    One writer: nodes.services.farm_ips."""
 
     farm_id = models.PositiveIntegerField(unique=True)
     farm_name = models.CharField(max_length=128, blank=True)
     ips = models.JSONField(default=list, help_text='[{"ip", "gateway", "contract_id"}], as read')
     read_at = models.DateTimeField()
     # The free count over time for the run-out alert's trend: [[read_at ISO, free], ...], oldest first, a
-    # point every 6 hours within the trend's 14 days and the latest (services.farm_ips keeps it bounded).
+    # point every 6 hours within the trend's 14 days and the latest (nodes.services.farm_ips keeps it bounded).
     free_readings = models.JSONField(default=list, blank=True)
 
     class Meta:

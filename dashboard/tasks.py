@@ -1,4 +1,4 @@
-"""Celery tasks: thin doors onto dashboard.services.jobs. Names are stable (messages in flight use them).
+"""Celery tasks: thin doors onto dashboard.jobs.services.jobs. Names are stable (messages in flight use them).
 
 Delivery: acks_late + reject_on_worker_lost, so a message comes back when the worker dies
 mid-task (at once for a killed pool child; after the Redis visibility timeout for a killed
@@ -19,9 +19,13 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_postrun
 from django.conf import settings
 
-from dashboard.services import alerts, farm_totals, job_reaper, jobs, lesson_evidence, snapshots, watch, withholds
-from dashboard.services.grid_requests import grid_requests_store
-from dashboard.services.job_run import job_execute
+from dashboard.alerts.services import alerts
+from dashboard.figures.services import farm_totals, snapshots
+from dashboard.jobs.services import job_reaper, jobs
+from dashboard.jobs.services.grid_requests import grid_requests_store
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.lessons.services import lesson_evidence
+from dashboard.nodes.services import watch, withholds
 
 log = logging.getLogger(__name__)
 
@@ -110,14 +114,14 @@ def figures_snapshot() -> int:
 
 @shared_task(name="dashboard.farm_totals_refresh", ignore_result=True, soft_time_limit=60, time_limit=90, expires=60)
 def farm_totals_refresh() -> int:
-    """The farms written since their last refresh summed again (services.farm_totals)."""
+    """The farms written since their last refresh summed again (figures.services.farm_totals)."""
     return len(farm_totals.farm_totals_refresh())
 
 
 @shared_task(name="dashboard.catalog_audit", ignore_result=True, soft_time_limit=60, time_limit=90, expires=3600)
 def catalog_audit() -> int | None:
     """Queue the scheduled slice audit (beat: every CATALOG_AUDIT_EVERY s); it runs as a job like the others."""
-    from dashboard.services.catalog_audit import catalog_audit_scheduled
+    from dashboard.catalogs.services.catalog_audit import catalog_audit_scheduled
 
     job = catalog_audit_scheduled()
     return job.pk if job is not None else None

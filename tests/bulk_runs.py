@@ -1,10 +1,10 @@
 """Bulk re-register runs made in this process, for the tests of the bulk job and of what it keeps
 (tests/test_jobs_bulk.py, test_reregister_holds.py)."""
 
+from dashboard.catalogs.services.reregister import BulkHooks, BulkLimits
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.reregister import BulkHooks, BulkLimits
 
 
 def bulk(*, limits: BulkLimits | None = None, hooks: BulkHooks | None = None, **kwargs) -> Job:

@@ -42,7 +42,7 @@ def sim_node_add(grid, node_id, *, policy_name=None, register=True, hide_pools=F
     """sim_node's work on any SimulatedGrid, for class-scoped fixtures too (see rolled_back_after)."""
     from dataclasses import replace
 
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     grid.add_node(node_id, **options)
     if not register:
@@ -93,7 +93,7 @@ def gridproxy_serving(settings):
 
 @pytest.fixture
 def role_user(db, django_user_model):
-    """role_user("admins") / role_user("support"): a user in that role's group (dashboard.roles);
+    """role_user("admins") / role_user("support"): a user in that role's group (dashboard.access.roles);
     role_user(None): a signed-in user in no group.
 
     A transactional test before this one may have flushed the groups; they are made again from the
@@ -106,7 +106,7 @@ def role_user(db, django_user_model):
         if role is None:
             return django_user_model.objects.create_user(username=username or "nobody", password=password, **fields)
         if not Group.objects.filter(name=role).exists():
-            from dashboard.roles import roles_restore
+            from dashboard.access.roles import roles_restore
 
             roles_restore(apps)
         user = django_user_model.objects.create_user(
@@ -124,7 +124,7 @@ def django_db_setup(django_db_setup, django_db_blocker):
     earlier run (--reuse-db) was left flushed by that run's transactional tests."""
     from django.apps import apps
 
-    from dashboard.roles import roles_restore
+    from dashboard.access.roles import roles_restore
 
     with django_db_blocker.unblock():
         roles_restore(apps)
@@ -149,7 +149,7 @@ def pytest_runtest_teardown(item, nextitem):
         from django.apps import apps
         from pytest_django.plugin import blocking_manager_key
 
-        from dashboard.roles import roles_restore
+        from dashboard.access.roles import roles_restore
 
         with item.config.stash[blocking_manager_key].unblock():
             roles_restore(apps)
@@ -190,9 +190,9 @@ def legacy_node_1774(simgrid_path):
     """
     from dataclasses import replace
 
+    from dashboard.figures.services.figures import figures_refresh
     from dashboard.models import Slice
-    from dashboard.services.figures import figures_refresh
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
     from sim.grid import SimulatedGrid
     from tests.factories import TOTAL_1774, node_1774
 
@@ -286,9 +286,9 @@ def legacy_fleet(simgrid_path):
 def legacy_fleet_build(grid, count: int, *, first: int, farm_id: int, mru: int, sru: int):
     """legacy_fleet's work on any SimulatedGrid, for class-scoped fixtures too (see rolled_back_after)."""
     from dashboard.capacity import PROFILES, carve
+    from dashboard.figures.services.figures import figures_refresh
     from dashboard.models import Node, Slice
-    from dashboard.services.figures import figures_refresh
-    from dashboard.services.registration import catalog_slices
+    from dashboard.nodes.services.registration import catalog_slices
 
     legacy = PROFILES["legacy"]
     nodes = []
@@ -442,7 +442,7 @@ def rolled_back_after(django_db_blocker):
 @pytest.fixture
 def api_token(role_user):
     """api_token("read,report", role="admins", **create options) -> the bearer secret of a new token."""
-    from dashboard.services.tokens import api_token_create
+    from dashboard.access.services.tokens import api_token_create
 
     made = []
     holders = {}

@@ -21,7 +21,7 @@ def sim_node_1774(sim_node, *, policy_name: str | None = "legacy", deployed: tup
     (the legacy 7-slice carve unless told: the catalog the issue found), and the slices in `deployed`
     deployed through slice_deploy, as the marketplace would. `changes` as for node_1774().
     """
-    from dashboard.services.deploy import slice_deploy
+    from dashboard.deployments.services.deploy import slice_deploy
 
     node = sim_node(1774, policy_name=policy_name, **node_1774(**changes))
     for index in deployed:

@@ -131,7 +131,7 @@ def figures_violations() -> list[str]:
     """Every node's stored figures (what the overview shows) are what its rows make now."""
     from dataclasses import asdict
 
-    from dashboard.services.figures import FIGURE_FIELDS, figures_compute
+    from dashboard.figures.services.figures import FIGURE_FIELDS, figures_compute
 
     stored = {
         pk: dict(zip(FIGURE_FIELDS, values, strict=True))

@@ -6,9 +6,9 @@ from dataclasses import replace
 from django.db import connection
 
 from dashboard.capacity import GiB
+from dashboard.figures.services.figures import figures_refresh
 from dashboard.models import Node, Slice
-from dashboard.services.figures import figures_refresh
-from dashboard.services.readings import LiveReading, readings_store
+from dashboard.nodes.services.readings import LiveReading, readings_store
 
 
 def figures_service_written():

@@ -67,7 +67,7 @@ def examples(full: int) -> int:
 
 
 def farm_cell_node_ids(farm) -> list[int]:
-    """The nodes of a fleet-map farm, in the order of its cells (selectors.fleet_map)."""
+    """The nodes of a fleet-map farm, in the order of its cells (figures.selectors.fleet_map)."""
     return [int(node_id) for node_id in re.findall(r'data-node="(\d+)"', farm.cells_html)]
 
 

@@ -3,9 +3,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.capacity import GiB, MiB, Resources
+from dashboard.figures.services.figures import figures_refresh
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Job, Node, Policy, Slice
-from dashboard.services.figures import figures_refresh
-from dashboard.services.registration import node_register
+from dashboard.nodes.services.registration import node_register
 from tests.factories import TOTAL_1774
 
 pytestmark = pytest.mark.django_db
@@ -338,7 +338,7 @@ def test_a_slice_deleted_in_the_admin_is_audited(superuser_client, node_1774):
 
 
 def test_the_service_refuses_to_edit_a_slice_that_holds_a_vm_and_writes_nothing(node_1774):
-    from dashboard.services.slices import SliceOccupied, slice_edit
+    from dashboard.catalogs.services.slices import SliceOccupied, slice_edit
 
     deployed = node_1774.slices.get(index=0)
     deployed.sru = GiB

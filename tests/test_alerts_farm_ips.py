@@ -1,6 +1,6 @@
 """A farm whose free public IPv4s run out within ALERT_IPS_RUN_OUT_DAYS on the trend of its stored readings
 alerts, routed to the farm's owner (ALERT_FARM_URLS). The clock is fixed; the readings are stored as the
-fleet watch stores them (services.farm_ips), one a day.
+fleet watch stores them (nodes.services.farm_ips), one a day.
 """
 
 from datetime import UTC, datetime, timedelta
@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dashboard.alerts import rules
+from dashboard.alerts.services.alerts import alerts_evaluate
 from dashboard.grid.types import FarmPublicIps, PublicIp
 from dashboard.models import Alert, FarmIps
-from dashboard.services.alerts import alerts_evaluate
-from dashboard.services.farm_ips import FREE_READING_EVERY, farm_ips_store
+from dashboard.nodes.services.farm_ips import FREE_READING_EVERY, farm_ips_store
 from tests.alert_receiver import AlertReceiver
 
 pytestmark = pytest.mark.django_db

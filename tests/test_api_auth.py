@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.access.services.tokens import api_token_revoke
 from dashboard.models import ApiToken, Deployment
-from dashboard.services.tokens import api_token_revoke
 
 FLEET = "/api/v1/fleet"
 

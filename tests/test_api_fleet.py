@@ -3,7 +3,7 @@
 import pytest
 
 from dashboard.capacity import GiB
-from dashboard.services.farm_totals import farm_totals_refresh
+from dashboard.figures.services.farm_totals import farm_totals_refresh
 
 pytestmark = pytest.mark.django_db
 NODE = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
@@ -65,10 +65,10 @@ def test_it_reads_a_page_of_nodes_in_a_constant_number_of_queries(
 ):
     token = api_token("read")
     legacy_fleet(3)
-    farm_totals_refresh()  # as the services do on commit (services.farm_totals)
+    farm_totals_refresh()  # as the services do on commit (figures.services.farm_totals)
     api_call("get", "/api/v1/nodes", token)  # warm: last_used is stamped once a minute
     # The token, its user's two permission sets, the farms marked changed (none), the kept farm totals, the page,
-    # the page's uptime (its nodes, their status events: selectors.uptime), and the live holds.
+    # the page's uptime (its nodes, their status events: nodes.selectors.uptime), and the live holds.
     with django_assert_max_num_queries(9):
         assert api_call("get", "/api/v1/nodes", token).status_code == 200
     legacy_fleet(60, first=100)

@@ -8,8 +8,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from dashboard.deployments.services.holds import HoldConflict, hold_create
 from dashboard.models import AuditEvent, Hold, Slice
-from dashboard.services.holds import HoldConflict, hold_create
 from tests.factories import sim_node_1774
 
 URL = "/api/v1/holds"
@@ -267,7 +267,7 @@ def test_the_precheck_refuses_a_slice_held_for_another_buyer(node_1774, api_call
 def test_a_slice_of_a_closed_node_cannot_be_held(api_call, api_token, sim_node):
     """A withheld node offers nothing: a hold there is a 409 saying why, and nothing is written."""
     from dashboard.models import Hold, Node
-    from dashboard.services.withholds import node_withhold
+    from dashboard.nodes.services.withholds import node_withhold
     from tests.factories import sim_node_1774
 
     sim_node_1774(sim_node)

@@ -3,8 +3,8 @@
 import pytest
 
 from dashboard.capacity import GiB
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job
-from dashboard.services.jobs import job_request
 
 pytestmark = pytest.mark.django_db
 

@@ -22,12 +22,12 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from config.celery import app as celery_app
+from dashboard.catalogs.services.reregister.waves import bulk_request
+from dashboard.deployments.services.holds import hold_create
+from dashboard.jobs.services.job_reaper import jobs_reap
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import Job, Node, WaveRun
-from dashboard.services.holds import hold_create
-from dashboard.services.job_reaper import jobs_reap
-from dashboard.services.jobs import job_claim
-from dashboard.services.pools import pools_report
-from dashboard.services.reregister.waves import bulk_request
+from dashboard.nodes.services.pools import pools_report
 from dashboard.views.middleware import API_QUERY_MAX
 from tests.factories import node_1774, sim_node_1774
 
@@ -176,7 +176,7 @@ def rented_by_another_twin(sim_node, settings):
     sim_node.grid.deployer_twin = 7
     sim_node.grid.add_node(1774, **node_1774())
     sim_node.grid.rent(1774, 42)
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     return node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
 

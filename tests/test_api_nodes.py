@@ -108,7 +108,7 @@ def test_it_refuses_a_reregister_to_a_precheck_token(api_call, api_token, node_1
 
 def test_it_gives_what_the_nodes_refusals_taught(api_call, api_token, sim_node):
     from dashboard.capacity import GiB
-    from dashboard.services.deploy import slices_deploy_all_free
+    from dashboard.deployments.services.deploy import slices_deploy_all_free
 
     node = sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB)
     slices_deploy_all_free(node=node)
@@ -134,7 +134,7 @@ def test_the_job_says_which_token_asked(api_call, api_token, node_1774, django_c
 def test_a_job_asked_with_a_token_made_in_someone_elses_name_names_the_token_and_its_maker(
     api_call, api_token, role_user, node_1774, django_capture_on_commit_callbacks
 ):
-    from dashboard.services.tokens import api_token_create
+    from dashboard.access.services.tokens import api_token_create
 
     # Only a superuser may make a token in someone else's name (issue 22): the job still names both.
     chief = role_user("admins", username="chief")

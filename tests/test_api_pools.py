@@ -80,7 +80,7 @@ def test_the_node_says_its_pools_came_from_the_api_and_when(api_call, api_token,
 
 
 def test_pools_heard_over_rmb_say_rmb_and_the_build(api_call, api_token, node_2310):
-    from dashboard.services.pools import pools_report
+    from dashboard.nodes.services.pools import pools_report
 
     pools_report(node=node_2310, pools=TWO["pools"], source=PoolReport.Source.RMB, origin="rmb-peer")
     Node.objects.filter(pk=node_2310.pk).update(zos_version="v3.14.0")
@@ -89,7 +89,7 @@ def test_pools_heard_over_rmb_say_rmb_and_the_build(api_call, api_token, node_23
 
 
 def test_an_operators_report_says_cli_without_a_user_and_form_with_one(api_call, api_token, node_2310, role_user):
-    from dashboard.services.pools import pools_report
+    from dashboard.nodes.services.pools import pools_report
 
     pools_report(node=node_2310, pools=TWO["pools"], source=PoolReport.Source.OPERATOR)
     assert api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]["source"] == "cli"

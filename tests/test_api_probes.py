@@ -7,10 +7,10 @@ import pytest
 from django.test import override_settings
 
 from dashboard.capacity import GiB, SliceSize
+from dashboard.deployments.selectors.deployments import failed_deployments
+from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.grid.types import DeploymentFailed
 from dashboard.models import Deployment, Node, Observation
-from dashboard.selectors.deployments import failed_deployments
-from dashboard.services.deploy import slice_deploy
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db

@@ -32,11 +32,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from dashboard.catalogs.services.reregister.waves import bulk_request
+from dashboard.deployments.services.holds import hold_create
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import Hold, Job, Node, Slice, WaveRun
-from dashboard.services.holds import hold_create
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.reregister.waves import bulk_request
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

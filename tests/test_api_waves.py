@@ -4,10 +4,10 @@
 import pytest
 from django.contrib.auth.models import Permission
 
+from dashboard.catalogs.services.reregister.waves import bulk_request
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import AuditEvent, CatalogGeneration, Job, Node, WaveRun
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.reregister.waves import bulk_request
 
 pytestmark = pytest.mark.django_db
 

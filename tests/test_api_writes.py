@@ -11,6 +11,9 @@ from django.utils import timezone
 
 from dashboard.api.writes import WRITE_OPERATIONS, api_write_done
 from dashboard.capacity import GiB
+from dashboard.catalogs.services.reregister.waves import bulk_request
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import (
     AuditEvent,
     Deployment,
@@ -23,10 +26,7 @@ from dashboard.models import (
     Slice,
     WaveRun,
 )
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.reregister.waves import bulk_request
-from dashboard.services.withholds import node_withhold
+from dashboard.nodes.services.withholds import node_withhold
 
 pytestmark = pytest.mark.django_db
 MEMORY_ERROR = "cannot fulfil required memory size 4294967296 bytes out of usable 4187593113 bytes"

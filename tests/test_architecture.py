@@ -130,7 +130,20 @@ def test_the_capacity_rules_import_nothing_of_ours():
     for name, edges in parts.items():
         outside = {e for e in edges if not e.startswith("dashboard.capacity.")}
         assert not outside, f"{name} imports {sorted(outside)}"
-    assert _graph()["dashboard.rules.catalog"] == {"dashboard.capacity"}
+    # The pure rules outside the arithmetic joined it (the catalog, its audit, outcomes, node events).
+    assert {"catalog", "catalog_audit", "outcomes", "node_events"} <= {name.split(".")[-1] for name in parts}
+
+
+def test_the_capacity_rules_need_no_django():
+    # Pure: plain values in, plain values out, testable without settings or a database. A rule that reads
+    # a setting lives in its room beside the one reader (figures.closure, figures.warning, nodes.reading_age).
+    found = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sorted((PACKAGE / "capacity").rglob("*.py"))
+        for name in _runtime_imports(path)
+        if name == "django" or name.startswith("django.")
+    ]
+    assert found == []
 
 
 def test_the_capacity_arithmetic_needs_no_sentence():
@@ -148,36 +161,70 @@ def test_the_grid_knows_only_the_capacity_types():
             assert not outside, f"{name} imports {sorted(outside)}"
 
 
-@pytest.mark.parametrize("layer", ["dashboard.selectors", "dashboard.models", "dashboard.grid", "dashboard.capacity"])
+# The concept rooms, lowest first: a room's services call the services of lower rooms only (a policy edit
+# refreshes figures; a figure never edits a policy). Reads are the floor every room stands on: any room may
+# read any room's selectors, and no selector calls a service. docs/architecture.md names each room.
+ROOMS = ["access", "jobs", "figures", "alerts", "lessons", "nodes", "policies", "catalogs", "deployments"]
+
+
+def _room(name: str) -> str:
+    return name.split(".")[1]
+
+
+def _layer(name: str) -> str | None:
+    """ "services" or "selectors" for a module of a room's services or selectors, else None."""
+    parts = name.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] in ROOMS and parts[2] in ("services", "selectors") else None
+
+
+def test_a_rooms_services_call_only_the_services_of_lower_rooms():
+    found = [
+        f"{name} -> {e}"
+        for name, edges in _graph().items()
+        if _layer(name) == "services"
+        for e in edges
+        if _layer(e) == "services" and ROOMS.index(_room(e)) > ROOMS.index(_room(name))
+    ]
+    assert found == []
+
+
+def test_every_room_is_on_the_map_of_rooms():
+    # A folder of dashboard/ is a room in ROOMS, the pure rules (capacity), the outside world (grid) or a door.
+    doors = {"api", "views", "management", "migrations", "templatetags", "capacity", "grid"}
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(ROOMS) | doors, folders ^ (set(ROOMS) | doors)
+
+
+@pytest.mark.parametrize("layer", ["selectors", "dashboard.models", "dashboard.grid", "dashboard.capacity"])
 def test_reads_and_lower_layers_never_import_the_services(layer):
     for name, edges in _graph().items():
-        if name == layer or name.startswith(layer + "."):
-            services = {e for e in edges if e.startswith("dashboard.services")}
+        if name == layer or name.startswith(layer + ".") or _layer(name) == layer:
+            services = {e for e in edges if _layer(e) == "services"}
             assert not services, f"{name} imports {sorted(services)}"
 
 
 def test_the_job_life_cycle_knows_no_job_kind():
-    # It reads what each kind takes from the declarations (dashboard.job_kinds), never what a kind runs.
-    assert not {e for e in _graph()["dashboard.services.jobs"] if e.startswith("dashboard.services.")} - {
-        "dashboard.services.audit_trail",
-        "dashboard.services.grid_requests",
+    # It reads what each kind takes from the declarations (dashboard.jobs.kinds), never what a kind runs.
+    assert not {e for e in _graph()["dashboard.jobs.services.jobs"] if _layer(e) == "services"} - {
+        "dashboard.access.services.audit_trail",
+        "dashboard.jobs.services.grid_requests",
     }
-    for runs_any_kind in ("dashboard.services.job_run", "dashboard.services.job_reaper"):
-        assert not {e for e in _graph()[runs_any_kind] if e.startswith("dashboard.services.")} - {
-            "dashboard.services.jobs",
+    for runs_any_kind in ("dashboard.jobs.services.job_run", "dashboard.jobs.services.job_reaper"):
+        assert not {e for e in _graph()[runs_any_kind] if _layer(e) == "services"} - {
+            "dashboard.jobs.services.jobs",
         }
 
 
 def test_the_job_kinds_sit_below_the_models_and_name_their_runners_without_importing_them():
     for name, edges in _graph().items():
-        if name.startswith("dashboard.job_kinds"):
-            above = {e for e in edges if e.split(".")[1] in ("models", "services", "selectors", "views", "api")}
+        if name.startswith("dashboard.jobs.kinds"):
+            above = {e for e in edges if e.split(".")[1] in ("models", "views", "api") or _layer(e)}
             assert not above, f"{name} imports {sorted(above)}"
 
 
 def test_service_modules_stay_small():
     for name, path in MODULES.items():
-        if name.startswith("dashboard.services"):
+        if _layer(name) == "services":
             lines = len(path.read_text().splitlines())
             assert lines <= SERVICE_MODULE_MAX_LINES, f"{name} has {lines} lines"
 
@@ -325,7 +372,9 @@ plain.update(other)
     assert [line.split(": ")[0] for line in writes_in(source)] == ["2", "3", "4", "5", "6", "7"]
 
 
-@pytest.mark.parametrize("path", sorted((PACKAGE / "selectors").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(PACKAGE.glob("*/selectors/*.py")), ids=lambda p: f"{p.parent.parent.name}.{p.name}"
+)
 def test_no_selector_writes_or_locks(path):
     assert writes_in(path.read_text()) == [], f"{path.relative_to(ROOT)} writes (selectors only read)"
 
@@ -365,17 +414,17 @@ AuditEvent.objects.filter(action="x").exists()
 
 
 def test_the_audit_trail_is_written_in_one_module():
-    # One writer for the trail (services.audit_trail): every door calls audit_record / audit_records.
+    # One writer for the trail (access.services.audit_trail): every door calls audit_record / audit_records.
     writers = {
         str(path.relative_to(ROOT))
         for path in PACKAGE.rglob("*.py")
         if "migrations" not in path.parts and _audit_rows_among(_nodes(path))
     }
-    assert writers == {"dashboard/services/audit_trail.py"}
+    assert writers == {"dashboard/access/services/audit_trail.py"}
 
 
 def _node_store_calls(source: str) -> list[str]:
-    """Where this source calls services.figures' store or lock: figures_refresh(...), nodes_lock(...), by name or attribute."""
+    """Where this source calls figures.services.figures' store or lock: figures_refresh(...), nodes_lock(...), by name or attribute."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
@@ -385,7 +434,7 @@ def _node_store_calls(source: str) -> list[str]:
     return found
 
 
-# services.figures' store of a node's figures and its lock of the nodes, reached through services.node_writes.
+# figures.services.figures' store of a node's figures and its lock of the nodes, reached through figures.services.node_writes.
 NODE_STORE = {"figures_refresh", "nodes_lock"}
 
 
@@ -399,8 +448,8 @@ node_writes([1])
 
 
 def test_nodes_are_written_through_one_block():
-    # One writer of a node's figures (services.node_writes): every writer locks and refreshes in its block.
-    # services.figures defines the store and the lock (figures_refresh locks its own batches; figures_refresh_all,
+    # One writer of a node's figures (figures.services.node_writes): every writer locks and refreshes in its block.
+    # figures.services.figures defines the store and the lock (figures_refresh locks its own batches; figures_refresh_all,
     # the repair of every node, stores a batch a transaction through it).
     writers = {
         str(path.relative_to(ROOT))
@@ -408,7 +457,7 @@ def test_nodes_are_written_through_one_block():
         for path in room.rglob("*.py")
         if "migrations" not in path.parts and _node_store_calls(path.read_text())
     }
-    assert writers == {"dashboard/services/figures.py", "dashboard/services/node_writes.py"}
+    assert writers == {"dashboard/figures/services/figures.py", "dashboard/figures/services/node_writes.py"}
 
 
 # One database everywhere (PostgreSQL, embedded or not): no branch on the vendor, no SQLite path.
@@ -526,16 +575,16 @@ def test_a_least_squares_line_is_drawn_in_one_place():
 
 
 def test_the_nodes_figures_are_summed_by_one_set_of_aggregates():
-    # selectors.farm_totals.AGGREGATES: the farms, the fleet page's filtered totals and the snapshots
+    # figures.selectors.farm_totals.AGGREGATES: the farms, the fleet page's filtered totals and the snapshots
     # count each figure through it; a second Sum of the catalog's slices drifts from the first.
     found = _lines_matching(r"""Sum\(\s*["']slices_free["']|Sum\(\s*["']phantom_slices["']""")
-    assert {where.split(":")[0] for where in found} == {"dashboard/selectors/farm_totals.py"}, found
+    assert {where.split(":")[0] for where in found} == {"dashboard/figures/selectors/farm_totals.py"}, found
 
 
 def test_a_registration_is_checked_and_carved_in_one_place():
-    # services.registration.registration_carve: one node and a page of an onboarding check, choose the
+    # nodes.services.registration.registration_carve: one node and a page of an onboarding check, choose the
     # policy and carve through it.
     found = _lines_matching(r"\bcheck_registration\(|\bcheck_first_pool\(")
-    calls = [where for where in found if not where.startswith("dashboard/services/registration_checks.py")]
-    assert {where.split(":")[0] for where in calls} == {"dashboard/services/registration.py"}, calls
+    calls = [where for where in found if not where.startswith("dashboard/nodes/services/registration_checks.py")]
+    assert {where.split(":")[0] for where in calls} == {"dashboard/nodes/services/registration.py"}, calls
     assert len(calls) == 2, calls

@@ -3,7 +3,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from dashboard.capacity import PROFILES, GiB, MiB, Resources
-from dashboard.services.calibration import (
+from dashboard.deployments.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.policies.services.calibration import (
     NEED_TWO_COUNTS,
     calibration_judge,
     fit_overhead,
@@ -11,7 +12,6 @@ from dashboard.services.calibration import (
     fleet_calibration,
     node_calibration,
 )
-from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
 
 NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
 

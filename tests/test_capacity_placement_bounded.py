@@ -181,10 +181,10 @@ def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_n
     and the refresh inside the lock finds them again (the judgement is memoised); what is stored is
     what a fresh judgement says."""
     from dashboard.capacity.carve import _carve_memo
-    from dashboard.services import figures as figures_service
-    from dashboard.services import figures_shapes
-    from dashboard.services import node_writes as node_writes_service
-    from dashboard.services import pools as pools_service
+    from dashboard.figures.services import figures as figures_service
+    from dashboard.figures.services import figures_shapes
+    from dashboard.figures.services import node_writes as node_writes_service
+    from dashboard.nodes.services import pools as pools_service
 
     sizes = [500 * GiB + i % 3 for i in range(12)]
     node = sim_node(2310, cru=64, mru=512 * GiB, sru=sum(sizes), hide_pools=True)

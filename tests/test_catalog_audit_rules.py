@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from dashboard.rules.catalog_audit import FindingKind, GridVm, TakenSlice, contract_of, node_match
+from dashboard.capacity.catalog_audit import FindingKind, GridVm, TakenSlice, contract_of, node_match
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 T1 = datetime(2026, 11, 20, tzinfo=UTC)

@@ -7,10 +7,10 @@ import time
 import pytest
 
 from dashboard.capacity import GiB, SliceSize
+from dashboard.catalogs.selectors.catalog_audit import Pace
+from dashboard.catalogs.services.catalog_audit import catalog_audit_here
 from dashboard.grid.proxy import GridProxyClient
-from dashboard.selectors.catalog_audit import Pace
-from dashboard.services.catalog_audit import catalog_audit_here
-from dashboard.services.registration import node_register_from_grid
+from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid, serve_simulator
 
 NODES = 300

@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from dashboard.models import Node
-from dashboard.services.registration import node_register_from_grid
-from dashboard.services.withholds import node_withhold
+from dashboard.nodes.services.registration import node_register_from_grid
+from dashboard.nodes.services.withholds import node_withhold
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db

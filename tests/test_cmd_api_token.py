@@ -5,8 +5,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard.access.services.tokens import api_token_use, token_hash
 from dashboard.models import ApiToken, AuditEvent
-from dashboard.services.tokens import api_token_use, token_hash
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB, MiB
-from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.deployments.services.deploy import slice_deploy, slices_deploy_all_free
 from tests.factories import NODE_1774
 
 pytestmark = pytest.mark.django_db

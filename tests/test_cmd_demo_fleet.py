@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Policy, Slice
-from dashboard.services.calibration import fleet_calibration
+from dashboard.policies.services.calibration import fleet_calibration
 from sim.grid import SimulatedGrid
 from sim.management.commands.demo_fleet import FLEET_SIZE
 from tests.conftest import rolled_back_after
@@ -136,7 +136,7 @@ class TestOneDemoFleet:
         assert Node.objects.get(grid_id=1774).in_dedicated_farm and Node.objects.get(grid_id=1774).rent_contract_id
 
     def test_with_the_marketplace_twin_set_the_rented_nodes_are_judged(self, shared_demo, settings):
-        from dashboard.services.figures import figures_refresh_all
+        from dashboard.figures.services.figures import figures_refresh_all
 
         settings.MARKETPLACE_TWIN_ID = (7,)
         figures_refresh_all()
@@ -175,7 +175,7 @@ class TestOneDemoFleet:
         """Issue 34: the start banner's counts match the fleet page (its tiles, as rendered)."""
         import re
 
-        from dashboard.services.withholds import node_withhold
+        from dashboard.nodes.services.withholds import node_withhold
 
         node_withhold(nodes=[Node.objects.get(grid_id=1995)], reason="maintenance", via="command")  # a closed tier
         line = next(line for line in _demo().splitlines() if line.startswith("Fleet page:"))
@@ -240,8 +240,8 @@ class TestOneDemoFleet:
 
     def test_the_healthy_demo_audits_clean(self, shared_demo):
         """Issue 34 item 6: its rented slices (renters who may not run a VM yet) are not counts that disagree."""
-        from dashboard.selectors.catalog_audit import Pace
-        from dashboard.services.catalog_audit import catalog_audit_here
+        from dashboard.catalogs.selectors.catalog_audit import Pace
+        from dashboard.catalogs.services.catalog_audit import catalog_audit_here
 
         job = catalog_audit_here(fix=False, pace=Pace(rate=1000.0, sleep=lambda _s: None))
         assert [f.words for f in job.outcome.findings] == []
@@ -268,7 +268,7 @@ class TestOneDemoFleet:
 # Two full builds of the demo of its own: `make test` runs it.
 @pytest.mark.slow
 def test_it_keeps_what_the_operator_did_across_runs_and_rebuilds_only_when_reset(demo, simgrid_path):
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
     from sim.management.commands.demo_fleet import demo_nodes
 
     grid = SimulatedGrid(simgrid_path)

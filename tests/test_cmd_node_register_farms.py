@@ -87,7 +87,7 @@ def test_past_the_new_node_limit_it_stops_and_says_how_to_confirm(two_farms, set
 def test_its_grid_reads_are_background_work_as_the_onboarding_jobs_are(two_farms, monkeypatch):
     # The reads leave the request budget's reserve to interactive requests (grid.budget), as the job kind says.
     from dashboard.grid import budget
-    from dashboard.job_kinds import kind_of
+    from dashboard.jobs.kinds import kind_of
     from dashboard.models import Job
 
     seen = []

@@ -9,9 +9,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import AuditEvent, Job
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
 from tests.manage_in_process import manage
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -165,7 +165,7 @@ def test_it_follows_the_job_already_running_to_its_end(legacy_node_1774):
 
 @pytest.mark.django_db(transaction=True)
 def test_it_counts_the_bulk_failures_it_does_not_list(legacy_fleet):
-    from dashboard.services.reregister import BulkLimits
+    from dashboard.catalogs.services.reregister import BulkLimits
 
     legacy_fleet(3)
     for gone in (1, 2, 3):

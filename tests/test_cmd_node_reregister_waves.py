@@ -6,9 +6,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import AuditEvent, Job, Node, WaveRun
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
 
 
 def command(*args) -> str:
@@ -66,7 +66,7 @@ def test_it_rolls_a_finished_run_back_from_the_command_line(legacy_fleet):
 
 @pytest.mark.django_db
 def test_it_refuses_to_roll_a_run_back_beside_that_runs_rollback_job(legacy_fleet):
-    from dashboard.services.reregister.rollback import run_rollback_request
+    from dashboard.catalogs.services.reregister.rollback import run_rollback_request
 
     legacy_fleet(1)
     command("--stale", "--waves")

@@ -5,7 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from dashboard.models import Node
-from dashboard.services.registration import node_register
+from dashboard.nodes.services.registration import node_register
 from tests.factories import NODE_1774, TOTAL_1774, sim_node_1774
 
 pytestmark = pytest.mark.django_db

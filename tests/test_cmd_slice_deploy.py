@@ -6,7 +6,7 @@ from django.core.management import CommandError, call_command
 
 from dashboard.capacity import GiB
 from dashboard.models import Deployment, Slice
-from dashboard.services.registration import node_register
+from dashboard.nodes.services.registration import node_register
 from tests.factories import NODE_1774, TOTAL_1774
 from tests.manage_in_process import manage
 

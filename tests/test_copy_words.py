@@ -4,10 +4,10 @@
 import pytest
 from django.urls import reverse
 
+from dashboard.figures.selectors.fleet import FleetTotals
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job, Policy
-from dashboard.selectors.fleet import FleetTotals
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts import rules
+from dashboard.alerts.selectors.alerts import alert_figures
 from dashboard.models import Deployment
-from dashboard.selectors.alerts import alert_figures
-from dashboard.selectors.node import node_detail
+from dashboard.nodes.selectors.node import node_detail
 
 LIMITS = rules.Limits(failed_spike=3)
 

@@ -11,15 +11,15 @@ import pytest
 from django.test import override_settings
 
 from dashboard.capacity import GiB
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.selectors.deployments import deployment_words
+from dashboard.deployments.services.deploy import slice_deploy
+from dashboard.deployments.services.deploy_errors import DeployError
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.models import Deployment, FarmIps, Node, Policy
-from dashboard.selectors.carries import node_gpu_slices
-from dashboard.selectors.deployments import deployment_words
-from dashboard.selectors.farm_ips import node_ipv4
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.deploy_errors import DeployError
-from dashboard.services.farm_ips import farm_ips_refresh
-from dashboard.services.precheck import precheck_run
+from dashboard.nodes.selectors.farm_ips import node_ipv4
+from dashboard.nodes.services.farm_ips import farm_ips_refresh
+from dashboard.policies.selectors.carries import node_gpu_slices
 from sim.grid import serve_simulator
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
@@ -232,7 +232,7 @@ class TestFarm:
         assert "ZOS-light" in deployment_words(refused)
 
     def test_a_hold_with_an_ip_takes_one_of_the_farms_free_ips(self, farm):
-        from dashboard.services.holds import hold_create
+        from dashboard.deployments.services.holds import hold_create
 
         hold_create(node_id=farm[0].grid_id, slice_index=0, ttl_seconds=600, marketplace_id="buyer-1", public_ipv4=1)
         assert node_ipv4(farm[1]).farm.available == FREE_IPS - 1
@@ -271,7 +271,7 @@ class TestFarm:
             sim_node.grid.farm_ips_set(FARM, 0)
 
     def test_a_release_gives_the_ip_back_to_the_farm(self, farm, sim_node):
-        from dashboard.services.deploy_delete import deployment_delete
+        from dashboard.deployments.services.deploy_delete import deployment_delete
 
         deployed = _deploy_ipv4(farm[0])
         assert sim_node.grid.farm_ips(FARM).free == FREE_IPS - 1
@@ -300,7 +300,7 @@ class TestFarm:
         )
 
     def test_the_maps_farm_tooltip_counts_the_ips_holds_keep(self, admins_client, farm):
-        from dashboard.services.holds import hold_create
+        from dashboard.deployments.services.holds import hold_create
 
         hold_create(node_id=farm[0].grid_id, slice_index=0, ttl_seconds=600, marketplace_id="buyer-1", public_ipv4=1)
         page = admins_client.get("/map/").content.decode()
@@ -326,8 +326,8 @@ class TestFarm:
         assert 'title="2 IPv4 slices in farm 80 (more-80)' in admins_client.get("/map/").content.decode()
 
     def test_the_databases_first_cut_and_judging_every_node_agree_with_ipv4(self, farm, sim_node):
-        from dashboard.selectors.placement import placement_for
-        from dashboard.selectors.placement_rules import Rules
+        from dashboard.deployments.selectors.placement import placement_for
+        from dashboard.deployments.selectors.placement_rules import Rules
 
         sim_node(305, light=True, **NODE)
         sim_node(501, **{**NODE, "farm_id": 99})  # a farm whose IPs were never read
@@ -370,7 +370,7 @@ class TestFarm:
 
     def test_the_fleet_watch_reads_again_the_ips_of_the_farms_that_sell_ipv4(self, farm, sim_node):
         from dashboard.grid import get_grid
-        from dashboard.services.watch import fleet_watch
+        from dashboard.nodes.services.watch import fleet_watch
 
         sim_node(501, **{**NODE, "farm_id": 99})  # its farm sells no IPv4: never asked
         sim_node.grid.farm_ips_set(FARM, 5)

@@ -8,9 +8,9 @@ import pytest
 from django.core.cache import caches
 
 from dashboard.capacity import GiB
+from dashboard.figures.selectors.fleet_map import CACHE, STATES, _live_farms, fleet_map
+from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
-from dashboard.selectors.fleet_map import CACHE, STATES, _live_farms, fleet_map
-from dashboard.services.farm_totals import farm_totals_refresh
 from tests.node_writes import WRITES
 
 pytestmark = pytest.mark.django_db

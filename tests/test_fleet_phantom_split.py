@@ -6,8 +6,8 @@ import re
 import pytest
 from django.urls import reverse
 
+from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import Node
-from dashboard.services.farm_totals import farm_totals_refresh
 
 
 def figures(nodes, statuses_and_phantoms):

@@ -12,17 +12,17 @@ from django.test import Client
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.services.holds import hold_create
+from dashboard.figures.selectors.farm_totals import FarmSums, farm_totals
+from dashboard.figures.selectors.fleet import fleet_overview, fleet_page
+from dashboard.figures.selectors.tiers import TIER_FIGURES, TIERS, tier_of
+from dashboard.figures.services.farm_totals import farm_totals_refresh
+from dashboard.figures.services.snapshots import snapshot_take
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job, Node, SnapshotFigures
-from dashboard.selectors.farm_totals import FarmSums, farm_totals
-from dashboard.selectors.fleet import fleet_overview, fleet_page
-from dashboard.selectors.tiers import TIER_FIGURES, TIERS, tier_of
-from dashboard.services.farm_totals import farm_totals_refresh
-from dashboard.services.holds import hold_create
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.precheck import precheck_run
-from dashboard.services.snapshots import snapshot_take
-from dashboard.services.withholds import node_withhold
+from dashboard.nodes.services.withholds import node_withhold
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db
@@ -136,7 +136,7 @@ def test_finding_2_the_readers_agree_with_a_live_recomputation_after_every_kind_
     readers_agree(admins_client)
     hold_create(node_id=1775, slice_index=0, ttl_seconds=600, marketplace_id="buyer-1", source="command")
     readers_agree(admins_client)
-    from dashboard.services.deploy import slice_deploy
+    from dashboard.deployments.services.deploy import slice_deploy
 
     slice_deploy(node=Node.objects.get(grid_id=1775), slice_index=1, grid=grid, source="command")
     readers_agree(admins_client)

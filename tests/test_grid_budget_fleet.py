@@ -29,9 +29,9 @@ from django.conf import settings as django_settings
 from django.db import connection
 
 from dashboard.grid.proxy import GridProxyClient
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job, Node
-from dashboard.services.jobs import job_request
-from dashboard.services.onboarding import OnboardRequest, grid_onboard
+from dashboard.nodes.services.onboarding import OnboardRequest, grid_onboard
 from tests.support import busiest_window, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.worker, pytest.mark.django_db(transaction=True)]

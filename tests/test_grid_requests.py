@@ -8,9 +8,9 @@ from dashboard.grid import telemetry
 from dashboard.grid.budget import MemoryWindow, RequestBudget
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.types import GridUnavailable, NodeNotFound
+from dashboard.jobs.services import grid_requests
+from dashboard.jobs.services.grid_requests import grid_requests_store
 from dashboard.models import GridRequestTally
-from dashboard.services import grid_requests
-from dashboard.services.grid_requests import grid_requests_store
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
 
 TOKEN = "metrics-token-for-the-grid-tests"

@@ -1,4 +1,4 @@
-"""The live holds summed on each node row (services.held_figures), as placement's first cut charges them."""
+"""The live holds summed on each node row (figures.services.held_figures), as placement's first cut charges them."""
 
 import datetime as dt
 
@@ -6,12 +6,12 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from dashboard.deployments.services.deploy import SliceBusy, slice_deploy
+from dashboard.deployments.services.holds import hold_create, hold_release
+from dashboard.figures.services.figures import figures_refresh
+from dashboard.figures.services.held_figures import held_sizes_key
 from dashboard.models import Node, Slice
-from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.deploy import SliceBusy, slice_deploy
-from dashboard.services.figures import figures_refresh
-from dashboard.services.held_figures import held_sizes_key
-from dashboard.services.holds import hold_create, hold_release
+from dashboard.policies.selectors.policy_book import policy_for_node
 from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
@@ -84,8 +84,8 @@ def test_the_dashboards_own_deploy_refuses_a_held_slice_naming_the_hold(sim_node
 
 def _held_live(now, key):
     """The reference: every live hold at `now` read one by one, Held.on_node by node, added up by `key`."""
+    from dashboard.deployments.selectors.holds import Held
     from dashboard.models import Hold
-    from dashboard.selectors.holds import Held
 
     per_node: dict = {}
     for hold in Hold.objects.live(now).select_related("node", "slice"):
@@ -109,7 +109,7 @@ def test_the_readers_sums_agree_with_the_live_holds_while_they_end_by_time(sim_n
     """held_by_node, held_by_farm and held_among read the sums on the node rows; asked while every hold
     is live, while some have ended by time (no write since) and once all have, they say what reading
     every live hold says."""
-    from dashboard.selectors.holds import Held, held_among, held_by_farm, held_by_node
+    from dashboard.deployments.selectors.holds import Held, held_among, held_by_farm, held_by_node
 
     for grid_id, farm in ((1774, 1), (1775, 1), (1776, 2)):
         sim_node(grid_id, cru=8, mru=31 * 2**30, sru=int(931.5 * 2**30), farm_id=farm, policy_name="legacy")
@@ -143,7 +143,7 @@ def test_a_hold_leaves_no_farm_behind(sim_node):
     from dashboard.models import FarmTotalsChanged
 
     sim_node_1774(sim_node)
-    from dashboard.services.farm_totals import farm_totals_refresh
+    from dashboard.figures.services.farm_totals import farm_totals_refresh
 
     farm_totals_refresh()
     assert not FarmTotalsChanged.objects.exists()
@@ -156,7 +156,7 @@ def test_a_hold_leaves_no_farm_behind(sim_node):
 def test_the_overview_rows_take_the_holds_off_from_their_sums_or_their_live_holds(sim_node):
     """A row whose holds are all live takes them off from its own columns; one whose holds partly ended
     by time is read from its live holds: both as the reference, every live hold read one by one, says."""
-    from dashboard.selectors.fleet import fleet_page
+    from dashboard.figures.selectors.fleet import fleet_page
 
     for grid_id in (1774, 1775):
         sim_node(grid_id, cru=8, mru=31 * 2**30, sru=int(931.5 * 2**30), farm_id=1, policy_name="legacy")

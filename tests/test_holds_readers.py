@@ -8,10 +8,10 @@ import pytest
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from dashboard.deployments.services.holds import hold_create
+from dashboard.figures.selectors.fleet import fleet_page
+from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import FarmTotals, FarmTotalsChanged
-from dashboard.selectors.fleet import fleet_page
-from dashboard.services.farm_totals import farm_totals_refresh
-from dashboard.services.holds import hold_create
 from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
@@ -91,8 +91,8 @@ def test_the_map_cell_leaves_the_held_slice_out_of_free(held_1774, support_clien
 def test_the_map_shows_the_slice_free_again_once_the_hold_is_released(held_1774, support_client):
     # A release writes no node, so the farm's kept cells would still say held: they are kept under the
     # farm's live holds too, and the release gives the farm a new key.
+    from dashboard.deployments.services.holds import hold_release
     from dashboard.models import Hold
-    from dashboard.services.holds import hold_release
 
     farm_totals_refresh()
     support_client.get("/map/")
@@ -135,7 +135,7 @@ def test_the_map_keeps_a_held_farm_and_shows_the_slice_free_once_the_hold_ends_b
 
     from django.core.cache import caches
 
-    from dashboard.selectors.fleet_map import CACHE
+    from dashboard.figures.selectors.fleet_map import CACHE
 
     farm_totals_refresh()
     support_client.get("/map/")
@@ -164,7 +164,7 @@ def test_finding_4_only_a_token_whose_user_may_act_sees_the_buyer(held_1774, api
 def test_finding_4_a_held_slice_reads_held_on_the_node_page_as_in_the_api(
     held_1774, support_client, api_call, api_token
 ):
-    """The node page's catalog says what the API's does (selectors.node.CatalogSlice, one rule): held, with
+    """The node page's catalog says what the API's does (nodes.selectors.node.CatalogSlice, one rule): held, with
     its end, and not placeable now; the slice whose hold ended by time is free again."""
     import re
 
@@ -180,8 +180,8 @@ def test_finding_4_a_held_slice_reads_held_on_the_node_page_as_in_the_api(
 
 
 def test_finding_4_the_csv_says_until_when_the_nodes_held_slices_are_held(held_1774, admins_client):
+    from dashboard.deployments.services.holds import hold_release
     from dashboard.models import Hold
-    from dashboard.services.holds import hold_release
 
     live = Hold.objects.live(timezone.now()).get(node__grid_id=1774)
     rows = list(csv.DictReader(io.StringIO(admins_client.get("/export.csv").content.decode())))

@@ -164,7 +164,7 @@ def hostile_proxy(settings):
 
 def onboard_farm(url: str):
     from dashboard.grid.proxy import GridProxyClient
-    from dashboard.services.onboarding import OnboardRequest, OnboardStopped, grid_onboard
+    from dashboard.nodes.services.onboarding import OnboardRequest, OnboardStopped, grid_onboard
 
     try:
         return grid_onboard(request=OnboardRequest(farm_ids=(4242,)), grid=GridProxyClient(url, retries=0))
@@ -233,7 +233,7 @@ def test_5_a_body_over_the_upload_limit_gets_the_json_error_shape(api_call, api_
 
 
 def test_6_an_admin_cannot_mint_a_token_in_a_superusers_name(role_user, django_user_model):
-    from dashboard.services.tokens import TokenError, api_token_create
+    from dashboard.access.services.tokens import TokenError, api_token_create
 
     root = django_user_model.objects.create_superuser("root", password="not-a-real-password-1774")
     admin = role_user("admins", username="ada")

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from dashboard.capacity import PROFILES, GiB
 from dashboard.models import FarmIps, Policy
-from dashboard.services.policy import policy_create, policy_update
+from dashboard.policies.services.policy import policy_create, policy_update
 
 pytestmark = pytest.mark.django_db
 FARM = 88

@@ -1,7 +1,7 @@
-"""Each job kind is declared once (dashboard/job_kinds/): every declaration is complete, Job.Kind and its
+"""Each job kind is declared once (dashboard/jobs/kinds/): every declaration is complete, Job.Kind and its
 constraints are made from them, old rows still read, and nothing else in the code describes a kind.
 
-Adding a kind is a module in dashboard/job_kinds/, its template under templates/dashboard/job_kinds/,
+Adding a kind is a module in dashboard/jobs/kinds/, its template under templates/dashboard/jobs/kinds/,
 and the migration makemigrations writes: these tests fail when any of the three is missing.
 """
 
@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.template import engines
 from django.template.loader import get_template
 
-from dashboard.job_kinds import (
+from dashboard.jobs.kinds import (
     JobKind,
     JobParameters,
     ParametersUnreadable,
@@ -26,7 +26,7 @@ from dashboard.job_kinds import (
     kinds_declare,
     result_of,
 )
-from dashboard.job_results import JobResult
+from dashboard.jobs.results import JobResult
 from dashboard.models import Job
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,8 +35,8 @@ VALUES = [kind.value for kind in KINDS]
 
 
 def test_every_module_of_the_package_declares_one_kind_and_every_kind_is_found():
-    modules = {p.stem for p in (ROOT / "dashboard" / "job_kinds").glob("*.py")} - {"__init__", "declaration"}
-    declared = {importlib.import_module(f"dashboard.job_kinds.{m}").KIND for m in modules}
+    modules = {p.stem for p in (ROOT / "dashboard" / "jobs" / "kinds").glob("*.py")} - {"__init__", "declaration"}
+    declared = {importlib.import_module(f"dashboard.jobs.kinds.{m}").KIND for m in modules}
     assert all(isinstance(kind, JobKind) for kind in declared)
     assert {kind.value for kind in declared} == set(VALUES) and len(KINDS) == len(modules)
 
@@ -56,7 +56,7 @@ def test_each_kind_is_complete(kind):
     runner = kind.runner_function()
     accepts = inspect.signature(runner).parameters
     assert {"job", "stop_on"} <= set(accepts), f"{kind.runner} must take job= and stop_on="
-    assert kind.template.startswith("dashboard/job_kinds/") and get_template(kind.template)
+    assert kind.template.startswith("dashboard/jobs/kinds/") and get_template(kind.template)
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=VALUES)
@@ -89,7 +89,7 @@ def test_no_template_or_module_outside_the_declarations_tells_kinds_apart_by_the
     compared = re.compile(r"kind\s*(?:==|!=|=)\s*[\"'](" + "|".join(map(re.escape, VALUES)) + r")[\"']")
     found = []
     for path in [*(ROOT / "dashboard").rglob("*.py"), *(ROOT / "templates").rglob("*.html")]:
-        if "migrations" in path.parts or "job_kinds" in path.parts:
+        if "migrations" in path.parts or "kinds" in path.parts:
             continue
         found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in compared.finditer(path.read_text())]
     assert found == []

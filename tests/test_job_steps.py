@@ -7,9 +7,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_progress, job_request
 from dashboard.models import Job
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_progress, job_request
 
 
 def _running(node, **fields) -> Job:

@@ -7,10 +7,10 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+from dashboard.catalogs.services.reregister import BULK_GRID_DOWN_AFTER, BulkHooks, BulkLimits
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job, Node, Slice
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.reregister import BULK_GRID_DOWN_AFTER, BulkHooks, BulkLimits
 from tests.bulk_runs import ONE_BATCH, bulk, planned
 from tests.conftest import legacy_fleet_build, rolled_back_after
 
@@ -197,7 +197,7 @@ def test_it_leaves_each_nodes_own_line_in_its_audit_trail(legacy_fleet):
 
 
 def figures_current(node_ids) -> bool:
-    from dashboard.services.figures import figures_compute
+    from dashboard.figures.services.figures import figures_compute
 
     nodes = Node.objects.filter(grid_id__in=node_ids)
     stored = {n.pk: (n.slices_free, n.stale, n.effective_policy) for n in nodes}
@@ -306,7 +306,7 @@ def test_a_bulk_job_whose_worker_died_keeps_the_count_of_what_was_done(legacy_fl
     from django.urls import reverse
     from django.utils import timezone
 
-    from dashboard.services.job_reaper import jobs_reap
+    from dashboard.jobs.services.job_reaper import jobs_reap
 
     legacy_fleet(20)  # batches of 2 nodes
     legacy_fleet.grid.remove_node(3)

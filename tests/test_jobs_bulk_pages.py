@@ -6,11 +6,11 @@ import time
 import pytest
 from django.utils import timezone
 
+from dashboard.catalogs.services.reregister import BulkLimits
 from dashboard.grid.types import GridUnavailable
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job, Node
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.reregister import BulkLimits
 from tests.bulk_runs import ONE_BATCH
 
 
@@ -141,7 +141,7 @@ def test_a_worker_reads_a_node_the_page_omits_on_its_own(
     legacy_fleet(12)
     grid = counting_grid(omit={9})
     # The worker runs the job as the product does (no seams passed): it reads the configured grid.
-    monkeypatch.setattr("dashboard.services.reregister.bulk.get_grid", lambda: grid)
+    monkeypatch.setattr("dashboard.catalogs.services.reregister.bulk.get_grid", lambda: grid)
     job = job_finished(job_request(kind=Job.Kind.BULK_REREGISTER).job, timeout=60)
     assert (job.state, job.result["reregistered"], job.result["failures"]) == (Job.State.SUCCEEDED, 12, []), job.error
     assert grid.single == [9] and 9 in zos_carved()
@@ -178,7 +178,7 @@ class EditingGrid(CountingGrid):
 def fleet_default():
     from dashboard import capacity
     from dashboard.models import Policy
-    from dashboard.services.policy import policy_create
+    from dashboard.policies.services.policy import policy_create
 
     return policy_create(
         name="fleet", scope="fleet", parameters=Policy.parameters_from(capacity.PROFILES["zos"]), source="command"
@@ -187,7 +187,7 @@ def fleet_default():
 
 def smaller_slices(policy):
     from dashboard.capacity import GiB
-    from dashboard.services.policy import policy_update
+    from dashboard.policies.services.policy import policy_update
 
     return lambda: policy_update(policy=policy, parameters={"slice_mru": 2 * GiB}, source="command")
 

@@ -10,9 +10,9 @@ import time
 import pytest
 from django.urls import reverse
 
+from dashboard.jobs.services.job_reaper import jobs_reap
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job, Slice
-from dashboard.services.job_reaper import jobs_reap
-from dashboard.services.jobs import job_request
 from tests.gridproxy_canned import Answer, sample
 
 # slow: it asserts that the job ended within its budget, on the clock.

@@ -2,7 +2,7 @@
 
 The worker is `.venv/bin/celery -A config worker` in a subprocess, pointed at this test's
 database by name and at the same Redis broker and simulated grid. JOB_TEST_PAUSE (honoured only
-with DEBUG on, see dashboard/services/jobs.py) holds it at a named point: "claimed" (job claimed,
+with DEBUG on, see dashboard/jobs/services/jobs.py) holds it at a named point: "claimed" (job claimed,
 nothing read), "planned" (capacity read and carve done, no transaction yet) or "swapped" (INSIDE
 the final transaction, after the slices were deleted and created). There it is killed with -9.
 
@@ -24,9 +24,9 @@ import pytest
 from celery.contrib.testing.worker import start_worker
 
 from dashboard.capacity import GiB
+from dashboard.jobs.services.job_reaper import jobs_reap
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job, Node, Slice
-from dashboard.services.job_reaper import jobs_reap
-from dashboard.services.jobs import job_request
 from tests.killed_workers import bulk_node_states, redeliver_unacked, worker_sessions
 from tests.support import wait_until, worker_stops_quickly
 

@@ -10,11 +10,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.rules import LESSON_REPORTS
+from dashboard.alerts.services.alerts import alerts_evaluate
 from dashboard.capacity import GiB, MiB
+from dashboard.deployments.services.deploy import slice_deploy
+from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
 from dashboard.models import Alert, AuditEvent, Deployment, MemoryLesson, Node, Observation
-from dashboard.services.alerts import alerts_evaluate
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.lesson_evidence import memory_lessons_follow
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
@@ -265,7 +265,7 @@ def _refit_broken(monkeypatch):
     def broken(**_kwargs):
         raise RuntimeError("the refit broke")
 
-    monkeypatch.setattr("dashboard.services.observations.memory_model_refit", broken)
+    monkeypatch.setattr("dashboard.lessons.services.observations.memory_model_refit", broken)
 
 
 def test_a_group_step_that_fails_leaves_the_report_recorded_and_the_follow_applies_it(
@@ -284,7 +284,9 @@ def test_a_group_step_that_fails_leaves_the_report_recorded_and_the_follow_appli
     assert answers[1].json()["deployment"]["marketplace_id"] == "two-1"
     assert set(Observation.objects.values_list("standing", flat=True)) == {"group"}  # the reports stand
     assert not MemoryLesson.objects.exists()
-    failed = [r for r in caplog.records if r.name == "dashboard.services.group_steps" and r.levelname == "ERROR"]
+    failed = [
+        r for r in caplog.records if r.name == "dashboard.lessons.services.group_steps" and r.levelname == "ERROR"
+    ]
     assert len(failed) == 2 and "the refit broke" in failed[0].getMessage()
 
     monkeypatch.undo()
@@ -318,7 +320,7 @@ def test_the_nodes_own_readings_are_weighed_in_queries_flat_in_the_nodes_read(ap
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from dashboard.services.lesson_evidence import _node_readings_wanted
+    from dashboard.lessons.services.lesson_evidence import _node_readings_wanted
 
     (token, _user), _ = two_tokens
     a, *others = build_nodes

@@ -11,9 +11,9 @@ from django.test import override_settings
 
 from dashboard import capacity
 from dashboard.capacity import GiB
+from dashboard.deployments.services.deploy import slices_deploy_all_free
+from dashboard.lessons.services.memory_model import lesson_current, memory_lesson_revert
 from dashboard.models import AuditEvent, Deployment, MemoryLesson, Node, Observation
-from dashboard.services.deploy import slices_deploy_all_free
-from dashboard.services.memory_model import lesson_current, memory_lesson_revert
 from sim.grid.machine import usable_mru
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
@@ -158,7 +158,7 @@ def placeable_before_the_lesson(taught_built) -> int:
 def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
     from dataclasses import replace
 
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     grid = sim_node.grid
     grid.add_node(3201, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.13.2-sim")
@@ -244,7 +244,7 @@ class TestTaught:
 
     def test_a_version_told_takes_the_node_out_of_the_fleet_wide_group(self, taught, sim_node):
         from dashboard.grid.types import ZosVersion
-        from dashboard.services.pools_heard import Heard, pools_heard_store
+        from dashboard.nodes.services.pools_heard import Heard, pools_heard_store
 
         nodes = taught
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")

@@ -2,14 +2,14 @@
 
 A report locks its node; the build's lesson then reaches every node of the build. Done in one
 transaction that was two locks in two orders, and PostgreSQL answered DeadlockDetected (16 of 30 as
-500s). Now a report that teaches takes its build's turn before its node (services.group_steps.group_turn)
+500s). Now a report that teaches takes its build's turn before its node (lessons.services.group_steps.group_turn)
 and keeps it until its refit has run, so the reports of one build run one after another.
 
 Here every request goes through the real API in its own thread, so its own PostgreSQL connection, all
 released at once. What they leave is compared, every figure, with the same requests run one by one in the
 order the build's turns were taken, on a twin world (same sizes, same numbers): the result is one serial
 run's (probe answers sent at once too). The lesson itself depends on the order readings came in (each is
-judged and bounded by the line of its moment, services.lesson_evidence), so against the requests one by
+judged and bounded by the line of its moment, lessons.services.lesson_evidence), so against the requests one by
 one in the order they were sent only the order-free facts are compared (slices, holds, deployments,
 observations, who got a lesson). Past a token's or a build's bound, reports at once get exactly their 429s.
 """
@@ -27,10 +27,10 @@ from django.test import Client
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.deployments.services.outcomes import deployment_outcome_record
+from dashboard.figures.services.figures import FIGURE_FIELDS, figures_refresh
+from dashboard.lessons.selectors.odds import vm_odds_now
 from dashboard.models import AuditEvent, Deployment, Hold, MemoryLesson, Node, Observation, Slice
-from dashboard.selectors.odds import vm_odds_now
-from dashboard.services.figures import FIGURE_FIELDS, figures_refresh
-from dashboard.services.outcomes import deployment_outcome_record
 from tests.pg_deadlocks import pg_deadlocks
 
 # Fifty-five threads against a live server and two serial runs: about 100 s, so `make test` runs it, not the quick loop
@@ -239,7 +239,7 @@ def test_thirty_refusals_of_one_build_at_once_end_as_one_serial_run(sim_node, ap
     refusing, releasing = _world(sim_node, 4300)
     calls = _requests(refusing, releasing)
     deadlocks = pg_deadlocks()
-    with caplog.at_level(logging.WARNING, logger="dashboard.services.group_steps"):
+    with caplog.at_level(logging.WARNING, logger="dashboard.lessons.services.group_steps"):
         statuses = _all_at_once(calls, secrets)
     together = _figures(refusing + releasing, 4300)
     served = _served_order(calls)
@@ -341,7 +341,7 @@ def test_probe_answers_of_one_build_at_once_end_as_one_serial_run(sim_node, api_
     refusing, releasing = _world(sim_node, 5300)
     calls = _probes(refusing)
     deadlocks = pg_deadlocks()
-    with caplog.at_level(logging.WARNING, logger="dashboard.services.group_steps"):
+    with caplog.at_level(logging.WARNING, logger="dashboard.lessons.services.group_steps"):
         statuses = _all_at_once(calls, secrets)
     together = _figures(refusing + releasing, 5300)
     # The probes' records, numbered as written: each in its build's turn.

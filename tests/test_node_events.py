@@ -1,9 +1,9 @@
-"""What changed between two readings (dashboard.rules.node_events), case by case, against the rules as the domain states them."""
+"""What changed between two readings (dashboard.capacity.node_events), case by case, against the rules as the domain states them."""
 
 import pytest
 
-from dashboard.rules import node_events as ev
-from dashboard.rules.node_events import Reading, reading_changes
+from dashboard.capacity import node_events as ev
+from dashboard.capacity.node_events import Reading, reading_changes
 
 GIB = 1024**3
 TOTAL = (8, 31 * GIB, 931 * GIB, 0)

@@ -1,5 +1,5 @@
 """Issue 45: what operators ask of a node, answered on its page and in the API from one selector
-(selectors.node_room): what ZOS keeps for itself and the rest, summing to the node's total; each SSD pool's
+(nodes.selectors.node_room): what ZOS keeps for itself and the rest, summing to the node's total; each SSD pool's
 size, use and free room; the largest disk it takes now. The largest disk is checked against the simulated
 grid's own implementation of ZOS's storaged (sim/grid/storaged.py), not against the code that found it."""
 
@@ -9,9 +9,9 @@ import pytest
 from django.urls import reverse
 
 from dashboard.capacity import GiB, MiB, SliceSize
+from dashboard.figures.services.figures import figures_refresh
 from dashboard.grid.types import DeploymentFailed
 from dashboard.models import Node, Slice
-from dashboard.services.figures import figures_refresh
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +40,7 @@ def test_memory_parts_add_up_to_the_total_with_zos_reserve_by_hand(sim_node, api
 
 def test_the_ssd_parts_name_the_reported_cache_and_its_next_step_and_add_up(sim_node, api_call, api_token):
     """With the zos-cache's quota told by the node's pools, the SSD keeps it and its next 5 GiB step."""
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     sim_node(1774, **node_1774(), register=False)
     # Registered as the demo and node_register do: the simulated node tells its pools and what they hold.

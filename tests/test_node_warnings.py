@@ -82,9 +82,9 @@ def test_every_closure_is_named_on_the_fleet_page_with_its_reason(sim_node, supp
 
 
 def test_the_audit_stores_contracts_in_grace_and_the_fleet_warns_of_them(sim_node, settings, support_client):
-    from dashboard.selectors.catalog_audit import Pace
-    from dashboard.services.catalog_audit import catalog_audit_here
-    from dashboard.services.deploy import slice_deploy
+    from dashboard.catalogs.selectors.catalog_audit import Pace
+    from dashboard.catalogs.services.catalog_audit import catalog_audit_here
+    from dashboard.deployments.services.deploy import slice_deploy
 
     settings.MARKETPLACE_TWIN_ID = (7,)
     sim_node.grid.deployer_twin = 7

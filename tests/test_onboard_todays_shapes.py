@@ -12,11 +12,11 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from dashboard.alerts import rules
+from dashboard.alerts.selectors.alerts import alert_figures
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import Job, Node
-from dashboard.selectors.alerts import alert_figures
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.watch import fleet_watch_request
+from dashboard.nodes.services.watch import fleet_watch_request
 from tests.gridproxy_fleet import FleetProxy, fleet_node, start_fleet_proxy
 
 pytestmark = pytest.mark.django_db

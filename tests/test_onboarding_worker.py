@@ -7,9 +7,9 @@ from django.db.models import Count
 
 from dashboard.capacity import GiB
 from dashboard.grid.types import GridUnavailable
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job, Node
-from dashboard.services.jobs import job_request
-from dashboard.services.onboarding import OnboardRequest
+from dashboard.nodes.services.onboarding import OnboardRequest
 from sim.grid import SimulatedGrid, serve_simulator
 
 PAGE = 4

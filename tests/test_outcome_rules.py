@@ -1,4 +1,4 @@
-"""dashboard.rules.outcomes: the state machine of reported outcomes, checked entry by entry.
+"""dashboard.capacity.outcomes: the state machine of reported outcomes, checked entry by entry.
 
 The table below is written out on its own, one line per case, from the rules in words (the
 module's docstring and README "The marketplace reports outcomes"); it is not read from the code.
@@ -8,7 +8,7 @@ import datetime as dt
 
 import pytest
 
-from dashboard.rules.outcomes import (
+from dashboard.capacity.outcomes import (
     REFUSAL_FIELDS,
     RULES,
     VALID_HOLDERS,

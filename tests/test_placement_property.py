@@ -1,4 +1,4 @@
-"""Issue 34, finding 6: placement's fast path (selectors.placement_cut) gives the answer of its Python
+"""Issue 34, finding 6: placement's fast path (deployments.selectors.placement_cut) gives the answer of its Python
 reference (every node judged, `every_node=True`) in every state the fleet reaches, driven by random
 sequences of the writes that change it: register, precheck from the CLI and as the web's job, closures
 (rent by another twin, down, standby), withholds, holds, rent (a deploy) and re-register.
@@ -19,14 +19,14 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from dashboard.capacity import GiB
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.deployments.services.deploy import slice_deploy
+from dashboard.deployments.services.holds import HoldConflict, hold_create
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job, Node, Slice
-from dashboard.selectors.placement import placement_for
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.holds import HoldConflict, hold_create
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.registration import node_register_from_grid
-from dashboard.services.withholds import node_withhold, withhold_release
+from dashboard.nodes.services.registration import node_register_from_grid
+from dashboard.nodes.services.withholds import node_withhold, withhold_release
 from sim.grid import SimulatedGrid
 
 pytestmark = pytest.mark.django_db

@@ -6,11 +6,11 @@ import pytest
 from django.utils import timezone
 
 from dashboard.capacity import GiB
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.deployments.selectors.placement_rules import NO_RULES, Rules
+from dashboard.deployments.services.deploy import slice_deploy
+from dashboard.deployments.services.holds import hold_create
 from dashboard.models import Node, Slice
-from dashboard.selectors.placement import placement_for
-from dashboard.selectors.placement_rules import NO_RULES, Rules
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.holds import hold_create
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/placement"

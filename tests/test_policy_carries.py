@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from dashboard import capacity
 from dashboard.models import AuditEvent, Node, Policy, PolicyVersion
-from dashboard.services.farm_ips import farm_ips_refresh
-from dashboard.services.policy import policy_update, policy_version_record
+from dashboard.nodes.services.farm_ips import farm_ips_refresh
+from dashboard.policies.services.policy import policy_update, policy_version_record
 from dashboard.views.policy import PolicyForm
 
 pytestmark = pytest.mark.django_db

@@ -7,10 +7,10 @@ import pytest
 from django.urls import reverse
 
 from dashboard.capacity import PROFILES, GiB
+from dashboard.figures.services.figures import figures_refresh_all
 from dashboard.models import Node, Policy, PolicyVersion
-from dashboard.selectors.policy import policy_preview
-from dashboard.services.figures import figures_refresh_all
-from dashboard.services.policy import policy_update, policy_version_record
+from dashboard.policies.selectors.policy import policy_preview
+from dashboard.policies.services.policy import policy_update, policy_version_record
 from dashboard.views.policy import PolicyForm
 from tests.factories import NODE_1774
 

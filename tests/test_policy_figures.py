@@ -7,11 +7,11 @@ import pytest
 from django.urls import reverse
 
 from dashboard import capacity
+from dashboard.figures.services.figures import figures_refresh_all
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import AuditEvent, Job, Node, Policy
-from dashboard.services.figures import figures_refresh_all
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.policy import PolicyConflict, policy_create, policy_delete, policy_update
+from dashboard.policies.services.policy import PolicyConflict, policy_create, policy_delete, policy_update
 from dashboard.views.policy import PolicyForm
 
 GiB = capacity.GiB

@@ -8,7 +8,7 @@ import pytest
 from dashboard import capacity
 from dashboard.capacity import GiB
 from dashboard.models import AuditEvent, Node, Policy, PolicyVersion
-from dashboard.services.policy import policy_create, policy_update
+from dashboard.policies.services.policy import policy_create, policy_update
 
 
 @pytest.fixture

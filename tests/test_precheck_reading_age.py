@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from dashboard.capacity import GiB, SliceSize
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job, Node
-from dashboard.services.jobs import job_request
 
 NODE = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)
 PRECHECK = "/api/v1/nodes/1774/precheck"
@@ -59,8 +59,8 @@ def test_it_says_503_and_keeps_the_old_reading_when_the_reread_cannot_be_done(
 
 @pytest.mark.django_db
 def test_it_bounds_the_reread_in_time(sim_node, settings, monkeypatch):
+    from dashboard.catalogs.services import precheck
     from dashboard.grid.deadline import _step
-    from dashboard.services import precheck
 
     settings.PRECHECK_REREAD_DEADLINE = 2.5
     node = sim_node(1774, **NODE)
@@ -74,7 +74,7 @@ def test_it_bounds_the_reread_in_time(sim_node, settings, monkeypatch):
 
 @pytest.mark.django_db
 def test_a_precheck_job_refuses_a_bad_max_age(sim_node):
-    from dashboard.services.jobs import JobError
+    from dashboard.jobs.services.jobs import JobError
 
     node = sim_node(1774, **NODE)
     with pytest.raises(JobError, match="max_age_seconds"):

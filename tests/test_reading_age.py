@@ -1,4 +1,4 @@
-"""Issue 34, finding 3: a reading's age has two named rules (dashboard.rules.reading_age), each read by every
+"""Issue 34, finding 3: a reading's age has two named rules (dashboard.nodes.reading_age), each read by every
 reader it applies to and said on the pages where it shows: uncertain on the pages (and a precheck's
 trust), too old to place on for placement and the alert."""
 
@@ -9,12 +9,12 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.alerts.services.alerts import alert_limits
 from dashboard.capacity import GiB
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.figures.selectors.fleet import fleet_page
 from dashboard.models import Node
-from dashboard.rules.reading_age import reading_rules_words, reading_untrusted_after
-from dashboard.selectors.fleet import fleet_page
-from dashboard.selectors.placement import placement_for
-from dashboard.services.alerts import alert_limits
+from dashboard.nodes.reading_age import reading_rules_words, reading_untrusted_after
 from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db

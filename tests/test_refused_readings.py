@@ -9,15 +9,15 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.catalogs.services.reregister import node_capacity_read
 from dashboard.grid import get_grid
 from dashboard.grid.types import MalformedPayload
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
+from dashboard.lessons.services.refused_readings import readings_refused
 from dashboard.models import Job, Node
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.precheck import precheck_run
-from dashboard.services.refused_readings import readings_refused
-from dashboard.services.reregister import node_capacity_read
-from dashboard.services.watch import fleet_watch_request
+from dashboard.nodes.services.watch import fleet_watch_request
 from tests.gridproxy_fleet import FleetProxy, fleet_node, start_fleet_proxy
 
 pytestmark = pytest.mark.django_db

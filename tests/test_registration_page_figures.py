@@ -1,5 +1,5 @@
-"""A page of new nodes is inserted with its figures (services.figures_new): the same figures the database
-path computes (services.figures.figures_compute reads the rows and slices back) for every kind of node."""
+"""A page of new nodes is inserted with its figures (figures.services.figures_new): the same figures the database
+path computes (figures.services.figures.figures_compute reads the rows and slices back) for every kind of node."""
 
 from dataclasses import replace
 
@@ -8,10 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard.capacity import GiB, Resources
+from dashboard.figures.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh
 from dashboard.models import Node
-from dashboard.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh
-from dashboard.services.registration import node_register_from_grid
-from dashboard.services.registration_page import nodes_register_from_grid
+from dashboard.nodes.services.registration import node_register_from_grid
+from dashboard.nodes.services.registration_page import nodes_register_from_grid
 
 # (node id, add_node options, what the page's reading says beside them)
 SHAPES = [

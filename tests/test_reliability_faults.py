@@ -31,9 +31,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from config.celery import app as celery_app
+from dashboard.jobs.services.job_reaper import jobs_reap
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job, Slice
-from dashboard.services.job_reaper import jobs_reap
-from dashboard.services.jobs import job_request
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
 from tests.support import wait_until
 

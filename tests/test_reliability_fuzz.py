@@ -24,10 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dashboard import capacity
+from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.grid.proxy import GridProxyClient, parse_node, parse_statistics
 from dashboard.grid.types import GridError, MalformedPayload, NodeCapacity, NodeStatistics
 from dashboard.models import Job, Policy, Slice
-from dashboard.services.deploy import slice_deploy
 from tests.gridproxy_canned import Answer, sample, start_canned_proxy
 from tests.invariants import catalog_snapshot, state_snapshot
 

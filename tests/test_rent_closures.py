@@ -9,11 +9,11 @@ import pytest
 from django.urls import reverse
 
 from dashboard.capacity import GiB
+from dashboard.deployments.selectors.deployments import deployment_words
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.deployments.services.deploy import slices_deploy_all_free
+from dashboard.figures.services.figures import figures_refresh_all
 from dashboard.models import Deployment, Node
-from dashboard.selectors.deployments import deployment_words
-from dashboard.selectors.placement import placement_for
-from dashboard.services.deploy import slices_deploy_all_free
-from dashboard.services.figures import figures_refresh_all
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +32,7 @@ def rented_by_other(sim_node, marketplace):
     sim_node.grid.deployer_twin = OURS
     sim_node.grid.add_node(1774, **node_1774())
     sim_node.grid.rent(1774, OTHER)
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     return node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
 
@@ -117,7 +117,7 @@ def test_our_rented_node_page_says_so_with_the_rent_contract(sim_node, marketpla
     sim_node.grid.add_node(1774, **node_1774(farm_id=4242))
     sim_node.grid.farm_dedicated(4242)
     contract = sim_node.grid.rent(1774, OURS)
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
     page = admins_client.get(reverse("node", args=[1774])).content.decode()
@@ -139,7 +139,7 @@ def test_without_marketplace_twin_id_rent_is_not_judged(sim_node, settings):
     settings.MARKETPLACE_TWIN_ID = ()
     sim_node.grid.add_node(1774, **node_1774())
     sim_node.grid.rent(1774, OTHER)
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     node = node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
     node.refresh_from_db()
@@ -172,7 +172,7 @@ def test_metrics_count_the_phantom_slices_by_reason(rented_by_other, client, set
 
 
 def test_the_precheck_says_the_closure_and_its_cause(rented_by_other, sim_node):
-    from dashboard.services.precheck import precheck_run
+    from dashboard.catalogs.services.precheck import precheck_run
 
     report = precheck_run(node=rented_by_other, grid=sim_node.grid).as_dict()
     assert (report["cause"], report["closure"], report["closure_detail"], report["placeable_now"]) == (
@@ -188,7 +188,7 @@ def test_without_a_signing_twin_the_simulated_chain_plays_no_rent(sim_node, sett
     settings.MARKETPLACE_TWIN_ID = ()
     sim_node.grid.add_node(1774, **node_1774())
     sim_node.grid.rent(1774, OTHER)
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     node = node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
     assert [d.state for d in slices_deploy_all_free(node=node, grid=sim_node.grid)] == ["deployed"] * 6

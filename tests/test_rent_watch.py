@@ -8,13 +8,13 @@ import pytest
 from django.utils import timezone
 
 from dashboard.alerts import rules
+from dashboard.alerts.selectors.alerts import alert_figures
+from dashboard.alerts.services.alerts import alert_limits
+from dashboard.capacity import node_events
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.proxy.parse import parse_node
 from dashboard.models import Node, NodeEvent
-from dashboard.rules import node_events
-from dashboard.selectors.alerts import alert_figures
-from dashboard.services.alerts import alert_limits
-from dashboard.services.watch import fleet_watch
+from dashboard.nodes.services.watch import fleet_watch
 from sim.grid import serve_simulator
 from tests.factories import node_1774
 from tests.gridproxy_canned import sample, start_canned_proxy
@@ -84,7 +84,7 @@ def rented_by_us(sim_node, settings):
     sim_node.grid.farm_dedicated(4242)
     sim_node.grid.add_node(1774, **node_1774())
     contract_id = sim_node.grid.rent(1774, OURS)
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
     fleet_watch(grid=sim_node.grid)
@@ -112,7 +112,7 @@ def test_our_rent_going_to_grace_is_an_event_and_darkens_the_catalog(rented_by_u
 def test_the_grace_is_kept_by_a_reading_that_does_not_say_it(rented_by_us, settings):
     rented_by_us.grid.rent_state(1774, "GracePeriod")
     fleet_watch(grid=rented_by_us.grid)
-    from dashboard.services.readings import LiveReading, readings_store
+    from dashboard.nodes.services.readings import LiveReading, readings_store
 
     readings_store([LiveReading.of(_node(), rented_by_us.grid.node(1774))])  # a page: no rent state in it
     assert _node().rent_state == "GracePeriod"

@@ -1,7 +1,7 @@
 """A re-register keeps a free slice under a live hold, like one whose deploy is in flight; an ended hold keeps nothing.
 
 The buyer was promised the slice until the hold ends, and their `deployed` report turns the hold into
-the deployment: the re-register must leave both the slice and the hold for it (services.reregister).
+the deployment: the re-register must leave both the slice and the hold for it (catalogs.services.reregister).
 """
 
 from datetime import timedelta
@@ -9,14 +9,14 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from dashboard.catalogs.services.reregister import CatalogChanged, node_capacity_read, reregister_apply, reregister_plan
+from dashboard.catalogs.services.reregister.stale import held_slices
+from dashboard.deployments.services.holds import HoldError, hold_create
+from dashboard.deployments.services.outcomes import deployment_outcome_record
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Deployment, Hold, Job, Slice
-from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.holds import HoldError, hold_create
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.outcomes import deployment_outcome_record
-from dashboard.services.reregister import CatalogChanged, node_capacity_read, reregister_apply, reregister_plan
-from dashboard.services.reregister.stale import held_slices
+from dashboard.policies.selectors.policy_book import policy_for_node
 from tests.bulk_runs import ONE_BATCH, bulk, planned
 
 pytestmark = pytest.mark.django_db
@@ -78,7 +78,7 @@ def test_an_expired_hold_keeps_nothing_and_ends_at_its_expiry(legacy_node_1774):
 
 
 def test_a_released_hold_keeps_nothing(legacy_node_1774):
-    from dashboard.services.holds import hold_release
+    from dashboard.deployments.services.holds import hold_release
 
     hold_release(hold_id=hold(6).pk, source="command")
     job = reregistered(legacy_node_1774)

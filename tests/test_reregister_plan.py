@@ -11,10 +11,10 @@ import pytest
 
 from dashboard import capacity
 from dashboard.capacity import GiB, Resources
+from dashboard.catalogs.services.reregister.plan import reregister_plan
 from dashboard.grid.types import NodeCapacity
+from dashboard.jobs.services.jobs import JobError
 from dashboard.models import Node, Slice
-from dashboard.services.jobs import JobError
-from dashboard.services.reregister.plan import reregister_plan
 
 TOTAL = Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
 ZOS = capacity.PROFILES["zos"]

@@ -20,11 +20,11 @@ from django.core.management import call_command
 from django.test import Client
 
 from dashboard.capacity import GiB
+from dashboard.catalogs.services.precheck import precheck_run
 from dashboard.grid import get_grid
 from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.models import Node, PoolReport
-from dashboard.services.precheck import precheck_run
-from dashboard.services.watch import fleet_watch
+from dashboard.nodes.services.watch import fleet_watch
 from sim.grid import SimulatedGrid, serve_simulator
 from sim.grid.rmb_peer import envelope
 from tests.hostile_redis import DripRedis, HungRedis

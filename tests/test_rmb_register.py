@@ -170,7 +170,7 @@ def registered_prudent(settings, *node_ids: int) -> None:
 
 def test_the_fleet_watch_asks_the_nodes_whose_pools_are_unknown(grid_proxy, rmb_peer, settings):
     from dashboard.grid import get_grid
-    from dashboard.services.watch import fleet_watch
+    from dashboard.nodes.services.watch import fleet_watch
 
     registered_prudent(settings, 2310, 2311, 2312)
     result = fleet_watch(grid=get_grid())
@@ -180,7 +180,7 @@ def test_the_fleet_watch_asks_the_nodes_whose_pools_are_unknown(grid_proxy, rmb_
 
 def test_the_fleet_watch_leaves_pools_heard_lately_alone(grid_proxy, rmb_peer, settings):
     from dashboard.grid import get_grid
-    from dashboard.services.watch import fleet_watch
+    from dashboard.nodes.services.watch import fleet_watch
 
     register(2310)
     assert fleet_watch(grid=get_grid()).pools_asked == 0
@@ -188,7 +188,7 @@ def test_the_fleet_watch_leaves_pools_heard_lately_alone(grid_proxy, rmb_peer, s
 
 def test_pools_heard_make_a_prudent_catalog_stale_with_the_disk_it_gives_back(grid_proxy, rmb_peer, settings):
     from dashboard.grid import get_grid
-    from dashboard.services.watch import fleet_watch
+    from dashboard.nodes.services.watch import fleet_watch
 
     registered_prudent(settings, 2310)
     fleet_watch(grid=get_grid())
@@ -198,7 +198,7 @@ def test_pools_heard_make_a_prudent_catalog_stale_with_the_disk_it_gives_back(gr
 
 
 def test_a_precheck_asks_a_node_whose_pools_are_unknown(grid_proxy, rmb_peer, settings):
-    from dashboard.services.precheck import precheck_run
+    from dashboard.catalogs.services.precheck import precheck_run
 
     registered_prudent(settings, 2311)
     precheck_run(node=Node.objects.get(grid_id=2311))
@@ -210,7 +210,7 @@ def test_the_fleet_page_says_rmb_is_off_without_a_peer(support_client):
 
 
 def test_the_fleet_page_says_how_many_nodes_answered_in_the_last_watch(grid_proxy, rmb_peer, settings, support_client):
-    from dashboard.job_results import WatchResult
+    from dashboard.jobs.results import WatchResult
     from dashboard.models import Job
 
     registered_prudent(settings, 2310, 2311, 2312)
@@ -226,7 +226,7 @@ def test_the_fleet_page_says_how_many_nodes_answered_in_the_last_watch(grid_prox
 
 def test_the_fleet_watch_asks_again_a_node_whose_total_changed(grid_proxy, rmb_peer, tmp_path):
     from dashboard.grid import get_grid
-    from dashboard.services.watch import fleet_watch
+    from dashboard.nodes.services.watch import fleet_watch
 
     register(2310)
     for grid in (SimulatedGrid(tmp_path / "proxy.sqlite3"), rmb_peer):  # a second SSD, as the proxy and the node say
@@ -238,7 +238,7 @@ def test_the_fleet_watch_asks_again_a_node_whose_total_changed(grid_proxy, rmb_p
 
 
 def test_a_precheck_reads_the_nodes_own_counters_beside_the_proxys(grid_proxy, rmb_peer):
-    from dashboard.services.precheck import precheck_run
+    from dashboard.catalogs.services.precheck import precheck_run
 
     register(2310)
     report = precheck_run(node=Node.objects.get(grid_id=2310))
@@ -249,7 +249,7 @@ def test_a_precheck_reads_the_nodes_own_counters_beside_the_proxys(grid_proxy, r
 
 
 def test_a_precheck_of_a_silent_node_says_the_proxys_reading_alone_is_used(grid_proxy, rmb_peer, settings):
-    from dashboard.services.precheck import precheck_run
+    from dashboard.catalogs.services.precheck import precheck_run
 
     settings.RMB_DEADLINE = SILENT_DEADLINE  # only the silent node is asked
     register(2312)

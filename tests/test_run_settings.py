@@ -12,8 +12,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from config.env import RUN_SETTINGS_FILE, run_settings_load
+from dashboard.figures.services.figures_settings import figures_settings_store
 from dashboard.models import Node
-from dashboard.services.figures_settings import figures_settings_store
 from scripts.run import RUN_SETTINGS, run_settings_keep, run_settings_words
 from tests.factories import node_1774
 
@@ -55,7 +55,7 @@ def test_finding_1_manage_py_in_the_embedded_default_reads_make_runs_settings(tm
 @pytest.fixture
 def node_3150(sim_node, settings, db):
     """Node 3150 as the demo has it: rented by twin 4711, registered and stored under MARKETPLACE_TWIN_ID=7."""
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     settings.MARKETPLACE_TWIN_ID = (OURS,)
     sim_node.grid.deployer_twin = OURS

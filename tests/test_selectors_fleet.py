@@ -5,12 +5,12 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import GiB, Resources
+from dashboard.figures.selectors.fleet import fleet_overview, fleet_page, fleet_rows
+from dashboard.figures.services.farm_totals import farm_totals_refresh
+from dashboard.figures.services.figures import figures_compute, figures_refresh_all
 from dashboard.models import Node, Policy, Slice
-from dashboard.selectors.fleet import fleet_overview, fleet_page, fleet_rows
-from dashboard.services import registration
-from dashboard.services.farm_totals import farm_totals_refresh
-from dashboard.services.figures import figures_compute, figures_refresh_all
-from dashboard.services.registration import node_register
+from dashboard.nodes.services import registration
+from dashboard.nodes.services.registration import node_register
 from tests.conftest import rolled_back_after
 from tests.factories import TOTAL_1774
 
@@ -297,7 +297,7 @@ def count(fleet_built_once, db):
 
 class TestAFleetOfAnySize:
     def test_it_reads_the_whole_fleet_in_four_queries_whatever_its_size(self, count, django_assert_num_queries):
-        farm_totals_refresh()  # as the services do on commit (services.farm_totals)
+        farm_totals_refresh()  # as the services do on commit (figures.services.farm_totals)
         # The farms marked changed (none), the kept farm totals, the live holds (none: no query for the
         # rows' holds), the rows.
         with django_assert_num_queries(4):

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from dashboard import capacity
+from dashboard.figures.selectors.fleet_map import STATES, cell_state, fleet_map
+from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import Node
-from dashboard.selectors.fleet_map import STATES, cell_state, fleet_map
-from dashboard.services.farm_totals import farm_totals_refresh
 from tests.support import farm_cell_node_ids as node_ids
 
 GiB = capacity.GiB
@@ -96,7 +96,7 @@ def test_it_takes_the_tables_filters(two_farms):
 def test_it_reads_a_filtered_map_in_three_queries_and_the_whole_map_in_four_whatever_the_fleet_size(
     two_farms, django_assert_num_queries
 ):
-    farm_totals_refresh()  # as the services do on commit (services.farm_totals)
+    farm_totals_refresh()  # as the services do on commit (figures.services.farm_totals)
     fleet_map()  # the farms' cells made and kept
     # Each map also reads its farms' public IPv4 bounds for their tooltips: one query, whatever the fleet.
     with django_assert_num_queries(3):  # the nodes, their live holds, the farms' IPv4 bounds

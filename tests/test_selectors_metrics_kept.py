@@ -5,9 +5,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from dashboard.figures.selectors.metrics import phantom_by_reason
+from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import Node
-from dashboard.selectors.metrics import phantom_by_reason
-from dashboard.services.farm_totals import farm_totals_refresh
 
 
 def read() -> tuple[dict, int]:

@@ -7,12 +7,12 @@ from django.test import override_settings
 from django.utils import timezone
 
 from dashboard import capacity
+from dashboard.deployments.selectors.placement import BLOCKS, placement_for
+from dashboard.deployments.services.deploy import node_live_facts, slice_deploy
+from dashboard.figures.services.figures import figures_refresh, figures_refresh_all
 from dashboard.models import Node, Policy
-from dashboard.selectors.placement import BLOCKS, placement_for
-from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.deploy import node_live_facts, slice_deploy
-from dashboard.services.figures import figures_refresh, figures_refresh_all
-from dashboard.services.withholds import node_withhold
+from dashboard.nodes.services.withholds import node_withhold
+from dashboard.policies.selectors.policy_book import policy_for_node
 from tests.conftest import rolled_back_after, sim_node_add
 
 GiB = capacity.GiB
@@ -166,12 +166,12 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
         changes = _random_lessons(rng, node, stale_at=now - timedelta(seconds=settings.ALERT_READING_MAX_AGE + 1))
         changes |= _rent_by_id(node_id)
         Node.objects.filter(pk=node.pk).update(**changes)
-        figures_refresh([node.pk])  # as services.observations does after a lesson
+        figures_refresh([node.pk])  # as lessons.services.observations does after a lesson
     # Two nodes in maintenance and one down (after the draws, so the fleet above stays the one it was;
     # the 20 nodes draw none down).
     node_withhold(nodes=Node.objects.filter(grid_id__in=(6005, 6006)), reason="disk swap")
     Node.objects.filter(grid_id=6007).update(status="down")
-    # And one that lost its zos-cache (zos#2043): ZOS refuses everything there (services.zos_cache).
+    # And one that lost its zos-cache (zos#2043): ZOS refuses everything there (nodes.services.zos_cache).
     Node.objects.filter(grid_id=6008).update(zos_cache_missing="subvolume 'zos-cache' not found")
     figures_refresh(list(Node.objects.filter(grid_id__in=(6007, 6008)).values_list("pk", flat=True)))
     seen = dict.fromkeys(BLOCKS, 0)
@@ -194,7 +194,7 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
     rule_blocks = ("unread", "node_excluded", "farm_excluded", "no_ipv4", "farm_ips", "farm_ips_unread", "held")
     assert all(seen[block] for block in BLOCKS if block not in rule_blocks), seen
     # Candidates read two at a time: the pages after a page whose pools all refuse are read too.
-    monkeypatch.setattr("dashboard.selectors.placement.CANDIDATES_PAGE", 1)
+    monkeypatch.setattr("dashboard.deployments.selectors.placement.CANDIDATES_PAGE", 1)
     for best in (1, 2, 3, 5):
         _assert_cut_agrees(1, 2 * GiB, 440 * GiB, best=best)
         _assert_cut_agrees(2, 8 * GiB, 300 * GiB, best=best)
@@ -207,7 +207,7 @@ def test_the_best_nodes_are_looked_for_past_candidates_whose_pools_refuse(sim_no
         sim_node(node_id, cru=16, mru=125 * GiB, sru=480 * GiB, farm_id=9, pools=[240 * GiB, 240 * GiB])
     for node_id in range(7100, 7103):
         sim_node(node_id, cru=8, mru=31 * GiB, sru=1000 * GiB, farm_id=9)
-    monkeypatch.setattr("dashboard.selectors.placement.CANDIDATES_PAGE", 1)
+    monkeypatch.setattr("dashboard.deployments.selectors.placement.CANDIDATES_PAGE", 1)
     answer = placement_for(cru=1, mru=2 * GiB, sru=300 * GiB, best=2)
     assert (answer.blocked["pool"], answer.can_host) == (5, 3)
     assert len(answer.best) == 2 and {v.node_id for v in answer.best} < {7100, 7101, 7102}
@@ -220,7 +220,7 @@ def test_a_node_whose_pools_nobody_reported_is_judged_under_every_plausible_layo
     or four 250 GB (pools of 912.9, 456.4, 304.3 or 228.2 GiB, zos-cache in one of them): a 600 GiB disk fits the total but
     not every layout, so placement, like the node's own precheck, must not offer the node for it; a
     200 GiB disk fits every layout."""
-    from dashboard.services.registration import node_register
+    from dashboard.nodes.services.registration import node_register
 
     total = capacity.Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
     used = capacity.Resources(cru=0, mru=3 * GiB, sru=21 * GiB)
@@ -332,7 +332,7 @@ class TestOnAVariedFleet:
         Node.objects.filter(pk=node.pk).update(pool_room_below=10 * GiB, pool_room_below_used_sru=node.used_sru + GiB)
         Node.objects.filter(grid_id=1774).update(pool_room_below=200 * GiB, pool_room_below_used_sru=None)
         Node.objects.filter(grid_id=2877).update(pools_sru=[])
-        # What services.observations and the reading writer do after such writes: the stored figures follow.
+        # What lessons.services.observations and the reading writer do after such writes: the stored figures follow.
         figures_refresh_all()
         # A policy whose name holds " v", one whose row is gone (the default then), an empty pool list.
         # (A version no longer in force is judged alone, by its name.)
@@ -345,9 +345,9 @@ class TestOnAVariedFleet:
             _assert_cut_agrees(*size)
 
     def test_the_first_cut_agrees_with_live_holds_and_the_askers_rules(self, varied_fleet):
+        from dashboard.deployments.selectors.placement_rules import Rules
+        from dashboard.deployments.services.holds import hold_create
         from dashboard.models import Slice
-        from dashboard.selectors.placement_rules import Rules
-        from dashboard.services.holds import hold_create
 
         # Holds on nodes of every kind: one slice, most of a node, an expired one (free again at `now`).
         now = timezone.now()
@@ -361,7 +361,7 @@ class TestOnAVariedFleet:
         )
         # A held node closed since (maintenance): blocked for its closure on both paths, never among the best.
         from dashboard.models import Node
-        from dashboard.services.withholds import node_withhold
+        from dashboard.nodes.services.withholds import node_withhold
 
         node_withhold(nodes=[Node.objects.get(grid_id=4001)], reason="disk swap", via="command", now=now)
         seen_held = 0
@@ -392,13 +392,13 @@ class TestOnAVariedFleet:
     def test_the_first_cut_agrees_while_holds_end_by_time_and_after_a_held_slice_is_deployed(
         self, varied_fleet, settings
     ):
-        """The first cut charges the holds summed on each node row (services.held_figures); a hold ends by
+        """The first cut charges the holds summed on each node row (figures.services.held_figures); a hold ends by
         time with no write. Asked while every hold of a node is live, while some have ended, once all have
         ended, and after a held slice was deployed by its own buyer, the first cut says what judging every
         node from the live holds says."""
+        from dashboard.deployments.services.holds import hold_create
+        from dashboard.deployments.services.outcomes.record import deployment_outcome_record
         from dashboard.models import Slice
-        from dashboard.services.holds import hold_create
-        from dashboard.services.outcomes.record import deployment_outcome_record
 
         settings.ALERT_READING_MAX_AGE = 24 * 3600  # the readings stay trusted over the hour asked about
         now = timezone.now()

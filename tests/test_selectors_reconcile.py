@@ -7,8 +7,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.capacity import PROFILES, GiB
+from dashboard.lessons.selectors.reconcile import node_reconcile
 from dashboard.models import Node, Observation, Slice
-from dashboard.selectors.reconcile import node_reconcile
 
 ZOS = PROFILES["zos"]
 NOW = timezone.now()
@@ -104,7 +104,7 @@ def test_the_node_page_shows_the_three_side_by_side_and_the_disagreement(support
 
     sim_node(1774, cru=8, mru=TOTAL_MRU, sru=TOTAL_SRU, farm_id=1)
     sim_node.grid.deploy_vm(1774, SliceSize(cru=1, mru=4 * GiB, sru=100 * GiB), name="outside-the-catalog")
-    from dashboard.services.precheck import precheck_run
+    from dashboard.catalogs.services.precheck import precheck_run
 
     precheck_run(node=Node.objects.get(grid_id=1774))
     content = support_client.get(reverse("node", args=[1774])).content.decode()

@@ -1,4 +1,4 @@
-"""Uptime over 30 days (selectors.uptime), against the time a node spent up counted by hand."""
+"""Uptime over 30 days (nodes.selectors.uptime), against the time a node spent up counted by hand."""
 
 from datetime import timedelta
 
@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from dashboard.models import Node, NodeEvent
-from dashboard.selectors.uptime import uptime_percent, uptime_share
+from dashboard.nodes.selectors.uptime import uptime_percent, uptime_share
 
 H = timedelta(hours=1)
 

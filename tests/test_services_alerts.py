@@ -1,4 +1,4 @@
-"""dashboard.services.alerts: firing/resolved transitions, one message per transition, delivery at the edge."""
+"""dashboard.alerts.services.alerts: firing/resolved transitions, one message per transition, delivery at the edge."""
 
 import threading
 import time
@@ -8,10 +8,16 @@ import pytest
 from django.utils import timezone
 
 from dashboard.alerts import rules
+from dashboard.alerts.services.alerts import (
+    AlertError,
+    alert_acknowledge,
+    alerts_deliver,
+    alerts_evaluate,
+    alerts_record,
+)
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Alert, AuditEvent, Job, Node
-from dashboard.services.alerts import AlertError, alert_acknowledge, alerts_deliver, alerts_evaluate, alerts_record
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
 from tests.alert_receiver import AlertReceiver
 
 pytestmark = pytest.mark.django_db
@@ -197,7 +203,7 @@ def test_it_reports_a_url_apprise_cannot_use(settings, caplog):
     (ours,) = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "dashboard.services.alerts" and "not delivered" in r.getMessage()
+        if r.name == "dashboard.alerts.services.alerts" and "not delivered" in r.getMessage()
     ]
     assert "apprise cannot use (nosuchscheme://)" in ours and "secret" not in ours
 

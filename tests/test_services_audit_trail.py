@@ -1,10 +1,10 @@
-"""services.audit_trail: the one writer of the audit trail."""
+"""access.services.audit_trail: the one writer of the audit trail."""
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
+from dashboard.access.services.audit_trail import AuditEntry, audit_record, audit_records
 from dashboard.models import AuditEvent
-from dashboard.services.audit_trail import AuditEntry, audit_record, audit_records
 
 pytestmark = pytest.mark.django_db
 

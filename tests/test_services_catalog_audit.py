@@ -8,10 +8,10 @@ from django.test import override_settings
 from django.utils import timezone
 
 from dashboard.capacity import GiB, SliceSize
+from dashboard.catalogs.selectors.catalog_audit import Pace
+from dashboard.catalogs.services.catalog_audit import catalog_audit_here
+from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
-from dashboard.selectors.catalog_audit import Pace
-from dashboard.services.catalog_audit import catalog_audit_here
-from dashboard.services.deploy import slice_deploy
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")
@@ -137,8 +137,8 @@ def test_a_second_fix_fixes_nothing_twice(planted):
 
 
 def test_a_fix_after_a_dry_run_fixes_only_what_the_dry_run_showed(planted, role_user):
-    from dashboard.services.catalog_audit import catalog_audit_run
-    from dashboard.services.jobs import job_claim, job_request
+    from dashboard.catalogs.services.catalog_audit import catalog_audit_run
+    from dashboard.jobs.services.jobs import job_claim, job_request
 
     dry = catalog_audit_here(fix=False, grid=planted["grid"], pace=FAST)
     planted["grid"].deploy_vm(1774, OUTSIDE, name="later")  # a second foreign VM the dry run did not see
@@ -220,21 +220,21 @@ def _moved(grid_id: int):
 
 
 def _run(job, grid):
-    from dashboard.services.catalog_audit import catalog_audit_run
-    from dashboard.services.jobs import job_claim
+    from dashboard.catalogs.services.catalog_audit import catalog_audit_run
+    from dashboard.jobs.services.jobs import job_claim
 
     return catalog_audit_run(job=job_claim(job_id=job.pk), grid=grid, pace=FAST)
 
 
 def test_the_audit_listens_for_used_capacity_that_moved():
-    from dashboard.rules import node_events
-    from dashboard.services.catalog_audit import audit_on_used_moved
+    from dashboard.capacity import node_events
+    from dashboard.catalogs.services.catalog_audit import audit_on_used_moved
 
     assert audit_on_used_moved in node_events.subscribers(node_events.USED_MOVED)
 
 
 def test_a_used_moved_event_audits_its_node_and_finds_what_moved(planted):
-    from dashboard.services.catalog_audit import audit_on_used_moved
+    from dashboard.catalogs.services.catalog_audit import audit_on_used_moved
 
     job = audit_on_used_moved([_moved(1774)])
     result = _run(job, planted["grid"])
@@ -247,7 +247,7 @@ def test_a_used_moved_event_audits_its_node_and_finds_what_moved(planted):
 
 
 def test_a_node_audit_keeps_the_other_nodes_findings(planted):
-    from dashboard.services.catalog_audit import audit_on_used_moved
+    from dashboard.catalogs.services.catalog_audit import audit_on_used_moved
 
     planted["grid"].deploy_vm(11, OUTSIDE, name="on11")
     _audit(planted["grid"])  # the fleet: node 11's foreign VM, node 1774's orphan and foreign VM
@@ -261,7 +261,7 @@ def test_a_node_audit_keeps_the_other_nodes_findings(planted):
 
 
 def test_events_while_an_audit_is_queued_widen_it(planted):
-    from dashboard.services.catalog_audit import audit_on_used_moved
+    from dashboard.catalogs.services.catalog_audit import audit_on_used_moved
 
     first = audit_on_used_moved([_moved(11)])
     again = audit_on_used_moved([_moved(1774)])
@@ -271,7 +271,7 @@ def test_events_while_an_audit_is_queued_widen_it(planted):
 
 
 def test_no_audit_on_used_moved_when_turned_off(planted, settings):
-    from dashboard.services.catalog_audit import audit_on_used_moved
+    from dashboard.catalogs.services.catalog_audit import audit_on_used_moved
 
     settings.CATALOG_AUDIT_ON_USED_MOVED = False
 
@@ -281,12 +281,12 @@ def test_no_audit_on_used_moved_when_turned_off(planted, settings):
 def test_an_event_while_an_audit_runs_gets_a_follow_up_audit(
     planted, role_user, broker_purged, django_capture_on_commit_callbacks
 ):
-    from dashboard.services.jobs import job_request
+    from dashboard.jobs.services.jobs import job_request
 
     asked = job_request(kind=Job.Kind.CATALOG_AUDIT, by=role_user("admins"), dry_run=True)
     with django_capture_on_commit_callbacks(execute=True):
-        from dashboard.services.catalog_audit import catalog_audit_run
-        from dashboard.services.jobs import job_claim
+        from dashboard.catalogs.services.catalog_audit import catalog_audit_run
+        from dashboard.jobs.services.jobs import job_claim
 
         job = job_claim(job_id=asked.job.pk)
         _moved(1774)  # the watch saw it after the audit started
@@ -297,7 +297,7 @@ def test_an_event_while_an_audit_runs_gets_a_follow_up_audit(
 
 
 def test_a_fix_whose_worker_died_keeps_what_it_fixed(planted):
-    from dashboard.job_kinds.catalog_audit import audit_kept_when_lost
+    from dashboard.jobs.kinds.catalog_audit import audit_kept_when_lost
 
     job = catalog_audit_here(fix=True, grid=planted["grid"], pace=FAST)
 
@@ -315,7 +315,7 @@ def test_finding_5_an_orphan_taken_a_moment_ago_is_not_freed(planted):
 
 
 def test_finding_3_a_foreign_vm_never_takes_a_held_slice(planted):
-    from dashboard.services.holds import hold_create
+    from dashboard.deployments.services.holds import hold_create
 
     node = planted["node"]
     free = list(
@@ -333,7 +333,7 @@ def test_finding_3_a_foreign_vm_never_takes_a_held_slice(planted):
 
 
 def test_finding_4_a_report_of_a_vm_the_audit_counted_moves_its_count(planted):
-    from dashboard.services.outcomes import deployment_outcome_record
+    from dashboard.deployments.services.outcomes import deployment_outcome_record
 
     _audit(planted["grid"], fix=True)
     counted = Deployment.objects.get(state=Deployment.State.DEPLOYED, grid_workload_id=planted["foreign"].workload_id)

@@ -9,10 +9,8 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from dashboard.capacity import GiB, MiB, zos_rootfs
-from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
-from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Slice
-from dashboard.selectors.deployments import deployment_words
-from dashboard.services.deploy import (
+from dashboard.deployments.selectors.deployments import deployment_words
+from dashboard.deployments.services.deploy import (
     SliceBusy,
     SliceChanged,
     SliceNotFound,
@@ -20,8 +18,10 @@ from dashboard.services.deploy import (
     slice_deploy,
     slices_deploy_all_free,
 )
-from dashboard.services.deploy_delete import deployment_delete
-from dashboard.services.registration import node_register
+from dashboard.deployments.services.deploy_delete import deployment_delete
+from dashboard.grid.types import DeployNotSupported, GridUnavailable, MalformedPayload
+from dashboard.models import AuditEvent, CapacitySample, Deployment, Node, Slice
+from dashboard.nodes.services.registration import node_register
 from sim.grid import SimulatedGrid
 
 NODE_1774 = dict(cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242, farm_name="mitana")

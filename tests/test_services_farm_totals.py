@@ -1,5 +1,5 @@
 """The farm totals stay what summing the nodes gives, whoever wrote the nodes and how: read at once
-(a farm written since its refresh is summed live) and kept (services.farm_totals, run on commit).
+(a farm written since its refresh is summed live) and kept (figures.services.farm_totals, run on commit).
 
 The independent answer is the same sums made over the Node rows at the moment of reading.
 """
@@ -10,11 +10,15 @@ from dataclasses import replace
 import pytest
 from django.db import connection, connections, transaction
 
+from dashboard.figures.selectors.farm_totals import AGGREGATES, FarmSums, farm_totals, fleet_totals, summed
+from dashboard.figures.selectors.tiers import TIER_FIGURES, TIERS, tier_sums
+from dashboard.figures.services.farm_totals import (
+    _refresh_committed,
+    farm_totals_refresh,
+    farm_totals_refresh_on_commit,
+)
+from dashboard.figures.services.figures import figures_refresh
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node, Slice
-from dashboard.selectors.farm_totals import AGGREGATES, FarmSums, farm_totals, fleet_totals, summed
-from dashboard.selectors.tiers import TIER_FIGURES, TIERS, tier_sums
-from dashboard.services.farm_totals import _refresh_committed, farm_totals_refresh, farm_totals_refresh_on_commit
-from dashboard.services.figures import figures_refresh
 from tests.node_writes import WRITES, reading_written
 
 pytestmark = pytest.mark.django_db
@@ -32,9 +36,9 @@ def kept_rows() -> list[FarmSums]:
 
 
 def test_the_tiers_are_the_fleet_pages():
-    from dashboard.selectors import farm_totals as totals
+    from dashboard.figures.selectors import farm_totals as totals
 
-    # One definition (selectors.tiers): the farm totals sum each tier with the fleet page's own filter.
+    # One definition (figures.selectors.tiers): the farm totals sum each tier with the fleet page's own filter.
     assert {TIER_FIGURES[t]: str(AGGREGATES[TIER_FIGURES[t]]) for t in TIERS} == {
         name: str(value) for name, value in tier_sums().items()
     }

@@ -8,12 +8,18 @@ from django.core.management.base import CommandError
 from django.db import connection, transaction
 
 from dashboard.capacity import PROFILES, GiB
+from dashboard.deployments.services.deploy import slice_deploy
+from dashboard.deployments.services.deploy_delete import deployment_delete
+from dashboard.figures.services.figures import (
+    FIGURE_FIELDS,
+    figures_compute,
+    figures_refresh,
+    figures_refresh_all,
+    nodes_lock,
+)
 from dashboard.models import Node, Policy, Slice
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.deploy_delete import deployment_delete
-from dashboard.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh, figures_refresh_all, nodes_lock
-from dashboard.services.policy import policy_create, policy_delete, policy_update
-from dashboard.services.registration import node_register
+from dashboard.nodes.services.registration import node_register
+from dashboard.policies.services.policy import policy_create, policy_delete, policy_update
 from tests.factories import NODE_1774
 
 pytestmark = pytest.mark.django_db
@@ -62,7 +68,7 @@ def test_it_stores_the_figures_of_a_registered_node(sim_node):
 def test_it_recomputes_placeable_and_phantom_when_the_policy_changes(sim_node):
     from dashboard import capacity
     from dashboard.models import Policy
-    from dashboard.services.policy import policy_create
+    from dashboard.policies.services.policy import policy_create
 
     node = sim_node(1774, **NODE_1774)
     assert (stored(node)["placeable_now"], stored(node)["phantom_slices"]) == (6, 0)

@@ -1,4 +1,4 @@
-"""services.group_steps: a real PostgreSQL deadlock's loser runs again; a group step waits for the commit."""
+"""lessons.services.group_steps: a real PostgreSQL deadlock's loser runs again; a group step waits for the commit."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from dashboard import capacity
-from dashboard.models import Node
-from dashboard.services.figures import nodes_lock
-from dashboard.services.group_steps import (
+from dashboard.figures.services.figures import nodes_lock
+from dashboard.lessons.services.group_steps import (
     LockConflict,
     group_step_after,
     group_steps_after,
     lock_conflicts_retried,
 )
+from dashboard.models import Node
 from tests.pg_deadlocks import pg_deadlocks
 
 GiB = capacity.GiB
@@ -74,7 +74,7 @@ def test_a_conflict_that_never_clears_is_a_lock_conflict_not_a_crash(monkeypatch
     import psycopg
     from django.db import OperationalError
 
-    monkeypatch.setattr("dashboard.services.group_steps.time.sleep", lambda _s: None)
+    monkeypatch.setattr("dashboard.lessons.services.group_steps.time.sleep", lambda _s: None)
     calls = []
 
     def always():
@@ -128,9 +128,9 @@ def test_a_deadlocked_api_write_answers_503_not_500(sim_node, api_call, api_toke
     import psycopg
     from django.db import OperationalError
 
-    from dashboard.services.outcomes import record
+    from dashboard.deployments.services.outcomes import record
 
-    monkeypatch.setattr("dashboard.services.group_steps.time.sleep", lambda _s: None)
+    monkeypatch.setattr("dashboard.lessons.services.group_steps.time.sleep", lambda _s: None)
 
     def deadlocked(*_args, **_kwargs):
         try:

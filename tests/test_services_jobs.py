@@ -1,4 +1,4 @@
-"""dashboard.services.jobs without a worker: requesting, claiming, re-registering, failing, reaping.
+"""dashboard.jobs.services.jobs without a worker: requesting, claiming, re-registering, failing, reaping.
 
 The worker-driven paths (a real Celery worker on Redis) are in test_tasks_worker.py.
 """
@@ -12,12 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from dashboard.capacity import GiB
-from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
-from dashboard.selectors.policy_book import policy_for_node
-from dashboard.services.job_reaper import jobs_reap
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import JobError, JobLost, job_claim, job_request
-from dashboard.services.reregister import (
+from dashboard.catalogs.services.reregister import (
     CATALOG_CHANGED,
     GRID_READ_ATTEMPTS,
     CatalogChanged,
@@ -25,6 +20,11 @@ from dashboard.services.reregister import (
     reregister_apply,
     reregister_plan,
 )
+from dashboard.jobs.services.job_reaper import jobs_reap
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import JobError, JobLost, job_claim, job_request
+from dashboard.models import AuditEvent, Deployment, Job, Node, Slice
+from dashboard.policies.selectors.policy_book import policy_for_node
 
 pytestmark = pytest.mark.django_db
 

@@ -3,14 +3,14 @@
 import pytest
 
 from dashboard.capacity import GiB
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.deployments.services.deploy_delete import deployment_delete
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
+from dashboard.lessons.services.observations import observations_clear
 from dashboard.models import Deployment, Job, Node, Observation
-from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
-from dashboard.services.deploy_delete import deployment_delete
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.observations import observations_clear
-from dashboard.services.precheck import precheck_run
-from dashboard.services.registration import node_register
+from dashboard.nodes.services.registration import node_register
 
 pytestmark = pytest.mark.django_db
 HIDDEN = dict(cru=24, mru=64 * GiB, sru=1863 * GiB, farm_id=902, per_vm_overhead_mru=GiB)
@@ -100,7 +100,7 @@ def test_clearing_the_observations_gives_the_node_its_accounting_back(sim_node):
 @pytest.mark.django_db(transaction=True)  # the refusals' own turns end with their committed transactions
 def test_clearing_waits_for_the_turn_of_the_build_its_readings_taught(sim_node):
     """A clear changes what its build's reports are judged against, so it takes the build's turn first
-    (services.group_steps.group_turn) as reports do: while another session holds that turn, it waits."""
+    (lessons.services.group_steps.group_turn) as reports do: while another session holds that turn, it waits."""
     import psycopg
     from django.db import OperationalError, connection, transaction
 

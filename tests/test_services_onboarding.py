@@ -10,7 +10,7 @@ from dashboard.capacity import GiB
 from dashboard.grid.paging import PageRead
 from dashboard.grid.types import GridUnavailable
 from dashboard.models import AuditEvent, Node, Slice
-from dashboard.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
+from dashboard.nodes.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
 
 
 @pytest.fixture
@@ -186,7 +186,7 @@ class _PoolsTold:
 
 @pytest.mark.django_db
 def test_a_preview_counts_what_the_run_then_registers_node_by_node(farms):
-    # One registration path (services.registration.registration_carve, through the page's plan): the
+    # One registration path (nodes.services.registration.registration_carve, through the page's plan): the
     # preview the operator confirms is the run's own checks and carve, never a carve of its own.
     grid = _PoolsTold(farms)
     preview = onboard(grid, farm_ids=(4242,), dry_run=True)

@@ -6,9 +6,9 @@ import pytest
 from django.utils import timezone
 
 from dashboard.capacity import GiB
+from dashboard.deployments.services import outcomes
+from dashboard.deployments.services.outcomes import OutcomeError, deployment_outcome_record
 from dashboard.models import AuditEvent, Deployment, Job, Slice
-from dashboard.services import outcomes
-from dashboard.services.outcomes import OutcomeError, deployment_outcome_record
 from tests.factories import sim_node_1774
 
 pytestmark = pytest.mark.django_db
@@ -127,9 +127,9 @@ def test_it_records_one_deployment_when_the_same_report_races(sim_node):
 
 
 def test_a_reported_memory_refusal_teaches_the_node_and_changes_its_precheck(sim_node):
+    from dashboard.catalogs.services.precheck import precheck_run
+    from dashboard.deployments.services.deploy import slice_deploy
     from dashboard.models import Node
-    from dashboard.services.deploy import slice_deploy
-    from dashboard.services.precheck import precheck_run
 
     node = slices_made_earlier(sim_node_1774(sim_node, policy_name=None))  # zos: 6 slices
     for index in range(3):

@@ -1,13 +1,13 @@
-"""dashboard.services.policy_trial: a month of traffic on the registered fleet, the policy in force against a candidate."""
+"""dashboard.policies.services.policy_trial: a month of traffic on the registered fleet, the policy in force against a candidate."""
 
 import pytest
 
 from dashboard import capacity
 from dashboard.capacity import GiB
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import JobError, job_claim, job_request
 from dashboard.models import Job, Node
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import JobError, job_claim, job_request
-from dashboard.services.policy_trial import fleet_sample, node_spec, policy_trial_parameters
+from dashboard.policies.services.policy_trial import fleet_sample, node_spec, policy_trial_parameters
 
 pytestmark = pytest.mark.django_db
 

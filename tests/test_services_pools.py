@@ -6,12 +6,12 @@ import pytest
 
 from dashboard import capacity
 from dashboard.capacity import GiB
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.services.deploy import slices_deploy_all_free
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job, Node, PoolReport, Slice
-from dashboard.services.deploy import slices_deploy_all_free
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.pools import PoolsError, pools_report
-from dashboard.services.precheck import precheck_run
+from dashboard.nodes.services.pools import PoolsError, pools_report
 
 pytestmark = pytest.mark.django_db
 TWO_SSDS = dict(cru=8, mru=31 * GiB, sru=930 * GiB, pools=[465 * GiB, 465 * GiB], farm_id=58)

@@ -2,11 +2,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.grid.types import GridUnavailable, MalformedPayload
 from dashboard.models import Node, Slice
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.precheck import precheck_run
-from dashboard.services.registration import node_register, node_register_from_grid
+from dashboard.nodes.services.registration import node_register, node_register_from_grid
 from tests.factories import NODE_1774, TOTAL_1774
 
 pytestmark = pytest.mark.django_db

@@ -4,10 +4,10 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB, PolicyError, Resources, carve_memoised
+from dashboard.capacity.catalog import catalog_stale, stale_reason
 from dashboard.models import AuditEvent, Node, Policy, Slice
-from dashboard.rules.catalog import catalog_stale, stale_reason
-from dashboard.selectors.policy_book import catalog_is_stale, policies_for_nodes, policy_for_node, policy_named
-from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, catalog_slices, node_register
+from dashboard.nodes.services.registration import CatalogError, NodeAlreadyRegistered, catalog_slices, node_register
+from dashboard.policies.selectors.policy_book import catalog_is_stale, policies_for_nodes, policy_for_node, policy_named
 
 pytestmark = pytest.mark.django_db
 
@@ -424,9 +424,9 @@ def test_a_page_registered_together_is_what_one_by_one_registers(sim_node):
     from django.db import transaction
     from django.utils import timezone
 
-    from dashboard.services.readings import reported_at_of
-    from dashboard.services.registration import node_register_from_grid
-    from dashboard.services.registration_page import nodes_register_from_grid
+    from dashboard.nodes.services.readings import reported_at_of
+    from dashboard.nodes.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration_page import nodes_register_from_grid
 
     for node_id in (1, 2, 3):
         sim_node(node_id, register=False, cru=8, mru=31 * GiB, sru=int(931.5 * GiB), farm_id=4242)

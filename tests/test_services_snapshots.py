@@ -8,9 +8,9 @@ from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from dashboard.figures.selectors.history import capacity_history, trend_of
+from dashboard.figures.services.snapshots import snapshot_take, snapshots_thin
 from dashboard.models import FiguresSnapshot, Node, SnapshotFigures
-from dashboard.selectors.history import capacity_history, trend_of
-from dashboard.services.snapshots import snapshot_take, snapshots_thin
 
 
 def _row(scope: str, subject: int) -> SnapshotFigures:
@@ -147,8 +147,8 @@ def test_the_beat_takes_a_snapshot_every_snapshot_every_seconds(settings, legacy
 
 @pytest.mark.django_db
 def test_a_finished_job_leaves_a_snapshot_of_what_it_changed(legacy_fleet):
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Job
-    from dashboard.services.jobs import job_request
     from dashboard.tasks import job_run
 
     nodes = legacy_fleet(2)

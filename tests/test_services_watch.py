@@ -1,4 +1,4 @@
-"""The fleet watch (services.watch): every registered node read again in pages, each page one transaction."""
+"""The fleet watch (nodes.services.watch): every registered node read again in pages, each page one transaction."""
 
 import re
 from datetime import timedelta
@@ -8,15 +8,14 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from dashboard.capacity import GiB
+from dashboard.alerts.services.alerts import alerts_evaluate
+from dashboard.capacity import GiB, node_events
 from dashboard.grid.proxy import GridProxyClient
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import Deployment, Job, Node, NodeEvent
-from dashboard.rules import node_events
-from dashboard.services.alerts import alerts_evaluate
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.onboarding import OnboardRequest, grid_onboard
-from dashboard.services.watch import fleet_watch, fleet_watch_request
+from dashboard.nodes.services.onboarding import OnboardRequest, grid_onboard
+from dashboard.nodes.services.watch import fleet_watch, fleet_watch_request
 from tests.alert_receiver import AlertReceiver
 from tests.gridproxy_fleet import FleetProxy, fleet_node, start_fleet_proxy
 

@@ -1,13 +1,13 @@
-"""services.withholds: maintenance windows made, released, opened and ended by themselves; quarantine."""
+"""nodes.services.withholds: maintenance windows made, released, opened and ended by themselves; quarantine."""
 
 import datetime as dt
 
 import pytest
 from django.utils import timezone
 
+from dashboard.deployments.services.outcomes import deployment_outcome_record
 from dashboard.models import AuditEvent, Deployment, Node, NodeWithhold, Slice
-from dashboard.services.outcomes import deployment_outcome_record
-from dashboard.services.withholds import (
+from dashboard.nodes.services.withholds import (
     WithholdError,
     node_withhold,
     quarantine_consider,
@@ -220,7 +220,7 @@ def test_quarantine_off_with_zero_failures(reported, settings):
 
 def alert_nodes(now):
     from dashboard.alerts import rules
-    from dashboard.selectors.alerts import alert_figures
+    from dashboard.alerts.selectors.alerts import alert_figures
 
     return alert_figures(now=now, limits=rules.Limits())
 
@@ -259,7 +259,7 @@ def test_the_figures_follow_a_window_that_opens_and_ends_by_itself(node):
 
 
 def test_the_precheck_says_the_node_is_withheld_and_why(node):
-    from dashboard.selectors.node import node_detail
+    from dashboard.nodes.selectors.node import node_detail
 
     node_withhold(nodes=[node], reason="disk swap")
     detail = node_detail(node_id=1774)
@@ -267,7 +267,7 @@ def test_the_precheck_says_the_node_is_withheld_and_why(node):
 
 
 def test_the_dashboard_s_own_deploy_is_refused_on_a_withheld_node(node):
-    from dashboard.services.deploy import slice_deploy
+    from dashboard.deployments.services.deploy import slice_deploy
 
     node_withhold(nodes=[node], reason="disk swap")
     deployment = slice_deploy(node=row(node), slice_index=1, grid=None, source="command")
@@ -277,7 +277,7 @@ def test_the_dashboard_s_own_deploy_is_refused_on_a_withheld_node(node):
 @pytest.mark.parametrize("every_node", [False, True])
 def test_placement_says_the_node_is_refused_because_it_is_withheld(node, every_node):
     from dashboard.capacity import GiB
-    from dashboard.selectors.placement import placement_for
+    from dashboard.deployments.selectors.placement import placement_for
 
     size = dict(cru=1, mru=4 * GiB, sru=100 * GiB)
     assert placement_for(**size, every_node=every_node).can_host == 1

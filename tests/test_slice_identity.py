@@ -5,10 +5,10 @@ import pytest
 from django.urls import reverse
 
 from dashboard.capacity import GiB
+from dashboard.catalogs.services.slices import SliceNumberUsed, node_slices_write
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Deployment, Job, Node, Slice
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.slices import SliceNumberUsed, node_slices_write
 
 pytestmark = pytest.mark.django_db
 

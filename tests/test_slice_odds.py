@@ -7,11 +7,11 @@ import pytest
 from django.utils import timezone
 
 from dashboard.capacity import GiB, MiB
+from dashboard.figures.selectors.farm_totals import fleet_totals
+from dashboard.figures.selectors.tiers import TIER_FIGURES
+from dashboard.figures.services.farm_totals import farm_totals_refresh
+from dashboard.figures.services.figures import figures_refresh
 from dashboard.models import MemoryLesson, Node
-from dashboard.selectors.farm_totals import fleet_totals
-from dashboard.selectors.tiers import TIER_FIGURES
-from dashboard.services.farm_totals import farm_totals_refresh
-from dashboard.services.figures import figures_refresh
 
 pytestmark = pytest.mark.django_db
 
@@ -166,14 +166,14 @@ def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
 
 def test_the_hourly_follow_refreshes_a_build_whose_deployments_taken_changed(sim_node, settings):
     """A deployment ZOS took moves its build's odds; its figures step runs after its report committed and may
-    fail (services.group_steps), and a bound ages out of the belief after OBSERVATION_MAX_AGE_DAYS: either
+    fail (lessons.services.group_steps), and a bound ages out of the belief after OBSERVATION_MAX_AGE_DAYS: either
     way the hourly memory_lessons_follow refreshes the build's nodes (none here is refreshed by hand)."""
     from datetime import timedelta
 
     from django.utils import timezone
 
+    from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
     from dashboard.models import Deployment
-    from dashboard.services.lesson_evidence import memory_lessons_follow
 
     node = sim_node(3308, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
     told = _told(node, "v-untaught")
@@ -197,8 +197,8 @@ def test_the_hourly_follow_refreshes_a_build_whose_deployments_taken_changed(sim
 def test_a_tighter_bound_is_judged_less_each_nodes_residual(sim_node):
     # As capacity.tightest counts a bound: a node that uses less than its build (a residual below
     # zero) had more room than its raw figure, so its bound is not the tighter one.
+    from dashboard.lessons.selectors.odds import accepted_tighter_exists
     from dashboard.models import Deployment
-    from dashboard.selectors.odds import accepted_tighter_exists
 
     roomy, new = (sim_node(grid_id, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78) for grid_id in (3306, 3307))
     rows = []
@@ -223,12 +223,12 @@ def test_a_tighter_bound_is_judged_less_each_nodes_residual(sim_node):
 
 
 def test_placement_gives_a_host_the_odds_its_node_page_gives(sim_node):
-    # One definition of "the odds one more VM deploys now" (selectors.odds.vm_odds_now): a node with no
+    # One definition of "the odds one more VM deploys now" (lessons.selectors.odds.vm_odds_now): a node with no
     # lesson is judged by its build's prior (and the bounds its build's deployments set), where placement
     # read lessons' fits alone and took such a node for sure.
     from dashboard.capacity import zos_reserve_mru
-    from dashboard.selectors.odds import vm_odds_now
-    from dashboard.selectors.placement import placement_for
+    from dashboard.deployments.selectors.placement import placement_for
+    from dashboard.lessons.selectors.odds import vm_odds_now
 
     node = _told(Node.objects.get(pk=sim_node(3306, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=77).pk), "v-x")
     promised = node.slices.filter(index__lt=node.deployable)

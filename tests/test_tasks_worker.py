@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from dashboard.jobs.services.jobs import job_claim, job_request
 from dashboard.models import Job, Slice
-from dashboard.services.jobs import job_claim, job_request
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts import rules
+from dashboard.alerts.services.alerts import alerts_record
 from dashboard.models import Alert, AuditEvent, Job
-from dashboard.services.alerts import alerts_record
 
 pytestmark = pytest.mark.django_db
 PAGE = reverse("jobs")

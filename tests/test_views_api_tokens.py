@@ -4,8 +4,8 @@ makes them for anyone; nobody else gets in."""
 import pytest
 from django.urls import reverse
 
+from dashboard.access.services.tokens import token_hash
 from dashboard.models import ApiToken, AuditEvent
-from dashboard.services.tokens import token_hash
 
 pytestmark = pytest.mark.django_db
 URL = reverse("api-tokens")

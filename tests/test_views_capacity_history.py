@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.services.snapshots import snapshot_take
+from dashboard.figures.services.snapshots import snapshot_take
 
 
 @pytest.fixture

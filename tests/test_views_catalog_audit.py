@@ -5,9 +5,9 @@ from django.test import Client
 from django.urls import reverse
 
 from dashboard.capacity import GiB, SliceSize
+from dashboard.catalogs.selectors.catalog_audit import Pace
+from dashboard.catalogs.services.catalog_audit import catalog_audit_here
 from dashboard.models import Job
-from dashboard.selectors.catalog_audit import Pace
-from dashboard.services.catalog_audit import catalog_audit_here
 
 pytestmark = pytest.mark.django_db
 PAGE, RUN, FIX = reverse("audit"), reverse("audit-run"), reverse("audit-fix")

@@ -8,8 +8,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard import capacity
+from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.models import Deployment
-from dashboard.services.deploy import slice_deploy
 from tests.factories import MEMORY_ERROR, failed_deployment, node_1774, sim_node_1774
 
 GiB = capacity.GiB

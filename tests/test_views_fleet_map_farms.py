@@ -9,7 +9,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from dashboard.selectors.fleet_map import STATES, cell_label, cell_state
+from dashboard.figures.selectors.fleet_map import STATES, cell_label, cell_state
 
 URL = reverse("fleet-map")
 

@@ -351,7 +351,7 @@ def test_it_shows_a_precheck_on_a_down_node_as_a_warning_in_the_jobs_list_and_on
 
 
 def test_the_pages_say_which_api_token_asked(support_client, role_user):
-    from dashboard.services.tokens import api_token_create
+    from dashboard.access.services.tokens import api_token_create
 
     holder = role_user("admins", username="deployer-owner")
     token = api_token_create(user=holder, name="deployer", scopes="act").token
@@ -365,7 +365,7 @@ def test_the_pages_say_which_api_token_asked(support_client, role_user):
 @pytest.mark.django_db
 def test_issue_45_defect_5_the_list_says_what_a_fleet_watch_read_as_its_page_does(support_client):
     """A bulk job's `nodes` sample is left out of the list's brief results; a watch's `nodes` count is not."""
-    from dashboard.job_results import WatchResult
+    from dashboard.jobs.results import WatchResult
 
     job = Job.objects.create(
         kind=Job.Kind.FLEET_WATCH,
@@ -380,7 +380,7 @@ def test_issue_45_defect_5_the_list_says_what_a_fleet_watch_read_as_its_page_doe
 
 @pytest.mark.django_db
 def test_issue_45_defect_5_a_skipped_watch_says_why_in_the_list(support_client):
-    from dashboard.job_results import WatchResult
+    from dashboard.jobs.results import WatchResult
 
     Job.objects.create(
         kind=Job.Kind.FLEET_WATCH,

@@ -77,7 +77,7 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from dashboard.services.farm_totals import farm_totals_refresh
+    from dashboard.figures.services.farm_totals import farm_totals_refresh
 
     def counted(path="/metrics") -> tuple[int, bytes]:
         with CaptureQueriesContext(connection) as queries:
@@ -108,8 +108,8 @@ def test_it_reads_the_same_number_of_queries_at_any_fleet_size(
 
 def test_it_reports_the_newest_audit_findings_by_kind(client, metrics_on, sim_node):
     from dashboard.capacity import GiB, SliceSize
-    from dashboard.selectors.catalog_audit import Pace
-    from dashboard.services.catalog_audit import catalog_audit_here
+    from dashboard.catalogs.selectors.catalog_audit import Pace
+    from dashboard.catalogs.services.catalog_audit import catalog_audit_here
 
     sim_node(1774, cru=8, mru=31 * GiB, sru=int(931.5 * GiB))
     sim_node.grid.deploy_vm(1774, SliceSize(cru=1, mru=2 * GiB, sru=50 * GiB), name="outside")
@@ -124,7 +124,7 @@ def test_it_reports_the_newest_audit_findings_by_kind(client, metrics_on, sim_no
 
 
 def test_it_counts_the_withheld_nodes_free_slices_as_phantom_by_reason(client, metrics_on, sim_node):
-    from dashboard.services.withholds import node_withhold
+    from dashboard.nodes.services.withholds import node_withhold
     from tests.factories import node_1774, sim_node_1774
 
     nodes = [sim_node_1774(sim_node), sim_node(1775, **node_1774()), sim_node(1776, **node_1774())]

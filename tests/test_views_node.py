@@ -7,11 +7,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from dashboard import capacity
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.services.deploy import slice_deploy
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import Job, Node, Slice
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.precheck import precheck_run
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 from tests.factories import sim_node_1774
 

@@ -26,7 +26,7 @@ def test_it_says_the_disks_are_sized_for_unknown_pools_and_what_that_gives_up(su
 
 def test_it_says_where_reported_pools_came_from_and_how_old_they_are(support_client, sim_node):
     sim_node(2310, **TWO_SSDS)
-    from dashboard.services.pools import pools_report
+    from dashboard.nodes.services.pools import pools_report
 
     node = Node.objects.get(grid_id=2310)
     entries = [{"name": n, "type": "ssd", "size": 465 * GiB, "used": 0} for n in "ab"]
@@ -65,7 +65,7 @@ def test_it_refuses_a_get_on_the_form(admins_client, blind_2310):
 
 
 def test_it_says_pools_heard_over_rmb_came_from_the_node_and_shows_its_build(support_client, blind_2310):
-    from dashboard.services.pools import pools_report
+    from dashboard.nodes.services.pools import pools_report
 
     entries = [{"name": n, "type": "ssd", "size": 465 * GiB, "used": 0} for n in "ab"]
     pools_report(node=blind_2310, pools=entries, source=PoolReport.Source.RMB, origin="rmb-peer")
@@ -80,7 +80,7 @@ def test_issue_45_defect_6_the_simulated_node_is_named_so_on_the_page_the_api_an
 ):
     """The demo's pools and build come from the simulated grid's node in process: no page says "over RMB"
     while the fleet page says RMB is off, and the API does not call that source "zos"."""
-    from dashboard.services.registration import node_register_from_grid
+    from dashboard.nodes.services.registration import node_register_from_grid
 
     sim_node(2310, register=False, zos_build="v3.14.0-sim", **TWO_SSDS)
     # Registered as `node_register` and the demo do: the simulated grid answers the pools and build itself.

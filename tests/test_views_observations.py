@@ -7,9 +7,9 @@ from django.test import override_settings
 from django.urls import reverse
 
 from dashboard.capacity import GiB
+from dashboard.deployments.services.deploy import slices_deploy_all_free
 from dashboard.models import AuditEvent, Node
-from dashboard.services.deploy import slices_deploy_all_free
-from dashboard.services.registration import node_register_from_grid
+from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid
 from tests.conftest import rolled_back_after
 

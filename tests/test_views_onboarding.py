@@ -4,9 +4,9 @@ import pytest
 from django.test import Client
 
 from dashboard.capacity import GiB
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import AuditEvent, Job, Node
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
 
 FARM = {"farm_ids": "4242", "node_ids": "", "status": "", "policy": ""}
 

@@ -19,7 +19,7 @@ def world_built_once(django_db_setup, django_db_blocker):
     """conftest's `world` once for the module (its tests only read it), rolled back after it; the node
     registered from its totals (no page here reads the grid: every one refuses first)."""
     from dashboard.capacity import GiB, Resources
-    from dashboard.services.registration import node_register
+    from dashboard.nodes.services.registration import node_register
 
     with rolled_back_after(django_db_blocker):
         total = Resources(cru=8, mru=31 * GiB, sru=int(931.5 * GiB))

@@ -4,9 +4,9 @@ import pytest
 from django.urls import reverse
 
 from dashboard import capacity
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import Job, Policy
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
 from dashboard.views.policy import PolicyForm
 
 GiB = capacity.GiB

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_page_lists_the_same_probes_as_the_api(support_client, api_call, api_token, sim_node):
     from dashboard.capacity import GiB
-    from dashboard.services.deploy import slice_deploy
+    from dashboard.deployments.services.deploy import slice_deploy
 
     node = sim_node(2877, cru=32, mru=64 * GiB, sru=4000 * GiB, farm_id=77, zos_build="v3.14.0-sim")
     Node.objects.filter(pk=node.pk).update(zos_version="v3.14.0-sim")

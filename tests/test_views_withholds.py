@@ -6,9 +6,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.deployments.services.outcomes import deployment_outcome_record
 from dashboard.models import AuditEvent, Node, NodeWithhold, Slice
-from dashboard.services.outcomes import deployment_outcome_record
-from dashboard.services.withholds import node_withhold
+from dashboard.nodes.services.withholds import node_withhold
 from tests.factories import node_1774, sim_node_1774
 
 pytestmark = pytest.mark.django_db

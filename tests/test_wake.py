@@ -8,10 +8,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.capacity import GiB
+from dashboard.capacity import GiB, node_events
 from dashboard.models import Node, NodeEvent
-from dashboard.rules import node_events
-from dashboard.selectors.wake import farm_wakes
+from dashboard.nodes.selectors.wake import farm_wakes
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db

@@ -9,14 +9,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.capacity import GiB
+from dashboard.alerts.services.alerts import alerts_evaluate
+from dashboard.capacity import GiB, node_events
 from dashboard.grid.budget import RedisWindow, RequestBudget, background
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.models import Node, NodeEvent
-from dashboard.rules import node_events
-from dashboard.services.alerts import alerts_evaluate
-from dashboard.services.onboarding import OnboardRequest, grid_onboard
-from dashboard.services.watch import fleet_watch
+from dashboard.nodes.services.onboarding import OnboardRequest, grid_onboard
+from dashboard.nodes.services.watch import fleet_watch
 from tests.budget_clients import read_through_budget
 from tests.gridproxy_fleet import FleetProxy, fleet_node, start_fleet_proxy
 

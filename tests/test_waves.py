@@ -1,30 +1,30 @@
 """Re-registers in waves: the order, Stop between batches, each node's previous generation and its rollback,
-and the second admin's approval (services.reregister.waves and .rollback)."""
+and the second admin's approval (catalogs.services.reregister.waves and .rollback)."""
 
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from dashboard.models import AuditEvent, CatalogGeneration, Hold, Job, Node, Slice, WaveRun
-from dashboard.services.holds import hold_create, hold_release
-from dashboard.services.job_reaper import jobs_reap
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_request
-from dashboard.services.reregister import BulkHooks, BulkLimits
-from dashboard.services.reregister.rollback import (
+from dashboard.catalogs.services.reregister import BulkHooks, BulkLimits
+from dashboard.catalogs.services.reregister.rollback import (
     RollbackRefused,
     node_rollback,
     run_rollback,
     run_rollback_request,
 )
-from dashboard.services.reregister.waves import (
+from dashboard.catalogs.services.reregister.waves import (
     WaveRefused,
     bulk_request,
     wave_order,
     wave_run_approve,
     wave_run_stop,
 )
+from dashboard.deployments.services.holds import hold_create, hold_release
+from dashboard.jobs.services.job_reaper import jobs_reap
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_request
+from dashboard.models import AuditEvent, CatalogGeneration, Hold, Job, Node, Slice, WaveRun
 
 
 def test_it_puts_the_canary_farm_first_then_batches():
@@ -299,7 +299,7 @@ def test_finding_7_one_nodes_rollback_is_one_service_and_every_door_says_the_sam
 ):
     from django.core.management import CommandError, call_command
 
-    from dashboard.services.reregister.rollback import RollbackNotKept, RollbackRefused, run_node_rollback
+    from dashboard.catalogs.services.reregister.rollback import RollbackNotKept, RollbackRefused, run_node_rollback
 
     legacy_fleet(2)
     job = job_claim(job_id=job_request(kind=Job.Kind.BULK_REREGISTER, source="command").job.pk)

@@ -8,9 +8,9 @@ import time
 import pytest
 from celery.contrib.testing.worker import start_worker
 
+from dashboard.catalogs.services.reregister.rollback import run_rollback
+from dashboard.catalogs.services.reregister.waves import bulk_request
 from dashboard.models import CatalogGeneration, Job, Node, Slice, WaveRun
-from dashboard.services.reregister.rollback import run_rollback
-from dashboard.services.reregister.waves import bulk_request
 from tests.killed_workers import bulk_node_states, redeliver_unacked, worker_sessions
 from tests.support import wait_until, worker_stops_quickly
 

@@ -2,10 +2,10 @@
 
 import pytest
 
+from dashboard.catalogs.services.reregister.waves import bulk_request
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import AuditEvent, Job, Node, WaveRun
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim
-from dashboard.services.reregister.waves import bulk_request
 
 
 def paused_run(legacy_fleet, by=None) -> Job:
@@ -146,7 +146,7 @@ def test_the_stale_page_refuses_a_share_over_100_and_starts_nothing(admins_clien
 
 @pytest.mark.django_db
 def test_the_api_shows_a_runs_waves_and_what_was_rolled_back(api_token, api_call, legacy_fleet):
-    from dashboard.services.reregister.rollback import run_rollback
+    from dashboard.catalogs.services.reregister.rollback import run_rollback
 
     legacy_fleet(3)
     job = bulk_request(parameters={"canary_share": 0, "batch_size": 2}).job

@@ -4,9 +4,9 @@ import time
 
 import pytest
 
+from dashboard.catalogs.services.reregister.rollback import run_rollback
+from dashboard.catalogs.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
 from dashboard.models import AuditEvent, CatalogGeneration, Job, Node, Slice, WaveRun
-from dashboard.services.reregister.rollback import run_rollback
-from dashboard.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
 
 pytestmark = [pytest.mark.worker]
 
@@ -73,7 +73,7 @@ def test_a_run_paused_by_its_budget_is_resumed_stopped_and_rolled_back_keeping_o
 def test_a_run_rollback_job_on_a_worker_rolls_back_every_node_but_the_blocked_one_and_keeps_occupied_slices(
     legacy_fleet, live_worker, job_finished, role_user
 ):
-    from dashboard.services.reregister.rollback import run_rollback_request
+    from dashboard.catalogs.services.reregister.rollback import run_rollback_request
 
     nodes = legacy_fleet(6)
     Slice.objects.filter(node=nodes[0], index=1).update(state="deployed", rented_by_twin_id=9)  # before the run

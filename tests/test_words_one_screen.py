@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.models import Node
-from dashboard.services.withholds import WithholdError, node_withhold
+from dashboard.nodes.services.withholds import WithholdError, node_withhold
 from tests.factories import node_1774
 
 pytestmark = pytest.mark.django_db

@@ -17,17 +17,17 @@ import pytest
 from django.urls import reverse
 
 from dashboard.capacity import GiB
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.selectors.deployments import deployment_words
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.deployments.services.deploy import slices_deploy_all_free
 from dashboard.grid import get_grid
 from dashboard.grid.classify import classify
 from dashboard.grid.proxy import GridProxyClient
 from dashboard.grid.types import GridError
 from dashboard.models import Node
-from dashboard.selectors.deployments import deployment_words
-from dashboard.selectors.placement import placement_for
-from dashboard.services.deploy import slices_deploy_all_free
-from dashboard.services.precheck import precheck_run
-from dashboard.services.watch import fleet_watch
-from dashboard.services.zos_cache import THROUGH_PROXY, statistics_heard
+from dashboard.nodes.services.watch import fleet_watch
+from dashboard.nodes.services.zos_cache import THROUGH_PROXY, statistics_heard
 from sim.grid import serve_simulator
 from tests.factories import node_1774
 

@@ -15,14 +15,14 @@ import redis
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB
+from dashboard.catalogs.services.precheck import node_live_facts, precheck_run
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.types import DeploymentFailed
 from dashboard.models import Node
-from dashboard.selectors.node import node_detail
-from dashboard.selectors.placement import placement_for
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.precheck import node_live_facts, precheck_run
-from dashboard.services.registration import node_register_from_grid
+from dashboard.nodes.selectors.node import node_detail
+from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid
 from sim.grid.rmb_peer import StandInPeer
 from tests.factories import TOTAL_1774

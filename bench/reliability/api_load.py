@@ -8,7 +8,7 @@ emptied, on a simulated grid) with API_THROTTLE_RATE raised far above what the c
 the throttle still runs on every call, but a 429 here would be the run's own doing, not an answer
 to judge. (A 429 is counted apart from the errors; with the rate as set there should be none.)
 
-Tokens are real, made by services.tokens.api_token_create, one per client: four fifths are the
+Tokens are real, made by access.services.tokens.api_token_create, one per client: four fifths are the
 marketplace's (an admin user; scopes read and precheck), one fifth support's (read only). Each
 client, with no think time, keeps one HTTP connection and calls:
   marketplace: 15% GET /api/v1/fleet, 35% GET /api/v1/nodes (random filters, sorts, pages of 20,
@@ -217,8 +217,8 @@ def tokens_create(clients: int) -> list[tuple[str, bool]]:
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
+    from dashboard.access.services.tokens import api_token_create
     from dashboard.models import ApiToken
-    from dashboard.services.tokens import api_token_create
 
     users = get_user_model()
     ApiToken.objects.filter(user__username__startswith="apiload-").delete()

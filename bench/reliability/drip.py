@@ -176,8 +176,8 @@ def command_round(*, env: dict, node_id: int, timeout: float = 60) -> dict:
 def job_round(*, admin, node, step_budget: float, proxy: DripProxy) -> dict:
     from django.utils import timezone
 
+    from dashboard.jobs.services.job_reaper import jobs_reap
     from dashboard.models import Job, Slice
-    from dashboard.services.job_reaper import jobs_reap
 
     slices_before = list(
         Slice.objects.filter(node=node).order_by("pk").values_list("pk", "index", "mru", "sru", "state")
@@ -251,7 +251,7 @@ def job_round(*, admin, node, step_budget: float, proxy: DripProxy) -> dict:
 def register_job_node():
     """Node 1774 as the marketplace has it (legacy carve), from the same answer the proxy drips."""
     from dashboard.capacity import GiB, Resources
-    from dashboard.services.registration import node_register
+    from dashboard.nodes.services.registration import node_register
 
     return node_register(
         node_id=JOB_NODE,

@@ -262,10 +262,10 @@ def seed_fleet(*, grid, nodes: int, rng: random.Random, first_node_id: int = 500
     gets slice 1 rented. Returns {(policy name, version): capacity.Policy} for the half-catalog check.
     """
     from dashboard import capacity
+    from dashboard.deployments.services.deploy import slice_deploy
     from dashboard.models import Policy, Slice
-    from dashboard.services.deploy import slice_deploy
-    from dashboard.services.policy import policy_create
-    from dashboard.services.registration import node_register
+    from dashboard.nodes.services.registration import node_register
+    from dashboard.policies.services.policy import policy_create
 
     policies = {("legacy", 1): capacity.PROFILES["legacy"]}
     for n in range(nodes):
@@ -303,7 +303,7 @@ def seed_fleet(*, grid, nodes: int, rng: random.Random, first_node_id: int = 500
 def flip_policy(node, policies: dict) -> None:
     """Toggle the node's override between 4 GiB and 2 GiB slices (a new version): every free slice changes."""
     from dashboard.models import Policy
-    from dashboard.services.policy import policy_update
+    from dashboard.policies.services.policy import policy_update
 
     row = Policy.objects.get(node=node)
     slice_mru = 2 * GiB if row.slice_mru == 4 * GiB else 4 * GiB
@@ -340,8 +340,8 @@ class KillWindows:
 
 def kill_windows_measure(nodes: list, rng: random.Random, policies: dict) -> KillWindows:
     """Three warm-up re-registers on random nodes, timed from the click and from the claim."""
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Job
-    from dashboard.services.jobs import job_request
 
     durations, runs = [], []
     for node in rng.sample(nodes, 3):
@@ -358,7 +358,7 @@ def kill_windows_measure(nodes: list, rng: random.Random, policies: dict) -> Kil
 def idle_node_wait(nodes: list) -> list:
     """The nodes with no active job, waiting for one when every node's job is waiting for its message
     to come back or for the reaper."""
-    from dashboard.services.job_reaper import jobs_reap
+    from dashboard.jobs.services.job_reaper import jobs_reap
 
     jobs_reap()
     idle = idle_nodes(nodes)
@@ -428,8 +428,8 @@ class KillRound(NamedTuple):
 
 def kill_round(n: int, *, node, worker: Worker, aim: KillAim, occupied_before, policies: dict) -> KillRound:
     """Request the node's re-register, kill as aimed, restart the worker if it died, check the invariants."""
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Job
-    from dashboard.services.jobs import job_request
     from tests.invariants import one_moment
 
     flip_policy(node, policies)
@@ -475,8 +475,8 @@ def messages_redeliver(worker: Worker, *, last_whole_kill: float, redeliver, log
 
 def jobs_settle(settle_timeout: float) -> list[str]:
     """Reap until no job is queued or running; a timeout is a violation, not a crash."""
+    from dashboard.jobs.services.job_reaper import jobs_reap
     from dashboard.models import Job
-    from dashboard.services.job_reaper import jobs_reap
 
     def settled() -> bool:
         jobs_reap()

@@ -293,7 +293,7 @@ def fleet_seed(*, nodes: int, simgrid_path: str) -> None:
     if not Group.objects.filter(name="admins").exists():
         from django.apps import apps
 
-        from dashboard.roles import roles_restore
+        from dashboard.access.roles import roles_restore
 
         roles_restore(apps)
 
@@ -322,8 +322,8 @@ def jobs_to_poll(worker: Worker, rng: random.Random) -> tuple[list[int], dict[st
     polls while waiting for a worker); returns their ids and how many are in each state."""
     from django.db.models import Count
 
+    from dashboard.jobs.services.jobs import job_request
     from dashboard.models import Job, Node
-    from dashboard.services.jobs import job_request
 
     worker.start()
     done = [

@@ -65,9 +65,9 @@ def seed(*, nodes: int, workdir: Path) -> dict:
 
     from bench.seed import FARM_POLICY, database_seed, fleet_specs, simulator_seed
     from dashboard import capacity
+    from dashboard.access.services.tokens import api_token_create
     from dashboard.models import Alert, Deployment, Job, Node, Policy
-    from dashboard.services.registration import node_register
-    from dashboard.services.tokens import api_token_create
+    from dashboard.nodes.services.registration import node_register
     from sim.grid import SimulatedGrid
 
     GiB = capacity.GiB

@@ -55,7 +55,7 @@ def django_fresh(env: dict) -> None:
     from django.apps import apps
     from django.core.management import call_command
 
-    from dashboard.roles import roles_restore
+    from dashboard.access.roles import roles_restore
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("flush", verbosity=0, interactive=False)

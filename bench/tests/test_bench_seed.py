@@ -19,8 +19,8 @@ def test_it_seeds_deployed_vms_only_on_nodes_that_are_up():
 
 @pytest.mark.django_db(transaction=True)
 def test_it_fills_the_database_with_every_catalog_stale():
+    from dashboard.figures.selectors.fleet import fleet_overview
     from dashboard.models import Deployment, Node, Slice
-    from dashboard.selectors.fleet import fleet_overview
 
     specs = seed.fleet_specs(60)
     figures = seed.database_seed(specs, defaultdict(lambda: "1-1-bench"))

@@ -1,6 +1,6 @@
 """The alert rules: pure functions of the stored figures. No Django import.
 
-Each rule takes plain rows (read by selectors.alerts) and the limits (from settings) and returns
+Each rule takes plain rows (read by alerts.selectors.alerts) and the limits (from settings) and returns
 the conditions that hold now, one per subject. A subject is what an alert is about ("farm 4242",
 "fleet", a failure cause): the service keeps one row per rule and subject, so a rule that holds
 for many nodes still sends one message, and a second farm going wrong is told on its own.
@@ -44,10 +44,10 @@ class NodeReading:
     status: str
     phantom_reasons: Mapping[str, int] = field(default_factory=dict)
     stale: bool = False
-    # Since when the catalog has differed from the effective policy, at the latest (see selectors.alerts).
+    # Since when the catalog has differed from the effective policy, at the latest (see alerts.selectors.alerts).
     stale_since: datetime | None = None
     seen_at: datetime | None = None  # the last capacity reading; None: never read
-    # From the node's events (selectors.alerts): since when it is down, since when a wake asked for
+    # From the node's events (alerts.selectors.alerts): since when it is down, since when a wake asked for
     # has not happened (None: no wake pending), and when its total capacity last changed.
     down_since: datetime | None = None
     wake_asked_since: datetime | None = None
@@ -128,7 +128,7 @@ class Figures:
     failures: Sequence[FailureCount] = ()
     trends: Sequence[SlicesTrend] = ()
     farm_ips: Sequence[FarmIpsTrend] = ()
-    # The nodes the last fleet-wide reading refused (selectors.unreadable), and its one line.
+    # The nodes the last fleet-wide reading refused (figures.selectors.unreadable), and its one line.
     unreadable: int = 0
     unreadable_words: str = ""
     reports_refused: Sequence[ReportsRefused] = ()

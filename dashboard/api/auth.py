@@ -14,8 +14,8 @@ from ninja.errors import AuthenticationError, AuthorizationError
 from ninja.security import HttpBearer
 from ninja.throttling import SimpleRateThrottle
 
+from dashboard.access.services.tokens import SCOPE_PERMISSIONS, api_token_allows, api_token_use
 from dashboard.models import ApiToken
-from dashboard.services.tokens import SCOPE_PERMISSIONS, api_token_allows, api_token_use
 
 
 class ScopeRefused(AuthorizationError):

@@ -19,11 +19,15 @@ from dashboard.api.schemas import (
     page_out,
 )
 from dashboard.api.writes import api_write
+from dashboard.deployments.selectors.deployments import deployment_words, failed_deployments
+from dashboard.deployments.services.outcomes import OutcomeRecorded, deployment_outcome_record
+from dashboard.deployments.services.outcomes.probe import probe_outcome_record
+from dashboard.lessons.services.lesson_evidence import (
+    LessonReportsBounded,
+    lesson_reports_checked,
+    lesson_reports_refused,
+)
 from dashboard.models import Deployment
-from dashboard.selectors.deployments import deployment_words, failed_deployments
-from dashboard.services.lesson_evidence import LessonReportsBounded, lesson_reports_checked, lesson_reports_refused
-from dashboard.services.outcomes import OutcomeRecorded, deployment_outcome_record
-from dashboard.services.outcomes.probe import probe_outcome_record
 
 router = Router(tags=["deployments"])
 
@@ -120,7 +124,7 @@ def deployment_report(request, body: DeploymentReportIn):
 def _report_recorded(request, body: DeploymentReportIn) -> tuple[OutcomeRecorded, DeploymentReportOut]:
     """The report recorded and its answer, in one transaction (api_write)."""
     with api_write("deployments.report", request):
-        # Counted in the build's turn, inside the report's transaction (services.lesson_evidence).
+        # Counted in the build's turn, inside the report's transaction (lessons.services.lesson_evidence).
         lesson_reports_checked(
             node_id=body.node_id,
             marketplace_id=body.marketplace_id,

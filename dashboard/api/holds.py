@@ -11,9 +11,9 @@ from dashboard.api.auth import READ, REPORT
 from dashboard.api.inputs import Counting, Line, Strict, Whole
 from dashboard.api.schemas import ERRORS, ErrorOut, PageOut
 from dashboard.api.writes import api_write
+from dashboard.deployments.selectors.holds import buyer_shown
+from dashboard.deployments.services.holds import hold_create, hold_release
 from dashboard.models import Hold
-from dashboard.selectors.holds import buyer_shown
-from dashboard.services.holds import hold_create, hold_release
 
 router = Router(tags=["holds"])
 

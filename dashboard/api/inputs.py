@@ -25,11 +25,11 @@ from django.utils import timezone
 from pydantic import AfterValidator, BeforeValidator, Field, WithJsonSchema
 
 from dashboard import capacity
+from dashboard.capacity.outcomes import moment_problem
+from dashboard.deployments.services.outcomes import CLOCK_SKEW, report_max_age
 from dashboard.grid.text import text_problem
 from dashboard.models import INTEGER_MAX
-from dashboard.rules.outcomes import moment_problem
-from dashboard.services.outcomes import CLOCK_SKEW, report_max_age
-from dashboard.services.withholds import WINDOW_AHEAD
+from dashboard.nodes.services.withholds import WINDOW_AHEAD
 
 
 def _text_checked(value: str, *, lines: bool) -> str:

@@ -26,12 +26,12 @@ from dashboard.api.schemas import (
     page_out,
 )
 from dashboard.api.writes import api_write
+from dashboard.catalogs.selectors.waves import waves_view
+from dashboard.catalogs.services.reregister.rollback import RollbackNotKept, run_node_rollback, run_rollback_request
+from dashboard.catalogs.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
+from dashboard.jobs.selectors.jobs import jobs_list
+from dashboard.jobs.services.jobs import JobRequest
 from dashboard.models import Job, WaveRun
-from dashboard.selectors.jobs import jobs_list
-from dashboard.selectors.waves import waves_view
-from dashboard.services.jobs import JobRequest
-from dashboard.services.reregister.rollback import RollbackNotKept, run_node_rollback, run_rollback_request
-from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
 router = Router(tags=["jobs"])
 # The page's permissions for steering a run (dashboard.views.waves.STEER), asked of the token's user.
@@ -76,7 +76,7 @@ def job_out(job: Job) -> dict:
 
 def job_started(requested: JobRequest) -> Status:
     """The answer to a job asked for, read after the commit that sent it to the broker: 202 (new) or 200
-    (the active one). A broker that could not be told failed the new job at once (services.jobs.job_enqueue):
+    (the active one). A broker that could not be told failed the new job at once (jobs.services.jobs.job_enqueue):
     JobNotQueued (503) then, never "queued" for a job already failed."""
     job = _job_or_404(requested.job.pk)
     if requested.created and job.state == Job.State.FAILED:

@@ -21,13 +21,13 @@ from ninja.errors import AuthenticationError, AuthorizationError, HttpError, Thr
 from dashboard.api import deployments, explain, holds, jobs, nodes, placement, policies, probes, withholds
 from dashboard.api.auth import TokenRateThrottle, TokenRefused
 from dashboard.api.errors import BadInput, GridTrouble, JobNotQueued
-from dashboard.services.group_steps import LockConflict
-from dashboard.services.holds import HoldConflict, HoldError, HoldForbidden, HoldNotFound
-from dashboard.services.jobs import JobError
-from dashboard.services.lesson_evidence import LessonReportsBounded
-from dashboard.services.outcomes import OutcomeConflict, OutcomeError
-from dashboard.services.reregister.rollback import RollbackRefused
-from dashboard.services.reregister.waves import WaveRefused
+from dashboard.catalogs.services.reregister.rollback import RollbackRefused
+from dashboard.catalogs.services.reregister.waves import WaveRefused
+from dashboard.deployments.services.holds import HoldConflict, HoldError, HoldForbidden, HoldNotFound
+from dashboard.deployments.services.outcomes import OutcomeConflict, OutcomeError
+from dashboard.jobs.services.jobs import JobError
+from dashboard.lessons.services.group_steps import LockConflict
+from dashboard.lessons.services.lesson_evidence import LessonReportsBounded
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def _job_not_queued(request, exc: JobNotQueued):
 
 @api.exception_handler(LockConflict)
 def _lock_conflict(request, exc: LockConflict):
-    # PostgreSQL refused the write as a lock conflict several times (services.group_steps): busy, not broken.
+    # PostgreSQL refused the write as a lock conflict several times (lessons.services.group_steps): busy, not broken.
     response = _error(request, 503, str(exc))
     response["Retry-After"] = "1"
     return response

@@ -1,13 +1,13 @@
 """The node answer's `room` (GET /api/v1/nodes/{id}): what ZOS keeps for itself and the rest, summing to
 the node's total, each part with where it came from; its SSD pools now and the largest disk it takes now.
-The same selectors.node_room the node page reads, so the API and the page say each figure one way."""
+The same nodes.selectors.node_room the node page reads, so the API and the page say each figure one way."""
 
 from __future__ import annotations
 
 from ninja import Field, Schema
 
 from dashboard.capacity.kept import Kept
-from dashboard.selectors.node_room import NodeRoom
+from dashboard.nodes.selectors.node_room import NodeRoom
 
 
 class WarningOut(Schema):

@@ -26,17 +26,17 @@ from dashboard.api.schemas import (
     ReregisterIn,
 )
 from dashboard.api.writes import api_write
+from dashboard.catalogs.services.precheck import PrecheckReport, precheck_prepare, precheck_write
+from dashboard.deployments.selectors.holds import buyer_shown
+from dashboard.deployments.services.holds import HoldConflict, hold_words
+from dashboard.figures.selectors.fleet import SORT_KEYS, fleet_page
 from dashboard.grid.types import GridError
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Hold, Job, Node
-from dashboard.selectors.carries import NodeCarries, node_carries
-from dashboard.selectors.fleet import SORT_KEYS, fleet_page
-from dashboard.selectors.holds import buyer_shown
-from dashboard.selectors.node import NodeDetail, node_detail
-from dashboard.selectors.uptime import uptime_percent
-from dashboard.services.holds import HoldConflict, hold_words
-from dashboard.services.jobs import job_request
-from dashboard.services.pools import PoolsError, pools_report
-from dashboard.services.precheck import PrecheckReport, precheck_prepare, precheck_write
+from dashboard.nodes.selectors.node import NodeDetail, node_detail
+from dashboard.nodes.selectors.uptime import uptime_percent
+from dashboard.nodes.services.pools import PoolsError, pools_report
+from dashboard.policies.selectors.carries import NodeCarries, node_carries
 
 router = Router(tags=["fleet"])
 
@@ -52,7 +52,7 @@ class NodesFilter(Schema):
     tier: Literal["now", "after-wake", "blocked", "closed"] | None = Field(
         None,
         description="nodes whose deployable slices are usable now (up and open), after wake (standby), blocked "
-        "(down, unknown) or closed (withheld, rented by another twin, ...): selectors.tiers",
+        "(down, unknown) or closed (withheld, rented by another twin, ...): figures.selectors.tiers",
     )
     has_phantoms: bool | None = None
     search: Line | None = Field(
@@ -142,7 +142,7 @@ def node(
         raise Http404(f"node {node_id} is not registered") from None
     n = detail.node
     now = timezone.now()
-    # Who holds a slice is the buyer's business (selectors.holds.buyer_shown: GET /holds's rule too).
+    # Who holds a slice is the buyer's business (deployments.selectors.holds.buyer_shown: GET /holds's rule too).
     shown = buyer_shown(request.auth.user)
     return {
         "node_id": n.grid_id,

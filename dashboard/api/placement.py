@@ -8,8 +8,8 @@ from dashboard.api.auth import READ
 from dashboard.api.errors import BadInput
 from dashboard.api.placement_schemas import PlacementIn, PlacementOut
 from dashboard.api.schemas import ERRORS
-from dashboard.selectors.placement import placement_for
-from dashboard.selectors.placement_rules import RulesError, rules_parsed
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.deployments.selectors.placement_rules import RulesError, rules_parsed
 
 router = Router(tags=["fleet"])
 

@@ -7,7 +7,7 @@ from ninja import Router
 from dashboard.api.auth import READ
 from dashboard.api.schemas import ErrorOut, PolicyOut
 from dashboard.models import Policy
-from dashboard.selectors.policy import policies_in_force
+from dashboard.policies.selectors.policy import policies_in_force
 
 router = Router(tags=["policies"])
 

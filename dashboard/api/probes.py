@@ -7,8 +7,8 @@ from ninja import Field, Query, Router, Schema
 from dashboard.api.auth import READ
 from dashboard.api.placement_schemas import ProbesOut
 from dashboard.api.schemas import ERRORS
-from dashboard.selectors.probes import probes_to_send
-from dashboard.services.lesson_evidence import probes_proposed
+from dashboard.lessons.selectors.probes import probes_to_send
+from dashboard.lessons.services.lesson_evidence import probes_proposed
 
 router = Router(tags=["deployments"])
 

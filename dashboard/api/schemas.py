@@ -15,7 +15,7 @@ from ninja import Field, Schema
 
 from dashboard.api.inputs import Line, ReportTime, Text, Whole
 from dashboard.api.node_room import RoomOut, WakeOut, WarningOut
-from dashboard.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
+from dashboard.deployments.services.outcomes import MARKETPLACE_ID_MAX, MAX_ERROR_TEXT, WORKLOAD_ID_MAX
 
 
 class ErrorOut(Schema):

@@ -18,8 +18,8 @@ from dashboard.api.inputs import Line, WindowTime
 from dashboard.api.schemas import ERRORS_OR_404
 from dashboard.api.writes import api_write
 from dashboard.models import Node, NodeWithhold
-from dashboard.selectors.withholds import node_windows
-from dashboard.services.withholds import REASON_MAX, WithholdError, node_withhold, withhold_release
+from dashboard.nodes.selectors.withholds import node_windows
+from dashboard.nodes.services.withholds import REASON_MAX, WithholdError, node_withhold, withhold_release
 
 router = Router(tags=["withhold"])
 PERMISSION = "dashboard.withhold_node"

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from django.db import transaction
 from django.dispatch import Signal
 
-from dashboard.services.group_steps import group_steps_after
+from dashboard.lessons.services.group_steps import group_steps_after
 
 # Sent with sender=<operation name> (a str: a receiver compares it by value), request=<the HttpRequest>,
 # inside the call's transaction.
@@ -49,7 +49,7 @@ WRITE_OPERATIONS = (
 def api_write(operation: str, request) -> Iterator[None]:
     if operation not in WRITE_OPERATIONS:
         raise ValueError(f"unknown write operation {operation!r}; add it to WRITE_OPERATIONS")
-    # A group's step (a build's memory lesson) runs after the commit, holding no node lock (services.group_steps).
+    # A group's step (a build's memory lesson) runs after the commit, holding no node lock (lessons.services.group_steps).
     with group_steps_after(), transaction.atomic():
         yield
         api_write_done.send(sender=operation, request=request)

@@ -10,7 +10,7 @@ outside itself; its parts, each importing only those listed before it:
 - `placement`: where ZOS's storaged puts each disk, in every device order of the pools;
 - `layouts`: the plausible pool layouts of an SSD total nobody reported the pools of;
 - `closures`: a node that offers nothing for a node-level reason (down, standby, ...): `CLOSURE_REASONS`,
-  `node_closure(ClosureFacts)`; each reason one entry there (dashboard/rules/closure.py fills the facts);
+  `node_closure(ClosureFacts)`; each reason one entry there (dashboard/figures/closure.py fills the facts);
 - `vcpus`: ZOS's bound on one VM's vCPUs (the node's logical CPUs, zosbase pkg/vm.go VM.Validate);
 - `words`: every sentence the model says (verdicts, carve notes, a node that is away);
 - `policy`: `Policy`, the profiles, ZOS's rootfs rule, what a VM's disks are;

@@ -9,10 +9,10 @@ open it again, and the pure function that decides it from `ClosureFacts`.
 Every page, total, map, CSV, API answer, metric, alert and placement answer reads phantom reasons
 through `capacity.PHANTOM_REASONS` (these keys first, then the shortfalls), so a new entry here
 shows everywhere with no other edit. Its inputs: a field of `ClosureFacts` (default "open"), filled
-by `dashboard.rules.closure` from the node row and the settings (the one place that builds them).
+by `dashboard.figures.closure` from the node row and the settings (the one place that builds them).
 
 Adding a reason: (1) a field on `ClosureFacts` for what decides it (if the ones there do not
-suffice), (2) its filling in `dashboard/rules/closure.py` (`CLOSURE_FIELDS` names the Node columns
+suffice), (2) its filling in `dashboard/figures/closure.py` (`CLOSURE_FIELDS` names the Node columns
 read), (3) one `ClosureReason` entry below with its `decide`. Nothing else.
 """
 
@@ -32,7 +32,7 @@ class ClosureFacts:
 
     status: str = "up"
     # An operator's maintenance or a quarantine holds the node's free slices off offer: "disk swap, until
-    # 2026-12-01 18:00 UTC" (Node.withheld_reason and withheld_until, kept by services.withholds); "": none.
+    # 2026-12-01 18:00 UTC" (Node.withheld_reason and withheld_until, kept by nodes.services.withholds); "": none.
     withheld: str = ""
     # The twin ids the marketplace deploys with (MARKETPLACE_TWIN_ID); empty: rent is not judged at all.
     marketplace_twins: frozenset[int] = frozenset()

@@ -1,7 +1,7 @@
 """The one least-squares line of the product: y over x through points, and the sums it rests on.
 
-ZOS's memory line per build (`overhead`), a node's reserve and per-VM overhead (services.calibration)
-and the history's trend (selectors.history) all draw it here, so the arithmetic, and its rounding,
+ZOS's memory line per build (`overhead`), a node's reserve and per-VM overhead (policies.services.calibration)
+and the history's trend (figures.selectors.history) all draw it here, so the arithmetic, and its rounding,
 is the same wherever a line is fitted.
 """
 

@@ -8,7 +8,7 @@ tail, Phi((total - memory - predicted actual) / sd). Where the caller has a beli
 deployments ZOS took) the odds are the belief's. Free slices are taken one after another (as
 placeable now counts them), so the k-th is judged with the k before it running. Without either
 (`None`: a node whose ZOS version is not known and whose group has no fit) the odds are 1 where the
-count allows: nothing says the node's ZOS hides any use (selectors.odds.beliefs_for says why).
+count allows: nothing says the node's ZOS hides any use (lessons.selectors.odds.beliefs_for says why).
 """
 
 from __future__ import annotations

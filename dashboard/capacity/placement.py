@@ -102,7 +102,7 @@ def copy_pools(state: Sequence[PoolState]) -> list[PoolState]:
 # have (`Blurred`), so a step costs at most that much, whatever the pools (4 pools keep 256
 # outcomes a step, more than ordinary nodes ever fork into; 64 pools keep 16).
 MAX_SHAPES = 1024
-# What the doors take (services/pools.py, the carve command): equal drives are one shape, and no
+# What the doors take (nodes/services/pools.py, the carve command): equal drives are one shape, and no
 # real node mixes more than a few drive models, so more distinct sizes is a 400 naming this cap.
 MAX_POOL_SIZES = 8
 MAX_POOLS = 64

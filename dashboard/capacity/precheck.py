@@ -389,7 +389,7 @@ def precheck(
     Each slice that fits is counted against the node before the next is tried, so the
     verdicts say what would happen if every free slice were rented now. The ones that do
     not fit are phantom: the catalog offers them, ZOS would refuse them. On a closed node
-    (`closure`, decided by dashboard.rules.closure; without one, a `status` down or standby)
+    (`closure`, decided by dashboard.figures.closure; without one, a `status` down or standby)
     every free slice is phantom, for that reason.
     """
     verdicts = []

@@ -3,7 +3,7 @@
 A closure (capacity.closures) says a node offers nothing; a warning says it offers slices that a deploy can
 still stumble on, and why, so the fleet page and placement name it beside the node. The same seam as the
 closures: each reason is ONE entry of `WARNING_REASONS` with its key, label, sentence and the pure
-function that decides it from `WarningFacts` (filled by dashboard.rules.warning from the node's row and
+function that decides it from `WarningFacts` (filled by dashboard.figures.warning from the node's row and
 the settings). A new entry shows on the fleet page, placement, the CSV and the API with no other edit.
 
 - `cache-small`: the zos-cache's quota (as the node's pools told it) is below the full-VM image the
@@ -26,7 +26,7 @@ from dashboard.capacity.sizes import format_size
 
 @dataclass(frozen=True)
 class WarningFacts:
-    """What decides a node's warnings, as plain values (dashboard.rules.warning fills them)."""
+    """What decides a node's warnings, as plain values (dashboard.figures.warning fills them)."""
 
     cache_quota: int | None = None  # the zos-cache's quota the pools told; None: not known
     full_vm_image: int = 0  # the largest full-VM image the marketplace deploys, bytes; 0: not judged

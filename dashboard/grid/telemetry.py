@@ -2,7 +2,7 @@
 
 The client records every request here (in memory, a lock and a dict update: it costs nothing next
 to an HTTP round trip). The process's tally is written to the database by whoever owns the process's
-lifetime (services.grid_requests, after each web request and each Celery task), so /metrics adds up
+lifetime (jobs.services.grid_requests, after each web request and each Celery task), so /metrics adds up
 what every web process and every worker saw, on any host, and a restart loses nothing written.
 
 Buckets are fixed (Prometheus histograms must keep theirs): the proxy answers in 0.1 to 0.3 s from

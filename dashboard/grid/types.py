@@ -47,7 +47,7 @@ class NodeCapacity:
     # SSD pool sizes, when the reader learnt them from the node itself (storage_pools); the
     # Grid Proxy never reports them, and neither does the simulated grid's proxy face.
     pools_sru: tuple[int, ...] | None = None
-    # A bound on the zos-cache's quota, from those pools' `used` beside this reading (services.pools.pools_cache).
+    # A bound on the zos-cache's quota, from those pools' `used` beside this reading (nodes.services.pools.pools_cache).
     zos_cache_sru: int | None = None
     # The proxy's health verdict; None when the answer does not say.
     healthy: bool | None = None

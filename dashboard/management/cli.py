@@ -22,7 +22,7 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from dashboard.services.figures_settings import figures_settings_differ
+from dashboard.figures.services.figures_settings import figures_settings_differ
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
@@ -43,7 +43,7 @@ class ProductCommand(BaseCommand):
     }
 
     # A command that stores figures here (not through the worker) stores nothing under figure-deciding
-    # settings other than those the stored figures were computed under (services.figures_settings).
+    # settings other than those the stored figures were computed under (figures.services.figures_settings).
     stores_figures = False
 
     def figures_stored_here(self, options: dict) -> bool:

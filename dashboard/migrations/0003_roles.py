@@ -1,13 +1,11 @@
-"""The two groups, support and admins, with the permissions dashboard.roles declares for them."""
+"""The two groups, support and admins, with the permissions dashboard.access.roles declares for them."""
 
 from django.db import migrations
 
-from dashboard.roles import roles_create, roles_remove
-
-
+from dashboard.access.roles import roles_create, roles_remove
 class Migration(migrations.Migration):
     # 0002_roles made the groups and 0008_harden_permissions widened them before the squash (later
-    # schema migrations widened them too; their permissions are all in dashboard.roles now).
+    # schema migrations widened them too; their permissions are all in dashboard.access.roles now).
     replaces = [("dashboard", "0002_roles"), ("dashboard", "0008_harden_permissions")]
 
     dependencies = [

@@ -10,9 +10,9 @@ from django.utils import timezone
 from django.utils.safestring import mark_safe
 
 from dashboard import capacity
+from dashboard.figures.selectors.fleet_map import STATES
 from dashboard.grid.text import char_escape, char_name, text_escaped_parts
-from dashboard.rules.reading_age import reading_rules_words
-from dashboard.selectors.fleet_map import STATES
+from dashboard.nodes.reading_age import reading_rules_words
 
 register = template.Library()
 
@@ -66,7 +66,7 @@ def reading_max_age_minutes() -> int:
 
 @register.simple_tag
 def reading_rules() -> str:
-    """The two rules of a reading's age in one sentence (dashboard.rules.reading_age), where either shows."""
+    """The two rules of a reading's age in one sentence (dashboard.nodes.reading_age), where either shows."""
     return reading_rules_words()
 
 
@@ -127,11 +127,11 @@ def sub_from(value, other) -> int:
 
 @register.simple_tag(takes_context=True)
 def map_farms(context, fleet_map) -> str:
-    """The fleet map's farms (selectors.fleet_map.FarmGroup), each a section: its heading, then its cells,
+    """The fleet map's farms (figures.selectors.fleet_map.FarmGroup), each a section: its heading, then its cells,
     whose HTML the selector made (or kept). Written here rather than as a template loop: at 200 farms the
     loop's variables took longer than the rest of the page; this takes about a millisecond.
 
-    A collapsed map (selectors.fleet_map.FleetMap.collapsed) gives each farm its counts by state and a
+    A collapsed map (figures.selectors.fleet_map.FleetMap.collapsed) gives each farm its counts by state and a
     link to its cells: htmx swaps them in (the map view answers an htmx request for one farm with its
     cells alone); without JavaScript the link opens the map of that farm, every cell shown."""
     collapsed = fleet_map.collapsed
@@ -155,7 +155,7 @@ def map_farms(context, fleet_map) -> str:
             )
         else:
             cells = f'<div class="map-cells">{farm.cells_html}</div>'
-        # The farm's tooltip: its public IPv4 bound, where its IPs were read (selectors.farm_ips).
+        # The farm's tooltip: its public IPv4 bound, where its IPs were read (nodes.selectors.farm_ips).
         tooltip = f' title="{escape(fleet_map.ipv4[farm.farm_id])}"' if farm.farm_id in fleet_map.ipv4 else ""
         sections.append(
             f'\n    <section class="map-farm" aria-labelledby="farm-{farm.farm_id}" data-farm="{farm.farm_id}">\n'

@@ -8,9 +8,9 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from dashboard.alerts.selectors.alerts import alerts_banner, alerts_firing, alerts_resolved
+from dashboard.alerts.services.alerts import AlertError, alert_acknowledge, alert_limits
 from dashboard.models import Alert
-from dashboard.selectors.alerts import alerts_banner, alerts_firing, alerts_resolved
-from dashboard.services.alerts import AlertError, alert_acknowledge, alert_limits
 
 
 def banner(request) -> dict:

@@ -8,8 +8,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
+from dashboard.access.services.tokens import MAX_EXPIRES_DAYS, TokenError, api_token_create, api_token_revoke
 from dashboard.models import ApiToken
-from dashboard.services.tokens import MAX_EXPIRES_DAYS, TokenError, api_token_create, api_token_revoke
 
 
 class TokenForm(forms.Form):
@@ -22,7 +22,7 @@ class TokenForm(forms.Form):
 
     def __init__(self, *args, maker, **kwargs):
         super().__init__(*args, **kwargs)
-        # A token is made for oneself, or by a superuser for anyone (services.tokens refuses the rest too).
+        # A token is made for oneself, or by a superuser for anyone (access.services.tokens refuses the rest too).
         users = get_user_model().objects.filter(is_active=True).order_by("username")
         self.fields["user"].queryset = users if maker.is_superuser else users.filter(pk=maker.pk)
         self.fields["user"].initial = maker.pk

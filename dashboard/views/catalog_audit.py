@@ -10,9 +10,9 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from dashboard.catalogs.selectors.catalog_audit import audit_latest
+from dashboard.jobs.services.jobs import JobError, job_request
 from dashboard.models import Job
-from dashboard.selectors.catalog_audit import audit_latest
-from dashboard.services.jobs import JobError, job_request
 from dashboard.views.jobs import job_start_said
 
 KIND_WORDS = {

@@ -8,15 +8,15 @@ from django.core.paginator import Paginator
 from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
-from dashboard.grid.classify import classify
-from dashboard.models import Deployment
-from dashboard.selectors.deployments import (
+from dashboard.deployments.selectors.deployments import (
     CapacitySeen,
     capacity_seen,
     deployment_detail,
     deployment_words,
     failed_deployments,
 )
+from dashboard.grid.classify import classify
+from dashboard.models import Deployment
 
 DEPLOYMENTS_PER_PAGE = 50
 # A pasted error message; ZOS's longest wrapped messages are a few hundred characters.

@@ -14,17 +14,17 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
+from dashboard.catalogs.services.reregister.waves import bulk_request
+from dashboard.figures.selectors.fleet import FleetPage, fleet_overview, fleet_page
+from dashboard.figures.selectors.fleet_map import fleet_map
+from dashboard.figures.selectors.history import capacity_history
+from dashboard.figures.selectors.unreadable import last_unreadable
+from dashboard.jobs.selectors.jobs import bulk_active_job
+from dashboard.jobs.services.jobs import JobError
 from dashboard.models import Node, SnapshotFigures
-from dashboard.selectors.farm_ips import farm_ipv4, farms_ipv4
-from dashboard.selectors.fleet import FleetPage, fleet_overview, fleet_page
-from dashboard.selectors.fleet_map import fleet_map
-from dashboard.selectors.history import capacity_history
-from dashboard.selectors.jobs import bulk_active_job
-from dashboard.selectors.unreadable import last_unreadable
-from dashboard.selectors.uptime import uptime_percent
-from dashboard.selectors.watch import watch_status
-from dashboard.services.jobs import JobError
-from dashboard.services.reregister.waves import bulk_request
+from dashboard.nodes.selectors.farm_ips import farm_ipv4, farms_ipv4
+from dashboard.nodes.selectors.uptime import uptime_percent
+from dashboard.nodes.selectors.watch import watch_status
 from dashboard.views.jobs import job_start_said
 from dashboard.views.withholds import WithholdForm
 
@@ -67,11 +67,11 @@ CSV_COLUMNS = (
     "stale_reason",
     "seen_at",
     "tier",
-    # The node's farm's public IPv4 pool (selectors.farm_ips): free now, and the farm's IPv4 slices.
+    # The node's farm's public IPv4 pool (nodes.selectors.farm_ips): free now, and the farm's IPv4 slices.
     "farm_ips_free",
     "farm_ipv4_slices",
 )
-# The tier filter: which nodes' deployable slices (selectors.tiers), in the totals' words.
+# The tier filter: which nodes' deployable slices (figures.selectors.tiers), in the totals' words.
 TIER_CHOICES = [
     ("", "Any"),
     ("now", "Now (up)"),
@@ -202,7 +202,7 @@ def reregister_stale(request):
 
 
 class WavesForm(forms.Form):
-    """A bulk re-register in waves (services.reregister.waves); what is left empty comes from the settings."""
+    """A bulk re-register in waves (catalogs.services.reregister.waves); what is left empty comes from the settings."""
 
     waves = forms.BooleanField(initial=True, widget=forms.HiddenInput)
     canary_farm = forms.IntegerField(min_value=0, max_value=2**31 - 1, required=False, label="Canary farm")
@@ -250,18 +250,18 @@ def _render_overview(request, form: FleetFilterForm, *, fleet: FleetPage | None,
         "sort": (form.cleaned_data.get("sort") if form.is_valid() else "") or "node_id",
         "history": _history(form),
         "watch": watch_status(),
-        # The nodes the last fleet-wide reading refused, loudly (selectors.unreadable).
+        # The nodes the last fleet-wide reading refused, loudly (figures.selectors.unreadable).
         "unreadable": last_unreadable(),
         # The closed tier's tooltip names every closure reason there is (a new one joins it with no edit).
         "closure_labels": ", ".join(reason.label for reason in capacity.CLOSURE_REASONS.values()),
         # Whether rent contracts are judged (capacity.closures): the page says so either way.
         "marketplace_twins": settings.MARKETPLACE_TWIN_ID,
-        # The page's rows only: two queries whatever the fleet (selectors.uptime).
+        # The page's rows only: two queries whatever the fleet (nodes.selectors.uptime).
         "uptime": uptime_percent([row.pk for row in page], now=timezone.now()) if fleet is not None else {},
         # The farm page (the table filtered to one farm) offers to withhold the farm.
         "farm": form.cleaned_data.get("farm") if form.is_valid() else None,
         "withhold_form": WithholdForm(auto_id="farm-id_%s"),
-        # The farm page's public IPv4 bound: its free IPs, and the IPv4 slices they allow (selectors.farm_ips).
+        # The farm page's public IPv4 bound: its free IPs, and the IPv4 slices they allow (nodes.selectors.farm_ips).
         "farm_ipv4": farm_ipv4(form.cleaned_data["farm"])
         if form.is_valid() and form.cleaned_data.get("farm")
         else None,

@@ -10,9 +10,9 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
+from dashboard.catalogs.selectors.waves import waves_view
+from dashboard.jobs.selectors.jobs import job_detail, jobs_list
 from dashboard.models import Job
-from dashboard.selectors.jobs import job_detail, jobs_list
-from dashboard.selectors.waves import waves_view
 
 JOBS_PER_PAGE = 50
 

@@ -7,9 +7,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from dashboard.lessons.selectors.lessons import lessons_waiting
+from dashboard.lessons.services.lesson_review import LessonReviewError, observation_apply, observation_drop
 from dashboard.models import Observation
-from dashboard.selectors.lessons import lessons_waiting
-from dashboard.services.lesson_review import LessonReviewError, observation_apply, observation_drop
 
 # Deciding what the fleet believes is an admin's act, as reverting a lesson is (views.node).
 REVIEW = "dashboard.reregister_node"

@@ -21,14 +21,14 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from dashboard.figures.selectors.farm_totals import FarmSums
+from dashboard.figures.selectors.metrics import AuditFigures, MetricsSnapshot, farms_figures, metrics_snapshot
+from dashboard.figures.selectors.tiers import TIER_FIGURES
 from dashboard.grid.budget import BUDGET_ENDPOINT
 from dashboard.grid.proxy.client import RATE_LIMITED
+from dashboard.lessons.selectors.odds import odds_calibration_now
 from dashboard.models import Job
-from dashboard.selectors.farm_ips import farm_ips_available
-from dashboard.selectors.farm_totals import FarmSums
-from dashboard.selectors.metrics import AuditFigures, MetricsSnapshot, farms_figures, metrics_snapshot
-from dashboard.selectors.odds import odds_calibration_now
-from dashboard.selectors.tiers import TIER_FIGURES
+from dashboard.nodes.selectors.farm_ips import farm_ips_available
 
 # (attribute of FarmSums, metric suffix, help)
 FIGURES = (
@@ -46,13 +46,13 @@ FIGURES = (
     ("never_read", "nodes_never_read", "Nodes whose capacity was never read from the grid"),
 )
 TIERS_HELP = (
-    "Deployable slices by tier (selectors.tiers: now, after-wake, blocked, closed), as the fleet page's tiles "
+    "Deployable slices by tier (figures.selectors.tiers: now, after-wake, blocked, closed), as the fleet page's tiles "
     "count them; the tiers add up to slices_deployable"
 )
 
 
 class FarmsCollector:
-    """/metrics/farms: one query (see selectors.metrics.farms_figures)."""
+    """/metrics/farms: one query (see figures.selectors.metrics.farms_figures)."""
 
     def describe(self):
         # Nothing up front: registering must not touch the database.
@@ -86,7 +86,7 @@ class FarmsCollector:
 
 
 class FiguresCollector:
-    """/metrics: six queries whatever the fleet size (see selectors.metrics.metrics_snapshot)."""
+    """/metrics: six queries whatever the fleet size (see figures.selectors.metrics.metrics_snapshot)."""
 
     def describe(self):
         return []

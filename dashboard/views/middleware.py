@@ -46,7 +46,7 @@ class GridRequestsStore:
 
     def __call__(self, request):
         response = self.get_response(request)
-        from dashboard.services.grid_requests import grid_requests_store  # the models load after this module
+        from dashboard.jobs.services.grid_requests import grid_requests_store  # the models load after this module
 
         grid_requests_store()
         return response

@@ -9,17 +9,17 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
+from dashboard.figures.selectors.history import capacity_history
+from dashboard.jobs.services.jobs import job_request
+from dashboard.lessons.services.memory_model import group_words, memory_lesson_revert
+from dashboard.lessons.services.observations import observations_clear
 from dashboard.models import Job, MemoryLesson, Node, SnapshotFigures
-from dashboard.selectors.carries import node_carries
-from dashboard.selectors.history import capacity_history
-from dashboard.selectors.node import NodeDetail, node_detail
-from dashboard.selectors.node_events import node_timeline
-from dashboard.selectors.withholds import node_windows
-from dashboard.services.calibration import node_calibration
-from dashboard.services.jobs import job_request
-from dashboard.services.memory_model import group_words, memory_lesson_revert
-from dashboard.services.observations import observations_clear
-from dashboard.services.pools import PoolsError, pools_report
+from dashboard.nodes.selectors.node import NodeDetail, node_detail
+from dashboard.nodes.selectors.node_events import node_timeline
+from dashboard.nodes.selectors.withholds import node_windows
+from dashboard.nodes.services.pools import PoolsError, pools_report
+from dashboard.policies.selectors.carries import node_carries
+from dashboard.policies.services.calibration import node_calibration
 from dashboard.views.withholds import WithholdForm
 
 # The page shows the node, its catalog and its jobs.

@@ -17,10 +17,10 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.grid.types import NODE_STATUSES
+from dashboard.jobs.services.jobs import JobError, job_request
 from dashboard.models import INTEGER_MAX, Job, Policy
-from dashboard.selectors.onboarding import onboard_jobs_recent, onboard_new_nodes
-from dashboard.services.jobs import JobError, job_request
-from dashboard.services.onboarding import OnboardError, OnboardRequest
+from dashboard.nodes.selectors.onboarding import onboard_jobs_recent, onboard_new_nodes
+from dashboard.nodes.services.onboarding import OnboardError, OnboardRequest
 
 PERMISSIONS = ["dashboard.view_node", "dashboard.onboard_nodes"]
 MAX_IDS = 1000

@@ -8,9 +8,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from dashboard import capacity
-from dashboard.selectors.placement import placement_for
-from dashboard.selectors.placement_rules import STRATEGIES, RulesError, rules_parsed
-from dashboard.selectors.wake import standby_wake
+from dashboard.deployments.selectors.placement import placement_for
+from dashboard.deployments.selectors.placement_rules import STRATEGIES, RulesError, rules_parsed
+from dashboard.nodes.selectors.wake import standby_wake
 
 # Anything above this is a typo, not a VM (parse_size draws the same line for a node).
 MAX_VM_BYTES = 1024 * capacity.TiB
@@ -44,7 +44,7 @@ class SliceSizeForm(forms.Form):
     )
     sru = SizeField(minimum=0, label="Data disk", widget=forms.TextInput(attrs={"placeholder": "e.g. 151GiB"}))
     failed_on = forms.IntegerField(min_value=0, required=False, widget=forms.HiddenInput)
-    # The asker's rules (selectors.placement.Rules): what never to offer, and how to spread a cluster.
+    # The asker's rules (deployments.selectors.placement.Rules): what never to offer, and how to spread a cluster.
     exclude_nodes = forms.CharField(
         required=False,
         max_length=12000,
@@ -105,7 +105,7 @@ def placement(request):
         "section": "fleet",
         "form": form,
         "slice_min_odds": settings.SLICE_MIN_ODDS,
-        # Nodes on standby can be woken: how long that took in their farms (selectors.wake).
+        # Nodes on standby can be woken: how long that took in their farms (nodes.selectors.wake).
         "standby_wake": standby_wake(now=timezone.now()) if answer and answer.blocked.get("standby") else None,
         "answer": answer,
         "failed_on": form.cleaned_data.get("failed_on") if answer else None,

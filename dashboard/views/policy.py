@@ -12,12 +12,17 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
+from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Job, Node, Policy, PolicyVersion
-from dashboard.selectors.farm_ips import Carries
-from dashboard.selectors.policy import policies_in_force, policy_figures_active, policy_for_edit, policy_preview
-from dashboard.services.jobs import job_request
-from dashboard.services.policy import MAX_PUBLIC_IPV4, SIZE_PARAMETERS, policy_create, policy_update
-from dashboard.services.policy_trial import policy_trial_parameters
+from dashboard.nodes.selectors.farm_ips import Carries
+from dashboard.policies.selectors.policy import (
+    policies_in_force,
+    policy_figures_active,
+    policy_for_edit,
+    policy_preview,
+)
+from dashboard.policies.services.policy import MAX_PUBLIC_IPV4, SIZE_PARAMETERS, policy_create, policy_update
+from dashboard.policies.services.policy_trial import policy_trial_parameters
 
 
 def size_text(n: int) -> str:

@@ -4,7 +4,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from dashboard.selectors.policy_history import policy_history
+from dashboard.policies.selectors.policy_history import policy_history
 from dashboard.views.policy import size_text
 
 

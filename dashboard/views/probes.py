@@ -1,12 +1,12 @@
 """The probes page: the nodes whose memory a probe would teach the most, with the VM to send (the same
-selectors.probes the API's GET /api/v1/probes reads)."""
+lessons.selectors.probes the API's GET /api/v1/probes reads)."""
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from dashboard.selectors.probes import probes_to_send
-from dashboard.services.lesson_evidence import probes_proposed
+from dashboard.lessons.selectors.probes import probes_to_send
+from dashboard.lessons.services.lesson_evidence import probes_proposed
 
 PROBES_SHOWN = 20
 

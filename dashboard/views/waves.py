@@ -14,12 +14,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from dashboard.catalogs.selectors.waves import waves_view
+from dashboard.catalogs.services.reregister.rollback import run_node_rollback, run_rollback_request
+from dashboard.catalogs.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
+from dashboard.jobs.selectors.jobs import job_detail
+from dashboard.jobs.services.jobs import JobError
 from dashboard.models import Job, WaveRun
-from dashboard.selectors.jobs import job_detail
-from dashboard.selectors.waves import waves_view
-from dashboard.services.jobs import JobError
-from dashboard.services.reregister.rollback import run_node_rollback, run_rollback_request
-from dashboard.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 
 STEER = ["dashboard.view_job", "dashboard.bulk_reregister"]
 # Each action's service and what the page says once it is done (one URL each: /jobs/<id>/waves/<action>/).

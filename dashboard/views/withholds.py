@@ -16,8 +16,8 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from dashboard.models import Node, NodeWithhold
-from dashboard.selectors.withholds import node_windows
-from dashboard.services.withholds import REASON_MAX, WithholdError, node_withhold, withhold_release
+from dashboard.nodes.selectors.withholds import node_windows
+from dashboard.nodes.services.withholds import REASON_MAX, WithholdError, node_withhold, withhold_release
 
 PANEL = "dashboard/node_withhold.html#withhold-panel"
 NODE_READ = ["dashboard.view_node"]

@@ -17,7 +17,7 @@
     catalog's back (between two changes the watch reads nothing new, so the tick-by-tick read of every node
     is left out: it would cost 8,640 reads a node a month for the same effect);
   - the nightly slice audit (`AUDIT_AT_HOUR` each day) of every node.
-  The audit's fix is the product's (branch `audit`, services.catalog_audit): an orphan slice is freed as a release
+  The audit's fix is the product's (branch `audit`, catalogs.services.catalog_audit): an orphan slice is freed as a release
   report would free it; a foreign VM takes the lowest free slice, marked deployed; with no free slice it is
   left uncounted. The simulation assumes the fix runs (CATALOG_AUDIT_AUTOFIX, or an admin's click).
   Without the watch, a node's status is known when the daily re-register reads it.

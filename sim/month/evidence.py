@@ -1,4 +1,4 @@
-"""Belief in proportion to evidence in the month: services.lesson_evidence's rules on in-memory readings.
+"""Belief in proportion to evidence in the month: lessons.services.lesson_evidence's rules on in-memory readings.
 
 Each memory reading (a buyer's refusal the marketplace reports, a proposed probe, a forged report) is
 judged as the product judges it (capacity.plausible): held aside when implausible; else its node's alone
@@ -40,7 +40,7 @@ class MonthEvidence:
 
     readings: dict[str, list[tuple[Witness, bool]]] = field(default_factory=dict)  # (witness, admitted)
     # node -> its most cautious per-VM reading, waiting alone or admitted: a node's own readings decide its
-    # own figures whatever its group takes of them (services.lesson_evidence.node_readings_apply).
+    # own figures whatever its group takes of them (lessons.services.lesson_evidence.node_readings_apply).
     own: dict[int, int] = field(default_factory=dict)
     sent: dict[str, deque] = field(default_factory=dict)  # token -> hours of its recent reports
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # who vouched -> held, alone, group, bounded
@@ -93,7 +93,7 @@ class MonthEvidence:
 
     def spread(self, group: str) -> capacity.Spread:
         """The group's nodes read so far and those whose reading stayed their own (capacity.spread), as
-        selectors.probes counts them from the live observations."""
+        lessons.selectors.probes counts them from the live observations."""
         live = self.readings.get(group, [])
         read = {w.node for w, _admitted in live}
         own = {w.node for w, admitted in live if not admitted}

@@ -1,4 +1,4 @@
-"""The fleet's memory lessons in the month: services.memory_model's rules on in-memory points.
+"""The fleet's memory lessons in the month: lessons.services.memory_model's rules on in-memory points.
 
 Each memory refusal is a point of its group's line (capacity.MemoryPoint); the group is the ZOS
 version the node told over RMB, or one fleet-wide group when it told none. After each point the
@@ -8,7 +8,7 @@ writes it: a node that refused itself while the points are all at one VM count k
 the others the fit's `observed_for` at their carved slices. The odds (capacity.slices_odds) come from
 the same fit, weighted by the deployments ZOS took (capacity.hidden: each bounds the line from above
 at its VM count), or where a told build has no fit yet from its prior (capacity.build_prior); a node
-of no told build and no fit has odds 1 (selectors.odds.beliefs_for). Headlines count only
+of no told build and no fit has odds 1 (lessons.selectors.odds.beliefs_for). Headlines count only
 slices at or above `min_odds` (SLICE_MIN_ODDS).
 """
 
@@ -72,7 +72,7 @@ class FleetMemory:
         return True
 
     def belief(self, group: str):
-        """What the odds of the group's nodes are judged by (selectors.odds.beliefs_for)."""
+        """What the odds of the group's nodes are judged by (lessons.selectors.odds.beliefs_for)."""
         if group in self.beliefs:
             return self.beliefs[group]
         fit = self.fits.get(group)
@@ -93,14 +93,14 @@ class FleetMemory:
         return belief
 
     def per_vm_prior(self, group: str) -> int:
-        """selectors.odds.per_vm_prior: the median per-VM overhead the other groups' lines measured."""
+        """lessons.selectors.odds.per_vm_prior: the median per-VM overhead the other groups' lines measured."""
         return median_or(
             (f.per_vm_mru for g, f in self.fits.items() if g != group and f.own_mru is not None and not f.on_prior),
             PER_VM_PRIOR_MRU,
         )
 
     def own_prior(self, group: str) -> int:
-        """selectors.odds.own_prior: the median ZOS own use the other groups' lines measured."""
+        """lessons.selectors.odds.own_prior: the median ZOS own use the other groups' lines measured."""
         measured = sorted(
             f.own_mru for g, f in self.fits.items() if g != group and f.own_mru is not None and f.own_sd < OWN_PRIOR_SD
         )

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 
 from dashboard import capacity
 from dashboard.capacity import Resources, SliceSize
+from dashboard.capacity.catalog import catalog_stale
 from dashboard.grid.classify import classify
 from dashboard.grid.types import DeploymentFailed
-from dashboard.rules.catalog import catalog_stale
 from sim.grid import SimVm, ZosMachine
 from sim.month import fleet
 from sim.month.evidence import MARKETPLACE, PROPOSED_PROBE, Forger, MonthEvidence, per_vm_of
@@ -110,7 +110,7 @@ class Run:
         self.probes_sent = 0
         self.probe_taught: set[str] = set()  # groups a probe's refusal has taught
         self.refused_on_probe_taught = 0  # buyer refusals on a node of such a group
-        # The fleet's memory lessons (services.memory_model), where the policy learns.
+        # The fleet's memory lessons (lessons.services.memory_model), where the policy learns.
         self.memory = FleetMemory() if contender.mode.learning else None
         # How far each reading is believed (traffic.evidence), and the hostile reporter (--forged-reports).
         self.evidence = MonthEvidence() if contender.mode.learning else None
@@ -168,7 +168,7 @@ class Run:
 
     def _hear_pools(self, node: SimNode) -> None:
         """A pool report read beside the reading (at registration, then daily as the watch does after
-        POOLS_MAX_AGE): the zos-cache's bound, as services.pools derives it in production."""
+        POOLS_MAX_AGE): the zos-cache's bound, as nodes.services.pools derives it in production."""
         if node.reported_pools is None:
             return
         _total, used = node.machine.reading()
@@ -217,7 +217,7 @@ class Run:
         return True
 
     def _live(self, node: SimNode, used_sru: int) -> capacity.LiveNode:
-        # The precheck reads each pool's use over RMB as it judges (services.precheck), where the node answers.
+        # The precheck reads each pool's use over RMB as it judges (catalogs.services.precheck), where the node answers.
         pools = sorted(node.machine.storage_pools(), key=lambda p: p.size, reverse=True)  # as reported_pools
         return capacity.live_node(
             policy=self.policy,
@@ -343,7 +343,7 @@ class Run:
         self, node: SimNode, slot: Slot, total: Resources, used: Resources, running: int, now: float
     ) -> None:
         """ZOS took the VM: actual was at most total - its memory, a bound on the group's line at the VMs
-        then running (services.memory_model.accepted_seen). Where it moves the group's belief, the nodes
+        then running (lessons.services.memory_model.accepted_seen). Where it moves the group's belief, the nodes
         whose odds held their offer back are judged again."""
         group = node.spec.told_build
         room = total.mru - slot.size.mru - max(used.mru - capacity.zos_reserve_mru(total.mru), 0)
@@ -450,7 +450,7 @@ class Run:
         self.ipv4_requests += ipv4
         tried: set[int] = set()
         if ipv4 and self.mode.precheck:
-            # The dashboard's bound: a farm with no free IP offers no IPv4 slice (selectors.farm_ips).
+            # The dashboard's bound: a farm with no free IP offers no IPv4 slice (nodes.selectors.farm_ips).
             without = self.ips.without()
             tried |= {p for p in range(len(self.nodes)) if self.ips.farm(p) in without}
         for _ in range(MAX_ATTEMPTS):
@@ -537,7 +537,7 @@ class Run:
         self._judge(node)
 
     def probe(self, now: float) -> None:
-        """The deployer sends the probes GET /api/v1/probes lists (its rule, selectors.probes: up nodes running
+        """The deployer sends the probes GET /api/v1/probes lists (its rule, lessons.selectors.probes: up nodes running
         VMs never read, the PROBES_LISTED whose memory the model knows least per slice they still offer,
         capacity.probe_need with the group's capacity.spread, capacity.probe_rank): each a VM larger than the node, which ZOS refuses with its `usable` figure;
         reported as a probe, no failure."""

@@ -44,7 +44,7 @@ def _serious(page) -> list[str]:
 @pytest.mark.parametrize("role", ["admin", "support"])
 @pytest.mark.django_db(transaction=True)
 def test_it_finds_no_serious_or_critical_violation_on_any_main_page(browser_page, demo_fleet, role):
-    from dashboard.services.jobs import job_request
+    from dashboard.jobs.services.jobs import job_request
 
     if not Job.objects.exists():
         job_request(kind=Job.Kind.PRECHECK, node=Node.objects.order_by("grid_id").first(), source="command")
@@ -54,7 +54,7 @@ def test_it_finds_no_serious_or_critical_violation_on_any_main_page(browser_page
     from django.utils import timezone
 
     from dashboard.alerts import rules
-    from dashboard.services.alerts import alerts_record
+    from dashboard.alerts.services.alerts import alerts_record
 
     alerts_record(
         conditions=[

@@ -6,7 +6,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from dashboard.alerts import rules
-from dashboard.services.alerts import alerts_record
+from dashboard.alerts.services.alerts import alerts_record
 from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -24,7 +24,7 @@ def test_a_bulk_reregister_of_1000_nodes_shows_its_progress_live(
 ):
     legacy_fleet(1000)
     legacy_fleet.grid.remove_node(17)  # one failure to count
-    # Slow each batch of 100 down (services.job_pause: inert unless DEBUG), so the page has time to see it.
+    # Slow each batch of 100 down (jobs.services.job_pause: inert unless DEBUG), so the page has time to see it.
     settings.DEBUG = True
     monkeypatch.setenv("JOB_TEST_PAUSE", "swapped:0.8")
     role_user("admins", username="ada", password="not-a-real-password-1774")

@@ -6,8 +6,8 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from dashboard.figures.services.snapshots import snapshot_take
 from dashboard.models import Node
-from dashboard.services.snapshots import snapshot_take
 from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -10,8 +10,8 @@ and deploying every free slice straight to ZOS (no precheck) must place exactly 
 import pytest
 from playwright.sync_api import expect
 
+from dashboard.deployments.services.deploy import slices_deploy_all_free
 from dashboard.models import Node
-from dashboard.services.deploy import slices_deploy_all_free
 from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -8,8 +8,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB, SliceSize
-from dashboard.services.deploy import slice_deploy
-from dashboard.services.registration import node_register_from_grid
+from dashboard.deployments.services.deploy import slice_deploy
+from dashboard.nodes.services.registration import node_register_from_grid
 from tests.browser.conftest import log_in, screenshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker]
@@ -69,8 +69,8 @@ def test_an_admin_runs_a_dry_run_and_fixes_what_it_found(browser_page, planted, 
 
 @pytest.mark.django_db(transaction=True)
 def test_support_reads_the_audit_and_has_no_button(browser_page, planted, role_user):
-    from dashboard.selectors.catalog_audit import Pace
-    from dashboard.services.catalog_audit import catalog_audit_here
+    from dashboard.catalogs.selectors.catalog_audit import Pace
+    from dashboard.catalogs.services.catalog_audit import catalog_audit_here
 
     catalog_audit_here(fix=False, grid=planted, pace=Pace(rate=1000.0, sleep=lambda _s: None))
     role_user("support", username="sam", password=PASSWORD)

@@ -105,7 +105,7 @@ def test_it_filters_the_overview_and_exports_the_filtered_set(browser_page, demo
 
 
 def _is_stale(node) -> bool:
-    from dashboard.selectors.policy_book import catalog_is_stale, policy_for_node
+    from dashboard.policies.selectors.policy_book import catalog_is_stale, policy_for_node
 
     occupied = [s.size.resources for s in node.slices.all() if s.is_occupied]
     return catalog_is_stale(node, policy_for_node(node), occupied=occupied)[0]

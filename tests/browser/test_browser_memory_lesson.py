@@ -6,8 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
+from dashboard.deployments.services.deploy import slices_deploy_all_free
 from dashboard.models import AuditEvent, Node
-from dashboard.services.deploy import slices_deploy_all_free
 from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

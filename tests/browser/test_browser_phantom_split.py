@@ -4,8 +4,8 @@ capacity waiting on a wake or a repair: red only when an up node has one (issue 
 import pytest
 from playwright.sync_api import expect
 
+from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import Node
-from dashboard.services.farm_totals import farm_totals_refresh
 from tests.browser.conftest import log_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -217,7 +217,7 @@ LABEL_ABOVE_ITS_INPUT = """(form) => {
 @pytest.mark.django_db(transaction=True)
 def test_issue_45_at_390_px_a_withheld_nodes_page_fits_and_its_form_pairs_each_label_with_its_input(phone, demo_fleet):
     from dashboard.models import Node
-    from dashboard.services.withholds import node_withhold
+    from dashboard.nodes.services.withholds import node_withhold
 
     # Any node will do: the first the demo registered that is up (not one of the tour's).
     node = Node.objects.filter(status="up").order_by("-grid_id").first()

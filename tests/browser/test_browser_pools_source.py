@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
 from dashboard.grid.rmb.client import REQUEST_QUEUE
-from dashboard.services.registration import node_register_from_grid
+from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid
 from sim.grid.rmb_peer import StandInPeer
 from tests.browser.conftest import log_in

@@ -4,7 +4,7 @@ and as support, with MARKETPLACE_TWIN_ID set; the fleet table names the reason."
 import pytest
 from playwright.sync_api import expect
 
-from dashboard.services.registration import node_register_from_grid
+from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid
 from tests.browser.conftest import log_in
 from tests.factories import node_1774

@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
-from dashboard.services.registration import node_register_from_grid
+from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid
 from tests.browser.conftest import log_in
 

@@ -115,7 +115,7 @@ def _api(token: str):
 @pytest.fixture
 def walked_fleet(demo_fleet):
     """The demo with one node withheld for maintenance (the window table, the closure), as operators leave it."""
-    from dashboard.services.withholds import node_withhold
+    from dashboard.nodes.services.withholds import node_withhold
 
     node = Node.objects.filter(status="up", closure="").order_by("-grid_id").first()
     node_withhold(nodes=[node], reason="disk swap in rack 4, planned with the farmer", via="cli")

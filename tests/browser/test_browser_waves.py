@@ -13,7 +13,7 @@ def test_the_wave_runs_page_pauses_and_resumes_live(
     browser_page, legacy_fleet, role_user, celery_worker, settings, monkeypatch
 ):
     legacy_fleet(9)
-    # Each batch slowed down (services.job_pause: inert unless DEBUG), so the page is seen running first.
+    # Each batch slowed down (jobs.services.job_pause: inert unless DEBUG), so the page is seen running first.
     settings.DEBUG = True
     monkeypatch.setenv("JOB_TEST_PAUSE", "swapped:1.5")
     legacy_fleet.grid.remove_node(2)  # the first batch fails on it: over a budget of 0
@@ -48,10 +48,10 @@ def test_the_wave_runs_page_pauses_and_resumes_live(
 def test_the_run_rollback_button_goes_to_the_rollback_jobs_page_which_follows_it_live(
     browser_page, legacy_fleet, role_user, celery_worker
 ):
+    from dashboard.catalogs.services.reregister.waves import bulk_request
+    from dashboard.jobs.services.job_run import job_execute
+    from dashboard.jobs.services.jobs import job_claim
     from dashboard.models import Slice
-    from dashboard.services.job_run import job_execute
-    from dashboard.services.jobs import job_claim
-    from dashboard.services.reregister.waves import bulk_request
 
     nodes = legacy_fleet(3)
     run = bulk_request(parameters={"waves": True}).job

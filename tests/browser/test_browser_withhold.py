@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from dashboard.models import AuditEvent, Node, NodeWithhold
-from dashboard.services.withholds import node_withhold
+from dashboard.nodes.services.withholds import node_withhold
 from tests.browser.conftest import log_in, screenshot
 from tests.factories import node_1774, sim_node_1774
 

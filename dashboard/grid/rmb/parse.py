@@ -140,7 +140,7 @@ def parse_pools(
     """`zos.storage.pools`: `[{name, type, size, used}]` in bytes. Bounded: at most MAX_POOLS pools,
     sizes whole and within what a disk holds, `used` within `size`, names storable text; with the
     node's SSD total (the proxy's sru), a set of SSD pools adding up to more than it is refused.
-    The one reader of a pool list: the node's own answer over RMB and a report of it (services.pools,
+    The one reader of a pool list: the node's own answer over RMB and a report of it (nodes.services.pools,
     `what` names which) go through it."""
     where = f"node {node_id} {what}"
     if not isinstance(body, list):

@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.access.services.tokens import TokenError, api_token_create, api_token_revoke
 from dashboard.management.cli import ProductCommand, usage_error
 from dashboard.models import ApiToken
-from dashboard.services.tokens import TokenError, api_token_create, api_token_revoke
 
 
 class Command(ProductCommand):

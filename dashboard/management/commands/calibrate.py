@@ -4,7 +4,7 @@ import json
 
 from dashboard.management.cli import ProductCommand, grid_id, not_registered
 from dashboard.models import Node
-from dashboard.services.calibration import fleet_calibration, node_calibration
+from dashboard.policies.services.calibration import fleet_calibration, node_calibration
 
 
 class Command(ProductCommand):

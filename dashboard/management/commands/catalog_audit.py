@@ -9,11 +9,11 @@ import json
 
 from django.core.management.base import CommandError
 
-from dashboard.job_results import CatalogAuditResult
+from dashboard.catalogs.services.catalog_audit import catalog_audit_here
+from dashboard.jobs.results import CatalogAuditResult
+from dashboard.jobs.services.jobs import JobError
 from dashboard.management.cli import EXIT_USAGE, ProductCommand
 from dashboard.models import Job
-from dashboard.services.catalog_audit import catalog_audit_here
-from dashboard.services.jobs import JobError
 
 CLEAN, FAILED, FOUND, NOT_CHECKED = 0, 1, 3, 4
 

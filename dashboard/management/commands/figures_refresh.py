@@ -12,10 +12,14 @@ from dataclasses import astuple
 
 from django.core.management.base import CommandError
 
+from dashboard.figures.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh_all
+from dashboard.figures.services.figures_settings import (
+    figures_settings_differ,
+    figures_settings_store,
+    figures_settings_words,
+)
 from dashboard.management.cli import ProductCommand
 from dashboard.models import Node
-from dashboard.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh_all
-from dashboard.services.figures_settings import figures_settings_differ, figures_settings_store, figures_settings_words
 
 
 class Command(ProductCommand):

@@ -13,12 +13,12 @@ import json
 
 from django.core.management.base import CommandError
 
-from dashboard.job_kinds import job_describe
+from dashboard.jobs.kinds import job_describe
+from dashboard.jobs.services.job_run import job_execute
+from dashboard.jobs.services.jobs import job_claim, job_wait
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand
 from dashboard.models import Job
-from dashboard.services.job_run import job_execute
-from dashboard.services.jobs import job_claim, job_wait
-from dashboard.services.watch import fleet_watch_request
+from dashboard.nodes.services.watch import fleet_watch_request
 
 JOB_FAILED = EXIT_REFUSED
 COULD_NOT_RUN = EXIT_USAGE

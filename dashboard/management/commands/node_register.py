@@ -6,7 +6,7 @@
     manage.py node_register 1774 [--policy NAME] [--by USERNAME] [--json]
 
     manage.py node_register 1774 --pools 465.75GiB 465.75GiB [--by USERNAME]
-        (a registered node: an operator's report of its SSD pools, kept as services.pools keeps them)
+        (a registered node: an operator's report of its SSD pools, kept as nodes.services.pools keeps them)
 
     manage.py node_register --farm-id 4242 [--farm-id ...] [--status up] [--policy NAME] [--dry-run]
                             [--max-new-nodes N] [--json]
@@ -15,7 +15,7 @@ Without the capacity flags the node is read from the configured grid (GRID_BACKE
 total, farm, status, dedication, SSD pools (the simulated node answers them, the Grid Proxy does
 not) and live used capacity.
 
-With --farm-id and no node id, whole farms are added from the grid (services.onboarding):
+With --farm-id and no node id, whole farms are added from the grid (nodes.services.onboarding):
 read a page at a time, new nodes registered, known ones refreshed, one commit per page.
 Run it again after a failure to finish the rest: nothing is carved twice. A run registers at most
 ONBOARD_MAX_NEW_NODES new nodes; past it, it stops before the page that would pass it (nothing of
@@ -46,9 +46,14 @@ from dashboard.management.commands.carve import (
     pools_from_flag,
 )
 from dashboard.models import INTEGER_MAX, Node
-from dashboard.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
-from dashboard.services.pools import PoolsError, pools_report, pools_words
-from dashboard.services.registration import CatalogError, NodeAlreadyRegistered, node_register, node_register_from_grid
+from dashboard.nodes.services.onboarding import OnboardError, OnboardRequest, OnboardStopped, grid_onboard
+from dashboard.nodes.services.pools import PoolsError, pools_report, pools_words
+from dashboard.nodes.services.registration import (
+    CatalogError,
+    NodeAlreadyRegistered,
+    node_register,
+    node_register_from_grid,
+)
 
 
 @dataclass(frozen=True)
@@ -210,7 +215,7 @@ class Command(ProductCommand):
             self.stderr.write(f"{what}: {result.nodes_read} node(s) so far{refused}")
 
         try:
-            # Background work, as the onboarding job kind is declared (job_kinds/onboard.py): its pages leave the
+            # Background work, as the onboarding job kind is declared (jobs/kinds/onboard.py): its pages leave the
             # request budget's reserve (GRID_RATE_RESERVE) to interactive requests, a precheck's click.
             with background():
                 result = grid_onboard(

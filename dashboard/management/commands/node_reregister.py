@@ -16,8 +16,11 @@ import json
 from django.core.management.base import CommandError
 
 from dashboard.capacity import format_size
-from dashboard.job_kinds import job_describe
-from dashboard.job_results import BulkResult, ReregisterResult, SliceItem
+from dashboard.catalogs.services.reregister.rollback import rollback_job_active, run_node_rollback, run_rollback
+from dashboard.catalogs.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
+from dashboard.jobs.kinds import job_describe
+from dashboard.jobs.results import BulkResult, ReregisterResult, SliceItem
+from dashboard.jobs.services.jobs import JobError, JobRequest, job_request, job_wait
 from dashboard.management.cli import (
     EXIT_REFUSED,
     EXIT_USAGE,
@@ -28,9 +31,6 @@ from dashboard.management.cli import (
     timeout_argument,
 )
 from dashboard.models import Job, Node, WaveRun
-from dashboard.services.jobs import JobError, JobRequest, job_request, job_wait
-from dashboard.services.reregister.rollback import rollback_job_active, run_node_rollback, run_rollback
-from dashboard.services.reregister.waves import bulk_request, wave_run_resume, wave_run_stop
 
 JOB_FAILED = EXIT_REFUSED
 COULD_NOT_RUN = EXIT_USAGE
@@ -231,7 +231,7 @@ def _slice_words(item: SliceItem) -> str:
 
 
 def _result_text(job: Job) -> str:
-    """The finished job in lines, from its typed result (dashboard.job_results)."""
+    """The finished job in lines, from its typed result (dashboard.jobs.results)."""
     took = f" in {job.duration.total_seconds():.1f} s" if job.duration else ""
     lines = [f"job #{job.pk}: {job_describe(job, numbered=False)} {job.state}{took}"]
     if job.state == Job.State.FAILED:

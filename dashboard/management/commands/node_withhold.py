@@ -15,7 +15,7 @@ from datetime import datetime
 
 from dashboard.management.cli import ProductCommand, grid_id, not_registered, refused, usage_error
 from dashboard.models import Node
-from dashboard.services.withholds import WithholdError, node_withhold, withhold_release
+from dashboard.nodes.services.withholds import WithholdError, node_withhold, withhold_release
 
 
 def _moment(text: str) -> datetime:

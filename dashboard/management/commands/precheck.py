@@ -10,9 +10,11 @@ import json
 from django.core.management.base import CommandError
 
 from dashboard.capacity import format_size
+from dashboard.catalogs.services.precheck import PrecheckReport, precheck_run
 from dashboard.grid.types import GridError
-from dashboard.job_kinds import job_describe
-from dashboard.job_results import PrecheckResult
+from dashboard.jobs.kinds import job_describe
+from dashboard.jobs.results import PrecheckResult
+from dashboard.jobs.services.jobs import JobError, job_request, job_wait
 from dashboard.management.cli import (
     EXIT_REFUSED,
     ProductCommand,
@@ -23,8 +25,6 @@ from dashboard.management.cli import (
     usage_error,
 )
 from dashboard.models import Job, Node
-from dashboard.services.jobs import JobError, job_request, job_wait
-from dashboard.services.precheck import PrecheckReport, precheck_run
 
 JOB_FAILED = EXIT_REFUSED
 STILL_RUNNING = 3

@@ -4,12 +4,12 @@ import json
 
 from django.core.management.base import CommandError
 
+from dashboard.deployments.selectors.deployments import deployment_words
+from dashboard.deployments.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.deployments.services.deploy_errors import DeployError
 from dashboard.grid.types import GridError
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered
 from dashboard.models import Deployment, Node
-from dashboard.selectors.deployments import deployment_words
-from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
-from dashboard.services.deploy_errors import DeployError
 
 SOME_NOT_DEPLOYED = EXIT_REFUSED
 

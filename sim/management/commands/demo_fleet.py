@@ -34,22 +34,26 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.access.services.audit_trail import audit_record
 from dashboard.capacity import PROFILES, GiB
+from dashboard.catalogs.services.precheck import precheck_run
+from dashboard.deployments.services.deploy import slice_deploy, slices_deploy_all_free
+from dashboard.deployments.services.deploy_delete import deployment_delete
+from dashboard.figures.selectors.fleet import fleet_page
+from dashboard.figures.services.farm_totals import farm_totals_refresh_on_commit
+from dashboard.figures.services.figures import figures_refresh_all
+from dashboard.figures.services.figures_settings import (
+    figures_settings_differ,
+    figures_settings_store,
+    figures_settings_words,
+)
+from dashboard.figures.services.node_writes import figures_follow, node_writes
+from dashboard.figures.services.snapshots import snapshot_take
 from dashboard.grid.types import GridError
 from dashboard.management.cli import ProductCommand
 from dashboard.models import AuditEvent, Deployment, Node, Policy, PolicyVersion, Slice
-from dashboard.selectors.fleet import fleet_page
-from dashboard.services.audit_trail import audit_record
-from dashboard.services.deploy import slice_deploy, slices_deploy_all_free
-from dashboard.services.deploy_delete import deployment_delete
-from dashboard.services.farm_totals import farm_totals_refresh_on_commit
-from dashboard.services.figures import figures_refresh_all
-from dashboard.services.figures_settings import figures_settings_differ, figures_settings_store, figures_settings_words
-from dashboard.services.node_writes import figures_follow, node_writes
-from dashboard.services.policy import policy_version_record
-from dashboard.services.precheck import precheck_run
-from dashboard.services.registration import node_register_from_grid
-from dashboard.services.snapshots import snapshot_take
+from dashboard.nodes.services.registration import node_register_from_grid
+from dashboard.policies.services.policy import policy_version_record
 from sim.grid import SimulatedGrid
 
 LOGINS_FILE = "demo-logins.json"
@@ -264,7 +268,7 @@ class Command(ProductCommand):
             registered = set(Node.objects.values_list("grid_id", flat=True))
             self.stdout.write(unregistered_words([replace(n, registered=n.node_id in registered) for n in nodes]))
             # Kept figures computed under other settings (MARKETPLACE_TWIN_ID changed between runs) are stored
-            # again under this run's, and the run's settings recorded with them (services.figures_settings).
+            # again under this run's, and the run's settings recorded with them (figures.services.figures_settings).
             differ = figures_settings_differ() if kept else None
             if differ:
                 figures_refresh_all()
@@ -517,7 +521,7 @@ def _demo_roles() -> None:
         return
     from django.apps import apps
 
-    from dashboard.roles import roles_restore
+    from dashboard.access.roles import roles_restore
 
     roles_restore(apps)
 

@@ -1,0 +1,13 @@
+"""Re-register: re-carve one node's catalog with its effective policy (catalogs.services.reregister)."""
+
+from dashboard.jobs.kinds.declaration import JobKind, node_target
+from dashboard.jobs.results import ReregisterResult
+
+KIND = JobKind(
+    value="reregister",
+    label="Re-register",
+    result=ReregisterResult,
+    runner="dashboard.catalogs.services.reregister:node_reregister",
+    target="node",
+    describe=node_target,
+)

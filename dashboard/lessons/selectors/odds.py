@@ -1,0 +1,288 @@
+"""The odds a slice deploys at the first try now (capacity.odds), read from the stored lessons.
+
+One door for every reader of odds: the stored figures (figures.services.figures: deployable and placeable
+now count only slices at or above SLICE_MIN_ODDS), the node page and the API's catalog, placement,
+and the calibration /metrics gives over the outcomes reported (`odds_calibration_now`).
+
+What a node's odds are judged by (`beliefs_for`): its lesson's fit as a belief (capacity.fit_belief),
+or, for a node whose ZOS version is known and whose build has no lesson, the build's prior
+(capacity.build_prior: ZOS's own use and the per-VM overhead as the other builds measured them, else
+the fixed priors), each weighted by the deployments ZOS took on the build (`accepted_by_build`). A
+node of no known version and no lesson has none (odds 1 where the count allows): the fleet-wide
+group holds nodes of any ZOS, including ones that hide nothing (a grid without an rmb-peer, the
+simulated nodes of no build), and a prior there would withhold slices no refusal ever questioned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import (
+    BigIntegerField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    IntegerField,
+    Min,
+    Q,
+    Sum,
+    Value,
+    When,
+)
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Floor, Least
+from django.utils import timezone
+
+from dashboard import capacity
+from dashboard.capacity.hidden import PER_VM_PRIOR_MRU, median_or
+from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
+from dashboard.models import Deployment, MemoryLesson, Node, Slice
+
+CALIBRATION_BINS = 10  # as capacity.odds_calibration bins them
+
+
+def lesson_fits(lesson_ids: Iterable[int | None]) -> dict[int, capacity.OverheadFit]:
+    """Lesson pk -> its fit, for the lessons deciding some nodes' memory (one query; none for no lesson)."""
+    ids = {pk for pk in lesson_ids if pk is not None}
+    return {lesson.pk: lesson.fit() for lesson in MemoryLesson.objects.filter(pk__in=ids)} if ids else {}
+
+
+def build_of(zos_version: str | None) -> str:
+    """The group a node's memory is learnt in (lessons.services.memory_model.zos_build_key): its version, or ""."""
+    return (zos_version or "").strip()
+
+
+def accepted_by_build(builds: Iterable[str]) -> dict[str, list[capacity.Accepted]]:
+    """Build -> the deployments ZOS took there within OBSERVATION_MAX_AGE_DAYS, as bounds (the least room
+    per node and VM count: capacity.tightest takes the least per count). One grouped query."""
+    builds = sorted({b for b in builds if b})
+    if not builds:
+        return {}
+    seen = "capacity_seen"
+    rows = (
+        Deployment.objects.filter(
+            state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED),
+            started_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+            capacity_seen__has_key="room_mru",
+        )
+        .annotate(build=KeyTextTransform("zos_build", seen))
+        .filter(build__in=builds)
+        .annotate(
+            vms=Cast(KeyTextTransform("vms", seen), IntegerField()),
+            room=Cast(KeyTextTransform("room_mru", seen), BigIntegerField()),
+        )
+        .order_by()
+        .values_list("build", "node_id", "vms")
+        .annotate(least=Min("room"))
+    )
+    accepted: dict[str, list[capacity.Accepted]] = {}
+    for build, node, vms, least in rows:
+        accepted.setdefault(build, []).append(capacity.Accepted(node=node, vms=vms, room_mru=least))
+    return accepted
+
+
+def _accepted(build: str):
+    return Deployment.objects.filter(
+        state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED),
+        started_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
+        capacity_seen__zos_build=build,
+        capacity_seen__has_key="room_mru",
+    )
+
+
+def accepted_tighter_exists(
+    *, build: str, vms: int, room_mru: int, besides: int, node: int | None = None, residuals=None
+) -> bool:
+    """Whether another deployment ZOS took on the build at `vms` VMs had at most this room, each less
+    its node's residual in the lesson (`residuals`, node pk -> bytes) as capacity.tightest counts it."""
+    taken = _accepted(build).exclude(pk=besides).filter(capacity_seen__vms=vms)
+    if not residuals:
+        return taken.filter(capacity_seen__room_mru__lte=room_mru).exists()
+    room = room_mru - residuals.get(node, 0)
+    least = (
+        taken.annotate(room=Cast(KeyTextTransform("room_mru", "capacity_seen"), BigIntegerField()))
+        .order_by()
+        .values_list("node_id")
+        .annotate(least=Min("room"))
+    )
+    return any(least - residuals.get(other, 0) <= room for other, least in least)
+
+
+def _latest_lessons(exclude: str) -> list[MemoryLesson]:
+    latest: dict[str, MemoryLesson] = {}
+    for lesson in (
+        MemoryLesson.objects.filter(reverted_at__isnull=True).exclude(build=exclude).order_by("-learnt_at", "-pk")
+    ):
+        latest.setdefault(lesson.build, lesson)
+    return list(latest.values())
+
+
+def own_prior(build: str) -> int:
+    """ZOS's own use for a group whose points cannot part it from the VMs' yet: the median of what the
+    other groups' lines measured (ZOS's daemons differ little between builds), else the fixed prior."""
+    return median_or(
+        (
+            lesson.own_mru
+            for lesson in _latest_lessons(build)
+            if lesson.own_mru is not None and lesson.own_sd < OWN_PRIOR_SD  # a line, not a prior again
+        ),
+        OWN_PRIOR_MRU,
+    )
+
+
+def per_vm_prior(build: str) -> int:
+    """The per-VM overhead of a build never refused: the median the other groups' lines measured (not
+    on a prior), else capacity.hidden's PER_VM_PRIOR_MRU."""
+    return median_or(
+        (lesson.per_vm_mru for lesson in _latest_lessons(build) if lesson.own_mru is not None and not lesson.on_prior),
+        PER_VM_PRIOR_MRU,
+    )
+
+
+def beliefs_for(keys: Iterable[tuple[int | None, str]]) -> dict[tuple[int | None, str], capacity.odds.Belief]:
+    """(lesson id or None, build) -> what those nodes' odds are judged by (the module's words)."""
+    keys = set(keys)
+    fits = lesson_fits(lesson_id for lesson_id, _build in keys)
+    builds_of = dict(MemoryLesson.objects.filter(pk__in=list(fits)).values_list("pk", "build")) if fits else {}
+    wanted = {builds_of.get(lesson_id, build) if lesson_id else build for lesson_id, build in keys}
+    accepted = accepted_by_build(wanted)
+    beliefs: dict[tuple[int | None, str], capacity.odds.Belief] = {}
+    priors: dict[str, capacity.HiddenUse] = {}
+    for lesson_id, build in keys:
+        if lesson_id is not None and lesson_id in fits:
+            fit = fits[lesson_id]
+            taken = accepted.get(builds_of.get(lesson_id, build), [])
+            beliefs[lesson_id, build] = capacity.fit_belief(fit, bounds=capacity.tightest(taken, fit.residuals)) or fit
+        elif build:
+            if build not in priors:
+                priors[build] = capacity.build_prior(
+                    own_mru=own_prior(build),
+                    per_vm_mru=per_vm_prior(build),
+                    bounds=capacity.tightest(accepted.get(build, [])),
+                )
+            beliefs[lesson_id, build] = priors[build]
+        else:
+            beliefs[lesson_id, build] = None
+    return beliefs
+
+
+def belief_key(lesson_id: int | None, zos_version: str | None) -> tuple[int | None, str]:
+    """The key of beliefs_for for a node: its lesson, or its build where it has none."""
+    return (lesson_id, "") if lesson_id is not None else (None, build_of(zos_version))
+
+
+def node_belief(node: Node) -> capacity.odds.Belief:
+    key = belief_key(node.memory_lesson_id, node.zos_version)
+    return beliefs_for([key])[key]
+
+
+def has_own_residual(fits: dict, lesson_id: int | None, pk: int) -> bool:
+    """Whether the node has a residual of its own in its lesson (its odds are then its own)."""
+    fit = fits.get(lesson_id)
+    return fit is not None and pk in fit.residuals
+
+
+def sure_new_slices(
+    fit: capacity.odds.Belief, carve: capacity.Carve, total_mru: int, occupied: tuple, pk: int, min_odds: float
+) -> int:
+    """How many of the carve's new slices, added after the occupied ones, are at or above `min_odds`."""
+    odds = capacity.slices_odds(
+        fit,
+        total_mru=total_mru,
+        vm_mru=sum(m for _c, m, _s in occupied),
+        running=len(occupied),
+        sizes_mru=[carve.slice.mru] * carve.new_slices,
+        node=pk,
+    )
+    return capacity.sure_slices(odds, min_odds)
+
+
+def sure_free_slices(
+    fit: capacity.odds.Belief, pk: int, free: tuple, used_mru: int, total_mru: int, occupied: tuple, min_odds: float
+) -> int:
+    """How many of the free slices, taken in order on the last reading, are at or above `min_odds`."""
+    odds = capacity.odds_on_reading(
+        fit,
+        total_mru=total_mru,
+        used_mru=used_mru,
+        occupied_mru=[m for _c, m, _s in occupied],
+        sizes_mru=[m for _c, m, _s in free],
+        node=pk,
+    )
+    return capacity.sure_slices(odds, min_odds)
+
+
+def free_slices_odds(node: Node, *, free: Sequence[Slice], occupied: Sequence[Slice]) -> dict[int, float]:
+    """Each free slice's odds of deploying at the first try now, by index: taken in index order on the
+    node's last reading (capacity.odds_on_reading, the rule the stored figures count sure slices by)."""
+    fit = node_belief(node)
+    used = node.used
+    odds = capacity.odds_on_reading(
+        fit,
+        total_mru=node.total_mru,
+        used_mru=used.mru if used is not None else None,
+        occupied_mru=[s.mru for s in occupied],
+        sizes_mru=[s.mru for s in free],
+        node=node.pk,
+    )
+    return {s.index: round(o, 4) for s, o in zip(free, odds, strict=True)}
+
+
+def odds_calibration_now() -> tuple[int, float | None, float | None]:
+    """(outcomes, Brier score, expected calibration error) of the odds kept on each deployment against
+    its outcome: deployed, or refused by ZOS for memory (what the odds are of; other failures say
+    nothing of them). One grouped query (ten bins of odds), whatever the history's length."""
+    deployed = Case(When(state=Deployment.State.FAILED, then=Value(0.0)), default=Value(1.0), output_field=FloatField())
+    rows = (
+        Deployment.objects.filter(odds__isnull=False)
+        .filter(
+            Q(state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED))
+            | Q(state=Deployment.State.FAILED, cause=Deployment.Cause.MEMORY)
+        )
+        .annotate(
+            y=deployed,
+            bin=Least(
+                Floor(F("odds") * Value(float(CALIBRATION_BINS))),
+                Value(float(CALIBRATION_BINS - 1)),
+                output_field=FloatField(),
+            ),
+        )
+        .annotate(miss=ExpressionWrapper((F("odds") - F("y")) * (F("odds") - F("y")), output_field=FloatField()))
+        .order_by()
+        .values("bin")
+        .annotate(n=Count("pk"), odds_sum=Sum("odds"), y_sum=Sum("y"), miss_sum=Sum("miss"))
+        .values_list("n", "odds_sum", "y_sum", "miss_sum")
+    )
+    bins = list(rows)
+    total = sum(n for n, *_ in bins)
+    if not total:
+        return 0, None, None
+    brier = sum(miss for *_, miss in bins) / total
+    ece = sum(abs(odds - y) for _n, odds, y, _miss in bins) / total  # each bin |mean odds - share| x its weight
+    return total, brier, ece
+
+
+def vm_odds_now(node: Node, *, mru: int, used_mru: int | None = None) -> float:
+    """The odds ZOS takes one more VM of `mru` on the node now: on `used_mru` (a reading just taken) or the
+    node's last reading, with its rented and deployed slices running. Kept on each deployment sent or
+    reported, for calibration."""
+    if used_mru is None and node.used is not None:
+        used_mru = node.used.mru
+    vm_mru = (
+        max(used_mru - capacity.zos_reserve_mru(node.total_mru), 0)
+        if used_mru is not None
+        else int(node.slices.filter(state__in=Slice.OCCUPIED_STATES).aggregate(m=Sum("mru"))["m"] or 0)
+    )
+    running = node.slices_rented + node.slices_deployed
+    return vm_odds(node_belief(node), total_mru=node.total_mru, vm_mru=vm_mru, running=running, mru=mru, pk=node.pk)
+
+
+def vm_odds(belief: capacity.odds.Belief, *, total_mru: int, vm_mru: int, running: int, mru: int, pk: int) -> float:
+    """The odds ZOS takes one more VM of `mru` beside `running` VMs using `vm_mru`, judged by the node's
+    belief (beliefs_for): the one rule the node page, the reports and placement give a host's odds by."""
+    odds = capacity.memory_odds(belief, total_mru=total_mru, vm_mru=vm_mru, running=running, slice_mru=mru, node=pk)
+    return round(odds, 4)
