@@ -1,4 +1,4 @@
-"""Processes that read a loopback proxy through one shared request budget (tests/test_grid_budget.py).
+"""Processes that read a loopback proxy through one shared request budget (tests/grid/test_grid_budget.py).
 
 A module of its own so `multiprocessing`'s spawn start method can import the function by name.
 """

@@ -1,5 +1,5 @@
 """Bulk re-register runs made in this process, for the tests of the bulk job and of what it keeps
-(tests/test_jobs_bulk.py, test_reregister_holds.py)."""
+(tests/jobs/test_jobs_bulk.py, test_reregister_holds.py)."""
 
 from dashboard.catalogs.services.reregister import BulkHooks, BulkLimits
 from dashboard.jobs.services.job_run import job_execute

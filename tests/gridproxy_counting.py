@@ -1,4 +1,4 @@
-"""The rate-limited Grid Proxy stand-in of tests/test_grid_budget_fleet.py, in a process of its own.
+"""The rate-limited Grid Proxy stand-in of tests/grid/test_grid_budget_fleet.py, in a process of its own.
 
 It counts arrivals as the real proxy does, on its own clock and out of the processes it limits (in
 the test's process its handler threads would share the GIL with the clients and the live server, and

@@ -1,4 +1,4 @@
-"""Helpers of the tests that SIGKILL a real worker (tests/test_jobs_kill.py, test_waves_kill.py, bench's
+"""Helpers of the tests that SIGKILL a real worker (tests/jobs/test_jobs_kill.py, test_waves_kill.py, bench's
 kill loop): its PostgreSQL sessions, the Redis redelivery, and what a killed bulk run left of each node.
 The worker itself is conftest's `worker_process` fixture."""
 

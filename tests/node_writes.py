@@ -1,5 +1,5 @@
 """Every kind of write a node row can get, for the tests that check a kept figure against a live one
-(tests/test_services_farm_totals.py, test_fleet_map_kept.py): `WRITES[name](grid, sim_node)`."""
+(tests/figures/test_services_farm_totals.py, test_fleet_map_kept.py): `WRITES[name](grid, sim_node)`."""
 
 from dataclasses import replace
 

@@ -1,6 +1,6 @@
 """Every view in the URL conf, read from config.urls at import (collection) time, and a URL for each.
 
-Shared by tests/test_reliability_security.py and test_views_permissions.py, so a new page is covered
+Shared by tests/reliability/test_reliability_security.py and test_views_permissions.py, so a new page is covered
 by both (or they ask for a sample value of its URL argument in conftest's `world`) without anyone
 remembering to add it.
 """
@@ -11,7 +11,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 # (a redirect to a static file, which the login page needs as much as any other).
 PUBLIC = {"login", "logout", "favicon"}
 # Doors for programs, which know no session: the JSON API (its root here; every operation is tried
-# in tests/test_api_auth.py) and /metrics. They never redirect to the login page: they answer 401
+# in tests/api/test_api_auth.py) and /metrics. They never redirect to the login page: they answer 401
 # without their bearer token, 404 where nothing is (the API's root; /metrics without METRICS_TOKEN),
 # 405 for a wrong method. CSRF does not guard them, the missing session does.
 TOKEN_DOORS = {"ninja:root", "metrics", "metrics-farms"}

@@ -1,4 +1,4 @@
-"""The fuzz at full size: tests/test_reliability_fuzz.py with 10,000 cases and a fresh seed.
+"""The fuzz at full size: tests/reliability/test_reliability_fuzz.py with 10,000 cases and a fresh seed.
 
     .venv/bin/python bench/reliability/fuzz.py [--cases 10000]
 
@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     done = subprocess.run(
         [
             str(BASE_DIR / ".venv" / "bin" / "pytest"),
-            "tests/test_reliability_fuzz.py",
+            "tests/reliability/test_reliability_fuzz.py",
             "-q",
             "-p",
             "no:cacheprovider",

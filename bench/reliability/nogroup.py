@@ -45,7 +45,7 @@ if str(BASE_DIR) not in sys.path:
 from bench.reliability.kill_loop import RedisServer  # noqa: E402
 from bench.reliability.web import Gunicorn, django_fresh, production_env  # noqa: E402
 
-# As tests/test_reliability_security.py: what anyone may see, and the doors for programs.
+# As tests/reliability/test_reliability_security.py: what anyone may see, and the doors for programs.
 # The favicon is a redirect to a static file, asked before any login.
 PUBLIC = {"login", "logout", "favicon"}
 HTMX = {"HX-Request": "true"}

@@ -4,19 +4,19 @@
 
 1. kill   bench/reliability/kill_loop.py --kills 100   SIGKILLs during re-registers, then every invariant
 2. fuzz   bench/reliability/fuzz.py --cases 10000      parsers, pages and forms: no 500, no change
-3. faults pytest tests/test_reliability_faults.py, _concurrency.py and _security.py (the suite's cases)
+3. faults pytest tests/reliability/test_reliability_faults.py, _concurrency.py and _security.py (the suite's cases)
 4. load   bench/reliability/load.py --clients 50 --seconds 60   gunicorn, errors and p50/p99
 5. api    bench/reliability/api_load.py --clients 50 --seconds 60   the same server, 50 API clients with
           their own bearer tokens (fleet, nodes, one node, precheck): errors, requests/s, p50/p99
 6. deploy manage.py check --deploy --fail-level WARNING with production settings
-7. schema tests/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=500   schemathesis over the API's
+7. schema tests/api/test_api_schemathesis.py with SCHEMATHESIS_EXAMPLES=500   schemathesis over the API's
           OpenAPI schema, every operation, valid and invalid inputs: no server error, every answer as documented
 8. drip   bench/reliability/drip.py --rounds 5   a Grid Proxy dripping a byte a second: node_register
           fails within GRID_DEADLINE in one line, a web re-register fails on its step deadline
           (not "worker lost"), no second job
 9. nogroup bench/reliability/nogroup.py   a signed-in user in no group asks gunicorn for every page,
           the CSV and the API: refusals only, no data, no 5xx
-10. fields tests/test_api_fuzz_fields.py and tests/test_integrity_findings.py   every field of every API
+10. fields tests/api/test_api_fuzz_fields.py and tests/nodes/test_integrity_findings.py   every field of every API
           operation fed NUL, surrogates, bidi controls, 10 MB, year 1 / 9999 at +-14:00, 2**64: no 5xx, no
           row written on a refusal; and issue 22's findings (reports, times, hostile proxies) as reported
 
@@ -119,7 +119,7 @@ def stage_schema(*, examples: int, env: dict, timeout: float) -> dict:
         path = Path(out.name)
     try:
         result = stage_pytest(
-            ["tests/test_api_schemathesis.py"],
+            ["tests/api/test_api_schemathesis.py"],
             timeout=timeout,
             env={**env, "SCHEMATHESIS_EXAMPLES": str(examples), "SCHEMATHESIS_REPORT": str(path)},
         )
@@ -135,7 +135,11 @@ def stage_fields(*, env: dict, timeout: float) -> dict:
         path = Path(out.name)
     try:
         result = stage_pytest(
-            ["tests/test_api_fuzz_fields.py", "tests/test_integrity_findings.py", "tests/test_api_writes.py"],
+            [
+                "tests/api/test_api_fuzz_fields.py",
+                "tests/nodes/test_integrity_findings.py",
+                "tests/api/test_api_writes.py",
+            ],
             timeout=timeout,
             env={**env, "API_FUZZ_REPORT": str(path)},
         )
@@ -197,9 +201,9 @@ def stage_run(stage: str, sizes: RunSizes, *, env: dict) -> dict:
         ),
         "faults": lambda: stage_pytest(
             [
-                "tests/test_reliability_faults.py",
-                "tests/test_reliability_concurrency.py",
-                "tests/test_reliability_security.py",
+                "tests/reliability/test_reliability_faults.py",
+                "tests/reliability/test_reliability_concurrency.py",
+                "tests/reliability/test_reliability_security.py",
                 "bench/tests/test_reliability_kill.py",
             ],
             env=env,

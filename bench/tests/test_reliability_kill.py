@@ -1,6 +1,6 @@
 """The kill loop, short: 5 SIGKILLs at random moments during re-registers of 3 nodes, then every invariant.
 
-tests/test_jobs_kill.py kills a worker at each named point of one job; this runs the long loop
+tests/jobs/test_jobs_kill.py kills a worker at each named point of one job; this runs the long loop
 of bench/reliability/kill_loop.py (100 kills, `make reliability`) at suite size: random moments,
 whole worker or pool child, several nodes with deployed and rented slices. Instead of waiting an
 hour-long visibility timeout it restores the unacknowledged messages at the end, as the Redis

@@ -7,7 +7,7 @@ report dated year 1 at +01:00 once was (stored, then unreadable).
 
 The seam: `api_write_done` is sent inside the transaction, after the writes and the answer, just
 before the commit. A receiver that raises stands for a failure at the last moment; the suite's
-tests connect one to prove each write path rolls back (tests/test_api_writes.py). Nothing in the
+tests connect one to prove each write path rolls back (tests/api/test_api_writes.py). Nothing in the
 product connects to it.
 
 Authentication (and its last-used stamp) stays outside the transaction: a call that waits on the

@@ -20,7 +20,7 @@ hold capacity). `node_match` lines them up and says where they part:
   those slices hold nothing, but which ones is not known: freeing the wrong one would free a
   running VM's slice, so this is listed, not fixed), or more live records than taken slices.
 
-Nothing here imports Django; tests/test_catalog_audit_rules.py checks the cases one by one.
+Nothing here imports Django; tests/capacity/test_catalog_audit_rules.py checks the cases one by one.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ The answer (`outcome_move`) is a `Move` (what to write) or a `Refusal` (why not:
   over by a `deployed` report of its id (`Move.TAKE`, the slice stays deployed); its `released`
   then frees it. Any other report on it is refused as held.
 
-Nothing here imports Django: the state machine is a table (`RULES`), and tests/test_outcome_rules.py
+Nothing here imports Django: the state machine is a table (`RULES`), and tests/capacity/test_outcome_rules.py
 checks every entry and that the table covers every case.
 """
 

@@ -95,7 +95,7 @@ def copy_pools(state: Sequence[PoolState]) -> list[PoolState]:
 # same pools are one (`_shape`), so the work follows the distinct shapes, not the orders.
 # Forking every tie on its own reads an order's choices as free, which can only add outcomes: a
 # verdict that holds over them holds in every real order (checked against every permutation in
-# tests/test_capacity_placement_bounded.py). The one fact every order shares is kept: the boot pool
+# tests/capacity/test_capacity_placement_bounded.py). The one fact every order shares is kept: the boot pool
 # is the first of the largest pools in device order (pools_at_boot).
 # Pools of many distinct sizes (64 pools, 9 sizes a byte apart) still fork into very many shapes;
 # past MAX_SHAPES pools' worth of outcomes the outcomes are blurred into what all of them certainly

@@ -16,7 +16,7 @@ healthcheck lived two releases, replaced by v3.14.8-patch.1 within the month, an
 network's release; most nodes a marketplace runs without an rmb-peer tell no version, so reserving on
 every such node gave up one slice on each node within 512 MiB of a slice boundary (node 1774's
 legacy words, a fleet override's 6 slices to 5, the month's utilisation 0.93 -> 0.898 in
-tests/test_traffic.py) to guard against a build nobody should run any more. A refusal beside the test
+tests/sim/test_traffic.py) to guard against a build nobody should run any more. A refusal beside the test
 VM on such a node is read by the memory model as on any daily build (capacity.overhead).
 """
 

@@ -10,7 +10,7 @@ GRID_PROXY_URL=http://127.0.0.1:8081) and exercised end to end without the inter
     GET /farms?farm_id=F  or  GET /farms?page=1&size=50                                   types.Farm with publicIps
 
 Every answer is in today's shape, judged in the quick loop by grid/schemas/gridproxy.json (strict: no field
-the real proxy does not send; tests/test_contracts_simulated.py).
+the real proxy does not send; tests/grid/test_contracts_simulated.py).
 
 Errors answer as the proxy does (tfgrid-sdk-go grid-proxy, mw.AsHandlerFunc): a JSON
 body {"error": "..."}; 404 {"error": "node not found"} for an unknown node; and for

@@ -66,7 +66,7 @@ test_vm_running_at.__test__ = False  # type: ignore[attr-defined]  # a domain wo
 def _fifteen_minute_build(zos_build: str) -> bool:
     """zos v3.14.7 and v3.14.8 (zosbase v1.0.8) boot it every 15 minutes, v3.14.8-patch.1 on daily again
     (zosbase pkg/perf/healthcheck/, pkg/perf/provisiontest/). The simulator's own reading, apart from
-    capacity.test_vm on purpose (tests/test_traffic.py: two implementations of ZOS's rules)."""
+    capacity.test_vm on purpose (tests/sim/test_traffic.py: two implementations of ZOS's rules)."""
     match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)(?:-patch\.(\d+))?(?:-.*)?", zos_build.strip())
     if match is None or match.group(1, 2, 3) not in (("3", "14", "7"), ("3", "14", "8")):
         return False

@@ -10,7 +10,7 @@ and a verdict for each node. The database makes the first cut (deployments.selec
 reading, and the memory and SSD room capacity stored on each node, compared with the charge of one VM),
 and Python judges only what needs capacity's pool model, one node of each group of nodes alike, and the
 best nodes' candidates: a Python cost that does not grow with the fleet.
-tests/test_selectors_placement.py checks the two give the same answer.
+tests/deployments/test_selectors_placement.py checks the two give the same answer.
 
 A reading older than reading_age.reading_untrusted_after() (ALERT_READING_MAX_AGE) is not trusted: such a
 node counts as blocked by its age, whatever its numbers say (the alert calls the same readings old).

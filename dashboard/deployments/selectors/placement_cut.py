@@ -20,7 +20,7 @@ with a key shared by the nodes whose pools judge alike). So here the database on
   its pools' group key; a node whose holds partly ended by time since is judged alone.
 
 No rule of capacity's is restated here: a change to the carve or to "placeable now" reaches the stored
-figures, and so this cut, with nothing to edit. tests/test_selectors_placement.py checks this cut
+figures, and so this cut, with nothing to edit. tests/deployments/test_selectors_placement.py checks this cut
 against the Python judgement on every node.
 """
 

@@ -6,7 +6,7 @@ one-active constraints, jobs.services.jobs (requests), jobs.services.job_run (ru
 pages, the API and the commands all read these declarations; none of them names a kind's words.
 
 Adding a kind: a module here, its template, and the migration makemigrations writes for the new
-choice (and its constraint, if only one may run at a time). tests/test_job_kinds.py checks that
+choice (and its constraint, if only one may run at a time). tests/jobs/test_job_kinds.py checks that
 every declared kind is complete and that nothing else describes a kind.
 """
 

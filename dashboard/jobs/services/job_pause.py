@@ -4,7 +4,7 @@ With settings.DEBUG on, JOB_TEST_PAUSE="<point>:<seconds>[:<n>]" makes the worke
 sleep at a named point, or only the n-th time it gets there (`job_test_pause`; catalogs.services.reregister
 names "claimed", "planned", and "swapped", the last one INSIDE a transaction that writes
 catalogs, after its writes: one node's, or a bulk batch's) and, if JOB_TEST_PAUSE_MARKER names
-a file, write the point's name to it first. tests/test_jobs_kill.py uses it to SIGKILL a worker
+a file, write the point's name to it first. tests/jobs/test_jobs_kill.py uses it to SIGKILL a worker
 at those points.
 """
 

@@ -36,7 +36,7 @@ Pause points for the kill tests (jobs.services.job_pause.job_test_pause): "claim
 The package, by step:
 
 - `plan`: what re-carving one node on a reading would do (`reregister_plan`), pure apart from
-  building unsaved Slice rows; table-tested in tests/test_reregister_plan.py.
+  building unsaved Slice rows; table-tested in tests/catalogs/test_reregister_plan.py.
 - `apply`: the one short transaction that checks nothing moved and writes a plan (or a batch of
   plans), and the single-node job (`node_reregister`) with its grid read (`node_capacity_read`).
 - `bulk`: the bulk job (`bulk_reregister`), batches of plans applied together; `bulk_seams` its

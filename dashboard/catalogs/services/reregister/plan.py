@@ -1,7 +1,7 @@
 """The plan of a re-register: what re-carving one node on a reading would do, before anything is written.
 
 Pure apart from building unsaved Slice rows: it reads nothing and writes nothing, so one table of
-cases (tests/test_reregister_plan.py) pins what is kept, removed and added in every situation.
+cases (tests/catalogs/test_reregister_plan.py) pins what is kept, removed and added in every situation.
 The rules are in the package's docstring; the tolerance for kept slices is catalog_rules.
 """
 

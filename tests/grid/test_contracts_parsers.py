@@ -25,7 +25,7 @@ from tests.contracts_support import documents, examples, problems
 
 GIB = 1024**3
 RESERVE = {"mru": 2 * GIB, "sru": 20 * GIB, "hru": 0}
-TODAY = json.loads((Path(__file__).parent / "data" / "gridproxy" / "node-today.json").read_text())
+TODAY = json.loads((Path(__file__).parents[1] / "data" / "gridproxy" / "node-today.json").read_text())
 BIG = settings(
     max_examples=examples(40),
     deadline=None,

@@ -17,7 +17,7 @@ from sim.grid import SimulatedGrid
 
 pytestmark = pytest.mark.django_db
 # The suite's own copy of ../shared/gridproxy: CI's checkout must not depend on a sibling folder.
-SAMPLES = Path(__file__).resolve().parent / "data" / "gridproxy"
+SAMPLES = Path(__file__).resolve().parents[1] / "data" / "gridproxy"
 
 
 def register(*args: str) -> dict:

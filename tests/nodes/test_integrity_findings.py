@@ -1,7 +1,7 @@
 """Issue 22's numbered findings, one test each (or a few), reproduced as they were reported.
 
 Each was written before its fix and failed then; the detailed rules live in their own modules
-(tests/test_outcome_rules.py, test_api_door.py, test_api_writes.py, test_api_fuzz_fields.py,
+(tests/capacity/test_outcome_rules.py, test_api_door.py, test_api_writes.py, test_api_fuzz_fields.py,
 test_grid_paging.py). These stay as the record: the exact report that corrupted the catalog, and what it
 gets now. Finding 6's bulk re-register during a policy edit is in test_jobs_bulk_pages.py, its
 credentials in GRID_PROXY_URL in test_grid_proxy_credentials.py; its two job findings (which token asked,

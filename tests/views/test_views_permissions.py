@@ -31,8 +31,8 @@ def world(world_built_once, db):
     return world_built_once
 
 
-# The API and /metrics are doors for tokens, not sessions: tests/test_api_auth.py and
-# tests/test_views_metrics.py show they refuse a session, whatever its groups.
+# The API and /metrics are doors for tokens, not sessions: tests/api/test_api_auth.py and
+# tests/views/test_views_metrics.py show they refuse a session, whatever its groups.
 PAGES = [(name, route) for name, route in ACTIONS if not name.endswith(":root") and name not in TOKEN_DOORS]
 
 

@@ -14,7 +14,7 @@ from dashboard.jobs.services.jobs import job_claim
 from dashboard.models import AuditEvent, Job
 from tests.manage_in_process import manage
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 def command(*args) -> str:

@@ -29,7 +29,7 @@ from dashboard.jobs.kinds import (
 from dashboard.jobs.results import JobResult
 from dashboard.models import Job
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KINDS = kinds()
 VALUES = [kind.value for kind in KINDS]
 

@@ -190,7 +190,7 @@ def test_the_first_cut_agrees_on_a_random_fleet_of_multi_pool_nodes(sim_node, se
         for block, nodes in placement_for(cru=cru, mru=mru, sru=sru).blocked.items():
             seen[block] += nodes
     # The fleet is varied enough to say something: every block but "never read" was met (the asker's
-    # rules and the holds are tested on their own, tests/test_placement_rules.py).
+    # rules and the holds are tested on their own, tests/deployments/test_placement_rules.py).
     rule_blocks = ("unread", "node_excluded", "farm_excluded", "no_ipv4", "farm_ips", "farm_ips_unread", "held")
     assert all(seen[block] for block in BLOCKS if block not in rule_blocks), seen
     # Candidates read two at a time: the pages after a page whose pools all refuse are read too.

@@ -16,7 +16,7 @@ from dashboard.capacity import GiB
 from sim.grid import SimulatedGrid
 from tests.manage_in_process import manage as manage_in_process
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def simgrid(*args: str) -> str:

@@ -232,7 +232,7 @@ class TestOneDemoFleet:
         from sim.management.commands.demo_fleet import TOUR
 
         out = _demo("--tour")
-        commands = {p.stem for p in (Path(__file__).parent.parent / "dashboard/management/commands").glob("*.py")}
+        commands = {p.stem for p in (Path(__file__).parents[2] / "dashboard/management/commands").glob("*.py")}
         for spec, _shows, command in TOUR:
             assert f"manage.py {command}" in out and Node.objects.filter(grid_id=spec.node_id).exists()
             assert command.split()[0] in commands and str(spec.node_id) in command

@@ -21,7 +21,7 @@ from dashboard.models import Node, PoolReport
 from sim.grid import SimulatedGrid, serve_simulator
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ONE_SSD = int(931.5 * GiB)
 HALF_SSD = int(465.75 * GiB)
 SILENT_DEADLINE = 0.05  # seconds, where only the silent node is asked: nothing has to answer within it

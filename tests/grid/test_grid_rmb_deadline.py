@@ -1,6 +1,6 @@
 """Every RMB call ends within its deadline plus 100 ms, whatever arrives or hangs (issue 44, MEDIUM 2 and 4),
 timed on the wall clock against real Redis: a flood of real RPUSHes, a Redis that hangs, one that drips,
-an answer nested past the stack. (tests/test_grid_rmb_hostile.py says what each ends with, untimed.)
+an answer nested past the stack. (tests/grid/test_grid_rmb_hostile.py says what each ends with, untimed.)
 """
 
 from __future__ import annotations

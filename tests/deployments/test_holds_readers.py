@@ -107,7 +107,7 @@ def _figures(row) -> tuple:
 
 def test_a_held_slice_is_neither_placeable_nor_phantom_and_the_figures_still_add_up(held_1774, support_client):
     """Issue 24: held is not free anywhere. 1774's legacy catalog: 7 free, the 7th refused for memory (6
-    placeable, 1 phantom, as ZOS's arithmetic says: tests/test_capacity.py). One live hold on a placeable
+    placeable, 1 phantom, as ZOS's arithmetic says: tests/capacity/test_capacity.py). One live hold on a placeable
     slice: 6 on offer, 5 placeable, still 1 phantom, on the row, the totals, the farm's and the node page."""
     page = fleet_page()
     assert _figures(page.rows[0]) == (6, 5, 1, 1)

@@ -32,7 +32,7 @@ def record(*conditions, minutes=0):
 
 
 def run_job(kind, node) -> Job:
-    """As tests/test_services_jobs.py: request, claim and execute in this process."""
+    """As tests/jobs/test_services_jobs.py: request, claim and execute in this process."""
     job = job_claim(job_id=job_request(kind=kind, node=node).job.pk)
     job_execute(job=job)
     job.refresh_from_db()

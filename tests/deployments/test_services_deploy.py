@@ -271,7 +271,7 @@ def test_it_raises_malformed_payload_and_writes_nothing(gridproxy_serving):
 
 
 def test_it_refuses_to_deploy_through_the_read_only_grid_proxy(gridproxy_serving):
-    payload = (Path(__file__).resolve().parent / "data" / "gridproxy" / "node-1774.json").read_bytes()
+    payload = (Path(__file__).resolve().parents[1] / "data" / "gridproxy" / "node-1774.json").read_bytes()
     gridproxy_serving({"/nodes/1774": payload})
     node = _registered_without_grid()
     with pytest.raises(DeployNotSupported, match="read-only"):

@@ -15,9 +15,9 @@ import pytest
 from dashboard.grid.proxy.parse import parse_node, parse_statistics
 from tests.contracts_support import problems
 
-DATA = Path(__file__).parent / "data" / "gridproxy"
+DATA = Path(__file__).parents[1] / "data" / "gridproxy"
 # CI lays shared/ beside the checkout, as it is beside every worktree here.
-SHARED = [Path(__file__).resolve().parents[2] / "shared" / "gridproxy"]
+SHARED = [Path(__file__).resolve().parents[3] / "shared" / "gridproxy"]
 EXAMPLES = ("node-today.json", "node-1774.json", "node-1774-statistics.json", "nodes-page.json")
 
 

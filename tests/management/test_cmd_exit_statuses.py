@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command, load_command_clas
 from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE
 from tests.manage_in_process import manage
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 # The operator's commands and the simulated world's (sim/: simgrid, simulate_traffic, demo_fleet).
 COMMANDS = sorted(
     (app, p.stem)

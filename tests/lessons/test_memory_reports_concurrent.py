@@ -34,7 +34,7 @@ from dashboard.models import AuditEvent, Deployment, Hold, MemoryLesson, Node, O
 from tests.pg_deadlocks import pg_deadlocks
 
 # Fifty-five threads against a live server and two serial runs: about 100 s, so `make test` runs it, not the quick loop
-# (tests/test_services_group_steps.py keeps a real two-thread deadlock and its retry there).
+# (tests/lessons/test_services_group_steps.py keeps a real two-thread deadlock and its retry there).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 GiB, MiB = capacity.GiB, capacity.MiB

@@ -1,0 +1,1 @@
+"""Tests of the grid client, its parsers and contracts."""

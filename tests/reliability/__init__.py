@@ -1,0 +1,1 @@
+"""Tests of faults, races, fuzzing and security across the rooms."""
