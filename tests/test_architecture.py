@@ -172,7 +172,7 @@ def _room(name: str) -> str:
 
 
 def _layer(name: str) -> str | None:
-    """ "services" or "selectors" for a module of a room's services or selectors, else None."""
+    """The layer ("services" or "selectors") of a module of a room's services or selectors, else None."""
     parts = name.split(".")
     return parts[2] if len(parts) > 2 and parts[1] in ROOMS and parts[2] in ("services", "selectors") else None
 

@@ -1,1 +1,2 @@
-"""Deployments: the dashboard's own deploy, holds, the outcomes the marketplace reports, and placement (where a slice can go)."""
+"""Deployments: the dashboard's own deploy, holds, the outcomes the marketplace reports, and placement (where a
+slice can go)."""
