@@ -55,8 +55,8 @@ XDIST ?= -n 2 --dist loadscope
 # Everything: slow, worker and browser tests included. Both parts run on both cores (pytest-xdist; each
 # worker has its own test database, Redis db and VAR_DIR, tests/testenv.py; servers take free ports, the
 # embedded PostgreSQL a unix socket in the test's folder). The slow, worker and browser tests run after
-# the quick part: on 2 cores they took 13:47 this way against 25:56 in one process (issue 46, measured
-# side by side with another suite running), their timed assertions included. `make test SLOW_XDIST=`
+# the quick part: on 2 cores they took 9:42 this way in a fresh clone on a quiet machine, against 19 to
+# 21 minutes in one process (issue 46), their timed assertions included. `make test SLOW_XDIST=`
 # runs them in one process.
 SLOW_XDIST ?= $(XDIST)
 test: install lint
