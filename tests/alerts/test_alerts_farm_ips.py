@@ -73,6 +73,7 @@ def test_one_reading_is_no_trend(farm_owner):
     assert ips_alerts() == []
 
 
+@pytest.mark.slow
 def test_the_readings_kept_stay_bounded_and_recent():
     start = NOW - timedelta(days=20)
     for step in range(20 * 24):  # a reading every hour for 20 days

@@ -89,6 +89,7 @@ def report(figures: Figures) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_carve_without_pools_deploys_in_full_on_the_real_pools_of_200_random_nodes():
     figures = measure(random_fleet(200, seed=26))
     print(report(figures))

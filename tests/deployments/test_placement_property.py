@@ -175,6 +175,7 @@ QUICK = hypothesis_settings(
 )
 
 
+@pytest.mark.slow
 @seed(34)
 @QUICK
 @given(steps=st.lists(STEP, min_size=3, max_size=5))

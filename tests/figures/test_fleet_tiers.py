@@ -124,6 +124,7 @@ def test_finding_2_with_a_node_withheld_the_tiers_add_up_on_every_reader(fleet, 
     assert fleet_page(tier="now").totals.deployable == fleet_page().totals.deployable_now
 
 
+@pytest.mark.slow
 def test_finding_2_the_readers_agree_with_a_live_recomputation_after_every_kind_of_write(
     fleet, sim_node, admins_client, api_call, api_token
 ):

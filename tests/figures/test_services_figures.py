@@ -149,6 +149,7 @@ def test_it_gives_a_node_without_slices_zero_counts():
     assert (stored(node)["slices_free"], stored(node)["deployable"], stored(node)["stale"]) == (0, 0, False)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_it_locks_the_node_before_counting_a_deploy(sim_node):
     # Two writers of one node must store its figures in turn, each after the other's commit;

@@ -68,12 +68,14 @@ def read_or_refused(document: dict, total: dict, used: dict, path: str) -> None:
     assert_read_as_sent(parse_node(document), document, total, used)
 
 
+@pytest.mark.slow
 @BIG
 @given(documents("gridproxy", "Node"))
 def test_every_valid_node_of_the_list_is_read_as_sent(document):
     read_or_refused(document, document["total_resources"], document["used_resources"], "used_resources")
 
 
+@pytest.mark.slow
 @BIG
 @given(documents("gridproxy", "NodeWithNestedCapacity"))
 def test_every_valid_single_node_is_read_as_sent(document):
@@ -108,6 +110,7 @@ def test_every_valid_zos_statistics_answer_is_read(document):
     assert parse_zos_statistics(document, node_id=1).total.cru == document["total"]["cru"]
 
 
+@pytest.mark.slow
 @SMALL
 @given(documents("zos", "StoragePools"))
 def test_every_valid_pools_answer_is_read(document):
@@ -141,6 +144,7 @@ def test_every_valid_farm_is_read(farm):
     assert [(ip.ip, ip.contract_id) for ip in read.ips] == [(ip["ip"], ip["contract_id"]) for ip in farm["publicIps"]]
 
 
+@pytest.mark.slow
 @SMALL
 @given(documents("gridproxy", "ContractList"))
 def test_every_valid_contract_list_of_a_node_is_read(contracts):

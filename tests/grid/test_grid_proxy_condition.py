@@ -66,6 +66,7 @@ def proxy():
     server.server_close()
 
 
+@pytest.mark.slow
 def test_a_statistics_read_has_its_own_deadline_longer_than_a_node_read(proxy):
     proxy.answer("/nodes/1774/statistics", Answer(200, sample("node-1774-statistics.json"), delay=1.2))
     proxy.answer("/nodes/1774", Answer(200, sample("node-1774.json"), delay=1.2))

@@ -135,6 +135,7 @@ def test_a_celery_task_stores_its_tally_when_it_ends():
     assert GridRequestTally.objects.get(endpoint="/nodes").bucket == "2.5"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_429s_and_budget_waits_are_scraped_beside_the_requests(proxy, client, settings):
     settings.METRICS_TOKEN = TOKEN

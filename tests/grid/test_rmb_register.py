@@ -109,6 +109,7 @@ def register(node_id: int) -> dict:
     return json.loads(out.getvalue())
 
 
+@pytest.mark.slow
 def test_done_when_1_two_nodes_answer_their_pools_and_the_silent_third_stays_prudent(grid_proxy, rmb_peer, settings):
     first, second = register(2310), register(2311)
     settings.RMB_DEADLINE = SILENT_DEADLINE  # only the silent node is asked now
@@ -152,6 +153,7 @@ def test_without_rmb_the_grid_proxy_node_is_carved_prudent_as_before(grid_proxy)
     assert (first["pools_source"], first["pools"], first["pools_heard"]) == ("", None, "")
 
 
+@pytest.mark.slow
 def test_onboarding_a_farm_asks_every_new_node_and_carves_those_that_answered(grid_proxy, rmb_peer):
     call_command("node_register", "--farm-id", "7", stdout=StringIO())
     sources = dict(Node.objects.values_list("grid_id", "pools_source"))
@@ -168,6 +170,7 @@ def registered_prudent(settings, *node_ids: int) -> None:
     settings.RMB_REDIS_URL = url
 
 
+@pytest.mark.slow
 def test_the_fleet_watch_asks_the_nodes_whose_pools_are_unknown(grid_proxy, rmb_peer, settings):
     from dashboard.grid import get_grid
     from dashboard.nodes.services.watch import fleet_watch

@@ -73,6 +73,7 @@ def test_it_dry_runs_without_changing_any_catalog(legacy_fleet):
     assert carved_with("zos") == set()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_it_stops_when_the_grid_is_unreachable_node_after_node(legacy_fleet, gridproxy_down):
     legacy_fleet(BULK_GRID_DOWN_AFTER + 3)
@@ -93,6 +94,7 @@ def test_it_records_progress_per_node(legacy_fleet):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_it_needs_a_fixed_number_of_queries_per_node_whatever_the_slices(legacy_fleet):
     from dashboard.capacity import GiB
@@ -133,6 +135,7 @@ def fleet_210_with_3_gone(bulk_run_of_210_with_3_gone, db):
 
 @pytest.mark.django_db
 class TestABulkRunOf210Nodes:
+    @pytest.mark.slow
     def test_it_keeps_only_a_sample_of_the_changed_nodes(self, fleet_210_with_3_gone):
         result = fleet_210_with_3_gone[0].result
         assert [n["node_id"] for n in result["nodes"]] == [1, 2, 4, 5, 6]

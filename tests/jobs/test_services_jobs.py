@@ -555,6 +555,7 @@ def test_it_stores_the_country_and_city_the_grid_reports(legacy_node_1774, gridp
     assert Node.objects.values_list("country", "city").get(pk=legacy_node_1774.pk) == ("Egypt", "Cairo")
 
 
+@pytest.mark.slow
 def test_it_fails_the_read_on_the_steps_budget_with_the_deadline_in_words(
     legacy_node_1774, gridproxy_serving, settings
 ):

@@ -89,6 +89,7 @@ def two_tokens(api_token, role_user):
     return (api_token("read,report", user=first), first), (api_token("read,report", user=second), second)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("usable", ["absurd", "plausible"])
 def test_one_forged_report_changes_no_other_nodes_figures(api_call, build_nodes, two_tokens, usable):
     (token, _user), _ = two_tokens
@@ -220,6 +221,7 @@ class TestReviewPage:
         _report(api_call, token, build_nodes[1], 1, mid="forged-1")
         return Observation.objects.get(standing="node"), Observation.objects.get(standing="held"), build_nodes
 
+    @pytest.mark.slow
     def test_an_admin_sees_both_lists(self, waiting, admins_client):
         page = admins_client.get(reverse("lessons-waiting")).content.decode()
         alone, held, _nodes = waiting

@@ -57,6 +57,7 @@ def _takes_all_zos_allows(sim_node, node, slice_mru):
 EACH_SIZE = [3, pytest.param(4, marks=pytest.mark.slow)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("each", EACH_SIZE, ids=["9 nodes", "12 nodes"])
 def test_done_when_1_a_farm_of_one_build_refuses_on_at_most_the_first_two_nodes(sim_node, each):
     nodes = _farm(sim_node, ["v3.14.0-sim"] * 3 * each)
@@ -72,6 +73,7 @@ def test_done_when_1_a_farm_of_one_build_refuses_on_at_most_the_first_two_nodes(
 TWO_BUILDS = [1, pytest.param(2, marks=pytest.mark.slow)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("each", TWO_BUILDS, ids=["6 nodes", "12 nodes"])
 def test_done_when_1_two_builds_in_the_farm_refuse_at_most_twice_each(sim_node, each):
     # Each build on nodes of every size (the sizes go 15.6, 31, 62.8 GiB in turn), so each has nodes whose
@@ -94,6 +96,7 @@ def test_done_when_1_two_builds_in_the_farm_refuse_at_most_twice_each(sim_node, 
 BIG = (round(62.8 * GiB),)  # the nodes whose 4 GiB slices ZOS's hidden use refuses
 
 
+@pytest.mark.slow
 def test_a_nodes_lesson_says_whose_it_is(sim_node):
     nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
     _fill(sim_node, nodes[:1])
@@ -106,6 +109,7 @@ def test_a_nodes_lesson_says_whose_it_is(sim_node):
     assert other.memory_lesson.learnt_from == [nodes[0].grid_id, nodes[1].grid_id]
 
 
+@pytest.mark.slow
 def test_a_node_whose_build_is_unknown_learns_from_the_fleet_group(sim_node):
     nodes = _farm(sim_node, ["v3.14.0-sim"] * 3, BIG)
     Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")
@@ -172,6 +176,7 @@ def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
 class TestTaught:
     """The tests that start from what the first two nodes' refusals taught, built once for the class."""
 
+    @pytest.mark.slow
     def test_the_lesson_reaches_placeable_now_of_a_node_never_refused(self, taught, placeable_before_the_lesson):
         after = Node.objects.get(pk=taught[2].pk)
         assert after.placeable_now < placeable_before_the_lesson
@@ -230,6 +235,7 @@ class TestTaught:
             [nodes[0].grid_id, nodes[1].grid_id],
         )
 
+    @pytest.mark.slow
     def test_a_node_registered_after_the_lesson_counts_it_at_once(self, taught, sim_node):
         nodes = taught
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(zos_version="")  # the fleet-wide group
@@ -242,6 +248,7 @@ class TestTaught:
         assert (late.memory_lesson_scope, late.memory_lesson_id) == ("fleet", lesson_current("").pk)
         assert late.placeable_now < late.slices.count()
 
+    @pytest.mark.slow
     def test_a_version_told_takes_the_node_out_of_the_fleet_wide_group(self, taught, sim_node):
         from dashboard.grid.types import ZosVersion
         from dashboard.nodes.services.pools_heard import Heard, pools_heard_store

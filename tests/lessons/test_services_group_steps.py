@@ -44,6 +44,7 @@ def _crossed(first: int, second: int, barrier: threading.Barrier, tries: list) -
         connection.close()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_loser_of_a_real_deadlock_runs_again_and_both_finish(sim_node):
     a, b = _two_nodes(sim_node)

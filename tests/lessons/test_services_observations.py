@@ -41,6 +41,7 @@ def test_after_a_memory_refusal_the_precheck_says_nothing_fits_until_something_c
     assert slice_deploy(node=Node.objects.get(pk=node.pk), slice_index=first_vm.slice_index).state == "deployed"
 
 
+@pytest.mark.slow
 def test_a_reregister_after_a_refusal_gives_a_catalog_that_deploys_in_full(sim_node):
     node = sim_node(2877, **HIDDEN)
     slice_deploy(node=node, slice_index=0)
@@ -97,6 +98,7 @@ def test_clearing_the_observations_gives_the_node_its_accounting_back(sim_node):
     assert (node.hidden_mru_per_vm, node.placeable_now) == (0, node.slices_free)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)  # the refusals' own turns end with their committed transactions
 def test_clearing_waits_for_the_turn_of_the_build_its_readings_taught(sim_node):
     """A clear changes what its build's reports are judged against, so it takes the build's turn first

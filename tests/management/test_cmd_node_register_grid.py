@@ -193,6 +193,7 @@ def register_from_a_dripping_proxy(
     return done, url, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_it_fails_within_its_budget_in_one_line_when_the_proxy_drips(gridproxy_serving, settings):
     # The shortest GRID_DEADLINE start-up takes: the drip's first byte comes at once, the second a second later.
     done, url, _took = register_from_a_dripping_proxy(gridproxy_serving, settings, deadline=0.1)

@@ -103,6 +103,7 @@ def test_it_lists_the_flagged_nodes_of_the_fleet(sim_node):
     assert [c.node_id for c in fleet.flagged] == [2877]
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_it_gives_the_median_node_beside_the_pooled_fleet_figure(sim_node):
     _refused(sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB))

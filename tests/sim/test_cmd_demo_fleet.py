@@ -71,6 +71,7 @@ def shared_demo(demo_built_once, db, settings):
     return demo_built_once
 
 
+@pytest.mark.slow
 class TestOneDemoFleet:
     """What `make run` shows, read by many tests from one build (see demo_built_once)."""
 

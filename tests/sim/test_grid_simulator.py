@@ -449,6 +449,7 @@ def sane_nodes(draw):
     return cru, mru, sum(pools) + spare, pools
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(node=sane_nodes())
 def test_the_zos_carve_deploys_fully_and_not_one_slice_more(grid, node):

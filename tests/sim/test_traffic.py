@@ -23,6 +23,7 @@ def month_pools_reported():
     return simulate(nodes=60, events=600, seed=7, policies=["zos-learning"], pools_reported=1.0)
 
 
+@pytest.mark.slow
 def test_it_sends_no_refused_slice_twice_to_a_node_under_the_shipped_policy(month):
     # The pools hidden, as from the Grid Proxy: the default.
     shipped = month.policies["zos-learning"]
@@ -120,6 +121,7 @@ def test_the_command_prints_the_figures_as_json():
     assert set(figures["disk_refused"]) == {"in_plausible_set", "outside_plausible_set", "pools_reported"}
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_report_and_its_chart(tmp_path):
     call_command(
         "simulate_traffic",

@@ -23,6 +23,7 @@ def month_probed():
     )
 
 
+@pytest.mark.slow
 def test_the_months_report_has_the_new_figures(month):
     figures = month.as_dict()["policies"]["zos-learning"]
     for key in (
@@ -64,6 +65,7 @@ def test_the_fleets_lesson_spares_the_refusals_zos_alone_makes(month):
     assert month.policies["zos-learning"].refused * 5 < month.policies["zos"].refused
 
 
+@pytest.mark.slow
 def test_the_probes_are_counted_and_refused_as_no_buyers(month_probed):
     probes = month_probed.policies["zos-learning"].probes
     assert probes["sent"] > 0
@@ -179,6 +181,7 @@ def test_the_deployments_zos_took_tell_which_refusals_were_beside_the_test_vm():
     assert abs(read.own_mru - build.own_mru) <= 96 * MiB
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("hidden_use", ["wide", "nodes"])
 def test_the_oracle_meets_only_the_test_vm_and_sells_at_least_as_much(hidden_use):
     """The oracle is told each node's hidden use (sim.grid's own, ZOS's own and each VM's): the physical
@@ -198,6 +201,7 @@ def test_the_oracle_meets_only_the_test_vm_and_sells_at_least_as_much(hidden_use
     assert oracle["catalog_truth"] >= 0.995
 
 
+@pytest.mark.slow
 def test_a_deviant_nodes_reading_stays_its_own_and_never_refuses_it_twice():
     """In the world where a fifth of the nodes run VMs with a use of their own, one node's refusal teaches
     that node (capacity.memory_more_cautious): no node is refused twice by the memory it already told."""
@@ -220,6 +224,7 @@ def test_a_deviant_nodes_reading_stays_its_own_and_never_refuses_it_twice():
     assert max(refusals.values()) == 1, refusals
 
 
+@pytest.mark.slow
 def test_the_six_worlds_are_each_world_with_and_without_probes_beside_the_oracle():
     from sim.month.worlds import six_worlds, worlds_markdown
 
