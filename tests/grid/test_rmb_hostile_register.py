@@ -221,7 +221,6 @@ def fifteen_prudent_nodes(grid: SimulatedGrid) -> None:
     call_command("node_register", "--farm-id", "8", stdout=StringIO(), stderr=StringIO())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("server", [HungRedis, DripRedis])
 def test_a_watch_facing_a_failed_peer_redis_stops_asking_and_says_so(grid_proxy, settings, server):
     fifteen_prudent_nodes(grid_proxy)

@@ -89,7 +89,6 @@ def two_tokens(api_token, role_user):
     return (api_token("read,report", user=first), first), (api_token("read,report", user=second), second)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("usable", ["absurd", "plausible"])
 def test_one_forged_report_changes_no_other_nodes_figures(api_call, build_nodes, two_tokens, usable):
     (token, _user), _ = two_tokens

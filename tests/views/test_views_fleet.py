@@ -199,7 +199,6 @@ def _count_queries(client, url) -> int:
     return len(queries)
 
 
-@pytest.mark.slow
 @pytest.mark.django_db
 @pytest.mark.parametrize("url", ["/", "/?stale=yes&sort=-gap", "/export.csv", "/fleet/reregister-stale/"])
 def test_it_reads_a_larger_fleet_with_as_many_queries_as_a_small_one(admins_client, small_fleet, url):
