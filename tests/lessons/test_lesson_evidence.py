@@ -14,7 +14,8 @@ from dashboard.alerts.services.alerts import alerts_evaluate
 from dashboard.capacity import GiB, MiB
 from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
-from dashboard.models import Alert, AuditEvent, Deployment, MemoryLesson, Node, Observation
+from dashboard.models import Alert, AuditEvent, CapacitySample, Deployment, MemoryLesson, Node, Observation
+from dashboard.policies.services.calibration import fleet_calibration
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
@@ -101,6 +102,33 @@ def test_one_forged_report_changes_no_other_nodes_figures(api_call, build_nodes,
     assert response.status_code == 201, response.json()
     assert _figures(others) == before
     assert not MemoryLesson.objects.exists()
+
+
+@pytest.mark.parametrize("usable", ["absurd", "more than ZOS ever leaves"])
+def test_a_figure_held_aside_gives_calibration_no_sample(api_call, build_nodes, two_tokens, usable):
+    # Calibration's fleet figure (its pooled and median per-VM overhead) reads every memory refusal's sample:
+    # a forged figure taken there would move what the calibration page says of the whole fleet.
+    (token, _user), _ = two_tokens
+    target = build_nodes[0]
+    before = fleet_calibration().as_dict()
+    figure = 1 if usable == "absurd" else target.total_mru
+
+    response = _report(api_call, token, target, figure, mid="forged-calibration")
+
+    assert response.status_code == 201, response.json()
+    assert not CapacitySample.objects.filter(source="refusal").exists()
+    assert fleet_calibration().as_dict() == before
+
+
+def test_a_plausible_figure_is_a_calibration_sample(api_call, build_nodes, two_tokens):
+    (token, _user), _ = two_tokens
+    target = build_nodes[0]
+
+    response = _report(api_call, token, target, _usable(target), mid="plausible-calibration")
+
+    assert response.status_code == 201, response.json()
+    sample = CapacitySample.objects.get(source="refusal")
+    assert (sample.node_id, sample.vm_count, sample.used_mru) == (target.pk, RUNNING, target.total_mru - _usable(target))
 
 
 def test_an_absurd_figure_is_kept_but_held_aside_and_the_node_page_and_api_say_why(

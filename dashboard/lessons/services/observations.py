@@ -89,10 +89,23 @@ def refusal_lesson(refusal: Refusal) -> dict | None:
     return {"kind": Observation.Kind.DISK, "disk_size": lesson.disk_size, "used_sru": lesson.used_sru}
 
 
+def _memory_judged(refusal: Refusal, *, build: str):
+    """Whether a memory refusal's `usable` is believable (lessons.services.lesson_evidence.memory_judged)."""
+    return memory_judged(
+        build=build,
+        total_mru=refusal.total.mru,
+        usable_mru=refusal.usable_bytes,
+        accounted_mru=refusal.used.mru,
+        vms=refusal.vm_count,
+    )
+
+
 def _refusal_sample_store(*, node: Node, refusal: Refusal, at: datetime) -> None:
-    """Keep a memory refusal as a capacity sample for calibration."""
+    """Keep a memory refusal whose figure is believed as a capacity sample for calibration."""
     # Any memory refusal is a reading of what the host really used (hidden use or none):
-    # calibration fits these. Dated by the refusal, like its observation.
+    # calibration fits these. Dated by the refusal, like its observation. A figure held aside calibrates
+    # nothing either: the fleet's pooled and median per-VM overhead read every sample, so one forged
+    # report would move what calibration says of the whole fleet (the callers judge it first).
     zos = capacity.PROFILES["zos"]
     sample = CapacitySample.objects.create(
         node=node,
@@ -127,17 +140,21 @@ def observations_learn(
     trail. Returns the new Observation, or None when the refusal teaches nothing.
     """
     at = at or timezone.now()
-    if refusal.cause == Deployment.Cause.MEMORY and refusal.usable_bytes is not None:
-        _refusal_sample_store(node=node, refusal=refusal, at=at)
+    build = zos_build_key(node.zos_version)
     lesson = refusal_lesson(refusal)
     if lesson is None:
+        # Nothing hidden: still a reading of what the host used, when believable.
+        if refusal.cause == Deployment.Cause.MEMORY and refusal.usable_bytes is not None:
+            if _memory_judged(refusal, build=build).plausible:
+                _refusal_sample_store(node=node, refusal=refusal, at=at)
         return None
-    build = zos_build_key(node.zos_version)
     user = actor_of(by)
     with group_steps_after():  # the build's refit after this commits
         # Judged and stored in the build's turn (a report holds it already): readings one after another.
         memory_group_turn(build)
-        standing = _standing(lesson, build=build, vms=refusal.vm_count)
+        standing = _standing(lesson, refusal, build=build)
+        if lesson["kind"] == Observation.Kind.MEMORY and standing["standing"] != Observation.Standing.HELD:
+            _refusal_sample_store(node=node, refusal=refusal, at=at)
         observation = _observation_stored(
             node,
             refusal,
@@ -176,18 +193,12 @@ def _observation_stored(
     return observation
 
 
-def _standing(lesson: dict, *, build: str, vms: int) -> dict:
+def _standing(lesson: dict, refusal: Refusal, *, build: str) -> dict:
     """How far a new reading is believed at first (lessons.services.lesson_evidence): a disk bound is its node's
     anyway; a memory reading is held aside when implausible, else its node's until a second source agrees."""
     if lesson["kind"] != Observation.Kind.MEMORY:
         return {"standing": Observation.Standing.GROUP}
-    judged = memory_judged(
-        build=build,
-        total_mru=lesson["total_mru"],
-        usable_mru=lesson["usable_mru"],
-        accounted_mru=lesson["accounted_mru"],
-        vms=vms,
-    )
+    judged = _memory_judged(refusal, build=build)
     held = Observation.Standing.HELD
     return {"standing": Observation.Standing.NODE if judged.plausible else held, "held_why": judged.why}
 

@@ -12,7 +12,8 @@ Disk is fitted the same way (`used_sru = reserve + vm_sru + vm_count * overhead`
 
 The fit itself is pure (`fit_overhead` takes plain tuples); the services read the
 CapacitySample rows in a fixed number of queries: memory from the samples a refusal wrote
-(source "refusal": the memory really used then), disk from every sample. Refusals of one
+(source "refusal": the memory really used then; a refusal whose figure is held aside as implausible
+writes none, lessons.services.observations), disk from every sample. Refusals of one
 slice size all happen at the same VM count; from one count the per-VM figure is taken with
 the policy's reserve (as the observation itself does).
 """
