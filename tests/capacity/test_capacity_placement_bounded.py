@@ -181,8 +181,8 @@ def test_finding_1_a_pool_report_judges_the_pools_before_it_locks_the_node(sim_n
     and the refresh inside the lock finds them again (the judgement is memoised); what is stored is
     what a fresh judgement says."""
     from dashboard.capacity.carve import _carve_memo
+    from dashboard.figures import shapes as figures_shapes
     from dashboard.figures.services import figures as figures_service
-    from dashboard.figures.services import figures_shapes
     from dashboard.figures.services import node_writes as node_writes_service
     from dashboard.nodes.services import pools as pools_service
 

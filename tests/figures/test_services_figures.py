@@ -10,8 +10,8 @@ from django.db import connection, transaction
 from dashboard.capacity import PROFILES, GiB
 from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.deployments.services.deploy_delete import deployment_delete
+from dashboard.figures.node_figures import FIGURE_FIELDS
 from dashboard.figures.services.figures import (
-    FIGURE_FIELDS,
     figures_compute,
     figures_refresh,
     figures_refresh_all,

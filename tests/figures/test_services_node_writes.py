@@ -4,7 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.figures.services.figures import FIGURE_FIELDS
+from dashboard.figures.node_figures import FIGURE_FIELDS
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.models import Node, Slice
 from tests.factories import NODE_1774

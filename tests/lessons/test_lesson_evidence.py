@@ -128,7 +128,11 @@ def test_a_plausible_figure_is_a_calibration_sample(api_call, build_nodes, two_t
 
     assert response.status_code == 201, response.json()
     sample = CapacitySample.objects.get(source="refusal")
-    assert (sample.node_id, sample.vm_count, sample.used_mru) == (target.pk, RUNNING, target.total_mru - _usable(target))
+    assert (sample.node_id, sample.vm_count, sample.used_mru) == (
+        target.pk,
+        RUNNING,
+        target.total_mru - _usable(target),
+    )
 
 
 def test_an_absurd_figure_is_kept_but_held_aside_and_the_node_page_and_api_say_why(

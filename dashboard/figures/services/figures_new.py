@@ -2,7 +2,7 @@
 
 figures_refresh reads a node's row and its slices back from the database and stores its figures by an
 UPDATE. For a page of nodes being registered both are known before the insert (the row built, the
-catalog its carve's free slices), so the same computation (figures.services.figures.FleetFigures) runs on the
+catalog its carve's free slices), so the same computation (figures.node_figures.FleetFigures) runs on the
 rows in memory and the nodes are inserted with their figures: inserting 100 wide rows and then
 rewriting them with their index entries was a fifth of onboarding's work (issue 43).
 """
@@ -14,7 +14,8 @@ from collections import namedtuple
 from collections.abc import Sequence
 
 from dashboard import capacity
-from dashboard.figures.services.figures import FIGURE_FIELDS, NO_SLICES, NODE_VALUES, FleetFigures, figures_row
+from dashboard.figures.node_figures import FIGURE_FIELDS, NO_SLICES, NODE_VALUES, FleetFigures, figures_row
+from dashboard.figures.services.figures import figures_inputs
 from dashboard.models import Node
 
 # A node's NODE_VALUES in memory, as figures' _node_rows reads them from the database.
@@ -33,7 +34,7 @@ def figures_of_new(nodes: Sequence[Node], carves: Sequence[capacity.Carve]) -> N
         for node in nodes
     ]
     slices = {node.pk: _catalog_grouped(carve) for node, carve in zip(nodes, carves, strict=True)}
-    fleet = FleetFigures(Node.objects.none(), rows, slices=slices)
+    fleet = FleetFigures(figures_inputs(rows, slices=slices))
     for node, row in zip(nodes, rows, strict=True):
         for name, value in zip(FIGURE_FIELDS, figures_row(fleet.node(row)[0]), strict=True):
             setattr(node, name, value)

@@ -12,7 +12,8 @@ from dataclasses import astuple
 
 from django.core.management.base import CommandError
 
-from dashboard.figures.services.figures import FIGURE_FIELDS, figures_compute, figures_refresh_all
+from dashboard.figures.node_figures import FIGURE_FIELDS
+from dashboard.figures.services.figures import figures_compute, figures_refresh_all
 from dashboard.figures.services.figures_settings import (
     figures_settings_differ,
     figures_settings_store,

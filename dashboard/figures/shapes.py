@@ -1,4 +1,4 @@
-"""What the nodes of one shape share, judged once per shape (figures.services.figures memoises them).
+"""What the nodes of one shape share, judged once per shape (figures.node_figures memoises them).
 
 Pure: nothing here reads or writes the database. A fleet of thousands of nodes has a few shapes,
 so the figures carve, precheck and key the pools once per shape, not once per node.
