@@ -15,18 +15,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from dashboard.capacity.hidden import PER_VM_PRIOR_MRU
+from dashboard.capacity.hidden import AGREE_MRU, OWN_MAX_MRU, PER_VM_MAX_MRU, PER_VM_PRIOR_MRU
 from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD, PER_VM_PRIOR_SD, MemoryPoint, OverheadFit
 from dashboard.capacity.plausible import Expected
-from dashboard.capacity.sizes import GiB, MiB
+from dashboard.capacity.sizes import MiB
 
-# Two readings agree within the test VM (512 MiB and its overhead beside a refusal, zosbase
-# provisiontest) and the nodes' spread: more than that apart at one VM count, they tell two stories.
-AGREE_MRU = 768 * MiB
-# A line through two readings is one ZOS could draw when ZOS's own use and a VM's overhead are in these
-# bounds (the simulated and reported builds: 1.5-2.5 GiB and 0.75-1 GiB, zos#1826, #1907; far wider here).
-OWN_MAX_MRU = 8 * GiB
-PER_VM_MAX_MRU = 4 * GiB
 # Before a line is measured, builds' per-VM overheads differ from the prior's by up to about this: two
 # readings at VM counts far apart may then lie that much a VM apart from the prior's line and agree.
 UNMEASURED_PER_VM_MRU = 512 * MiB

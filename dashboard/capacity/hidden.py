@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD, OverheadFit
-from dashboard.capacity.sizes import MiB
+from dashboard.capacity.sizes import GiB, MiB
 
 # The per-VM overhead of a build nobody has measured: cloud-hypervisor, virtiofsd and the console
 # beyond the guest (zos#1826 and #1907 report a few hundred MiB to 1 GiB; ZOS ADR 0002 says none is
@@ -30,6 +30,14 @@ PER_VM_PRIOR_MRU = 512 * MiB
 PER_VM_PRIOR_SD = 512 * MiB
 # A node's spread around its build's line (capacity.overhead.PRIOR_SPREAD_MRU) before any fit.
 PRIOR_SPREAD_MRU = 48 * MiB
+# Two readings agree within the test VM (512 MiB and its overhead beside a refusal, zosbase
+# provisiontest) and the nodes' spread: more than that apart at one VM count, they tell two stories
+# (capacity.corroborate; two bounds of deployments taken likewise, `tightest`).
+AGREE_MRU = 768 * MiB
+# A line through two readings is one ZOS could draw when ZOS's own use and a VM's overhead are in these
+# bounds (the simulated and reported builds: 1.5-2.5 GiB and 0.75-1 GiB, zos#1826, #1907; far wider here).
+OWN_MAX_MRU = 8 * GiB
+PER_VM_MAX_MRU = 4 * GiB
 GRID = 25  # points per axis, over +-GRID_SD standard deviations
 GRID_SD = 3.5
 
@@ -37,23 +45,71 @@ GRID_SD = 3.5
 @dataclass(frozen=True)
 class Accepted:
     """A deployment ZOS took: `vms` VMs ran before it, and its room beyond their memory
-    (total - the VM's memory - the VMs' memory) was enough, so actual beyond the VMs' <= room."""
+    (total - the VM's memory - the VMs' memory) was enough, so actual beyond the VMs' <= room.
+    `vouched_by`: who told it (capacity.corroborate's sources: "account 7", ...; "" where unknown)."""
 
     node: int
     vms: int
     room_mru: int
+    vouched_by: str = ""
 
 
 def tightest(accepted: Iterable[Accepted], residuals: Mapping[int, int] | None = None) -> dict[int, int]:
-    """VM count -> the least room a deployment ZOS took had there (less its node's residual): at
-    each VM count the tightest bound implies the others, and one bound per count counts no node twice."""
+    """VM count -> the least room a deployment ZOS took had there (less its node's residual) that another
+    source agrees with. A source is a node and who vouches for it (capacity.corroborate); two bounds agree
+    when one line ZOS could draw nearly binds both (`_agreeing_rooms`), as two readings agree when one line
+    goes through both. So one report, true or forged, never moves its group's belief alone (issue 44): an
+    absurd bound agrees with no other, and one at a count where none agrees waits for a second source. At
+    each VM count the tightest agreed bound implies the looser ones; one bound per count counts no node twice."""
     residuals = residuals or {}
-    bounds: dict[int, int] = {}
+    least: dict[tuple[int, tuple[int, str]], int] = {}  # (VM count, source) -> its least room
     for a in accepted:
         room = a.room_mru - residuals.get(a.node, 0)
-        if a.vms not in bounds or room < bounds[a.vms]:
-            bounds[a.vms] = room
+        key = (a.vms, (a.node, a.vouched_by))
+        if key not in least or room < least[key]:
+            least[key] = room
+    by_count: dict[int, list[tuple[int, tuple[int, str]]]] = {}
+    for (vms, source), room in least.items():
+        by_count.setdefault(vms, []).append((room, source))
+    for rows in by_count.values():
+        rows.sort()
+    bounds: dict[int, int] = {}
+    for vms, rows in by_count.items():
+        agreed = next((room for room, source in rows if _agreed(vms, room, source, by_count)), None)
+        if agreed is not None:
+            bounds[vms] = agreed
     return bounds
+
+
+def _agreed(vms: int, room: int, source: tuple[int, str], by_count: Mapping[int, list]) -> bool:
+    """Whether another source's bound, at any VM count, lies where a line nearly binding this one would."""
+    for other_vms, rows in by_count.items():
+        low, high = _agreeing_rooms(vms, room, other_vms)
+        for other_room, other in rows[bisect.bisect_left(rows, (low,)) :]:
+            if other_room > high:
+                break
+            if other != source:
+                return True
+    return False
+
+
+def _agreeing_rooms(vms: int, room: int, other_vms: int) -> tuple[float, float]:
+    """The rooms at `other_vms` a line own + per_vm * n ZOS could draw (0 <= own <= OWN_MAX_MRU, 0 <= per_vm
+    <= PER_VM_MAX_MRU) meets within AGREE_MRU, where it meets `room` at `vms` within AGREE_MRU too; (1, 0)
+    where no such line meets `room` at all."""
+    tol = AGREE_MRU
+    if vms == 0:
+        if room - tol > OWN_MAX_MRU or room + tol < 0:
+            return 1.0, 0.0
+        steep_low, steep_high = 0.0, float(PER_VM_MAX_MRU)
+    else:
+        steep_low = max(0.0, (room - tol - OWN_MAX_MRU) / vms)
+        steep_high = min(float(PER_VM_MAX_MRU), (room + tol) / vms)
+        if steep_low > steep_high:
+            return 1.0, 0.0
+    apart = other_vms - vms
+    rise_low, rise_high = sorted((steep_low * apart, steep_high * apart))
+    return room - 2 * tol + rise_low, room + 2 * tol + rise_high
 
 
 class HiddenUse:

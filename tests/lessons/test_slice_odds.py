@@ -134,12 +134,12 @@ def test_a_node_of_no_known_version_and_no_lesson_keeps_its_slices(sim_node):
     assert _told(node, "").deployable == node.deployable
 
 
-def _taken_on(node: Node, *, vms: int, room_mru: int):
-    """A deployment ZOS took on the node's first slice with `vms` VMs beside it and `room_mru` beyond their
-    memory (its accepted_seen), on the build "v-untaught"; no figures refreshed."""
+def _taken_on(node: Node, *, vms: int, room_mru: int, vouched_by: str = "account 1", index: int = 0):
+    """A deployment ZOS took on the node's slice `index` with `vms` VMs beside it and `room_mru` beyond their
+    memory (its accepted_seen, told by `vouched_by`), on the build "v-untaught"; no figures refreshed."""
     from dashboard.models import Deployment
 
-    first = node.slices.order_by("index").first()
+    first = node.slices.get(index=index)
     return Deployment.objects.create(
         node=node,
         slice=first,
@@ -148,20 +148,61 @@ def _taken_on(node: Node, *, vms: int, room_mru: int):
         mru=first.mru,
         sru=first.sru,
         state=Deployment.State.DEPLOYED,
-        capacity_seen={"vms": vms, "room_mru": room_mru, "zos_build": "v-untaught"},
+        capacity_seen={"vms": vms, "room_mru": room_mru, "zos_build": "v-untaught", "vouched_by": vouched_by},
     )
 
 
-def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
-
-    node = sim_node(3304, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+def _untaught_pair(sim_node, first: int) -> tuple[Node, Node, list[int]]:
+    """A node of the untaught build with its first slice not promised, another node of the build, the sizes."""
+    node = sim_node(first, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
     told = _told(node, "v-untaught")
-    other = sim_node(3305, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
-    sizes = [s.mru for s in node.slices.order_by("index")]
+    other = sim_node(first + 1, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    return told, other, [s.mru for s in node.slices.order_by("index")]
+
+
+def test_deployments_zos_took_on_the_build_bring_the_slice_back(sim_node):
+    told, other, sizes = _untaught_pair(sim_node, 3304)
     last = told.deployable  # the first slice not promised, with the promised ones running
-    _taken_on(other, vms=last, room_mru=node.total_mru - sizes[last] - sum(sizes[:last]))
-    figures_refresh([node.pk])
-    assert Node.objects.get(pk=node.pk).deployable == told.deployable + 1
+    room = told.total_mru - sizes[last] - sum(sizes[:last])
+    # One source (a node and who vouches for it) moves nothing alone (capacity.tightest, issue 44) ...
+    _taken_on(other, vms=last, room_mru=room)
+    _taken_on(other, vms=last, room_mru=room, index=1)  # the same source again
+    figures_refresh([told.pk])
+    assert Node.objects.get(pk=told.pk).deployable == told.deployable
+    # ... a second one agreeing does: someone else vouching on the same node.
+    _taken_on(other, vms=last, room_mru=room, vouched_by="account 2", index=2)
+    figures_refresh([told.pk])
+    assert Node.objects.get(pk=told.pk).deployable == told.deployable + 1
+
+
+def test_one_deployed_report_moves_no_other_nodes_figures_and_a_second_nodes_does(
+    sim_node, api_call, api_token, role_user
+):
+    """Issue 44: one report, from one token, changes no other node's figures, a "deployed" report too (it tells
+    the group that ZOS took a VM with that little room); an agreeing report on another node does."""
+    from dashboard.deployments.services.deploy import slice_deploy
+
+    told, first, _sizes = _untaught_pair(sim_node, 3311)
+    second = sim_node(3313, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
+    last = told.deployable
+    token = api_token("read,report", user=role_user("admins", username="reporter"))
+    for reporter in (first, second):
+        Node.objects.filter(pk=reporter.pk).update(zos_version="v-untaught")
+        for index in range(last):
+            slice_deploy(node=Node.objects.get(pk=reporter.pk), slice_index=index)
+    body = {"slice_index": last, "outcome": "deployed", "at": timezone.now().isoformat()}
+
+    answer = api_call(
+        "post", "/api/v1/deployments", token, json=body | {"node_id": first.grid_id, "marketplace_id": "a"}
+    )
+    assert answer.status_code == 201, answer.json()
+    assert Node.objects.get(pk=told.pk).deployable == told.deployable
+
+    answer = api_call(
+        "post", "/api/v1/deployments", token, json=body | {"node_id": second.grid_id, "marketplace_id": "b"}
+    )
+    assert answer.status_code == 201, answer.json()
+    assert Node.objects.get(pk=told.pk).deployable == told.deployable + 1
 
 
 def test_the_hourly_follow_refreshes_a_build_whose_deployments_taken_changed(sim_node, settings):
@@ -170,56 +211,27 @@ def test_the_hourly_follow_refreshes_a_build_whose_deployments_taken_changed(sim
     way the hourly memory_lessons_follow refreshes the build's nodes (none here is refreshed by hand)."""
     from datetime import timedelta
 
-    from django.utils import timezone
-
     from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
     from dashboard.models import Deployment
 
-    node = sim_node(3308, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
-    told = _told(node, "v-untaught")
-    other = sim_node(3309, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78)
-    sizes = [s.mru for s in node.slices.order_by("index")]
+    told, other, sizes = _untaught_pair(sim_node, 3308)
     last = told.deployable
-    # As a report's row is written, its figures step left undone.
-    taken = _taken_on(other, vms=last, room_mru=node.total_mru - sizes[last] - sum(sizes[:last]))
-    assert Node.objects.get(pk=node.pk).deployable == told.deployable  # stale: nothing refreshed it
+    room = told.total_mru - sizes[last] - sum(sizes[:last])
+    # As a report's row is written, its figures step left undone: two sources, so the bound counts.
+    taken = [
+        _taken_on(other, vms=last, room_mru=room, vouched_by=who, index=index)
+        for index, who in enumerate(("account 1", "account 2"))
+    ]
+    assert Node.objects.get(pk=told.pk).deployable == told.deployable  # stale: nothing refreshed it
 
     memory_lessons_follow()
-    assert Node.objects.get(pk=node.pk).deployable == told.deployable + 1
+    assert Node.objects.get(pk=told.pk).deployable == told.deployable + 1
 
-    # Two follows later the bound is older than the belief counts: the next follow takes the slice back.
+    # Two follows later the bounds are older than the belief counts: the next follow takes the slice back.
     age = timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS, seconds=settings.MEMORY_LESSONS_FOLLOW_EVERY)
-    Deployment.objects.filter(pk=taken.pk).update(started_at=timezone.now() - age)
+    Deployment.objects.filter(pk__in=[t.pk for t in taken]).update(started_at=timezone.now() - age)
     memory_lessons_follow()
-    assert Node.objects.get(pk=node.pk).deployable == told.deployable
-
-
-def test_a_tighter_bound_is_judged_less_each_nodes_residual(sim_node):
-    # As capacity.tightest counts a bound: a node that uses less than its build (a residual below
-    # zero) had more room than its raw figure, so its bound is not the tighter one.
-    from dashboard.lessons.selectors.odds import accepted_tighter_exists
-    from dashboard.models import Deployment
-
-    roomy, new = (sim_node(grid_id, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=78) for grid_id in (3306, 3307))
-    rows = []
-    for node, room in ((roomy, 4 * GiB), (new, 4 * GiB + 512 * MiB)):
-        first = node.slices.order_by("index").first()
-        rows.append(
-            Deployment.objects.create(
-                node=node,
-                slice=first,
-                slice_index=first.index,
-                cru=first.cru,
-                mru=first.mru,
-                sru=first.sru,
-                state=Deployment.State.DEPLOYED,
-                capacity_seen={"vms": 2, "room_mru": room, "zos_build": "v-residual"},
-            )
-        )
-    ask = {"build": "v-residual", "vms": 2, "room_mru": 4 * GiB + 512 * MiB, "besides": rows[1].pk, "node": new.pk}
-    assert accepted_tighter_exists(**ask)  # raw rooms: 4 GiB is tighter
-    assert not accepted_tighter_exists(**ask, residuals={roomy.pk: -GiB})  # 5 GiB less nothing: not tighter
-    assert accepted_tighter_exists(**ask, residuals={roomy.pk: -GiB, new.pk: -GiB})  # 5 against 5.5 GiB
+    assert Node.objects.get(pk=told.pk).deployable == told.deployable
 
 
 def test_placement_gives_a_host_the_odds_its_node_page_gives(sim_node):

@@ -30,11 +30,12 @@ from django.db.models import (
     Min,
     Q,
     Sum,
+    TextField,
     Value,
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Floor, Least
+from django.db.models.functions import Cast, Coalesce, Floor, Least
 from django.utils import timezone
 
 from dashboard import capacity
@@ -56,60 +57,40 @@ def build_of(zos_version: str | None) -> str:
     return (zos_version or "").strip()
 
 
-def accepted_by_build(builds: Iterable[str]) -> dict[str, list[capacity.Accepted]]:
+def accepted_by_build(builds: Iterable[str], *, besides: int | None = None) -> dict[str, list[capacity.Accepted]]:
     """Build -> the deployments ZOS took there within OBSERVATION_MAX_AGE_DAYS, as bounds (the least room
-    per node and VM count: capacity.tightest takes the least per count). One grouped query."""
+    per node, who vouched for it and VM count: capacity.tightest takes the least another source agrees with).
+    `besides`: a deployment left out. One grouped query."""
     builds = sorted({b for b in builds if b})
     if not builds:
         return {}
     seen = "capacity_seen"
+    taken = _accepted_rows() if besides is None else _accepted_rows().exclude(pk=besides)
     rows = (
-        Deployment.objects.filter(
-            state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED),
-            started_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-            capacity_seen__has_key="room_mru",
-        )
-        .annotate(build=KeyTextTransform("zos_build", seen))
+        taken.annotate(build=KeyTextTransform("zos_build", seen))
         .filter(build__in=builds)
         .annotate(
             vms=Cast(KeyTextTransform("vms", seen), IntegerField()),
             room=Cast(KeyTextTransform("room_mru", seen), BigIntegerField()),
+            vouched=Coalesce(KeyTextTransform("vouched_by", seen), Value(""), output_field=TextField()),
         )
         .order_by()
-        .values_list("build", "node_id", "vms")
+        .values_list("build", "node_id", "vms", "vouched")
         .annotate(least=Min("room"))
     )
     accepted: dict[str, list[capacity.Accepted]] = {}
-    for build, node, vms, least in rows:
-        accepted.setdefault(build, []).append(capacity.Accepted(node=node, vms=vms, room_mru=least))
+    for build, node, vms, vouched, least in rows:
+        accepted.setdefault(build, []).append(capacity.Accepted(node=node, vms=vms, room_mru=least, vouched_by=vouched))
     return accepted
 
 
-def _accepted(build: str):
+def _accepted_rows():
+    """The deployments ZOS took within OBSERVATION_MAX_AGE_DAYS whose row says what that tells (accepted_seen)."""
     return Deployment.objects.filter(
         state__in=(Deployment.State.DEPLOYED, Deployment.State.DELETED),
         started_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-        capacity_seen__zos_build=build,
         capacity_seen__has_key="room_mru",
     )
-
-
-def accepted_tighter_exists(
-    *, build: str, vms: int, room_mru: int, besides: int, node: int | None = None, residuals=None
-) -> bool:
-    """Whether another deployment ZOS took on the build at `vms` VMs had at most this room, each less
-    its node's residual in the lesson (`residuals`, node pk -> bytes) as capacity.tightest counts it."""
-    taken = _accepted(build).exclude(pk=besides).filter(capacity_seen__vms=vms)
-    if not residuals:
-        return taken.filter(capacity_seen__room_mru__lte=room_mru).exists()
-    room = room_mru - residuals.get(node, 0)
-    least = (
-        taken.annotate(room=Cast(KeyTextTransform("room_mru", "capacity_seen"), BigIntegerField()))
-        .order_by()
-        .values_list("node_id")
-        .annotate(least=Min("room"))
-    )
-    return any(least - residuals.get(other, 0) <= room for other, least in least)
 
 
 def _latest_lessons(exclude: str) -> list[MemoryLesson]:

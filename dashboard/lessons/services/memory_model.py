@@ -29,7 +29,6 @@ from dashboard.access.services.audit_trail import actor_of, audit_record
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.lessons.selectors.odds import (
     accepted_by_build,
-    accepted_tighter_exists,
     beliefs_for,
     lesson_fits,
     own_prior,
@@ -179,11 +178,12 @@ def memory_group_turn(build: str) -> None:
     group_turn(_group_key(build))
 
 
-def accepted_seen(node: Node, *, slice_pk: int, mru: int) -> dict:
+def accepted_seen(node: Node, *, slice_pk: int, mru: int, vouched_by: str) -> dict:
     """What a deployment ZOS took tells of its build's line, for its row's capacity_seen: the VMs the
     catalog had running on the node besides it and the room beyond their memory (total - theirs - its
-    own). ZOS took it, so actual beyond those VMs' memory was at most that room (capacity.hidden). VMs
-    the catalog does not know only make the true count and memory larger, so the bound still holds."""
+    own), and who vouches for it (lessons.services.lesson_evidence.vouched_by). ZOS took it, so actual
+    beyond those VMs' memory was at most that room (capacity.hidden). VMs the catalog does not know only
+    make the true count and memory larger, so the bound still holds."""
     running = (
         Slice.objects.filter(node=node, state__in=Slice.OCCUPIED_STATES)
         .exclude(pk=slice_pk)
@@ -193,28 +193,24 @@ def accepted_seen(node: Node, *, slice_pk: int, mru: int) -> dict:
         "vms": running["n"],
         "room_mru": node.total_mru - mru - int(running["mru"] or 0),
         "zos_build": zos_build_key(node.zos_version),
+        "vouched_by": vouched_by,
     }
 
 
 def memory_model_accepted(*, node: Node, deployment_pk: int, seen: dict) -> int:
-    """A deployment ZOS took on the node (its accepted_seen in its row): where it is the tightest bound
-    of its group at its VM count (no deployment taken there had less room), the group's belief moved, and
-    the figures of the group's other nodes are refreshed (their odds may have risen); how many changed.
-    Call in a transaction, after the deployment's row is written."""
+    """A deployment ZOS took on the node (its accepted_seen in its row): where it moved its group's bound
+    at its VM count (capacity.tightest: the tightest bound another source agrees with), the group's belief
+    moved, and the figures of the group's other nodes are refreshed (their odds may have risen); how many
+    changed. Call in a transaction, after the deployment's row is written."""
     build = seen.get("zos_build", "")
     key = (node.memory_lesson_id, "") if node.memory_lesson_id is not None else (None, build)
     if not isinstance(beliefs_for([key])[key], capacity.HiddenUse):
         return 0
     fit = lesson_fits([node.memory_lesson_id]).get(node.memory_lesson_id)
     residuals = fit.residuals if fit is not None else None
-    if accepted_tighter_exists(
-        build=build,
-        vms=seen["vms"],
-        room_mru=seen["room_mru"],
-        besides=deployment_pk,
-        node=node.pk,
-        residuals=residuals,
-    ):
+    before = capacity.tightest(accepted_by_build([build], besides=deployment_pk).get(build, []), residuals)
+    after = capacity.tightest(accepted_by_build([build]).get(build, []), residuals)
+    if before == after:  # it may agree with a bound at another count and bring that one in
         return 0
     if node.memory_lesson_id is not None:
         group = Node.objects.filter(memory_lesson_id=node.memory_lesson_id)

@@ -35,7 +35,7 @@ from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.grid.classify import Diagnosis, classify
 from dashboard.lessons.selectors.odds import vm_odds_now
 from dashboard.lessons.services.group_steps import group_step_after, group_steps_after, lock_conflicts_retried
-from dashboard.lessons.services.lesson_evidence import report_teaches
+from dashboard.lessons.services.lesson_evidence import report_teaches, vouched_by
 from dashboard.lessons.services.memory_model import (
     accepted_seen,
     memory_group_turn,
@@ -264,7 +264,12 @@ def _create(
     slice_ = target.row
     taken = move == Move.TAKE
     # What ZOS taking it tells of its build's line (lessons.services.memory_model), beside the last reading.
-    seen = capacity_last_read(node) | (accepted_seen(node, slice_pk=slice_.pk, mru=slice_.mru) if taken else {})
+    told = (
+        accepted_seen(node, slice_pk=slice_.pk, mru=slice_.mru, vouched_by=vouched_by(source=source, by=by))
+        if taken
+        else {}
+    )
+    seen = capacity_last_read(node) | told
     if taken and target.holder == Holder.NOBODY:
         Slice.objects.filter(pk=slice_.pk).update(state=Slice.State.DEPLOYED, updated_at=timezone.now())
     if taken:  # the buyer's hold, if any, has become this deployment
