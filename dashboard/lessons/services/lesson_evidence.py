@@ -26,6 +26,7 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.access.services.audit_trail import actor_of, audit_record
 from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
+from dashboard.capacity.lessons import zos_build_key
 from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.grid.classify import classify
@@ -36,7 +37,6 @@ from dashboard.lessons.services.memory_model import (
     memory_group_turn,
     memory_model_refit,
     memory_points,
-    zos_build_key,
 )
 from dashboard.models import ApiToken, Deployment, MemoryLesson, Node, Observation, ProbeProposal, Slice
 from dashboard.rows import rows_update
@@ -221,7 +221,7 @@ def lesson_reports_admit(*, token: ApiToken | None, node: Node, now: datetime | 
     stores the report's observation before the next report of the token counts."""
     now = now or timezone.now()
     window = timedelta(seconds=settings.LESSON_REPORTS_WINDOW)
-    build = (node.zos_version or "").strip()
+    build = zos_build_key(node.zos_version)
     checks = []
     if token is not None and settings.LESSON_REPORTS_PER_TOKEN:
         _token_lock(token)

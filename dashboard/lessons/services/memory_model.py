@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.access.services.audit_trail import actor_of, audit_record
+from dashboard.capacity.lessons import zos_build_key
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.lessons.selectors.odds import (
     accepted_by_build,
@@ -37,11 +38,6 @@ from dashboard.lessons.selectors.odds import (
 from dashboard.lessons.services.group_steps import group_turn
 from dashboard.models import MemoryLesson, Node, Observation, Slice
 from dashboard.rows import rows_update
-
-
-def zos_build_key(zos_version: str | None) -> str:
-    """The group a node's memory is learnt in: its ZOS version, or "" (the whole fleet) when unknown."""
-    return (zos_version or "").strip()
 
 
 def observation_max_age() -> timedelta:
