@@ -29,7 +29,7 @@ from dashboard.api.writes import api_write
 from dashboard.catalogs.services.precheck import PrecheckReport, precheck_prepare, precheck_write
 from dashboard.deployments.selectors.holds import buyer_shown
 from dashboard.deployments.services.holds import HoldConflict, hold_words
-from dashboard.figures.selectors.fleet import SORT_KEYS, fleet_page
+from dashboard.figures.selectors.fleet import SORT_KEYS, FleetFilters, fleet_page
 from dashboard.grid.types import GridError
 from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Hold, Job, Node
@@ -78,17 +78,15 @@ def fleet(request):
 )
 def nodes(request, filters: Query[NodesFilter]):
     try:
-        shown = fleet_page(
-            page=filters.page,
-            per_page=filters.per_page,
+        kept = FleetFilters(
             farm_id=filters.farm_id,
             status=filters.status,
             stale=filters.stale,
             has_phantoms=filters.has_phantoms,
             search=filters.search,
-            sort=filters.sort,
             tier=filters.tier,
         )
+        shown = fleet_page(page=filters.page, per_page=filters.per_page, filters=kept, sort=filters.sort)
     except ValueError as exc:  # the status is an enum above, so only the sort key is left to refuse
         raise BadInput(str(exc), field="sort") from None
     return {
