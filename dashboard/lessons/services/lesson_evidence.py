@@ -30,6 +30,7 @@ from dashboard.capacity.lessons import zos_build_key
 from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.grid.classify import classify
+from dashboard.lessons.selectors.lessons import memory_observations_live, memory_points_live
 from dashboard.lessons.selectors.odds import own_prior, per_vm_prior
 from dashboard.lessons.services.memory_model import (
     build_node_pks,
@@ -85,18 +86,6 @@ def memory_judged(*, build: str, total_mru: int, usable_mru: int, accounted_mru:
     return usable_judged(total_mru=total_mru, usable_mru=usable_mru, vm_mru=vm_mru, vms=vms, expected=expected)
 
 
-def _live(build: str, *, now: datetime):
-    return Observation.objects.filter(
-        kind=Observation.Kind.MEMORY,
-        cleared_at__isnull=True,
-        seen_at__gte=now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-        zos_build=build,
-        total_mru__isnull=False,
-        usable_mru__isnull=False,
-        accounted_mru__isnull=False,
-    )
-
-
 def _witness(o: Observation) -> Witness:
     return Witness(observation=o.pk, node=o.node_id, vouched_by=o.vouched_by, point=_point(o))
 
@@ -109,7 +98,7 @@ def observation_admit(observation: Observation, *, now: datetime | None = None) 
         return None
     now = now or timezone.now()
     others = list(
-        _live(observation.zos_build, now=now)
+        memory_points_live(observation.zos_build, now=now)
         .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP])
         .exclude(pk=observation.pk)
         .order_by("seen_at", "pk")
@@ -156,7 +145,7 @@ def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
     """The rows (_COLUMNS) of the nodes whose own reading is more cautious than what they carry."""
     readings: dict[int, int] = {}
     for node_pk, per_vm in (
-        _live(build, now=now)
+        memory_points_live(build, now=now)
         .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP])
         .values_list("node_id", "hidden_mru_per_vm")
     ):
@@ -355,9 +344,6 @@ def _readings_unapplied(*, now: datetime) -> set[str]:
 
 
 def _live_any(*, now: datetime):
-    return Observation.objects.filter(
-        kind=Observation.Kind.MEMORY,
-        cleared_at__isnull=True,
-        seen_at__gte=now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-        standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP],
+    return memory_observations_live(now=now).filter(
+        standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP]
     )

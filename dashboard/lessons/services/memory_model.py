@@ -28,6 +28,7 @@ from dashboard import capacity
 from dashboard.access.services.audit_trail import actor_of, audit_record
 from dashboard.capacity.lessons import zos_build_key
 from dashboard.figures.services.node_writes import figures_follow, node_writes
+from dashboard.lessons.selectors.lessons import memory_points_live
 from dashboard.lessons.selectors.odds import (
     accepted_by_build,
     accepted_tighter_exists,
@@ -53,16 +54,8 @@ def memory_points(build: str, *, now: datetime | None = None) -> tuple[list[capa
     """The build's live memory observations as points of its line, and their ids."""
     now = now or timezone.now()
     rows = (
-        Observation.objects.filter(
-            kind=Observation.Kind.MEMORY,
-            cleared_at__isnull=True,
-            seen_at__gte=now - observation_max_age(),
-            zos_build=build,
-            total_mru__isnull=False,
-            usable_mru__isnull=False,
-            accounted_mru__isnull=False,
-            standing=Observation.Standing.GROUP,  # corroborated or applied (lessons.services.lesson_evidence)
-        )
+        memory_points_live(build, now=now)
+        .filter(standing=Observation.Standing.GROUP)  # corroborated or applied (lessons.services.lesson_evidence)
         .order_by("pk")
         .values_list("pk", "node_id", "total_mru", "accounted_mru", "usable_mru", "vm_count", "group_actual_mru")
     )
