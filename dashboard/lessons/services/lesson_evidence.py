@@ -33,6 +33,7 @@ from dashboard.grid.classify import classify
 from dashboard.lessons.selectors.lessons import memory_observations_live, memory_points_live
 from dashboard.lessons.selectors.odds import own_prior, per_vm_prior
 from dashboard.lessons.services.memory_model import (
+    LESSON_COLUMNS,
     build_node_pks,
     lesson_current,
     memory_group_turn,
@@ -137,12 +138,12 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     changed = _node_readings_wanted(build=build, now=now or timezone.now())
     if changed:
         with node_writes([row[0] for row in changed]):
-            rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
+            rows_update(Node, LESSON_COLUMNS, changed, stamped=("updated_at",))
     return len(changed)
 
 
 def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
-    """The rows (_COLUMNS) of the nodes whose own reading is more cautious than what they carry."""
+    """The rows (LESSON_COLUMNS) of the nodes whose own reading is more cautious than what they carry."""
     readings: dict[int, int] = {}
     for node_pk, per_vm in (
         memory_points_live(build, now=now)
@@ -167,15 +168,6 @@ def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
             if want != (hidden, own, lesson_id, scope):
                 changed.append((pk, *want))
     return changed
-
-
-_COLUMNS = (
-    ("id", "bigint"),
-    ("hidden_mru_per_vm", "bigint"),
-    ("zos_own_mru", "bigint"),
-    ("memory_lesson_id", "bigint"),
-    ("memory_lesson_scope", "text"),
-)
 
 
 def probe_proposed(node: Node, *, at: datetime) -> bool:

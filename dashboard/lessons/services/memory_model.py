@@ -273,11 +273,12 @@ def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: lis
         return 0
     with node_writes([pk for pk, _ in changed]):
         # One statement for the whole group: a lesson reaches thousands of nodes at once.
-        rows_update(Node, _LESSON_COLUMNS, [(pk, *want) for pk, want in changed], stamped=("updated_at",))
+        rows_update(Node, LESSON_COLUMNS, [(pk, *want) for pk, want in changed], stamped=("updated_at",))
     return len(changed)
 
 
-_LESSON_COLUMNS = (
+# The node columns a memory lesson writes (rows_update), here and in lessons.services.lesson_evidence.
+LESSON_COLUMNS = (
     ("id", "bigint"),
     ("hidden_mru_per_vm", "bigint"),
     ("zos_own_mru", "bigint"),
