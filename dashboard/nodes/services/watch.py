@@ -47,10 +47,10 @@ from dashboard.nodes.services.readings import (
     LiveReading,
     ReadingsStored,
     readings_store,
-    rent_state_needed,
     rent_state_read,
 )
 from dashboard.nodes.services.zos_cache import OVER_RMB, THROUGH_PROXY, statistics_heard_many
+from dashboard.policies.selectors.carries import rented_by_marketplace
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def fleet_watch(
         nodes = [n for n in page.nodes if n.node_id in run.known and n.node_id not in run.accounted]
         # The marketplace's rented nodes: their rent contract's state too (one request each), so a rent
         # going to grace is an event and darkens the catalog at this reading.
-        read_rent = [n for n in nodes if rent_state_needed(n)]
+        read_rent = [n for n in nodes if rented_by_marketplace(n)]  # rent_state_read asks for these
         nodes = [rent_state_read(grid, n) for n in nodes]
         result.pages += 1
         result.requests += page.requests + len(read_rent)  # each rent read is a request the proxy counts too
