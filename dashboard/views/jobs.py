@@ -28,9 +28,9 @@ def job_start_said(request, requested):
     elif requested.created and job.step.startswith("waiting for a second admin"):
         messages.warning(request, f"{job} is {job.step}; it starts once approved.")
     elif requested.created:
-        messages.success(request, f"Started {job}.")
+        messages.success(request, f"Started {job}. This page follows it until it finishes.")
     else:
-        messages.warning(request, f"Already running: {job} has not finished, so no new job was started.")
+        messages.warning(request, f"Already running: {job} has not finished yet, so no new job was started.")
     return redirect("job", job_id=job.pk)
 
 
