@@ -389,7 +389,11 @@ class Node(models.Model):
 
     @property
     def observed(self) -> capacity.Observed:
-        """What refusals taught, as the capacity model takes it.
+        """What refusals taught, as the capacity model takes it, on the stored reading."""
+        return self.observed_on(self.used_sru)
+
+    def observed_on(self, used_sru: int | None) -> capacity.Observed:
+        """What refusals taught, judged on a reading whose used SSD is `used_sru`.
 
         The disk bound holds until something is freed: once the used SSD is below what it was
         at the refusal, a disk of that size may fit again.
@@ -398,7 +402,7 @@ class Node(models.Model):
             hidden_mru_per_vm=self.hidden_mru_per_vm,
             pool_room_below=self.pool_room_below,
             bound_used_sru=self.pool_room_below_used_sru,
-            used_sru=self.used_sru,
+            used_sru=used_sru,
             zos_own_mru=self.zos_own_mru,
             zos_version=self.zos_version,
         )

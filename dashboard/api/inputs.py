@@ -18,7 +18,7 @@ view runs) and described in the OpenAPI schema where JSON Schema can say it:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from django.utils import timezone
@@ -47,18 +47,20 @@ def _line(value: str) -> str:
     return _text_checked(value, lines=False)
 
 
-def _moment(value: datetime) -> datetime:
-    problem = moment_problem(value, now=timezone.now(), past=report_max_age(), future=CLOCK_SKEW)
+def _moment_within(value: datetime, *, future: timedelta) -> datetime:
+    """The time in UTC, or ValueError when it is older than a report may be or further ahead than `future`."""
+    problem = moment_problem(value, now=timezone.now(), past=report_max_age(), future=future)
     if problem:
         raise ValueError(f"{value.isoformat()} cannot be taken: {problem}")
     return value.astimezone(UTC)
+
+
+def _moment(value: datetime) -> datetime:
+    return _moment_within(value, future=CLOCK_SKEW)
 
 
 def _window_moment(value: datetime) -> datetime:
-    problem = moment_problem(value, now=timezone.now(), past=report_max_age(), future=WINDOW_AHEAD)
-    if problem:
-        raise ValueError(f"{value.isoformat()} cannot be taken: {problem}")
-    return value.astimezone(UTC)
+    return _moment_within(value, future=WINDOW_AHEAD)
 
 
 Text = Annotated[str, AfterValidator(_paragraphs)]

@@ -29,7 +29,7 @@ from dashboard.api.writes import api_write
 from dashboard.catalogs.services.precheck import PrecheckReport, precheck_prepare, precheck_write
 from dashboard.deployments.selectors.holds import buyer_shown
 from dashboard.deployments.services.holds import HoldConflict, hold_words
-from dashboard.figures.selectors.fleet import SORT_KEYS, fleet_page
+from dashboard.figures.selectors.fleet import SORT_KEYS, FleetFilters, fleet_page
 from dashboard.grid.types import GridError
 from dashboard.jobs.services.jobs import job_request
 from dashboard.models import Hold, Job, Node
@@ -78,17 +78,15 @@ def fleet(request):
 )
 def nodes(request, filters: Query[NodesFilter]):
     try:
-        shown = fleet_page(
-            page=filters.page,
-            per_page=filters.per_page,
+        kept = FleetFilters(
             farm_id=filters.farm_id,
             status=filters.status,
             stale=filters.stale,
             has_phantoms=filters.has_phantoms,
             search=filters.search,
-            sort=filters.sort,
             tier=filters.tier,
         )
+        shown = fleet_page(page=filters.page, per_page=filters.per_page, filters=kept, sort=filters.sort)
     except ValueError as exc:  # the status is an enum above, so only the sort key is left to refuse
         raise BadInput(str(exc), field="sort") from None
     return {
@@ -184,7 +182,7 @@ def precheck(request, node_id: int = node_id_path(), body: PrecheckIn | None = N
     placeable/phantom figures, as the node page's precheck does; never touches the catalog.
     With max_age_seconds, answers from the stored reading when it is that young (read_now false,
     with its age); a reading past READING_MAX_AGE_MINUTES is always read again first."""
-    target = _node_or_404(node_id)
+    target = node_or_404(node_id)
     asked = body.slice_index if body else None
     if asked is not None and not target.slices.filter(index=asked, state="free").exists():
         raise BadInput(
@@ -355,7 +353,7 @@ def _catalog_slice(c, *, buyer_shown: bool) -> dict:
 def reregister(request, node_id: int = node_id_path(), body: ReregisterIn | None = None):
     """202 with the new job, queued for a worker; 200 with the node's active job; 503 when the broker could
     not be told (the job is recorded as failed, with why: never "queued" for a job already failed)."""
-    target = _node_or_404(node_id)
+    target = node_or_404(node_id)
     with api_write("nodes.reregister", request):
         requested = job_request(
             kind=Job.Kind.REREGISTER,
@@ -408,7 +406,7 @@ def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):
     and precheck use them at once, and a catalog carved for unknown pools becomes stale (a
     re-register gives the larger disks back). 400, and nothing written, when the SSD pools do not add
     up to the SSD total the grid reports (within 0.5%), with the numbers."""
-    target = _node_or_404(node_id)
+    target = node_or_404(node_id)
     with api_write("nodes.pools", request):
         try:
             report = pools_report(
@@ -436,7 +434,8 @@ def pools(request, node_id: int = node_id_path(), body: PoolsIn = ...):
     return answer
 
 
-def _node_or_404(node_id: int) -> Node:
+def node_or_404(node_id: int) -> Node:
+    """The registered node of this grid id, or a 404 saying it is not registered (every node path of the API)."""
     found = Node.objects.filter(grid_id=node_id).first()
     if found is None:
         raise Http404(f"node {node_id} is not registered")

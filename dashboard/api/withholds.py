@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from django.http import Http404
 from django.utils import timezone
 from ninja import Field, Query, Router, Schema, Status
 from ninja.errors import HttpError
@@ -15,6 +14,7 @@ from ninja.errors import HttpError
 from dashboard.api.auth import ACT, READ
 from dashboard.api.errors import BadInput
 from dashboard.api.inputs import Line, WindowTime
+from dashboard.api.nodes import node_or_404
 from dashboard.api.schemas import ERRORS_OR_404
 from dashboard.api.writes import api_write
 from dashboard.models import Node, NodeWithhold
@@ -59,13 +59,6 @@ class ReleaseQuery(Schema):
     source: Literal["manual", "quarantine"] | None = Field(None, description="release only these (default: all)")
 
 
-def _node_or_404(node_id: int) -> Node:
-    found = Node.objects.filter(grid_id=node_id).first()
-    if found is None:
-        raise Http404(f"node {node_id} is not registered")
-    return found
-
-
 def _may_withhold(request) -> None:
     if not request.auth.user.has_perm(PERMISSION):
         raise HttpError(403, f"token {request.auth.prefix}… belongs to a user who may not withhold nodes")
@@ -106,7 +99,7 @@ def _window(w: NodeWithhold, node: Node, *, open: bool) -> dict:
     summary="The node's windows",
 )
 def withheld(request, node_id: int):
-    return _answer(_node_or_404(node_id))
+    return _answer(node_or_404(node_id))
 
 
 @router.post(
@@ -119,7 +112,7 @@ def withhold(request, node_id: int, body: WithholdIn):
     """201 with the node's windows. 400, nothing written, for a window that ends before it starts or has
     ended, or a time with no zone. Rented and deployed slices are untouched."""
     _may_withhold(request)
-    node = _node_or_404(node_id)
+    node = node_or_404(node_id)
     with api_write("nodes.withhold", request):
         try:
             node_withhold(
@@ -145,7 +138,7 @@ def withhold(request, node_id: int, body: WithholdIn):
 def release(request, node_id: int, filters: Query[ReleaseQuery]):
     """400 when nothing withholds the node (nor will)."""
     _may_withhold(request)
-    node = _node_or_404(node_id)
+    node = node_or_404(node_id)
     with api_write("nodes.withhold-release", request):
         try:
             withhold_release(node=node, by=request.auth.user, via="api", source=filters.source)

@@ -65,6 +65,7 @@ from dashboard.capacity.lessons import (
     observed_now,
     refusal_lesson,
     vms_by_memory,
+    zos_build_key,
     zos_reserve_mru,
 )
 from dashboard.capacity.line import Line, least_squares
@@ -236,6 +237,7 @@ __all__ = [
     "NOTHING_OBSERVED",
     "NOTHING_READ",
     "hidden_use_per_vm",
+    "zos_build_key",
     "zos_reserve_mru",
     "MemoryPoint",
     "OverheadFit",

@@ -16,6 +16,11 @@ from dashboard.capacity.sizes import CapacityError, GiB, Resources
 from dashboard.capacity.test_vm import test_vm_reserve_mru
 
 
+def zos_build_key(zos_version: str | None) -> str:
+    """The group a node's memory is learnt in: its ZOS version, or "" (the whole fleet) when unknown."""
+    return (zos_version or "").strip()
+
+
 def zos_reserve_mru(total_mru: int) -> int:
     """The memory ZOS counts for itself: max(10% of total, 2 GiB) (zosbase getUsableMemoryBytes)."""
     return max(total_mru * 10 // 100, 2 * GiB)

@@ -21,6 +21,7 @@ import contextvars
 import queue
 import threading
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -215,7 +216,7 @@ def id_pages(grid: Grid, *, node_ids: Sequence[int], status: str | None = None, 
         yield read
         missing = [n for n in chunk if n not in got]
         if missing:
-            yield _one_by_one(grid, missing, status=status)
+            yield one_by_one(grid, missing, status=status)
 
 
 def ids_page(grid: Grid, *, node_ids: Sequence[int], status: str | None = None) -> PageRead:
@@ -232,11 +233,17 @@ def ids_page(grid: Grid, *, node_ids: Sequence[int], status: str | None = None) 
     return PageRead(what=what, nodes=read.nodes, skipped=read.skipped)
 
 
-def _one_by_one(grid: Grid, node_ids: list[int], *, status: str | None) -> PageRead:
+def one_by_one(
+    grid: Grid, node_ids: list[int], *, status: str | None = None, step_seconds: float | None = None
+) -> PageRead:
+    """The nodes a page lacked, each asked for on its own (a proxy's list can lag behind its nodes), each
+    within `step_seconds` when given (grid.deadline.grid_step_deadline); what the grid cannot answer for
+    one node is that node's, said in the read, never the run's."""
     nodes, not_found, left_out, refused = [], [], [], []
     for node_id in node_ids:
         try:
-            node = grid.node(node_id)
+            with grid_step_deadline(step_seconds) if step_seconds is not None else nullcontext():
+                node = grid.node(node_id)
         except NodeNotFound:
             not_found.append(node_id)
             continue

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from dashboard.figures.services.figures_settings import figures_settings_differ
+from dashboard.models import Node
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
@@ -99,3 +100,11 @@ def timeout_argument(parser, *, default: float) -> None:
 def not_registered(node_id: int) -> CommandError:
     """An unknown node is a usage error; the suggestion is only for an id the grid could have."""
     return usage_error(f"node {node_id} is not registered; run manage.py node_register {node_id}")
+
+
+def registered_node(node_id: int) -> Node:
+    """The registered node of this grid id; an unknown one is a usage error (`not_registered`)."""
+    node = Node.objects.filter(grid_id=node_id).first()
+    if node is None:
+        raise not_registered(node_id)
+    return node

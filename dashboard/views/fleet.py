@@ -15,7 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
 from dashboard.catalogs.services.reregister.waves import bulk_request
-from dashboard.figures.selectors.fleet import FleetPage, fleet_overview, fleet_page
+from dashboard.figures.selectors.fleet import FleetFilters, FleetPage, fleet_overview, fleet_page
 from dashboard.figures.selectors.fleet_map import fleet_map
 from dashboard.figures.selectors.history import capacity_history
 from dashboard.figures.selectors.unreadable import last_unreadable
@@ -98,17 +98,19 @@ class FleetFilterForm(forms.Form):
     def clean_q(self) -> str:
         return self.cleaned_data["q"].strip()
 
-    def overview_filters(self) -> dict:
+    def fleet_filters(self) -> FleetFilters:
         data = self.cleaned_data
-        return {
-            "farm_id": data["farm"],
-            "status": data["status"] or None,
-            "stale": _yes_no(data["stale"]),
-            "has_phantoms": _yes_no(data["phantoms"]),
-            "search": data["q"] or None,
-            "sort": data["sort"] or "node_id",
-            "tier": data["tier"] or None,
-        }
+        return FleetFilters(
+            farm_id=data["farm"],
+            status=data["status"] or None,
+            stale=_yes_no(data["stale"]),
+            has_phantoms=_yes_no(data["phantoms"]),
+            search=data["q"] or None,
+            tier=data["tier"] or None,
+        )
+
+    def sort_key(self) -> str:
+        return self.cleaned_data["sort"] or "node_id"
 
     @property
     def is_filtered(self) -> bool:
@@ -128,7 +130,9 @@ def overview(request):
     if not form.is_valid():
         return _render_overview(request, form, fleet=None, status=400)
     # Only the page's nodes become rows; the totals still cover every matching node.
-    fleet = fleet_page(page=request.GET.get("page"), per_page=NODES_PER_PAGE, **form.overview_filters())
+    fleet = fleet_page(
+        page=request.GET.get("page"), per_page=NODES_PER_PAGE, filters=form.fleet_filters(), sort=form.sort_key()
+    )
     return _render_overview(request, form, fleet=fleet)
 
 
@@ -141,12 +145,11 @@ def map_view(request):
     form = FleetFilterForm(request.GET)
     nodes = None
     if form.is_valid():
-        filters = form.overview_filters()
-        filters.pop("sort")  # a map has its own order: farm, then node id
-        nodes = fleet_map(**filters)
+        filters = form.fleet_filters()  # a map has its own order (farm, then node id): the sort is not asked
+        nodes = fleet_map(filters=filters)
     context = {"section": "fleet", "form": form, "map": nodes, "filtered": form.is_valid() and form.is_filtered}
     # A collapsed map's farm opened in place (htmx): that farm's cells alone; a plain link gets the whole page.
-    one_farm = nodes is not None and filters["farm_id"] is not None and getattr(request, "htmx", False)
+    one_farm = nodes is not None and filters.farm_id is not None and getattr(request, "htmx", False)
     template = "dashboard/fleet_map.html#farm-cells" if one_farm else "dashboard/fleet_map.html"
     return render(request, template, context, status=200 if nodes is not None else 400)
 
@@ -160,7 +163,7 @@ def export_csv(request):
     if not form.is_valid():
         problems = "; ".join(str(e) for errors in form.errors.values() for e in errors)
         return HttpResponse(f"Cannot export: {problems}\n", status=400, content_type="text/plain; charset=utf-8")
-    fleet = fleet_overview(**form.overview_filters())
+    fleet = fleet_overview(filters=form.fleet_filters(), sort=form.sort_key())
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%d-%H%M")
     response["Content-Disposition"] = f'attachment; filename="fleet-{stamp}.csv"'
@@ -218,7 +221,7 @@ class WavesForm(forms.Form):
 
 def _stale_page(request, waves: WavesForm, *, status: int = 200):
     # The totals of every stale node, and the first of them by id: a list of 10,000 links helps nobody.
-    stale = fleet_page(stale=True, per_page=STALE_LISTED)
+    stale = fleet_page(filters=FleetFilters(stale=True), per_page=STALE_LISTED)
     return render(
         request,
         "dashboard/fleet_reregister_stale.html",

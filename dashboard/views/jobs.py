@@ -28,9 +28,9 @@ def job_start_said(request, requested):
     elif requested.created and job.step.startswith("waiting for a second admin"):
         messages.warning(request, f"{job} is {job.step}; it starts once approved.")
     elif requested.created:
-        messages.success(request, f"Started {job}.")
+        messages.success(request, f"Started {job}. This page follows it until it finishes.")
     else:
-        messages.warning(request, f"Already running: {job} has not finished, so no new job was started.")
+        messages.warning(request, f"Already running: {job} has not finished yet, so no new job was started.")
     return redirect("job", job_id=job.pk)
 
 
@@ -62,7 +62,7 @@ def job_list(request):
 @require_GET
 @permission_required("dashboard.view_job", raise_exception=True)
 def job_page(request, job_id: int):
-    job = _job_or_404(job_id)
+    job = job_or_404(job_id)
     return render(request, "dashboard/job.html", {"section": "jobs", "job": job, "waves": waves_view(job)})
 
 
@@ -72,7 +72,7 @@ def job_page(request, job_id: int):
 @vary_on_headers("HX-Request")
 def job_progress(request, job_id: int):
     """The job card alone. While the job is active the card polls itself; the finished card does not."""
-    job = _job_or_404(job_id)
+    job = job_or_404(job_id)
     response = render(request, "dashboard/job.html#job-card", {"job": job, "waves": waves_view(job)})
     if request.htmx and not job.is_active and job.node_id is not None:
         # The node page's catalog listens for this and refreshes itself; polling has just stopped,
@@ -81,7 +81,8 @@ def job_progress(request, job_id: int):
     return response
 
 
-def _job_or_404(job_id: int) -> Job:
+def job_or_404(job_id: int) -> Job:
+    """The job (jobs.selectors.jobs.job_detail), or a 404 naming it: the job page and its waves' buttons."""
     try:
         return job_detail(job_id=job_id)
     except Job.DoesNotExist:

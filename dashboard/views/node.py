@@ -20,6 +20,7 @@ from dashboard.nodes.selectors.withholds import node_windows
 from dashboard.nodes.services.pools import PoolsError, pools_report
 from dashboard.policies.selectors.carries import node_carries
 from dashboard.policies.services.calibration import node_calibration
+from dashboard.views.jobs import job_start_said
 from dashboard.views.withholds import WithholdForm
 
 # The page shows the node, its catalog and its jobs.
@@ -146,20 +147,14 @@ def _job_start(request, node_id: int, *, kind: str, dry_run: bool = False):
     """
     node = get_object_or_404(Node, grid_id=node_id)
     requested = job_request(kind=kind, node=node, by=request.user, source="web", dry_run=dry_run)
+    if not request.htmx:
+        return job_start_said(request, requested)
     job = requested.job
     if requested.created:
         # The message went to the broker on commit, inside job_request: a broker that is down has
-        # already failed the job, and the page must say so rather than "Started".
+        # already failed the job, and the card must say so rather than "Started".
         job.refresh_from_db()
-    if request.htmx:
-        return render(request, "dashboard/job.html#job-card", {"job": job, "already_running": not requested.created})
-    if requested.created and job.state == Job.State.FAILED:
-        messages.error(request, f"Could not start {job}: {job.error}")
-    elif requested.created:
-        messages.success(request, f"Started {job}. This page follows it until it finishes.")
-    else:
-        messages.warning(request, f"Already running: {job} has not finished yet, so no new job was started.")
-    return redirect("job", job_id=job.pk)
+    return render(request, "dashboard/job.html#job-card", {"job": job, "already_running": not requested.created})
 
 
 def _detail_or_404(node_id: int) -> NodeDetail:

@@ -193,10 +193,7 @@ def _tell_what_was_saved(request, saved: Policy, *, changed: bool, bumped: bool)
 @permission_required("dashboard.change_policy", raise_exception=True)
 def policy_edit(request, policy_id: int):
     """GET: the form. POST: the preview; a second POST with the previewed values saves."""
-    try:
-        row = policy_for_edit(policy_id=policy_id)
-    except Policy.DoesNotExist:
-        raise Http404(f"There is no policy #{policy_id}.") from None
+    row = _policy_or_404(policy_id)
     # A revert from the policy history: the old version's values, previewed like any edit, then saved as new.
     revert_from = _revert_from(request.POST.get("revert_from"), row) if request.method == "POST" else None
     context = {"section": "policy", "row": row, "revert_from": revert_from}
@@ -310,10 +307,7 @@ def policy_new(request):
 @permission_required("dashboard.change_policy", raise_exception=True)
 def policy_trial(request, policy_id: int):
     """Start a policy trial of this change on the nodes the policy governs; the job page shows it."""
-    try:
-        row = policy_for_edit(policy_id=policy_id)
-    except Policy.DoesNotExist:
-        raise Http404(f"There is no policy #{policy_id}.") from None
+    row = _policy_or_404(policy_id)
     form = PolicyForm(request.POST, name=row.name)
     if not form.is_valid():
         return render(
@@ -353,6 +347,14 @@ def _trial_start(request, *, candidate: capacity.Policy, **scope):
             request, "A policy trial is already running (one at a time): here it is. Start yours when it ends."
         )
     return redirect("job", requested.job.pk)
+
+
+def _policy_or_404(policy_id: int) -> Policy:
+    """The policy to edit or try (policies.selectors.policy.policy_for_edit), or a 404 naming it."""
+    try:
+        return policy_for_edit(policy_id=policy_id)
+    except Policy.DoesNotExist:
+        raise Http404(f"There is no policy #{policy_id}.") from None
 
 
 def _revert_from(value, row: Policy) -> int | None:

@@ -8,7 +8,6 @@ page, which follows it live. Every action is audited by its service.
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -17,9 +16,9 @@ from django_htmx.http import HttpResponseClientRedirect
 from dashboard.catalogs.selectors.waves import waves_view
 from dashboard.catalogs.services.reregister.rollback import run_node_rollback, run_rollback_request
 from dashboard.catalogs.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
-from dashboard.jobs.selectors.jobs import job_detail
 from dashboard.jobs.services.jobs import JobError
-from dashboard.models import Job, WaveRun
+from dashboard.models import WaveRun
+from dashboard.views.jobs import job_or_404
 
 STEER = ["dashboard.view_job", "dashboard.bulk_reregister"]
 # Each action's service and what the page says once it is done (one URL each: /jobs/<id>/waves/<action>/).
@@ -44,7 +43,7 @@ def waves_action(request, job_id: int, action: str):
 @permission_required(STEER, raise_exception=True)
 def job_rollback(request, job_id: int):
     """Start the run's rollback as a job and go to its page (live); a second click finds the one running."""
-    job = _job(job_id)
+    job = job_or_404(job_id)
     try:
         requested = run_rollback_request(job=job, by=request.user, source="web")
     except JobError as exc:
@@ -61,7 +60,7 @@ def job_rollback(request, job_id: int):
 @require_POST
 @permission_required(STEER, raise_exception=True)
 def node_rollback_view(request, job_id: int, node_id: int):
-    job = _job(job_id)
+    job = job_or_404(job_id)
 
     def roll_back():
         run_node_rollback(job=job, node_id=node_id, by=request.user, source="web")
@@ -80,7 +79,7 @@ def _after(request, job_id: int, act, done: str):
 
 
 def _answer(request, job_id: int, *, error: str, said: str):
-    job = _job(job_id)
+    job = job_or_404(job_id)
     if request.htmx:
         context = {"job": job, "waves": waves_view(job), "waves_error": error, "waves_done": said}
         return render(request, "dashboard/job.html#job-card", context)
@@ -89,10 +88,3 @@ def _answer(request, job_id: int, *, error: str, said: str):
     else:
         messages.success(request, said)
     return redirect("job", job_id=job_id)
-
-
-def _job(job_id: int) -> Job:
-    try:
-        return job_detail(job_id=job_id)
-    except Job.DoesNotExist:
-        raise Http404(f"There is no job #{job_id}.") from None

@@ -9,7 +9,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from dashboard.deployments.services.holds import hold_create
-from dashboard.figures.selectors.fleet import fleet_page
+from dashboard.figures.selectors.fleet import FleetFilters, fleet_page
 from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import FarmTotals, FarmTotalsChanged
 from tests.factories import sim_node_1774
@@ -41,7 +41,7 @@ def test_the_fleet_rows_and_totals_leave_the_live_hold_out(held_1774):
 
 
 def test_filtered_totals_leave_it_out_too(held_1774):
-    totals = fleet_page(search="mitana").totals
+    totals = fleet_page(filters=FleetFilters(search="mitana")).totals
     assert (totals.free, totals.held) == (6, 1)
 
 

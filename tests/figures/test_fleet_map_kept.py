@@ -8,6 +8,7 @@ import pytest
 from django.core.cache import caches
 
 from dashboard.capacity import GiB
+from dashboard.figures.selectors.fleet import FleetFilters
 from dashboard.figures.selectors.fleet_map import CACHE, STATES, _live_farms, fleet_map
 from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import FarmTotals, FarmTotalsChanged, Node
@@ -55,7 +56,7 @@ def test_a_second_reader_makes_nothing_again(three_farms, django_assert_num_quer
 
 def test_one_farm_is_read_from_its_kept_cells(three_farms, django_assert_num_queries):
     with django_assert_num_queries(4):  # as the whole map's, for one farm
-        (farm,) = fleet_map(farm_id=2).farms
+        (farm,) = fleet_map(filters=FleetFilters(farm_id=2)).farms
     assert farm == [f for f in _live_farms(Node.objects.all()) if f.farm_id == 2][0]
 
 
@@ -82,6 +83,6 @@ def test_a_read_writes_nothing(three_farms):
     marks = list(FarmTotalsChanged.objects.values_list("pk", flat=True))
     stamps = list(FarmTotals.objects.order_by("farm_id").values_list("farm_id", "computed_at"))
     fleet_map()
-    fleet_map(farm_id=1)
+    fleet_map(filters=FleetFilters(farm_id=1))
     assert list(FarmTotalsChanged.objects.values_list("pk", flat=True)) == marks
     assert list(FarmTotals.objects.order_by("farm_id").values_list("farm_id", "computed_at")) == stamps

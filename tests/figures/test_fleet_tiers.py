@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from dashboard.catalogs.services.precheck import precheck_run
 from dashboard.deployments.services.holds import hold_create
 from dashboard.figures.selectors.farm_totals import FarmSums, farm_totals
-from dashboard.figures.selectors.fleet import fleet_overview, fleet_page
+from dashboard.figures.selectors.fleet import FleetFilters, fleet_overview, fleet_page
 from dashboard.figures.selectors.tiers import TIER_FIGURES, TIERS, tier_of
 from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.figures.services.snapshots import snapshot_take
@@ -80,15 +80,17 @@ def readers_agree(client) -> dict[str, int]:
         assert sum(tiers_of(fleet).values()) == fleet.deployable
         assert tiers_of(FarmSums.total(farm_totals())) == live
         for tier in TIERS:  # the filtered path, one aggregate over the tier's nodes
-            assert fleet_page(tier=tier).totals.deployable == live[tier], tier
-            assert tiers_of(fleet_page(tier=tier).totals) == {t: live[t] if t == tier else 0 for t in TIERS}
+            assert fleet_page(filters=FleetFilters(tier=tier)).totals.deployable == live[tier], tier
+            assert tiers_of(fleet_page(filters=FleetFilters(tier=tier)).totals) == {
+                t: live[t] if t == tier else 0 for t in TIERS
+            }
     rows = list(csv.DictReader(io.StringIO(client.get(reverse("fleet-export")).content.decode())))
     by_csv = Counter({t: 0 for t in TIERS})
     for row in rows:
         by_csv[row["tier"]] += int(row["deployable"])
     assert dict(by_csv) == live
     for tier in TIERS:  # the filter and the rows' own tier (the CSV's column) are one rule
-        assert {r.tier for r in fleet_overview(tier=tier).rows} <= {tier}
+        assert {r.tier for r in fleet_overview(filters=FleetFilters(tier=tier)).rows} <= {tier}
     # The snapshots (capacity over time, the alerts' trend) and /metrics count them the same way.
     by_farm = live_farm_tiers()
     kept = snapshot_tiers()
@@ -121,7 +123,7 @@ def test_finding_2_with_a_node_withheld_the_tiers_add_up_on_every_reader(fleet, 
     live = readers_agree(admins_client)
     assert live["closed"] == Node.objects.get(grid_id=1775).deployable > 0
     assert fleet_page().totals.deployable_closed_by_reason == {"withheld": live["closed"]}
-    assert fleet_page(tier="now").totals.deployable == fleet_page().totals.deployable_now
+    assert fleet_page(filters=FleetFilters(tier="now")).totals.deployable == fleet_page().totals.deployable_now
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import GiB, Resources
-from dashboard.figures.selectors.fleet import fleet_overview, fleet_page, fleet_rows
+from dashboard.figures.selectors.fleet import FleetFilters, fleet_overview, fleet_page, fleet_rows
 from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.figures.services.figures import figures_compute, figures_refresh_all
 from dashboard.models import Node, Policy, Slice
@@ -97,7 +97,7 @@ class TestOnAMixedFleet:
         assert (t.phantom, t.stale, t.placeable_now, t.unprechecked) == (1, 3, 5, 2)
 
     def test_it_totals_only_the_rows_shown(self, mixed_fleet):
-        t = fleet_overview(farm_id=2).totals
+        t = fleet_overview(filters=FleetFilters(farm_id=2)).totals
         assert (t.nodes, t.nominal) == (2, 6)
 
     def test_it_names_the_effective_policy_of_each_node(self, mixed_fleet):
@@ -127,7 +127,7 @@ class TestOnAMixedFleet:
         ],
     )
     def test_it_filters(self, mixed_fleet, filters, node_ids):
-        assert [r.node_id for r in fleet_overview(**filters).rows] == node_ids
+        assert [r.node_id for r in fleet_overview(filters=FleetFilters(**filters)).rows] == node_ids
 
     def test_it_treats_a_legacy_node_on_a_small_node_as_stale(self, mixed_fleet):
         # 4000 was carved legacy: 15 GiB usable // 4 = 3 slices, the zos carve also gives 3, yet the
@@ -157,14 +157,14 @@ class TestOnAMixedFleet:
         ],
     )
     def test_it_searches_by_node_id_farm_id_or_farm_name(self, mixed_fleet, search, node_ids):
-        assert [r.node_id for r in fleet_overview(search=search).rows] == node_ids
+        assert [r.node_id for r in fleet_overview(filters=FleetFilters(search=search)).rows] == node_ids
 
     def test_it_gives_empty_totals_for_a_search_that_matches_nothing(self, mixed_fleet):
-        assert fleet_overview(search="node 1774").totals.nodes == 0
+        assert fleet_overview(filters=FleetFilters(search="node 1774")).totals.nodes == 0
 
     def test_it_treats_a_search_as_text_not_as_a_pattern(self, mixed_fleet):
-        assert fleet_overview(search="%").totals.nodes == 0
-        assert fleet_overview(search="m_tana").totals.nodes == 0
+        assert fleet_overview(filters=FleetFilters(search="%")).totals.nodes == 0
+        assert fleet_overview(filters=FleetFilters(search="m_tana")).totals.nodes == 0
 
     @pytest.mark.parametrize(
         ("sort", "node_ids"),
@@ -206,7 +206,7 @@ class TestOnAMixedFleet:
         assert [r.node_id for r in fleet_page(page="99", per_page=3).rows] == [4000]
 
     def test_it_writes_the_stale_reason_of_a_paged_row(self, mixed_fleet):
-        row = fleet_page(page=1, per_page=1, search="3000").rows[0]
+        row = fleet_page(page=1, per_page=1, filters=FleetFilters(search="3000")).rows[0]
         assert row.stale_reason == "1 free slice(s) where the policy carves 2"
 
     def test_it_splits_deployable_into_now_after_wake_and_blocked(self, mixed_fleet):
@@ -223,8 +223,8 @@ class TestOnAMixedFleet:
     @pytest.mark.parametrize("tier, node_ids", [("now", [1774, 3000]), ("after-wake", [2000]), ("blocked", [4000])])
     def test_it_filters_by_tier(self, mixed_fleet, tier, node_ids):
         Node.objects.filter(grid_id=2000).update(status="standby")
-        assert [row.node_id for row in fleet_overview(tier=tier).rows] == node_ids
-        assert {row.tier for row in fleet_overview(tier=tier).rows} == {tier}
+        assert [row.node_id for row in fleet_overview(filters=FleetFilters(tier=tier)).rows] == node_ids
+        assert {row.tier for row in fleet_overview(filters=FleetFilters(tier=tier)).rows} == {tier}
 
 
 @pytest.mark.parametrize("sort", ["price", "--gap", "", "node"])
@@ -235,7 +235,7 @@ def test_it_refuses_an_unknown_sort_naming_the_choices(sort):
 
 def test_it_refuses_an_unknown_status():
     with pytest.raises(ValueError, match="status must be one of up, down, standby, unknown"):
-        fleet_overview(status="sideways")
+        fleet_overview(filters=FleetFilters(status="sideways"))
 
 
 def test_it_shows_an_empty_fleet():
@@ -306,17 +306,17 @@ class TestAFleetOfAnySize:
 
     def test_it_reads_a_filtered_fleet_in_three_queries(self, count, django_assert_num_queries):
         with django_assert_num_queries(3):  # the totals, their live holds, the rows
-            overview = fleet_overview(farm_id=3, search="1", stale=True)
+            overview = fleet_overview(filters=FleetFilters(farm_id=3, search="1", stale=True))
         assert all(r.farm_id == 3 and r.stale for r in overview.rows)
 
     def test_it_searches_ids_and_farm_names_in_three_queries(self, count, django_assert_num_queries):
         with django_assert_num_queries(3):
-            page = fleet_page(page=1, per_page=5, search="1")  # every node id here starts with 1
+            page = fleet_page(page=1, per_page=5, filters=FleetFilters(search="1"))  # every node id here starts with 1
         assert page.count == count
 
     def test_it_reads_a_page_in_three_queries_whatever_the_fleet_size(self, count, django_assert_num_queries):
         with django_assert_num_queries(3):
-            page = fleet_page(page=1, per_page=5, sort="-gap", stale=False)
+            page = fleet_page(page=1, per_page=5, sort="-gap", filters=FleetFilters(stale=False))
         assert len(page.rows) == 5 and not any(r.stale for r in page.rows)
 
 
@@ -339,4 +339,4 @@ def test_it_carves_a_node_within_its_ssd_pools():
 
 def test_it_refuses_an_unknown_tier():
     with pytest.raises(ValueError, match="tier must be one of now, after-wake, blocked"):
-        fleet_overview(tier="later")
+        fleet_overview(filters=FleetFilters(tier="later"))

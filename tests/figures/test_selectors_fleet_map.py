@@ -8,6 +8,7 @@ import re
 import pytest
 
 from dashboard import capacity
+from dashboard.figures.selectors.fleet import FleetFilters
 from dashboard.figures.selectors.fleet_map import STATES, cell_state, fleet_map
 from dashboard.figures.services.farm_totals import farm_totals_refresh
 from dashboard.models import Node
@@ -79,7 +80,7 @@ def test_it_counts_each_state_per_farm_and_for_the_map(two_farms):
 
 @pytest.mark.django_db
 def test_a_cell_says_the_nodes_figures_in_words(two_farms):
-    (farm,) = fleet_map(search="1774").farms
+    (farm,) = fleet_map(filters=FleetFilters(search="1774")).farms
     (label,) = re.findall(r'aria-label="([^"]*)"', farm.cells_html)
     assert label.startswith("Node 1774, farm 4242, up: 7 → 6 slices; 7 free")
     assert "stale catalog" in label
@@ -87,9 +88,9 @@ def test_a_cell_says_the_nodes_figures_in_words(two_farms):
 
 @pytest.mark.django_db
 def test_it_takes_the_tables_filters(two_farms):
-    assert [f.farm_id for f in fleet_map(search="mitana").farms] == [4242]
-    assert fleet_map(status="down").nodes == 1
-    assert fleet_map(farm_id=1, stale=True).nodes == 0
+    assert [f.farm_id for f in fleet_map(filters=FleetFilters(search="mitana")).farms] == [4242]
+    assert fleet_map(filters=FleetFilters(status="down")).nodes == 1
+    assert fleet_map(filters=FleetFilters(farm_id=1, stale=True)).nodes == 0
 
 
 @pytest.mark.django_db
@@ -100,7 +101,7 @@ def test_it_reads_a_filtered_map_in_three_queries_and_the_whole_map_in_four_what
     fleet_map()  # the farms' cells made and kept
     # Each map also reads its farms' public IPv4 bounds for their tooltips: one query, whatever the fleet.
     with django_assert_num_queries(3):  # the nodes, their live holds, the farms' IPv4 bounds
-        fleet_map(status="up")
+        fleet_map(filters=FleetFilters(status="up"))
     with django_assert_num_queries(4):  # the farms marked changed (none), the farms with holds, one row a farm, IPv4
         fleet_map()
     Node.objects.bulk_create(
@@ -115,7 +116,7 @@ def test_it_reads_a_filtered_map_in_three_queries_and_the_whole_map_in_four_what
         for i in range(500)
     )
     with django_assert_num_queries(3):
-        assert fleet_map(status="unknown").nodes == 500
+        assert fleet_map(filters=FleetFilters(status="unknown")).nodes == 500
     farm_totals_refresh()
     fleet_map()
     with django_assert_num_queries(4):

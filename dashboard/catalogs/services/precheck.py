@@ -312,19 +312,11 @@ def precheck_store(*, node: Node, reading: LiveReading, policy: capacity.Policy)
 def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None) -> capacity.LiveNode:
     """Its pools, the VMs it holds (by the catalog, in slice order) and what refusals taught."""
     occupied = [s.size.resources for s in node.slices.filter(state__in=Slice.OCCUPIED_STATES).order_by("index")]
-    observed = capacity.observed_now(
-        hidden_mru_per_vm=node.hidden_mru_per_vm,
-        pool_room_below=node.pool_room_below,
-        bound_used_sru=node.pool_room_below_used_sru,
-        used_sru=used_sru,
-        zos_own_mru=node.zos_own_mru,
-        zos_version=node.zos_version,
-    )
     return capacity.live_node(
         policy=policy,
         pools=node.pools,
         occupied=occupied,
-        observed=observed,
+        observed=node.observed_on(used_sru),
         pools_used=capacity.pools_used_agreeing(node.pools_used, used_sru, cache=node.zos_cache),
         cache=node.zos_cache,
         light=bool(node.light),

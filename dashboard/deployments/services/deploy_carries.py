@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 
-from django.conf import settings
-
 from dashboard import capacity
 from dashboard.deployments.services.deploy_errors import DeployError
 from dashboard.grid.types import Grid, NodeCapacity
 from dashboard.models import Node, Slice
 from dashboard.nodes.selectors.farm_ips import farm_ipv4, policy_carries
 from dashboard.nodes.services.farm_ips import farm_ips_refresh, farm_ips_store
+from dashboard.policies.selectors.carries import rented_by_marketplace
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +51,8 @@ def carries_verdict(node: Node, slice_: Slice, live: NodeCapacity, grid: Grid, *
     when the VM asks one: a reading an hour old would sell an IP the chain has given away since."""
     size = slice_.size
     if gpus:
-        rented_by_us = bool(live.rent_contract_id) and live.rented_by_twin_id in settings.MARKETPLACE_TWIN_ID
         refused = capacity.gpu_refusal(
-            size, node_id=node.grid_id, rented_by_us=rented_by_us, gpus=live.num_gpu, needed=gpus
+            size, node_id=node.grid_id, rented_by_us=rented_by_marketplace(live), gpus=live.num_gpu, needed=gpus
         )
         if refused is not None:
             return refused

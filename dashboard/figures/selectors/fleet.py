@@ -202,25 +202,73 @@ class FleetPage:
         return self.page.paginator.count
 
 
-def fleet_overview(
-    *,
-    farm_id: int | None = None,
-    status: str | None = None,
-    stale: bool | None = None,
-    has_phantoms: bool | None = None,
-    search: str | None = None,
-    sort: str = "node_id",
-    tier: str | None = None,
-) -> FleetOverview:
-    """Every registered node (or those matching the filters) with its figures, and their totals.
+@dataclass(frozen=True)
+class FleetFilters:
+    """The nodes the fleet page's filters keep (None: any), taken whole by the table, its CSV, the map
+    and the API.
 
     `search` matches a farm name (contains, any case), and when it is digits a node id by its
     leading digits or a farm id exactly. `has_phantoms=False` keeps nodes with no known phantom (none, or not prechecked).
-    Totals are over the rows returned. ValueError for an unknown sort key or status.
     """
-    nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    whole = keeps_whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    totals = _totals(nodes, whole_farms=whole, farm_id=farm_id)
+
+    farm_id: int | None = None
+    status: str | None = None
+    stale: bool | None = None
+    has_phantoms: bool | None = None
+    search: str | None = None
+    tier: str | None = None
+
+    @property
+    def whole_farms(self) -> bool:
+        """Whether they keep whole farms (none, or a farm id): then the kept farm totals answer."""
+        others = (self.status, self.stale, self.has_phantoms, self.search, self.tier)
+        return all(value is None or (isinstance(value, str) and not value.strip()) for value in others)
+
+    def nodes(self) -> QuerySet[Node]:
+        """The nodes they keep, unordered, for every view of the same set (the table, the map).
+        ValueError for an unknown status or tier."""
+        if self.status is not None and self.status not in Node.Status.values:
+            raise ValueError(f"status must be one of {', '.join(Node.Status.values)}, not {self.status!r}")
+        if self.tier is not None and self.tier not in TIERS:
+            raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {self.tier!r}")
+        nodes = Node.objects.all()
+        if self.search is not None and self.search.strip():
+            nodes = _searched(nodes, self.search.strip())
+        if self.farm_id is not None:
+            nodes = nodes.filter(farm_id=self.farm_id)
+        if self.status is not None:
+            nodes = nodes.filter(status=self.status)
+        if self.tier is not None:
+            nodes = nodes.filter(tier_q(self.tier))
+        if self.stale is not None:
+            nodes = nodes.filter(stale=self.stale)
+        if self.has_phantoms is True:
+            nodes = nodes.filter(phantom_slices__gt=0)
+        elif self.has_phantoms is False:
+            nodes = nodes.filter(Q(phantom_slices=0) | Q(phantom_slices__isnull=True))
+        return nodes
+
+    def totals(self, nodes: QuerySet[Node]) -> FleetTotals:
+        """The totals of the nodes they keep (`nodes`, from `nodes()`): from the kept farm totals when they
+        are whole farms (one row a farm, whatever their size: figures.selectors.farm_totals), else one
+        aggregate over the matching nodes (the farm totals' own aggregates: a figure is counted one way)."""
+        if self.whole_farms:
+            sums = fleet_totals() if self.farm_id is None else FarmSums.total(farm_totals(farm_id=self.farm_id))
+        else:
+            sums = nodes_totals(nodes)
+        return FleetTotals.of(sums, closed_by_reason=_closed_by_reason(sums.deployable_closed, nodes))
+
+
+NO_FILTERS = FleetFilters()
+
+
+def fleet_overview(*, filters: FleetFilters = NO_FILTERS, sort: str = "node_id") -> FleetOverview:
+    """Every registered node (or those the filters keep) with its figures, and their totals.
+
+    Totals are over the rows returned. ValueError for an unknown sort key, status or tier.
+    """
+    nodes = filters.nodes()
+    totals = filters.totals(nodes)
     rows = [_node_row(values) for values in _ordered(nodes, sort).values_list(*_ROW_FIELDS)]
     return FleetOverview(rows=_offered(rows) if totals.held else rows, totals=totals)
 
@@ -229,23 +277,17 @@ def fleet_page(
     *,
     page: int | str | None = 1,
     per_page: int = 50,
-    farm_id: int | None = None,
-    status: str | None = None,
-    stale: bool | None = None,
-    has_phantoms: bool | None = None,
-    search: str | None = None,
+    filters: FleetFilters = NO_FILTERS,
     sort: str = "node_id",
-    tier: str | None = None,
 ) -> FleetPage:
     """fleet_overview's rows of one page (a page number out of range or not a number gives the
     nearest page, as Paginator.get_page) and the totals of every matching node.
 
     Two queries: the totals (which also count the matching nodes for the paginator) and the page.
     """
-    nodes = _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
+    nodes = filters.nodes()
     ordered = _ordered(nodes, sort)  # before the totals: an unknown sort key is refused first
-    whole = keeps_whole_farms(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    totals = _totals(nodes, whole_farms=whole, farm_id=farm_id)
+    totals = filters.totals(nodes)
     paginator = Paginator(ordered.values_list(*_ROW_FIELDS), per_page)
     paginator.count = totals.nodes  # the totals counted them already
     shown = paginator.get_page(page)
@@ -283,50 +325,6 @@ def _offered(rows: list[NodeRow]) -> list[NodeRow]:
     if not held:
         return rows
     return [held[row.pk].offered(row, placeable="placeable_now") if row.pk in held else row for row in rows]
-
-
-def fleet_nodes(
-    *,
-    farm_id: int | None = None,
-    status: str | None = None,
-    stale: bool | None = None,
-    has_phantoms: bool | None = None,
-    search: str | None = None,
-    tier: str | None = None,
-) -> QuerySet[Node]:
-    """The nodes the overview's filters keep, unordered, for other views of the same set (the map)."""
-    return _filtered(farm_id=farm_id, status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-
-
-def _filtered(
-    *,
-    farm_id: int | None,
-    status: str | None,
-    stale: bool | None,
-    has_phantoms: bool | None,
-    search: str | None,
-    tier: str | None = None,
-) -> QuerySet[Node]:
-    if status is not None and status not in Node.Status.values:
-        raise ValueError(f"status must be one of {', '.join(Node.Status.values)}, not {status!r}")
-    if tier is not None and tier not in TIERS:
-        raise ValueError(f"tier must be one of {', '.join(TIERS)}, not {tier!r}")
-    nodes = Node.objects.all()
-    if search is not None and search.strip():
-        nodes = _searched(nodes, search.strip())
-    if farm_id is not None:
-        nodes = nodes.filter(farm_id=farm_id)
-    if status is not None:
-        nodes = nodes.filter(status=status)
-    if tier is not None:
-        nodes = nodes.filter(tier_q(tier))
-    if stale is not None:
-        nodes = nodes.filter(stale=stale)
-    if has_phantoms is True:
-        nodes = nodes.filter(phantom_slices__gt=0)
-    elif has_phantoms is False:
-        nodes = nodes.filter(Q(phantom_slices=0) | Q(phantom_slices__isnull=True))
-    return nodes
 
 
 def _searched(nodes: QuerySet[Node], text: str) -> QuerySet[Node]:
@@ -376,22 +374,6 @@ def _ordered(nodes: QuerySet[Node], sort: str) -> QuerySet[Node]:
         phantom = Coalesce("phantom_slices", 0)  # unknown counts as none here: only a known phantom moves a node up
         then = (phantom.desc() if descending else phantom.asc(),)
     return nodes.annotate(nominal=NOMINAL, gap=NOMINAL - F("deployable")).order_by(order, *then, "grid_id")
-
-
-def keeps_whole_farms(**filters) -> bool:
-    """Whether the filters keep whole farms (none, or a farm id): then the kept farm totals answer."""
-    return all(value is None or (isinstance(value, str) and not value.strip()) for value in filters.values())
-
-
-def _totals(nodes: QuerySet[Node], *, whole_farms: bool = False, farm_id: int | None = None) -> FleetTotals:
-    """The nodes' totals: from the kept farm totals when the nodes are whole farms (one row a farm,
-    whatever their size: figures.selectors.farm_totals), else one aggregate over the matching nodes (the farm
-    totals' own aggregates: a figure is counted one way)."""
-    if whole_farms:
-        sums = fleet_totals() if farm_id is None else FarmSums.total(farm_totals(farm_id=farm_id))
-    else:
-        sums = nodes_totals(nodes)
-    return FleetTotals.of(sums, closed_by_reason=_closed_by_reason(sums.deployable_closed, nodes))
 
 
 def _closed_by_reason(closed: int, nodes: QuerySet[Node]) -> dict[str, int]:

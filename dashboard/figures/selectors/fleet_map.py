@@ -32,7 +32,7 @@ from django.utils import timezone
 from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS, Closure
 from dashboard.deployments.selectors.holds import held_by_grid_id, holds_signature
 from dashboard.figures.selectors.farm_totals import farms_behind
-from dashboard.figures.selectors.fleet import fleet_nodes, keeps_whole_farms
+from dashboard.figures.selectors.fleet import NO_FILTERS, FleetFilters
 from dashboard.models import FarmTotals, Node
 from dashboard.nodes.selectors.farm_ips import farms_ipv4_read
 
@@ -122,21 +122,10 @@ class FleetMap:
         return [(state, words, self.counts[state]) for state, words in STATES.items()]
 
 
-def fleet_map(
-    *,
-    farm_id: int | None = None,
-    status: str | None = None,
-    stale: bool | None = None,
-    has_phantoms: bool | None = None,
-    search: str | None = None,
-    tier: str | None = None,
-) -> FleetMap:
-    """The nodes the filters keep (as figures.selectors.fleet.fleet_nodes takes them), by farm id then node id."""
-    others = dict(status=status, stale=stale, has_phantoms=has_phantoms, search=search, tier=tier)
-    if keeps_whole_farms(**others):
-        farms = _kept_farms(farm_id=farm_id)
-    else:
-        farms = _live_farms(fleet_nodes(farm_id=farm_id, **others))
+def fleet_map(*, filters: FleetFilters = NO_FILTERS) -> FleetMap:
+    """The nodes the filters keep (figures.selectors.fleet.FleetFilters), by farm id then node id."""
+    farm_id = filters.farm_id
+    farms = _kept_farms(farm_id=farm_id) if filters.whole_farms else _live_farms(filters.nodes())
     counts = dict.fromkeys(STATES, 0)
     for farm in farms:
         for state, n in farm.counts.items():

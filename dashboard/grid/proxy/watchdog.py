@@ -143,7 +143,9 @@ def _watched(connection: Any) -> None:
         dog.watch(sock)
 
 
-class _WatchedHTTPConnection(HTTPConnection):
+class _Watched:
+    """Put before urllib3's HTTP or HTTPS connection: watched from its connect, and again at each request."""
+
     def connect(self) -> None:
         super().connect()
         _watched(self)
@@ -153,14 +155,12 @@ class _WatchedHTTPConnection(HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _WatchedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        super().connect()
-        _watched(self)
+class _WatchedHTTPConnection(_Watched, HTTPConnection):
+    pass
 
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        _watched(self)
-        super().request(*args, **kwargs)
+
+class _WatchedHTTPSConnection(_Watched, HTTPSConnection):
+    pass
 
 
 class _WatchedHTTPPool(HTTPConnectionPool):

@@ -52,11 +52,6 @@ def lesson_fits(lesson_ids: Iterable[int | None]) -> dict[int, capacity.Overhead
     return {lesson.pk: lesson.fit() for lesson in MemoryLesson.objects.filter(pk__in=ids)} if ids else {}
 
 
-def build_of(zos_version: str | None) -> str:
-    """The group a node's memory is learnt in (lessons.services.memory_model.zos_build_key): its version, or ""."""
-    return (zos_version or "").strip()
-
-
 def accepted_by_build(builds: Iterable[str], *, besides: int | None = None) -> dict[str, list[capacity.Accepted]]:
     """Build -> the deployments ZOS took there within OBSERVATION_MAX_AGE_DAYS, as bounds (the least room
     per node, who vouched for it and VM count: capacity.tightest takes the least another source agrees with).
@@ -153,7 +148,7 @@ def beliefs_for(keys: Iterable[tuple[int | None, str]]) -> dict[tuple[int | None
 
 def belief_key(lesson_id: int | None, zos_version: str | None) -> tuple[int | None, str]:
     """The key of beliefs_for for a node: its lesson, or its build where it has none."""
-    return (lesson_id, "") if lesson_id is not None else (None, build_of(zos_version))
+    return (lesson_id, "") if lesson_id is not None else (None, capacity.zos_build_key(zos_version))
 
 
 def node_belief(node: Node) -> capacity.odds.Belief:

@@ -13,13 +13,12 @@ or a node far from its group's points, or a node never read where its group's no
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 
-from django.conf import settings
 from django.utils import timezone
 
 from dashboard.capacity.overhead import PROBE_BEYOND_MRU, probe_need
 from dashboard.capacity.spread import NOTHING_READ, Spread, probe_rank
+from dashboard.lessons.selectors.lessons import memory_observations_live
 from dashboard.models import MemoryLesson, Node, Observation
 
 
@@ -83,12 +82,8 @@ def _nodes_read() -> tuple[set[int], dict[str, Spread]]:
     """The nodes a live memory reading tells (a probe there would tell it again), and per build its nodes
     read and those whose reading stayed their own (standing "node"), as capacity.Spread counts them."""
     rows = (
-        Observation.objects.filter(
-            kind=Observation.Kind.MEMORY,
-            standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP],
-            cleared_at__isnull=True,
-            seen_at__gte=timezone.now() - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-        )
+        memory_observations_live(now=timezone.now())
+        .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP])
         .values_list("zos_build", "node_id", "standing")
         .distinct()
     )

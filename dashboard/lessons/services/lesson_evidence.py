@@ -26,17 +26,19 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.access.services.audit_trail import actor_of, audit_record
 from dashboard.capacity.corroborate import Witness, admitted_point, group_expects, second_source
+from dashboard.capacity.lessons import zos_build_key
 from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.grid.classify import classify
+from dashboard.lessons.selectors.lessons import memory_observations_live, memory_points_live
 from dashboard.lessons.selectors.odds import own_prior, per_vm_prior
 from dashboard.lessons.services.memory_model import (
+    LESSON_COLUMNS,
     build_node_pks,
     lesson_current,
     memory_group_turn,
     memory_model_refit,
     memory_points,
-    zos_build_key,
 )
 from dashboard.models import ApiToken, Deployment, MemoryLesson, Node, Observation, ProbeProposal, Slice
 from dashboard.rows import rows_update
@@ -85,18 +87,6 @@ def memory_judged(*, build: str, total_mru: int, usable_mru: int, accounted_mru:
     return usable_judged(total_mru=total_mru, usable_mru=usable_mru, vm_mru=vm_mru, vms=vms, expected=expected)
 
 
-def _live(build: str, *, now: datetime):
-    return Observation.objects.filter(
-        kind=Observation.Kind.MEMORY,
-        cleared_at__isnull=True,
-        seen_at__gte=now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-        zos_build=build,
-        total_mru__isnull=False,
-        usable_mru__isnull=False,
-        accounted_mru__isnull=False,
-    )
-
-
 def _witness(o: Observation) -> Witness:
     return Witness(observation=o.pk, node=o.node_id, vouched_by=o.vouched_by, point=_point(o))
 
@@ -109,7 +99,7 @@ def observation_admit(observation: Observation, *, now: datetime | None = None) 
         return None
     now = now or timezone.now()
     others = list(
-        _live(observation.zos_build, now=now)
+        memory_points_live(observation.zos_build, now=now)
         .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP])
         .exclude(pk=observation.pk)
         .order_by("seen_at", "pk")
@@ -148,15 +138,15 @@ def node_readings_apply(*, build: str, now: datetime | None = None) -> int:
     changed = _node_readings_wanted(build=build, now=now or timezone.now())
     if changed:
         with node_writes([row[0] for row in changed]):
-            rows_update(Node, _COLUMNS, changed, stamped=("updated_at",))
+            rows_update(Node, LESSON_COLUMNS, changed, stamped=("updated_at",))
     return len(changed)
 
 
 def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
-    """The rows (_COLUMNS) of the nodes whose own reading is more cautious than what they carry."""
+    """The rows (LESSON_COLUMNS) of the nodes whose own reading is more cautious than what they carry."""
     readings: dict[int, int] = {}
     for node_pk, per_vm in (
-        _live(build, now=now)
+        memory_points_live(build, now=now)
         .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP])
         .values_list("node_id", "hidden_mru_per_vm")
     ):
@@ -178,15 +168,6 @@ def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
             if want != (hidden, own, lesson_id, scope):
                 changed.append((pk, *want))
     return changed
-
-
-_COLUMNS = (
-    ("id", "bigint"),
-    ("hidden_mru_per_vm", "bigint"),
-    ("zos_own_mru", "bigint"),
-    ("memory_lesson_id", "bigint"),
-    ("memory_lesson_scope", "text"),
-)
 
 
 def probe_proposed(node: Node, *, at: datetime) -> bool:
@@ -221,7 +202,7 @@ def lesson_reports_admit(*, token: ApiToken | None, node: Node, now: datetime | 
     stores the report's observation before the next report of the token counts."""
     now = now or timezone.now()
     window = timedelta(seconds=settings.LESSON_REPORTS_WINDOW)
-    build = (node.zos_version or "").strip()
+    build = zos_build_key(node.zos_version)
     checks = []
     if token is not None and settings.LESSON_REPORTS_PER_TOKEN:
         _token_lock(token)
@@ -355,9 +336,6 @@ def _readings_unapplied(*, now: datetime) -> set[str]:
 
 
 def _live_any(*, now: datetime):
-    return Observation.objects.filter(
-        kind=Observation.Kind.MEMORY,
-        cleared_at__isnull=True,
-        seen_at__gte=now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS),
-        standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP],
+    return memory_observations_live(now=now).filter(
+        standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP]
     )

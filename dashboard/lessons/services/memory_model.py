@@ -26,7 +26,9 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.access.services.audit_trail import actor_of, audit_record
+from dashboard.capacity.lessons import zos_build_key
 from dashboard.figures.services.node_writes import figures_follow, node_writes
+from dashboard.lessons.selectors.lessons import memory_points_live
 from dashboard.lessons.selectors.odds import (
     accepted_by_build,
     beliefs_for,
@@ -36,11 +38,6 @@ from dashboard.lessons.selectors.odds import (
 from dashboard.lessons.services.group_steps import group_turn
 from dashboard.models import MemoryLesson, Node, Observation, Slice
 from dashboard.rows import rows_update
-
-
-def zos_build_key(zos_version: str | None) -> str:
-    """The group a node's memory is learnt in: its ZOS version, or "" (the whole fleet) when unknown."""
-    return (zos_version or "").strip()
 
 
 def observation_max_age() -> timedelta:
@@ -56,16 +53,8 @@ def memory_points(build: str, *, now: datetime | None = None) -> tuple[list[capa
     """The build's live memory observations as points of its line, and their ids."""
     now = now or timezone.now()
     rows = (
-        Observation.objects.filter(
-            kind=Observation.Kind.MEMORY,
-            cleared_at__isnull=True,
-            seen_at__gte=now - observation_max_age(),
-            zos_build=build,
-            total_mru__isnull=False,
-            usable_mru__isnull=False,
-            accounted_mru__isnull=False,
-            standing=Observation.Standing.GROUP,  # corroborated or applied (lessons.services.lesson_evidence)
-        )
+        memory_points_live(build, now=now)
+        .filter(standing=Observation.Standing.GROUP)  # corroborated or applied (lessons.services.lesson_evidence)
         .order_by("pk")
         .values_list("pk", "node_id", "total_mru", "accounted_mru", "usable_mru", "vm_count", "group_actual_mru")
     )
@@ -280,11 +269,12 @@ def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: lis
         return 0
     with node_writes([pk for pk, _ in changed]):
         # One statement for the whole group: a lesson reaches thousands of nodes at once.
-        rows_update(Node, _LESSON_COLUMNS, [(pk, *want) for pk, want in changed], stamped=("updated_at",))
+        rows_update(Node, LESSON_COLUMNS, [(pk, *want) for pk, want in changed], stamped=("updated_at",))
     return len(changed)
 
 
-_LESSON_COLUMNS = (
+# The node columns a memory lesson writes (rows_update), here and in lessons.services.lesson_evidence.
+LESSON_COLUMNS = (
     ("id", "bigint"),
     ("hidden_mru_per_vm", "bigint"),
     ("zos_own_mru", "bigint"),

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.access.services.audit_trail import actor_of, audit_record
+from dashboard.capacity.lessons import zos_build_key
 from dashboard.figures.services.node_writes import node_writes
 from dashboard.lessons.services.group_steps import group_step_after, group_steps_after
 from dashboard.lessons.services.lesson_evidence import memory_judged, node_readings_apply, observation_admit, vouched_by
@@ -29,7 +30,6 @@ from dashboard.lessons.services.memory_model import (
     memory_group_turn,
     memory_model_refit,
     observation_max_age,
-    zos_build_key,
 )
 from dashboard.models import ApiToken, CapacitySample, Deployment, Node, Observation, Slice
 

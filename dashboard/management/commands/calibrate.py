@@ -2,8 +2,7 @@
 
 import json
 
-from dashboard.management.cli import ProductCommand, grid_id, not_registered
-from dashboard.models import Node
+from dashboard.management.cli import ProductCommand, grid_id, registered_node
 from dashboard.policies.services.calibration import fleet_calibration, node_calibration
 
 
@@ -20,9 +19,7 @@ class Command(ProductCommand):
 
     def handle(self, *args, node_id, as_json, **options):
         if node_id is not None:
-            node = Node.objects.filter(grid_id=node_id).first()
-            if node is None:
-                raise not_registered(node_id)
+            node = registered_node(node_id)
             result = node_calibration(node)
             self.stdout.write(json.dumps(result.as_dict(), indent=2) if as_json else result.words)
             return

@@ -26,11 +26,11 @@ from dashboard.management.cli import (
     EXIT_USAGE,
     ProductCommand,
     grid_id,
-    not_registered,
     refused,
+    registered_node,
     timeout_argument,
 )
-from dashboard.models import Job, Node, WaveRun
+from dashboard.models import Job, WaveRun
 
 JOB_FAILED = EXIT_REFUSED
 COULD_NOT_RUN = EXIT_USAGE
@@ -190,9 +190,7 @@ def _request(*, node_id: int | None, stale: bool, farm_id: int | None, dry_run: 
     try:
         if stale:
             return bulk_request(farm_id=farm_id, source=Job.Source.COMMAND, dry_run=dry_run, parameters=waves or None)
-        node = Node.objects.filter(grid_id=node_id).first()
-        if node is None:
-            raise not_registered(node_id)
+        node = registered_node(node_id)
         return job_request(kind=Job.Kind.REREGISTER, node=node, source=Job.Source.COMMAND, dry_run=dry_run)
     except JobError as exc:
         raise refused(str(exc)) from None

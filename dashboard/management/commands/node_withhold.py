@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from datetime import datetime
 
-from dashboard.management.cli import ProductCommand, grid_id, not_registered, refused, usage_error
+from dashboard.management.cli import ProductCommand, grid_id, refused, registered_node, usage_error
 from dashboard.models import Node
 from dashboard.nodes.services.withholds import WithholdError, node_withhold, withhold_release
 
@@ -48,7 +48,7 @@ class Command(ProductCommand):
             if node is None or farm_id is not None or reason or starts_at or ends_at:
                 raise usage_error("--release takes a NODE and nothing else")
             try:
-                done = withhold_release(node=self._node(node), via="command")
+                done = withhold_release(node=registered_node(node), via="command")
             except WithholdError as exc:
                 raise refused(str(exc)) from None
             self.stdout.write(done.words)
@@ -58,7 +58,7 @@ class Command(ProductCommand):
         if not reason:
             raise usage_error("--reason TEXT is needed: say why the node is withheld")
         if node is not None:
-            nodes = [self._node(node)]
+            nodes = [registered_node(node)]
         else:
             nodes = list(Node.objects.filter(farm_id=farm_id).order_by("grid_id"))
             if not nodes:
@@ -68,10 +68,3 @@ class Command(ProductCommand):
         except WithholdError as exc:
             raise usage_error(str(exc)) from None
         self.stdout.write(done.words)
-
-    @staticmethod
-    def _node(node_id: int) -> Node:
-        found = Node.objects.filter(grid_id=node_id).first()
-        if found is None:
-            raise not_registered(node_id)
-        return found

@@ -19,8 +19,8 @@ from dashboard.management.cli import (
     EXIT_REFUSED,
     ProductCommand,
     grid_id,
-    not_registered,
     refused,
+    registered_node,
     timeout_argument,
     usage_error,
 )
@@ -55,7 +55,7 @@ class Command(ProductCommand):
             raise usage_error("--wait only goes with --job (without --job the check runs here and now)")
         if not timeout > 0:
             raise usage_error(f"--timeout must be more than 0 seconds, not {timeout}")
-        node = node_or_error(node_id)
+        node = registered_node(node_id)
         if job:
             return self._as_job(node, wait=wait, timeout=timeout, as_json=as_json)
         try:
@@ -116,13 +116,6 @@ def job_report_text(job: Job) -> str:
             lines.append(f"  slice {v.slice:>3} {'ok     ' if v.fits else 'PHANTOM'} {v.words}")
     lines.append(r.sentence())
     return "\n".join(lines)
-
-
-def node_or_error(node_id: int) -> Node:
-    node = Node.objects.filter(grid_id=node_id).first()
-    if node is None:
-        raise not_registered(node_id)
-    return node
 
 
 def report_text(report: PrecheckReport) -> str:

@@ -8,7 +8,7 @@ from dashboard.deployments.selectors.deployments import deployment_words
 from dashboard.deployments.services.deploy import slice_deploy, slices_deploy_all_free
 from dashboard.deployments.services.deploy_errors import DeployError
 from dashboard.grid.types import GridError
-from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, not_registered
+from dashboard.management.cli import EXIT_REFUSED, EXIT_USAGE, ProductCommand, grid_id, registered_node
 from dashboard.models import Deployment, Node
 
 SOME_NOT_DEPLOYED = EXIT_REFUSED
@@ -38,9 +38,7 @@ class Command(ProductCommand):
         parser.add_argument("--json", action="store_true", dest="as_json", help="print the outcome as JSON")
 
     def handle(self, *args, node_id, slice_index, all_free, no_precheck, as_json, **options):
-        node = Node.objects.filter(grid_id=node_id).first()
-        if node is None:
-            raise not_registered(node_id)
+        node = registered_node(node_id)
         done: list[Deployment] = []
 
         def record(deployment: Deployment) -> None:

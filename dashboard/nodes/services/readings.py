@@ -23,7 +23,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import partial
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -32,6 +31,7 @@ from dashboard.capacity import node_events
 from dashboard.figures.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.grid.types import GridError, NodeCapacity
 from dashboard.models import NODE_CAPACITY_FIELDS, Deployment, Node, NodeEvent
+from dashboard.policies.selectors.carries import rented_by_marketplace
 from dashboard.rows import rows_update
 
 log = logging.getLogger(__name__)
@@ -262,16 +262,11 @@ def _tell(callback, kind: str, events: list[NodeEvent]) -> None:
 RENT_FIELDS = ("rented_by_twin_id", "rent_contract_id", "rent_state", "in_dedicated_farm", "extra_fee")
 
 
-def rent_state_needed(live: NodeCapacity) -> bool:
-    """Whether rent_state_read asks the grid (one request) for this reading: the marketplace rents it."""
-    return bool(live.rent_contract_id) and live.rented_by_twin_id in settings.MARKETPLACE_TWIN_ID
-
-
 def rent_state_read(grid, live: NodeCapacity) -> NodeCapacity:
     """The reading with its rent contract's state, read (one request) when the marketplace rents the node:
     a node page does not say it (GET /contracts does), and our rent in grace darkens the catalog. A grid
     error leaves it unread (the stored state is kept while the contract is the same one)."""
-    if not rent_state_needed(live):
+    if not rented_by_marketplace(live):
         return live
     try:
         contract = grid.rent_contract(live.node_id)

@@ -33,9 +33,9 @@ from dashboard.figures.services.node_writes import node_writes
 from dashboard.grid import get_grid
 from dashboard.grid.budget import background
 from dashboard.grid.deadline import grid_step_deadline
-from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, pages_ahead
+from dashboard.grid.paging import PageRead, ReadFailed, farm_pages, ids_page, one_by_one, pages_ahead
 from dashboard.grid.rmb import STATISTICS, Target, get_rmb
-from dashboard.grid.types import Grid, GridError, MalformedPayload, NodeCapacity, NodeNotFound, QueryRefused
+from dashboard.grid.types import Grid, GridError, NodeCapacity, QueryRefused
 from dashboard.jobs.results import LISTED, WatchResult
 from dashboard.jobs.services.jobs import JobError, job_beating, job_progress, job_request, job_succeed
 from dashboard.lessons.services.refused_readings import BY_WATCH, readings_refused, refused_by_label
@@ -47,10 +47,10 @@ from dashboard.nodes.services.readings import (
     LiveReading,
     ReadingsStored,
     readings_store,
-    rent_state_needed,
     rent_state_read,
 )
 from dashboard.nodes.services.zos_cache import OVER_RMB, THROUGH_PROXY, statistics_heard_many
+from dashboard.policies.selectors.carries import rented_by_marketplace
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def fleet_watch(
         nodes = [n for n in page.nodes if n.node_id in run.known and n.node_id not in run.accounted]
         # The marketplace's rented nodes: their rent contract's state too (one request each), so a rent
         # going to grace is an event and darkens the catalog at this reading.
-        read_rent = [n for n in nodes if rent_state_needed(n)]
+        read_rent = [n for n in nodes if rented_by_marketplace(n)]  # rent_state_read asks for these
         nodes = [rent_state_read(grid, n) for n in nodes]
         result.pages += 1
         result.requests += page.requests + len(read_rent)  # each rent read is a request the proxy counts too
@@ -245,7 +245,7 @@ def _reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int) -> I
         got = {node.node_id for node in read.nodes} | set(refused_by_label(read.skipped))
         lacked = [n for n in chunk if n not in got]
         if lacked:
-            yield _Read(_one_by_one(grid, lacked))
+            yield _Read(one_by_one(grid, lacked, step_seconds=settings.GRID_STEP_DEADLINE))
 
 
 def _farm_reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int, note: str) -> Iterator[_Read]:
@@ -271,29 +271,6 @@ def _farm_reads(grid: Grid, ids: list[int], farms: dict[int, int], *, size: int,
                 PageRead(what=exc.what, nodes=(), left_out=left), note=note or str(exc), by_farm=True, failed=True
             )
             note = ""
-
-
-def _one_by_one(grid: Grid, node_ids: list[int]) -> PageRead:
-    """The nodes a page lacked, each asked for on its own (a proxy's list can lag behind its nodes)."""
-    nodes, not_found, left_out, refused = [], [], [], []
-    for node_id in node_ids:
-        try:
-            with grid_step_deadline(settings.GRID_STEP_DEADLINE):
-                nodes.append(grid.node(node_id))
-        except NodeNotFound:
-            not_found.append(node_id)
-        except MalformedPayload as exc:
-            refused.append((str(node_id), str(exc)))  # counted and kept as a page's refused entry is
-        except GridError as exc:
-            left_out.append((node_id, str(exc) or type(exc).__name__))
-    return PageRead(
-        what=f"{len(node_ids)} node(s) a page lacked, one by one",
-        nodes=tuple(nodes),
-        skipped=tuple(refused),
-        not_found=tuple(not_found),
-        left_out=tuple(left_out),
-        requests=len(node_ids),
-    )
 
 
 # --- the job and the beat ----------------------------------------------------------------------

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Sum
 
+from dashboard.grid.types import NodeCapacity
 from dashboard.models import Deployment, Node
 from dashboard.nodes.selectors.farm_ips import NodeIpv4, node_ipv4
 
@@ -23,7 +24,9 @@ class NodeCarries:
     gpu_words: str
 
 
-def rented_by_marketplace(node: Node) -> bool:
+def rented_by_marketplace(node: Node | NodeCapacity) -> bool:
+    """The marketplace rents the node (a twin of MARKETPLACE_TWIN_ID holds its rent contract), as stored
+    or as a reading says: its GPUs are ours to sell, and its rent contract's state is worth a read."""
     return bool(node.rent_contract_id) and node.rented_by_twin_id in settings.MARKETPLACE_TWIN_ID
 
 

@@ -184,30 +184,20 @@ def calibration_judge(
     if mru is None and memory_samples:
         mru = _one_count_fit(memory_samples, reserve.mru)
     sru = fit_overhead((n, vm_sru, used_sru) for n, _, _, vm_sru, used_sru in samples)
-    findings = []
-    if mru is not None:
-        if mru.overhead_per_vm > policy.overhead_mru_per_vm + MRU_TOLERANCE:
-            findings.append(
-                f"each VM costs {format_size(mru.overhead_per_vm)} more memory than its size, "
-                f"policy {policy.name} assumes {format_size(policy.overhead_mru_per_vm)}"
-            )
-        if mru.reserve > reserve.mru + MRU_TOLERANCE:
-            findings.append(
-                f"the node keeps {format_size(mru.reserve)} of memory for itself, "
-                f"policy {policy.name} assumes {format_size(reserve.mru)}"
-            )
-    if sru is not None:
+    findings = [
+        *_fit_findings(
+            mru,
+            "memory",
+            per_vm=policy.overhead_mru_per_vm,
+            reserve=reserve.mru,
+            tolerance=MRU_TOLERANCE,
+            policy=policy,
+        ),
         # vm_sru already holds the rootfs ZOS charged, so the policy's own overhead is the whole allowance.
-        if sru.overhead_per_vm > policy.overhead_sru_per_vm + SRU_TOLERANCE:
-            findings.append(
-                f"each VM costs {format_size(sru.overhead_per_vm)} more disk than its size, "
-                f"policy {policy.name} assumes {format_size(policy.overhead_sru_per_vm)}"
-            )
-        if sru.reserve > reserve.sru + SRU_TOLERANCE:
-            findings.append(
-                f"the node keeps {format_size(sru.reserve)} of disk for itself, "
-                f"policy {policy.name} assumes {format_size(reserve.sru)}"
-            )
+        *_fit_findings(
+            sru, "disk", per_vm=policy.overhead_sru_per_vm, reserve=reserve.sru, tolerance=SRU_TOLERANCE, policy=policy
+        ),
+    ]
     return Calibration(
         node_id=node_id,
         policy=policy.name,
@@ -221,6 +211,27 @@ def calibration_judge(
         policy_overhead_sru=policy.overhead_sru_per_vm,
         findings=tuple(findings),
     )
+
+
+def _fit_findings(
+    fit: Fit | None, what: str, *, per_vm: int, reserve: int, tolerance: int, policy: capacity.Policy
+) -> list[str]:
+    """Where the fit of one resource (`what`: memory or disk) exceeds what the policy assumes by more than
+    `tolerance`: its cost per VM beyond the VM's size, and what the node keeps for itself."""
+    if fit is None:
+        return []
+    findings = []
+    if fit.overhead_per_vm > per_vm + tolerance:
+        findings.append(
+            f"each VM costs {format_size(fit.overhead_per_vm)} more {what} than its size, "
+            f"policy {policy.name} assumes {format_size(per_vm)}"
+        )
+    if fit.reserve > reserve + tolerance:
+        findings.append(
+            f"the node keeps {format_size(fit.reserve)} of {what} for itself, "
+            f"policy {policy.name} assumes {format_size(reserve)}"
+        )
+    return findings
 
 
 def _one_count_fit(memory: Sequence[tuple[int, int, int, int, int]], reserve_mru: int) -> Fit | None:

@@ -214,14 +214,7 @@ def _carve_on_reading(
 ) -> tuple[capacity.Carve, capacity.LiveNode]:
     """The carve of the node on this reading, and the live facts the precheck judges it by."""
     pools = list(seen.pools_sru) if seen.pools_sru else node.pools_sru
-    observed = capacity.observed_now(
-        hidden_mru_per_vm=node.hidden_mru_per_vm,
-        pool_room_below=node.pool_room_below,
-        bound_used_sru=node.pool_room_below_used_sru,
-        used_sru=seen.used.sru,
-        zos_own_mru=node.zos_own_mru,
-        zos_version=node.zos_version,
-    )
+    observed = node.observed_on(seen.used.sru)
     occupied_sizes = [s.size.resources for s in occupied]
     # Memoised: a fleet's nodes share a few shapes, and a carve with pools tries every device order.
     # The zos-cache's bound goes with the pools it came from: the reading's, else the node's report.

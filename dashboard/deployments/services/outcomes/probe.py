@@ -15,6 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from dashboard.access.services.audit_trail import actor_of
+from dashboard.capacity.lessons import zos_build_key
 from dashboard.capacity.outcomes import Move
 from dashboard.deployments.services.outcomes.checks import OutcomeConflict, OutcomeError, outcome_checked
 from dashboard.deployments.services.outcomes.record import OutcomeRecorded
@@ -23,7 +24,7 @@ from dashboard.figures.services.node_writes import node_writes
 from dashboard.grid.classify import classify
 from dashboard.lessons.services.group_steps import group_steps_after, lock_conflicts_retried
 from dashboard.lessons.services.lesson_evidence import probe_proposed
-from dashboard.lessons.services.memory_model import memory_group_turn, zos_build_key
+from dashboard.lessons.services.memory_model import memory_group_turn
 from dashboard.lessons.services.observations import deployment_refusal, observations_learn, standing_words
 from dashboard.models import Deployment, Node
 

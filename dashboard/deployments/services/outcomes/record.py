@@ -15,6 +15,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from dashboard.access.services.audit_trail import actor_of, audit_record
+from dashboard.capacity.lessons import zos_build_key
 from dashboard.capacity.outcomes import (
     DEPLOY_IN_FLIGHT,
     REFUSAL_FIELDS,
@@ -40,7 +41,6 @@ from dashboard.lessons.services.memory_model import (
     accepted_seen,
     memory_group_turn,
     memory_model_accepted,
-    zos_build_key,
 )
 from dashboard.lessons.services.observations import deployment_refusal, observations_learn
 from dashboard.models import Deployment, Hold, Job, Node, Slice
