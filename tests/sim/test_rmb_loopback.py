@@ -12,7 +12,7 @@ import redis
 
 from dashboard.capacity import GiB
 from dashboard.grid.budget import RedisInFlight, RedisWindow, RequestBudget
-from dashboard.grid.rmb import POOLS, RmbClient, Target
+from dashboard.grid.rmb import POOLS, RmbClient, Target, get_rmb
 from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.types import MalformedPayload, NodeSilent, PoolMetrics, RmbRefused
 from sim.grid import SimulatedGrid
@@ -94,3 +94,19 @@ def test_a_hostile_pool_size_is_refused_through_the_loopback_as_over_redis(grid,
     over_the_wire = over_redis.ask_many(POOLS, [target(2310, 3310)])[2310]
     assert isinstance(in_process, MalformedPayload) and "must be a whole number of bytes" in str(in_process)
     assert (type(in_process), str(in_process)) == (type(over_the_wire), str(over_the_wire))
+
+
+def test_the_product_gets_the_loopback_on_the_simulator_without_an_rmb_peer(settings):
+    settings.GRID_BACKEND, settings.RMB_REDIS_URL = "simulator", ""
+    assert isinstance(get_rmb(), LoopbackRmb)
+    assert (get_rmb().pools_source, get_rmb().version_told_by) == ("zos", "simulated")
+
+
+def test_the_grid_proxy_without_an_rmb_peer_has_no_rmb(settings):
+    settings.GRID_BACKEND, settings.RMB_REDIS_URL = "gridproxy", ""
+    assert get_rmb() is None
+
+
+def test_an_rmb_peer_is_asked_whatever_the_backend(settings):
+    settings.GRID_BACKEND, settings.RMB_REDIS_URL = "simulator", "redis://127.0.0.1:1/0"
+    assert isinstance(get_rmb(), RmbClient)
