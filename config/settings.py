@@ -323,6 +323,8 @@ MARKETPLACE_TWIN_ID = env_ids("MARKETPLACE_TWIN_ID")
 GRID_BACKEND = env_choice("GRID_BACKEND", "simulator", ("simulator", "gridproxy"))
 # The simulated world is named, never imported, by the product (sim/: the grid, the month of traffic).
 SIMULATED_GRID = "sim.grid.grid_from_settings"
+# Its RMB, when RMB_REDIS_URL is unset: the simulated nodes' answers read by the production door's parser.
+SIMULATED_RMB = "sim.grid.rmb_loopback.rmb_from_settings"
 POLICY_TRIAL_MONTH = "sim.month"
 GRID_PROXY_URL = env_str("GRID_PROXY_URL", "https://gridproxy.grid.tf")
 GRID_CONNECT_TIMEOUT = env_float("GRID_CONNECT_TIMEOUT", 3.05, minimum=0.01)
@@ -348,7 +350,7 @@ if GRID_RATE_RESERVE >= GRID_RATE_LIMIT:
 SIMGRID_PATH = Path(env_str("SIMGRID_PATH", str(VAR_DIR / "simgrid.sqlite3"))).resolve()
 # --- RMB: the nodes' own answers, through rmb-peer (grid/rmb/, docs/production.md) --------
 # The Redis an rmb-peer serves for the marketplace's twin; unset, nothing asks a node over RMB and
-# pools come from reports only (the simulated grid still answers in process).
+# pools come from reports only (the simulated grid answers through its loopback, SIMULATED_RMB).
 RMB_REDIS_URL = env_str("RMB_REDIS_URL", "")
 if RMB_REDIS_URL and not RMB_REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
     raise ImproperlyConfigured(f"RMB_REDIS_URL must be a redis://, rediss:// or unix:// URL, not {RMB_REDIS_URL!r}")

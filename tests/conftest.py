@@ -48,10 +48,12 @@ def sim_node_add(grid, node_id, *, policy_name=None, register=True, hide_pools=F
     if not register:
         return None
     # The pools as reported (zos.storage.pools): the test's, or one SSD of the whole total. A test of
-    # a node whose pools nobody reported passes hide_pools=True (the Grid Proxy's face alone).
+    # a node whose pools nobody reported passes hide_pools=True (the Grid Proxy's face alone). The node
+    # itself is not asked (its pools or build, over the simulated grid's RMB): a test that wants it calls
+    # node_register_from_grid.
     pools = None if hide_pools else tuple(options.get("pools") or [options["sru"]])
     live = replace(grid.node(node_id), pools_sru=pools)
-    return node_register_from_grid(live=live, policy_name=policy_name)
+    return node_register_from_grid(live=live, policy_name=policy_name, ask_rmb=False)
 
 
 @pytest.fixture

@@ -588,3 +588,37 @@ def test_a_registration_is_checked_and_carved_in_one_place():
     calls = [where for where in found if not where.startswith("dashboard/nodes/services/registration_checks.py")]
     assert {where.split(":")[0] for where in calls} == {"dashboard/nodes/services/registration.py"}, calls
     assert len(calls) == 2, calls
+
+
+def _node_answers_asked(source: str) -> list[str]:
+    """Where this source asks a node its pools or build (`.storage_pools(`, `.zos_version(`) of anything but
+    the RMB door, which the product names `rmb` (`rmb = get_rmb()`) and which calls itself `self`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value
+            door = isinstance(receiver, ast.Name) and receiver.id in {"rmb", "self"}
+            if node.func.attr in {"storage_pools", "zos_version"} and not door:
+                found.append(f"{node.lineno}: {ast.unparse(node.func)}()")
+    return found
+
+
+def test_the_scan_for_a_node_asked_in_process_finds_each_way():
+    source = """
+grid.storage_pools(7)
+get_grid().zos_version(7); node.zos_version
+rmb.storage_pools(target); rmb.version(target)
+"""
+    assert [line.split(": ")[0] for line in _node_answers_asked(source)] == ["2", "3"]
+
+
+def test_the_product_asks_a_node_its_pools_and_build_through_the_rmb_door_only():
+    # One door, one parser per fact (issue 46): the simulated grid answers over its RMB loopback
+    # (settings.SIMULATED_RMB), through grid.rmb.parse, never as Python objects handed over in process.
+    found = [
+        f"{path.relative_to(ROOT)}:{where}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "migrations" not in path.parts
+        for where in _node_answers_asked(path.read_text())
+    ]
+    assert found == []

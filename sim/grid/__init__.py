@@ -18,7 +18,9 @@ Its parts:
 - `storaged.py`: storaged's placement of each disk in the node's SSD pools;
 - `machine.py`: `ZosMachine`, one node deploying and releasing VMs as ZOS does;
 - `store.py`: `SimulatedGrid`, the fleet in one SQLite file behind the Grid interface;
-- `http.py`: the same behind the Grid Proxy's own HTTP paths (`serve_simulator`).
+- `http.py`: the same behind the Grid Proxy's own HTTP paths (`serve_simulator`);
+- `rmb_peer.py`: the nodes' answers over RMB, served on an rmb-peer's Redis (the stand-in peer);
+- `rmb_loopback.py`: the same answers handed to the product's RMB reader in process (settings.SIMULATED_RMB).
 """
 
 from sim.grid.http import SimulatorServer, serve_simulator

@@ -4,7 +4,7 @@
 groups by version are the simulated fleet's real ones. A node whose build nobody set answers
 the call with an `err`, as a ZOS that does not know the command would: its version stays
 unknown, and it learns in the fleet-wide group, never beside the nodes of a known build.
-The stand-in rmb-peer (rmb_peer.py) and the in-process answer (registration) both read it here.
+The stand-in rmb-peer (rmb_peer.py) reads it here, for Redis and for the RMB loopback (rmb_loopback.py).
 """
 
 from __future__ import annotations

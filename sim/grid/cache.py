@@ -2,7 +2,7 @@
 
 A real node's quota starts at 5 GiB and `checkAndResizeCache` moves it every 5 minutes (storaged.py);
 the simulated grid keeps each node's quota in its row (`sim_node.cache_sru`, schema 5), so every process
-and both of its RMB faces (`storage_pools` in process, the stand-in rmb-peer) answer what it has grown
+and both of its RMB faces (the stand-in rmb-peer and its loopback, rmb_loopback.py) answer what it has grown
 to. A stored node starts at 20 GiB, the figure the Grid Proxy assumes (as before schema 5); one check
 with little in it shrinks it to ZOS's first 5 GiB (below 20% full).
 

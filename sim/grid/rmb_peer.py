@@ -18,6 +18,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dashboard.grid.types import GridError, RmbRefused
@@ -99,42 +100,15 @@ class StandInPeer:
         node_id = self._node_of(twin)
         if node_id is None:
             return None
-        try:
-            if self.grid.node(node_id).status != "up":
-                return None
-            if self.error_rate and self.random.random() < self.error_rate:
-                return envelope(ref, twin, err={"code": 500, "message": "simulated failure (--error-rate)"})
-            body = self.body(cmd, node_id, asked=asked)
-        except RmbRefused as exc:
-            return envelope(ref, twin, err={"code": getattr(exc, "code", 404), "message": str(exc)})
-        except GridError:
-            return None  # a node away (or gone) meanwhile: as silent as a real one
-        if body is None:
-            return envelope(ref, twin, err={"code": 404, "message": f"unknown command: {cmd}"})
-        return envelope(ref, twin, body=body)
-
-    def body(self, cmd: str, node_id: int, *, asked: Any = None) -> Any:
-        if cmd == "zos.storage.pools":
-            return [pool.as_dict() for pool in self.grid.storage_pools(node_id)]
-        if cmd == "zos.statistics.get":
-            stats = self.grid.statistics(node_id)
-            # zosbase pkg/provision.go Counters; gridtypes.Capacity carries ipv4u (public IPs in use: not modelled).
-            return {
-                "total": {**stats.total.as_dict(), "ipv4u": 0},
-                "used": {**stats.used.as_dict(), "ipv4u": 0},
-                "system": {**stats.system.as_dict(), "ipv4u": 0},
-                "users": {
-                    "deployments": stats.deployments,
-                    "workloads": stats.workloads,
-                    "last_deployment_timestamp": 0,
-                },
-                "open_connections": 0,
-            }
-        if cmd == "zos.system.version":
-            return version_body(self.grid.zos_version(node_id))
-        if cmd == "zos.perf.get":
-            return perf_body(self.grid.node(node_id), asked)
-        return None
+        return node_answer(
+            self.grid,
+            ref,
+            cmd,
+            node_id=node_id,
+            twin=twin,
+            asked=asked,
+            fails=lambda: bool(self.error_rate) and self.random.random() < self.error_rate,
+        )
 
     def _node_of(self, twin: Any) -> int | None:
         if isinstance(twin, bool) or not isinstance(twin, int):
@@ -149,6 +123,59 @@ class StandInPeer:
                 page += 1
             self._twins_read = time.monotonic()
         return self._twins.get(twin)
+
+
+def node_answer(
+    grid: SimulatedGrid,
+    ref: str | None,
+    cmd: str,
+    *,
+    node_id: int,
+    twin: int,
+    asked: Any = None,
+    fails: Callable[[], bool] = lambda: False,
+) -> dict | None:
+    """The envelope node `node_id` (twin `twin`) sends back to `cmd`, or None when it stays silent (down,
+    asleep or gone); `fails()` true: a simulated failure (--error-rate). The stand-in peer sends it over
+    Redis, the loopback (rmb_loopback.py) hands it to the product's parser in process."""
+    try:
+        if grid.node(node_id).status != "up":
+            return None
+        if fails():
+            return envelope(ref, twin, err={"code": 500, "message": "simulated failure (--error-rate)"})
+        body = answer_body(grid, cmd, node_id, asked=asked)
+    except RmbRefused as exc:
+        return envelope(ref, twin, err={"code": getattr(exc, "code", 404), "message": str(exc)})
+    except GridError:
+        return None  # a node away (or gone) meanwhile: as silent as a real one
+    if body is None:
+        return envelope(ref, twin, err={"code": 404, "message": f"unknown command: {cmd}"})
+    return envelope(ref, twin, body=body)
+
+
+def answer_body(grid: SimulatedGrid, cmd: str, node_id: int, *, asked: Any = None) -> Any:
+    """The body of the node's answer to `cmd` (None: a command it does not know)."""
+    if cmd == "zos.storage.pools":
+        return [pool.as_dict() for pool in grid.storage_pools(node_id)]
+    if cmd == "zos.statistics.get":
+        stats = grid.statistics(node_id)
+        # zosbase pkg/provision.go Counters; gridtypes.Capacity carries ipv4u (public IPs in use: not modelled).
+        return {
+            "total": {**stats.total.as_dict(), "ipv4u": 0},
+            "used": {**stats.used.as_dict(), "ipv4u": 0},
+            "system": {**stats.system.as_dict(), "ipv4u": 0},
+            "users": {
+                "deployments": stats.deployments,
+                "workloads": stats.workloads,
+                "last_deployment_timestamp": 0,
+            },
+            "open_connections": 0,
+        }
+    if cmd == "zos.system.version":
+        return version_body(grid.zos_version(node_id))
+    if cmd == "zos.perf.get":
+        return perf_body(grid.node(node_id), asked)
+    return None
 
 
 # zosbase pkg/perf/cpubench/cpubench_task.go: the one perf task the simulated node runs.
@@ -197,4 +224,4 @@ def envelope(ref: str | None, twin: int, *, body: Any = None, err: dict | None =
     }
 
 
-__all__ = ["REQUEST_QUEUE", "StandInPeer", "envelope"]
+__all__ = ["REQUEST_QUEUE", "StandInPeer", "answer_body", "envelope", "node_answer"]

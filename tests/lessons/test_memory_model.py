@@ -168,7 +168,7 @@ def test_a_node_registered_from_the_simulated_grid_says_its_own_build(sim_node):
     grid.add_node(3201, cru=32, mru=BIG[0], sru=4000 * GiB, zos_build="v3.13.2-sim")
     grid.add_node(3202, cru=32, mru=BIG[0], sru=4000 * GiB)
     for grid_id in (3201, 3202):
-        node_register_from_grid(live=replace(grid.node(grid_id), pools_sru=(4000 * GiB,)), grid=grid)
+        node_register_from_grid(live=replace(grid.node(grid_id), pools_sru=(4000 * GiB,)))
     versions = dict(Node.objects.filter(grid_id__in=(3201, 3202)).values_list("grid_id", "zos_version"))
     assert versions == {3201: "v3.13.2-sim", 3202: ""}
 

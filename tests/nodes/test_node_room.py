@@ -44,7 +44,7 @@ def test_the_ssd_parts_name_the_reported_cache_and_its_next_step_and_add_up(sim_
 
     sim_node(1774, **node_1774(), register=False)
     # Registered as the demo and node_register do: the simulated node tells its pools and what they hold.
-    node_register_from_grid(live=sim_node.grid.node(1774), grid=sim_node.grid, policy_name="zos")
+    node_register_from_grid(live=sim_node.grid.node(1774), policy_name="zos")
     assert Node.objects.get(grid_id=1774).zos_cache is not None
     ssd = _room(api_call, api_token, 1774)["ssd"]
     keys = [p["key"] for p in ssd["parts"]]

@@ -9,9 +9,11 @@ node 1774 has 31 GiB of memory (a 3.1 GiB reserve: six 4 GiB slices) and one 931
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 import redis
+from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.capacity import GiB, MiB
@@ -53,8 +55,8 @@ def grown_to_15_gib(grid: SimulatedGrid, node_id: int = 1774) -> None:
 
 
 def registered(grid: SimulatedGrid, node_id: int = 1774) -> Node:
-    """Registered from the grid's reading, the node's own pools answer asked in process (no RMB)."""
-    return node_register_from_grid(live=grid.node(node_id), grid=grid, policy_name="zos")
+    """Registered from the grid's reading, the node's own pools answer asked over the simulated grid's RMB."""
+    return node_register_from_grid(live=grid.node(node_id), policy_name="zos")
 
 
 @pytest.fixture
@@ -148,6 +150,9 @@ def test_the_simulated_grids_resize_reaches_the_catalog_after_a_pools_refresh(gr
     # Another process grows it: the row keeps the quota, the node's answer says it.
     assert SimulatedGrid(simgrid_path).cache_check(1774, 3 * GiB) == 10 * GiB
     assert SimulatedGrid(simgrid_path).zos_cache(1774) == (10 * GiB, 0)
+    # Pools older than POOLS_MAX_AGE are asked again, over the simulated grid's RMB as over rmb-peer.
+    Node.objects.filter(pk=node.pk).update(pools_reported_at=timezone.now() - timedelta(hours=25))
+    node.refresh_from_db()
     precheck_run(node=node, grid=SimulatedGrid(simgrid_path))  # reads the pools again
     node.refresh_from_db()
     assert node.zos_cache_sru == 10 * GiB

@@ -84,7 +84,7 @@ def test_issue_45_defect_6_the_simulated_node_is_named_so_on_the_page_the_api_an
 
     sim_node(2310, register=False, zos_build="v3.14.0-sim", **TWO_SSDS)
     # Registered as `node_register` and the demo do: the simulated grid answers the pools and build itself.
-    node = node_register_from_grid(live=sim_node.grid.node(2310), grid=sim_node.grid)
+    node = node_register_from_grid(live=sim_node.grid.node(2310))
     assert (node.pools_source, node.zos_version_source) == ("zos", "simulated")
     text = support_client.get(reverse("node", args=[2310])).content.decode()
     assert "reported by the simulated node itself, asked in process" in text

@@ -132,7 +132,7 @@ def precheck_read(*, node: Node, grid: Grid | None = None) -> PrecheckRead:
     return PrecheckRead(
         live=live,
         read_at=read_at,
-        pools=pools_ask_node(node=node, grid=grid),
+        pools=pools_ask_node(node=node),
         counters=counters_read(live, node=node, grid=grid),
     )
 

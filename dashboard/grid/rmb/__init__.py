@@ -1,15 +1,19 @@
 """The nodes' own answers over RMB, through an rmb-peer's Redis (client.py; the parsers in parse.py).
 
-`get_rmb()` is the process's door, or None when RMB_REDIS_URL is unset (no peer: pools come from
-reports, and the simulated grid answers in process). Its budget lives in the peer's Redis, which
-every process that speaks RMB shares by definition (one peer serves the marketplace's twin).
+`get_rmb()` is the process's door: the rmb-peer's client when RMB_REDIS_URL is set; else, on the
+simulated grid, its loopback (settings.SIMULATED_RMB, by name: the product never imports sim/), whose
+answers go through the same reader; else None (no peer: pools come from reports only). The client's
+budget lives in the peer's Redis, which every process that speaks RMB shares by definition (one peer
+serves the marketplace's twin).
 """
 
 from __future__ import annotations
 
 import threading
 
-from dashboard.grid.rmb.client import POOLS, STATISTICS, VERSION, RmbClient, RmbPeerFailed, Target
+from django.utils.module_loading import import_string
+
+from dashboard.grid.rmb.client import POOLS, STATISTICS, VERSION, RmbCalls, RmbClient, RmbPeerFailed, Target
 
 _clients: dict[tuple, RmbClient] = {}
 _lock = threading.Lock()
@@ -36,10 +40,12 @@ def rmb_for(*, url: str, deadline: float, limit: int, reserve: int, max_in_fligh
         return _clients[key]
 
 
-def get_rmb() -> RmbClient | None:
+def get_rmb() -> RmbCalls | None:
     from django.conf import settings
 
     if not settings.RMB_REDIS_URL:
+        if settings.GRID_BACKEND == "simulator" and settings.SIMULATED_RMB:
+            return import_string(settings.SIMULATED_RMB)()
         return None
     return rmb_for(
         url=settings.RMB_REDIS_URL,
@@ -50,4 +56,4 @@ def get_rmb() -> RmbClient | None:
     )
 
 
-__all__ = ["POOLS", "STATISTICS", "VERSION", "RmbClient", "RmbPeerFailed", "Target", "get_rmb", "rmb_for"]
+__all__ = ["POOLS", "STATISTICS", "VERSION", "RmbCalls", "RmbClient", "RmbPeerFailed", "Target", "get_rmb", "rmb_for"]

@@ -100,9 +100,40 @@ class _Round:
         return min((deadline for _target, deadline in self.pending.values()), key=lambda d: d.ends)
 
 
-class RmbClient:
-    name = "rmb"
+class RmbCalls:
+    """The commands the product asks of a node, over `ask_many`: the rmb-peer's client below, and the
+    simulated grid's loopback (settings.SIMULATED_RMB), which read every answer as `answer_read` does.
 
+    The labels say who told what a call heard: a pool report's source and origin, a build's told_by."""
+
+    name = "rmb"
+    pools_source = "rmb"
+    pools_origin = "rmb-peer"
+    version_told_by = "rmb"
+
+    def ask_many(self, cmd: str, targets: Sequence[Target], *, body: Any = None) -> dict[int, Any]:
+        raise NotImplementedError
+
+    def storage_pools(self, target: Target) -> tuple[PoolMetrics, ...]:
+        return self._one(POOLS, target)
+
+    def statistics(self, target: Target) -> NodeStatistics:
+        return self._one(STATISTICS, target)
+
+    def version(self, target: Target) -> ZosVersion:
+        return self._one(VERSION, target)
+
+    def pools_many(self, targets: Sequence[Target]) -> dict[int, tuple[PoolMetrics, ...] | GridError]:
+        return self.ask_many(POOLS, targets)
+
+    def _one(self, cmd: str, target: Target):
+        answer = self.ask_many(cmd, [target])[target.node_id]
+        if isinstance(answer, GridError):
+            raise answer
+        return answer
+
+
+class RmbClient(RmbCalls):
     def __init__(
         self,
         url: str,
@@ -127,26 +158,6 @@ class RmbClient:
 
     def __repr__(self) -> str:
         return f"RmbClient({url_redacted(self.url)!r})"
-
-    # --- the commands ------------------------------------------------------------------
-
-    def storage_pools(self, target: Target) -> tuple[PoolMetrics, ...]:
-        return self._one(POOLS, target)
-
-    def statistics(self, target: Target) -> NodeStatistics:
-        return self._one(STATISTICS, target)
-
-    def version(self, target: Target) -> ZosVersion:
-        return self._one(VERSION, target)
-
-    def pools_many(self, targets: Sequence[Target]) -> dict[int, tuple[PoolMetrics, ...] | GridError]:
-        return self.ask_many(POOLS, targets)
-
-    def _one(self, cmd: str, target: Target):
-        answer = self.ask_many(cmd, [target])[target.node_id]
-        if isinstance(answer, GridError):
-            raise answer
-        return answer
 
     # --- calls -------------------------------------------------------------------------
 
@@ -283,13 +294,11 @@ class RmbClient:
         return [raw for raw in pipe.execute() if raw is not None]
 
     def _match(self, call: _Round, raw: bytes) -> None:
-        envelope = _envelope(raw)
+        envelope = envelope_read(raw)
         if isinstance(envelope, MalformedPayload):
             if call.single and call.pending:  # one call awaits: it can only be its answer
                 ref, (target, _d) = next(iter(call.pending.items()))
-                call.results[target.node_id] = MalformedPayload(
-                    f"node {target.node_id} answered {call.cmd} over RMB with {envelope}; its answer was not taken"
-                )
+                call.results[target.node_id] = unreadable(call.cmd, target, envelope)
                 self._settle(ref, call)
                 return
             log.warning("an RMB answer was left: %s", envelope)
@@ -300,30 +309,13 @@ class RmbClient:
             return
         target, _deadline = call.pending[envelope.ref]
         self._settle(envelope.ref, call)
-        if envelope.src is not None and envelope.src != target.twin_id:
-            call.results[target.node_id] = MalformedPayload(
-                f"twin {envelope.src} answered the {call.cmd} call to node {target.node_id} (twin {target.twin_id}); "
-                "an answer for another node is not taken"
-            )
-        elif envelope.problem:
-            call.results[target.node_id] = MalformedPayload(
-                f"node {target.node_id} answered {call.cmd} over RMB with {envelope.problem}; its answer was not taken"
-            )
-        elif envelope.err_code is not None or envelope.err_message:
-            call.results[target.node_id] = parse.refusal(
-                envelope, node_id=target.node_id, twin_id=target.twin_id, cmd=call.cmd
-            )
-        else:
-            call.results[target.node_id] = _parsed(call.cmd, envelope.body, target)
+        call.results[target.node_id] = answer_read(call.cmd, envelope, target)
 
     def _expire(self, call: _Round) -> None:
         for ref, (target, deadline) in list(call.pending.items()):
             if deadline.passed():
                 extra = f" ({call.stray} answer(s) that matched no call came meanwhile)" if call.stray else ""
-                call.results[target.node_id] = NodeSilent(
-                    f"node {target.node_id} did not answer {call.cmd} over RMB {deadline.words()}{extra}: it may be "
-                    "off, on standby or unreachable, or the peer lost the call"
-                )
+                call.results[target.node_id] = silent(call.cmd, target, deadline, extra=extra)
                 call.pending.pop(ref)  # its lease lapsed with its deadline: nothing to give back
 
     def _fail(self, call: _Round, exc: BaseException) -> None:
@@ -372,7 +364,38 @@ class RmbClient:
         return self._queue[1]
 
 
-def _envelope(raw: bytes) -> parse.Envelope | MalformedPayload:
+def answer_read(cmd: str, envelope: parse.Envelope, target: Target) -> Any:
+    """The call's result from the answer's envelope: the parsed body, or the GridError that says why it
+    was not taken (another twin's answer, a `dat` that cannot be read, an `err`). Every RMB door reads
+    an answer here, the simulated grid's loopback too."""
+    if envelope.src is not None and envelope.src != target.twin_id:
+        return MalformedPayload(
+            f"twin {envelope.src} answered the {cmd} call to node {target.node_id} (twin {target.twin_id}); "
+            "an answer for another node is not taken"
+        )
+    if envelope.problem:
+        return MalformedPayload(
+            f"node {target.node_id} answered {cmd} over RMB with {envelope.problem}; its answer was not taken"
+        )
+    if envelope.err_code is not None or envelope.err_message:
+        return parse.refusal(envelope, node_id=target.node_id, twin_id=target.twin_id, cmd=cmd)
+    return _parsed(cmd, envelope.body, target)
+
+
+def unreadable(cmd: str, target: Target, problem: MalformedPayload) -> MalformedPayload:
+    """The call's answer, whose envelope could not be read (`envelope_read`'s words)."""
+    return MalformedPayload(f"node {target.node_id} answered {cmd} over RMB with {problem}; its answer was not taken")
+
+
+def silent(cmd: str, target: Target, deadline: Deadline, *, extra: str = "") -> NodeSilent:
+    """A call no answer came to by its deadline."""
+    return NodeSilent(
+        f"node {target.node_id} did not answer {cmd} over RMB {deadline.words()}{extra}: it may be "
+        "off, on standby or unreachable, or the peer lost the call"
+    )
+
+
+def envelope_read(raw: bytes) -> parse.Envelope | MalformedPayload:
     """The answer's envelope, or why it cannot be read: whatever the bytes, never an exception."""
     try:
         return parse.parse_envelope(raw)
@@ -402,4 +425,17 @@ def _parsed(cmd: str, body: Any, target: Target) -> Any:
         )
 
 
-__all__ = ["POOLS", "REQUEST_QUEUE", "STATISTICS", "VERSION", "RmbClient", "RmbPeerFailed", "Target"]
+__all__ = [
+    "POOLS",
+    "REQUEST_QUEUE",
+    "STATISTICS",
+    "VERSION",
+    "RmbCalls",
+    "RmbClient",
+    "RmbPeerFailed",
+    "Target",
+    "answer_read",
+    "envelope_read",
+    "silent",
+    "unreadable",
+]

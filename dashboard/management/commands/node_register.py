@@ -153,7 +153,6 @@ class Command(ProductCommand):
             else:
                 node = node_register_from_grid(
                     live=_read_from_grid(node_id, options),
-                    grid=get_grid(),
                     policy_name=options["policy"],
                     by=by,
                     source="command",

@@ -5,7 +5,7 @@ type, size, used per pool, docs/domain.md "Who knows the pools"). They come from
 each kept as a PoolReport with who, when and from where:
 - `api`: the marketplace's deployer, which speaks RMB, through PUT /api/v1/nodes/{id}/pools;
 - `operator`: an admin's form on the node page, or `node_register --pools`;
-- `zos`: the node itself, asked by a reading on a backend that can ask it (the simulated grid);
+- `zos`: the simulated node itself, asked through the simulated grid's RMB loopback (grid.rmb's `get_rmb`);
 - `rmb`: the node itself, asked over RMB through rmb-peer (grid.rmb, nodes.services.pools_heard).
 
 A report whose SSD pools do not add up to the SSD total the grid reports (sru) is refused with the
@@ -191,28 +191,26 @@ class PoolsAnswer:
     refused: str = ""
 
 
-def pools_ask_node(*, node: Node, grid) -> PoolsAnswer | None:
-    """Ask the node itself (`zos.storage.pools`): over RMB when an rmb-peer is configured (source rmb),
-    else where the backend can (the simulated grid answers as a ZOS node; the Grid Proxy cannot: None).
-    Nothing is written: call it before any transaction (a silent node costs the RMB deadline), then
-    `pools_keep`. None too for a node silent or away, or pools still fresh: nothing to keep or say."""
+def pools_ask_node(*, node: Node) -> PoolsAnswer | None:
+    """Ask the node itself (`zos.storage.pools`) through the RMB door (`get_rmb()`: the rmb-peer, or the
+    simulated grid's loopback; its labels name the report's source and origin). None where nothing can
+    ask (no door: the Grid Proxy alone), and for a node silent or away, or pools still fresh: nothing to
+    keep or say. Nothing is written: call it before any transaction (a silent node costs the RMB
+    deadline), then `pools_keep`."""
     rmb = get_rmb()
-    source, origin = PoolReport.Source.ZOS, getattr(grid, "name", "")
+    if rmb is None:
+        return None
+    source, origin = rmb.pools_source, rmb.pools_origin
+    # A call costs up to RMB_DEADLINE on a silent node: only for pools unknown or too old.
+    fresh = node.pools_reported_at and node.pools_reported_at > timezone.now() - timedelta(hours=settings.POOLS_MAX_AGE)
+    if not node.twin_id or (node.pools_sru and fresh):
+        return None
+    target = Target(node_id=node.grid_id, twin_id=node.twin_id, total_sru=node.total_sru)
     try:
-        if rmb is not None:
-            source, origin = PoolReport.Source.RMB, "rmb-peer"
-            # A call costs up to RMB_DEADLINE on a silent node: only for pools unknown or too old.
-            fresh = node.pools_reported_at and node.pools_reported_at > timezone.now() - timedelta(
-                hours=settings.POOLS_MAX_AGE
-            )
-            if not node.twin_id or (node.pools_sru and fresh):
-                return None
-            target = Target(node_id=node.grid_id, twin_id=node.twin_id, total_sru=node.total_sru)
-            return PoolsAnswer(source=source, origin=origin, pools=rmb.storage_pools(target))
-        return PoolsAnswer(source=source, origin=origin, pools=tuple(grid.storage_pools(node.grid_id)))
+        return PoolsAnswer(source=source, origin=origin, pools=rmb.storage_pools(target))
     except (MalformedPayload, RmbRefused) as exc:
         return PoolsAnswer(source=source, origin=origin, refused=str(exc))
-    except (GridError, AttributeError):  # silent, away, or a backend that cannot ask (PoolsNotAvailable)
+    except GridError:  # silent or away
         return None
 
 
@@ -234,9 +232,9 @@ def _refusal_cleared(first_hand: bool) -> dict:
     return {"pools_refused": "", "pools_refused_at": None} if first_hand else {}
 
 
-def pools_read_from_node(*, node: Node, grid) -> PoolReport | None:
+def pools_read_from_node(*, node: Node) -> PoolReport | None:
     """`pools_ask_node` then `pools_keep`, for a caller that holds no transaction (a re-register's read)."""
-    answer = pools_ask_node(node=node, grid=grid)
+    answer = pools_ask_node(node=node)
     return pools_keep(node=node, answer=answer) if answer is not None else None
 
 

@@ -1,8 +1,9 @@
 """Pools (and the build) heard from the nodes themselves over RMB, kept as pool reports like any other.
 
 The RMB door (grid.rmb) asks; this module decides whom, keeps what is heard through the one pool
-report writer (`nodes.services.pools.pools_report`, source `rmb`) and says, for a node that did not answer,
-why its catalog stays prudent. With RMB_REDIS_URL unset `get_rmb()` is None and nothing here asks.
+report writer (`nodes.services.pools.pools_report`, source `rmb`, or `zos` from the simulated grid's
+loopback) and says, for a node that did not answer, why its catalog stays prudent. With no door
+(`get_rmb()` None: no rmb-peer, and the Grid Proxy) nothing here asks.
 Never call it inside a transaction: a silent node holds its caller for the whole deadline.
 """
 
@@ -17,7 +18,7 @@ from django.utils import timezone
 
 from dashboard import capacity
 from dashboard.figures.services.node_writes import figures_follow
-from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, RmbPeerFailed, Target, get_rmb
+from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbCalls, RmbPeerFailed, Target, get_rmb
 from dashboard.grid.types import (
     GridError,
     MalformedPayload,
@@ -55,8 +56,10 @@ class Heard:
     refused: set[int] = field(default_factory=set)
     # The peer's Redis failed during the round: why, in words ("" when it did not); nothing more was asked.
     peer_failed: str = ""
-    # Nodes whose build the simulated grid told in process (registration without an rmb-peer), not RMB.
-    versions_in_process: set[int] = field(default_factory=set)
+    # Who heard it (the door's labels, grid.rmb.RmbCalls): the rmb-peer, or the simulated grid's loopback.
+    source: str = PoolReport.Source.RMB
+    origin: str = "rmb-peer"
+    told_by: str = "rmb"
 
     def refuse(self, node_id: int, why: str) -> None:
         """The node answered, and its answer is not taken: why, and its pools are not kept."""
@@ -74,18 +77,21 @@ class Heard:
 
 
 def pools_hear(
-    lives: Sequence[NodeCapacity], *, rmb: RmbClient | None = None, version: bool = True, statistics: bool = False
+    lives: Sequence[NodeCapacity], *, rmb: RmbCalls | None = None, version: bool = True, statistics: bool = False
 ) -> Heard:
-    """Ask every node of `lives` without pools for them (one paced round), then the ones that answered
-    for their build and, with `statistics` (the watch's rounds), for their counters: a node that lost its
-    zos-cache says so there alone. Nothing is written: `lives_with_pools` and `pools_heard_store` use it."""
+    """Ask every node of `lives` without pools for them (one paced round), then the ones that answered (and
+    the up ones whose reading told their pools) for their build and, with `statistics` (the watch's rounds),
+    for their counters: a node that lost its zos-cache says so there alone. Nothing is written:
+    `lives_with_pools` and `pools_heard_store` use it."""
     rmb = rmb or get_rmb()
-    heard = Heard()
     if rmb is None:
-        return heard
-    targets = []
+        return Heard()
+    heard = Heard(source=rmb.pools_source, origin=rmb.pools_origin, told_by=rmb.version_told_by)
+    targets, told = [], []
     for live in lives:
         if live.pools_sru:
+            if live.status == "up" and live.twin_id:
+                told.append(Target(node_id=live.node_id, twin_id=live.twin_id, total_sru=live.total.sru))
             continue
         if live.status != "up":
             # Off or asleep it never answers: asking costs a whole deadline and tells nothing.
@@ -98,12 +104,13 @@ def pools_hear(
     totals = {t.node_id: t.total_sru for t in targets}
     for node_id, answer in rmb.ask_many(POOLS, targets).items():
         _heard_one(heard, node_id, answer, total=totals[node_id])
-    if version and heard.pools:
-        _ask_answered(rmb, heard, [t for t in targets if t.node_id in heard.pools], statistics=statistics)
+    answered = [t for t in targets if t.node_id in heard.pools] + told
+    if version and answered:
+        _ask_answered(rmb, heard, answered, statistics=statistics)
     return heard
 
 
-def _ask_answered(rmb: RmbClient, heard: Heard, answered: list[Target], *, statistics: bool) -> None:
+def _ask_answered(rmb: RmbCalls, heard: Heard, answered: list[Target], *, statistics: bool) -> None:
     """The nodes that answered their pools, asked for their build (and their counters)."""
     for node_id, answer in rmb.ask_many(VERSION, answered).items():
         if not isinstance(answer, GridError):
@@ -158,7 +165,7 @@ def pools_not_taken_words(node_id: int, exc: Exception) -> str:
 
 
 def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | None = None) -> int:
-    """Keep each registered node's heard pools as a pool report (source rmb) and its build; how many kept."""
+    """Keep each registered node's heard pools as a pool report (the door's source) and its build; how many kept."""
     at = at or timezone.now()
     kept: list[int] = []
     regrouped: list[int] = []
@@ -169,9 +176,7 @@ def pools_heard_store(nodes: Sequence[Node], heard: Heard, *, at: datetime | Non
         pools = heard.pools.get(node.grid_id)
         if pools is not None:
             try:
-                pools_report(
-                    node=node, pools=pools, source=PoolReport.Source.RMB, origin="rmb-peer", at=at, figures=False
-                )
+                pools_report(node=node, pools=pools, source=heard.source, origin=heard.origin, at=at, figures=False)
             except PoolsError as exc:
                 heard.refuse(node.grid_id, f"node {node.grid_id}'s pools answer was not taken: {exc}")
             else:
@@ -196,12 +201,11 @@ def _version_store(node: Node, zos: str, *, heard: Heard, at: datetime) -> bool:
     """Keep the ZOS version the node told; whether it moved the node to another build's group."""
     told = zos[:128]
     regrouped = zos_build_key(told) != zos_build_key(Node.objects.values_list("zos_version", flat=True).get(pk=node.pk))
-    told_by = "simulated" if node.grid_id in heard.versions_in_process else "rmb"
-    Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at, zos_version_source=told_by)
+    Node.objects.filter(pk=node.pk).update(zos_version=told, zos_version_at=at, zos_version_source=heard.told_by)
     return regrouped
 
 
-def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbClient | None = None) -> Heard:
+def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbCalls | None = None) -> Heard:
     """Registered nodes asked for their pools (the watch, a precheck): heard and kept in one go."""
     rmb = rmb or get_rmb()
     if rmb is None or not nodes:

@@ -19,13 +19,11 @@ from dashboard import capacity
 from dashboard.access.services.audit_trail import audit_record
 from dashboard.capacity.catalog import size_words
 from dashboard.figures.services.node_writes import node_writes
-from dashboard.grid.types import GridError, NodeCapacity, PoolMetrics
+from dashboard.grid.types import NodeCapacity
 from dashboard.lessons.services.memory_model import memory_lessons_for_new
-from dashboard.models import Node, PoolReport, Slice
-from dashboard.nodes.services.pools import pools_report
+from dashboard.models import Node, Slice
 from dashboard.nodes.services.pools_heard import (
     Heard,
-    live_with_pools,
     lives_with_pools,
     pools_hear,
     pools_heard_store,
@@ -301,25 +299,23 @@ def node_register_from_grid(
     by=None,
     source: str = "command",
     origin: str = "",
-    grid=None,
     refuse_no_node: bool = False,
     ask_rmb: bool = True,
 ) -> Node:
     """Register the node the grid just described (`live`, read at `read_at`, default now).
 
     Every fact the grid states goes onto the node: its farm, twin, status, dedication, location,
-    total and live used capacity as its first reading. The SSD pools: those `live` carries, or,
-    given the `grid`, the node's own answer where it can be asked (the simulated grid; never the
-    Grid Proxy), kept as a pool report; without them the catalog is carved for unknown pools.
+    total and live used capacity as its first reading. The SSD pools: those `live` carries, or the
+    node's own answer through the RMB door (the rmb-peer, or the simulated grid's loopback), kept as
+    a pool report; without them the catalog is carved for unknown pools.
     Pools the registration's checks refuse (a total a little off, a first pool too small for the
     cache) are not taken: the node is registered and carved as for unknown pools, and says why.
     """
-    # With an rmb-peer (RMB_REDIS_URL) the node is asked itself, first-hand; else the backend where it
-    # can answer in process (the simulated grid). `pools_heard_words` on the node says what came of it.
+    # The node is asked itself, first-hand, through the RMB door (get_rmb: the rmb-peer, or the simulated
+    # grid's loopback). `pools_heard_words` on the node says what came of it.
     # `ask_rmb=False`: the caller asked already (an onboarding page) or holds a transaction open.
-    heard = pools_hear([live]) if not live.pools_sru and ask_rmb else Heard()
+    heard = pools_hear([live]) if ask_rmb else Heard()
     live = lives_with_pools([live], heard)[0]
-    live, answer = _live_with_own_pools_answer(live, grid=grid, heard=heard)
     how = dict(
         policy_name=policy_name,
         by=by,
@@ -335,42 +331,12 @@ def node_register_from_grid(
             raise
         # What the node said of its pools is what the checks refused: carved as for unknown pools instead.
         heard.refuse(live.node_id, pools_not_taken_words(live.node_id, exc))
-        answer = None
         node = _node_register_live(without_pools(live), **how)
-    if answer:
-        pools_report(node=node, pools=answer, source=PoolReport.Source.ZOS, origin=getattr(grid, "name", ""))
-        node.refresh_from_db()
-    if grid is not None and not heard.why_not and node.grid_id not in heard.versions:
-        _hear_own_version(node.grid_id, grid=grid, heard=heard)
     if heard.pools or heard.versions or heard.refused:
         pools_heard_store([node], heard)
         node.refresh_from_db()
     node.pools_heard_words = heard.words(node.grid_id)
     return node
-
-
-def _live_with_own_pools_answer(
-    live: NodeCapacity, *, grid, heard: Heard
-) -> tuple[NodeCapacity, tuple[PoolMetrics, ...] | None]:
-    """The reading with the node's own pools answer where the backend can ask it in process (and RMB did
-    not already), and that answer; an answer whose SSD pools do not add up to the total is not taken."""
-    if grid is None or live.pools_sru or heard.why_not:
-        return live, None
-    answer = pools_of_node(grid, live.node_id)
-    if not answer:
-        return live, None
-    ssd = tuple(p.size for p in answer if p.type == "ssd")
-    if ssd and capacity.pools_match_total(sum(ssd), live.total.sru):
-        return live_with_pools(live, answer), answer
-    return live, None
-
-
-def _hear_own_version(node_id: int, *, grid, heard: Heard) -> None:
-    """Add the node's own version answer, asked in process, to what was heard, where it tells one."""
-    version = version_of_node(grid, node_id)
-    if version is not None:
-        heard.versions[node_id] = version
-        heard.versions_in_process.add(node_id)
 
 
 def _node_register_live(live: NodeCapacity, *, seen_at: datetime, **how) -> Node:
@@ -382,20 +348,3 @@ def _node_register_live(live: NodeCapacity, *, seen_at: datetime, **how) -> Node
         cache=live.zos_cache_sru if live.pools_sru else None,
         **how,
     )
-
-
-def version_of_node(grid, node_id: int):
-    """The node's own `zos.system.version` answer in process, or None where the backend cannot ask
-    (the Grid Proxy) or the node tells none (its version stays unknown: the fleet-wide group)."""
-    try:
-        return grid.zos_version(node_id)
-    except (GridError, AttributeError):
-        return None
-
-
-def pools_of_node(grid, node_id: int):
-    """The node's own `zos.storage.pools` answer, or None where the backend cannot ask (the Grid Proxy)."""
-    try:
-        return grid.storage_pools(node_id)
-    except GridError:
-        return None

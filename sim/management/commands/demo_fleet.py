@@ -403,10 +403,11 @@ def _demo_build(grid: SimulatedGrid, nodes: list[DemoNode]) -> None:
             continue
         live = grid.node(spec.node_id)
         # Most demo nodes' pools are reported (one SSD of the whole total unless told); some are
-        # registered as from the Grid Proxy alone, which reports none.
+        # registered as from the Grid Proxy alone, which reports none. Not asked over the simulated grid's
+        # RMB: the spec says each node's pools and build.
         pools = tuple(spec.pools or (spec.sru,)) if spec.pools_known else None
         registered[spec.node_id] = node_register_from_grid(
-            live=replace(live, pools_sru=pools), policy_name=spec.policy, source="command"
+            live=replace(live, pools_sru=pools), policy_name=spec.policy, source="command", ask_rmb=False
         )
         if spec.zos_version:
             Node.objects.filter(pk=registered[spec.node_id].pk).update(

@@ -71,7 +71,7 @@ def node_reregister(*, job: Job, stop_on: tuple[type[BaseException], ...] = ()) 
     job_progress(job=job, step=f"reading node {node.grid_id}'s live capacity from the grid", done=0, total=3)
     seen = node_capacity_read(grid=grid, node_id=node.grid_id, job=job, announce=False)
     # Where the node itself can be asked (the simulated grid), its pools come with the reading.
-    if not job.dry_run and pools_read_from_node(node=node, grid=grid) is not None:
+    if not job.dry_run and pools_read_from_node(node=node) is not None:
         node.refresh_from_db()
     job_progress(job=job, step=f"carving node {node.grid_id}'s catalog", done=1)
     slices = list(Slice.objects.filter(node=node).order_by(*SLICE_ORDER))
