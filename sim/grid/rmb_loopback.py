@@ -29,6 +29,7 @@ class LoopbackRmb(RmbCalls):
     name = "rmb-loopback"
     pools_source = "zos"
     version_told_by = "simulated"
+    over = "over the simulated grid's RMB loopback"
 
     def __init__(self, grid: SimulatedGrid, *, deadline: float) -> None:
         self.grid = grid

@@ -209,7 +209,7 @@ def test_a_precheck_asks_a_node_whose_pools_are_unknown(grid_proxy, rmb_peer, se
 
 
 def test_the_fleet_page_says_rmb_is_off_without_a_peer(support_client):
-    assert "RMB is off (RMB_REDIS_URL unset)" in support_client.get("/").content.decode()
+    assert "RMB through rmb-peer is off (RMB_REDIS_URL unset)" in support_client.get("/").content.decode()
 
 
 def test_the_fleet_page_says_how_many_nodes_answered_in_the_last_watch(grid_proxy, rmb_peer, settings, support_client):

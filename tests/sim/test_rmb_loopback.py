@@ -110,3 +110,15 @@ def test_the_grid_proxy_without_an_rmb_peer_has_no_rmb(settings):
 def test_an_rmb_peer_is_asked_whatever_the_backend(settings):
     settings.GRID_BACKEND, settings.RMB_REDIS_URL = "simulator", "redis://127.0.0.1:1/0"
     assert isinstance(get_rmb(), RmbClient)
+
+
+@pytest.mark.django_db
+def test_a_precheck_on_the_simulator_says_it_asked_over_the_loopback_not_rmb_peer(sim_node):
+    # The words name the door that was asked: on the simulator without an rmb-peer, the loopback.
+    from dashboard.catalogs.services.precheck import precheck_run
+    from dashboard.models import Node
+
+    node = sim_node(2311, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3311)
+    report = precheck_run(node=Node.objects.get(pk=node.pk))
+    assert "node 2311 says itself (over the simulated grid's RMB loopback, now)" in report.counters_words
+    assert "rmb-peer" not in report.counters_words

@@ -93,4 +93,4 @@ def test_issue_45_defect_6_the_simulated_node_is_named_so_on_the_page_the_api_an
     pools = api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]
     assert (pools["source"], pools["zos_version_source"]) == ("simulated", "simulated")
     fleet = html.unescape(support_client.get(reverse("fleet")).content.decode())
-    assert "the simulated grid's nodes answer their pools and build in process" in fleet
+    assert "the simulated grid's nodes answer their pools and build in process, over its RMB loopback" in fleet

@@ -187,7 +187,7 @@ def counters_read(live: NodeCapacity, *, node: Node, grid: Grid) -> Counters:
     except GridError as exc:
         return Counters(f"{exc}; the Grid Proxy's reading alone is used", exc, OVER_RMB)
     words = (
-        f"node {live.node_id} says itself (over RMB, now): {capacity.format_size(own.used.mru)} memory and "
+        f"node {live.node_id} says itself ({rmb.over}, now): {capacity.format_size(own.used.mru)} memory and "
         f"{capacity.format_size(own.used.sru)} SSD used, {own.deployments} deployment(s); the Grid Proxy: "
         f"{capacity.format_size(live.used.mru)} and {capacity.format_size(live.used.sru)}"
     )

@@ -110,6 +110,7 @@ class RmbCalls:
     pools_source = "rmb"
     pools_origin = "rmb-peer"
     version_told_by = "rmb"
+    over = "over RMB"  # how a sentence says the node was asked
 
     def ask_many(self, cmd: str, targets: Sequence[Target], *, body: Any = None) -> dict[int, Any]:
         raise NotImplementedError

@@ -32,8 +32,9 @@ class WatchStatus:
         if not self.rmb_on:
             if self.simulated:
                 return (
-                    "RMB is off (RMB_REDIS_URL unset): the simulated grid's nodes answer their pools and build in "
-                    "process; on the Grid Proxy pools would come from reports only."
+                    "RMB through rmb-peer is off (RMB_REDIS_URL unset): the simulated grid's nodes answer their pools "
+                    "and build in process, over its RMB loopback (SIMULATED_RMB, read by the same parser as rmb-peer's "
+                    "answers); on the Grid Proxy pools would come from reports only."
                 )
             return "RMB is off (RMB_REDIS_URL unset): pools come from reports only."
         result = self.result
