@@ -599,3 +599,52 @@ def failed_on_1774(sim_node):
     node = sim_node_1774(sim_node)
     raw = f"workload s1774_6 within deployment 7 failed with error: {MEMORY_ERROR}"
     return failed_deployment(node, index=6, raw_error=raw, cause="memory", needed=4294967296, usable=4187593113)
+
+
+# --- RMB: the stand-in rmb-peer on the suite's Redis --------------------------------------------
+
+
+@pytest.fixture
+def rmb_redis_url(settings):
+    """The suite's Redis as an rmb-peer's (the test is skipped without it), its request queue emptied."""
+    import redis
+
+    from dashboard.grid.rmb.client import REQUEST_QUEUE
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith("redis://"):
+        pytest.skip("needs the suite's Redis")
+    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
+    return url
+
+
+@contextmanager
+def stand_in_peer_serving(grid, url: str, **options):
+    """The stand-in rmb-peer (sim/grid/rmb_peer.py) answering for `grid`'s nodes on `url`, in a thread,
+    stopped and joined after (a stopped peer still waiting on the queue would take the next test's call)."""
+    import threading
+
+    from sim.grid.rmb_peer import StandInPeer
+
+    peer = StandInPeer(grid, url, stop=threading.Event(), **options)
+    thread = threading.Thread(target=peer.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield peer
+    finally:
+        peer.stop.set()
+        thread.join(5)
+
+
+def rmb_client_on(url: str, *, deadline: float):
+    """An RmbClient on `url` with a budget and an in-flight cap of its own (keys no other test shares)."""
+    import uuid
+
+    from dashboard.grid.budget import RedisInFlight, RedisWindow, RequestBudget
+    from dashboard.grid.rmb import RmbClient
+
+    key = uuid.uuid4().hex
+    budget = RequestBudget(window=RedisWindow(url, key=f"test-rmb-budget:{key}"), limit=50, reserve=0)
+    return RmbClient(
+        url, deadline=deadline, budget=budget, in_flight=RedisInFlight(url, cap=8, key=f"test-rmb-if:{key}")
+    )

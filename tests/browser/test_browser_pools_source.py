@@ -1,18 +1,14 @@
 """Issue 33 in a browser: the node page says where its pools came from (the node itself, over RMB,
 through the stand-in peer) and its ZOS build; a node that stayed silent says its pools are unknown."""
 
-import threading
-
 import pytest
-import redis
 from playwright.sync_api import expect
 
 from dashboard.capacity import GiB
-from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid
-from sim.grid.rmb_peer import StandInPeer
 from tests.browser.conftest import log_in
+from tests.conftest import stand_in_peer_serving
 
 pytestmark = pytest.mark.browser
 PASSWORD = "not-a-real-password-1774"
@@ -20,12 +16,9 @@ HALF_SSD = int(465.75 * GiB)
 
 
 @pytest.fixture
-def heard_fleet(simgrid_path, settings):
+def heard_fleet(simgrid_path, settings, rmb_redis_url):
     """2311 (two SSDs) answered over RMB when registered; 2312 was silent (the peer sees it down)."""
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("needs the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
+    url = rmb_redis_url
     grid = SimulatedGrid(simgrid_path)
     grid.add_node(2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311)
     grid.add_node(2312, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3312)
@@ -35,16 +28,10 @@ def heard_fleet(simgrid_path, settings):
         2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311, zos_build="v3.14.0-sim"
     )
     seen.add_node(2312, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, twin_id=3312, status="down")
-    peer = StandInPeer(seen, url, stop=threading.Event())
-    thread = threading.Thread(target=peer.serve_forever, daemon=True)
-    thread.start()
     settings.RMB_REDIS_URL, settings.RMB_DEADLINE = url, 1.0
-    try:
+    with stand_in_peer_serving(seen, url):
         for node_id in (2311, 2312):
             node_register_from_grid(live=grid.node(node_id))
-    finally:
-        peer.stop.set()
-        thread.join(5)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -23,7 +23,7 @@ import requests
 
 from dashboard.capacity import GiB, SliceSize
 from sim.grid import SimulatedGrid, serve_simulator
-from sim.grid.rmb_peer import REQUEST_QUEUE, StandInPeer
+from tests.conftest import stand_in_peer_serving
 from tests.contracts_support import problems
 
 grid3_proxy = pytest.importorskip("grid3.proxy")
@@ -78,20 +78,12 @@ def test_what_the_simulator_does_not_serve_is_the_proxys_own_404(proxy):
 
 
 @pytest.fixture
-def rmb(grid, settings):
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("the RMB tests need the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    peer = StandInPeer(grid, url, stop=threading.Event())
-    thread = threading.Thread(target=peer.serve_forever, daemon=True)
-    thread.start()
-    client = grid3_rmb.RmbClient(reply_queue="grid3.test.replies")
-    client.redis = redis.Redis.from_url(url, decode_responses=True)  # grid3 would open db 0
-    client.redis.delete("grid3.test.replies")
-    yield client
-    peer.stop.set()
-    thread.join(5)
+def rmb(grid, rmb_redis_url):
+    with stand_in_peer_serving(grid, rmb_redis_url):
+        client = grid3_rmb.RmbClient(reply_queue="grid3.test.replies")
+        client.redis = redis.Redis.from_url(rmb_redis_url, decode_responses=True)  # grid3 would open db 0
+        client.redis.delete("grid3.test.replies")
+        yield client
 
 
 def ask(client, grid, cmd: str, node_id: int, body=None) -> dict:

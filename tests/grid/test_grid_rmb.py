@@ -7,6 +7,7 @@ import base64
 import json
 import threading
 import uuid
+from contextlib import ExitStack
 
 import pytest
 import redis
@@ -18,6 +19,7 @@ from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.types import MalformedPayload, NodeSilent, RmbRefused
 from sim.grid import SimulatedGrid
 from sim.grid.rmb_peer import StandInPeer, envelope
+from tests.conftest import rmb_client_on, stand_in_peer_serving
 
 DEADLINE = 0.6  # seconds a silent node is waited for: short, since nothing here measures time
 SILENT_DEADLINE = 0.05  # where only a silent node is asked: nothing has to answer within it
@@ -26,12 +28,8 @@ HALF_SSD = int(465.75 * GiB)
 
 
 @pytest.fixture
-def redis_url(settings):
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("the RMB tests need the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    return url
+def redis_url(rmb_redis_url):
+    return rmb_redis_url
 
 
 @pytest.fixture
@@ -44,11 +42,7 @@ def grid(tmp_path):
 
 
 def rmb_client(redis_url, deadline: float = DEADLINE) -> RmbClient:
-    key = uuid.uuid4().hex
-    budget = RequestBudget(window=RedisWindow(redis_url, key=f"test-rmb-budget:{key}"), limit=50, reserve=0)
-    return RmbClient(
-        redis_url, deadline=deadline, budget=budget, in_flight=RedisInFlight(redis_url, cap=8, key=f"test-rmb-if:{key}")
-    )
+    return rmb_client_on(redis_url, deadline=deadline)
 
 
 @pytest.fixture
@@ -59,19 +53,8 @@ def rmb(redis_url):
 @pytest.fixture
 def peer(grid, redis_url):
     """The stand-in peer serving in a thread: peer(delay=..., error_rate=...) -> StandInPeer."""
-    running = []
-
-    def start(**options) -> StandInPeer:
-        stand_in = StandInPeer(grid, redis_url, stop=threading.Event(), **options)
-        thread = threading.Thread(target=stand_in.serve_forever, daemon=True)
-        thread.start()
-        running.append((stand_in, thread))
-        return stand_in
-
-    yield start
-    for stand_in, thread in running:
-        stand_in.stop.set()
-        thread.join(5)
+    with ExitStack() as running:
+        yield lambda **options: running.enter_context(stand_in_peer_serving(grid, redis_url, **options))
 
 
 def hostile_peer(redis_url, answer_of):

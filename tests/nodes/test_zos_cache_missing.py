@@ -137,24 +137,13 @@ def test_an_error_that_does_not_name_the_cache_changes_nothing(lost):
 
 
 @pytest.fixture
-def rmb_peer(sim_node, settings):
+def rmb_peer(sim_node, settings, rmb_redis_url):
     """The stand-in rmb-peer serving this test's simulated grid in a thread, and RMB_REDIS_URL pointing at it."""
-    import redis
+    from tests.conftest import stand_in_peer_serving
 
-    from dashboard.grid.rmb.client import REQUEST_QUEUE
-    from sim.grid.rmb_peer import StandInPeer
-
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("needs the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    settings.RMB_REDIS_URL = url
-    peer = StandInPeer(sim_node.grid, url, stop=threading.Event())
-    thread = threading.Thread(target=peer.serve_forever, daemon=True)
-    thread.start()
-    yield peer
-    peer.stop.set()
-    thread.join(5)
+    settings.RMB_REDIS_URL = rmb_redis_url
+    with stand_in_peer_serving(sim_node.grid, rmb_redis_url) as peer:
+        yield peer
 
 
 def test_over_rmb_a_precheck_hears_it_from_the_node_itself_and_closes_it(lost, rmb_peer):

@@ -8,11 +8,9 @@ node 1774 has 31 GiB of memory (a 3.1 GiB reserve: six 4 GiB slices) and one 931
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 
 import pytest
-import redis
 from django.utils import timezone
 
 from dashboard import capacity
@@ -20,13 +18,12 @@ from dashboard.capacity import GiB, MiB
 from dashboard.catalogs.services.precheck import node_live_facts, precheck_run
 from dashboard.deployments.selectors.placement import placement_for
 from dashboard.deployments.services.deploy import slice_deploy
-from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.types import DeploymentFailed
 from dashboard.models import Node
 from dashboard.nodes.selectors.node import node_detail
 from dashboard.nodes.services.registration import node_register_from_grid
 from sim.grid import SimulatedGrid
-from sim.grid.rmb_peer import StandInPeer
+from tests.conftest import stand_in_peer_serving
 from tests.factories import TOTAL_1774
 
 pytestmark = pytest.mark.django_db
@@ -190,26 +187,11 @@ def test_the_bound_on_two_pools_sits_in_the_largest_and_never_beyond_what_it_hol
     assert capacity.cache_bound([big], [10 * GiB], disks_sru=None) is None
 
 
-@pytest.fixture
-def redis_url(settings):
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("needs the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    return url
-
-
-def test_over_rmb_the_stand_in_peer_answers_the_grown_cache_and_the_carve_keeps_its_step(grid, redis_url, settings):
+def test_over_rmb_the_stand_in_peer_answers_the_grown_cache_and_the_carve_keeps_its_step(grid, rmb_redis_url, settings):
     grown_to_15_gib(grid)
-    peer = StandInPeer(grid, redis_url, stop=threading.Event())
-    thread = threading.Thread(target=peer.serve_forever, daemon=True)
-    thread.start()
-    settings.RMB_REDIS_URL, settings.RMB_DEADLINE = redis_url, 2.0
-    try:
+    settings.RMB_REDIS_URL, settings.RMB_DEADLINE = rmb_redis_url, 2.0
+    with stand_in_peer_serving(grid, rmb_redis_url):
         node = node_register_from_grid(live=grid.node(1774), policy_name="zos")
-    finally:
-        peer.stop.set()
-        thread.join(5)
     assert (node.pools_source, node.zos_cache_sru) == ("rmb", 15 * GiB)
     assert set(node.slices.values_list("sru", flat=True)) == {disk_by_hand(20 * GiB)}
     assert not node.stale

@@ -4,20 +4,14 @@ Redis (the stand-in peer and the RmbClient) hands it: a hostile answer is refuse
 
 from __future__ import annotations
 
-import threading
-import uuid
-
 import pytest
-import redis
 
 from dashboard.capacity import GiB
-from dashboard.grid.budget import RedisInFlight, RedisWindow, RequestBudget
 from dashboard.grid.rmb import POOLS, RmbClient, Target, get_rmb
-from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.types import MalformedPayload, NodeSilent, PoolMetrics, RmbRefused
 from sim.grid import SimulatedGrid
 from sim.grid.rmb_loopback import LoopbackRmb
-from sim.grid.rmb_peer import StandInPeer
+from tests.conftest import rmb_client_on, stand_in_peer_serving
 
 ONE_SSD = int(931.5 * GiB)
 HALF_SSD = int(465.75 * GiB)
@@ -40,20 +34,10 @@ def loopback(grid):
 
 
 @pytest.fixture
-def over_redis(grid, settings):
+def over_redis(grid, rmb_redis_url):
     """The same grid's nodes over the suite's Redis: the stand-in peer in a thread, and an RmbClient."""
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("needs the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    peer = StandInPeer(grid, url, stop=threading.Event())
-    thread = threading.Thread(target=peer.serve_forever, daemon=True)
-    thread.start()
-    key = uuid.uuid4().hex
-    budget = RequestBudget(window=RedisWindow(url, key=f"test-rmb-budget:{key}"), limit=50, reserve=0)
-    yield RmbClient(url, deadline=1.0, budget=budget, in_flight=RedisInFlight(url, cap=8, key=f"test-rmb-if:{key}"))
-    peer.stop.set()
-    thread.join(5)
+    with stand_in_peer_serving(grid, rmb_redis_url):
+        yield rmb_client_on(rmb_redis_url, deadline=1.0)
 
 
 def target(node_id: int, twin: int, total: int = ONE_SSD) -> Target:
