@@ -634,17 +634,3 @@ def stand_in_peer_serving(grid, url: str, **options):
     finally:
         peer.stop.set()
         thread.join(5)
-
-
-def rmb_client_on(url: str, *, deadline: float):
-    """An RmbClient on `url` with a budget and an in-flight cap of its own (keys no other test shares)."""
-    import uuid
-
-    from dashboard.grid.budget import RedisInFlight, RedisWindow, RequestBudget
-    from dashboard.grid.rmb import RmbClient
-
-    key = uuid.uuid4().hex
-    budget = RequestBudget(window=RedisWindow(url, key=f"test-rmb-budget:{key}"), limit=50, reserve=0)
-    return RmbClient(
-        url, deadline=deadline, budget=budget, in_flight=RedisInFlight(url, cap=8, key=f"test-rmb-if:{key}")
-    )

@@ -19,7 +19,8 @@ from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.types import MalformedPayload, NodeSilent, RmbRefused
 from sim.grid import SimulatedGrid
 from sim.grid.rmb_peer import StandInPeer, envelope
-from tests.conftest import rmb_client_on, stand_in_peer_serving
+from tests.conftest import stand_in_peer_serving
+from tests.hostile_redis import rmb_client as rmb_client_on
 
 DEADLINE = 0.6  # seconds a silent node is waited for: short, since nothing here measures time
 SILENT_DEADLINE = 0.05  # where only a silent node is asked: nothing has to answer within it

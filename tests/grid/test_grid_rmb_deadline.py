@@ -27,12 +27,8 @@ OVER = 0.1  # seconds a call may end after its deadline
 
 
 @pytest.fixture
-def redis_url(settings):
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("the RMB tests need the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    return url
+def redis_url(rmb_redis_url):
+    return rmb_redis_url
 
 
 def timed(call):

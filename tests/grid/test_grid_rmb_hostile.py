@@ -25,12 +25,8 @@ from tests.hostile_redis import GOOD_POOLS, ONE_SSD, DripRedis, HungRedis, rmb_c
 
 
 @pytest.fixture
-def redis_url(settings):
-    url = settings.CELERY_BROKER_URL
-    if not url.startswith("redis://"):
-        pytest.skip("the RMB tests need the suite's Redis")
-    redis.Redis.from_url(url).delete(REQUEST_QUEUE)
-    return url
+def redis_url(rmb_redis_url):
+    return rmb_redis_url
 
 
 def b64(text: str | bytes) -> str:

@@ -11,7 +11,8 @@ from dashboard.grid.rmb import POOLS, RmbClient, Target, get_rmb
 from dashboard.grid.types import MalformedPayload, NodeSilent, PoolMetrics, RmbRefused
 from sim.grid import SimulatedGrid
 from sim.grid.rmb_loopback import LoopbackRmb
-from tests.conftest import rmb_client_on, stand_in_peer_serving
+from tests.conftest import stand_in_peer_serving
+from tests.hostile_redis import rmb_client as rmb_client_on
 
 ONE_SSD = int(931.5 * GiB)
 HALF_SSD = int(465.75 * GiB)
