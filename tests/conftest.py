@@ -634,3 +634,18 @@ def stand_in_peer_serving(grid, url: str, **options):
     finally:
         peer.stop.set()
         thread.join(5)
+
+
+@pytest.fixture
+def rmb_nodes(tmp_path):
+    """A simulated grid of three nodes the RMB tests ask: 2310 (one SSD, build v3.14.0-sim), 2311 (two half
+    SSDs), 2312 (on standby: silent over RMB)."""
+    from dashboard.capacity import GiB
+    from sim.grid import SimulatedGrid
+
+    one_ssd, half_ssd = int(931.5 * GiB), int(465.75 * GiB)
+    grid = SimulatedGrid(tmp_path / "rmb-nodes.sqlite3")
+    grid.add_node(2310, cru=8, mru=31 * GiB, sru=one_ssd, twin_id=3310, zos_build="v3.14.0-sim")
+    grid.add_node(2311, cru=8, mru=31 * GiB, sru=2 * half_ssd, pools=[half_ssd, half_ssd], twin_id=3311)
+    grid.add_node(2312, cru=8, mru=31 * GiB, sru=one_ssd, twin_id=3312, status="standby")
+    return grid

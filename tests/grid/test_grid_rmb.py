@@ -17,7 +17,6 @@ from dashboard.grid.budget import RedisInFlight, RedisWindow, RequestBudget
 from dashboard.grid.rmb import POOLS, STATISTICS, VERSION, RmbClient, Target
 from dashboard.grid.rmb.client import REQUEST_QUEUE
 from dashboard.grid.types import MalformedPayload, NodeSilent, RmbRefused
-from sim.grid import SimulatedGrid
 from sim.grid.rmb_peer import StandInPeer, envelope
 from tests.conftest import stand_in_peer_serving
 from tests.hostile_redis import rmb_client as rmb_client_on
@@ -34,12 +33,8 @@ def redis_url(rmb_redis_url):
 
 
 @pytest.fixture
-def grid(tmp_path):
-    grid = SimulatedGrid(tmp_path / "rmb-grid.sqlite3")
-    grid.add_node(2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310, zos_build="v3.14.0-sim")
-    grid.add_node(2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311)
-    grid.add_node(2312, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3312, status="standby")
-    return grid
+def grid(rmb_nodes):
+    return rmb_nodes
 
 
 def rmb_client(redis_url, deadline: float = DEADLINE) -> RmbClient:

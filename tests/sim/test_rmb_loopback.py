@@ -9,7 +9,6 @@ import pytest
 from dashboard.capacity import GiB
 from dashboard.grid.rmb import POOLS, RmbClient, Target, get_rmb
 from dashboard.grid.types import MalformedPayload, NodeSilent, PoolMetrics, RmbRefused
-from sim.grid import SimulatedGrid
 from sim.grid.rmb_loopback import LoopbackRmb
 from tests.conftest import stand_in_peer_serving
 from tests.hostile_redis import rmb_client as rmb_client_on
@@ -21,12 +20,8 @@ HOSTILE = (PoolMetrics(name="a", type="ssd", size=2**62, used=0),)
 
 
 @pytest.fixture
-def grid(tmp_path):
-    grid = SimulatedGrid(tmp_path / "loopback.sqlite3")
-    grid.add_node(2310, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3310, zos_build="v3.14.0-sim")
-    grid.add_node(2311, cru=8, mru=31 * GiB, sru=2 * HALF_SSD, pools=[HALF_SSD, HALF_SSD], twin_id=3311)
-    grid.add_node(2312, cru=8, mru=31 * GiB, sru=ONE_SSD, twin_id=3312, status="standby")
-    return grid
+def grid(rmb_nodes):
+    return rmb_nodes
 
 
 @pytest.fixture
