@@ -55,8 +55,8 @@ XDIST ?= -n 2 --dist loadscope
 # Everything: slow, worker and browser tests included. Both parts run on both cores (pytest-xdist; each
 # worker has its own test database, Redis db and VAR_DIR, tests/testenv.py; servers take free ports, the
 # embedded PostgreSQL a unix socket in the test's folder). The slow, worker and browser tests run after
-# the quick part: on 2 cores they took 9:42 this way in a fresh clone on a quiet machine, against 19 to
-# 21 minutes in one process (issue 46), their timed assertions included. `make test SLOW_XDIST=`
+# the quick part: on 2 cores they took 11:02 this way on a quiet machine (568 tests, the tests of a second
+# or more among them), against 19 to 21 minutes in one process (issue 46), their timed assertions included. `make test SLOW_XDIST=`
 # runs them in one process.
 SLOW_XDIST ?= $(XDIST)
 test: install lint
@@ -69,7 +69,8 @@ test: install lint
 bench-test: install
 	$(BIN)/python -m pytest bench/tests
 
-# The quick loop (aim: under 2 minutes on 2 cores): all but the tests marked slow, worker or browser.
+# The quick loop (aim: under 2 minutes on 2 cores; 1:46 on a quiet machine, issue 46): all but the tests marked
+# slow, worker or browser (a test that takes a second or more on its own is marked slow, docs/testing.md).
 # It keeps its test databases between runs (--reuse-db: migrate applies only what is new), as creating
 # them and dropping them (a checkpoint of everything the run wrote) cost half a minute a run;
 # `make check REUSE_DB=--create-db` builds them afresh. `make test` always starts from new ones.
