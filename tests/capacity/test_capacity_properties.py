@@ -74,6 +74,21 @@ def test_it_re_carves_around_deployed_slices_so_that_all_still_deploy(node, data
         assert deploy_all(zos, again.slice, again.new_slices) == [None] * again.new_slices
 
 
+def _placeable_is_what_deploys_in_every_order(total, pools, result, deployed: int, live) -> None:
+    """With `deployed` of the carve's slices running (ZOS's reserve and theirs used), every free one is
+    placeable now, and ZOS takes as many of them in every order of its devices."""
+    used = capacity.Resources(
+        mru=max(total.mru // 10, 2 * GIB) + deployed * result.slice.mru,
+        sru=20 * GIB + deployed * (result.slice.sru + result.slice.rootfs),
+    )
+    free = [(i, result.slice) for i in range(deployed, result.new_slices)]
+    placeable = capacity.precheck(free, total, used, ZOS, live=live).placeable_now
+    assert placeable == len(free)
+    for zos in every_order(total.mru, pools, total.sru):
+        deploy_all(zos, result.slice, deployed)
+        assert deploy_all(zos, result.slice, len(free)).count(None) == placeable
+
+
 @SETTINGS
 @given(sane_nodes(), st.data())
 def test_it_says_placeable_now_is_what_really_deploys_on_a_busy_node(node, data):
@@ -86,16 +101,7 @@ def test_it_says_placeable_now_is_what_really_deploys_on_a_busy_node(node, data)
         occupied_disks=(disks,) * deployed,
         running=deployed,
     )
-    used = capacity.Resources(
-        mru=max(total.mru // 10, 2 * GIB) + deployed * result.slice.mru,
-        sru=20 * GIB + deployed * (result.slice.sru + result.slice.rootfs),
-    )
-    free = [(i, result.slice) for i in range(deployed, result.new_slices)]
-    placeable = capacity.precheck(free, total, used, ZOS, live=live).placeable_now
-    assert placeable == len(free)
-    for zos in every_order(total.mru, pools, total.sru):
-        deploy_all(zos, result.slice, deployed)
-        assert deploy_all(zos, result.slice, len(free)).count(None) == placeable
+    _placeable_is_what_deploys_in_every_order(total, pools, result, deployed, live)
 
 
 @SETTINGS
@@ -200,16 +206,7 @@ def test_without_pools_placeable_now_is_what_really_deploys_on_a_busy_node(node,
     result = capacity.carve(total, ZOS)
     deployed = data.draw(st.integers(0, result.new_slices), label="deployed")
     live = capacity.LiveNode(occupied_disks=((result.slice.sru, result.slice.rootfs),) * deployed, running=deployed)
-    used = capacity.Resources(
-        mru=max(total.mru // 10, 2 * GIB) + deployed * result.slice.mru,
-        sru=20 * GIB + deployed * (result.slice.sru + result.slice.rootfs),
-    )
-    free = [(i, result.slice) for i in range(deployed, result.new_slices)]
-    placeable = capacity.precheck(free, total, used, ZOS, live=live).placeable_now
-    assert placeable == len(free)
-    for zos in every_order(total.mru, pools, total.sru):
-        deploy_all(zos, result.slice, deployed)
-        assert deploy_all(zos, result.slice, len(free)).count(None) == placeable
+    _placeable_is_what_deploys_in_every_order(total, pools, result, deployed, live)
 
 
 @SETTINGS

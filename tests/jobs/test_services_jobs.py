@@ -320,11 +320,15 @@ def test_it_replaces_failed_slices_like_free_ones(legacy_node_1774):
     assert not Slice.objects.filter(node=legacy_node_1774, state=Slice.State.FAILED).exists()
 
 
+def plan_now(node):
+    """The node's re-register plan on a reading taken now, as a job's first step makes it."""
+    seen = node_capacity_read(grid=node.grid, node_id=node.grid_id)
+    return reregister_plan(node=node, slices=list(node.slices.all()), policy=policy_for_node(node), seen=seen)
+
+
 def test_it_refuses_to_swap_when_a_slice_was_deployed_meanwhile(legacy_node_1774):
     job = claimed(node=legacy_node_1774)
-    slices = list(Slice.objects.filter(node=legacy_node_1774))
-    seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
-    plan = reregister_plan(node=legacy_node_1774, slices=slices, policy=policy_for_node(legacy_node_1774), seen=seen)
+    plan = plan_now(legacy_node_1774)
     Slice.objects.filter(node=legacy_node_1774, index=4).update(state=Slice.State.DEPLOYED)
     before = catalog(legacy_node_1774)
     with pytest.raises(CatalogChanged, match=CATALOG_CHANGED):
@@ -359,13 +363,7 @@ def test_it_replaces_a_slice_whose_deploy_died_long_ago(legacy_node_1774):
 
 def test_it_refuses_to_swap_when_a_deploy_started_after_the_plan(legacy_node_1774):
     job = claimed(node=legacy_node_1774)
-    seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
-    plan = reregister_plan(
-        node=legacy_node_1774,
-        slices=list(legacy_node_1774.slices.all()),
-        policy=policy_for_node(legacy_node_1774),
-        seen=seen,
-    )
+    plan = plan_now(legacy_node_1774)
     deploy_in_flight(legacy_node_1774, 2)
     with pytest.raises(CatalogChanged):
         reregister_apply(plan=plan, job=job, dry_run=False, finish=True)
@@ -374,13 +372,7 @@ def test_it_refuses_to_swap_when_a_deploy_started_after_the_plan(legacy_node_177
 
 def test_it_refuses_to_swap_when_the_generation_moved(legacy_node_1774):
     job = claimed(node=legacy_node_1774)
-    seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
-    plan = reregister_plan(
-        node=legacy_node_1774,
-        slices=list(legacy_node_1774.slices.all()),
-        policy=policy_for_node(legacy_node_1774),
-        seen=seen,
-    )
+    plan = plan_now(legacy_node_1774)
     Node.objects.filter(pk=legacy_node_1774.pk).update(catalog_generation=5)
     with pytest.raises(CatalogChanged):
         reregister_apply(plan=plan, job=job, dry_run=False, finish=True)
@@ -389,13 +381,7 @@ def test_it_refuses_to_swap_when_the_generation_moved(legacy_node_1774):
 
 def test_it_writes_nothing_when_the_job_was_reaped_before_the_swap(legacy_node_1774, settings):
     job = claimed(node=legacy_node_1774)
-    seen = node_capacity_read(grid=legacy_node_1774.grid, node_id=1774)
-    plan = reregister_plan(
-        node=legacy_node_1774,
-        slices=list(legacy_node_1774.slices.all()),
-        policy=policy_for_node(legacy_node_1774),
-        seen=seen,
-    )
+    plan = plan_now(legacy_node_1774)
     jobs_reap(now=timezone.now() + timedelta(seconds=settings.JOB_HEARTBEAT_TIMEOUT + 1))
     with pytest.raises(JobLost):
         reregister_apply(plan=plan, job=job, dry_run=False, finish=True)
