@@ -339,7 +339,7 @@ class PoolsOut(Schema):
     )
     source: str | None = Field(
         description="where they came from: rmb (the node itself over RMB), simulated (the simulated grid's node, "
-        "asked in process, not over RMB), api, form, cli, or registration (given when it was registered); null while "
+        "over its RMB loopback, not rmb-peer), api, form, cli, or registration (given when it was registered); null while "
         "unknown"
     )
     at: datetime | None = Field(description="when they were reported")

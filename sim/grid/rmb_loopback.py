@@ -7,8 +7,8 @@ NodeSilent, an `err` answer RmbRefused, a body the parser refuses MalformedPaylo
 Only the transport is left out: no Redis, no budget, no deadline to wait for (a silent node is said at
 once). settings.SIMULATED_RMB names it; the product never imports sim/.
 
-Its labels are those of the node asked in process: pool reports from it are source "zos" with the grid's
-name as origin, builds told_by "simulated" (the pages say "the simulated node itself, asked in process").
+Its labels say the simulated node answered: pool reports from it are source "zos" with the grid's
+name as origin, builds told_by "simulated" (the pages say "the simulated node itself, over the simulated grid's RMB loopback").
 """
 
 from __future__ import annotations

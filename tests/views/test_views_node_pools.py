@@ -87,8 +87,8 @@ def test_issue_45_defect_6_the_simulated_node_is_named_so_on_the_page_the_api_an
     node = node_register_from_grid(live=sim_node.grid.node(2310))
     assert (node.pools_source, node.zos_version_source) == ("zos", "simulated")
     text = support_client.get(reverse("node", args=[2310])).content.decode()
-    assert "reported by the simulated node itself, asked in process" in text
-    assert "the simulated node said it, asked in process (not over RMB)" in text
+    assert "reported by the simulated node itself, over the simulated grid&#x27;s RMB loopback" in text
+    assert "the simulated node said it, over the simulated grid&#x27;s RMB loopback (not rmb-peer)" in text
     assert "over RMB (through rmb-peer)" not in text and "The node itself" not in text
     pools = api_call("get", "/api/v1/nodes/2310", api_token("read")).json()["pools"]
     assert (pools["source"], pools["zos_version_source"]) == ("simulated", "simulated")

@@ -29,7 +29,7 @@ from dashboard.policies.selectors.policy_book import catalog_is_stale, node_carv
 # How the node's build was heard (Node.zos_version_source); its pools: nodes.selectors.node_room.POOLS_TOLD_BY.
 VERSION_TOLD_BY = {
     "rmb": "the node said it over RMB",
-    "simulated": "the simulated node said it, asked in process (not over RMB)",
+    "simulated": "the simulated node said it, over the simulated grid's RMB loopback (not rmb-peer)",
 }
 
 # Bars are drawn in thousandths of their width (SVG user units; CSP forbids inline styles).
@@ -172,7 +172,7 @@ class NodeDetail:
     @property
     def pools_origin(self) -> str | None:
         """Where the pools came from, in the API's words: rmb (the node over RMB), simulated (the simulated
-        grid's node, asked in process: stored as "zos"), api (a token), form (an admin on the node page),
+        grid's node over its RMB loopback: stored as "zos"), api (a token), form (an admin on the node page),
         cli (node_register --pools); "registration" for pools given at registration before reports were
         kept; None when unknown."""
         if not self.pools_known:

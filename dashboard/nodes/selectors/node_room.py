@@ -18,7 +18,7 @@ from dashboard.models import Node, PoolReport
 # process, not over RMB, and no page may say otherwise.
 POOLS_TOLD_BY = {
     PoolReport.Source.RMB: "the node itself, over RMB (through rmb-peer)",
-    PoolReport.Source.ZOS: "the simulated node itself, asked in process (the simulated grid; not over RMB)",
+    PoolReport.Source.ZOS: "the simulated node itself, over the simulated grid's RMB loopback (not rmb-peer)",
     PoolReport.Source.API: "an API token (a deployer that reads them over RMB)",
     PoolReport.Source.OPERATOR: "an operator (node page or node_register)",
 }
