@@ -25,6 +25,7 @@ from dashboard.jobs.results import PrecheckResult
 from dashboard.jobs.services.jobs import JobError, job_beating, job_progress, job_succeed
 from dashboard.lessons.services.refused_readings import BY_PRECHECK, readings_refused
 from dashboard.models import Job, Node, Slice, reading_max_age
+from dashboard.nodes.selectors.stored_reading import node_stored_reading
 from dashboard.nodes.services.pools import PoolsAnswer, pools_ask_node, pools_keep
 from dashboard.nodes.services.readings import LiveReading, readings_store, rent_state_read
 from dashboard.nodes.services.zos_cache import OVER_RMB, THROUGH_PROXY, statistics_heard
@@ -257,20 +258,7 @@ def precheck_from_stored(*, node: Node, max_age: timedelta) -> PrecheckReport | 
     if used is None or read_at is None or timezone.now() - read_at > limit:
         return None
     policy = policy_for_node(node)
-    live = NodeCapacity(
-        node_id=node.grid_id,
-        farm_id=node.farm_id,
-        farm_name=node.farm_name,
-        twin_id=node.twin_id,
-        status=node.status,
-        dedicated=node.dedicated,
-        rented_by_twin_id=node.rented_by_twin_id,
-        total=node.total,
-        used=used,
-        pools_sru=node.pools,
-        light=node.light,
-        num_gpu=node.gpus,
-    )
+    live = node_stored_reading(node, used=used)
     free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
     closed = closure_of(node)
     result = capacity.precheck(

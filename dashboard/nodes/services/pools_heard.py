@@ -30,6 +30,7 @@ from dashboard.grid.types import (
 )
 from dashboard.lessons.services.memory_model import memory_lessons_for_new, zos_build_key
 from dashboard.models import Node, PoolReport
+from dashboard.nodes.selectors.stored_reading import node_stored_reading
 from dashboard.nodes.services.pools import (
     PoolsError,
     pools_cache,
@@ -210,27 +211,11 @@ def pools_hear_nodes(nodes: Sequence[Node], *, rmb: RmbCalls | None = None) -> H
     rmb = rmb or get_rmb()
     if rmb is None or not nodes:
         return Heard()
-    lives = [node_as_target_reading(node) for node in nodes]
+    # Their stored pools left out: a registered node is asked them again (the watch keeps them fresh).
+    lives = [replace(node_stored_reading(node), pools_sru=None) for node in nodes]
     heard = pools_hear(lives, rmb=rmb, statistics=True)
     pools_heard_store(nodes, heard)
     return heard
-
-
-def node_as_target_reading(node: Node) -> NodeCapacity:
-    """The few facts a call needs from a registered node, in the reading's shape pools_hear takes."""
-    from dashboard.capacity import Resources
-
-    return NodeCapacity(
-        node_id=node.grid_id,
-        farm_id=node.farm_id,
-        farm_name=node.farm_name,
-        twin_id=node.twin_id,
-        status=node.status,
-        dedicated=node.dedicated,
-        rented_by_twin_id=None,
-        total=Resources(cru=node.total_cru, mru=node.total_mru, sru=node.total_sru, hru=node.total_hru),
-        used=Resources(),
-    )
 
 
 __all__ = ["PRUDENT", "Heard", "lives_with_pools", "pools_hear", "pools_hear_nodes", "pools_heard_store"]
