@@ -31,11 +31,8 @@ SORT_KEYS = ("node_id", "farm", "status", "gap", "phantom", "free", "seen_at", "
 FARM_ID_MAX = 2**31 - 1
 
 
-_ROW_FIELDS = (
-    "grid_id",
-    "pk",
-    "farm_id",
-    "farm_name",
+# A node's status and slice figures, in the order both the fleet's rows and the map's cells unpack them.
+ROW_FIGURES = (
     "status",
     "slices_free",
     "slices_rented",
@@ -44,6 +41,13 @@ _ROW_FIELDS = (
     "deployable",
     "placeable_now",
     "phantom_slices",
+)
+_ROW_FIELDS = (
+    "grid_id",
+    "pk",
+    "farm_id",
+    "farm_name",
+    *ROW_FIGURES,
     "stale",
     "stale_reason",
     "seen_at",

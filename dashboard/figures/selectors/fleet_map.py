@@ -32,7 +32,7 @@ from django.utils import timezone
 from dashboard.capacity import CLOSURE_REASONS, PHANTOM_REASONS, Closure
 from dashboard.deployments.selectors.holds import held_by_grid_id, holds_signature
 from dashboard.figures.selectors.farm_totals import farms_behind
-from dashboard.figures.selectors.fleet import NO_FILTERS, FleetFilters
+from dashboard.figures.selectors.fleet import NO_FILTERS, ROW_FIGURES, FleetFilters
 from dashboard.models import FarmTotals, Node
 from dashboard.nodes.selectors.farm_ips import farms_ipv4_read
 
@@ -62,14 +62,7 @@ _FIELDS = (
     "grid_id",
     "farm_id",
     "farm_name",
-    "status",
-    "slices_free",
-    "slices_rented",
-    "slices_deployed",
-    "slices_failed",
-    "deployable",
-    "placeable_now",
-    "phantom_slices",
+    *ROW_FIGURES,
     "phantom_reasons",
     "stale",
     "closure",
