@@ -622,3 +622,37 @@ def test_the_product_asks_a_node_its_pools_and_build_through_the_rmb_door_only()
         for where in _node_answers_asked(path.read_text())
     ]
     assert found == []
+
+
+def _posts_guarded_by_hand(source: str) -> list[str]:
+    """Functions in this source decorated with require_POST themselves (not through views.action)."""
+    return [
+        f"{node.lineno}: {node.name}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and any(ast.unparse(d).split("(")[0].endswith("require_POST") for d in node.decorator_list)
+    ]
+
+
+def test_the_scan_for_a_post_guarded_by_hand_finds_each_way():
+    source = """
+@require_POST
+def a(request): ...
+@http.require_POST
+def b(request): ...
+@action("dashboard.x")
+def c(request): ...
+"""
+    assert [line.split(": ")[1] for line in _posts_guarded_by_hand(source)] == ["a", "b"]
+
+
+def test_every_button_is_guarded_by_the_one_action_decorator():
+    # A login, POST only and the permission, in one order for every button (views.action): a view that
+    # stacked them by hand could forget the permission, or check it before the method.
+    found = [
+        f"{path.relative_to(ROOT)}:{where}"
+        for path in sorted((PACKAGE / "views").glob("*.py"))
+        if path.name != "action.py"
+        for where in _posts_guarded_by_hand(path.read_text())
+    ]
+    assert found == []

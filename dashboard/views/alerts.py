@@ -6,11 +6,12 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from dashboard.alerts.selectors.alerts import alerts_banner, alerts_firing, alerts_resolved
 from dashboard.alerts.services.alerts import AlertError, alert_acknowledge, alert_limits
 from dashboard.models import Alert
+from dashboard.views.action import action
 
 
 def banner(request) -> dict:
@@ -41,9 +42,7 @@ def alert_list(request):
     return render(request, "dashboard/alerts.html", context)
 
 
-@login_required
-@permission_required("dashboard.acknowledge_alert", raise_exception=True)
-@require_POST
+@action("dashboard.acknowledge_alert")
 def acknowledge(request, alert_id: int):
     alert = get_object_or_404(Alert, pk=alert_id)
     try:

@@ -6,10 +6,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods
 
 from dashboard.access.services.tokens import MAX_EXPIRES_DAYS, TokenError, api_token_create, api_token_revoke
 from dashboard.models import ApiToken
+from dashboard.views.action import action
 
 
 class TokenForm(forms.Form):
@@ -61,9 +62,7 @@ def token_list(request):
     return render(request, "dashboard/api_tokens.html", context, status=status)
 
 
-@login_required
-@permission_required("dashboard.manage_apitoken", raise_exception=True)
-@require_POST
+@action("dashboard.manage_apitoken")
 def token_revoke(request, token_id: int):
     token = get_object_or_404(ApiToken.objects.select_related("user"), pk=token_id)
     if api_token_revoke(token=token, by=request.user, source="web"):

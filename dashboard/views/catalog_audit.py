@@ -8,11 +8,12 @@ from datetime import datetime
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from dashboard.catalogs.selectors.catalog_audit import audit_latest
 from dashboard.jobs.services.jobs import JobError, job_request
 from dashboard.models import Job
+from dashboard.views.action import action
 from dashboard.views.jobs import job_start_said
 
 KIND_WORDS = {
@@ -80,17 +81,13 @@ def audit_page(request):
     )
 
 
-@login_required
-@require_POST
-@permission_required(["dashboard.view_node", "dashboard.fix_catalog"], raise_exception=True)
+@action(["dashboard.view_node", "dashboard.fix_catalog"])
 def audit_run(request):
     """Start a dry run: it reads every node's contracts and lists what it finds, changing nothing."""
     return _start(request, dry_run=True, parameters=None)
 
 
-@login_required
-@require_POST
-@permission_required(["dashboard.view_node", "dashboard.fix_catalog"], raise_exception=True)
+@action(["dashboard.view_node", "dashboard.fix_catalog"])
 def audit_fix(request):
     """Fix what a dry run showed (its id in the form): once per dry run, whatever the clicks."""
     try:

@@ -4,12 +4,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard.lessons.selectors.lessons import lessons_waiting
 from dashboard.lessons.services.lesson_review import LessonReviewError, observation_apply, observation_drop
 from dashboard.models import Observation
+from dashboard.views.action import action
 
 # Deciding what the fleet believes is an admin's act, as reverting a lesson is (views.node).
 REVIEW = "dashboard.reregister_node"
@@ -39,15 +40,11 @@ def _review(request, observation_pk: int, act, done: str):
     return redirect("lessons-waiting")
 
 
-@login_required
-@require_POST
-@permission_required(REVIEW, raise_exception=True)
+@action(REVIEW)
 def apply(request, observation_pk: int):
     return _review(request, observation_pk, observation_apply, "applied to its group")
 
 
-@login_required
-@require_POST
-@permission_required(REVIEW, raise_exception=True)
+@action(REVIEW)
 def drop(request, observation_pk: int):
     return _review(request, observation_pk, observation_drop, "dropped")

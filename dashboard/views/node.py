@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
@@ -20,6 +20,7 @@ from dashboard.nodes.selectors.withholds import node_windows
 from dashboard.nodes.services.pools import PoolsError, pools_report
 from dashboard.policies.selectors.carries import node_carries
 from dashboard.policies.services.calibration import node_calibration
+from dashboard.views.action import action
 from dashboard.views.jobs import job_start_said
 from dashboard.views.withholds import WithholdForm
 
@@ -75,30 +76,22 @@ def catalog(request, node_id: int):
     return render(request, "dashboard/node.html#catalog", context)
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.reregister_node", raise_exception=True)
+@action("dashboard.reregister_node")
 def reregister(request, node_id: int):
     return _job_start(request, node_id, kind=Job.Kind.REREGISTER)
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.reregister_node", raise_exception=True)
+@action("dashboard.reregister_node")
 def preview(request, node_id: int):
     return _job_start(request, node_id, kind=Job.Kind.REREGISTER, dry_run=True)
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.precheck_node", raise_exception=True)
+@action("dashboard.precheck_node")
 def precheck(request, node_id: int):
     return _job_start(request, node_id, kind=Job.Kind.PRECHECK)
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.reregister_node", raise_exception=True)
+@action("dashboard.reregister_node")
 def observations_clear_view(request, node_id: int):
     """Forget what the node's refusals taught (audited); its figures are recomputed at once."""
     node = get_object_or_404(Node, grid_id=node_id)
@@ -107,9 +100,7 @@ def observations_clear_view(request, node_id: int):
     return redirect("node", node_id=node_id)
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.reregister_node", raise_exception=True)
+@action("dashboard.reregister_node")
 def memory_lesson_revert_view(request, node_id: int, lesson_id: int):
     """Revert the fleet lesson that decides this node's memory (audited); the one before decides again."""
     node = get_object_or_404(Node, grid_id=node_id)
@@ -119,9 +110,7 @@ def memory_lesson_revert_view(request, node_id: int, lesson_id: int):
     return redirect("node", node_id=node.grid_id)
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.reregister_node", raise_exception=True)
+@action("dashboard.reregister_node")
 def pools_report_view(request, node_id: int):
     """An operator's report of the node's SSD pool sizes (kept with who, when, from where)."""
     node = get_object_or_404(Node, grid_id=node_id)

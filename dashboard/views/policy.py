@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
@@ -23,6 +23,7 @@ from dashboard.policies.selectors.policy import (
 )
 from dashboard.policies.services.policy import MAX_PUBLIC_IPV4, SIZE_PARAMETERS, policy_create, policy_update
 from dashboard.policies.services.policy_trial import policy_trial_parameters
+from dashboard.views.action import action
 
 
 def size_text(n: int) -> str:
@@ -302,9 +303,7 @@ def policy_new(request):
     )
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.change_policy", raise_exception=True)
+@action("dashboard.change_policy")
 def policy_trial(request, policy_id: int):
     """Start a policy trial of this change on the nodes the policy governs; the job page shows it."""
     row = _policy_or_404(policy_id)
@@ -319,9 +318,7 @@ def policy_trial(request, policy_id: int):
     )
 
 
-@login_required
-@require_POST
-@permission_required("dashboard.add_policy", raise_exception=True)
+@action("dashboard.add_policy")
 def policy_new_trial(request):
     """The same for a policy not saved yet, on the nodes it would govern."""
     form = NewPolicyForm(request.POST)

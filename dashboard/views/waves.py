@@ -7,10 +7,8 @@ page, which follows it live. Every action is audited by its service.
 """
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from dashboard.catalogs.selectors.waves import waves_view
@@ -18,6 +16,7 @@ from dashboard.catalogs.services.reregister.rollback import run_node_rollback, r
 from dashboard.catalogs.services.reregister.waves import wave_run_approve, wave_run_resume, wave_run_stop
 from dashboard.jobs.services.jobs import JobError
 from dashboard.models import WaveRun
+from dashboard.views.action import action
 from dashboard.views.jobs import job_or_404
 
 STEER = ["dashboard.view_job", "dashboard.bulk_reregister"]
@@ -29,18 +28,14 @@ ACTIONS = {
 }
 
 
-@login_required
-@require_POST
-@permission_required(STEER, raise_exception=True)
+@action(STEER)
 def waves_action(request, job_id: int, action: str):
     wave = get_object_or_404(WaveRun, job_id=job_id)
     act, done = ACTIONS[action]
     return _after(request, job_id, lambda: act(wave=wave, by=request.user, source="web"), done)
 
 
-@login_required
-@require_POST
-@permission_required(STEER, raise_exception=True)
+@action(STEER)
 def job_rollback(request, job_id: int):
     """Start the run's rollback as a job and go to its page (live); a second click finds the one running."""
     job = job_or_404(job_id)
@@ -56,9 +51,7 @@ def job_rollback(request, job_id: int):
     return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
 
 
-@login_required
-@require_POST
-@permission_required(STEER, raise_exception=True)
+@action(STEER)
 def node_rollback_view(request, job_id: int, node_id: int):
     job = job_or_404(job_id)
 

@@ -11,13 +11,14 @@ from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from dashboard.models import Node, NodeWithhold
 from dashboard.nodes.selectors.withholds import node_windows
 from dashboard.nodes.services.withholds import REASON_MAX, WithholdError, node_withhold, withhold_release
+from dashboard.views.action import action
 
 PANEL = "dashboard/node_withhold.html#withhold-panel"
 NODE_READ = ["dashboard.view_node"]
@@ -64,9 +65,7 @@ def panel(request, node_id: int):
     return _panel(request, node, WithholdForm())
 
 
-@login_required
-@require_POST
-@permission_required(WITHHOLD, raise_exception=True)
+@action(WITHHOLD)
 def withhold(request, node_id: int):
     node = get_object_or_404(Node, grid_id=node_id)
     form = WithholdForm(request.POST)
@@ -90,9 +89,7 @@ def withhold(request, node_id: int):
     return _refused(request, node, form, f"Not withheld: {error}")
 
 
-@login_required
-@require_POST
-@permission_required(WITHHOLD, raise_exception=True)
+@action(WITHHOLD)
 def release(request, node_id: int):
     node = get_object_or_404(Node, grid_id=node_id)
     source = request.POST.get("source") or None
@@ -105,9 +102,7 @@ def release(request, node_id: int):
     return _done(request, node, done.words)
 
 
-@login_required
-@require_POST
-@permission_required(["dashboard.view_node", WITHHOLD], raise_exception=True)
+@action(["dashboard.view_node", WITHHOLD])
 def farm_withhold(request, farm_id: int):
     """Every registered node of the farm withheld with one reason and window (the fleet page filtered to it)."""
     back = reverse("fleet") + f"?farm={farm_id}"
