@@ -106,7 +106,9 @@ def test_it_says_where_the_pools_came_from_and_what_unknown_pools_cost(browser_p
     # Registered from the proxy's face alone and carved for unknown pools (every slice of it deployed
     # since); the demo's precheck then asked the simulated node, which told them.
     log_in(page, "support", demo_fleet["support"], then="/nodes/2310/")
-    expect(page.locator("#pools-source")).to_contain_text("reported by the simulated node itself, over the simulated grid's RMB loopback")
+    expect(page.locator("#pools-source")).to_contain_text(
+        "reported by the simulated node itself, over the simulated grid's RMB loopback"
+    )
     page.goto("/nodes/2456/")
     expect(page.locator("#pools")).to_contain_text("device order unknown")
     expect(page.get_by_role("button", name="Clear these observations")).to_have_count(0)
