@@ -2,10 +2,11 @@
 
 Each squash has a snapshot of a database migrated with the chain it replaces, taken before the squash:
 its schema, its django_migrations rows and its groups. tests/data/schema_0036.sql is the old chain
-0001_initial .. 0036_snapshot_tiers (squashed in issue 38), tests/data/schema_0013.sql the chain
-0001_tables .. 0013_lesson_evidence. Each test makes a database of its own on the suite's PostgreSQL
-server, runs `manage.py migrate` against it as production would, compares it with the snapshot read back
-from PostgreSQL's catalogue, and drops it.
+0001_initial .. 0036_snapshot_tiers (squashed in issue 38 into 0001_tables .. 0003_roles),
+tests/data/schema_0013.sql the chain 0001_tables .. 0013_lesson_evidence (squashed in issue 46 into
+0004_zos_rules_and_lessons). Each test makes a database of its own on the suite's PostgreSQL server, runs
+`manage.py migrate` against it as production would, compares it with the snapshot read back from
+PostgreSQL's catalogue, and drops it.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ SECOND = Squash(
     # A fresh database records the 45 that 0001_tables .. 0003_roles replace, those three, and 0004 .. 0013.
     dashboard_rows=45 + 3 + 10,
     last_replaced="0013_lesson_evidence",
-    recorded=(),  # not squashed yet: the chain itself, so an upgraded database records nothing
-    target="0013_lesson_evidence",
+    recorded=("0004_zos_rules_and_lessons",),
+    target="0004_zos_rules_and_lessons",
 )
 SQUASHES = pytest.mark.parametrize("squash", [FIRST, SECOND], ids=["0036", "0013"])
 
