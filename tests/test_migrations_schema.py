@@ -1,9 +1,12 @@
 """The squashed migrations: a fresh database and an upgraded one end with the same schema and groups.
 
-tests/data/schema_0036.sql is a database migrated with the old chain (0001_initial .. 0036_snapshot_tiers,
-before the squash): its schema, its django_migrations rows and its groups. Each test makes a database
-of its own on the suite's PostgreSQL server, runs `manage.py migrate` against it as production would,
-compares it with the snapshot read back from PostgreSQL's catalogue, and drops it.
+Each squash has a snapshot of a database migrated with the chain it replaces, taken before the squash:
+its schema, its django_migrations rows and its groups. tests/data/schema_0036.sql is the old chain
+0001_initial .. 0036_snapshot_tiers (squashed in issue 38 into 0001_tables .. 0003_roles),
+tests/data/schema_0013.sql the chain 0001_tables .. 0013_lesson_evidence (squashed in issue 46 into
+0004_zos_rules_and_lessons). Each test makes a database of its own on the suite's PostgreSQL server, runs
+`manage.py migrate` against it as production would, compares it with the snapshot read back from
+PostgreSQL's catalogue, and drops it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,10 +29,35 @@ from tests.testenv import DATABASE_NAME
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-SNAPSHOT = ROOT / "tests" / "data" / "schema_0036.sql"
-OLD_CHAIN_LENGTH = 45  # dashboard migrations 0001_initial .. 0036_snapshot_tiers, merges included
-# The squash; the migrations after it change the schema, so each test stops at its last one first.
-SQUASHED = ("0001_tables", "0002_farm_totals_trigger", "0003_roles")
+
+
+@dataclass(frozen=True)
+class Squash:
+    snapshot: Path  # a database migrated with the chain the squash replaces
+    dashboard_rows: int  # the snapshot's dashboard rows in django_migrations
+    last_replaced: str
+    # What an upgraded database records: the squash's migrations. The migrations after a squash change
+    # the schema, so its tests migrate the dashboard to `target`, its last migration, and no further.
+    recorded: tuple[str, ...]
+    target: str
+
+
+FIRST = Squash(
+    snapshot=ROOT / "tests" / "data" / "schema_0036.sql",
+    dashboard_rows=45,  # 0001_initial .. 0036_snapshot_tiers, merges included
+    last_replaced="0036_snapshot_tiers",
+    recorded=("0001_tables", "0002_farm_totals_trigger", "0003_roles"),
+    target="0003_roles",
+)
+SECOND = Squash(
+    snapshot=ROOT / "tests" / "data" / "schema_0013.sql",
+    # A fresh database records the 45 that 0001_tables .. 0003_roles replace, those three, and 0004 .. 0013.
+    dashboard_rows=45 + 3 + 10,
+    last_replaced="0013_lesson_evidence",
+    recorded=("0004_zos_rules_and_lessons",),
+    target="0004_zos_rules_and_lessons",
+)
+SQUASHES = pytest.mark.parametrize("squash", [FIRST, SECOND], ids=["0036", "0013"])
 
 # What PostgreSQL holds of a schema, each row one line; columns by name, so their order does not count
 # (a fresh table lists its columns in model order, an upgraded one in the order they were added).
@@ -96,8 +125,8 @@ def empty_database() -> Iterator[Callable[[str], str]]:
             _database_drop(name)
 
 
-# Run in a process of its own, against the database in its DATABASE_URL: with "--squash", every app
-# migrated to its last migration but the dashboard, which stops at the squash's last one.
+# Run in a process of its own, against the database in its DATABASE_URL: given a migration, every app
+# migrated to its last migration but the dashboard, which stops at that one.
 MIGRATE = """
 import sys
 import django
@@ -107,20 +136,22 @@ from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
 options = {"interactive": False, "verbosity": 1, "plan": "--plan" in sys.argv}
-if "--squash" in sys.argv:
+target = [arg for arg in sys.argv[1:] if arg != "--plan"]
+if target:
     for app in sorted(MigrationLoader(connection).migrated_apps - {"dashboard"}):
         call_command("migrate", app, **options)
-    call_command("migrate", "dashboard", sys.argv[1], **options)
+    call_command("migrate", "dashboard", *target, **options)
 else:
     call_command("migrate", **options)
 """
 
 
-def migrate(dbname: str, *args: str) -> str:
-    """`manage.py migrate` on that database, in a process of its own as production runs it; what it printed."""
+def migrate(dbname: str, target: str = "", *, plan: bool = False) -> str:
+    """`manage.py migrate` on that database, in a process of its own as production runs it; what it printed.
+    Given a target, the dashboard stops at that migration."""
     env = {**os.environ, "DATABASE_URL": _url(dbname), "DJANGO_SETTINGS_MODULE": "config.settings"}
     done = subprocess.run(
-        [sys.executable, "-c", MIGRATE, SQUASHED[-1], *args],
+        [sys.executable, "-c", MIGRATE, *([target] if target else []), *(["--plan"] if plan else [])],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -158,59 +189,71 @@ def rows_of(dbname: str, query: str) -> set[tuple]:
         return set(conn.execute(query))
 
 
-def snapshot_load(dbname: str) -> None:
+def snapshot_load(dbname: str, squash: Squash) -> None:
     # A connection of its own: the dump empties search_path for the session that runs it.
     with psycopg.connect(_conninfo(dbname), autocommit=True) as conn:
-        conn.execute(SNAPSHOT.read_text())
+        conn.execute(squash.snapshot.read_text())
 
 
 @pytest.fixture(scope="module")
-def old_chain() -> Iterator[dict]:
-    """The snapshot's schema and groups, read back from a database it was loaded into."""
-    name = _database_create(f"test_{DATABASE_NAME}_squash_old")
-    try:
-        snapshot_load(name)
-        yield {"schema": schema_of(name), "groups": rows_of(name, GROUP_PERMISSIONS)}
-    finally:
-        _database_drop(name)
+def snapshots() -> Iterator[Callable[[Squash], dict]]:
+    """snapshots(squash): its snapshot's schema and groups, read back from a database it was loaded
+    into (once a module)."""
+    read: dict[Squash, dict] = {}
+
+    def of(squash: Squash) -> dict:
+        if squash not in read:
+            name = _database_create(f"test_{DATABASE_NAME}_squash_old_{squash.last_replaced[:4]}")
+            try:
+                snapshot_load(name, squash)
+                read[squash] = {"schema": schema_of(name), "groups": rows_of(name, GROUP_PERMISSIONS)}
+            finally:
+                _database_drop(name)
+        return read[squash]
+
+    return of
 
 
-def test_the_snapshot_is_of_the_whole_old_chain(old_chain):
+@SQUASHES
+def test_the_snapshot_is_of_the_whole_replaced_chain(snapshots, squash):
+    old_chain = snapshots(squash)
     assert any(line.startswith("trigger node_farms_changed_update ") for line in old_chain["schema"])
     assert {name for name, _, _ in old_chain["groups"]} == {"admins", "support"}
-    text = SNAPSHOT.read_text()
-    assert text.count("INSERT INTO public.django_migrations VALUES (") > OLD_CHAIN_LENGTH
-    assert text.count("'dashboard', '0") == OLD_CHAIN_LENGTH and "'0036_snapshot_tiers'" in text
+    text = squash.snapshot.read_text()
+    assert text.count("INSERT INTO public.django_migrations VALUES (") > squash.dashboard_rows
+    assert text.count("'dashboard', '0") == squash.dashboard_rows and f"'{squash.last_replaced}'" in text
 
 
-def test_a_fresh_database_gets_the_old_chains_schema_and_groups(empty_database, old_chain):
+@SQUASHES
+def test_a_fresh_database_gets_the_replaced_chains_schema_and_groups(empty_database, snapshots, squash):
     fresh = empty_database("fresh")
-    migrate(fresh, "--squash")
-    assert schema_of(fresh) == old_chain["schema"]
-    assert rows_of(fresh, GROUP_PERMISSIONS) == old_chain["groups"]
+    migrate(fresh, squash.target)
+    assert schema_of(fresh) == snapshots(squash)["schema"]
+    assert rows_of(fresh, GROUP_PERMISSIONS) == snapshots(squash)["groups"]
 
 
-def test_an_upgraded_database_runs_nothing_again_and_keeps_its_schema_and_groups(empty_database, old_chain):
+@SQUASHES
+def test_an_upgraded_database_runs_nothing_again_and_keeps_its_schema_and_groups(empty_database, snapshots, squash):
     upgraded = empty_database("upgraded")
-    snapshot_load(upgraded)
+    snapshot_load(upgraded, squash)
     applied = "SELECT app, name, applied FROM django_migrations"
     before = rows_of(upgraded, applied)
 
-    plan = migrate(upgraded, "--squash", "--plan")
-    migrate(upgraded, "--squash")
+    plan = migrate(upgraded, squash.target, plan=True)
+    migrate(upgraded, squash.target)
 
     assert plan.count("No planned migration operations.") == 6, plan  # the five other apps too
     after = rows_of(upgraded, applied)
     # Only the squashed migrations are recorded, as applied by the ones they replace.
-    assert before < after
-    assert {(app, name) for app, name, _ in after - before} == {("dashboard", name) for name in SQUASHED}
-    assert schema_of(upgraded) == old_chain["schema"]
-    assert rows_of(upgraded, GROUP_PERMISSIONS) == old_chain["groups"]
+    assert before <= after
+    assert {(app, name) for app, name, _ in after - before} == {("dashboard", name) for name in squash.recorded}
+    assert schema_of(upgraded) == snapshots(squash)["schema"]
+    assert rows_of(upgraded, GROUP_PERMISSIONS) == snapshots(squash)["groups"]
 
 
-def test_the_migrations_after_the_squash_leave_a_fresh_and_an_upgraded_database_alike(empty_database):
+def test_the_migrations_after_the_first_squash_leave_a_fresh_and_an_upgraded_database_alike(empty_database):
     fresh, upgraded = empty_database("fresh"), empty_database("upgraded")
-    snapshot_load(upgraded)
+    snapshot_load(upgraded, FIRST)
     migrate(fresh)
     migrate(upgraded)
     assert schema_of(fresh) == schema_of(upgraded)

@@ -1,8 +1,9 @@
 """The farm totals trigger: after any statement that inserts, updates or deletes nodes, their farms
 are marked changed (FarmTotalsChanged), in the same transaction, whoever wrote them.
 
-Created by the first migration (it stood in 0013_farm_totals before the squash); figures.services.farm_totals
-sums the marked farms again. No Django import: a migration calls these with its schema editor.
+Created by migration 0002_farm_totals_trigger (it stood in 0013_farm_totals before the first squash);
+figures.services.farm_totals sums the marked farms again. No Django import: a migration calls these
+with its schema editor.
 """
 
 from __future__ import annotations
