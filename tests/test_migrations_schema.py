@@ -258,3 +258,23 @@ def test_the_migrations_after_the_first_squash_leave_a_fresh_and_an_upgraded_dat
     migrate(upgraded)
     assert schema_of(fresh) == schema_of(upgraded)
     assert rows_of(fresh, GROUP_PERMISSIONS) == rows_of(upgraded, GROUP_PERMISSIONS)
+
+
+def test_a_database_part_way_through_the_squashed_chain_is_refused_not_left_behind(empty_database):
+    # Stopped at 0012_node_refused_reading before the squash: Django alone would say "No migrations to
+    # apply" and leave it without 0013's columns; dashboard.checks refuses it, saying what to do.
+    partial = empty_database("partial")
+    snapshot_load(partial, SECOND)
+    with psycopg.connect(_conninfo(partial), autocommit=True) as conn:
+        conn.execute("DELETE FROM django_migrations WHERE app = 'dashboard' AND name = '0013_lesson_evidence'")
+    env = {**os.environ, "DATABASE_URL": _url(partial), "DJANGO_SETTINGS_MODULE": "config.settings"}
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode != 0
+    assert "dashboard.E001" in done.stderr and "(not 0013_lesson_evidence)" in done.stderr, done.stderr
