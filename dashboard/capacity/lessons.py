@@ -11,7 +11,9 @@ node's statistics really say"). `Observed` is what is kept of those lessons.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
+from dashboard.capacity.policy import PROXY_CACHE_SRU
 from dashboard.capacity.sizes import CapacityError, GiB, Resources
 from dashboard.capacity.test_vm import test_vm_reserve_mru
 
@@ -121,6 +123,31 @@ def refusal_lesson(
         # "failed to find a candidate to host vdisk of size N" names the disk; a rootfs refusal does not.
         return Lesson("disk", disk_size=max(needed or rootfs, 1), used_sru=used.sru)
     return None
+
+
+class RefusalReading(NamedTuple):
+    """What a memory refusal says the host used, beside what it hosted: one calibration sample
+    (policies.services.calibration fits `used - vm = reserve + VMs x overhead`)."""
+
+    vm_count: int
+    vm_mru: int  # the VMs' memory: the accounted use less ZOS's reserve
+    used_mru: int  # what the host really used: total - ZOS's usable
+    vm_sru: int | None  # the VMs' disks: the accounted SSD less the proxy's fixed reserve; None if not read
+    used_sru: int | None
+
+
+def refusal_reading(
+    *, vm_count: int, total_mru: int, accounted_mru: int, usable_mru: int, used_sru: int | None
+) -> RefusalReading:
+    """A memory refusal's figures as a calibration sample: the one conversion for a refusal kept as an
+    Observation and for one that taught nothing (kept as a CapacitySample)."""
+    return RefusalReading(
+        vm_count=vm_count,
+        vm_mru=max(accounted_mru - zos_reserve_mru(total_mru), 0),
+        used_mru=max(total_mru - usable_mru, 0),
+        vm_sru=None if used_sru is None else max(used_sru - PROXY_CACHE_SRU, 0),
+        used_sru=None if used_sru is None else max(used_sru, 0),
+    )
 
 
 def used_is_the_count(*, total_mru: int, vm_mru: int, actual_mru: int) -> bool:

@@ -14,8 +14,9 @@ from dashboard.alerts.services.alerts import alerts_evaluate
 from dashboard.capacity import GiB, MiB
 from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
+from dashboard.lessons.services.lesson_review import observation_drop
 from dashboard.models import Alert, AuditEvent, CapacitySample, Deployment, MemoryLesson, Node, Observation
-from dashboard.policies.services.calibration import fleet_calibration
+from dashboard.policies.services.calibration import fleet_calibration, readings_by_node
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
@@ -120,19 +121,34 @@ def test_a_figure_held_aside_gives_calibration_no_sample(api_call, build_nodes, 
     assert fleet_calibration().as_dict() == before
 
 
-def test_a_plausible_figure_is_a_calibration_sample(api_call, build_nodes, two_tokens):
+def test_a_plausible_figure_is_kept_once_and_calibration_reads_it(api_call, build_nodes, two_tokens):
+    # One row per refusal (issue 46): the Observation, which calibration reads; no CapacitySample copy.
     (token, _user), _ = two_tokens
     target = build_nodes[0]
 
     response = _report(api_call, token, target, _usable(target), mid="plausible-calibration")
 
     assert response.status_code == 201, response.json()
-    sample = CapacitySample.objects.get(source="refusal")
-    assert (sample.node_id, sample.vm_count, sample.used_mru) == (
-        target.pk,
-        RUNNING,
-        target.total_mru - _usable(target),
-    )
+    assert not CapacitySample.objects.filter(source="refusal").exists()
+    observation = Observation.objects.get(node=target)
+    assert observation.used_sru == target.used_sru
+    (memory,) = readings_by_node(target)[target.pk].memory
+    # By hand: the host used total - usable; the VMs, what was accounted less ZOS's reserve (10% or 2 GiB).
+    reserve = max(target.total_mru // 10, 2 * GiB)
+    assert memory == (RUNNING, target.used_mru - reserve, target.total_mru - _usable(target), *memory[3:])
+    assert memory[3:] == (max(target.used_sru - 20 * GiB, 0), target.used_sru)
+
+
+def test_a_refusal_dropped_by_an_admin_gives_calibration_nothing_any_more(api_call, build_nodes, two_tokens):
+    # The copy used to outlive its observation: one row, so one fate.
+    (token, user), _ = two_tokens
+    target = build_nodes[0]
+    _report(api_call, token, target, _usable(target), mid="dropped-calibration")
+    assert readings_by_node(target)[target.pk].memory
+
+    observation_drop(observation=Observation.objects.get(node=target), by=user)
+
+    assert readings_by_node(target)[target.pk].memory == []  # its statistics samples stay
 
 
 def test_an_absurd_figure_is_kept_but_held_aside_and_the_node_page_and_api_say_why(

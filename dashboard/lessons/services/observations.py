@@ -85,6 +85,8 @@ def refusal_lesson(refusal: Refusal) -> dict | None:
             "accounted_mru": refusal.used.mru,
             "usable_mru": refusal.usable_bytes,
             "hidden_mru_per_vm": lesson.hidden_mru_per_vm,
+            # The SSD accounted then: with the figures above, the reading calibration fits (capacity.refusal_reading).
+            "used_sru": refusal.used.sru,
         }
     return {"kind": Observation.Kind.DISK, "disk_size": lesson.disk_size, "used_sru": lesson.used_sru}
 
@@ -101,22 +103,24 @@ def _memory_judged(refusal: Refusal, *, build: str):
 
 
 def _refusal_sample_store(*, node: Node, refusal: Refusal, at: datetime) -> None:
-    """Keep a memory refusal whose figure is believed as a capacity sample for calibration."""
-    # Any memory refusal is a reading of what the host really used (hidden use or none):
-    # calibration fits these. Dated by the refusal, like its observation. A figure held aside calibrates
-    # nothing either: the fleet's pooled and median per-VM overhead read every sample, so one forged
-    # report would move what calibration says of the whole fleet (the callers judge it first).
-    zos = capacity.PROFILES["zos"]
+    """Keep a believable memory refusal that taught nothing as a capacity sample for calibration."""
+    # Still a reading of what the host used (no hidden use): calibration fits it. One that taught something
+    # is its Observation alone, which calibration reads as well: a refusal is never kept twice. Dated by the
+    # refusal. A figure held aside calibrates nothing (the callers judge it first): the fleet's pooled and
+    # median per-VM overhead read every sample, so one forged report would move them.
+    reading = capacity.refusal_reading(
+        vm_count=refusal.vm_count,
+        total_mru=refusal.total.mru,
+        accounted_mru=refusal.used.mru,
+        usable_mru=refusal.usable_bytes,
+        used_sru=refusal.used.sru,
+    )
     sample = CapacitySample.objects.create(
         node=node,
         source="refusal",
-        vm_count=refusal.vm_count,
-        vm_mru=max(refusal.used.mru - zos.reserve(refusal.total).mru, 0),
-        vm_sru=max(refusal.used.sru - zos.reserve_sru, 0),
         total_mru=refusal.total.mru,
         total_sru=refusal.total.sru,
-        used_mru=max(refusal.total.mru - refusal.usable_bytes, 0),
-        used_sru=max(refusal.used.sru, 0),
+        **reading._asdict(),
     )
     CapacitySample.objects.filter(pk=sample.pk).update(at=at)  # `at` is auto_now_add
 
@@ -153,8 +157,6 @@ def observations_learn(
         # Judged and stored in the build's turn (a report holds it already): readings one after another.
         memory_group_turn(build)
         standing = _standing(lesson, refusal, build=build)
-        if lesson["kind"] == Observation.Kind.MEMORY and standing["standing"] != Observation.Standing.HELD:
-            _refusal_sample_store(node=node, refusal=refusal, at=at)
         observation = _observation_stored(
             node,
             refusal,

@@ -10,10 +10,10 @@ reserve from a per-VM overhead (the seed issue's "a 4 GiB VM costs 7 GiB" was ex
 that confusion); samples taken at two or more different VM counts can, by least squares.
 Disk is fitted the same way (`used_sru = reserve + vm_sru + vm_count * overhead`).
 
-The fit itself is pure (`fit_overhead` takes plain tuples); the services read the
-CapacitySample rows in a fixed number of queries: memory from the samples a refusal wrote
-(source "refusal": the memory really used then; a refusal whose figure is held aside as implausible
-writes none, lessons.services.observations), disk from every sample. Refusals of one
+The fit itself is pure (`fit_overhead` takes plain tuples); the services read the readings in a fixed
+number of queries (`readings_by_node`): memory from the refusals (the memory really used then), which are
+the memory Observations not held aside and, for a refusal that taught nothing, its CapacitySample
+(source "refusal"; lessons.services.observations keeps each refusal once), disk from every reading. Refusals of one
 slice size all happen at the same VM count; from one count the per-VM figure is taken with
 the policy's reserve (as the observation itself does).
 """
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from dashboard import capacity
 from dashboard.capacity import MiB, format_size
 from dashboard.grid.types import Grid, GridError
-from dashboard.models import CapacitySample, Node, Slice
+from dashboard.models import CapacitySample, Node, Observation, Slice
 from dashboard.nodes.services.zos_cache import THROUGH_PROXY, statistics_heard
 from dashboard.policies.selectors.policy_book import policies_for_nodes, policy_for_node
 
@@ -246,19 +246,59 @@ def _one_count_fit(memory: Sequence[tuple[int, int, int, int, int]], reserve_mru
     )
 
 
-def _sample_tuple(sample: CapacitySample) -> tuple[int, int, int, int, int]:
-    return (sample.vm_count, sample.vm_mru, sample.used_mru, sample.vm_sru, sample.used_sru)
+Sample = tuple[int, int, int, int, int]  # (vm_count, vm_mru, used_mru, vm_sru, used_sru), as calibration_judge fits
+
+
+@dataclass
+class Readings:
+    """A node's samples: `all` for the disk fit (every reading with its SSD), `memory` for the memory fit
+    (the refusals: only they tell the memory really used)."""
+
+    all: list[Sample] = field(default_factory=list)
+    memory: list[Sample] = field(default_factory=list)
+
+
+def readings_by_node(node: Node | None = None) -> dict[int, Readings]:
+    """Node pk -> its readings, oldest first, in two queries: the CapacitySample rows (statistics, and the
+    memory refusals that taught nothing) and the memory Observations neither held aside nor cleared (the refusals that
+    taught something: a refusal is kept once, as one or the other; capacity.refusal_reading converts it)."""
+    dated: list[tuple[int, object, int, int, Sample, bool]] = []
+    samples = CapacitySample.objects.all() if node is None else CapacitySample.objects.filter(node=node)
+    for s in samples:
+        reading = (s.vm_count, s.vm_mru, s.used_mru, s.vm_sru, s.used_sru)
+        dated.append((s.node_id, s.at, 0, s.pk, reading, s.source == "refusal"))
+    # Held aside or cleared (dropped by an admin, or its lessons cleared), a refusal no longer speaks for its node.
+    refusals = Observation.objects.filter(
+        kind=Observation.Kind.MEMORY, usable_mru__isnull=False, cleared_at__isnull=True
+    ).exclude(standing=Observation.Standing.HELD)
+    for o in refusals if node is None else refusals.filter(node=node):
+        reading = capacity.refusal_reading(
+            vm_count=o.vm_count,
+            total_mru=o.total_mru,
+            accounted_mru=o.accounted_mru,
+            usable_mru=o.usable_mru,
+            used_sru=o.used_sru,
+        )
+        dated.append((o.node_id, o.seen_at, 1, o.pk, tuple(reading), True))
+    by_node: dict[int, Readings] = defaultdict(Readings)
+    for node_pk, _at, _source, _pk, reading, refusal in sorted(dated, key=lambda d: d[:4]):
+        readings = by_node[node_pk]
+        if reading[3] is not None:  # an Observation kept before its SSD was: memory only
+            readings.all.append(reading)
+        if refusal:
+            readings.memory.append(reading)
+    return dict(by_node)
 
 
 def node_calibration(node: Node) -> Calibration:
-    """Fit one node's samples (one query) against its effective policy."""
-    rows = list(CapacitySample.objects.filter(node=node).order_by("at", "pk"))
+    """Fit one node's readings (two queries) against its effective policy."""
+    readings = readings_by_node(node).get(node.pk, Readings())
     return calibration_judge(
         node_id=node.grid_id,
         total=node.total,
         policy=policy_for_node(node),
-        samples=[_sample_tuple(s) for s in rows],
-        memory_samples=[_sample_tuple(s) for s in rows if s.source == "refusal"],
+        samples=readings.all,
+        memory_samples=readings.memory,
     )
 
 
@@ -311,13 +351,10 @@ class FleetCalibration:
 
 def fleet_calibration() -> FleetCalibration:
     """Every sampled node's calibration and a fleet-wide estimate, in a fixed number of queries."""
-    by_node: dict[int, list[tuple[int, int, int, int, int]]] = defaultdict(list)
-    memory_by_node: dict[int, list[tuple[int, int, int, int, int]]] = defaultdict(list)
-    for sample in CapacitySample.objects.order_by("node_id", "at", "pk"):
-        by_node[sample.node_id].append(_sample_tuple(sample))
-        if sample.source == "refusal":
-            memory_by_node[sample.node_id].append(_sample_tuple(sample))
-    nodes = list(Node.objects.filter(pk__in=by_node).order_by("grid_id"))
+    readings = readings_by_node()
+    by_node = {pk: r.all for pk, r in readings.items()}
+    memory_by_node = {pk: r.memory for pk, r in readings.items()}
+    nodes = list(Node.objects.filter(pk__in=readings).order_by("grid_id"))
     policies = policies_for_nodes(nodes)
     results = tuple(
         calibration_judge(
