@@ -986,6 +986,17 @@ class Observation(models.Model):
     def __str__(self) -> str:
         return f"{self.get_kind_display()} on {self.node} at {self.seen_at:%Y-%m-%d %H:%M}"
 
+    @property
+    def reading(self) -> capacity.RefusalReading:
+        """A memory refusal's figures as calibration's sample (policies.services.calibration)."""
+        return capacity.refusal_reading(
+            vm_count=self.vm_count,
+            total_mru=self.total_mru,
+            accounted_mru=self.accounted_mru,
+            usable_mru=self.usable_mru,
+            used_sru=self.used_sru,
+        )
+
 
 class ProbeProposal(models.Model):
     """A node the probe list (GET /api/v1/probes, the probes page) proposed: a probe's refusal reported

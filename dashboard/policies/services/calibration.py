@@ -272,14 +272,7 @@ def readings_by_node(node: Node | None = None) -> dict[int, Readings]:
         kind=Observation.Kind.MEMORY, usable_mru__isnull=False, cleared_at__isnull=True
     ).exclude(standing=Observation.Standing.HELD)
     for o in refusals if node is None else refusals.filter(node=node):
-        reading = capacity.refusal_reading(
-            vm_count=o.vm_count,
-            total_mru=o.total_mru,
-            accounted_mru=o.accounted_mru,
-            usable_mru=o.usable_mru,
-            used_sru=o.used_sru,
-        )
-        dated.append((o.node_id, o.seen_at, 1, o.pk, tuple(reading), True))
+        dated.append((o.node_id, o.seen_at, 1, o.pk, tuple(o.reading), True))
     by_node: dict[int, Readings] = defaultdict(Readings)
     for node_pk, _at, _source, _pk, reading, refusal in sorted(dated, key=lambda d: d[:4]):
         readings = by_node[node_pk]
