@@ -6,15 +6,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
 
 from dashboard.catalogs.selectors.catalog_audit import audit_latest
 from dashboard.jobs.services.jobs import JobError, job_request
 from dashboard.models import Job
 from dashboard.views.action import action
 from dashboard.views.jobs import job_start_said
+from dashboard.views.page import page
 
 KIND_WORDS = {
     "orphan": "Orphan slices (marked taken, VM gone)",
@@ -36,9 +35,7 @@ class FindingRow:
     not_fixed: str
 
 
-@login_required
-@require_GET
-@permission_required(["dashboard.view_node", "dashboard.view_job"], raise_exception=True)
+@page(["dashboard.view_node", "dashboard.view_job"])
 def audit_page(request):
     latest = audit_latest()
     result = latest.result

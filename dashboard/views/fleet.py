@@ -10,7 +10,7 @@ from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
@@ -26,6 +26,7 @@ from dashboard.nodes.selectors.farm_ips import farm_ipv4, farms_ipv4
 from dashboard.nodes.selectors.uptime import uptime_percent
 from dashboard.nodes.selectors.watch import watch_status
 from dashboard.views.jobs import job_start_said
+from dashboard.views.page import page
 from dashboard.views.withholds import WithholdForm
 
 NODES_PER_PAGE = 50
@@ -119,9 +120,7 @@ class FleetFilterForm(forms.Form):
         )
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_node", raise_exception=True)
+@page("dashboard.view_node")
 @vary_on_headers("HX-Request")
 def overview(request):
     if request.GET.get("format") == "csv":
@@ -136,9 +135,7 @@ def overview(request):
     return _render_overview(request, form, fleet=fleet)
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_node", raise_exception=True)
+@page("dashboard.view_node")
 @vary_on_headers("HX-Request")
 def map_view(request):
     """Every node the table's filters keep as one cell, by farm; the same query string as the table."""
@@ -154,9 +151,7 @@ def map_view(request):
     return render(request, template, context, status=200 if nodes is not None else 400)
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_node", raise_exception=True)
+@page("dashboard.view_node")
 def export_csv(request):
     """The filtered set, every row (no pagination), for a spreadsheet."""
     form = FleetFilterForm(request.GET)

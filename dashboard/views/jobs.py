@@ -2,17 +2,16 @@
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
 from dashboard.catalogs.selectors.waves import waves_view
 from dashboard.jobs.selectors.jobs import job_detail, jobs_list
 from dashboard.models import Job
+from dashboard.views.page import page
 
 JOBS_PER_PAGE = 50
 
@@ -40,9 +39,7 @@ class JobFilterForm(forms.Form):
     node = forms.IntegerField(min_value=0, required=False, label="Node id")
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_job", raise_exception=True)
+@page("dashboard.view_job")
 def job_list(request):
     form = JobFilterForm(request.GET)
     if form.is_valid():
@@ -58,17 +55,13 @@ def job_list(request):
     return render(request, "dashboard/jobs.html", {"section": "jobs", "form": form, "page": page}, status=status)
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_job", raise_exception=True)
+@page("dashboard.view_job")
 def job_page(request, job_id: int):
     job = job_or_404(job_id)
     return render(request, "dashboard/job.html", {"section": "jobs", "job": job, "waves": waves_view(job)})
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_job", raise_exception=True)
+@page("dashboard.view_job")
 @vary_on_headers("HX-Request")
 def job_progress(request, job_id: int):
     """The job card alone. While the job is active the card polls itself; the finished card does not."""

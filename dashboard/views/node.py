@@ -1,11 +1,9 @@
 """The node page: capacity bars, catalog, verdicts, policy, job history and the admin actions."""
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
@@ -22,15 +20,14 @@ from dashboard.policies.selectors.carries import node_carries
 from dashboard.policies.services.calibration import node_calibration
 from dashboard.views.action import action
 from dashboard.views.jobs import job_start_said
+from dashboard.views.page import page
 from dashboard.views.withholds import WithholdForm
 
 # The page shows the node, its catalog and its jobs.
 NODE_READ = ["dashboard.view_node", "dashboard.view_slice", "dashboard.view_job"]
 
 
-@login_required
-@require_GET
-@permission_required(NODE_READ, raise_exception=True)
+@page(NODE_READ)
 def detail(request, node_id: int):
     detail = _detail_or_404(node_id)
     # Calibration fits what refusals showed (at one or more VM counts) against the policy in force.
@@ -50,9 +47,7 @@ def detail(request, node_id: int):
     return render(request, "dashboard/node.html", context)
 
 
-@login_required
-@require_GET
-@permission_required(NODE_READ, raise_exception=True)
+@page(NODE_READ)
 @vary_on_headers("HX-Request")
 def events(request, node_id: int):
     """The node's timeline (what its readings showed changing) and its uptime; the page loads it by htmx."""
@@ -62,9 +57,7 @@ def events(request, node_id: int):
     return render(request, template, {"section": "fleet", "timeline": timeline, "node": node})
 
 
-@login_required
-@require_GET
-@permission_required(NODE_READ, raise_exception=True)
+@page(NODE_READ)
 @vary_on_headers("HX-Request")
 def catalog(request, node_id: int):
     """The catalog region alone; the page refreshes it on the `catalog-changed` event."""

@@ -12,7 +12,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
@@ -21,6 +21,7 @@ from dashboard.jobs.services.jobs import JobError, job_request
 from dashboard.models import INTEGER_MAX, Job, Policy
 from dashboard.nodes.selectors.onboarding import onboard_jobs_recent, onboard_new_nodes
 from dashboard.nodes.services.onboarding import OnboardError, OnboardRequest
+from dashboard.views.page import page
 
 PERMISSIONS = ["dashboard.view_node", "dashboard.onboard_nodes"]
 MAX_IDS = 1000
@@ -112,9 +113,7 @@ def onboard(request):
     return render(request, "dashboard/onboard.html", context, status=status)
 
 
-@login_required
-@require_GET
-@permission_required(PERMISSIONS, raise_exception=True)
+@page(PERMISSIONS)
 @vary_on_headers("HX-Request")
 def onboard_job(request, job_id: int):
     """The preview or the onboarding, live; the card alone when htmx polls it."""

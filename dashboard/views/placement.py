@@ -2,15 +2,14 @@
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
 from django.utils import timezone
-from django.views.decorators.http import require_GET
 
 from dashboard import capacity
 from dashboard.deployments.selectors.placement import placement_for
 from dashboard.deployments.selectors.placement_rules import STRATEGIES, RulesError, rules_parsed
 from dashboard.nodes.selectors.wake import standby_wake
+from dashboard.views.page import page
 
 # Anything above this is a typo, not a VM (parse_size draws the same line for a node).
 MAX_VM_BYTES = 1024 * capacity.TiB
@@ -89,9 +88,7 @@ class SliceSizeForm(forms.Form):
         return data
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_node", raise_exception=True)
+@page("dashboard.view_node")
 def placement(request):
     form = SliceSizeForm(request.GET) if request.GET else SliceSizeForm()
     answer = None

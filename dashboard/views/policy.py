@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from dashboard import capacity
@@ -24,6 +24,7 @@ from dashboard.policies.selectors.policy import (
 from dashboard.policies.services.policy import MAX_PUBLIC_IPV4, SIZE_PARAMETERS, policy_create, policy_update
 from dashboard.policies.services.policy_trial import policy_trial_parameters
 from dashboard.views.action import action
+from dashboard.views.page import page
 
 
 def size_text(n: int) -> str:
@@ -150,9 +151,7 @@ class NewPolicyForm(PolicyForm):
         return cleaned
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_policy", raise_exception=True)
+@page("dashboard.view_policy")
 @vary_on_headers("HX-Request")
 def policy_list(request):
     policies = policies_in_force()

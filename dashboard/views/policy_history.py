@@ -1,16 +1,13 @@
 """The policy history: every version of every policy (support reads it); admins revert to one, previewed first."""
 
-from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
 
 from dashboard.policies.selectors.policy_history import policy_history
+from dashboard.views.page import page
 from dashboard.views.policy import size_text
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_policy", raise_exception=True)
+@page("dashboard.view_policy")
 def policy_history_page(request):
     history = policy_history()
     # A revert posts the old version's values to the edit page, which previews them before any save.

@@ -1,19 +1,16 @@
 """The probes page: the nodes whose memory a probe would teach the most, with the VM to send (the same
 lessons.selectors.probes the API's GET /api/v1/probes reads)."""
 
-from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import render
-from django.views.decorators.http import require_GET
 
 from dashboard.lessons.selectors.probes import probes_to_send
 from dashboard.lessons.services.lesson_evidence import probes_proposed
+from dashboard.views.page import page
 
 PROBES_SHOWN = 20
 
 
-@login_required
-@require_GET
-@permission_required("dashboard.view_node", raise_exception=True)
+@page("dashboard.view_node")
 def probe_list(request):
     listed = probes_to_send(limit=PROBES_SHOWN)
     # Proposed by the product: a probe reported on one of these within its window counts as a probe.

@@ -7,11 +7,9 @@ from datetime import UTC, datetime
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import trigger_client_event
 
@@ -19,6 +17,7 @@ from dashboard.models import Node, NodeWithhold
 from dashboard.nodes.selectors.withholds import node_windows
 from dashboard.nodes.services.withholds import REASON_MAX, WithholdError, node_withhold, withhold_release
 from dashboard.views.action import action
+from dashboard.views.page import page
 
 PANEL = "dashboard/node_withhold.html#withhold-panel"
 NODE_READ = ["dashboard.view_node"]
@@ -54,9 +53,7 @@ def _utc(at: datetime | None) -> datetime | None:
     return at if timezone.is_aware(at) else at.replace(tzinfo=UTC)
 
 
-@login_required
-@require_GET
-@permission_required(NODE_READ, raise_exception=True)
+@page(NODE_READ)
 @vary_on_headers("HX-Request")
 def panel(request, node_id: int):
     node = get_object_or_404(Node, grid_id=node_id)

@@ -3,10 +3,10 @@
 Every failure leaves this module as one of the typed errors in grid/types.py with a
 message a person can act on; callers never see a `requests` or JSON error.
 
-Every request goes one way, `GridProxyClient._get_json`: it records the request for
-/metrics, and inside it `_get_json_retrying` holds the budget, the retries and the
-watchdog, and `_fetch` makes one try. Each try first asks the deployment's request budget
-(grid/budget.py, GRID_RATE_LIMIT shared by every process), inside the request's deadline.
+Every request goes one way, `GridProxyClient._get_json`: it holds the budget, the retries and the
+watchdog, and is recorded for /metrics (`_recorded`); `_fetch` makes one try. Each try first asks the
+deployment's request budget (grid/budget.py, GRID_RATE_LIMIT shared by every process), inside the
+request's deadline.
 
 Every request has one wall-clock budget (`deadline`, GRID_DEADLINE): connecting, every try and back-off and
 every byte of the answer; a statistics read has its own (GRID_STATISTICS_DEADLINE: it goes through the relay
@@ -36,8 +36,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, NamedTuple
 from urllib.parse import urlencode, urljoin, urlsplit
 
@@ -294,34 +294,17 @@ class GridProxyClient:
 
         `answer`, when given, receives the answer's "headers" (e.g. the `count` of ret_count=true).
         """
-        started, outcome = time.monotonic(), telemetry.OK
-        try:
-            return self._get_json_retrying(path, node_id=node_id, params=params, statistics=statistics, answer=answer)
-        except GridError as exc:
-            outcome = _OUTCOMES.get(type(exc), "refused")
-            raise
-        finally:
-            telemetry.record(endpoint=telemetry.endpoint_of(path), outcome=outcome, seconds=time.monotonic() - started)
-
-    def _get_json_retrying(
-        self,
-        path: str,
-        *,
-        node_id: int | None,
-        params: dict[str, Any] | None = None,
-        statistics: bool = False,
-        answer: dict[str, Any] | None = None,
-    ) -> tuple[Any, str]:
-        url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
-        # One budget for the whole request: every try, every back-off, every byte of the answer.
-        seconds = self.statistics_deadline if statistics else self.deadline
-        deadline = Deadline.within(seconds, clock=self.clock).earliest(current_step_deadline())
-        final = self._final_answer(path, url, deadline, STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES)
-        if final.status == 200:
-            if answer is not None:
-                answer["headers"] = final.headers
-            return json_decoded(final.body, final.url, node_id=node_id), final.url
-        raise self._refusal(final, node_id=node_id, statistics=statistics)
+        with _recorded(path):
+            url = self.base_url + path + (f"?{urlencode(params)}" if params else "")
+            # One budget for the whole request: every try, every back-off, every byte of the answer.
+            seconds = self.statistics_deadline if statistics else self.deadline
+            deadline = Deadline.within(seconds, clock=self.clock).earliest(current_step_deadline())
+            final = self._final_answer(path, url, deadline, STATISTICS_RETRY_STATUSES if statistics else RETRY_STATUSES)
+            if final.status == 200:
+                if answer is not None:
+                    answer["headers"] = final.headers
+                return json_decoded(final.body, final.url, node_id=node_id), final.url
+            raise self._refusal(final, node_id=node_id, statistics=statistics)
 
     def _final_answer(self, path: str, url: str, deadline: Deadline, retry_statuses: frozenset[int]) -> _Answer:
         """Try until an answer is not to be retried; a request that cannot get one raises GridUnavailable."""
@@ -479,6 +462,19 @@ class GridProxyClient:
         if short:
             return what
         return f"the grid proxy at {url} is unavailable: {what}, after {tries} {'try' if tries == 1 else 'tries'}"
+
+
+@contextmanager
+def _recorded(path: str) -> Iterator[None]:
+    """The request inside, recorded for /metrics: its endpoint, its outcome (the GridError it raised) and how long."""
+    started, outcome = time.monotonic(), telemetry.OK
+    try:
+        yield
+    except GridError as exc:
+        outcome = _OUTCOMES.get(type(exc), "refused")
+        raise
+    finally:
+        telemetry.record(endpoint=telemetry.endpoint_of(path), outcome=outcome, seconds=time.monotonic() - started)
 
 
 def _transport_reason(exc: requests.exceptions.RequestException) -> BaseException:
