@@ -64,8 +64,9 @@ class JobKind:
     runner: str
     # What a request names: "node" (a registered node), or "fleet" (no node; a farm only with `farm`).
     target: Literal["node", "fleet"]
-    # The job's target in words, from the job and its parameters read back (None when unreadable).
-    describe: Callable[[Any, JobParameters | None], str]
+    # The job's target in words, from the job and its parameters read back (None when unreadable);
+    # a node kind's is its node (node_target) unless it says otherwise.
+    describe: Callable[[Any, JobParameters | None], str] | None = None
     # Inside a sentence: "bulk re-register of all stale nodes (job #12)"; the label in lower case by default.
     words: str = ""
     # The result's partial, a template of its own; "dashboard/jobs/kinds/<value, with _ for ->.html" by default.
@@ -97,6 +98,10 @@ class JobKind:
     _runner: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.describe is None:
+            if self.target != "node":
+                raise TypeError(f"job kind {self.value!r}: a fleet kind says its target in words (describe)")
+            object.__setattr__(self, "describe", node_target)
         if not self.words:
             object.__setattr__(self, "words", self.label.lower())
         if not self.template:

@@ -4,7 +4,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from dashboard.jobs.kinds.declaration import JobKind, JobParameters, node_target
+from dashboard.jobs.kinds.declaration import JobKind, JobParameters
 from dashboard.jobs.results import PrecheckResult
 
 
@@ -21,7 +21,6 @@ KIND = JobKind(
     result=PrecheckResult,
     runner="dashboard.catalogs.services.precheck:precheck_job",
     target="node",
-    describe=node_target,
     parameters=PrecheckParameters,
     dry_run=False,
     when_lost="nothing was changed; try again",

@@ -1,6 +1,6 @@
 """Re-register: re-carve one node's catalog with its effective policy (catalogs.services.reregister)."""
 
-from dashboard.jobs.kinds.declaration import JobKind, node_target
+from dashboard.jobs.kinds.declaration import JobKind
 from dashboard.jobs.results import ReregisterResult
 
 KIND = JobKind(
@@ -9,5 +9,4 @@ KIND = JobKind(
     result=ReregisterResult,
     runner="dashboard.catalogs.services.reregister:node_reregister",
     target="node",
-    describe=node_target,
 )
