@@ -36,7 +36,9 @@ from dashboard.models import Job, WaveRun
 router = Router(tags=["jobs"])
 # The page's permissions for steering a run (dashboard.views.waves.STEER), asked of the token's user.
 STEER = ("dashboard.view_job", "dashboard.bulk_reregister")
-STEERING = {200: WavesOut, **ERRORS_OR_404, 409: ErrorOut}
+# What a steering action or a rollback is refused with (a 409 with the service's words), and the steering's answer.
+STEERING_REFUSALS = {**ERRORS_OR_404, 409: ErrorOut}
+STEERING = {200: WavesOut, **STEERING_REFUSALS}
 
 
 class JobsFilter(Schema):
@@ -201,12 +203,7 @@ def job_waves_stop(request, job_id: Whole):
 @router.post(
     "/jobs/{job_id}/rollback",
     auth=ACT,
-    response={
-        202: JobStartedOut,
-        200: JobStartedOut,
-        503: ErrorOut,
-        **{k: v for k, v in STEERING.items() if k != 200},
-    },
+    response={202: JobStartedOut, 200: JobStartedOut, 503: ErrorOut, **STEERING_REFUSALS},
     summary="Roll the whole run back: a rollback job (202), or the run's active one (200)",
 )
 def job_rollback(request, job_id: Whole):
@@ -230,7 +227,7 @@ def job_rollback(request, job_id: Whole):
 @router.post(
     "/jobs/{job_id}/rollback/{node_id}",
     auth=ACT,
-    response={200: NodeRollbackOut, **{k: v for k, v in STEERING.items() if k != 200}},
+    response={200: NodeRollbackOut, **STEERING_REFUSALS},
     summary="Roll one node of the run back now, while none of its slices changed hands",
 )
 def job_node_rollback(request, job_id: Whole, node_id: Whole):
