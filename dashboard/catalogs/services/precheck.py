@@ -259,11 +259,8 @@ def precheck_from_stored(*, node: Node, max_age: timedelta) -> PrecheckReport | 
         return None
     policy = policy_for_node(node)
     live = node_stored_reading(node, used=used)
-    free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
     closed = closure_of(node)
-    result = capacity.precheck(
-        free, live.total, used, policy, live=node_live_facts(node, policy, used_sru=used.sru), closure=closed
-    )
+    result = free_slices_precheck(node, live, policy, closure=closed)
     return PrecheckReport(
         node_id=node.grid_id,
         capacity=live,
@@ -282,19 +279,21 @@ def precheck_store(*, node: Node, reading: LiveReading, policy: capacity.Policy)
     the verdicts returned are for the report. `node` is refreshed from what was stored.
     """
     live = reading.live
-    free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
-    result = capacity.precheck(
-        free,
-        live.total,
-        live.used,
-        policy,
-        live=node_live_facts(node, policy, used_sru=live.used.sru),
-        closure=closure_of(node, live=live),
-    )
+    result = free_slices_precheck(node, live, policy, closure=closure_of(node, live=live))
     with node_writes([node.pk]):
         readings_store([reading])
     node.refresh_from_db()
     return result
+
+
+def free_slices_precheck(
+    node: Node, live: NodeCapacity, policy: capacity.Policy, *, closure: capacity.Closure | None
+) -> capacity.Precheck:
+    """The node's free slices, by index, placed one after another on `live` (a reading just taken, or the
+    stored one): the one precheck of the report, whichever reading it stands on."""
+    free = [(s.index, s.size) for s in node.slices.filter(state=Slice.State.FREE).order_by("index")]
+    facts = node_live_facts(node, policy, used_sru=live.used.sru)
+    return capacity.precheck(free, live.total, live.used, policy, live=facts, closure=closure)
 
 
 def node_live_facts(node: Node, policy: capacity.Policy, *, used_sru: int | None) -> capacity.LiveNode:
