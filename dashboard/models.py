@@ -5,6 +5,7 @@ unique per node, sizes are never negative, and a node has at most one active job
 """
 
 import re
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -398,20 +399,30 @@ class Node(models.Model):
         The disk bound holds until something is freed: once the used SSD is below what it was
         at the refusal, a disk of that size may fit again.
         """
-        return capacity.observed_now(
-            hidden_mru_per_vm=self.hidden_mru_per_vm,
-            pool_room_below=self.pool_room_below,
-            bound_used_sru=self.pool_room_below_used_sru,
-            used_sru=used_sru,
-            zos_own_mru=self.zos_own_mru,
-            zos_version=self.zos_version,
-        )
+        return observed_of_columns({name: getattr(self, name) for name in OBSERVED_COLUMNS}, used_sru=used_sru)
 
     @property
     def used(self) -> capacity.Resources | None:
         if self.used_mru is None or self.used_sru is None:
             return None
         return capacity.Resources(cru=self.used_cru or 0, mru=self.used_mru, sru=self.used_sru, hru=self.used_hru or 0)
+
+
+# The Node columns a node's lessons are read from (observed_of_columns).
+OBSERVED_COLUMNS = ("hidden_mru_per_vm", "pool_room_below", "pool_room_below_used_sru", "zos_own_mru", "zos_version")
+
+
+def observed_of_columns(columns: Mapping[str, Any], *, used_sru: int | None) -> capacity.Observed:
+    """What a node's refusals taught, from its lesson columns (OBSERVED_COLUMNS of a row or its values()),
+    judged on a reading whose used SSD is `used_sru`: the one reading of those columns."""
+    return capacity.observed_now(
+        hidden_mru_per_vm=columns["hidden_mru_per_vm"],
+        pool_room_below=columns["pool_room_below"],
+        bound_used_sru=columns["pool_room_below_used_sru"],
+        used_sru=used_sru,
+        zos_own_mru=columns["zos_own_mru"],
+        zos_version=columns["zos_version"],
+    )
 
 
 class NodeWithhold(models.Model):

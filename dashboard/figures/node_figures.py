@@ -17,7 +17,7 @@ from dashboard import capacity
 from dashboard.figures.closure import CLOSURE_FIELDS, closure_of_values
 from dashboard.figures.shapes import ShapeVerdict, placeable_on_reading, pools_shape_key
 from dashboard.lessons.selectors.odds import belief_key, has_own_residual, sure_free_slices, sure_new_slices
-from dashboard.models import Node
+from dashboard.models import Node, observed_of_columns
 
 # The Node columns this module owns, in NodeFigures' order.
 FIGURE_FIELDS = (
@@ -166,14 +166,7 @@ class FleetFigures:
         closed = closure_of_values(dict(zip(CLOSURE_FIELDS, row[_CLOSURE_AT:_STORED_AT], strict=True)))
         free, rented, deployed, failed, slice_key, _free_order = self.slices.get(pk, NO_SLICES)
         policy = self.by_node.get(pk) or self.by_farm.get(row.farm_id) or self.fleet_policy  # as PolicyBook.for_node
-        observed = capacity.observed_now(
-            hidden_mru_per_vm=row.hidden_mru_per_vm,
-            pool_room_below=row.pool_room_below,
-            bound_used_sru=row.pool_room_below_used_sru,
-            used_sru=row.used_sru,
-            zos_own_mru=row.zos_own_mru,
-            zos_version=row.zos_version,
-        )
+        observed = observed_of_columns(row._asdict(), used_sru=row.used_sru)
         known = pools_text and pools_text not in ("null", "[]")
         cache = row.zos_cache_sru if known else None  # as Node.zos_cache
         light = bool(row.light) and not known  # a ZOS-light node's unreported pools may be partitions

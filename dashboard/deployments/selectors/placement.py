@@ -40,7 +40,7 @@ from dashboard.deployments.selectors.placement_rules import LIMITS, NO_RULES, Ru
 from dashboard.figures.closure import closure_of_values
 from dashboard.figures.warning import warnings_of_values
 from dashboard.lessons.selectors.odds import belief_key, beliefs_for, vm_odds
-from dashboard.models import Node, Policy
+from dashboard.models import Node, Policy, observed_of_columns
 from dashboard.nodes.reading_age import reading_untrusted_after
 from dashboard.nodes.selectors.farm_ips import farm_ips_available
 
@@ -488,14 +488,7 @@ def _fit_args(values: dict, policies: dict, occupied: dict, holds=()) -> tuple:
         hru=values["used_hru"] or 0,
     )
     policy = policy_of(values["effective_policy"], policies)
-    observed = capacity.observed_now(
-        hidden_mru_per_vm=values["hidden_mru_per_vm"],
-        pool_room_below=values["pool_room_below"],
-        bound_used_sru=values["pool_room_below_used_sru"],
-        used_sru=values["used_sru"],
-        zos_own_mru=values["zos_own_mru"],
-        zos_version=values["zos_version"],
-    )
+    observed = observed_of_columns(values, used_sru=values["used_sru"])
     # Known pools, or unknown ones: then every plausible layout of the SSD total (capacity.layouts), with
     # the disks already placed in it, as the node's own figures (placeable now) count them.
     # A held slice is counted as the VM it will be: charged on the reading, its disks placed after the others.
