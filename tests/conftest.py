@@ -125,11 +125,20 @@ def django_db_setup(django_db_setup, django_db_blocker):
     """pytest-django's test database, with the role groups 0003_roles makes: a database kept from an
     earlier run (--reuse-db) was left flushed by that run's transactional tests."""
     from django.apps import apps
+    from django.db import connection
 
     from dashboard.access.roles import roles_restore
 
     with django_db_blocker.unblock():
         roles_restore(apps)
+    yield
+    # A connection some test left open (a thread's, a worker's) would keep pytest-django from dropping the
+    # database ("being accessed by other users"), and every run would leave one behind on the server.
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
 
 
 def flushes_the_database(item) -> bool:
