@@ -55,6 +55,10 @@ def probe_rank(unknown_mru: float, *, free_slices: int) -> float:
 # At most this many figures of a use of its own weigh an unread node's odds (capacity.odds.Unread): the
 # differing nodes' excesses at even quantiles, so the odds cost a few evaluations whatever the group's size.
 DIFFERS_FIGURES = 5
+# Below this chance a node differs, nothing says its group's nodes do: a reading beside ZOS's daily test VM
+# (512 MiB and its overhead, on any node, any day) looks like a use of its own now and then on a build whose
+# nodes are alike. One in twenty: SLICE_MIN_ODDS's default leaves a promise that much doubt anyway.
+DIFFERS_MIN_SHARE = 0.05
 
 
 def excess_per_vm(point: MemoryPoint, expected_beyond_mru: float) -> int:
@@ -68,12 +72,14 @@ def excess_per_vm(point: MemoryPoint, expected_beyond_mru: float) -> int:
     return int(beyond // point.vms) if beyond > AGREE_MRU else 0
 
 
-def differs(excess: Iterable[int], *, figures: int = DIFFERS_FIGURES) -> tuple[float, tuple[int, ...]] | None:
+def differs(
+    excess: Iterable[int], *, figures: int = DIFFERS_FIGURES, min_share: float = DIFFERS_MIN_SHARE
+) -> tuple[float, tuple[int, ...]] | None:
     """How an unread node of a group may differ, from the nodes probes read (`excess`: each one's
     excess_per_vm, 0 for a node on its group's line): the chance it does (Laplace's rule, as
     `Spread.share`) and what it would use more a VM (the differing nodes' figures at up to `figures` even
-    quantiles, each as likely). None until a node a probe read was seen to differ: a group whose nodes
-    read all sit on its line is judged by its line alone. Only probes' readings count: a probe reads the
+    quantiles, each as likely). None until a node a probe read was seen to differ, and while the chance is
+    below `min_share`: a group whose nodes read sit on its line is judged by its line alone. Only probes' readings count: a probe reads the
     node its list ranks, not the node a buyer was refused on (a refusal finds the nodes that differ, so
     counting them would tell every group differs)."""
     excess = list(excess)
@@ -81,6 +87,8 @@ def differs(excess: Iterable[int], *, figures: int = DIFFERS_FIGURES) -> tuple[f
     if not own:
         return None
     share = Spread(nodes_read=len(excess), nodes_own=len(own)).share
+    if share < min_share:
+        return None
     if len(own) <= figures:
         return share, tuple(own)
     return share, tuple(own[(2 * i + 1) * len(own) // (2 * figures)] for i in range(figures))

@@ -112,6 +112,8 @@ class MonthEvidence:
         """How an unread node of the group may differ (capacity.differs): from the nodes proposed probes read,
         each one's most excess per VM over its group's line (capacity.excess_per_vm), as
         lessons.selectors.odds.unread_differs reads them from the live observations."""
+        if group not in memory.fits:
+            return None  # no line yet: beside a prior every node of a build differs alike
         belief = memory.belief(group)
         memo = self._differs_memo.get(group)
         if memo is not None and memo[0] == self.seq and memo[1] is belief:

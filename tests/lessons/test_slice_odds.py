@@ -361,3 +361,13 @@ def test_the_fleet_wide_group_is_no_build_its_nodes_could_differ_from(sim_node):
     _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="")
     assert unread_differs([""]) == {}
     assert unread_among([(unread.pk, lesson.pk, "")]) == frozenset()
+
+
+def test_a_build_with_no_line_yet_has_no_nodes_that_differ_from_it(sim_node):
+    """Against a prior (a build never refused) every node of the build would differ alike: a line first."""
+    from dashboard.lessons.selectors.odds import unread_differs
+
+    differs = sim_node(3531, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79)
+    Node.objects.filter(pk=differs.pk).update(zos_version="v-unlearnt")
+    _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="v-unlearnt")
+    assert unread_differs(["v-unlearnt"]) == {}

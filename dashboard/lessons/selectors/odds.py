@@ -229,8 +229,10 @@ def unread_differs(groups: Iterable[str]) -> dict[str, tuple[float, tuple[int, .
         points.setdefault(build, []).append(point)
     if not points:
         return {}
+    # Against a prior (a build never refused: no lesson) every node of the build differs alike: a line first.
     latest = {lesson.build: lesson.pk for lesson in _latest_lessons(exclude=None) if lesson.build in points}
-    keys = {build: belief_key(latest.get(build), build) for build in points}
+    points = {build: read for build, read in points.items() if build in latest}
+    keys = {build: belief_key(latest[build], build) for build in points}
     beliefs = _group_beliefs(set(keys.values()))
     found = {}
     for build, read in points.items():
