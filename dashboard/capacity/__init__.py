@@ -71,7 +71,16 @@ from dashboard.capacity.lessons import (
     zos_reserve_mru,
 )
 from dashboard.capacity.line import Line, least_squares
-from dashboard.capacity.odds import memory_odds, odds_calibration, odds_on_reading, slices_odds, sure_slices
+from dashboard.capacity.odds import (
+    Unread,
+    expected_beyond,
+    memory_odds,
+    odds_calibration,
+    odds_on_reading,
+    slices_odds,
+    sure_slices,
+    unread_belief,
+)
 from dashboard.capacity.overhead import (
     PRIOR_SPREAD_MRU,
     PROBE_BEYOND_MRU,
@@ -149,7 +158,7 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
-from dashboard.capacity.spread import NOTHING_READ, Spread, probe_rank
+from dashboard.capacity.spread import NOTHING_READ, Spread, differs, excess_per_vm, probe_rank
 from dashboard.capacity.test_vm import TEST_VM_MRU, TestVmSchedule, test_vm_reserve_mru, test_vm_schedule
 from dashboard.capacity.vcpus import MAX_VM_CRU, vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import RESOURCE_WORDS
@@ -252,6 +261,8 @@ __all__ = [
     "test_vm_schedule",
     "probe_need",
     "probe_rank",
+    "differs",
+    "excess_per_vm",
     "PROBE_BEYOND_MRU",
     "PRIOR_SPREAD_MRU",
     "memory_odds",
@@ -261,6 +272,9 @@ __all__ = [
     "fit_belief",
     "tightest",
     "slices_odds",
+    "Unread",
+    "unread_belief",
+    "expected_beyond",
     "odds_on_reading",
     "sure_slices",
     "odds_calibration",

@@ -15,12 +15,54 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from dashboard.capacity.hidden import HiddenUse
 from dashboard.capacity.lessons import zos_reserve_mru
 from dashboard.capacity.overhead import OverheadFit
 
-Belief = OverheadFit | HiddenUse | None
+
+@dataclass(frozen=True)
+class Unread:
+    """The belief for a node no reading tells yet, in a group whose nodes probes read were seen to differ
+    (capacity.spread.differs): its group's `belief`, or, with the chance `share`, a use of its own too, one
+    of `per_vm_mru` (as much more a VM running as the nodes that differed were read to use, each as
+    likely). Such a use refuses a node's last slices first, so they stay uncertain until a reading tells it."""
+
+    belief: OverheadFit | HiddenUse
+    share: float
+    per_vm_mru: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError("the share of nodes that differ is a probability")
+        if not self.per_vm_mru or min(self.per_vm_mru) < 0:
+            raise ValueError("a use of its own is one or more figures, none negative")
+
+
+Belief = OverheadFit | HiddenUse | Unread | None
+
+
+def expected_beyond(belief: Belief, *, vms: int, total_mru: int) -> float | None:
+    """The use beyond the VMs' memory a group's belief expects with `vms` VMs on a node of no residual (None
+    without a belief: nothing expected)."""
+    if isinstance(belief, Unread):
+        belief = belief.belief
+    if isinstance(belief, HiddenUse):
+        return belief.mean(vms)
+    if isinstance(belief, OverheadFit):
+        return float(belief.predicted(vms=vms, total_mru=total_mru, node=None))
+    return None
+
+
+def unread_belief(belief: Belief, differs_now: tuple[float, Sequence[int]] | None) -> Belief:
+    """What a node no reading tells is judged by: its group's belief, with the chance its nodes were seen to
+    differ by (capacity.spread.differs) where they were; the group's belief alone where none was or where
+    there is none (odds 1 where the count allows)."""
+    if belief is None or differs_now is None or isinstance(belief, Unread):
+        return belief
+    share, per_vm = differs_now
+    return Unread(belief, share=share, per_vm_mru=tuple(per_vm))
 
 
 def memory_odds(
@@ -31,6 +73,30 @@ def memory_odds(
         return 0.0  # ZOS's count alone refuses it
     if fit is None:
         return 1.0
+    if isinstance(fit, Unread):
+        alike = _odds_beyond(
+            fit.belief, total_mru=total_mru, vm_mru=vm_mru, running=running, slice_mru=slice_mru, node=node
+        )
+        # The VM asked for is not running yet: the use of its own is the running VMs'.
+        differs = sum(
+            _odds_beyond(
+                fit.belief,
+                total_mru=total_mru,
+                vm_mru=vm_mru + running * per_vm,
+                running=running,
+                slice_mru=slice_mru,
+                node=node,
+            )
+            for per_vm in fit.per_vm_mru
+        ) / len(fit.per_vm_mru)
+        return (1.0 - fit.share) * alike + fit.share * differs
+    return _odds_beyond(fit, total_mru=total_mru, vm_mru=vm_mru, running=running, slice_mru=slice_mru, node=node)
+
+
+def _odds_beyond(
+    fit: OverheadFit | HiddenUse, *, total_mru: int, vm_mru: int, running: int, slice_mru: int, node: int | None
+) -> float:
+    """The chance the host's actual use leaves room for the VM (ZOS's count allows it)."""
     if isinstance(fit, HiddenUse):
         return fit.odds(vms=running, room=total_mru - slice_mru - vm_mru, node=node)
     room = total_mru - slice_mru - vm_mru - fit.predicted(vms=running, total_mru=total_mru, node=node)

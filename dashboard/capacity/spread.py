@@ -12,9 +12,11 @@ such a use would be where it runs (`own_unknown_mru`), beside what the line itse
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dashboard.capacity.hidden import PER_VM_PRIOR_SD
+from dashboard.capacity.hidden import AGREE_MRU, PER_VM_PRIOR_SD
+from dashboard.capacity.overhead import MemoryPoint, count_decided
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,45 @@ def probe_rank(unknown_mru: float, *, free_slices: int) -> float:
     slice it still offers. A hidden use refuses a node's last slices first, so a node near full is at risk
     soonest; a full node offers nothing to refuse until a slice is freed (0: last)."""
     return unknown_mru / free_slices if free_slices > 0 else 0.0
+
+
+# At most this many figures of a use of its own weigh an unread node's odds (capacity.odds.Unread): the
+# differing nodes' excesses at even quantiles, so the odds cost a few evaluations whatever the group's size.
+DIFFERS_FIGURES = 5
+# Below this chance a node differs, nothing says its group's nodes do: a reading beside ZOS's daily test VM
+# (512 MiB and its overhead, on any node, any day) looks like a use of its own now and then on a build whose
+# nodes are alike. One in twenty: SLICE_MIN_ODDS's default leaves a promise that much doubt anyway.
+DIFFERS_MIN_SHARE = 0.05
+
+
+def excess_per_vm(point: MemoryPoint, expected_beyond_mru: float) -> int:
+    """How much more a VM the node read at `point` used than its group's line expects there (the line's
+    use beyond the VMs' memory at the reading's VM count), where the two tell two stories: more than
+    AGREE_MRU apart, as two readings disagree (capacity.corroborate). 0 where they agree, where no VM ran,
+    and where ZOS's count decided the reading (it tells only that the use stayed within the count)."""
+    if point.vms <= 0 or count_decided(point):
+        return 0
+    beyond = point.beyond_vms - expected_beyond_mru
+    return int(beyond // point.vms) if beyond > AGREE_MRU else 0
+
+
+def differs(
+    excess: Iterable[int], *, figures: int = DIFFERS_FIGURES, min_share: float = DIFFERS_MIN_SHARE
+) -> tuple[float, tuple[int, ...]] | None:
+    """How an unread node of a group may differ, from the nodes probes read (`excess`: each one's
+    excess_per_vm, 0 for a node on its group's line): the chance it does (Laplace's rule, as
+    `Spread.share`) and what it would use more a VM (the differing nodes' figures at up to `figures` even
+    quantiles, each as likely). None until a node a probe read was seen to differ, and while the chance is
+    below `min_share`: a group whose nodes read sit on its line is judged by its line alone. Only probes' readings count: a probe reads the
+    node its list ranks, not the node a buyer was refused on (a refusal finds the nodes that differ, so
+    counting them would tell every group differs)."""
+    excess = list(excess)
+    own = sorted(e for e in excess if e > 0)
+    if not own:
+        return None
+    share = Spread(nodes_read=len(excess), nodes_own=len(own)).share
+    if share < min_share:
+        return None
+    if len(own) <= figures:
+        return share, tuple(own)
+    return share, tuple(own[(2 * i + 1) * len(own) // (2 * figures)] for i in range(figures))

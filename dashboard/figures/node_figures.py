@@ -123,6 +123,8 @@ class FiguresInputs:
     by_farm: Mapping[int, capacity.Policy]
     fleet_policy: capacity.Policy
     min_odds: float  # settings.SLICE_MIN_ODDS
+    # The nodes judged as no reading tells them yet (lessons.selectors.odds.unread_among: capacity.Unread).
+    unread: frozenset[int] = frozenset()
 
 
 class _ReadingCheck(NamedTuple):
@@ -155,6 +157,7 @@ class FleetFigures:
     def __init__(self, inputs: FiguresInputs):
         self.slices, self.fits, self.beliefs = inputs.slices, inputs.fits, inputs.beliefs
         self.min_odds = inputs.min_odds
+        self.unread = inputs.unread
         self.by_node, self.by_farm, self.fleet_policy = inputs.by_node, inputs.by_farm, inputs.fleet_policy
         self.shapes: dict[tuple, ShapeVerdict] = {}
         self.checks: dict[tuple, tuple] = {}
@@ -186,11 +189,11 @@ class FleetFigures:
             row.carved_pools_known,
             slice_key,
             observed,
-            belief_key(lesson_id, row.zos_version),
+            belief_key(lesson_id, row.zos_version, unread=pk in self.unread),
             pk if has_own_residual(self.fits, lesson_id, pk) else None,
             light,
         )
-        fit = self.beliefs[belief_key(lesson_id, row.zos_version)]
+        fit = self.beliefs[belief_key(lesson_id, row.zos_version, unread=pk in self.unread)]
         shape = self.shapes.get(key)
         if shape is None:
             shape = self.shapes[key] = self._shape(

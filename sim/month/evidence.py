@@ -45,6 +45,8 @@ class MonthEvidence:
     sent: dict[str, deque] = field(default_factory=dict)  # token -> hours of its recent reports
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # who vouched -> held, alone, group, bounded
     seq: int = 0
+    _read_memo: dict = field(default_factory=dict)
+    _differs_memo: dict = field(default_factory=dict)
 
     def take(self, memory, group: str, point: capacity.MemoryPoint, *, usable: int, per_vm: int, by: str, now: float):
         """Judge one reading; the points its group's fit takes now (with a second source's, if that waited)."""
@@ -101,7 +103,33 @@ class MonthEvidence:
 
     def read(self, group: str) -> set[int]:
         """The group's nodes with a live reading (a refusal or a probe): a probe there would tell it again."""
-        return {w.node for w, _admitted in self.readings.get(group, [])}
+        key = (group, self.seq)
+        if self._read_memo.get(group, (None,))[0] != key:
+            self._read_memo[group] = (key, {w.node for w, _admitted in self.readings.get(group, [])})
+        return self._read_memo[group][1]
+
+    def differs(self, memory, group: str) -> tuple[float, tuple[int, ...]] | None:
+        """How an unread node of the group may differ (capacity.differs): from the nodes proposed probes read,
+        each one's most excess per VM over its group's line (capacity.excess_per_vm), as
+        lessons.selectors.odds.unread_differs reads them from the live observations."""
+        if group not in memory.fits:
+            return None  # no line yet: beside a prior every node of a build differs alike
+        belief = memory.belief(group)
+        memo = self._differs_memo.get(group)
+        if memo is not None and memo[0] == self.seq and memo[1] is belief:
+            return memo[2]
+        excess: dict[int, int] = {}
+        for witness, _admitted in self.readings.get(group, []):
+            if witness.vouched_by != PROPOSED_PROBE:
+                continue
+            p = witness.point
+            expected = memory.expected_beyond(group, vms=p.vms, total_mru=p.total_mru)
+            if expected is None:
+                continue
+            excess[p.node] = max(excess.get(p.node, 0), capacity.excess_per_vm(p, expected))
+        found = capacity.differs(excess.values())
+        self._differs_memo[group] = (self.seq, belief, found)
+        return found
 
     def _bounded(self, by: str, now: float) -> bool:
         recent = self.sent.setdefault(by, deque())

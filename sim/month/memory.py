@@ -120,9 +120,24 @@ class FleetMemory:
             hidden_mru_per_vm=memory.hidden_mru_per_vm, zos_own_mru=memory.zos_own_mru, pool_room_below=pool_room_below
         )
 
+    def expected_beyond(self, group: str, *, vms: int, total_mru: int) -> float | None:
+        """The use beyond the VMs' memory the group's belief expects at `vms` VMs (capacity.expected_beyond)."""
+        return capacity.expected_beyond(self.belief(group), vms=vms, total_mru=total_mru)
+
     def odds(
-        self, group: str, *, node: int, total_mru: int, vm_mru: int, running: int, sizes_mru: list[int]
+        self,
+        group: str,
+        *,
+        node: int,
+        total_mru: int,
+        vm_mru: int,
+        running: int,
+        sizes_mru: list[int],
+        differs: tuple[float, tuple[int, ...]] | None = None,
     ) -> tuple[float, ...]:
+        """The free slices' odds on the group's belief; for a node no reading tells, with the chance its group's
+        nodes probes read were seen to differ (`differs`: capacity.differs, capacity.unread_belief)."""
+        belief = capacity.unread_belief(self.belief(group), differs)
         return capacity.slices_odds(
-            self.belief(group), total_mru=total_mru, vm_mru=vm_mru, running=running, sizes_mru=sizes_mru, node=node
+            belief, total_mru=total_mru, vm_mru=vm_mru, running=running, sizes_mru=sizes_mru, node=node
         )

@@ -252,7 +252,19 @@ class Run:
             vm_mru=max(used.mru - capacity.zos_reserve_mru(total.mru), 0),
             running=sum(1 for s in node.slots if not s.free),
             sizes_mru=[s.size.mru for s in sorted(free, key=lambda s: s.index)],
+            differs=self._unread_differs(node),
         )
+
+    def _unread_differs(self, node: SimNode) -> tuple[float, tuple[int, ...]] | None:
+        """For a node no reading tells, how its group's nodes probes read were seen to differ (capacity.differs);
+        None for a node read, where probes read none that differ, and in the fleet-wide group (no build told:
+        lessons.selectors.odds.unread_differs says why)."""
+        group = node.spec.told_build
+        if not self.probes or not group:
+            return None
+        if node.spec.node_id in self.evidence.read(group):
+            return None
+        return self.evidence.differs(self.memory, group)
 
     def _sure(self, node: SimNode, free: list[Slot]) -> int:
         """Free slices a headline may promise: those in a row from the first at or above the minimum odds."""
@@ -564,24 +576,45 @@ class Run:
             )
             rank = capacity.probe_rank(unknown, free_slices=len(node.free_slots()))
             ranked.append((-rank, node.spec.node_id, position))
+        differed = {group: self.evidence.differs(self.memory, group) for group in spreads if group}
         for _unknown, _node_id, position in sorted(ranked)[:PROBES_LISTED]:
-            node = self.nodes[position]
-            group = node.spec.told_build
-            total, used = node.machine.reading()
-            size = SliceSize(cru=1, mru=total.mru + capacity.PROBE_BEYOND_MRU, sru=0)
-            self.seq += 1
-            self.probes_sent += 1
-            node.machine.test_vm = test_vm_running(node.spec, now)
-            vm, refusal = node.machine.place(size, name="probe", deployment_id=self.seq)
-            node.machine.test_vm = False
-            if vm is not None:  # ZOS never takes a VM larger than the node; guard the simulation's own rule
-                raise AssertionError(f"node {node.spec.node_id} took a probe larger than its memory")
-            diagnosis = classify(refusal.raw)
-            if diagnosis.cause == "memory" and diagnosis.usable_bytes is not None:
-                self.probe_taught.add(group)
-                self._close(node, now)
-                self._learn_fleet(node, total, used, diagnosis.usable_bytes, now, by=PROPOSED_PROBE)
-                self._judge(node)
+            self._probe_one(self.nodes[position], now)
+        for group, was in differed.items():
+            if self.evidence.differs(self.memory, group) != was:
+                self._judge_unread(group, now)
+
+    def _probe_one(self, node: SimNode, now: float) -> None:
+        """One probe: a VM larger than the node, which ZOS refuses with its `usable` figure (reported as a probe)."""
+        group = node.spec.told_build
+        total, used = node.machine.reading()
+        size = SliceSize(cru=1, mru=total.mru + capacity.PROBE_BEYOND_MRU, sru=0)
+        self.seq += 1
+        self.probes_sent += 1
+        node.machine.test_vm = test_vm_running(node.spec, now)
+        vm, refusal = node.machine.place(size, name="probe", deployment_id=self.seq)
+        node.machine.test_vm = False
+        if vm is not None:  # ZOS never takes a VM larger than the node; guard the simulation's own rule
+            raise AssertionError(f"node {node.spec.node_id} took a probe larger than its memory")
+        diagnosis = classify(refusal.raw)
+        if diagnosis.cause == "memory" and diagnosis.usable_bytes is not None:
+            self.probe_taught.add(group)
+            self._close(node, now)
+            self._learn_fleet(node, total, used, diagnosis.usable_bytes, now, by=PROPOSED_PROBE)
+            self._judge(node)
+
+    def _judge_unread(self, group: str, now: float) -> None:
+        """What the probes read moved how the group's unread nodes may differ: their offers are judged again."""
+        read = self.evidence.read(group)
+        for other in self.nodes:
+            if (
+                other.spec.told_build == group
+                and other.status == "up"
+                and other.spec.node_id not in read
+                and other.checked > 0
+                and self._odds_moved(other)
+            ):
+                self._close(other, now)
+                self._judge(other)
 
     def _count_reason(self, node: SimNode, cause: str, test_vm: bool) -> None:
         """Why ZOS refused: the test VM in the way, hidden memory before or after its group's lesson, disk, ..."""
@@ -613,17 +646,22 @@ class Run:
             self.disk_refused[where] += 1
 
     def _pick(self, pick: float, tried: set[int]) -> int | None:
-        """The fullest node that still offers a slice (fewest free first), ties broken by `pick`."""
+        """The fullest node that still offers a slice (fewest free first), ties broken by `pick`. A slice left
+        uncertain because its node was never read (capacity.Unread) is taken after every promised one, as the
+        placement API ranks them (surest first): its probe reads the node within the hour. Any other uncertain
+        slice is taken at its odds as before: nothing will tell more of it by waiting."""
         best: list[int] = []
-        fewest = math.inf
+        fewest = (math.inf, math.inf)
         for position, node in enumerate(self.nodes):
             if position in tried or node.status != "up" or node.turned_away:
                 continue
             if self.mode.precheck:
-                offered = node.placeable or self._uncertain_offer(node)
+                waits = self._uncertain_offer(node) and self._unread_differs(node) is not None
+                uncertain = (int(waits), self._uncertain_offer(node))
+                offered = (0, node.placeable) if node.placeable else uncertain
             else:
-                offered = sum(1 for s in node.slots if s.free)
-            if offered <= 0:
+                offered = (0, sum(1 for s in node.slots if s.free))
+            if offered[1] <= 0:
                 continue
             if offered < fewest:
                 fewest, best = offered, [position]

@@ -252,3 +252,122 @@ def test_placement_gives_a_host_the_odds_its_node_page_gives(sim_node):
     (host,) = placement_for(cru=size.cru, mru=size.mru, sru=size.sru).best
     odds = vm_odds_now(Node.objects.get(pk=node.pk), mru=size.mru)
     assert (host.node_id, host.odds) == (node.grid_id, odds) and odds < 1.0
+
+
+def _probe_read(node: Node, *, vms: int, vm_mru: int, beyond: int, build: str = "v-test") -> None:
+    """A live reading of `node` a proposed probe took: `vms` VMs of `vm_mru` in all running, ZOS's actual use
+    beyond them `beyond` (where that is below the reserve, ZOS's count decided it: used is the count)."""
+    from dashboard.capacity import zos_reserve_mru
+    from dashboard.models import Observation
+
+    reserve = zos_reserve_mru(node.total_mru)
+    used = max(vm_mru + reserve, vm_mru + beyond)
+    Observation.objects.create(
+        node=node,
+        kind=Observation.Kind.MEMORY,
+        seen_at=timezone.now(),
+        source="probe",
+        vouched_by="a proposed probe",
+        raw_error="probe",
+        vm_count=vms,
+        total_mru=node.total_mru,
+        accounted_mru=vm_mru + reserve,
+        usable_mru=node.total_mru - used,
+        zos_build=build,
+        standing=Observation.Standing.NODE,
+    )
+
+
+def _in_build(node: Node, lesson: MemoryLesson) -> Node:
+    Node.objects.filter(pk=node.pk).update(memory_lesson=lesson, memory_lesson_scope="build", zos_version="v-test")
+    return Node.objects.get(pk=node.pk)
+
+
+def test_an_unread_nodes_last_slices_wait_for_a_probe_where_probes_found_nodes_that_differ(sim_node):
+    """Issue 44's worlds "wide" and "nodes": a node never read may run a use of its own, as a share of its
+    group's nodes probes read did. Its slices beyond the first are no promise until it is read."""
+    from dashboard.lessons.selectors.odds import free_slices_odds, unread_differs
+
+    lesson = MemoryLesson.objects.create(
+        build="v-test", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
+        mean_vms=4, learnt_at=timezone.now(),
+    )  # fmt: skip
+    unread = _in_build(sim_node(3501, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    differs = _in_build(sim_node(3502, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    alike = _in_build(sim_node(3503, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    figures_refresh([unread.pk])
+    before = Node.objects.get(pk=unread.pk).deployable
+    assert before >= 3
+
+    # The probe of a node on its line: ZOS's count decided it (no use of its own). Nothing differs yet.
+    _probe_read(alike, vms=4, vm_mru=16 * GiB, beyond=256 * MiB)
+    assert unread_differs(["v-test"]) == {}
+    figures_refresh([unread.pk])
+    assert Node.objects.get(pk=unread.pk).deployable == before
+
+    # A probe reads 8 GiB beyond four VMs where the line says 256 MiB: 2 GiB more a VM (1,984 MiB beyond
+    # the 256 MiB); one of the two nodes read: Laplace's (1 + 1) / (2 + 2).
+    _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB)
+    share, figures = unread_differs(["v-test"])["v-test"]
+    assert share == pytest.approx(0.5)
+    assert len(figures) == 1 and abs(figures[0] - 2 * GiB) < 8 * MiB  # the belief's mean is about the line's
+    figures_refresh([unread.pk])
+    # Its three slices of 4 GiB, each with the ones before it running: with two running (8 GiB) a use of 2 GiB a
+    # VM puts the host at 8 + 0.25 + 4 = 12.25 GiB, and the third VM does not fit in 16 GiB. Its odds are
+    # about 1/2: off the headline. The second (4 + 0.25 + 2, then 4 GiB more) fits either way.
+    assert Node.objects.get(pk=unread.pk).deployable == 2
+    assert [s.mru for s in unread.slices.order_by("index")] == [4 * GiB] * 3
+    # The node page, the API and placement give the same odds (lessons.selectors.odds.node_belief).
+    odds = free_slices_odds(Node.objects.get(pk=unread.pk), free=list(unread.slices.order_by("index")), occupied=[])
+    assert odds[0] == odds[1] == 1.0 and 0.45 < odds[2] < 0.55
+
+    # Once a probe reads it (on its line), its own reading decides: the slices are promised again.
+    _probe_read(unread, vms=1, vm_mru=unread.slices.first().mru, beyond=256 * MiB)
+    figures_refresh([unread.pk])
+    assert Node.objects.get(pk=unread.pk).deployable == before
+
+
+def test_the_hourly_follow_refreshes_a_build_a_probe_read(sim_node):
+    """A probe's reading moves how its build's unread nodes may differ, and with it their odds: the hourly
+    memory_lessons_follow refreshes the build's nodes (none is refreshed by hand here)."""
+    from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
+
+    lesson = MemoryLesson.objects.create(
+        build="v-test", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
+        mean_vms=4, learnt_at=timezone.now(),
+    )  # fmt: skip
+    unread = _in_build(sim_node(3511, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    differs = _in_build(sim_node(3512, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    figures_refresh([unread.pk])
+    before = Node.objects.get(pk=unread.pk).deployable
+    _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB)
+    assert Node.objects.get(pk=unread.pk).deployable == before  # stale: nothing refreshed it
+    memory_lessons_follow()
+    assert Node.objects.get(pk=unread.pk).deployable == before - 1
+
+
+def test_the_fleet_wide_group_is_no_build_its_nodes_could_differ_from(sim_node):
+    """A node of no told version learns in the fleet-wide group (""): its nodes share no ZOS build, so a probe
+    that reads one far above the group's line says nothing of the next; they are judged by the line alone."""
+    from dashboard.lessons.selectors.odds import unread_among, unread_differs
+
+    lesson = MemoryLesson.objects.create(
+        build="", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
+        mean_vms=4, learnt_at=timezone.now(),
+    )  # fmt: skip
+    unread = sim_node(3521, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79)
+    differs = sim_node(3522, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79)
+    Node.objects.filter(pk__in=[unread.pk, differs.pk]).update(memory_lesson=lesson, memory_lesson_scope="build")
+    _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="")
+    assert unread_differs([""]) == {}
+    assert unread_among([(unread.pk, lesson.pk, "")]) == frozenset()
+
+
+def test_a_build_with_no_line_yet_has_no_nodes_that_differ_from_it(sim_node):
+    """Against a prior (a build never refused) every node of the build would differ alike: a line first."""
+    from dashboard.lessons.selectors.odds import unread_differs
+
+    differs = sim_node(3531, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79)
+    Node.objects.filter(pk=differs.pk).update(zos_version="v-unlearnt")
+    _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="v-unlearnt")
+    assert unread_differs(["v-unlearnt"]) == {}

@@ -253,3 +253,20 @@ def test_the_six_worlds_are_each_world_with_and_without_probes_beside_the_oracle
     # The oracle is the limit: no learning month sells clearly more than it in the same world.
     assert all(w.utilisation <= w.oracle_utilisation + 0.01 for w in worlds)
     assert "-0.0" not in text
+
+
+def test_in_the_wide_world_probes_cost_no_refusal():
+    """Issue 44: where a fifth of the nodes run a use of their own, a node never read is judged by its build's
+    line or, as often as the nodes probes read differed, by a use of its own too (capacity.Unread), and the
+    marketplace takes its uncertain slices after the promised ones (its probe reads it within the hour).
+    Before, the probes' lesson reached nodes never read as if they were alike: this month refused 6 buyers
+    with probes against 5 without."""
+    months = {
+        probes: simulate(
+            nodes=80, events=900, seed=6, policies=("zos-learning",), pools_reported=1.0, drift=Drift(seed=6),
+            hidden_use="wide", probes=probes,
+        ).policies["zos-learning"]
+        for probes in (False, True)
+    }  # fmt: skip
+    assert months[True].refused <= months[False].refused
+    assert months[True].drift["catalog_truth"] > months[False].drift["catalog_truth"]

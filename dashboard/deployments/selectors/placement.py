@@ -39,7 +39,7 @@ from dashboard.deployments.selectors.placement_rows import (
 from dashboard.deployments.selectors.placement_rules import LIMITS, NO_RULES, Rules
 from dashboard.figures.closure import closure_of_values
 from dashboard.figures.warning import warnings_of_values
-from dashboard.lessons.selectors.odds import belief_key, beliefs_for, vm_odds
+from dashboard.lessons.selectors.odds import belief_key, beliefs_for, unread_among, vm_odds
 from dashboard.models import Node, Policy, observed_of_columns
 from dashboard.nodes.reading_age import reading_untrusted_after
 from dashboard.nodes.selectors.farm_ips import farm_ips_available
@@ -509,7 +509,11 @@ def _with_odds(hosts: list[NodeVerdict], size, by_node_id: dict) -> list[NodeVer
     """The hosts with the slice's odds there (lessons.selectors.odds.vm_odds on the node's reading and belief),
     surest first: odds in steps of 1%, then the strategy's own order."""
     rows = {v.node_id: dict(zip(NODE_FIELDS, by_node_id[v.node_id], strict=True)) for v in hosts}
-    key = {node_id: belief_key(values["memory_lesson_id"], values["zos_version"]) for node_id, values in rows.items()}
+    unread = unread_among((v["pk"], v["memory_lesson_id"], v["zos_version"]) for v in rows.values())
+    key = {
+        node_id: belief_key(values["memory_lesson_id"], values["zos_version"], unread=values["pk"] in unread)
+        for node_id, values in rows.items()
+    }
     beliefs = beliefs_for(key.values())
     judged = []
     for v in hosts:

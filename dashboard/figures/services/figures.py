@@ -40,7 +40,7 @@ from dashboard.figures.node_figures import (
 from dashboard.figures.selectors.slices_grouped import slices_grouped
 from dashboard.figures.services.farm_totals import farm_totals_refresh_on_commit
 from dashboard.figures.services.held_figures import held_store
-from dashboard.lessons.selectors.odds import belief_key, beliefs_for, lesson_fits
+from dashboard.lessons.selectors.odds import belief_key, beliefs_for, lesson_fits, unread_among
 from dashboard.models import Node
 from dashboard.policies.selectors.policy_book import policy_book
 from dashboard.rows import rows_update
@@ -134,14 +134,18 @@ def figures_inputs(rows: list, *, slices: Mapping[int, tuple]) -> FiguresInputs:
     """What the figures of these rows' nodes are computed from beside the rows: their lessons' fits, the
     beliefs their odds are judged by, the policies (two or three queries for any number of nodes)."""
     book = policy_book()
+    unread = unread_among((row.pk, row.memory_lesson_id, row.zos_version) for row in rows)
     return FiguresInputs(
         slices=slices,
         fits=lesson_fits(row.memory_lesson_id for row in rows),
-        beliefs=beliefs_for({belief_key(row.memory_lesson_id, row.zos_version) for row in rows}),
+        beliefs=beliefs_for(
+            {belief_key(row.memory_lesson_id, row.zos_version, unread=row.pk in unread) for row in rows}
+        ),
         by_node=book.by_node,
         by_farm=book.by_farm,
         fleet_policy=book.for_farm(None),
         min_odds=settings.SLICE_MIN_ODDS,
+        unread=unread,
     )
 
 

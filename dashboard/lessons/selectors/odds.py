@@ -11,6 +11,11 @@ the fixed priors), each weighted by the deployments ZOS took on the build (`acce
 node of no known version and no lesson has none (odds 1 where the count allows): the fleet-wide
 group holds nodes of any ZOS, including ones that hide nothing (a grid without an rmb-peer, the
 simulated nodes of no build), and a prior there would withhold slices no refusal ever questioned.
+
+A node no live reading tells, in a group whose nodes proposed probes read were seen to differ from its
+line (`unread_differs`), is judged by capacity.Unread: its group's belief, or with the chance its group's
+nodes differed, a use of its own as they did (issue 44's worlds "wide" and "nodes"). Its last slices are
+then uncertain until a probe reads it, and placement ranks a promised slice before them (surest first).
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from django.utils import timezone
 from dashboard import capacity
 from dashboard.capacity.hidden import PER_VM_PRIOR_MRU, median_or
 from dashboard.capacity.overhead import OWN_PRIOR_MRU, OWN_PRIOR_SD
-from dashboard.models import Deployment, MemoryLesson, Node, Slice
+from dashboard.lessons.selectors.lessons import memory_observations_live
+from dashboard.models import Deployment, MemoryLesson, Node, Observation, Slice
 
 CALIBRATION_BINS = 10  # as capacity.odds_calibration bins them
 
@@ -88,7 +94,7 @@ def _accepted_rows():
     )
 
 
-def _latest_lessons(exclude: str) -> list[MemoryLesson]:
+def _latest_lessons(exclude: str | None) -> list[MemoryLesson]:
     latest: dict[str, MemoryLesson] = {}
     for lesson in (
         MemoryLesson.objects.filter(reverted_at__isnull=True).exclude(build=exclude).order_by("-learnt_at", "-pk")
@@ -119,9 +125,33 @@ def per_vm_prior(build: str) -> int:
     )
 
 
-def beliefs_for(keys: Iterable[tuple[int | None, str]]) -> dict[tuple[int | None, str], capacity.odds.Belief]:
-    """(lesson id or None, build) -> what those nodes' odds are judged by (the module's words)."""
+def beliefs_for(keys: Iterable[tuple]) -> dict[tuple, capacity.odds.Belief]:
+    """(lesson id or None, build) -> what those nodes' odds are judged by (the module's words); a key with a
+    third element (belief_key's `unread`) -> the same belief for a node no reading tells (capacity.Unread where
+    its group's nodes probes read were seen to differ)."""
     keys = set(keys)
+    unread = {key for key in keys if len(key) > 2}
+    beliefs = _group_beliefs({key[:2] for key in keys})
+    if unread:
+        groups = _groups_of({key[:2] for key in unread})
+        differs = unread_differs(set(groups.values()))
+        for key in unread:
+            beliefs[key] = capacity.unread_belief(beliefs[key[:2]], differs.get(groups[key[:2]]))
+    return beliefs
+
+
+def _groups_of(keys: Iterable[tuple[int | None, str]]) -> dict[tuple[int | None, str], str]:
+    """(lesson id or None, build) -> the group (build) those nodes learn in: their lesson's, else their own."""
+    keys = set(keys)
+    builds_of = dict(
+        MemoryLesson.objects.filter(pk__in=[lesson for lesson, _b in keys if lesson is not None]).values_list(
+            "pk", "build"
+        )
+    )
+    return {(lesson, build): builds_of.get(lesson, build) if lesson is not None else build for lesson, build in keys}
+
+
+def _group_beliefs(keys: set[tuple[int | None, str]]) -> dict[tuple, capacity.odds.Belief]:
     fits = lesson_fits(lesson_id for lesson_id, _build in keys)
     builds_of = dict(MemoryLesson.objects.filter(pk__in=list(fits)).values_list("pk", "build")) if fits else {}
     wanted = {builds_of.get(lesson_id, build) if lesson_id else build for lesson_id, build in keys}
@@ -146,14 +176,93 @@ def beliefs_for(keys: Iterable[tuple[int | None, str]]) -> dict[tuple[int | None
     return beliefs
 
 
-def belief_key(lesson_id: int | None, zos_version: str | None) -> tuple[int | None, str]:
-    """The key of beliefs_for for a node: its lesson, or its build where it has none."""
-    return (lesson_id, "") if lesson_id is not None else (None, capacity.zos_build_key(zos_version))
+def belief_key(lesson_id: int | None, zos_version: str | None, *, unread: bool = False) -> tuple:
+    """The key of beliefs_for for a node: its lesson, or its build where it has none; `unread`: a node no live
+    reading tells whose group may differ (unread_among)."""
+    key = (lesson_id, "") if lesson_id is not None else (None, capacity.zos_build_key(zos_version))
+    return (*key, "unread") if unread else key
 
 
 def node_belief(node: Node) -> capacity.odds.Belief:
-    key = belief_key(node.memory_lesson_id, node.zos_version)
+    unread = node.pk in unread_among([(node.pk, node.memory_lesson_id, node.zos_version)])
+    key = belief_key(node.memory_lesson_id, node.zos_version, unread=unread)
     return beliefs_for([key])[key]
+
+
+def nodes_read(pks: Iterable[int] | None = None) -> set[int]:
+    """The nodes (of `pks`, or all) a live memory reading tells, their node's or their group's (not one held
+    aside): their odds are their group's belief with their own residual, their figures their own readings'."""
+    rows = memory_observations_live(now=timezone.now()).filter(
+        standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP]
+    )
+    if pks is not None:
+        rows = rows.filter(node_id__in=list(pks))
+    return set(rows.order_by().values_list("node_id", flat=True).distinct())
+
+
+def unread_differs(groups: Iterable[str]) -> dict[str, tuple[float, tuple[int, ...]]]:
+    """Group (build) -> how a node of it no reading tells may differ (capacity.differs): from the nodes a
+    proposed probe read (source "probe"), each one's most excess a VM over its group's line where it was read
+    (capacity.excess_per_vm); only the groups where one was seen to differ. Only probes' readings count: a
+    buyer's refusal finds the nodes that differ, a probe reads the node its list ranks. Never the fleet-wide
+    group (no version told, ""): its nodes share no ZOS build, so its line is no use they have in common to
+    differ from; its nodes are judged by its line as before (measured: docs/lessons-in-the-month.md)."""
+    groups = sorted({group for group in groups if group})
+    if not groups:
+        return {}
+    rows = (
+        memory_observations_live(now=timezone.now())
+        .filter(
+            source="probe",
+            standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP],
+            zos_build__in=groups,
+            total_mru__isnull=False,
+            usable_mru__isnull=False,
+            accounted_mru__isnull=False,
+        )
+        .values_list("zos_build", "node_id", "total_mru", "accounted_mru", "usable_mru", "vm_count")
+    )
+    points: dict[str, list[capacity.MemoryPoint]] = {}
+    for build, node, total, accounted, usable, vms in rows:
+        vm_mru = max(accounted - capacity.zos_reserve_mru(total), 0)
+        point = capacity.MemoryPoint(node=node, total_mru=total, vms=vms, vm_mru=vm_mru, actual_mru=total - usable)
+        points.setdefault(build, []).append(point)
+    if not points:
+        return {}
+    # Against a prior (a build never refused: no lesson) every node of the build differs alike: a line first.
+    latest = {lesson.build: lesson.pk for lesson in _latest_lessons(exclude=None) if lesson.build in points}
+    points = {build: read for build, read in points.items() if build in latest}
+    keys = {build: belief_key(latest[build], build) for build in points}
+    beliefs = _group_beliefs(set(keys.values()))
+    found = {}
+    for build, read in points.items():
+        belief = beliefs[keys[build]]
+        excess: dict[int, int] = {}
+        for p in read:
+            expected = capacity.expected_beyond(belief, vms=p.vms, total_mru=p.total_mru)
+            if expected is not None:
+                excess[p.node] = max(excess.get(p.node, 0), capacity.excess_per_vm(p, expected))
+        differs = capacity.differs(excess.values())
+        if differs is not None:
+            found[build] = differs
+    return found
+
+
+def unread_among(nodes: Iterable[tuple[int, int | None, str | None]]) -> frozenset[int]:
+    """Of these nodes (pk, memory lesson id, ZOS version), those judged as unread (capacity.Unread): no live
+    reading tells them, and their group's nodes probes read were seen to differ (unread_differs)."""
+    # A node of no lesson and no known version has no belief to doubt (odds 1 where the count allows).
+    nodes = [
+        (pk, lesson, version) for pk, lesson, version in nodes if lesson is not None or belief_key(None, version)[1]
+    ]
+    if not nodes:
+        return frozenset()
+    groups = _groups_of({belief_key(lesson, version) for _pk, lesson, version in nodes})
+    differs = unread_differs(set(groups.values()))
+    if not differs:
+        return frozenset()
+    maybe = {pk for pk, lesson, version in nodes if groups[belief_key(lesson, version)] in differs}
+    return frozenset(maybe - nodes_read(maybe)) if maybe else frozenset()
 
 
 def has_own_residual(fits: dict, lesson_id: int | None, pk: int) -> bool:

@@ -281,11 +281,27 @@ def memory_lessons_follow(*, now: datetime | None = None) -> list[str]:
         with transaction.atomic():
             memory_model_refit(build=build, source="beat")
             node_readings_apply(build=build, now=now)
-    for build in sorted(_accepted_moved(now=now) - stale):  # a refit refreshed its nodes already
+    for build in sorted((_accepted_moved(now=now) | _probes_read(now=now)) - stale):  # a refit refreshed its nodes
         with transaction.atomic():
             memory_group_turn(build)
             figures_follow(build_node_pks(build))
     return sorted(stale)
+
+
+def _probes_read(*, now: datetime) -> set[str]:
+    """Builds a proposed probe read since the last follow (or whose probe's reading aged past
+    OBSERVATION_MAX_AGE_DAYS): how their unread nodes may differ moved (lessons.selectors.odds.unread_differs),
+    and with it those nodes' odds. Twice the follow's period back, as `_accepted_moved`."""
+    window = timedelta(seconds=2 * settings.MEMORY_LESSONS_FOLLOW_EVERY)
+    aged = now - timedelta(days=settings.OBSERVATION_MAX_AGE_DAYS)
+    read = Q(seen_at__gte=now - window) | Q(seen_at__gte=aged - window, seen_at__lt=aged)
+    builds = (
+        Observation.objects.filter(read, kind=Observation.Kind.MEMORY, source="probe")
+        .order_by()
+        .values_list("zos_build", flat=True)
+        .distinct()
+    )
+    return set(builds)
 
 
 def _accepted_moved(*, now: datetime) -> set[str]:
