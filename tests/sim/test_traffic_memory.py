@@ -255,6 +255,7 @@ def test_the_six_worlds_are_each_world_with_and_without_probes_beside_the_oracle
     assert "-0.0" not in text
 
 
+@pytest.mark.slow  # a month of its own: 3.3 s (pytest.ini: a second or more is slow)
 def test_in_the_wide_world_probes_cost_no_refusal():
     """Issue 44: where a fifth of the nodes run a use of their own, a node never read is judged by its build's
     line or, as often as the nodes probes read differed, by a use of its own too (capacity.Unread), and the
