@@ -59,6 +59,10 @@ DIFFERS_FIGURES = 5
 # (512 MiB and its overhead, on any node, any day) looks like a use of its own now and then on a build whose
 # nodes are alike. One in twenty: SLICE_MIN_ODDS's default leaves a promise that much doubt anyway.
 DIFFERS_MIN_SHARE = 0.05
+# Nodes seen to differ before a group's unread nodes are doubted: one node's reading is one voice (a forged
+# probe report, a one-off), and no single report changes what other nodes show (issue 44); a second node that
+# differs is a second source.
+DIFFERS_MIN_NODES = 2
 
 
 def excess_per_vm(point: MemoryPoint, expected_beyond_mru: float) -> int:
@@ -78,13 +82,13 @@ def differs(
     """How an unread node of a group may differ, from the nodes probes read (`excess`: each one's
     excess_per_vm, 0 for a node on its group's line): the chance it does (Laplace's rule, as
     `Spread.share`) and what it would use more a VM (the differing nodes' figures at up to `figures` even
-    quantiles, each as likely). None until a node a probe read was seen to differ, and while the chance is
+    quantiles, each as likely). None until two nodes probes read were seen to differ (DIFFERS_MIN_NODES), and while the chance is
     below `min_share`: a group whose nodes read sit on its line is judged by its line alone. Only probes' readings count: a probe reads the
     node its list ranks, not the node a buyer was refused on (a refusal finds the nodes that differ, so
     counting them would tell every group differs)."""
     excess = list(excess)
     own = sorted(e for e in excess if e > 0)
-    if not own:
+    if len(own) < DIFFERS_MIN_NODES:
         return None
     share = Spread(nodes_read=len(excess), nodes_own=len(own)).share
     if share < min_share:
