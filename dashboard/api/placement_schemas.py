@@ -57,6 +57,17 @@ class PlacementNodeOut(Schema):
     odds: float | None = Field(
         None, description="the slice's probability of deploying there at the first try now (capacity.odds)"
     )
+    probe_first: bool = Field(
+        False,
+        description="send `probe` there before the slice: the node was never read with as many VMs as it runs, in "
+        "a ZOS build whose nodes probes read were seen to differ, and that lowers the odds below 0.999 "
+        "(capacity.probe_first). ZOS refuses the probe with the node's usable memory; report it with "
+        "POST /api/v1/deployments (probe: true) within PROBE_WINDOW_HOURS, then ask again: a contract "
+        "created and cancelled instead of a buyer refused",
+    )
+    probe: dict[str, int] | None = Field(
+        None, description="the probe VM when probe_first: cru, mru (more than the node's memory), sru; else null"
+    )
     take: int | None = Field(None, description="the slices offered there: could_take within per_node and per_farm")
     largest_disk: int | None = Field(
         None,

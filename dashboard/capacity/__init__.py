@@ -158,7 +158,7 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
-from dashboard.capacity.spread import NOTHING_READ, Spread, differs, excess_per_vm, probe_rank
+from dashboard.capacity.spread import NOTHING_READ, Spread, differs, excess_per_vm, probe_first, probe_rank
 from dashboard.capacity.test_vm import TEST_VM_MRU, TestVmSchedule, test_vm_reserve_mru, test_vm_schedule
 from dashboard.capacity.vcpus import MAX_VM_CRU, vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import RESOURCE_WORDS
@@ -260,6 +260,7 @@ __all__ = [
     "test_vm_reserve_mru",
     "test_vm_schedule",
     "probe_need",
+    "probe_first",
     "probe_rank",
     "differs",
     "excess_per_vm",

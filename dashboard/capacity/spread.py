@@ -65,6 +65,20 @@ DIFFERS_MIN_SHARE = 0.05
 DIFFERS_MIN_NODES = 2
 
 
+# A slice an unread node offers (capacity.Unread) at odds below this is deployed only once a probe has read
+# the node with the VMs it runs: a probe costs a contract created and cancelled, a refusal costs a buyer
+# (issue 44: probes never cost refusals). Not SLICE_MIN_ODDS: a slice at 0.96 is promised, and one node in
+# twenty five refusing a promise is what the probe saves (measured: docs/lessons-in-the-month.md).
+PROBE_FIRST_BELOW = 0.999
+
+
+def probe_first(odds: float, *, unread: bool) -> bool:
+    """Whether a deployer probes the node before it deploys a slice of these odds there: only on a node judged
+    unread (no reading with as many VMs as it runs, in a group whose nodes were seen to differ), where it is
+    the want of that reading that lowers them."""
+    return unread and odds < PROBE_FIRST_BELOW
+
+
 def excess_per_vm(point: MemoryPoint, expected_beyond_mru: float) -> int:
     """How much more a VM the node read at `point` used than its group's line expects there (the line's
     use beyond the VMs' memory at the reading's VM count), where the two tell two stories: more than

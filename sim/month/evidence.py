@@ -45,6 +45,9 @@ class MonthEvidence:
     sent: dict[str, deque] = field(default_factory=dict)  # token -> hours of its recent reports
     counts: dict[str, dict[str, int]] = field(default_factory=dict)  # who vouched -> held, alone, group, bounded
     seq: int = 0
+    # node -> the most VMs it ran at a live reading: a reading tells a node's use with as many VMs as it ran
+    # then, and no more (lessons.selectors.odds.unread_among).
+    vms_read: dict[int, int] = field(default_factory=dict)
     _read_memo: dict = field(default_factory=dict)
     _differs_memo: dict = field(default_factory=dict)
 
@@ -65,6 +68,7 @@ class MonthEvidence:
             return Taken(held=True)
         self.seq += 1
         self.own[point.node] = max(self.own.get(point.node, 0), per_vm)
+        self.vms_read[point.node] = max(self.vms_read.get(point.node, -1), point.vms)
         mine = Witness(observation=self.seq, node=point.node, vouched_by=by, point=point)
         live = self.readings.setdefault(group, [])
 
@@ -107,6 +111,10 @@ class MonthEvidence:
         if self._read_memo.get(group, (None,))[0] != key:
             self._read_memo[group] = (key, {w.node for w, _admitted in self.readings.get(group, [])})
         return self._read_memo[group][1]
+
+    def read_at(self, node: int) -> int:
+        """The most VMs `node` ran at a live reading of it; -1 for a node never read."""
+        return self.vms_read.get(node, -1)
 
     def differs(self, memory, group: str) -> tuple[float, tuple[int, ...]] | None:
         """How an unread node of the group may differ (capacity.differs): from the nodes proposed probes read,

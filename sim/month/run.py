@@ -256,13 +256,13 @@ class Run:
         )
 
     def _unread_differs(self, node: SimNode) -> tuple[float, tuple[int, ...]] | None:
-        """For a node no reading tells, how its group's nodes probes read were seen to differ (capacity.differs);
-        None for a node read, where probes read none that differ, and in the fleet-wide group (no build told:
-        lessons.selectors.odds.unread_differs says why)."""
+        """For a node no reading tells at the VMs it runs now, how its group's nodes probes read were seen to
+        differ (capacity.differs); None for a node read with as many VMs or more, where probes read none that
+        differ, and in the fleet-wide group (no build told: lessons.selectors.odds.unread_differs says why)."""
         group = node.spec.told_build
         if not self.probes or not group:
             return None
-        if node.spec.node_id in self.evidence.read(group):
+        if self.evidence.read_at(node.spec.node_id) >= sum(1 for s in node.slots if not s.free):
             return None
         return self.evidence.differs(self.memory, group)
 
@@ -478,6 +478,8 @@ class Run:
     def _attempt(self, position: int, event: Event, *, ipv4: bool) -> bool:
         """The marketplace tries the node at `position`: the precheck, then ZOS. True once the VM runs."""
         node = self.nodes[position]
+        if self._probe_first(node, event.at) and not node.placeable:
+            return False  # the probe read a use of the node's own: its slices are judged on it now
         slot = min(node.free_slots(), key=lambda s: s.index)
         if self.mode.precheck and not self._fits(node, slot):
             self.precheck_stops += 1
@@ -506,6 +508,17 @@ class Run:
             node.images.add(fleet.image_of(event))
             node.machine.cache_check(len(node.images) * fleet.IMAGE_CACHE_USE)
         self._judge(node)
+        return True
+
+    def _probe_first(self, node: SimNode, now: float) -> bool:
+        """The deployer probes a node before a buyer's VM goes to a slice whose odds its want of a reading
+        lowers (the placement answer's `probe_first`: capacity.probe_first), then deploys on what the probe
+        read: a contract created and cancelled instead of a buyer refused. True when it probed."""
+        if not self.probes or self._unread_differs(node) is None:
+            return False
+        if not capacity.probe_first(self._odds(node, node.free_slots())[0], unread=True):
+            return False
+        self._probe_one(node, now)
         return True
 
     def _place(
@@ -646,22 +659,20 @@ class Run:
             self.disk_refused[where] += 1
 
     def _pick(self, pick: float, tried: set[int]) -> int | None:
-        """The fullest node that still offers a slice (fewest free first), ties broken by `pick`. A slice left
-        uncertain because its node was never read (capacity.Unread) is taken after every promised one, as the
-        placement API ranks them (surest first): its probe reads the node within the hour. Any other uncertain
-        slice is taken at its odds as before: nothing will tell more of it by waiting."""
+        """The fullest node that still offers a slice (fewest free first), ties broken by `pick`. A slice
+        uncertain only because its node was not read with as many VMs is taken in its turn: the deployer probes
+        the node first (`_probe_first`). Any other uncertain slice is taken at its odds: nothing will tell more
+        of it by waiting."""
         best: list[int] = []
-        fewest = (math.inf, math.inf)
+        fewest = math.inf
         for position, node in enumerate(self.nodes):
             if position in tried or node.status != "up" or node.turned_away:
                 continue
             if self.mode.precheck:
-                waits = self._uncertain_offer(node) and self._unread_differs(node) is not None
-                uncertain = (int(waits), self._uncertain_offer(node))
-                offered = (0, node.placeable) if node.placeable else uncertain
+                offered = node.placeable or self._uncertain_offer(node)
             else:
-                offered = (0, sum(1 for s in node.slots if s.free))
-            if offered[1] <= 0:
+                offered = sum(1 for s in node.slots if s.free)
+            if offered <= 0:
                 continue
             if offered < fewest:
                 fewest, best = offered, [position]

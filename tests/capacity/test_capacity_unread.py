@@ -93,3 +93,13 @@ def test_an_unread_belief_is_a_probability_over_figures():
         Unread(EXACT, share=1.5, per_vm_mru=(GiB,))
     with pytest.raises(ValueError):
         Unread(EXACT, share=0.5, per_vm_mru=())
+
+
+def test_a_probe_goes_first_only_where_the_want_of_a_reading_lowers_the_odds():
+    from dashboard.capacity import probe_first
+    from dashboard.capacity.spread import PROBE_FIRST_BELOW
+
+    assert probe_first(0.5, unread=True) and probe_first(PROBE_FIRST_BELOW - 1e-9, unread=True)
+    assert not probe_first(PROBE_FIRST_BELOW, unread=True) and not probe_first(1.0, unread=True)
+    # A node read with the VMs it runs is judged on its reading: its odds are what they are, no probe asked.
+    assert not probe_first(0.5, unread=False)

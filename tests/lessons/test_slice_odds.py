@@ -368,7 +368,7 @@ def test_the_fleet_wide_group_is_no_build_its_nodes_could_differ_from(sim_node):
     Node.objects.filter(pk__in=[unread.pk, differs.pk]).update(memory_lesson=lesson, memory_lesson_scope="build")
     _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="")
     assert unread_differs([""]) == {}
-    assert unread_among([(unread.pk, lesson.pk, "")]) == frozenset()
+    assert unread_among([(unread.pk, lesson.pk, "", 0)]) == frozenset()
 
 
 def test_a_build_with_no_line_yet_has_no_nodes_that_differ_from_it(sim_node):
@@ -379,3 +379,72 @@ def test_a_build_with_no_line_yet_has_no_nodes_that_differ_from_it(sim_node):
     Node.objects.filter(pk=differs.pk).update(zos_version="v-unlearnt")
     _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="v-unlearnt")
     assert unread_differs(["v-unlearnt"]) == {}
+
+
+def _differing_build(sim_node, first: int) -> MemoryLesson:
+    """A build whose line says 256 MiB beyond the VMs, where probes read two nodes (`first`, `first` + 1) that use
+    2 GiB more a VM: its nodes differ (capacity.differs), so a node no reading tells is judged by capacity.Unread."""
+    lesson = MemoryLesson.objects.create(
+        build="v-test", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
+        mean_vms=4, learnt_at=timezone.now(),
+    )  # fmt: skip
+    for grid_id in (first, first + 1):
+        node = _in_build(sim_node(grid_id, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+        _probe_read(node, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB)
+    return lesson
+
+
+def test_a_reading_tells_a_node_only_with_as_many_vms_as_it_ran(sim_node):
+    """A use of a node's own grows with each VM, and ZOS's reserve hides it at first: a probe read with one VM
+    running says nothing of the third (issue 44's world "wide": 29 of the 31 buyer refusals left with probes were
+    on nodes read with fewer VMs than they ran when refused)."""
+    from dashboard.lessons.selectors.odds import unread_among
+
+    lesson = _differing_build(sim_node, 3541)
+    node = _in_build(sim_node(3543, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    row = (node.pk, lesson.pk, "v-test")
+    assert unread_among([(*row, 0)]) == {node.pk}
+    _probe_read(node, vms=1, vm_mru=4 * GiB, beyond=256 * MiB)
+    assert unread_among([(*row, 0)]) == unread_among([(*row, 1)]) == frozenset()
+    assert unread_among([(*row, 2)]) == {node.pk}
+    _probe_read(node, vms=2, vm_mru=8 * GiB, beyond=256 * MiB)
+    assert unread_among([(*row, 2)]) == frozenset()
+
+
+def test_placement_asks_for_a_probe_before_a_slice_a_missing_reading_puts_in_doubt(api_call, api_token, sim_node):
+    """The deployer probes such a node before the buyer's VM (capacity.probe_first): a contract created and
+    cancelled instead of a buyer refused. The answer names the probe VM and keeps the node as proposed, so the
+    probe's report counts as a probe; once read with the VMs it runs, the node is judged on its reading."""
+    from dashboard.capacity import PROBE_BEYOND_MRU, zos_reserve_mru
+    from dashboard.lessons.services.lesson_evidence import probe_proposed
+
+    lesson = _differing_build(sim_node, 3551)
+    node = _in_build(sim_node(3553, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    first_two = node.slices.filter(index__lt=2)
+    running = sum(first_two.values_list("mru", flat=True))
+    first_two.update(state="rented")
+    Node.objects.filter(pk=node.pk).update(used_mru=zos_reserve_mru(node.total_mru) + running)
+    figures_refresh([node.pk])
+    size = node.slices.get(index=2)
+    query = {"cru": size.cru, "mru": size.mru, "sru": size.sru}
+
+    (host,) = [b for b in api_call("get", "/api/v1/placement", api_token("read"), **query).json()["best"]
+               if b["node_id"] == node.grid_id]  # fmt: skip
+    assert host["odds"] < 0.999 and host["probe_first"] is True
+    assert host["probe"] == {"cru": 1, "mru": node.total_mru + PROBE_BEYOND_MRU, "sru": 0}
+    assert probe_proposed(node, at=timezone.now())
+
+    _probe_read(node, vms=2, vm_mru=running, beyond=256 * MiB)  # on its line
+    (host,) = [b for b in api_call("get", "/api/v1/placement", api_token("read"), **query).json()["best"]
+               if b["node_id"] == node.grid_id]  # fmt: skip
+    assert host["probe_first"] is False and host["probe"] is None and host["odds"] >= 0.999
+
+
+def test_a_surely_placed_host_asks_for_no_probe(api_call, api_token, sim_node):
+    from dashboard.lessons.services.lesson_evidence import probe_proposed
+
+    node = sim_node(3561, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79)
+    size = node.slices.first()
+    best = api_call("get", "/api/v1/placement", api_token("read"), cru=size.cru, mru=size.mru, sru=size.sru)
+    assert [(b["probe_first"], b["probe"]) for b in best.json()["best"]] == [(False, None)]
+    assert not probe_proposed(Node.objects.get(pk=node.pk), at=timezone.now())

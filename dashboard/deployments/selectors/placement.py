@@ -93,6 +93,18 @@ class NodeVerdict:
     warnings: tuple = ()
     # The largest data disk a VM of the asked vCPUs and memory gets there now (the best nodes only).
     largest_disk: int | None = None
+    # The probe VM's memory where the deployer sends one before the slice (capacity.probe_first): the node was
+    # never read with as many VMs as it runs, in a build whose nodes were seen to differ, and that lowers the odds.
+    probe_mru: int | None = None
+
+    @property
+    def probe_first(self) -> bool:
+        return self.probe_mru is not None
+
+    @property
+    def probe(self) -> dict[str, int] | None:
+        """The VM to send first, as GET /api/v1/probes describes one (ZOS always refuses it)."""
+        return {"cru": 1, "mru": self.probe_mru, "sru": 0} if self.probe_mru is not None else None
 
     @property
     def fits(self) -> bool:
@@ -509,7 +521,10 @@ def _with_odds(hosts: list[NodeVerdict], size, by_node_id: dict) -> list[NodeVer
     """The hosts with the slice's odds there (lessons.selectors.odds.vm_odds on the node's reading and belief),
     surest first: odds in steps of 1%, then the strategy's own order."""
     rows = {v.node_id: dict(zip(NODE_FIELDS, by_node_id[v.node_id], strict=True)) for v in hosts}
-    unread = unread_among((v["pk"], v["memory_lesson_id"], v["zos_version"]) for v in rows.values())
+    unread = unread_among(
+        (v["pk"], v["memory_lesson_id"], v["zos_version"], v["slices_rented"] + v["slices_deployed"])
+        for v in rows.values()
+    )
     key = {
         node_id: belief_key(values["memory_lesson_id"], values["zos_version"], unread=values["pk"] in unread)
         for node_id, values in rows.items()
@@ -526,7 +541,9 @@ def _with_odds(hosts: list[NodeVerdict], size, by_node_id: dict) -> list[NodeVer
             mru=size.mru,
             pk=values["pk"],
         )
-        judged.append(replace(v, odds=odds))
+        probe_first = capacity.probe_first(odds, unread=values["pk"] in unread)
+        probe_mru = values["total_mru"] + capacity.PROBE_BEYOND_MRU if probe_first else None
+        judged.append(replace(v, odds=odds, probe_mru=probe_mru))
     # A stable sort: among nodes of the same odds the strategy's order stands.
     return sorted(judged, key=lambda v: -math.floor(v.odds * 100))
 

@@ -31,6 +31,7 @@ from django.db.models.functions import Cast
 
 from dashboard.figures.node_figures import (
     FIGURE_FIELDS,
+    NO_SLICES,
     NODE_VALUES,
     FiguresInputs,
     FleetFigures,
@@ -134,7 +135,9 @@ def figures_inputs(rows: list, *, slices: Mapping[int, tuple]) -> FiguresInputs:
     """What the figures of these rows' nodes are computed from beside the rows: their lessons' fits, the
     beliefs their odds are judged by, the policies (two or three queries for any number of nodes)."""
     book = policy_book()
-    unread = unread_among((row.pk, row.memory_lesson_id, row.zos_version) for row in rows)
+    unread = unread_among(
+        (row.pk, row.memory_lesson_id, row.zos_version, _running(slices.get(row.pk, NO_SLICES))) for row in rows
+    )
     return FiguresInputs(
         slices=slices,
         fits=lesson_fits(row.memory_lesson_id for row in rows),
@@ -165,3 +168,9 @@ def _node_rows(nodes: QuerySet[Node], pools: dict | None) -> list:
         else row
         for row in rows
     ]
+
+
+def _running(grouped: tuple) -> int:
+    """The VMs a node runs, from its slices grouped (figures.selectors.slices_grouped): rented and deployed."""
+    _free, rented, deployed, *_rest = grouped
+    return rented + deployed

@@ -12,10 +12,11 @@ node of no known version and no lesson has none (odds 1 where the count allows):
 group holds nodes of any ZOS, including ones that hide nothing (a grid without an rmb-peer, the
 simulated nodes of no build), and a prior there would withhold slices no refusal ever questioned.
 
-A node no live reading tells, in a group whose nodes proposed probes read were seen to differ from its
-line (`unread_differs`), is judged by capacity.Unread: its group's belief, or with the chance its group's
-nodes differed, a use of its own as they did (issue 44's worlds "wide" and "nodes"). Its last slices are
-then uncertain until a probe reads it, and placement ranks a promised slice before them (surest first).
+A node no live reading tells with as many VMs as it runs (`vms_read`), in a group whose nodes proposed probes
+read were seen to differ from its line (`unread_differs`), is judged by capacity.Unread: its group's belief, or
+with the chance its group's nodes differed, a use of its own as they did (issue 44's worlds "wide" and "nodes").
+Its last slices are then uncertain until a probe reads it, placement ranks a promised slice before them
+(surest first) and asks for that probe first (capacity.probe_first).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from django.db.models import (
     F,
     FloatField,
     IntegerField,
+    Max,
     Min,
     Q,
     Sum,
@@ -183,21 +185,26 @@ def belief_key(lesson_id: int | None, zos_version: str | None, *, unread: bool =
     return (*key, "unread") if unread else key
 
 
-def node_belief(node: Node) -> capacity.odds.Belief:
-    unread = node.pk in unread_among([(node.pk, node.memory_lesson_id, node.zos_version)])
+def node_belief(node: Node, *, running: int | None = None) -> capacity.odds.Belief:
+    """The belief the node's odds are judged by, with `running` VMs (default: its rented and deployed slices)."""
+    running = node.slices_rented + node.slices_deployed if running is None else running
+    unread = node.pk in unread_among([(node.pk, node.memory_lesson_id, node.zos_version, running)])
     key = belief_key(node.memory_lesson_id, node.zos_version, unread=unread)
     return beliefs_for([key])[key]
 
 
-def nodes_read(pks: Iterable[int] | None = None) -> set[int]:
-    """The nodes (of `pks`, or all) a live memory reading tells, their node's or their group's (not one held
-    aside): their odds are their group's belief with their own residual, their figures their own readings'."""
-    rows = memory_observations_live(now=timezone.now()).filter(
-        standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP]
+def vms_read(pks: Iterable[int]) -> dict[int, int]:
+    """Node (of `pks`) -> the most VMs it ran at a live memory reading of it, its node's or its group's (not
+    one held aside); a node no such reading tells is left out. A reading tells the node's use with as many
+    VMs as it ran then and no more: a use of its own grows with each VM, and ZOS's reserve hides it at first."""
+    return dict(
+        memory_observations_live(now=timezone.now())
+        .filter(standing__in=[Observation.Standing.NODE, Observation.Standing.GROUP], node_id__in=list(pks))
+        .order_by()
+        .values("node_id")
+        .annotate(most=Max("vm_count"))
+        .values_list("node_id", "most")
     )
-    if pks is not None:
-        rows = rows.filter(node_id__in=list(pks))
-    return set(rows.order_by().values_list("node_id", flat=True).distinct())
 
 
 def unread_differs(groups: Iterable[str]) -> dict[str, tuple[float, tuple[int, ...]]]:
@@ -248,21 +255,21 @@ def unread_differs(groups: Iterable[str]) -> dict[str, tuple[float, tuple[int, .
     return found
 
 
-def unread_among(nodes: Iterable[tuple[int, int | None, str | None]]) -> frozenset[int]:
-    """Of these nodes (pk, memory lesson id, ZOS version), those judged as unread (capacity.Unread): no live
-    reading tells them, and their group's nodes probes read were seen to differ (unread_differs)."""
+def unread_among(nodes: Iterable[tuple[int, int | None, str | None, int]]) -> frozenset[int]:
+    """Of these nodes (pk, memory lesson id, ZOS version, VMs running now), those judged as unread
+    (capacity.Unread): no live reading tells them with as many VMs as they run (vms_read), and their group's
+    nodes probes read were seen to differ (unread_differs)."""
     # A node of no lesson and no known version has no belief to doubt (odds 1 where the count allows).
-    nodes = [
-        (pk, lesson, version) for pk, lesson, version in nodes if lesson is not None or belief_key(None, version)[1]
-    ]
+    nodes = [node for node in nodes if node[1] is not None or belief_key(None, node[2])[1]]
     if not nodes:
         return frozenset()
-    groups = _groups_of({belief_key(lesson, version) for _pk, lesson, version in nodes})
+    groups = _groups_of({belief_key(lesson, version) for _pk, lesson, version, _running in nodes})
     differs = unread_differs(set(groups.values()))
     if not differs:
         return frozenset()
-    maybe = {pk for pk, lesson, version in nodes if groups[belief_key(lesson, version)] in differs}
-    return frozenset(maybe - nodes_read(maybe)) if maybe else frozenset()
+    maybe = {pk: running for pk, lesson, version, running in nodes if groups[belief_key(lesson, version)] in differs}
+    read = vms_read(maybe) if maybe else {}
+    return frozenset(pk for pk, running in maybe.items() if read.get(pk, -1) < running)
 
 
 def has_own_residual(fits: dict, lesson_id: int | None, pk: int) -> bool:
