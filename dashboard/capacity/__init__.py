@@ -158,7 +158,16 @@ from dashboard.capacity.sizes import (
     gib,
     parse_size,
 )
-from dashboard.capacity.spread import NOTHING_READ, Spread, differs, excess_per_vm, probe_first, probe_rank
+from dashboard.capacity.spread import (
+    NOTHING_READ,
+    Spread,
+    below_line,
+    differs,
+    excess_per_vm,
+    probe_first,
+    probe_rank,
+    read_apart,
+)
 from dashboard.capacity.test_vm import TEST_VM_MRU, TestVmSchedule, test_vm_reserve_mru, test_vm_schedule
 from dashboard.capacity.vcpus import MAX_VM_CRU, vcpus_refused, zos_cpu_refusal, zos_vcpu_limit
 from dashboard.capacity.words import RESOURCE_WORDS
@@ -262,6 +271,8 @@ __all__ = [
     "probe_need",
     "probe_first",
     "probe_rank",
+    "below_line",
+    "read_apart",
     "differs",
     "excess_per_vm",
     "PROBE_BEYOND_MRU",

@@ -29,7 +29,7 @@ class Unread:
     of `per_vm_mru` (as much more a VM running as the nodes that differed were read to use, each as
     likely). Such a use refuses a node's last slices first, so they stay uncertain until a reading tells it."""
 
-    belief: OverheadFit | HiddenUse
+    belief: OverheadFit | HiddenUse | None  # None: ZOS's count alone (nodes that share no line)
     share: float
     per_vm_mru: tuple[int, ...]
 
@@ -59,7 +59,7 @@ def unread_belief(belief: Belief, differs_now: tuple[float, Sequence[int]] | Non
     """What a node no reading tells is judged by: its group's belief, with the chance its nodes were seen to
     differ by (capacity.spread.differs) where they were; the group's belief alone where none was or where
     there is none (odds 1 where the count allows)."""
-    if belief is None or differs_now is None or isinstance(belief, Unread):
+    if differs_now is None or isinstance(belief, Unread):
         return belief
     share, per_vm = differs_now
     return Unread(belief, share=share, per_vm_mru=tuple(per_vm))
@@ -94,9 +94,11 @@ def memory_odds(
 
 
 def _odds_beyond(
-    fit: OverheadFit | HiddenUse, *, total_mru: int, vm_mru: int, running: int, slice_mru: int, node: int | None
+    fit: OverheadFit | HiddenUse | None, *, total_mru: int, vm_mru: int, running: int, slice_mru: int, node: int | None
 ) -> float:
     """The chance the host's actual use leaves room for the VM (ZOS's count allows it)."""
+    if fit is None:  # ZOS's count alone: the VMs and the reserve
+        return 1.0 if total_mru - slice_mru - vm_mru - zos_reserve_mru(total_mru) >= 0 else 0.0
     if isinstance(fit, HiddenUse):
         return fit.odds(vms=running, room=total_mru - slice_mru - vm_mru, node=node)
     room = total_mru - slice_mru - vm_mru - fit.predicted(vms=running, total_mru=total_mru, node=node)

@@ -110,3 +110,19 @@ def differs(
     if len(own) <= figures:
         return share, tuple(own)
     return share, tuple(own[(2 * i + 1) * len(own) // (2 * figures)] for i in range(figures))
+
+
+def below_line(point: MemoryPoint, expected_beyond_mru: float) -> bool:
+    """Whether the node read at `point` used less than its group's line expects there, by more than two
+    readings agree within (AGREE_MRU). A reading ZOS's count decided tells only that the node used at most the
+    count (its `beyond_vms` is then the reserve): below where the line expects more than that."""
+    return point.vms > 0 and expected_beyond_mru - point.beyond_vms > AGREE_MRU
+
+
+def read_apart(points: Iterable[MemoryPoint], expected_beyond) -> bool:
+    """Whether the nodes probes read (`points`) part from their group's line: DIFFERS_MIN_NODES or more of them
+    used less than it expects where they were read (below_line; `expected_beyond(point)`). Nodes of one ZOS
+    build share what the line measures; nodes that share no build (the fleet-wide group) need not, and a line
+    that the nodes which refused drew holds back every node that uses less (issue 44's world "nodes")."""
+    below = {p.node for p in points if below_line(p, expected_beyond(p))}
+    return len(below) >= DIFFERS_MIN_NODES

@@ -120,7 +120,7 @@ class MonthEvidence:
         """How an unread node of the group may differ (capacity.differs): from the nodes proposed probes read,
         each one's most excess per VM over its group's line (capacity.excess_per_vm), as
         lessons.selectors.odds.unread_differs reads them from the live observations."""
-        if group not in memory.fits:
+        if group and group not in memory.fits:
             return None  # no line yet: beside a prior every node of a build differs alike
         belief = memory.belief(group)
         memo = self._differs_memo.get(group)
@@ -131,13 +131,28 @@ class MonthEvidence:
             if witness.vouched_by != PROPOSED_PROBE:
                 continue
             p = witness.point
-            expected = memory.expected_beyond(group, vms=p.vms, total_mru=p.total_mru)
+            # The fleet-wide group with no line, or read apart from it: ZOS's count is the one line its nodes share.
+            expected = (
+                memory.expected_beyond(group, vms=p.vms, total_mru=p.total_mru)
+                if group or (group in memory.fits and group not in memory.apart)
+                else capacity.zos_reserve_mru(p.total_mru)
+            )
             if expected is None:
                 continue
             excess[p.node] = max(excess.get(p.node, 0), capacity.excess_per_vm(p, expected))
         found = capacity.differs(excess.values())
         self._differs_memo[group] = (self.seq, belief, found)
         return found
+
+    def read_apart(self, memory) -> bool:
+        """Whether proposed probes read the fleet-wide group's nodes apart from its line (capacity.read_apart), as
+        lessons.selectors.odds.fleet_wide_apart reads it; False without a line, and once it is apart."""
+        if "" not in memory.fits or "" in memory.apart:
+            return False
+        points = [w.point for w, _admitted in self.readings.get("", []) if w.vouched_by == PROPOSED_PROBE]
+        return capacity.read_apart(
+            points, lambda p: memory.expected_beyond("", vms=p.vms, total_mru=p.total_mru) or 0.0
+        )
 
     def _bounded(self, by: str, now: float) -> bool:
         recent = self.sent.setdefault(by, deque())

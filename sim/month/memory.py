@@ -35,6 +35,9 @@ class FleetMemory:
     # (node, VMs running) -> the least room beyond the VMs' memory of a deployment ZOS took there.
     taken: dict[str, dict[tuple[int, int], int]] = field(default_factory=dict)
     beliefs: dict[str, object] = field(default_factory=dict)
+    apart: set[str] = field(
+        default_factory=set
+    )  # groups whose line reaches no node (the fleet-wide one, once its nodes differ)
 
     def observe(self, group: str, point: capacity.MemoryPoint, *, per_vm: int) -> capacity.OverheadFit | None:
         """One refusal's point: the group fitted again (None when the point cannot fit a line)."""
@@ -73,6 +76,8 @@ class FleetMemory:
 
     def belief(self, group: str):
         """What the odds of the group's nodes are judged by (lessons.selectors.odds.beliefs_for)."""
+        if group in self.apart:
+            return None
         if group in self.beliefs:
             return self.beliefs[group]
         fit = self.fits.get(group)
@@ -109,7 +114,7 @@ class FleetMemory:
     def observed_for(self, group: str, *, node: int, carved: int, pool_room_below: int | None) -> capacity.Observed:
         """The memory lesson memory_model_apply writes onto one node of the group (disk lesson kept)."""
         fit = self.fits.get(group)
-        if fit is None:
+        if fit is None or group in self.apart:
             return capacity.Observed(pool_room_below=pool_room_below)
         own = self.own_reading.get(group, {})
         if fit.on_prior and node in own:

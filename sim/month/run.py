@@ -260,7 +260,7 @@ class Run:
         differ (capacity.differs); None for a node read with as many VMs or more, where probes read none that
         differ, and in the fleet-wide group (no build told: lessons.selectors.odds.unread_differs says why)."""
         group = node.spec.told_build
-        if not self.probes or not group:
+        if not self.probes:
             return None
         if self.evidence.read_at(node.spec.node_id) >= sum(1 for s in node.slots if not s.free):
             return None
@@ -325,7 +325,8 @@ class Run:
             total_mru=total.mru, usable_mru=usable, accounted_mru=used.mru, running=running
         )
         taken = self.evidence.take(self.memory, group, point, usable=usable, per_vm=per_vm, by=by, now=now)
-        fitted = [self.memory.observe(group, p, per_vm=per_vm_of(p)) for p in taken.admitted]
+        apart = group in self.memory.apart
+        fitted = [] if apart else [self.memory.observe(group, p, per_vm=per_vm_of(p)) for p in taken.admitted]
         if not fitted or fitted[-1] is None:
             # Its own reading still reaches its node, as node_readings_apply writes it after each report.
             node.observed = self.evidence.with_own(
@@ -589,9 +590,11 @@ class Run:
             )
             rank = capacity.probe_rank(unknown, free_slices=len(node.free_slots()))
             ranked.append((-rank, node.spec.node_id, position))
-        differed = {group: self.evidence.differs(self.memory, group) for group in spreads if group}
+        differed = {group: self.evidence.differs(self.memory, group) for group in spreads}
         for _unknown, _node_id, position in sorted(ranked)[:PROBES_LISTED]:
             self._probe_one(self.nodes[position], now)
+        if "" in differed and self.evidence.read_apart(self.memory):
+            self._fleet_wide_apart(now)
         for group, was in differed.items():
             if self.evidence.differs(self.memory, group) != was:
                 self._judge_unread(group, now)
@@ -614,6 +617,25 @@ class Run:
             self._close(node, now)
             self._learn_fleet(node, total, used, diagnosis.usable_bytes, now, by=PROPOSED_PROBE)
             self._judge(node)
+
+    def _fleet_wide_apart(self, now: float) -> None:
+        """Probes read the fleet-wide group's nodes apart from its line (capacity.read_apart): its nodes share no
+        build, so its line reaches none of them any more; each keeps its own readings, and an unread one is judged
+        by Unread over ZOS's count (lessons.selectors.odds.fleet_wide_apart)."""
+        self.memory.apart.add("")
+        for other in self.nodes:
+            if other.spec.told_build:
+                continue
+            observed = self.evidence.with_own(
+                other.spec.node_id,
+                capacity.Observed(pool_room_below=other.observed.pool_room_below),
+                carved=len(other.slots),
+                total_mru=other.spec.mru,
+            )
+            if observed != other.observed:
+                self._close(other, now)
+                other.observed = observed
+                self._judge(other)
 
     def _judge_unread(self, group: str, now: float) -> None:
         """What the probes read moved how the group's unread nodes may differ: their offers are judged again."""

@@ -42,7 +42,7 @@ def test_an_unread_nodes_first_vm_is_as_sure_as_its_groups():
 
 def test_a_group_never_seen_to_differ_is_judged_by_its_line():
     assert unread_belief(EXACT, None) is EXACT
-    assert unread_belief(None, (0.5, (GiB,))) is None  # no belief: odds 1 where the count allows, as before
+    assert unread_belief(None, None) is None  # no belief: odds 1 where the count allows, as before
     unread = unread_belief(EXACT, (0.25, [GiB]))
     assert unread == Unread(EXACT, share=0.25, per_vm_mru=(GiB,))
     assert unread_belief(unread, (0.5, (GiB,))) is unread
@@ -103,3 +103,16 @@ def test_a_probe_goes_first_only_where_the_want_of_a_reading_lowers_the_odds():
     assert not probe_first(PROBE_FIRST_BELOW, unread=True) and not probe_first(1.0, unread=True)
     # A node read with the VMs it runs is judged on its reading: its odds are what they are, no probe asked.
     assert not probe_first(0.5, unread=False)
+
+
+def test_nodes_that_share_no_line_are_judged_against_zos_count():
+    """The fleet-wide group's nodes (no version told) share no build: once probes read them apart, an unread one
+    is judged by ZOS's count alone, or with the chance they differed, a use of its own on top of it."""
+    assert unread_belief(None, (0.5, (GiB,))) == Unread(None, share=0.5, per_vm_mru=(GiB,))
+    # 16 GiB, two VMs of 4 GiB, a third asked: the count leaves 16 - 2 - 8 = 6 GiB, it takes it (odds 1). With a
+    # use of 1 GiB a VM on the two running, 6 - 2 = 4 GiB: still fits; with 1.5 GiB, 6 - 3 = 3 GiB: refused.
+    assert _odds(Unread(None, share=0.5, per_vm_mru=(GiB,))) == 1.0
+    assert _odds(Unread(None, share=0.5, per_vm_mru=(1536 * MiB,))) == pytest.approx(0.5)
+    # The count alone refuses what it refuses, whatever the doubt.
+    assert memory_odds(Unread(None, share=0.1, per_vm_mru=(GiB,)), total_mru=16 * GiB, vm_mru=12 * GiB, running=3,
+                       slice_mru=4 * GiB) == 0.0  # fmt: skip

@@ -302,17 +302,18 @@ class TestOnAVariedFleet:
         # The policies, the counts, the groups' samples (rows, occupied slices), the best nodes' candidates
         # (found once the groups that refuse the size are known), their rows and their occupied slices;
         # judging every node: the policies, the nodes, the occupied slices and the live holds (the first cut
-        # reads the samples' and candidates' live holds with their occupied slices).
-        with django_assert_num_queries(7):
+        # reads the samples' and candidates' live holds with their occupied slices); the probes' readings of the
+        # best nodes' groups, the fleet-wide one too (lessons.selectors.odds.unread_among).
+        with django_assert_num_queries(8):
             placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
-        with django_assert_num_queries(4):
+        with django_assert_num_queries(5):
             placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
         for node_id in range(5000, 5012):
             sim_node(node_id, cru=8, mru=31 * GiB, sru=930 * GiB, farm_id=7, pools=[465 * GiB, 465 * GiB])
-        with django_assert_num_queries(7):
+        with django_assert_num_queries(8):
             answer = placement_for(cru=1, mru=4 * GiB, sru=151 * GiB)
         assert answer.nodes == Node.objects.count()
-        with django_assert_num_queries(4):
+        with django_assert_num_queries(5):
             placement_for(cru=1, mru=4 * GiB, sru=151 * GiB, every_node=True)
         # Twelve alike nodes are one group, judged once for all: the answer is still every node's.
         _assert_cut_agrees(1, 4 * GiB, 151 * GiB)

@@ -354,21 +354,66 @@ def test_the_hourly_follow_refreshes_a_build_a_probe_read(sim_node):
     assert Node.objects.get(pk=unread.pk).deployable == before - 1
 
 
-def test_the_fleet_wide_group_is_no_build_its_nodes_could_differ_from(sim_node):
-    """A node of no told version learns in the fleet-wide group (""): its nodes share no ZOS build, so a probe
-    that reads one far above the group's line says nothing of the next; they are judged by the line alone."""
-    from dashboard.lessons.selectors.odds import unread_among, unread_differs
+def _fleet_wide_lesson(sim_node, first: int) -> tuple[MemoryLesson, Node, Node, Node]:
+    """The fleet-wide group (no version told) with the line its refusing nodes drew, 256 MiB and 2 GiB a VM,
+    on three of its nodes: one of 16 GiB to judge, two of 32 GiB to probe."""
+    from dashboard.lessons.services.memory_model import memory_model_apply
 
     lesson = MemoryLesson.objects.create(
-        build="", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
+        build="", own_mru=256 * MiB, per_vm_mru=2 * GiB, spread_mru=32 * MiB, points=10, nodes=10,
         mean_vms=4, learnt_at=timezone.now(),
     )  # fmt: skip
-    unread = sim_node(3521, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79)
-    differs = sim_node(3522, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79)
-    Node.objects.filter(pk__in=[unread.pk, differs.pk]).update(memory_lesson=lesson, memory_lesson_scope="build")
-    _probe_read(differs, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="")
-    assert unread_differs([""]) == {}
-    assert unread_among([(unread.pk, lesson.pk, "", 0)]) == frozenset()
+    judged = sim_node(first, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79)
+    probed = [sim_node(first + i, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79) for i in (1, 2)]
+    memory_model_apply(build="", lesson=lesson)
+    return lesson, Node.objects.get(pk=judged.pk), *probed
+
+
+def test_probes_that_read_the_fleet_wide_groups_nodes_below_its_line_take_it_off_them(sim_node):
+    """Issue 44's world "nodes": its nodes share no ZOS build, and the line the nodes that refused drew held
+    every node back. Two nodes probes read on ZOS's count where the line expects 8.25 GiB beyond four VMs (more
+    than the 3.2 GiB reserve by over AGREE_MRU) part the group from it: the line leaves its nodes, each judged
+    by ZOS's count and its own readings. One such node is one voice."""
+    from dashboard.lessons.selectors.odds import fleet_wide_apart, node_belief, unread_differs
+    from dashboard.lessons.services.memory_model import memory_model_apply
+
+    lesson, judged, first, second = _fleet_wide_lesson(sim_node, 3521)
+    assert judged.memory_lesson_id == lesson.pk and judged.hidden_mru_per_vm > 0
+    held_back = judged.deployable
+    _probe_read(first, vms=4, vm_mru=16 * GiB, beyond=0, build="")
+    assert not fleet_wide_apart()
+    _probe_read(second, vms=4, vm_mru=16 * GiB, beyond=0, build="")
+    assert fleet_wide_apart()
+    assert unread_differs([""]) == {}  # both on ZOS's count: no node seen to use more than it
+    memory_model_apply(build="", lesson=lesson)
+    judged = Node.objects.get(pk=judged.pk)
+    assert (judged.memory_lesson_id, judged.hidden_mru_per_vm, node_belief(judged)) == (None, 0, None)
+    # 16 GiB less the 2 GiB reserve: three slices of 4 GiB; on the line, two running use 8 + 0.25 + 4 GiB, and
+    # ZOS's 14 GiB leave less than the third's 4.
+    assert (held_back, judged.deployable) == (2, 3)
+
+
+def test_probes_that_read_the_fleet_wide_groups_nodes_on_its_line_keep_it(sim_node):
+    """A grid without an rmb-peer whose nodes run one ZOS build: probes read them where the line says, and it
+    keeps protecting the nodes never read (it is what they share)."""
+    from dashboard.lessons.selectors.odds import fleet_wide_apart
+
+    lesson, judged, first, second = _fleet_wide_lesson(sim_node, 3524)
+    for node in (first, second):
+        _probe_read(node, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB, build="")
+    assert not fleet_wide_apart()
+    assert Node.objects.get(pk=judged.pk).memory_lesson_id == lesson.pk
+
+
+def test_the_hourly_follow_takes_the_fleet_wide_line_off_nodes_read_apart_from_it(sim_node):
+    from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
+
+    lesson, judged, first, second = _fleet_wide_lesson(sim_node, 3527)
+    for node in (first, second):
+        _probe_read(node, vms=4, vm_mru=16 * GiB, beyond=0, build="")
+    assert Node.objects.get(pk=judged.pk).memory_lesson_id == lesson.pk  # nothing applied it yet
+    memory_lessons_follow()
+    assert Node.objects.filter(memory_lesson__isnull=False).count() == 0
 
 
 def test_a_build_with_no_line_yet_has_no_nodes_that_differ_from_it(sim_node):

@@ -158,10 +158,14 @@ def _group_beliefs(keys: set[tuple[int | None, str]]) -> dict[tuple, capacity.od
     builds_of = dict(MemoryLesson.objects.filter(pk__in=list(fits)).values_list("pk", "build")) if fits else {}
     wanted = {builds_of.get(lesson_id, build) if lesson_id else build for lesson_id, build in keys}
     accepted = accepted_by_build(wanted)
+    # Only a fleet-wide lesson has a line to withhold (a node of no version and no lesson is judged by the count).
+    apart = any(fits.get(lesson_id) and not builds_of.get(lesson_id) for lesson_id, _b in keys) and fleet_wide_apart()
     beliefs: dict[tuple[int | None, str], capacity.odds.Belief] = {}
     priors: dict[str, capacity.HiddenUse] = {}
     for lesson_id, build in keys:
-        if lesson_id is not None and lesson_id in fits:
+        if apart and not (builds_of.get(lesson_id, build) if lesson_id else build):
+            beliefs[lesson_id, build] = None  # ZOS's count: the fleet-wide line reaches none of its nodes
+        elif lesson_id is not None and lesson_id in fits:
             fit = fits[lesson_id]
             taken = accepted.get(builds_of.get(lesson_id, build), [])
             beliefs[lesson_id, build] = capacity.fit_belief(fit, bounds=capacity.tightest(taken, fit.residuals)) or fit
@@ -211,10 +215,35 @@ def unread_differs(groups: Iterable[str]) -> dict[str, tuple[float, tuple[int, .
     """Group (build) -> how a node of it no reading tells may differ (capacity.differs): from the nodes a
     proposed probe read (source "probe"), each one's most excess a VM over its group's line where it was read
     (capacity.excess_per_vm); only the groups where one was seen to differ. Only probes' readings count: a
-    buyer's refusal finds the nodes that differ, a probe reads the node its list ranks. Never the fleet-wide
-    group (no version told, ""): its nodes share no ZOS build, so its line is no use they have in common to
-    differ from; its nodes are judged by its line as before (measured: docs/lessons-in-the-month.md)."""
-    groups = sorted({group for group in groups if group})
+    buyer's refusal finds the nodes that differ, a probe reads the node its list ranks. The fleet-wide group
+    (no version told, "") is measured against its line, or, with none or once probes read its nodes apart from
+    it (fleet_wide_apart), against ZOS's count: its nodes share no build, the count is all they surely share."""
+    points = _probe_points(groups)
+    found = {}
+    fleet = points.pop("", None)
+    if fleet is not None:
+        line = _fleet_wide_line(fleet)
+        count = lambda p: capacity.zos_reserve_mru(p.total_mru)  # noqa: E731
+        differs = _differs_from(fleet, count if line is None else _expects(line))
+        if differs is not None:
+            found[""] = differs
+    if not points:
+        return found
+    # Against a prior (a build never refused: no lesson) every node of the build differs alike: a line first.
+    latest = {lesson.build: lesson.pk for lesson in _latest_lessons(exclude=None) if lesson.build in points}
+    points = {build: read for build, read in points.items() if build in latest}
+    keys = {build: belief_key(latest[build], build) for build in points}
+    beliefs = _group_beliefs(set(keys.values()))
+    for build, read in points.items():
+        differs = _differs_from(read, _expects(beliefs[keys[build]]))
+        if differs is not None:
+            found[build] = differs
+    return found
+
+
+def _probe_points(groups: Iterable[str]) -> dict[str, list[capacity.MemoryPoint]]:
+    """Group -> the live readings proposed probes took of its nodes, as points (one query for all groups)."""
+    groups = sorted(set(groups))
     if not groups:
         return {}
     rows = (
@@ -234,33 +263,51 @@ def unread_differs(groups: Iterable[str]) -> dict[str, tuple[float, tuple[int, .
         vm_mru = max(accounted - capacity.zos_reserve_mru(total), 0)
         point = capacity.MemoryPoint(node=node, total_mru=total, vms=vms, vm_mru=vm_mru, actual_mru=total - usable)
         points.setdefault(build, []).append(point)
-    if not points:
-        return {}
-    # Against a prior (a build never refused: no lesson) every node of the build differs alike: a line first.
-    latest = {lesson.build: lesson.pk for lesson in _latest_lessons(exclude=None) if lesson.build in points}
-    points = {build: read for build, read in points.items() if build in latest}
-    keys = {build: belief_key(latest[build], build) for build in points}
-    beliefs = _group_beliefs(set(keys.values()))
-    found = {}
-    for build, read in points.items():
-        belief = beliefs[keys[build]]
-        excess: dict[int, int] = {}
-        for p in read:
-            expected = capacity.expected_beyond(belief, vms=p.vms, total_mru=p.total_mru)
-            if expected is not None:
-                excess[p.node] = max(excess.get(p.node, 0), capacity.excess_per_vm(p, expected))
-        differs = capacity.differs(excess.values())
-        if differs is not None:
-            found[build] = differs
-    return found
+    return points
+
+
+def _expects(belief: capacity.odds.Belief):
+    """point -> the use beyond the VMs' memory `belief` expects where the point was read (None: nothing)."""
+    return lambda p: capacity.expected_beyond(belief, vms=p.vms, total_mru=p.total_mru)
+
+
+def _differs_from(read: list[capacity.MemoryPoint], expected_beyond) -> tuple[float, tuple[int, ...]] | None:
+    """capacity.differs over the nodes read, each one's most excess a VM over `expected_beyond(point)`."""
+    excess: dict[int, int] = {}
+    for p in read:
+        expected = expected_beyond(p)
+        if expected is not None:
+            excess[p.node] = max(excess.get(p.node, 0), capacity.excess_per_vm(p, expected))
+    return capacity.differs(excess.values())
+
+
+def _fleet_wide_line(read: list[capacity.MemoryPoint]) -> capacity.OverheadFit | None:
+    """The fleet-wide group's line, unless the nodes probes read (`read`) part from it (capacity.read_apart)."""
+    line = _fleet_wide_lesson_fit()
+    return None if line is None or capacity.read_apart(read, _expects(line)) else line
+
+
+def _fleet_wide_lesson_fit() -> capacity.OverheadFit | None:
+    lesson = MemoryLesson.objects.filter(build="", reverted_at__isnull=True).order_by("-learnt_at", "-pk").first()
+    return lesson.fit() if lesson is not None else None
+
+
+def fleet_wide_apart() -> bool:
+    """Whether proposed probes read the fleet-wide group's nodes (no version told) apart from its line: two or
+    more used less than it expects where they were read (capacity.read_apart). Its nodes share no build: its
+    line then reaches none of them (memory_model_apply); each keeps its own readings, and one no reading tells is
+    judged by capacity.Unread over ZOS's count (issue 44's world "nodes": the line the nodes that refused drew
+    held every node back, a quarter of the memory unsold). Until then (no probes; or a grid without an rmb-peer
+    whose nodes run one build, the probes then read on the line) its line protects them as before."""
+    line = _fleet_wide_lesson_fit()
+    return line is not None and capacity.read_apart(_probe_points([""]).get("", []), _expects(line))
 
 
 def unread_among(nodes: Iterable[tuple[int, int | None, str | None, int]]) -> frozenset[int]:
     """Of these nodes (pk, memory lesson id, ZOS version, VMs running now), those judged as unread
     (capacity.Unread): no live reading tells them with as many VMs as they run (vms_read), and their group's
     nodes probes read were seen to differ (unread_differs)."""
-    # A node of no lesson and no known version has no belief to doubt (odds 1 where the count allows).
-    nodes = [node for node in nodes if node[1] is not None or belief_key(None, node[2])[1]]
+    nodes = list(nodes)
     if not nodes:
         return frozenset()
     groups = _groups_of({belief_key(lesson, version) for _pk, lesson, version, _running in nodes})

@@ -31,12 +31,13 @@ from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.grid.classify import classify
 from dashboard.lessons.selectors.lessons import memory_observations_live, memory_points_live
-from dashboard.lessons.selectors.odds import own_prior, per_vm_prior
+from dashboard.lessons.selectors.odds import fleet_wide_apart, own_prior, per_vm_prior
 from dashboard.lessons.services.memory_model import (
     LESSON_COLUMNS,
     build_node_pks,
     lesson_current,
     memory_group_turn,
+    memory_model_apply,
     memory_model_refit,
     memory_points,
 )
@@ -284,8 +285,16 @@ def memory_lessons_follow(*, now: datetime | None = None) -> list[str]:
     for build in sorted((_accepted_moved(now=now) | _probes_read(now=now)) - stale):  # a refit refreshed its nodes
         with transaction.atomic():
             memory_group_turn(build)
+            if not build and _fleet_wide_line_held():  # its probes read its nodes apart: its line leaves them
+                memory_model_apply(build=build, lesson=lesson_current(build))
+                node_readings_apply(build=build, now=now)
             figures_follow(build_node_pks(build))
     return sorted(stale)
+
+
+def _fleet_wide_line_held() -> bool:
+    """Whether nodes hold the fleet-wide group's lesson though probes read its nodes apart (fleet_wide_apart)."""
+    return Node.objects.filter(memory_lesson__build="").exists() and fleet_wide_apart()
 
 
 def _probes_read(*, now: datetime) -> set[str]:

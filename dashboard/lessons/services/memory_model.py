@@ -32,6 +32,7 @@ from dashboard.lessons.selectors.lessons import memory_points_live
 from dashboard.lessons.selectors.odds import (
     accepted_by_build,
     beliefs_for,
+    fleet_wide_apart,
     lesson_fits,
     own_prior,
 )
@@ -225,7 +226,8 @@ def memory_lessons_for_new(node_pks: list[int]) -> int:
 def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: list[int] | None = None) -> int:
     """Write the group's lesson onto each of its nodes (or those of `node_pks`) and refresh the
     figures of those it changed."""
-    fit = lesson.fit() if lesson is not None else None
+    # Probes read the fleet-wide group's nodes to differ: they share no build, its line reaches none of them.
+    fit = lesson.fit() if lesson is not None and (build or not fleet_wide_apart()) else None
     # Each observed node's own per-VM figure over its reserve (the largest it saw): where every point is at
     # one VM count, a node that refused itself keeps its own reading, exact on its own size; the hopeful
     # line (capacity.overhead) is for the group's other nodes.
