@@ -10,7 +10,6 @@ from dashboard.api.placement_schemas import PlacementIn, PlacementOut
 from dashboard.api.schemas import ERRORS
 from dashboard.deployments.selectors.placement import placement_for
 from dashboard.deployments.selectors.placement_rules import RulesError, rules_parsed
-from dashboard.lessons.services.lesson_evidence import probes_proposed
 
 router = Router(tags=["fleet"])
 
@@ -37,8 +36,6 @@ def placement(request, size: Query[PlacementIn]):
     except RulesError as exc:
         raise BadInput(str(exc), field=exc.field) from None
     answer = placement_for(cru=size.cru, mru=size.mru, sru=size.sru, best=size.best, rules=rules)
-    # A probe the answer asks for is a proposed one: reported there within its window, it counts as a probe.
-    probes_proposed([v.node_id for v in answer.best if v.probe_first], token=request.auth)
     return {
         "size": {"cru": size.cru, "mru": size.mru, "sru": size.sru},
         "nodes": answer.nodes,

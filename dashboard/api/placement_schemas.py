@@ -62,8 +62,8 @@ class PlacementNodeOut(Schema):
         description="send `probe` there before the slice: the node was never read with as many VMs as it runs, in "
         "a ZOS build whose nodes probes read were seen to differ, and that lowers the odds below 0.999 "
         "(capacity.probe_first). ZOS refuses the probe with the node's usable memory; report it with "
-        "POST /api/v1/deployments (probe: true) within PROBE_WINDOW_HOURS, then ask again: a contract "
-        "created and cancelled instead of a buyer refused",
+        "POST /api/v1/deployments (probe: true), which counts it as a proposed probe while the node still "
+        "wants one, then ask again: a contract created and cancelled instead of a buyer refused",
     )
     probe: dict[str, int] | None = Field(
         None, description="the probe VM when probe_first: cru, mru (more than the node's memory), sru; else null"

@@ -405,6 +405,17 @@ def odds_calibration_now() -> tuple[int, float | None, float | None]:
     return total, brier, ece
 
 
+def probe_wanted(node: Node) -> bool:
+    """Whether placement asks for a probe on the node now (capacity.probe_first): it is judged unread, and that
+    lowers the odds of its next free slice below PROBE_FIRST_BELOW. Read when the probe is reported, so that it
+    counts as a proposed one while placement, a GET, writes nothing."""
+    running = node.slices_rented + node.slices_deployed
+    if node.pk not in unread_among([(node.pk, node.memory_lesson_id, node.zos_version, running)]):
+        return False
+    next_free = node.slices.filter(state=Slice.State.FREE).order_by("index").first()
+    return next_free is not None and capacity.probe_first(vm_odds_now(node, mru=next_free.mru), unread=True)
+
+
 def vm_odds_now(node: Node, *, mru: int, used_mru: int | None = None) -> float:
     """The odds ZOS takes one more VM of `mru` on the node now: on `used_mru` (a reading just taken) or the
     node's last reading, with its rented and deployed slices running. Kept on each deployment sent or

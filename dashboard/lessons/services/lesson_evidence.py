@@ -31,7 +31,7 @@ from dashboard.capacity.plausible import Judgement, usable_judged
 from dashboard.figures.services.node_writes import figures_follow, node_writes
 from dashboard.grid.classify import classify
 from dashboard.lessons.selectors.lessons import memory_observations_live, memory_points_live
-from dashboard.lessons.selectors.odds import fleet_wide_apart, own_prior, per_vm_prior
+from dashboard.lessons.selectors.odds import fleet_wide_apart, own_prior, per_vm_prior, probe_wanted
 from dashboard.lessons.services.memory_model import (
     LESSON_COLUMNS,
     build_node_pks,
@@ -172,9 +172,11 @@ def _node_readings_wanted(*, build: str, now: datetime) -> list[tuple]:
 
 
 def probe_proposed(node: Node, *, at: datetime) -> bool:
-    """Whether the probe list proposed `node` within PROBE_WINDOW_HOURS before `at`."""
+    """Whether the probe list proposed `node` within PROBE_WINDOW_HOURS before `at`, or placement asks for a
+    probe there now (lessons.selectors.odds.probe_wanted)."""
     window = timedelta(hours=settings.PROBE_WINDOW_HOURS)
-    return ProbeProposal.objects.filter(node=node, proposed_at__gte=at - window, proposed_at__lte=at).exists()
+    listed = ProbeProposal.objects.filter(node=node, proposed_at__gte=at - window, proposed_at__lte=at).exists()
+    return listed or probe_wanted(node)
 
 
 def probes_proposed(node_ids: list[int], *, token: ApiToken | None, now: datetime | None = None) -> None:
