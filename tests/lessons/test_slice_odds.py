@@ -283,18 +283,27 @@ def _in_build(node: Node, lesson: MemoryLesson) -> Node:
     return Node.objects.get(pk=node.pk)
 
 
+def _three_in_build(sim_node, first: int, lesson: MemoryLesson) -> list[Node]:
+    """Nodes `first` (16 GiB, the one judged) and the next two (32 GiB, to probe) in the build of `lesson`."""
+    sizes = {"cru": 8, "mru": 16 * GiB}, {"cru": 16, "mru": 32 * GiB}, {"cru": 16, "mru": 32 * GiB}
+    return [_in_build(sim_node(first + i, **size, sru=1000 * GiB, farm_id=79), lesson) for i, size in enumerate(sizes)]
+
+
+def _line(*, build: str = "v-test", per_vm_mru: int = 0) -> MemoryLesson:
+    """A group's lesson from ten refusals of ten nodes around four VMs: ZOS's own 256 MiB, `per_vm_mru` a VM."""
+    return MemoryLesson.objects.create(
+        build=build, own_mru=256 * MiB, per_vm_mru=per_vm_mru, spread_mru=32 * MiB, points=10, nodes=10,
+        mean_vms=4, learnt_at=timezone.now(),
+    )  # fmt: skip
+
+
 def test_an_unread_nodes_last_slices_wait_for_a_probe_where_probes_found_nodes_that_differ(sim_node):
     """Issue 44's worlds "wide" and "nodes": a node never read may run a use of its own, as a share of its
     group's nodes probes read did. Its slices beyond the first are no promise until it is read."""
     from dashboard.lessons.selectors.odds import free_slices_odds, unread_differs
 
-    lesson = MemoryLesson.objects.create(
-        build="v-test", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
-        mean_vms=4, learnt_at=timezone.now(),
-    )  # fmt: skip
-    unread = _in_build(sim_node(3501, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
-    differs = _in_build(sim_node(3502, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
-    alike = _in_build(sim_node(3503, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    lesson = _line()
+    unread, differs, alike = _three_in_build(sim_node, 3501, lesson)
     figures_refresh([unread.pk])
     before = Node.objects.get(pk=unread.pk).deployable
     assert before >= 3
@@ -338,13 +347,8 @@ def test_the_hourly_follow_refreshes_a_build_a_probe_read(sim_node):
     memory_lessons_follow refreshes the build's nodes (none is refreshed by hand here)."""
     from dashboard.lessons.services.lesson_evidence import memory_lessons_follow
 
-    lesson = MemoryLesson.objects.create(
-        build="v-test", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
-        mean_vms=4, learnt_at=timezone.now(),
-    )  # fmt: skip
-    unread = _in_build(sim_node(3511, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
-    differs = _in_build(sim_node(3512, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
-    second = _in_build(sim_node(3513, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    lesson = _line()
+    unread, differs, second = _three_in_build(sim_node, 3511, lesson)
     figures_refresh([unread.pk])
     before = Node.objects.get(pk=unread.pk).deployable
     for node in (differs, second):  # two nodes: one alone is one voice (capacity.DIFFERS_MIN_NODES)
@@ -359,10 +363,7 @@ def _fleet_wide_lesson(sim_node, first: int) -> tuple[MemoryLesson, Node, Node, 
     on three of its nodes: one of 16 GiB to judge, two of 32 GiB to probe."""
     from dashboard.lessons.services.memory_model import memory_model_apply
 
-    lesson = MemoryLesson.objects.create(
-        build="", own_mru=256 * MiB, per_vm_mru=2 * GiB, spread_mru=32 * MiB, points=10, nodes=10,
-        mean_vms=4, learnt_at=timezone.now(),
-    )  # fmt: skip
+    lesson = _line(build="", per_vm_mru=2 * GiB)
     judged = sim_node(first, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79)
     probed = [sim_node(first + i, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79) for i in (1, 2)]
     memory_model_apply(build="", lesson=lesson)
@@ -426,17 +427,14 @@ def test_a_build_with_no_line_yet_has_no_nodes_that_differ_from_it(sim_node):
     assert unread_differs(["v-unlearnt"]) == {}
 
 
-def _differing_build(sim_node, first: int) -> MemoryLesson:
-    """A build whose line says 256 MiB beyond the VMs, where probes read two nodes (`first`, `first` + 1) that use
-    2 GiB more a VM: its nodes differ (capacity.differs), so a node no reading tells is judged by capacity.Unread."""
-    lesson = MemoryLesson.objects.create(
-        build="v-test", own_mru=256 * MiB, per_vm_mru=0, spread_mru=32 * MiB, points=10, nodes=10,
-        mean_vms=4, learnt_at=timezone.now(),
-    )  # fmt: skip
-    for grid_id in (first, first + 1):
-        node = _in_build(sim_node(grid_id, cru=16, mru=32 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+def _differing_build(sim_node, first: int) -> tuple[MemoryLesson, Node]:
+    """A build whose line says 256 MiB beyond the VMs, where probes read two nodes that use 2 GiB more a VM: its
+    nodes differ (capacity.differs), so its node `first` (16 GiB, no reading) is judged by capacity.Unread."""
+    lesson = _line()
+    judged, *probed = _three_in_build(sim_node, first, lesson)
+    for node in probed:
         _probe_read(node, vms=4, vm_mru=16 * GiB, beyond=256 * MiB + 8 * GiB)
-    return lesson
+    return lesson, judged
 
 
 def test_a_reading_tells_a_node_only_with_as_many_vms_as_it_ran(sim_node):
@@ -445,8 +443,7 @@ def test_a_reading_tells_a_node_only_with_as_many_vms_as_it_ran(sim_node):
     on nodes read with fewer VMs than they ran when refused)."""
     from dashboard.lessons.selectors.odds import unread_among
 
-    lesson = _differing_build(sim_node, 3541)
-    node = _in_build(sim_node(3543, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    lesson, node = _differing_build(sim_node, 3541)
     row = (node.pk, lesson.pk, "v-test")
     assert unread_among([(*row, 0)]) == {node.pk}
     _probe_read(node, vms=1, vm_mru=4 * GiB, beyond=256 * MiB)
@@ -458,31 +455,35 @@ def test_a_reading_tells_a_node_only_with_as_many_vms_as_it_ran(sim_node):
 
 def test_placement_asks_for_a_probe_before_a_slice_a_missing_reading_puts_in_doubt(api_call, api_token, sim_node):
     """The deployer probes such a node before the buyer's VM (capacity.probe_first): a contract created and
-    cancelled instead of a buyer refused. The answer names the probe VM and keeps the node as proposed, so the
-    probe's report counts as a probe; once read with the VMs it runs, the node is judged on its reading."""
+    cancelled instead of a buyer refused. The answer names the probe VM and writes nothing (a GET); the probe's
+    report counts as a proposed probe while the node still wants one; once read with the VMs it runs, the node
+    is judged on its reading."""
     from dashboard.capacity import PROBE_BEYOND_MRU, zos_reserve_mru
     from dashboard.lessons.services.lesson_evidence import probe_proposed
+    from dashboard.models import ProbeProposal
 
-    lesson = _differing_build(sim_node, 3551)
-    node = _in_build(sim_node(3553, cru=8, mru=16 * GiB, sru=1000 * GiB, farm_id=79), lesson)
+    _lesson, node = _differing_build(sim_node, 3551)
     first_two = node.slices.filter(index__lt=2)
     running = sum(first_two.values_list("mru", flat=True))
     first_two.update(state="rented")
     Node.objects.filter(pk=node.pk).update(used_mru=zos_reserve_mru(node.total_mru) + running)
     figures_refresh([node.pk])
     size = node.slices.get(index=2)
-    query = {"cru": size.cru, "mru": size.mru, "sru": size.sru}
 
-    (host,) = [b for b in api_call("get", "/api/v1/placement", api_token("read"), **query).json()["best"]
-               if b["node_id"] == node.grid_id]  # fmt: skip
-    assert host["odds"] < 0.999 and host["probe_first"] is True
-    assert host["probe"] == {"cru": 1, "mru": node.total_mru + PROBE_BEYOND_MRU, "sru": 0}
-    assert probe_proposed(node, at=timezone.now())
+    def host() -> dict:
+        best = api_call("get", "/api/v1/placement", api_token("read"), cru=size.cru, mru=size.mru, sru=size.sru)
+        return next(b for b in best.json()["best"] if b["node_id"] == node.grid_id)
+
+    asked = host()
+    assert asked["odds"] < 0.999 and asked["probe_first"] is True
+    assert asked["probe"] == {"cru": 1, "mru": node.total_mru + PROBE_BEYOND_MRU, "sru": 0}
+    assert ProbeProposal.objects.count() == 0
+    assert probe_proposed(Node.objects.get(pk=node.pk), at=timezone.now())
 
     _probe_read(node, vms=2, vm_mru=running, beyond=256 * MiB)  # on its line
-    (host,) = [b for b in api_call("get", "/api/v1/placement", api_token("read"), **query).json()["best"]
-               if b["node_id"] == node.grid_id]  # fmt: skip
-    assert host["probe_first"] is False and host["probe"] is None and host["odds"] >= 0.999
+    answered = host()
+    assert answered["probe_first"] is False and answered["probe"] is None and answered["odds"] >= 0.999
+    assert not probe_proposed(Node.objects.get(pk=node.pk), at=timezone.now())
 
 
 def test_a_surely_placed_host_asks_for_no_probe(api_call, api_token, sim_node):
