@@ -131,12 +131,10 @@ class MonthEvidence:
             if witness.vouched_by != PROPOSED_PROBE:
                 continue
             p = witness.point
-            # The fleet-wide group with no line, or read apart from it: ZOS's count is the one line its nodes share.
-            expected = (
-                memory.expected_beyond(group, vms=p.vms, total_mru=p.total_mru)
-                if group or (group in memory.fits and group not in memory.apart)
-                else capacity.zos_reserve_mru(p.total_mru)
-            )
+            expected = memory.expected_beyond(group, vms=p.vms, total_mru=p.total_mru)
+            if expected is None and not group:
+                # The fleet-wide group with no line, or read apart from it: ZOS's count is all its nodes share.
+                expected = capacity.zos_reserve_mru(p.total_mru)
             if expected is None:
                 continue
             excess[p.node] = max(excess.get(p.node, 0), capacity.excess_per_vm(p, expected))

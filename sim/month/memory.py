@@ -35,9 +35,8 @@ class FleetMemory:
     # (node, VMs running) -> the least room beyond the VMs' memory of a deployment ZOS took there.
     taken: dict[str, dict[tuple[int, int], int]] = field(default_factory=dict)
     beliefs: dict[str, object] = field(default_factory=dict)
-    apart: set[str] = field(
-        default_factory=set
-    )  # groups whose line reaches no node (the fleet-wide one, once its nodes differ)
+    # Groups whose line reaches no node: the fleet-wide one, once probes read its nodes apart from it.
+    apart: set[str] = field(default_factory=set)
 
     def observe(self, group: str, point: capacity.MemoryPoint, *, per_vm: int) -> capacity.OverheadFit | None:
         """One refusal's point: the group fitted again (None when the point cannot fit a line)."""

@@ -257,8 +257,8 @@ class Run:
 
     def _unread_differs(self, node: SimNode) -> tuple[float, tuple[int, ...]] | None:
         """For a node no reading tells at the VMs it runs now, how its group's nodes probes read were seen to
-        differ (capacity.differs); None for a node read with as many VMs or more, where probes read none that
-        differ, and in the fleet-wide group (no build told: lessons.selectors.odds.unread_differs says why)."""
+        differ (capacity.differs, lessons.selectors.odds.unread_among); None for a node read with as many VMs or
+        more, and where probes read none that differ."""
         group = node.spec.told_build
         if not self.probes:
             return None

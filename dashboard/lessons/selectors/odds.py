@@ -189,9 +189,9 @@ def belief_key(lesson_id: int | None, zos_version: str | None, *, unread: bool =
     return (*key, "unread") if unread else key
 
 
-def node_belief(node: Node, *, running: int | None = None) -> capacity.odds.Belief:
-    """The belief the node's odds are judged by, with `running` VMs (default: its rented and deployed slices)."""
-    running = node.slices_rented + node.slices_deployed if running is None else running
+def node_belief(node: Node) -> capacity.odds.Belief:
+    """The belief the node's odds are judged by, with its rented and deployed slices running."""
+    running = node.slices_rented + node.slices_deployed
     unread = node.pk in unread_among([(node.pk, node.memory_lesson_id, node.zos_version, running)])
     key = belief_key(node.memory_lesson_id, node.zos_version, unread=unread)
     return beliefs_for([key])[key]
@@ -222,9 +222,9 @@ def unread_differs(groups: Iterable[str]) -> dict[str, tuple[float, tuple[int, .
     found = {}
     fleet = points.pop("", None)
     if fleet is not None:
-        line = _fleet_wide_line(fleet)
-        count = lambda p: capacity.zos_reserve_mru(p.total_mru)  # noqa: E731
-        differs = _differs_from(fleet, count if line is None else _expects(line))
+        line = _fleet_wide_lesson_fit()
+        apart = line is None or capacity.read_apart(fleet, _expects(line))
+        differs = _differs_from(fleet, _count_beyond if apart else _expects(line))
         if differs is not None:
             found[""] = differs
     if not points:
@@ -281,10 +281,9 @@ def _differs_from(read: list[capacity.MemoryPoint], expected_beyond) -> tuple[fl
     return capacity.differs(excess.values())
 
 
-def _fleet_wide_line(read: list[capacity.MemoryPoint]) -> capacity.OverheadFit | None:
-    """The fleet-wide group's line, unless the nodes probes read (`read`) part from it (capacity.read_apart)."""
-    line = _fleet_wide_lesson_fit()
-    return None if line is None or capacity.read_apart(read, _expects(line)) else line
+def _count_beyond(point: capacity.MemoryPoint) -> int:
+    """What ZOS's count expects beyond the VMs' memory where `point` was read: the reserve."""
+    return capacity.zos_reserve_mru(point.total_mru)
 
 
 def _fleet_wide_lesson_fit() -> capacity.OverheadFit | None:

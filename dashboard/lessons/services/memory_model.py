@@ -226,7 +226,7 @@ def memory_lessons_for_new(node_pks: list[int]) -> int:
 def memory_model_apply(*, build: str, lesson: MemoryLesson | None, node_pks: list[int] | None = None) -> int:
     """Write the group's lesson onto each of its nodes (or those of `node_pks`) and refresh the
     figures of those it changed."""
-    # Probes read the fleet-wide group's nodes to differ: they share no build, its line reaches none of them.
+    # Probes read the fleet-wide group's nodes apart from its line: they share no build, it reaches none of them.
     fit = lesson.fit() if lesson is not None and (build or not fleet_wide_apart()) else None
     # Each observed node's own per-VM figure over its reserve (the largest it saw): where every point is at
     # one VM count, a node that refused itself keeps its own reading, exact on its own size; the hopeful
