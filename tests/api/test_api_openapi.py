@@ -1,5 +1,7 @@
 """/api/v1/openapi.json is a valid OpenAPI document listing every endpoint; /api/v1/docs shows it."""
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -76,3 +78,16 @@ def test_a_refused_filter_is_a_documented_400(client, api_call, api_token, path)
     assert response.status_code == 400
     operation = "/api/v1/jobs" if "waves" not in path else "/api/v1/jobs/{job_id}/waves"
     assert "400" in client.get("/api/v1/openapi.json").json()["paths"][operation]["get"]["responses"]
+
+
+def test_the_document_is_made_once_and_no_caller_changes_what_the_next_reads(client):
+    from dashboard.api.main import api
+
+    first = api.get_openapi_schema(path_prefix="/api/v1/")
+    first["paths"].clear()
+    first["info"]["title"] = "changed by a caller"
+    again = api.get_openapi_schema(path_prefix="/api/v1/")
+    assert again["info"]["title"] == "Slice catalog dashboard API"
+    assert ("get", "/api/v1/fleet") in {(m, p) for p, item in again["paths"].items() for m in item}
+    served = client.get("/api/v1/openapi.json").json()
+    assert served == json.loads(json.dumps(api.get_openapi_schema(path_prefix="/api/v1/")))
