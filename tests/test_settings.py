@@ -235,6 +235,7 @@ def production_env(tmp_path) -> dict:
     )
 
 
+@pytest.mark.slow  # a second and a half: `check --deploy` in a process of its own
 def test_it_passes_the_deployment_checks_with_production_settings(tmp_path):
     done = manage("check", "--deploy", "--fail-level", "WARNING", env=production_env(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr

@@ -7,6 +7,7 @@ Grid Proxy hides them: the carve sees the SSD total alone), still checked on the
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -60,6 +61,7 @@ def test_it_leaves_no_room_for_one_more_slice_on_a_single_pool(node):
     assert {"memory": "mru", "disk": "sru"}[refused_on] == result.limited_by
 
 
+@pytest.mark.slow  # a second even at the quick profile's examples
 @SETTINGS
 @given(sane_nodes(), st.data())
 def test_it_re_carves_around_deployed_slices_so_that_all_still_deploy(node, data):

@@ -95,6 +95,7 @@ def test_it_answers_need_two_or_more_after_one_vm(sim_node):
     assert "need two or more VMs (at different counts) to tell reserve from per-VM overhead" in result.words
 
 
+@pytest.mark.slow  # over a second: a fleet deployed full, slice by slice
 @pytest.mark.django_db
 def test_it_lists_the_flagged_nodes_of_the_fleet(sim_node):
     _refused(sim_node(2877, cru=24, mru=64 * GiB, sru=1863 * GiB, per_vm_overhead_mru=GiB))
