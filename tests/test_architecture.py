@@ -51,6 +51,11 @@ def _nodes(path: Path) -> tuple[ast.AST, ...]:
     return tuple(ast.walk(ast.parse(path.read_text())))
 
 
+def _walked(source: str | Path) -> tuple[ast.AST, ...]:
+    """The nodes of a file (parsed once, _nodes) or of a source text (a scan's own test)."""
+    return _nodes(source) if isinstance(source, Path) else tuple(ast.walk(ast.parse(source)))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def module_trees_forgotten():
     yield
@@ -322,6 +327,7 @@ def test_the_long_functions_list_names_only_functions_still_too_long():
     assert cut == [], f"split, so take them off LONG_FUNCTIONS_NOT_YET_SPLIT: {cut}"
 
 
+@pytest.mark.slow  # it parses every file of the suite and the bench, which no other test here reads
 def test_no_function_of_the_suite_or_the_measurements_is_over_80_lines():
     for where, lines in _function_lengths([ROOT / "bench", ROOT / "tests"]).items():
         assert lines <= TEST_FUNCTION_MAX_LINES, f"{where} has {lines} lines; split it by concern"
@@ -423,10 +429,10 @@ def test_the_audit_trail_is_written_in_one_module():
     assert writers == {"dashboard/access/services/audit_trail.py"}
 
 
-def _node_store_calls(source: str) -> list[str]:
+def _node_store_calls(source: str | Path) -> list[str]:
     """Where this source calls figures.services.figures' store or lock: figures_refresh(...), nodes_lock(...), by name or attribute."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in _walked(source):
         if isinstance(node, ast.Call):
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             if name in NODE_STORE:
@@ -455,7 +461,7 @@ def test_nodes_are_written_through_one_block():
         str(path.relative_to(ROOT))
         for room in PRODUCT
         for path in room.rglob("*.py")
-        if "migrations" not in path.parts and _node_store_calls(path.read_text())
+        if "migrations" not in path.parts and _node_store_calls(path)
     }
     assert writers == {"dashboard/figures/services/figures.py", "dashboard/figures/services/node_writes.py"}
 
@@ -590,11 +596,11 @@ def test_a_registration_is_checked_and_carved_in_one_place():
     assert len(calls) == 2, calls
 
 
-def _node_answers_asked(source: str) -> list[str]:
+def _node_answers_asked(source: str | Path) -> list[str]:
     """Where this source asks a node its pools or build (`.storage_pools(`, `.zos_version(`) of anything but
     the RMB door, which the product names `rmb` (`rmb = get_rmb()`) and which calls itself `self`."""
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in _walked(source):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             receiver = node.func.value
             door = isinstance(receiver, ast.Name) and receiver.id in {"rmb", "self"}
@@ -619,16 +625,16 @@ def test_the_product_asks_a_node_its_pools_and_build_through_the_rmb_door_only()
         f"{path.relative_to(ROOT)}:{where}"
         for path in sorted(PACKAGE.rglob("*.py"))
         if "migrations" not in path.parts
-        for where in _node_answers_asked(path.read_text())
+        for where in _node_answers_asked(path)
     ]
     assert found == []
 
 
-def _posts_guarded_by_hand(source: str) -> list[str]:
+def _posts_guarded_by_hand(source: str | Path) -> list[str]:
     """Functions in this source decorated with require_POST themselves (not through views.action)."""
     return [
         f"{node.lineno}: {node.name}"
-        for node in ast.walk(ast.parse(source))
+        for node in _walked(source)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and any(ast.unparse(d).split("(")[0].endswith("require_POST") for d in node.decorator_list)
     ]
@@ -653,6 +659,6 @@ def test_every_button_is_guarded_by_the_one_action_decorator():
         f"{path.relative_to(ROOT)}:{where}"
         for path in sorted((PACKAGE / "views").glob("*.py"))
         if path.name != "action.py"
-        for where in _posts_guarded_by_hand(path.read_text())
+        for where in _posts_guarded_by_hand(path)
     ]
     assert found == []
