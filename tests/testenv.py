@@ -157,5 +157,13 @@ def pytest_configure(config):
     them in DIR instead (to look at a failure's files); xdist hands each worker a folder inside its
     controller's. The name stays short: a test's folder must hold a unix socket's path (107 bytes)."""
     if config.option.basetemp is None:
-        config.option.basetemp = tempfile.mkdtemp(prefix="pytest-")
-        atexit.register(shutil.rmtree, config.option.basetemp, ignore_errors=True)
+        run = tempfile.mkdtemp(prefix="pytest-")
+        atexit.register(shutil.rmtree, run, ignore_errors=True)
+        config.option.basetemp = os.path.join(run, "b")
+        # Every process the run starts (xdist's workers, Celery workers, servers) inherits a TMPDIR in the
+        # run's folder too: what a process killed on purpose cannot clean up (a SIGKILLed worker's
+        # multiprocessing "pymp-" folder) goes with the run instead of staying in /tmp (issue 46). Beside
+        # the basetemp, not in it: pytest empties a given basetemp when it first makes a tmp_path.
+        os.environ["TMPDIR"] = os.path.join(run, "tmp")
+        os.mkdir(os.environ["TMPDIR"])
+        tempfile.tempdir = None  # asked again: this process's own temporary files go there as well
