@@ -59,7 +59,7 @@ def _entries_read(
     for position, item in enumerate(payload, start=1):
         label = entry_label(item, position)
         try:
-            node = parse_node(item)
+            node = parse_node(item, listed=True)
         except MalformedPayload as exc:
             skipped.append((label, str(exc)))
             continue

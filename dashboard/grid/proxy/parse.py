@@ -243,13 +243,19 @@ def _timestamp(payload: dict, key: str, *, where: str) -> int | None:
 # --- pure parsers ------------------------------------------------------------------------
 
 
-def parse_node(payload: Any) -> NodeCapacity:
-    """One node from GET /nodes/{id} (nested `capacity`) or one entry of GET /nodes (flat)."""
+def parse_node(payload: Any, *, listed: bool = False) -> NodeCapacity:
+    """One node from GET /nodes/{id} (nested `capacity`) or one entry of GET /nodes (flat).
+
+    `listed`: an entry of GET /nodes, whose capacity is flat (tfgrid-sdk-go grid-proxy pkg/types `Node`, which
+    has no `capacity`): a `capacity` key there is a field the list does not define, not read, as any other
+    unknown field. Without it, a payload with `capacity` is read as GET /nodes/{id}'s
+    `NodeWithNestedCapacity`.
+    """
     if not isinstance(payload, dict):
         raise MalformedPayload(f"node payload is {describe(payload)}, must be a JSON object")
     node_id = _identifier(payload, "nodeId", where="node payload", required=True)
     where = f"node {node_id}"
-    if "capacity" in payload:
+    if "capacity" in payload and not listed:
         capacity = payload["capacity"]
         if not isinstance(capacity, dict):
             raise MalformedPayload(f"{where}: capacity is {describe(capacity)}, must be an object")
