@@ -69,7 +69,7 @@ test: install lint
 bench-test: install
 	$(BIN)/python -m pytest bench/tests
 
-# The quick loop (aim: under 2 minutes on 2 cores, issue 46; 1:46 after its moves, 2:03 to 2:14 at 3,460 tests on
+# The quick loop (aim: under 2 minutes on 2 cores, issue 46; 1:46 after its moves, 1:52 to 2:14 at 3,460 tests on
 # 2026-12-07, the machine's own noise ±10 %): all but the tests marked
 # slow, worker or browser (a test that takes a second or more on its own is marked slow, docs/testing.md).
 # It keeps its test databases between runs (--reuse-db: migrate applies only what is new), as creating
