@@ -252,3 +252,9 @@ def test_a_list_entry_with_a_capacity_field_of_its_own_is_read_by_its_flat_capac
     assert parse_node(entry, listed=True) == parse_node(TODAY, listed=True) == parse_node(TODAY)
     with pytest.raises(MalformedPayload, match=r"capacity is a list, must be an object"):
         parse_node(entry)
+    # A list entry with only a nested capacity is not the list's shape: refused, naming what it lacks.
+    nested_only = {key: value for key, value in TODAY.items() if key not in ("total_resources", "used_resources")}
+    nested_only["capacity"] = {"total_resources": TODAY["total_resources"], "used_resources": TODAY["used_resources"]}
+    with pytest.raises(MalformedPayload, match=r"has neither capacity.total_resources .* nor total_resources"):
+        parse_node(nested_only, listed=True)
+    assert parse_node(nested_only) == parse_node(TODAY)
