@@ -256,6 +256,9 @@ def _probe_points(groups: Iterable[str]) -> dict[str, list[capacity.MemoryPoint]
             usable_mru__isnull=False,
             accounted_mru__isnull=False,
         )
+        # Unordered: what is read of the points (each node's most excess, a set of nodes) does not hang on
+        # their order, and Observation's own order joins every node to sort by its grid id.
+        .order_by()
         .values_list("zos_build", "node_id", "total_mru", "accounted_mru", "usable_mru", "vm_count")
     )
     points: dict[str, list[capacity.MemoryPoint]] = {}
