@@ -1010,8 +1010,9 @@ class Observation(models.Model):
 
 
 class ProbeProposal(models.Model):
-    """A node the probe list (GET /api/v1/probes, the probes page) proposed: a probe's refusal reported
-    there within PROBE_WINDOW_HOURS counts as a probe, the product's own question answered."""
+    """A node the probe list proposed to the program that took it (POST /api/v1/probes; GET and the probes
+    page only read): a probe's refusal reported there within PROBE_WINDOW_HOURS counts as a probe, the
+    product's own question answered."""
 
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="+")
     proposed_at = models.DateTimeField(db_index=True)

@@ -37,6 +37,7 @@ WRITE_OPERATIONS = (
     "nodes.withhold",
     "nodes.withhold-release",
     "holds.create",
+    "probes.take",
     "jobs.waves-approve",
     "jobs.waves-resume",
     "jobs.waves-stop",

@@ -4,7 +4,6 @@ lessons.selectors.probes the API's GET /api/v1/probes reads)."""
 from django.shortcuts import render
 
 from dashboard.lessons.selectors.probes import probes_to_send
-from dashboard.lessons.services.lesson_evidence import probes_proposed
 from dashboard.views.page import page
 
 PROBES_SHOWN = 20
@@ -12,7 +11,7 @@ PROBES_SHOWN = 20
 
 @page("dashboard.view_node")
 def probe_list(request):
+    # Read only: a page view keeps nothing. The program that sends the probes takes them with POST
+    # /api/v1/probes, which keeps each node as proposed so its probe counts as one (api.probes).
     listed = probes_to_send(limit=PROBES_SHOWN)
-    # Proposed by the product: a probe reported on one of these within its window counts as a probe.
-    probes_proposed([p.node_id for p in listed], token=None)
     return render(request, "dashboard/probes.html", {"section": "failed", "probes": listed})

@@ -12,6 +12,7 @@ ENDPOINTS = {
     ("get", "/api/v1/nodes/{node_id}"),
     ("get", "/api/v1/placement"),
     ("get", "/api/v1/probes"),
+    ("post", "/api/v1/probes"),
     ("post", "/api/v1/nodes/{node_id}/precheck"),
     ("post", "/api/v1/nodes/{node_id}/reregister"),
     ("get", "/api/v1/jobs"),

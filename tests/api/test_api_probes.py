@@ -1,5 +1,6 @@
 """Probes (issue 32): GET /api/v1/probes lists the nodes whose memory would teach the most, with a VM ZOS
-always refuses; its refusal, reported as a probe, teaches the node's ZOS build and counts as no failure."""
+always refuses; its refusal, reported as a probe, teaches the node's ZOS build and counts as no failure.
+The sender takes the list with POST /api/v1/probes (the nodes kept as proposed); the GET only reads."""
 
 from datetime import UTC, datetime
 
@@ -10,7 +11,7 @@ from dashboard.capacity import GiB, SliceSize
 from dashboard.deployments.selectors.deployments import failed_deployments
 from dashboard.deployments.services.deploy import slice_deploy
 from dashboard.grid.types import DeploymentFailed
-from dashboard.models import Deployment, Node, Observation
+from dashboard.models import Deployment, Node, Observation, ProbeProposal
 from tests.conftest import rolled_back_after, sim_node_add, simgrid_copy
 
 pytestmark = pytest.mark.django_db
@@ -32,6 +33,13 @@ def _sent(sim_node, probe: dict) -> str:
     with pytest.raises(DeploymentFailed) as refused:
         sim_node.grid.deploy_vm(probe["node_id"], size, name="probe1")
     return refused.value.raw
+
+
+def _taken(api_call, token) -> list[dict]:
+    """The probes the sender takes to send (POST: each node kept as proposed)."""
+    response = api_call("post", "/api/v1/probes", token)
+    assert response.status_code == 200, response.json()
+    return response.json()["probes"]
 
 
 def _report(api_call, token, probe: dict, error: str, **extra):
@@ -88,20 +96,21 @@ class TestABusyNode:
         _node(sim_node, 3504, running=6)
         other = _node(sim_node, 3503, running=0)
         # Every node running VMs that no reading tells is listed, the most uncertain (the more VMs) first.
-        listed = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        token = api_token("report")
+        listed = _taken(api_call, token)
         assert [p["node_id"] for p in listed] == [3501, 3504]
         probe = listed[0]
 
-        response = _report(api_call, api_token("report"), probe, _sent(sim_node, probe))
+        response = _report(api_call, token, probe, _sent(sim_node, probe))
 
         assert response.status_code == 201, response.json()
         assert response.json()["deployment"]["state"] == "probed"
         # One probe is one source: its node alone (issue 44); the list then proposes only the node not read yet.
         scopes = (Node.objects.get(pk=first.pk).memory_lesson_scope, Node.objects.get(pk=other.pk).memory_lesson_scope)
         assert scopes == ("own", "")
-        (second,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        (second,) = _taken(api_call, token)
         assert second["node_id"] == 3504
-        response = _report(api_call, api_token("report"), second, _sent(sim_node, second), marketplace_id="probe-2")
+        response = _report(api_call, token, second, _sent(sim_node, second), marketplace_id="probe-2")
         assert response.status_code == 201, response.json()
         assert Observation.objects.filter(kind="memory", source="probe", standing="group").count() == 2
         assert Node.objects.get(pk=other.pk).memory_lesson_scope == "build"
@@ -120,17 +129,46 @@ class TestABusyNode:
         assert (observation.source, observation.vouched_by) == ("reported", f"account {observation.reported_by_id}")
 
     def test_a_probe_reported_twice_is_one_record(self, busy, api_call, api_token, sim_node):
-        (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
-        error = _sent(sim_node, probe)
         token = api_token("report")
+        (probe,) = _taken(api_call, token)
+        error = _sent(sim_node, probe)
         assert [_report(api_call, token, probe, error).status_code for _ in range(2)] == [201, 200]
         assert Deployment.objects.filter(state=Deployment.State.PROBED).count() == 1
 
     def test_a_probe_must_report_zos_memory_refusal(self, busy, api_call, api_token, sim_node):
-        (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
-        response = _report(api_call, api_token("report"), probe, "vm deployment entered error state")
+        token = api_token("report")
+        (probe,) = _taken(api_call, token)
+        response = _report(api_call, token, probe, "vm deployment entered error state")
         assert (response.status_code, response.json()["field"]) == (400, "error")
         assert not Deployment.objects.exists() or not Deployment.objects.filter(state="probed").exists()
+
+    def test_the_get_only_reads_and_a_probe_after_it_alone_is_a_plain_report(self, busy, api_call, api_token, sim_node):
+        # A read token, a prefetch, a dashboard polling the list: none of them proposes a probe.
+        (probe,) = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        assert probe["node_id"] == busy.grid_id
+        assert ProbeProposal.objects.count() == 0
+        response = _report(api_call, api_token("report"), probe, _sent(sim_node, probe))
+        assert response.status_code == 201, response.json()
+        assert "taken as a plain report" in response.json()["words"]
+
+    def test_taking_the_list_keeps_each_node_listed_as_proposed_by_its_token(self, busy, api_call, api_token, sim_node):
+        _node(sim_node, 3504, running=6)
+        deployments = list(Deployment.objects.values_list("pk", "state"))
+        token = api_token("report")
+        token_pk = api_token.tokens[-1].pk
+        listed = api_call("get", "/api/v1/probes", api_token("read")).json()["probes"]
+        assert _taken(api_call, token) == listed  # the same list as the GET reads
+        kept = ProbeProposal.objects.values_list("node__grid_id", "token_id")
+        assert sorted(kept) == [(3501, token_pk), (3504, token_pk)]
+        assert _taken(api_call, token) == listed  # a second take (a double click) keeps it again, nothing more
+        assert ProbeProposal.objects.count() == 4
+        assert list(Deployment.objects.values_list("pk", "state")) == deployments  # taking sends nothing
+
+    def test_the_limit_bounds_what_is_taken(self, busy, api_call, api_token, sim_node):
+        _node(sim_node, 3504, running=6)
+        response = api_call("post", "/api/v1/probes?limit=1", api_token("report"))
+        assert [p["node_id"] for p in response.json()["probes"]] == [3501]
+        assert list(ProbeProposal.objects.values_list("node__grid_id", flat=True)) == [3501]
 
 
 def test_a_report_that_is_no_probe_still_needs_its_slice(api_call, api_token, sim_node):
@@ -142,3 +180,17 @@ def test_a_report_that_is_no_probe_still_needs_its_slice(api_call, api_token, si
 
 def test_probes_want_a_token(api_call):
     assert api_call("get", "/api/v1/probes").status_code == 401
+    assert api_call("post", "/api/v1/probes").status_code == 401
+
+
+@pytest.mark.parametrize("limit", ["0", "101", "x"])
+def test_a_bad_limit_is_refused_and_keeps_nothing(api_call, api_token, limit):
+    assert api_call("post", f"/api/v1/probes?limit={limit}", api_token("report")).status_code in (400, 422)
+    assert ProbeProposal.objects.count() == 0
+
+
+def test_a_read_token_may_read_the_list_but_not_take_it(api_call, api_token):
+    token = api_token("read")
+    assert api_call("get", "/api/v1/probes", token).status_code == 200
+    assert api_call("post", "/api/v1/probes", token).status_code == 403
+    assert ProbeProposal.objects.count() == 0

@@ -23,6 +23,7 @@ from dashboard.models import (
     NodeWithhold,
     Observation,
     PoolReport,
+    ProbeProposal,
     Slice,
     WaveRun,
 )
@@ -72,6 +73,7 @@ def rows() -> dict:
             list(Node.objects.values_list("withheld_reason", "phantom_reasons")),
         ),
         "holds": Hold.objects.count(),
+        "probes proposed": ProbeProposal.objects.count(),
         "waves": list(WaveRun.objects.values_list("pk", "state", "spent_at_resume", "rollback")),
     }
 
@@ -118,6 +120,8 @@ CALLS = {
 }
 for _action in ("approve", "resume", "stop"):
     CALLS[f"jobs.waves-{_action}"] = ("act", "/api/v1/jobs/{job}/waves/" + _action, lambda: None)
+# Node 1774 runs a VM no reading tells: the list proposes it, and taking the list keeps it as proposed.
+CALLS["probes.take"] = ("report", "/api/v1/probes", lambda: None)
 CALLS["jobs.rollback"] = ("act", "/api/v1/jobs/{job}/rollback", lambda: None)
 CALLS["jobs.node-rollback"] = ("act", "/api/v1/jobs/{job}/rollback/1774", lambda: None)
 METHODS = {"nodes.pools": "put", "nodes.withhold-release": "delete"}  # the others are POSTs

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from dashboard.models import MemoryLesson, Node
+from dashboard.models import MemoryLesson, Node, ProbeProposal
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +20,9 @@ def test_the_page_lists_the_same_probes_as_the_api(support_client, api_call, api
     assert [p["node_id"] for p in api] == [2877]
     assert 'data-node="2877"' in page and "v3.14.0-sim" in page
     assert MemoryLesson.objects.count() == 0  # nothing learnt yet: the build is as uncertain as can be
+    # Both only read: the sender takes the list with POST /api/v1/probes (tests/api/test_api_probes.py).
+    assert ProbeProposal.objects.count() == 0
+    assert "POST /api/v1/probes" in page
 
 
 def test_the_page_says_so_when_there_is_nothing_to_probe(support_client):
