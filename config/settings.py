@@ -153,6 +153,12 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 600, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 660, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A job the worker is running when the broker's connection drops runs on: its writes go to PostgreSQL, not
+# the broker, and the message that comes back (unacked, acks_late) finds its job finished or heartbeating and
+# claims nothing (jobs.services.jobs.job_claim). Cancelling it (Celery 6's default) would throw away work
+# half done for a redelivery to start again. Said here, so Celery 6 changes nothing behind our back (Celery 5
+# still warns on each connection loss while it is off: its logging setup forces its own warnings on).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # A running job must write a heartbeat at least this often; the reaper fails it after this.
 JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 120, minimum=5)
 # A queued job no worker took within this long is failed by the reaper (no worker running?). It must

@@ -329,3 +329,10 @@ def test_it_reads_per_farm_alert_routes_and_refuses_a_malformed_one(tmp_path):
         "7": ["json://x.example.com/b"],
     }
     assert "ALERT_FARM_URLS" in bad and "secret" not in bad
+
+
+def test_a_job_running_when_the_broker_drops_runs_on():
+    # RELIABILITY.md "Broker restarted while a job runs": Celery 6 would cancel it by default.
+    from config.celery import app
+
+    assert app.conf.worker_cancel_long_running_tasks_on_connection_loss is False
