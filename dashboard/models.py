@@ -4,6 +4,7 @@ Invariants live in the database as constraints, not only in Python: a catalog sl
 unique per node, sizes are never negative, and a node has at most one active job.
 """
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -1025,6 +1026,10 @@ class ProbeProposal(models.Model):
         return f"probe of {self.node} proposed at {self.proposed_at:%Y-%m-%d %H:%M}"
 
 
+# capacity.OverheadFit's fields, each kept in MemoryLesson's column of the same name.
+_FIT_FIELDS = tuple(f.name for f in dataclasses.fields(capacity.OverheadFit))
+
+
 class MemoryLesson(models.Model):
     """One fit of a build's memory overhead model (capacity.overhead), kept as history: the newest
     not reverted decides the memory of every node of its group; an admin may revert it (audited).
@@ -1063,22 +1068,21 @@ class MemoryLesson(models.Model):
     def __str__(self) -> str:
         return f"memory lesson {self.pk} of {self.build or 'the fleet'} at {self.learnt_at:%Y-%m-%d %H:%M}"
 
+    # Each field of capacity.OverheadFit is a column of the same name: the two ways between them are here,
+    # side by side (a field without its column fails the first lesson kept, not silently).
+
     def fit(self) -> capacity.OverheadFit:
         """The fit as capacity.overhead made it: the line, its uncertainty and each node's residual."""
-        return capacity.OverheadFit(
-            own_mru=self.own_mru,
-            per_vm_mru=self.per_vm_mru,
-            own_sd=self.own_sd,
-            per_vm_sd=self.per_vm_sd,
-            spread_mru=self.spread_mru,
-            line_sd=self.line_sd,
-            per_vm_doubt=self.per_vm_doubt,
-            points=self.points,
-            nodes=self.nodes,
-            mean_vms=self.mean_vms,
-            residuals={int(node): value for node, value in self.residuals.items()},
-            on_prior=self.on_prior,
-        )
+        values = {name: getattr(self, name) for name in _FIT_FIELDS}
+        values["residuals"] = {int(node): value for node, value in self.residuals.items()}  # JSON keys are text
+        return capacity.OverheadFit(**values)
+
+    @staticmethod
+    def fit_columns(fit: capacity.OverheadFit) -> dict[str, Any]:
+        """The columns that keep `fit` (MemoryLesson.objects.create(**fit_columns(fit), ...))."""
+        values = {name: getattr(fit, name) for name in _FIT_FIELDS}
+        values["residuals"] = {str(node): value for node, value in fit.residuals.items()}
+        return values
 
 
 class AuditEvent(models.Model):
