@@ -131,18 +131,9 @@ def node_register(
     rent: dict | None = None,
     refuse_no_node: bool = False,
 ) -> Node:
-    """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog.
-
-    `refuse_no_node` (the operator's `manage.py node_register`): refuse, in one line, what can host no VM
-    at all (no SSD, memory below one slice and the reserve); a farm's onboarding and the demo keep such a
-    node, with its empty catalog, to show it.
-
-    One transaction: the node, its slices and an audit event, or nothing. `by` is the user (None for
-    the command line); `source` and `origin` (a host or address) say from where.
-    `used` is the live used capacity when it was read (at `seen_at`, default now). `cache` bounds the
-    zos-cache's quota when the node's own pools answer told it (nodes.services.pools.pools_cache): the carve
-    then keeps its next step, as the figures will once that answer is kept as the node's pool report.
-    """
+    """Register a node stated by hand (the command's flags, the tests): its facts as keyword arguments,
+    the rest as node_register_facts takes it. `used` is the live used capacity when it was read (at
+    `seen_at`, default now)."""
     facts = NodeFacts(
         node_id=node_id,
         total=total,
@@ -162,6 +153,41 @@ def node_register(
         uptime=uptime,
         rent=rent,
     )
+    return node_register_facts(
+        facts,
+        pools=pools,
+        cache=cache,
+        policy_name=policy_name,
+        by=by,
+        source=source,
+        origin=origin,
+        refuse_no_node=refuse_no_node,
+    )
+
+
+def node_register_facts(
+    facts: NodeFacts,
+    *,
+    pools: Sequence[int] | None = None,
+    cache: int | None = None,
+    policy_name: str | None = None,
+    by=None,
+    source: str = "command",
+    origin: str = "",
+    refuse_no_node: bool = False,
+) -> Node:
+    """Carve a new node with its effective policy (or `policy_name`) and store it with its catalog: the one
+    path of a node's registration, its facts typed by hand (node_register) or read (NodeFacts.of_live).
+
+    `refuse_no_node` (the operator's `manage.py node_register`): refuse, in one line, what can host no VM
+    at all (no SSD, memory below one slice and the reserve); a farm's onboarding and the demo keep such a
+    node, with its empty catalog, to show it.
+
+    One transaction: the node, its slices and an audit event, or nothing. `by` is the user (None for
+    the command line); `source` and `origin` (a host or address) say from where. `cache` bounds the
+    zos-cache's quota when the node's own pools answer told it (nodes.services.pools.pools_cache): the carve
+    then keeps its next step, as the figures will once that answer is kept as the node's pool report.
+    """
     policy, carve = registration_carve(facts, pools, cache, _policy_for(policy_name), refuse_no_node=refuse_no_node)
     return _node_insert(facts, pools=pools, policy=policy, carve=carve, by=by, source=source, origin=origin)
 
@@ -341,9 +367,8 @@ def node_register_from_grid(
 
 def _node_register_live(live: NodeCapacity, *, seen_at: datetime, **how) -> Node:
     """node_register with every fact the reading states (NodeFacts.of_live); `how`: who, from where, the policy."""
-    facts = NodeFacts.of_live(live, seen_at=seen_at)
-    return node_register(
-        **{name: getattr(facts, name) for name in NodeFacts.__dataclass_fields__},
+    return node_register_facts(
+        NodeFacts.of_live(live, seen_at=seen_at),
         pools=list(live.pools_sru) if live.pools_sru else None,
         cache=live.zos_cache_sru if live.pools_sru else None,
         **how,
