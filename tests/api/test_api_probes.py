@@ -183,7 +183,7 @@ def test_probes_want_a_token(api_call):
     assert api_call("post", "/api/v1/probes").status_code == 401
 
 
-@pytest.mark.parametrize("limit", ["0", "101", "x"])
+@pytest.mark.parametrize("limit", ["0", "101", "x", str(2**64), "-1", "%00", "1e3", "%ED%A0%80"])
 def test_a_bad_limit_is_refused_and_keeps_nothing(api_call, api_token, limit):
     assert api_call("post", f"/api/v1/probes?limit={limit}", api_token("report")).status_code in (400, 422)
     assert ProbeProposal.objects.count() == 0
